@@ -1,0 +1,347 @@
+//! The model catalog (`models.toml`): architecture shapes and where real weights may be found.
+//!
+//! The default catalog is compiled into the binary ([`Catalog::builtin`]); another file can be
+//! read with [`Catalog::from_path`]. Every entry is validated when the catalog is read, and an
+//! error names the entry and the field.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const BUILTIN: &str = include_str!("../../../models.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("cannot read catalog {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("catalog {origin} is not valid TOML: {message}")]
+    Toml { origin: String, message: String },
+    #[error("catalog {origin}: no [models.<name>] table")]
+    NoModels { origin: String },
+    #[error("catalog {origin}: model `{model}`: {message}")]
+    Entry { origin: String, model: String, message: String },
+    #[error("unknown model `{name}`; the catalog has: {available}")]
+    UnknownModel { name: String, available: String },
+}
+
+/// Decoder families the engine runs; all are the Llama block with small differences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Architecture {
+    /// Llama 2/3, SmolLM2, TinyLlama.
+    Llama,
+    /// Same block as Llama.
+    Mistral,
+    /// Llama block with biases on the q, k and v projections.
+    Qwen2,
+}
+
+/// Llama 3 RoPE frequency scaling (config.json `rope_scaling` with `rope_type = "llama3"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RopeScaling {
+    #[serde(alias = "type")]
+    pub rope_type: String,
+    pub factor: f64,
+    pub low_freq_factor: f64,
+    pub high_freq_factor: f64,
+    pub original_max_position_embeddings: usize,
+}
+
+/// One catalog entry: the shape of a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    #[serde(skip)]
+    pub name: String,
+    pub architecture: Architecture,
+    pub hidden_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    /// Defaults to hidden_size / num_heads.
+    #[serde(default)]
+    pub head_dim: Option<usize>,
+    pub intermediate_size: usize,
+    pub vocab_size: usize,
+    pub max_position_embeddings: usize,
+    pub rope_theta: f64,
+    pub rms_norm_eps: f64,
+    pub tie_word_embeddings: bool,
+    /// Biases on q/k/v (Qwen2); implied by `architecture = "qwen2"`.
+    #[serde(default)]
+    pub qkv_bias: bool,
+    #[serde(default)]
+    pub rope_scaling: Option<RopeScaling>,
+    #[serde(default)]
+    pub bos_token_id: Option<u32>,
+    #[serde(default)]
+    pub eos_token_id: Option<u32>,
+    /// Hugging Face repository of the real weights (looked up in the local cache only).
+    #[serde(default)]
+    pub hf_repo: Option<String>,
+    /// Where a GGUF file of the model may be found (free text).
+    #[serde(default)]
+    pub gguf_file: Option<String>,
+}
+
+impl ModelSpec {
+    pub fn head_dim(&self) -> usize {
+        self.head_dim.unwrap_or(self.hidden_size / self.num_heads.max(1))
+    }
+
+    pub fn has_qkv_bias(&self) -> bool {
+        self.qkv_bias || self.architecture == Architecture::Qwen2
+    }
+
+    /// Parameters of the model (embedding, every layer, final norm, lm_head if untied).
+    pub fn param_count(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        let d = self.head_dim() as u64;
+        let q = self.num_heads as u64 * d;
+        let kv = self.num_kv_heads as u64 * d;
+        let i = self.intermediate_size as u64;
+        let v = self.vocab_size as u64;
+        let attn = h * q + 2 * h * kv + q * h + if self.has_qkv_bias() { q + 2 * kv } else { 0 };
+        let mlp = 3 * h * i;
+        let layer = attn + mlp + 2 * h;
+        let lm_head = if self.tie_word_embeddings { 0 } else { v * h };
+        v * h + self.num_layers as u64 * layer + h + lm_head
+    }
+
+    /// Bytes of the weights at `dtype_bytes` per parameter.
+    pub fn weight_bytes(&self, dtype_bytes: usize) -> u64 {
+        self.param_count() * dtype_bytes as u64
+    }
+
+    /// Bytes of K and V one token occupies across all layers.
+    pub fn kv_bytes_per_token(&self, dtype_bytes: usize) -> u64 {
+        2 * self.num_layers as u64 * self.num_kv_heads as u64 * self.head_dim() as u64 * dtype_bytes as u64
+    }
+
+    /// Checks the shape is consistent; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("hidden_size", self.hidden_size),
+            ("num_layers", self.num_layers),
+            ("num_heads", self.num_heads),
+            ("num_kv_heads", self.num_kv_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("vocab_size", self.vocab_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+        ];
+        for (field, v) in positive {
+            if v == 0 {
+                return Err(format!("field `{field}` must be positive"));
+            }
+        }
+        if self.head_dim.is_none() && self.hidden_size % self.num_heads != 0 {
+            return Err(format!(
+                "field `num_heads`: {} heads do not divide hidden_size {}",
+                self.num_heads, self.hidden_size
+            ));
+        }
+        if self.head_dim() % 2 != 0 || self.head_dim() == 0 {
+            return Err(format!("field `head_dim`: {} must be even and positive (RoPE rotates pairs)", self.head_dim()));
+        }
+        if self.num_heads % self.num_kv_heads != 0 {
+            return Err(format!(
+                "field `num_kv_heads`: {} kv heads do not divide num_heads {}",
+                self.num_kv_heads, self.num_heads
+            ));
+        }
+        if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
+            return Err(format!("field `rope_theta` must be positive, got {}", self.rope_theta));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
+            return Err(format!("field `rms_norm_eps` must be positive, got {}", self.rms_norm_eps));
+        }
+        if let Some(s) = &self.rope_scaling {
+            if s.rope_type != "llama3" {
+                return Err(format!("field `rope_scaling.rope_type`: `{}` is not supported (only llama3)", s.rope_type));
+            }
+            if !(s.factor > 0.0 && s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor) {
+                return Err("field `rope_scaling`: needs factor > 0 and high_freq_factor > low_freq_factor > 0".into());
+            }
+        }
+        for (field, id) in [("bos_token_id", self.bos_token_id), ("eos_token_id", self.eos_token_id)] {
+            if let Some(id) = id {
+                if id as usize >= self.vocab_size {
+                    return Err(format!("field `{field}`: {id} is outside the vocabulary ({})", self.vocab_size));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where the weights of a run come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightsSource {
+    /// Seeded random tensors of the real shapes (vLLM's `--load-format dummy`).
+    Dummy { seed: u64 },
+    /// A directory with `config.json`, `*.safetensors` and usually `tokenizer.json`.
+    Dir(PathBuf),
+    /// The model's `hf_repo` in the local Hugging Face cache (never downloaded).
+    HfCache,
+    /// A GGUF file; `dequantize` runs it in the model dtype instead of quantized matmuls.
+    Gguf { path: PathBuf, dequantize: bool },
+}
+
+impl WeightsSource {
+    /// Parses `dummy`, `dummy:SEED`, `hf`, a `.gguf` file (`PATH` or `PATH:dequant`) or a directory.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s == "dummy" {
+            return Ok(Self::Dummy { seed: 0 });
+        }
+        if let Some(seed) = s.strip_prefix("dummy:") {
+            let seed = seed.parse().map_err(|_| format!("weights `{s}`: the seed after `dummy:` must be a whole number"))?;
+            return Ok(Self::Dummy { seed });
+        }
+        if s == "hf" {
+            return Ok(Self::HfCache);
+        }
+        let (path, dequantize) = match s.strip_suffix(":dequant") {
+            Some(p) => (p, true),
+            None => (s, false),
+        };
+        let p = PathBuf::from(path);
+        if path.ends_with(".gguf") {
+            if !p.is_file() {
+                return Err(format!("weights `{path}`: no such GGUF file"));
+            }
+            return Ok(Self::Gguf { path: p, dequantize });
+        }
+        if p.is_dir() {
+            return Ok(Self::Dir(p));
+        }
+        Err(format!(
+            "weights `{s}`: expected `dummy`, `dummy:SEED`, `hf`, a .gguf file or a directory with safetensors"
+        ))
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Dummy { .. } => "dummy",
+            Self::Dir(_) => "safetensors",
+            Self::HfCache => "hf-cache",
+            Self::Gguf { dequantize: false, .. } => "gguf",
+            Self::Gguf { dequantize: true, .. } => "gguf-dequantized",
+        }
+    }
+}
+
+/// All models of a catalog, by name (sorted).
+#[derive(Clone, Debug)]
+pub struct Catalog {
+    pub origin: String,
+    pub models: BTreeMap<String, ModelSpec>,
+}
+
+impl Catalog {
+    /// The catalog compiled into the binary (the repository's `models.toml`).
+    pub fn builtin() -> Self {
+        Self::parse(BUILTIN, "<builtin models.toml>").expect("the builtin catalog is validated by a test")
+    }
+
+    pub fn from_path(path: &Path) -> Result<Self, CatalogError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| CatalogError::Io { path: path.to_path_buf(), source })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Self, CatalogError> {
+        let origin = origin.to_string();
+        let table: toml::Table = toml::from_str(text)
+            .map_err(|e| CatalogError::Toml { origin: origin.clone(), message: e.to_string() })?;
+        let models = match table.get("models") {
+            Some(toml::Value::Table(t)) if !t.is_empty() => t,
+            _ => return Err(CatalogError::NoModels { origin }),
+        };
+        let mut out = BTreeMap::new();
+        for (name, value) in models {
+            let entry = |message: String| CatalogError::Entry { origin: origin.clone(), model: name.clone(), message };
+            let mut spec: ModelSpec = value.clone().try_into().map_err(|e: toml::de::Error| entry(e.message().to_string()))?;
+            spec.name = name.clone();
+            spec.validate().map_err(entry)?;
+            out.insert(name.clone(), spec);
+        }
+        Ok(Self { origin, models: out })
+    }
+
+    pub fn get(&self, name: &str) -> Result<&ModelSpec, CatalogError> {
+        self.models.get(name).ok_or_else(|| CatalogError::UnknownModel {
+            name: name.to_string(),
+            available: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_catalog_is_valid_and_has_the_required_models() {
+        let c = Catalog::parse(BUILTIN, "builtin").unwrap();
+        for m in ["tiny", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "llama-3.1-70b"] {
+            assert!(c.models.contains_key(m), "{m}");
+        }
+        assert!(c.get("qwen2.5-0.5b").unwrap().has_qkv_bias());
+    }
+
+    #[test]
+    fn parameter_counts_match_the_published_sizes() {
+        let c = Catalog::builtin();
+        // tiny by hand: embed 32000*256 + 4*(4*256*256 + 3*256*1024 + 2*256) + 256 + lm_head 32000*256
+        let tiny = 32000 * 256 + 4 * (4 * 256 * 256 + 3 * 256 * 1024 + 2 * 256) + 256 + 32000 * 256;
+        assert_eq!(c.get("tiny").unwrap().param_count(), tiny);
+        // Published: SmolLM2-135M has 134,515,008 parameters; Qwen2.5-0.5B 494,032,768; Llama-3.2-1B 1,235,814,400.
+        assert_eq!(c.get("smollm2-135m").unwrap().param_count(), 134_515_008);
+        assert_eq!(c.get("qwen2.5-0.5b").unwrap().param_count(), 494_032_768);
+        assert_eq!(c.get("llama-3.2-1b").unwrap().param_count(), 1_235_814_400);
+        assert_eq!(c.get("llama-3.1-8b").unwrap().param_count(), 8_030_261_248);
+        // SmolLM2: 2 (K,V) * 30 layers * 3 kv heads * 64 dims * 4 bytes
+        assert_eq!(c.get("smollm2-135m").unwrap().kv_bytes_per_token(4), 2 * 30 * 3 * 64 * 4);
+    }
+
+    fn entry(extra: &str, drop: &str) -> String {
+        let base = "architecture = \"llama\"\nhidden_size = 64\nnum_layers = 2\nnum_heads = 4\nnum_kv_heads = 2\n\
+                    intermediate_size = 128\nvocab_size = 300\nmax_position_embeddings = 128\nrope_theta = 10000.0\n\
+                    rms_norm_eps = 1e-5\ntie_word_embeddings = false\n";
+        let body: String = base.lines().filter(|l| drop.is_empty() || !l.starts_with(drop)).map(|l| format!("{l}\n")).collect();
+        format!("[models.m]\n{body}{extra}")
+    }
+
+    #[test]
+    fn bad_entries_name_the_model_and_field() {
+        assert!(Catalog::parse(&entry("", ""), "t").is_ok());
+        let e = Catalog::parse(&entry("", "hidden_size"), "t").unwrap_err().to_string();
+        assert!(e.contains("model `m`") && e.contains("hidden_size"), "{e}");
+        let e = Catalog::parse(&(entry("", "num_heads") + "num_heads = 5\n"), "t").unwrap_err().to_string();
+        assert!(e.contains("num_heads") && e.contains("do not divide"), "{e}");
+        let e = Catalog::parse(&(entry("", "architecture") + "architecture = \"gpt2\"\n"), "t").unwrap_err().to_string();
+        assert!(e.contains("model `m`") && e.contains("gpt2"), "{e}");
+        let e = Catalog::parse(&(entry("", "num_kv_heads") + "num_kv_heads = 3\n"), "t").unwrap_err().to_string();
+        assert!(e.contains("num_kv_heads"), "{e}");
+        let e = Catalog::parse(&entry("colour = 1\n", ""), "t").unwrap_err().to_string();
+        assert!(e.contains("colour"), "{e}");
+        let e = Catalog::parse("models = [", "t").unwrap_err().to_string();
+        assert!(e.contains("not valid TOML"), "{e}");
+        let e = Catalog::parse("x = 1", "t").unwrap_err().to_string();
+        assert!(e.contains("no [models"), "{e}");
+        let e = Catalog::builtin().get("gpt-5").unwrap_err().to_string();
+        assert!(e.contains("gpt-5") && e.contains("tiny"), "{e}");
+    }
+
+    #[test]
+    fn weights_source_parsing() {
+        assert_eq!(WeightsSource::parse("dummy").unwrap(), WeightsSource::Dummy { seed: 0 });
+        assert_eq!(WeightsSource::parse("dummy:7").unwrap(), WeightsSource::Dummy { seed: 7 });
+        assert!(WeightsSource::parse("dummy:x").unwrap_err().contains("whole number"));
+        assert_eq!(WeightsSource::parse("hf").unwrap(), WeightsSource::HfCache);
+        assert!(WeightsSource::parse("/nonexistent/m.gguf").unwrap_err().contains("no such GGUF"));
+        assert!(WeightsSource::parse("/nonexistent/dir").is_err());
+    }
+}

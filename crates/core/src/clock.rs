@@ -1,0 +1,71 @@
+//! One monotonic clock for every stamp of a run.
+//!
+//! A [`Stamp`] is the number of nanoseconds since the [`Clock`]'s origin. The engine, the
+//! workload and the metrics all read the same clock, so differences between any two stamps
+//! of a run are meaningful.
+
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// Nanoseconds since the origin of the run's [`Clock`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Stamp(pub u64);
+
+impl Stamp {
+    /// `self - earlier` in seconds; negative when `earlier` is later.
+    pub fn secs_since(self, earlier: Stamp) -> f64 {
+        (self.0 as i128 - earlier.0 as i128) as f64 * 1e-9
+    }
+    /// Seconds since the clock's origin.
+    pub fn as_secs(self) -> f64 {
+        self.0 as f64 * 1e-9
+    }
+}
+
+/// A monotonic clock: `Instant` at creation is its origin. Cheap to copy and share.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: Instant,
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock {
+    pub fn new() -> Self {
+        Self { origin: Instant::now() }
+    }
+    /// The current stamp.
+    pub fn now(&self) -> Stamp {
+        self.stamp(Instant::now())
+    }
+    /// The stamp of an `Instant` read elsewhere (saturates at 0 before the origin).
+    pub fn stamp(&self, t: Instant) -> Stamp {
+        Stamp(t.saturating_duration_since(self.origin).as_nanos() as u64)
+    }
+    /// The `Instant` of a stamp, for sleeping until an intended time.
+    pub fn instant(&self, s: Stamp) -> Instant {
+        self.origin + Duration::from_nanos(s.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_are_monotonic_and_differences_are_seconds() {
+        let c = Clock::new();
+        let a = c.now();
+        let b = c.now();
+        assert!(b >= a);
+        assert_eq!(Stamp(2_500_000_000).secs_since(Stamp(500_000_000)), 2.0);
+        assert_eq!(Stamp(0).secs_since(Stamp(1_000_000_000)), -1.0);
+        let s = Stamp(123_456);
+        assert_eq!(c.stamp(c.instant(s)), s);
+    }
+}

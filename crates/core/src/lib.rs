@@ -1,0 +1,10 @@
+//! Plain data types shared by every goodput crate: the run clock, request specifications,
+//! engine records and the model catalog. No candle, no tokio, no HTTP.
+
+pub mod catalog;
+pub mod clock;
+pub mod request;
+
+pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsSource};
+pub use clock::{Clock, Stamp};
+pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};

@@ -1,0 +1,155 @@
+//! Requests as the engine sees them, and the raw records it keeps of them.
+//!
+//! Records hold raw stamps only; every derived number (queue time, TTFT, …) is defined once,
+//! in `goodput-metrics`.
+
+use crate::clock::Stamp;
+use serde::{Deserialize, Serialize};
+
+pub type RequestId = u64;
+pub type TokenId = u32;
+
+/// How a request's tokens are chosen and when its generation stops.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SamplingParams {
+    /// Most tokens to generate (≥ 1).
+    pub max_tokens: usize,
+    /// End-of-sequence and stop tokens are ignored until this many tokens were generated.
+    pub min_tokens: usize,
+    /// 0 means greedy (argmax).
+    pub temperature: f32,
+    /// Keep only the k most likely tokens (0 = off).
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches p (1.0 = off).
+    pub top_p: f32,
+    /// Seed of this request's sampler; the same seed gives the same tokens.
+    pub seed: u64,
+    /// Generate exactly `max_tokens`, ignoring end-of-sequence (what benchmarks use).
+    pub ignore_eos: bool,
+    /// Extra token ids that end generation (the stop token is kept in the output).
+    pub stop_token_ids: Vec<TokenId>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self {
+            max_tokens: 16,
+            min_tokens: 0,
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+            ignore_eos: false,
+            stop_token_ids: Vec::new(),
+        }
+    }
+}
+
+impl SamplingParams {
+    /// Greedy decoding of exactly `n` tokens, the usual benchmark request.
+    pub fn greedy_exact(n: usize) -> Self {
+        Self { max_tokens: n, ignore_eos: true, ..Self::default() }
+    }
+
+    /// Checks the values a caller controls; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_tokens == 0 {
+            return Err("max_tokens must be at least 1".into());
+        }
+        if self.min_tokens > self.max_tokens {
+            return Err(format!(
+                "min_tokens ({}) is larger than max_tokens ({})",
+                self.min_tokens, self.max_tokens
+            ));
+        }
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err(format!("temperature must be finite and >= 0, got {}", self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(format!("top_p must be in (0, 1], got {}", self.top_p));
+        }
+        Ok(())
+    }
+}
+
+/// Why a request stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// `max_tokens` reached.
+    Length,
+    /// End-of-sequence or a stop token was generated.
+    Stop,
+    /// Aborted by the caller (or its client went away).
+    Abort,
+    /// The engine failed while running it.
+    Error,
+}
+
+/// Everything the engine stamped for one request (one monotonic clock, see [`Stamp`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineRecord {
+    pub id: RequestId,
+    /// The engine handle accepted the request.
+    pub arrival: Stamp,
+    /// The request entered the scheduler's waiting queue.
+    pub queued: Stamp,
+    /// First time any of its tokens was scheduled; never reset by a preemption.
+    pub first_scheduled: Option<Stamp>,
+    /// The first generated token was sampled.
+    pub first_token: Option<Stamp>,
+    /// The time each generated token was sampled (the first equals `first_token`).
+    pub token_times: Vec<Stamp>,
+    /// The engine finished the request (last token, abort or error).
+    pub finished: Stamp,
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from the prefix cache at the first scheduling.
+    pub cached_tokens: usize,
+    pub generated_tokens: usize,
+    /// Times it was preempted (its KV freed and later recomputed).
+    pub preemptions: u32,
+    pub finish_reason: FinishReason,
+}
+
+impl EngineRecord {
+    /// Stamp of the last generated token.
+    pub fn last_token(&self) -> Option<Stamp> {
+        self.token_times.last().copied()
+    }
+}
+
+/// What the engine did in one step (one forward pass).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub step: u64,
+    pub start: Stamp,
+    pub end: Stamp,
+    /// Seconds spent in the scheduler (choosing the batch, allocating blocks).
+    pub schedule_s: f64,
+    /// Seconds spent preparing inputs and running the model.
+    pub forward_s: f64,
+    /// Seconds spent sampling and updating requests (stop checks, stamps, events).
+    pub sample_s: f64,
+    /// Prompt (or recompute) tokens computed this step.
+    pub prefill_tokens: usize,
+    /// Sequences that computed exactly one decode token this step.
+    pub decode_seqs: usize,
+    /// Sequences in the batch.
+    pub num_seqs: usize,
+    /// Requests running / waiting after scheduling.
+    pub running: usize,
+    pub waiting: usize,
+    /// KV blocks referenced by requests after the step, and the pool's usable blocks.
+    pub blocks_used: usize,
+    pub usable_blocks: usize,
+    pub block_size: usize,
+    /// Tokens whose K/V the running requests hold after the step.
+    pub tokens_held: usize,
+    /// Preemptions made while scheduling this step.
+    pub preemptions: usize,
+    /// Prompt tokens found in the prefix cache while scheduling this step.
+    pub prefix_hit_tokens: usize,
+    /// Prompt tokens looked up in the prefix cache while scheduling this step.
+    pub prefix_query_tokens: usize,
+}
