@@ -1,0 +1,11 @@
+//! The engine's state machines as plain structs: the paged KV block pool and the
+//! continuous-batching scheduler. No candle, no threads: tests drive them directly with a fake
+//! model runner (TGI `backends/v3` style).
+
+pub mod block_pool;
+pub mod block_table;
+pub mod scheduler;
+
+pub use block_pool::{BlockHash, BlockId, BlockPool, PoolError};
+pub use block_table::{BlockTable, SharedPool};
+pub use scheduler::{AdmissionError, NewRequest, ScheduledSeq, Scheduler, SchedulerConfig, SchedulerOutput, StepUpdate};

@@ -1,0 +1,497 @@
+//! Continuous batching in the manner of vLLM v1.
+//!
+//! Each step: running sequences first (decodes and unfinished prefill chunks, oldest first),
+//! then waiting ones (FCFS), within a token budget (`max_num_batched_tokens`) and a sequence
+//! cap (`max_num_seqs`). A prompt larger than the remaining budget is prefilled in chunks,
+//! mixed with decodes in the same forward. When the pool has no block for a running sequence,
+//! the newest running sequence is preempted by recompute: its blocks are freed and it goes
+//! back to the front of the waiting queue with everything it has generated so far.
+//!
+//! The scheduler only decides; the caller runs the model over [`SchedulerOutput`] and hands
+//! back one sampled token per sequence that samples ([`Scheduler::update`]).
+
+use crate::block_pool::{hash_full_blocks, BlockHash, BlockPool, PoolError};
+use crate::block_table::{BlockTable, SharedPool};
+use goodput_core::{EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, TokenId};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+/// Limits of the scheduler and the size of the KV pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedulerConfig {
+    /// Token budget of one step (prefill chunk tokens + one per decode).
+    pub max_num_batched_tokens: usize,
+    /// Most sequences running at once.
+    pub max_num_seqs: usize,
+    /// Blocks in the pool, including the reserved null block.
+    pub num_blocks: usize,
+    /// Token slots per block.
+    pub block_size: usize,
+    pub enable_prefix_caching: bool,
+    /// Longest sequence (prompt + generated) the model accepts.
+    pub max_model_len: usize,
+    /// End-of-sequence token of the model, if it has one.
+    pub eos_token_id: Option<TokenId>,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            max_num_batched_tokens: 2048,
+            max_num_seqs: 256,
+            num_blocks: 1024,
+            block_size: 16,
+            enable_prefix_caching: true,
+            max_model_len: 2048,
+            eos_token_id: None,
+        }
+    }
+}
+
+/// Why a request was refused before it was queued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdmissionError {
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("invalid sampling parameters: {0}")]
+    InvalidParams(String),
+    #[error("the prompt has {prompt} tokens but the model's context is {max_model_len} tokens")]
+    PromptTooLong { prompt: usize, max_model_len: usize },
+    #[error(
+        "prompt ({prompt} tokens) + max_tokens ({max_tokens}) exceeds the model's context of {max_model_len} tokens"
+    )]
+    ContextTooLong { prompt: usize, max_tokens: usize, max_model_len: usize },
+    #[error(
+        "the request needs {needed} KV blocks (prompt {prompt} + max_tokens {max_tokens} tokens) but the whole pool has {usable}; raise --kv-blocks or --kv-memory"
+    )]
+    ExceedsPool { needed: usize, usable: usize, prompt: usize, max_tokens: usize },
+    #[error("request id {0} is already in the engine")]
+    DuplicateId(RequestId),
+    #[error("token id {token} is outside the vocabulary ({vocab})")]
+    TokenOutOfVocab { token: TokenId, vocab: usize },
+}
+
+/// A request handed to the scheduler.
+#[derive(Clone, Debug)]
+pub struct NewRequest {
+    pub id: RequestId,
+    pub prompt: Vec<TokenId>,
+    pub params: SamplingParams,
+    /// When the engine accepted it.
+    pub arrival: Stamp,
+}
+
+#[derive(Debug)]
+struct Sequence {
+    id: RequestId,
+    prompt_len: usize,
+    /// Prompt followed by every generated token.
+    tokens: Vec<TokenId>,
+    /// Tokens whose K/V are in the pool.
+    num_computed: usize,
+    blocks: BlockTable,
+    /// Hashes of the full blocks cached so far (prefix caching only).
+    block_hashes: Vec<BlockHash>,
+    params: SamplingParams,
+    record: EngineRecord,
+}
+
+impl Sequence {
+    fn generated(&self) -> usize {
+        self.tokens.len() - self.prompt_len
+    }
+}
+
+/// One sequence of a step: compute `tokens` at positions `start..start + tokens.len()`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduledSeq {
+    pub id: RequestId,
+    /// Position of the first new token (= tokens already in the KV cache).
+    pub start: usize,
+    pub tokens: Vec<TokenId>,
+    /// Blocks covering positions `0..start + tokens.len()`.
+    pub block_table: Vec<u32>,
+    /// Whether a token is sampled from the last position (the prompt is complete after this step).
+    pub samples: bool,
+    /// Whether this is a single-token decode step (vs a prefill or recompute chunk).
+    pub is_decode: bool,
+}
+
+impl ScheduledSeq {
+    /// Context length after this step.
+    pub fn context_len(&self) -> usize {
+        self.start + self.tokens.len()
+    }
+}
+
+/// What to compute in one step.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SchedulerOutput {
+    pub seqs: Vec<ScheduledSeq>,
+    pub prefill_tokens: usize,
+    pub decode_seqs: usize,
+    /// Requests preempted while scheduling this step.
+    pub preempted: Vec<RequestId>,
+    pub prefix_hit_tokens: usize,
+    pub prefix_query_tokens: usize,
+}
+
+impl SchedulerOutput {
+    pub fn is_empty(&self) -> bool {
+        self.seqs.is_empty()
+    }
+    pub fn num_tokens(&self) -> usize {
+        self.seqs.iter().map(|s| s.tokens.len()).sum()
+    }
+}
+
+/// The result of one step for the caller: tokens to stream and finished requests.
+#[derive(Debug, Default)]
+pub struct StepUpdate {
+    /// (request, token, index of the token among the request's generated tokens).
+    pub tokens: Vec<(RequestId, TokenId, usize)>,
+    /// Records of requests that finished this step, with their generated tokens.
+    pub finished: Vec<(EngineRecord, Vec<TokenId>)>,
+}
+
+/// The continuous-batching scheduler over a paged KV pool.
+pub struct Scheduler {
+    cfg: SchedulerConfig,
+    pool: SharedPool,
+    waiting: VecDeque<Sequence>,
+    running: Vec<Sequence>,
+    vocab_size: Option<usize>,
+}
+
+impl Scheduler {
+    pub fn new(cfg: SchedulerConfig) -> Result<Self, PoolError> {
+        let pool = BlockPool::new(cfg.num_blocks, cfg.block_size, cfg.enable_prefix_caching)?;
+        Ok(Self {
+            cfg,
+            pool: Rc::new(RefCell::new(pool)),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            vocab_size: None,
+        })
+    }
+
+    /// Rejects prompts holding token ids at or above `vocab`.
+    pub fn with_vocab_size(mut self, vocab: usize) -> Self {
+        self.vocab_size = Some(vocab);
+        self
+    }
+
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.cfg
+    }
+
+    pub fn pool(&self) -> std::cell::Ref<'_, BlockPool> {
+        self.pool.borrow()
+    }
+
+    pub fn num_running(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn num_waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn has_work(&self) -> bool {
+        !self.running.is_empty() || !self.waiting.is_empty()
+    }
+
+    /// Checks a request against the model and the pool, without queueing it.
+    pub fn check(&self, prompt_len: usize, params: &SamplingParams) -> Result<(), AdmissionError> {
+        if prompt_len == 0 {
+            return Err(AdmissionError::EmptyPrompt);
+        }
+        params.validate().map_err(AdmissionError::InvalidParams)?;
+        let max = self.cfg.max_model_len;
+        if prompt_len >= max {
+            return Err(AdmissionError::PromptTooLong { prompt: prompt_len, max_model_len: max });
+        }
+        if prompt_len + params.max_tokens > max {
+            return Err(AdmissionError::ContextTooLong {
+                prompt: prompt_len,
+                max_tokens: params.max_tokens,
+                max_model_len: max,
+            });
+        }
+        // The last generated token is never fed back, so a sequence holds at most
+        // prompt + max_tokens - 1 tokens of K/V. It must fit alone, or it would preempt itself forever.
+        let needed = (prompt_len + params.max_tokens - 1).div_ceil(self.cfg.block_size);
+        let usable = self.pool.borrow().usable_blocks();
+        if needed > usable {
+            return Err(AdmissionError::ExceedsPool { needed, usable, prompt: prompt_len, max_tokens: params.max_tokens });
+        }
+        Ok(())
+    }
+
+    /// Queues a request (FCFS) after checking it.
+    pub fn add(&mut self, req: NewRequest, now: Stamp) -> Result<(), AdmissionError> {
+        self.check(req.prompt.len(), &req.params)?;
+        if let Some(vocab) = self.vocab_size {
+            if let Some(&token) = req.prompt.iter().find(|&&t| t as usize >= vocab) {
+                return Err(AdmissionError::TokenOutOfVocab { token, vocab });
+            }
+        }
+        if self.running.iter().chain(self.waiting.iter()).any(|s| s.id == req.id) {
+            return Err(AdmissionError::DuplicateId(req.id));
+        }
+        let record = EngineRecord {
+            id: req.id,
+            arrival: req.arrival,
+            queued: now,
+            first_scheduled: None,
+            first_token: None,
+            token_times: Vec::with_capacity(req.params.max_tokens),
+            finished: now,
+            prompt_tokens: req.prompt.len(),
+            cached_tokens: 0,
+            generated_tokens: 0,
+            preemptions: 0,
+            finish_reason: FinishReason::Length,
+        };
+        let mut tokens = req.prompt;
+        tokens.reserve(req.params.max_tokens);
+        self.waiting.push_back(Sequence {
+            id: req.id,
+            prompt_len: tokens.len(),
+            tokens,
+            num_computed: 0,
+            blocks: BlockTable::new(self.pool.clone()),
+            block_hashes: Vec::new(),
+            params: req.params,
+            record,
+        });
+        Ok(())
+    }
+
+    /// Removes a request wherever it is; its blocks return to the pool at once.
+    pub fn abort(&mut self, id: RequestId, now: Stamp) -> Option<(EngineRecord, Vec<TokenId>)> {
+        let seq = if let Some(i) = self.running.iter().position(|s| s.id == id) {
+            self.running.remove(i)
+        } else {
+            let i = self.waiting.iter().position(|s| s.id == id)?;
+            self.waiting.remove(i)?
+        };
+        Some(Self::finish(seq, FinishReason::Abort, now))
+    }
+
+    /// Aborts everything (shutdown, or an engine error), returning the records.
+    pub fn abort_all(&mut self, reason: FinishReason, now: Stamp) -> Vec<(EngineRecord, Vec<TokenId>)> {
+        let all: Vec<Sequence> = self.running.drain(..).chain(self.waiting.drain(..)).collect();
+        all.into_iter().map(|s| Self::finish(s, reason, now)).collect()
+    }
+
+    fn finish(mut seq: Sequence, reason: FinishReason, now: Stamp) -> (EngineRecord, Vec<TokenId>) {
+        seq.blocks.release();
+        seq.record.finished = now;
+        seq.record.finish_reason = reason;
+        seq.record.generated_tokens = seq.generated();
+        let out = seq.tokens.split_off(seq.prompt_len);
+        (seq.record, out)
+    }
+
+    fn preempt(&mut self, mut seq: Sequence) {
+        seq.blocks.release();
+        seq.block_hashes.clear();
+        seq.num_computed = 0;
+        seq.record.preemptions += 1;
+        self.waiting.push_front(seq);
+    }
+
+    /// Blocks a sequence needs beyond those it has, to hold `num_computed + n` tokens.
+    fn blocks_needed(&self, seq: &Sequence, n: usize) -> usize {
+        (seq.num_computed + n).div_ceil(self.cfg.block_size).saturating_sub(seq.blocks.len())
+    }
+
+    /// Chooses this step's batch and allocates its blocks.
+    pub fn schedule(&mut self, now: Stamp) -> SchedulerOutput {
+        let mut out = SchedulerOutput::default();
+        let mut budget = self.cfg.max_num_batched_tokens;
+        // (index into running, new tokens)
+        let mut picked: Vec<(usize, usize)> = Vec::new();
+
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let n = (self.running[i].tokens.len() - self.running[i].num_computed).min(budget);
+            if n == 0 {
+                // Its last step produced no token (a runner error); nothing to compute.
+                i += 1;
+                continue;
+            }
+            let mut scheduled = false;
+            loop {
+                let need = self.blocks_needed(&self.running[i], n);
+                if self.running[i].blocks.grow(need) {
+                    scheduled = true;
+                    break;
+                }
+                // Preempt the newest running sequence (possibly this one).
+                let victim = self.running.pop().expect("running is not empty");
+                out.preempted.push(victim.id);
+                let was_self = self.running.len() == i;
+                self.preempt(victim);
+                if was_self {
+                    break;
+                }
+            }
+            if !scheduled {
+                break;
+            }
+            picked.push((i, n));
+            budget -= n;
+            i += 1;
+        }
+
+        // Admit waiting sequences only when nothing had to be preempted (as vLLM v1 does).
+        if out.preempted.is_empty() {
+            while budget > 0 && self.running.len() < self.cfg.max_num_seqs {
+                let Some(seq) = self.waiting.front_mut() else { break };
+                let bs = self.cfg.block_size;
+                let mut hits = Vec::new();
+                if self.cfg.enable_prefix_caching && seq.num_computed == 0 {
+                    // Never serve the last token from the cache: it must be computed to sample.
+                    let max_blocks = (seq.tokens.len() - 1) / bs;
+                    let hashes = hash_full_blocks(&seq.tokens[..max_blocks * bs], bs);
+                    hits = self.pool.borrow().lookup(&hashes);
+                    seq.block_hashes = hashes;
+                    seq.block_hashes.truncate(hits.len());
+                }
+                let cached = hits.len() * bs;
+                let n = (seq.tokens.len() - cached).min(budget);
+                let total_blocks = (cached + n).div_ceil(bs);
+                let need = total_blocks - hits.len();
+                {
+                    let pool = self.pool.borrow();
+                    let hits_free = hits.iter().filter(|&&b| pool.ref_count(b) == 0).count();
+                    if pool.num_free_blocks() < need + hits_free {
+                        break;
+                    }
+                }
+                let mut seq = self.waiting.pop_front().expect("front exists");
+                if self.cfg.enable_prefix_caching {
+                    out.prefix_query_tokens += seq.tokens.len();
+                }
+                seq.blocks.push_cached(&hits);
+                let grown = seq.blocks.grow(need);
+                debug_assert!(grown, "free blocks were counted above");
+                seq.num_computed = cached;
+                if seq.record.first_scheduled.is_none() {
+                    seq.record.first_scheduled = Some(now);
+                    seq.record.cached_tokens = cached.min(seq.prompt_len);
+                }
+                out.prefix_hit_tokens += cached;
+                self.running.push(seq);
+                picked.push((self.running.len() - 1, n));
+                budget -= n;
+            }
+        }
+
+        for &(idx, n) in &picked {
+            let seq = &mut self.running[idx];
+            if seq.record.first_scheduled.is_none() {
+                seq.record.first_scheduled = Some(now);
+            }
+            let start = seq.num_computed;
+            let samples = start + n == seq.tokens.len();
+            let is_decode = n == 1 && seq.generated() > 0 && samples;
+            if is_decode {
+                out.decode_seqs += 1;
+            } else {
+                out.prefill_tokens += n;
+            }
+            out.seqs.push(ScheduledSeq {
+                id: seq.id,
+                start,
+                tokens: seq.tokens[start..start + n].to_vec(),
+                block_table: seq.blocks.ids().to_vec(),
+                samples,
+                is_decode,
+            });
+        }
+        out
+    }
+
+    /// Applies a step's results: `sampled[i]` is the token of `output.seqs[i]` when it samples
+    /// (ignored otherwise). `now` stamps the tokens.
+    pub fn update(&mut self, output: &SchedulerOutput, sampled: &[Option<TokenId>], now: Stamp) -> StepUpdate {
+        let mut upd = StepUpdate::default();
+        let bs = self.cfg.block_size;
+        let mut done: Vec<(RequestId, FinishReason)> = Vec::new();
+        for (k, s) in output.seqs.iter().enumerate() {
+            let Some(seq) = self.running.iter_mut().find(|q| q.id == s.id) else { continue };
+            seq.num_computed = s.start + s.tokens.len();
+            if self.cfg.enable_prefix_caching {
+                let full = seq.num_computed / bs;
+                let mut pool = self.pool.borrow_mut();
+                while seq.block_hashes.len() < full {
+                    let j = seq.block_hashes.len();
+                    let h = BlockHash::chain(seq.block_hashes.last().copied(), &seq.tokens[j * bs..(j + 1) * bs]);
+                    pool.cache_block(seq.blocks.ids()[j], h);
+                    seq.block_hashes.push(h);
+                }
+            }
+            if !s.samples {
+                continue;
+            }
+            let Some(token) = sampled.get(k).copied().flatten() else { continue };
+            seq.tokens.push(token);
+            seq.record.token_times.push(now);
+            if seq.record.first_token.is_none() {
+                seq.record.first_token = Some(now);
+            }
+            let generated = seq.generated();
+            upd.tokens.push((seq.id, token, generated - 1));
+            let p = &seq.params;
+            let stop_allowed = generated >= p.min_tokens;
+            let reason = if stop_allowed && !p.ignore_eos && Some(token) == self.cfg.eos_token_id {
+                Some(FinishReason::Stop)
+            } else if stop_allowed && p.stop_token_ids.contains(&token) {
+                Some(FinishReason::Stop)
+            } else if generated >= p.max_tokens || seq.tokens.len() >= self.cfg.max_model_len {
+                Some(FinishReason::Length)
+            } else {
+                None
+            };
+            if let Some(r) = reason {
+                done.push((seq.id, r));
+            }
+        }
+        for (id, reason) in done {
+            if let Some(i) = self.running.iter().position(|q| q.id == id) {
+                let seq = self.running.remove(i);
+                upd.finished.push(Self::finish(seq, reason, now));
+            }
+        }
+        upd
+    }
+
+    /// KV blocks referenced by requests.
+    pub fn blocks_used(&self) -> usize {
+        let p = self.pool.borrow();
+        p.usable_blocks() - p.num_free_blocks()
+    }
+
+    /// Tokens whose K/V the running requests hold, counting a block shared by several
+    /// requests (prefix cache) once.
+    pub fn tokens_held(&self) -> usize {
+        let pool = self.pool.borrow();
+        let bs = self.cfg.block_size;
+        let mut held = 0.0f64;
+        for s in &self.running {
+            for (j, &b) in s.blocks.ids().iter().enumerate() {
+                let filled = s.num_computed.saturating_sub(j * bs).min(bs);
+                let refs = pool.ref_count(b).max(1);
+                held += filled as f64 / refs as f64;
+            }
+        }
+        held.round() as usize
+    }
+}
+
+#[cfg(test)]
+mod tests;
