@@ -1,1 +1,20 @@
+//! goodput's instrumented inference engine: a Llama-family model on candle, run as a packed
+//! ("varlen") step over a paged KV cache, driven by the continuous-batching scheduler of
+//! `goodput-scheduler`. The only crate that knows candle.
 
+pub mod core;
+pub mod engine;
+pub mod error;
+pub mod kv_cache;
+pub mod model;
+pub mod paged_attention;
+pub mod reference;
+pub mod sampler;
+pub mod simd;
+pub mod tokenizer;
+pub mod weights;
+
+pub use crate::core::{EngineConfig, EngineCore, StepOutput};
+pub use engine::{Engine, EngineHandle, RequestEvent, RequestStream};
+pub use error::{EngineError, Result};
+pub use model::{AttentionImpl, Llama, StepBatch};

@@ -419,7 +419,9 @@ impl BlockPool {
         for (b, &listed) in on_list.iter().enumerate().skip(1) {
             if !listed {
                 if self.ref_cnt[b] == 0 {
-                    return Err(format!("block {b} has ref_cnt 0 but is not on the free list"));
+                    return Err(format!(
+                        "block {b} has ref_cnt 0 but is not on the free list"
+                    ));
                 }
                 if self.prev[b] != NONE || self.next[b] != NONE {
                     return Err(format!("referenced block {b} has stale free-list links"));

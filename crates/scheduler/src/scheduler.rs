@@ -49,6 +49,43 @@ impl Default for SchedulerConfig {
     }
 }
 
+impl SchedulerConfig {
+    /// Checks a request against the model and the pool, without queueing it.
+    pub fn check(&self, prompt_len: usize, params: &SamplingParams) -> Result<(), AdmissionError> {
+        if prompt_len == 0 {
+            return Err(AdmissionError::EmptyPrompt);
+        }
+        params.validate().map_err(AdmissionError::InvalidParams)?;
+        let max = self.max_model_len;
+        if prompt_len >= max {
+            return Err(AdmissionError::PromptTooLong {
+                prompt: prompt_len,
+                max_model_len: max,
+            });
+        }
+        if prompt_len + params.max_tokens > max {
+            return Err(AdmissionError::ContextTooLong {
+                prompt: prompt_len,
+                max_tokens: params.max_tokens,
+                max_model_len: max,
+            });
+        }
+        // The last generated token is never fed back, so a sequence holds at most
+        // prompt + max_tokens - 1 tokens of K/V. It must fit alone, or it would preempt itself forever.
+        let needed = (prompt_len + params.max_tokens - 1).div_ceil(self.block_size);
+        let usable = self.num_blocks.saturating_sub(1);
+        if needed > usable {
+            return Err(AdmissionError::ExceedsPool {
+                needed,
+                usable,
+                prompt: prompt_len,
+                max_tokens: params.max_tokens,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Why a request was refused before it was queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AdmissionError {
@@ -61,11 +98,20 @@ pub enum AdmissionError {
     #[error(
         "prompt ({prompt} tokens) + max_tokens ({max_tokens}) exceeds the model's context of {max_model_len} tokens"
     )]
-    ContextTooLong { prompt: usize, max_tokens: usize, max_model_len: usize },
+    ContextTooLong {
+        prompt: usize,
+        max_tokens: usize,
+        max_model_len: usize,
+    },
     #[error(
         "the request needs {needed} KV blocks (prompt {prompt} + max_tokens {max_tokens} tokens) but the whole pool has {usable}; raise --kv-blocks or --kv-memory"
     )]
-    ExceedsPool { needed: usize, usable: usize, prompt: usize, max_tokens: usize },
+    ExceedsPool {
+        needed: usize,
+        usable: usize,
+        prompt: usize,
+        max_tokens: usize,
+    },
     #[error("request id {0} is already in the engine")]
     DuplicateId(RequestId),
     #[error("token id {token} is outside the vocabulary ({vocab})")]
@@ -153,6 +199,8 @@ pub struct StepUpdate {
     pub tokens: Vec<(RequestId, TokenId, usize)>,
     /// Records of requests that finished this step, with their generated tokens.
     pub finished: Vec<(EngineRecord, Vec<TokenId>)>,
+    /// The stamp of this step's tokens.
+    pub time: Stamp,
 }
 
 /// The continuous-batching scheduler over a paged KV pool.
@@ -204,29 +252,7 @@ impl Scheduler {
 
     /// Checks a request against the model and the pool, without queueing it.
     pub fn check(&self, prompt_len: usize, params: &SamplingParams) -> Result<(), AdmissionError> {
-        if prompt_len == 0 {
-            return Err(AdmissionError::EmptyPrompt);
-        }
-        params.validate().map_err(AdmissionError::InvalidParams)?;
-        let max = self.cfg.max_model_len;
-        if prompt_len >= max {
-            return Err(AdmissionError::PromptTooLong { prompt: prompt_len, max_model_len: max });
-        }
-        if prompt_len + params.max_tokens > max {
-            return Err(AdmissionError::ContextTooLong {
-                prompt: prompt_len,
-                max_tokens: params.max_tokens,
-                max_model_len: max,
-            });
-        }
-        // The last generated token is never fed back, so a sequence holds at most
-        // prompt + max_tokens - 1 tokens of K/V. It must fit alone, or it would preempt itself forever.
-        let needed = (prompt_len + params.max_tokens - 1).div_ceil(self.cfg.block_size);
-        let usable = self.pool.borrow().usable_blocks();
-        if needed > usable {
-            return Err(AdmissionError::ExceedsPool { needed, usable, prompt: prompt_len, max_tokens: params.max_tokens });
-        }
-        Ok(())
+        self.cfg.check(prompt_len, params)
     }
 
     /// Queues a request (FCFS) after checking it.
@@ -237,7 +263,12 @@ impl Scheduler {
                 return Err(AdmissionError::TokenOutOfVocab { token, vocab });
             }
         }
-        if self.running.iter().chain(self.waiting.iter()).any(|s| s.id == req.id) {
+        if self
+            .running
+            .iter()
+            .chain(self.waiting.iter())
+            .any(|s| s.id == req.id)
+        {
             return Err(AdmissionError::DuplicateId(req.id));
         }
         let record = EngineRecord {
@@ -281,9 +312,19 @@ impl Scheduler {
     }
 
     /// Aborts everything (shutdown, or an engine error), returning the records.
-    pub fn abort_all(&mut self, reason: FinishReason, now: Stamp) -> Vec<(EngineRecord, Vec<TokenId>)> {
-        let all: Vec<Sequence> = self.running.drain(..).chain(self.waiting.drain(..)).collect();
-        all.into_iter().map(|s| Self::finish(s, reason, now)).collect()
+    pub fn abort_all(
+        &mut self,
+        reason: FinishReason,
+        now: Stamp,
+    ) -> Vec<(EngineRecord, Vec<TokenId>)> {
+        let all: Vec<Sequence> = self
+            .running
+            .drain(..)
+            .chain(self.waiting.drain(..))
+            .collect();
+        all.into_iter()
+            .map(|s| Self::finish(s, reason, now))
+            .collect()
     }
 
     fn finish(mut seq: Sequence, reason: FinishReason, now: Stamp) -> (EngineRecord, Vec<TokenId>) {
@@ -305,7 +346,9 @@ impl Scheduler {
 
     /// Blocks a sequence needs beyond those it has, to hold `num_computed + n` tokens.
     fn blocks_needed(&self, seq: &Sequence, n: usize) -> usize {
-        (seq.num_computed + n).div_ceil(self.cfg.block_size).saturating_sub(seq.blocks.len())
+        (seq.num_computed + n)
+            .div_ceil(self.cfg.block_size)
+            .saturating_sub(seq.blocks.len())
     }
 
     /// Chooses this step's batch and allocates its blocks.
@@ -350,7 +393,9 @@ impl Scheduler {
         // Admit waiting sequences only when nothing had to be preempted (as vLLM v1 does).
         if out.preempted.is_empty() {
             while budget > 0 && self.running.len() < self.cfg.max_num_seqs {
-                let Some(seq) = self.waiting.front_mut() else { break };
+                let Some(seq) = self.waiting.front_mut() else {
+                    break;
+                };
                 let bs = self.cfg.block_size;
                 let mut hits = Vec::new();
                 if self.cfg.enable_prefix_caching && seq.num_computed == 0 {
@@ -418,19 +463,32 @@ impl Scheduler {
 
     /// Applies a step's results: `sampled[i]` is the token of `output.seqs[i]` when it samples
     /// (ignored otherwise). `now` stamps the tokens.
-    pub fn update(&mut self, output: &SchedulerOutput, sampled: &[Option<TokenId>], now: Stamp) -> StepUpdate {
-        let mut upd = StepUpdate::default();
+    pub fn update(
+        &mut self,
+        output: &SchedulerOutput,
+        sampled: &[Option<TokenId>],
+        now: Stamp,
+    ) -> StepUpdate {
+        let mut upd = StepUpdate {
+            time: now,
+            ..StepUpdate::default()
+        };
         let bs = self.cfg.block_size;
         let mut done: Vec<(RequestId, FinishReason)> = Vec::new();
         for (k, s) in output.seqs.iter().enumerate() {
-            let Some(seq) = self.running.iter_mut().find(|q| q.id == s.id) else { continue };
+            let Some(seq) = self.running.iter_mut().find(|q| q.id == s.id) else {
+                continue;
+            };
             seq.num_computed = s.start + s.tokens.len();
             if self.cfg.enable_prefix_caching {
                 let full = seq.num_computed / bs;
                 let mut pool = self.pool.borrow_mut();
                 while seq.block_hashes.len() < full {
                     let j = seq.block_hashes.len();
-                    let h = BlockHash::chain(seq.block_hashes.last().copied(), &seq.tokens[j * bs..(j + 1) * bs]);
+                    let h = BlockHash::chain(
+                        seq.block_hashes.last().copied(),
+                        &seq.tokens[j * bs..(j + 1) * bs],
+                    );
                     pool.cache_block(seq.blocks.ids()[j], h);
                     seq.block_hashes.push(h);
                 }
@@ -438,7 +496,9 @@ impl Scheduler {
             if !s.samples {
                 continue;
             }
-            let Some(token) = sampled.get(k).copied().flatten() else { continue };
+            let Some(token) = sampled.get(k).copied().flatten() else {
+                continue;
+            };
             seq.tokens.push(token);
             seq.record.token_times.push(now);
             if seq.record.first_token.is_none() {

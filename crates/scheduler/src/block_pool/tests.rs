@@ -38,7 +38,10 @@ fn new_rejects_bad_sizes() {
         PoolError::ZeroBlockSize
     );
     let p = pool(2, 1, false);
-    assert_eq!((p.num_blocks(), p.usable_blocks(), p.num_free_blocks()), (2, 1, 1));
+    assert_eq!(
+        (p.num_blocks(), p.usable_blocks(), p.num_free_blocks()),
+        (2, 1, 1)
+    );
     assert_eq!(p.block_size(), 1);
     assert!(!p.prefix_caching());
     ok(&p);
@@ -82,7 +85,7 @@ fn freed_last_is_reused_last() {
     let mut p = pool(7, 1, false);
     let a = p.allocate(3).unwrap(); // 1 2 3
     let b = p.allocate(3).unwrap(); // 4 5 6
-    // Free b first, then a in reverse (tail first): LRU order is 4 5 6 3 2 1.
+                                    // Free b first, then a in reverse (tail first): LRU order is 4 5 6 3 2 1.
     p.free(&b);
     let mut rev = a.clone();
     rev.reverse();
@@ -264,7 +267,10 @@ fn block_hash_is_deterministic() {
     let long: Vec<u32> = (0..200).collect();
     let mut long2 = long.clone();
     long2[199] = 7;
-    assert_ne!(BlockHash::chain(None, &long), BlockHash::chain(None, &long2));
+    assert_ne!(
+        BlockHash::chain(None, &long),
+        BlockHash::chain(None, &long2)
+    );
     // Length framing: [] vs [0].
     assert_ne!(BlockHash::chain(None, &[]), BlockHash::chain(None, &[0]));
 }
@@ -447,7 +453,11 @@ impl Model {
     }
 
     fn cache_block(&mut self, b: BlockId, h: BlockHash) {
-        assert_eq!(self.content[b as usize].len(), self.bs(), "caching a non-full block");
+        assert_eq!(
+            self.content[b as usize].len(),
+            self.bs(),
+            "caching a non-full block"
+        );
         self.pool.cache_block(b, h);
         if self.pool.prefix_caching()
             && !self.cache.contains_key(&h)
@@ -460,7 +470,10 @@ impl Model {
     fn lookup(&self, hashes: &[BlockHash]) -> Vec<BlockId> {
         let got = self.pool.lookup(hashes);
         let want: Vec<BlockId> = if self.pool.prefix_caching() {
-            hashes.iter().map_while(|h| self.cache.get(h).copied()).collect()
+            hashes
+                .iter()
+                .map_while(|h| self.cache.get(h).copied())
+                .collect()
         } else {
             Vec::new()
         };
@@ -600,7 +613,11 @@ impl Model {
     fn check(&self) {
         let p = &self.pool;
         ok(p);
-        assert_eq!(free_list(p), Vec::from(self.free_q.clone()), "free-list order");
+        assert_eq!(
+            free_list(p),
+            Vec::from(self.free_q.clone()),
+            "free-list order"
+        );
         assert_eq!(p.num_free_blocks(), self.free_q.len());
         assert_eq!(p.cached, self.cache, "cache map");
         assert_eq!(p.num_cached_blocks(), self.cache.len());
@@ -622,11 +639,19 @@ impl Model {
             assert_eq!(s.hashes, hash_full_blocks(&s.tokens, bs));
             for (j, &b) in s.blocks.iter().enumerate() {
                 let end = ((j + 1) * bs).min(s.tokens.len());
-                assert_eq!(self.content[b as usize], s.tokens[j * bs..end], "block {b} data");
+                assert_eq!(
+                    self.content[b as usize],
+                    s.tokens[j * bs..end],
+                    "block {b} data"
+                );
             }
         }
         for (&h, &b) in &self.cache {
-            assert_eq!(self.content[b as usize].len(), bs, "cached block {b} not full");
+            assert_eq!(
+                self.content[b as usize].len(),
+                bs,
+                "cached block {b} not full"
+            );
             assert_eq!(p.block_hash(b), Some(h));
         }
         let want_usage = 1.0 - p.num_free_blocks() as f64 / p.usable_blocks() as f64;
@@ -683,15 +708,36 @@ proptest! {
 fn model_scenario_hits_the_prefix_cache() {
     let mut m = Model::new(12, 2, true);
     let ops = [
-        Op::Start { base: None, cut: 0, suffix: vec![1, 0, 1, 1, 0], use_cache: true },
-        Op::Append { seq: 0, tokens: vec![1, 1, 0] },
+        Op::Start {
+            base: None,
+            cut: 0,
+            suffix: vec![1, 0, 1, 1, 0],
+            use_cache: true,
+        },
+        Op::Append {
+            seq: 0,
+            tokens: vec![1, 1, 0],
+        },
         Op::Free { seq: 0 },
         // Same prompt again: its 2 full blocks are free but still cached.
-        Op::Start { base: Some(0), cut: 5, suffix: vec![], use_cache: true },
+        Op::Start {
+            base: Some(0),
+            cut: 5,
+            suffix: vec![],
+            use_cache: true,
+        },
         Op::Fork { seq: 0 },
-        Op::Append { seq: 1, tokens: vec![0] }, // copy-on-write of the shared partial block
+        Op::Append {
+            seq: 1,
+            tokens: vec![0],
+        }, // copy-on-write of the shared partial block
         // [1,0][1,1][0,0]: all three hit, the last one being the fork's copy-on-write block.
-        Op::Start { base: Some(0), cut: 4, suffix: vec![0, 0], use_cache: true },
+        Op::Start {
+            base: Some(0),
+            cut: 4,
+            suffix: vec![0, 0],
+            use_cache: true,
+        },
         Op::Preempt,
         Op::Free { seq: 0 },
     ];

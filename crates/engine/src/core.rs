@@ -1,0 +1,256 @@
+//! The engine's step, synchronous: scheduler → packed forward over the paged pool → sampling
+//! → stamps. [`EngineCore`] owns everything and has no thread; [`crate::Engine`] wraps it in
+//! one. Benches and tests drive it directly.
+
+use crate::error::{EngineError, Result};
+use crate::kv_cache::KvCache;
+use crate::model::{Llama, StepBatch};
+use crate::sampler::Sampler;
+use candle_core::DType;
+use goodput_core::{
+    Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId,
+};
+use goodput_scheduler::{NewRequest, Scheduler, SchedulerConfig, StepUpdate};
+use std::collections::HashMap;
+
+/// Sizes and limits of an engine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    pub block_size: usize,
+    /// Blocks in the KV pool (including the null block); `None`: from `kv_memory`.
+    pub num_blocks: Option<usize>,
+    /// KV pool size in bytes when `num_blocks` is not given.
+    pub kv_memory: u64,
+    pub max_num_batched_tokens: usize,
+    pub max_num_seqs: usize,
+    pub enable_prefix_caching: bool,
+    /// Longest sequence; `None`: the model's `max_position_embeddings`.
+    pub max_model_len: Option<usize>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            block_size: 16,
+            num_blocks: None,
+            kv_memory: 1 << 30,
+            max_num_batched_tokens: 2048,
+            max_num_seqs: 256,
+            enable_prefix_caching: true,
+            max_model_len: None,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The scheduler's configuration for `model`, checking the numbers.
+    pub fn scheduler_config(&self, model: &Llama) -> Result<SchedulerConfig> {
+        let max_model_len = self
+            .max_model_len
+            .unwrap_or(model.spec.max_position_embeddings);
+        if max_model_len == 0 || max_model_len > model.spec.max_position_embeddings {
+            return Err(EngineError::Config(format!(
+                "max model length {max_model_len} must be between 1 and the model's {} positions",
+                model.spec.max_position_embeddings
+            )));
+        }
+        if self.block_size == 0 || self.max_num_batched_tokens == 0 || self.max_num_seqs == 0 {
+            return Err(EngineError::Config(
+                "block size, max batched tokens and max sequences must be positive".into(),
+            ));
+        }
+        let num_blocks = match self.num_blocks {
+            Some(n) => n,
+            None => {
+                KvCache::blocks_for_bytes(&model.spec, self.block_size, model.dtype, self.kv_memory)
+            }
+        };
+        if num_blocks < 2 {
+            return Err(EngineError::Config(format!(
+                "the KV pool would have {num_blocks} blocks; it needs at least 2 (one is reserved): raise --kv-blocks or --kv-memory (one block is {} bytes)",
+                KvCache::bytes_per_block(&model.spec, self.block_size, model.dtype)
+            )));
+        }
+        Ok(SchedulerConfig {
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            max_num_seqs: self.max_num_seqs,
+            num_blocks,
+            block_size: self.block_size,
+            enable_prefix_caching: self.enable_prefix_caching,
+            max_model_len,
+            eos_token_id: model.spec.eos_token_id,
+        })
+    }
+}
+
+/// One step's outcome.
+#[derive(Debug)]
+pub struct StepOutput {
+    pub record: StepRecord,
+    pub update: StepUpdate,
+}
+
+/// Scheduler, model, KV pool and samplers, stepped by the caller.
+pub struct EngineCore {
+    pub model: Llama,
+    kv: KvCache,
+    sched: Scheduler,
+    samplers: HashMap<RequestId, Sampler>,
+    clock: Clock,
+    steps: u64,
+    /// When set, every sampled row of logits is kept here (tests compare them with the reference).
+    pub logits_tap: Option<Vec<(RequestId, Vec<f32>)>>,
+}
+
+impl EngineCore {
+    pub fn new(model: Llama, cfg: &EngineConfig, clock: Clock) -> Result<Self> {
+        let sc = cfg.scheduler_config(&model)?;
+        let kv = KvCache::new(
+            &model.spec,
+            sc.num_blocks,
+            sc.block_size,
+            model.dtype,
+            &model.device,
+        )?;
+        let sched = Scheduler::new(sc)
+            .map_err(|e| EngineError::Config(e.to_string()))?
+            .with_vocab_size(model.spec.vocab_size);
+        Ok(Self {
+            model,
+            kv,
+            sched,
+            samplers: HashMap::new(),
+            clock,
+            steps: 0,
+            logits_tap: None,
+        })
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.sched
+    }
+
+    pub fn has_work(&self) -> bool {
+        self.sched.has_work()
+    }
+
+    pub fn kv_dtype(&self) -> DType {
+        self.model.dtype
+    }
+
+    /// Queues a request; `arrival` is when the caller accepted it.
+    pub fn add_request(
+        &mut self,
+        id: RequestId,
+        prompt: Vec<TokenId>,
+        params: SamplingParams,
+        arrival: Stamp,
+    ) -> Result<()> {
+        let sampler = Sampler::new(&params);
+        self.sched.add(
+            NewRequest {
+                id,
+                prompt,
+                params,
+                arrival,
+            },
+            self.clock.now(),
+        )?;
+        self.samplers.insert(id, sampler);
+        Ok(())
+    }
+
+    pub fn abort(&mut self, id: RequestId) -> Option<(EngineRecord, Vec<TokenId>)> {
+        self.samplers.remove(&id);
+        self.sched.abort(id, self.clock.now())
+    }
+
+    pub fn abort_all(&mut self, reason: FinishReason) -> Vec<(EngineRecord, Vec<TokenId>)> {
+        self.samplers.clear();
+        self.sched.abort_all(reason, self.clock.now())
+    }
+
+    /// One step: schedule, run the model, sample, update. `None` when there was nothing to do.
+    /// A model error fails every request of the step's batch... and the caller decides; the
+    /// scheduler state is left consistent (nothing was applied).
+    pub fn step(&mut self) -> Result<Option<StepOutput>> {
+        let start = self.clock.now();
+        let out = self.sched.schedule(start);
+        let scheduled = self.clock.now();
+        if out.is_empty() {
+            return Ok(None);
+        }
+        let mut batch = StepBatch::new(self.sched.config().block_size);
+        for s in &out.seqs {
+            batch.push(&s.tokens, s.start, &s.block_table, s.samples);
+        }
+        let logits = self.model.forward(&batch, &self.kv)?;
+        let rows: Vec<Vec<f32>> = Llama::logits_rows(&logits)?;
+        let forwarded = self.clock.now();
+        let mut sampled = Vec::with_capacity(out.seqs.len());
+        let mut r = 0;
+        for s in &out.seqs {
+            if s.samples {
+                let sampler = self.samplers.get_mut(&s.id).ok_or_else(|| {
+                    EngineError::Other(format!("no sampler for request {}", s.id))
+                })?;
+                sampled.push(Some(sampler.sample(&rows[r])));
+                if let Some(tap) = &mut self.logits_tap {
+                    tap.push((s.id, rows[r].clone()));
+                }
+                r += 1;
+            } else {
+                sampled.push(None);
+            }
+        }
+        let now = self.clock.now();
+        let update = self.sched.update(&out, &sampled, now);
+        for (rec, _) in &update.finished {
+            self.samplers.remove(&rec.id);
+        }
+        let end = self.clock.now();
+        let p = self.sched.pool();
+        let record = StepRecord {
+            step: self.steps,
+            start,
+            end,
+            schedule_s: scheduled.secs_since(start),
+            forward_s: forwarded.secs_since(scheduled),
+            sample_s: end.secs_since(forwarded),
+            prefill_tokens: out.prefill_tokens,
+            decode_seqs: out.decode_seqs,
+            num_seqs: out.seqs.len(),
+            running: self.sched.num_running(),
+            waiting: self.sched.num_waiting(),
+            blocks_used: p.usable_blocks() - p.num_free_blocks(),
+            usable_blocks: p.usable_blocks(),
+            block_size: p.block_size(),
+            tokens_held: 0,
+            preemptions: out.preempted.len(),
+            prefix_hit_tokens: out.prefix_hit_tokens,
+            prefix_query_tokens: out.prefix_query_tokens,
+        };
+        drop(p);
+        let record = StepRecord {
+            tokens_held: self.sched.tokens_held(),
+            ..record
+        };
+        self.steps += 1;
+        Ok(Some(StepOutput { record, update }))
+    }
+
+    /// Runs until every queued request has finished; returns the finished requests.
+    pub fn run_to_completion(&mut self) -> Result<Vec<(EngineRecord, Vec<TokenId>)>> {
+        let mut done = Vec::new();
+        while self.has_work() {
+            if let Some(o) = self.step()? {
+                done.extend(o.update.finished);
+            }
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,310 @@
+//! The engine thread and its cloneable handle: submit requests, receive each request's token
+//! events with their stamps and its final record, abort, shut down, and follow step records.
+
+use crate::core::{EngineConfig, EngineCore};
+use crate::error::{EngineError, Result};
+use crate::model::Llama;
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use goodput_core::{
+    Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId,
+};
+use goodput_scheduler::SchedulerConfig;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// What a request's stream carries.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RequestEvent {
+    /// A generated token: its index among the request's tokens and when it was sampled.
+    Token {
+        token: TokenId,
+        index: usize,
+        time: Stamp,
+    },
+    /// The request ended (any reason); its record and every generated token.
+    Finished {
+        record: EngineRecord,
+        tokens: Vec<TokenId>,
+    },
+    /// The request was refused or failed.
+    Error(String),
+}
+
+enum Command {
+    Add {
+        id: RequestId,
+        prompt: Vec<TokenId>,
+        params: SamplingParams,
+        arrival: Stamp,
+        events: Sender<RequestEvent>,
+    },
+    Abort(RequestId),
+    Shutdown {
+        drain: bool,
+    },
+}
+
+/// A submitted request: its id and its event stream.
+pub struct RequestStream {
+    pub id: RequestId,
+    pub events: Receiver<RequestEvent>,
+}
+
+impl RequestStream {
+    /// Waits for the end of the request; returns its record and tokens.
+    pub fn wait(self) -> Result<(EngineRecord, Vec<TokenId>)> {
+        for ev in self.events.iter() {
+            match ev {
+                RequestEvent::Finished { record, tokens } => return Ok((record, tokens)),
+                RequestEvent::Error(e) => return Err(EngineError::Other(e)),
+                RequestEvent::Token { .. } => {}
+            }
+        }
+        Err(EngineError::Stopped)
+    }
+}
+
+/// A handle to the engine thread; clone it freely.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: Sender<Command>,
+    clock: Clock,
+    next_id: Arc<AtomicU64>,
+    limits: Arc<SchedulerConfig>,
+    vocab_size: usize,
+}
+
+impl EngineHandle {
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    pub fn limits(&self) -> &SchedulerConfig {
+        &self.limits
+    }
+
+    /// Submits a request. Bad requests (empty, too long for the context or the pool, bad
+    /// parameters) are refused here, before they reach the engine thread.
+    pub fn submit(&self, prompt: Vec<TokenId>, params: SamplingParams) -> Result<RequestStream> {
+        let arrival = self.clock.now();
+        self.limits.check(prompt.len(), &params)?;
+        if let Some(&t) = prompt.iter().find(|&&t| t as usize >= self.vocab_size) {
+            return Err(goodput_scheduler::AdmissionError::TokenOutOfVocab {
+                token: t,
+                vocab: self.vocab_size,
+            }
+            .into());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = unbounded();
+        self.tx
+            .send(Command::Add {
+                id,
+                prompt,
+                params,
+                arrival,
+                events: tx,
+            })
+            .map_err(|_| EngineError::Stopped)?;
+        Ok(RequestStream { id, events: rx })
+    }
+
+    /// Aborts a request; its KV blocks return to the pool before the next step.
+    pub fn abort(&self, id: RequestId) {
+        let _ = self.tx.send(Command::Abort(id));
+    }
+}
+
+/// The running engine: its thread and a handle.
+pub struct Engine {
+    handle: EngineHandle,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts the engine thread over `model`. Step records go to `steps` when given.
+    pub fn start(
+        model: Llama,
+        cfg: EngineConfig,
+        clock: Clock,
+        steps: Option<Sender<StepRecord>>,
+    ) -> Result<Self> {
+        let limits = cfg.scheduler_config(&model)?;
+        let vocab_size = model.spec.vocab_size;
+        let (tx, rx) = unbounded::<Command>();
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Result<()>>(1);
+        let thread = std::thread::Builder::new()
+            .name("goodput-engine".into())
+            .spawn(move || {
+                // The scheduler is single-threaded (Rc), so the core is built on this thread.
+                let core = match EngineCore::new(model, &cfg, clock) {
+                    Ok(c) => {
+                        let _ = ready_tx.send(Ok(()));
+                        c
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                run_loop(core, rx, steps);
+            })
+            .map_err(|e| EngineError::Other(format!("cannot start the engine thread: {e}")))?;
+        ready_rx.recv().map_err(|_| EngineError::Stopped)??;
+        let handle = EngineHandle {
+            tx,
+            clock,
+            next_id: Arc::new(AtomicU64::new(0)),
+            limits: Arc::new(limits),
+            vocab_size,
+        };
+        Ok(Self {
+            handle,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn handle(&self) -> EngineHandle {
+        self.handle.clone()
+    }
+
+    /// Stops the engine: with `drain`, running and queued requests finish first; without,
+    /// they are aborted. Waits for the thread.
+    pub fn shutdown(mut self, drain: bool) {
+        let _ = self.handle.tx.send(Command::Shutdown { drain });
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = self.handle.tx.send(Command::Shutdown { drain: false });
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_loop(mut core: EngineCore, rx: Receiver<Command>, steps: Option<Sender<StepRecord>>) {
+    let mut streams: HashMap<RequestId, Sender<RequestEvent>> = HashMap::new();
+    let mut stopping = false;
+    loop {
+        if !core.has_work() && !stopping {
+            // Idle: block for a command; every handle gone means nobody can ask for more.
+            match rx.recv() {
+                Ok(cmd) => handle_command(&mut core, &mut streams, &mut stopping, cmd),
+                Err(_) => break,
+            }
+        }
+        for cmd in rx.try_iter() {
+            handle_command(&mut core, &mut streams, &mut stopping, cmd);
+        }
+        if core.has_work() {
+            step_once(&mut core, &mut streams, &steps);
+        } else if stopping {
+            break;
+        }
+    }
+}
+
+fn send_finished(
+    streams: &mut HashMap<RequestId, Sender<RequestEvent>>,
+    done: Vec<(EngineRecord, Vec<TokenId>)>,
+) {
+    for (record, tokens) in done {
+        if let Some(tx) = streams.remove(&record.id) {
+            let _ = tx.send(RequestEvent::Finished { record, tokens });
+        }
+    }
+}
+
+fn handle_command(
+    core: &mut EngineCore,
+    streams: &mut HashMap<RequestId, Sender<RequestEvent>>,
+    stopping: &mut bool,
+    cmd: Command,
+) {
+    match cmd {
+        Command::Add {
+            id,
+            prompt,
+            params,
+            arrival,
+            events,
+        } => {
+            if *stopping {
+                let _ = events.send(RequestEvent::Error("the engine is shutting down".into()));
+                return;
+            }
+            match core.add_request(id, prompt, params, arrival) {
+                Ok(()) => {
+                    streams.insert(id, events);
+                }
+                Err(e) => {
+                    let _ = events.send(RequestEvent::Error(e.to_string()));
+                }
+            }
+        }
+        Command::Abort(id) => {
+            if let Some(done) = core.abort(id) {
+                send_finished(streams, vec![done]);
+            }
+        }
+        Command::Shutdown { drain } => {
+            *stopping = true;
+            if !drain {
+                let done = core.abort_all(FinishReason::Abort);
+                send_finished(streams, done);
+            }
+        }
+    }
+}
+
+fn step_once(
+    core: &mut EngineCore,
+    streams: &mut HashMap<RequestId, Sender<RequestEvent>>,
+    steps: &Option<Sender<StepRecord>>,
+) {
+    match core.step() {
+        Ok(Some(out)) => {
+            let mut gone = Vec::new();
+            for &(id, token, index) in &out.update.tokens {
+                if let Some(tx) = streams.get(&id) {
+                    if tx
+                        .send(RequestEvent::Token {
+                            token,
+                            index,
+                            time: out.update.time,
+                        })
+                        .is_err()
+                    {
+                        gone.push(id);
+                    }
+                }
+            }
+            send_finished(streams, out.update.finished);
+            // A receiver that went away (its client disconnected) aborts its request at once.
+            for id in gone {
+                if streams.remove(&id).is_some() {
+                    core.abort(id);
+                }
+            }
+            if let Some(s) = steps {
+                let _ = s.send(out.record);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let msg = format!("engine step failed: {e}");
+            for (record, _) in core.abort_all(FinishReason::Error) {
+                if let Some(tx) = streams.remove(&record.id) {
+                    let _ = tx.send(RequestEvent::Error(msg.clone()));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Errors of the engine crate.
+
+use goodput_scheduler::AdmissionError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    #[error("weights: {0}")]
+    Weights(String),
+    #[error("config: {0}")]
+    Config(String),
+    #[error("request refused: {0}")]
+    Admission(#[from] AdmissionError),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("the engine has stopped")]
+    Stopped,
+    #[error("{0}")]
+    Other(String),
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

@@ -1,0 +1,315 @@
+//! One Llama-family decoder (Llama 2/3, Mistral, Qwen2, SmolLM2, TinyLlama) written for a
+//! packed step: the new tokens of every scheduled sequence — prefill chunks and single decode
+//! tokens together — go through each linear layer as one `(tokens, hidden)` matrix; RoPE uses
+//! each token's own position; attention runs per sequence over its K/V in the paged pool; the
+//! LM head runs only on the rows that sample.
+
+use crate::error::{EngineError, Result};
+use crate::kv_cache::KvCache;
+use crate::paged_attention::{gather_attention, paged_attention, AttnMeta};
+use crate::weights::{Init, TensorSource};
+use candle_core::quantized::QMatMul;
+use candle_core::{DType, Device, Module, Tensor, D};
+use goodput_core::ModelSpec;
+
+/// A linear layer, possibly quantized, with an optional bias.
+pub struct Linear {
+    pub(crate) w: QMatMul,
+    pub(crate) b: Option<Tensor>,
+}
+
+impl Linear {
+    fn load(
+        src: &mut dyn TensorSource,
+        name: &str,
+        out: usize,
+        inp: usize,
+        bias: bool,
+    ) -> Result<Self> {
+        let w = src.linear(&format!("{name}.weight"), out, inp)?;
+        let b = if bias {
+            Some(src.tensor(&format!("{name}.bias"), &[out], Init::Std(0.02))?)
+        } else {
+            None
+        };
+        Ok(Self { w, b })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.w.forward(x)?;
+        Ok(match &self.b {
+            Some(b) => y.broadcast_add(b)?,
+            None => y,
+        })
+    }
+}
+
+pub(crate) struct Layer {
+    pub(crate) q: Linear,
+    pub(crate) k: Linear,
+    pub(crate) v: Linear,
+    pub(crate) o: Linear,
+    pub(crate) gate: Linear,
+    pub(crate) up: Linear,
+    pub(crate) down: Linear,
+    pub(crate) attn_norm: Tensor,
+    pub(crate) mlp_norm: Tensor,
+}
+
+/// How attention reads the paged pool (the kernel, or the gather reference).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AttentionImpl {
+    #[default]
+    Paged,
+    Gather,
+}
+
+/// The inputs of one packed step.
+#[derive(Clone, Debug)]
+pub struct StepBatch {
+    /// New tokens of every sequence, one after the other.
+    pub tokens: Vec<u32>,
+    /// Position of each new token.
+    pub positions: Vec<u32>,
+    /// Where each sequence's queries and K/V are.
+    pub meta: AttnMeta,
+    /// Rows whose logits are wanted (the last new token of each sampling sequence).
+    pub sample_rows: Vec<u32>,
+}
+
+impl StepBatch {
+    pub fn new(block_size: usize) -> Self {
+        Self {
+            tokens: Vec::new(),
+            positions: Vec::new(),
+            meta: AttnMeta::new(block_size),
+            sample_rows: Vec::new(),
+        }
+    }
+
+    /// Adds a sequence computing `tokens` at positions `start..`, over `block_table`.
+    pub fn push(&mut self, tokens: &[u32], start: usize, block_table: &[u32], samples: bool) {
+        self.tokens.extend_from_slice(tokens);
+        self.positions
+            .extend((start..start + tokens.len()).map(|p| p as u32));
+        self.meta
+            .push(tokens.len(), start + tokens.len(), block_table);
+        if samples {
+            self.sample_rows.push(self.tokens.len() as u32 - 1);
+        }
+    }
+}
+
+/// The model: weights and the RoPE tables.
+pub struct Llama {
+    pub spec: ModelSpec,
+    pub(crate) embed: Tensor,
+    pub(crate) layers: Vec<Layer>,
+    pub(crate) norm: Tensor,
+    pub(crate) lm_head: Linear,
+    pub(crate) cos: Tensor,
+    pub(crate) sin: Tensor,
+    pub(crate) interleaved: bool,
+    pub device: Device,
+    pub dtype: DType,
+    pub attention: AttentionImpl,
+}
+
+/// RoPE inverse frequencies, with Llama 3 frequency scaling when the spec asks for it.
+pub fn rope_inv_freq(spec: &ModelSpec) -> Vec<f64> {
+    let d = spec.head_dim();
+    let mut f: Vec<f64> = (0..d / 2)
+        .map(|i| 1.0 / spec.rope_theta.powf(2.0 * i as f64 / d as f64))
+        .collect();
+    if let Some(s) = &spec.rope_scaling {
+        let orig = s.original_max_position_embeddings as f64;
+        let low_wavelen = orig / s.low_freq_factor;
+        let high_wavelen = orig / s.high_freq_factor;
+        for x in &mut f {
+            let wavelen = 2.0 * std::f64::consts::PI / *x;
+            if wavelen > low_wavelen {
+                *x /= s.factor;
+            } else if wavelen >= high_wavelen {
+                let smooth =
+                    (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                *x = (1.0 - smooth) * *x / s.factor + smooth * *x;
+            }
+        }
+    }
+    f
+}
+
+impl Llama {
+    /// Loads every tensor from `src`, checking shapes against `spec`; RoPE tables cover
+    /// positions `0..max_len`.
+    pub fn load(
+        spec: &ModelSpec,
+        src: &mut dyn TensorSource,
+        max_len: usize,
+        device: &Device,
+        dtype: DType,
+    ) -> Result<Self> {
+        let h = spec.hidden_size;
+        let d = spec.head_dim();
+        let (nq, nkv) = (spec.num_heads * d, spec.num_kv_heads * d);
+        let bias = spec.has_qkv_bias();
+        let embed = src.tensor(
+            "model.embed_tokens.weight",
+            &[spec.vocab_size, h],
+            Init::Std(1.0),
+        )?;
+        let mut layers = Vec::with_capacity(spec.num_layers);
+        for i in 0..spec.num_layers {
+            let p = format!("model.layers.{i}");
+            layers.push(Layer {
+                q: Linear::load(src, &format!("{p}.self_attn.q_proj"), nq, h, bias)?,
+                k: Linear::load(src, &format!("{p}.self_attn.k_proj"), nkv, h, bias)?,
+                v: Linear::load(src, &format!("{p}.self_attn.v_proj"), nkv, h, bias)?,
+                o: Linear::load(src, &format!("{p}.self_attn.o_proj"), h, nq, false)?,
+                gate: Linear::load(
+                    src,
+                    &format!("{p}.mlp.gate_proj"),
+                    spec.intermediate_size,
+                    h,
+                    false,
+                )?,
+                up: Linear::load(
+                    src,
+                    &format!("{p}.mlp.up_proj"),
+                    spec.intermediate_size,
+                    h,
+                    false,
+                )?,
+                down: Linear::load(
+                    src,
+                    &format!("{p}.mlp.down_proj"),
+                    h,
+                    spec.intermediate_size,
+                    false,
+                )?,
+                attn_norm: src.tensor(&format!("{p}.input_layernorm.weight"), &[h], Init::Ones)?,
+                mlp_norm: src.tensor(
+                    &format!("{p}.post_attention_layernorm.weight"),
+                    &[h],
+                    Init::Ones,
+                )?,
+            });
+        }
+        let norm = src.tensor("model.norm.weight", &[h], Init::Ones)?;
+        let lm_head = if spec.tie_word_embeddings && !src.contains("lm_head.weight") {
+            Linear {
+                w: QMatMul::Tensor(embed.clone()),
+                b: None,
+            }
+        } else {
+            Linear::load(src, "lm_head", spec.vocab_size, h, false)?
+        };
+        let inv = rope_inv_freq(spec);
+        let max_len = max_len.max(1);
+        let mut angles = Vec::with_capacity(max_len * d / 2);
+        for p in 0..max_len {
+            angles.extend(inv.iter().map(|f| (p as f64 * f) as f32));
+        }
+        let angles = Tensor::from_vec(angles, (max_len, d / 2), device)?;
+        Ok(Self {
+            spec: spec.clone(),
+            embed,
+            layers,
+            norm,
+            lm_head,
+            cos: angles.cos()?.to_dtype(dtype)?,
+            sin: angles.sin()?.to_dtype(dtype)?,
+            interleaved: src.rope_interleaved(),
+            device: device.clone(),
+            dtype,
+            attention: AttentionImpl::Paged,
+        })
+    }
+
+    pub(crate) fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+        Ok(candle_nn::ops::rms_norm(
+            x,
+            w,
+            self.spec.rms_norm_eps as f32,
+        )?)
+    }
+
+    /// Applies RoPE to `x` of shape `(tokens, heads, head_dim)` with per-token `cos`/`sin`
+    /// rows `(tokens, head_dim / 2)`.
+    pub(crate) fn rope(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+        let (t, h, d) = x.dims3()?;
+        if self.interleaved {
+            let x = x.reshape((1, t, h, d))?.transpose(1, 2)?.contiguous()?;
+            let y = candle_nn::rotary_emb::rope_i(&x, cos, sin)?;
+            Ok(y.transpose(1, 2)?.reshape((t, h, d))?)
+        } else {
+            let x = x.reshape((1, t, h, d))?.contiguous()?;
+            Ok(candle_nn::rotary_emb::rope_thd(&x, cos, sin)?.reshape((t, h, d))?)
+        }
+    }
+
+    pub(crate) fn mlp(&self, layer: &Layer, x: &Tensor) -> Result<Tensor> {
+        let h = self.rms_norm(x, &layer.mlp_norm)?;
+        let g = candle_nn::ops::silu(&layer.gate.forward(&h)?)?;
+        let u = layer.up.forward(&h)?;
+        layer.down.forward(&(g * u)?)
+    }
+
+    /// Runs one packed step: writes the new tokens' K/V into the pool and returns the logits
+    /// `(sample_rows, vocab)` in f32.
+    pub fn forward(&self, batch: &StepBatch, kv: &KvCache) -> Result<Tensor> {
+        let t = batch.tokens.len();
+        if t == 0 {
+            return Err(EngineError::Other("empty step".into()));
+        }
+        let spec = &self.spec;
+        let d = spec.head_dim();
+        if let Some(&p) = batch.positions.iter().max() {
+            if p as usize >= self.cos.dim(0)? {
+                return Err(EngineError::Other(format!(
+                    "position {p} is beyond the RoPE table ({})",
+                    self.cos.dim(0)?
+                )));
+            }
+        }
+        let ids = Tensor::from_slice(&batch.tokens, t, &self.device)?;
+        let pos = Tensor::from_slice(&batch.positions, t, &self.device)?;
+        let cos = self.cos.index_select(&pos, 0)?;
+        let sin = self.sin.index_select(&pos, 0)?;
+        let scale = 1.0 / (d as f32).sqrt();
+        let mut x = self.embed.index_select(&ids, 0)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let h = self.rms_norm(&x, &layer.attn_norm)?;
+            let q = layer.q.forward(&h)?.reshape((t, spec.num_heads, d))?;
+            let k = layer.k.forward(&h)?.reshape((t, spec.num_kv_heads, d))?;
+            let v = layer.v.forward(&h)?.reshape((t, spec.num_kv_heads, d))?;
+            let q = self.rope(&q, &cos, &sin)?;
+            let k = self.rope(&k, &cos, &sin)?;
+            crate::paged_attention::write_kv(&kv.k[l], &kv.v[l], &k, &v, &batch.meta)?;
+            let a = match self.attention {
+                AttentionImpl::Paged => {
+                    paged_attention(&q, &kv.k[l], &kv.v[l], &batch.meta, scale)?
+                }
+                AttentionImpl::Gather => {
+                    gather_attention(&q, &kv.k[l], &kv.v[l], &batch.meta, scale)?
+                }
+            };
+            x = (x + layer.o.forward(&a.reshape((t, spec.num_heads * d))?)?)?;
+            x = (&x + self.mlp(layer, &x)?)?;
+        }
+        let rows = Tensor::from_slice(&batch.sample_rows, batch.sample_rows.len(), &self.device)?;
+        let x = x.index_select(&rows, 0)?;
+        let x = self.rms_norm(&x, &self.norm)?;
+        Ok(self.lm_head.forward(&x)?.to_dtype(DType::F32)?)
+    }
+
+    /// Logits of the last position only, vocab-sized, as a `Vec` (for samplers and tests).
+    pub fn logits_rows(logits: &Tensor) -> Result<Vec<Vec<f32>>> {
+        Ok(logits.to_dtype(DType::F32)?.to_vec2::<f32>()?)
+    }
+
+    /// Greedy token of each row.
+    pub fn argmax_rows(logits: &Tensor) -> Result<Vec<u32>> {
+        Ok(logits.argmax(D::Minus1)?.to_vec1::<u32>()?)
+    }
+}

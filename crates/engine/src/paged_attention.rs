@@ -1,0 +1,389 @@
+//! Attention over the paged KV pool.
+//!
+//! The pool of one layer is a tensor `(num_blocks * block_size, num_kv_heads, head_dim)`:
+//! the K (or V) of position `p` of a sequence lives in slot
+//! `block_table[p / block_size] * block_size + p % block_size`.
+//!
+//! [`paged_attention`] is a CPU kernel (a candle custom op) that reads every sequence's K/V
+//! where the block table says, with an online softmax per query row, for decode rows and
+//! prefill chunks alike (causal: query `i` of a chunk of `q_len` new tokens in a context of
+//! `ctx_len` sees positions `0..=ctx_len - q_len + i`). [`gather_attention`] copies each
+//! sequence's blocks into a contiguous tensor and runs plain candle ops: it is the reference
+//! in tests and the path on devices without a kernel.
+
+use crate::simd;
+use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+
+/// Where each sequence's queries and K/V are.
+#[derive(Clone, Debug, Default)]
+pub struct AttnMeta {
+    pub block_size: usize,
+    pub seqs: Vec<AttnSeq>,
+    /// Every sequence's block table, one after the other.
+    pub block_tables: Vec<u32>,
+    /// Pool slot of each new token (where its K/V are written).
+    pub slot_mapping: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttnSeq {
+    /// First row of this sequence in the packed query tensor.
+    pub q_start: usize,
+    /// New tokens (query rows) of this sequence.
+    pub q_len: usize,
+    /// Positions with K/V after this step (the new tokens included).
+    pub ctx_len: usize,
+    /// Its block table is `block_tables[bt_start..bt_start + bt_len]`.
+    pub bt_start: usize,
+    pub bt_len: usize,
+}
+
+impl AttnMeta {
+    pub fn new(block_size: usize) -> Self {
+        Self {
+            block_size,
+            ..Default::default()
+        }
+    }
+
+    /// Adds a sequence whose new tokens are the next `q_len` query rows.
+    pub fn push(&mut self, q_len: usize, ctx_len: usize, block_table: &[u32]) {
+        let q_start = self.seqs.last().map_or(0, |s| s.q_start + s.q_len);
+        let bt_start = self.block_tables.len();
+        self.block_tables.extend_from_slice(block_table);
+        let bs = self.block_size;
+        for p in ctx_len - q_len..ctx_len {
+            self.slot_mapping
+                .push(block_table[p / bs] * bs as u32 + (p % bs) as u32);
+        }
+        self.seqs.push(AttnSeq {
+            q_start,
+            q_len,
+            ctx_len,
+            bt_start,
+            bt_len: block_table.len(),
+        });
+    }
+
+    pub fn num_tokens(&self) -> usize {
+        self.slot_mapping.len()
+    }
+
+    fn slot(&self, s: &AttnSeq, pos: usize) -> usize {
+        let bs = self.block_size;
+        self.block_tables[s.bt_start + pos / bs] as usize * bs + pos % bs
+    }
+}
+
+fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
+    let CpuStorage::F32(data) = s else {
+        candle_core::bail!("paged attention: {what} must be f32")
+    };
+    match l.contiguous_offsets() {
+        Some((a, b)) => Ok(&data[a..b]),
+        None => candle_core::bail!("paged attention: {what} must be contiguous"),
+    }
+}
+
+/// Writes the new tokens' K or V (`(tokens, kv_heads, head_dim)`) into their pool slots.
+struct WriteSlots<'a> {
+    slots: &'a [u32],
+}
+
+impl candle_core::InplaceOp2 for WriteSlots<'_> {
+    fn name(&self) -> &'static str {
+        "kv-write-slots"
+    }
+    fn cpu_fwd(
+        &self,
+        pool: &mut CpuStorage,
+        pl: &Layout,
+        src: &CpuStorage,
+        sl: &Layout,
+    ) -> Result<()> {
+        let src = cpu_f32(src, sl, "new K/V")?;
+        let CpuStorage::F32(pool) = pool else {
+            candle_core::bail!("kv pool must be f32")
+        };
+        let Some((p0, p1)) = pl.contiguous_offsets() else {
+            candle_core::bail!("kv pool must be contiguous")
+        };
+        let pool = &mut pool[p0..p1];
+        let row = src.len() / self.slots.len().max(1);
+        for (i, &slot) in self.slots.iter().enumerate() {
+            let dst = slot as usize * row;
+            if dst + row > pool.len() {
+                candle_core::bail!("kv slot {slot} is outside the pool");
+            }
+            pool[dst..dst + row].copy_from_slice(&src[i * row..(i + 1) * row]);
+        }
+        Ok(())
+    }
+}
+
+/// Stores `k` and `v` (`(tokens, kv_heads, head_dim)`) of the new tokens in the layer's pools.
+pub fn write_kv(
+    k_pool: &Tensor,
+    v_pool: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    meta: &AttnMeta,
+) -> Result<()> {
+    if k_pool.device().is_cpu() {
+        let k = k.contiguous()?;
+        let v = v.contiguous()?;
+        k_pool.inplace_op2(
+            &k,
+            &WriteSlots {
+                slots: &meta.slot_mapping,
+            },
+        )?;
+        v_pool.inplace_op2(
+            &v,
+            &WriteSlots {
+                slots: &meta.slot_mapping,
+            },
+        )?;
+        return Ok(());
+    }
+    let (t, h, d) = k.dims3()?;
+    let idx = Tensor::from_slice(&meta.slot_mapping, t, k.device())?
+        .reshape((t, 1, 1))?
+        .broadcast_as((t, h, d))?
+        .contiguous()?;
+    k_pool.scatter_set(&idx, &k.contiguous()?, 0)?;
+    v_pool.scatter_set(&idx, &v.contiguous()?, 0)?;
+    Ok(())
+}
+
+struct PagedAttention<'a> {
+    meta: &'a AttnMeta,
+    scale: f32,
+}
+
+impl CustomOp3 for PagedAttention<'_> {
+    fn name(&self) -> &'static str {
+        "paged-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (t, hq, d) = ql.shape().dims3()?;
+        let (_, hkv, dk) = kl.shape().dims3()?;
+        if dk != d || hkv == 0 || hq % hkv != 0 {
+            candle_core::bail!(
+                "paged attention: q {:?} and kv pool {:?} do not match",
+                ql.shape(),
+                kl.shape()
+            );
+        }
+        let q = cpu_f32(qs, ql, "q")?;
+        let k = cpu_f32(ks, kl, "k pool")?;
+        let v = cpu_f32(vs, vl, "v pool")?;
+        let meta = self.meta;
+        let group = hq / hkv;
+        // Row → sequence, for the parallel loop over (token, kv head).
+        let mut tok_seq = vec![0u32; t];
+        for (si, s) in meta.seqs.iter().enumerate() {
+            if s.q_start + s.q_len > t || s.q_len > s.ctx_len {
+                candle_core::bail!("paged attention: sequence {si} does not fit the query tensor");
+            }
+            tok_seq[s.q_start..s.q_start + s.q_len].fill(si as u32);
+        }
+        let max_slot = meta.block_tables.iter().copied().max().unwrap_or(0) as usize
+            * meta.block_size
+            + meta.block_size;
+        if max_slot * hkv * d > k.len() || k.len() != v.len() {
+            candle_core::bail!("paged attention: a block table points outside the kv pool");
+        }
+        let mut out = vec![0f32; t * hq * d];
+        let scale = self.scale;
+        out.par_chunks_mut(group * d)
+            .enumerate()
+            .for_each(|(item, out)| {
+                let (row, kh) = (item / hkv, item % hkv);
+                let s = &meta.seqs[tok_seq[row] as usize];
+                let i = row - s.q_start;
+                let visible = s.ctx_len - s.q_len + i + 1;
+                let mut scores = vec![0f32; meta.block_size];
+                for g in 0..group {
+                    let h = kh * group + g;
+                    let qrow = &q[(row * hq + h) * d..(row * hq + h + 1) * d];
+                    let acc = &mut out[g * d..(g + 1) * d];
+                    let (mut m, mut l) = (f32::NEG_INFINITY, 0f32);
+                    let mut p0 = 0;
+                    while p0 < visible {
+                        let n = meta.block_size.min(visible - p0);
+                        let base = meta.slot(s, p0);
+                        let mut bmax = f32::NEG_INFINITY;
+                        for j in 0..n {
+                            let off = ((base + j) * hkv + kh) * d;
+                            let sc = simd::dot(qrow, &k[off..off + d]) * scale;
+                            scores[j] = sc;
+                            bmax = bmax.max(sc);
+                        }
+                        if bmax > m {
+                            let c = (m - bmax).exp();
+                            l *= c;
+                            acc.iter_mut().for_each(|a| *a *= c);
+                            m = bmax;
+                        }
+                        for j in 0..n {
+                            let w = (scores[j] - m).exp();
+                            l += w;
+                            let off = ((base + j) * hkv + kh) * d;
+                            simd::axpy(w, &v[off..off + d], acc);
+                        }
+                        p0 += n;
+                    }
+                    let inv = 1.0 / l;
+                    acc.iter_mut().for_each(|a| *a *= inv);
+                }
+            });
+        Ok((CpuStorage::F32(out), Shape::from((t, hq, d))))
+    }
+}
+
+/// Causal attention of the packed queries `q` (`(tokens, heads, head_dim)`, f32) over the
+/// paged pools, read in place. Returns `(tokens, heads, head_dim)`.
+pub fn paged_attention(
+    q: &Tensor,
+    k_pool: &Tensor,
+    v_pool: &Tensor,
+    meta: &AttnMeta,
+    scale: f32,
+) -> Result<Tensor> {
+    if !q.device().is_cpu() || q.dtype() != DType::F32 {
+        return gather_attention(q, k_pool, v_pool, meta, scale);
+    }
+    let q = q.contiguous()?;
+    q.apply_op3_no_bwd(k_pool, v_pool, &PagedAttention { meta, scale })
+}
+
+/// The same attention by gathering each sequence's K/V into a contiguous tensor and using
+/// plain candle ops (matmul, mask, softmax). Reference path and non-CPU fallback.
+pub fn gather_attention(
+    q: &Tensor,
+    k_pool: &Tensor,
+    v_pool: &Tensor,
+    meta: &AttnMeta,
+    scale: f32,
+) -> Result<Tensor> {
+    let (_, hq, d) = q.dims3()?;
+    let hkv = k_pool.dim(1)?;
+    let group = hq / hkv;
+    let mut outs = Vec::with_capacity(meta.seqs.len());
+    for s in &meta.seqs {
+        let slots: Vec<u32> = (0..s.ctx_len).map(|p| meta.slot(s, p) as u32).collect();
+        let idx = Tensor::from_vec(slots, s.ctx_len, q.device())?;
+        let k = k_pool.index_select(&idx, 0)?; // (ctx, hkv, d)
+        let v = v_pool.index_select(&idx, 0)?;
+        let expand = |x: Tensor| -> Result<Tensor> {
+            // (ctx, hkv, d) → (hq, ctx, d), each kv head repeated for its group of query heads.
+            let x = x.transpose(0, 1)?; // (hkv, ctx, d)
+            x.unsqueeze(1)?
+                .broadcast_as((hkv, group, s.ctx_len, d))?
+                .reshape((hq, s.ctx_len, d))
+        };
+        let k = expand(k)?;
+        let v = expand(v)?;
+        let qs = q
+            .narrow(0, s.q_start, s.q_len)?
+            .transpose(0, 1)?
+            .contiguous()?; // (hq, q_len, d)
+        let att = (qs.matmul(&k.t()?.contiguous()?)? * scale as f64)?; // (hq, q_len, ctx)
+        let offset = s.ctx_len - s.q_len;
+        let mask: Vec<f32> = (0..s.q_len)
+            .flat_map(|i| {
+                (0..s.ctx_len).map(move |j| {
+                    if j <= offset + i {
+                        0.0
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                })
+            })
+            .collect();
+        let mask =
+            Tensor::from_vec(mask, (1, s.q_len, s.ctx_len), q.device())?.to_dtype(att.dtype())?;
+        let att = candle_nn::ops::softmax_last_dim(&att.broadcast_add(&mask)?)?;
+        let o = att.matmul(&v.contiguous()?)?; // (hq, q_len, d)
+        outs.push(o.transpose(0, 1)?);
+    }
+    Tensor::cat(&outs, 0)?.contiguous()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn rand(shape: (usize, usize, usize), seed: u64) -> Tensor {
+        let n = shape.0 * shape.1 * shape.2;
+        let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+        let v: Vec<f32> = (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect();
+        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn kernel_matches_gather_for_decode_and_chunks_with_gqa() {
+        let (bs, nb, hkv, hq, d) = (4, 20, 2, 6, 16);
+        let k_pool = Tensor::zeros((nb * bs, hkv, d), DType::F32, &Device::Cpu).unwrap();
+        let v_pool = Tensor::zeros((nb * bs, hkv, d), DType::F32, &Device::Cpu).unwrap();
+        // seq A: 9 cached + 1 decode; seq B: chunk of 5 after 6 cached; seq C: fresh prefill of 7.
+        let mut meta = AttnMeta::new(bs);
+        meta.push(1, 10, &[3, 7, 1]);
+        meta.push(5, 11, &[2, 9, 11]);
+        meta.push(7, 7, &[19, 4]);
+        // Fill the whole contexts first (as earlier steps would have).
+        let mut fill = AttnMeta::new(bs);
+        fill.push(10, 10, &[3, 7, 1]);
+        fill.push(11, 11, &[2, 9, 11]);
+        fill.push(7, 7, &[19, 4]);
+        write_kv(
+            &k_pool,
+            &v_pool,
+            &rand((28, hkv, d), 1),
+            &rand((28, hkv, d), 2),
+            &fill,
+        )
+        .unwrap();
+        let q = rand((meta.num_tokens(), hq, d), 3);
+        let a = paged_attention(&q, &k_pool, &v_pool, &meta, 0.25).unwrap();
+        let b = gather_attention(&q, &k_pool, &v_pool, &meta, 0.25).unwrap();
+        assert_eq!(a.dims(), &[13, hq, d]);
+        let diff = (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!(diff < 1e-5, "max abs diff {diff}");
+    }
+
+    #[test]
+    fn a_block_table_outside_the_pool_is_an_error() {
+        let k_pool = Tensor::zeros((8, 1, 8), DType::F32, &Device::Cpu).unwrap();
+        let mut meta = AttnMeta::new(4);
+        meta.push(1, 1, &[5]);
+        let q = rand((1, 1, 8), 1);
+        assert!(paged_attention(&q, &k_pool, &k_pool, &meta, 1.0).is_err());
+    }
+}

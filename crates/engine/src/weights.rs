@@ -1,0 +1,367 @@
+//! Where a model's tensors come from: dummy (seeded random), safetensors (a directory or the
+//! local Hugging Face cache) or GGUF. Every tensor is checked against the shape the catalog
+//! entry implies; a missing tensor or a wrong shape is an error naming the tensor.
+
+use crate::error::{EngineError, Result};
+use candle_core::quantized::{gguf_file, QMatMul, QTensor};
+use candle_core::{DType, Device, Tensor};
+use goodput_core::ModelSpec;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// How a tensor is initialised by the dummy source.
+#[derive(Clone, Copy, Debug)]
+pub enum Init {
+    /// All ones (norm weights).
+    Ones,
+    /// Uniform with this standard deviation.
+    Std(f64),
+}
+
+/// A source of named tensors in Hugging Face naming (`model.layers.0.self_attn.q_proj.weight`).
+pub trait TensorSource {
+    /// A tensor of exactly `shape`, in the model dtype.
+    fn tensor(&mut self, name: &str, shape: &[usize], init: Init) -> Result<Tensor>;
+    /// The weight of a linear layer `(out, in)`; may stay quantized.
+    fn linear(&mut self, name: &str, out: usize, inp: usize) -> Result<QMatMul> {
+        let std = (1.0 / inp as f64).sqrt();
+        Ok(QMatMul::Tensor(self.tensor(
+            name,
+            &[out, inp],
+            Init::Std(std),
+        )?))
+    }
+    fn contains(&self, name: &str) -> bool;
+    /// RoPE pairs (2i, 2i+1) instead of (i, i + d/2) (GGUF Llama weights are permuted so).
+    fn rope_interleaved(&self) -> bool {
+        false
+    }
+}
+
+fn check_shape(name: &str, want: &[usize], got: &[usize]) -> Result<()> {
+    if want != got {
+        return Err(EngineError::Weights(format!(
+            "tensor `{name}` has shape {got:?}, the model needs {want:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Seeded random weights of the real shapes, like vLLM's `--load-format dummy`: the compute
+/// cost of the real model, meaningless text. Each tensor's values depend only on the seed and
+/// its name. Linear weights are uniform with std `1/sqrt(fan_in)` and norms are ones, so
+/// activations stay finite over long generations.
+pub struct DummySource {
+    pub seed: u64,
+    pub dtype: DType,
+    pub device: Device,
+}
+
+impl TensorSource for DummySource {
+    fn tensor(&mut self, name: &str, shape: &[usize], init: Init) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = match init {
+            Init::Ones => vec![1.0; n],
+            Init::Std(std) => {
+                let mut h = std::hash::DefaultHasher::new();
+                std::hash::Hash::hash(name, &mut h);
+                let seed = self.seed ^ std::hash::Hasher::finish(&h);
+                let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+                let a = (3.0f64).sqrt() * std;
+                let a = a as f32;
+                (0..n).map(|_| rng.random_range(-a..a)).collect()
+            }
+        };
+        Ok(Tensor::from_vec(data, shape, &self.device)?.to_dtype(self.dtype)?)
+    }
+    fn contains(&self, _name: &str) -> bool {
+        true
+    }
+}
+
+/// Tensors from safetensors files (memory-mapped).
+pub struct SafetensorsSource {
+    st: candle_core::safetensors::MmapedSafetensors,
+    names: std::collections::HashSet<String>,
+    pub dtype: DType,
+    pub device: Device,
+    origin: String,
+}
+
+impl SafetensorsSource {
+    pub fn open(files: &[PathBuf], dtype: DType, device: Device) -> Result<Self> {
+        if files.is_empty() {
+            return Err(EngineError::Weights("no .safetensors files found".into()));
+        }
+        // SAFETY: the files are memory-mapped read-only; goodput does not modify them while running.
+        let st =
+            unsafe { candle_core::safetensors::MmapedSafetensors::multi(files) }.map_err(|e| {
+                EngineError::Weights(format!("cannot read {}: {e}", files[0].display()))
+            })?;
+        let names = st.tensors().into_iter().map(|(n, _)| n).collect();
+        let origin = files[0]
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        Ok(Self {
+            st,
+            names,
+            dtype,
+            device,
+            origin,
+        })
+    }
+
+    /// The `*.safetensors` files of a directory, sorted.
+    pub fn files_in(dir: &Path) -> Result<Vec<PathBuf>> {
+        let rd = std::fs::read_dir(dir)
+            .map_err(|e| EngineError::Weights(format!("cannot read {}: {e}", dir.display())))?;
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(EngineError::Weights(format!(
+                "no .safetensors files in {}",
+                dir.display()
+            )));
+        }
+        Ok(files)
+    }
+}
+
+impl TensorSource for SafetensorsSource {
+    fn tensor(&mut self, name: &str, shape: &[usize], _init: Init) -> Result<Tensor> {
+        if !self.names.contains(name) {
+            return Err(EngineError::Weights(format!(
+                "tensor `{name}` is missing from {}",
+                self.origin
+            )));
+        }
+        let t = self
+            .st
+            .load(name, &self.device)
+            .map_err(|e| EngineError::Weights(format!("tensor `{name}`: {e}")))?;
+        check_shape(name, shape, t.dims())?;
+        Ok(t.to_dtype(self.dtype)?)
+    }
+    fn contains(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+}
+
+/// Tensors from a GGUF file, mapped from llama.cpp names. Linear weights stay quantized
+/// (candle's quantized matmul, which also quantizes activations to 8 bits) unless
+/// `dequantize` is set, in which case they are expanded to the model dtype.
+pub struct GgufSource {
+    content: gguf_file::Content,
+    file: std::fs::File,
+    pub dequantize: bool,
+    pub dtype: DType,
+    pub device: Device,
+    origin: String,
+    interleaved: bool,
+}
+
+impl GgufSource {
+    pub fn open(path: &Path, dequantize: bool, dtype: DType, device: Device) -> Result<Self> {
+        let mut file = std::fs::File::open(path)
+            .map_err(|e| EngineError::Weights(format!("cannot open {}: {e}", path.display())))?;
+        let content = gguf_file::Content::read(&mut file).map_err(|e| {
+            EngineError::Weights(format!(
+                "{} is not a readable GGUF file: {e}",
+                path.display()
+            ))
+        })?;
+        let arch = content
+            .metadata
+            .get("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .unwrap_or_default();
+        // llama.cpp permutes Q/K of Llama-style models for interleaved RoPE; Qwen2 keeps NEOX order.
+        let interleaved = !matches!(arch.as_str(), "qwen2" | "qwen" | "qwen3");
+        Ok(Self {
+            content,
+            file,
+            dequantize,
+            dtype,
+            device,
+            origin: path.display().to_string(),
+            interleaved,
+        })
+    }
+
+    pub fn metadata(&self) -> &HashMap<String, gguf_file::Value> {
+        &self.content.metadata
+    }
+
+    /// `general.architecture` and the shape keys under it, as a map for comparison.
+    pub fn arch(&self) -> String {
+        self.content
+            .metadata
+            .get("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn md_u32(&self, key: &str) -> Option<u32> {
+        self.content
+            .metadata
+            .get(&format!("{}.{key}", self.arch()))
+            .and_then(|v| v.to_u32().ok())
+    }
+
+    pub fn md_f32(&self, key: &str) -> Option<f32> {
+        self.content
+            .metadata
+            .get(&format!("{}.{key}", self.arch()))
+            .and_then(|v| v.to_f32().ok())
+    }
+
+    fn gguf_name(name: &str) -> String {
+        let n = name.strip_prefix("model.").unwrap_or(name);
+        if n == "embed_tokens.weight" {
+            return "token_embd.weight".into();
+        }
+        if n == "norm.weight" {
+            return "output_norm.weight".into();
+        }
+        if n == "lm_head.weight" {
+            return "output.weight".into();
+        }
+        if let Some(rest) = n.strip_prefix("layers.") {
+            if let Some((i, rest)) = rest.split_once('.') {
+                let map = [
+                    ("self_attn.q_proj.", "attn_q."),
+                    ("self_attn.k_proj.", "attn_k."),
+                    ("self_attn.v_proj.", "attn_v."),
+                    ("self_attn.o_proj.", "attn_output."),
+                    ("mlp.gate_proj.", "ffn_gate."),
+                    ("mlp.up_proj.", "ffn_up."),
+                    ("mlp.down_proj.", "ffn_down."),
+                    ("input_layernorm.", "attn_norm."),
+                    ("post_attention_layernorm.", "ffn_norm."),
+                ];
+                for (hf, gg) in map {
+                    if let Some(suffix) = rest.strip_prefix(hf) {
+                        return format!("blk.{i}.{gg}{suffix}");
+                    }
+                }
+            }
+        }
+        name.to_string()
+    }
+
+    fn qtensor(&mut self, name: &str) -> Result<QTensor> {
+        let g = Self::gguf_name(name);
+        if !self.content.tensor_infos.contains_key(&g) {
+            return Err(EngineError::Weights(format!(
+                "tensor `{g}` (for `{name}`) is missing from {}",
+                self.origin
+            )));
+        }
+        self.content
+            .tensor(&mut self.file, &g, &self.device)
+            .map_err(|e| EngineError::Weights(format!("tensor `{g}`: {e}")))
+    }
+}
+
+impl TensorSource for GgufSource {
+    fn tensor(&mut self, name: &str, shape: &[usize], _init: Init) -> Result<Tensor> {
+        let q = self.qtensor(name)?;
+        check_shape(&Self::gguf_name(name), shape, q.shape().dims())?;
+        Ok(q.dequantize(&self.device)?.to_dtype(self.dtype)?)
+    }
+    fn linear(&mut self, name: &str, out: usize, inp: usize) -> Result<QMatMul> {
+        let q = self.qtensor(name)?;
+        check_shape(&Self::gguf_name(name), &[out, inp], q.shape().dims())?;
+        if self.dequantize {
+            return Ok(QMatMul::Tensor(
+                q.dequantize(&self.device)?.to_dtype(self.dtype)?,
+            ));
+        }
+        Ok(QMatMul::from_qtensor(q)?)
+    }
+    fn contains(&self, name: &str) -> bool {
+        self.content
+            .tensor_infos
+            .contains_key(&Self::gguf_name(name))
+    }
+    fn rope_interleaved(&self) -> bool {
+        self.interleaved
+    }
+}
+
+/// Shape fields of a Hugging Face `config.json`, compared with the catalog entry so that real
+/// weights never run under a wrong shape (e.g. a `rope_theta` kept only inside
+/// `rope_parameters`, as newer SmolLM2 configs do, silently falling back to 10000).
+pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EngineError::Config(format!("cannot read {}: {e}", path.display())))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| EngineError::Config(format!("{} is not JSON: {e}", path.display())))?;
+    let num = |k: &str| v.get(k).and_then(|x| x.as_f64());
+    let rope_theta = num("rope_theta").or_else(|| {
+        v.get("rope_parameters")
+            .and_then(|r| r.get("rope_theta"))
+            .and_then(|x| x.as_f64())
+    });
+    let checks: [(&str, Option<f64>, f64); 8] = [
+        ("hidden_size", num("hidden_size"), spec.hidden_size as f64),
+        (
+            "num_hidden_layers",
+            num("num_hidden_layers"),
+            spec.num_layers as f64,
+        ),
+        (
+            "num_attention_heads",
+            num("num_attention_heads"),
+            spec.num_heads as f64,
+        ),
+        (
+            "num_key_value_heads",
+            num("num_key_value_heads").or(num("num_attention_heads")),
+            spec.num_kv_heads as f64,
+        ),
+        (
+            "intermediate_size",
+            num("intermediate_size"),
+            spec.intermediate_size as f64,
+        ),
+        ("vocab_size", num("vocab_size"), spec.vocab_size as f64),
+        ("rope_theta", rope_theta, spec.rope_theta),
+        ("rms_norm_eps", num("rms_norm_eps"), spec.rms_norm_eps),
+    ];
+    for (field, got, want) in checks {
+        match got {
+            Some(g) if (g - want).abs() <= want.abs() * 1e-9 => {}
+            Some(g) => {
+                return Err(EngineError::Config(format!(
+                    "{}: `{field}` is {g} but catalog entry `{}` says {want}",
+                    path.display(),
+                    spec.name
+                )))
+            }
+            None if field == "rope_theta" => {
+                return Err(EngineError::Config(format!(
+                    "{}: no `rope_theta` (nor `rope_parameters.rope_theta`); refusing to guess",
+                    path.display()
+                )))
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// Memory available to the process (Linux `MemAvailable`), if known.
+pub fn mem_available() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
