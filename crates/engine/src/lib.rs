@@ -6,6 +6,7 @@ pub mod core;
 pub mod engine;
 pub mod error;
 pub mod kv_cache;
+pub mod loader;
 pub mod model;
 pub mod paged_attention;
 pub mod reference;

@@ -19,6 +19,25 @@ pub struct Linear {
 }
 
 impl Linear {
+    /// Bytes of the weight (as stored: quantized blocks or dense) and the bias.
+    pub fn bytes(&self) -> u64 {
+        let t = |t: &Tensor| (t.elem_count() * t.dtype().size_in_bytes()) as u64;
+        let w = match &self.w {
+            QMatMul::QTensor(q) => q.storage_size_in_bytes() as u64,
+            QMatMul::Tensor(x) | QMatMul::TensorF16(x) => t(x),
+        };
+        w + self.b.as_ref().map_or(0, t)
+    }
+
+    /// Multiply-accumulates per input row (out × in).
+    pub fn macs(&self) -> u64 {
+        let dims = match &self.w {
+            QMatMul::QTensor(q) => q.shape().dims().to_vec(),
+            QMatMul::Tensor(x) | QMatMul::TensorF16(x) => x.dims().to_vec(),
+        };
+        dims.iter().product::<usize>() as u64
+    }
+
     fn load(
         src: &mut dyn TensorSource,
         name: &str,
@@ -224,6 +243,36 @@ impl Llama {
             dtype,
             attention: AttentionImpl::Paged,
         })
+    }
+
+    fn layer_linears(&self) -> impl Iterator<Item = &Linear> {
+        self.layers
+            .iter()
+            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
+    }
+
+    /// Bytes of weights one forward step reads: every layer's linear and norm weights, the
+    /// final norm and the LM head (the embedding is only gathered row by row).
+    pub fn weight_bytes_per_step(&self) -> u64 {
+        let t = |t: &Tensor| (t.elem_count() * t.dtype().size_in_bytes()) as u64;
+        self.layer_linears().map(Linear::bytes).sum::<u64>()
+            + self
+                .layers
+                .iter()
+                .map(|l| t(&l.attn_norm) + t(&l.mlp_norm))
+                .sum::<u64>()
+            + t(&self.norm)
+            + self.lm_head.bytes()
+    }
+
+    /// Multiply-accumulates of the linear layers per token, without the LM head.
+    pub fn layer_macs_per_token(&self) -> u64 {
+        self.layer_linears().map(Linear::macs).sum()
+    }
+
+    /// Multiply-accumulates of the LM head per sampled row.
+    pub fn lm_head_macs(&self) -> u64 {
+        self.lm_head.macs()
     }
 
     pub(crate) fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {

@@ -1,1 +1,7 @@
+//! Pure statistics for goodput: every metric and statistic is defined here once, with its
+//! definition in a doc comment and hand-computed tests. No I/O, no clocks.
 
+pub mod engine;
+pub mod stats;
+
+pub use stats::{percentile, Summary};

@@ -1,0 +1,134 @@
+//! Arguments shared by the commands that load a model and build an engine.
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device};
+use clap::Args;
+use goodput_core::{Catalog, ModelSpec, WeightsSource};
+use goodput_engine::loader::{self, LoadedModel};
+use goodput_engine::EngineConfig;
+use std::path::PathBuf;
+
+/// Parses a byte size such as `2GiB`, `512MiB`, `1.5GB` or `1000000`.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    parse_size::parse_size(s).map_err(|e| format!("`{s}` is not a size ({e}); try 2GiB or 512MiB"))
+}
+
+/// Parses a comma-separated list of positive whole numbers, `1,4,16`.
+pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+    let v: Result<Vec<usize>, _> = s.split(',').map(|x| x.trim().parse::<usize>()).collect();
+    match v {
+        Ok(v) if !v.is_empty() && v.iter().all(|&x| x > 0) => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a list of positive whole numbers like 1,4,16"
+        )),
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// Model name from the catalog (`goodput models` lists them).
+    #[arg(long, short = 'm', default_value = "tiny")]
+    pub model: String,
+    /// Read the catalog from this TOML file instead of the built-in one.
+    #[arg(long)]
+    pub catalog: Option<PathBuf>,
+    /// Weights: `dummy`, `dummy:SEED`, `hf` (local Hugging Face cache, never downloaded), a
+    /// directory with safetensors, or a .gguf file (`FILE.gguf:dequant` to run it in f32).
+    #[arg(long, default_value = "dummy")]
+    pub weights: String,
+    /// Device: cpu, cuda, cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Model dtype: f32, f16, bf16 (default: f32 on CPU, bf16 on CUDA).
+    #[arg(long)]
+    pub dtype: Option<String>,
+}
+
+impl ModelArgs {
+    pub fn catalog(&self) -> Result<Catalog> {
+        Ok(match &self.catalog {
+            Some(p) => Catalog::from_path(p)?,
+            None => Catalog::builtin(),
+        })
+    }
+
+    pub fn spec(&self) -> Result<ModelSpec> {
+        Ok(self.catalog()?.get(&self.model)?.clone())
+    }
+
+    pub fn device_dtype(&self) -> Result<(Device, DType)> {
+        let device = loader::device(&self.device)?;
+        let dtype = match &self.dtype {
+            Some(d) => loader::parse_dtype(d)?,
+            None => loader::default_dtype(&device),
+        };
+        Ok((device, dtype))
+    }
+
+    /// Loads the model; RoPE tables cover `max_len` positions.
+    pub fn load(&self, max_len: usize) -> Result<LoadedModel> {
+        let spec = self.spec()?;
+        let weights = WeightsSource::parse(&self.weights).map_err(anyhow::Error::msg)?;
+        let (device, dtype) = self.device_dtype()?;
+        loader::load(&spec, &weights, &device, dtype, max_len)
+            .with_context(|| format!("loading model `{}` ({} weights)", spec.name, weights.kind()))
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// KV pool size in blocks (including the reserved null block).
+    #[arg(long)]
+    pub kv_blocks: Option<usize>,
+    /// KV pool size as memory, e.g. 2GiB (used when --kv-blocks is not given).
+    #[arg(long, value_parser = parse_bytes, default_value = "1GiB")]
+    pub kv_memory: u64,
+    /// Tokens per KV block.
+    #[arg(long, default_value_t = 16)]
+    pub block_size: usize,
+    /// Token budget of one step (prefill chunk tokens + decodes).
+    #[arg(long, default_value_t = 2048)]
+    pub max_num_batched_tokens: usize,
+    /// Most sequences running at once.
+    #[arg(long, default_value_t = 256)]
+    pub max_num_seqs: usize,
+    /// Longest sequence (prompt + output); default: the model's context.
+    #[arg(long)]
+    pub max_model_len: Option<usize>,
+    /// Turn the prefix cache off.
+    #[arg(long)]
+    pub no_prefix_caching: bool,
+}
+
+impl EngineArgs {
+    pub fn config(&self) -> Result<EngineConfig> {
+        if self.block_size == 0 {
+            bail!("--block-size must be at least 1");
+        }
+        Ok(EngineConfig {
+            block_size: self.block_size,
+            num_blocks: self.kv_blocks,
+            kv_memory: self.kv_memory,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            max_num_seqs: self.max_num_seqs,
+            enable_prefix_caching: !self.no_prefix_caching,
+            max_model_len: self.max_model_len,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn friendly_values() {
+        assert_eq!(parse_bytes("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_bytes("512MiB").unwrap(), 512 << 20);
+        assert!(parse_bytes("lots").unwrap_err().contains("not a size"));
+        assert_eq!(parse_list("1, 4,16").unwrap(), vec![1, 4, 16]);
+        assert!(parse_list("1,-4").is_err());
+        assert!(parse_list("0").is_err());
+        assert!(parse_list("").is_err());
+    }
+}

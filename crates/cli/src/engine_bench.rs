@@ -1,0 +1,400 @@
+//! `goodput engine-bench`: the engine's own step costs, in the manner of TGI's
+//! `text-generation-benchmark`: prefill latency and tokens/s per prompt length, decode step
+//! latency and tokens/s per batch size, each with percentiles and spread over repeats, and the
+//! roofline context (weight and KV bytes moved, achieved GB/s and GFLOP/s against the
+//! machine's measured read bandwidth).
+
+use crate::args::ModelArgs;
+use crate::table;
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+use goodput_core::{Clock, SamplingParams, StepRecord};
+use goodput_engine::{AttentionImpl, EngineConfig, EngineCore, Llama};
+use goodput_metrics::engine::step_time;
+use goodput_metrics::Summary;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, ValueEnum, Serialize)]
+pub enum Attention {
+    /// The paged-attention kernel reading blocks in place.
+    Paged,
+    /// Gather each sequence's blocks into a contiguous copy, then candle ops.
+    Gather,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt lengths of the prefill benchmark.
+    #[arg(long, value_delimiter = ',', default_value = "128,512,2048")]
+    pub prompt_lens: Vec<usize>,
+    /// Batch sizes of the decode benchmark.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16,32")]
+    pub batch_sizes: Vec<usize>,
+    /// Prompt length of each sequence in the decode benchmark.
+    #[arg(long, default_value_t = 128)]
+    pub decode_context: usize,
+    /// Timed decode steps per repeat.
+    #[arg(long, default_value_t = 16)]
+    pub decode_steps: usize,
+    /// Timed repeats of each prefill length and decode batch.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Untimed warm-up runs (prefill) or steps (decode) before the timed ones.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    #[arg(long, default_value_t = 16)]
+    pub block_size: usize,
+    #[arg(long, value_enum, default_value = "paged")]
+    pub attention: Attention,
+    /// Skip measuring the machine's memory read bandwidth.
+    #[arg(long)]
+    pub no_bandwidth: bool,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct PrefillRow {
+    prompt_len: usize,
+    latency_s: Summary,
+    tokens_per_s: f64,
+    gflops_per_s: f64,
+}
+
+#[derive(Serialize)]
+struct DecodeRow {
+    batch: usize,
+    context: usize,
+    step_s: Summary,
+    tokens_per_s: f64,
+    /// Weight + KV bytes one step reads.
+    bytes_per_step: u64,
+    gbytes_per_s: f64,
+    gflops_per_s: f64,
+    /// Scheduler + sampling/update time as a share of the step.
+    overhead_share: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    weights: String,
+    device: String,
+    dtype: String,
+    attention: Attention,
+    weight_bytes_per_step: u64,
+    kv_bytes_per_token: u64,
+    machine_read_gbytes_per_s: Option<f64>,
+    prefill: Vec<PrefillRow>,
+    decode: Vec<DecodeRow>,
+    batch16_over_batch1_throughput: Option<f64>,
+    batch1_bandwidth_utilisation: Option<f64>,
+}
+
+fn unique_prompt(rng: &mut rand::rngs::SmallRng, len: usize, vocab: usize) -> Vec<u32> {
+    (0..len)
+        .map(|_| rng.random_range(3..vocab as u32))
+        .collect()
+}
+
+/// Attention FLOPs of `q` new tokens at the end of a context of `ctx` (QKᵀ and AV).
+fn attn_flops(m: &Llama, q: usize, ctx: usize) -> f64 {
+    let s = &m.spec;
+    let visible: f64 = (0..q).map(|i| (ctx - q + i + 1) as f64).sum();
+    4.0 * s.num_layers as f64 * s.num_heads as f64 * s.head_dim() as f64 * visible
+}
+
+/// Best-of-5 parallel read bandwidth over a 512 MiB buffer, in GB/s.
+pub fn measure_read_bandwidth() -> f64 {
+    use rayon::prelude::*;
+    let n = 64 << 20; // u64 words = 512 MiB
+    let buf: Vec<u64> = (0..n as u64).collect();
+    let mut best = 0.0f64;
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let s: u64 = buf
+            .par_chunks(1 << 16)
+            .map(|c| c.iter().fold(0u64, |a, &x| a.wrapping_add(x)))
+            .reduce(|| 0, u64::wrapping_add);
+        let dt = t.elapsed().as_secs_f64();
+        std::hint::black_box(s);
+        best = best.max((n * 8) as f64 / dt / 1e9);
+    }
+    best
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    if a.repeats == 0 || a.decode_steps == 0 || a.block_size == 0 {
+        bail!("--repeats, --decode-steps and --block-size must be at least 1");
+    }
+    if a.prompt_lens.contains(&0) || a.batch_sizes.contains(&0) || a.decode_context == 0 {
+        bail!("prompt lengths, batch sizes and --decode-context must be positive");
+    }
+    let spec = a.model.spec()?;
+    let mut a = a;
+    let ctx_limit = spec.max_position_embeddings;
+    for len in a.prompt_lens.iter_mut() {
+        // Prompt + the one sampled token must fit the context.
+        if *len >= ctx_limit {
+            eprintln!("engine-bench: prompt length {len} capped to {} (model `{}` has {ctx_limit} positions)", ctx_limit - 1, spec.name);
+            *len = ctx_limit - 1;
+        }
+    }
+    let max_b = *a.batch_sizes.iter().max().unwrap_or(&1);
+    let decode_len = a.decode_context + a.warmup + a.decode_steps + 2;
+    let max_prompt = a.prompt_lens.iter().copied().max().unwrap_or(1);
+    let max_len = (max_prompt + 1).max(decode_len);
+    if max_len > spec.max_position_embeddings {
+        bail!(
+            "model `{}` has a context of {} tokens; a prompt length of {max_prompt} or a decode context of {} does not fit",
+            spec.name,
+            spec.max_position_embeddings,
+            a.decode_context
+        );
+    }
+    let mut loaded = a.model.load(max_len)?;
+    loaded.model.attention = match a.attention {
+        Attention::Paged => AttentionImpl::Paged,
+        Attention::Gather => AttentionImpl::Gather,
+    };
+    let bs = a.block_size;
+    let blocks = (max_b * decode_len.div_ceil(bs)).max((max_prompt + 1).div_ceil(bs)) + 2;
+    let cfg = EngineConfig {
+        block_size: bs,
+        num_blocks: Some(blocks),
+        max_num_batched_tokens: max_prompt.max(max_b * a.decode_context).max(max_b),
+        max_num_seqs: max_b,
+        enable_prefix_caching: false,
+        max_model_len: Some(max_len),
+        ..Default::default()
+    };
+    let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
+    let (device, dtype) = (
+        format!("{:?}", loaded.model.device),
+        format!("{:?}", loaded.model.dtype),
+    );
+    let mut core = EngineCore::new(loaded.model, &cfg, Clock::new())?;
+    let m = &core.model;
+    let weight_bytes = m.weight_bytes_per_step();
+    let kv_per_token = spec.kv_bytes_per_token(core.kv_dtype().size_in_bytes());
+    let (layer_macs, head_macs) = (m.layer_macs_per_token() as f64, m.lm_head_macs() as f64);
+    let vocab = spec.vocab_size.min(u32::MAX as usize);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed);
+    eprintln!(
+        "engine-bench: {} on {device} {dtype}, {weights_desc}, {} attention; {} weight bytes per step",
+        spec.name,
+        format!("{:?}", a.attention).to_lowercase(),
+        table::bytes(weight_bytes)
+    );
+
+    let mut prefill = Vec::new();
+    for &len in &a.prompt_lens {
+        let mut lat = Vec::new();
+        for r in 0..a.warmup + a.repeats {
+            let now = core.clock().now();
+            core.add_request(
+                r as u64,
+                unique_prompt(&mut rng, len, vocab),
+                SamplingParams::greedy_exact(1),
+                now,
+            )?;
+            let out = core
+                .step()?
+                .ok_or_else(|| anyhow::anyhow!("the prefill step scheduled nothing"))?;
+            if out.record.prefill_tokens != len || core.has_work() {
+                bail!("prefill of {len} tokens did not run as one step");
+            }
+            if r >= a.warmup {
+                lat.push(step_time(&out.record));
+            }
+        }
+        let s = Summary::of(&lat).expect("repeats ≥ 1");
+        let flops = 2.0 * (layer_macs * len as f64 + head_macs) + attn_flops(&core.model, len, len);
+        prefill.push(PrefillRow {
+            prompt_len: len,
+            tokens_per_s: len as f64 / s.p50,
+            gflops_per_s: flops / s.p50 / 1e9,
+            latency_s: s,
+        });
+        eprintln!(
+            "  prefill {len}: p50 {:.1} ms",
+            prefill.last().map_or(0.0, |p| p.latency_s.p50 * 1e3)
+        );
+    }
+
+    let mut decode = Vec::new();
+    let mut next_id = 1_000_000u64;
+    for &b in &a.batch_sizes {
+        let mut lat = Vec::new();
+        let mut overhead = Vec::new();
+        for _ in 0..a.repeats {
+            for _ in 0..b {
+                let now = core.clock().now();
+                let p = SamplingParams::greedy_exact(a.warmup + a.decode_steps + 1);
+                core.add_request(
+                    next_id,
+                    unique_prompt(&mut rng, a.decode_context, vocab),
+                    p,
+                    now,
+                )?;
+                next_id += 1;
+            }
+            let mut decode_steps_seen = 0;
+            let mut timed: Vec<StepRecord> = Vec::new();
+            while timed.len() < a.decode_steps {
+                let Some(out) = core.step()? else {
+                    bail!("decode batch {b}: nothing scheduled")
+                };
+                if out.record.prefill_tokens == 0 && out.record.decode_seqs == b {
+                    decode_steps_seen += 1;
+                    if decode_steps_seen > a.warmup {
+                        timed.push(out.record);
+                    }
+                } else if decode_steps_seen > 0 {
+                    bail!(
+                        "decode batch {b}: a step ran {} sequences",
+                        out.record.num_seqs
+                    );
+                }
+            }
+            core.abort_all(goodput_core::FinishReason::Abort);
+            for r in &timed {
+                let t = step_time(r);
+                lat.push(t);
+                overhead.push((r.schedule_s + r.sample_s) / t);
+            }
+        }
+        let s = Summary::of(&lat).expect("steps ≥ 1");
+        let ctx = a.decode_context + a.warmup + a.decode_steps / 2;
+        let bytes = weight_bytes + (b * ctx) as u64 * kv_per_token;
+        let flops =
+            2.0 * (layer_macs + head_macs) * b as f64 + b as f64 * attn_flops(&core.model, 1, ctx);
+        decode.push(DecodeRow {
+            batch: b,
+            context: ctx,
+            tokens_per_s: b as f64 / s.p50,
+            bytes_per_step: bytes,
+            gbytes_per_s: bytes as f64 / s.p50 / 1e9,
+            gflops_per_s: flops / s.p50 / 1e9,
+            overhead_share: overhead.iter().sum::<f64>() / overhead.len() as f64,
+            step_s: s,
+        });
+        eprintln!(
+            "  decode batch {b}: p50 {:.2} ms",
+            decode.last().map_or(0.0, |d| d.step_s.p50 * 1e3)
+        );
+    }
+    {
+        let p = core.scheduler().pool();
+        if p.num_free_blocks() != p.usable_blocks() {
+            bail!(
+                "blocks leaked: {} of {} free",
+                p.num_free_blocks(),
+                p.usable_blocks()
+            );
+        }
+    }
+
+    let bw = (!a.no_bandwidth).then(measure_read_bandwidth);
+    let tps = |b: usize| decode.iter().find(|d| d.batch == b).map(|d| d.tokens_per_s);
+    let ratio = tps(16).zip(tps(1)).map(|(x, y)| x / y);
+    let util = bw
+        .zip(decode.iter().find(|d| d.batch == 1))
+        .map(|(bw, d)| weight_bytes as f64 / d.step_s.p50 / 1e9 / bw);
+
+    let mut t = table::new(&[
+        "prompt",
+        "n",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "stddev ms",
+        "tokens/s",
+        "GFLOP/s",
+    ]);
+    for p in &prefill {
+        let s = &p.latency_s;
+        t.add_row(vec![
+            p.prompt_len.to_string(),
+            s.n.to_string(),
+            table::f(s.p50 * 1e3, 1),
+            table::f(s.p90 * 1e3, 1),
+            table::f(s.p99 * 1e3, 1),
+            table::f(s.stddev * 1e3, 1),
+            table::f(p.tokens_per_s, 0),
+            table::f(p.gflops_per_s, 1),
+        ]);
+    }
+    println!("Prefill ({} {dtype}, {weights_desc})\n{t}", spec.name);
+    let mut t = table::new(&[
+        "batch",
+        "ctx",
+        "n",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "stddev ms",
+        "tokens/s",
+        "GB/s",
+        "GFLOP/s",
+        "sched+sample",
+    ]);
+    for d in &decode {
+        let s = &d.step_s;
+        t.add_row(vec![
+            d.batch.to_string(),
+            d.context.to_string(),
+            s.n.to_string(),
+            table::f(s.p50 * 1e3, 2),
+            table::f(s.p90 * 1e3, 2),
+            table::f(s.p99 * 1e3, 2),
+            table::f(s.stddev * 1e3, 2),
+            table::f(d.tokens_per_s, 1),
+            table::f(d.gbytes_per_s, 2),
+            table::f(d.gflops_per_s, 1),
+            format!("{:.2} %", d.overhead_share * 100.0),
+        ]);
+    }
+    println!("Decode step\n{t}");
+    println!(
+        "weights read per step: {}; KV per token: {}",
+        table::bytes(weight_bytes),
+        table::bytes(kv_per_token)
+    );
+    if let Some(bw) = bw {
+        println!("machine read bandwidth (measured, best of 5 over 512 MiB): {bw:.1} GB/s");
+    }
+    if let Some(u) = util {
+        println!(
+            "decode at batch 1: weight bytes / step time = {:.0} % of that bandwidth",
+            u * 100.0
+        );
+    }
+    if let Some(r) = ratio {
+        println!("decode throughput batch 16 / batch 1: {r:.2}x");
+    }
+    let report = Report {
+        model: spec.name.clone(),
+        weights: weights_desc,
+        device,
+        dtype,
+        attention: a.attention,
+        weight_bytes_per_step: weight_bytes,
+        kv_bytes_per_token: kv_per_token,
+        machine_read_gbytes_per_s: bw,
+        prefill,
+        decode,
+        batch16_over_batch1_throughput: ratio,
+        batch1_bandwidth_utilisation: util,
+    };
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! `goodput generate`: one prompt through the in-process engine, streamed to stdout.
+
+use crate::args::{parse_list, EngineArgs, ModelArgs};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use goodput_core::{Clock, SamplingParams};
+use goodput_engine::{Engine, RequestEvent};
+use goodput_metrics::engine as em;
+use std::io::Write;
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// The prompt text.
+    #[arg(long, short = 'p', conflicts_with = "prompt_ids")]
+    pub prompt: Option<String>,
+    /// The prompt as token ids, `1,2,3`.
+    #[arg(long)]
+    pub prompt_ids: Option<String>,
+    /// Wrap the prompt as one user turn of a ChatML conversation (`<|im_start|>user …`),
+    /// when the tokenizer has those tokens.
+    #[arg(long)]
+    pub chat: bool,
+    #[arg(long, default_value_t = 64)]
+    pub max_tokens: usize,
+    #[arg(long, default_value_t = 0)]
+    pub min_tokens: usize,
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Generate exactly --max-tokens, ignoring end-of-sequence.
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Print token ids instead of text.
+    #[arg(long)]
+    pub ids: bool,
+}
+
+pub fn run(a: GenerateArgs) -> Result<()> {
+    let spec = a.model.spec()?;
+    let max_len = a
+        .engine
+        .max_model_len
+        .unwrap_or(spec.max_position_embeddings);
+    let loaded = a.model.load(max_len)?;
+    let tok = &loaded.tokenizer;
+    let prompt: Vec<u32> = match (&a.prompt, &a.prompt_ids) {
+        (_, Some(ids)) => parse_list(ids)
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .map(|x| x as u32)
+            .collect(),
+        (Some(text), None) => {
+            let text = if a.chat {
+                if tok.token_to_id("<|im_start|>").is_none() {
+                    bail!("--chat: this tokenizer has no <|im_start|> token (ChatML); pass the prompt as it should be sent");
+                }
+                format!("<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n")
+            } else {
+                text.clone()
+            };
+            tok.encode(&text).context("tokenizing the prompt")?
+        }
+        (None, None) => bail!("give --prompt TEXT or --prompt-ids 1,2,3"),
+    };
+    let params = SamplingParams {
+        max_tokens: a.max_tokens,
+        min_tokens: a.min_tokens,
+        temperature: a.temperature,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        seed: a.seed,
+        ignore_eos: a.ignore_eos,
+        stop_token_ids: Vec::new(),
+    };
+    let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), None)?;
+    let stream = engine.handle().submit(prompt.clone(), params)?;
+    let mut decoder = tok.decode_stream();
+    let mut out = std::io::stdout().lock();
+    let mut record = None;
+    for ev in stream.events.iter() {
+        match ev {
+            RequestEvent::Token { token, .. } => {
+                if a.ids {
+                    write!(out, "{token} ")?;
+                } else if let Some(piece) = decoder.step(token)? {
+                    write!(out, "{piece}")?;
+                }
+                out.flush()?;
+            }
+            RequestEvent::Finished { record: r, .. } => {
+                record = Some(r);
+                break;
+            }
+            RequestEvent::Error(e) => bail!("generation failed: {e}"),
+        }
+    }
+    writeln!(out)?;
+    engine.shutdown(false);
+    let r = record.context("the engine stopped before the request finished")?;
+    let decode_tps = match (em::decode_time(&r), r.generated_tokens) {
+        (Some(d), n) if n > 1 && d > 0.0 => (n - 1) as f64 / d,
+        _ => f64::NAN,
+    };
+    eprintln!(
+        "model {} ({} weights, {}), prompt {} tokens, generated {} ({:?}); queue {:.1} ms, prefill {:.1} ms, decode {:.1} tok/s; load {:.2} s",
+        spec.name,
+        loaded.weights_kind,
+        loaded.weights_origin,
+        r.prompt_tokens,
+        r.generated_tokens,
+        r.finish_reason,
+        em::queue_time(&r).unwrap_or(f64::NAN) * 1e3,
+        em::prefill_time(&r).unwrap_or(f64::NAN) * 1e3,
+        decode_tps,
+        loaded.load_secs,
+    );
+    Ok(())
+}

@@ -1,0 +1,250 @@
+//! Building a runnable model from a catalog entry and a weights source: dummy, a safetensors
+//! directory, the local Hugging Face cache (offline), or a GGUF file. Real weights are checked
+//! against the catalog entry's shape before anything runs.
+
+use crate::error::{EngineError, Result};
+use crate::model::Llama;
+use crate::tokenizer::{self, Tokenizer};
+use crate::weights::{
+    check_hf_config, mem_available, DummySource, GgufSource, SafetensorsSource, TensorSource,
+};
+use candle_core::{DType, Device};
+use goodput_core::{ModelSpec, WeightsSource};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A model ready to run, with its tokenizer.
+pub struct LoadedModel {
+    pub model: Llama,
+    pub tokenizer: Tokenizer,
+    /// `dummy`, `safetensors`, `hf-cache`, `gguf`, `gguf-dequantized`.
+    pub weights_kind: &'static str,
+    /// Where the weights came from (path or description).
+    pub weights_origin: String,
+    /// The chat template shipped with the weights, if any.
+    pub chat_template: Option<String>,
+    pub load_secs: f64,
+}
+
+/// `cpu`, `cuda` or `cuda:N`.
+pub fn device(name: &str) -> Result<Device> {
+    match name {
+        "cpu" => Ok(Device::Cpu),
+        _ if name == "cuda" || name.starts_with("cuda:") => {
+            let ordinal = match name.strip_prefix("cuda:") {
+                Some(n) => n.parse().map_err(|_| {
+                    EngineError::Config(format!("device `{name}`: expected cuda:N"))
+                })?,
+                None => 0,
+            };
+            if !candle_core::utils::cuda_is_available() {
+                return Err(EngineError::Config(format!(
+                    "device `{name}`: this goodput was built without CUDA (rebuild with `--features cuda`)"
+                )));
+            }
+            Ok(Device::new_cuda(ordinal)?)
+        }
+        _ => Err(EngineError::Config(format!(
+            "device `{name}`: expected cpu, cuda or cuda:N"
+        ))),
+    }
+}
+
+/// The dtype a device runs fastest in candle 0.11: f32 on CPU, bf16 on CUDA.
+pub fn default_dtype(device: &Device) -> DType {
+    if device.is_cpu() {
+        DType::F32
+    } else {
+        DType::BF16
+    }
+}
+
+/// `f32`, `f16`, `bf16`.
+pub fn parse_dtype(s: &str) -> Result<DType> {
+    match s {
+        "f32" => Ok(DType::F32),
+        "f16" => Ok(DType::F16),
+        "bf16" => Ok(DType::BF16),
+        _ => Err(EngineError::Config(format!(
+            "dtype `{s}`: expected f32, f16 or bf16"
+        ))),
+    }
+}
+
+fn check_fits(spec: &ModelSpec, dtype: DType, device: &Device) -> Result<()> {
+    let bytes = spec.weight_bytes(dtype.size_in_bytes());
+    if let (true, Some(avail)) = (device.is_cpu(), mem_available()) {
+        if bytes > avail {
+            return Err(EngineError::Config(format!(
+                "model `{}` needs {:.1} GiB of weights in {dtype:?} but only {:.1} GiB of memory is available",
+                spec.name,
+                bytes as f64 / (1u64 << 30) as f64,
+                avail as f64 / (1u64 << 30) as f64
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn dir_tokenizer(dir: &Path, spec: &ModelSpec) -> Result<Tokenizer> {
+    let path = dir.join("tokenizer.json");
+    if path.is_file() {
+        Tokenizer::from_file(&path).map_err(|e| EngineError::Tokenizer(e.to_string()))
+    } else {
+        Tokenizer::try_byte_level(spec.vocab_size)
+            .map_err(|e| EngineError::Tokenizer(e.to_string()))
+    }
+}
+
+/// Loads `spec` from `weights` onto `device`; RoPE tables cover `max_len` positions.
+pub fn load(
+    spec: &ModelSpec,
+    weights: &WeightsSource,
+    device: &Device,
+    dtype: DType,
+    max_len: usize,
+) -> Result<LoadedModel> {
+    let t0 = Instant::now();
+    let (model, tokenizer, origin, chat_template) = match weights {
+        WeightsSource::Dummy { seed } => {
+            check_fits(spec, dtype, device)?;
+            let mut src = DummySource {
+                seed: *seed,
+                dtype,
+                device: device.clone(),
+            };
+            let model = Llama::load(spec, &mut src, max_len, device, dtype)?;
+            let tok = Tokenizer::try_byte_level(spec.vocab_size)
+                .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+            (model, tok, format!("dummy (seed {seed})"), None)
+        }
+        WeightsSource::Dir(dir) => load_dir(spec, dir, device, dtype, max_len)?,
+        WeightsSource::HfCache => {
+            let repo = spec.hf_repo.clone().ok_or_else(|| {
+                EngineError::Config(format!(
+                    "model `{}` names no hf_repo in the catalog; pass a directory instead",
+                    spec.name
+                ))
+            })?;
+            let cache = hf_hub::Cache::from_env();
+            let cr = cache.model(repo.clone());
+            let config = cr.get("config.json").ok_or_else(|| {
+                EngineError::Weights(format!(
+                    "`{repo}` is not in the local Hugging Face cache ({}); goodput never downloads weights",
+                    cache.path().display()
+                ))
+            })?;
+            let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
+            load_dir(spec, &dir, device, dtype, max_len)?
+        }
+        WeightsSource::Gguf { path, dequantize } => {
+            let mut src = GgufSource::open(path, *dequantize, dtype, device.clone())?;
+            check_gguf_shape(spec, &src, path)?;
+            let md = src.metadata().clone();
+            let tok = Tokenizer::from_gguf(&md)
+                .map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
+            let template = tokenizer::gguf_chat_template(&md);
+            let model = Llama::load(spec, &mut src, max_len, device, dtype)?;
+            (model, tok, path.display().to_string(), template)
+        }
+    };
+    Ok(LoadedModel {
+        model,
+        tokenizer,
+        weights_kind: weights.kind(),
+        weights_origin: origin,
+        chat_template,
+        load_secs: t0.elapsed().as_secs_f64(),
+    })
+}
+
+type Loaded = (Llama, Tokenizer, String, Option<String>);
+
+fn load_dir(
+    spec: &ModelSpec,
+    dir: &Path,
+    device: &Device,
+    dtype: DType,
+    max_len: usize,
+) -> Result<Loaded> {
+    let config = dir.join("config.json");
+    if config.is_file() {
+        check_hf_config(spec, &config)?;
+    }
+    let files: Vec<PathBuf> = SafetensorsSource::files_in(dir)?;
+    let mut src = SafetensorsSource::open(&files, dtype, device.clone())?;
+    let model = Llama::load(
+        spec,
+        &mut src as &mut dyn TensorSource,
+        max_len,
+        device,
+        dtype,
+    )?;
+    let tok = dir_tokenizer(dir, spec)?;
+    let template = std::fs::read_to_string(dir.join("tokenizer_config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| {
+            v.get("chat_template")
+                .and_then(|c| c.as_str())
+                .map(str::to_string)
+        });
+    Ok((model, tok, dir.display().to_string(), template))
+}
+
+fn check_gguf_shape(spec: &ModelSpec, src: &GgufSource, path: &Path) -> Result<()> {
+    let checks = [
+        (
+            "embedding_length",
+            src.md_u32("embedding_length"),
+            spec.hidden_size,
+        ),
+        ("block_count", src.md_u32("block_count"), spec.num_layers),
+        (
+            "attention.head_count",
+            src.md_u32("attention.head_count"),
+            spec.num_heads,
+        ),
+        (
+            "attention.head_count_kv",
+            src.md_u32("attention.head_count_kv"),
+            spec.num_kv_heads,
+        ),
+        (
+            "feed_forward_length",
+            src.md_u32("feed_forward_length"),
+            spec.intermediate_size,
+        ),
+    ];
+    for (key, got, want) in checks {
+        match got {
+            Some(g) if g as usize == want => {}
+            Some(g) => {
+                return Err(EngineError::Config(format!(
+                    "{}: `{}.{key}` is {g} but catalog entry `{}` says {want}",
+                    path.display(),
+                    src.arch(),
+                    spec.name
+                )))
+            }
+            None => {
+                return Err(EngineError::Config(format!(
+                    "{}: GGUF metadata lacks `{}.{key}`",
+                    path.display(),
+                    src.arch()
+                )))
+            }
+        }
+    }
+    if let Some(theta) = src.md_f32("rope.freq_base") {
+        if ((theta as f64) - spec.rope_theta).abs() > spec.rope_theta * 1e-6 {
+            return Err(EngineError::Config(format!(
+                "{}: rope.freq_base is {theta} but catalog entry `{}` says rope_theta {}",
+                path.display(),
+                spec.name,
+                spec.rope_theta
+            )));
+        }
+    }
+    Ok(())
+}
