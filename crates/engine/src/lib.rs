@@ -12,6 +12,7 @@ pub mod paged_attention;
 pub mod reference;
 pub mod sampler;
 pub mod simd;
+pub mod skinny;
 pub mod tokenizer;
 pub mod weights;
 

@@ -55,7 +55,14 @@ impl Linear {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = self.w.forward(x)?;
+        let fast = match &self.w {
+            QMatMul::Tensor(w) => crate::skinny::matmul_t(x, w)?,
+            _ => None,
+        };
+        let y = match fast {
+            Some(y) => y,
+            None => self.w.forward(x)?,
+        };
         Ok(match &self.b {
             Some(b) => y.broadcast_add(b)?,
             None => y,
