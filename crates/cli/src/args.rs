@@ -18,9 +18,7 @@ pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
     let v: Result<Vec<usize>, _> = s.split(',').map(|x| x.trim().parse::<usize>()).collect();
     match v {
         Ok(v) if !v.is_empty() && v.iter().all(|&x| x > 0) => Ok(v),
-        _ => Err(format!(
-            "`{s}` is not a list of positive whole numbers like 1,4,16"
-        )),
+        _ => Err(format!("`{s}` is not a list of positive whole numbers like 1,4,16")),
     }
 }
 

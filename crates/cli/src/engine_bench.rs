@@ -97,9 +97,7 @@ struct Report {
 }
 
 fn unique_prompt(rng: &mut rand::rngs::SmallRng, len: usize, vocab: usize) -> Vec<u32> {
-    (0..len)
-        .map(|_| rng.random_range(3..vocab as u32))
-        .collect()
+    (0..len).map(|_| rng.random_range(3..vocab as u32)).collect()
 }
 
 /// Attention FLOPs of `q` new tokens at the end of a context of `ctx` (QKᵀ and AV).
@@ -141,7 +139,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for len in a.prompt_lens.iter_mut() {
         // Prompt + the one sampled token must fit the context.
         if *len >= ctx_limit {
-            eprintln!("engine-bench: prompt length {len} capped to {} (model `{}` has {ctx_limit} positions)", ctx_limit - 1, spec.name);
+            eprintln!(
+                "engine-bench: prompt length {len} capped to {} (model `{}` has {ctx_limit} positions)",
+                ctx_limit - 1,
+                spec.name
+            );
             *len = ctx_limit - 1;
         }
     }
@@ -174,10 +176,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         ..Default::default()
     };
     let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
-    let (device, dtype) = (
-        format!("{:?}", loaded.model.device),
-        format!("{:?}", loaded.model.dtype),
-    );
+    let (device, dtype) = (format!("{:?}", loaded.model.device), format!("{:?}", loaded.model.dtype));
     let mut core = EngineCore::new(loaded.model, &cfg, Clock::new())?;
     let m = &core.model;
     let weight_bytes = m.weight_bytes_per_step();
@@ -197,15 +196,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let mut lat = Vec::new();
         for r in 0..a.warmup + a.repeats {
             let now = core.clock().now();
-            core.add_request(
-                r as u64,
-                unique_prompt(&mut rng, len, vocab),
-                SamplingParams::greedy_exact(1),
-                now,
-            )?;
-            let out = core
-                .step()?
-                .ok_or_else(|| anyhow::anyhow!("the prefill step scheduled nothing"))?;
+            core.add_request(r as u64, unique_prompt(&mut rng, len, vocab), SamplingParams::greedy_exact(1), now)?;
+            let out = core.step()?.ok_or_else(|| anyhow::anyhow!("the prefill step scheduled nothing"))?;
             if out.record.prefill_tokens != len || core.has_work() {
                 bail!("prefill of {len} tokens did not run as one step");
             }
@@ -221,10 +213,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             gflops_per_s: flops / s.p50 / 1e9,
             latency_s: s,
         });
-        eprintln!(
-            "  prefill {len}: p50 {:.1} ms",
-            prefill.last().map_or(0.0, |p| p.latency_s.p50 * 1e3)
-        );
+        eprintln!("  prefill {len}: p50 {:.1} ms", prefill.last().map_or(0.0, |p| p.latency_s.p50 * 1e3));
     }
 
     let mut decode = Vec::new();
@@ -236,30 +225,20 @@ pub fn run(a: BenchArgs) -> Result<()> {
             for _ in 0..b {
                 let now = core.clock().now();
                 let p = SamplingParams::greedy_exact(a.warmup + a.decode_steps + 1);
-                core.add_request(
-                    next_id,
-                    unique_prompt(&mut rng, a.decode_context, vocab),
-                    p,
-                    now,
-                )?;
+                core.add_request(next_id, unique_prompt(&mut rng, a.decode_context, vocab), p, now)?;
                 next_id += 1;
             }
             let mut decode_steps_seen = 0;
             let mut timed: Vec<StepRecord> = Vec::new();
             while timed.len() < a.decode_steps {
-                let Some(out) = core.step()? else {
-                    bail!("decode batch {b}: nothing scheduled")
-                };
+                let Some(out) = core.step()? else { bail!("decode batch {b}: nothing scheduled") };
                 if out.record.prefill_tokens == 0 && out.record.decode_seqs == b {
                     decode_steps_seen += 1;
                     if decode_steps_seen > a.warmup {
                         timed.push(out.record);
                     }
                 } else if decode_steps_seen > 0 {
-                    bail!(
-                        "decode batch {b}: a step ran {} sequences",
-                        out.record.num_seqs
-                    );
+                    bail!("decode batch {b}: a step ran {} sequences", out.record.num_seqs);
                 }
             }
             core.abort_all(goodput_core::FinishReason::Abort);
@@ -272,8 +251,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let s = Summary::of(&lat).expect("steps ≥ 1");
         let ctx = a.decode_context + a.warmup + a.decode_steps / 2;
         let bytes = weight_bytes + (b * ctx) as u64 * kv_per_token;
-        let flops =
-            2.0 * (layer_macs + head_macs) * b as f64 + b as f64 * attn_flops(&core.model, 1, ctx);
+        let flops = 2.0 * (layer_macs + head_macs) * b as f64 + b as f64 * attn_flops(&core.model, 1, ctx);
         decode.push(DecodeRow {
             batch: b,
             context: ctx,
@@ -284,39 +262,22 @@ pub fn run(a: BenchArgs) -> Result<()> {
             overhead_share: overhead.iter().sum::<f64>() / overhead.len() as f64,
             step_s: s,
         });
-        eprintln!(
-            "  decode batch {b}: p50 {:.2} ms",
-            decode.last().map_or(0.0, |d| d.step_s.p50 * 1e3)
-        );
+        eprintln!("  decode batch {b}: p50 {:.2} ms", decode.last().map_or(0.0, |d| d.step_s.p50 * 1e3));
     }
     {
         let p = core.scheduler().pool();
         if p.num_free_blocks() != p.usable_blocks() {
-            bail!(
-                "blocks leaked: {} of {} free",
-                p.num_free_blocks(),
-                p.usable_blocks()
-            );
+            bail!("blocks leaked: {} of {} free", p.num_free_blocks(), p.usable_blocks());
         }
     }
 
     let bw = (!a.no_bandwidth).then(measure_read_bandwidth);
     let tps = |b: usize| decode.iter().find(|d| d.batch == b).map(|d| d.tokens_per_s);
     let ratio = tps(16).zip(tps(1)).map(|(x, y)| x / y);
-    let util = bw
-        .zip(decode.iter().find(|d| d.batch == 1))
-        .map(|(bw, d)| weight_bytes as f64 / d.step_s.p50 / 1e9 / bw);
+    let util =
+        bw.zip(decode.iter().find(|d| d.batch == 1)).map(|(bw, d)| weight_bytes as f64 / d.step_s.p50 / 1e9 / bw);
 
-    let mut t = table::new(&[
-        "prompt",
-        "n",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "stddev ms",
-        "tokens/s",
-        "GFLOP/s",
-    ]);
+    let mut t = table::new(&["prompt", "n", "p50 ms", "p90 ms", "p99 ms", "stddev ms", "tokens/s", "GFLOP/s"]);
     for p in &prefill {
         let s = &p.latency_s;
         t.add_row(vec![
@@ -361,19 +322,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
         ]);
     }
     println!("Decode step\n{t}");
-    println!(
-        "weights read per step: {}; KV per token: {}",
-        table::bytes(weight_bytes),
-        table::bytes(kv_per_token)
-    );
+    println!("weights read per step: {}; KV per token: {}", table::bytes(weight_bytes), table::bytes(kv_per_token));
     if let Some(bw) = bw {
         println!("machine read bandwidth (measured, best of 5 over 512 MiB): {bw:.1} GB/s");
     }
     if let Some(u) = util {
-        println!(
-            "decode at batch 1: weight bytes / step time = {:.0} % of that bandwidth",
-            u * 100.0
-        );
+        println!("decode at batch 1: weight bytes / step time = {:.0} % of that bandwidth", u * 100.0);
     }
     if let Some(r) = ratio {
         println!("decode throughput batch 16 / batch 1: {r:.2}x");

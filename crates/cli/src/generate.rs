@@ -47,18 +47,11 @@ pub struct GenerateArgs {
 
 pub fn run(a: GenerateArgs) -> Result<()> {
     let spec = a.model.spec()?;
-    let max_len = a
-        .engine
-        .max_model_len
-        .unwrap_or(spec.max_position_embeddings);
+    let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings);
     let loaded = a.model.load(max_len)?;
     let tok = &loaded.tokenizer;
     let prompt: Vec<u32> = match (&a.prompt, &a.prompt_ids) {
-        (_, Some(ids)) => parse_list(ids)
-            .map_err(anyhow::Error::msg)?
-            .into_iter()
-            .map(|x| x as u32)
-            .collect(),
+        (_, Some(ids)) => parse_list(ids).map_err(anyhow::Error::msg)?.into_iter().map(|x| x as u32).collect(),
         (Some(text), None) => {
             let text = if a.chat {
                 if tok.token_to_id("<|im_start|>").is_none() {

@@ -44,18 +44,9 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
-        let c = Cli::try_parse_from([
-            "goodput",
-            "engine-bench",
-            "--prompt-lens",
-            "16,32",
-            "--batch-sizes",
-            "1,2",
-        ])
-        .unwrap();
-        let Command::EngineBench(b) = c.command else {
-            panic!()
-        };
+        let c =
+            Cli::try_parse_from(["goodput", "engine-bench", "--prompt-lens", "16,32", "--batch-sizes", "1,2"]).unwrap();
+        let Command::EngineBench(b) = c.command else { panic!() };
         assert_eq!((b.prompt_lens, b.batch_sizes), (vec![16, 32], vec![1, 2]));
         assert!(Cli::try_parse_from(["goodput", "engine-bench", "--prompt-lens", "x"]).is_err());
         assert!(Cli::try_parse_from(["goodput", "generate", "--kv-memory", "lots"]).is_err());

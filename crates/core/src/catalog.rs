@@ -13,20 +13,13 @@ const BUILTIN: &str = include_str!("../../../models.toml");
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     #[error("cannot read catalog {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("catalog {origin} is not valid TOML: {message}")]
     Toml { origin: String, message: String },
     #[error("catalog {origin}: no [models.<name>] table")]
     NoModels { origin: String },
     #[error("catalog {origin}: model `{model}`: {message}")]
-    Entry {
-        origin: String,
-        model: String,
-        message: String,
-    },
+    Entry { origin: String, model: String, message: String },
     #[error("unknown model `{name}`; the catalog has: {available}")]
     UnknownModel { name: String, available: String },
 }
@@ -94,8 +87,7 @@ pub struct ModelSpec {
 
 impl ModelSpec {
     pub fn head_dim(&self) -> usize {
-        self.head_dim
-            .unwrap_or(self.hidden_size / self.num_heads.max(1))
+        self.head_dim.unwrap_or(self.hidden_size / self.num_heads.max(1))
     }
 
     pub fn has_qkv_bias(&self) -> bool {
@@ -124,10 +116,7 @@ impl ModelSpec {
 
     /// Bytes of K and V one token occupies across all layers.
     pub fn kv_bytes_per_token(&self, dtype_bytes: usize) -> u64 {
-        2 * self.num_layers as u64
-            * self.num_kv_heads as u64
-            * self.head_dim() as u64
-            * dtype_bytes as u64
+        2 * self.num_layers as u64 * self.num_kv_heads as u64 * self.head_dim() as u64 * dtype_bytes as u64
     }
 
     /// Checks the shape is consistent; the message names the field.
@@ -165,16 +154,10 @@ impl ModelSpec {
             ));
         }
         if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
-            return Err(format!(
-                "field `rope_theta` must be positive, got {}",
-                self.rope_theta
-            ));
+            return Err(format!("field `rope_theta` must be positive, got {}", self.rope_theta));
         }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
-            return Err(format!(
-                "field `rms_norm_eps` must be positive, got {}",
-                self.rms_norm_eps
-            ));
+            return Err(format!("field `rms_norm_eps` must be positive, got {}", self.rms_norm_eps));
         }
         if let Some(s) = &self.rope_scaling {
             if s.rope_type != "llama3" {
@@ -183,23 +166,14 @@ impl ModelSpec {
                     s.rope_type
                 ));
             }
-            if !(s.factor > 0.0
-                && s.low_freq_factor > 0.0
-                && s.high_freq_factor > s.low_freq_factor)
-            {
+            if !(s.factor > 0.0 && s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor) {
                 return Err("field `rope_scaling`: needs factor > 0 and high_freq_factor > low_freq_factor > 0".into());
             }
         }
-        for (field, id) in [
-            ("bos_token_id", self.bos_token_id),
-            ("eos_token_id", self.eos_token_id),
-        ] {
+        for (field, id) in [("bos_token_id", self.bos_token_id), ("eos_token_id", self.eos_token_id)] {
             if let Some(id) = id {
                 if id as usize >= self.vocab_size {
-                    return Err(format!(
-                        "field `{field}`: {id} is outside the vocabulary ({})",
-                        self.vocab_size
-                    ));
+                    return Err(format!("field `{field}`: {id} is outside the vocabulary ({})", self.vocab_size));
                 }
             }
         }
@@ -228,9 +202,8 @@ impl WeightsSource {
             return Ok(Self::Dummy { seed: 0 });
         }
         if let Some(seed) = s.strip_prefix("dummy:") {
-            let seed = seed.parse().map_err(|_| {
-                format!("weights `{s}`: the seed after `dummy:` must be a whole number")
-            })?;
+            let seed =
+                seed.parse().map_err(|_| format!("weights `{s}`: the seed after `dummy:` must be a whole number"))?;
             return Ok(Self::Dummy { seed });
         }
         if s == "hf" {
@@ -245,10 +218,7 @@ impl WeightsSource {
             if !p.is_file() {
                 return Err(format!("weights `{path}`: no such GGUF file"));
             }
-            return Ok(Self::Gguf {
-                path: p,
-                dequantize,
-            });
+            return Ok(Self::Gguf { path: p, dequantize });
         }
         if p.is_dir() {
             return Ok(Self::Dir(p));
@@ -263,12 +233,8 @@ impl WeightsSource {
             Self::Dummy { .. } => "dummy",
             Self::Dir(_) => "safetensors",
             Self::HfCache => "hf-cache",
-            Self::Gguf {
-                dequantize: false, ..
-            } => "gguf",
-            Self::Gguf {
-                dequantize: true, ..
-            } => "gguf-dequantized",
+            Self::Gguf { dequantize: false, .. } => "gguf",
+            Self::Gguf { dequantize: true, .. } => "gguf-dequantized",
         }
     }
 }
@@ -283,56 +249,40 @@ pub struct Catalog {
 impl Catalog {
     /// The catalog compiled into the binary (the repository's `models.toml`).
     pub fn builtin() -> Self {
-        Self::parse(BUILTIN, "<builtin models.toml>")
-            .expect("the builtin catalog is validated by a test")
+        Self::parse(BUILTIN, "<builtin models.toml>").expect("the builtin catalog is validated by a test")
     }
 
     pub fn from_path(path: &Path) -> Result<Self, CatalogError> {
-        let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| CatalogError::Io { path: path.to_path_buf(), source })?;
         Self::parse(&text, &path.display().to_string())
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Self, CatalogError> {
         let origin = origin.to_string();
-        let table: toml::Table = toml::from_str(text).map_err(|e| CatalogError::Toml {
-            origin: origin.clone(),
-            message: e.to_string(),
-        })?;
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| CatalogError::Toml { origin: origin.clone(), message: e.to_string() })?;
         let models = match table.get("models") {
             Some(toml::Value::Table(t)) if !t.is_empty() => t,
             _ => return Err(CatalogError::NoModels { origin }),
         };
         let mut out = BTreeMap::new();
         for (name, value) in models {
-            let entry = |message: String| CatalogError::Entry {
-                origin: origin.clone(),
-                model: name.clone(),
-                message,
-            };
-            let mut spec: ModelSpec = value
-                .clone()
-                .try_into()
-                .map_err(|e: toml::de::Error| entry(e.message().to_string()))?;
+            let entry = |message: String| CatalogError::Entry { origin: origin.clone(), model: name.clone(), message };
+            let mut spec: ModelSpec =
+                value.clone().try_into().map_err(|e: toml::de::Error| entry(e.message().to_string()))?;
             spec.name = name.clone();
             spec.validate().map_err(entry)?;
             out.insert(name.clone(), spec);
         }
-        Ok(Self {
-            origin,
-            models: out,
-        })
+        Ok(Self { origin, models: out })
     }
 
     pub fn get(&self, name: &str) -> Result<&ModelSpec, CatalogError> {
-        self.models
-            .get(name)
-            .ok_or_else(|| CatalogError::UnknownModel {
-                name: name.to_string(),
-                available: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
-            })
+        self.models.get(name).ok_or_else(|| CatalogError::UnknownModel {
+            name: name.to_string(),
+            available: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
     }
 }
 
@@ -343,14 +293,7 @@ mod tests {
     #[test]
     fn builtin_catalog_is_valid_and_has_the_required_models() {
         let c = Catalog::parse(BUILTIN, "builtin").unwrap();
-        for m in [
-            "tiny",
-            "smollm2-135m",
-            "qwen2.5-0.5b",
-            "llama-3.2-1b",
-            "llama-3.1-8b",
-            "llama-3.1-70b",
-        ] {
+        for m in ["tiny", "smollm2-135m", "qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b", "llama-3.1-70b"] {
             assert!(c.models.contains_key(m), "{m}");
         }
         assert!(c.get("qwen2.5-0.5b").unwrap().has_qkv_bias());
@@ -368,52 +311,31 @@ mod tests {
         assert_eq!(c.get("llama-3.2-1b").unwrap().param_count(), 1_235_814_400);
         assert_eq!(c.get("llama-3.1-8b").unwrap().param_count(), 8_030_261_248);
         // SmolLM2: 2 (K,V) * 30 layers * 3 kv heads * 64 dims * 4 bytes
-        assert_eq!(
-            c.get("smollm2-135m").unwrap().kv_bytes_per_token(4),
-            2 * 30 * 3 * 64 * 4
-        );
+        assert_eq!(c.get("smollm2-135m").unwrap().kv_bytes_per_token(4), 2 * 30 * 3 * 64 * 4);
     }
 
     fn entry(extra: &str, drop: &str) -> String {
         let base = "architecture = \"llama\"\nhidden_size = 64\nnum_layers = 2\nnum_heads = 4\nnum_kv_heads = 2\n\
                     intermediate_size = 128\nvocab_size = 300\nmax_position_embeddings = 128\nrope_theta = 10000.0\n\
                     rms_norm_eps = 1e-5\ntie_word_embeddings = false\n";
-        let body: String = base
-            .lines()
-            .filter(|l| drop.is_empty() || !l.starts_with(drop))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let body: String =
+            base.lines().filter(|l| drop.is_empty() || !l.starts_with(drop)).map(|l| format!("{l}\n")).collect();
         format!("[models.m]\n{body}{extra}")
     }
 
     #[test]
     fn bad_entries_name_the_model_and_field() {
         assert!(Catalog::parse(&entry("", ""), "t").is_ok());
-        let e = Catalog::parse(&entry("", "hidden_size"), "t")
-            .unwrap_err()
-            .to_string();
+        let e = Catalog::parse(&entry("", "hidden_size"), "t").unwrap_err().to_string();
         assert!(e.contains("model `m`") && e.contains("hidden_size"), "{e}");
-        let e = Catalog::parse(&(entry("", "num_heads") + "num_heads = 5\n"), "t")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("num_heads") && e.contains("do not divide"),
-            "{e}"
-        );
-        let e = Catalog::parse(
-            &(entry("", "architecture") + "architecture = \"gpt2\"\n"),
-            "t",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = Catalog::parse(&(entry("", "num_heads") + "num_heads = 5\n"), "t").unwrap_err().to_string();
+        assert!(e.contains("num_heads") && e.contains("do not divide"), "{e}");
+        let e =
+            Catalog::parse(&(entry("", "architecture") + "architecture = \"gpt2\"\n"), "t").unwrap_err().to_string();
         assert!(e.contains("model `m`") && e.contains("gpt2"), "{e}");
-        let e = Catalog::parse(&(entry("", "num_kv_heads") + "num_kv_heads = 3\n"), "t")
-            .unwrap_err()
-            .to_string();
+        let e = Catalog::parse(&(entry("", "num_kv_heads") + "num_kv_heads = 3\n"), "t").unwrap_err().to_string();
         assert!(e.contains("num_kv_heads"), "{e}");
-        let e = Catalog::parse(&entry("colour = 1\n", ""), "t")
-            .unwrap_err()
-            .to_string();
+        let e = Catalog::parse(&entry("colour = 1\n", ""), "t").unwrap_err().to_string();
         assert!(e.contains("colour"), "{e}");
         let e = Catalog::parse("models = [", "t").unwrap_err().to_string();
         assert!(e.contains("not valid TOML"), "{e}");
@@ -425,21 +347,11 @@ mod tests {
 
     #[test]
     fn weights_source_parsing() {
-        assert_eq!(
-            WeightsSource::parse("dummy").unwrap(),
-            WeightsSource::Dummy { seed: 0 }
-        );
-        assert_eq!(
-            WeightsSource::parse("dummy:7").unwrap(),
-            WeightsSource::Dummy { seed: 7 }
-        );
-        assert!(WeightsSource::parse("dummy:x")
-            .unwrap_err()
-            .contains("whole number"));
+        assert_eq!(WeightsSource::parse("dummy").unwrap(), WeightsSource::Dummy { seed: 0 });
+        assert_eq!(WeightsSource::parse("dummy:7").unwrap(), WeightsSource::Dummy { seed: 7 });
+        assert!(WeightsSource::parse("dummy:x").unwrap_err().contains("whole number"));
         assert_eq!(WeightsSource::parse("hf").unwrap(), WeightsSource::HfCache);
-        assert!(WeightsSource::parse("/nonexistent/m.gguf")
-            .unwrap_err()
-            .contains("no such GGUF"));
+        assert!(WeightsSource::parse("/nonexistent/m.gguf").unwrap_err().contains("no such GGUF"));
         assert!(WeightsSource::parse("/nonexistent/dir").is_err());
     }
 }

@@ -49,11 +49,7 @@ impl Default for SamplingParams {
 impl SamplingParams {
     /// Greedy decoding of exactly `n` tokens, the usual benchmark request.
     pub fn greedy_exact(n: usize) -> Self {
-        Self {
-            max_tokens: n,
-            ignore_eos: true,
-            ..Self::default()
-        }
+        Self { max_tokens: n, ignore_eos: true, ..Self::default() }
     }
 
     /// Checks the values a caller controls; the message names the field.
@@ -62,16 +58,10 @@ impl SamplingParams {
             return Err("max_tokens must be at least 1".into());
         }
         if self.min_tokens > self.max_tokens {
-            return Err(format!(
-                "min_tokens ({}) is larger than max_tokens ({})",
-                self.min_tokens, self.max_tokens
-            ));
+            return Err(format!("min_tokens ({}) is larger than max_tokens ({})", self.min_tokens, self.max_tokens));
         }
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
-            return Err(format!(
-                "temperature must be finite and >= 0, got {}",
-                self.temperature
-            ));
+            return Err(format!("temperature must be finite and >= 0, got {}", self.temperature));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err(format!("top_p must be in (0, 1], got {}", self.top_p));

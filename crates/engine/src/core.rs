@@ -7,9 +7,7 @@ use crate::kv_cache::KvCache;
 use crate::model::{Llama, StepBatch};
 use crate::sampler::Sampler;
 use candle_core::DType;
-use goodput_core::{
-    Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId,
-};
+use goodput_core::{Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId};
 use goodput_scheduler::{NewRequest, Scheduler, SchedulerConfig, StepUpdate};
 use std::collections::HashMap;
 
@@ -45,9 +43,7 @@ impl Default for EngineConfig {
 impl EngineConfig {
     /// The scheduler's configuration for `model`, checking the numbers.
     pub fn scheduler_config(&self, model: &Llama) -> Result<SchedulerConfig> {
-        let max_model_len = self
-            .max_model_len
-            .unwrap_or(model.spec.max_position_embeddings);
+        let max_model_len = self.max_model_len.unwrap_or(model.spec.max_position_embeddings);
         if max_model_len == 0 || max_model_len > model.spec.max_position_embeddings {
             return Err(EngineError::Config(format!(
                 "max model length {max_model_len} must be between 1 and the model's {} positions",
@@ -61,9 +57,7 @@ impl EngineConfig {
         }
         let num_blocks = match self.num_blocks {
             Some(n) => n,
-            None => {
-                KvCache::blocks_for_bytes(&model.spec, self.block_size, model.dtype, self.kv_memory)
-            }
+            None => KvCache::blocks_for_bytes(&model.spec, self.block_size, model.dtype, self.kv_memory),
         };
         if num_blocks < 2 {
             return Err(EngineError::Config(format!(
@@ -105,25 +99,10 @@ pub struct EngineCore {
 impl EngineCore {
     pub fn new(model: Llama, cfg: &EngineConfig, clock: Clock) -> Result<Self> {
         let sc = cfg.scheduler_config(&model)?;
-        let kv = KvCache::new(
-            &model.spec,
-            sc.num_blocks,
-            sc.block_size,
-            model.dtype,
-            &model.device,
-        )?;
-        let sched = Scheduler::new(sc)
-            .map_err(|e| EngineError::Config(e.to_string()))?
-            .with_vocab_size(model.spec.vocab_size);
-        Ok(Self {
-            model,
-            kv,
-            sched,
-            samplers: HashMap::new(),
-            clock,
-            steps: 0,
-            logits_tap: None,
-        })
+        let kv = KvCache::new(&model.spec, sc.num_blocks, sc.block_size, model.dtype, &model.device)?;
+        let sched =
+            Scheduler::new(sc).map_err(|e| EngineError::Config(e.to_string()))?.with_vocab_size(model.spec.vocab_size);
+        Ok(Self { model, kv, sched, samplers: HashMap::new(), clock, steps: 0, logits_tap: None })
     }
 
     pub fn clock(&self) -> Clock {
@@ -151,15 +130,7 @@ impl EngineCore {
         arrival: Stamp,
     ) -> Result<()> {
         let sampler = Sampler::new(&params);
-        self.sched.add(
-            NewRequest {
-                id,
-                prompt,
-                params,
-                arrival,
-            },
-            self.clock.now(),
-        )?;
+        self.sched.add(NewRequest { id, prompt, params, arrival }, self.clock.now())?;
         self.samplers.insert(id, sampler);
         Ok(())
     }
@@ -195,9 +166,10 @@ impl EngineCore {
         let mut r = 0;
         for s in &out.seqs {
             if s.samples {
-                let sampler = self.samplers.get_mut(&s.id).ok_or_else(|| {
-                    EngineError::Other(format!("no sampler for request {}", s.id))
-                })?;
+                let sampler = self
+                    .samplers
+                    .get_mut(&s.id)
+                    .ok_or_else(|| EngineError::Other(format!("no sampler for request {}", s.id)))?;
                 sampled.push(Some(sampler.sample(&rows[r])));
                 if let Some(tap) = &mut self.logits_tap {
                     tap.push((s.id, rows[r].clone()));
@@ -235,10 +207,7 @@ impl EngineCore {
             prefix_query_tokens: out.prefix_query_tokens,
         };
         drop(p);
-        let record = StepRecord {
-            tokens_held: self.sched.tokens_held(),
-            ..record
-        };
+        let record = StepRecord { tokens_held: self.sched.tokens_held(), ..record };
         self.steps += 1;
         Ok(Some(StepOutput { record, update }))
     }

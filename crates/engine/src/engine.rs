@@ -5,9 +5,7 @@ use crate::core::{EngineConfig, EngineCore};
 use crate::error::{EngineError, Result};
 use crate::model::Llama;
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use goodput_core::{
-    Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId,
-};
+use goodput_core::{Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId};
 use goodput_scheduler::SchedulerConfig;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,32 +16,17 @@ use std::thread::JoinHandle;
 #[derive(Clone, Debug, PartialEq)]
 pub enum RequestEvent {
     /// A generated token: its index among the request's tokens and when it was sampled.
-    Token {
-        token: TokenId,
-        index: usize,
-        time: Stamp,
-    },
+    Token { token: TokenId, index: usize, time: Stamp },
     /// The request ended (any reason); its record and every generated token.
-    Finished {
-        record: EngineRecord,
-        tokens: Vec<TokenId>,
-    },
+    Finished { record: EngineRecord, tokens: Vec<TokenId> },
     /// The request was refused or failed.
     Error(String),
 }
 
 enum Command {
-    Add {
-        id: RequestId,
-        prompt: Vec<TokenId>,
-        params: SamplingParams,
-        arrival: Stamp,
-        events: Sender<RequestEvent>,
-    },
+    Add { id: RequestId, prompt: Vec<TokenId>, params: SamplingParams, arrival: Stamp, events: Sender<RequestEvent> },
     Abort(RequestId),
-    Shutdown {
-        drain: bool,
-    },
+    Shutdown { drain: bool },
 }
 
 /// A submitted request: its id and its event stream.
@@ -91,23 +74,11 @@ impl EngineHandle {
         let arrival = self.clock.now();
         self.limits.check(prompt.len(), &params)?;
         if let Some(&t) = prompt.iter().find(|&&t| t as usize >= self.vocab_size) {
-            return Err(goodput_scheduler::AdmissionError::TokenOutOfVocab {
-                token: t,
-                vocab: self.vocab_size,
-            }
-            .into());
+            return Err(goodput_scheduler::AdmissionError::TokenOutOfVocab { token: t, vocab: self.vocab_size }.into());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = unbounded();
-        self.tx
-            .send(Command::Add {
-                id,
-                prompt,
-                params,
-                arrival,
-                events: tx,
-            })
-            .map_err(|_| EngineError::Stopped)?;
+        self.tx.send(Command::Add { id, prompt, params, arrival, events: tx }).map_err(|_| EngineError::Stopped)?;
         Ok(RequestStream { id, events: rx })
     }
 
@@ -125,12 +96,7 @@ pub struct Engine {
 
 impl Engine {
     /// Starts the engine thread over `model`. Step records go to `steps` when given.
-    pub fn start(
-        model: Llama,
-        cfg: EngineConfig,
-        clock: Clock,
-        steps: Option<Sender<StepRecord>>,
-    ) -> Result<Self> {
+    pub fn start(model: Llama, cfg: EngineConfig, clock: Clock, steps: Option<Sender<StepRecord>>) -> Result<Self> {
         let limits = cfg.scheduler_config(&model)?;
         let vocab_size = model.spec.vocab_size;
         let (tx, rx) = unbounded::<Command>();
@@ -153,17 +119,9 @@ impl Engine {
             })
             .map_err(|e| EngineError::Other(format!("cannot start the engine thread: {e}")))?;
         ready_rx.recv().map_err(|_| EngineError::Stopped)??;
-        let handle = EngineHandle {
-            tx,
-            clock,
-            next_id: Arc::new(AtomicU64::new(0)),
-            limits: Arc::new(limits),
-            vocab_size,
-        };
-        Ok(Self {
-            handle,
-            thread: Some(thread),
-        })
+        let handle =
+            EngineHandle { tx, clock, next_id: Arc::new(AtomicU64::new(0)), limits: Arc::new(limits), vocab_size };
+        Ok(Self { handle, thread: Some(thread) })
     }
 
     pub fn handle(&self) -> EngineHandle {
@@ -211,10 +169,7 @@ fn run_loop(mut core: EngineCore, rx: Receiver<Command>, steps: Option<Sender<St
     }
 }
 
-fn send_finished(
-    streams: &mut HashMap<RequestId, Sender<RequestEvent>>,
-    done: Vec<(EngineRecord, Vec<TokenId>)>,
-) {
+fn send_finished(streams: &mut HashMap<RequestId, Sender<RequestEvent>>, done: Vec<(EngineRecord, Vec<TokenId>)>) {
     for (record, tokens) in done {
         if let Some(tx) = streams.remove(&record.id) {
             let _ = tx.send(RequestEvent::Finished { record, tokens });
@@ -229,13 +184,7 @@ fn handle_command(
     cmd: Command,
 ) {
     match cmd {
-        Command::Add {
-            id,
-            prompt,
-            params,
-            arrival,
-            events,
-        } => {
+        Command::Add { id, prompt, params, arrival, events } => {
             if *stopping {
                 let _ = events.send(RequestEvent::Error("the engine is shutting down".into()));
                 return;
@@ -274,14 +223,7 @@ fn step_once(
             let mut gone = Vec::new();
             for &(id, token, index) in &out.update.tokens {
                 if let Some(tx) = streams.get(&id) {
-                    if tx
-                        .send(RequestEvent::Token {
-                            token,
-                            index,
-                            time: out.update.time,
-                        })
-                        .is_err()
-                    {
+                    if tx.send(RequestEvent::Token { token, index, time: out.update.time }).is_err() {
                         gone.push(id);
                     }
                 }

@@ -20,22 +20,11 @@ impl KvCache {
     }
 
     /// Blocks that fit in `bytes`.
-    pub fn blocks_for_bytes(
-        spec: &ModelSpec,
-        block_size: usize,
-        dtype: DType,
-        bytes: u64,
-    ) -> usize {
+    pub fn blocks_for_bytes(spec: &ModelSpec, block_size: usize, dtype: DType, bytes: u64) -> usize {
         (bytes / Self::bytes_per_block(spec, block_size, dtype).max(1)) as usize
     }
 
-    pub fn new(
-        spec: &ModelSpec,
-        num_blocks: usize,
-        block_size: usize,
-        dtype: DType,
-        device: &Device,
-    ) -> Result<Self> {
+    pub fn new(spec: &ModelSpec, num_blocks: usize, block_size: usize, dtype: DType, device: &Device) -> Result<Self> {
         if num_blocks < 2 || block_size == 0 {
             return Err(EngineError::Config(format!(
                 "a KV pool needs at least 2 blocks (one is the reserved null block) of at least 1 token; got {num_blocks} × {block_size}"
@@ -58,11 +47,6 @@ impl KvCache {
             k.push(Tensor::zeros(shape, dtype, device)?);
             v.push(Tensor::zeros(shape, dtype, device)?);
         }
-        Ok(Self {
-            k,
-            v,
-            num_blocks,
-            block_size,
-        })
+        Ok(Self { k, v, num_blocks, block_size })
     }
 }

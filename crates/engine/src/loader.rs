@@ -5,9 +5,7 @@
 use crate::error::{EngineError, Result};
 use crate::model::Llama;
 use crate::tokenizer::{self, Tokenizer};
-use crate::weights::{
-    check_hf_config, mem_available, DummySource, GgufSource, SafetensorsSource, TensorSource,
-};
+use crate::weights::{check_hf_config, mem_available, DummySource, GgufSource, SafetensorsSource, TensorSource};
 use candle_core::{DType, Device};
 use goodput_core::{ModelSpec, WeightsSource};
 use std::path::{Path, PathBuf};
@@ -32,9 +30,7 @@ pub fn device(name: &str) -> Result<Device> {
         "cpu" => Ok(Device::Cpu),
         _ if name == "cuda" || name.starts_with("cuda:") => {
             let ordinal = match name.strip_prefix("cuda:") {
-                Some(n) => n.parse().map_err(|_| {
-                    EngineError::Config(format!("device `{name}`: expected cuda:N"))
-                })?,
+                Some(n) => n.parse().map_err(|_| EngineError::Config(format!("device `{name}`: expected cuda:N")))?,
                 None => 0,
             };
             if !candle_core::utils::cuda_is_available() {
@@ -44,9 +40,7 @@ pub fn device(name: &str) -> Result<Device> {
             }
             Ok(Device::new_cuda(ordinal)?)
         }
-        _ => Err(EngineError::Config(format!(
-            "device `{name}`: expected cpu, cuda or cuda:N"
-        ))),
+        _ => Err(EngineError::Config(format!("device `{name}`: expected cpu, cuda or cuda:N"))),
     }
 }
 
@@ -65,9 +59,7 @@ pub fn parse_dtype(s: &str) -> Result<DType> {
         "f32" => Ok(DType::F32),
         "f16" => Ok(DType::F16),
         "bf16" => Ok(DType::BF16),
-        _ => Err(EngineError::Config(format!(
-            "dtype `{s}`: expected f32, f16 or bf16"
-        ))),
+        _ => Err(EngineError::Config(format!("dtype `{s}`: expected f32, f16 or bf16"))),
     }
 }
 
@@ -91,8 +83,7 @@ fn dir_tokenizer(dir: &Path, spec: &ModelSpec) -> Result<Tokenizer> {
     if path.is_file() {
         Tokenizer::from_file(&path).map_err(|e| EngineError::Tokenizer(e.to_string()))
     } else {
-        Tokenizer::try_byte_level(spec.vocab_size)
-            .map_err(|e| EngineError::Tokenizer(e.to_string()))
+        Tokenizer::try_byte_level(spec.vocab_size).map_err(|e| EngineError::Tokenizer(e.to_string()))
     }
 }
 
@@ -108,14 +99,9 @@ pub fn load(
     let (model, tokenizer, origin, chat_template) = match weights {
         WeightsSource::Dummy { seed } => {
             check_fits(spec, dtype, device)?;
-            let mut src = DummySource {
-                seed: *seed,
-                dtype,
-                device: device.clone(),
-            };
+            let mut src = DummySource { seed: *seed, dtype, device: device.clone() };
             let model = Llama::load(spec, &mut src, max_len, device, dtype)?;
-            let tok = Tokenizer::try_byte_level(spec.vocab_size)
-                .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+            let tok = Tokenizer::try_byte_level(spec.vocab_size).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
             (model, tok, format!("dummy (seed {seed})"), None)
         }
         WeightsSource::Dir(dir) => load_dir(spec, dir, device, dtype, max_len)?,
@@ -141,8 +127,8 @@ pub fn load(
             let mut src = GgufSource::open(path, *dequantize, dtype, device.clone())?;
             check_gguf_shape(spec, &src, path)?;
             let md = src.metadata().clone();
-            let tok = Tokenizer::from_gguf(&md)
-                .map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
+            let tok =
+                Tokenizer::from_gguf(&md).map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
             let template = tokenizer::gguf_chat_template(&md);
             let model = Llama::load(spec, &mut src, max_len, device, dtype)?;
             (model, tok, path.display().to_string(), template)
@@ -160,61 +146,29 @@ pub fn load(
 
 type Loaded = (Llama, Tokenizer, String, Option<String>);
 
-fn load_dir(
-    spec: &ModelSpec,
-    dir: &Path,
-    device: &Device,
-    dtype: DType,
-    max_len: usize,
-) -> Result<Loaded> {
+fn load_dir(spec: &ModelSpec, dir: &Path, device: &Device, dtype: DType, max_len: usize) -> Result<Loaded> {
     let config = dir.join("config.json");
     if config.is_file() {
         check_hf_config(spec, &config)?;
     }
     let files: Vec<PathBuf> = SafetensorsSource::files_in(dir)?;
     let mut src = SafetensorsSource::open(&files, dtype, device.clone())?;
-    let model = Llama::load(
-        spec,
-        &mut src as &mut dyn TensorSource,
-        max_len,
-        device,
-        dtype,
-    )?;
+    let model = Llama::load(spec, &mut src as &mut dyn TensorSource, max_len, device, dtype)?;
     let tok = dir_tokenizer(dir, spec)?;
     let template = std::fs::read_to_string(dir.join("tokenizer_config.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| {
-            v.get("chat_template")
-                .and_then(|c| c.as_str())
-                .map(str::to_string)
-        });
+        .and_then(|v| v.get("chat_template").and_then(|c| c.as_str()).map(str::to_string));
     Ok((model, tok, dir.display().to_string(), template))
 }
 
 fn check_gguf_shape(spec: &ModelSpec, src: &GgufSource, path: &Path) -> Result<()> {
     let checks = [
-        (
-            "embedding_length",
-            src.md_u32("embedding_length"),
-            spec.hidden_size,
-        ),
+        ("embedding_length", src.md_u32("embedding_length"), spec.hidden_size),
         ("block_count", src.md_u32("block_count"), spec.num_layers),
-        (
-            "attention.head_count",
-            src.md_u32("attention.head_count"),
-            spec.num_heads,
-        ),
-        (
-            "attention.head_count_kv",
-            src.md_u32("attention.head_count_kv"),
-            spec.num_kv_heads,
-        ),
-        (
-            "feed_forward_length",
-            src.md_u32("feed_forward_length"),
-            spec.intermediate_size,
-        ),
+        ("attention.head_count", src.md_u32("attention.head_count"), spec.num_heads),
+        ("attention.head_count_kv", src.md_u32("attention.head_count_kv"), spec.num_kv_heads),
+        ("feed_forward_length", src.md_u32("feed_forward_length"), spec.intermediate_size),
     ];
     for (key, got, want) in checks {
         match got {

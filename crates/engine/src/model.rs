@@ -38,19 +38,9 @@ impl Linear {
         dims.iter().product::<usize>() as u64
     }
 
-    fn load(
-        src: &mut dyn TensorSource,
-        name: &str,
-        out: usize,
-        inp: usize,
-        bias: bool,
-    ) -> Result<Self> {
+    fn load(src: &mut dyn TensorSource, name: &str, out: usize, inp: usize, bias: bool) -> Result<Self> {
         let w = src.linear(&format!("{name}.weight"), out, inp)?;
-        let b = if bias {
-            Some(src.tensor(&format!("{name}.bias"), &[out], Init::Std(0.02))?)
-        } else {
-            None
-        };
+        let b = if bias { Some(src.tensor(&format!("{name}.bias"), &[out], Init::Std(0.02))?) } else { None };
         Ok(Self { w, b })
     }
 
@@ -105,21 +95,14 @@ pub struct StepBatch {
 
 impl StepBatch {
     pub fn new(block_size: usize) -> Self {
-        Self {
-            tokens: Vec::new(),
-            positions: Vec::new(),
-            meta: AttnMeta::new(block_size),
-            sample_rows: Vec::new(),
-        }
+        Self { tokens: Vec::new(), positions: Vec::new(), meta: AttnMeta::new(block_size), sample_rows: Vec::new() }
     }
 
     /// Adds a sequence computing `tokens` at positions `start..`, over `block_table`.
     pub fn push(&mut self, tokens: &[u32], start: usize, block_table: &[u32], samples: bool) {
         self.tokens.extend_from_slice(tokens);
-        self.positions
-            .extend((start..start + tokens.len()).map(|p| p as u32));
-        self.meta
-            .push(tokens.len(), start + tokens.len(), block_table);
+        self.positions.extend((start..start + tokens.len()).map(|p| p as u32));
+        self.meta.push(tokens.len(), start + tokens.len(), block_table);
         if samples {
             self.sample_rows.push(self.tokens.len() as u32 - 1);
         }
@@ -144,9 +127,7 @@ pub struct Llama {
 /// RoPE inverse frequencies, with Llama 3 frequency scaling when the spec asks for it.
 pub fn rope_inv_freq(spec: &ModelSpec) -> Vec<f64> {
     let d = spec.head_dim();
-    let mut f: Vec<f64> = (0..d / 2)
-        .map(|i| 1.0 / spec.rope_theta.powf(2.0 * i as f64 / d as f64))
-        .collect();
+    let mut f: Vec<f64> = (0..d / 2).map(|i| 1.0 / spec.rope_theta.powf(2.0 * i as f64 / d as f64)).collect();
     if let Some(s) = &spec.rope_scaling {
         let orig = s.original_max_position_embeddings as f64;
         let low_wavelen = orig / s.low_freq_factor;
@@ -156,8 +137,7 @@ pub fn rope_inv_freq(spec: &ModelSpec) -> Vec<f64> {
             if wavelen > low_wavelen {
                 *x /= s.factor;
             } else if wavelen >= high_wavelen {
-                let smooth =
-                    (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                let smooth = (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
                 *x = (1.0 - smooth) * *x / s.factor + smooth * *x;
             }
         }
@@ -179,11 +159,7 @@ impl Llama {
         let d = spec.head_dim();
         let (nq, nkv) = (spec.num_heads * d, spec.num_kv_heads * d);
         let bias = spec.has_qkv_bias();
-        let embed = src.tensor(
-            "model.embed_tokens.weight",
-            &[spec.vocab_size, h],
-            Init::Std(1.0),
-        )?;
+        let embed = src.tensor("model.embed_tokens.weight", &[spec.vocab_size, h], Init::Std(1.0))?;
         let mut layers = Vec::with_capacity(spec.num_layers);
         for i in 0..spec.num_layers {
             let p = format!("model.layers.{i}");
@@ -192,41 +168,16 @@ impl Llama {
                 k: Linear::load(src, &format!("{p}.self_attn.k_proj"), nkv, h, bias)?,
                 v: Linear::load(src, &format!("{p}.self_attn.v_proj"), nkv, h, bias)?,
                 o: Linear::load(src, &format!("{p}.self_attn.o_proj"), h, nq, false)?,
-                gate: Linear::load(
-                    src,
-                    &format!("{p}.mlp.gate_proj"),
-                    spec.intermediate_size,
-                    h,
-                    false,
-                )?,
-                up: Linear::load(
-                    src,
-                    &format!("{p}.mlp.up_proj"),
-                    spec.intermediate_size,
-                    h,
-                    false,
-                )?,
-                down: Linear::load(
-                    src,
-                    &format!("{p}.mlp.down_proj"),
-                    h,
-                    spec.intermediate_size,
-                    false,
-                )?,
+                gate: Linear::load(src, &format!("{p}.mlp.gate_proj"), spec.intermediate_size, h, false)?,
+                up: Linear::load(src, &format!("{p}.mlp.up_proj"), spec.intermediate_size, h, false)?,
+                down: Linear::load(src, &format!("{p}.mlp.down_proj"), h, spec.intermediate_size, false)?,
                 attn_norm: src.tensor(&format!("{p}.input_layernorm.weight"), &[h], Init::Ones)?,
-                mlp_norm: src.tensor(
-                    &format!("{p}.post_attention_layernorm.weight"),
-                    &[h],
-                    Init::Ones,
-                )?,
+                mlp_norm: src.tensor(&format!("{p}.post_attention_layernorm.weight"), &[h], Init::Ones)?,
             });
         }
         let norm = src.tensor("model.norm.weight", &[h], Init::Ones)?;
         let lm_head = if spec.tie_word_embeddings && !src.contains("lm_head.weight") {
-            Linear {
-                w: QMatMul::Tensor(embed.clone()),
-                b: None,
-            }
+            Linear { w: QMatMul::Tensor(embed.clone()), b: None }
         } else {
             Linear::load(src, "lm_head", spec.vocab_size, h, false)?
         };
@@ -253,9 +204,7 @@ impl Llama {
     }
 
     fn layer_linears(&self) -> impl Iterator<Item = &Linear> {
-        self.layers
-            .iter()
-            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
+        self.layers.iter().flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down])
     }
 
     /// Bytes of weights one forward step reads: every layer's linear and norm weights, the
@@ -263,11 +212,7 @@ impl Llama {
     pub fn weight_bytes_per_step(&self) -> u64 {
         let t = |t: &Tensor| (t.elem_count() * t.dtype().size_in_bytes()) as u64;
         self.layer_linears().map(Linear::bytes).sum::<u64>()
-            + self
-                .layers
-                .iter()
-                .map(|l| t(&l.attn_norm) + t(&l.mlp_norm))
-                .sum::<u64>()
+            + self.layers.iter().map(|l| t(&l.attn_norm) + t(&l.mlp_norm)).sum::<u64>()
             + t(&self.norm)
             + self.lm_head.bytes()
     }
@@ -283,11 +228,7 @@ impl Llama {
     }
 
     pub(crate) fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
-        Ok(candle_nn::ops::rms_norm(
-            x,
-            w,
-            self.spec.rms_norm_eps as f32,
-        )?)
+        Ok(candle_nn::ops::rms_norm(x, w, self.spec.rms_norm_eps as f32)?)
     }
 
     /// Applies RoPE to `x` of shape `(tokens, heads, head_dim)` with per-token `cos`/`sin`
@@ -343,12 +284,8 @@ impl Llama {
             let k = self.rope(&k, &cos, &sin)?;
             crate::paged_attention::write_kv(&kv.k[l], &kv.v[l], &k, &v, &batch.meta)?;
             let a = match self.attention {
-                AttentionImpl::Paged => {
-                    paged_attention(&q, &kv.k[l], &kv.v[l], &batch.meta, scale)?
-                }
-                AttentionImpl::Gather => {
-                    gather_attention(&q, &kv.k[l], &kv.v[l], &batch.meta, scale)?
-                }
+                AttentionImpl::Paged => paged_attention(&q, &kv.k[l], &kv.v[l], &batch.meta, scale)?,
+                AttentionImpl::Gather => gather_attention(&q, &kv.k[l], &kv.v[l], &batch.meta, scale)?,
             };
             x = (x + layer.o.forward(&a.reshape((t, spec.num_heads * d))?)?)?;
             x = (&x + self.mlp(layer, &x)?)?;

@@ -41,33 +41,28 @@ pub struct AttnSeq {
 
 impl AttnMeta {
     pub fn new(block_size: usize) -> Self {
-        Self {
-            block_size,
-            ..Default::default()
-        }
+        Self { block_size, ..Default::default() }
     }
 
     /// Adds a sequence whose new tokens are the next `q_len` query rows.
     pub fn push(&mut self, q_len: usize, ctx_len: usize, block_table: &[u32]) {
+        let bs = self.block_size;
+        for p in ctx_len - q_len..ctx_len {
+            self.slot_mapping.push(block_table[p / bs] * bs as u32 + (p % bs) as u32);
+        }
+        self.push_seq(q_len, ctx_len, block_table);
+    }
+
+    /// Adds a sequence without slot mapping (attention only, its K/V already written).
+    fn push_seq(&mut self, q_len: usize, ctx_len: usize, block_table: &[u32]) {
         let q_start = self.seqs.last().map_or(0, |s| s.q_start + s.q_len);
         let bt_start = self.block_tables.len();
         self.block_tables.extend_from_slice(block_table);
-        let bs = self.block_size;
-        for p in ctx_len - q_len..ctx_len {
-            self.slot_mapping
-                .push(block_table[p / bs] * bs as u32 + (p % bs) as u32);
-        }
-        self.seqs.push(AttnSeq {
-            q_start,
-            q_len,
-            ctx_len,
-            bt_start,
-            bt_len: block_table.len(),
-        });
+        self.seqs.push(AttnSeq { q_start, q_len, ctx_len, bt_start, bt_len: block_table.len() });
     }
 
     pub fn num_tokens(&self) -> usize {
-        self.slot_mapping.len()
+        self.seqs.last().map_or(0, |s| s.q_start + s.q_len)
     }
 
     fn slot(&self, s: &AttnSeq, pos: usize) -> usize {
@@ -77,9 +72,7 @@ impl AttnMeta {
 }
 
 fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
-    let CpuStorage::F32(data) = s else {
-        candle_core::bail!("paged attention: {what} must be f32")
-    };
+    let CpuStorage::F32(data) = s else { candle_core::bail!("paged attention: {what} must be f32") };
     match l.contiguous_offsets() {
         Some((a, b)) => Ok(&data[a..b]),
         None => candle_core::bail!("paged attention: {what} must be contiguous"),
@@ -95,20 +88,10 @@ impl candle_core::InplaceOp2 for WriteSlots<'_> {
     fn name(&self) -> &'static str {
         "kv-write-slots"
     }
-    fn cpu_fwd(
-        &self,
-        pool: &mut CpuStorage,
-        pl: &Layout,
-        src: &CpuStorage,
-        sl: &Layout,
-    ) -> Result<()> {
+    fn cpu_fwd(&self, pool: &mut CpuStorage, pl: &Layout, src: &CpuStorage, sl: &Layout) -> Result<()> {
         let src = cpu_f32(src, sl, "new K/V")?;
-        let CpuStorage::F32(pool) = pool else {
-            candle_core::bail!("kv pool must be f32")
-        };
-        let Some((p0, p1)) = pl.contiguous_offsets() else {
-            candle_core::bail!("kv pool must be contiguous")
-        };
+        let CpuStorage::F32(pool) = pool else { candle_core::bail!("kv pool must be f32") };
+        let Some((p0, p1)) = pl.contiguous_offsets() else { candle_core::bail!("kv pool must be contiguous") };
         let pool = &mut pool[p0..p1];
         let row = src.len() / self.slots.len().max(1);
         for (i, &slot) in self.slots.iter().enumerate() {
@@ -123,28 +106,12 @@ impl candle_core::InplaceOp2 for WriteSlots<'_> {
 }
 
 /// Stores `k` and `v` (`(tokens, kv_heads, head_dim)`) of the new tokens in the layer's pools.
-pub fn write_kv(
-    k_pool: &Tensor,
-    v_pool: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    meta: &AttnMeta,
-) -> Result<()> {
+pub fn write_kv(k_pool: &Tensor, v_pool: &Tensor, k: &Tensor, v: &Tensor, meta: &AttnMeta) -> Result<()> {
     if k_pool.device().is_cpu() {
         let k = k.contiguous()?;
         let v = v.contiguous()?;
-        k_pool.inplace_op2(
-            &k,
-            &WriteSlots {
-                slots: &meta.slot_mapping,
-            },
-        )?;
-        v_pool.inplace_op2(
-            &v,
-            &WriteSlots {
-                slots: &meta.slot_mapping,
-            },
-        )?;
+        k_pool.inplace_op2(&k, &WriteSlots { slots: &meta.slot_mapping })?;
+        v_pool.inplace_op2(&v, &WriteSlots { slots: &meta.slot_mapping })?;
         return Ok(());
     }
     let (t, h, d) = k.dims3()?;
@@ -179,11 +146,7 @@ impl CustomOp3 for PagedAttention<'_> {
         let (t, hq, d) = ql.shape().dims3()?;
         let (_, hkv, dk) = kl.shape().dims3()?;
         if dk != d || hkv == 0 || hq % hkv != 0 {
-            candle_core::bail!(
-                "paged attention: q {:?} and kv pool {:?} do not match",
-                ql.shape(),
-                kl.shape()
-            );
+            candle_core::bail!("paged attention: q {:?} and kv pool {:?} do not match", ql.shape(), kl.shape());
         }
         let q = cpu_f32(qs, ql, "q")?;
         let k = cpu_f32(ks, kl, "k pool")?;
@@ -198,127 +161,146 @@ impl CustomOp3 for PagedAttention<'_> {
             }
             tok_seq[s.q_start..s.q_start + s.q_len].fill(si as u32);
         }
-        let max_slot = meta.block_tables.iter().copied().max().unwrap_or(0) as usize
-            * meta.block_size
-            + meta.block_size;
+        let max_slot =
+            meta.block_tables.iter().copied().max().unwrap_or(0) as usize * meta.block_size + meta.block_size;
         if max_slot * hkv * d > k.len() || k.len() != v.len() {
             candle_core::bail!("paged attention: a block table points outside the kv pool");
         }
         let mut out = vec![0f32; t * hq * d];
         let scale = self.scale;
-        out.par_chunks_mut(group * d)
-            .enumerate()
-            .for_each(|(item, out)| {
-                let (row, kh) = (item / hkv, item % hkv);
-                let s = &meta.seqs[tok_seq[row] as usize];
-                let i = row - s.q_start;
-                let visible = s.ctx_len - s.q_len + i + 1;
-                let mut scores = vec![0f32; meta.block_size];
-                for g in 0..group {
-                    let h = kh * group + g;
-                    let qrow = &q[(row * hq + h) * d..(row * hq + h + 1) * d];
-                    let acc = &mut out[g * d..(g + 1) * d];
-                    let (mut m, mut l) = (f32::NEG_INFINITY, 0f32);
-                    let mut p0 = 0;
-                    while p0 < visible {
-                        let n = meta.block_size.min(visible - p0);
-                        let base = meta.slot(s, p0);
-                        let mut bmax = f32::NEG_INFINITY;
-                        for j in 0..n {
-                            let off = ((base + j) * hkv + kh) * d;
-                            let sc = simd::dot(qrow, &k[off..off + d]) * scale;
-                            scores[j] = sc;
-                            bmax = bmax.max(sc);
-                        }
-                        if bmax > m {
-                            let c = (m - bmax).exp();
-                            l *= c;
-                            acc.iter_mut().for_each(|a| *a *= c);
-                            m = bmax;
-                        }
-                        for j in 0..n {
-                            let w = (scores[j] - m).exp();
-                            l += w;
-                            let off = ((base + j) * hkv + kh) * d;
-                            simd::axpy(w, &v[off..off + d], acc);
-                        }
-                        p0 += n;
+        out.par_chunks_mut(group * d).enumerate().for_each(|(item, out)| {
+            let (row, kh) = (item / hkv, item % hkv);
+            let s = &meta.seqs[tok_seq[row] as usize];
+            let i = row - s.q_start;
+            let visible = s.ctx_len - s.q_len + i + 1;
+            let mut scores = vec![0f32; meta.block_size];
+            for g in 0..group {
+                let h = kh * group + g;
+                let qrow = &q[(row * hq + h) * d..(row * hq + h + 1) * d];
+                let acc = &mut out[g * d..(g + 1) * d];
+                let (mut m, mut l) = (f32::NEG_INFINITY, 0f32);
+                let mut p0 = 0;
+                while p0 < visible {
+                    let n = meta.block_size.min(visible - p0);
+                    let base = meta.slot(s, p0);
+                    let mut bmax = f32::NEG_INFINITY;
+                    for j in 0..n {
+                        let off = ((base + j) * hkv + kh) * d;
+                        let sc = simd::dot(qrow, &k[off..off + d]) * scale;
+                        scores[j] = sc;
+                        bmax = bmax.max(sc);
                     }
-                    let inv = 1.0 / l;
-                    acc.iter_mut().for_each(|a| *a *= inv);
+                    if bmax > m {
+                        let c = (m - bmax).exp();
+                        l *= c;
+                        acc.iter_mut().for_each(|a| *a *= c);
+                        m = bmax;
+                    }
+                    for j in 0..n {
+                        let w = (scores[j] - m).exp();
+                        l += w;
+                        let off = ((base + j) * hkv + kh) * d;
+                        simd::axpy(w, &v[off..off + d], acc);
+                    }
+                    p0 += n;
                 }
-            });
+                let inv = 1.0 / l;
+                acc.iter_mut().for_each(|a| *a *= inv);
+            }
+        });
         Ok((CpuStorage::F32(out), Shape::from((t, hq, d))))
     }
 }
 
+/// Query rows from which a sequence's chunk is computed by gathering its K/V and using
+/// matrix products: copying the context is then amortised over many queries, and gemm beats
+/// the row-by-row kernel (measured on the SmolLM2 shape: a 2048-token prefill spends most of
+/// its time in attention with the kernel alone).
+pub const GATHER_MIN_QUERIES: usize = 64;
+
 /// Causal attention of the packed queries `q` (`(tokens, heads, head_dim)`, f32) over the
-/// paged pools, read in place. Returns `(tokens, heads, head_dim)`.
-pub fn paged_attention(
-    q: &Tensor,
-    k_pool: &Tensor,
-    v_pool: &Tensor,
-    meta: &AttnMeta,
-    scale: f32,
-) -> Result<Tensor> {
+/// paged pools. Decode rows and short chunks are read in place by the kernel; chunks of at
+/// least [`GATHER_MIN_QUERIES`] rows go through the gather path. Returns
+/// `(tokens, heads, head_dim)`.
+pub fn paged_attention(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, meta: &AttnMeta, scale: f32) -> Result<Tensor> {
     if !q.device().is_cpu() || q.dtype() != DType::F32 {
         return gather_attention(q, k_pool, v_pool, meta, scale);
     }
     let q = q.contiguous()?;
-    q.apply_op3_no_bwd(k_pool, v_pool, &PagedAttention { meta, scale })
+    let long = |s: &AttnSeq| s.q_len >= GATHER_MIN_QUERIES;
+    if !meta.seqs.iter().any(long) {
+        return q.apply_op3_no_bwd(k_pool, v_pool, &PagedAttention { meta, scale });
+    }
+    // Split: the kernel for the short sequences (their rows packed together), gather for the
+    // long ones, then the pieces back in row order.
+    let mut short = AttnMeta::new(meta.block_size);
+    let mut short_rows = Vec::new();
+    for s in meta.seqs.iter().filter(|s| !long(s)) {
+        short.push_seq(s.q_len, s.ctx_len, &meta.block_tables[s.bt_start..s.bt_start + s.bt_len]);
+        short_rows.extend((s.q_start..s.q_start + s.q_len).map(|r| r as u32));
+    }
+    let short_out = if short_rows.is_empty() {
+        None
+    } else {
+        let n = short_rows.len();
+        let idx = Tensor::from_vec(short_rows, n, q.device())?;
+        let qs = q.index_select(&idx, 0)?;
+        Some(qs.apply_op3_no_bwd(k_pool, v_pool, &PagedAttention { meta: &short, scale })?)
+    };
+    let mut pieces = Vec::with_capacity(meta.seqs.len());
+    let mut short_at = 0;
+    for s in &meta.seqs {
+        if long(s) {
+            pieces.push(gather_one(&q, k_pool, v_pool, meta, s, scale)?);
+        } else if let Some(o) = &short_out {
+            pieces.push(o.narrow(0, short_at, s.q_len)?);
+            short_at += s.q_len;
+        }
+    }
+    Tensor::cat(&pieces, 0)
 }
 
 /// The same attention by gathering each sequence's K/V into a contiguous tensor and using
 /// plain candle ops (matmul, mask, softmax). Reference path and non-CPU fallback.
-pub fn gather_attention(
+pub fn gather_attention(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, meta: &AttnMeta, scale: f32) -> Result<Tensor> {
+    let outs: Vec<Tensor> =
+        meta.seqs.iter().map(|s| gather_one(q, k_pool, v_pool, meta, s, scale)).collect::<Result<_>>()?;
+    Tensor::cat(&outs, 0)?.contiguous()
+}
+
+/// One sequence's attention by gathering its K/V: `(q_len, heads, head_dim)`.
+fn gather_one(
     q: &Tensor,
     k_pool: &Tensor,
     v_pool: &Tensor,
     meta: &AttnMeta,
+    s: &AttnSeq,
     scale: f32,
 ) -> Result<Tensor> {
     let (_, hq, d) = q.dims3()?;
     let hkv = k_pool.dim(1)?;
     let group = hq / hkv;
-    let mut outs = Vec::with_capacity(meta.seqs.len());
-    for s in &meta.seqs {
-        let slots: Vec<u32> = (0..s.ctx_len).map(|p| meta.slot(s, p) as u32).collect();
-        let idx = Tensor::from_vec(slots, s.ctx_len, q.device())?;
-        let k = k_pool.index_select(&idx, 0)?; // (ctx, hkv, d)
-        let v = v_pool.index_select(&idx, 0)?;
-        let expand = |x: Tensor| -> Result<Tensor> {
-            // (ctx, hkv, d) → (hq, ctx, d), each kv head repeated for its group of query heads.
-            let x = x.transpose(0, 1)?; // (hkv, ctx, d)
-            x.unsqueeze(1)?
-                .broadcast_as((hkv, group, s.ctx_len, d))?
-                .reshape((hq, s.ctx_len, d))
-        };
-        let k = expand(k)?;
-        let v = expand(v)?;
-        let qs = q
-            .narrow(0, s.q_start, s.q_len)?
-            .transpose(0, 1)?
-            .contiguous()?; // (hq, q_len, d)
-        let att = (qs.matmul(&k.t()?.contiguous()?)? * scale as f64)?; // (hq, q_len, ctx)
-        let offset = s.ctx_len - s.q_len;
-        let mask: Vec<f32> = (0..s.q_len)
-            .flat_map(|i| {
-                (0..s.ctx_len).map(move |j| {
-                    if j <= offset + i {
-                        0.0
-                    } else {
-                        f32::NEG_INFINITY
-                    }
-                })
-            })
-            .collect();
-        let mask =
-            Tensor::from_vec(mask, (1, s.q_len, s.ctx_len), q.device())?.to_dtype(att.dtype())?;
-        let att = candle_nn::ops::softmax_last_dim(&att.broadcast_add(&mask)?)?;
-        let o = att.matmul(&v.contiguous()?)?; // (hq, q_len, d)
-        outs.push(o.transpose(0, 1)?);
-    }
-    Tensor::cat(&outs, 0)?.contiguous()
+    let slots: Vec<u32> = (0..s.ctx_len).map(|p| meta.slot(s, p) as u32).collect();
+    let idx = Tensor::from_vec(slots, s.ctx_len, q.device())?;
+    let k = k_pool.index_select(&idx, 0)?; // (ctx, hkv, d)
+    let v = v_pool.index_select(&idx, 0)?;
+    let expand = |x: Tensor| -> Result<Tensor> {
+        // (ctx, hkv, d) → (hq, ctx, d), each kv head repeated for its group of query heads.
+        let x = x.transpose(0, 1)?; // (hkv, ctx, d)
+        x.unsqueeze(1)?.broadcast_as((hkv, group, s.ctx_len, d))?.reshape((hq, s.ctx_len, d))
+    };
+    let k = expand(k)?;
+    let v = expand(v)?;
+    let qs = q.narrow(0, s.q_start, s.q_len)?.transpose(0, 1)?.contiguous()?; // (hq, q_len, d)
+    let att = (qs.matmul(&k.t()?.contiguous()?)? * scale as f64)?; // (hq, q_len, ctx)
+    let offset = s.ctx_len - s.q_len;
+    let mask: Vec<f32> = (0..s.q_len)
+        .flat_map(|i| (0..s.ctx_len).map(move |j| if j <= offset + i { 0.0 } else { f32::NEG_INFINITY }))
+        .collect();
+    let mask = Tensor::from_vec(mask, (1, s.q_len, s.ctx_len), q.device())?.to_dtype(att.dtype())?;
+    let att = candle_nn::ops::softmax_last_dim(&att.broadcast_add(&mask)?)?;
+    let o = att.matmul(&v.contiguous()?)?; // (hq, q_len, d)
+    o.transpose(0, 1)
 }
 
 #[cfg(test)]
@@ -342,39 +324,43 @@ mod tests {
 
     #[test]
     fn kernel_matches_gather_for_decode_and_chunks_with_gqa() {
-        let (bs, nb, hkv, hq, d) = (4, 20, 2, 6, 16);
+        let (bs, nb, hkv, hq, d) = (4, 48, 2, 6, 16);
         let k_pool = Tensor::zeros((nb * bs, hkv, d), DType::F32, &Device::Cpu).unwrap();
         let v_pool = Tensor::zeros((nb * bs, hkv, d), DType::F32, &Device::Cpu).unwrap();
-        // seq A: 9 cached + 1 decode; seq B: chunk of 5 after 6 cached; seq C: fresh prefill of 7.
+        let long = GATHER_MIN_QUERIES + 3;
+        let long_blocks: Vec<u32> = (20..20 + long.div_ceil(bs) as u32).collect();
+        // (new tokens, context, block table): a decode, a short chunk, a fresh prefill, a long
+        // chunk (gathered) between short ones (kernel), and another decode.
+        let seqs: Vec<(usize, usize, Vec<u32>)> = vec![
+            (1, 10, vec![3, 7, 1]),
+            (5, 11, vec![2, 9, 11]),
+            (7, 7, vec![19, 4]),
+            (long - 5, long, long_blocks),
+            (1, 3, vec![5]),
+        ];
         let mut meta = AttnMeta::new(bs);
-        meta.push(1, 10, &[3, 7, 1]);
-        meta.push(5, 11, &[2, 9, 11]);
-        meta.push(7, 7, &[19, 4]);
-        // Fill the whole contexts first (as earlier steps would have).
         let mut fill = AttnMeta::new(bs);
-        fill.push(10, 10, &[3, 7, 1]);
-        fill.push(11, 11, &[2, 9, 11]);
-        fill.push(7, 7, &[19, 4]);
-        write_kv(
-            &k_pool,
-            &v_pool,
-            &rand((28, hkv, d), 1),
-            &rand((28, hkv, d), 2),
-            &fill,
-        )
-        .unwrap();
+        for (q, c, bt) in &seqs {
+            meta.push(*q, *c, bt);
+            fill.push(*c, *c, bt);
+        }
+        let n = fill.num_tokens();
+        write_kv(&k_pool, &v_pool, &rand((n, hkv, d), 1), &rand((n, hkv, d), 2), &fill).unwrap();
         let q = rand((meta.num_tokens(), hq, d), 3);
         let a = paged_attention(&q, &k_pool, &v_pool, &meta, 0.25).unwrap();
         let b = gather_attention(&q, &k_pool, &v_pool, &meta, 0.25).unwrap();
-        assert_eq!(a.dims(), &[13, hq, d]);
-        let diff = (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        assert_eq!(a.dims(), &[meta.num_tokens(), hq, d]);
+        let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(diff < 1e-5, "max abs diff {diff}");
+        // Kernel alone (no long chunk) against gather too.
+        let mut short = AttnMeta::new(bs);
+        for (q, c, bt) in seqs.iter().filter(|s| s.0 < GATHER_MIN_QUERIES) {
+            short.push(*q, *c, bt);
+        }
+        let q = rand((short.num_tokens(), hq, d), 4);
+        let a = paged_attention(&q, &k_pool, &v_pool, &short, 0.5).unwrap();
+        let b = gather_attention(&q, &k_pool, &v_pool, &short, 0.5).unwrap();
+        let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
         assert!(diff < 1e-5, "max abs diff {diff}");
     }
 

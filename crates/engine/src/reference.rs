@@ -16,12 +16,7 @@ pub struct ReferenceRunner<'a> {
 impl<'a> ReferenceRunner<'a> {
     pub fn new(model: &'a Llama) -> Self {
         let n = model.layers.len();
-        Self {
-            model,
-            k: vec![None; n],
-            v: vec![None; n],
-            pos: 0,
-        }
+        Self { model, k: vec![None; n], v: vec![None; n], pos: 0 }
     }
 
     /// Feeds `tokens` after those already seen; returns the last position's logits (f32).
@@ -36,9 +31,8 @@ impl<'a> ReferenceRunner<'a> {
         let mut x = m.embed.index_select(&ids, 0)?;
         let ctx = self.pos + t;
         let pos = self.pos;
-        let mask: Vec<f32> = (0..t)
-            .flat_map(|i| (0..ctx).map(move |j| if j <= pos + i { 0.0 } else { f32::NEG_INFINITY }))
-            .collect();
+        let mask: Vec<f32> =
+            (0..t).flat_map(|i| (0..ctx).map(move |j| if j <= pos + i { 0.0 } else { f32::NEG_INFINITY })).collect();
         let mask = Tensor::from_vec(mask, (1, t, ctx), &m.device)?.to_dtype(m.dtype)?;
         for (l, layer) in m.layers.iter().enumerate() {
             let h = m.rms_norm(&x, &layer.attn_norm)?;
@@ -76,10 +70,7 @@ impl<'a> ReferenceRunner<'a> {
         self.pos = ctx;
         let last = x.narrow(0, t - 1, 1)?;
         let logits = m.lm_head.forward(&m.rms_norm(&last, &m.norm)?)?;
-        Ok(logits
-            .to_dtype(candle_core::DType::F32)?
-            .flatten_all()?
-            .to_vec1()?)
+        Ok(logits.to_dtype(candle_core::DType::F32)?.flatten_all()?.to_vec1()?)
     }
 
     /// Greedy generation of `n` tokens after `prompt`, with the logits of each step.

@@ -30,12 +30,7 @@ impl Sampler {
         let inv_t = 1.0 / self.temperature;
         let c = &mut self.scratch;
         c.clear();
-        c.extend(
-            logits
-                .iter()
-                .enumerate()
-                .map(|(i, &l)| (l * inv_t, i as u32)),
-        );
+        c.extend(logits.iter().enumerate().map(|(i, &l)| (l * inv_t, i as u32)));
         let by_logit_desc = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0);
         if self.top_k > 0 && self.top_k < c.len() {
             c.select_nth_unstable_by(self.top_k - 1, by_logit_desc);
@@ -83,18 +78,10 @@ mod tests {
     fn greedy_top_k_top_p_and_seeds() {
         let logits = [0.0f32, 5.0, 1.0, 4.9, -3.0];
         assert_eq!(Sampler::new(&SamplingParams::default()).sample(&logits), 1);
-        let p = SamplingParams {
-            temperature: 1.0,
-            top_k: 2,
-            seed: 3,
-            ..Default::default()
-        };
+        let p = SamplingParams { temperature: 1.0, top_k: 2, seed: 3, ..Default::default() };
         let mut s = Sampler::new(&p);
         let draws: Vec<u32> = (0..200).map(|_| s.sample(&logits)).collect();
-        assert!(
-            draws.iter().all(|&t| t == 1 || t == 3),
-            "top-k 2 keeps ids 1 and 3"
-        );
+        assert!(draws.iter().all(|&t| t == 1 || t == 3), "top-k 2 keeps ids 1 and 3");
         assert!(draws.contains(&1) && draws.contains(&3));
         let again: Vec<u32> = {
             let mut s = Sampler::new(&p);
@@ -102,12 +89,7 @@ mod tests {
         };
         assert_eq!(draws, again, "same seed, same tokens");
         // top-p 0.5: id 1 alone has p ≈ 0.5 of the mass after id 3 … keep the smallest set reaching 0.5.
-        let p = SamplingParams {
-            temperature: 1.0,
-            top_p: 0.5,
-            seed: 1,
-            ..Default::default()
-        };
+        let p = SamplingParams { temperature: 1.0, top_p: 0.5, seed: 1, ..Default::default() };
         let mut s = Sampler::new(&p);
         assert!((0..100).all(|_| s.sample(&logits) == 1));
     }

@@ -17,15 +17,9 @@ fn kernels() -> &'static Kernels {
     K.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            return Kernels {
-                dot: x86::dot_avx2,
-                axpy: x86::axpy_avx2,
-            };
+            return Kernels { dot: x86::dot_avx2, axpy: x86::axpy_avx2 };
         }
-        Kernels {
-            dot: dot_scalar,
-            axpy: axpy_scalar,
-        }
+        Kernels { dot: dot_scalar, axpy: axpy_scalar }
     })
 }
 
@@ -50,12 +44,7 @@ fn dot_scalar(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let ca = a.chunks_exact(8);
     let cb = b.chunks_exact(8);
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
     for (x, y) in ca.zip(cb) {
         for k in 0..8 {
             acc[k] += x[k] * y[k];
@@ -84,20 +73,14 @@ mod x86 {
         // SAFETY (all loads): i + 16 <= n or i + 8 <= n, and both slices hold n elements.
         while i + 16 <= n {
             unsafe {
-                acc0 =
-                    _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
-                acc1 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(pa.add(i + 8)),
-                    _mm256_loadu_ps(pb.add(i + 8)),
-                    acc1,
-                );
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), _mm256_loadu_ps(pb.add(i + 8)), acc1);
             }
             i += 16;
         }
         while i + 8 <= n {
             unsafe {
-                acc0 =
-                    _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
             }
             i += 8;
         }

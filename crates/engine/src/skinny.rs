@@ -38,7 +38,11 @@ fn available() -> bool {
 
 /// `x · wᵀ` for `x (m, k)` and `w (n, k)` when the kernel applies; `None` otherwise.
 pub fn matmul_t(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
-    if !available() || !x.device().is_cpu() || x.dtype() != candle_core::DType::F32 || w.dtype() != candle_core::DType::F32 {
+    if !available()
+        || !x.device().is_cpu()
+        || x.dtype() != candle_core::DType::F32
+        || w.dtype() != candle_core::DType::F32
+    {
         return Ok(None);
     }
     let (Ok((m, k)), Ok((_, kw))) = (x.dims2(), w.dims2()) else { return Ok(None) };
@@ -89,7 +93,10 @@ impl CustomOp2 for SkinnyMatmul {
     }
 }
 
+// Raw SIMD over pointers whose bounds `block` establishes from the slice lengths (checked
+// in debug builds); every function here needs AVX2+FMA, which `available()` verified.
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_op_in_unsafe_fn)]
 mod x86 {
     use std::arch::x86_64::*;
 

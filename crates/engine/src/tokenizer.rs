@@ -108,14 +108,8 @@ pub enum Tokenizer {
 impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Bytes { vocab_size } => f
-                .debug_struct("Tokenizer::Bytes")
-                .field("vocab_size", vocab_size)
-                .finish(),
-            Self::Hf(_) => f
-                .debug_struct("Tokenizer::Hf")
-                .field("vocab_size", &self.vocab_size())
-                .finish(),
+            Self::Bytes { vocab_size } => f.debug_struct("Tokenizer::Bytes").field("vocab_size", vocab_size).finish(),
+            Self::Hf(_) => f.debug_struct("Tokenizer::Hf").field("vocab_size", &self.vocab_size()).finish(),
         }
     }
 }
@@ -141,26 +135,18 @@ impl Tokenizer {
 
     /// Loads a HuggingFace `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<Self, TokenizerError> {
-        let bytes = std::fs::read(path).map_err(|source| TokenizerError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| TokenizerError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| TokenizerError::Io { path: path.to_path_buf(), source })?;
+        let tok = tokenizers::Tokenizer::from_bytes(&bytes)
+            .map_err(|e| TokenizerError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
         Ok(Self::Hf(Box::new(tok)))
     }
 
     /// Builds the tokenizer stored in a GGUF file's metadata (llama.cpp's `tokenizer.ggml.*`
     /// keys). Supports `tokenizer.ggml.model = "gpt2"` (byte-level BPE); see the module docs.
     pub fn from_gguf(md: &HashMap<String, Value>) -> Result<Self, TokenizerError> {
-        let model =
-            md_str(md, keys::MODEL)?.ok_or(TokenizerError::MissingKey { key: keys::MODEL })?;
+        let model = md_str(md, keys::MODEL)?.ok_or(TokenizerError::MissingKey { key: keys::MODEL })?;
         if model != "gpt2" {
-            return Err(TokenizerError::UnsupportedGgufModel {
-                model: model.to_string(),
-            });
+            return Err(TokenizerError::UnsupportedGgufModel { model: model.to_string() });
         }
         let tokens = md_str_array(md, keys::TOKENS)?;
         let merges = md_str_array(md, keys::MERGES)?;
@@ -187,25 +173,19 @@ impl Tokenizer {
             .iter()
             .enumerate()
             .map(|(i, m)| {
-                m.split_once(' ')
-                    .map(|(a, b)| (a.to_string(), b.to_string()))
-                    .ok_or_else(|| TokenizerError::BadMetadata {
+                m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| {
+                    TokenizerError::BadMetadata {
                         key: keys::MERGES,
                         problem: format!("entry {i} ({m:?}) is not of the form \"a b\""),
-                    })
+                    }
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
             .ignore_merges(family.ignore_merges())
             .build()
-            .map_err(|e| {
-                TokenizerError::Build(format!(
-                    "BPE from `{}`/`{}`: {e}",
-                    keys::TOKENS,
-                    keys::MERGES
-                ))
-            })?;
+            .map_err(|e| TokenizerError::Build(format!("BPE from `{}`/`{}`: {e}", keys::TOKENS, keys::MERGES)))?;
 
         let mut tok = tokenizers::Tokenizer::new(bpe);
         tok.with_pre_tokenizer(Some(gguf_pre_tokenizer(family)?));
@@ -220,15 +200,10 @@ impl Tokenizer {
                 .map(|(t, _)| AddedToken::from(t.to_string(), special).normalized(false))
                 .collect()
         };
-        let special = added(
-            |ty| ty == TOKEN_TYPE_CONTROL || ty == TOKEN_TYPE_UNKNOWN,
-            true,
-        );
+        let special = added(|ty| ty == TOKEN_TYPE_CONTROL || ty == TOKEN_TYPE_UNKNOWN, true);
         let user = added(|ty| ty == TOKEN_TYPE_USER_DEFINED, false);
-        tok.add_special_tokens(special)
-            .map_err(|e| TokenizerError::Build(format!("adding control tokens: {e}")))?;
-        tok.add_tokens(user)
-            .map_err(|e| TokenizerError::Build(format!("adding user-defined tokens: {e}")))?;
+        tok.add_special_tokens(special).map_err(|e| TokenizerError::Build(format!("adding control tokens: {e}")))?;
+        tok.add_tokens(user).map_err(|e| TokenizerError::Build(format!("adding user-defined tokens: {e}")))?;
         Ok(Self::Hf(Box::new(tok)))
     }
 
@@ -248,27 +223,17 @@ impl Tokenizer {
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
         match self {
             Self::Bytes { .. } => {
-                let bytes: Vec<u8> = ids
-                    .iter()
-                    .filter(|&&id| id >= BYTE_OFFSET)
-                    .map(|&id| ((id - BYTE_OFFSET) % 256) as u8)
-                    .collect();
+                let bytes: Vec<u8> =
+                    ids.iter().filter(|&&id| id >= BYTE_OFFSET).map(|&id| ((id - BYTE_OFFSET) % 256) as u8).collect();
                 Ok(String::from_utf8_lossy(&bytes).into_owned())
             }
-            Self::Hf(t) => t
-                .decode(ids, true)
-                .map_err(|e| TokenizerError::Decode(e.to_string())),
+            Self::Hf(t) => t.decode(ids, true).map_err(|e| TokenizerError::Decode(e.to_string())),
         }
     }
 
     /// A decoder for a stream of generated ids (see [`DecodeStream`]).
     pub fn decode_stream(&self) -> DecodeStream<'_> {
-        DecodeStream {
-            tok: self,
-            ids: Vec::new(),
-            prefix: 0,
-            read: 0,
-        }
+        DecodeStream { tok: self, ids: Vec::new(), prefix: 0, read: 0 }
     }
 
     /// Size of the id space (for the HF kind: model vocabulary plus added tokens).
@@ -346,19 +311,13 @@ impl DecodeStream<'_> {
 
 /// Chat template text from GGUF metadata (`tokenizer.chat_template`), if any.
 pub fn gguf_chat_template(md: &HashMap<String, Value>) -> Option<String> {
-    md.get(keys::CHAT_TEMPLATE)
-        .and_then(|v| v.to_string().ok())
-        .cloned()
+    md.get(keys::CHAT_TEMPLATE).and_then(|v| v.to_string().ok()).cloned()
 }
 
 /// `(eos, bos)` ids from GGUF metadata (`tokenizer.ggml.eos_token_id`,
 /// `tokenizer.ggml.bos_token_id`); `None` where absent or not a valid id.
 pub fn gguf_special_ids(md: &HashMap<String, Value>) -> (Option<u32>, Option<u32>) {
-    let id = |key: &str| {
-        md.get(key)
-            .and_then(value_as_i64)
-            .and_then(|v| u32::try_from(v).ok())
-    };
+    let id = |key: &str| md.get(key).and_then(value_as_i64).and_then(|v| u32::try_from(v).ok());
     (id(keys::EOS_ID), id(keys::BOS_ID))
 }
 
@@ -377,16 +336,14 @@ enum PreFamily {
 }
 
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 impl PreFamily {
     fn of(pre: &str) -> Self {
         match pre {
-            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone"
-            | "minerva-7b" => Self::DigitsGpt2,
-            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" => {
-                Self::Llama3
-            }
+            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva-7b" => Self::DigitsGpt2,
+            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" => Self::Llama3,
             "qwen2" | "deepseek-r1-qwen" | "stablelm2" | "megrez" | "hunyuan" => Self::Qwen2,
             _ => Self::Gpt2,
         }
@@ -400,42 +357,29 @@ impl PreFamily {
 fn gguf_pre_tokenizer(family: PreFamily) -> Result<PreTokenizerWrapper, TokenizerError> {
     let byte_level = |use_regex: bool| ByteLevel::new(false, true, use_regex).into();
     let split = |re: &str| -> Result<PreTokenizerWrapper, TokenizerError> {
-        Split::new(
-            SplitPattern::Regex(re.to_string()),
-            SplitDelimiterBehavior::Isolated,
-            false,
-        )
-        .map(Into::into)
-        .map_err(|e| TokenizerError::Build(format!("pre-tokenizer regex: {e}")))
+        Split::new(SplitPattern::Regex(re.to_string()), SplitDelimiterBehavior::Isolated, false)
+            .map(Into::into)
+            .map_err(|e| TokenizerError::Build(format!("pre-tokenizer regex: {e}")))
     };
     Ok(match family {
         PreFamily::Gpt2 => byte_level(true),
-        PreFamily::DigitsGpt2 => {
-            Sequence::new(vec![Digits::new(true).into(), byte_level(true)]).into()
-        }
+        PreFamily::DigitsGpt2 => Sequence::new(vec![Digits::new(true).into(), byte_level(true)]).into(),
         PreFamily::Llama3 => Sequence::new(vec![split(LLAMA3_SPLIT)?, byte_level(false)]).into(),
         PreFamily::Qwen2 => Sequence::new(vec![split(QWEN2_SPLIT)?, byte_level(false)]).into(),
     })
 }
 
-fn md_str<'a>(
-    md: &'a HashMap<String, Value>,
-    key: &'static str,
-) -> Result<Option<&'a str>, TokenizerError> {
+fn md_str<'a>(md: &'a HashMap<String, Value>, key: &'static str) -> Result<Option<&'a str>, TokenizerError> {
     match md.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(v) => Err(TokenizerError::BadMetadata {
-            key,
-            problem: format!("expected a string, found {:?}", v.value_type()),
-        }),
+        Some(v) => {
+            Err(TokenizerError::BadMetadata { key, problem: format!("expected a string, found {:?}", v.value_type()) })
+        }
     }
 }
 
-fn md_str_array<'a>(
-    md: &'a HashMap<String, Value>,
-    key: &'static str,
-) -> Result<Vec<&'a str>, TokenizerError> {
+fn md_str_array<'a>(md: &'a HashMap<String, Value>, key: &'static str) -> Result<Vec<&'a str>, TokenizerError> {
     let v = md.get(key).ok_or(TokenizerError::MissingKey { key })?;
     let Value::Array(items) = v else {
         return Err(TokenizerError::BadMetadata {
@@ -495,8 +439,7 @@ mod tests {
 
     /// A fresh, empty directory under the system temp dir.
     fn temp_dir(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("goodput-tokenizer-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("goodput-tokenizer-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
@@ -546,10 +489,7 @@ mod tests {
         assert!(Tokenizer::try_byte_level(259).is_ok());
         let panic = std::panic::catch_unwind(|| Tokenizer::byte_level(10)).unwrap_err();
         let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
-        assert!(
-            msg.contains("vocab_size >= 259") && msg.contains("got 10"),
-            "{msg}"
-        );
+        assert!(msg.contains("vocab_size >= 259") && msg.contains("got 10"), "{msg}");
     }
 
     #[test]
@@ -569,11 +509,7 @@ mod tests {
     /// A tiny byte-level BPE in GGUF metadata form: the 256 byte symbols, a few merges, and the
     /// control tokens `<|endoftext|>` (0) and `<|im_start|>` (1) and a user-defined `<tool>`.
     fn tiny_gguf_md() -> HashMap<String, Value> {
-        let mut tokens = vec![
-            "<|endoftext|>".to_string(),
-            "<|im_start|>".to_string(),
-            "<tool>".to_string(),
-        ];
+        let mut tokens = vec!["<|endoftext|>".to_string(), "<|im_start|>".to_string(), "<tool>".to_string()];
         let mut types = vec![3, 3, 4];
         let alphabet = {
             // GPT-2's bytes_to_unicode order is irrelevant here: any id assignment works.
@@ -593,20 +529,11 @@ mod tests {
         let mut md = HashMap::new();
         md.insert(keys::MODEL.to_string(), Value::String("gpt2".into()));
         md.insert(keys::PRE.to_string(), Value::String("smollm".into()));
-        md.insert(
-            keys::TOKENS.to_string(),
-            Value::Array(tokens.into_iter().map(Value::String).collect()),
-        );
-        md.insert(
-            keys::TOKEN_TYPE.to_string(),
-            Value::Array(types.into_iter().map(Value::I32).collect()),
-        );
+        md.insert(keys::TOKENS.to_string(), Value::Array(tokens.into_iter().map(Value::String).collect()));
+        md.insert(keys::TOKEN_TYPE.to_string(), Value::Array(types.into_iter().map(Value::I32).collect()));
         md.insert(keys::MERGES.to_string(), strings(&merges));
         md.insert(keys::EOS_ID.to_string(), Value::U32(0));
-        md.insert(
-            keys::CHAT_TEMPLATE.to_string(),
-            Value::String("{{ x }}".into()),
-        );
+        md.insert(keys::CHAT_TEMPLATE.to_string(), Value::String("{{ x }}".into()));
         md
     }
 
@@ -622,12 +549,7 @@ mod tests {
         assert_eq!(ids, vec![1, hello, wo, 2, 0]);
         // Specials (type 3) are skipped on decode, user-defined (type 4) are kept.
         assert_eq!(t.decode(&ids).unwrap(), "hello wo<tool>");
-        for s in [
-            "hello world, 42 times!\n\tok?",
-            "héllo  wörld\n\n",
-            " leading space",
-            "日本語",
-        ] {
+        for s in ["hello world, 42 times!\n\tok?", "héllo  wörld\n\n", " leading space", "日本語"] {
             assert_eq!(t.decode(&t.encode(s).unwrap()).unwrap(), s);
         }
         // Digits are split one by one (the "smollm" pre-tokenizer) – byte symbols here anyway.
@@ -641,10 +563,7 @@ mod tests {
         let mut md = tiny_gguf_md();
         md.insert(keys::MODEL.to_string(), Value::String("llama".into()));
         let e = Tokenizer::from_gguf(&md).unwrap_err().to_string();
-        assert!(
-            e.contains("unsupported") && e.contains("\"llama\"") && e.contains(keys::MODEL),
-            "{e}"
-        );
+        assert!(e.contains("unsupported") && e.contains("\"llama\"") && e.contains(keys::MODEL), "{e}");
 
         let mut md = tiny_gguf_md();
         md.remove(keys::MERGES);
@@ -654,22 +573,14 @@ mod tests {
         let mut md = tiny_gguf_md();
         md.insert(keys::MERGES.to_string(), strings(&["he"]));
         let e = Tokenizer::from_gguf(&md).unwrap_err().to_string();
-        assert!(
-            e.contains("tokenizer.ggml.merges") && e.contains("\"he\""),
-            "{e}"
-        );
+        assert!(e.contains("tokenizer.ggml.merges") && e.contains("\"he\""), "{e}");
 
         let mut md = tiny_gguf_md();
         md.insert(keys::TOKENS.to_string(), Value::U32(3));
         let e = Tokenizer::from_gguf(&md).unwrap_err().to_string();
-        assert!(
-            e.contains("tokenizer.ggml.tokens") && e.contains("array"),
-            "{e}"
-        );
+        assert!(e.contains("tokenizer.ggml.tokens") && e.contains("array"), "{e}");
 
-        let e = Tokenizer::from_gguf(&HashMap::new())
-            .unwrap_err()
-            .to_string();
+        let e = Tokenizer::from_gguf(&HashMap::new()).unwrap_err().to_string();
         assert!(e.contains("tokenizer.ggml.model"), "{e}");
         assert_eq!(gguf_special_ids(&HashMap::new()), (None, None));
         assert_eq!(gguf_chat_template(&HashMap::new()), None);
@@ -679,9 +590,7 @@ mod tests {
     fn tokenizer_json_round_trip() {
         let dir = temp_dir("json");
         let path = dir.join("tokenizer.json");
-        let Tokenizer::Hf(built) = Tokenizer::from_gguf(&tiny_gguf_md()).unwrap() else {
-            unreachable!()
-        };
+        let Tokenizer::Hf(built) = Tokenizer::from_gguf(&tiny_gguf_md()).unwrap() else { unreachable!() };
         built.save(&path, true).unwrap();
 
         let t = Tokenizer::from_file(&path).unwrap();
@@ -725,20 +634,14 @@ mod tests {
         let e = Tokenizer::from_file(&missing).unwrap_err();
         assert!(matches!(e, TokenizerError::Io { .. }));
         let msg = e.to_string();
-        assert!(
-            msg.contains("cannot read tokenizer file") && msg.contains("nope.json"),
-            "{msg}"
-        );
+        assert!(msg.contains("cannot read tokenizer file") && msg.contains("nope.json"), "{msg}");
 
         let bad = dir.join("bad.json");
         std::fs::write(&bad, "{ \"model\": 42 ").unwrap();
         let e = Tokenizer::from_file(&bad).unwrap_err();
         assert!(matches!(e, TokenizerError::Parse { .. }));
         let msg = e.to_string();
-        assert!(
-            msg.contains("cannot parse tokenizer file") && msg.contains("bad.json"),
-            "{msg}"
-        );
+        assert!(msg.contains("cannot parse tokenizer file") && msg.contains("bad.json"), "{msg}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -759,10 +662,7 @@ mod tests {
             out.status
         );
         let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-        assert!(
-            path.is_file(),
-            "fetch script printed {path:?}, which is not a file"
-        );
+        assert!(path.is_file(), "fetch script printed {path:?}, which is not a file");
         path
     }
 
@@ -795,8 +695,7 @@ mod tests {
 
         assert_eq!(t.encode("Hello world").unwrap(), vec![19556, 905]);
         assert_eq!(
-            t.encode("The quick brown fox jumps over the lazy dog.")
-                .unwrap(),
+            t.encode("The quick brown fox jumps over the lazy dog.").unwrap(),
             vec![504, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30]
         );
         assert_eq!(
@@ -811,17 +710,10 @@ mod tests {
             t.encode("Dec  2, 1999:\n    42 items").unwrap(),
             vec![12654, 256, 34, 28, 216, 33, 41, 41, 41, 42, 2367, 36, 34, 3723]
         );
-        let chat =
-            "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+        let chat = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
         let ids = t.encode(chat).unwrap();
-        assert_eq!(
-            ids,
-            vec![1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]
-        );
-        assert_eq!(
-            t.decode(&ids).unwrap(),
-            "user\nWhat is the capital of France?\nassistant\n"
-        );
+        assert_eq!(ids, vec![1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]);
+        assert_eq!(t.decode(&ids).unwrap(), "user\nWhat is the capital of France?\nassistant\n");
 
         for s in [
             "The quick brown fox jumps over the lazy dog.",

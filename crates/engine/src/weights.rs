@@ -26,13 +26,15 @@ pub trait TensorSource {
     /// The weight of a linear layer `(out, in)`; may stay quantized.
     fn linear(&mut self, name: &str, out: usize, inp: usize) -> Result<QMatMul> {
         let std = (1.0 / inp as f64).sqrt();
-        Ok(QMatMul::Tensor(self.tensor(
-            name,
-            &[out, inp],
-            Init::Std(std),
-        )?))
+        Ok(QMatMul::Tensor(self.tensor(name, &[out, inp], Init::Std(std))?))
     }
     fn contains(&self, name: &str) -> bool;
+    /// The LM head of a model with tied embeddings, when the source keeps a form of the
+    /// embedding better suited to a matmul than the dense one (GGUF: the quantized table, as
+    /// llama.cpp and candle's `quantized_llama` use it).
+    fn tied_lm_head(&mut self, _vocab: usize, _hidden: usize) -> Option<Result<QMatMul>> {
+        None
+    }
     /// RoPE pairs (2i, 2i+1) instead of (i, i + d/2) (GGUF Llama weights are permuted so).
     fn rope_interleaved(&self) -> bool {
         false
@@ -41,9 +43,7 @@ pub trait TensorSource {
 
 fn check_shape(name: &str, want: &[usize], got: &[usize]) -> Result<()> {
     if want != got {
-        return Err(EngineError::Weights(format!(
-            "tensor `{name}` has shape {got:?}, the model needs {want:?}"
-        )));
+        return Err(EngineError::Weights(format!("tensor `{name}` has shape {got:?}, the model needs {want:?}")));
     }
     Ok(())
 }
@@ -95,38 +95,24 @@ impl SafetensorsSource {
             return Err(EngineError::Weights("no .safetensors files found".into()));
         }
         // SAFETY: the files are memory-mapped read-only; goodput does not modify them while running.
-        let st =
-            unsafe { candle_core::safetensors::MmapedSafetensors::multi(files) }.map_err(|e| {
-                EngineError::Weights(format!("cannot read {}: {e}", files[0].display()))
-            })?;
+        let st = unsafe { candle_core::safetensors::MmapedSafetensors::multi(files) }
+            .map_err(|e| EngineError::Weights(format!("cannot read {}: {e}", files[0].display())))?;
         let names = st.tensors().into_iter().map(|(n, _)| n).collect();
-        let origin = files[0]
-            .parent()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        Ok(Self {
-            st,
-            names,
-            dtype,
-            device,
-            origin,
-        })
+        let origin = files[0].parent().map(|p| p.display().to_string()).unwrap_or_default();
+        Ok(Self { st, names, dtype, device, origin })
     }
 
     /// The `*.safetensors` files of a directory, sorted.
     pub fn files_in(dir: &Path) -> Result<Vec<PathBuf>> {
-        let rd = std::fs::read_dir(dir)
-            .map_err(|e| EngineError::Weights(format!("cannot read {}: {e}", dir.display())))?;
+        let rd =
+            std::fs::read_dir(dir).map_err(|e| EngineError::Weights(format!("cannot read {}: {e}", dir.display())))?;
         let mut files: Vec<PathBuf> = rd
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
             .collect();
         files.sort();
         if files.is_empty() {
-            return Err(EngineError::Weights(format!(
-                "no .safetensors files in {}",
-                dir.display()
-            )));
+            return Err(EngineError::Weights(format!("no .safetensors files in {}", dir.display())));
         }
         Ok(files)
     }
@@ -135,15 +121,9 @@ impl SafetensorsSource {
 impl TensorSource for SafetensorsSource {
     fn tensor(&mut self, name: &str, shape: &[usize], _init: Init) -> Result<Tensor> {
         if !self.names.contains(name) {
-            return Err(EngineError::Weights(format!(
-                "tensor `{name}` is missing from {}",
-                self.origin
-            )));
+            return Err(EngineError::Weights(format!("tensor `{name}` is missing from {}", self.origin)));
         }
-        let t = self
-            .st
-            .load(name, &self.device)
-            .map_err(|e| EngineError::Weights(format!("tensor `{name}`: {e}")))?;
+        let t = self.st.load(name, &self.device).map_err(|e| EngineError::Weights(format!("tensor `{name}`: {e}")))?;
         check_shape(name, shape, t.dims())?;
         Ok(t.to_dtype(self.dtype)?)
     }
@@ -169,29 +149,13 @@ impl GgufSource {
     pub fn open(path: &Path, dequantize: bool, dtype: DType, device: Device) -> Result<Self> {
         let mut file = std::fs::File::open(path)
             .map_err(|e| EngineError::Weights(format!("cannot open {}: {e}", path.display())))?;
-        let content = gguf_file::Content::read(&mut file).map_err(|e| {
-            EngineError::Weights(format!(
-                "{} is not a readable GGUF file: {e}",
-                path.display()
-            ))
-        })?;
-        let arch = content
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok())
-            .cloned()
-            .unwrap_or_default();
+        let content = gguf_file::Content::read(&mut file)
+            .map_err(|e| EngineError::Weights(format!("{} is not a readable GGUF file: {e}", path.display())))?;
+        let arch =
+            content.metadata.get("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
         // llama.cpp permutes Q/K of Llama-style models for interleaved RoPE; Qwen2 keeps NEOX order.
         let interleaved = !matches!(arch.as_str(), "qwen2" | "qwen" | "qwen3");
-        Ok(Self {
-            content,
-            file,
-            dequantize,
-            dtype,
-            device,
-            origin: path.display().to_string(),
-            interleaved,
-        })
+        Ok(Self { content, file, dequantize, dtype, device, origin: path.display().to_string(), interleaved })
     }
 
     pub fn metadata(&self) -> &HashMap<String, gguf_file::Value> {
@@ -200,26 +164,15 @@ impl GgufSource {
 
     /// `general.architecture` and the shape keys under it, as a map for comparison.
     pub fn arch(&self) -> String {
-        self.content
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok())
-            .cloned()
-            .unwrap_or_default()
+        self.content.metadata.get("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default()
     }
 
     pub fn md_u32(&self, key: &str) -> Option<u32> {
-        self.content
-            .metadata
-            .get(&format!("{}.{key}", self.arch()))
-            .and_then(|v| v.to_u32().ok())
+        self.content.metadata.get(&format!("{}.{key}", self.arch())).and_then(|v| v.to_u32().ok())
     }
 
     pub fn md_f32(&self, key: &str) -> Option<f32> {
-        self.content
-            .metadata
-            .get(&format!("{}.{key}", self.arch()))
-            .and_then(|v| v.to_f32().ok())
+        self.content.metadata.get(&format!("{}.{key}", self.arch())).and_then(|v| v.to_f32().ok())
     }
 
     fn gguf_name(name: &str) -> String {
@@ -259,10 +212,7 @@ impl GgufSource {
     fn qtensor(&mut self, name: &str) -> Result<QTensor> {
         let g = Self::gguf_name(name);
         if !self.content.tensor_infos.contains_key(&g) {
-            return Err(EngineError::Weights(format!(
-                "tensor `{g}` (for `{name}`) is missing from {}",
-                self.origin
-            )));
+            return Err(EngineError::Weights(format!("tensor `{g}` (for `{name}`) is missing from {}", self.origin)));
         }
         self.content
             .tensor(&mut self.file, &g, &self.device)
@@ -280,16 +230,12 @@ impl TensorSource for GgufSource {
         let q = self.qtensor(name)?;
         check_shape(&Self::gguf_name(name), &[out, inp], q.shape().dims())?;
         if self.dequantize {
-            return Ok(QMatMul::Tensor(
-                q.dequantize(&self.device)?.to_dtype(self.dtype)?,
-            ));
+            return Ok(QMatMul::Tensor(q.dequantize(&self.device)?.to_dtype(self.dtype)?));
         }
         Ok(QMatMul::from_qtensor(q)?)
     }
     fn contains(&self, name: &str) -> bool {
-        self.content
-            .tensor_infos
-            .contains_key(&Self::gguf_name(name))
+        self.content.tensor_infos.contains_key(&Self::gguf_name(name))
     }
     fn rope_interleaved(&self) -> bool {
         self.interleaved
@@ -302,36 +248,17 @@ impl TensorSource for GgufSource {
 pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| EngineError::Config(format!("cannot read {}: {e}", path.display())))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| EngineError::Config(format!("{} is not JSON: {e}", path.display())))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| EngineError::Config(format!("{} is not JSON: {e}", path.display())))?;
     let num = |k: &str| v.get(k).and_then(|x| x.as_f64());
-    let rope_theta = num("rope_theta").or_else(|| {
-        v.get("rope_parameters")
-            .and_then(|r| r.get("rope_theta"))
-            .and_then(|x| x.as_f64())
-    });
+    let rope_theta = num("rope_theta")
+        .or_else(|| v.get("rope_parameters").and_then(|r| r.get("rope_theta")).and_then(|x| x.as_f64()));
     let checks: [(&str, Option<f64>, f64); 8] = [
         ("hidden_size", num("hidden_size"), spec.hidden_size as f64),
-        (
-            "num_hidden_layers",
-            num("num_hidden_layers"),
-            spec.num_layers as f64,
-        ),
-        (
-            "num_attention_heads",
-            num("num_attention_heads"),
-            spec.num_heads as f64,
-        ),
-        (
-            "num_key_value_heads",
-            num("num_key_value_heads").or(num("num_attention_heads")),
-            spec.num_kv_heads as f64,
-        ),
-        (
-            "intermediate_size",
-            num("intermediate_size"),
-            spec.intermediate_size as f64,
-        ),
+        ("num_hidden_layers", num("num_hidden_layers"), spec.num_layers as f64),
+        ("num_attention_heads", num("num_attention_heads"), spec.num_heads as f64),
+        ("num_key_value_heads", num("num_key_value_heads").or(num("num_attention_heads")), spec.num_kv_heads as f64),
+        ("intermediate_size", num("intermediate_size"), spec.intermediate_size as f64),
         ("vocab_size", num("vocab_size"), spec.vocab_size as f64),
         ("rope_theta", rope_theta, spec.rope_theta),
         ("rms_norm_eps", num("rms_norm_eps"), spec.rms_norm_eps),

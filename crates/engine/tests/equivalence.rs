@@ -19,22 +19,13 @@ fn spec(qkv_bias: bool) -> ModelSpec {
          intermediate_size = 96\nvocab_size = 300\nmax_position_embeddings = 256\nrope_theta = 10000.0\n\
          rms_norm_eps = 1e-5\ntie_word_embeddings = false\neos_token_id = 2\n"
     );
-    Catalog::parse(&text, "test")
-        .unwrap()
-        .get("t")
-        .unwrap()
-        .clone()
+    Catalog::parse(&text, "test").unwrap().get("t").unwrap().clone()
 }
 
 /// Dummy weights, optionally claiming GGUF's interleaved RoPE layout.
 struct Src(DummySource, bool);
 impl TensorSource for Src {
-    fn tensor(
-        &mut self,
-        name: &str,
-        shape: &[usize],
-        init: Init,
-    ) -> goodput_engine::Result<candle_core::Tensor> {
+    fn tensor(&mut self, name: &str, shape: &[usize], init: Init) -> goodput_engine::Result<candle_core::Tensor> {
         self.0.tensor(name, shape, init)
     }
     fn contains(&self, name: &str) -> bool {
@@ -46,28 +37,12 @@ impl TensorSource for Src {
 }
 
 fn model(spec: &ModelSpec, interleaved: bool) -> Llama {
-    let mut src = Src(
-        DummySource {
-            seed: 7,
-            dtype: DType::F32,
-            device: Device::Cpu,
-        },
-        interleaved,
-    );
-    Llama::load(
-        spec,
-        &mut src,
-        spec.max_position_embeddings,
-        &Device::Cpu,
-        DType::F32,
-    )
-    .unwrap()
+    let mut src = Src(DummySource { seed: 7, dtype: DType::F32, device: Device::Cpu }, interleaved);
+    Llama::load(spec, &mut src, spec.max_position_embeddings, &Device::Cpu, DType::F32).unwrap()
 }
 
 fn prompt(seed: u32, len: usize) -> Vec<u32> {
-    (0..len as u32)
-        .map(|i| 3 + (i * 7 + seed * 13) % 290)
-        .collect()
+    (0..len as u32).map(|i| 3 + (i * 7 + seed * 13) % 290).collect()
 }
 
 struct Expect {
@@ -81,10 +56,7 @@ fn reference(m: &Llama, p: &[u32], n: usize) -> Expect {
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
 /// Runs `reqs` (prompt, max_tokens) through an engine core, all queued at once, and checks
@@ -98,13 +70,7 @@ fn check_engine(
     let mut core = EngineCore::new(m, &cfg, Clock::new()).unwrap();
     core.logits_tap = Some(Vec::new());
     for (i, (p, n)) in reqs.iter().enumerate() {
-        core.add_request(
-            i as u64,
-            p.clone(),
-            SamplingParams::greedy_exact(*n),
-            core.clock().now(),
-        )
-        .unwrap();
+        core.add_request(i as u64, p.clone(), SamplingParams::greedy_exact(*n), core.clock().now()).unwrap();
     }
     let mut done = core.run_to_completion().unwrap();
     done.sort_by_key(|(r, _)| r.id);
@@ -113,10 +79,7 @@ fn check_engine(
         per_req.entry(id).or_default().push(row);
     }
     for (i, (rec, toks)) in done.iter().enumerate() {
-        assert_eq!(
-            toks, &expect[i].tokens,
-            "request {i}: greedy tokens differ from the reference"
-        );
+        assert_eq!(toks, &expect[i].tokens, "request {i}: greedy tokens differ from the reference");
         let got = &per_req[&(i as u64)];
         // After a preemption the recompute samples again only the token not yet sampled, so
         // there is exactly one row per generated token.
@@ -128,24 +91,14 @@ fn check_engine(
         assert_eq!(rec.finish_reason, FinishReason::Length);
     }
     let pool = core.scheduler().pool();
-    assert_eq!(
-        pool.num_free_blocks(),
-        pool.usable_blocks(),
-        "all blocks are free after the run"
-    );
+    assert_eq!(pool.num_free_blocks(), pool.usable_blocks(), "all blocks are free after the run");
     pool.check_invariants().unwrap();
     drop(pool);
     (core, done.into_iter().map(|(r, _)| r).collect())
 }
 
 fn workload() -> Vec<(Vec<u32>, usize)> {
-    vec![
-        (prompt(1, 5), 9),
-        (prompt(2, 17), 6),
-        (prompt(3, 33), 12),
-        (prompt(4, 64), 4),
-        (prompt(5, 1), 7),
-    ]
+    vec![(prompt(1, 5), 9), (prompt(2, 17), 6), (prompt(3, 33), 12), (prompt(4, 64), 4), (prompt(5, 1), 7)]
 }
 
 #[test]
@@ -155,15 +108,20 @@ fn mixed_chunked_batches_match_the_reference() {
         let m = model(&s, interleaved);
         let reqs = workload();
         let expect: Vec<Expect> = reqs.iter().map(|(p, n)| reference(&m, p, *n)).collect();
-        // Block size 4 and a budget of 23 tokens: prefill chunks end at odd places, mixed with decodes.
-        let cfg = EngineConfig {
-            block_size: 4,
-            num_blocks: Some(200),
-            max_num_batched_tokens: 23,
-            enable_prefix_caching: false,
-            ..Default::default()
-        };
-        check_engine(m, cfg, &reqs, &expect);
+        // Block size 4 and a budget of 23 tokens: prefill chunks end at odd places, mixed
+        // with decodes. A budget of 200: the 64-token prompt is one chunk, computed by the
+        // gather path beside kernel rows in the same step.
+        for budget in [23, 200] {
+            let cfg = EngineConfig {
+                block_size: 4,
+                num_blocks: Some(200),
+                max_num_batched_tokens: budget,
+                enable_prefix_caching: false,
+                ..Default::default()
+            };
+            let m = model(&s, interleaved);
+            check_engine(m, cfg, &reqs, &expect);
+        }
     }
 }
 
@@ -174,12 +132,7 @@ fn gather_path_matches_the_kernel_path() {
     let reqs = workload();
     let expect: Vec<Expect> = reqs.iter().map(|(p, n)| reference(&m, p, *n)).collect();
     m.attention = AttentionImpl::Gather;
-    let cfg = EngineConfig {
-        block_size: 8,
-        num_blocks: Some(100),
-        max_num_batched_tokens: 40,
-        ..Default::default()
-    };
+    let cfg = EngineConfig { block_size: 8, num_blocks: Some(100), max_num_batched_tokens: 40, ..Default::default() };
     check_engine(m, cfg, &reqs, &expect);
 }
 
@@ -187,9 +140,7 @@ fn gather_path_matches_the_kernel_path() {
 fn preemption_and_recompute_keep_outputs() {
     let s = spec(false);
     let m = model(&s, false);
-    let reqs: Vec<(Vec<u32>, usize)> = (0..6)
-        .map(|i| (prompt(i, 10 + i as usize * 3), 20))
-        .collect();
+    let reqs: Vec<(Vec<u32>, usize)> = (0..6).map(|i| (prompt(i, 10 + i as usize * 3), 20)).collect();
     let expect: Vec<Expect> = reqs.iter().map(|(p, n)| reference(&m, p, *n)).collect();
     // 24 usable blocks of 4 tokens: 6 requests growing to ~45 tokens each cannot all fit.
     let cfg = EngineConfig {
@@ -201,10 +152,7 @@ fn preemption_and_recompute_keep_outputs() {
     };
     let (_, recs) = check_engine(m, cfg, &reqs, &expect);
     let preemptions: u32 = recs.iter().map(|r| r.preemptions).sum();
-    assert!(
-        preemptions > 0,
-        "the pool is small enough to force preemptions"
-    );
+    assert!(preemptions > 0, "the pool is small enough to force preemptions");
 }
 
 #[test]
@@ -216,42 +164,21 @@ fn prefix_cache_hits_and_block_reuse_keep_outputs() {
     with_tail.extend(prompt(10, 7));
     let reqs = vec![(shared.clone(), 5), (with_tail.clone(), 5)];
     let expect: Vec<Expect> = reqs.iter().map(|(p, n)| reference(&m, p, *n)).collect();
-    let cfg = EngineConfig {
-        block_size: 8,
-        num_blocks: Some(40),
-        max_num_batched_tokens: 512,
-        ..Default::default()
-    };
+    let cfg = EngineConfig { block_size: 8, num_blocks: Some(40), max_num_batched_tokens: 512, ..Default::default() };
     let mut core = EngineCore::new(m, &cfg, Clock::new()).unwrap();
     // First request alone fills the cache; the second then hits its 5 full blocks... minus the cap.
     for round in 0..3 {
         for (i, (p, n)) in reqs.iter().enumerate() {
             core.logits_tap = Some(Vec::new());
-            core.add_request(
-                i as u64,
-                p.clone(),
-                SamplingParams::greedy_exact(*n),
-                core.clock().now(),
-            )
-            .unwrap();
+            core.add_request(i as u64, p.clone(), SamplingParams::greedy_exact(*n), core.clock().now()).unwrap();
             let done = core.run_to_completion().unwrap();
             let (rec, toks) = &done[0];
             assert_eq!(toks, &expect[i].tokens, "round {round} request {i}");
-            for (a, b) in core
-                .logits_tap
-                .take()
-                .unwrap()
-                .iter()
-                .zip(&expect[i].logits)
-            {
+            for (a, b) in core.logits_tap.take().unwrap().iter().zip(&expect[i].logits) {
                 assert!(max_diff(&a.1, b) <= TOL);
             }
             if round > 0 || i == 1 {
-                assert!(
-                    rec.cached_tokens >= 32,
-                    "round {round} request {i}: {} cached",
-                    rec.cached_tokens
-                );
+                assert!(rec.cached_tokens >= 32, "round {round} request {i}: {} cached", rec.cached_tokens);
             }
         }
     }
@@ -264,28 +191,11 @@ fn greedy_output_does_not_depend_on_neighbours() {
     let s = spec(false);
     let m = model(&s, false);
     let target = (prompt(42, 21), 10);
-    let cfg = EngineConfig {
-        block_size: 4,
-        num_blocks: Some(300),
-        max_num_batched_tokens: 16,
-        ..Default::default()
-    };
+    let cfg = EngineConfig { block_size: 4, num_blocks: Some(300), max_num_batched_tokens: 16, ..Default::default() };
     let mut core = EngineCore::new(m, &cfg, Clock::new()).unwrap();
-    core.add_request(
-        0,
-        target.0.clone(),
-        SamplingParams::greedy_exact(target.1),
-        core.clock().now(),
-    )
-    .unwrap();
+    core.add_request(0, target.0.clone(), SamplingParams::greedy_exact(target.1), core.clock().now()).unwrap();
     let alone = core.run_to_completion().unwrap()[0].1.clone();
-    core.add_request(
-        1,
-        target.0.clone(),
-        SamplingParams::greedy_exact(target.1),
-        core.clock().now(),
-    )
-    .unwrap();
+    core.add_request(1, target.0.clone(), SamplingParams::greedy_exact(target.1), core.clock().now()).unwrap();
     for i in 0..7 {
         core.add_request(
             10 + i,

@@ -90,12 +90,7 @@ mod tests {
         assert!((decode_time(&r).unwrap() - 0.040).abs() < 1e-12);
         assert!((inference_time(&r).unwrap() - 0.070).abs() < 1e-12);
         assert_eq!(prefix_hit_rate(&r), 0.64);
-        let never = EngineRecord {
-            first_scheduled: None,
-            first_token: None,
-            token_times: vec![],
-            ..r
-        };
+        let never = EngineRecord { first_scheduled: None, first_token: None, token_times: vec![], ..r };
         assert_eq!(queue_time(&never), None);
         assert_eq!(decode_time(&never), None);
     }

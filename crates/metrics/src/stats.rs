@@ -54,11 +54,7 @@ impl Summary {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         let mean = v.iter().sum::<f64>() / n as f64;
-        let var = if n > 1 {
-            v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
-        } else {
-            0.0
-        };
+        let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
         let p = |q| percentile_sorted(&v, q).unwrap_or(f64::NAN);
         Some(Self {
             n,
@@ -102,10 +98,7 @@ mod tests {
         assert_eq!(percentile(&[], 50.0), None);
         assert_eq!(percentile(&xs, 101.0), None);
         // Unsorted input is sorted first (TGI's benchmark forgot this once).
-        assert_eq!(
-            percentile(&[50.0, 15.0, 40.0, 20.0, 35.0], 50.0),
-            Some(35.0)
-        );
+        assert_eq!(percentile(&[50.0, 15.0, 40.0, 20.0, 35.0], 50.0), Some(35.0));
     }
 
     #[test]

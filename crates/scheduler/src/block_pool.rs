@@ -135,11 +135,7 @@ impl BlockPool {
     /// A pool of `num_blocks` blocks of `block_size` tokens each. `num_blocks` includes the null
     /// block, so it must be >= 2; `block_size` must be >= 1. All usable blocks `1..num_blocks` start
     /// free, in ascending order (block 1 is allocated first).
-    pub fn new(
-        num_blocks: usize,
-        block_size: usize,
-        enable_prefix_caching: bool,
-    ) -> Result<Self, PoolError> {
+    pub fn new(num_blocks: usize, block_size: usize, enable_prefix_caching: bool) -> Result<Self, PoolError> {
         if block_size == 0 {
             return Err(PoolError::ZeroBlockSize);
         }
@@ -293,10 +289,7 @@ impl BlockPool {
         if !self.enable_prefix_caching {
             return Vec::new();
         }
-        hashes
-            .iter()
-            .map_while(|h| self.cached.get(h).copied())
-            .collect()
+        hashes.iter().map_while(|h| self.cached.get(h).copied()).collect()
     }
 
     /// Records that `block` (referenced and full) holds the tokens hashed as `hash`. If `hash` is
@@ -307,17 +300,11 @@ impl BlockPool {
         if !self.enable_prefix_caching {
             return;
         }
-        debug_assert!(
-            self.is_usable_id(block),
-            "cache_block of invalid block id {block}"
-        );
+        debug_assert!(self.is_usable_id(block), "cache_block of invalid block id {block}");
         if !self.is_usable_id(block) {
             return;
         }
-        debug_assert!(
-            self.ref_cnt[block as usize] > 0,
-            "cache_block of free block {block}"
-        );
+        debug_assert!(self.ref_cnt[block as usize] > 0, "cache_block of free block {block}");
         if self.ref_cnt[block as usize] == 0 || self.hash[block as usize].is_some() {
             return;
         }
@@ -365,10 +352,7 @@ impl BlockPool {
             return Err("null block is the free-list head or tail".into());
         }
         if (self.head == NONE) != (self.tail == NONE) {
-            return Err(format!(
-                "free-list head {} and tail {} disagree on emptiness",
-                self.head, self.tail
-            ));
+            return Err(format!("free-list head {} and tail {} disagree on emptiness", self.head, self.tail));
         }
 
         // Walk head -> tail.
@@ -388,16 +372,10 @@ impl BlockPool {
                 return Err(format!("free list has a cycle through block {cur}"));
             }
             if self.prev[c] != expected_prev {
-                return Err(format!(
-                    "block {cur}: prev is {} but the walk came from {expected_prev}",
-                    self.prev[c]
-                ));
+                return Err(format!("block {cur}: prev is {} but the walk came from {expected_prev}", self.prev[c]));
             }
             if self.ref_cnt[c] != 0 {
-                return Err(format!(
-                    "block {cur} is on the free list with ref_cnt {}",
-                    self.ref_cnt[c]
-                ));
+                return Err(format!("block {cur} is on the free list with ref_cnt {}", self.ref_cnt[c]));
             }
             on_list[c] = true;
             count += 1;
@@ -405,23 +383,15 @@ impl BlockPool {
             cur = self.next[c];
         }
         if self.tail != expected_prev {
-            return Err(format!(
-                "free-list tail is {} but the walk ends at {expected_prev}",
-                self.tail
-            ));
+            return Err(format!("free-list tail is {} but the walk ends at {expected_prev}", self.tail));
         }
         if count != self.free_count {
-            return Err(format!(
-                "free_count is {} but the free list holds {count} blocks",
-                self.free_count
-            ));
+            return Err(format!("free_count is {} but the free list holds {count} blocks", self.free_count));
         }
         for (b, &listed) in on_list.iter().enumerate().skip(1) {
             if !listed {
                 if self.ref_cnt[b] == 0 {
-                    return Err(format!(
-                        "block {b} has ref_cnt 0 but is not on the free list"
-                    ));
+                    return Err(format!("block {b} has ref_cnt 0 but is not on the free list"));
                 }
                 if self.prev[b] != NONE || self.next[b] != NONE {
                     return Err(format!("referenced block {b} has stale free-list links"));
@@ -447,10 +417,7 @@ impl BlockPool {
         for (b, h) in self.hash.iter().enumerate() {
             if let Some(h) = h {
                 if self.cached.get(h) != Some(&(b as BlockId)) {
-                    return Err(format!(
-                        "block {b} has hash {h:?} but the cache map has {:?}",
-                        self.cached.get(h)
-                    ));
+                    return Err(format!("block {b} has hash {h:?} but the cache map has {:?}", self.cached.get(h)));
                 }
             }
         }

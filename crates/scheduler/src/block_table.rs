@@ -19,10 +19,7 @@ pub struct BlockTable {
 
 impl BlockTable {
     pub fn new(pool: SharedPool) -> Self {
-        Self {
-            ids: Vec::new(),
-            pool,
-        }
+        Self { ids: Vec::new(), pool }
     }
 
     pub fn ids(&self) -> &[BlockId] {

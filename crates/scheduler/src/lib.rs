@@ -9,6 +9,5 @@ pub mod scheduler;
 pub use block_pool::{BlockHash, BlockId, BlockPool, PoolError};
 pub use block_table::{BlockTable, SharedPool};
 pub use scheduler::{
-    AdmissionError, NewRequest, ScheduledSeq, Scheduler, SchedulerConfig, SchedulerOutput,
-    StepUpdate,
+    AdmissionError, NewRequest, ScheduledSeq, Scheduler, SchedulerConfig, SchedulerOutput, StepUpdate,
 };

@@ -58,10 +58,7 @@ impl SchedulerConfig {
         params.validate().map_err(AdmissionError::InvalidParams)?;
         let max = self.max_model_len;
         if prompt_len >= max {
-            return Err(AdmissionError::PromptTooLong {
-                prompt: prompt_len,
-                max_model_len: max,
-            });
+            return Err(AdmissionError::PromptTooLong { prompt: prompt_len, max_model_len: max });
         }
         if prompt_len + params.max_tokens > max {
             return Err(AdmissionError::ContextTooLong {
@@ -98,20 +95,11 @@ pub enum AdmissionError {
     #[error(
         "prompt ({prompt} tokens) + max_tokens ({max_tokens}) exceeds the model's context of {max_model_len} tokens"
     )]
-    ContextTooLong {
-        prompt: usize,
-        max_tokens: usize,
-        max_model_len: usize,
-    },
+    ContextTooLong { prompt: usize, max_tokens: usize, max_model_len: usize },
     #[error(
         "the request needs {needed} KV blocks (prompt {prompt} + max_tokens {max_tokens} tokens) but the whole pool has {usable}; raise --kv-blocks or --kv-memory"
     )]
-    ExceedsPool {
-        needed: usize,
-        usable: usize,
-        prompt: usize,
-        max_tokens: usize,
-    },
+    ExceedsPool { needed: usize, usable: usize, prompt: usize, max_tokens: usize },
     #[error("request id {0} is already in the engine")]
     DuplicateId(RequestId),
     #[error("token id {token} is outside the vocabulary ({vocab})")]
@@ -263,12 +251,7 @@ impl Scheduler {
                 return Err(AdmissionError::TokenOutOfVocab { token, vocab });
             }
         }
-        if self
-            .running
-            .iter()
-            .chain(self.waiting.iter())
-            .any(|s| s.id == req.id)
-        {
+        if self.running.iter().chain(self.waiting.iter()).any(|s| s.id == req.id) {
             return Err(AdmissionError::DuplicateId(req.id));
         }
         let record = EngineRecord {
@@ -312,19 +295,9 @@ impl Scheduler {
     }
 
     /// Aborts everything (shutdown, or an engine error), returning the records.
-    pub fn abort_all(
-        &mut self,
-        reason: FinishReason,
-        now: Stamp,
-    ) -> Vec<(EngineRecord, Vec<TokenId>)> {
-        let all: Vec<Sequence> = self
-            .running
-            .drain(..)
-            .chain(self.waiting.drain(..))
-            .collect();
-        all.into_iter()
-            .map(|s| Self::finish(s, reason, now))
-            .collect()
+    pub fn abort_all(&mut self, reason: FinishReason, now: Stamp) -> Vec<(EngineRecord, Vec<TokenId>)> {
+        let all: Vec<Sequence> = self.running.drain(..).chain(self.waiting.drain(..)).collect();
+        all.into_iter().map(|s| Self::finish(s, reason, now)).collect()
     }
 
     fn finish(mut seq: Sequence, reason: FinishReason, now: Stamp) -> (EngineRecord, Vec<TokenId>) {
@@ -346,9 +319,7 @@ impl Scheduler {
 
     /// Blocks a sequence needs beyond those it has, to hold `num_computed + n` tokens.
     fn blocks_needed(&self, seq: &Sequence, n: usize) -> usize {
-        (seq.num_computed + n)
-            .div_ceil(self.cfg.block_size)
-            .saturating_sub(seq.blocks.len())
+        (seq.num_computed + n).div_ceil(self.cfg.block_size).saturating_sub(seq.blocks.len())
     }
 
     /// Chooses this step's batch and allocates its blocks.
@@ -463,16 +434,8 @@ impl Scheduler {
 
     /// Applies a step's results: `sampled[i]` is the token of `output.seqs[i]` when it samples
     /// (ignored otherwise). `now` stamps the tokens.
-    pub fn update(
-        &mut self,
-        output: &SchedulerOutput,
-        sampled: &[Option<TokenId>],
-        now: Stamp,
-    ) -> StepUpdate {
-        let mut upd = StepUpdate {
-            time: now,
-            ..StepUpdate::default()
-        };
+    pub fn update(&mut self, output: &SchedulerOutput, sampled: &[Option<TokenId>], now: Stamp) -> StepUpdate {
+        let mut upd = StepUpdate { time: now, ..StepUpdate::default() };
         let bs = self.cfg.block_size;
         let mut done: Vec<(RequestId, FinishReason)> = Vec::new();
         for (k, s) in output.seqs.iter().enumerate() {
@@ -485,10 +448,7 @@ impl Scheduler {
                 let mut pool = self.pool.borrow_mut();
                 while seq.block_hashes.len() < full {
                     let j = seq.block_hashes.len();
-                    let h = BlockHash::chain(
-                        seq.block_hashes.last().copied(),
-                        &seq.tokens[j * bs..(j + 1) * bs],
-                    );
+                    let h = BlockHash::chain(seq.block_hashes.last().copied(), &seq.tokens[j * bs..(j + 1) * bs]);
                     pool.cache_block(seq.blocks.ids()[j], h);
                     seq.block_hashes.push(h);
                 }

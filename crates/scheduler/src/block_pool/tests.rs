@@ -25,29 +25,15 @@ fn ok(p: &BlockPool) {
 
 #[test]
 fn new_rejects_bad_sizes() {
-    assert_eq!(
-        BlockPool::new(1, 16, true).unwrap_err(),
-        PoolError::TooFewBlocks { num_blocks: 1 }
-    );
-    assert_eq!(
-        BlockPool::new(0, 16, false).unwrap_err(),
-        PoolError::TooFewBlocks { num_blocks: 0 }
-    );
-    assert_eq!(
-        BlockPool::new(8, 0, true).unwrap_err(),
-        PoolError::ZeroBlockSize
-    );
+    assert_eq!(BlockPool::new(1, 16, true).unwrap_err(), PoolError::TooFewBlocks { num_blocks: 1 });
+    assert_eq!(BlockPool::new(0, 16, false).unwrap_err(), PoolError::TooFewBlocks { num_blocks: 0 });
+    assert_eq!(BlockPool::new(8, 0, true).unwrap_err(), PoolError::ZeroBlockSize);
     let p = pool(2, 1, false);
-    assert_eq!(
-        (p.num_blocks(), p.usable_blocks(), p.num_free_blocks()),
-        (2, 1, 1)
-    );
+    assert_eq!((p.num_blocks(), p.usable_blocks(), p.num_free_blocks()), (2, 1, 1));
     assert_eq!(p.block_size(), 1);
     assert!(!p.prefix_caching());
     ok(&p);
-    assert!(PoolError::TooFewBlocks { num_blocks: 1 }
-        .to_string()
-        .contains("at least 2 blocks"));
+    assert!(PoolError::TooFewBlocks { num_blocks: 1 }.to_string().contains("at least 2 blocks"));
 }
 
 #[test]
@@ -257,20 +243,14 @@ fn block_hash_is_deterministic() {
     let a = BlockHash::chain(None, &toks);
     let b = BlockHash::chain(None, &toks);
     assert_eq!(a, b);
-    assert_eq!(
-        BlockHash::chain(Some(a), &toks[..3]),
-        BlockHash::chain(Some(b), &toks[..3])
-    );
+    assert_eq!(BlockHash::chain(Some(a), &toks[..3]), BlockHash::chain(Some(b), &toks[..3]));
     // Both 64-bit halves are populated and differ (independent prefixes).
     assert_ne!(a.0 >> 64, a.0 & u128::from(u64::MAX));
     // Tokens past the internal batch size (64) are all hashed.
     let long: Vec<u32> = (0..200).collect();
     let mut long2 = long.clone();
     long2[199] = 7;
-    assert_ne!(
-        BlockHash::chain(None, &long),
-        BlockHash::chain(None, &long2)
-    );
+    assert_ne!(BlockHash::chain(None, &long), BlockHash::chain(None, &long2));
     // Length framing: [] vs [0].
     assert_ne!(BlockHash::chain(None, &[]), BlockHash::chain(None, &[0]));
 }
@@ -358,12 +338,7 @@ fn double_free_panics_in_debug() {
 enum Op {
     /// Start a sequence whose prompt is a prefix (`cut`) of a past prompt (`base`) plus
     /// `suffix`; with `use_cache`, look the prompt's full blocks up and touch the hits.
-    Start {
-        base: Option<usize>,
-        cut: usize,
-        suffix: Vec<u32>,
-        use_cache: bool,
-    },
+    Start { base: Option<usize>, cut: usize, suffix: Vec<u32>, use_cache: bool },
     /// Append tokens to a sequence, allocating (and copy-on-writing shared partial blocks).
     Append { seq: usize, tokens: Vec<u32> },
     /// Fork a sequence: the new one shares all its blocks.
@@ -453,16 +428,9 @@ impl Model {
     }
 
     fn cache_block(&mut self, b: BlockId, h: BlockHash) {
-        assert_eq!(
-            self.content[b as usize].len(),
-            self.bs(),
-            "caching a non-full block"
-        );
+        assert_eq!(self.content[b as usize].len(), self.bs(), "caching a non-full block");
         self.pool.cache_block(b, h);
-        if self.pool.prefix_caching()
-            && !self.cache.contains_key(&h)
-            && !self.cache.values().any(|&v| v == b)
-        {
+        if self.pool.prefix_caching() && !self.cache.contains_key(&h) && !self.cache.values().any(|&v| v == b) {
             self.cache.insert(h, b);
         }
     }
@@ -470,10 +438,7 @@ impl Model {
     fn lookup(&self, hashes: &[BlockHash]) -> Vec<BlockId> {
         let got = self.pool.lookup(hashes);
         let want: Vec<BlockId> = if self.pool.prefix_caching() {
-            hashes
-                .iter()
-                .map_while(|h| self.cache.get(h).copied())
-                .collect()
+            hashes.iter().map_while(|h| self.cache.get(h).copied()).collect()
         } else {
             Vec::new()
         };
@@ -483,12 +448,7 @@ impl Model {
 
     fn apply(&mut self, op: &Op) {
         match op {
-            Op::Start {
-                base,
-                cut,
-                suffix,
-                use_cache,
-            } => self.start(*base, *cut, suffix, *use_cache),
+            Op::Start { base, cut, suffix, use_cache } => self.start(*base, *cut, suffix, *use_cache),
             Op::Append { seq, tokens } => {
                 if !self.seqs.is_empty() {
                     let i = seq % self.seqs.len();
@@ -501,11 +461,7 @@ impl Model {
                     let blocks = self.seqs[i].blocks.clone();
                     self.touch(&blocks);
                     let s = &self.seqs[i];
-                    let forked = Seq {
-                        tokens: s.tokens.clone(),
-                        blocks,
-                        hashes: s.hashes.clone(),
-                    };
+                    let forked = Seq { tokens: s.tokens.clone(), blocks, hashes: s.hashes.clone() };
                     self.seqs.push(forked);
                 }
             }
@@ -542,11 +498,7 @@ impl Model {
         prompt.extend_from_slice(suffix);
         self.history.push(prompt.clone());
         let hashes = hash_full_blocks(&prompt, bs);
-        let hits = if use_cache {
-            self.lookup(&hashes)
-        } else {
-            Vec::new()
-        };
+        let hits = if use_cache { self.lookup(&hashes) } else { Vec::new() };
         for (i, &b) in hits.iter().enumerate() {
             assert_eq!(
                 self.content[b as usize],
@@ -572,11 +524,7 @@ impl Model {
         for (i, &h) in hashes.iter().enumerate().skip(nhits) {
             self.cache_block(blocks[i], h);
         }
-        self.seqs.push(Seq {
-            tokens: prompt,
-            blocks,
-            hashes,
-        });
+        self.seqs.push(Seq { tokens: prompt, blocks, hashes });
     }
 
     fn append(&mut self, i: usize, tokens: &[u32]) {
@@ -613,11 +561,7 @@ impl Model {
     fn check(&self) {
         let p = &self.pool;
         ok(p);
-        assert_eq!(
-            free_list(p),
-            Vec::from(self.free_q.clone()),
-            "free-list order"
-        );
+        assert_eq!(free_list(p), Vec::from(self.free_q.clone()), "free-list order");
         assert_eq!(p.num_free_blocks(), self.free_q.len());
         assert_eq!(p.cached, self.cache, "cache map");
         assert_eq!(p.num_cached_blocks(), self.cache.len());
@@ -639,19 +583,11 @@ impl Model {
             assert_eq!(s.hashes, hash_full_blocks(&s.tokens, bs));
             for (j, &b) in s.blocks.iter().enumerate() {
                 let end = ((j + 1) * bs).min(s.tokens.len());
-                assert_eq!(
-                    self.content[b as usize],
-                    s.tokens[j * bs..end],
-                    "block {b} data"
-                );
+                assert_eq!(self.content[b as usize], s.tokens[j * bs..end], "block {b} data");
             }
         }
         for (&h, &b) in &self.cache {
-            assert_eq!(
-                self.content[b as usize].len(),
-                bs,
-                "cached block {b} not full"
-            );
+            assert_eq!(self.content[b as usize].len(), bs, "cached block {b} not full");
             assert_eq!(p.block_hash(b), Some(h));
         }
         let want_usage = 1.0 - p.num_free_blocks() as f64 / p.usable_blocks() as f64;
@@ -708,36 +644,15 @@ proptest! {
 fn model_scenario_hits_the_prefix_cache() {
     let mut m = Model::new(12, 2, true);
     let ops = [
-        Op::Start {
-            base: None,
-            cut: 0,
-            suffix: vec![1, 0, 1, 1, 0],
-            use_cache: true,
-        },
-        Op::Append {
-            seq: 0,
-            tokens: vec![1, 1, 0],
-        },
+        Op::Start { base: None, cut: 0, suffix: vec![1, 0, 1, 1, 0], use_cache: true },
+        Op::Append { seq: 0, tokens: vec![1, 1, 0] },
         Op::Free { seq: 0 },
         // Same prompt again: its 2 full blocks are free but still cached.
-        Op::Start {
-            base: Some(0),
-            cut: 5,
-            suffix: vec![],
-            use_cache: true,
-        },
+        Op::Start { base: Some(0), cut: 5, suffix: vec![], use_cache: true },
         Op::Fork { seq: 0 },
-        Op::Append {
-            seq: 1,
-            tokens: vec![0],
-        }, // copy-on-write of the shared partial block
+        Op::Append { seq: 1, tokens: vec![0] }, // copy-on-write of the shared partial block
         // [1,0][1,1][0,0]: all three hit, the last one being the fork's copy-on-write block.
-        Op::Start {
-            base: Some(0),
-            cut: 4,
-            suffix: vec![0, 0],
-            use_cache: true,
-        },
+        Op::Start { base: Some(0), cut: 4, suffix: vec![0, 0], use_cache: true },
         Op::Preempt,
         Op::Free { seq: 0 },
     ];

