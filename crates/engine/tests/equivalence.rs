@@ -109,8 +109,7 @@ fn mixed_chunked_batches_match_the_reference() {
         let reqs = workload();
         let expect: Vec<Expect> = reqs.iter().map(|(p, n)| reference(&m, p, *n)).collect();
         // Block size 4 and a budget of 23 tokens: prefill chunks end at odd places, mixed
-        // with decodes. A budget of 200: the 64-token prompt is one chunk, computed by the
-        // gather path beside kernel rows in the same step.
+        // with decodes. A budget of 200: every prompt in one step.
         for budget in [23, 200] {
             let cfg = EngineConfig {
                 block_size: 4,
