@@ -23,7 +23,20 @@ pub enum RequestEvent {
     Error(String),
 }
 
+/// A snapshot of the engine's state, between two steps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub running: usize,
+    pub waiting: usize,
+    pub blocks_used: usize,
+    pub usable_blocks: usize,
+    pub tokens_held: usize,
+    /// Requests with an open event stream.
+    pub streams: usize,
+}
+
 enum Command {
+    Stats(Sender<EngineStats>),
     Add { id: RequestId, prompt: Vec<TokenId>, params: SamplingParams, arrival: Stamp, events: Sender<RequestEvent> },
     Abort(RequestId),
     Shutdown { drain: bool },
@@ -80,6 +93,13 @@ impl EngineHandle {
         let (tx, rx) = unbounded();
         self.tx.send(Command::Add { id, prompt, params, arrival, events: tx }).map_err(|_| EngineError::Stopped)?;
         Ok(RequestStream { id, events: rx })
+    }
+
+    /// The engine's state between two steps (waits for the current step to end).
+    pub fn stats(&self) -> Result<EngineStats> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.tx.send(Command::Stats(tx)).map_err(|_| EngineError::Stopped)?;
+        rx.recv().map_err(|_| EngineError::Stopped)
     }
 
     /// Aborts a request; its KV blocks return to the pool before the next step.
@@ -184,6 +204,17 @@ fn handle_command(
     cmd: Command,
 ) {
     match cmd {
+        Command::Stats(reply) => {
+            let s = core.scheduler();
+            let _ = reply.send(EngineStats {
+                running: s.num_running(),
+                waiting: s.num_waiting(),
+                blocks_used: s.blocks_used(),
+                usable_blocks: s.pool().usable_blocks(),
+                tokens_held: s.tokens_held(),
+                streams: streams.len(),
+            });
+        }
         Command::Add { id, prompt, params, arrival, events } => {
             if *stopping {
                 let _ = events.send(RequestEvent::Error("the engine is shutting down".into()));

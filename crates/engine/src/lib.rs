@@ -17,6 +17,6 @@ pub mod tokenizer;
 pub mod weights;
 
 pub use crate::core::{EngineConfig, EngineCore, StepOutput};
-pub use engine::{Engine, EngineHandle, RequestEvent, RequestStream};
+pub use engine::{Engine, EngineHandle, EngineStats, RequestEvent, RequestStream};
 pub use error::{EngineError, Result};
 pub use model::{AttentionImpl, Llama, StepBatch};
