@@ -439,9 +439,15 @@ impl Scheduler {
         let bs = self.cfg.block_size;
         let mut done: Vec<(RequestId, FinishReason)> = Vec::new();
         for (k, s) in output.seqs.iter().enumerate() {
-            let Some(seq) = self.running.iter_mut().find(|q| q.id == s.id) else {
-                continue;
+            // `schedule` lists running sequences in order, so position k is almost always right.
+            let idx = match self.running.get(k) {
+                Some(q) if q.id == s.id => k,
+                _ => match self.running.iter().position(|q| q.id == s.id) {
+                    Some(i) => i,
+                    None => continue,
+                },
             };
+            let seq = &mut self.running[idx];
             seq.num_computed = s.start + s.tokens.len();
             if self.cfg.enable_prefix_caching {
                 let full = seq.num_computed / bs;
