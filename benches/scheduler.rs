@@ -28,7 +28,12 @@ fn scheduler(c: &mut Criterion) {
                 let mut s = Scheduler::new(cfg).unwrap();
                 for id in 0..seqs as u64 {
                     let prompt: Vec<u32> = (0..128).map(|t| 3 + ((t as u64 * 31 + id * 7) % 30000) as u32).collect();
-                    let req = NewRequest { id, prompt, params: SamplingParams::greedy_exact(iters as usize + 2), arrival: Stamp(0) };
+                    let req = NewRequest {
+                        id,
+                        prompt,
+                        params: SamplingParams::greedy_exact(iters as usize + 2),
+                        arrival: Stamp(0),
+                    };
                     s.add(req, Stamp(0)).unwrap();
                 }
                 // Prefill (untimed), then every timed step is one decode token for every sequence.

@@ -73,3 +73,21 @@ fn smollm2_gguf_greedy_answer_matches_candle_quantized_llama() {
     assert_eq!(ours, theirs, "goodput: {text:?}\ncandle: {:?}", tok.decode(&theirs).unwrap());
     assert!(text.contains("Paris"), "a sensible answer names Paris: {text:?}");
 }
+
+#[test]
+fn smollm2_gguf_dequantized_answers_sensibly() {
+    // Dequantized weights differ from the quantized run (candle's quantized matmul also
+    // quantizes activations to 8 bits), so only the answer's sense is checked.
+    let path = fetch();
+    let spec = Catalog::builtin().get("smollm2-135m").unwrap().clone();
+    let weights = WeightsSource::Gguf { path, dequantize: true };
+    let loaded = loader::load(&spec, &weights, &Device::Cpu, DType::F32, 2048).unwrap();
+    assert_eq!(loaded.weights_kind, "gguf-dequantized");
+    let prompt = loaded.tokenizer.encode(PROMPT).unwrap();
+    let cfg = EngineConfig { num_blocks: Some(32), max_model_len: Some(2048), ..Default::default() };
+    let mut core = EngineCore::new(loaded.model, &cfg, Clock::new()).unwrap();
+    core.add_request(0, prompt, SamplingParams { max_tokens: N, ..Default::default() }, core.clock().now()).unwrap();
+    let done = core.run_to_completion().unwrap();
+    let text = loaded.tokenizer.decode(&done[0].1).unwrap();
+    assert!(text.contains("Paris"), "{text:?}");
+}

@@ -131,7 +131,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bail!("--repeats, --decode-steps and --block-size must be at least 1");
     }
     if a.prompt_lens.contains(&0) || a.batch_sizes.contains(&0) || a.decode_context == 0 {
-        bail!("prompt lengths, batch sizes and --decode-context must be positive");
+        let list = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",");
+        bail!(
+            "--prompt-lens, --batch-sizes and --decode-context must be positive; got --prompt-lens {} --batch-sizes {} --decode-context {}",
+            list(&a.prompt_lens),
+            list(&a.batch_sizes),
+            a.decode_context
+        );
     }
     let spec = a.model.spec()?;
     let mut a = a;

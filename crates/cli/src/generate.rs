@@ -1,6 +1,6 @@
 //! `goodput generate`: one prompt through the in-process engine, streamed to stdout.
 
-use crate::args::{parse_list, EngineArgs, ModelArgs};
+use crate::args::{EngineArgs, ModelArgs};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{Clock, SamplingParams};
@@ -51,7 +51,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let loaded = a.model.load(max_len)?;
     let tok = &loaded.tokenizer;
     let prompt: Vec<u32> = match (&a.prompt, &a.prompt_ids) {
-        (_, Some(ids)) => parse_list(ids).map_err(anyhow::Error::msg)?.into_iter().map(|x| x as u32).collect(),
+        (_, Some(ids)) => parse_ids(ids)?,
         (Some(text), None) => {
             let text = if a.chat {
                 if tok.token_to_id("<|im_start|>").is_none() {
@@ -118,4 +118,28 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         loaded.load_secs,
     );
     Ok(())
+}
+
+/// Token ids, `1,2,3` (0 is a valid id).
+fn parse_ids(s: &str) -> Result<Vec<u32>> {
+    s.split(',')
+        .map(|x| {
+            let x = x.trim();
+            x.parse::<u32>().map_err(|_| match x.parse::<u64>() {
+                Ok(_) => anyhow::anyhow!("--prompt-ids: token id {x} is too large (token ids are u32)"),
+                Err(_) => anyhow::anyhow!("--prompt-ids: `{x}` is not a token id (expected ids like 1,2,3)"),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prompt_ids() {
+        assert_eq!(super::parse_ids("0, 5,7").unwrap(), vec![0, 5, 7]);
+        assert!(super::parse_ids("5,x").unwrap_err().to_string().contains("`x` is not a token id"));
+        assert!(super::parse_ids("4294967301").unwrap_err().to_string().contains("too large"));
+        assert!(super::parse_ids("").is_err());
+    }
 }

@@ -12,8 +12,8 @@ const BUILTIN: &str = include_str!("../../../models.toml");
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    #[error("cannot read catalog {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot read catalog {path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("catalog {origin} is not valid TOML: {message}")]
     Toml { origin: String, message: String },
     #[error("catalog {origin}: no [models.<name>] table")]
@@ -253,8 +253,7 @@ impl Catalog {
     }
 
     pub fn from_path(path: &Path) -> Result<Self, CatalogError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| CatalogError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|err| CatalogError::Io { path: path.to_path_buf(), err })?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -10,8 +10,9 @@ pub enum EngineError {
     Weights(String),
     #[error("config: {0}")]
     Config(String),
+    /// Not a `#[source]`: the message already carries it, and a chain printer would repeat it.
     #[error("request refused: {0}")]
-    Admission(#[from] AdmissionError),
+    Admission(AdmissionError),
     #[error("tokenizer: {0}")]
     Tokenizer(String),
     #[error("the engine has stopped")]
@@ -21,3 +22,9 @@ pub enum EngineError {
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+impl From<AdmissionError> for EngineError {
+    fn from(e: AdmissionError) -> Self {
+        Self::Admission(e)
+    }
+}
