@@ -13,15 +13,6 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     parse_size::parse_size(s).map_err(|e| format!("`{s}` is not a size ({e}); try 2GiB or 512MiB"))
 }
 
-/// Parses a comma-separated list of positive whole numbers, `1,4,16`.
-pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
-    let v: Result<Vec<usize>, _> = s.split(',').map(|x| x.trim().parse::<usize>()).collect();
-    match v {
-        Ok(v) if !v.is_empty() && v.iter().all(|&x| x > 0) => Ok(v),
-        _ => Err(format!("`{s}` is not a list of positive whole numbers like 1,4,16")),
-    }
-}
-
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
     /// Model name from the catalog (`goodput models` lists them).
@@ -124,9 +115,5 @@ mod tests {
         assert_eq!(parse_bytes("2GiB").unwrap(), 2 << 30);
         assert_eq!(parse_bytes("512MiB").unwrap(), 512 << 20);
         assert!(parse_bytes("lots").unwrap_err().contains("not a size"));
-        assert_eq!(parse_list("1, 4,16").unwrap(), vec![1, 4, 16]);
-        assert!(parse_list("1,-4").is_err());
-        assert!(parse_list("0").is_err());
-        assert!(parse_list("").is_err());
     }
 }

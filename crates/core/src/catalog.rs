@@ -135,19 +135,19 @@ impl ModelSpec {
                 return Err(format!("field `{field}` must be positive"));
             }
         }
-        if self.head_dim.is_none() && self.hidden_size % self.num_heads != 0 {
+        if self.head_dim.is_none() && !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(format!(
                 "field `num_heads`: {} heads do not divide hidden_size {}",
                 self.num_heads, self.hidden_size
             ));
         }
-        if self.head_dim() % 2 != 0 || self.head_dim() == 0 {
+        if !self.head_dim().is_multiple_of(2) || self.head_dim() == 0 {
             return Err(format!(
                 "field `head_dim`: {} must be even and positive (RoPE rotates pairs)",
                 self.head_dim()
             ));
         }
-        if self.num_heads % self.num_kv_heads != 0 {
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(format!(
                 "field `num_kv_heads`: {} kv heads do not divide num_heads {}",
                 self.num_kv_heads, self.num_heads

@@ -184,10 +184,10 @@ impl CustomOp3 for PagedAttention<'_> {
                     let n = meta.block_size.min(visible - p0);
                     let base = meta.slot(s, p0);
                     let mut bmax = f32::NEG_INFINITY;
-                    for j in 0..n {
+                    for (j, slot) in scores[..n].iter_mut().enumerate() {
                         let off = ((base + j) * hkv + kh) * d;
                         let sc = simd::dot(qrow, &k[off..off + d]) * scale;
-                        scores[j] = sc;
+                        *slot = sc;
                         bmax = bmax.max(sc);
                     }
                     if bmax > m {
@@ -196,8 +196,8 @@ impl CustomOp3 for PagedAttention<'_> {
                         acc.iter_mut().for_each(|a| *a *= c);
                         m = bmax;
                     }
-                    for j in 0..n {
-                        let w = (scores[j] - m).exp();
+                    for (j, &sc) in scores[..n].iter().enumerate() {
+                        let w = (sc - m).exp();
                         l += w;
                         let off = ((base + j) * hkv + kh) * d;
                         simd::axpy(w, &v[off..off + d], acc);

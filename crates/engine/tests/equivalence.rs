@@ -161,7 +161,7 @@ fn prefix_cache_hits_and_block_reuse_keep_outputs() {
     let shared = prompt(9, 40);
     let mut with_tail = shared.clone();
     with_tail.extend(prompt(10, 7));
-    let reqs = vec![(shared.clone(), 5), (with_tail.clone(), 5)];
+    let reqs = [(shared.clone(), 5), (with_tail.clone(), 5)];
     let expect: Vec<Expect> = reqs.iter().map(|(p, n)| reference(&m, p, *n)).collect();
     let cfg = EngineConfig { block_size: 8, num_blocks: Some(40), max_num_batched_tokens: 512, ..Default::default() };
     let mut core = EngineCore::new(m, &cfg, Clock::new()).unwrap();

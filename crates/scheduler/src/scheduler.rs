@@ -474,9 +474,8 @@ impl Scheduler {
             upd.tokens.push((seq.id, token, generated - 1));
             let p = &seq.params;
             let stop_allowed = generated >= p.min_tokens;
-            let reason = if stop_allowed && !p.ignore_eos && Some(token) == self.cfg.eos_token_id {
-                Some(FinishReason::Stop)
-            } else if stop_allowed && p.stop_token_ids.contains(&token) {
+            let is_eos = !p.ignore_eos && Some(token) == self.cfg.eos_token_id;
+            let reason = if stop_allowed && (is_eos || p.stop_token_ids.contains(&token)) {
                 Some(FinishReason::Stop)
             } else if generated >= p.max_tokens || seq.tokens.len() >= self.cfg.max_model_len {
                 Some(FinishReason::Length)
