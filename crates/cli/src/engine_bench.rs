@@ -277,7 +277,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
     }
 
-    let bw = (!a.no_bandwidth).then(measure_read_bandwidth);
+    // The host's bandwidth says nothing about a GPU's; only measured for CPU runs.
+    let bw = (!a.no_bandwidth && core.model.device.is_cpu()).then(measure_read_bandwidth);
     let tps = |b: usize| decode.iter().find(|d| d.batch == b).map(|d| d.tokens_per_s);
     let ratio = tps(16).zip(tps(1)).map(|(x, y)| x / y);
     let util =
