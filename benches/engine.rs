@@ -1,5 +1,5 @@
 //! Engine step costs: attention (paged kernel, gather path, contiguous cache) at decode and
-//! prefill shapes of SmolLM2, and whole decode steps of the `tiny` model.
+//! prefill shapes of SmolLM2, and whole decode and prefill steps of the `tiny` model.
 //!
 //! `cargo bench --bench engine` (add `-- attention_decode` to run one group).
 
@@ -109,5 +109,29 @@ fn decode_steps(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, attention, decode_steps);
+fn prefill_steps(c: &mut Criterion) {
+    let spec = Catalog::builtin().get("tiny").unwrap().clone();
+    let mut src = DummySource { seed: 0, dtype: DType::F32, device: Device::Cpu };
+    let model = Llama::load(&spec, &mut src, 2048, &Device::Cpu, DType::F32).unwrap();
+    let cfg = EngineConfig { num_blocks: Some(256), enable_prefix_caching: false, ..Default::default() };
+    let mut core = EngineCore::new(model, &cfg, Clock::new()).unwrap();
+    let mut g = c.benchmark_group("prefill_step_tiny");
+    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    for len in [128usize, 512] {
+        let mut seed = 0u64;
+        g.bench_with_input(BenchmarkId::from_parameter(len), &len, |b, &len| {
+            b.iter(|| {
+                // A fresh prompt each time; one token sampled, so the request ends with the step.
+                seed += 1;
+                let prompt: Vec<u32> = (0..len as u64).map(|t| 3 + ((t * 131 + seed * 7919) % 30000) as u32).collect();
+                let now = core.clock().now();
+                core.add_request(seed, prompt, SamplingParams::greedy_exact(1), now).unwrap();
+                core.step().unwrap().unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, attention, decode_steps, prefill_steps);
 criterion_main!(benches);
