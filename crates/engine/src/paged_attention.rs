@@ -240,9 +240,57 @@ pub fn paged_attention_kernel(
 /// The same attention by gathering each sequence's K/V into a contiguous tensor and using
 /// plain candle ops (matmul, mask, softmax). Reference path and non-CPU fallback.
 pub fn gather_attention(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, meta: &AttnMeta, scale: f32) -> Result<Tensor> {
-    let outs: Vec<Tensor> =
-        meta.seqs.iter().map(|s| gather_one(q, k_pool, v_pool, meta, s, scale)).collect::<Result<_>>()?;
+    // Decode rows (one query each) are gathered and computed together, in one batched
+    // matmul: per-sequence ops would cost a handful of kernel launches per sequence and layer
+    // on a GPU. Longer chunks go one by one.
+    let decodes: Vec<usize> = (0..meta.seqs.len()).filter(|&i| meta.seqs[i].q_len == 1).collect();
+    let batched = if decodes.len() > 1 { Some(gather_decodes(q, k_pool, v_pool, meta, &decodes, scale)?) } else { None };
+    let mut outs = Vec::with_capacity(meta.seqs.len());
+    let mut d = 0;
+    for (i, s) in meta.seqs.iter().enumerate() {
+        match &batched {
+            Some(b) if decodes.get(d) == Some(&i) => {
+                outs.push(b.narrow(0, d, 1)?);
+                d += 1;
+            }
+            _ => outs.push(gather_one(q, k_pool, v_pool, meta, s, scale)?),
+        }
+    }
     Tensor::cat(&outs, 0)?.contiguous()
+}
+
+/// Single-query sequences `which` at once: their contexts gathered into a padded
+/// `(batch, kv_heads, max_ctx, head_dim)`, padding masked. Returns `(batch, heads, head_dim)`.
+fn gather_decodes(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, meta: &AttnMeta, which: &[usize], scale: f32) -> Result<Tensor> {
+    let (_, hq, d) = q.dims3()?;
+    let hkv = k_pool.dim(1)?;
+    let group = hq / hkv;
+    let b = which.len();
+    let max_ctx = which.iter().map(|&i| meta.seqs[i].ctx_len).max().unwrap_or(1);
+    let mut slots = Vec::with_capacity(b * max_ctx);
+    let mut mask = Vec::with_capacity(b * max_ctx);
+    let mut rows = Vec::with_capacity(b);
+    for &i in which {
+        let s = &meta.seqs[i];
+        rows.push(s.q_start as u32);
+        for p in 0..max_ctx {
+            // Padding reads slot 0 (the null block) and is masked out.
+            slots.push(if p < s.ctx_len { meta.slot(s, p) as u32 } else { 0 });
+            mask.push(if p < s.ctx_len { 0f32 } else { f32::NEG_INFINITY });
+        }
+    }
+    let dev = q.device();
+    let idx = Tensor::from_vec(slots, b * max_ctx, dev)?;
+    let gather = |pool: &Tensor| -> Result<Tensor> {
+        pool.index_select(&idx, 0)?.reshape((b, max_ctx, hkv, d))?.transpose(1, 2)?.contiguous()
+    };
+    let (k, v) = (gather(k_pool)?, gather(v_pool)?); // (b, hkv, ctx, d)
+    let rows = Tensor::from_vec(rows, b, dev)?;
+    let qb = q.index_select(&rows, 0)?.reshape((b, hkv, group, d))?;
+    let att = (qb.matmul(&k.transpose(2, 3)?.contiguous()?)? * scale as f64)?; // (b, hkv, group, ctx)
+    let mask = Tensor::from_vec(mask, (b, 1, 1, max_ctx), dev)?.to_dtype(att.dtype())?;
+    let att = candle_nn::ops::softmax_last_dim(&att.broadcast_add(&mask)?)?;
+    att.matmul(&v)?.reshape((b, hq, d))
 }
 
 /// One sequence's attention by gathering its K/V: `(q_len, heads, head_dim)`.
