@@ -2,9 +2,11 @@
 //! engine records and the model catalog. No candle, no tokio, no HTTP.
 
 pub mod catalog;
+pub mod client;
 pub mod clock;
 pub mod request;
 
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsSource};
+pub use client::{Chunk, ClientRecord, Outcome};
 pub use clock::{Clock, Stamp};
 pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};

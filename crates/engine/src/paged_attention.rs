@@ -244,7 +244,8 @@ pub fn gather_attention(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, meta: &Att
     // matmul: per-sequence ops would cost a handful of kernel launches per sequence and layer
     // on a GPU. Longer chunks go one by one.
     let decodes: Vec<usize> = (0..meta.seqs.len()).filter(|&i| meta.seqs[i].q_len == 1).collect();
-    let batched = if decodes.len() > 1 { Some(gather_decodes(q, k_pool, v_pool, meta, &decodes, scale)?) } else { None };
+    let batched =
+        if decodes.len() > 1 { Some(gather_decodes(q, k_pool, v_pool, meta, &decodes, scale)?) } else { None };
     let mut outs = Vec::with_capacity(meta.seqs.len());
     let mut d = 0;
     for (i, s) in meta.seqs.iter().enumerate() {
@@ -261,7 +262,14 @@ pub fn gather_attention(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, meta: &Att
 
 /// Single-query sequences `which` at once: their contexts gathered into a padded
 /// `(batch, kv_heads, max_ctx, head_dim)`, padding masked. Returns `(batch, heads, head_dim)`.
-fn gather_decodes(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, meta: &AttnMeta, which: &[usize], scale: f32) -> Result<Tensor> {
+fn gather_decodes(
+    q: &Tensor,
+    k_pool: &Tensor,
+    v_pool: &Tensor,
+    meta: &AttnMeta,
+    which: &[usize],
+    scale: f32,
+) -> Result<Tensor> {
     let (_, hq, d) = q.dims3()?;
     let hkv = k_pool.dim(1)?;
     let group = hq / hkv;

@@ -1,7 +1,10 @@
 //! Pure statistics for goodput: every metric and statistic is defined here once, with its
 //! definition in a doc comment and hand-computed tests. No I/O, no clocks.
 
+pub mod capacity;
 pub mod engine;
+pub mod request;
+pub mod slo;
 pub mod stats;
 
 pub use stats::{percentile, Summary};

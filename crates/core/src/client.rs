@@ -1,0 +1,57 @@
+//! What a client saw of one request: raw stamps only (oha's manner). Every metric is derived
+//! afterwards, in `goodput-metrics`.
+
+use crate::clock::Stamp;
+use crate::request::EngineRecord;
+use serde::{Deserialize, Serialize};
+
+/// One streamed chunk that carried content: when it arrived and how many tokens it held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    pub at: Stamp,
+    pub tokens: u32,
+}
+
+/// How a request ended, from the client's side.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "detail")]
+pub enum Outcome {
+    /// The end-of-stream marker arrived.
+    Ok,
+    /// The request failed (refused, broken stream, server error); the text says why.
+    Error(String),
+    /// No end marker within the request timeout.
+    Timeout,
+}
+
+/// The raw record of one request as the client saw it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClientRecord {
+    pub id: u64,
+    /// The moment the request was due to be sent (`start` of every latency: measuring from
+    /// the intended time avoids coordinated omission).
+    pub intended: Stamp,
+    /// The moment it was actually sent.
+    pub sent: Stamp,
+    /// Every content chunk, in arrival order (not role-only or empty chunks, not comments).
+    pub chunks: Vec<Chunk>,
+    /// The end-of-stream marker arrived (or the request ended otherwise).
+    pub end: Stamp,
+    pub input_tokens: usize,
+    pub output_tokens: usize,
+    pub outcome: Outcome,
+    /// Retries made before this attempt (0 without a retry policy).
+    pub retries: u32,
+    /// The engine's record of the same request, when the target is goodput's own engine.
+    pub engine: Option<EngineRecord>,
+}
+
+impl ClientRecord {
+    pub fn is_ok(&self) -> bool {
+        self.outcome == Outcome::Ok
+    }
+    /// Arrival of the first content chunk.
+    pub fn first_token(&self) -> Option<Stamp> {
+        self.chunks.first().map(|c| c.at)
+    }
+}

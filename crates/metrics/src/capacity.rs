@@ -1,0 +1,98 @@
+//! Usable capacity, limit capacity and the queueing knee of a sweep of load levels.
+
+use serde::{Deserialize, Serialize};
+
+/// What a capacity decision needs of one load level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LevelOutcome {
+    /// The load: concurrency or request rate.
+    pub load: f64,
+    /// Whether every SLO held at this level.
+    pub slos_hold: bool,
+    /// Output tokens per second over the level's steady window.
+    pub output_throughput: f64,
+    /// Median engine queue time (seconds) of the level, if known.
+    pub queue_p50: Option<f64>,
+}
+
+/// `usable_capacity`: the highest load whose SLOs all hold, taken conservatively — the last
+/// passing level before the first failing one (loads ascending), so a noisy pass above a
+/// failure is not reported as capacity. `None` when the lowest level already fails.
+pub fn usable_capacity(levels: &[LevelOutcome]) -> Option<f64> {
+    let mut sorted: Vec<&LevelOutcome> = levels.iter().collect();
+    sorted.sort_by(|a, b| a.load.total_cmp(&b.load));
+    sorted.iter().take_while(|l| l.slos_hold).last().map(|l| l.load)
+}
+
+/// `limit_capacity`: the load of maximum output throughput (the first such, on ties).
+pub fn limit_capacity(levels: &[LevelOutcome]) -> Option<f64> {
+    let mut best: Option<&LevelOutcome> = None;
+    for l in levels {
+        if best.is_none_or(|b| l.output_throughput > b.output_throughput) {
+            best = Some(l);
+        }
+    }
+    best.map(|l| l.load)
+}
+
+/// The knee: the first load (ascending) whose median queue time exceeds both twice the
+/// lowest level's and that plus `min_rise` seconds — where requests start to wait.
+/// `None` if queueing never rises that much.
+pub fn queue_knee(levels: &[LevelOutcome], min_rise: f64) -> Option<f64> {
+    let mut sorted: Vec<(f64, f64)> = levels.iter().filter_map(|l| Some((l.load, l.queue_p50?))).collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let &(_, base) = sorted.first()?;
+    sorted.iter().skip(1).find(|(_, q)| *q > 2.0 * base && *q > base + min_rise).map(|(load, _)| *load)
+}
+
+/// The last load (ascending) before the knee: up to here there is no queueing to speak of.
+pub fn last_without_queueing(levels: &[LevelOutcome], min_rise: f64) -> Option<f64> {
+    let knee = queue_knee(levels, min_rise);
+    let mut loads: Vec<f64> = levels.iter().filter(|l| l.queue_p50.is_some()).map(|l| l.load).collect();
+    loads.sort_by(f64::total_cmp);
+    match knee {
+        Some(k) => loads.into_iter().take_while(|&l| l < k).last(),
+        None => loads.last().copied(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lv(load: f64, ok: bool, tps: f64, q: f64) -> LevelOutcome {
+        LevelOutcome { load, slos_hold: ok, output_throughput: tps, queue_p50: Some(q) }
+    }
+
+    #[test]
+    fn hand_computed_sweep() {
+        // Throughput rises to 16 and flattens; SLOs fail from 16 on; queueing rises at 8.
+        let levels = vec![
+            lv(1.0, true, 50.0, 0.001),
+            lv(2.0, true, 95.0, 0.001),
+            lv(4.0, true, 170.0, 0.002),
+            lv(8.0, true, 250.0, 0.030),
+            lv(16.0, false, 300.0, 0.400),
+            lv(32.0, false, 290.0, 1.500),
+        ];
+        assert_eq!(usable_capacity(&levels), Some(8.0));
+        assert_eq!(limit_capacity(&levels), Some(16.0));
+        assert_eq!(queue_knee(&levels, 0.010), Some(8.0));
+        assert_eq!(last_without_queueing(&levels, 0.010), Some(4.0));
+        // Usable capacity never exceeds limit capacity here, as the seeds expect.
+        assert!(usable_capacity(&levels) <= limit_capacity(&levels));
+    }
+
+    #[test]
+    fn conservative_and_empty_cases() {
+        let noisy = vec![lv(1.0, true, 1.0, 0.0), lv(2.0, false, 2.0, 0.0), lv(4.0, true, 3.0, 0.0)];
+        assert_eq!(usable_capacity(&noisy), Some(1.0), "a pass above a failure is not capacity");
+        let none = vec![lv(1.0, false, 1.0, 0.0)];
+        assert_eq!(usable_capacity(&none), None);
+        assert_eq!(usable_capacity(&[]), None);
+        assert_eq!(limit_capacity(&[]), None);
+        let flat = vec![lv(1.0, true, 1.0, 0.001), lv(2.0, true, 2.0, 0.0015)];
+        assert_eq!(queue_knee(&flat, 0.010), None);
+        assert_eq!(last_without_queueing(&flat, 0.010), Some(2.0));
+    }
+}

@@ -1,0 +1,110 @@
+//! Service-level metrics of one request, from the client's raw stamps (one monotonic clock).
+//! `start` is the *intended* send time ([`ClientRecord::intended`]).
+
+use goodput_core::ClientRecord;
+
+/// `ttft` = first content token received − start, in seconds. Not the first byte, not a
+/// role-only or empty chunk. `None` when no content arrived.
+pub fn ttft(r: &ClientRecord) -> Option<f64> {
+    Some(r.first_token()?.secs_since(r.intended))
+}
+
+/// `e2e` = end-of-stream marker received − start, in seconds (the seeds' FT). `None` unless
+/// the request ended with its marker.
+pub fn e2e(r: &ClientRecord) -> Option<f64> {
+    r.is_ok().then(|| r.end.secs_since(r.intended))
+}
+
+/// `tpot` = (e2e − ttft) / (output_tokens − 1), in seconds per token (vLLM, SGLang, MLPerf
+/// "TPOT"). Undefined (`None`) for fewer than 2 output tokens or an unfinished request.
+pub fn tpot(r: &ClientRecord) -> Option<f64> {
+    if r.output_tokens < 2 {
+        return None;
+    }
+    Some((e2e(r)? - ttft(r)?) / (r.output_tokens - 1) as f64)
+}
+
+/// `itl`: every gap between consecutive content chunks, in seconds, with the number of tokens
+/// the later chunk carried (a server that batches tokens into chunks shows few, long gaps).
+pub fn itl(r: &ClientRecord) -> Vec<(f64, u32)> {
+    r.chunks.windows(2).map(|w| (w[1].at.secs_since(w[0].at), w[1].tokens)).collect()
+}
+
+/// `ntpot` = e2e / output_tokens, in seconds per token (normalised time per output token).
+pub fn ntpot(r: &ClientRecord) -> Option<f64> {
+    if r.output_tokens == 0 {
+        return None;
+    }
+    Some(e2e(r)? / r.output_tokens as f64)
+}
+
+/// `per_user_tps` = 1 / tpot, in tokens per second: one user's generation speed once tokens
+/// flow. Per request; take percentiles over requests.
+pub fn per_user_tps(r: &ClientRecord) -> Option<f64> {
+    let t = tpot(r)?;
+    (t > 0.0).then(|| 1.0 / t)
+}
+
+/// Send lag = actual send − intended send, in seconds: how far the load generator fell
+/// behind its schedule (it should stay near zero; see the harness warnings).
+pub fn send_lag(r: &ClientRecord) -> f64 {
+    r.sent.secs_since(r.intended)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::{Chunk, Outcome, Stamp};
+
+    fn ms(x: u64) -> Stamp {
+        Stamp(x * 1_000_000)
+    }
+
+    fn rec(chunks: &[(u64, u32)], end: u64, out: usize) -> ClientRecord {
+        ClientRecord {
+            id: 0,
+            intended: ms(100),
+            sent: ms(103),
+            chunks: chunks.iter().map(|&(at, tokens)| Chunk { at: ms(at), tokens }).collect(),
+            end: ms(end),
+            input_tokens: 10,
+            output_tokens: out,
+            outcome: Outcome::Ok,
+            retries: 0,
+            engine: None,
+        }
+    }
+
+    #[test]
+    fn hand_computed_request_metrics() {
+        // Intended at 100 ms; content at 350, 370, 420 (2 tokens), 430; end marker at 440 ms.
+        let r = rec(&[(350, 1), (370, 1), (420, 2), (430, 1)], 440, 5);
+        assert!((ttft(&r).unwrap() - 0.250).abs() < 1e-12);
+        assert!((e2e(&r).unwrap() - 0.340).abs() < 1e-12);
+        // (0.340 - 0.250) / (5 - 1) = 0.0225
+        assert!((tpot(&r).unwrap() - 0.0225).abs() < 1e-12);
+        assert!((per_user_tps(&r).unwrap() - 1.0 / 0.0225).abs() < 1e-9);
+        // 0.340 / 5 = 0.068
+        assert!((ntpot(&r).unwrap() - 0.068).abs() < 1e-12);
+        let gaps = itl(&r);
+        assert_eq!(gaps.len(), 3);
+        assert!((gaps[1].0 - 0.050).abs() < 1e-12 && gaps[1].1 == 2);
+        assert!((send_lag(&r) - 0.003).abs() < 1e-12);
+    }
+
+    #[test]
+    fn undefined_cases() {
+        let one = rec(&[(200, 1)], 210, 1);
+        assert_eq!(tpot(&one), None);
+        assert_eq!(per_user_tps(&one), None);
+        assert!(ttft(&one).is_some());
+        let none = rec(&[], 300, 0);
+        assert_eq!(ttft(&none), None);
+        assert_eq!(ntpot(&none), None);
+        let mut failed = rec(&[(200, 1), (210, 1)], 220, 2);
+        failed.outcome = Outcome::Timeout;
+        assert_eq!(e2e(&failed), None);
+        assert_eq!(tpot(&failed), None);
+        assert!(ttft(&failed).is_some(), "a timed-out request may still have a TTFT");
+    }
+}

@@ -1,0 +1,286 @@
+//! Service-level objectives: `--slo ttft_p95=2s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%`.
+//!
+//! An SLO names a metric of the contract, a statistic over the level's raw samples (P50, P90,
+//! P95, P99, mean, max; rates for errors and timeouts) and a bound. Latencies and rates must
+//! stay at or below the bound; `per_user_tps` must stay at or above it.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Metrics an SLO may name (the contract's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    Ttft,
+    Tpot,
+    Itl,
+    E2e,
+    Ntpot,
+    PerUserTps,
+    QueueTime,
+    PrefillTime,
+    DecodeTime,
+    InferenceTime,
+    ErrorRate,
+    TimeoutRate,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 12] = [
+        Metric::Ttft,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::E2e,
+        Metric::Ntpot,
+        Metric::PerUserTps,
+        Metric::QueueTime,
+        Metric::PrefillTime,
+        Metric::DecodeTime,
+        Metric::InferenceTime,
+        Metric::ErrorRate,
+        Metric::TimeoutRate,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::Tpot => "tpot",
+            Metric::Itl => "itl",
+            Metric::E2e => "e2e",
+            Metric::Ntpot => "ntpot",
+            Metric::PerUserTps => "per_user_tps",
+            Metric::QueueTime => "queue_time",
+            Metric::PrefillTime => "prefill_time",
+            Metric::DecodeTime => "decode_time",
+            Metric::InferenceTime => "inference_time",
+            Metric::ErrorRate => "error_rate",
+            Metric::TimeoutRate => "timeout_rate",
+        }
+    }
+
+    /// A share of requests rather than a per-request value.
+    pub fn is_rate(self) -> bool {
+        matches!(self, Metric::ErrorRate | Metric::TimeoutRate)
+    }
+
+    /// Larger values are better (the bound is a minimum).
+    pub fn higher_is_better(self) -> bool {
+        self == Metric::PerUserTps
+    }
+
+    /// Measured in seconds (bounds take `s`, `ms`, `us`).
+    pub fn is_time(self) -> bool {
+        !self.is_rate() && !self.higher_is_better()
+    }
+}
+
+/// The statistic of an SLO.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stat {
+    /// Percentile 0–100 (linear interpolation, see `stats`).
+    P(f64),
+    Mean,
+    Max,
+    /// The share of requests (for rate metrics).
+    Rate,
+}
+
+/// One objective: `stat(metric) ≤ bound` (or `≥` when higher is better).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    pub metric: Metric,
+    pub stat: Stat,
+    /// Seconds for times, a fraction (0.01 = 1 %) for rates, tokens/s for per_user_tps.
+    pub bound: f64,
+}
+
+impl fmt::Display for Slo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.metric.name();
+        let stat = match self.stat {
+            Stat::P(p) => format!("_p{p}"),
+            Stat::Mean => "_mean".into(),
+            Stat::Max => "_max".into(),
+            Stat::Rate => String::new(),
+        };
+        let op = if self.metric.higher_is_better() { ">=" } else { "<=" };
+        let bound = if self.metric.is_time() {
+            format_secs(self.bound)
+        } else if self.metric.is_rate() {
+            format!("{}%", self.bound * 100.0)
+        } else {
+            format!("{}", self.bound)
+        };
+        write!(f, "{m}{stat} {op} {bound}")
+    }
+}
+
+fn format_secs(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s}s")
+    } else {
+        format!("{}ms", (s * 1e6).round() / 1e3)
+    }
+}
+
+impl Slo {
+    /// Whether a measured statistic meets the objective.
+    pub fn holds(&self, value: f64) -> bool {
+        if value.is_nan() {
+            return false;
+        }
+        if self.metric.higher_is_better() {
+            value >= self.bound
+        } else {
+            value <= self.bound
+        }
+    }
+
+    /// Whether one request's own value meets the bound (for goodput: a request is good when
+    /// every per-request SLO holds for it; rate SLOs ask that it did not fail/time out).
+    pub fn request_holds(&self, value: Option<f64>) -> bool {
+        value.is_some_and(|v| self.holds(v))
+    }
+}
+
+/// Parses `ttft_p95=2s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%`. Errors name the part.
+pub fn parse_slos(s: &str) -> Result<Vec<Slo>, String> {
+    let mut out: Vec<Slo> = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let slo = parse_one(part)?;
+        if out.iter().any(|o| o.metric == slo.metric && o.stat == slo.stat) {
+            return Err(format!("SLO `{part}`: {} is given twice", slo.metric.name()));
+        }
+        out.push(slo);
+    }
+    if out.is_empty() {
+        return Err(format!("`{s}` holds no SLO; expected e.g. ttft_p95=2s,tpot_p95=50ms,error_rate=1%"));
+    }
+    Ok(out)
+}
+
+fn parse_one(part: &str) -> Result<Slo, String> {
+    let (key, value) =
+        part.split_once('=').ok_or_else(|| format!("SLO `{part}`: expected NAME=VALUE, e.g. ttft_p95=2s"))?;
+    let key = key.trim();
+    let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+    // Longest metric name that prefixes the key (per_user_tps before tpot is not an issue,
+    // but `e2e` must not swallow anything else).
+    let metric = Metric::ALL
+        .iter()
+        .copied()
+        .filter(|m| key == m.name() || key.starts_with(&format!("{}_", m.name())))
+        .max_by_key(|m| m.name().len())
+        .ok_or_else(|| format!("SLO `{part}`: unknown metric; known: {}", names.join(", ")))?;
+    let rest = key[metric.name().len()..].trim_start_matches('_');
+    let stat = if metric.is_rate() {
+        if !rest.is_empty() {
+            return Err(format!("SLO `{part}`: {} is a rate and takes no statistic", metric.name()));
+        }
+        Stat::Rate
+    } else {
+        match rest {
+            "mean" | "avg" => Stat::Mean,
+            "max" => Stat::Max,
+            "" => {
+                return Err(format!(
+                    "SLO `{part}`: name a statistic, e.g. {}_p95 or {}_mean",
+                    metric.name(),
+                    metric.name()
+                ))
+            }
+            p => {
+                let n: f64 = p
+                    .strip_prefix('p')
+                    .and_then(|x| x.parse().ok())
+                    .filter(|x: &f64| (0.0..=100.0).contains(x))
+                    .ok_or_else(|| format!("SLO `{part}`: `{p}` is not a statistic (p50, p95, p99.9, mean, max)"))?;
+                Stat::P(n)
+            }
+        }
+    };
+    let value = value.trim();
+    let bound = if metric.is_time() {
+        parse_secs(value).ok_or_else(|| format!("SLO `{part}`: `{value}` is not a duration (2s, 50ms, 300us)"))?
+    } else if metric.is_rate() {
+        let v = match value.strip_suffix('%') {
+            Some(p) => p.trim().parse::<f64>().ok().map(|x| x / 100.0),
+            None => value.parse::<f64>().ok(),
+        };
+        v.filter(|x| (0.0..=1.0).contains(x))
+            .ok_or_else(|| format!("SLO `{part}`: `{value}` is not a rate (1%, 0.5%, 0.01)"))?
+    } else {
+        value
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| format!("SLO `{part}`: `{value}` is not a positive number of tokens per second"))?
+    };
+    if bound < 0.0 || !bound.is_finite() {
+        return Err(format!("SLO `{part}`: the bound must be finite and not negative"));
+    }
+    Ok(Slo { metric, stat, bound })
+}
+
+/// `2s`, `1.5s`, `50ms`, `300us` → seconds.
+pub fn parse_secs(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix("us").or_else(|| s.strip_suffix("µs")) {
+        (n, 1e-6)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        return None;
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v * scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_example() {
+        let s = parse_slos("ttft_p95=2s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%").unwrap();
+        assert_eq!(s.len(), 4);
+        assert_eq!(s[0], Slo { metric: Metric::Ttft, stat: Stat::P(95.0), bound: 2.0 });
+        assert_eq!(s[1], Slo { metric: Metric::Tpot, stat: Stat::P(95.0), bound: 0.05 });
+        assert_eq!(s[3], Slo { metric: Metric::ErrorRate, stat: Stat::Rate, bound: 0.01 });
+        assert_eq!(s[1].to_string(), "tpot_p95 <= 50ms");
+        let s = parse_slos("per_user_tps_p10=20, queue_time_mean=300us, itl_p99.9=0.2s").unwrap();
+        assert_eq!(s[0].metric, Metric::PerUserTps);
+        assert!(s[0].holds(25.0) && !s[0].holds(15.0));
+        assert_eq!(s[1], Slo { metric: Metric::QueueTime, stat: Stat::Mean, bound: 300e-6 });
+        assert_eq!(s[2].stat, Stat::P(99.9));
+    }
+
+    #[test]
+    fn bad_slos_name_the_problem() {
+        let e = |s: &str| parse_slos(s).unwrap_err();
+        assert!(e("latency_p95=2s").contains("unknown metric"));
+        assert!(e("ttft=2s").contains("name a statistic"));
+        assert!(e("ttft_p101=2s").contains("not a statistic"));
+        assert!(e("ttft_p95=2").contains("not a duration"));
+        assert!(e("ttft_p95=-2s").contains("not a duration"));
+        assert!(e("error_rate=150%").contains("not a rate"));
+        assert!(e("error_rate_p95=1%").contains("takes no statistic"));
+        assert!(e("ttft_p95").contains("NAME=VALUE"));
+        assert!(e("ttft_p95=1s,ttft_p95=2s").contains("twice"));
+        assert!(e("").contains("no SLO"));
+    }
+
+    #[test]
+    fn bounds_hold_inclusively_and_nan_fails() {
+        let s = Slo { metric: Metric::Ttft, stat: Stat::P(95.0), bound: 2.0 };
+        assert!(s.holds(2.0) && !s.holds(2.0001) && !s.holds(f64::NAN));
+        assert!(s.request_holds(Some(1.0)) && !s.request_holds(None));
+        assert_eq!(parse_secs("1.5s"), Some(1.5));
+        assert_eq!(parse_secs("2m"), Some(120.0));
+    }
+}
