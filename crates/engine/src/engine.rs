@@ -4,7 +4,7 @@
 use crate::core::{EngineConfig, EngineCore};
 use crate::error::{EngineError, Result};
 use crate::model::Llama;
-use crossbeam_channel::{unbounded, Receiver, Sender};
+use flume::{unbounded, Receiver, Sender};
 use goodput_core::{Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId};
 use goodput_scheduler::SchedulerConfig;
 use std::collections::HashMap;
@@ -97,7 +97,7 @@ impl EngineHandle {
 
     /// The engine's state between two steps (waits for the current step to end).
     pub fn stats(&self) -> Result<EngineStats> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tx, rx) = flume::bounded(1);
         self.tx.send(Command::Stats(tx)).map_err(|_| EngineError::Stopped)?;
         rx.recv().map_err(|_| EngineError::Stopped)
     }
@@ -120,7 +120,7 @@ impl Engine {
         let limits = cfg.scheduler_config(&model)?;
         let vocab_size = model.spec.vocab_size;
         let (tx, rx) = unbounded::<Command>();
-        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Result<()>>(1);
+        let (ready_tx, ready_rx) = flume::bounded::<Result<()>>(1);
         let thread = std::thread::Builder::new()
             .name("goodput-engine".into())
             .spawn(move || {
@@ -251,23 +251,26 @@ fn step_once(
 ) {
     match core.step() {
         Ok(Some(out)) => {
+            // The step record goes out first: whoever sees a request finish can already read
+            // the step that finished it.
+            if let Some(s) = steps {
+                let _ = s.send(out.record);
+            }
+            let update = out.update;
             let mut gone = Vec::new();
-            for &(id, token, index) in &out.update.tokens {
+            for &(id, token, index) in &update.tokens {
                 if let Some(tx) = streams.get(&id) {
-                    if tx.send(RequestEvent::Token { token, index, time: out.update.time }).is_err() {
+                    if tx.send(RequestEvent::Token { token, index, time: update.time }).is_err() {
                         gone.push(id);
                     }
                 }
             }
-            send_finished(streams, out.update.finished);
+            send_finished(streams, update.finished);
             // A receiver that went away (its client disconnected) aborts its request at once.
             for id in gone {
                 if streams.remove(&id).is_some() {
                     core.abort(id);
                 }
-            }
-            if let Some(s) = steps {
-                let _ = s.send(out.record);
             }
         }
         Ok(None) => {}

@@ -7,7 +7,7 @@ use goodput_engine::weights::DummySource;
 use goodput_engine::{Engine, EngineConfig, EngineHandle, Llama, RequestEvent};
 use std::time::{Duration, Instant};
 
-fn engine(steps: Option<crossbeam_channel::Sender<goodput_core::StepRecord>>) -> Engine {
+fn engine(steps: Option<flume::Sender<goodput_core::StepRecord>>) -> Engine {
     let spec = Catalog::builtin().get("tiny").unwrap().clone();
     let mut src = DummySource { seed: 3, dtype: DType::F32, device: Device::Cpu };
     let model = Llama::load(&spec, &mut src, 512, &Device::Cpu, DType::F32).unwrap();
@@ -34,7 +34,7 @@ fn wait_idle(h: &EngineHandle) {
 
 #[test]
 fn tokens_stream_in_order_with_their_stamps_then_the_record() {
-    let (tx, rx) = crossbeam_channel::unbounded();
+    let (tx, rx) = flume::unbounded();
     let e = engine(Some(tx));
     let h = e.handle();
     let stream = h.submit(prompt(40), SamplingParams::greedy_exact(6)).unwrap();
@@ -71,7 +71,9 @@ fn abort_and_a_vanished_client_free_their_blocks_at_once() {
     let e = engine(None);
     let h = e.handle();
     let a = h.submit(prompt(100), SamplingParams::greedy_exact(400)).unwrap();
-    let b = h.submit(prompt(90), SamplingParams::greedy_exact(400)).unwrap();
+    // Distinct tokens: no prefix-cache sharing with `a`, so each holds its own blocks.
+    let b_prompt: Vec<u32> = prompt(90).iter().map(|t| t + 300).collect();
+    let b = h.submit(b_prompt, SamplingParams::greedy_exact(400)).unwrap();
     // Both are running once each has a token.
     assert!(matches!(a.events.recv().unwrap(), RequestEvent::Token { .. }));
     assert!(matches!(b.events.recv().unwrap(), RequestEvent::Token { .. }));
