@@ -516,3 +516,34 @@ fn gguf_file_that_is_not_gguf() {
     fails(&["generate", "--prompt-ids", "5,6,7", "--weights", &f, "--dtype", "f32"], &["empty.gguf", "GGUF"]);
     assert!(dir.path().is_dir());
 }
+
+#[test]
+fn max_tokens_that_overflows_is_refused() {
+    fails(
+        &["generate", "--prompt-ids", "1,2", "--max-tokens", "18446744073709551615"],
+        &["max_tokens (18446744073709551615)", "exceeds the model's context"],
+    );
+}
+
+#[test]
+fn half_precision_runs_on_cpu() {
+    for dtype in ["bf16", "f16"] {
+        let (ok, out, err) =
+            goodput(&["generate", "--dtype", dtype, "--prompt-ids", "5,6,7,8", "--max-tokens", "6", "--ids"]);
+        assert!(ok, "{dtype}: {err}");
+        assert_eq!(ids(&out).len(), 6, "{dtype}: {out}");
+    }
+    // A step of prefill chunks only (budget 3 < prompt 7) samples nothing and must not fail.
+    let (ok, out, err) = goodput(&[
+        "generate",
+        "--prompt-ids",
+        "5,6,7,8,9,10,11",
+        "--max-num-batched-tokens",
+        "3",
+        "--max-tokens",
+        "4",
+        "--ids",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(ids(&out).len(), 4);
+}

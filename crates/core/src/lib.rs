@@ -5,8 +5,10 @@ pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod request;
+pub mod target;
 
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsSource};
 pub use client::{Chunk, ClientRecord, Outcome};
 pub use clock::{Clock, Stamp};
 pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};
+pub use target::{Target, WorkRequest};

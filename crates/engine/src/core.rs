@@ -43,11 +43,12 @@ impl Default for EngineConfig {
 impl EngineConfig {
     /// The scheduler's configuration for `model`, checking the numbers.
     pub fn scheduler_config(&self, model: &Llama) -> Result<SchedulerConfig> {
-        let max_model_len = self.max_model_len.unwrap_or(model.spec.max_position_embeddings);
-        if max_model_len == 0 || max_model_len > model.spec.max_position_embeddings {
+        // The RoPE tables loaded may cover fewer positions than the model could.
+        let positions = model.spec.max_position_embeddings.min(model.max_positions());
+        let max_model_len = self.max_model_len.unwrap_or(positions);
+        if max_model_len == 0 || max_model_len > positions {
             return Err(EngineError::Config(format!(
-                "max model length {max_model_len} must be between 1 and the model's {} positions",
-                model.spec.max_position_embeddings
+                "max model length {max_model_len} must be between 1 and the {positions} positions the model was loaded for"
             )));
         }
         if self.block_size == 0 || self.max_num_batched_tokens == 0 || self.max_num_seqs == 0 {
@@ -146,8 +147,8 @@ impl EngineCore {
     }
 
     /// One step: schedule, run the model, sample, update. `None` when there was nothing to do.
-    /// A model error fails every request of the step's batch... and the caller decides; the
-    /// scheduler state is left consistent (nothing was applied).
+    /// On a model error the scheduling of the step has happened (blocks allocated, sequences
+    /// admitted) but no token was applied; the engine thread then fails every request.
     pub fn step(&mut self) -> Result<Option<StepOutput>> {
         let start = self.clock.now();
         let out = self.sched.schedule(start);

@@ -42,10 +42,20 @@ enum Command {
     Shutdown { drain: bool },
 }
 
-/// A submitted request: its id and its event stream.
+/// A submitted request: its id and its event stream. Dropping it aborts the request if it is
+/// still in the engine (a client that gives up stops costing the engine at once, even while
+/// its request is still queued).
 pub struct RequestStream {
     pub id: RequestId,
     pub events: Receiver<RequestEvent>,
+    cancel: Sender<Command>,
+}
+
+impl Drop for RequestStream {
+    fn drop(&mut self) {
+        // A no-op in the engine when the request has already ended.
+        let _ = self.cancel.send(Command::Abort(self.id));
+    }
 }
 
 impl RequestStream {
@@ -92,7 +102,7 @@ impl EngineHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = unbounded();
         self.tx.send(Command::Add { id, prompt, params, arrival, events: tx }).map_err(|_| EngineError::Stopped)?;
-        Ok(RequestStream { id, events: rx })
+        Ok(RequestStream { id, events: rx, cancel: self.tx.clone() })
     }
 
     /// The engine's state between two steps (waits for the current step to end).
@@ -115,7 +125,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts the engine thread over `model`. Step records go to `steps` when given.
+    /// Starts the engine thread over `model`. Step records go to `steps` when given; pass an
+    /// unbounded sender (a full bounded one would stall the engine).
     pub fn start(model: Llama, cfg: EngineConfig, clock: Clock, steps: Option<Sender<StepRecord>>) -> Result<Self> {
         let limits = cfg.scheduler_config(&model)?;
         let vocab_size = model.spec.vocab_size;
@@ -279,6 +290,74 @@ fn step_once(
             for (record, _) in core.abort_all(FinishReason::Error) {
                 if let Some(tx) = streams.remove(&record.id) {
                     let _ = tx.send(RequestEvent::Error(msg.clone()));
+                }
+            }
+        }
+    }
+}
+
+impl goodput_core::Target for EngineHandle {
+    fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    fn describe(&self) -> String {
+        "in-process engine".into()
+    }
+
+    /// Submits to the engine thread and follows the event stream. Each token is stamped when
+    /// the client side receives it (the in-process analogue of a chunk arriving), so client
+    /// TTFT ≥ engine queue + prefill time.
+    async fn run(&self, req: goodput_core::WorkRequest, intended: Stamp) -> goodput_core::ClientRecord {
+        use goodput_core::{Chunk, ClientRecord, Outcome};
+        let input_tokens = req.prompt.len();
+        let sent = self.clock.now();
+        let mut rec = ClientRecord {
+            id: req.id,
+            intended,
+            sent,
+            chunks: Vec::with_capacity(req.params.max_tokens),
+            end: sent,
+            input_tokens,
+            output_tokens: 0,
+            outcome: Outcome::Ok,
+            retries: 0,
+            engine: None,
+        };
+        let stream = match self.submit(req.prompt, req.params) {
+            Ok(s) => s,
+            Err(e) => {
+                rec.end = self.clock.now();
+                rec.outcome = Outcome::Error(e.to_string());
+                return rec;
+            }
+        };
+        loop {
+            match stream.events.recv_async().await {
+                Ok(RequestEvent::Token { .. }) => {
+                    rec.chunks.push(Chunk { at: self.clock.now(), tokens: 1 });
+                }
+                Ok(RequestEvent::Finished { record, tokens }) => {
+                    rec.end = self.clock.now();
+                    rec.output_tokens = tokens.len();
+                    if record.finish_reason == FinishReason::Abort || record.finish_reason == FinishReason::Error {
+                        rec.outcome =
+                            Outcome::Error(format!("the engine ended the request ({:?})", record.finish_reason));
+                    }
+                    rec.engine = Some(record);
+                    return rec;
+                }
+                Ok(RequestEvent::Error(e)) => {
+                    rec.end = self.clock.now();
+                    rec.output_tokens = rec.chunks.len();
+                    rec.outcome = Outcome::Error(e);
+                    return rec;
+                }
+                Err(_) => {
+                    rec.end = self.clock.now();
+                    rec.output_tokens = rec.chunks.len();
+                    rec.outcome = Outcome::Error("the engine stopped".into());
+                    return rec;
                 }
             }
         }

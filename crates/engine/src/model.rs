@@ -177,7 +177,10 @@ impl Llama {
         }
         let norm = src.tensor("model.norm.weight", &[h], Init::Ones)?;
         let lm_head = if spec.tie_word_embeddings && !src.contains("lm_head.weight") {
-            Linear { w: QMatMul::Tensor(embed.clone()), b: None }
+            match src.tied_lm_head(spec.vocab_size, h) {
+                Some(w) => Linear { w: w?, b: None },
+                None => Linear { w: QMatMul::Tensor(embed.clone()), b: None },
+            }
         } else {
             Linear::load(src, "lm_head", spec.vocab_size, h, false)?
         };
@@ -290,13 +293,22 @@ impl Llama {
             x = (x + layer.o.forward(&a.reshape((t, spec.num_heads * d))?)?)?;
             x = (&x + self.mlp(layer, &x)?)?;
         }
+        if batch.sample_rows.is_empty() {
+            // A step of prefill chunks only: nothing to sample (and no zero-sized kernels).
+            return Ok(Tensor::zeros((0, spec.vocab_size), DType::F32, &Device::Cpu)?);
+        }
         let rows = Tensor::from_slice(&batch.sample_rows, batch.sample_rows.len(), &self.device)?;
         let x = x.index_select(&rows, 0)?;
         let x = self.rms_norm(&x, &self.norm)?;
         Ok(self.lm_head.forward(&x)?.to_dtype(DType::F32)?)
     }
 
-    /// Logits of the last position only, vocab-sized, as a `Vec` (for samplers and tests).
+    /// Positions the RoPE tables cover (the longest sequence this model instance runs).
+    pub fn max_positions(&self) -> usize {
+        self.cos.dim(0).unwrap_or(0)
+    }
+
+    /// Every row of logits as a `Vec` (for samplers and tests).
     pub fn logits_rows(logits: &Tensor) -> Result<Vec<Vec<f32>>> {
         Ok(logits.to_dtype(DType::F32)?.to_vec2::<f32>()?)
     }

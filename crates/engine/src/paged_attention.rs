@@ -107,7 +107,7 @@ impl candle_core::InplaceOp2 for WriteSlots<'_> {
 
 /// Stores `k` and `v` (`(tokens, kv_heads, head_dim)`) of the new tokens in the layer's pools.
 pub fn write_kv(k_pool: &Tensor, v_pool: &Tensor, k: &Tensor, v: &Tensor, meta: &AttnMeta) -> Result<()> {
-    if k_pool.device().is_cpu() {
+    if k_pool.device().is_cpu() && k_pool.dtype() == DType::F32 && k.dtype() == DType::F32 {
         let k = k.contiguous()?;
         let v = v.contiguous()?;
         k_pool.inplace_op2(&k, &WriteSlots { slots: &meta.slot_mapping })?;
@@ -156,7 +156,7 @@ impl CustomOp3 for PagedAttention<'_> {
         // Row → sequence, for the parallel loop over (token, kv head).
         let mut tok_seq = vec![0u32; t];
         for (si, s) in meta.seqs.iter().enumerate() {
-            if s.q_start + s.q_len > t || s.q_len > s.ctx_len {
+            if s.q_start + s.q_len > t || s.q_len > s.ctx_len || s.bt_len < s.ctx_len.div_ceil(meta.block_size) {
                 candle_core::bail!("paged attention: sequence {si} does not fit the query tensor");
             }
             tok_seq[s.q_start..s.q_start + s.q_len].fill(si as u32);

@@ -24,7 +24,8 @@ impl Sampler {
 
     /// Chooses the next token from one row of logits.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
-        if self.temperature == 0.0 || self.top_k == 1 {
+        // Below 1e-5, logits / T overflow: that is greedy in all but name.
+        if self.temperature < 1e-5 || self.top_k == 1 {
             return crate::reference::argmax(logits);
         }
         let inv_t = 1.0 / self.temperature;

@@ -232,7 +232,12 @@ impl TensorSource for GgufSource {
         if self.dequantize {
             return Ok(QMatMul::Tensor(q.dequantize(&self.device)?.to_dtype(self.dtype)?));
         }
-        Ok(QMatMul::from_qtensor(q)?)
+        // candle keeps f16/bf16/f32 GGUF tensors dense, in f32: bring them to the model dtype.
+        Ok(match QMatMul::from_qtensor(q)? {
+            QMatMul::Tensor(t) => QMatMul::Tensor(t.to_dtype(self.dtype)?),
+            QMatMul::TensorF16(t) => QMatMul::Tensor(t.to_dtype(self.dtype)?),
+            q => q,
+        })
     }
     fn contains(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(&Self::gguf_name(name))

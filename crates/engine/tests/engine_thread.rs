@@ -141,3 +141,35 @@ fn many_concurrent_requests_all_finish_and_free_everything() {
     }
     wait_idle(&h);
 }
+
+#[test]
+fn a_stream_dropped_while_queued_is_aborted_before_it_runs() {
+    // One sequence at a time: the second request waits behind the first.
+    let spec = Catalog::builtin().get("tiny").unwrap().clone();
+    let mut src = DummySource { seed: 3, dtype: DType::F32, device: Device::Cpu };
+    let model = Llama::load(&spec, &mut src, 512, &Device::Cpu, DType::F32).unwrap();
+    let cfg = EngineConfig { num_blocks: Some(64), max_num_seqs: 1, max_model_len: Some(512), ..Default::default() };
+    let e = Engine::start(model, cfg, Clock::new(), None).unwrap();
+    let h = e.handle();
+    let first = h.submit(prompt(20), SamplingParams::greedy_exact(200)).unwrap();
+    assert!(matches!(first.events.recv().unwrap(), RequestEvent::Token { .. }));
+    let queued = h.submit(prompt(30), SamplingParams::greedy_exact(5)).unwrap();
+    let t = Instant::now();
+    while h.stats().unwrap().waiting == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(queued);
+    let t = Instant::now();
+    loop {
+        let s = h.stats().unwrap();
+        if s.waiting == 0 {
+            assert_eq!(s.running, 1, "the first request still runs");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "the dropped request was not aborted: {s:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(first);
+    wait_idle(&h);
+}

@@ -60,7 +60,7 @@ impl SchedulerConfig {
         if prompt_len >= max {
             return Err(AdmissionError::PromptTooLong { prompt: prompt_len, max_model_len: max });
         }
-        if prompt_len + params.max_tokens > max {
+        if prompt_len.checked_add(params.max_tokens).is_none_or(|n| n > max) {
             return Err(AdmissionError::ContextTooLong {
                 prompt: prompt_len,
                 max_tokens: params.max_tokens,
@@ -260,7 +260,7 @@ impl Scheduler {
             queued: now,
             first_scheduled: None,
             first_token: None,
-            token_times: Vec::with_capacity(req.params.max_tokens),
+            token_times: Vec::with_capacity(req.params.max_tokens.min(self.cfg.max_model_len)),
             finished: now,
             prompt_tokens: req.prompt.len(),
             cached_tokens: 0,
@@ -269,7 +269,7 @@ impl Scheduler {
             finish_reason: FinishReason::Length,
         };
         let mut tokens = req.prompt;
-        tokens.reserve(req.params.max_tokens);
+        tokens.reserve(req.params.max_tokens.min(self.cfg.max_model_len));
         self.waiting.push_back(Sequence {
             id: req.id,
             prompt_len: tokens.len(),
@@ -463,6 +463,9 @@ impl Scheduler {
                 continue;
             }
             let Some(token) = sampled.get(k).copied().flatten() else {
+                // No token came back: recompute the last position next step rather than
+                // leaving the sequence with nothing to do.
+                seq.num_computed = seq.tokens.len() - 1;
                 continue;
             };
             seq.tokens.push(token);

@@ -1,0 +1,8 @@
+//! Workloads: scenarios (lengths and prompts), arrival processes, and the runner that drives
+//! any [`goodput_core::Target`] through one load level at a time.
+
+pub mod runner;
+pub mod scenario;
+
+pub use runner::{run_level, Arrival, LevelPlan, LevelRun};
+pub use scenario::{LengthDist, Scenario};
