@@ -4,6 +4,8 @@ mod args;
 mod engine_bench;
 mod generate;
 mod models;
+mod output;
+mod run;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +24,9 @@ enum Command {
     Models(models::ModelsArgs),
     /// Engine microbenchmark: prefill latency per prompt length, decode step per batch size.
     EngineBench(engine_bench::BenchArgs),
+    /// Run a scenario through a sweep of load levels: the three layers of numbers, SLOs,
+    /// usable and limit capacity, and the written conclusion.
+    Run(Box<run::RunArgs>),
     /// Generate text for one prompt with the in-process engine.
     Generate(generate::GenerateArgs),
 }
@@ -33,6 +38,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::Models(a) => models::run(a),
         Command::EngineBench(a) => engine_bench::run(a),
         Command::Generate(a) => generate::run(a),
+        Command::Run(a) => run::run(*a),
     }
 }
 

@@ -34,3 +34,75 @@ pub fn bytes(b: u64) -> String {
     }
     format!("{x:.1} {}", units[u])
 }
+
+use crate::run::LevelReport;
+
+fn ms(s: &Option<goodput_metrics::Summary>, f: fn(&goodput_metrics::Summary) -> f64) -> String {
+    s.as_ref().map_or("-".into(), |x| format!("{:.1}", f(x) * 1e3))
+}
+
+/// One line per finished level, for progress on stderr.
+pub fn level_line(l: &LevelReport, unit: &str) -> String {
+    let s = &l.summary;
+    format!(
+        "  {} {unit}: {} requests, {:.0} out tok/s, TTFT p95 {} ms, TPOT p95 {} ms, queue p95 {} ms, SLOs {}",
+        s.load,
+        s.requests,
+        s.output_throughput,
+        ms(&s.ttft, |x| x.p95),
+        ms(&s.tpot, |x| x.p95),
+        ms(&s.queue_time, |x| x.p95),
+        if s.slos_hold() { "hold" } else { "broken" }
+    )
+}
+
+/// The table of a sweep: service layer (TTFT, TPOT, E2E, throughput, goodput) and engine
+/// layer (queue, prefill, KV occupancy, running/waiting, preemptions) side by side.
+pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -> String {
+    let load = format!("load ({unit})");
+    let mut t = new(&[
+        &load,
+        "n",
+        "ok",
+        "req/s",
+        "out tok/s",
+        "goodput",
+        "TTFT p50",
+        "TTFT p95",
+        "TPOT p50",
+        "TPOT p95",
+        "E2E p95",
+        "user tok/s",
+        "queue p95",
+        "prefill p95",
+        "KV max",
+        "run/wait max",
+        "preempt",
+        "SLOs",
+    ]);
+    for l in levels {
+        let s = &l.summary;
+        let e = &l.engine;
+        t.add_row(vec![
+            s.load.to_string(),
+            s.requests.to_string(),
+            s.completed.to_string(),
+            f(s.request_throughput, 2),
+            f(s.output_throughput, 0),
+            f(s.goodput, 2),
+            ms(&s.ttft, |x| x.p50),
+            ms(&s.ttft, |x| x.p95),
+            ms(&s.tpot, |x| x.p50),
+            ms(&s.tpot, |x| x.p95),
+            ms(&s.e2e, |x| x.p95),
+            s.per_user_tps.as_ref().map_or("-".into(), |x| f(x.p50, 1)),
+            ms(&s.queue_time, |x| x.p95),
+            ms(&s.prefill_time, |x| x.p95),
+            format!("{:.0} %", e.kv_block_usage_max * 100.0),
+            format!("{}/{}", e.running_max, e.waiting_max),
+            e.preemptions.to_string(),
+            if s.slos_hold() { "hold".into() } else { "broken".into() },
+        ]);
+    }
+    format!("{model}, {scenario} (times in ms; percentiles over all measured requests, n per level)\n{t}")
+}

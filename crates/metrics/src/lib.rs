@@ -3,6 +3,7 @@
 
 pub mod capacity;
 pub mod engine;
+pub mod level;
 pub mod request;
 pub mod slo;
 pub mod stats;

@@ -154,7 +154,12 @@ impl Scenario {
     }
 
     pub fn describe(&self) -> String {
-        let mut s = format!("{}: input {}, output {} tokens", self.name, self.input.describe(), self.output.describe());
+        format!("{}: {}", self.name, self.describe_lengths())
+    }
+
+    /// The lengths alone: `input uniform 50–200, output uniform 50–100 tokens`.
+    pub fn describe_lengths(&self) -> String {
+        let mut s = format!("input {}, output {} tokens", self.input.describe(), self.output.describe());
         if self.shared_prefix > 0 {
             s.push_str(&format!(", shared prefix {}", self.shared_prefix));
         }

@@ -1,0 +1,273 @@
+//! What `goodput run` writes: per-request records (JSONL and CSV), engine steps (JSONL), the
+//! summary JSON (contract names plus vLLM `bench serve` keys for the same quantities) and the
+//! written conclusion. Files are written as each level finishes, so a killed run keeps every
+//! finished level.
+
+use crate::run::LevelReport;
+use anyhow::{Context, Result};
+use goodput_core::{ClientRecord, StepRecord};
+use goodput_metrics::request as rm;
+use goodput_metrics::slo::Slo;
+use goodput_metrics::Summary;
+use goodput_workload::Scenario;
+use serde_json::{json, Map, Value};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+pub struct RunFiles {
+    dir: PathBuf,
+    records: BufWriter<File>,
+    steps: BufWriter<File>,
+    csv: csv::Writer<File>,
+}
+
+impl RunFiles {
+    pub fn create(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let open = |name: &str| -> Result<File> {
+            File::create(dir.join(name)).with_context(|| format!("creating {}", dir.join(name).display()))
+        };
+        let mut csv = csv::Writer::from_writer(open("requests.csv")?);
+        csv.write_record([
+            "level",
+            "id",
+            "warmup",
+            "outcome",
+            "input_tokens",
+            "output_tokens",
+            "ttft_s",
+            "tpot_s",
+            "e2e_s",
+            "send_lag_s",
+            "queue_time_s",
+            "prefill_time_s",
+            "decode_time_s",
+            "cached_tokens",
+            "preemptions",
+        ])?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            records: BufWriter::new(open("records.jsonl")?),
+            steps: BufWriter::new(open("steps.jsonl")?),
+            csv,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends one level's raw records and engine steps.
+    pub fn write_level(
+        &mut self,
+        level: &LevelReport,
+        records: &[ClientRecord],
+        measured_from: u64,
+        steps: &[StepRecord],
+    ) -> Result<()> {
+        use goodput_metrics::engine as em;
+        let load = level.summary.load;
+        let f = |x: Option<f64>| x.map(|v| format!("{v:.6}")).unwrap_or_default();
+        for r in records {
+            let mut v = serde_json::to_value(r)?;
+            if let Value::Object(m) = &mut v {
+                m.insert("level".into(), json!(load));
+                m.insert("warmup".into(), json!(r.id < measured_from));
+            }
+            serde_json::to_writer(&mut self.records, &v)?;
+            self.records.write_all(b"\n")?;
+            let e = r.engine.as_ref();
+            let outcome = match &r.outcome {
+                goodput_core::Outcome::Ok => "ok".to_string(),
+                goodput_core::Outcome::Timeout => "timeout".to_string(),
+                goodput_core::Outcome::Error(m) => format!("error: {m}"),
+            };
+            self.csv.write_record([
+                load.to_string(),
+                r.id.to_string(),
+                (r.id < measured_from).to_string(),
+                outcome,
+                r.input_tokens.to_string(),
+                r.output_tokens.to_string(),
+                f(rm::ttft(r)),
+                f(rm::tpot(r)),
+                f(rm::e2e(r)),
+                f(Some(rm::send_lag(r))),
+                f(e.and_then(em::queue_time)),
+                f(e.and_then(em::prefill_time)),
+                f(e.and_then(em::decode_time)),
+                e.map(|x| x.cached_tokens.to_string()).unwrap_or_default(),
+                e.map(|x| x.preemptions.to_string()).unwrap_or_default(),
+            ])?;
+        }
+        for s in steps {
+            let mut v = serde_json::to_value(s)?;
+            if let Value::Object(m) = &mut v {
+                m.insert("level".into(), json!(load));
+            }
+            serde_json::to_writer(&mut self.steps, &v)?;
+            self.steps.write_all(b"\n")?;
+        }
+        self.records.flush()?;
+        self.steps.flush()?;
+        self.csv.flush()?;
+        Ok(())
+    }
+
+    /// Rewrites summary.json with every level so far.
+    pub fn write_summary(
+        &mut self,
+        model: &str,
+        weights: &str,
+        scenario: &Scenario,
+        slos: &[Slo],
+        unit: &str,
+        levels: &[LevelReport],
+    ) -> Result<()> {
+        let doc = json!({
+            "goodput_version": env!("CARGO_PKG_VERSION"),
+            "model": model,
+            "weights": weights,
+            "scenario": scenario,
+            "load_unit": unit,
+            "slos": slos.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "levels": levels.iter().map(level_json).collect::<Vec<_>>(),
+        });
+        let tmp = self.dir.join("summary.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&doc)?)?;
+        std::fs::rename(&tmp, self.dir.join("summary.json"))?;
+        Ok(())
+    }
+
+    pub fn write_conclusion(&mut self, text: &str) -> Result<()> {
+        std::fs::write(self.dir.join("conclusion.txt"), text)?;
+        Ok(())
+    }
+}
+
+/// One level as JSON: the contract's names, then vLLM `bench serve` keys (milliseconds,
+/// `mean_/median_/pNN_` prefixes) for the same quantities.
+pub fn level_json(l: &LevelReport) -> Value {
+    let s = &l.summary;
+    let mut v = serde_json::to_value(l).unwrap_or(Value::Null);
+    let mut vllm = Map::new();
+    vllm.insert("completed".into(), json!(s.completed));
+    vllm.insert("request_throughput".into(), json!(s.request_throughput));
+    vllm.insert("output_throughput".into(), json!(s.output_throughput));
+    vllm.insert("total_token_throughput".into(), json!(s.input_throughput + s.output_throughput));
+    vllm.insert("request_goodput".into(), json!(s.goodput));
+    for (name, sum) in [("ttft", &s.ttft), ("tpot", &s.tpot), ("itl", &s.itl), ("e2el", &s.e2e)] {
+        if let Some(x) = sum {
+            add_vllm(&mut vllm, name, x);
+        }
+    }
+    if let Value::Object(m) = &mut v {
+        m.extend(vllm);
+    }
+    v
+}
+
+fn add_vllm(m: &mut Map<String, Value>, name: &str, s: &Summary) {
+    m.insert(format!("mean_{name}_ms"), json!(s.mean * 1e3));
+    m.insert(format!("median_{name}_ms"), json!(s.p50 * 1e3));
+    m.insert(format!("std_{name}_ms"), json!(s.stddev * 1e3));
+    m.insert(format!("p90_{name}_ms"), json!(s.p90 * 1e3));
+    m.insert(format!("p95_{name}_ms"), json!(s.p95 * 1e3));
+    m.insert(format!("p99_{name}_ms"), json!(s.p99 * 1e3));
+}
+
+/// The written conclusion of seed 000 §10, filled from the run.
+pub struct Conclusion<'a> {
+    pub scenario: &'a Scenario,
+    pub unit: &'a str,
+    pub slos: &'a [Slo],
+    pub levels: &'a [LevelReport],
+    pub usable: Option<f64>,
+    pub limit: Option<f64>,
+    pub knee: Option<f64>,
+    pub no_queue_until: Option<f64>,
+}
+
+impl Conclusion<'_> {
+    pub fn render(&self) -> String {
+        let unit = self.unit;
+        let at = |load: f64| self.levels.iter().find(|l| l.summary.load == load);
+        let ms = |s: &Option<Summary>, f: fn(&Summary) -> f64| {
+            s.as_ref().map_or("-".into(), |x| format!("{:.0} ms", f(x) * 1e3))
+        };
+        // Describe the recommended level, or the lowest one when none meets the SLOs.
+        let shown = self.usable.and_then(at).or_else(|| self.levels.first());
+        let Some(shown) = shown else { return "No level ran.".into() };
+        let s = &shown.summary;
+        let mut out = String::from("Conclusion\n");
+        out.push_str(&format!(
+            "In the {} scenario ({}; measured mean input {:.0} tokens, output {:.0} tokens), at {} {unit}: \
+             P95 TTFT {}, P95 TPOT {}, per-user generation {:.1} tok/s (median), total output {:.0} tok/s, \
+             {:.2} requests/s ({} measured requests).",
+            self.scenario.name,
+            self.scenario.describe_lengths(),
+            s.mean_input_tokens,
+            s.mean_output_tokens,
+            s.load,
+            ms(&s.ttft, |x| x.p95),
+            ms(&s.tpot, |x| x.p95),
+            s.per_user_tps.as_ref().map_or(f64::NAN, |x| x.p50),
+            s.output_throughput,
+            s.request_throughput,
+            s.requests,
+        ));
+        out.push(' ');
+        match (self.no_queue_until, self.knee) {
+            (Some(q), Some(k)) => {
+                let kq = at(k).and_then(|l| l.summary.queue_time.as_ref()).map_or(f64::NAN, |x| x.p50 * 1e3);
+                out.push_str(&format!(
+                    "Up to {q} {unit} requests are hardly queued; from {k} {unit} queue time rises (median {kq:.0} ms) and pushes TTFT up."
+                ));
+            }
+            (Some(q), None) => {
+                out.push_str(&format!("Up to {q} {unit}, the highest level run, requests are hardly queued."))
+            }
+            _ => {}
+        }
+        out.push(' ');
+        let slo_text = self.slos.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
+        match self.usable {
+            Some(u) => out.push_str(&format!(
+                "Under the SLOs ({slo_text}), the recommended stable load is {u} {unit} (usable capacity)"
+            )),
+            None => out.push_str(&format!(
+                "No level met the SLOs ({slo_text}); the usable capacity is below {} {unit}",
+                self.levels[0].summary.load
+            )),
+        }
+        if let Some(l) = self.limit {
+            let tps = at(l).map_or(f64::NAN, |x| x.summary.output_throughput);
+            out.push_str(&format!("; output throughput peaks at {l} {unit} ({tps:.0} tok/s, limit capacity)."));
+        } else {
+            out.push('.');
+        }
+        if let Some(first_fail) = self.levels.iter().find(|l| !l.summary.slos_hold()) {
+            let broken: Vec<String> = first_fail
+                .summary
+                .slos
+                .iter()
+                .filter(|r| !r.holds)
+                .map(|r| {
+                    let v = r.value.map_or("no data".into(), |v| {
+                        if r.slo.metric.is_rate() {
+                            format!("{:.1}%", v * 100.0)
+                        } else if r.slo.metric.is_time() {
+                            format!("{:.0} ms", v * 1e3)
+                        } else {
+                            format!("{v:.1}")
+                        }
+                    });
+                    format!("{} (measured {v})", r.slo)
+                })
+                .collect();
+            out.push_str(&format!(" At {} {unit} the SLOs break: {}.", first_fail.summary.load, broken.join("; ")));
+        }
+        out
+    }
+}

@@ -1,0 +1,209 @@
+//! `goodput run`: a scenario through a sweep of load levels against the in-process engine,
+//! with the three layers of numbers per level, SLO checks, usable and limit capacity, the
+//! queueing knee, and the written conclusion of the seeds.
+
+use crate::args::{EngineArgs, ModelArgs};
+use crate::output::{Conclusion, RunFiles};
+use crate::table;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use goodput_core::{Clock, StepRecord};
+use goodput_engine::Engine;
+use goodput_metrics::capacity::{self, LevelOutcome};
+use goodput_metrics::level::{summarize, LevelSummary};
+use goodput_metrics::slo::{parse_secs, parse_slos, Slo};
+use goodput_metrics::Summary;
+use goodput_workload::{run_level, Arrival, LevelPlan, Scenario};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default SLOs: an interactive chat on the tiny model. Override with --slo.
+pub const DEFAULT_SLOS: &str = "ttft_p95=1s,tpot_p95=50ms,e2e_p95=10s,error_rate=1%";
+
+/// Queue-time rise (seconds, on top of doubling) that marks the knee.
+const KNEE_MIN_RISE: f64 = 0.010;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Scenario: short-qa, long-gen, long-context.
+    #[arg(long, default_value = "short-qa")]
+    pub scenario: String,
+    /// Closed-loop sweep: virtual users per level.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32", conflicts_with = "rate")]
+    pub concurrency: Vec<usize>,
+    /// Open-loop sweep: requests per second per level (Poisson arrivals).
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    pub rate: Option<Vec<f64>>,
+    /// Evenly spaced arrivals instead of Poisson (with --rate).
+    #[arg(long, requires = "rate")]
+    pub constant_rate: bool,
+    /// Measured requests per level (default: 4 × users, at least 8; 10 s worth with --rate).
+    #[arg(long)]
+    pub requests: Option<usize>,
+    /// Warm-up requests per level, left out of the statistics (default: one per user, or 2).
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// A request without its end marker after this long times out.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// SLOs that define usable capacity, e.g. ttft_p95=2s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%.
+    #[arg(long, default_value = DEFAULT_SLOS)]
+    pub slo: String,
+    /// Seed of the prompts, lengths and arrivals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Write records (JSONL, CSV), engine steps and the summary JSON here, level by level.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print only the final table and conclusion.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    parse_secs(s)
+        .filter(|x| *x > 0.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("`{s}` is not a duration (120s, 500ms)"))
+}
+
+/// The engine's side of one level, from its step records.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct EngineLevel {
+    pub steps: usize,
+    pub kv_block_usage_max: f64,
+    pub kv_token_usage_max: f64,
+    pub running_max: usize,
+    pub waiting_max: usize,
+    pub preemptions: usize,
+    pub prefix_hit_tokens: usize,
+    pub step_time: Option<Summary>,
+}
+
+fn engine_level(steps: &[StepRecord]) -> EngineLevel {
+    use goodput_metrics::engine as em;
+    EngineLevel {
+        steps: steps.len(),
+        kv_block_usage_max: steps.iter().map(em::kv_block_usage).fold(0.0, f64::max),
+        kv_token_usage_max: steps.iter().map(em::kv_token_usage).fold(0.0, f64::max),
+        running_max: steps.iter().map(|s| s.running).max().unwrap_or(0),
+        waiting_max: steps.iter().map(|s| s.waiting).max().unwrap_or(0),
+        preemptions: steps.iter().map(|s| s.preemptions).sum(),
+        prefix_hit_tokens: steps.iter().map(|s| s.prefix_hit_tokens).sum(),
+        step_time: Summary::of(&steps.iter().map(em::step_time).collect::<Vec<_>>()),
+    }
+}
+
+/// One finished level: the service summary and the engine's side.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LevelReport {
+    pub summary: LevelSummary,
+    pub engine: EngineLevel,
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    let slos: Vec<Slo> = parse_slos(&a.slo).map_err(anyhow::Error::msg).context("--slo")?;
+    let spec = a.model.spec()?;
+    let loads: Vec<(f64, Arrival)> = match &a.rate {
+        Some(rates) => {
+            if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+                bail!("--rate: every rate must be a positive number of requests per second, got {rates:?}");
+            }
+            rates.iter().map(|&r| (r, Arrival::Rate { rate: r, poisson: !a.constant_rate })).collect()
+        }
+        None => {
+            if a.concurrency.is_empty() || a.concurrency.contains(&0) {
+                bail!("--concurrency: every level must be at least 1 user, got {:?}", a.concurrency);
+            }
+            a.concurrency.iter().map(|&c| (c as f64, Arrival::Closed { users: c, think: Duration::ZERO })).collect()
+        }
+    };
+    let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
+    let scenario = Scenario::builtin(&a.scenario, max_len).map_err(anyhow::Error::msg)?;
+    scenario.validate(max_len).map_err(anyhow::Error::msg)?;
+    let loaded = a.model.load(max_len)?;
+    let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
+    let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };
+    let vocab = spec.vocab_size;
+    let (step_tx, step_rx) = flume::unbounded();
+    let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), Some(step_tx))?;
+    let target = Arc::new(engine.handle());
+    let scenario = Arc::new(scenario);
+    let mut files = match &a.out {
+        Some(dir) => Some(RunFiles::create(dir)?),
+        None => None,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let unit = if a.rate.is_some() { "req/s" } else { "users" };
+    if !a.quiet {
+        eprintln!(
+            "goodput run: {} on {device} ({weights_desc}), {}; {}; SLOs: {}",
+            spec.name,
+            goodput_core::Target::describe(&*target),
+            scenario.describe(),
+            slos.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let mut levels: Vec<LevelReport> = Vec::new();
+    let mut first_id = 0u64;
+    for (load, arrival) in loads {
+        let requests = a.requests.unwrap_or(match arrival {
+            Arrival::Closed { users, .. } => (4 * users).max(8),
+            Arrival::Rate { rate, .. } => ((10.0 * rate).ceil() as usize).max(8),
+        });
+        let warmup = a.warmup.unwrap_or(match arrival {
+            Arrival::Closed { users, .. } => users,
+            Arrival::Rate { .. } => 2,
+        });
+        let plan = LevelPlan { arrival, requests, warmup, timeout: a.timeout, seed: a.seed, first_id };
+        first_id += (requests + warmup) as u64;
+        let _ = step_rx.drain();
+        let run = rt.block_on(run_level(target.clone(), scenario.clone(), vocab, plan));
+        let steps: Vec<StepRecord> = step_rx.drain().collect();
+        let measured: Vec<_> = run.measured().collect();
+        let summary = summarize(load, &measured, &slos);
+        let report = LevelReport { summary, engine: engine_level(&steps) };
+        if let Some(f) = files.as_mut() {
+            f.write_level(&report, &run.records, run.measured_from, &steps)?;
+        }
+        if !a.quiet {
+            eprintln!("{}", table::level_line(&report, unit));
+        }
+        levels.push(report);
+        if let Some(f) = files.as_mut() {
+            f.write_summary(&spec.name, &weights_desc, &scenario, &slos, unit, &levels)?;
+        }
+    }
+    engine.shutdown(false);
+    println!("{}", table::levels(&levels, unit, &spec.name, &scenario.describe()));
+    let outcomes: Vec<LevelOutcome> = levels
+        .iter()
+        .map(|l| LevelOutcome {
+            load: l.summary.load,
+            slos_hold: l.summary.slos_hold(),
+            output_throughput: l.summary.output_throughput,
+            queue_p50: l.summary.queue_time.as_ref().map(|q| q.p50),
+        })
+        .collect();
+    let conclusion = Conclusion {
+        scenario: &scenario,
+        unit,
+        slos: &slos,
+        levels: &levels,
+        usable: capacity::usable_capacity(&outcomes),
+        limit: capacity::limit_capacity(&outcomes),
+        knee: capacity::queue_knee(&outcomes, KNEE_MIN_RISE),
+        no_queue_until: capacity::last_without_queueing(&outcomes, KNEE_MIN_RISE),
+    };
+    println!("{}", conclusion.render());
+    if let Some(f) = files.as_mut() {
+        f.write_conclusion(&conclusion.render())?;
+        eprintln!("results in {}", f.dir().display());
+    }
+    Ok(())
+}

@@ -1,0 +1,236 @@
+//! One load level's statistics, from the raw records of its steady window.
+
+use crate::engine as em;
+use crate::request as rm;
+use crate::slo::{Metric, Slo, Stat};
+use crate::stats::Summary;
+use goodput_core::{ClientRecord, Outcome};
+use serde::{Deserialize, Serialize};
+
+/// An SLO checked at one level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloResult {
+    pub slo: Slo,
+    pub value: Option<f64>,
+    pub holds: bool,
+}
+
+/// Everything measured at one load level. Times in seconds, throughputs per second.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LevelSummary {
+    pub load: f64,
+    /// Measured requests (warm-up excluded), and how they ended.
+    pub requests: usize,
+    pub completed: usize,
+    pub errors: usize,
+    pub timeouts: usize,
+    /// From the first measured request's intended send to the last one's end.
+    pub window_s: f64,
+    pub request_throughput: f64,
+    pub input_throughput: f64,
+    pub output_throughput: f64,
+    pub mean_input_tokens: f64,
+    pub mean_output_tokens: f64,
+    pub error_rate: f64,
+    pub timeout_rate: f64,
+    /// Requests meeting every SLO, per second of the window (errors are not good).
+    pub goodput: f64,
+    pub ttft: Option<Summary>,
+    pub tpot: Option<Summary>,
+    /// Over every inter-chunk gap of every request.
+    pub itl: Option<Summary>,
+    pub e2e: Option<Summary>,
+    pub ntpot: Option<Summary>,
+    pub per_user_tps: Option<Summary>,
+    pub queue_time: Option<Summary>,
+    pub prefill_time: Option<Summary>,
+    pub decode_time: Option<Summary>,
+    pub inference_time: Option<Summary>,
+    pub send_lag: Option<Summary>,
+    pub slos: Vec<SloResult>,
+}
+
+impl LevelSummary {
+    pub fn slos_hold(&self) -> bool {
+        self.slos.iter().all(|s| s.holds)
+    }
+
+    /// The summary of a metric (None for rates).
+    pub fn metric(&self, m: Metric) -> Option<&Summary> {
+        match m {
+            Metric::Ttft => self.ttft.as_ref(),
+            Metric::Tpot => self.tpot.as_ref(),
+            Metric::Itl => self.itl.as_ref(),
+            Metric::E2e => self.e2e.as_ref(),
+            Metric::Ntpot => self.ntpot.as_ref(),
+            Metric::PerUserTps => self.per_user_tps.as_ref(),
+            Metric::QueueTime => self.queue_time.as_ref(),
+            Metric::PrefillTime => self.prefill_time.as_ref(),
+            Metric::DecodeTime => self.decode_time.as_ref(),
+            Metric::InferenceTime => self.inference_time.as_ref(),
+            Metric::ErrorRate | Metric::TimeoutRate => None,
+        }
+    }
+}
+
+fn per_request(m: Metric, r: &ClientRecord) -> Vec<f64> {
+    let eng = r.engine.as_ref();
+    let one = |x: Option<f64>| x.into_iter().collect();
+    match m {
+        Metric::Ttft => one(rm::ttft(r)),
+        Metric::Tpot => one(rm::tpot(r)),
+        Metric::Itl => rm::itl(r).into_iter().map(|(g, _)| g).collect(),
+        Metric::E2e => one(rm::e2e(r)),
+        Metric::Ntpot => one(rm::ntpot(r)),
+        Metric::PerUserTps => one(rm::per_user_tps(r)),
+        Metric::QueueTime => one(eng.and_then(em::queue_time)),
+        Metric::PrefillTime => one(eng.and_then(em::prefill_time)),
+        Metric::DecodeTime => one(eng.and_then(em::decode_time)),
+        Metric::InferenceTime => one(eng.and_then(em::inference_time)),
+        Metric::ErrorRate | Metric::TimeoutRate => Vec::new(),
+    }
+}
+
+/// Whether one request meets every SLO on its own values (for goodput): it completed, and
+/// each per-request metric holds its bound (rates ask only that it completed; ITL asks that
+/// every gap does).
+pub fn request_is_good(r: &ClientRecord, slos: &[Slo]) -> bool {
+    r.is_ok()
+        && slos.iter().filter(|s| !s.metric.is_rate()).all(|s| {
+            let v = per_request(s.metric, r);
+            match s.metric {
+                Metric::Itl => v.iter().all(|&g| s.holds(g)),
+                // Undefined for this request (e.g. TPOT of one token): nothing to violate.
+                _ => v.first().is_none_or(|&x| s.holds(x)),
+            }
+        })
+}
+
+/// Summarises the measured records of a level at `load`, checking `slos`. Percentiles are
+/// taken over all raw samples of the window (never averaged across sub-windows).
+pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSummary {
+    let n = records.len();
+    let mut s = LevelSummary { load, requests: n, ..Default::default() };
+    if n == 0 {
+        s.slos = slos.iter().map(|&slo| SloResult { slo, value: None, holds: false }).collect();
+        return s;
+    }
+    let start = records.iter().map(|r| r.intended).min().unwrap_or_default();
+    let end = records.iter().map(|r| r.end).max().unwrap_or_default();
+    s.window_s = end.secs_since(start).max(1e-9);
+    s.completed = records.iter().filter(|r| r.is_ok()).count();
+    s.timeouts = records.iter().filter(|r| r.outcome == Outcome::Timeout).count();
+    s.errors = n - s.completed - s.timeouts;
+    s.error_rate = (n - s.completed) as f64 / n as f64;
+    s.timeout_rate = s.timeouts as f64 / n as f64;
+    let ok: Vec<&&ClientRecord> = records.iter().filter(|r| r.is_ok()).collect();
+    s.request_throughput = ok.len() as f64 / s.window_s;
+    s.input_throughput = ok.iter().map(|r| r.input_tokens).sum::<usize>() as f64 / s.window_s;
+    s.output_throughput = records.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / s.window_s;
+    s.mean_input_tokens = records.iter().map(|r| r.input_tokens).sum::<usize>() as f64 / n as f64;
+    s.mean_output_tokens = ok.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / ok.len().max(1) as f64;
+    let collect = |m: Metric| -> Option<Summary> {
+        let v: Vec<f64> = records.iter().flat_map(|r| per_request(m, r)).collect();
+        Summary::of(&v)
+    };
+    s.ttft = collect(Metric::Ttft);
+    s.tpot = collect(Metric::Tpot);
+    s.itl = collect(Metric::Itl);
+    s.e2e = collect(Metric::E2e);
+    s.ntpot = collect(Metric::Ntpot);
+    s.per_user_tps = collect(Metric::PerUserTps);
+    s.queue_time = collect(Metric::QueueTime);
+    s.prefill_time = collect(Metric::PrefillTime);
+    s.decode_time = collect(Metric::DecodeTime);
+    s.inference_time = collect(Metric::InferenceTime);
+    s.send_lag = Summary::of(&records.iter().map(|r| rm::send_lag(r)).collect::<Vec<_>>());
+    s.goodput = records.iter().filter(|r| request_is_good(r, slos)).count() as f64 / s.window_s;
+    s.slos = slos
+        .iter()
+        .map(|&slo| {
+            let value = match (slo.metric, slo.stat) {
+                (Metric::ErrorRate, _) => Some(s.error_rate),
+                (Metric::TimeoutRate, _) => Some(s.timeout_rate),
+                (m, stat) => {
+                    let v: Vec<f64> = records.iter().flat_map(|r| per_request(m, r)).collect();
+                    match stat {
+                        Stat::P(p) => crate::stats::percentile(&v, p),
+                        Stat::Mean => Summary::of(&v).map(|x| x.mean),
+                        Stat::Max => Summary::of(&v).map(|x| x.max),
+                        Stat::Rate => None,
+                    }
+                }
+            };
+            SloResult { slo, value, holds: value.is_some_and(|v| slo.holds(v)) }
+        })
+        .collect();
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slo::parse_slos;
+    use goodput_core::{Chunk, Stamp};
+
+    fn ms(x: u64) -> Stamp {
+        Stamp(x * 1_000_000)
+    }
+
+    fn rec(id: u64, start: u64, first: u64, end: u64, out: usize, outcome: Outcome) -> ClientRecord {
+        let chunks = if out == 0 {
+            vec![]
+        } else {
+            let step = if out > 1 { (end - first) / (out as u64 - 1) } else { 0 };
+            (0..out as u64).map(|i| Chunk { at: ms(first + i * step), tokens: 1 }).collect()
+        };
+        ClientRecord {
+            id,
+            intended: ms(start),
+            sent: ms(start),
+            chunks,
+            end: ms(end),
+            input_tokens: 100,
+            output_tokens: out,
+            outcome,
+            retries: 0,
+            engine: None,
+        }
+    }
+
+    #[test]
+    fn hand_computed_level() {
+        // Window 0..2000 ms. TTFTs 100, 200, 900 ms; TPOTs (e2e − ttft)/(n − 1):
+        // a: (1100−100)/10 = 100 ms, b: (1200−200)/20 = 50 ms, c: (2000−900)/10 = 110 ms.
+        let a = rec(1, 0, 100, 1100, 11, Outcome::Ok);
+        let b = rec(2, 0, 200, 1200, 21, Outcome::Ok);
+        let c = rec(3, 0, 900, 2000, 11, Outcome::Ok);
+        let d = rec(4, 500, 0, 1500, 0, Outcome::Error("refused".into()));
+        let recs = [&a, &b, &c, &d];
+        let slos = parse_slos("ttft_p50=250ms,tpot_max=120ms,error_rate=30%").unwrap();
+        let s = summarize(4.0, &recs, &slos);
+        assert_eq!((s.requests, s.completed, s.errors, s.timeouts), (4, 3, 1, 0));
+        assert!((s.window_s - 2.0).abs() < 1e-12);
+        assert!((s.request_throughput - 1.5).abs() < 1e-12);
+        assert!((s.output_throughput - 21.5).abs() < 1e-12); // 43 tokens / 2 s
+        assert!((s.input_throughput - 150.0).abs() < 1e-12); // 300 tokens of completed requests / 2 s
+        assert_eq!(s.error_rate, 0.25);
+        let ttft = s.ttft.as_ref().unwrap();
+        assert_eq!(ttft.n, 3);
+        assert!((ttft.p50 - 0.2).abs() < 1e-12);
+        assert!((s.tpot.as_ref().unwrap().max - 0.110).abs() < 1e-12);
+        // ttft_p50 0.2 ≤ 0.25 holds; tpot_max 0.110 ≤ 0.120 holds; error rate 25 % ≤ 30 % holds.
+        assert!(s.slos_hold(), "{:?}", s.slos);
+        // Goodput: a, b, c each meet ttft ≤ 250 ms? c does not (900 ms). 2 good / 2 s.
+        assert!((s.goodput - 1.0).abs() < 1e-12);
+        let strict = parse_slos("error_rate=10%").unwrap();
+        assert!(!summarize(4.0, &recs, &strict).slos_hold());
+    }
+
+    #[test]
+    fn an_empty_level_fails_its_slos() {
+        let s = summarize(1.0, &[], &parse_slos("ttft_p95=1s").unwrap());
+        assert!(!s.slos_hold());
+        assert_eq!(s.requests, 0);
+    }
+}

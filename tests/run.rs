@@ -1,0 +1,122 @@
+//! `goodput run` end to end on the tiny model: the table, the conclusion, the files, the
+//! agreement of client and engine numbers, and queueing when the engine is the bottleneck.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn goodput(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("run goodput");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("goodput-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn records(dir: &PathBuf) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_small_sweep_prints_the_table_and_conclusion_and_writes_its_files() {
+    let dir = temp("small");
+    let (ok, out, err) =
+        goodput(&["run", "--concurrency", "1,4", "--requests", "6", "--warmup", "2", "--out", dir.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("TTFT p95") && out.contains("Conclusion"), "{out}");
+    assert!(out.contains("recommended stable load") || out.contains("No level met the SLOs"), "{out}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let levels = summary["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    for l in levels {
+        assert_eq!(l["summary"]["requests"], 6);
+        for key in ["mean_ttft_ms", "p99_tpot_ms", "median_e2el_ms", "output_throughput", "request_throughput"] {
+            assert!(l[key].is_number(), "vLLM key {key} missing: {l}");
+        }
+    }
+    // Concurrency 1 has ~zero queue time.
+    let q1 = levels[0]["summary"]["queue_time"]["p95"].as_f64().unwrap();
+    assert!(q1 < 0.005, "queue p95 at 1 user: {q1}");
+    let recs = records(&dir);
+    assert_eq!(recs.len(), 16, "(6 + 2) requests × 2 levels");
+    for r in recs.iter().filter(|r| r["outcome"]["kind"] == "ok") {
+        let e = &r["engine"];
+        // Engine-counted and client-counted tokens agree.
+        assert_eq!(e["generated_tokens"], r["output_tokens"]);
+        assert_eq!(e["prompt_tokens"], r["input_tokens"]);
+        assert_eq!(r["chunks"].as_array().unwrap().len() as u64, r["output_tokens"].as_u64().unwrap());
+        // Client TTFT ≥ engine queue + prefill time (same clock, in ns).
+        let ttft = r["chunks"][0]["at"].as_u64().unwrap() - r["intended"].as_u64().unwrap();
+        let queue_plus_prefill = e["first_token"].as_u64().unwrap() - e["queued"].as_u64().unwrap();
+        assert!(ttft >= queue_plus_prefill, "ttft {ttft} < queue + prefill {queue_plus_prefill}");
+    }
+    let csv = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 17);
+    assert!(std::fs::read_to_string(dir.join("steps.jsonl")).unwrap().lines().count() > 10);
+    assert!(std::fs::read_to_string(dir.join("conclusion.txt")).unwrap().contains("short-qa"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn beyond_the_engine_s_batch_capacity_queue_time_dominates_ttft() {
+    // Two sequences at a time but 12 users: most of each request's wait is queueing.
+    let dir = temp("queue");
+    let (ok, out, err) = goodput(&[
+        "run",
+        "--concurrency",
+        "1,12",
+        "--requests",
+        "12",
+        "--warmup",
+        "2",
+        "--max-num-seqs",
+        "2",
+        "--slo",
+        "ttft_p95=500ms,error_rate=1%",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let hi = &summary["levels"][1]["summary"];
+    let queue = hi["queue_time"]["p50"].as_f64().unwrap();
+    let prefill = hi["prefill_time"]["p50"].as_f64().unwrap();
+    let ttft = hi["ttft"]["p50"].as_f64().unwrap();
+    assert!(queue > prefill && queue > 0.5 * ttft, "queue {queue} prefill {prefill} ttft {ttft}");
+    assert!(summary["levels"][1]["engine"]["waiting_max"].as_u64().unwrap() >= 8);
+    assert!(out.contains("the recommended stable load is 1 users"), "{out}");
+    assert!(out.contains("At 12 users the SLOs break: ttft_p95"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_run_values_fail_before_anything_runs() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--rate", "-1"], "positive"),
+        (&["run", "--rate", "0"], "positive"),
+        (&["run", "--concurrency", "0,2"], "at least 1 user"),
+        (&["run", "--slo", "latency_p95=2s"], "unknown metric"),
+        (&["run", "--slo", "ttft_p95=fast"], "not a duration"),
+        (&["run", "--scenario", "long-gen", "--max-model-len", "1024"], "exceeds the model's context"),
+        (&["run", "--scenario", "long-context"], "8K"),
+        (&["run", "--scenario", "chat"], "unknown scenario"),
+        (&["run", "--timeout", "0s"], "not a duration"),
+    ];
+    for (args, needle) in cases {
+        let (ok, _, err) = goodput(args);
+        assert!(!ok, "{args:?} succeeded");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
