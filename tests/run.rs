@@ -45,6 +45,13 @@ fn a_small_sweep_prints_the_table_and_conclusion_and_writes_its_files() {
             assert!(l[key].is_number(), "vLLM key {key} missing: {l}");
         }
     }
+    // The harness reports its own cost and schedule keeping.
+    for l in levels {
+        let h = &l["harness"];
+        assert!(h["cpu"]["harness_s"].as_f64().unwrap() > 0.0, "{h}");
+        assert!(h["cpu"]["process_s"].as_f64().unwrap() >= h["cpu"]["harness_s"].as_f64().unwrap() * 0.5);
+        assert!(h["send_lag_p99_s"].as_f64().unwrap() < 0.05);
+    }
     // Concurrency 1 has ~zero queue time.
     let q1 = levels[0]["summary"]["queue_time"]["p95"].as_f64().unwrap();
     assert!(q1 < 0.005, "queue p95 at 1 user: {q1}");

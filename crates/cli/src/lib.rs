@@ -1,6 +1,7 @@
 //! The `goodput` command line: clap front end and the wiring of the other crates.
 
 mod args;
+mod cpu;
 mod engine_bench;
 mod generate;
 mod models;

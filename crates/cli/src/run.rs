@@ -99,11 +99,74 @@ fn engine_level(steps: &[StepRecord]) -> EngineLevel {
     }
 }
 
-/// One finished level: the service summary and the engine's side.
+/// The load generator's own side of a level: its CPU cost and whether it kept its schedule.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Harness {
+    pub cpu: crate::cpu::CpuUse,
+    /// Harness CPU per request (all requests of the level, warm-up included), in seconds.
+    pub cpu_per_request_s: f64,
+    /// P99 of (actual − intended send time) over the measured requests, in seconds.
+    pub send_lag_p99_s: f64,
+    /// Open loop: requests actually sent per second over the sending period, and the target.
+    pub achieved_rate: Option<f64>,
+    pub target_rate: Option<f64>,
+}
+
+/// Harness CPU share of the process above which the numbers may be skewed by it.
+const CPU_SHARE_WARN: f64 = 0.05;
+/// P99 send lag above which the generator fell behind its schedule.
+const SEND_LAG_WARN_S: f64 = 0.005;
+
+impl Harness {
+    fn new(s: &LevelSummary, run: &goodput_workload::LevelRun, cpu: crate::cpu::CpuUse, arrival: &Arrival) -> Self {
+        let n = run.records.len().max(1);
+        let (achieved_rate, target_rate) = match *arrival {
+            Arrival::Rate { rate, .. } => {
+                let sent: Vec<f64> = run.measured().map(|r| r.sent.as_secs()).collect();
+                let span =
+                    sent.iter().copied().fold(f64::MIN, f64::max) - sent.iter().copied().fold(f64::MAX, f64::min);
+                let achieved = if sent.len() > 1 && span > 0.0 { (sent.len() - 1) as f64 / span } else { f64::NAN };
+                (Some(achieved), Some(rate))
+            }
+            Arrival::Closed { .. } => (None, None),
+        };
+        Harness {
+            cpu,
+            cpu_per_request_s: cpu.harness_s / n as f64,
+            send_lag_p99_s: s.send_lag.as_ref().map_or(0.0, |x| x.p99),
+            achieved_rate,
+            target_rate,
+        }
+    }
+
+    /// What a reader must know before trusting the level's numbers.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.cpu.share() > CPU_SHARE_WARN {
+            w.push(format!(
+                "the harness used {:.1} % of the process CPU ({:.3} s); on shared cores it competes with the engine",
+                self.cpu.share() * 100.0,
+                self.cpu.harness_s
+            ));
+        }
+        if self.send_lag_p99_s > SEND_LAG_WARN_S {
+            w.push(format!("the load generator fell behind: send lag p99 {:.1} ms", self.send_lag_p99_s * 1e3));
+        }
+        if let (Some(a), Some(t)) = (self.achieved_rate, self.target_rate) {
+            if a < 0.95 * t {
+                w.push(format!("achieved {a:.2} req/s of the {t} req/s target (< 95 %)"));
+            }
+        }
+        w
+    }
+}
+
+/// One finished level: the service summary, the engine's side and the harness's own.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LevelReport {
     pub summary: LevelSummary,
     pub engine: EngineLevel,
+    pub harness: Harness,
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -138,7 +201,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         Some(dir) => Some(RunFiles::create(dir)?),
         None => None,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    // The load generator runs on this thread only, so its CPU time is the harness's own cost.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let unit = if a.rate.is_some() { "req/s" } else { "users" };
     if !a.quiet {
         eprintln!(
@@ -160,14 +224,19 @@ pub fn run(a: RunArgs) -> Result<()> {
             Arrival::Closed { users, .. } => users,
             Arrival::Rate { .. } => 2,
         });
+        let arrival_copy = arrival.clone();
         let plan = LevelPlan { arrival, requests, warmup, timeout: a.timeout, seed: a.seed, first_id };
         first_id += (requests + warmup) as u64;
         let _ = step_rx.drain();
-        let run = rt.block_on(run_level(target.clone(), scenario.clone(), vocab, plan));
+        let (run, cpu) = crate::cpu::measure(|| rt.block_on(run_level(target.clone(), scenario.clone(), vocab, plan)));
         let steps: Vec<StepRecord> = step_rx.drain().collect();
         let measured: Vec<_> = run.measured().collect();
         let summary = summarize(load, &measured, &slos);
-        let report = LevelReport { summary, engine: engine_level(&steps) };
+        let harness = Harness::new(&summary, &run, cpu, &arrival_copy);
+        let report = LevelReport { summary, engine: engine_level(&steps), harness };
+        for w in report.harness.warnings() {
+            eprintln!("warning: {} {unit}: {w}", report.summary.load);
+        }
         if let Some(f) = files.as_mut() {
             f.write_level(&report, &run.records, run.measured_from, &steps)?;
         }

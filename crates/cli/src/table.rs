@@ -78,6 +78,8 @@ pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -
         "KV max",
         "run/wait max",
         "preempt",
+        "harness CPU",
+        "lag p99",
         "SLOs",
     ]);
     for l in levels {
@@ -101,6 +103,8 @@ pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -
             format!("{:.0} %", e.kv_block_usage_max * 100.0),
             format!("{}/{}", e.running_max, e.waiting_max),
             e.preemptions.to_string(),
+            format!("{:.2} ms/req ({:.1} %)", l.harness.cpu_per_request_s * 1e3, l.harness.cpu.share() * 100.0),
+            format!("{:.2}", l.harness.send_lag_p99_s * 1e3),
             if s.slos_hold() { "hold".into() } else { "broken".into() },
         ]);
     }

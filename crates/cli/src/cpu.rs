@@ -1,0 +1,70 @@
+//! CPU time of the harness itself. The load generator runs on the calling thread (a
+//! current-thread tokio runtime) while the engine computes on its own threads, so the calling
+//! thread's CPU time is the harness's own cost: load generation, stamping and bookkeeping.
+
+/// CPU seconds used so far by the calling thread.
+pub fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_THREAD_CPUTIME_ID is always available on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// CPU seconds used so far by the whole process (every thread, user + system).
+pub fn process_cpu_secs() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid out-pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// CPU used between two readings.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct CpuUse {
+    /// Seconds of the harness (the calling thread).
+    pub harness_s: f64,
+    /// Seconds of the whole process (engine threads included).
+    pub process_s: f64,
+}
+
+impl CpuUse {
+    pub fn share(&self) -> f64 {
+        if self.process_s > 0.0 {
+            self.harness_s / self.process_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Measures the CPU that `f` makes the calling thread and the process use.
+pub fn measure<R>(f: impl FnOnce() -> R) -> (R, CpuUse) {
+    let (t0, p0) = (thread_cpu_secs(), process_cpu_secs());
+    let r = f();
+    (r, CpuUse { harness_s: thread_cpu_secs() - t0, process_s: process_cpu_secs() - p0 })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn busy_work_shows_up_on_the_thread_and_the_process() {
+        let (_, cpu) = super::measure(|| {
+            let t = std::time::Instant::now();
+            let mut x = 0u64;
+            while t.elapsed().as_millis() < 50 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            x
+        });
+        assert!(cpu.harness_s > 0.03, "{cpu:?}");
+        assert!(cpu.process_s >= cpu.harness_s * 0.9, "{cpu:?}");
+        assert!(cpu.share() > 0.5 && cpu.share() <= 1.2);
+    }
+}
