@@ -127,3 +127,37 @@ fn bad_run_values_fail_before_anything_runs() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn multi_turn_prompts_grow_by_turn_and_hit_the_prefix_cache() {
+    let dir = temp("multi");
+    let (ok, out, err) = goodput(&[
+        "run",
+        "--scenario",
+        "multi-turn",
+        "--concurrency",
+        "2",
+        "--requests",
+        "3",
+        "--warmup",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("By turn at 2 users") && out.contains("prefix cache serves"), "{out}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let turns = summary["levels"][0]["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 4);
+    let prompt: Vec<f64> = turns.iter().map(|t| t["prompt_tokens"].as_f64().unwrap()).collect();
+    let cached: Vec<f64> = turns.iter().map(|t| t["cached_tokens"].as_f64().unwrap()).collect();
+    assert!(prompt.windows(2).all(|w| w[1] > w[0]), "prompt tokens grow by turn: {prompt:?}");
+    assert!(cached.windows(2).all(|w| w[1] > w[0]), "cached tokens grow by turn: {cached:?}");
+    // The shared 64-token system prompt is 4 full blocks: cached from the second session on.
+    assert!(cached[0] > 0.0 && cached[3] > 0.5 * prompt[3], "{cached:?} of {prompt:?}");
+    assert_eq!(turns[0]["n"], 3, "3 measured sessions");
+    let recs = records(&dir);
+    assert_eq!(recs.len(), 16, "(3 + 1) sessions × 4 turns");
+    assert!(recs.iter().all(|r| r["session"].is_u64() && r["turn"].is_u64()));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,7 +9,6 @@ use goodput_core::{ClientRecord, StepRecord};
 use goodput_metrics::request as rm;
 use goodput_metrics::slo::Slo;
 use goodput_metrics::Summary;
-use goodput_workload::Scenario;
 use serde_json::{json, Map, Value};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -120,7 +119,7 @@ impl RunFiles {
         &mut self,
         model: &str,
         weights: &str,
-        scenario: &Scenario,
+        scenario: &Value,
         slos: &[Slo],
         unit: &str,
         levels: &[LevelReport],
@@ -179,7 +178,8 @@ fn add_vllm(m: &mut Map<String, Value>, name: &str, s: &Summary) {
 
 /// The written conclusion of seed 000 §10, filled from the run.
 pub struct Conclusion<'a> {
-    pub scenario: &'a Scenario,
+    pub scenario_name: String,
+    pub scenario_lengths: String,
     pub unit: &'a str,
     pub slos: &'a [Slo],
     pub levels: &'a [LevelReport],
@@ -205,8 +205,8 @@ impl Conclusion<'_> {
             "In the {} scenario ({}; measured mean input {:.0} tokens, output {:.0} tokens), at {} {unit}: \
              P95 TTFT {}, P95 TPOT {}, per-user generation {:.1} tok/s (median), total output {:.0} tok/s, \
              {:.2} requests/s ({} measured requests).",
-            self.scenario.name,
-            self.scenario.describe_lengths(),
+            self.scenario_name,
+            self.scenario_lengths,
             s.mean_input_tokens,
             s.mean_output_tokens,
             s.load,
@@ -246,6 +246,20 @@ impl Conclusion<'_> {
             out.push_str(&format!("; output throughput peaks at {l} {unit} ({tps:.0} tok/s, limit capacity)."));
         } else {
             out.push('.');
+        }
+        if let Some(turns) = shown.turns.first().zip(shown.turns.last()).filter(|(a, b)| a.turn != b.turn) {
+            let (a, b) = turns;
+            let p95 = |t: &goodput_metrics::turns::TurnSummary| t.ttft.as_ref().map_or(f64::NAN, |x| x.p95 * 1e3);
+            out.push_str(&format!(
+                " Over a session, prompts grow from {:.0} tokens at turn {} to {:.0} at turn {}; the prefix cache serves {:.0} % of the last turn's prompt, and P95 TTFT goes from {:.0} ms to {:.0} ms.",
+                a.prompt_tokens,
+                a.turn,
+                b.prompt_tokens,
+                b.turn,
+                100.0 * b.cached_tokens / b.prompt_tokens.max(1.0),
+                p95(a),
+                p95(b)
+            ));
         }
         if let Some(first_fail) = self.levels.iter().find(|l| !l.summary.slos_hold()) {
             let broken: Vec<String> = first_fail

@@ -13,7 +13,7 @@ use goodput_metrics::capacity::{self, LevelOutcome};
 use goodput_metrics::level::{summarize, LevelSummary};
 use goodput_metrics::slo::{parse_secs, parse_slos, Slo};
 use goodput_metrics::Summary;
-use goodput_workload::{run_level, Arrival, LevelPlan, Scenario};
+use goodput_workload::{run_level, run_sessions, Arrival, LevelPlan, MultiTurn, Scenario, SessionPlan};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,7 @@ pub struct RunArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// Scenario: short-qa, long-gen, long-context.
+    /// Scenario: short-qa, long-gen, long-context, multi-turn (--requests counts sessions).
     #[arg(long, default_value = "short-qa")]
     pub scenario: String,
     /// Closed-loop sweep: virtual users per level.
@@ -167,6 +167,52 @@ pub struct LevelReport {
     pub summary: LevelSummary,
     pub engine: EngineLevel,
     pub harness: Harness,
+    /// Multi-turn runs: the requests grouped by turn index.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<goodput_metrics::turns::TurnSummary>,
+}
+
+/// What a run sends: single requests of a scenario, or multi-turn sessions.
+enum Workload {
+    Single(Arc<Scenario>),
+    Sessions(Arc<MultiTurn>),
+}
+
+impl Workload {
+    fn is_sessions(&self) -> bool {
+        matches!(self, Workload::Sessions(_))
+    }
+    /// Requests per unit of `--requests` (a session is `turns` requests).
+    fn requests_per_unit(&self) -> usize {
+        match self {
+            Workload::Single(_) => 1,
+            Workload::Sessions(mt) => mt.turns as usize,
+        }
+    }
+    fn name(&self) -> String {
+        match self {
+            Workload::Single(s) => s.name.clone(),
+            Workload::Sessions(_) => "multi-turn".into(),
+        }
+    }
+    fn describe(&self) -> String {
+        match self {
+            Workload::Single(s) => s.describe(),
+            Workload::Sessions(mt) => mt.describe(),
+        }
+    }
+    fn describe_lengths(&self) -> String {
+        match self {
+            Workload::Single(s) => s.describe_lengths(),
+            Workload::Sessions(mt) => mt.describe().trim_start_matches("multi-turn: ").to_string(),
+        }
+    }
+    fn to_json(&self) -> serde_json::Value {
+        match self {
+            Workload::Single(s) => serde_json::json!(s.as_ref()),
+            Workload::Sessions(mt) => serde_json::json!({ "name": "multi-turn", "multi_turn": mt.as_ref() }),
+        }
+    }
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -187,8 +233,18 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
     };
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
-    let scenario = Scenario::builtin(&a.scenario, max_len).map_err(anyhow::Error::msg)?;
-    scenario.validate(max_len).map_err(anyhow::Error::msg)?;
+    let workload = if a.scenario == "multi-turn" {
+        if a.rate.is_some() {
+            bail!("--scenario multi-turn runs closed-loop sessions: use --concurrency, not --rate");
+        }
+        let mt = MultiTurn::builtin();
+        mt.validate(max_len).map_err(anyhow::Error::msg)?;
+        Workload::Sessions(Arc::new(mt))
+    } else {
+        let scenario = Scenario::builtin(&a.scenario, max_len).map_err(anyhow::Error::msg)?;
+        scenario.validate(max_len).map_err(anyhow::Error::msg)?;
+        Workload::Single(Arc::new(scenario))
+    };
     let loaded = a.model.load(max_len)?;
     let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
     let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };
@@ -196,7 +252,6 @@ pub fn run(a: RunArgs) -> Result<()> {
     let (step_tx, step_rx) = flume::unbounded();
     let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), Some(step_tx))?;
     let target = Arc::new(engine.handle());
-    let scenario = Arc::new(scenario);
     let mut files = match &a.out {
         Some(dir) => Some(RunFiles::create(dir)?),
         None => None,
@@ -209,7 +264,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             "goodput run: {} on {device} ({weights_desc}), {}; {}; SLOs: {}",
             spec.name,
             goodput_core::Target::describe(&*target),
-            scenario.describe(),
+            workload.describe(),
             slos.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
         );
     }
@@ -217,6 +272,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut first_id = 0u64;
     for (load, arrival) in loads {
         let requests = a.requests.unwrap_or(match arrival {
+            Arrival::Closed { users, .. } if workload.is_sessions() => (2 * users).max(2),
             Arrival::Closed { users, .. } => (4 * users).max(8),
             Arrival::Rate { rate, .. } => ((10.0 * rate).ceil() as usize).max(8),
         });
@@ -226,14 +282,33 @@ pub fn run(a: RunArgs) -> Result<()> {
         });
         let arrival_copy = arrival.clone();
         let plan = LevelPlan { arrival, requests, warmup, timeout: a.timeout, seed: a.seed, first_id };
-        first_id += (requests + warmup) as u64;
+        // Ids of a level: one per request (a session has `turns` requests).
+        first_id += ((requests + warmup) * workload.requests_per_unit()) as u64;
         let _ = step_rx.drain();
-        let (run, cpu) = crate::cpu::measure(|| rt.block_on(run_level(target.clone(), scenario.clone(), vocab, plan)));
+        let (run, cpu) = crate::cpu::measure(|| match &workload {
+            Workload::Single(sc) => rt.block_on(run_level(target.clone(), sc.clone(), vocab, plan)),
+            Workload::Sessions(mt) => {
+                let users = match plan.arrival {
+                    Arrival::Closed { users, .. } => users,
+                    Arrival::Rate { .. } => 1,
+                };
+                let sp = SessionPlan {
+                    users,
+                    sessions: plan.requests,
+                    warmup: plan.warmup,
+                    timeout: plan.timeout,
+                    seed: plan.seed,
+                    first_id: plan.first_id,
+                };
+                rt.block_on(run_sessions(target.clone(), mt.clone(), vocab, sp))
+            }
+        });
         let steps: Vec<StepRecord> = step_rx.drain().collect();
         let measured: Vec<_> = run.measured().collect();
         let summary = summarize(load, &measured, &slos);
         let harness = Harness::new(&summary, &run, cpu, &arrival_copy);
-        let report = LevelReport { summary, engine: engine_level(&steps), harness };
+        let turns = goodput_metrics::turns::by_turn(&measured);
+        let report = LevelReport { summary, engine: engine_level(&steps), harness, turns };
         for w in report.harness.warnings() {
             eprintln!("warning: {} {unit}: {w}", report.summary.load);
         }
@@ -245,11 +320,14 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         levels.push(report);
         if let Some(f) = files.as_mut() {
-            f.write_summary(&spec.name, &weights_desc, &scenario, &slos, unit, &levels)?;
+            f.write_summary(&spec.name, &weights_desc, &workload.to_json(), &slos, unit, &levels)?;
         }
     }
     engine.shutdown(false);
-    println!("{}", table::levels(&levels, unit, &spec.name, &scenario.describe()));
+    println!("{}", table::levels(&levels, unit, &spec.name, &workload.describe()));
+    if let Some(last) = levels.last().filter(|l| !l.turns.is_empty()) {
+        println!("{}", table::turns(&last.turns, last.summary.load, unit));
+    }
     let outcomes: Vec<LevelOutcome> = levels
         .iter()
         .map(|l| LevelOutcome {
@@ -260,7 +338,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         })
         .collect();
     let conclusion = Conclusion {
-        scenario: &scenario,
+        scenario_name: workload.name(),
+        scenario_lengths: workload.describe_lengths(),
         unit,
         slos: &slos,
         levels: &levels,

@@ -110,3 +110,21 @@ pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -
     }
     format!("{model}, {scenario} (times in ms; percentiles over all measured requests, n per level)\n{t}")
 }
+
+/// Multi-turn: one row per turn index of a level.
+pub fn turns(turns: &[goodput_metrics::turns::TurnSummary], load: f64, unit: &str) -> String {
+    let mut t = new(&["turn", "n", "prompt tokens", "cached", "new prefill", "TTFT p50", "TTFT p95", "prefill p50"]);
+    for x in turns {
+        t.add_row(vec![
+            x.turn.to_string(),
+            x.n.to_string(),
+            f(x.prompt_tokens, 0),
+            f(x.cached_tokens, 0),
+            f(x.new_prefill_tokens, 0),
+            ms(&x.ttft, |s| s.p50),
+            ms(&x.ttft, |s| s.p95),
+            ms(&x.prefill_time, |s| s.p50),
+        ]);
+    }
+    format!("By turn at {load} {unit} (times in ms; cached = prompt tokens served by the prefix cache)\n{t}")
+}

@@ -44,6 +44,15 @@ pub struct ClientRecord {
     pub retries: u32,
     /// The engine's record of the same request, when the target is goodput's own engine.
     pub engine: Option<EngineRecord>,
+    /// The generated token ids, when the target returns them (multi-turn sessions re-send
+    /// them as history).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_ids: Vec<crate::request::TokenId>,
+    /// Multi-turn: the session and the 1-based turn this request belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
 }
 
 impl ClientRecord {

@@ -323,6 +323,9 @@ impl goodput_core::Target for EngineHandle {
             outcome: Outcome::Ok,
             retries: 0,
             engine: None,
+            output_ids: Vec::new(),
+            session: None,
+            turn: None,
         };
         let stream = match self.submit(req.prompt, req.params) {
             Ok(s) => s,
@@ -340,6 +343,7 @@ impl goodput_core::Target for EngineHandle {
                 Ok(RequestEvent::Finished { record, tokens }) => {
                     rec.end = self.clock.now();
                     rec.output_tokens = tokens.len();
+                    rec.output_ids = tokens;
                     if record.finish_reason == FinishReason::Abort || record.finish_reason == FinishReason::Error {
                         rec.outcome =
                             Outcome::Error(format!("the engine ended the request ({:?})", record.finish_reason));

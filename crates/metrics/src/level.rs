@@ -195,6 +195,9 @@ mod tests {
             outcome,
             retries: 0,
             engine: None,
+            output_ids: Vec::new(),
+            session: None,
+            turn: None,
         }
     }
 

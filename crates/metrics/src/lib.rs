@@ -7,5 +7,6 @@ pub mod level;
 pub mod request;
 pub mod slo;
 pub mod stats;
+pub mod turns;
 
 pub use stats::{percentile, Summary};

@@ -72,6 +72,9 @@ mod tests {
             outcome: Outcome::Ok,
             retries: 0,
             engine: None,
+            output_ids: Vec::new(),
+            session: None,
+            turn: None,
         }
     }
 

@@ -77,6 +77,9 @@ fn timed_out(id: u64, intended: Stamp, input_tokens: usize, end: Stamp) -> Clien
         outcome: Outcome::Timeout,
         retries: 0,
         engine: None,
+        output_ids: Vec::new(),
+        session: None,
+        turn: None,
     }
 }
 
@@ -203,6 +206,9 @@ mod tests {
                 outcome: Outcome::Ok,
                 retries: 0,
                 engine: None,
+                output_ids: Vec::new(),
+                session: None,
+                turn: None,
             }
         }
     }
