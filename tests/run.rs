@@ -161,3 +161,39 @@ fn multi_turn_prompts_grow_by_turn_and_hit_the_prefix_cache() {
     assert!(recs.iter().all(|r| r["session"].is_u64() && r["turn"].is_u64()));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn agent_amplification_is_model_calls_per_task() {
+    let dir = temp("agent");
+    let (ok, out, err) = goodput(&[
+        "run",
+        "--scenario",
+        "agent",
+        "--concurrency",
+        "2",
+        "--requests",
+        "3",
+        "--warmup",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("each task triggers 3.0 model calls"), "{out}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let ag = &summary["levels"][0]["agent"];
+    assert_eq!(ag["tasks"], 3);
+    // Measured model calls / measured tasks, from the raw records.
+    let recs = records(&dir);
+    let measured_calls = recs.iter().filter(|r| r["warmup"] == false).count() as f64;
+    assert_eq!(ag["amplification"].as_f64().unwrap(), measured_calls / 3.0);
+    assert_eq!(ag["amplification"].as_f64().unwrap(), 3.0);
+    assert_eq!(ag["tool_calls_per_task"].as_f64().unwrap(), 2.0);
+    let share = ag["tool_wait_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 1.0, "{share}");
+    let steps = ag["steps"].as_array().unwrap();
+    let kinds: Vec<&str> = steps.iter().map(|s| s["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["llm", "tool", "llm", "retrieve", "llm"]);
+    assert!(ag["task_e2e"]["p95"].as_f64().unwrap() > 0.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -261,6 +261,16 @@ impl Conclusion<'_> {
                 p95(b)
             ));
         }
+        if let Some(ag) = &shown.agent {
+            out.push_str(&format!(
+                " In the agent scenario each task triggers {:.1} model calls and {:.1} tool/knowledge-base calls; task E2E P95 {:.2} s (median {:.2} s), {:.0} % of it waiting on tools and retrievals.",
+                ag.amplification,
+                ag.tool_calls_per_task,
+                ag.task_e2e.as_ref().map_or(f64::NAN, |x| x.p95),
+                ag.task_e2e.as_ref().map_or(f64::NAN, |x| x.p50),
+                ag.tool_wait_share * 100.0
+            ));
+        }
         if let Some(first_fail) = self.levels.iter().find(|l| !l.summary.slos_hold()) {
             let broken: Vec<String> = first_fail
                 .summary

@@ -13,7 +13,9 @@ use goodput_metrics::capacity::{self, LevelOutcome};
 use goodput_metrics::level::{summarize, LevelSummary};
 use goodput_metrics::slo::{parse_secs, parse_slos, Slo};
 use goodput_metrics::Summary;
-use goodput_workload::{run_level, run_sessions, Arrival, LevelPlan, MultiTurn, Scenario, SessionPlan};
+use goodput_workload::{
+    run_level, run_sessions, run_tasks, Agent, Arrival, LevelPlan, MultiTurn, Scenario, SessionPlan, TaskPlan,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +32,8 @@ pub struct RunArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// Scenario: short-qa, long-gen, long-context, multi-turn (--requests counts sessions).
+    /// Scenario: short-qa, long-gen, long-context, multi-turn (--requests counts sessions),
+    /// agent (--requests counts tasks).
     #[arg(long, default_value = "short-qa")]
     pub scenario: String,
     /// Closed-loop sweep: virtual users per level.
@@ -170,47 +173,56 @@ pub struct LevelReport {
     /// Multi-turn runs: the requests grouped by turn index.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<goodput_metrics::turns::TurnSummary>,
+    /// Agent runs: task-level numbers (task E2E, calls per task, tool-wait share, steps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<goodput_metrics::agent::AgentSummary>,
 }
 
 /// What a run sends: single requests of a scenario, or multi-turn sessions.
 enum Workload {
     Single(Arc<Scenario>),
     Sessions(Arc<MultiTurn>),
+    Tasks(Arc<Agent>),
 }
 
 impl Workload {
     fn is_sessions(&self) -> bool {
-        matches!(self, Workload::Sessions(_))
+        matches!(self, Workload::Sessions(_) | Workload::Tasks(_))
     }
     /// Requests per unit of `--requests` (a session is `turns` requests).
     fn requests_per_unit(&self) -> usize {
         match self {
             Workload::Single(_) => 1,
             Workload::Sessions(mt) => mt.turns as usize,
+            Workload::Tasks(ag) => ag.model_calls(),
         }
     }
     fn name(&self) -> String {
         match self {
             Workload::Single(s) => s.name.clone(),
             Workload::Sessions(_) => "multi-turn".into(),
+            Workload::Tasks(_) => "agent".into(),
         }
     }
     fn describe(&self) -> String {
         match self {
             Workload::Single(s) => s.describe(),
             Workload::Sessions(mt) => mt.describe(),
+            Workload::Tasks(ag) => ag.describe(),
         }
     }
     fn describe_lengths(&self) -> String {
         match self {
             Workload::Single(s) => s.describe_lengths(),
             Workload::Sessions(mt) => mt.describe().trim_start_matches("multi-turn: ").to_string(),
+            Workload::Tasks(ag) => ag.describe().trim_start_matches("agent: ").to_string(),
         }
     }
     fn to_json(&self) -> serde_json::Value {
         match self {
             Workload::Single(s) => serde_json::json!(s.as_ref()),
             Workload::Sessions(mt) => serde_json::json!({ "name": "multi-turn", "multi_turn": mt.as_ref() }),
+            Workload::Tasks(ag) => serde_json::json!({ "name": "agent", "agent": ag.as_ref() }),
         }
     }
 }
@@ -233,7 +245,14 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
     };
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
-    let workload = if a.scenario == "multi-turn" {
+    let workload = if a.scenario == "agent" {
+        if a.rate.is_some() {
+            bail!("--scenario agent runs closed-loop tasks: use --concurrency, not --rate");
+        }
+        let agent = Agent::builtin();
+        agent.validate(max_len).map_err(anyhow::Error::msg)?;
+        Workload::Tasks(Arc::new(agent))
+    } else if a.scenario == "multi-turn" {
         if a.rate.is_some() {
             bail!("--scenario multi-turn runs closed-loop sessions: use --concurrency, not --rate");
         }
@@ -285,13 +304,24 @@ pub fn run(a: RunArgs) -> Result<()> {
         // Ids of a level: one per request (a session has `turns` requests).
         first_id += ((requests + warmup) * workload.requests_per_unit()) as u64;
         let _ = step_rx.drain();
-        let (run, cpu) = crate::cpu::measure(|| match &workload {
-            Workload::Single(sc) => rt.block_on(run_level(target.clone(), sc.clone(), vocab, plan)),
-            Workload::Sessions(mt) => {
-                let users = match plan.arrival {
-                    Arrival::Closed { users, .. } => users,
-                    Arrival::Rate { .. } => 1,
+        let users = match plan.arrival {
+            Arrival::Closed { users, .. } => users,
+            Arrival::Rate { .. } => 1,
+        };
+        let ((run, tasks), cpu) = crate::cpu::measure(|| match &workload {
+            Workload::Single(sc) => (rt.block_on(run_level(target.clone(), sc.clone(), vocab, plan)), Vec::new()),
+            Workload::Tasks(ag) => {
+                let tp = TaskPlan {
+                    users,
+                    tasks: plan.requests,
+                    warmup: plan.warmup,
+                    timeout: plan.timeout,
+                    seed: plan.seed,
+                    first_id: plan.first_id,
                 };
+                rt.block_on(run_tasks(target.clone(), ag.clone(), vocab, tp))
+            }
+            Workload::Sessions(mt) => {
                 let sp = SessionPlan {
                     users,
                     sessions: plan.requests,
@@ -300,7 +330,7 @@ pub fn run(a: RunArgs) -> Result<()> {
                     seed: plan.seed,
                     first_id: plan.first_id,
                 };
-                rt.block_on(run_sessions(target.clone(), mt.clone(), vocab, sp))
+                (rt.block_on(run_sessions(target.clone(), mt.clone(), vocab, sp)), Vec::new())
             }
         });
         let steps: Vec<StepRecord> = step_rx.drain().collect();
@@ -308,7 +338,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         let summary = summarize(load, &measured, &slos);
         let harness = Harness::new(&summary, &run, cpu, &arrival_copy);
         let turns = goodput_metrics::turns::by_turn(&measured);
-        let report = LevelReport { summary, engine: engine_level(&steps), harness, turns };
+        let agent = (!tasks.is_empty()).then(|| goodput_metrics::agent::summarize_tasks(&tasks));
+        let report = LevelReport { summary, engine: engine_level(&steps), harness, turns, agent };
         for w in report.harness.warnings() {
             eprintln!("warning: {} {unit}: {w}", report.summary.load);
         }
@@ -327,6 +358,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     println!("{}", table::levels(&levels, unit, &spec.name, &workload.describe()));
     if let Some(last) = levels.last().filter(|l| !l.turns.is_empty()) {
         println!("{}", table::turns(&last.turns, last.summary.load, unit));
+    }
+    if let Some((last, ag)) = levels.last().and_then(|l| l.agent.as_ref().map(|a| (l, a))) {
+        println!("{}", table::agent(ag, last.summary.load, unit));
     }
     let outcomes: Vec<LevelOutcome> = levels
         .iter()

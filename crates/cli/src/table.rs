@@ -128,3 +128,28 @@ pub fn turns(turns: &[goodput_metrics::turns::TurnSummary], load: f64, unit: &st
     }
     format!("By turn at {load} {unit} (times in ms; cached = prompt tokens served by the prefix cache)\n{t}")
 }
+
+/// Agent: the task-level numbers and one row per step of the plan.
+pub fn agent(a: &goodput_metrics::agent::AgentSummary, load: f64, unit: &str) -> String {
+    let mut t = new(&["step", "kind", "n", "mean ms", "p50 ms", "p95 ms"]);
+    for s in &a.steps {
+        t.add_row(vec![
+            s.index.to_string(),
+            s.kind.clone(),
+            s.duration.as_ref().map_or("0".into(), |d| d.n.to_string()),
+            ms(&s.duration, |d| d.mean),
+            ms(&s.duration, |d| d.p50),
+            ms(&s.duration, |d| d.p95),
+        ]);
+    }
+    format!(
+        "Agent tasks at {load} {unit}: {} tasks ({} completed), task E2E p50 {} ms, p95 {} ms; amplification {:.2} model calls/task, {:.2} tool calls/task, tool-wait share {:.0} %\n{t}",
+        a.tasks,
+        a.completed,
+        ms(&a.task_e2e, |d| d.p50),
+        ms(&a.task_e2e, |d| d.p95),
+        a.amplification,
+        a.tool_calls_per_task,
+        a.tool_wait_share * 100.0
+    )
+}

@@ -64,3 +64,24 @@ impl ClientRecord {
         self.chunks.first().map(|c| c.at)
     }
 }
+
+/// One agent task: a sequence of model calls, tool calls and retrievals for one user request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub task: u64,
+    pub start: Stamp,
+    pub end: Stamp,
+    /// Each step in order: what it was, when it started and ended.
+    pub steps: Vec<TaskStep>,
+    /// Every model call ended with its end marker.
+    pub ok: bool,
+}
+
+/// One step of a task.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskStep {
+    /// `llm`, `tool` or `retrieve`.
+    pub kind: String,
+    pub start: Stamp,
+    pub end: Stamp,
+}

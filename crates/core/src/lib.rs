@@ -8,7 +8,7 @@ pub mod request;
 pub mod target;
 
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsSource};
-pub use client::{Chunk, ClientRecord, Outcome};
+pub use client::{Chunk, ClientRecord, Outcome, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};
 pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};
 pub use target::{Target, WorkRequest};

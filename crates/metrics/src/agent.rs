@@ -1,0 +1,101 @@
+//! Task-level metrics of agent runs: task E2E, model calls per task (amplification), the share
+//! of a task spent waiting on tools and retrievals, and a per-step breakdown.
+
+use crate::stats::Summary;
+use goodput_core::TaskRecord;
+use serde::{Deserialize, Serialize};
+
+/// One step position of the task plan, over all tasks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepSummary {
+    pub index: usize,
+    pub kind: String,
+    pub duration: Option<Summary>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentSummary {
+    pub tasks: usize,
+    pub completed: usize,
+    /// Task end − task start, in seconds, over completed tasks.
+    pub task_e2e: Option<Summary>,
+    /// `amplification` = model calls / user tasks.
+    pub amplification: f64,
+    /// Tool and retrieval calls per task.
+    pub tool_calls_per_task: f64,
+    /// Σ tool + retrieval wait / Σ task E2E, over completed tasks.
+    pub tool_wait_share: f64,
+    pub steps: Vec<StepSummary>,
+}
+
+pub fn summarize_tasks(tasks: &[TaskRecord]) -> AgentSummary {
+    let done: Vec<&TaskRecord> = tasks.iter().filter(|t| t.ok).collect();
+    let n = tasks.len().max(1) as f64;
+    let calls = tasks.iter().flat_map(|t| &t.steps).filter(|s| s.kind == "llm").count() as f64;
+    let tools = tasks.iter().flat_map(|t| &t.steps).filter(|s| s.kind != "llm").count() as f64;
+    let e2e: Vec<f64> = done.iter().map(|t| t.end.secs_since(t.start)).collect();
+    let wait: f64 =
+        done.iter().flat_map(|t| &t.steps).filter(|s| s.kind != "llm").map(|s| s.end.secs_since(s.start)).sum();
+    let total: f64 = e2e.iter().sum();
+    let max_steps = done.iter().map(|t| t.steps.len()).max().unwrap_or(0);
+    let steps = (0..max_steps)
+        .map(|i| {
+            let d: Vec<f64> = done.iter().filter_map(|t| t.steps.get(i)).map(|s| s.end.secs_since(s.start)).collect();
+            let kind = done.iter().find_map(|t| t.steps.get(i)).map_or(String::new(), |s| s.kind.clone());
+            StepSummary { index: i + 1, kind, duration: Summary::of(&d) }
+        })
+        .collect();
+    AgentSummary {
+        tasks: tasks.len(),
+        completed: done.len(),
+        task_e2e: Summary::of(&e2e),
+        amplification: calls / n,
+        tool_calls_per_task: tools / n,
+        tool_wait_share: if total > 0.0 { wait / total } else { 0.0 },
+        steps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::{Stamp, TaskStep};
+
+    fn ms(x: u64) -> Stamp {
+        Stamp(x * 1_000_000)
+    }
+
+    fn step(kind: &str, a: u64, b: u64) -> TaskStep {
+        TaskStep { kind: kind.into(), start: ms(a), end: ms(b) }
+    }
+
+    #[test]
+    fn hand_computed_tasks() {
+        // Task 1: llm 0–100, tool 100–300, llm 300–400 (400 ms, 200 ms of tool wait).
+        // Task 2: llm 0–200, tool 200–300, llm 300–600 (600 ms, 100 ms of tool wait).
+        let t1 = TaskRecord {
+            task: 1,
+            start: ms(0),
+            end: ms(400),
+            steps: vec![step("llm", 0, 100), step("tool", 100, 300), step("llm", 300, 400)],
+            ok: true,
+        };
+        let t2 = TaskRecord {
+            task: 2,
+            start: ms(0),
+            end: ms(600),
+            steps: vec![step("llm", 0, 200), step("tool", 200, 300), step("llm", 300, 600)],
+            ok: true,
+        };
+        let s = summarize_tasks(&[t1, t2]);
+        assert_eq!((s.tasks, s.completed), (2, 2));
+        assert_eq!(s.amplification, 2.0);
+        assert_eq!(s.tool_calls_per_task, 1.0);
+        // (200 + 100) / (400 + 600) = 0.3
+        assert!((s.tool_wait_share - 0.3).abs() < 1e-12);
+        assert!((s.task_e2e.as_ref().unwrap().p50 - 0.5).abs() < 1e-12);
+        assert_eq!(s.steps.len(), 3);
+        assert_eq!(s.steps[1].kind, "tool");
+        assert!((s.steps[1].duration.as_ref().unwrap().mean - 0.15).abs() < 1e-12);
+    }
+}
