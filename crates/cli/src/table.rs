@@ -153,3 +153,37 @@ pub fn agent(a: &goodput_metrics::agent::AgentSummary, load: f64, unit: &str) ->
         a.tool_wait_share * 100.0
     )
 }
+
+/// RAG: the stage timeline of a level (the seeds' embed / retrieve / rerank / assemble /
+/// queue / prefill / decode), median and P95 per stage.
+pub fn rag(r: &goodput_metrics::agent::AgentSummary, s: &goodput_metrics::level::LevelSummary, unit: &str) -> String {
+    let mut t = new(&["stage", "n", "p50 ms", "p95 ms", "mean ms"]);
+    for st in r.steps.iter().filter(|x| x.kind != "llm") {
+        // Retrieval, reranking and assembly take microseconds here: three decimals.
+        let us = |f: fn(&goodput_metrics::Summary) -> f64| {
+            st.duration.as_ref().map_or("-".into(), |d| format!("{:.3}", f(d) * 1e3))
+        };
+        t.add_row(vec![
+            st.kind.clone(),
+            st.duration.as_ref().map_or("0".into(), |d| d.n.to_string()),
+            us(|d| d.p50),
+            us(|d| d.p95),
+            us(|d| d.mean),
+        ]);
+    }
+    for (name, x) in [("queue", &s.queue_time), ("prefill", &s.prefill_time), ("decode", &s.decode_time)] {
+        t.add_row(vec![
+            name.to_string(),
+            x.as_ref().map_or("0".into(), |d| d.n.to_string()),
+            ms(x, |d| d.p50),
+            ms(x, |d| d.p95),
+            ms(x, |d| d.mean),
+        ]);
+    }
+    format!(
+        "RAG stage timeline at {} {unit}: query E2E p50 {} ms, p95 {} ms\n{t}",
+        s.load,
+        ms(&r.task_e2e, |d| d.p50),
+        ms(&r.task_e2e, |d| d.p95)
+    )
+}

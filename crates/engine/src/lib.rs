@@ -3,6 +3,7 @@
 //! `goodput-scheduler`. The only crate that knows candle.
 
 pub mod core;
+pub mod encoder;
 pub mod engine;
 pub mod error;
 pub mod kv_cache;

@@ -23,7 +23,7 @@ impl LengthDist {
     pub fn validate(&self, what: &str) -> Result<(), String> {
         let bad = |m: &str| Err(format!("{what}: {m}"));
         match *self {
-            LengthDist::Fixed { n } if n == 0 => bad("a fixed length must be at least 1"),
+            LengthDist::Fixed { n: 0 } => bad("a fixed length must be at least 1"),
             LengthDist::Uniform { min, max } if min == 0 || min > max => bad("uniform needs 1 ≤ min ≤ max"),
             LengthDist::Normal { std, min, max, .. } | LengthDist::LogNormal { sigma: std, min, max, .. }
                 if min == 0 || min > max || !(std.is_finite() && std >= 0.0) =>
