@@ -56,6 +56,26 @@ pub struct ClientRecord {
 }
 
 impl ClientRecord {
+    /// A request that ended without a stream (timed out, refused, failed before sending);
+    /// `outcome` says why.
+    pub fn unanswered(id: u64, intended: Stamp, input_tokens: usize, end: Stamp, outcome: Outcome) -> Self {
+        ClientRecord {
+            id,
+            intended,
+            sent: intended,
+            chunks: Vec::new(),
+            end,
+            input_tokens,
+            output_tokens: 0,
+            outcome,
+            retries: 0,
+            engine: None,
+            output_ids: Vec::new(),
+            session: None,
+            turn: None,
+        }
+    }
+
     pub fn is_ok(&self) -> bool {
         self.outcome == Outcome::Ok
     }

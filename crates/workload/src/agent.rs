@@ -3,9 +3,9 @@
 //! every earlier output and tool result), so calls grow, and the prefix cache can serve what
 //! was already seen. Tool and retrieval latencies are drawn from distributions (milliseconds).
 
-use crate::runner::LevelRun;
+use crate::runner::{send, LevelRun};
 use crate::scenario::LengthDist;
-use goodput_core::{ClientRecord, Outcome, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
+use goodput_core::{SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -192,25 +192,7 @@ pub async fn run_tasks<T: Target>(
                                 prompt: context.clone(),
                                 params: SamplingParams::greedy_exact(n_out),
                             };
-                            let input = req.prompt.len();
-                            let mut rec = match tokio::time::timeout(plan.timeout, target.run(req, s0)).await {
-                                Ok(r) => r,
-                                Err(_) => ClientRecord {
-                                    id,
-                                    intended: s0,
-                                    sent: s0,
-                                    chunks: Vec::new(),
-                                    end: target.clock().now(),
-                                    input_tokens: input,
-                                    output_tokens: 0,
-                                    outcome: Outcome::Timeout,
-                                    retries: 0,
-                                    engine: None,
-                                    output_ids: Vec::new(),
-                                    session: None,
-                                    turn: None,
-                                },
-                            };
+                            let mut rec = send(&*target, req, s0, plan.timeout).await;
                             rec.session = Some(task);
                             rec.turn = Some(call as u32);
                             ok &= rec.is_ok();

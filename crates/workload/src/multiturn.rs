@@ -3,9 +3,9 @@
 //! cache can serve the part already seen. The system prompt is shared by all sessions, as in
 //! a deployed assistant.
 
-use crate::runner::LevelRun;
+use crate::runner::{send, LevelRun};
 use crate::scenario::LengthDist;
-use goodput_core::{ClientRecord, Outcome, SamplingParams, Target, TokenId, WorkRequest};
+use goodput_core::{SamplingParams, Target, TokenId, WorkRequest};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,25 +121,7 @@ pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: 
                     let id = plan.first_id + s * turns + (turn as u64 - 1);
                     let req = WorkRequest { id, prompt: history.clone(), params: SamplingParams::greedy_exact(n_out) };
                     let intended = target.clock().now();
-                    let input = req.prompt.len();
-                    let mut rec = match tokio::time::timeout(plan.timeout, target.run(req, intended)).await {
-                        Ok(r) => r,
-                        Err(_) => ClientRecord {
-                            id,
-                            intended,
-                            sent: intended,
-                            chunks: Vec::new(),
-                            end: target.clock().now(),
-                            input_tokens: input,
-                            output_tokens: 0,
-                            outcome: Outcome::Timeout,
-                            retries: 0,
-                            engine: None,
-                            output_ids: Vec::new(),
-                            session: None,
-                            turn: None,
-                        },
-                    };
+                    let mut rec = send(&*target, req, intended, plan.timeout).await;
                     rec.session = Some(session);
                     rec.turn = Some(turn);
                     let ok = rec.is_ok();

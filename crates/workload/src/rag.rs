@@ -9,7 +9,7 @@
 //! Reranking re-scores the retrieved chunks by cosine similarity plus word overlap with the
 //! query: no cross-encoder is available offline, and the stage's cost is what is measured.
 
-use crate::runner::LevelRun;
+use crate::runner::{send, LevelRun};
 use crate::scenario::LengthDist;
 use goodput_core::{ClientRecord, Outcome, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::{Rng, SeedableRng};
@@ -214,21 +214,7 @@ pub struct RagSetup {
 }
 
 fn failed(id: u64, at: goodput_core::Stamp, why: String) -> ClientRecord {
-    ClientRecord {
-        id,
-        intended: at,
-        sent: at,
-        chunks: Vec::new(),
-        end: at,
-        input_tokens: 0,
-        output_tokens: 0,
-        outcome: Outcome::Error(why),
-        retries: 0,
-        engine: None,
-        output_ids: Vec::new(),
-        session: None,
-        turn: None,
-    }
+    ClientRecord::unanswered(id, at, 0, at, Outcome::Error(why))
 }
 
 /// Runs `warmup + queries` RAG queries over `users` closed-loop users. The model calls are
@@ -302,17 +288,8 @@ pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: RagP
                 let rec = match prompt {
                     Ok(prompt) => {
                         let req = WorkRequest { id, prompt, params: SamplingParams::greedy_exact(n_out) };
-                        let input = req.prompt.len();
                         // Latency of the model call starts when the prompt was ready.
-                        match tokio::time::timeout(plan.timeout, target.run(req, t4)).await {
-                            Ok(r) => r,
-                            Err(_) => ClientRecord {
-                                outcome: Outcome::Timeout,
-                                input_tokens: input,
-                                end: target.clock().now(),
-                                ..failed(id, t4, String::new())
-                            },
-                        }
+                        send(&*target, req, t4, plan.timeout).await
                     }
                     Err(e) => failed(id, t4, format!("assembling the prompt: {e}")),
                 };

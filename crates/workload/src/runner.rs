@@ -4,7 +4,7 @@
 //! omission); the actual send lag is recorded beside it.
 
 use crate::scenario::Scenario;
-use goodput_core::{ClientRecord, Outcome, Stamp, Target};
+use goodput_core::{ClientRecord, Outcome, Stamp, Target, WorkRequest};
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,21 +65,13 @@ impl LevelRun {
     }
 }
 
-fn timed_out(id: u64, intended: Stamp, input_tokens: usize, end: Stamp) -> ClientRecord {
-    ClientRecord {
-        id,
-        intended,
-        sent: intended,
-        chunks: Vec::new(),
-        end,
-        input_tokens,
-        output_tokens: 0,
-        outcome: Outcome::Timeout,
-        retries: 0,
-        engine: None,
-        output_ids: Vec::new(),
-        session: None,
-        turn: None,
+/// Sends `req` and follows it, giving up after `timeout` (the request is then abandoned and
+/// recorded as timed out).
+pub(crate) async fn send<T: Target>(target: &T, req: WorkRequest, intended: Stamp, timeout: Duration) -> ClientRecord {
+    let (id, input) = (req.id, req.prompt.len());
+    match tokio::time::timeout(timeout, target.run(req, intended)).await {
+        Ok(rec) => rec,
+        Err(_) => ClientRecord::unanswered(id, intended, input, target.clock().now(), Outcome::Timeout),
     }
 }
 
@@ -91,12 +83,7 @@ async fn one<T: Target>(
     id: u64,
     intended: Stamp,
 ) -> ClientRecord {
-    let req = scenario.request(plan.seed, id, vocab);
-    let input = req.prompt.len();
-    match tokio::time::timeout(plan.timeout, target.run(req, intended)).await {
-        Ok(rec) => rec,
-        Err(_) => timed_out(id, intended, input, target.clock().now()),
-    }
+    send(target, scenario.request(plan.seed, id, vocab), intended, plan.timeout).await
 }
 
 /// Runs `plan` against `target`; returns when every request has ended.
