@@ -15,7 +15,7 @@ use goodput_metrics::slo::{parse_secs, parse_slos, Slo};
 use goodput_metrics::Summary;
 use goodput_workload::{
     run_level, run_rag, run_sessions, run_tasks, Agent, Arrival, Embedder, LevelPlan, MultiTurn, Rag, RagIndex,
-    RagPlan, RagSetup, Scenario, SessionPlan, TaskPlan, TextTokenizer,
+    RagSetup, Scenario, TextTokenizer, UnitPlan,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -388,41 +388,23 @@ pub fn run(a: RunArgs) -> Result<()> {
             Arrival::Closed { users, .. } => users,
             Arrival::Rate { .. } => 1,
         };
+        let unit_plan = UnitPlan {
+            users,
+            units: plan.requests,
+            warmup: plan.warmup,
+            timeout: plan.timeout,
+            seed: plan.seed,
+            first_id: plan.first_id,
+        };
         let ((run, tasks), cpu) = crate::cpu::measure(|| match &workload {
             Workload::Single(sc) => (rt.block_on(run_level(target.clone(), sc.clone(), vocab, plan)), Vec::new()),
             Workload::Rag(..) => {
-                let rp = RagPlan {
-                    users,
-                    queries: plan.requests,
-                    warmup: plan.warmup,
-                    timeout: plan.timeout,
-                    seed: plan.seed,
-                    first_id: plan.first_id,
-                };
                 let setup = rag_setup.clone().expect("built above for rag");
-                rt.block_on(run_rag(target.clone(), setup, rp))
+                rt.block_on(run_rag(target.clone(), setup, unit_plan))
             }
-            Workload::Tasks(ag) => {
-                let tp = TaskPlan {
-                    users,
-                    tasks: plan.requests,
-                    warmup: plan.warmup,
-                    timeout: plan.timeout,
-                    seed: plan.seed,
-                    first_id: plan.first_id,
-                };
-                rt.block_on(run_tasks(target.clone(), ag.clone(), vocab, tp))
-            }
+            Workload::Tasks(ag) => rt.block_on(run_tasks(target.clone(), ag.clone(), vocab, unit_plan)),
             Workload::Sessions(mt) => {
-                let sp = SessionPlan {
-                    users,
-                    sessions: plan.requests,
-                    warmup: plan.warmup,
-                    timeout: plan.timeout,
-                    seed: plan.seed,
-                    first_id: plan.first_id,
-                };
-                (rt.block_on(run_sessions(target.clone(), mt.clone(), vocab, sp)), Vec::new())
+                (rt.block_on(run_sessions(target.clone(), mt.clone(), vocab, unit_plan)), Vec::new())
             }
         });
         let steps: Vec<StepRecord> = step_rx.drain().collect();

@@ -3,10 +3,10 @@
 //! every earlier output and tool result), so calls grow, and the prefix cache can serve what
 //! was already seen. Tool and retrieval latencies are drawn from distributions (milliseconds).
 
-use crate::runner::{send, LevelRun};
-use crate::scenario::LengthDist;
+use crate::runner::{send, LevelRun, UnitPlan};
+use crate::scenario::{random_tokens, LengthDist};
 use goodput_core::{SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,40 +119,23 @@ impl Agent {
     }
 }
 
-/// One level of agent tasks.
-#[derive(Clone, Debug)]
-pub struct TaskPlan {
-    pub users: usize,
-    pub tasks: usize,
-    pub warmup: usize,
-    pub timeout: Duration,
-    pub seed: u64,
-    /// First request id of the level; task `t` uses ids `first_id + t * calls ..`.
-    pub first_id: u64,
-}
-
-fn tokens(rng: &mut impl Rng, n: usize, vocab: usize) -> Vec<TokenId> {
-    let hi = vocab.max(4) as TokenId;
-    (0..n).map(|_| rng.random_range(3..hi)).collect()
-}
-
 /// Runs `warmup + tasks` tasks over `users` closed-loop users. Model calls are the records
 /// (session = task, turn = call number); tasks are in `tasks`.
 pub async fn run_tasks<T: Target>(
     target: Arc<T>,
     agent: Arc<Agent>,
     vocab: usize,
-    plan: TaskPlan,
+    plan: UnitPlan,
 ) -> (LevelRun, Vec<TaskRecord>) {
     let clock = target.clock();
-    let total = (plan.warmup + plan.tasks) as u64;
+    let total = (plan.warmup + plan.units) as u64;
     let calls = agent.model_calls() as u64;
     let records = Arc::new(Mutex::new(Vec::new()));
     let tasks_out = Arc::new(Mutex::new(Vec::new()));
     let next = Arc::new(AtomicU64::new(0));
     let start = clock.now();
     let mut sys_rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ 0xA6E7);
-    let system: Arc<Vec<TokenId>> = Arc::new(tokens(&mut sys_rng, agent.system, vocab));
+    let system: Arc<Vec<TokenId>> = Arc::new(random_tokens(&mut sys_rng, agent.system, vocab));
     let plan = Arc::new(plan);
     let mut handles = Vec::new();
     for _ in 0..plan.users.max(1) {
@@ -175,7 +158,7 @@ pub async fn run_tasks<T: Target>(
                 let mut rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ task.wrapping_mul(0x9E37_79B9_7F4A_7C15));
                 let mut context: Vec<TokenId> = system.to_vec();
                 let n_q = agent.question.sample(&mut rng);
-                context.extend(tokens(&mut rng, n_q, vocab));
+                context.extend(random_tokens(&mut rng, n_q, vocab));
                 let task_start = target.clock().now();
                 let mut steps = Vec::with_capacity(agent.steps.len());
                 let mut ok = true;
@@ -204,7 +187,7 @@ pub async fn run_tasks<T: Target>(
                             let wait = latency_ms.sample(&mut rng) as u64;
                             let n = n.sample(&mut rng);
                             tokio::time::sleep(Duration::from_millis(wait)).await;
-                            context.extend(tokens(&mut rng, n, vocab));
+                            context.extend(random_tokens(&mut rng, n, vocab));
                         }
                     }
                     steps.push(TaskStep { kind: step.kind().into(), start: s0, end: target.clock().now() });

@@ -7,8 +7,8 @@ pub mod rag;
 pub mod runner;
 pub mod scenario;
 
-pub use agent::{run_tasks, Agent, AgentStep, TaskPlan};
-pub use multiturn::{run_sessions, MultiTurn, SessionPlan};
-pub use rag::{run_rag, Embedder, Rag, RagIndex, RagPlan, RagSetup, TextTokenizer};
-pub use runner::{run_level, Arrival, LevelPlan, LevelRun};
+pub use agent::{run_tasks, Agent, AgentStep};
+pub use multiturn::{run_sessions, MultiTurn};
+pub use rag::{run_rag, Embedder, Rag, RagIndex, RagSetup, TextTokenizer};
+pub use runner::{run_level, Arrival, LevelPlan, LevelRun, UnitPlan};
 pub use scenario::{LengthDist, Scenario};

@@ -3,10 +3,10 @@
 //! cache can serve the part already seen. The system prompt is shared by all sessions, as in
 //! a deployed assistant.
 
-use crate::runner::{send, LevelRun};
-use crate::scenario::LengthDist;
+use crate::runner::{send, LevelRun, UnitPlan};
+use crate::scenario::{random_tokens, LengthDist};
 use goodput_core::{SamplingParams, Target, TokenId, WorkRequest};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,34 +71,16 @@ impl MultiTurn {
     }
 }
 
-/// One level of sessions.
-#[derive(Clone, Debug)]
-pub struct SessionPlan {
-    pub users: usize,
-    /// Measured sessions (each of `turns` requests).
-    pub sessions: usize,
-    /// Sessions run first and left out of the statistics.
-    pub warmup: usize,
-    pub timeout: Duration,
-    pub seed: u64,
-    pub first_id: u64,
-}
-
-fn tokens(rng: &mut impl Rng, n: usize, vocab: usize) -> Vec<TokenId> {
-    let hi = vocab.max(4) as TokenId;
-    (0..n).map(|_| rng.random_range(3..hi)).collect()
-}
-
-/// Runs `plan.warmup + plan.sessions` sessions over `plan.users` closed-loop users.
-pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: usize, plan: SessionPlan) -> LevelRun {
+/// Runs `plan.warmup + plan.units` sessions over `plan.users` closed-loop users.
+pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: usize, plan: UnitPlan) -> LevelRun {
     let clock = target.clock();
-    let total = (plan.warmup + plan.sessions) as u64;
+    let total = (plan.warmup + plan.units) as u64;
     let turns = mt.turns as u64;
     let records = Arc::new(Mutex::new(Vec::new()));
     let next = Arc::new(AtomicU64::new(0));
     let start = clock.now();
     let mut sys_rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ 0x5757);
-    let system: Arc<Vec<TokenId>> = Arc::new(tokens(&mut sys_rng, mt.system, vocab));
+    let system: Arc<Vec<TokenId>> = Arc::new(random_tokens(&mut sys_rng, mt.system, vocab));
     let plan = Arc::new(plan);
     let mut tasks = Vec::new();
     for _ in 0..plan.users.max(1) {
@@ -117,7 +99,7 @@ pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: 
                 for turn in 1..=mt.turns {
                     let n_user = mt.user.sample(&mut rng);
                     let n_out = mt.output.sample(&mut rng);
-                    history.extend(tokens(&mut rng, n_user, vocab));
+                    history.extend(random_tokens(&mut rng, n_user, vocab));
                     let id = plan.first_id + s * turns + (turn as u64 - 1);
                     let req = WorkRequest { id, prompt: history.clone(), params: SamplingParams::greedy_exact(n_out) };
                     let intended = target.clock().now();

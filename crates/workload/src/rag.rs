@@ -9,7 +9,7 @@
 //! Reranking re-scores the retrieved chunks by cosine similarity plus word overlap with the
 //! query: no cross-encoder is available offline, and the stage's cost is what is measured.
 
-use crate::runner::{send, LevelRun};
+use crate::runner::{send, LevelRun, UnitPlan};
 use crate::scenario::LengthDist;
 use goodput_core::{ClientRecord, Outcome, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::{Rng, SeedableRng};
@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Text → normalised embedding vectors (the sentence encoder).
 pub trait Embedder: Send + Sync + 'static {
@@ -194,17 +193,6 @@ fn rerank(index: &RagIndex, query: &str, hits: &[(usize, f32)], keep: usize) -> 
     scored.into_iter().take(keep).map(|(i, _)| i).collect()
 }
 
-/// One level of RAG queries (closed loop).
-#[derive(Clone, Debug)]
-pub struct RagPlan {
-    pub users: usize,
-    pub queries: usize,
-    pub warmup: usize,
-    pub timeout: Duration,
-    pub seed: u64,
-    pub first_id: u64,
-}
-
 /// Everything a RAG run needs besides the target.
 pub struct RagSetup {
     pub rag: Rag,
@@ -219,9 +207,9 @@ fn failed(id: u64, at: goodput_core::Stamp, why: String) -> ClientRecord {
 
 /// Runs `warmup + queries` RAG queries over `users` closed-loop users. The model calls are
 /// the records; each query's stages are a task.
-pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: RagPlan) -> (LevelRun, Vec<TaskRecord>) {
+pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: UnitPlan) -> (LevelRun, Vec<TaskRecord>) {
     let clock = target.clock();
-    let total = (plan.warmup + plan.queries) as u64;
+    let total = (plan.warmup + plan.units) as u64;
     let records = Arc::new(Mutex::new(Vec::new()));
     let tasks_out = Arc::new(Mutex::new(Vec::new()));
     let next = Arc::new(AtomicU64::new(0));

@@ -47,6 +47,21 @@ pub struct LevelPlan {
     pub first_id: u64,
 }
 
+/// One level of closed-loop work in units of several requests (multi-turn sessions, agent
+/// tasks, RAG queries): `users` each run one unit after another.
+#[derive(Clone, Debug)]
+pub struct UnitPlan {
+    pub users: usize,
+    /// Measured units.
+    pub units: usize,
+    /// Units run first and left out of the statistics.
+    pub warmup: usize,
+    pub timeout: Duration,
+    pub seed: u64,
+    /// First request id of the level.
+    pub first_id: u64,
+}
+
 /// What a level produced.
 #[derive(Clone, Debug)]
 pub struct LevelRun {

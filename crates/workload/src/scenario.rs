@@ -9,6 +9,12 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Normal};
 use serde::{Deserialize, Serialize};
 
+/// `n` random token ids from `rng`, clear of the ids 0–2 that most vocabularies reserve.
+pub(crate) fn random_tokens(rng: &mut impl Rng, n: usize, vocab: usize) -> Vec<TokenId> {
+    let hi = vocab.max(4) as TokenId;
+    (0..n).map(|_| rng.random_range(3..hi)).collect()
+}
+
 /// A distribution of token counts, clamped to `[min, max]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
