@@ -119,6 +119,10 @@ fn bad_run_values_fail_before_anything_runs() {
         (&["run", "--scenario", "long-context"], "8K"),
         (&["run", "--scenario", "chat"], "unknown scenario"),
         (&["run", "--timeout", "0s"], "not a duration"),
+        (&["run", "--stages", "2x"], "not a duration"),
+        (&["run", "--stages", "0x1s"], "not a positive number of users"),
+        (&["run", "--stages", "4"], "USERSxDURATION"),
+        (&["run", "--scenario", "agent", "--duration", "2s"], "use --requests for agent"),
     ];
     for (args, needle) in cases {
         let (ok, _, err) = goodput(args);
@@ -238,5 +242,24 @@ fn rag_times_every_stage_with_a_real_encoder() {
     // Without an encoder: a clear error, before anything runs.
     let (ok, _, err) = goodput(&["run", "--scenario", "rag", "--encoder", "/nonexistent/encoder"]);
     assert!(!ok && err.contains("fetch-minilm.sh") && err.contains("/nonexistent/encoder"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn stages_run_each_level_for_its_duration() {
+    let dir = temp("stages");
+    let (ok, _, err) = goodput(&["run", "--stages", "1x1s,3x1s", "--warmup", "1", "--out", dir.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let levels = summary["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    assert_eq!((levels[0]["summary"]["load"].as_f64(), levels[1]["summary"]["load"].as_f64()), (Some(1.0), Some(3.0)));
+    for l in levels {
+        let n = l["summary"]["requests"].as_u64().unwrap();
+        let window = l["summary"]["window_s"].as_f64().unwrap();
+        // A 1 s stage of ~0.2–0.5 s requests: a handful of requests, a window of about a second.
+        assert!((2..200).contains(&n), "{n} requests");
+        assert!((0.6..4.0).contains(&window), "window {window}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

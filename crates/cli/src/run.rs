@@ -47,8 +47,15 @@ pub struct RunArgs {
     #[arg(long, requires = "rate")]
     pub constant_rate: bool,
     /// Measured requests per level (default: 4 × users, at least 8; 10 s worth with --rate).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "duration")]
     pub requests: Option<usize>,
+    /// Run each level for this long instead of a number of requests (e.g. 30s).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Closed-loop stages, USERSxDURATION each: `10x2m,20x2m,40x2m` (the seeds' "start at 10
+    /// users, raise every few minutes"). Replaces --concurrency and --duration.
+    #[arg(long, value_delimiter = ',', value_parser = parse_stage, conflicts_with_all = ["rate", "duration", "requests"])]
+    pub stages: Option<Vec<(usize, Duration)>>,
     /// Warm-up requests per level, left out of the statistics (default: one per user, or 2).
     #[arg(long)]
     pub warmup: Option<usize>,
@@ -70,6 +77,17 @@ pub struct RunArgs {
     /// Print only the final table and conclusion.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+fn parse_stage(s: &str) -> Result<(usize, Duration), String> {
+    let (users, d) = s.split_once('x').ok_or_else(|| format!("stage `{s}`: expected USERSxDURATION, e.g. 10x2m"))?;
+    let users: usize = users
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&u| u > 0)
+        .ok_or_else(|| format!("stage `{s}`: `{users}` is not a positive number of users"))?;
+    Ok((users, parse_duration(d)?))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -269,20 +287,33 @@ impl Workload {
 pub fn run(a: RunArgs) -> Result<()> {
     let slos: Vec<Slo> = parse_slos(&a.slo).map_err(anyhow::Error::msg).context("--slo")?;
     let spec = a.model.spec()?;
-    let loads: Vec<(f64, Arrival)> = match &a.rate {
-        Some(rates) => {
-            if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-                bail!("--rate: every rate must be a positive number of requests per second, got {rates:?}");
+    let mut durations: Vec<Option<Duration>> = Vec::new();
+    let loads: Vec<(f64, Arrival)> = match (&a.rate, &a.stages) {
+        (_, Some(stages)) => {
+            if stages.is_empty() {
+                bail!("--stages: give at least one USERSxDURATION stage");
             }
-            rates.iter().map(|&r| (r, Arrival::Rate { rate: r, poisson: !a.constant_rate })).collect()
+            durations = stages.iter().map(|s| Some(s.1)).collect();
+            stages.iter().map(|&(u, _)| (u as f64, Arrival::Closed { users: u, think: Duration::ZERO })).collect()
         }
-        None => {
-            if a.concurrency.is_empty() || a.concurrency.contains(&0) {
-                bail!("--concurrency: every level must be at least 1 user, got {:?}", a.concurrency);
+        (rate, None) => match rate {
+            Some(rates) => {
+                if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+                    bail!("--rate: every rate must be a positive number of requests per second, got {rates:?}");
+                }
+                rates.iter().map(|&r| (r, Arrival::Rate { rate: r, poisson: !a.constant_rate })).collect()
             }
-            a.concurrency.iter().map(|&c| (c as f64, Arrival::Closed { users: c, think: Duration::ZERO })).collect()
-        }
+            None => {
+                if a.concurrency.is_empty() || a.concurrency.contains(&0) {
+                    bail!("--concurrency: every level must be at least 1 user, got {:?}", a.concurrency);
+                }
+                a.concurrency.iter().map(|&c| (c as f64, Arrival::Closed { users: c, think: Duration::ZERO })).collect()
+            }
+        },
     };
+    if durations.is_empty() {
+        durations = vec![a.duration; loads.len()];
+    }
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
     let workload = if a.scenario == "rag" {
         if a.rate.is_some() {
@@ -369,20 +400,32 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     let mut levels: Vec<LevelReport> = Vec::new();
     let mut first_id = 0u64;
-    for (load, arrival) in loads {
-        let requests = a.requests.unwrap_or(match arrival {
-            Arrival::Closed { users, .. } if workload.is_sessions() => (2 * users).max(2),
-            Arrival::Closed { users, .. } => (4 * users).max(8),
-            Arrival::Rate { rate, .. } => ((10.0 * rate).ceil() as usize).max(8),
-        });
+    for ((load, arrival), duration) in loads.into_iter().zip(durations) {
+        if duration.is_some() && !matches!(workload, Workload::Single(_)) {
+            bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
+        }
+        // With a duration, the request count only caps the level.
+        let requests = if duration.is_some() { usize::MAX / 2 } else { 0 };
+        let requests = if requests > 0 {
+            requests
+        } else {
+            a.requests.unwrap_or(match arrival {
+                Arrival::Closed { users, .. } if workload.is_sessions() => (2 * users).max(2),
+                Arrival::Closed { users, .. } => (4 * users).max(8),
+                Arrival::Rate { rate, .. } => ((10.0 * rate).ceil() as usize).max(8),
+            })
+        };
         let warmup = a.warmup.unwrap_or(match arrival {
             Arrival::Closed { users, .. } => users,
             Arrival::Rate { .. } => 2,
         });
         let arrival_copy = arrival.clone();
-        let plan = LevelPlan { arrival, requests, warmup, timeout: a.timeout, seed: a.seed, first_id };
-        // Ids of a level: one per request (a session has `turns` requests).
-        first_id += ((requests + warmup) * workload.requests_per_unit()) as u64;
+        let plan = LevelPlan { arrival, requests, warmup, timeout: a.timeout, seed: a.seed, first_id, duration };
+        // Ids of a level: one per request (a session has `turns` requests); a timed level
+        // takes a wide id range (its real count is not known in advance).
+        let span =
+            if duration.is_some() { 1u64 << 40 } else { ((requests + warmup) * workload.requests_per_unit()) as u64 };
+        first_id += span;
         let _ = step_rx.drain();
         let users = match plan.arrival {
             Arrival::Closed { users, .. } => users,

@@ -35,8 +35,11 @@ impl Arrival {
 #[derive(Clone, Debug)]
 pub struct LevelPlan {
     pub arrival: Arrival,
-    /// Measured requests.
+    /// Measured requests (the most, when `duration` is set).
     pub requests: usize,
+    /// Stop issuing new requests this long after the level started (requests in flight
+    /// finish); `None`: run exactly `warmup + requests`.
+    pub duration: Option<Duration>,
     /// Requests sent first and left out of the statistics.
     pub warmup: usize,
     /// A request without its end marker after this long counts as timed out (and is abandoned).
@@ -105,8 +108,10 @@ async fn one<T: Target>(
 pub async fn run_level<T: Target>(target: Arc<T>, scenario: Arc<Scenario>, vocab: usize, plan: LevelPlan) -> LevelRun {
     let clock = target.clock();
     let total = (plan.warmup + plan.requests) as u64;
-    let records = Arc::new(Mutex::new(Vec::with_capacity(total as usize)));
+    let records = Arc::new(Mutex::new(Vec::with_capacity(total.min(1 << 16) as usize)));
     let start = clock.now();
+    let deadline = plan.duration.map(|d| clock.instant(start) + d);
+    let open = move || deadline.is_none_or(|d| std::time::Instant::now() < d);
     let plan = Arc::new(plan);
     match plan.arrival.clone() {
         Arrival::Closed { users, think } => {
@@ -117,6 +122,9 @@ pub async fn run_level<T: Target>(target: Arc<T>, scenario: Arc<Scenario>, vocab
                     (target.clone(), scenario.clone(), plan.clone(), next.clone(), records.clone());
                 tasks.push(tokio::spawn(async move {
                     loop {
+                        if !open() {
+                            break;
+                        }
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= total {
                             break;
@@ -140,9 +148,12 @@ pub async fn run_level<T: Target>(target: Arc<T>, scenario: Arc<Scenario>, vocab
             let exp = Exp::new(rate.max(1e-9)).ok();
             let t0 = tokio::time::Instant::now();
             let mut at = 0.0f64;
-            let mut tasks = Vec::with_capacity(total as usize);
+            let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
             for i in 0..total {
                 let due = t0 + Duration::from_secs_f64(at);
+                if deadline.is_some_and(|d| due.into_std() >= d) {
+                    break;
+                }
                 tokio::time::sleep_until(due).await;
                 let intended = clock.stamp(due.into_std());
                 let (target, scenario, plan, records) =
@@ -225,7 +236,7 @@ mod tests {
     }
 
     fn plan(arrival: Arrival, requests: usize, warmup: usize) -> LevelPlan {
-        LevelPlan { arrival, requests, warmup, timeout: Duration::from_secs(5), seed: 1, first_id: 100 }
+        LevelPlan { arrival, requests, warmup, timeout: Duration::from_secs(5), seed: 1, first_id: 100, duration: None }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -260,6 +271,24 @@ mod tests {
         for r in &run.records {
             assert!(r.sent >= r.intended);
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_duration_bounds_the_level() {
+        let t = fake(20);
+        let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
+        let mut p = plan(Arrival::Closed { users: 2, think: Duration::ZERO }, 10_000, 0);
+        p.duration = Some(Duration::from_millis(200));
+        let run = run_level(t.clone(), s.clone(), 1000, p).await;
+        // Two users, 20 ms each, for 200 ms: about 20 requests, not 10,000.
+        let n = run.records.len();
+        assert!((10..=22).contains(&n), "{n} requests");
+        let secs = run.end.secs_since(run.start);
+        assert!((0.19..0.5).contains(&secs), "{secs}");
+        let mut p = plan(Arrival::Rate { rate: 100.0, poisson: false }, 10_000, 0);
+        p.duration = Some(Duration::from_millis(100));
+        let run = run_level(t, s, 1000, p).await;
+        assert!((9..=11).contains(&run.records.len()), "{}", run.records.len());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
