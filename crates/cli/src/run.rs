@@ -400,7 +400,25 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     let mut levels: Vec<LevelReport> = Vec::new();
     let mut first_id = 0u64;
+    // Progress on stderr; indicatif hides it when stderr is not a terminal.
+    let bar = if a.quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(loads.len() as u64) };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {pos}/{len}: {msg}")
+            .expect("a valid progress template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    // Level lines are progress (hidden by --quiet); warnings always show.
+    let log = |line: String, warning: bool| {
+        if bar.is_hidden() {
+            if warning || !a.quiet {
+                eprintln!("{line}");
+            }
+        } else {
+            bar.println(line);
+        }
+    };
     for ((load, arrival), duration) in loads.into_iter().zip(durations) {
+        bar.set_message(format!("{load} {unit}"));
         if duration.is_some() && !matches!(workload, Workload::Single(_)) {
             bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
         }
@@ -460,19 +478,19 @@ pub fn run(a: RunArgs) -> Result<()> {
             if matches!(workload, Workload::Rag(..)) { (None, task_summary) } else { (task_summary, None) };
         let report = LevelReport { summary, engine: engine_level(&steps), harness, turns, agent, rag };
         for w in report.harness.warnings() {
-            eprintln!("warning: {} {unit}: {w}", report.summary.load);
+            log(format!("warning: {} {unit}: {w}", report.summary.load), true);
         }
         if let Some(f) = files.as_mut() {
             f.write_level(&report, &run.records, run.measured_from, &steps)?;
         }
-        if !a.quiet {
-            eprintln!("{}", table::level_line(&report, unit));
-        }
+        log(table::level_line(&report, unit), false);
+        bar.inc(1);
         levels.push(report);
         if let Some(f) = files.as_mut() {
             f.write_summary(&spec.name, &weights_desc, &workload.to_json(), &slos, unit, &levels)?;
         }
     }
+    bar.finish_and_clear();
     engine.shutdown(false);
     println!("{}", table::levels(&levels, unit, &spec.name, &workload.describe()));
     if let Some(last) = levels.last().filter(|l| !l.turns.is_empty()) {
