@@ -89,6 +89,8 @@ fn beyond_the_engine_s_batch_capacity_queue_time_dominates_ttft() {
         "2",
         "--max-num-seqs",
         "2",
+        "--refine",
+        "0",
         "--slo",
         "ttft_p95=500ms,error_rate=1%",
         "--out",
@@ -261,5 +263,48 @@ fn stages_run_each_level_for_its_duration() {
         assert!((2..200).contains(&n), "{n} requests");
         assert!((0.6..4.0).contains(&window), "window {window}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn capacity_search_stops_at_the_first_failure_and_bisects() {
+    let dir = temp("capacity");
+    let (ok, out, err) = goodput(&[
+        "capacity",
+        "--max-users",
+        "16",
+        "--max-num-seqs",
+        "2",
+        "--slo",
+        "ttft_p95=150ms,error_rate=1%",
+        "--requests",
+        "6",
+        "--warmup",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let levels: Vec<(f64, bool)> = summary["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["summary"]["load"].as_f64().unwrap(),
+                l["summary"]["slos"].as_array().unwrap().iter().all(|s| s["holds"] == true),
+            )
+        })
+        .collect();
+    assert!(levels.windows(2).all(|w| w[0].0 < w[1].0), "sorted by load: {levels:?}");
+    let first_fail = levels.iter().position(|l| !l.1).expect("two sequences at a time cannot serve 16 users in 150 ms");
+    // Doubling stopped at the first failing power of two: nothing beyond it was run.
+    assert!(levels[first_fail..].iter().all(|l| !l.1), "{levels:?}");
+    let last_pass = levels[..first_fail].last().map_or(0.0, |l| l.0);
+    assert!(levels[first_fail].0 - last_pass <= 1.0 || levels.len() >= 3, "bisection narrowed the gap: {levels:?}");
+    assert!(out.contains(&format!("the recommended stable load is {last_pass} users")) || last_pass == 0.0, "{out}");
+    let (ok, _, err) = goodput(&["capacity", "--rate", "1"]);
+    assert!(!ok && err.contains("searches over users"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

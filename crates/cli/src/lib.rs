@@ -28,6 +28,9 @@ enum Command {
     /// Run a scenario through a sweep of load levels: the three layers of numbers, SLOs,
     /// usable and limit capacity, and the written conclusion.
     Run(Box<run::RunArgs>),
+    /// Search usable capacity directly: double the users from 1 until an SLO breaks (or
+    /// --max-users), then bisect between the last passing and the first failing level.
+    Capacity(Box<run::CapacityArgs>),
     /// Generate text for one prompt with the in-process engine.
     Generate(generate::GenerateArgs),
 }
@@ -40,6 +43,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::EngineBench(a) => engine_bench::run(a),
         Command::Generate(a) => generate::run(a),
         Command::Run(a) => run::run(*a),
+        Command::Capacity(a) => run::capacity(*a),
     }
 }
 

@@ -65,6 +65,13 @@ pub struct RunArgs {
     /// SLOs that define usable capacity, e.g. ttft_p95=2s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%.
     #[arg(long, default_value = DEFAULT_SLOS)]
     pub slo: String,
+    /// After the sweep, run up to this many extra levels between the last passing and the
+    /// first failing level (bisection), to pin usable capacity down.
+    #[arg(long, default_value_t = 3)]
+    pub refine: usize,
+    /// Stop the sweep at the first level whose SLOs break (what `goodput capacity` does).
+    #[arg(long)]
+    pub stop_at_first_failure: bool,
     /// RAG: directory of the sentence encoder (default: where scripts/fetch-minilm.sh puts it).
     #[arg(long)]
     pub encoder: Option<PathBuf>,
@@ -77,6 +84,35 @@ pub struct RunArgs {
     /// Print only the final table and conclusion.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+/// How refinement levels are made: integer users, rates, or not at all (stages, durations).
+enum RefineKind {
+    Users,
+    Rate { poisson: bool },
+    None,
+}
+
+/// The next level between the last passing and the first failing level, if there is room:
+/// a whole number of users strictly between them, or a rate more than 10 % from both.
+fn refinement(levels: &[LevelReport], kind: &RefineKind) -> Option<((f64, Arrival), Option<Duration>)> {
+    let mut sorted: Vec<(f64, bool)> = levels.iter().map(|l| (l.summary.load, l.summary.slos_hold())).collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let first_fail = sorted.iter().position(|x| !x.1)?;
+    let pass = sorted[..first_fail].last()?.0;
+    let fail = sorted[first_fail].0;
+    match kind {
+        RefineKind::Users => {
+            let mid = ((pass + fail) / 2.0).floor();
+            (mid > pass && mid < fail)
+                .then(|| ((mid, Arrival::Closed { users: mid as usize, think: Duration::ZERO }), None))
+        }
+        RefineKind::Rate { poisson } => {
+            let mid = (pass + fail) / 2.0;
+            ((fail - pass) / fail > 0.1).then(|| ((mid, Arrival::Rate { rate: mid, poisson: *poisson }), None))
+        }
+        RefineKind::None => None,
+    }
 }
 
 fn parse_stage(s: &str) -> Result<(usize, Duration), String> {
@@ -284,10 +320,43 @@ impl Workload {
     }
 }
 
+#[derive(Args, Debug)]
+pub struct CapacityArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Highest number of users the search tries.
+    #[arg(long, default_value_t = 256)]
+    pub max_users: usize,
+}
+
+/// `goodput capacity`: levels 1, 2, 4, … users up to `--max-users`, stopping at the first
+/// level whose SLOs break, then `--refine` bisection steps.
+pub fn capacity(c: CapacityArgs) -> Result<()> {
+    let mut a = c.run;
+    if a.rate.is_some() || a.stages.is_some() || a.duration.is_some() {
+        bail!("goodput capacity searches over users with --requests per level; drop --rate, --stages and --duration");
+    }
+    if c.max_users == 0 {
+        bail!("--max-users must be at least 1");
+    }
+    a.concurrency =
+        std::iter::successors(Some(1usize), |&u| u.checked_mul(2)).take_while(|&u| u <= c.max_users).collect();
+    if a.concurrency.last() != Some(&c.max_users) {
+        a.concurrency.push(c.max_users);
+    }
+    a.stop_at_first_failure = true;
+    run(a)
+}
+
 pub fn run(a: RunArgs) -> Result<()> {
     let slos: Vec<Slo> = parse_slos(&a.slo).map_err(anyhow::Error::msg).context("--slo")?;
     let spec = a.model.spec()?;
     let mut durations: Vec<Option<Duration>> = Vec::new();
+    let arrival_kind = match (&a.rate, &a.stages) {
+        (Some(_), None) => RefineKind::Rate { poisson: !a.constant_rate },
+        (None, None) if a.duration.is_none() => RefineKind::Users,
+        _ => RefineKind::None,
+    };
     let loads: Vec<(f64, Arrival)> = match (&a.rate, &a.stages) {
         (_, Some(stages)) => {
             if stages.is_empty() {
@@ -417,7 +486,18 @@ pub fn run(a: RunArgs) -> Result<()> {
             bar.println(line);
         }
     };
-    for ((load, arrival), duration) in loads.into_iter().zip(durations) {
+    let mut queue: std::collections::VecDeque<((f64, Arrival), Option<Duration>)> =
+        loads.into_iter().zip(durations).collect();
+    let mut refine_left = a.refine;
+    loop {
+        let Some(((load, arrival), duration)) = queue.pop_front().or_else(|| {
+            // The sweep is done: refine between the last passing and the first failing level.
+            let next = if refine_left > 0 { refinement(&levels, &arrival_kind) } else { None };
+            refine_left = refine_left.saturating_sub(1);
+            next.inspect(|_| bar.inc_length(1))
+        }) else {
+            break;
+        };
         bar.set_message(format!("{load} {unit}"));
         if duration.is_some() && !matches!(workload, Workload::Single(_)) {
             bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
@@ -485,9 +565,16 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         log(table::level_line(&report, unit), false);
         bar.inc(1);
+        let failed = !report.summary.slos_hold();
         levels.push(report);
+        levels.sort_by(|x, y| x.summary.load.total_cmp(&y.summary.load));
         if let Some(f) = files.as_mut() {
             f.write_summary(&spec.name, &weights_desc, &workload.to_json(), &slos, unit, &levels)?;
+        }
+        if failed && a.stop_at_first_failure {
+            // A capacity search: nothing above a failing level needs running.
+            bar.set_length(bar.position());
+            queue.clear();
         }
     }
     bar.finish_and_clear();
