@@ -105,11 +105,11 @@ fn refinement(levels: &[LevelReport], kind: &RefineKind) -> Option<((f64, Arriva
         RefineKind::Users => {
             let mid = ((pass + fail) / 2.0).floor();
             (mid > pass && mid < fail)
-                .then(|| ((mid, Arrival::Closed { users: mid as usize, think: Duration::ZERO }), None))
+                .then_some(((mid, Arrival::Closed { users: mid as usize, think: Duration::ZERO }), None))
         }
         RefineKind::Rate { poisson } => {
             let mid = (pass + fail) / 2.0;
-            ((fail - pass) / fail > 0.1).then(|| ((mid, Arrival::Rate { rate: mid, poisson: *poisson }), None))
+            ((fail - pass) / fail > 0.1).then_some(((mid, Arrival::Rate { rate: mid, poisson: *poisson }), None))
         }
         RefineKind::None => None,
     }
