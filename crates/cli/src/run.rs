@@ -489,15 +489,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut queue: std::collections::VecDeque<((f64, Arrival), Option<Duration>)> =
         loads.into_iter().zip(durations).collect();
     let mut refine_left = a.refine;
-    loop {
-        let Some(((load, arrival), duration)) = queue.pop_front().or_else(|| {
-            // The sweep is done: refine between the last passing and the first failing level.
-            let next = if refine_left > 0 { refinement(&levels, &arrival_kind) } else { None };
-            refine_left = refine_left.saturating_sub(1);
-            next.inspect(|_| bar.inc_length(1))
-        }) else {
-            break;
-        };
+    // When the sweep is done, refine between the last passing and the first failing level.
+    while let Some(((load, arrival), duration)) = queue.pop_front().or_else(|| {
+        let next = if refine_left > 0 { refinement(&levels, &arrival_kind) } else { None };
+        refine_left = refine_left.saturating_sub(1);
+        next.inspect(|_| bar.inc_length(1))
+    }) {
         bar.set_message(format!("{load} {unit}"));
         if duration.is_some() && !matches!(workload, Workload::Single(_)) {
             bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
