@@ -122,6 +122,8 @@ fn bad_run_values_fail_before_anything_runs() {
         (&["run", "--scenario", "chat"], "unknown scenario"),
         (&["run", "--timeout", "0s"], "not a duration"),
         (&["run", "--stages", "2x"], "not a duration"),
+        (&["run", "--rate", "4", "--burstiness", "0"], "--burstiness must be a positive"),
+        (&["run", "--burstiness", "0.5"], "--rate"),
         (&["run", "--stages", "0x1s"], "not a positive number of users"),
         (&["run", "--stages", "4"], "USERSxDURATION"),
         (&["run", "--scenario", "agent", "--duration", "2s"], "use --requests for agent"),

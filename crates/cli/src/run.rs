@@ -48,6 +48,9 @@ pub struct RunArgs {
     /// Evenly spaced arrivals instead of Poisson (with --rate).
     #[arg(long, requires = "rate")]
     pub constant_rate: bool,
+    /// Gamma-distributed arrivals with this shape (with --rate): 1 = Poisson, below 1 burstier.
+    #[arg(long, default_value_t = 1.0, requires = "rate", conflicts_with = "constant_rate")]
+    pub burstiness: f64,
     /// Measured requests per level (default: 4 × users, at least 8; 10 s worth with --rate).
     #[arg(long, conflicts_with = "duration")]
     pub requests: Option<usize>,
@@ -141,7 +144,7 @@ fn build_workload(a: &RunArgs, max_len: usize) -> Result<Workload> {
 /// How refinement levels are made: integer users, rates, or not at all (stages, durations).
 enum RefineKind {
     Users,
-    Rate { poisson: bool },
+    Rate { burstiness: Option<f64> },
     None,
 }
 
@@ -159,9 +162,9 @@ fn refinement(levels: &[LevelReport], kind: &RefineKind) -> Option<((f64, Arriva
             (mid > pass && mid < fail)
                 .then_some(((mid, Arrival::Closed { users: mid as usize, think: Duration::ZERO }), None))
         }
-        RefineKind::Rate { poisson } => {
+        RefineKind::Rate { burstiness } => {
             let mid = (pass + fail) / 2.0;
-            ((fail - pass) / fail > 0.1).then_some(((mid, Arrival::Rate { rate: mid, poisson: *poisson }), None))
+            ((fail - pass) / fail > 0.1).then_some(((mid, Arrival::Rate { rate: mid, burstiness: *burstiness }), None))
         }
         RefineKind::None => None,
     }
@@ -403,9 +406,13 @@ pub fn capacity(c: CapacityArgs) -> Result<()> {
 pub fn run(a: RunArgs) -> Result<()> {
     let slos: Vec<Slo> = parse_slos(&a.slo).map_err(anyhow::Error::msg).context("--slo")?;
     let spec = a.model.spec()?;
+    if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
+        bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);
+    }
+    let burstiness = (!a.constant_rate).then_some(a.burstiness);
     let mut durations: Vec<Option<Duration>> = Vec::new();
     let arrival_kind = match (&a.rate, &a.stages) {
-        (Some(_), None) => RefineKind::Rate { poisson: !a.constant_rate },
+        (Some(_), None) => RefineKind::Rate { burstiness },
         (None, None) if a.duration.is_none() => RefineKind::Users,
         _ => RefineKind::None,
     };
@@ -422,7 +429,7 @@ pub fn run(a: RunArgs) -> Result<()> {
                 if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
                     bail!("--rate: every rate must be a positive number of requests per second, got {rates:?}");
                 }
-                rates.iter().map(|&r| (r, Arrival::Rate { rate: r, poisson: !a.constant_rate })).collect()
+                rates.iter().map(|&r| (r, Arrival::Rate { rate: r, burstiness })).collect()
             }
             None => {
                 if a.concurrency.is_empty() || a.concurrency.contains(&0) {

@@ -6,7 +6,7 @@
 use crate::scenario::Scenario;
 use goodput_core::{ClientRecord, Outcome, Stamp, Target, WorkRequest};
 use rand::SeedableRng;
-use rand_distr::{Distribution, Exp};
+use rand_distr::{Distribution, Gamma};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,8 +17,10 @@ pub enum Arrival {
     /// `users` virtual users, each sending its next request when the previous one ended
     /// (plus `think` time).
     Closed { users: usize, think: Duration },
-    /// Requests at `rate` per second, evenly spaced or as a Poisson process.
-    Rate { rate: f64, poisson: bool },
+    /// Requests at `rate` per second. `burstiness`: `None` spaces them evenly; `Some(b)` draws
+    /// gaps from a gamma distribution of shape `b` and mean `1/rate` (vLLM's `--burstiness`):
+    /// 1 is a Poisson process, below 1 burstier, above 1 more regular.
+    Rate { rate: f64, burstiness: Option<f64> },
 }
 
 impl Arrival {
@@ -48,6 +50,29 @@ pub struct LevelPlan {
     pub seed: u64,
     /// First request id of the level (ids are unique over a run).
     pub first_id: u64,
+}
+
+/// Gaps between open-loop arrivals, in seconds.
+pub struct Gaps {
+    rate: f64,
+    gamma: Option<Gamma<f64>>,
+    rng: rand::rngs::SmallRng,
+}
+
+impl Gaps {
+    pub fn new(rate: f64, burstiness: Option<f64>, seed: u64) -> Self {
+        let rate = rate.max(1e-9);
+        // Shape b, scale 1/(rate·b): mean 1/rate, coefficient of variation 1/√b.
+        let gamma = burstiness.filter(|b| *b > 0.0).and_then(|b| Gamma::new(b, 1.0 / (rate * b)).ok());
+        Self { rate, gamma, rng: rand::rngs::SmallRng::seed_from_u64(seed ^ 0xA11CE) }
+    }
+
+    pub fn next_gap(&mut self) -> f64 {
+        match &self.gamma {
+            Some(g) => g.sample(&mut self.rng),
+            None => 1.0 / self.rate,
+        }
+    }
 }
 
 /// One level of closed-loop work in units of several requests (multi-turn sessions, agent
@@ -143,9 +168,8 @@ pub async fn run_level<T: Target>(target: Arc<T>, scenario: Arc<Scenario>, vocab
                 let _ = t.await;
             }
         }
-        Arrival::Rate { rate, poisson } => {
-            let mut rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ 0xA11CE);
-            let exp = Exp::new(rate.max(1e-9)).ok();
+        Arrival::Rate { rate, burstiness } => {
+            let mut gaps = Gaps::new(rate, burstiness, plan.seed);
             let t0 = tokio::time::Instant::now();
             let mut at = 0.0f64;
             let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
@@ -162,10 +186,7 @@ pub async fn run_level<T: Target>(target: Arc<T>, scenario: Arc<Scenario>, vocab
                     let rec = one(&*target, &scenario, vocab, &plan, plan.first_id + i, intended).await;
                     records.lock().expect("records lock").push(rec);
                 }));
-                at += match (&exp, poisson) {
-                    (Some(e), true) => e.sample(&mut rng),
-                    _ => 1.0 / rate,
-                };
+                at += gaps.next_gap();
             }
             for t in tasks {
                 let _ = t.await;
@@ -260,7 +281,7 @@ mod tests {
         let t = fake(50);
         let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
         // 100 req/s evenly: 10 requests over 90 ms, each taking 50 ms: several overlap.
-        let run = run_level(t.clone(), s, 1000, plan(Arrival::Rate { rate: 100.0, poisson: false }, 10, 0)).await;
+        let run = run_level(t.clone(), s, 1000, plan(Arrival::Rate { rate: 100.0, burstiness: None }, 10, 0)).await;
         assert_eq!(run.records.len(), 10);
         assert!(t.peak.load(Ordering::SeqCst) >= 4);
         let mut intended: Vec<f64> = run.records.iter().map(|r| r.intended.secs_since(run.start)).collect();
@@ -270,6 +291,24 @@ mod tests {
         }
         for r in &run.records {
             assert!(r.sent >= r.intended);
+        }
+    }
+
+    #[test]
+    fn gaps_have_the_rate_s_mean_and_the_burstiness_s_spread() {
+        let stats = |b: Option<f64>| {
+            let mut g = Gaps::new(10.0, b, 7);
+            let xs: Vec<f64> = (0..20_000).map(|_| g.next_gap()).collect();
+            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+            let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
+            (mean, var.sqrt() / mean)
+        };
+        let (m, cv) = stats(None);
+        assert!((m - 0.1).abs() < 1e-12 && cv < 1e-9, "constant: {m} {cv}");
+        for (b, want_cv) in [(1.0, 1.0), (0.25, 2.0), (4.0, 0.5)] {
+            let (m, cv) = stats(Some(b));
+            assert!((m - 0.1).abs() < 0.005, "burstiness {b}: mean {m}");
+            assert!((cv - want_cv).abs() < 0.08 * want_cv, "burstiness {b}: cv {cv}, want {want_cv}");
         }
     }
 
@@ -285,7 +324,7 @@ mod tests {
         assert!((10..=22).contains(&n), "{n} requests");
         let secs = run.end.secs_since(run.start);
         assert!((0.19..0.5).contains(&secs), "{secs}");
-        let mut p = plan(Arrival::Rate { rate: 100.0, poisson: false }, 10_000, 0);
+        let mut p = plan(Arrival::Rate { rate: 100.0, burstiness: None }, 10_000, 0);
         p.duration = Some(Duration::from_millis(100));
         let run = run_level(t, s, 1000, p).await;
         assert!((9..=11).contains(&run.records.len()), "{}", run.records.len());
