@@ -20,6 +20,10 @@ fn temp(name: &str) -> PathBuf {
     d
 }
 
+fn summary_of(dir: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
 fn records(dir: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("records.jsonl"))
         .unwrap()
@@ -36,7 +40,7 @@ fn a_small_sweep_prints_the_table_and_conclusion_and_writes_its_files() {
     assert!(ok, "{err}");
     assert!(out.contains("TTFT p95") && out.contains("Conclusion"), "{out}");
     assert!(out.contains("recommended stable load") || out.contains("No level met the SLOs"), "{out}");
-    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: Value = summary_of(&dir);
     let levels = summary["levels"].as_array().unwrap();
     assert_eq!(levels.len(), 2);
     for l in levels {
@@ -97,7 +101,7 @@ fn beyond_the_engine_s_batch_capacity_queue_time_dominates_ttft() {
         dir.to_str().unwrap(),
     ]);
     assert!(ok, "{err}");
-    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: Value = summary_of(&dir);
     let hi = &summary["levels"][1]["summary"];
     let queue = hi["queue_time"]["p50"].as_f64().unwrap();
     let prefill = hi["prefill_time"]["p50"].as_f64().unwrap();
@@ -154,7 +158,7 @@ fn multi_turn_prompts_grow_by_turn_and_hit_the_prefix_cache() {
     ]);
     assert!(ok, "{err}");
     assert!(out.contains("By turn at 2 users") && out.contains("prefix cache serves"), "{out}");
-    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: Value = summary_of(&dir);
     let turns = summary["levels"][0]["turns"].as_array().unwrap();
     assert_eq!(turns.len(), 4);
     let prompt: Vec<f64> = turns.iter().map(|t| t["prompt_tokens"].as_f64().unwrap()).collect();
@@ -188,7 +192,7 @@ fn agent_amplification_is_model_calls_per_task() {
     ]);
     assert!(ok, "{err}");
     assert!(out.contains("each task triggers 3.0 model calls"), "{out}");
-    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: Value = summary_of(&dir);
     let ag = &summary["levels"][0]["agent"];
     assert_eq!(ag["tasks"], 3);
     // Measured model calls / measured tasks, from the raw records.
@@ -230,7 +234,7 @@ fn rag_times_every_stage_with_a_real_encoder() {
     ]);
     assert!(ok, "{err}");
     assert!(out.contains("RAG stage timeline") && out.contains("median timeline: embed"), "{out}");
-    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: Value = summary_of(&dir);
     let level = &summary["levels"][0];
     assert_eq!(level["summary"]["completed"], 4, "{level}");
     let steps = level["rag"]["steps"].as_array().unwrap();
@@ -254,7 +258,7 @@ fn stages_run_each_level_for_its_duration() {
     let dir = temp("stages");
     let (ok, _, err) = goodput(&["run", "--stages", "1x1s,3x1s", "--warmup", "1", "--out", dir.to_str().unwrap()]);
     assert!(ok, "{err}");
-    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: Value = summary_of(&dir);
     let levels = summary["levels"].as_array().unwrap();
     assert_eq!(levels.len(), 2);
     assert_eq!((levels[0]["summary"]["load"].as_f64(), levels[1]["summary"]["load"].as_f64()), (Some(1.0), Some(3.0)));
@@ -287,7 +291,7 @@ fn capacity_search_stops_at_the_first_failure_and_bisects() {
         dir.to_str().unwrap(),
     ]);
     assert!(ok, "{err}");
-    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: Value = summary_of(&dir);
     let levels: Vec<(f64, bool)> = summary["levels"]
         .as_array()
         .unwrap()

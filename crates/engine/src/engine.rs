@@ -312,21 +312,10 @@ impl goodput_core::Target for EngineHandle {
         use goodput_core::{Chunk, ClientRecord, Outcome};
         let input_tokens = req.prompt.len();
         let sent = self.clock.now();
-        let mut rec = ClientRecord {
-            id: req.id,
-            intended,
-            sent,
-            chunks: Vec::with_capacity(req.params.max_tokens),
-            end: sent,
-            input_tokens,
-            output_tokens: 0,
-            outcome: Outcome::Ok,
-            retries: 0,
-            engine: None,
-            output_ids: Vec::new(),
-            session: None,
-            turn: None,
-        };
+        let mut rec = ClientRecord::unanswered(req.id, intended, input_tokens, sent, Outcome::Ok);
+        rec.sent = sent;
+        // Capped: max_tokens is the caller's, and the engine refuses what exceeds the context.
+        rec.chunks.reserve(req.params.max_tokens.min(self.limits.max_model_len));
         let stream = match self.submit(req.prompt, req.params) {
             Ok(s) => s,
             Err(e) => {

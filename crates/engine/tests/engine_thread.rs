@@ -173,3 +173,18 @@ fn a_stream_dropped_while_queued_is_aborted_before_it_runs() {
     drop(first);
     wait_idle(&h);
 }
+
+#[test]
+fn the_target_refuses_an_absurd_max_tokens_without_panicking() {
+    use goodput_core::{Outcome, Target, WorkRequest};
+    let e = engine(None);
+    let h = e.handle();
+    let req = WorkRequest { id: 1, prompt: prompt(4), params: SamplingParams::greedy_exact(usize::MAX) };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rec = rt.block_on(h.run(req, h.clock().now()));
+    assert!(
+        matches!(&rec.outcome, Outcome::Error(m) if m.contains("exceeds the model's context")),
+        "{:?}",
+        rec.outcome
+    );
+}
