@@ -6,8 +6,13 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn goodput(args: &[&str]) -> (bool, String, String) {
+    goodput_env(args, &[])
+}
+
+fn goodput_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
         .args(args)
+        .envs(env.iter().copied())
         .env_remove("RUST_BACKTRACE")
         .output()
         .expect("run goodput");
@@ -131,6 +136,16 @@ fn bad_run_values_fail_before_anything_runs() {
         (&["run", "--stages", "0x1s"], "not a positive number of users"),
         (&["run", "--stages", "4"], "USERSxDURATION"),
         (&["run", "--scenario", "agent", "--duration", "2s"], "use --requests for agent"),
+        (&["run", "--burst", "0,4"], "at least 1 request"),
+        (&["run", "--burst", "4", "--warmup", "2"], "cold start"),
+        (&["run", "--burst", "4", "--rate", "2"], "cannot be used with"),
+        (&["run", "--duration", "2s", "--cooldown", "3"], "give the cool-down as a duration"),
+        (&["run", "--scenario", "agent", "--warmup", "2s"], "give a count"),
+        (&["run", "--warmup", "soon"], "neither a count nor a duration"),
+        (&["run", "--engine-cpus", "4096"], "CPU 4096 is not available"),
+        (&["run", "--harness-cpus", "1-0"], "backwards"),
+        (&["run", "--retry-backoff", "0s"], "not a duration"),
+        (&["run", "--retries", "-1"], "'-1'"),
     ];
     for (args, needle) in cases {
         let (ok, _, err) = goodput(args);
@@ -197,7 +212,7 @@ fn agent_amplification_is_model_calls_per_task() {
     assert_eq!(ag["tasks"], 3);
     // Measured model calls / measured tasks, from the raw records.
     let recs = records(&dir);
-    let measured_calls = recs.iter().filter(|r| r["warmup"] == false).count() as f64;
+    let measured_calls = recs.iter().filter(|r| r["phase"] == "measured").count() as f64;
     assert_eq!(ag["amplification"].as_f64().unwrap(), measured_calls / 3.0);
     assert_eq!(ag["amplification"].as_f64().unwrap(), 3.0);
     assert_eq!(ag["tool_calls_per_task"].as_f64().unwrap(), 2.0);
@@ -247,9 +262,223 @@ fn rag_times_every_stage_with_a_real_encoder() {
     for k in ["queue_time", "prefill_time", "decode_time"] {
         assert_eq!(level["summary"][k]["n"], 4, "{k}");
     }
-    // Without an encoder: a clear error, before anything runs.
+    // A named encoder that is not there: a clear error, before anything runs.
     let (ok, _, err) = goodput(&["run", "--scenario", "rag", "--encoder", "/nonexistent/encoder"]);
     assert!(!ok && err.contains("fetch-minilm.sh") && err.contains("/nonexistent/encoder"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rag_without_an_encoder_says_so_and_embeds_with_the_engine_s_prefill() {
+    let dir = temp("rag-prefill");
+    let cache = dir.join("empty-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let out_dir = dir.join("out");
+    let (ok, out, err) = goodput_env(
+        &[
+            "run",
+            "--scenario",
+            "rag",
+            "--concurrency",
+            "2",
+            "--requests",
+            "4",
+            "--warmup",
+            "1",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[("GOODPUT_CACHE", cache.to_str().unwrap())],
+    );
+    assert!(ok, "{err}");
+    assert!(err.contains("no sentence encoder") && err.contains("prefill-only pass"), "{err}");
+    assert!(out.contains("RAG stage timeline"), "{out}");
+    let summary: Value = summary_of(&out_dir);
+    assert!(summary["scenario"]["encoder"].as_str().unwrap().contains("prefill-only"));
+    let level = &summary["levels"][0];
+    assert_eq!(level["summary"]["completed"], 4, "{level}");
+    let embed = &level["rag"]["steps"][0];
+    assert_eq!(embed["kind"], "embed");
+    assert_eq!(embed["duration"]["n"], 4);
+    // A forward pass of the query through the engine: at least the engine's step time.
+    let step_p50 = level["engine"]["step_time"]["p50"].as_f64().unwrap();
+    assert!(embed["duration"]["p50"].as_f64().unwrap() >= 0.5 * step_p50, "{embed} vs step {step_p50}");
+    // The embedding passes ran through the engine but are not generation records.
+    let steps = std::fs::read_to_string(out_dir.join("steps.jsonl")).unwrap();
+    assert!(steps.lines().count() > 5);
+    assert_eq!(records(&out_dir).len(), 5, "4 measured + 1 warm-up generation calls");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_burst_sends_a_level_at_once_with_nothing_left_out() {
+    let dir = temp("burst");
+    let (ok, out, err) = goodput(&["run", "--burst", "3,6", "--refine", "0", "--out", dir.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("load (requests at once)"), "{out}");
+    let summary: Value = summary_of(&dir);
+    let levels = summary["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    for (l, n) in levels.iter().zip([3, 6]) {
+        assert_eq!(l["summary"]["requests"], n);
+        assert_eq!((l["warmup_requests"].as_u64(), l["cooldown_requests"].as_u64()), (Some(0), Some(0)));
+    }
+    let recs = records(&dir);
+    assert_eq!(recs.len(), 9);
+    assert!(recs.iter().all(|r| r["phase"] == "measured"));
+    for load in [3.0, 6.0] {
+        let intended: Vec<u64> =
+            recs.iter().filter(|r| r["level"] == load).map(|r| r["intended"].as_u64().unwrap()).collect();
+        assert!(intended.iter().all(|&t| t == intended[0]), "one due time per burst: {intended:?}");
+    }
+    // At 6 at once, the last served waited for the others: queueing shows in the engine.
+    assert!(levels[1]["summary"]["queue_time"]["max"].as_f64().unwrap() > 0.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn warmup_and_cooldown_are_run_but_left_out_and_the_engine_series_is_written() {
+    let dir = temp("phases");
+    let cpus = goodput_engine::affinity::allowed();
+    let mut args = vec!["run", "--concurrency", "2", "--requests", "4", "--warmup", "1", "--cooldown", "2"];
+    let (e, h) = (cpus[0].to_string(), cpus.last().unwrap().to_string());
+    if cpus.len() >= 2 {
+        args.extend(["--engine-cpus", &e, "--harness-cpus", &h]);
+    }
+    args.extend(["--series-interval", "50ms", "--out", dir.to_str().unwrap()]);
+    let (ok, _, err) = goodput(&args);
+    assert!(ok, "{err}");
+    // The level's three layers, printed as it finished.
+    assert!(err.contains("Level 2 users") && err.contains("queue (ms)") && err.contains("per-user tok/s"), "{err}");
+    assert!(err.contains("1 warm-up and 2 cool-down requests left out"), "{err}");
+    let summary: Value = summary_of(&dir);
+    let l = &summary["levels"][0];
+    assert_eq!(l["summary"]["requests"], 4);
+    assert_eq!((l["warmup_requests"].as_u64(), l["cooldown_requests"].as_u64()), (Some(1), Some(2)));
+    let recs = records(&dir);
+    let count = |p: &str| recs.iter().filter(|r| r["phase"] == p).count();
+    assert_eq!((count("warmup"), count("measured"), count("cooldown")), (1, 4, 2));
+    if cpus.len() >= 2 {
+        assert_eq!(summary["cpus"]["engine"], e.as_str());
+        assert_eq!(summary["cpus"]["harness"], h.as_str());
+    }
+    let series = std::fs::read_to_string(dir.join("timeseries.csv")).unwrap();
+    let mut lines = series.lines();
+    assert!(lines.next().unwrap().starts_with("level,t_s,steps,running_mean,running_max,waiting_mean"));
+    let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(String::from).collect()).collect();
+    assert!(rows.len() >= 2, "{series}");
+    // Two users: the engine ran two requests at a time at some point, never more.
+    let running_max: Vec<u64> = rows.iter().map(|r| r[4].parse().unwrap()).collect();
+    assert_eq!(running_max.iter().max(), Some(&2), "{series}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn time_trims_and_retries_are_applied_and_counted() {
+    let dir = temp("trims");
+    // 20 req/s evenly, 20 requests: intended at 0, 50, …, 950 ms. 175 ms of warm-up leaves out
+    // 0–150 (4); 175 ms of cool-down leaves out 800–950 (4).
+    let (ok, _, err) = goodput(&[
+        "run",
+        "--rate",
+        "20",
+        "--constant-rate",
+        "--requests",
+        "20",
+        "--warmup",
+        "175ms",
+        "--cooldown",
+        "175ms",
+        "--refine",
+        "0",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let l = &summary_of(&dir)["levels"][0];
+    assert_eq!((l["warmup_requests"].as_u64(), l["cooldown_requests"].as_u64()), (Some(4), Some(4)), "{l}");
+    assert_eq!(l["summary"]["requests"], 12);
+    // 1,000 output tokens take seconds: with a 100 ms timeout every attempt times out, and
+    // two retries each are made and counted.
+    let slow = dir.join("slow.toml");
+    std::fs::write(&slow, "input = { kind = \"fixed\", n = 40 }\noutput = { kind = \"fixed\", n = 1000 }\n").unwrap();
+    let (ok, _, err) = goodput(&[
+        "run",
+        "--scenario",
+        slow.to_str().unwrap(),
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--warmup",
+        "0",
+        "--timeout",
+        "100ms",
+        "--retries",
+        "2",
+        "--retry-backoff",
+        "10ms",
+        "--refine",
+        "0",
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let s = &summary_of(&dir.join("out"))["levels"][0]["summary"];
+    assert_eq!(
+        (s["timeouts"].as_u64(), s["retries"].as_u64(), s["retried_requests"].as_u64()),
+        (Some(2), Some(4), Some(2))
+    );
+    assert!((s["retry_share"].as_f64().unwrap() - 4.0 / 6.0).abs() < 1e-9);
+    // Latency runs from the first attempt: 3 attempts of 100 ms and 30 ms of back-off.
+    assert!(s["e2e"].is_null() || s["e2e"]["p50"].as_f64().unwrap() >= 0.33);
+    for r in records(&dir.join("out")) {
+        assert_eq!(r["retries"], 2);
+        assert!(r["end"].as_u64().unwrap() - r["intended"].as_u64().unwrap() >= 330_000_000);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_agent_graph_runs_its_branches_side_by_side() {
+    let dir = temp("graph");
+    std::fs::create_dir_all(&dir).unwrap();
+    let graph = dir.join("fan-out.toml");
+    std::fs::write(
+        &graph,
+        "kind = \"agent\"\nsystem = 16\nquestion = { kind = \"fixed\", n = 8 }\n\
+         [[steps]]\nkind = \"llm\"\noutput = { kind = \"fixed\", n = 4 }\n\
+         [[steps]]\nkind = \"tool\"\nafter = [1]\nlatency_ms = { kind = \"fixed\", n = 300 }\nresult_tokens = { kind = \"fixed\", n = 6 }\n\
+         [[steps]]\nkind = \"tool\"\nafter = [1]\nlatency_ms = { kind = \"fixed\", n = 300 }\nresult_tokens = { kind = \"fixed\", n = 6 }\n\
+         [[steps]]\nkind = \"llm\"\nafter = [2, 3]\noutput = { kind = \"fixed\", n = 4 }\n",
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let (ok, out, err) = goodput(&[
+        "run",
+        "--scenario",
+        graph.to_str().unwrap(),
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--warmup",
+        "0",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("4 llm (after 2,3)") && out.contains("each task triggers 2.0 model calls"), "{out}");
+    let ag = &summary_of(&out_dir)["levels"][0]["agent"];
+    // Two 300 ms tools side by side: the task waits 300 ms on tools, not 600.
+    let e2e = ag["task_e2e"]["p50"].as_f64().unwrap();
+    assert!(e2e < 0.6, "task E2E {e2e}: the tools ran one after the other");
+    let share = ag["tool_wait_share"].as_f64().unwrap();
+    assert!((0.3..1.0).contains(&share) && 0.3 / e2e - share < 0.05, "{share} of {e2e}");
+    // The join's prompt is system + question + first output + both tool results.
+    let joins: Vec<u64> =
+        records(&out_dir).iter().filter(|r| r["turn"] == 2).map(|r| r["input_tokens"].as_u64().unwrap()).collect();
+    assert_eq!(joins, [16 + 8 + 4 + 12, 16 + 8 + 4 + 12]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -102,6 +102,7 @@ impl EngineArgs {
             max_num_seqs: self.max_num_seqs,
             enable_prefix_caching: !self.no_prefix_caching,
             max_model_len: self.max_model_len,
+            cpus: None,
         })
     }
 }

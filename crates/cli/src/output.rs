@@ -1,14 +1,17 @@
-//! What `goodput run` writes: per-request records (JSONL and CSV), engine steps (JSONL), the
-//! summary JSON (contract names plus vLLM `bench serve` keys for the same quantities) and the
-//! written conclusion. Files are written as each level finishes, so a killed run keeps every
+//! What `goodput run` writes: per-request records (JSONL and CSV, each with its phase:
+//! warm-up, measured or cool-down), engine steps (JSONL), the engine's time series (CSV:
+//! running, waiting, KV usage per interval), the summary JSON (contract names plus vLLM
+//! `bench serve` keys for the same quantities) and the written conclusion. Files are written as each level finishes, so a killed run keeps every
 //! finished level.
 
-use crate::run::LevelReport;
+use crate::run::{LevelReport, Setup};
 use anyhow::{Context, Result};
-use goodput_core::{ClientRecord, StepRecord};
+use goodput_core::StepRecord;
+use goodput_metrics::engine::SeriesPoint;
 use goodput_metrics::request as rm;
 use goodput_metrics::slo::Slo;
 use goodput_metrics::Summary;
+use goodput_workload::LevelRun;
 use serde_json::{json, Map, Value};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -19,6 +22,7 @@ pub struct RunFiles {
     records: BufWriter<File>,
     steps: BufWriter<File>,
     csv: csv::Writer<File>,
+    series: csv::Writer<File>,
 }
 
 impl RunFiles {
@@ -31,7 +35,7 @@ impl RunFiles {
         csv.write_record([
             "level",
             "id",
-            "warmup",
+            "phase",
             "outcome",
             "input_tokens",
             "output_tokens",
@@ -45,7 +49,24 @@ impl RunFiles {
             "cached_tokens",
             "preemptions",
         ])?;
+        let mut series = csv::Writer::from_writer(open("timeseries.csv")?);
+        series.write_record([
+            "level",
+            "t_s",
+            "steps",
+            "running_mean",
+            "running_max",
+            "waiting_mean",
+            "waiting_max",
+            "kv_block_usage_mean",
+            "kv_block_usage_max",
+            "kv_token_usage_mean",
+            "preemptions",
+            "prefill_tokens",
+            "decode_tokens",
+        ])?;
         Ok(Self {
+            series,
             dir: dir.to_path_buf(),
             records: BufWriter::new(open("records.jsonl")?),
             steps: BufWriter::new(open("steps.jsonl")?),
@@ -61,18 +82,19 @@ impl RunFiles {
     pub fn write_level(
         &mut self,
         level: &LevelReport,
-        records: &[ClientRecord],
-        measured_from: u64,
+        run: &LevelRun,
         steps: &[StepRecord],
+        series: &[SeriesPoint],
     ) -> Result<()> {
         use goodput_metrics::engine as em;
         let load = level.summary.load;
         let f = |x: Option<f64>| x.map(|v| format!("{v:.6}")).unwrap_or_default();
-        for r in records {
+        for r in &run.records {
+            let phase = run.phase(r);
             let mut v = serde_json::to_value(r)?;
             if let Value::Object(m) = &mut v {
                 m.insert("level".into(), json!(load));
-                m.insert("warmup".into(), json!(r.id < measured_from));
+                m.insert("phase".into(), json!(phase));
             }
             serde_json::to_writer(&mut self.records, &v)?;
             self.records.write_all(b"\n")?;
@@ -81,11 +103,12 @@ impl RunFiles {
                 goodput_core::Outcome::Ok => "ok".to_string(),
                 goodput_core::Outcome::Timeout => "timeout".to_string(),
                 goodput_core::Outcome::Error(m) => format!("error: {m}"),
+                goodput_core::Outcome::Refused(m) => format!("refused: {m}"),
             };
             self.csv.write_record([
                 load.to_string(),
                 r.id.to_string(),
-                (r.id < measured_from).to_string(),
+                serde_json::to_value(phase)?.as_str().unwrap_or_default().to_string(),
                 outcome,
                 r.input_tokens.to_string(),
                 r.output_tokens.to_string(),
@@ -108,17 +131,34 @@ impl RunFiles {
             serde_json::to_writer(&mut self.steps, &v)?;
             self.steps.write_all(b"\n")?;
         }
+        for p in series {
+            self.series.write_record([
+                load.to_string(),
+                format!("{:.3}", p.t_s),
+                p.steps.to_string(),
+                format!("{:.3}", p.running_mean),
+                p.running_max.to_string(),
+                format!("{:.3}", p.waiting_mean),
+                p.waiting_max.to_string(),
+                format!("{:.4}", p.kv_block_usage_mean),
+                format!("{:.4}", p.kv_block_usage_max),
+                format!("{:.4}", p.kv_token_usage_mean),
+                p.preemptions.to_string(),
+                p.prefill_tokens.to_string(),
+                p.decode_tokens.to_string(),
+            ])?;
+        }
         self.records.flush()?;
         self.steps.flush()?;
         self.csv.flush()?;
+        self.series.flush()?;
         Ok(())
     }
 
     /// Rewrites summary.json with every level so far.
     pub fn write_summary(
         &mut self,
-        model: &str,
-        weights: &str,
+        setup: &Setup,
         scenario: &Value,
         slos: &[Slo],
         unit: &str,
@@ -126,8 +166,12 @@ impl RunFiles {
     ) -> Result<()> {
         let doc = json!({
             "goodput_version": env!("CARGO_PKG_VERSION"),
-            "model": model,
-            "weights": weights,
+            "model": setup.model,
+            "weights": setup.weights,
+            "device": setup.device,
+            "seed": setup.seed,
+            "cpus": setup.pinning,
+            "retry": { "max": setup.retry.max, "backoff_s": setup.retry.backoff.as_secs_f64() },
             "scenario": scenario,
             "load_unit": unit,
             "slos": slos.iter().map(|s| s.to_string()).collect::<Vec<_>>(),

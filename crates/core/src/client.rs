@@ -18,10 +18,21 @@ pub struct Chunk {
 pub enum Outcome {
     /// The end-of-stream marker arrived.
     Ok,
-    /// The request failed (refused, broken stream, server error); the text says why.
+    /// The request failed (broken stream, overload, server error); the text says why.
+    /// Retrying may help.
     Error(String),
+    /// The target refused the request as invalid (the engine's admission check, an HTTP 4xx
+    /// other than 429); sending it again cannot help.
+    Refused(String),
     /// No end marker within the request timeout.
     Timeout,
+}
+
+impl Outcome {
+    /// Whether a retry policy may send the request again after this outcome.
+    pub fn retryable(&self) -> bool {
+        matches!(self, Outcome::Error(_) | Outcome::Timeout)
+    }
 }
 
 /// The raw record of one request as the client saw it.

@@ -21,6 +21,14 @@ impl Stamp {
     pub fn as_secs(self) -> f64 {
         self.0 as f64 * 1e-9
     }
+    /// `d` later.
+    pub fn plus(self, d: Duration) -> Stamp {
+        Stamp(self.0.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64))
+    }
+    /// `d` earlier (not before the origin).
+    pub fn minus(self, d: Duration) -> Stamp {
+        Stamp(self.0.saturating_sub(d.as_nanos().min(u64::MAX as u128) as u64))
+    }
 }
 
 /// A monotonic clock: `Instant` at creation is its origin. Cheap to copy and share.

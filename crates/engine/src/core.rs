@@ -24,6 +24,9 @@ pub struct EngineConfig {
     pub enable_prefix_caching: bool,
     /// Longest sequence; `None`: the model's `max_position_embeddings`.
     pub max_model_len: Option<usize>,
+    /// Pin the engine thread and its compute threads (a rayon pool of this many threads) to
+    /// these CPUs; `None`: no pinning, the global rayon pool.
+    pub cpus: Option<Vec<usize>>,
 }
 
 impl Default for EngineConfig {
@@ -36,6 +39,7 @@ impl Default for EngineConfig {
             max_num_seqs: 256,
             enable_prefix_caching: true,
             max_model_len: None,
+            cpus: None,
         }
     }
 }

@@ -135,18 +135,43 @@ impl Engine {
         let thread = std::thread::Builder::new()
             .name("goodput-engine".into())
             .spawn(move || {
-                // The scheduler is single-threaded (Rc), so the core is built on this thread.
-                let core = match EngineCore::new(model, &cfg, clock) {
-                    Ok(c) => {
-                        let _ = ready_tx.send(Ok(()));
-                        c
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
+                let cpus = cfg.cpus.clone();
+                let ready = ready_tx.clone();
+                let body = move || {
+                    // The scheduler is single-threaded (Rc), so the core is built on the
+                    // thread that runs the loop.
+                    let core = match EngineCore::new(model, &cfg, clock) {
+                        Ok(c) => {
+                            let _ = ready_tx.send(Ok(()));
+                            c
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    run_loop(core, rx, steps);
                 };
-                run_loop(core, rx, steps);
+                let Some(cpus) = cpus else { return body() };
+                // Pinned: this thread and a pool of one compute thread per CPU, all on `cpus`;
+                // the loop runs inside the pool, so every parallel kernel stays there.
+                let pool = crate::affinity::pin_current(&cpus).and_then(|_| {
+                    let pin = cpus.clone();
+                    rayon::ThreadPoolBuilder::new()
+                        .num_threads(cpus.len())
+                        .thread_name(|i| format!("goodput-compute-{i}"))
+                        .start_handler(move |_| {
+                            let _ = crate::affinity::pin_current(&pin);
+                        })
+                        .build()
+                        .map_err(|e| EngineError::Other(format!("cannot start the compute threads: {e}")))
+                });
+                match pool {
+                    Ok(pool) => pool.install(body),
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                    }
+                }
             })
             .map_err(|e| EngineError::Other(format!("cannot start the engine thread: {e}")))?;
         ready_rx.recv().map_err(|_| EngineError::Stopped)??;
@@ -320,7 +345,7 @@ impl goodput_core::Target for EngineHandle {
             Ok(s) => s,
             Err(e) => {
                 rec.end = self.clock.now();
-                rec.outcome = Outcome::Error(e.to_string());
+                rec.outcome = Outcome::Refused(e.to_string());
                 return rec;
             }
         };

@@ -2,6 +2,7 @@
 //! ("varlen") step over a paged KV cache, driven by the continuous-batching scheduler of
 //! `goodput-scheduler`. The only crate that knows candle.
 
+pub mod affinity;
 pub mod core;
 pub mod encoder;
 pub mod engine;

@@ -183,8 +183,54 @@ fn the_target_refuses_an_absurd_max_tokens_without_panicking() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let rec = rt.block_on(h.run(req, h.clock().now()));
     assert!(
-        matches!(&rec.outcome, Outcome::Error(m) if m.contains("exceeds the model's context")),
+        matches!(&rec.outcome, Outcome::Refused(m) if m.contains("exceeds the model's context")),
         "{:?}",
         rec.outcome
     );
+}
+
+/// The CPUs allowed to every thread of this process whose name starts with `prefix`.
+fn threads_cpus(prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim().starts_with(prefix) {
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")).unwrap_or_default();
+            out.push(line.trim_start_matches("Cpus_allowed_list:").trim().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_pinned_engine_runs_its_threads_on_its_cpus_and_gives_the_same_tokens() {
+    let cpu = goodput_engine::affinity::allowed()[0];
+    let spec = Catalog::builtin().get("tiny").unwrap().clone();
+    let mut src = DummySource { seed: 3, dtype: DType::F32, device: Device::Cpu };
+    let model = Llama::load(&spec, &mut src, 512, &Device::Cpu, DType::F32).unwrap();
+    let cfg =
+        EngineConfig { num_blocks: Some(64), max_model_len: Some(512), cpus: Some(vec![cpu]), ..Default::default() };
+    let pinned = Engine::start(model, cfg, Clock::new(), None).unwrap();
+    let free = engine(None);
+    let run = |h: &EngineHandle| -> Vec<u32> {
+        let s = h.submit(prompt(50), SamplingParams::greedy_exact(8)).unwrap();
+        let mut out = Vec::new();
+        while let Ok(ev) = s.events.recv() {
+            match ev {
+                RequestEvent::Token { token, .. } => out.push(token),
+                RequestEvent::Finished { .. } => break,
+                RequestEvent::Error(e) => panic!("{e}"),
+            }
+        }
+        out
+    };
+    assert_eq!(run(&pinned.handle()), run(&free.handle()));
+    let compute = threads_cpus("goodput-compute");
+    assert!(!compute.is_empty(), "the pinned engine's compute pool exists");
+    assert!(compute.iter().all(|c| *c == cpu.to_string()), "{compute:?}");
+    let engine_threads = threads_cpus("goodput-engine");
+    assert!(engine_threads.contains(&cpu.to_string()), "{engine_threads:?}");
+    pinned.shutdown(false);
+    free.shutdown(false);
 }

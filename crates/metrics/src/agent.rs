@@ -23,9 +23,34 @@ pub struct AgentSummary {
     pub amplification: f64,
     /// Tool and retrieval calls per task.
     pub tool_calls_per_task: f64,
-    /// Σ tool + retrieval wait / Σ task E2E, over completed tasks.
+    /// Σ tool-wait time / Σ task E2E over completed tasks, where a task's tool-wait time is
+    /// the time during which some tool or retrieval runs and no model call does (for a
+    /// sequence, the sum of its tool and retrieval steps; parallel tools count once).
     pub tool_wait_share: f64,
     pub steps: Vec<StepSummary>,
+}
+
+/// Seconds of `t` during which a tool or retrieval runs and no model call does.
+pub fn tool_only_time(t: &TaskRecord) -> f64 {
+    // Sweep over the step boundaries, counting running tools and model calls.
+    let mut events: Vec<(goodput_core::Stamp, i32, i32)> = Vec::with_capacity(2 * t.steps.len());
+    for s in &t.steps {
+        let (tool, llm) = if s.kind == "llm" { (0, 1) } else { (1, 0) };
+        events.push((s.start, tool, llm));
+        events.push((s.end, -tool, -llm));
+    }
+    events.sort_by_key(|e| e.0);
+    let (mut tools, mut llms, mut total) = (0, 0, 0.0);
+    let mut last = events.first().map(|e| e.0).unwrap_or_default();
+    for (at, dt, dl) in events {
+        if tools > 0 && llms == 0 {
+            total += at.secs_since(last);
+        }
+        tools += dt;
+        llms += dl;
+        last = at;
+    }
+    total
 }
 
 pub fn summarize_tasks(tasks: &[TaskRecord]) -> AgentSummary {
@@ -34,8 +59,7 @@ pub fn summarize_tasks(tasks: &[TaskRecord]) -> AgentSummary {
     let calls = tasks.iter().flat_map(|t| &t.steps).filter(|s| s.kind == "llm").count() as f64;
     let tools = tasks.iter().flat_map(|t| &t.steps).filter(|s| s.kind != "llm").count() as f64;
     let e2e: Vec<f64> = done.iter().map(|t| t.end.secs_since(t.start)).collect();
-    let wait: f64 =
-        done.iter().flat_map(|t| &t.steps).filter(|s| s.kind != "llm").map(|s| s.end.secs_since(s.start)).sum();
+    let wait: f64 = done.iter().map(|t| tool_only_time(t)).sum();
     let total: f64 = e2e.iter().sum();
     let max_steps = done.iter().map(|t| t.steps.len()).max().unwrap_or(0);
     let steps = (0..max_steps)
@@ -97,5 +121,23 @@ mod tests {
         assert_eq!(s.steps.len(), 3);
         assert_eq!(s.steps[1].kind, "tool");
         assert!((s.steps[1].duration.as_ref().unwrap().mean - 0.15).abs() < 1e-12);
+    }
+
+    #[test]
+    fn parallel_tools_count_once_and_not_while_a_model_call_runs() {
+        // llm 0–2, tools 2–5 and 3–6 in parallel, llm 6–10: tool-only 2–6 = 4 of 10.
+        let t = TaskRecord {
+            task: 1,
+            start: ms(0),
+            end: ms(10),
+            steps: vec![step("llm", 0, 2), step("tool", 2, 5), step("retrieve", 3, 6), step("llm", 6, 10)],
+            ok: true,
+        };
+        assert!((tool_only_time(&t) - 0.004).abs() < 1e-12);
+        assert!((summarize_tasks(std::slice::from_ref(&t)).tool_wait_share - 0.4).abs() < 1e-12);
+        // A model call 4–8 alongside: tool-only is 2–4 only.
+        let mut u = t;
+        u.steps[3] = step("llm", 4, 8);
+        assert!((tool_only_time(&u) - 0.002).abs() < 1e-12);
     }
 }

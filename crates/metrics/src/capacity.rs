@@ -56,8 +56,42 @@ pub fn last_without_queueing(levels: &[LevelOutcome], min_rise: f64) -> Option<f
     }
 }
 
+/// Retry share of a level, at or above which retries matter.
+pub const RETRY_STORM_MIN_SHARE: f64 = 0.05;
+
+/// A retry storm: retries feeding on themselves. With `(load, retry_share)` per level, where
+/// `retry_share` = retries / attempts, it is one when the highest load's share is at least
+/// [`RETRY_STORM_MIN_SHARE`], and the share never falls and rises overall from the first level
+/// with retries up (loads ascending): the extra attempts are load the target would not have
+/// had, and they grow with the load. Returns the shares from the first level with retries.
+pub fn retry_storm(levels: &[(f64, f64)]) -> Option<Vec<(f64, f64)>> {
+    let mut sorted = levels.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let first = sorted.iter().position(|l| l.1 > 0.0)?;
+    let tail = &sorted[first..];
+    let last = tail.last()?.1;
+    let rising = tail.windows(2).all(|w| w[1].1 >= w[0].1) && (tail.len() == 1 && first > 0 || last > tail[0].1);
+    (last >= RETRY_STORM_MIN_SHARE && rising).then(|| sorted[first.saturating_sub(1)..].to_vec())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_retry_share_rising_with_load_is_a_storm() {
+        use super::retry_storm;
+        // 0 → 1 % → 6 % → 20 %: a storm, reported from the last level without retries.
+        let s = retry_storm(&[(8.0, 0.06), (1.0, 0.0), (2.0, 0.0), (4.0, 0.01), (16.0, 0.2)]).unwrap();
+        assert_eq!(s, vec![(2.0, 0.0), (4.0, 0.01), (8.0, 0.06), (16.0, 0.2)]);
+        // Only the top level retries, at 10 %: rising from zero.
+        assert!(retry_storm(&[(1.0, 0.0), (2.0, 0.1)]).is_some());
+        // Flat, falling, or small shares are not.
+        assert!(retry_storm(&[(1.0, 0.1), (2.0, 0.1)]).is_none());
+        assert!(retry_storm(&[(1.0, 0.2), (2.0, 0.1)]).is_none());
+        assert!(retry_storm(&[(1.0, 0.0), (2.0, 0.01), (4.0, 0.04)]).is_none());
+        assert!(retry_storm(&[(1.0, 0.0), (2.0, 0.0)]).is_none());
+        assert!(retry_storm(&[]).is_none());
+    }
+
     use super::*;
 
     fn lv(load: f64, ok: bool, tps: f64, q: f64) -> LevelOutcome {

@@ -60,6 +60,110 @@ pub fn step_time(s: &StepRecord) -> f64 {
     s.end.secs_since(s.start)
 }
 
+/// The engine's state over one interval of a level: gauges (running and waiting requests, KV
+/// block and token usage) as means over the steps that ended in the interval, weighted by
+/// their duration, and their maxima; counters (preemptions, prefill and decode tokens) as
+/// sums. An interval without steps is an idle engine: everything zero.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SeriesPoint {
+    /// Start of the interval, in seconds after the series' origin.
+    pub t_s: f64,
+    pub steps: usize,
+    pub running_mean: f64,
+    pub running_max: usize,
+    pub waiting_mean: f64,
+    pub waiting_max: usize,
+    pub kv_block_usage_mean: f64,
+    pub kv_block_usage_max: f64,
+    pub kv_token_usage_mean: f64,
+    pub preemptions: usize,
+    pub prefill_tokens: usize,
+    pub decode_tokens: usize,
+}
+
+/// The engine's time series: `steps` binned by their end stamp into intervals of `bin_s`
+/// seconds from `origin` (steps before `origin` go to the first interval).
+pub fn series(steps: &[StepRecord], origin: goodput_core::Stamp, bin_s: f64) -> Vec<SeriesPoint> {
+    let bin_s = if bin_s > 0.0 { bin_s } else { 1.0 };
+    let Some(last) = steps.iter().map(|s| s.end).max() else { return Vec::new() };
+    let n = (last.secs_since(origin).max(0.0) / bin_s).floor() as usize + 1;
+    let mut out: Vec<SeriesPoint> =
+        (0..n).map(|i| SeriesPoint { t_s: i as f64 * bin_s, ..Default::default() }).collect();
+    let mut weight = vec![0.0f64; n];
+    for s in steps {
+        let i = ((s.end.secs_since(origin).max(0.0) / bin_s).floor() as usize).min(n - 1);
+        // A zero-length step still counts (weight of a nanosecond).
+        let w = step_time(s).max(1e-9);
+        let p = &mut out[i];
+        p.steps += 1;
+        p.running_mean += w * s.running as f64;
+        p.waiting_mean += w * s.waiting as f64;
+        p.kv_block_usage_mean += w * kv_block_usage(s);
+        p.kv_token_usage_mean += w * kv_token_usage(s);
+        p.running_max = p.running_max.max(s.running);
+        p.waiting_max = p.waiting_max.max(s.waiting);
+        p.kv_block_usage_max = p.kv_block_usage_max.max(kv_block_usage(s));
+        p.preemptions += s.preemptions;
+        p.prefill_tokens += s.prefill_tokens;
+        p.decode_tokens += s.decode_seqs;
+        weight[i] += w;
+    }
+    for (p, w) in out.iter_mut().zip(weight) {
+        if w > 0.0 {
+            p.running_mean /= w;
+            p.waiting_mean /= w;
+            p.kv_block_usage_mean /= w;
+            p.kv_token_usage_mean /= w;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod series_tests {
+    use super::*;
+    use goodput_core::Stamp;
+
+    fn ms(x: u64) -> Stamp {
+        Stamp(x * 1_000_000)
+    }
+
+    #[test]
+    fn hand_computed_series() {
+        let step = |a: u64, b: u64, running, waiting, blocks, pre| StepRecord {
+            start: ms(a),
+            end: ms(b),
+            running,
+            waiting,
+            blocks_used: blocks,
+            usable_blocks: 100,
+            block_size: 16,
+            tokens_held: blocks * 8,
+            preemptions: pre,
+            prefill_tokens: 10,
+            decode_seqs: running,
+            ..Default::default()
+        };
+        // 100 ms bins from 0: steps ending at 30 and 90 ms (10 and 30 ms long) in bin 0,
+        // nothing in bin 1, one ending at 250 ms in bin 2.
+        let steps = [step(20, 30, 2, 4, 10, 0), step(60, 90, 6, 0, 50, 1), step(240, 250, 1, 0, 20, 0)];
+        let s = series(&steps, ms(0), 0.1);
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0].steps, 2);
+        // Running: (10·2 + 30·6) / 40 = 5; waiting (10·4) / 40 = 1; blocks (10·.1 + 30·.5)/40 = .4.
+        assert!((s[0].running_mean - 5.0).abs() < 1e-9);
+        assert!((s[0].waiting_mean - 1.0).abs() < 1e-9);
+        assert!((s[0].kv_block_usage_mean - 0.4).abs() < 1e-9);
+        assert!((s[0].kv_token_usage_mean - 0.2).abs() < 1e-9);
+        assert_eq!((s[0].running_max, s[0].waiting_max, s[0].preemptions), (6, 4, 1));
+        assert_eq!((s[0].prefill_tokens, s[0].decode_tokens), (20, 8));
+        assert_eq!(s[1], SeriesPoint { t_s: 0.1, ..Default::default() });
+        assert!((s[2].t_s - 0.2).abs() < 1e-12);
+        assert_eq!(s[2].running_max, 1);
+        assert!(series(&[], ms(0), 0.1).is_empty());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

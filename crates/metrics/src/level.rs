@@ -33,6 +33,12 @@ pub struct LevelSummary {
     pub mean_output_tokens: f64,
     pub error_rate: f64,
     pub timeout_rate: f64,
+    /// Retries made by the retry policy (not counted in `requests`), the requests that needed
+    /// any, and `retry_share` = retries / (requests + retries): the share of attempts that
+    /// were retries.
+    pub retries: usize,
+    pub retried_requests: usize,
+    pub retry_share: f64,
     /// Requests meeting every SLO, per second of the window (errors are not good).
     pub goodput: f64,
     pub ttft: Option<Summary>,
@@ -123,6 +129,9 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     s.errors = n - s.completed - s.timeouts;
     s.error_rate = (n - s.completed) as f64 / n as f64;
     s.timeout_rate = s.timeouts as f64 / n as f64;
+    s.retries = records.iter().map(|r| r.retries as usize).sum();
+    s.retried_requests = records.iter().filter(|r| r.retries > 0).count();
+    s.retry_share = s.retries as f64 / (n + s.retries) as f64;
     let ok: Vec<&&ClientRecord> = records.iter().filter(|r| r.is_ok()).collect();
     s.request_throughput = ok.len() as f64 / s.window_s;
     s.input_throughput = ok.iter().map(|r| r.input_tokens).sum::<usize>() as f64 / s.window_s;
@@ -208,7 +217,10 @@ mod tests {
         let a = rec(1, 0, 100, 1100, 11, Outcome::Ok);
         let b = rec(2, 0, 200, 1200, 21, Outcome::Ok);
         let c = rec(3, 0, 900, 2000, 11, Outcome::Ok);
-        let d = rec(4, 500, 0, 1500, 0, Outcome::Error("refused".into()));
+        let mut d = rec(4, 500, 0, 1500, 0, Outcome::Error("overloaded".into()));
+        d.retries = 2;
+        let mut b = b;
+        b.retries = 1;
         let recs = [&a, &b, &c, &d];
         let slos = parse_slos("ttft_p50=250ms,tpot_max=120ms,error_rate=30%").unwrap();
         let s = summarize(4.0, &recs, &slos);
@@ -218,6 +230,9 @@ mod tests {
         assert!((s.output_throughput - 21.5).abs() < 1e-12); // 43 tokens / 2 s
         assert!((s.input_throughput - 150.0).abs() < 1e-12); // 300 tokens of completed requests / 2 s
         assert_eq!(s.error_rate, 0.25);
+        // 3 retries over 4 requests: 3 of 7 attempts were retries.
+        assert_eq!((s.retries, s.retried_requests), (3, 2));
+        assert!((s.retry_share - 3.0 / 7.0).abs() < 1e-12);
         let ttft = s.ttft.as_ref().unwrap();
         assert_eq!(ttft.n, 3);
         assert!((ttft.p50 - 0.2).abs() < 1e-12);

@@ -5,7 +5,7 @@
 
 use crate::runner::{send, LevelRun, UnitPlan};
 use crate::scenario::{random_tokens, LengthDist};
-use goodput_core::{SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
+use goodput_core::{ClientRecord, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,13 +34,34 @@ impl AgentStep {
     }
 }
 
+/// A step of the task's plan and the steps it waits for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentNode {
+    #[serde(flatten)]
+    pub step: AgentStep,
+    /// 1-based numbers of earlier steps this one waits for: `after = [2, 3]` joins two
+    /// branches, `after = []` starts with the task. Absent: the step before (a sequence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Vec<usize>>,
+}
+
+impl From<AgentStep> for AgentNode {
+    fn from(step: AgentStep) -> Self {
+        AgentNode { step, after: None }
+    }
+}
+
+/// An agent task: a sequence, or a small graph (a DAG: each step names earlier steps it waits
+/// for), of model calls, tool calls and retrievals. Steps whose dependencies are done run at
+/// once (parallel tool calls, fan-out model calls). A model call's prompt is the system prompt,
+/// the question and what every step it depends on, directly or not, added, in step order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Agent {
     /// System prompt tokens, shared by every task.
     pub system: usize,
     /// The user's request.
     pub question: LengthDist,
-    pub steps: Vec<AgentStep>,
+    pub steps: Vec<AgentNode>,
 }
 
 impl Agent {
@@ -51,38 +72,78 @@ impl Agent {
             system: 128,
             question: LengthDist::Uniform { min: 30, max: 80 },
             steps: vec![
-                AgentStep::Llm { output: LengthDist::Uniform { min: 20, max: 40 } },
+                AgentStep::Llm { output: LengthDist::Uniform { min: 20, max: 40 } }.into(),
                 AgentStep::Tool {
                     latency_ms: LengthDist::LogNormal { median: 150.0, sigma: 0.5, min: 20, max: 1000 },
                     result_tokens: LengthDist::Uniform { min: 50, max: 150 },
-                },
-                AgentStep::Llm { output: LengthDist::Uniform { min: 20, max: 40 } },
+                }
+                .into(),
+                AgentStep::Llm { output: LengthDist::Uniform { min: 20, max: 40 } }.into(),
                 AgentStep::Retrieve {
                     latency_ms: LengthDist::Uniform { min: 20, max: 60 },
                     tokens: LengthDist::Uniform { min: 100, max: 200 },
-                },
-                AgentStep::Llm { output: LengthDist::Uniform { min: 60, max: 120 } },
+                }
+                .into(),
+                AgentStep::Llm { output: LengthDist::Uniform { min: 60, max: 120 } }.into(),
             ],
         }
     }
 
     pub fn model_calls(&self) -> usize {
-        self.steps.iter().filter(|s| matches!(s, AgentStep::Llm { .. })).count()
+        self.steps.iter().filter(|s| matches!(s.step, AgentStep::Llm { .. })).count()
     }
 
-    /// The largest context the last model call can see.
+    /// The 0-based steps step `i` waits for.
+    pub fn deps(&self, i: usize) -> Vec<usize> {
+        match &self.steps[i].after {
+            Some(after) => {
+                let mut d: Vec<usize> = after.iter().filter(|&&a| a >= 1 && a <= i).map(|a| a - 1).collect();
+                d.sort_unstable();
+                d.dedup();
+                d
+            }
+            None => i.checked_sub(1).into_iter().collect(),
+        }
+    }
+
+    /// Every step `i` depends on, directly or not, in step order.
+    pub fn ancestors(&self, i: usize) -> Vec<usize> {
+        let mut seen = vec![false; self.steps.len()];
+        let mut stack = self.deps(i);
+        while let Some(d) = stack.pop() {
+            if !std::mem::replace(&mut seen[d], true) {
+                stack.extend(self.deps(d));
+            }
+        }
+        (0..self.steps.len()).filter(|&j| seen[j]).collect()
+    }
+
+    /// Tokens step `i` adds to the context, at most.
+    fn added_max(&self, i: usize) -> usize {
+        match &self.steps[i].step {
+            AgentStep::Llm { output } => output.max(),
+            AgentStep::Tool { result_tokens, .. } => result_tokens.max(),
+            AgentStep::Retrieve { tokens, .. } => tokens.max(),
+        }
+    }
+
+    /// The largest context a model call can reach: its prompt plus its output.
     pub fn max_context(&self) -> usize {
-        self.system
-            + self.question.max()
-            + self
-                .steps
-                .iter()
-                .map(|s| match s {
-                    AgentStep::Llm { output } => output.max(),
-                    AgentStep::Tool { result_tokens, .. } => result_tokens.max(),
-                    AgentStep::Retrieve { tokens, .. } => tokens.max(),
-                })
-                .sum::<usize>()
+        (0..self.steps.len())
+            .filter(|&i| matches!(self.steps[i].step, AgentStep::Llm { .. }))
+            .map(|i| {
+                self.system
+                    + self.question.max()
+                    + self.ancestors(i).iter().map(|&j| self.added_max(j)).sum::<usize>()
+                    + self.added_max(i)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether any step departs from "after the step before".
+    fn is_graph(&self) -> bool {
+        self.steps.iter().enumerate().any(|(i, s)| s.after.is_some() && s.after.as_deref() != Some(&[i][..]))
     }
 
     pub fn validate(&self, max_model_len: usize) -> Result<(), String> {
@@ -90,9 +151,14 @@ impl Agent {
             return Err("agent: a task needs at least one llm step".into());
         }
         self.question.validate("agent question")?;
-        for (i, s) in self.steps.iter().enumerate() {
-            let what = format!("agent step {} ({})", i + 1, s.kind());
-            match s {
+        for (i, node) in self.steps.iter().enumerate() {
+            let what = format!("agent step {} ({})", i + 1, node.step.kind());
+            if let Some(bad) = node.after.iter().flatten().find(|&&a| a == 0 || a > i) {
+                return Err(format!(
+                    "{what}: after = {bad}, but a step can only wait for earlier steps (1 to {i}, 1-based)"
+                ));
+            }
+            match &node.step {
                 AgentStep::Llm { output } => output.validate(&what)?,
                 AgentStep::Tool { latency_ms, result_tokens } => {
                     latency_ms.validate(&what)?;
@@ -114,9 +180,39 @@ impl Agent {
     }
 
     pub fn describe(&self) -> String {
-        let kinds: Vec<&str> = self.steps.iter().map(AgentStep::kind).collect();
-        format!("agent: {} (system {}, question {} tokens)", kinds.join(" → "), self.system, self.question.describe())
+        let plan = if self.is_graph() {
+            (0..self.steps.len())
+                .map(|i| {
+                    let d: Vec<String> = self.deps(i).iter().map(|d| (d + 1).to_string()).collect();
+                    let kind = self.steps[i].step.kind();
+                    if d.is_empty() {
+                        format!("{} {kind}", i + 1)
+                    } else {
+                        format!("{} {kind} (after {})", i + 1, d.join(","))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        } else {
+            self.steps.iter().map(|s| s.step.kind()).collect::<Vec<_>>().join(" → ")
+        };
+        format!("agent: {plan} (system {}, question {} tokens)", self.system, self.question.describe())
     }
+}
+
+/// What one step of one task will do, drawn before the task runs (so a task is the same
+/// whatever order its parallel steps finish in).
+enum Drawn {
+    Llm { n_out: usize, call: u64 },
+    Wait { ms: u64, tokens: Vec<TokenId> },
+}
+
+/// What a finished step hands back.
+struct Done {
+    index: usize,
+    step: TaskStep,
+    added: Vec<TokenId>,
+    record: Option<ClientRecord>,
 }
 
 /// Runs `warmup + tasks` tasks over `users` closed-loop users. Model calls are the records
@@ -128,7 +224,7 @@ pub async fn run_tasks<T: Target>(
     plan: UnitPlan,
 ) -> (LevelRun, Vec<TaskRecord>) {
     let clock = target.clock();
-    let total = (plan.warmup + plan.units) as u64;
+    let total = (plan.warmup + plan.units + plan.cooldown) as u64;
     let calls = agent.model_calls() as u64;
     let records = Arc::new(Mutex::new(Vec::new()));
     let tasks_out = Arc::new(Mutex::new(Vec::new()));
@@ -156,45 +252,89 @@ pub async fn run_tasks<T: Target>(
                 }
                 let task = plan.first_id / calls.max(1) + t;
                 let mut rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ task.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                let mut context: Vec<TokenId> = system.to_vec();
                 let n_q = agent.question.sample(&mut rng);
-                context.extend(random_tokens(&mut rng, n_q, vocab));
-                let task_start = target.clock().now();
-                let mut steps = Vec::with_capacity(agent.steps.len());
-                let mut ok = true;
+                let mut base: Vec<TokenId> = system.to_vec();
+                base.extend(random_tokens(&mut rng, n_q, vocab));
                 let mut call = 0u64;
-                for step in &agent.steps {
-                    let s0 = target.clock().now();
-                    match step {
+                let drawn: Vec<Drawn> = agent
+                    .steps
+                    .iter()
+                    .map(|node| match &node.step {
                         AgentStep::Llm { output } => {
-                            let id = plan.first_id + t * calls + call;
                             call += 1;
-                            let n_out = output.sample(&mut rng);
-                            let req = WorkRequest {
-                                id,
-                                prompt: context.clone(),
-                                params: SamplingParams::greedy_exact(n_out),
-                            };
-                            let mut rec = send(&*target, req, s0, plan.timeout).await;
-                            rec.session = Some(task);
-                            rec.turn = Some(call as u32);
-                            ok &= rec.is_ok();
-                            context.extend(std::mem::take(&mut rec.output_ids));
-                            records.lock().expect("records lock").push(rec);
+                            Drawn::Llm { n_out: output.sample(&mut rng), call }
                         }
                         AgentStep::Tool { latency_ms, result_tokens: n }
                         | AgentStep::Retrieve { latency_ms, tokens: n } => {
-                            let wait = latency_ms.sample(&mut rng) as u64;
+                            let ms = latency_ms.sample(&mut rng) as u64;
                             let n = n.sample(&mut rng);
-                            tokio::time::sleep(Duration::from_millis(wait)).await;
-                            context.extend(random_tokens(&mut rng, n, vocab));
+                            Drawn::Wait { ms, tokens: random_tokens(&mut rng, n, vocab) }
+                        }
+                    })
+                    .collect();
+                let task_start = target.clock().now();
+                let n = agent.steps.len();
+                let mut added: Vec<Option<Vec<TokenId>>> = vec![None; n];
+                let mut finished: Vec<Option<TaskStep>> = vec![None; n];
+                let mut started = vec![false; n];
+                let mut ok = true;
+                let mut running = tokio::task::JoinSet::new();
+                loop {
+                    // Start every step whose dependencies are done (none after a failure).
+                    for i in (0..n).filter(|_| ok) {
+                        if started[i] || !agent.deps(i).iter().all(|&d| added[d].is_some()) {
+                            continue;
+                        }
+                        started[i] = true;
+                        let kind = agent.steps[i].step.kind();
+                        match &drawn[i] {
+                            Drawn::Llm { n_out, call } => {
+                                let mut prompt = base.clone();
+                                for a in agent.ancestors(i) {
+                                    prompt.extend_from_slice(added[a].as_deref().unwrap_or_default());
+                                }
+                                let req = WorkRequest {
+                                    id: plan.first_id + t * calls + (call - 1),
+                                    prompt,
+                                    params: SamplingParams::greedy_exact(*n_out),
+                                };
+                                let (target, plan, call) = (target.clone(), plan.clone(), *call);
+                                running.spawn(async move {
+                                    let s0 = target.clock().now();
+                                    let mut rec = send(&*target, req, s0, plan.timeout, plan.retry).await;
+                                    rec.session = Some(task);
+                                    rec.turn = Some(call as u32);
+                                    let added = std::mem::take(&mut rec.output_ids);
+                                    let step = TaskStep { kind: kind.into(), start: s0, end: target.clock().now() };
+                                    Done { index: i, step, added, record: Some(rec) }
+                                });
+                            }
+                            Drawn::Wait { ms, tokens } => {
+                                let (target, ms, tokens) = (target.clone(), *ms, tokens.clone());
+                                running.spawn(async move {
+                                    let s0 = target.clock().now();
+                                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                                    let step = TaskStep { kind: kind.into(), start: s0, end: target.clock().now() };
+                                    Done { index: i, step, added: tokens, record: None }
+                                });
+                            }
                         }
                     }
-                    steps.push(TaskStep { kind: step.kind().into(), start: s0, end: target.clock().now() });
-                    if !ok {
-                        break;
+                    let Some(joined) = running.join_next().await else { break };
+                    match joined {
+                        Ok(done) => {
+                            if let Some(rec) = done.record {
+                                ok &= rec.is_ok();
+                                records.lock().expect("records lock").push(rec);
+                            }
+                            finished[done.index] = Some(done.step);
+                            added[done.index] = Some(done.added);
+                        }
+                        Err(_) => ok = false,
                     }
                 }
+                ok &= finished.iter().all(Option::is_some);
+                let steps: Vec<TaskStep> = finished.into_iter().flatten().collect();
                 let rec = TaskRecord { task, start: task_start, end: target.clock().now(), steps, ok };
                 tasks_out.lock().expect("tasks lock").push(rec);
             }
@@ -207,6 +347,111 @@ pub async fn run_tasks<T: Target>(
     let records = std::mem::take(&mut *records.lock().expect("records lock"));
     let mut tasks = std::mem::take(&mut *tasks_out.lock().expect("tasks lock"));
     let first_task = plan.first_id / calls.max(1) + plan.warmup as u64;
-    tasks.retain(|t| t.task >= first_task);
-    (LevelRun { records, measured_from: plan.first_id + plan.warmup as u64 * calls, start, end }, tasks)
+    tasks.retain(|t| (first_task..first_task + plan.units as u64).contains(&t.task));
+    (LevelRun::of_units(records, &plan, calls, start, end), tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::{Chunk, Clock, Outcome, Stamp};
+
+    /// Answers each call after 20 ms with `max_tokens` ids, and remembers its prompt length.
+    struct Echo {
+        clock: Clock,
+        prompts: Mutex<Vec<(u64, usize)>>,
+    }
+
+    impl Target for Echo {
+        fn clock(&self) -> Clock {
+            self.clock
+        }
+        fn describe(&self) -> String {
+            "echo".into()
+        }
+        async fn run(&self, req: WorkRequest, intended: Stamp) -> ClientRecord {
+            self.prompts.lock().unwrap().push((req.id, req.prompt.len()));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let n = req.params.max_tokens;
+            let mut r = ClientRecord::unanswered(req.id, intended, req.prompt.len(), self.clock.now(), Outcome::Ok);
+            r.chunks = vec![Chunk { at: r.end, tokens: n as u32 }];
+            r.output_tokens = n;
+            r.output_ids = vec![7; n];
+            r
+        }
+    }
+
+    fn fixed(n: usize) -> LengthDist {
+        LengthDist::Fixed { n }
+    }
+
+    /// plan (llm) → two tools at once → merge (llm, after both).
+    fn fan_out() -> Agent {
+        let tool = |ms, n| AgentNode {
+            step: AgentStep::Tool { latency_ms: fixed(ms), result_tokens: fixed(n) },
+            after: Some(vec![1]),
+        };
+        Agent {
+            system: 10,
+            question: fixed(5),
+            steps: vec![
+                AgentStep::Llm { output: fixed(3) }.into(),
+                tool(100, 20),
+                tool(150, 30),
+                AgentNode { step: AgentStep::Llm { output: fixed(4) }, after: Some(vec![2, 3]) },
+            ],
+        }
+    }
+
+    #[test]
+    fn graph_dependencies_ancestors_and_validation() {
+        let a = fan_out();
+        assert_eq!(a.deps(0), Vec::<usize>::new());
+        assert_eq!(a.deps(2), vec![0]);
+        assert_eq!(a.deps(3), vec![1, 2]);
+        assert_eq!(a.ancestors(3), vec![0, 1, 2]);
+        // The merge call sees 10 + 5 + 3 + 20 + 30 tokens and adds 4.
+        assert_eq!(a.max_context(), 72);
+        a.validate(72).unwrap();
+        assert!(a.validate(71).unwrap_err().contains("72 tokens"));
+        assert!(a.describe().contains("4 llm (after 2,3)"), "{}", a.describe());
+        let mut bad = fan_out();
+        bad.steps[1].after = Some(vec![2]);
+        assert!(bad.validate(1000).unwrap_err().contains("step 2 (tool): after = 2"));
+        // A sequence is described as one.
+        assert!(Agent::builtin().describe().contains("llm → tool → llm"));
+        assert_eq!(Agent::builtin().ancestors(4), vec![0, 1, 2, 3]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn parallel_steps_overlap_and_the_join_sees_both_branches() {
+        let target = Arc::new(Echo { clock: Clock::new(), prompts: Mutex::new(Vec::new()) });
+        let plan = UnitPlan {
+            users: 1,
+            units: 2,
+            warmup: 0,
+            cooldown: 0,
+            timeout: Duration::from_secs(5),
+            retry: Default::default(),
+            seed: 1,
+            first_id: 0,
+        };
+        let (run, tasks) = run_tasks(target.clone(), Arc::new(fan_out()), 1000, plan).await;
+        assert_eq!(run.records.len(), 4);
+        assert_eq!(tasks.len(), 2);
+        for t in &tasks {
+            assert!(t.ok);
+            assert_eq!(t.steps.iter().map(|s| s.kind.as_str()).collect::<Vec<_>>(), ["llm", "tool", "tool", "llm"]);
+            // The tools ran side by side: the task takes ≈ 20 + 150 + 20 ms, not 20 + 250 + 20.
+            let (a, b) = (&t.steps[1], &t.steps[2]);
+            assert!(a.start.secs_since(b.start).abs() < 0.01);
+            let e2e = t.end.secs_since(t.start);
+            assert!((0.185..0.28).contains(&e2e), "{e2e}");
+            assert!(t.steps[3].start >= b.end);
+        }
+        let prompts = target.prompts.lock().unwrap();
+        let mut merge: Vec<usize> = prompts.iter().filter(|(id, _)| id % 2 == 1).map(|p| p.1).collect();
+        merge.sort();
+        assert_eq!(merge, [68, 68], "system + question + plan output + both tool results");
+    }
 }

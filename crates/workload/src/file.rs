@@ -83,6 +83,19 @@ mod tests {
         assert!(
             matches!(load_scenario(&p).unwrap(), ScenarioFile::Agent(a) if a.steps.len() == 2 && a.model_calls() == 1)
         );
+        // A graph: two tools after the first call, the last call after both.
+        let p = write(
+            "graph",
+            "kind = \"agent\"\nsystem = 16\nquestion = { kind = \"fixed\", n = 8 }\n\
+             [[steps]]\nkind = \"llm\"\noutput = { kind = \"fixed\", n = 4 }\n\
+             [[steps]]\nkind = \"tool\"\nafter = [1]\nlatency_ms = { kind = \"fixed\", n = 5 }\nresult_tokens = { kind = \"fixed\", n = 6 }\n\
+             [[steps]]\nkind = \"retrieve\"\nafter = [1]\nlatency_ms = { kind = \"fixed\", n = 5 }\ntokens = { kind = \"fixed\", n = 6 }\n\
+             [[steps]]\nkind = \"llm\"\nafter = [2, 3]\noutput = { kind = \"fixed\", n = 4 }\n",
+        );
+        let ScenarioFile::Agent(g) = load_scenario(&p).unwrap() else { panic!() };
+        assert_eq!(g.deps(3), vec![1, 2]);
+        assert_eq!(g.deps(2), vec![0]);
+        g.validate(100).unwrap();
         let p = write("rag", "kind = \"rag\"\ncorpus_chunks = 20\nchunk_words = 10\nquery_words = 4\ntop_k = 4\nkeep = 2\noutput = { kind = \"fixed\", n = 8 }\n");
         assert!(matches!(load_scenario(&p).unwrap(), ScenarioFile::Rag(r) if r.keep == 2));
         let e = load_scenario(&write(

@@ -8,9 +8,9 @@ pub mod rag;
 pub mod runner;
 pub mod scenario;
 
-pub use agent::{run_tasks, Agent, AgentStep};
+pub use agent::{run_tasks, Agent, AgentNode, AgentStep};
 pub use file::{load_scenario, ScenarioFile};
 pub use multiturn::{run_sessions, MultiTurn};
-pub use rag::{run_rag, Embedder, Rag, RagIndex, RagSetup, TextTokenizer};
-pub use runner::{run_level, Arrival, LevelPlan, LevelRun, UnitPlan};
+pub use rag::{run_rag, Embedder, HashEmbedder, Rag, RagIndex, RagSetup, TextTokenizer};
+pub use runner::{run_level, Arrival, LevelPlan, LevelRun, Phase, RetryPolicy, Trim, UnitPlan, Window};
 pub use scenario::{LengthDist, Scenario};

@@ -74,7 +74,7 @@ impl MultiTurn {
 /// Runs `plan.warmup + plan.units` sessions over `plan.users` closed-loop users.
 pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: usize, plan: UnitPlan) -> LevelRun {
     let clock = target.clock();
-    let total = (plan.warmup + plan.units) as u64;
+    let total = (plan.warmup + plan.units + plan.cooldown) as u64;
     let turns = mt.turns as u64;
     let records = Arc::new(Mutex::new(Vec::new()));
     let next = Arc::new(AtomicU64::new(0));
@@ -103,7 +103,7 @@ pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: 
                     let id = plan.first_id + s * turns + (turn as u64 - 1);
                     let req = WorkRequest { id, prompt: history.clone(), params: SamplingParams::greedy_exact(n_out) };
                     let intended = target.clock().now();
-                    let mut rec = send(&*target, req, intended, plan.timeout).await;
+                    let mut rec = send(&*target, req, intended, plan.timeout, plan.retry).await;
                     rec.session = Some(session);
                     rec.turn = Some(turn);
                     let ok = rec.is_ok();
@@ -125,5 +125,5 @@ pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: 
     }
     let end = clock.now();
     let records = std::mem::take(&mut *records.lock().expect("records lock"));
-    LevelRun { records, measured_from: plan.first_id + plan.warmup as u64 * turns, start, end }
+    LevelRun::of_units(records, &plan, turns, start, end)
 }

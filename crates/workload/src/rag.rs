@@ -8,6 +8,12 @@
 //! (a query is drawn from one chunk's words) and the run is reproducible from its seed.
 //! Reranking re-scores the retrieved chunks by cosine similarity plus word overlap with the
 //! query: no cross-encoder is available offline, and the stage's cost is what is measured.
+//!
+//! Without a sentence encoder, the embed stage is the serving engine's own prefill-only pass
+//! over the query (one request of one output token, through the same target, so it competes
+//! with generation as a co-located embedder would), and the vectors come from
+//! [`HashEmbedder`] (feature hashing of the words): the stage's cost is a real forward pass,
+//! the retrieval still finds the right chunks.
 
 use crate::runner::{send, LevelRun, UnitPlan};
 use crate::scenario::LengthDist;
@@ -21,6 +27,32 @@ use std::sync::{Arc, Mutex};
 /// Text → normalised embedding vectors (the sentence encoder).
 pub trait Embedder: Send + Sync + 'static {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String>;
+}
+
+/// Feature hashing of words into `dims` buckets (FNV-1a), L2-normalised: a bag-of-words
+/// vector with no model, for retrieval when no sentence encoder is at hand.
+pub struct HashEmbedder {
+    pub dims: usize,
+}
+
+impl Embedder for HashEmbedder {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let dims = self.dims.max(1);
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; dims];
+                for w in t.split_whitespace() {
+                    let h =
+                        w.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+                    v[(h % dims as u64) as usize] += 1.0;
+                }
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                v.iter_mut().for_each(|x| *x /= n);
+                v
+            })
+            .collect())
+    }
 }
 
 /// Text → the model's token ids (to assemble the prompt).
@@ -199,7 +231,13 @@ pub struct RagSetup {
     pub index: RagIndex,
     pub embedder: Arc<dyn Embedder>,
     pub tokenizer: Arc<dyn TextTokenizer>,
+    /// No sentence encoder: the embed stage is a prefill-only pass of the query through the
+    /// target (and `embedder` is a [`HashEmbedder`]).
+    pub embed_by_prefill: bool,
 }
+
+/// Request ids of the prefill-only embedding passes: the query's id with this bit set.
+pub const EMBED_ID_BIT: u64 = 1 << 62;
 
 fn failed(id: u64, at: goodput_core::Stamp, why: String) -> ClientRecord {
     ClientRecord::unanswered(id, at, 0, at, Outcome::Error(why))
@@ -209,7 +247,7 @@ fn failed(id: u64, at: goodput_core::Stamp, why: String) -> ClientRecord {
 /// the records; each query's stages are a task.
 pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: UnitPlan) -> (LevelRun, Vec<TaskRecord>) {
     let clock = target.clock();
-    let total = (plan.warmup + plan.units) as u64;
+    let total = (plan.warmup + plan.units + plan.cooldown) as u64;
     let records = Arc::new(Mutex::new(Vec::new()));
     let tasks_out = Arc::new(Mutex::new(Vec::new()));
     let next = Arc::new(AtomicU64::new(0));
@@ -242,6 +280,29 @@ pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: Unit
                     steps.push(TaskStep { kind: kind.into(), start: s, end: e });
                     e
                 };
+                if setup.embed_by_prefill {
+                    // The engine's own forward pass over the query stands in for the encoder's.
+                    let pass = match setup.tokenizer.encode(&query) {
+                        Ok(prompt) => {
+                            let req =
+                                WorkRequest { id: id | EMBED_ID_BIT, prompt, params: SamplingParams::greedy_exact(1) };
+                            send(&*target, req, t0, plan.timeout, plan.retry).await.outcome
+                        }
+                        Err(e) => Outcome::Error(e),
+                    };
+                    if pass != Outcome::Ok {
+                        let t1 = stamp("embed", t0, &mut steps);
+                        records.lock().expect("lock").push(failed(id, t0, format!("embedding pass: {pass:?}")));
+                        tasks_out.lock().expect("lock").push(TaskRecord {
+                            task: id,
+                            start: t0,
+                            end: t1,
+                            steps,
+                            ok: false,
+                        });
+                        continue;
+                    }
+                }
                 let (setup2, query2) = (setup.clone(), query.clone());
                 let embedded = tokio::task::spawn_blocking(move || setup2.embedder.embed(&[query2.as_str()]))
                     .await
@@ -277,7 +338,7 @@ pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: Unit
                     Ok(prompt) => {
                         let req = WorkRequest { id, prompt, params: SamplingParams::greedy_exact(n_out) };
                         // Latency of the model call starts when the prompt was ready.
-                        send(&*target, req, t4, plan.timeout).await
+                        send(&*target, req, t4, plan.timeout, plan.retry).await
                     }
                     Err(e) => failed(id, t4, format!("assembling the prompt: {e}")),
                 };
@@ -300,9 +361,9 @@ pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: Unit
     let end = clock.now();
     let records = std::mem::take(&mut *records.lock().expect("lock"));
     let mut tasks = std::mem::take(&mut *tasks_out.lock().expect("lock"));
-    let measured_from = plan.first_id + plan.warmup as u64;
-    tasks.retain(|t| t.task >= measured_from);
-    (LevelRun { records, measured_from, start, end }, tasks)
+    let run = LevelRun::of_units(records, &plan, 1, start, end);
+    tasks.retain(|t| (run.window.from_id..run.window.to_id).contains(&t.task));
+    (run, tasks)
 }
 
 #[cfg(test)]
@@ -328,6 +389,20 @@ mod tests {
                 })
                 .collect())
         }
+    }
+
+    #[test]
+    fn hash_embedder_is_normalised_and_finds_the_source_chunk() {
+        let rag = Rag { corpus_chunks: 40, ..Rag::builtin() };
+        let e = HashEmbedder { dims: 256 };
+        let index = RagIndex::build(&rag, &e, 3).unwrap();
+        for i in [0, 13, 39] {
+            let q = index.chunks[i].clone();
+            let v = e.embed(&[&q]).unwrap().pop().unwrap();
+            assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-4);
+            assert_eq!(index.search(&v, 1)[0].0, i);
+        }
+        assert_eq!(e.embed(&[""]).unwrap()[0].len(), 256);
     }
 
     #[test]

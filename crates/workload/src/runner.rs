@@ -1,7 +1,13 @@
-//! Runs one load level against a target: closed loop (N virtual users) or open loop (a
-//! request rate, constant or Poisson). Latencies start at each request's *intended* send time,
-//! so a slow target cannot hide its queueing by slowing the generator down (no coordinated
-//! omission); the actual send lag is recorded beside it.
+//! Runs one load level against a target: closed loop (N virtual users), open loop (a request
+//! rate, constant, Poisson or gamma) or a burst (every request at t0: a cold start). Latencies
+//! start at each request's *intended* send time, so a slow target cannot hide its queueing by
+//! slowing the generator down (no coordinated omission); the actual send lag is recorded
+//! beside it.
+//!
+//! Warm-up and cool-down requests (by count, or by their intended send time) are run but left
+//! out of the statistics; [`LevelRun::phase`] says which is which. An optional retry policy
+//! sends failed requests again; the record keeps the first intended and sent times, so a
+//! retried request's latency includes every attempt, and counts its retries.
 
 use crate::scenario::Scenario;
 use goodput_core::{ClientRecord, Outcome, Stamp, Target, WorkRequest};
@@ -21,6 +27,9 @@ pub enum Arrival {
     /// gaps from a gamma distribution of shape `b` and mean `1/rate` (vLLM's `--burstiness`):
     /// 1 is a Poisson process, below 1 burstier, above 1 more regular.
     Rate { rate: f64, burstiness: Option<f64> },
+    /// Every request of the level due at once, at its start (a cold start or a traffic
+    /// spike): `size` requests, no warm-up.
+    Burst { size: usize },
 }
 
 impl Arrival {
@@ -29,6 +38,76 @@ impl Arrival {
         match *self {
             Arrival::Closed { users, .. } => users as f64,
             Arrival::Rate { rate, .. } => rate,
+            Arrival::Burst { size } => size as f64,
+        }
+    }
+}
+
+/// A retry policy: after a retryable failure ([`goodput_core::Outcome::retryable`]: an error
+/// or a timeout, not a refusal), wait `backoff · 2^(k−1)` before attempt `k + 1`, at most
+/// `max` times. Off (`max = 0`) by default, as a benchmark should see failures as they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RetryPolicy {
+    pub max: u32,
+    pub backoff: Duration,
+}
+
+/// Warm-up and cool-down by time: requests intended in the first `start` of the level, or in
+/// the last `end` of its sending period, are left out of the statistics (on top of any
+/// warm-up and cool-down counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Trim {
+    pub start: Duration,
+    pub end: Duration,
+}
+
+/// Which part of a level a request belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Warmup,
+    Measured,
+    Cooldown,
+}
+
+/// The steady window of a level: ids in `[from_id, to_id)` intended in `[from, to)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    pub from_id: u64,
+    pub to_id: u64,
+    pub from: Option<Stamp>,
+    pub to: Option<Stamp>,
+}
+
+impl Window {
+    /// The window of a level whose ids `first_id + warm_ids .. first_id + warm_ids + measured_ids`
+    /// are measured, trimmed by `trim` from `start` and from the end of sending (`sending_end`,
+    /// or the last intended send time of `records`).
+    pub fn new(
+        first_id: u64,
+        warm_ids: u64,
+        measured_ids: u64,
+        trim: Trim,
+        start: Stamp,
+        sending_end: Option<Stamp>,
+        records: &[ClientRecord],
+    ) -> Self {
+        let from = (!trim.start.is_zero()).then(|| start.plus(trim.start));
+        let to = (!trim.end.is_zero()).then(|| {
+            let end = sending_end.unwrap_or_else(|| records.iter().map(|r| r.intended).max().unwrap_or(start));
+            end.minus(trim.end)
+        });
+        let from_id = first_id + warm_ids;
+        Window { from_id, to_id: from_id.saturating_add(measured_ids), from, to }
+    }
+
+    pub fn phase(&self, r: &ClientRecord) -> Phase {
+        if r.id < self.from_id || self.from.is_some_and(|f| r.intended < f) {
+            Phase::Warmup
+        } else if r.id >= self.to_id || self.to.is_some_and(|t| r.intended >= t) {
+            Phase::Cooldown
+        } else {
+            Phase::Measured
         }
     }
 }
@@ -44,8 +123,14 @@ pub struct LevelPlan {
     pub duration: Option<Duration>,
     /// Requests sent first and left out of the statistics.
     pub warmup: usize,
+    /// Requests sent after the measured ones (keeping the load up while those finish) and left
+    /// out of the statistics.
+    pub cooldown: usize,
+    /// Warm-up and cool-down by time.
+    pub trim: Trim,
     /// A request without its end marker after this long counts as timed out (and is abandoned).
     pub timeout: Duration,
+    pub retry: RetryPolicy,
     /// Seed of the scenario's requests and of the arrival process.
     pub seed: u64,
     /// First request id of the level (ids are unique over a run).
@@ -76,7 +161,8 @@ impl Gaps {
 }
 
 /// One level of closed-loop work in units of several requests (multi-turn sessions, agent
-/// tasks, RAG queries): `users` each run one unit after another.
+/// tasks, RAG queries): `users` each run one unit after another. Warm-up and cool-down are
+/// whole units, by count.
 #[derive(Clone, Debug)]
 pub struct UnitPlan {
     pub users: usize,
@@ -84,7 +170,10 @@ pub struct UnitPlan {
     pub units: usize,
     /// Units run first and left out of the statistics.
     pub warmup: usize,
+    /// Units run after the measured ones and left out of the statistics.
+    pub cooldown: usize,
     pub timeout: Duration,
+    pub retry: RetryPolicy,
     pub seed: u64,
     /// First request id of the level.
     pub first_id: u64,
@@ -93,28 +182,76 @@ pub struct UnitPlan {
 /// What a level produced.
 #[derive(Clone, Debug)]
 pub struct LevelRun {
-    /// Every record, warm-up included, in completion order.
+    /// Every record, warm-up and cool-down included, in completion order.
     pub records: Vec<ClientRecord>,
-    /// Ids below this are warm-up requests.
-    pub measured_from: u64,
+    /// The steady window.
+    pub window: Window,
     pub start: Stamp,
     pub end: Stamp,
 }
 
 impl LevelRun {
-    /// The records of the steady window (warm-up excluded).
+    /// A level of units of `per_unit` request ids each (sessions, tasks, queries).
+    pub fn of_units(records: Vec<ClientRecord>, plan: &UnitPlan, per_unit: u64, start: Stamp, end: Stamp) -> Self {
+        let window = Window::new(
+            plan.first_id,
+            plan.warmup as u64 * per_unit,
+            plan.units as u64 * per_unit,
+            Trim::default(),
+            start,
+            None,
+            &records,
+        );
+        LevelRun { records, window, start, end }
+    }
+
+    pub fn phase(&self, r: &ClientRecord) -> Phase {
+        self.window.phase(r)
+    }
+    /// The records of the steady window (warm-up and cool-down excluded).
     pub fn measured(&self) -> impl Iterator<Item = &ClientRecord> {
-        self.records.iter().filter(move |r| r.id >= self.measured_from)
+        self.records.iter().filter(move |r| self.window.phase(r) == Phase::Measured)
+    }
+    /// Requests left out as warm-up and as cool-down.
+    pub fn excluded(&self) -> (usize, usize) {
+        let n = |p: Phase| self.records.iter().filter(|r| self.window.phase(r) == p).count();
+        (n(Phase::Warmup), n(Phase::Cooldown))
     }
 }
 
-/// Sends `req` and follows it, giving up after `timeout` (the request is then abandoned and
-/// recorded as timed out).
-pub(crate) async fn send<T: Target>(target: &T, req: WorkRequest, intended: Stamp, timeout: Duration) -> ClientRecord {
+/// Sends `req` and follows it, giving up on an attempt after `timeout` (it is then abandoned
+/// and recorded as timed out), and retrying as `retry` allows. The record keeps the first
+/// attempt's intended and sent times and counts the retries.
+pub(crate) async fn send<T: Target>(
+    target: &T,
+    req: WorkRequest,
+    intended: Stamp,
+    timeout: Duration,
+    retry: RetryPolicy,
+) -> ClientRecord {
     let (id, input) = (req.id, req.prompt.len());
-    match tokio::time::timeout(timeout, target.run(req, intended)).await {
-        Ok(rec) => rec,
-        Err(_) => ClientRecord::unanswered(id, intended, input, target.clock().now(), Outcome::Timeout),
+    let mut first_sent = None;
+    let mut attempt = 0u32;
+    loop {
+        let run = target.run(req.clone(), intended);
+        let mut rec = match tokio::time::timeout(timeout, run).await {
+            Ok(rec) => rec,
+            Err(_) => {
+                let now = target.clock().now();
+                let mut r = ClientRecord::unanswered(id, intended, input, now, Outcome::Timeout);
+                r.sent = first_sent.unwrap_or(intended);
+                r
+            }
+        };
+        let sent = *first_sent.get_or_insert(rec.sent);
+        if rec.is_ok() || attempt >= retry.max || !rec.outcome.retryable() {
+            rec.intended = intended;
+            rec.sent = sent;
+            rec.retries = attempt;
+            return rec;
+        }
+        attempt += 1;
+        tokio::time::sleep(retry.backoff.saturating_mul(1 << (attempt - 1).min(16))).await;
     }
 }
 
@@ -126,13 +263,13 @@ async fn one<T: Target>(
     id: u64,
     intended: Stamp,
 ) -> ClientRecord {
-    send(target, scenario.request(plan.seed, id, vocab), intended, plan.timeout).await
+    send(target, scenario.request(plan.seed, id, vocab), intended, plan.timeout, plan.retry).await
 }
 
 /// Runs `plan` against `target`; returns when every request has ended.
 pub async fn run_level<T: Target>(target: Arc<T>, scenario: Arc<Scenario>, vocab: usize, plan: LevelPlan) -> LevelRun {
     let clock = target.clock();
-    let total = (plan.warmup + plan.requests) as u64;
+    let total = (plan.warmup + plan.requests + plan.cooldown) as u64;
     let records = Arc::new(Mutex::new(Vec::with_capacity(total.min(1 << 16) as usize)));
     let start = clock.now();
     let deadline = plan.duration.map(|d| clock.instant(start) + d);
@@ -192,12 +329,30 @@ pub async fn run_level<T: Target>(target: Arc<T>, scenario: Arc<Scenario>, vocab
                 let _ = t.await;
             }
         }
+        Arrival::Burst { .. } => {
+            // Every request is due at the level's start; the target sees them all at once.
+            let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
+            for i in 0..total {
+                let (target, scenario, plan, records) =
+                    (target.clone(), scenario.clone(), plan.clone(), records.clone());
+                tasks.push(tokio::spawn(async move {
+                    let rec = one(&*target, &scenario, vocab, &plan, plan.first_id + i, start).await;
+                    records.lock().expect("records lock").push(rec);
+                }));
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
+        }
     }
     let end = clock.now();
     let records = Arc::try_unwrap(records)
         .map(|m| m.into_inner().unwrap_or_default())
         .unwrap_or_else(|a| a.lock().expect("records lock").clone());
-    LevelRun { records, measured_from: plan.first_id + plan.warmup as u64, start, end }
+    let sending_end = deadline.map(|d| clock.stamp(d));
+    let window =
+        Window::new(plan.first_id, plan.warmup as u64, plan.requests as u64, plan.trim, start, sending_end, &records);
+    LevelRun { records, window, start, end }
 }
 
 #[cfg(test)]
@@ -257,7 +412,131 @@ mod tests {
     }
 
     fn plan(arrival: Arrival, requests: usize, warmup: usize) -> LevelPlan {
-        LevelPlan { arrival, requests, warmup, timeout: Duration::from_secs(5), seed: 1, first_id: 100, duration: None }
+        LevelPlan {
+            arrival,
+            requests,
+            warmup,
+            cooldown: 0,
+            trim: Trim::default(),
+            timeout: Duration::from_secs(5),
+            retry: RetryPolicy::default(),
+            seed: 1,
+            first_id: 100,
+            duration: None,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_sends_everything_at_once_from_the_level_start() {
+        let t = fake(30);
+        let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
+        let run = run_level(t.clone(), s, 1000, plan(Arrival::Burst { size: 10 }, 10, 0)).await;
+        assert_eq!(run.records.len(), 10);
+        assert_eq!(t.peak.load(Ordering::SeqCst), 10);
+        assert!(run.records.iter().all(|r| r.intended == run.start));
+        assert_eq!(run.measured().count(), 10);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cooldown_requests_keep_the_load_up_and_are_left_out() {
+        let t = fake(10);
+        let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
+        let mut p = plan(Arrival::Closed { users: 2, think: Duration::ZERO }, 6, 2);
+        p.cooldown = 3;
+        let run = run_level(t, s, 1000, p).await;
+        assert_eq!(run.records.len(), 11);
+        assert_eq!(run.excluded(), (2, 3));
+        let mut measured: Vec<u64> = run.measured().map(|r| r.id).collect();
+        measured.sort();
+        assert_eq!(measured, (102..108).collect::<Vec<_>>());
+        for r in &run.records {
+            let want = match r.id {
+                100..=101 => Phase::Warmup,
+                102..=107 => Phase::Measured,
+                _ => Phase::Cooldown,
+            };
+            assert_eq!(run.phase(r), want, "request {}", r.id);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_time_trim_leaves_out_the_first_and_last_part_of_sending() {
+        let t = fake(5);
+        let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
+        // 100 req/s for 20 requests: intended at 0, 10, …, 190 ms. Trim 45 ms at the start
+        // and 45 ms before the last send (190 ms): measured are 50 … 140 ms, ten requests.
+        let mut p = plan(Arrival::Rate { rate: 100.0, burstiness: None }, 20, 0);
+        p.trim = Trim { start: Duration::from_millis(45), end: Duration::from_millis(45) };
+        let run = run_level(t, s, 1000, p).await;
+        assert_eq!(run.records.len(), 20);
+        assert_eq!(run.measured().count(), 10);
+        assert_eq!(run.excluded(), (5, 5));
+    }
+
+    /// A target that fails the first `fail` attempts of every request (a retryable error, or a
+    /// refusal), then answers.
+    struct Flaky {
+        clock: Clock,
+        fail: u32,
+        refuse: bool,
+        attempts: Mutex<std::collections::HashMap<u64, u32>>,
+    }
+
+    impl Target for Flaky {
+        fn clock(&self) -> Clock {
+            self.clock
+        }
+        fn describe(&self) -> String {
+            "flaky".into()
+        }
+        async fn run(&self, req: WorkRequest, intended: Stamp) -> ClientRecord {
+            let k = {
+                let mut a = self.attempts.lock().unwrap();
+                let k = a.entry(req.id).or_default();
+                *k += 1;
+                *k
+            };
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let now = self.clock.now();
+            let outcome = if k > self.fail {
+                Outcome::Ok
+            } else if self.refuse {
+                Outcome::Refused("bad request".into())
+            } else {
+                Outcome::Error("overloaded".into())
+            };
+            let mut r = ClientRecord::unanswered(req.id, intended, req.prompt.len(), now, outcome);
+            r.sent = now;
+            r
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retries_are_counted_backed_off_and_timed_from_the_first_attempt() {
+        let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
+        let flaky = |fail, refuse| {
+            Arc::new(Flaky { clock: Clock::new(), fail, refuse, attempts: Mutex::new(Default::default()) })
+        };
+        let mut p = plan(Arrival::Closed { users: 2, think: Duration::ZERO }, 4, 0);
+        p.retry = RetryPolicy { max: 3, backoff: Duration::from_millis(10) };
+        // Two failures, then success: 2 retries each, with 10 + 20 ms of back-off.
+        let run = run_level(flaky(2, false), s.clone(), 1000, p.clone()).await;
+        for r in &run.records {
+            assert!(r.is_ok());
+            assert_eq!(r.retries, 2);
+            assert!(r.end.secs_since(r.intended) >= 0.030, "{}", r.end.secs_since(r.intended));
+            assert!(r.sent.secs_since(r.intended) < 0.010, "sent is the first attempt's");
+        }
+        // More failures than the policy allows: the last error stands, after 3 retries.
+        let run = run_level(flaky(9, false), s.clone(), 1000, p.clone()).await;
+        assert!(run.records.iter().all(|r| r.retries == 3 && matches!(r.outcome, Outcome::Error(_))));
+        // A refusal is not retried.
+        let run = run_level(flaky(1, true), s.clone(), 1000, p.clone()).await;
+        assert!(run.records.iter().all(|r| r.retries == 0 && matches!(r.outcome, Outcome::Refused(_))));
+        // No policy: no retry.
+        p.retry = RetryPolicy::default();
+        let run = run_level(flaky(1, false), s, 1000, p).await;
+        assert!(run.records.iter().all(|r| r.retries == 0 && !r.is_ok()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

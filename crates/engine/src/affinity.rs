@@ -1,0 +1,114 @@
+//! CPU affinity (Linux): pin the engine's threads and the harness's to separate cores, so the
+//! load generator's own CPU use does not move the engine's numbers.
+//!
+//! Threads inherit their creator's affinity, so pinning a thread before it spawns others
+//! pins those too.
+
+use crate::error::{EngineError, Result};
+
+/// The CPUs the calling thread may run on.
+pub fn allowed() -> Vec<usize> {
+    // SAFETY: an all-zero cpu_set_t is the empty set; the pointer and size are of that set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// Restricts the calling thread to `cpus`.
+pub fn pin_current(cpus: &[usize]) -> Result<()> {
+    if cpus.is_empty() {
+        return Err(EngineError::Config("a CPU set must name at least one CPU".into()));
+    }
+    // SAFETY: as above; CPU_SET is only given CPUs below CPU_SETSIZE.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            if c >= libc::CPU_SETSIZE as usize {
+                return Err(EngineError::Config(format!("CPU {c} is beyond what the system can address")));
+            }
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        return Err(EngineError::Config(format!("cannot pin to CPUs {cpus:?}: {}", std::io::Error::last_os_error())));
+    }
+    Ok(())
+}
+
+/// Parses a CPU list in the kernel's notation (`0`, `0-3`, `0,2,4-5`), checked against the
+/// CPUs this process may use.
+pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let num = |x: &str| x.trim().parse::<usize>().map_err(|_| format!("`{s}`: `{x}` is not a CPU number"));
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(format!("`{s}`: range {a}-{b} runs backwards"));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(num(part)?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    let allowed = allowed();
+    if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
+        return Err(format!(
+            "`{s}`: CPU {c} is not available to this process (available: {})",
+            format_cpu_list(&allowed)
+        ));
+    }
+    Ok(cpus)
+}
+
+/// The kernel's notation for a sorted CPU list: `0-3,6`.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_parse_format_and_are_checked() {
+        let first = allowed()[0];
+        assert_eq!(parse_cpu_list(&first.to_string()).unwrap(), vec![first]);
+        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
+        assert!(parse_cpu_list("4096").unwrap_err().contains("not available"));
+        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+        assert!(parse_cpu_list("a").unwrap_err().contains("not a CPU number"));
+    }
+
+    #[test]
+    fn a_pinned_thread_and_its_children_see_only_their_cpus() {
+        let first = allowed()[0];
+        std::thread::spawn(move || {
+            pin_current(&[first]).unwrap();
+            assert_eq!(allowed(), vec![first]);
+            let child = std::thread::spawn(allowed).join().unwrap();
+            assert_eq!(child, vec![first]);
+        })
+        .join()
+        .unwrap();
+        assert!(pin_current(&[]).is_err());
+    }
+}
