@@ -42,6 +42,10 @@ pub struct RunArgs {
     /// Closed-loop sweep: virtual users per level.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32", conflicts_with = "rate")]
     pub concurrency: Vec<usize>,
+    /// Closed loop: each virtual user waits this long after a response before its next
+    /// request (think time; 0 by default).
+    #[arg(long, value_parser = parse_duration_or_zero, default_value = "0s", conflicts_with_all = ["rate", "burst"])]
+    pub think: Duration,
     /// Open-loop sweep: requests per second per level (Poisson arrivals).
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub rate: Option<Vec<f64>>,
@@ -176,7 +180,7 @@ fn build_workload(a: &RunArgs, max_len: usize) -> Result<Workload> {
 
 /// How refinement levels are made: integer users, rates, or not at all (stages, durations).
 enum RefineKind {
-    Users,
+    Users(Duration),
     Burst,
     Rate { burstiness: Option<f64> },
     None,
@@ -191,10 +195,9 @@ fn refinement(levels: &[LevelReport], kind: &RefineKind) -> Option<((f64, Arriva
     let pass = sorted[..first_fail].last()?.0;
     let fail = sorted[first_fail].0;
     match kind {
-        RefineKind::Users => {
+        RefineKind::Users(think) => {
             let mid = ((pass + fail) / 2.0).floor();
-            (mid > pass && mid < fail)
-                .then_some(((mid, Arrival::Closed { users: mid as usize, think: Duration::ZERO }), None))
+            (mid > pass && mid < fail).then_some(((mid, Arrival::Closed { users: mid as usize, think: *think }), None))
         }
         RefineKind::Burst => {
             let mid = ((pass + fail) / 2.0).floor();
@@ -259,6 +262,13 @@ fn parse_stage(s: &str) -> Result<(usize, Duration), String> {
         .filter(|&u| u > 0)
         .ok_or_else(|| format!("stage `{s}`: `{users}` is not a positive number of users"))?;
     Ok((users, parse_duration(d)?))
+}
+
+fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    parse_secs(s)
+        .filter(|x| *x >= 0.0 && x.is_finite())
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("`{s}` is not a duration (0s, 500ms)"))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -534,7 +544,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let arrival_kind = match (&a.rate, &a.stages) {
         _ if a.burst.is_some() => RefineKind::Burst,
         (Some(_), None) => RefineKind::Rate { burstiness },
-        (None, None) if a.duration.is_none() => RefineKind::Users,
+        (None, None) if a.duration.is_none() => RefineKind::Users(a.think),
         _ => RefineKind::None,
     };
     if a.burst.is_some() && !(a.warmup.is_none_or(Span::is_zero) && a.cooldown.is_zero()) {
@@ -556,7 +566,7 @@ pub fn run(a: RunArgs) -> Result<()> {
                 bail!("--stages: give at least one USERSxDURATION stage");
             }
             durations = stages.iter().map(|s| Some(s.1)).collect();
-            stages.iter().map(|&(u, _)| (u as f64, Arrival::Closed { users: u, think: Duration::ZERO })).collect()
+            stages.iter().map(|&(u, _)| (u as f64, Arrival::Closed { users: u, think: a.think })).collect()
         }
         (rate, None) => match rate {
             Some(rates) => {
@@ -569,7 +579,7 @@ pub fn run(a: RunArgs) -> Result<()> {
                 if a.concurrency.is_empty() || a.concurrency.contains(&0) {
                     bail!("--concurrency: every level must be at least 1 user, got {:?}", a.concurrency);
                 }
-                a.concurrency.iter().map(|&c| (c as f64, Arrival::Closed { users: c, think: Duration::ZERO })).collect()
+                a.concurrency.iter().map(|&c| (c as f64, Arrival::Closed { users: c, think: a.think })).collect()
             }
         },
     };
@@ -578,6 +588,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
     let workload = build_workload(&a, max_len)?;
+    if !a.think.is_zero() && !matches!(workload, Workload::Single(_)) {
+        bail!(
+            "--think applies to single-request scenarios; {} has its own think time in its scenario file",
+            workload.name()
+        );
+    }
     let spans_in_time = a.warmup.is_some_and(|w| !w.time().is_zero()) || !a.cooldown.time().is_zero();
     if spans_in_time && !matches!(workload, Workload::Single(_)) {
         bail!(
