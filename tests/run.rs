@@ -146,7 +146,7 @@ fn bad_run_values_fail_before_anything_runs() {
         (&["run", "--harness-cpus", "1-0"], "backwards"),
         (&["run", "--retry-backoff", "0s"], "not a duration"),
         (&["run", "--retries", "-1"], "'-1'"),
-        (&["run", "--think", "-1s"], "--think"),
+        (&["run", "--think=-1s"], "not a duration"),
         (&["run", "--think", "1s", "--rate", "2"], "cannot be used with"),
     ];
     for (args, needle) in cases {
