@@ -64,6 +64,9 @@ pub struct ClientRecord {
     pub session: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// HTTP targets: the response's own stamps and counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<crate::http::HttpStamps>,
 }
 
 impl ClientRecord {
@@ -84,6 +87,7 @@ impl ClientRecord {
             output_ids: Vec::new(),
             session: None,
             turn: None,
+            http: None,
         }
     }
 

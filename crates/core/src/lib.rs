@@ -4,11 +4,13 @@
 pub mod catalog;
 pub mod client;
 pub mod clock;
+pub mod http;
 pub mod request;
 pub mod target;
 
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsSource};
 pub use client::{Chunk, ClientRecord, Outcome, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};
+pub use http::{HttpStamps, ServerTimings};
 pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};
 pub use target::{Target, WorkRequest};

@@ -8,7 +8,7 @@ use flume::{unbounded, Receiver, Sender};
 use goodput_core::{Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId};
 use goodput_scheduler::SchedulerConfig;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -33,6 +33,39 @@ pub struct EngineStats {
     pub tokens_held: usize,
     /// Requests with an open event stream.
     pub streams: usize,
+}
+
+/// The engine's state, published after every step and command for lock-free readers (a
+/// server's admission check, its /metrics): gauges of the moment and cumulative counters.
+#[derive(Debug, Default)]
+pub struct EngineGauges {
+    pub running: AtomicUsize,
+    pub waiting: AtomicUsize,
+    pub blocks_used: AtomicUsize,
+    pub usable_blocks: AtomicUsize,
+    pub tokens_held: AtomicUsize,
+    pub steps_total: AtomicU64,
+    pub preemptions_total: AtomicU64,
+    pub prefix_query_tokens_total: AtomicU64,
+    pub prefix_hit_tokens_total: AtomicU64,
+}
+
+impl EngineGauges {
+    fn publish(&self, core: &EngineCore) {
+        let s = core.scheduler();
+        self.running.store(s.num_running(), Ordering::Relaxed);
+        self.waiting.store(s.num_waiting(), Ordering::Relaxed);
+        self.blocks_used.store(s.blocks_used(), Ordering::Relaxed);
+        self.usable_blocks.store(s.pool().usable_blocks(), Ordering::Relaxed);
+        self.tokens_held.store(s.tokens_held(), Ordering::Relaxed);
+    }
+
+    fn count_step(&self, r: &StepRecord) {
+        self.steps_total.fetch_add(1, Ordering::Relaxed);
+        self.preemptions_total.fetch_add(r.preemptions as u64, Ordering::Relaxed);
+        self.prefix_query_tokens_total.fetch_add(r.prefix_query_tokens as u64, Ordering::Relaxed);
+        self.prefix_hit_tokens_total.fetch_add(r.prefix_hit_tokens as u64, Ordering::Relaxed);
+    }
 }
 
 enum Command {
@@ -80,6 +113,7 @@ pub struct EngineHandle {
     next_id: Arc<AtomicU64>,
     limits: Arc<SchedulerConfig>,
     vocab_size: usize,
+    gauges: Arc<EngineGauges>,
 }
 
 impl EngineHandle {
@@ -116,6 +150,24 @@ impl EngineHandle {
     pub fn abort(&self, id: RequestId) {
         let _ = self.tx.send(Command::Abort(id));
     }
+
+    /// [`EngineHandle::stats`] without waiting for the engine thread.
+    pub async fn stats_async(&self) -> Result<EngineStats> {
+        let (tx, rx) = flume::bounded(1);
+        self.tx.send_async(Command::Stats(tx)).await.map_err(|_| EngineError::Stopped)?;
+        rx.recv_async().await.map_err(|_| EngineError::Stopped)
+    }
+
+    /// The state published after the last step or command (no round trip to the engine).
+    pub fn gauges(&self) -> &EngineGauges {
+        &self.gauges
+    }
+
+    /// Stops the engine from any handle: with `drain`, what runs finishes first; without,
+    /// every request ends at once (aborted) and new ones are refused.
+    pub fn stop(&self, drain: bool) {
+        let _ = self.tx.send(Command::Shutdown { drain });
+    }
 }
 
 /// The running engine: its thread and a handle.
@@ -132,6 +184,8 @@ impl Engine {
         let vocab_size = model.spec.vocab_size;
         let (tx, rx) = unbounded::<Command>();
         let (ready_tx, ready_rx) = flume::bounded::<Result<()>>(1);
+        let gauges = Arc::new(EngineGauges::default());
+        let published = gauges.clone();
         let thread = std::thread::Builder::new()
             .name("goodput-engine".into())
             .spawn(move || {
@@ -150,7 +204,8 @@ impl Engine {
                             return;
                         }
                     };
-                    run_loop(core, rx, steps);
+                    published.publish(&core);
+                    run_loop(core, rx, steps, &published);
                 };
                 let Some(cpus) = cpus else { return body() };
                 // Pinned: this thread and a pool of one compute thread per CPU, all on `cpus`;
@@ -175,8 +230,14 @@ impl Engine {
             })
             .map_err(|e| EngineError::Other(format!("cannot start the engine thread: {e}")))?;
         ready_rx.recv().map_err(|_| EngineError::Stopped)??;
-        let handle =
-            EngineHandle { tx, clock, next_id: Arc::new(AtomicU64::new(0)), limits: Arc::new(limits), vocab_size };
+        let handle = EngineHandle {
+            tx,
+            clock,
+            next_id: Arc::new(AtomicU64::new(0)),
+            limits: Arc::new(limits),
+            vocab_size,
+            gauges,
+        };
         Ok(Self { handle, thread: Some(thread) })
     }
 
@@ -203,7 +264,7 @@ impl Drop for Engine {
     }
 }
 
-fn run_loop(mut core: EngineCore, rx: Receiver<Command>, steps: Option<Sender<StepRecord>>) {
+fn run_loop(mut core: EngineCore, rx: Receiver<Command>, steps: Option<Sender<StepRecord>>, gauges: &EngineGauges) {
     let mut streams: HashMap<RequestId, Sender<RequestEvent>> = HashMap::new();
     let mut stopping = false;
     loop {
@@ -217,8 +278,10 @@ fn run_loop(mut core: EngineCore, rx: Receiver<Command>, steps: Option<Sender<St
         for cmd in rx.try_iter() {
             handle_command(&mut core, &mut streams, &mut stopping, cmd);
         }
+        gauges.publish(&core);
         if core.has_work() {
-            step_once(&mut core, &mut streams, &steps);
+            step_once(&mut core, &mut streams, &steps, gauges);
+            gauges.publish(&core);
         } else if stopping {
             break;
         }
@@ -284,9 +347,11 @@ fn step_once(
     core: &mut EngineCore,
     streams: &mut HashMap<RequestId, Sender<RequestEvent>>,
     steps: &Option<Sender<StepRecord>>,
+    gauges: &EngineGauges,
 ) {
     match core.step() {
         Ok(Some(out)) => {
+            gauges.count_step(&out.record);
             // The step record goes out first: whoever sees a request finish can already read
             // the step that finished it.
             if let Some(s) = steps {

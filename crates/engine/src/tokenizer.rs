@@ -232,8 +232,8 @@ impl Tokenizer {
     }
 
     /// A decoder for a stream of generated ids (see [`DecodeStream`]).
-    pub fn decode_stream(&self) -> DecodeStream<'_> {
-        DecodeStream { tok: self, ids: Vec::new(), prefix: 0, read: 0 }
+    pub fn decode_stream(&self) -> DecodeStream<&Tokenizer> {
+        DecodeStream::new(self)
     }
 
     /// Size of the id space (for the HF kind: model vocabulary plus added tokens).
@@ -280,8 +280,10 @@ impl Tokenizer {
 /// Works like HuggingFace's `DecodeStream`: it decodes a short window of recent ids and returns
 /// only the new suffix, and holds text back while it ends in an incomplete UTF-8 sequence
 /// (U+FFFD), so multi-byte characters split over several tokens come out whole.
-pub struct DecodeStream<'a> {
-    tok: &'a Tokenizer,
+/// `T` is anything that derefs to the tokenizer: `&Tokenizer`, or `Arc<Tokenizer>` for a
+/// stream that outlives its borrower (a server's response body).
+pub struct DecodeStream<T: std::ops::Deref<Target = Tokenizer>> {
+    tok: T,
     ids: Vec<u32>,
     /// Start of the window decoded for context.
     prefix: usize,
@@ -289,7 +291,11 @@ pub struct DecodeStream<'a> {
     read: usize,
 }
 
-impl DecodeStream<'_> {
+impl<T: std::ops::Deref<Target = Tokenizer>> DecodeStream<T> {
+    pub fn new(tok: T) -> Self {
+        DecodeStream { tok, ids: Vec::new(), prefix: 0, read: 0 }
+    }
+
     /// Adds `id`; returns the text it completes, or `None` if there is none yet.
     pub fn step(&mut self, id: u32) -> Result<Option<String>, TokenizerError> {
         self.ids.push(id);

@@ -83,6 +83,7 @@ mod tests {
             output_ids: vec![],
             session: Some(1),
             turn: Some(turn),
+            http: None,
         }
     }
 

@@ -398,6 +398,7 @@ mod tests {
                 output_ids: Vec::new(),
                 session: None,
                 turn: None,
+                http: None,
             }
         }
     }

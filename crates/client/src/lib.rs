@@ -1,0 +1,324 @@
+//! A [`Target`] over HTTP: goodput's streaming client for OpenAI-compatible servers (vLLM,
+//! SGLang, TGI's Messages API, llama.cpp, `goodput serve`), and TGI's native
+//! `generate_stream`.
+//!
+//! Per request it stamps the intended and the actual send, the response headers, the first
+//! byte, every content chunk (not role-only or empty deltas, not SSE comments, not usage-only
+//! chunks) and the end marker. Token counts come from the server's `usage` when it sends one,
+//! cross-checked against the client's own tokenizer when one is given. Parsing is a plain
+//! state machine ([`StreamParser`]) fed with SSE events, so recorded streams can be replayed.
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use goodput_core::{
+    Chunk, ClientRecord, Clock, HttpStamps, Outcome, ServerTimings, Stamp, Target, TokenId, WorkRequest,
+};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Text ↔ token ids, for chat prompts, counting received tokens and multi-turn history.
+pub trait TextCodec: Send + Sync + 'static {
+    fn encode(&self, text: &str) -> Result<Vec<TokenId>, String>;
+    fn decode(&self, ids: &[TokenId]) -> Result<String, String>;
+}
+
+/// Which API the requests go to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// `POST /v1/completions` with the prompt as token ids (exact lengths; vLLM, SGLang and
+    /// goodput accept them).
+    Completions,
+    /// `POST /v1/completions` with the prompt decoded to text by the client's codec.
+    CompletionsText,
+    /// `POST /v1/chat/completions` with the prompt decoded to text, as one user message.
+    Chat,
+}
+
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// `http://host:port` (no trailing path).
+    pub base_url: String,
+    /// The served model name.
+    pub model: String,
+    pub api: Api,
+    /// Send vLLM's `ignore_eos` and `min_tokens` so outputs have the requested length.
+    pub exact_lengths: bool,
+    pub codec: Option<Arc<dyn TextCodec>>,
+}
+
+/// The HTTP target.
+pub struct HttpTarget {
+    cfg: HttpConfig,
+    client: reqwest::Client,
+    clock: Clock,
+}
+
+impl HttpTarget {
+    /// A target stamping with `clock` (share the server's clock when it runs in-process).
+    pub fn new(cfg: HttpConfig, clock: Clock) -> Result<Self, String> {
+        if matches!(cfg.api, Api::Chat | Api::CompletionsText) && cfg.codec.is_none() {
+            return Err("text prompts need the model's tokenizer on the client side".into());
+        }
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(usize::MAX)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| format!("building the HTTP client: {e}"))?;
+        Ok(HttpTarget {
+            cfg: HttpConfig { base_url: cfg.base_url.trim_end_matches('/').to_string(), ..cfg },
+            client,
+            clock,
+        })
+    }
+
+    pub fn config(&self) -> &HttpConfig {
+        &self.cfg
+    }
+
+    /// The models the server lists (`GET /v1/models`).
+    pub async fn models(&self) -> Result<Vec<String>, String> {
+        let url = format!("{}/v1/models", self.cfg.base_url);
+        let resp = self.client.get(&url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("GET {url}: HTTP {}", resp.status()));
+        }
+        let v: Value = resp.json().await.map_err(|e| format!("GET {url}: {e}"))?;
+        Ok(v["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str().map(String::from)).collect())
+    }
+
+    fn body(&self, req: &WorkRequest) -> Result<(String, Value), String> {
+        let p = &req.params;
+        let mut body = json!({
+            "model": self.cfg.model,
+            "max_tokens": p.max_tokens,
+            "temperature": p.temperature,
+            "top_p": p.top_p,
+            "seed": p.seed,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        });
+        if p.top_k > 0 {
+            body["top_k"] = json!(p.top_k);
+        }
+        if self.cfg.exact_lengths {
+            body["ignore_eos"] = json!(p.ignore_eos);
+            body["min_tokens"] = json!(p.min_tokens);
+        }
+        let text = || -> Result<String, String> {
+            self.cfg.codec.as_ref().ok_or("no tokenizer to write the prompt as text")?.decode(&req.prompt)
+        };
+        let path = match self.cfg.api {
+            Api::Completions => {
+                body["prompt"] = json!(req.prompt);
+                "/v1/completions"
+            }
+            Api::CompletionsText => {
+                body["prompt"] = json!(text()?);
+                "/v1/completions"
+            }
+            Api::Chat => {
+                body["messages"] = json!([{ "role": "user", "content": text()? }]);
+                "/v1/chat/completions"
+            }
+        };
+        Ok((format!("{}{path}", self.cfg.base_url), body))
+    }
+}
+
+/// What a stream event meant.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// Go on reading.
+    More,
+    /// The end marker: the request is complete.
+    Done,
+    /// The server sent an error in the stream.
+    Failed(String),
+}
+
+/// The state of one streamed response, fed event by event.
+#[derive(Debug, Default)]
+pub struct StreamParser {
+    pub chunks: Vec<Chunk>,
+    pub text: String,
+    pub http: HttpStamps,
+    /// TGI's native stream: tokens counted from `token` events.
+    pub native_tokens: usize,
+}
+
+impl StreamParser {
+    /// One SSE event's data, arrived at `at`.
+    pub fn event(&mut self, data: &str, at: Stamp) -> Step {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.http.done = Some(at);
+            return Step::Done;
+        }
+        if data.is_empty() {
+            self.http.empty_events += 1;
+            return Step::More;
+        }
+        let v: Value = match serde_json::from_str(data) {
+            Ok(v) => v,
+            Err(e) => return Step::Failed(format!("an event is not JSON ({e}): {}", clip(data))),
+        };
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            let msg = err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), String::from);
+            return Step::Failed(msg);
+        }
+        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+            self.http.usage_prompt_tokens = u["prompt_tokens"].as_u64().map(|x| x as usize);
+            self.http.usage_completion_tokens = u["completion_tokens"].as_u64().map(|x| x as usize);
+        }
+        if let Some(t) = v.get("goodput").filter(|t| !t.is_null()) {
+            self.http.server = serde_json::from_value::<ServerTimings>(t.clone()).ok();
+        }
+        // TGI's native generate_stream: {"token": {...}, "generated_text": ..., "details": ...}.
+        if let Some(tok) = v.get("token").filter(|t| t.is_object()) {
+            let special = tok["special"].as_bool().unwrap_or(false);
+            let text = tok["text"].as_str().unwrap_or("");
+            if !special && !text.is_empty() {
+                self.content(text, at);
+            } else {
+                self.http.empty_events += 1;
+            }
+            self.native_tokens += 1;
+            if v.get("generated_text").is_some_and(|g| !g.is_null()) {
+                if let Some(n) = v.pointer("/details/generated_tokens").and_then(Value::as_u64) {
+                    self.http.usage_completion_tokens = Some(n as usize);
+                }
+                self.http.done = Some(at);
+                return Step::Done;
+            }
+            return Step::More;
+        }
+        let choice = v.pointer("/choices/0");
+        let text = choice.and_then(|c| c.get("text").or_else(|| c.pointer("/delta/content"))).and_then(Value::as_str);
+        match text {
+            Some(t) if !t.is_empty() => self.content(t, at),
+            _ => self.http.empty_events += 1,
+        }
+        Step::More
+    }
+
+    fn content(&mut self, text: &str, at: Stamp) {
+        self.text.push_str(text);
+        self.chunks.push(Chunk { at, tokens: 1 });
+    }
+}
+
+fn clip(s: &str) -> &str {
+    match s.char_indices().nth(200) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+impl Target for HttpTarget {
+    fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    fn describe(&self) -> String {
+        let api = match self.cfg.api {
+            Api::Completions => "completions (token ids)",
+            Api::CompletionsText => "completions (text)",
+            Api::Chat => "chat completions",
+        };
+        format!("HTTP {} ({api}, model {})", self.cfg.base_url, self.cfg.model)
+    }
+
+    async fn run(&self, req: WorkRequest, intended: Stamp) -> ClientRecord {
+        let (id, input) = (req.id, req.prompt.len());
+        let mut rec = ClientRecord::unanswered(id, intended, input, intended, Outcome::Ok);
+        let (url, body) = match self.body(&req) {
+            Ok(x) => x,
+            Err(e) => {
+                rec.end = self.clock.now();
+                rec.outcome = Outcome::Refused(e);
+                return rec;
+            }
+        };
+        rec.sent = self.clock.now();
+        let mut p = StreamParser::default();
+        let outcome = self.follow(&url, &body, &mut p).await;
+        rec.end = self.clock.now();
+        rec.outcome = outcome;
+        if let Some(t) = &p.http.server {
+            rec.engine = Some(t.to_record(id));
+        }
+        rec.output_tokens = p.http.usage_completion_tokens.unwrap_or(p.chunks.len());
+        if let Some(codec) = &self.cfg.codec {
+            if let Ok(ids) = codec.encode(&p.text) {
+                p.http.client_counted_tokens = Some(ids.len());
+                rec.output_ids = ids;
+            }
+        }
+        rec.chunks = p.chunks;
+        rec.http = Some(p.http);
+        rec
+    }
+}
+
+impl HttpTarget {
+    async fn follow(&self, url: &str, body: &Value, p: &mut StreamParser) -> Outcome {
+        let resp = match self.client.post(url).json(body).send().await {
+            Ok(r) => r,
+            Err(e) => return Outcome::Error(format!("POST {url}: {e}")),
+        };
+        p.http.headers = Some(self.clock.now());
+        let status = resp.status();
+        p.http.status = status.as_u16();
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            let msg = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| {
+                    v.pointer("/error/message").or_else(|| v.get("message")).and_then(Value::as_str).map(String::from)
+                })
+                .unwrap_or_else(|| clip(&text).to_string());
+            let why = format!("HTTP {}: {msg}", status.as_u16());
+            // Overload and server errors may pass; other client errors will not.
+            return if status.as_u16() == 429 || status.is_server_error() {
+                Outcome::Error(why)
+            } else {
+                Outcome::Refused(why)
+            };
+        }
+        let clock = self.clock;
+        let mut first_byte = None;
+        let bytes = resp.bytes_stream().inspect(|_| {
+            first_byte.get_or_insert_with(|| clock.now());
+        });
+        let mut events = bytes.eventsource();
+        loop {
+            match events.next().await {
+                Some(Ok(ev)) => {
+                    let at = clock.now();
+                    match p.event(&ev.data, at) {
+                        Step::More => {}
+                        Step::Done => break,
+                        Step::Failed(e) => {
+                            p.http.first_byte = first_byte;
+                            return Outcome::Error(e);
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    p.http.first_byte = first_byte;
+                    return Outcome::Error(format!("the stream broke after {} content chunks: {e}", p.chunks.len()));
+                }
+                None => {
+                    p.http.first_byte = first_byte;
+                    return Outcome::Error(format!(
+                        "the stream ended without its end marker after {} content chunks",
+                        p.chunks.len()
+                    ));
+                }
+            }
+        }
+        drop(events);
+        p.http.first_byte = first_byte;
+        Outcome::Ok
+    }
+}

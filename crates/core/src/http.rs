@@ -1,0 +1,91 @@
+//! What goes over HTTP beside the content: the client's own stamps of a streamed response,
+//! and the engine timings goodput's server returns with each request.
+
+use crate::clock::Stamp;
+use crate::request::{EngineRecord, FinishReason, RequestId};
+use serde::{Deserialize, Serialize};
+
+/// A streamed HTTP response as the client saw it, beyond its content chunks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpStamps {
+    /// HTTP status of the response (0 when none arrived).
+    pub status: u16,
+    /// The response headers arrived.
+    pub headers: Option<Stamp>,
+    /// The first byte of the body arrived.
+    pub first_byte: Option<Stamp>,
+    /// The end marker (`data: [DONE]`, or the last event of a stream without one) arrived.
+    pub done: Option<Stamp>,
+    /// SSE events that carried no content (role-only or empty deltas, usage-only chunks).
+    pub empty_events: usize,
+    /// Token counts from the server's `usage`, when it sent one.
+    pub usage_prompt_tokens: Option<usize>,
+    pub usage_completion_tokens: Option<usize>,
+    /// Output tokens counted by the client's tokenizer over the received text, when the
+    /// client has one (to cross-check `usage`).
+    pub client_counted_tokens: Option<usize>,
+    /// The engine timings returned by goodput's server (`goodput` object), when present.
+    pub server: Option<ServerTimings>,
+}
+
+/// One request's engine stamps as goodput's server returns them: the `goodput` object of the
+/// last streamed chunk or of a whole response. Stamps are on the server's clock (the client's
+/// own when the server runs in the same process, `--target http-local`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimings {
+    /// The server received the request (its handler started).
+    pub received: Stamp,
+    /// The engine handle accepted it (after parsing, templating and tokenization).
+    pub arrival: Stamp,
+    pub queued: Stamp,
+    pub first_scheduled: Option<Stamp>,
+    pub first_token: Option<Stamp>,
+    pub last_token: Option<Stamp>,
+    pub finished: Stamp,
+    pub prompt_tokens: usize,
+    pub cached_tokens: usize,
+    pub generated_tokens: usize,
+    pub preemptions: u32,
+    pub finish_reason: FinishReason,
+}
+
+impl ServerTimings {
+    pub fn new(received: Stamp, r: &EngineRecord) -> Self {
+        ServerTimings {
+            received,
+            arrival: r.arrival,
+            queued: r.queued,
+            first_scheduled: r.first_scheduled,
+            first_token: r.first_token,
+            last_token: r.last_token(),
+            finished: r.finished,
+            prompt_tokens: r.prompt_tokens,
+            cached_tokens: r.cached_tokens,
+            generated_tokens: r.generated_tokens,
+            preemptions: r.preemptions,
+            finish_reason: r.finish_reason,
+        }
+    }
+
+    /// The engine record these timings describe (token times: the first and the last only).
+    pub fn to_record(&self, id: RequestId) -> EngineRecord {
+        let mut token_times: Vec<Stamp> = self.first_token.into_iter().collect();
+        if let Some(l) = self.last_token.filter(|l| Some(*l) != self.first_token) {
+            token_times.push(l);
+        }
+        EngineRecord {
+            id,
+            arrival: self.arrival,
+            queued: self.queued,
+            first_scheduled: self.first_scheduled,
+            first_token: self.first_token,
+            token_times,
+            finished: self.finished,
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.cached_tokens,
+            generated_tokens: self.generated_tokens,
+            preemptions: self.preemptions,
+            finish_reason: self.finish_reason,
+        }
+    }
+}
