@@ -7,7 +7,9 @@ mod generate;
 mod models;
 mod output;
 mod run;
+mod serve;
 mod table;
+mod target;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +35,8 @@ enum Command {
     Capacity(Box<run::CapacityArgs>),
     /// Generate text for one prompt with the in-process engine.
     Generate(generate::GenerateArgs),
+    /// Serve the in-process engine over an OpenAI-compatible HTTP API, with /metrics.
+    Serve(Box<serve::ServeArgs>),
 }
 
 /// Parses the arguments and runs the command.
@@ -44,6 +48,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::Generate(a) => generate::run(a),
         Command::Run(a) => run::run(*a),
         Command::Capacity(a) => run::capacity(*a),
+        Command::Serve(a) => serve::run(*a),
     }
 }
 

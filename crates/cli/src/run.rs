@@ -5,6 +5,7 @@
 use crate::args::{EngineArgs, ModelArgs};
 use crate::output::{Conclusion, RunFiles};
 use crate::table;
+use crate::target::AnyTarget;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{Clock, StepRecord};
@@ -34,6 +35,19 @@ pub struct RunArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// Where requests go: `in-process` (the engine, no HTTP), `http-local` (goodput's own
+    /// server started on loopback in this process and driven over HTTP: TTFT is decomposed
+    /// into HTTP, tokenization, queue and prefill), or `http://HOST:PORT` (any
+    /// OpenAI-compatible server: vLLM, SGLang, TGI, llama.cpp).
+    #[arg(long, default_value = "in-process")]
+    pub target: String,
+    /// The model name the HTTP server expects (default: the catalog name).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// HTTP API: `completions` (prompts as token ids, exact lengths) or `chat` (prompts as
+    /// text through the model's tokenizer).
+    #[arg(long, default_value = "completions", value_parser = ["completions", "chat"])]
+    pub api: String,
     /// Scenario: a TOML file (see `goodput_workload::file`), or built in: short-qa, long-gen,
     /// long-context, multi-turn (--requests counts sessions),
     /// agent (--requests counts tasks), rag (needs the encoder of scripts/fetch-minilm.sh).
@@ -271,7 +285,7 @@ fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("`{s}` is not a duration (0s, 500ms)"))
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     parse_secs(s)
         .filter(|x| *x > 0.0)
         .map(Duration::from_secs_f64)
@@ -400,6 +414,48 @@ pub struct LevelReport {
     /// RAG runs: the stage timeline (embed, retrieve, rerank, assemble, model call).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rag: Option<goodput_metrics::agent::AgentSummary>,
+}
+
+/// goodput's server on loopback in this process, on a runtime of its own.
+struct LocalServer {
+    url: String,
+    rt: tokio::runtime::Runtime,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl LocalServer {
+    /// `cpus`: pin the server's threads there (the harness's CPUs: the HTTP layer is the
+    /// client side of the measurement, not the engine's).
+    fn start(state: Arc<goodput_server::AppState>, cpus: Option<Vec<usize>>) -> Result<Self> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("goodput-server")
+            .on_thread_start(move || {
+                if let Some(c) = &cpus {
+                    let _ = goodput_engine::affinity::pin_current(c);
+                }
+            })
+            .enable_all()
+            .build()?;
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = rt.spawn(goodput_server::serve(
+            listener,
+            state,
+            async move {
+                let _ = rx.await;
+            },
+            Duration::from_secs(5),
+        ));
+        Ok(LocalServer { url, rt, stop, task })
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.rt.block_on(self.task);
+    }
 }
 
 /// Where the engine and the harness ran (CPU lists in the kernel's notation).
@@ -605,8 +661,28 @@ pub fn run(a: RunArgs) -> Result<()> {
         bail!("--burst applies to single-request scenarios; {} runs closed-loop with --concurrency", workload.name());
     }
     let retry = goodput_workload::RetryPolicy { max: a.retries, backoff: a.retry_backoff };
-    let loaded = a.model.load(max_len)?;
-    let tokenizer: Arc<goodput_engine::tokenizer::Tokenizer> = Arc::new(loaded.tokenizer);
+    let url = match a.target.as_str() {
+        "in-process" | "http-local" => None,
+        t if t.starts_with("http://") || t.starts_with("https://") => Some(t.trim_end_matches('/').to_string()),
+        t => bail!("--target {t}: expected in-process, http-local or http://HOST:PORT"),
+    };
+    if url.is_some() && (a.engine_cpus.is_some()) {
+        bail!("--engine-cpus pins goodput's own engine; with --target {} there is none in this process", a.target);
+    }
+    // An external server: no engine here; prompts need only the vocabulary (and a tokenizer
+    // for text prompts).
+    let loaded = if url.is_none() { Some(a.model.load(max_len)?) } else { None };
+    let (weights_desc, device) = match &loaded {
+        Some(l) => (
+            format!("{} ({})", l.weights_kind, l.weights_origin),
+            if l.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", l.model.device) },
+        ),
+        None => ("served elsewhere".to_string(), "remote".to_string()),
+    };
+    let (model, tokenizer, chat_template) = match loaded {
+        Some(l) => (Some(l.model), Arc::new(l.tokenizer), l.chat_template),
+        None => (None, Arc::new(goodput_engine::tokenizer::Tokenizer::byte_level(spec.vocab_size)), None),
+    };
     // RAG: load the encoder and embed the corpus before any level runs.
     let rag_setup = match &workload {
         Workload::Rag(dir, rag) => {
@@ -638,14 +714,46 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         _ => None,
     };
-    let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
-    let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };
     let vocab = spec.vocab_size;
     let (step_tx, step_rx) = flume::unbounded();
-    let mut engine_cfg = a.engine.config()?;
-    engine_cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
-    let engine = Engine::start(loaded.model, engine_cfg, Clock::new(), Some(step_tx))?;
-    let target = Arc::new(engine.handle());
+    let engine = match model {
+        Some(m) => {
+            let mut engine_cfg = a.engine.config()?;
+            engine_cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
+            Some(Engine::start(m, engine_cfg, Clock::new(), Some(step_tx))?)
+        }
+        None => None,
+    };
+    let served_name = a.served_model_name.clone().unwrap_or_else(|| spec.name.clone());
+    let http_config = |base_url: String| goodput_client::HttpConfig {
+        base_url,
+        model: served_name.clone(),
+        api: if a.api == "chat" { goodput_client::Api::Chat } else { goodput_client::Api::Completions },
+        exact_lengths: true,
+        return_token_ids: url.is_none(),
+        same_clock: url.is_none(),
+        codec: Some(Arc::new(crate::target::Codec(tokenizer.clone()))),
+    };
+    // http-local: goodput's server on loopback, on its own threads (so this thread's CPU time
+    // stays the load generator's).
+    let mut local_server: Option<LocalServer> = None;
+    let target: Arc<AnyTarget> = match (&engine, &url) {
+        (Some(e), None) if a.target == "in-process" => Arc::new(AnyTarget::Engine(e.handle())),
+        (Some(e), None) => {
+            let st = crate::serve::state(e, tokenizer.clone(), served_name.clone(), chat_template.clone(), None)?;
+            let server = LocalServer::start(st, a.harness_cpus.as_ref().map(|c| c.0.clone()))?;
+            let t = goodput_client::HttpTarget::new(http_config(server.url.clone()), e.handle().clock())
+                .map_err(anyhow::Error::msg)?;
+            local_server = Some(server);
+            Arc::new(AnyTarget::Http(t))
+        }
+        (_, Some(u)) => {
+            let t =
+                goodput_client::HttpTarget::new(http_config(u.clone()), Clock::new()).map_err(anyhow::Error::msg)?;
+            Arc::new(AnyTarget::Http(t))
+        }
+        (None, None) => bail!("no engine and no server to send requests to"),
+    };
     // The engine thread is pinned by now; this thread (the load generator) follows.
     if let Some(h) = &a.harness_cpus {
         goodput_engine::affinity::pin_current(&h.0)?;
@@ -667,6 +775,15 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     // The load generator runs on this thread only, so its CPU time is the harness's own cost.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    if let AnyTarget::Http(h) = &*target {
+        let models = rt.block_on(h.models()).map_err(anyhow::Error::msg).context("asking the server for its models")?;
+        if !models.contains(&served_name) {
+            bail!(
+                "the server at {} does not serve `{served_name}` (it lists {models:?}); pass --served-model-name",
+                h.config().base_url
+            );
+        }
+    }
     let unit = if a.rate.is_some() {
         "req/s"
     } else if a.burst.is_some() {
@@ -833,7 +950,12 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
     }
     bar.finish_and_clear();
-    engine.shutdown(false);
+    if let Some(server) = local_server.take() {
+        server.stop();
+    }
+    if let Some(engine) = engine {
+        engine.shutdown(false);
+    }
     let storm =
         capacity::retry_storm(&levels.iter().map(|l| (l.summary.load, l.summary.retry_share)).collect::<Vec<_>>());
     if let Some(storm) = &storm {
@@ -844,6 +966,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         );
     }
     println!("{}", table::levels(&levels, unit, &spec.name, &workload.describe()));
+    if let Some(t) = table::http(&levels, unit) {
+        println!("{t}");
+    }
     if let Some(last) = levels.last().filter(|l| !l.turns.is_empty()) {
         println!("{}", table::turns(&last.turns, last.summary.load, unit));
     }

@@ -246,3 +246,58 @@ pub fn rag(r: &goodput_metrics::agent::AgentSummary, s: &goodput_metrics::level:
         ms(&r.task_e2e, |d| d.p95)
     )
 }
+
+/// HTTP targets: each level's TTFT split by the server's engine stamps (medians, in ms), and
+/// what HTTP adds beyond the engine's queue + prefill (P50 and P99).
+pub fn http(levels: &[LevelReport], unit: &str) -> Option<String> {
+    let rows: Vec<(&LevelReport, &goodput_metrics::http::Breakdown)> =
+        levels.iter().filter_map(|l| l.summary.http.as_ref().map(|b| (l, b))).filter(|(_, b)| b.n > 0).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let load = format!("load ({unit})");
+    let mut t = new(&[
+        &load,
+        "n",
+        "TTFT",
+        "send lag",
+        "request",
+        "tokenize",
+        "handoff",
+        "queue",
+        "prefill",
+        "hold",
+        "response",
+        "unexplained",
+        "beyond engine p50",
+        "beyond engine p99",
+        "decode",
+        "stream tail",
+        "usage ≠ tokenizer",
+    ]);
+    let p50 = |s: &Option<goodput_metrics::Summary>| s.as_ref().map_or("-".into(), |x| format!("{:.3}", x.p50 * 1e3));
+    for (l, b) in rows {
+        t.add_row(vec![
+            l.summary.load.to_string(),
+            b.n.to_string(),
+            p50(&b.ttft),
+            p50(&b.send_lag),
+            p50(&b.request_path),
+            p50(&b.tokenize),
+            p50(&b.handoff),
+            p50(&b.queue),
+            p50(&b.prefill),
+            p50(&b.hold),
+            p50(&b.response_path),
+            p50(&b.unexplained),
+            p50(&b.beyond_engine),
+            b.beyond_engine.as_ref().map_or("-".into(), |x| format!("{:.3}", x.p99 * 1e3)),
+            p50(&b.decode),
+            p50(&b.stream_tail),
+            format!("{}/{}", b.usage_mismatches, b.usage_checked),
+        ]);
+    }
+    Some(format!(
+        "TTFT over HTTP, decomposed by the engine's stamps (medians in ms; beyond engine = TTFT − (handoff + queue + prefill + hold); hold = first tokens not yet a whole character)\n{t}"
+    ))
+}

@@ -43,7 +43,12 @@ pub struct HttpConfig {
     pub api: Api,
     /// Send vLLM's `ignore_eos` and `min_tokens` so outputs have the requested length.
     pub exact_lengths: bool,
+    /// Ask for vLLM's `return_token_ids` (each chunk's token ids: exact per-chunk counts and
+    /// output ids for multi-turn history; goodput's server and recent vLLM support it).
+    pub return_token_ids: bool,
     pub codec: Option<Arc<dyn TextCodec>>,
+    /// The server stamps with this target's clock (it runs in this process).
+    pub same_clock: bool,
 }
 
 /// The HTTP target.
@@ -104,6 +109,9 @@ impl HttpTarget {
             body["ignore_eos"] = json!(p.ignore_eos);
             body["min_tokens"] = json!(p.min_tokens);
         }
+        if self.cfg.return_token_ids {
+            body["return_token_ids"] = json!(true);
+        }
         let text = || -> Result<String, String> {
             self.cfg.codec.as_ref().ok_or("no tokenizer to write the prompt as text")?.decode(&req.prompt)
         };
@@ -141,6 +149,8 @@ pub enum Step {
 pub struct StreamParser {
     pub chunks: Vec<Chunk>,
     pub text: String,
+    /// Token ids the server sent with its chunks (`return_token_ids`), if it did.
+    pub token_ids: Option<Vec<TokenId>>,
     pub http: HttpStamps,
     /// TGI's native stream: tokens counted from `token` events.
     pub native_tokens: usize,
@@ -194,9 +204,22 @@ impl StreamParser {
         }
         let choice = v.pointer("/choices/0");
         let text = choice.and_then(|c| c.get("text").or_else(|| c.pointer("/delta/content"))).and_then(Value::as_str);
+        let ids: Option<Vec<TokenId>> =
+            choice.and_then(|c| c.get("token_ids")).and_then(|t| serde_json::from_value(t.clone()).ok());
         match text {
             Some(t) if !t.is_empty() => self.content(t, at),
             _ => self.http.empty_events += 1,
+        }
+        if let Some(ids) = ids {
+            // Tokens of a chunk: its ids; ids without text join the chunk before.
+            if let Some(last) = self.chunks.last_mut().filter(|_| !ids.is_empty()) {
+                if text.is_some_and(|t| !t.is_empty()) {
+                    last.tokens = ids.len() as u32;
+                } else {
+                    last.tokens += ids.len() as u32;
+                }
+            }
+            self.token_ids.get_or_insert_with(Vec::new).extend(ids);
         }
         Step::More
     }
@@ -247,14 +270,19 @@ impl Target for HttpTarget {
         if let Some(t) = &p.http.server {
             rec.engine = Some(t.to_record(id));
         }
-        rec.output_tokens = p.http.usage_completion_tokens.unwrap_or(p.chunks.len());
-        if let Some(codec) = &self.cfg.codec {
+        let counted: usize = p.chunks.iter().map(|c| c.tokens as usize).sum();
+        rec.output_tokens = p.http.usage_completion_tokens.unwrap_or(counted);
+        if let Some(ids) = p.token_ids.take() {
+            p.http.client_counted_tokens = Some(ids.len());
+            rec.output_ids = ids;
+        } else if let Some(codec) = &self.cfg.codec {
             if let Ok(ids) = codec.encode(&p.text) {
                 p.http.client_counted_tokens = Some(ids.len());
                 rec.output_ids = ids;
             }
         }
         rec.chunks = p.chunks;
+        p.http.same_clock = self.cfg.same_clock;
         rec.http = Some(p.http);
         rec
     }

@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 pub struct HttpStamps {
     /// HTTP status of the response (0 when none arrived).
     pub status: u16,
+    /// The server stamps with the client's clock (it runs in the same process): stamps of
+    /// the two sides can be subtracted.
+    #[serde(default)]
+    pub same_clock: bool,
     /// The response headers arrived.
     pub headers: Option<Stamp>,
     /// The first byte of the body arrived.
@@ -40,6 +44,10 @@ pub struct ServerTimings {
     pub queued: Stamp,
     pub first_scheduled: Option<Stamp>,
     pub first_token: Option<Stamp>,
+    /// Streams: when the engine sampled the token that completed the first text sent (later
+    /// than `first_token` when the first tokens were not yet a whole UTF-8 character).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_text: Option<Stamp>,
     pub last_token: Option<Stamp>,
     pub finished: Stamp,
     pub prompt_tokens: usize,
@@ -57,6 +65,7 @@ impl ServerTimings {
             queued: r.queued,
             first_scheduled: r.first_scheduled,
             first_token: r.first_token,
+            first_text: None,
             last_token: r.last_token(),
             finished: r.finished,
             prompt_tokens: r.prompt_tokens,

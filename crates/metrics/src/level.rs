@@ -53,6 +53,9 @@ pub struct LevelSummary {
     pub decode_time: Option<Summary>,
     pub inference_time: Option<Summary>,
     pub send_lag: Option<Summary>,
+    /// HTTP targets: TTFT and E2E decomposed by the server's engine stamps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<crate::http::Breakdown>,
     pub slos: Vec<SloResult>,
 }
 
@@ -153,6 +156,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     s.decode_time = collect(Metric::DecodeTime);
     s.inference_time = collect(Metric::InferenceTime);
     s.send_lag = Summary::of(&records.iter().map(|r| rm::send_lag(r)).collect::<Vec<_>>());
+    s.http = crate::http::breakdown(records);
     s.goodput = records.iter().filter(|r| request_is_good(r, slos)).count() as f64 / s.window_s;
     s.slos = slos
         .iter()

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod capacity;
 pub mod engine;
+pub mod http;
 pub mod level;
 pub mod request;
 pub mod slo;

@@ -154,6 +154,11 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let engine = state.engine.clone();
+    use axum::serve::ListenerExt;
+    // Small SSE events go out as they are written (no Nagle delay behind a pending ACK).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
         shutdown.await;
         let _ = tx.send(true);
@@ -189,6 +194,24 @@ async fn metrics_text(State(st): State<Arc<AppState>>) -> Response {
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
 }
 
+/// How a response is written.
+#[derive(Clone, Copy)]
+struct Options {
+    stream: bool,
+    include_usage: bool,
+    token_ids: bool,
+}
+
+impl Options {
+    fn of(s: &Sampling) -> Self {
+        Options {
+            stream: s.stream,
+            include_usage: s.stream_options.as_ref().is_some_and(|o| o.include_usage),
+            token_ids: s.return_token_ids,
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Completion,
@@ -197,7 +220,7 @@ enum Kind {
 
 async fn completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
     let received = st.clock.now();
-    let run = || -> Result<(RequestStream, bool, bool, usize), ApiError> {
+    let run = || -> Result<(RequestStream, Options, usize), ApiError> {
         let req: CompletionRequest = openai::parse(&body)?;
         st.check_model(&req.model)?;
         let prompt = match req.prompt {
@@ -214,18 +237,17 @@ async fn completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
         };
         let params = st.sampling(&req.sampling, 16)?;
         let n = prompt.len();
-        let include_usage = req.sampling.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        Ok((st.start(prompt, params)?, req.sampling.stream, include_usage, n))
+        Ok((st.start(prompt, params)?, Options::of(&req.sampling), n))
     };
     match run() {
-        Ok((gen, stream, usage, n)) => respond(st, gen, Kind::Completion, stream, usage, received, n).await,
+        Ok((gen, o, n)) => respond(st, gen, Kind::Completion, o, received, n).await,
         Err(e) => e.into_response(),
     }
 }
 
 async fn chat_completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
     let received = st.clock.now();
-    let run = || -> Result<(RequestStream, bool, bool, usize), ApiError> {
+    let run = || -> Result<(RequestStream, Options, usize), ApiError> {
         let req: ChatRequest = openai::parse(&body)?;
         st.check_model(&req.model)?;
         if req.messages.is_empty() {
@@ -237,11 +259,10 @@ async fn chat_completions(State(st): State<Arc<AppState>>, body: Bytes) -> Respo
         let room = st.engine.limits().max_model_len.saturating_sub(prompt.len()).max(1);
         let params = st.sampling(&req.sampling, room)?;
         let n = prompt.len();
-        let include_usage = req.sampling.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        Ok((st.start(prompt, params)?, req.sampling.stream, include_usage, n))
+        Ok((st.start(prompt, params)?, Options::of(&req.sampling), n))
     };
     match run() {
-        Ok((gen, stream, usage, n)) => respond(st, gen, Kind::Chat, stream, usage, received, n).await,
+        Ok((gen, o, n)) => respond(st, gen, Kind::Chat, o, received, n).await,
         Err(e) => e.into_response(),
     }
 }
@@ -265,19 +286,29 @@ struct Meta {
     id: String,
     created: u64,
     model: String,
+    token_ids: bool,
 }
 
 impl Meta {
-    fn new(kind: Kind, gen_id: u64, model: &str) -> Self {
+    fn new(kind: Kind, gen_id: u64, model: &str, token_ids: bool) -> Self {
         let id = match kind {
             Kind::Completion => format!("cmpl-{gen_id}"),
             Kind::Chat => format!("chatcmpl-{gen_id}"),
         };
-        Meta { kind, id, created: unix_now(), model: model.to_string() }
+        Meta { kind, id, created: unix_now(), model: model.to_string(), token_ids }
     }
 
-    /// A streamed chunk with `text` (or, for chat, the role-only opener when `role`).
-    fn chunk(&self, text: Option<&str>, role: bool, finish: Option<&str>) -> Value {
+    /// A streamed chunk with `text` and the ids of its tokens (or, for chat, the role-only
+    /// opener when `role`).
+    fn chunk(&self, text: Option<&str>, ids: &[TokenId], role: bool, finish: Option<&str>) -> Value {
+        let mut v = self.chunk_inner(text, role, finish);
+        if self.token_ids && !role {
+            v["choices"][0]["token_ids"] = json!(ids);
+        }
+        v
+    }
+
+    fn chunk_inner(&self, text: Option<&str>, role: bool, finish: Option<&str>) -> Value {
         match self.kind {
             Kind::Completion => json!({
                 "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
@@ -304,7 +335,15 @@ impl Meta {
         json!({ "id": self.id, "object": object, "created": self.created, "model": self.model, "choices": [], "usage": usage })
     }
 
-    fn whole(&self, text: &str, finish: &str, usage: &Usage, timings: &ServerTimings) -> Value {
+    fn whole(&self, text: &str, ids: &[TokenId], finish: &str, usage: &Usage, timings: &ServerTimings) -> Value {
+        let mut v = self.whole_inner(text, finish, usage, timings);
+        if self.token_ids {
+            v["choices"][0]["token_ids"] = json!(ids);
+        }
+        v
+    }
+
+    fn whole_inner(&self, text: &str, finish: &str, usage: &Usage, timings: &ServerTimings) -> Value {
         match self.kind {
             Kind::Completion => json!({
                 "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
@@ -335,14 +374,13 @@ async fn respond(
     st: Arc<AppState>,
     gen: RequestStream,
     kind: Kind,
-    stream: bool,
-    include_usage: bool,
+    o: Options,
     received: Stamp,
     prompt_tokens: usize,
 ) -> Response {
-    let meta = Meta::new(kind, gen.id, &st.model_name);
-    if stream {
-        sse(st, gen, meta, include_usage, received, prompt_tokens).into_response()
+    let meta = Meta::new(kind, gen.id, &st.model_name, o.token_ids);
+    if o.stream {
+        sse(st, gen, meta, o.include_usage, received, prompt_tokens).into_response()
     } else {
         whole(st, gen, meta, received, prompt_tokens).await
     }
@@ -361,7 +399,7 @@ async fn whole(st: Arc<AppState>, gen: RequestStream, meta: Meta, received: Stam
                 let text = st.tokenizer.decode(&tokens).unwrap_or_default();
                 let usage = Usage::new(prompt_tokens, tokens.len());
                 let timings = ServerTimings::new(received, &record);
-                let body = meta.whole(&text, finish_reason(record.finish_reason), &usage, &timings);
+                let body = meta.whole(&text, &tokens, finish_reason(record.finish_reason), &usage, &timings);
                 let mut headers = HeaderMap::new();
                 for (k, v) in tgi_headers(&timings) {
                     if let Ok(v) = HeaderValue::from_str(&v) {
@@ -408,6 +446,10 @@ struct Streaming {
     received: Stamp,
     prompt_tokens: usize,
     pending: VecDeque<Event>,
+    /// Ids decoded but not yet sent (their text is held back until it is whole UTF-8).
+    held: Vec<TokenId>,
+    /// Engine stamp of the token that completed the first text sent.
+    first_text: Option<Stamp>,
     done: bool,
 }
 
@@ -417,9 +459,10 @@ impl Streaming {
         if !matches!(record.finish_reason, FinishReason::Length | FinishReason::Stop) {
             self.pending.push_back(data(&aborted_error(&record).body()));
         } else {
-            let timings = ServerTimings::new(self.received, &record);
+            let timings = ServerTimings { first_text: self.first_text, ..ServerTimings::new(self.received, &record) };
             let usage = Usage::new(self.prompt_tokens, tokens.len());
-            let mut last = self.meta.chunk(None, false, Some(finish_reason(record.finish_reason)));
+            let held = std::mem::take(&mut self.held);
+            let mut last = self.meta.chunk(None, &held, false, Some(finish_reason(record.finish_reason)));
             if self.include_usage {
                 self.pending.push_back(data(&last));
                 last = self.meta.usage_chunk(&usage);
@@ -442,10 +485,22 @@ fn sse(
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
     let mut pending = VecDeque::new();
     if meta.kind == Kind::Chat {
-        pending.push_back(data(&meta.chunk(None, true, None)));
+        pending.push_back(data(&meta.chunk(None, &[], true, None)));
     }
     let decoder = DecodeStream::new(st.tokenizer.clone());
-    let state = Streaming { st, gen, decoder, meta, include_usage, received, prompt_tokens, pending, done: false };
+    let state = Streaming {
+        st,
+        gen,
+        decoder,
+        meta,
+        include_usage,
+        received,
+        prompt_tokens,
+        pending,
+        held: Vec::new(),
+        first_text: None,
+        done: false,
+    };
     // The state owns the engine stream: when the client goes away, axum drops this stream,
     // the RequestStream is dropped, and the engine aborts the request.
     Sse::new(futures_util::stream::unfold(state, |mut s| async move {
@@ -457,9 +512,12 @@ fn sse(
                 return None;
             }
             match s.gen.events.recv_async().await {
-                Ok(RequestEvent::Token { token, .. }) => {
+                Ok(RequestEvent::Token { token, time, .. }) => {
+                    s.held.push(token);
                     if let Ok(Some(text)) = s.decoder.step(token) {
-                        let c = s.meta.chunk(Some(&text), false, None);
+                        s.first_text.get_or_insert(time);
+                        let ids = std::mem::take(&mut s.held);
+                        let c = s.meta.chunk(Some(&text), &ids, false, None);
                         s.pending.push_back(data(&c));
                     }
                 }

@@ -40,6 +40,9 @@ pub struct Sampling {
     #[serde(default)]
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
+    /// vLLM's extension: each choice carries the ids of the tokens it holds (`token_ids`).
+    #[serde(default)]
+    pub return_token_ids: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]

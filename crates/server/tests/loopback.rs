@@ -295,7 +295,9 @@ async fn the_http_target_stamps_a_request_and_reads_the_engine_s_timings() {
         model: "tiny".into(),
         api: goodput_client::Api::Completions,
         exact_lengths: true,
+        return_token_ids: true,
         codec: None,
+        same_clock: true,
     };
     let target = goodput_client::HttpTarget::new(cfg, s.state.clock).unwrap();
     assert_eq!(target.models().await.unwrap(), ["tiny"]);

@@ -1,0 +1,213 @@
+//! TTFT and E2E over HTTP, explained by the engine's own stamps.
+//!
+//! With goodput's server in the same process (`--target http-local`), the client's stamps and
+//! the server's share one clock, and a request's time to first token splits exactly into:
+//!
+//! ```text
+//! ttft = send_lag        sent − intended                     (the load generator)
+//!      + request_path    server received − sent              (connect, send, HTTP parsing)
+//!      + tokenize        engine arrival − server received    (JSON, chat template, tokenizer, admission)
+//!      + handoff         queued − engine arrival             (the engine thread picks it up)
+//!      + queue           first_scheduled − queued            (engine: waiting)
+//!      + prefill         first_token − first_scheduled       (engine: prompt computation)
+//!      + hold            first_text − first_token            (first tokens not yet a whole character)
+//!      + response_path   client first content − first_text   (detokenize, SSE, transfer, client parsing)
+//!      + unexplained     the rest: 0 on one clock when every stamp is there
+//! ```
+//!
+//! Against a server in another process the two clocks differ: `request_path`,
+//! `response_path` and `unexplained` are then unknown, and `beyond_engine` (a difference of
+//! durations, each on its own clock) is what HTTP added.
+//!
+//! `beyond_engine` = ttft − (handoff + queue + prefill + hold): everything the HTTP layer adds
+//! to what the engine did (the handoff is the engine's: a request that arrives mid-step waits
+//! for the step to end, in-process as much as over HTTP). E2E adds `decode` (last token − first token, engine) and `stream_tail` (client end −
+//! last token).
+
+use crate::stats::Summary;
+use goodput_core::ClientRecord;
+use serde::{Deserialize, Serialize};
+
+/// One request's TTFT and E2E parts, in seconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parts {
+    pub ttft: f64,
+    pub send_lag: f64,
+    pub tokenize: f64,
+    pub handoff: f64,
+    pub queue: f64,
+    pub prefill: f64,
+    pub hold: f64,
+    /// On one clock only: `(request_path, response_path, unexplained)`.
+    pub cross: Option<(f64, f64, f64)>,
+    pub beyond_engine: f64,
+    pub e2e: f64,
+    pub decode: f64,
+    pub stream_tail: f64,
+}
+
+/// The parts of `r`, when it came over HTTP from goodput's server and produced a token.
+pub fn parts(r: &ClientRecord) -> Option<Parts> {
+    let h = r.http.as_ref()?;
+    let t = h.server.as_ref()?;
+    let first = r.first_token()?;
+    let (fs, ft, lt) = (t.first_scheduled?, t.first_token?, t.last_token?);
+    let ttft = first.secs_since(r.intended);
+    let send_lag = r.sent.secs_since(r.intended);
+    let request_path = t.received.secs_since(r.sent);
+    let tokenize = t.arrival.secs_since(t.received);
+    let handoff = t.queued.secs_since(t.arrival);
+    let queue = fs.secs_since(t.queued);
+    let prefill = ft.secs_since(fs);
+    let text_at = t.first_text.unwrap_or(ft);
+    let hold = text_at.secs_since(ft);
+    let response_path = first.secs_since(text_at);
+    let explained = send_lag + request_path + tokenize + handoff + queue + prefill + hold + response_path;
+    Some(Parts {
+        ttft,
+        send_lag,
+        tokenize,
+        handoff,
+        queue,
+        prefill,
+        hold,
+        cross: h.same_clock.then_some((request_path, response_path, ttft - explained)),
+        beyond_engine: ttft - handoff - queue - prefill - hold,
+        e2e: r.end.secs_since(r.intended),
+        decode: lt.secs_since(ft),
+        stream_tail: if h.same_clock { r.end.secs_since(lt) } else { f64::NAN },
+    })
+}
+
+/// A level's decomposition: each part over the requests that have one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    pub n: usize,
+    pub ttft: Option<Summary>,
+    pub send_lag: Option<Summary>,
+    pub request_path: Option<Summary>,
+    pub tokenize: Option<Summary>,
+    pub handoff: Option<Summary>,
+    pub queue: Option<Summary>,
+    pub prefill: Option<Summary>,
+    pub hold: Option<Summary>,
+    pub response_path: Option<Summary>,
+    pub unexplained: Option<Summary>,
+    pub beyond_engine: Option<Summary>,
+    pub e2e: Option<Summary>,
+    pub decode: Option<Summary>,
+    pub stream_tail: Option<Summary>,
+    /// Requests whose `usage` token count was checked against the client's tokenizer, and
+    /// those where the two disagree.
+    pub usage_checked: usize,
+    pub usage_mismatches: usize,
+}
+
+/// The breakdown of `records` (`None` when none came over HTTP).
+pub fn breakdown(records: &[&ClientRecord]) -> Option<Breakdown> {
+    let http: Vec<&&ClientRecord> = records.iter().filter(|r| r.http.is_some()).collect();
+    if http.is_empty() {
+        return None;
+    }
+    let p: Vec<Parts> = http.iter().filter_map(|r| parts(r)).collect();
+    let s = |f: fn(&Parts) -> f64| Summary::of(&p.iter().map(f).filter(|x| x.is_finite()).collect::<Vec<_>>());
+    let c = |f: fn(&(f64, f64, f64)) -> f64| {
+        Summary::of(&p.iter().filter_map(|x| x.cross.as_ref()).map(f).collect::<Vec<_>>())
+    };
+    let checked: Vec<(usize, usize)> = http
+        .iter()
+        .filter_map(|r| {
+            let h = r.http.as_ref()?;
+            Some((h.usage_completion_tokens?, h.client_counted_tokens?))
+        })
+        .collect();
+    Some(Breakdown {
+        n: p.len(),
+        ttft: s(|x| x.ttft),
+        send_lag: s(|x| x.send_lag),
+        request_path: c(|x| x.0),
+        tokenize: s(|x| x.tokenize),
+        handoff: s(|x| x.handoff),
+        queue: s(|x| x.queue),
+        prefill: s(|x| x.prefill),
+        hold: s(|x| x.hold),
+        response_path: c(|x| x.1),
+        unexplained: c(|x| x.2),
+        beyond_engine: s(|x| x.beyond_engine),
+        e2e: s(|x| x.e2e),
+        decode: s(|x| x.decode),
+        stream_tail: s(|x| x.stream_tail),
+        usage_checked: checked.len(),
+        usage_mismatches: checked.iter().filter(|(u, c)| u != c).count(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::{Chunk, FinishReason, HttpStamps, Outcome, ServerTimings, Stamp};
+
+    fn us(x: u64) -> Stamp {
+        Stamp(x * 1_000)
+    }
+
+    #[test]
+    fn hand_computed_decomposition() {
+        // intended 0, sent 100 µs, received 400, arrival 900, queued 950, first scheduled 3950,
+        // first token 23950, first whole character 24150, client first content 24450; last
+        // token 63950, client end 64150.
+        let server = ServerTimings {
+            received: us(400),
+            arrival: us(900),
+            queued: us(950),
+            first_scheduled: Some(us(3950)),
+            first_token: Some(us(23950)),
+            first_text: Some(us(24150)),
+            last_token: Some(us(63950)),
+            finished: us(63960),
+            prompt_tokens: 10,
+            cached_tokens: 0,
+            generated_tokens: 5,
+            preemptions: 0,
+            finish_reason: FinishReason::Length,
+        };
+        let mut r = ClientRecord::unanswered(1, us(0), 10, us(64150), Outcome::Ok);
+        r.sent = us(100);
+        r.chunks = vec![Chunk { at: us(24450), tokens: 1 }];
+        r.http = Some(HttpStamps {
+            same_clock: true,
+            server: Some(server),
+            usage_completion_tokens: Some(5),
+            client_counted_tokens: Some(4),
+            ..Default::default()
+        });
+        let p = parts(&r).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(p.ttft, 0.02445));
+        assert!(close(p.send_lag, 0.0001));
+        let (request_path, response_path, unexplained) = p.cross.unwrap();
+        assert!(close(request_path, 0.0003));
+        assert!(close(p.tokenize, 0.0005));
+        assert!(close(p.handoff, 0.00005));
+        assert!(close(p.queue, 0.003));
+        assert!(close(p.prefill, 0.020));
+        assert!(close(p.hold, 0.0002));
+        assert!(close(response_path, 0.0003));
+        assert!(unexplained.abs() < 1e-12, "one clock: nothing unexplained");
+        // Beyond the engine: 24.45 − 0.05 − 3 − 20 − 0.2 = 1.2 ms.
+        assert!(close(p.beyond_engine, 0.0012));
+        assert!(close(p.decode, 0.040));
+        assert!(close(p.stream_tail, 0.0002));
+        let b = breakdown(&[&r]).unwrap();
+        assert_eq!((b.n, b.usage_checked, b.usage_mismatches), (1, 1, 1));
+        // Another process's clock: the cross-clock parts are unknown, the rest stands.
+        r.http.as_mut().unwrap().same_clock = false;
+        let p = parts(&r).unwrap();
+        assert!(p.cross.is_none() && close(p.beyond_engine, 0.0012));
+        let b = breakdown(&[&r]).unwrap();
+        assert!(b.request_path.is_none() && b.beyond_engine.is_some() && b.stream_tail.is_none());
+        // Not over HTTP: no breakdown.
+        let plain = ClientRecord::unanswered(2, us(0), 10, us(10), Outcome::Ok);
+        assert!(breakdown(&[&plain]).is_none());
+    }
+}

@@ -1,0 +1,140 @@
+//! goodput over HTTP, end to end: `goodput serve` as a process (driven by `goodput run
+//! --target URL`, scraped, stopped by SIGTERM) and `--target http-local` against the
+//! in-process run of the same workload.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The tests here measure latency: one at a time, not competing for the 2 cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn goodput(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput")).args(args).output().expect("run goodput");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("goodput-http-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn summary(dir: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// A plain HTTP/1.0 GET on loopback.
+fn get(addr: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn http_local_agrees_with_in_process_and_http_adds_little_to_ttft() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp("local");
+    // The engine on one core, the load generator and the HTTP server on another (the seeds'
+    // advice: a client sharing cores with the server moves the numbers it measures).
+    let cpus = goodput_engine::affinity::allowed();
+    let (e, h) = (cpus[0].to_string(), cpus.last().unwrap().to_string());
+    let mut common = vec!["--concurrency", "1", "--requests", "12", "--warmup", "2", "--refine", "0", "--seed", "3"];
+    if cpus.len() >= 2 {
+        common.extend(["--engine-cpus", &e, "--harness-cpus", &h]);
+    }
+    let mut args = vec!["run", "--target", "http-local", "--out"];
+    let http_dir = dir.join("http");
+    args.push(http_dir.to_str().unwrap());
+    args.extend(common.iter().copied());
+    let (ok, out, err) = goodput(&args);
+    assert!(ok, "{err}");
+    assert!(out.contains("TTFT over HTTP, decomposed"), "{out}");
+    let mut args = vec!["run", "--out"];
+    let proc_dir = dir.join("inproc");
+    args.push(proc_dir.to_str().unwrap());
+    args.extend(common.iter().copied());
+    let (ok, _, err) = goodput(&args);
+    assert!(ok, "{err}");
+    let (h, p) = (&summary(&http_dir)["levels"][0]["summary"], &summary(&proc_dir)["levels"][0]["summary"]);
+    // Same prompts and lengths: the engine did the same work either way.
+    assert_eq!(h["mean_input_tokens"], p["mean_input_tokens"]);
+    assert_eq!(h["mean_output_tokens"], p["mean_output_tokens"]);
+    for k in ["prefill_time", "decode_time"] {
+        let (a, b) = (h[k]["p50"].as_f64().unwrap(), p[k]["p50"].as_f64().unwrap());
+        assert!((0.5..2.0).contains(&(a / b)), "{k}: http-local {a} vs in-process {b}");
+    }
+    let d = &h["http"];
+    assert_eq!(d["n"], 12);
+    // On loopback, one user at a time: HTTP adds well under 2 ms to TTFT (median).
+    let beyond = d["beyond_engine"]["p50"].as_f64().unwrap();
+    assert!(beyond < 0.002, "TTFT beyond the engine: {beyond}: {d}");
+    assert!(d["unexplained"]["max"].as_f64().unwrap().abs() < 1e-6, "one clock: the parts add up");
+    assert_eq!(d["usage_mismatches"], 0);
+    let rec: Value =
+        serde_json::from_str(std::fs::read_to_string(http_dir.join("records.jsonl")).unwrap().lines().last().unwrap())
+            .unwrap();
+    assert_eq!(rec["http"]["status"], 200);
+    assert!(rec["http"]["headers"].is_u64() && rec["http"]["first_byte"].is_u64() && rec["http"]["done"].is_u64());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["serve", "--port", "0", "--max-model-len", "1024", "--shutdown-grace", "2s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first.split("http://").nth(1).and_then(|s| s.split_whitespace().next()).expect(&first).to_string();
+    assert!(get(&addr, "/health").ends_with("ok"));
+    let dir = temp("url");
+    let url = format!("http://{addr}");
+    let (ok, out, err) = goodput(&[
+        "run",
+        "--target",
+        &url,
+        "--concurrency",
+        "2",
+        "--requests",
+        "6",
+        "--refine",
+        "0",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("TTFT over HTTP"), "{out}");
+    let s = &summary(&dir)["levels"][0]["summary"];
+    assert_eq!(s["completed"], 6);
+    // Another process: engine durations come from the server, cross-clock parts do not.
+    assert!(s["http"]["beyond_engine"]["p50"].is_number() && s["http"]["request_path"].is_null(), "{}", s["http"]);
+    assert!(s["prefill_time"]["p50"].as_f64().unwrap() > 0.0);
+    let m = get(&addr, "/metrics");
+    assert!(m.contains("goodput_e2e_request_latency_seconds_count{model_name=\"tiny\"} 8"), "{m}");
+    // A wrong model name and a wrong URL are clear errors before anything runs.
+    let (ok, _, err) = goodput(&["run", "--target", &url, "--served-model-name", "llama", "--requests", "1"]);
+    assert!(!ok && err.contains("does not serve `llama`"), "{err}");
+    let (ok, _, err) = goodput(&["run", "--target", "ftp://x", "--requests", "1"]);
+    assert!(!ok && err.contains("expected in-process, http-local or http://"), "{err}");
+    // SIGTERM: a clean stop within the grace period.
+    let t = Instant::now();
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "goodput serve did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
