@@ -138,3 +138,42 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
     assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn calibrate_measures_the_client_against_a_known_schedule() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp("calibrate");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("calib.json");
+    let (ok, out, err) = goodput(&[
+        "calibrate",
+        "--concurrency",
+        "1,20",
+        "--ttft",
+        "50ms",
+        "--itl",
+        "10ms",
+        "--tokens",
+        "10",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Client calibration") && out.contains("chunk delay p50"), "{out}");
+    let levels: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for (l, streams) in levels.as_array().unwrap().iter().zip([1u64, 20]) {
+        assert_eq!(l["streams"], streams);
+        assert_eq!(l["failed"], 0);
+        assert_eq!(l["tokens"].as_u64().unwrap(), streams * 2 * 10);
+        assert_eq!(l["chunk_delay"]["n"].as_u64().unwrap(), streams * 2 * 10, "every chunk matched to its write");
+        // On loopback a chunk reaches the client within milliseconds of being written.
+        let d = l["chunk_delay"]["p50"].as_f64().unwrap();
+        assert!((0.0..0.005).contains(&d), "chunk delay {d}");
+        // The measured ITL is the mock's 10 ms within the timer's granularity.
+        assert!(l["itl_error"]["p50"].as_f64().unwrap().abs() < 0.003, "{}", l["itl_error"]);
+        assert!(l["cpu_per_token_s"].as_f64().unwrap() > 0.0);
+    }
+    let (ok, _, err) = goodput(&["calibrate", "--concurrency", "0"]);
+    assert!(!ok && err.contains("at least 1 stream"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,7 @@
 //! The `goodput` command line: clap front end and the wiring of the other crates.
 
 mod args;
+mod calibrate;
 mod cpu;
 mod engine_bench;
 mod generate;
@@ -37,6 +38,9 @@ enum Command {
     Generate(generate::GenerateArgs),
     /// Serve the in-process engine over an OpenAI-compatible HTTP API, with /metrics.
     Serve(Box<serve::ServeArgs>),
+    /// Measure the HTTP client itself against a mock server with a known schedule: its
+    /// timing error and CPU per token at 100s–1000s of concurrent streams.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 /// Parses the arguments and runs the command.
@@ -49,6 +53,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::Run(a) => run::run(*a),
         Command::Capacity(a) => run::capacity(*a),
         Command::Serve(a) => serve::run(*a),
+        Command::Calibrate(a) => calibrate::run(a),
     }
 }
 

@@ -264,7 +264,7 @@ impl Target for HttpTarget {
         };
         rec.sent = self.clock.now();
         let mut p = StreamParser::default();
-        let outcome = self.follow(&url, &body, &mut p).await;
+        let outcome = self.follow(id, &url, &body, &mut p).await;
         rec.end = self.clock.now();
         rec.outcome = outcome;
         if let Some(t) = &p.http.server {
@@ -289,8 +289,8 @@ impl Target for HttpTarget {
 }
 
 impl HttpTarget {
-    async fn follow(&self, url: &str, body: &Value, p: &mut StreamParser) -> Outcome {
-        let resp = match self.client.post(url).json(body).send().await {
+    async fn follow(&self, id: u64, url: &str, body: &Value, p: &mut StreamParser) -> Outcome {
+        let resp = match self.client.post(url).header("x-request-id", id.to_string()).json(body).send().await {
             Ok(r) => r,
             Err(e) => return Outcome::Error(format!("POST {url}: {e}")),
         };

@@ -18,6 +18,7 @@
 
 pub mod chat;
 pub mod metrics;
+pub mod mock;
 pub mod openai;
 
 use axum::body::Bytes;

@@ -1,0 +1,216 @@
+//! `goodput calibrate`: the load generator measured against a mock server with a known
+//! schedule (fixed TTFT, fixed inter-token interval, no model), so a user knows whether the
+//! client itself is a bottleneck at a given number of concurrent streams. The mock stamps when
+//! it wrote each chunk; the client stamps when it read it; the difference is the client's own
+//! delay (loopback, HTTP, SSE parsing, scheduling), reported with the client's CPU per token.
+
+use crate::table;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use goodput_core::{Clock, Target};
+use goodput_metrics::Summary;
+use goodput_server::mock::Mock;
+use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, RetryPolicy, Scenario, Trim};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// Concurrent streams per level.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+    pub concurrency: Vec<usize>,
+    /// The mock's time to first token.
+    #[arg(long, default_value = "200ms", value_parser = crate::run::parse_duration)]
+    pub ttft: Duration,
+    /// The mock's interval between tokens.
+    #[arg(long, default_value = "20ms", value_parser = crate::run::parse_duration)]
+    pub itl: Duration,
+    /// Tokens per response.
+    #[arg(long, default_value_t = 50)]
+    pub tokens: usize,
+    /// Requests each stream sends one after the other.
+    #[arg(long, default_value_t = 2)]
+    pub requests_per_stream: usize,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// One level of the calibration.
+#[derive(Debug, serde::Serialize)]
+pub struct CalibrationLevel {
+    pub streams: usize,
+    pub requests: usize,
+    pub failed: usize,
+    pub tokens: usize,
+    /// Client read time − mock write time of every chunk, seconds.
+    pub chunk_delay: Option<Summary>,
+    /// Client TTFT − the mock's TTFT, seconds.
+    pub ttft_error: Option<Summary>,
+    /// Client ITL − the mock's ITL, seconds.
+    pub itl_error: Option<Summary>,
+    /// Client CPU seconds per streamed token, and its share of the process's CPU.
+    pub cpu_per_token_s: f64,
+    pub cpu_share: f64,
+    pub wall_s: f64,
+}
+
+/// Raises the open-files limit to the hard limit (each stream is a socket on both sides).
+fn raise_fd_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit with a valid out-pointer and value.
+    unsafe {
+        let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 0;
+        }
+        r.rlim_cur = r.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        r.rlim_cur
+    }
+}
+
+pub fn run(a: CalibrateArgs) -> Result<()> {
+    if a.concurrency.is_empty() || a.concurrency.contains(&0) {
+        bail!("--concurrency: every level needs at least 1 stream, got {:?}", a.concurrency);
+    }
+    if a.tokens == 0 || a.requests_per_stream == 0 {
+        bail!("--tokens and --requests-per-stream must be at least 1");
+    }
+    let fds = raise_fd_limit();
+    let need = 2 * a.concurrency.iter().max().copied().unwrap_or(0) as u64 + 64;
+    if fds > 0 && fds < need {
+        bail!("{} streams need about {need} open files (client and server sockets); the limit is {fds}", need / 2);
+    }
+    let clock = Clock::new();
+    let mock = Arc::new(Mock { clock, ttft: a.ttft, itl: a.itl, tokens: a.tokens, sent: Mutex::new(HashMap::new()) });
+    // The mock on a thread of its own; the client on this one (its CPU is the client's).
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("goodput-mock")
+        .enable_all()
+        .build()?;
+    let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
+    let addr = listener.local_addr()?;
+    let app = goodput_server::mock::router(mock.clone());
+    server_rt.spawn(async move { axum::serve(listener, app).await });
+    let cfg = goodput_client::HttpConfig {
+        base_url: format!("http://{addr}"),
+        model: "mock".into(),
+        api: goodput_client::Api::Completions,
+        exact_lengths: false,
+        return_token_ids: false,
+        codec: None,
+        same_clock: true,
+    };
+    let target = Arc::new(goodput_client::HttpTarget::new(cfg, clock).map_err(anyhow::Error::msg)?);
+    let scenario = Arc::new(Scenario {
+        name: "calibrate".into(),
+        input: LengthDist::Fixed { n: 4 },
+        output: LengthDist::Fixed { n: a.tokens },
+        shared_prefix: 0,
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    eprintln!(
+        "goodput calibrate: mock server on {addr} (TTFT {:?}, ITL {:?}, {} tokens); the client on this thread",
+        a.ttft, a.itl, a.tokens
+    );
+    let mut levels = Vec::new();
+    let mut first_id = 0u64;
+    for &c in &a.concurrency {
+        let requests = c * a.requests_per_stream;
+        let plan = LevelPlan {
+            arrival: Arrival::Closed { users: c, think: Duration::ZERO },
+            requests,
+            warmup: 0,
+            cooldown: 0,
+            trim: Trim::default(),
+            timeout: a.ttft + a.itl * a.tokens as u32 + Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            seed: 0,
+            first_id,
+            duration: None,
+        };
+        first_id += requests as u64;
+        let t = std::time::Instant::now();
+        let (run, cpu) = crate::cpu::measure(|| rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)));
+        let wall_s = t.elapsed().as_secs_f64();
+        let sent = std::mem::take(&mut *mock.sent.lock().unwrap_or_else(|e| e.into_inner()));
+        let (mut delay, mut ttft_err, mut itl_err) = (Vec::new(), Vec::new(), Vec::new());
+        let mut tokens = 0;
+        for r in run.records.iter().filter(|r| r.is_ok()) {
+            tokens += r.chunks.len();
+            if let Some(first) = r.first_token() {
+                ttft_err.push(first.secs_since(r.intended) - a.ttft.as_secs_f64());
+            }
+            for w in r.chunks.windows(2) {
+                itl_err.push(w[1].at.secs_since(w[0].at) - a.itl.as_secs_f64());
+            }
+            if let Some(s) = sent.get(&r.id.to_string()) {
+                delay.extend(r.chunks.iter().zip(s).map(|(c, s)| c.at.secs_since(*s)));
+            }
+        }
+        let level = CalibrationLevel {
+            streams: c,
+            requests: run.records.len(),
+            failed: run.records.iter().filter(|r| !r.is_ok()).count(),
+            tokens,
+            chunk_delay: Summary::of(&delay),
+            ttft_error: Summary::of(&ttft_err),
+            itl_error: Summary::of(&itl_err),
+            cpu_per_token_s: cpu.harness_s / tokens.max(1) as f64,
+            cpu_share: cpu.share(),
+            wall_s,
+        };
+        eprintln!(
+            "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token",
+            level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
+            level.cpu_per_token_s * 1e6
+        );
+        levels.push(level);
+        let _ = target.describe();
+    }
+    let mut t = table::new(&[
+        "streams",
+        "requests",
+        "failed",
+        "tokens",
+        "chunk delay p50",
+        "p99",
+        "max",
+        "TTFT error p50",
+        "p99",
+        "ITL error p99",
+        "client CPU/token",
+        "client CPU share",
+        "wall",
+    ]);
+    let ms =
+        |s: &Option<Summary>, f: fn(&Summary) -> f64| s.as_ref().map_or("-".into(), |x| format!("{:.3}", f(x) * 1e3));
+    for l in &levels {
+        t.add_row(vec![
+            l.streams.to_string(),
+            l.requests.to_string(),
+            l.failed.to_string(),
+            l.tokens.to_string(),
+            ms(&l.chunk_delay, |x| x.p50),
+            ms(&l.chunk_delay, |x| x.p99),
+            ms(&l.chunk_delay, |x| x.max),
+            ms(&l.ttft_error, |x| x.p50),
+            ms(&l.ttft_error, |x| x.p99),
+            ms(&l.itl_error, |x| x.p99),
+            format!("{:.1} µs", l.cpu_per_token_s * 1e6),
+            format!("{:.0} %", l.cpu_share * 100.0),
+            format!("{:.1} s", l.wall_s),
+        ]);
+    }
+    println!(
+        "Client calibration against a mock server (TTFT {:?}, ITL {:?}, {} tokens; times in ms; chunk delay = client read − mock write)\n{t}",
+        a.ttft, a.itl, a.tokens
+    );
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_vec_pretty(&levels)?).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
