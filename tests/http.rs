@@ -74,6 +74,13 @@ fn http_local_agrees_with_in_process_and_http_adds_little_to_ttft() {
     assert!(beyond < 0.002, "TTFT beyond the engine: {beyond}: {d}");
     assert!(d["unexplained"]["max"].as_f64().unwrap().abs() < 1e-6, "one clock: the parts add up");
     assert_eq!(d["usage_mismatches"], 0);
+    // The server's own /metrics, scraped around the level: its histograms saw every request
+    // (warm-up included), and its gauges were read at least before and after.
+    let server = &summary(&http_dir)["levels"][0]["server"];
+    assert_eq!(server["histograms"]["request_queue_time_seconds"]["count"].as_f64(), Some(14.0), "{server}");
+    assert!(server["histograms"]["request_prefill_time_seconds"]["p50"].as_f64().unwrap() > 0.0);
+    assert!(server["scrapes"].as_u64().unwrap() >= 2 && server["series"].as_array().unwrap().len() >= 2);
+    assert!(out.contains("Server side, from its /metrics"), "{out}");
     let rec: Value =
         serde_json::from_str(std::fs::read_to_string(http_dir.join("records.jsonl")).unwrap().lines().last().unwrap())
             .unwrap();

@@ -109,6 +109,10 @@ pub struct RunArgs {
     /// Pin the load generator (this thread, its timers and bookkeeping) to these CPUs.
     #[arg(long, value_parser = parse_cpus)]
     pub harness_cpus: Option<CpuList>,
+    /// HTTP targets: scrape the server's /metrics this often during each level (and before and
+    /// after it).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub scrape_interval: Duration,
     /// Interval of the engine time series (running, waiting, KV usage) in timeseries.csv.
     #[arg(long, default_value = "250ms", value_parser = parse_duration)]
     pub series_interval: Duration,
@@ -404,6 +408,10 @@ pub struct LevelReport {
     pub warmup_requests: usize,
     pub cooldown_requests: usize,
     pub engine: EngineLevel,
+    /// HTTP targets: the server's own histograms over the level and its gauges over time,
+    /// from its /metrics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerSide>,
     pub harness: Harness,
     /// Multi-turn runs: the requests grouped by turn index.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -414,6 +422,96 @@ pub struct LevelReport {
     /// RAG runs: the stage timeline (embed, retrieve, rerank, assemble, model call).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rag: Option<goodput_metrics::agent::AgentSummary>,
+}
+
+/// What a server's /metrics said about one level.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ServerSide {
+    pub scrapes: usize,
+    /// Percentiles of the level's requests from histogram deltas (after − before).
+    pub histograms: std::collections::BTreeMap<String, goodput_metrics::prom::HistogramStats>,
+    /// Gauges at each scrape: seconds since the level started, running, waiting, KV usage.
+    pub series: Vec<(f64, f64, f64, f64)>,
+    /// Why scraping failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The histograms compared before and after a level.
+const SERVER_HISTOGRAMS: [&str; 6] = [
+    "time_to_first_token_seconds",
+    "e2e_request_latency_seconds",
+    "request_queue_time_seconds",
+    "request_prefill_time_seconds",
+    "request_decode_time_seconds",
+    "request_inference_time_seconds",
+];
+
+/// Scrapes a target's /metrics before a level, every `interval` during it, and after it.
+struct Scraper {
+    target: Arc<AnyTarget>,
+    before: Result<goodput_client::ServerScrape, String>,
+    during: Arc<std::sync::Mutex<Vec<goodput_client::ServerScrape>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Scraper {
+    fn start(rt: &tokio::runtime::Runtime, target: Arc<AnyTarget>, interval: Duration) -> Self {
+        let scrape = |t: Arc<AnyTarget>| async move {
+            match &*t {
+                AnyTarget::Http(h) => h.scrape().await,
+                AnyTarget::Engine(_) => Err("not an HTTP target".to_string()),
+            }
+        };
+        let before = rt.block_on(scrape(target.clone()));
+        let during = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (t, d) = (target.clone(), during.clone());
+        // Runs while the level runs on the same (current-thread) runtime.
+        let task = rt.spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                if let Ok(s) = scrape(t.clone()).await {
+                    d.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+                }
+            }
+        });
+        Scraper { target, before, during, task }
+    }
+
+    fn finish(self, rt: &tokio::runtime::Runtime) -> Option<ServerSide> {
+        self.task.abort();
+        let after = rt.block_on(async {
+            match &*self.target {
+                AnyTarget::Http(h) => h.scrape().await,
+                AnyTarget::Engine(_) => Err("not an HTTP target".to_string()),
+            }
+        });
+        let (before, after) = match (self.before, after) {
+            (Ok(b), Ok(a)) => (b, a),
+            (Err(e), _) | (_, Err(e)) => return Some(ServerSide { error: Some(e), ..Default::default() }),
+        };
+        let mut side = ServerSide::default();
+        for name in SERVER_HISTOGRAMS {
+            if let (Some(b), Some(a)) = (before.histograms.get(name), after.histograms.get(name)) {
+                if let Some(st) = goodput_metrics::prom::stats(&goodput_metrics::prom::delta(b, a)) {
+                    side.histograms.insert(name.to_string(), st);
+                }
+            }
+        }
+        let during = std::mem::take(&mut *self.during.lock().unwrap_or_else(|e| e.into_inner()));
+        side.scrapes = during.len() + 2;
+        let g = |s: &goodput_client::ServerScrape, k: &str| s.gauges.get(k).copied().unwrap_or(f64::NAN);
+        for s in std::iter::once(&before).chain(&during).chain(std::iter::once(&after)) {
+            let kv = s.gauges.get("kv_cache_usage_perc").or_else(|| s.gauges.get("gpu_cache_usage_perc")).copied();
+            side.series.push((
+                s.at.secs_since(before.at),
+                g(s, "num_requests_running"),
+                g(s, "num_requests_waiting"),
+                kv.unwrap_or(f64::NAN),
+            ));
+        }
+        Some(side)
+    }
 }
 
 /// goodput's server on loopback in this process, on a runtime of its own.
@@ -889,6 +987,11 @@ pub fn run(a: RunArgs) -> Result<()> {
             seed: plan.seed,
             first_id: plan.first_id,
         };
+        // HTTP targets: the server's /metrics before, during and after the level.
+        let scraper = match &*target {
+            AnyTarget::Http(_) => Some(Scraper::start(&rt, target.clone(), a.scrape_interval)),
+            AnyTarget::Engine(_) => None,
+        };
         let ((run, tasks), cpu) = crate::cpu::measure(|| match &workload {
             Workload::Single(sc) => (rt.block_on(run_level(target.clone(), sc.clone(), vocab, plan)), Vec::new()),
             Workload::Rag(..) => {
@@ -900,6 +1003,7 @@ pub fn run(a: RunArgs) -> Result<()> {
                 (rt.block_on(run_sessions(target.clone(), mt.clone(), vocab, unit_plan)), Vec::new())
             }
         });
+        let server = scraper.and_then(|s| s.finish(&rt));
         let steps: Vec<StepRecord> = step_rx.drain().collect();
         let measured: Vec<_> = run.measured().collect();
         let summary = summarize(load, &measured, &slos);
@@ -914,6 +1018,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             warmup_requests,
             cooldown_requests,
             engine: engine_level(&steps),
+            server,
             harness,
             turns,
             agent,
@@ -967,6 +1072,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     println!("{}", table::levels(&levels, unit, &spec.name, &workload.describe()));
     if let Some(t) = table::http(&levels, unit) {
+        println!("{t}");
+    }
+    if let Some(t) = table::server(&levels, unit) {
         println!("{t}");
     }
     if let Some(last) = levels.last().filter(|l| !l.turns.is_empty()) {

@@ -301,3 +301,59 @@ pub fn http(levels: &[LevelReport], unit: &str) -> Option<String> {
         "TTFT over HTTP, decomposed by the engine's stamps (medians in ms; beyond engine = TTFT − (handoff + queue + prefill + hold); hold = first tokens not yet a whole character)\n{t}"
     ))
 }
+
+/// HTTP targets: what the server's own /metrics histograms say about each level (percentiles
+/// from bucket deltas, in ms), and its gauges over the level.
+pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
+    let rows: Vec<(&LevelReport, &crate::run::ServerSide)> =
+        levels.iter().filter_map(|l| l.server.as_ref().map(|s| (l, s))).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let load = format!("load ({unit})");
+    let mut t = new(&[
+        &load,
+        "scrapes",
+        "requests",
+        "TTFT p50",
+        "TTFT p99",
+        "queue p50",
+        "queue p99",
+        "prefill p50",
+        "prefill p99",
+        "decode p50",
+        "running max",
+        "waiting max",
+        "KV max",
+    ]);
+    for (l, s) in rows {
+        if let Some(e) = &s.error {
+            t.add_row(vec![l.summary.load.to_string(), format!("failed: {e}")]);
+            continue;
+        }
+        let h = |name: &str, f: fn(&goodput_metrics::prom::HistogramStats) -> f64| {
+            s.histograms.get(name).map_or("-".into(), |x| format!("{:.1}", f(x) * 1e3))
+        };
+        let max = |f: fn(&(f64, f64, f64, f64)) -> f64| {
+            s.series.iter().map(f).filter(|x| x.is_finite()).fold(f64::NAN, f64::max)
+        };
+        t.add_row(vec![
+            l.summary.load.to_string(),
+            s.scrapes.to_string(),
+            s.histograms.get("e2e_request_latency_seconds").map_or("-".into(), |x| format!("{:.0}", x.count)),
+            h("time_to_first_token_seconds", |x| x.p50),
+            h("time_to_first_token_seconds", |x| x.p99),
+            h("request_queue_time_seconds", |x| x.p50),
+            h("request_queue_time_seconds", |x| x.p99),
+            h("request_prefill_time_seconds", |x| x.p50),
+            h("request_prefill_time_seconds", |x| x.p99),
+            h("request_decode_time_seconds", |x| x.p50),
+            f(max(|x| x.1), 0),
+            f(max(|x| x.2), 0),
+            format!("{:.0} %", max(|x| x.3) * 100.0),
+        ]);
+    }
+    Some(format!(
+        "Server side, from its /metrics (histogram deltas over each level, bucket-interpolated; times in ms)\n{t}"
+    ))
+}

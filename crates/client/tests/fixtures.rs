@@ -78,3 +78,33 @@ async fn an_error_event_and_a_cut_stream_are_failures() {
     assert_eq!(p.chunks.len(), 1);
     assert!(p.http.done.is_none());
 }
+
+#[test]
+fn vllm_and_goodput_metrics_parse_to_the_same_names() {
+    let vllm = "# HELP vllm:request_queue_time_seconds Histogram of time spent in WAITING phase for request.\n\
+# TYPE vllm:request_queue_time_seconds histogram\n\
+vllm:request_queue_time_seconds_bucket{engine=\"0\",le=\"0.3\",model_name=\"m\"} 3.0\n\
+vllm:request_queue_time_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"m\"} 5.0\n\
+vllm:request_queue_time_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\"} 6.0\n\
+vllm:request_queue_time_seconds_count{engine=\"0\",model_name=\"m\"} 6.0\n\
+vllm:request_queue_time_seconds_sum{engine=\"0\",model_name=\"m\"} 1.9\n\
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n\
+# TYPE vllm:kv_cache_usage_perc gauge\n\
+vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.25\n";
+    let s = goodput_client::parse_metrics(vllm, Stamp(1)).unwrap();
+    assert_eq!(s.histograms["request_queue_time_seconds"], vec![(0.3, 3.0), (0.5, 5.0), (f64::INFINITY, 6.0)]);
+    assert_eq!(s.gauges["kv_cache_usage_perc"], 0.25);
+    let ours = "# HELP goodput_kv_cache_usage_perc KV-cache block usage: 1 is full.\n\
+# TYPE goodput_kv_cache_usage_perc gauge\n\
+goodput_kv_cache_usage_perc{model_name=\"tiny\"} 0.5\n\
+# HELP goodput_request_queue_time_seconds Histogram.\n\
+# TYPE goodput_request_queue_time_seconds histogram\n\
+goodput_request_queue_time_seconds_sum{model_name=\"tiny\"} 0.1\n\
+goodput_request_queue_time_seconds_count{model_name=\"tiny\"} 2\n\
+goodput_request_queue_time_seconds_bucket{le=\"0.001\",model_name=\"tiny\"} 1\n\
+goodput_request_queue_time_seconds_bucket{le=\"+Inf\",model_name=\"tiny\"} 2\n\
+# EOF\n";
+    let s = goodput_client::parse_metrics(ours, Stamp(1)).unwrap();
+    assert_eq!(s.histograms["request_queue_time_seconds"], vec![(0.001, 1.0), (f64::INFINITY, 2.0)]);
+    assert_eq!(s.gauges["kv_cache_usage_perc"], 0.5);
+}

@@ -6,6 +6,7 @@ pub mod capacity;
 pub mod engine;
 pub mod http;
 pub mod level;
+pub mod prom;
 pub mod request;
 pub mod slo;
 pub mod stats;

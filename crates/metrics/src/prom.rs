@@ -1,0 +1,89 @@
+//! Server-side numbers from a server's Prometheus histograms (ours or vLLM's): percentiles of
+//! the requests of one level, from the difference of two scrapes.
+
+use serde::{Deserialize, Serialize};
+
+/// Cumulative bucket counts `(le, count)`, `le` ascending, the last `+Inf`.
+pub type Buckets = [(f64, f64)];
+
+/// Prometheus's `histogram_quantile`: the rank `q · total` is found in the bucket whose
+/// cumulative count first reaches it, and interpolated linearly within that bucket (from 0
+/// for the first). A rank in the `+Inf` bucket answers with the highest finite bound. `None`
+/// without observations.
+pub fn histogram_quantile(q: f64, buckets: &Buckets) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q.clamp(0.0, 1.0) * total;
+    let (mut lo, mut below) = (0.0, 0.0);
+    for &(le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                return Some(lo);
+            }
+            let inside = count - below;
+            return Some(if inside > 0.0 { lo + (le - lo) * (rank - below) / inside } else { le });
+        }
+        lo = if le.is_finite() { le } else { lo };
+        below = count;
+    }
+    Some(lo)
+}
+
+/// `after − before`, bucket by bucket (a bucket missing before counts from zero).
+pub fn delta(before: &Buckets, after: &Buckets) -> Vec<(f64, f64)> {
+    after
+        .iter()
+        .map(|&(le, n)| {
+            let b = before.iter().find(|x| x.0 == le || (x.0.is_infinite() && le.is_infinite())).map_or(0.0, |x| x.1);
+            (le, (n - b).max(0.0))
+        })
+        .collect()
+}
+
+/// A histogram's requests over a window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistogramStats {
+    pub count: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+}
+
+pub fn stats(window: &Buckets) -> Option<HistogramStats> {
+    Some(HistogramStats {
+        count: window.last()?.1,
+        p50: histogram_quantile(0.5, window)?,
+        p90: histogram_quantile(0.9, window)?,
+        p99: histogram_quantile(0.99, window)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_computed_quantiles_and_deltas() {
+        let inf = f64::INFINITY;
+        let b = [(0.1, 10.0), (0.5, 30.0), (1.0, 40.0), (inf, 40.0)];
+        // Rank 20 lies in (0.1, 0.5] holding 10..30: 0.1 + 0.4 · 10/20 = 0.3.
+        assert!((histogram_quantile(0.5, &b).unwrap() - 0.3).abs() < 1e-12);
+        // Rank 39.6 in (0.5, 1.0] holding 30..40: 0.5 + 0.5 · 9.6/10 = 0.98.
+        assert!((histogram_quantile(0.99, &b).unwrap() - 0.98).abs() < 1e-12);
+        // Rank 5 in the first bucket: from 0, 0.1 · 5/10 = 0.05.
+        assert!((histogram_quantile(0.125, &b).unwrap() - 0.05).abs() < 1e-12);
+        // Beyond the last finite bound: that bound.
+        let over = [(0.1, 1.0), (inf, 10.0)];
+        assert_eq!(histogram_quantile(0.9, &over), Some(0.1));
+        assert_eq!(histogram_quantile(0.5, &[(0.1, 0.0), (inf, 0.0)]), None);
+        let before = [(0.1, 4.0), (0.5, 10.0), (1.0, 12.0), (inf, 12.0)];
+        let d = delta(&before, &b);
+        assert_eq!(d, vec![(0.1, 6.0), (0.5, 20.0), (1.0, 28.0), (inf, 28.0)]);
+        let s = stats(&d).unwrap();
+        assert_eq!(s.count, 28.0);
+        // Rank 14 in (0.1, 0.5] holding 6..20: 0.1 + 0.4 · 8/14.
+        assert!((s.p50 - (0.1 + 0.4 * 8.0 / 14.0)).abs() < 1e-12);
+    }
+}
