@@ -91,3 +91,21 @@ fn smollm2_gguf_dequantized_answers_sensibly() {
     let text = loaded.tokenizer.decode(&done[0].1).unwrap();
     assert!(text.contains("Paris"), "{text:?}");
 }
+
+#[test]
+fn smollm2_s_own_chat_template_renders_through_the_server() {
+    let path = fetch();
+    let spec = Catalog::builtin().get("smollm2-135m").unwrap().clone();
+    let weights = WeightsSource::Gguf { path, dequantize: false };
+    let loaded = loader::load(&spec, &weights, &Device::Cpu, DType::F32, 2048).unwrap();
+    let template = loaded.chat_template.expect("the GGUF ships a chat template");
+    let chat = goodput_server::chat::ChatTemplate::new(Some(template)).unwrap();
+    assert!(chat.is_model_s());
+    let messages: Vec<goodput_server::openai::Message> =
+        serde_json::from_str(r#"[{"role":"user","content":"What is the capital of France?"}]"#).unwrap();
+    let text = chat.render(&messages).unwrap();
+    // SmolLM2's template adds a default system prompt; the user turn and the generation
+    // prompt are ChatML, as the greedy test's hand-written prompt.
+    assert!(text.contains(PROMPT), "{text}");
+    assert!(text.starts_with("<|im_start|>system\n"), "{text}");
+}
