@@ -87,6 +87,9 @@ pub struct EngineArgs {
     /// Turn the prefix cache off.
     #[arg(long)]
     pub no_prefix_caching: bool,
+    /// Test-only: sleep this long before every engine step (a deliberately slowed engine).
+    #[arg(long, hide = true, value_parser = crate::run::parse_duration_or_zero, default_value = "0s")]
+    pub test_step_delay: std::time::Duration,
 }
 
 impl EngineArgs {
@@ -103,6 +106,7 @@ impl EngineArgs {
             enable_prefix_caching: !self.no_prefix_caching,
             max_model_len: self.max_model_len,
             cpus: None,
+            step_delay: self.test_step_delay,
         })
     }
 }

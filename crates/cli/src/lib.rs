@@ -2,6 +2,7 @@
 
 mod args;
 mod calibrate;
+mod compare;
 mod cpu;
 mod engine_bench;
 mod generate;
@@ -41,6 +42,9 @@ enum Command {
     /// Measure the HTTP client itself against a mock server with a known schedule: its
     /// timing error and CPU per token at 100s–1000s of concurrent streams.
     Calibrate(calibrate::CalibrateArgs),
+    /// Compare two runs metric by metric (ratio, noise, Markdown); non-zero exit on a
+    /// regression beyond --fail-on.
+    Compare(compare::CompareArgs),
 }
 
 /// Parses the arguments and runs the command.
@@ -54,6 +58,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::Capacity(a) => run::capacity(*a),
         Command::Serve(a) => serve::run(*a),
         Command::Calibrate(a) => calibrate::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }
 

@@ -282,7 +282,7 @@ fn parse_stage(s: &str) -> Result<(usize, Duration), String> {
     Ok((users, parse_duration(d)?))
 }
 
-fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
     parse_secs(s)
         .filter(|x| *x >= 0.0 && x.is_finite())
         .map(Duration::from_secs_f64)

@@ -27,6 +27,9 @@ pub struct EngineConfig {
     /// Pin the engine thread and its compute threads (a rayon pool of this many threads) to
     /// these CPUs; `None`: no pinning, the global rayon pool.
     pub cpus: Option<Vec<usize>>,
+    /// Test-only: sleep this long before every step (a deliberately slowed engine, for
+    /// regression checks of `goodput compare`).
+    pub step_delay: std::time::Duration,
 }
 
 impl Default for EngineConfig {
@@ -40,6 +43,7 @@ impl Default for EngineConfig {
             enable_prefix_caching: true,
             max_model_len: None,
             cpus: None,
+            step_delay: std::time::Duration::ZERO,
         }
     }
 }

@@ -190,6 +190,7 @@ impl Engine {
             .name("goodput-engine".into())
             .spawn(move || {
                 let cpus = cfg.cpus.clone();
+                let delay = cfg.step_delay;
                 let ready = ready_tx.clone();
                 let body = move || {
                     // The scheduler is single-threaded (Rc), so the core is built on the
@@ -205,7 +206,7 @@ impl Engine {
                         }
                     };
                     published.publish(&core);
-                    run_loop(core, rx, steps, &published);
+                    run_loop(core, rx, steps, &published, delay);
                 };
                 let Some(cpus) = cpus else { return body() };
                 // Pinned: this thread and a pool of one compute thread per CPU, all on `cpus`;
@@ -264,7 +265,13 @@ impl Drop for Engine {
     }
 }
 
-fn run_loop(mut core: EngineCore, rx: Receiver<Command>, steps: Option<Sender<StepRecord>>, gauges: &EngineGauges) {
+fn run_loop(
+    mut core: EngineCore,
+    rx: Receiver<Command>,
+    steps: Option<Sender<StepRecord>>,
+    gauges: &EngineGauges,
+    delay: std::time::Duration,
+) {
     let mut streams: HashMap<RequestId, Sender<RequestEvent>> = HashMap::new();
     let mut stopping = false;
     loop {
@@ -280,6 +287,9 @@ fn run_loop(mut core: EngineCore, rx: Receiver<Command>, steps: Option<Sender<St
         }
         gauges.publish(&core);
         if core.has_work() {
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
             step_once(&mut core, &mut streams, &steps, gauges);
             gauges.publish(&core);
         } else if stopping {

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod capacity;
+pub mod compare;
 pub mod engine;
 pub mod http;
 pub mod level;

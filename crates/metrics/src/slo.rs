@@ -160,46 +160,43 @@ pub fn parse_slos(s: &str) -> Result<Vec<Slo>, String> {
     Ok(out)
 }
 
-fn parse_one(part: &str) -> Result<Slo, String> {
-    let (key, value) =
-        part.split_once('=').ok_or_else(|| format!("SLO `{part}`: expected NAME=VALUE, e.g. ttft_p95=2s"))?;
-    let key = key.trim();
+/// A metric and its statistic from a key such as `ttft_p95`, `tpot_mean`, `e2e_max` or
+/// `error_rate` (what SLOs and comparisons name).
+pub fn parse_key(key: &str) -> Result<(Metric, Stat), String> {
     let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
-    // Longest metric name that prefixes the key (per_user_tps before tpot is not an issue,
-    // but `e2e` must not swallow anything else).
+    // Longest metric name that prefixes the key.
     let metric = Metric::ALL
         .iter()
         .copied()
         .filter(|m| key == m.name() || key.starts_with(&format!("{}_", m.name())))
         .max_by_key(|m| m.name().len())
-        .ok_or_else(|| format!("SLO `{part}`: unknown metric; known: {}", names.join(", ")))?;
+        .ok_or_else(|| format!("unknown metric `{key}`; known: {}", names.join(", ")))?;
     let rest = key[metric.name().len()..].trim_start_matches('_');
     let stat = if metric.is_rate() {
         if !rest.is_empty() {
-            return Err(format!("SLO `{part}`: {} is a rate and takes no statistic", metric.name()));
+            return Err(format!("{} is a rate and takes no statistic", metric.name()));
         }
         Stat::Rate
     } else {
         match rest {
             "mean" | "avg" => Stat::Mean,
             "max" => Stat::Max,
-            "" => {
-                return Err(format!(
-                    "SLO `{part}`: name a statistic, e.g. {}_p95 or {}_mean",
-                    metric.name(),
-                    metric.name()
-                ))
-            }
-            p => {
-                let n: f64 = p
-                    .strip_prefix('p')
+            "" => return Err(format!("name a statistic, e.g. {}_p95 or {}_mean", metric.name(), metric.name())),
+            p => Stat::P(
+                p.strip_prefix('p')
                     .and_then(|x| x.parse().ok())
                     .filter(|x: &f64| (0.0..=100.0).contains(x))
-                    .ok_or_else(|| format!("SLO `{part}`: `{p}` is not a statistic (p50, p95, p99.9, mean, max)"))?;
-                Stat::P(n)
-            }
+                    .ok_or_else(|| format!("`{p}` is not a statistic (p50, p95, p99.9, mean, max)"))?,
+            ),
         }
     };
+    Ok((metric, stat))
+}
+
+fn parse_one(part: &str) -> Result<Slo, String> {
+    let (key, value) =
+        part.split_once('=').ok_or_else(|| format!("SLO `{part}`: expected NAME=VALUE, e.g. ttft_p95=2s"))?;
+    let (metric, stat) = parse_key(key.trim()).map_err(|e| format!("SLO `{part}`: {e}"))?;
     let value = value.trim();
     let bound = if metric.is_time() {
         parse_secs(value).ok_or_else(|| format!("SLO `{part}`: `{value}` is not a duration (2s, 50ms, 300us)"))?

@@ -1,0 +1,153 @@
+//! `goodput compare A B`: two runs of the same workload (their `--out` directories), level by
+//! level and metric by metric — values, ratio, and whether the change is beyond the noise each
+//! run's own requests show (95 % bootstrap intervals that do not overlap). A Markdown table for
+//! pull requests; with `--fail-on ttft_p95=+10%`, a non-zero exit when a metric gets worse by
+//! more than that and beyond the noise, so an engine's CI can gate on it.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use goodput_core::ClientRecord;
+use goodput_metrics::compare::{breaks, compare, parse_thresholds, Key, Row, DEFAULT_KEYS};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline run (a `goodput run --out` directory).
+    pub a: PathBuf,
+    /// The run to judge.
+    pub b: PathBuf,
+    /// Metrics to compare (default: TTFT p50/p95/p99, TPOT p50/p95, ITL p95, E2E p95, queue
+    /// and prefill p95, output and request throughput).
+    #[arg(long, value_delimiter = ',')]
+    pub metrics: Option<Vec<String>>,
+    /// Exit non-zero when a metric gets worse by more than this, beyond the noise:
+    /// `ttft_p95=+10%,output_throughput=-5%`.
+    #[arg(long)]
+    pub fail_on: Option<String>,
+    /// Also write the Markdown table here.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Bootstrap resamples per metric and run.
+    #[arg(long, default_value_t = 400)]
+    pub bootstrap: usize,
+}
+
+/// The measured records of a run, by level load.
+fn load_run(dir: &Path) -> Result<BTreeMap<String, Vec<ClientRecord>>> {
+    let path = dir.join("records.jsonl");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{}: not a goodput run directory (no records.jsonl)", dir.display()))?;
+    let mut levels: BTreeMap<String, Vec<ClientRecord>> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("{}: line {} is not JSON", path.display(), i + 1))?;
+        // Older runs wrote `warmup: true`; newer ones a phase.
+        let measured = match v.get("phase").and_then(|p| p.as_str()) {
+            Some(p) => p == "measured",
+            None => v.get("warmup") != Some(&serde_json::Value::Bool(true)),
+        };
+        if !measured {
+            continue;
+        }
+        let level = v.get("level").map(|l| l.to_string()).unwrap_or_default();
+        let rec: ClientRecord = serde_json::from_value(v)
+            .with_context(|| format!("{}: line {} is not a request record", path.display(), i + 1))?;
+        levels.entry(level).or_default().push(rec);
+    }
+    if levels.is_empty() {
+        bail!("{}: no measured requests", path.display());
+    }
+    Ok(levels)
+}
+
+fn fmt(key: &str, x: f64) -> String {
+    if key.contains("throughput") || key == "goodput" || key.starts_with("per_user_tps") {
+        format!("{x:.2}")
+    } else if key.starts_with("error_rate") || key.starts_with("timeout_rate") {
+        format!("{:.2} %", x * 100.0)
+    } else {
+        format!("{:.2} ms", x * 1e3)
+    }
+}
+
+pub fn run(a: CompareArgs) -> Result<()> {
+    let names: Vec<String> = a.metrics.clone().unwrap_or_else(|| DEFAULT_KEYS.iter().map(|s| s.to_string()).collect());
+    let keys: Vec<Key> =
+        names.iter().map(|n| Key::parse(n).map_err(anyhow::Error::msg)).collect::<Result<_>>().context("--metrics")?;
+    let thresholds = match &a.fail_on {
+        Some(s) => parse_thresholds(s).map_err(anyhow::Error::msg).context("--fail-on")?,
+        None => Vec::new(),
+    };
+    let mut keys = keys;
+    for t in &thresholds {
+        if !keys.contains(&t.key) {
+            keys.push(t.key);
+        }
+    }
+    let (ra, rb) = (load_run(&a.a)?, load_run(&a.b)?);
+    let shared: Vec<&String> = ra.keys().filter(|l| rb.contains_key(*l)).collect();
+    if shared.is_empty() {
+        bail!(
+            "the runs share no load level (A has {:?}, B has {:?}); compare runs of the same sweep",
+            ra.keys().collect::<Vec<_>>(),
+            rb.keys().collect::<Vec<_>>()
+        );
+    }
+    let mut md = format!(
+        "### goodput compare\n\nA: `{}` · B: `{}` · 95 % bootstrap intervals over each run's measured requests\n\n| load | metric | A | B | change | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---|\n",
+        a.a.display(),
+        a.b.display()
+    );
+    let mut failures: Vec<String> = Vec::new();
+    let mut sorted = shared.clone();
+    sorted.sort_by(|x, y| x.parse::<f64>().unwrap_or(0.0).total_cmp(&y.parse::<f64>().unwrap_or(0.0)));
+    for level in sorted {
+        let (xa, xb): (Vec<&ClientRecord>, Vec<&ClientRecord>) =
+            (ra[level].iter().collect(), rb[level].iter().collect());
+        let rows: Vec<Row> = compare(&xa, &xb, &keys, a.bootstrap);
+        for r in &rows {
+            let broken: Vec<&goodput_metrics::compare::Threshold> =
+                thresholds.iter().filter(|t| breaks(r, t)).collect();
+            let verdict = if !broken.is_empty() {
+                "**regressed**"
+            } else if r.beyond_noise && r.worse {
+                "worse (beyond noise)"
+            } else if r.beyond_noise {
+                "better (beyond noise)"
+            } else {
+                "within noise"
+            };
+            for t in broken {
+                failures.push(format!(
+                    "{} at load {level}: {} → {} ({:+.1} %, limit {}{:.0} %)",
+                    r.key,
+                    fmt(&r.key, r.a),
+                    fmt(&r.key, r.b),
+                    r.change() * 100.0,
+                    if t.key.higher_is_better() { "-" } else { "+" },
+                    t.worse_by * 100.0
+                ));
+            }
+            md.push_str(&format!(
+                "| {level} | {} | {} | {} | {:+.1} % | {}–{} | {}–{} | {verdict} |\n",
+                r.key,
+                fmt(&r.key, r.a),
+                fmt(&r.key, r.b),
+                r.change() * 100.0,
+                fmt(&r.key, r.a_interval.0),
+                fmt(&r.key, r.a_interval.1),
+                fmt(&r.key, r.b_interval.0),
+                fmt(&r.key, r.b_interval.1),
+            ));
+        }
+    }
+    println!("{md}");
+    if let Some(p) = &a.markdown {
+        std::fs::write(p, &md).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if !failures.is_empty() {
+        bail!("regression beyond --fail-on:\n  {}", failures.join("\n  "));
+    }
+    Ok(())
+}

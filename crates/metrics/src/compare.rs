@@ -1,0 +1,254 @@
+//! Comparing two runs of the same workload, metric by metric, with the noise each run's own
+//! requests show: a 95 % bootstrap interval per run (the level's requests resampled with
+//! replacement). A change is beyond the noise when the two intervals do not overlap.
+
+use crate::level::summarize;
+use crate::slo::{parse_key, Metric, Slo, Stat};
+use goodput_core::ClientRecord;
+use serde::Serialize;
+
+/// What can be compared: a statistic of a contract metric, or a level throughput.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Key {
+    Stat(Metric, Stat),
+    OutputThroughput,
+    RequestThroughput,
+    Goodput,
+}
+
+impl Key {
+    /// `ttft_p95`, `tpot_mean`, `error_rate`, `output_throughput`, `request_throughput`,
+    /// `goodput`.
+    pub fn parse(s: &str) -> Result<Key, String> {
+        Ok(match s {
+            "output_throughput" => Key::OutputThroughput,
+            "request_throughput" => Key::RequestThroughput,
+            "goodput" => Key::Goodput,
+            k => {
+                let (m, st) = parse_key(k)?;
+                Key::Stat(m, st)
+            }
+        })
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Key::Stat(m, Stat::P(p)) => format!("{}_p{p}", m.name()),
+            Key::Stat(m, Stat::Mean) => format!("{}_mean", m.name()),
+            Key::Stat(m, Stat::Max) => format!("{}_max", m.name()),
+            Key::Stat(m, Stat::Rate) => m.name().to_string(),
+            Key::OutputThroughput => "output_throughput".into(),
+            Key::RequestThroughput => "request_throughput".into(),
+            Key::Goodput => "goodput".into(),
+        }
+    }
+
+    pub fn higher_is_better(&self) -> bool {
+        match self {
+            Key::Stat(m, _) => m.higher_is_better(),
+            _ => true,
+        }
+    }
+
+    /// The value over `records`, by the contract's own definitions (`level::summarize`).
+    pub fn value(&self, records: &[&ClientRecord]) -> Option<f64> {
+        match *self {
+            Key::Stat(metric, stat) => {
+                let s = summarize(0.0, records, &[Slo { metric, stat, bound: f64::INFINITY }]);
+                s.slos.first().and_then(|r| r.value)
+            }
+            Key::OutputThroughput => Some(summarize(0.0, records, &[]).output_throughput),
+            Key::RequestThroughput => Some(summarize(0.0, records, &[]).request_throughput),
+            Key::Goodput => Some(summarize(0.0, records, &[]).goodput),
+        }
+    }
+}
+
+/// The keys compared when none are named.
+pub const DEFAULT_KEYS: [&str; 11] = [
+    "ttft_p50",
+    "ttft_p95",
+    "ttft_p99",
+    "tpot_p50",
+    "tpot_p95",
+    "itl_p95",
+    "e2e_p95",
+    "queue_time_p95",
+    "prefill_time_p95",
+    "output_throughput",
+    "request_throughput",
+];
+
+/// A 95 % bootstrap interval of `key` over `records` (`rounds` resamples, seeded).
+pub fn bootstrap(records: &[&ClientRecord], key: Key, rounds: usize, seed: u64) -> Option<(f64, f64)> {
+    if records.is_empty() {
+        return None;
+    }
+    // SplitMix64: a resampling stream, reproducible from the seed.
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let n = records.len();
+    // Throughputs are per second of the level's window: a resample keeps the original window
+    // (its own could only be shorter, biasing throughput up).
+    let window = |rs: &[&ClientRecord]| {
+        let start = rs.iter().map(|r| r.intended).min().unwrap_or_default();
+        rs.iter().map(|r| r.end).max().unwrap_or_default().secs_since(start).max(1e-9)
+    };
+    let full = window(records);
+    let per_second = !matches!(key, Key::Stat(..));
+    let mut values: Vec<f64> = Vec::with_capacity(rounds);
+    let mut sample: Vec<&ClientRecord> = Vec::with_capacity(n);
+    for _ in 0..rounds {
+        sample.clear();
+        sample.extend((0..n).map(|_| records[(next() % n as u64) as usize]));
+        if let Some(v) = key.value(&sample) {
+            values.push(if per_second { v * window(&sample) / full } else { v });
+        }
+    }
+    Some((crate::percentile(&values, 2.5)?, crate::percentile(&values, 97.5)?))
+}
+
+/// One metric of one level in both runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub key: String,
+    pub a: f64,
+    pub b: f64,
+    /// b / a.
+    pub ratio: f64,
+    pub a_interval: (f64, f64),
+    pub b_interval: (f64, f64),
+    /// The intervals do not overlap.
+    pub beyond_noise: bool,
+    /// b is worse than a (by the metric's direction).
+    pub worse: bool,
+}
+
+impl Row {
+    /// The change from a to b as a signed fraction (+0.1 = 10 % larger).
+    pub fn change(&self) -> f64 {
+        self.ratio - 1.0
+    }
+}
+
+/// Compares `keys` between the records of one level in two runs.
+pub fn compare(a: &[&ClientRecord], b: &[&ClientRecord], keys: &[Key], rounds: usize) -> Vec<Row> {
+    keys.iter()
+        .filter_map(|&k| {
+            let (va, vb) = (k.value(a)?, k.value(b)?);
+            let ia = bootstrap(a, k, rounds, 1)?;
+            let ib = bootstrap(b, k, rounds, 2)?;
+            let beyond_noise = ia.1 < ib.0 || ib.1 < ia.0;
+            let worse = if k.higher_is_better() { vb < va } else { vb > va };
+            Some(Row {
+                key: k.name(),
+                a: va,
+                b: vb,
+                ratio: if va != 0.0 { vb / va } else { f64::NAN },
+                a_interval: ia,
+                b_interval: ib,
+                beyond_noise,
+                worse,
+            })
+        })
+        .collect()
+}
+
+/// `--fail-on ttft_p95=+10%`: the run fails when the key gets worse by more than `worse_by`
+/// (a fraction) and beyond the noise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Threshold {
+    pub key: Key,
+    pub worse_by: f64,
+}
+
+/// Parses `ttft_p95=+10%,output_throughput=-5%` (the sign says which way is worse and must
+/// agree with the metric's direction).
+pub fn parse_thresholds(s: &str) -> Result<Vec<Threshold>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|part| {
+            let (k, v) =
+                part.split_once('=').ok_or_else(|| format!("`{part}`: expected KEY=+N%, e.g. ttft_p95=+10%"))?;
+            let key = Key::parse(k.trim()).map_err(|e| format!("`{part}`: {e}"))?;
+            let v = v.trim();
+            let pct: f64 = v
+                .strip_suffix('%')
+                .and_then(|x| x.trim().parse().ok())
+                .filter(|x: &f64| x.is_finite() && *x != 0.0)
+                .ok_or_else(|| format!("`{part}`: `{v}` is not a signed percentage (+10%, -5%)"))?;
+            let expect_up = !key.higher_is_better();
+            if (pct > 0.0) != expect_up {
+                return Err(format!(
+                    "`{part}`: {} gets worse as it {}; write {}{}%",
+                    key.name(),
+                    if expect_up { "rises" } else { "falls" },
+                    if expect_up { "+" } else { "-" },
+                    pct.abs()
+                ));
+            }
+            Ok(Threshold { key, worse_by: pct.abs() / 100.0 })
+        })
+        .collect()
+}
+
+/// Whether `row` breaks `t`.
+pub fn breaks(row: &Row, t: &Threshold) -> bool {
+    row.key == t.key.name() && row.worse && row.beyond_noise && row.change().abs() > t.worse_by
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::{Chunk, Outcome, Stamp};
+
+    /// A request of `ttft_ms` to its first of 11 tokens, 10 ms apart.
+    fn rec(id: u64, ttft_ms: u64) -> ClientRecord {
+        let ms = |x: u64| Stamp(x * 1_000_000);
+        let mut r = ClientRecord::unanswered(id, ms(0), 10, ms(ttft_ms + 100), Outcome::Ok);
+        r.chunks = (0..11).map(|i| Chunk { at: ms(ttft_ms + 10 * i), tokens: 1 }).collect();
+        r.output_tokens = 11;
+        r
+    }
+
+    #[test]
+    fn keys_parse_and_thresholds_know_their_direction() {
+        assert_eq!(Key::parse("ttft_p95").unwrap(), Key::Stat(Metric::Ttft, Stat::P(95.0)));
+        assert_eq!(Key::parse("output_throughput").unwrap(), Key::OutputThroughput);
+        assert_eq!(Key::parse("ttft_p95").unwrap().name(), "ttft_p95");
+        assert!(Key::parse("latency").is_err());
+        let t = parse_thresholds("ttft_p95=+10%,output_throughput=-5%").unwrap();
+        assert_eq!(t[0].worse_by, 0.1);
+        assert!(parse_thresholds("ttft_p95=-10%").unwrap_err().contains("+10%"));
+        assert!(parse_thresholds("output_throughput=+5%").unwrap_err().contains("-5%"));
+        assert!(parse_thresholds("ttft_p95=10").is_err());
+    }
+
+    #[test]
+    fn a_shift_beyond_the_spread_is_a_regression_and_the_same_data_is_not() {
+        // A: TTFT 100–139 ms; B: the same shifted by +50 ms.
+        let a: Vec<ClientRecord> = (0..40).map(|i| rec(i, 100 + i)).collect();
+        let b: Vec<ClientRecord> = (0..40).map(|i| rec(i, 150 + i)).collect();
+        let (ra, rb): (Vec<&ClientRecord>, Vec<&ClientRecord>) = (a.iter().collect(), b.iter().collect());
+        let keys = [Key::parse("ttft_p50").unwrap(), Key::parse("tpot_p50").unwrap()];
+        let rows = compare(&ra, &rb, &keys, 200);
+        let ttft = &rows[0];
+        // Medians 119.5 and 169.5 ms (linear interpolation).
+        assert!((ttft.a - 0.1195).abs() < 1e-9 && (ttft.b - 0.1695).abs() < 1e-9, "{ttft:?}");
+        assert!(ttft.worse && ttft.beyond_noise);
+        let t = parse_thresholds("ttft_p50=+10%").unwrap();
+        assert!(breaks(ttft, &t[0]));
+        assert!(!breaks(ttft, &parse_thresholds("ttft_p50=+50%").unwrap()[0]), "a 42 % change is under 50 %");
+        // TPOT is the same 10 ms in both: not worse, within noise.
+        assert!(!rows[1].beyond_noise && (rows[1].ratio - 1.0).abs() < 1e-9);
+        let same = compare(&ra, &ra, &keys, 200);
+        assert!(same.iter().all(|r| !r.beyond_noise));
+    }
+}
