@@ -8,6 +8,7 @@ mod engine_bench;
 mod generate;
 mod models;
 mod output;
+mod report;
 mod run;
 mod serve;
 mod table;
@@ -45,6 +46,8 @@ enum Command {
     /// Compare two runs metric by metric (ratio, noise, Markdown); non-zero exit on a
     /// regression beyond --fail-on.
     Compare(compare::CompareArgs),
+    /// Turn a run's results into one self-contained HTML page with the seeds' charts.
+    Report(report::ReportArgs),
 }
 
 /// Parses the arguments and runs the command.
@@ -59,6 +62,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::Serve(a) => serve::run(*a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Report(a) => report::run(a),
     }
 }
 

@@ -135,6 +135,9 @@ pub struct RunArgs {
     /// Write records (JSONL, CSV), engine steps and the summary JSON here, level by level.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// At the end, write DIR/report.html (see `goodput report`); needs --out.
+    #[arg(long, requires = "out")]
+    pub report: bool,
     /// Print only the final table and conclusion.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -1109,6 +1112,11 @@ pub fn run(a: RunArgs) -> Result<()> {
     println!("{}", conclusion.render());
     if let Some(f) = files.as_mut() {
         f.write_conclusion(&conclusion.render())?;
+        if a.report {
+            let page = f.dir().join("report.html");
+            crate::report::write(&crate::report::read(f.dir())?, &page)?;
+            eprintln!("report in {}", page.display());
+        }
         eprintln!("results in {}", f.dir().display());
     }
     Ok(())

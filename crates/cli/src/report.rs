@@ -1,0 +1,618 @@
+//! `goodput report RESULTS_DIR -o report.html`: one self-contained HTML page (inline SVG drawn
+//! with plotters, no scripts, no network) with the seeds' charts, the sweep table, the written
+//! conclusion and the run's setup. Every chart's data is embedded as JSON
+//! (`<script type="application/json" id="chart-data">`, inert) so tests can check it.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use goodput_metrics::capacity::{self, LevelOutcome};
+use plotters::prelude::*;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A `goodput run --out` directory.
+    pub dir: PathBuf,
+    /// Where to write the page (default: DIR/report.html).
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+}
+
+/// One line (or band) of a chart.
+#[derive(Clone, Debug, Serialize)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// Drawn against the right-hand axis.
+    pub right: bool,
+}
+
+/// What a chart shows, kept beside its SVG.
+#[derive(Clone, Debug, Serialize)]
+pub struct Chart {
+    pub id: String,
+    pub title: String,
+    pub caption: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub y2_label: Option<String>,
+    pub kind: Kind,
+    pub series: Vec<Series>,
+    /// Vertical markers `(x, label)`: the knee, usable and limit capacity, level boundaries.
+    pub marks: Vec<(f64, String)>,
+    /// Horizontal lines `(y, label)`: SLO bounds.
+    pub limits: Vec<(f64, String)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Kind {
+    Lines,
+    /// Series stacked on each other (each point's y is its own part).
+    Stacked,
+    /// Horizontal bars: each series is one bar `(start, length)` in `points[0]`.
+    Timeline,
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in vals.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    (lo, hi)
+}
+
+/// The chart as SVG.
+pub fn svg(c: &Chart) -> Result<String> {
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (760, 380)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing {}: {e:?}", c.id);
+        match c.kind {
+            Kind::Timeline => {
+                let end = c.series.iter().map(|s| s.points[0].0 + s.points[0].1).fold(0.0, f64::max).max(1e-9);
+                let n = c.series.len().max(1);
+                let mut ch = ChartBuilder::on(&root)
+                    .caption(&c.title, ("sans-serif", 18))
+                    .margin(12)
+                    .x_label_area_size(36)
+                    .y_label_area_size(110)
+                    .build_cartesian_2d(0.0..end * 1.05, 0.0..n as f64)
+                    .map_err(e)?;
+                ch.configure_mesh()
+                    .x_desc(&c.x_label)
+                    .y_labels(n)
+                    .y_label_formatter(&|y| {
+                        let i = (*y - 0.5).round() as usize;
+                        c.series.get(n.saturating_sub(1).saturating_sub(i)).map_or(String::new(), |s| s.name.clone())
+                    })
+                    .disable_y_mesh()
+                    .draw()
+                    .map_err(e)?;
+                for (i, s) in c.series.iter().enumerate() {
+                    let (start, len) = s.points[0];
+                    let row = (n - 1 - i) as f64;
+                    ch.draw_series(std::iter::once(Rectangle::new(
+                        [(start, row + 0.15), (start + len, row + 0.85)],
+                        COLORS[i % COLORS.len()].filled(),
+                    )))
+                    .map_err(e)?;
+                }
+            }
+            Kind::Lines | Kind::Stacked => {
+                let left: Vec<&Series> = c.series.iter().filter(|s| !s.right).collect();
+                let right: Vec<&Series> = c.series.iter().filter(|s| s.right).collect();
+                let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(c.marks.iter().map(|m| m.0));
+                let (x0, x1) = range(xs);
+                let y_hi = if c.kind == Kind::Stacked {
+                    let mut xs: Vec<f64> = left.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+                    xs.dedup();
+                    xs.iter()
+                        .map(|x| {
+                            left.iter()
+                                .filter_map(|s| s.points.iter().find(|p| p.0 == *x))
+                                .map(|p| p.1.max(0.0))
+                                .sum::<f64>()
+                        })
+                        .fold(0.0, f64::max)
+                } else {
+                    range(left.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(c.limits.iter().map(|l| l.0))).1
+                };
+                let y_hi = if y_hi > 0.0 { y_hi * 1.1 } else { 1.0 };
+                let y2_hi = range(right.iter().flat_map(|s| s.points.iter().map(|p| p.1))).1 * 1.1;
+                let mut ch = ChartBuilder::on(&root)
+                    .caption(&c.title, ("sans-serif", 18))
+                    .margin(12)
+                    .x_label_area_size(36)
+                    .y_label_area_size(60)
+                    .right_y_label_area_size(if right.is_empty() { 0 } else { 60 })
+                    .build_cartesian_2d(x0..x1, 0.0..y_hi)
+                    .map_err(e)?
+                    .set_secondary_coord(x0..x1, 0.0..y2_hi.max(1e-9));
+                ch.configure_mesh().x_desc(&c.x_label).y_desc(&c.y_label).draw().map_err(e)?;
+                if let Some(l) = &c.y2_label {
+                    ch.configure_secondary_axes().y_desc(l).draw().map_err(e)?;
+                }
+                if c.kind == Kind::Stacked {
+                    // Cumulative bands, drawn top first so each lower band covers its part.
+                    let mut xs: Vec<f64> = left.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+                    xs.sort_by(f64::total_cmp);
+                    xs.dedup();
+                    let at = |s: &Series, x: f64| s.points.iter().find(|p| p.0 == x).map_or(0.0, |p| p.1.max(0.0));
+                    for k in (0..left.len()).rev() {
+                        let top: Vec<(f64, f64)> =
+                            xs.iter().map(|&x| (x, left[..=k].iter().map(|s| at(s, x)).sum())).collect();
+                        let color = COLORS[k % COLORS.len()];
+                        ch.draw_series(AreaSeries::new(top, 0.0, color).border_style(BLACK.mix(0.4)))
+                            .map_err(e)?
+                            .label(&left[k].name)
+                            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+                    }
+                } else {
+                    for (i, s) in left.iter().enumerate() {
+                        let color = COLORS[i % COLORS.len()];
+                        ch.draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
+                            .map_err(e)?
+                            .label(&s.name)
+                            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+                        ch.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(e)?;
+                    }
+                }
+                for (j, s) in right.iter().enumerate() {
+                    let color = COLORS[(left.len() + j) % COLORS.len()];
+                    ch.draw_secondary_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
+                        .map_err(e)?
+                        .label(&s.name)
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+                }
+                for (y, label) in &c.limits {
+                    let red = RGBColor(200, 0, 0);
+                    ch.draw_series(DashedLineSeries::new(vec![(x0, *y), (x1, *y)], 6, 4, red.stroke_width(1)))
+                        .map_err(e)?;
+                    ch.draw_series(std::iter::once(Text::new(
+                        label.clone(),
+                        (x0, *y),
+                        ("sans-serif", 12).into_font().color(&red),
+                    )))
+                    .map_err(e)?;
+                }
+                for (x, label) in &c.marks {
+                    let grey = RGBColor(80, 80, 80);
+                    ch.draw_series(DashedLineSeries::new(vec![(*x, 0.0), (*x, y_hi)], 4, 4, grey.stroke_width(1)))
+                        .map_err(e)?;
+                    ch.draw_series(std::iter::once(Text::new(label.clone(), (*x, y_hi * 0.97), ("sans-serif", 12))))
+                        .map_err(e)?;
+                }
+                ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(e)?;
+            }
+        }
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(buf)
+}
+
+fn f(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+/// `levels[i].summary.<metric>.<stat>` as (load, value) points.
+fn points(levels: &[Value], metric: &str, stat: &str, scale: f64) -> Vec<(f64, f64)> {
+    levels.iter().filter_map(|l| Some((f(&l["summary"]["load"])?, f(&l["summary"][metric][stat])? * scale))).collect()
+}
+
+fn series(name: &str, points: Vec<(f64, f64)>) -> Series {
+    Series { name: name.into(), points, right: false }
+}
+
+/// Everything the report draws, from a results directory.
+pub struct Results {
+    pub summary: Value,
+    pub records: Vec<Value>,
+    pub timeseries: Vec<Vec<String>>,
+    pub conclusion: String,
+}
+
+pub fn read(dir: &Path) -> Result<Results> {
+    let summary: Value = serde_json::from_slice(
+        &std::fs::read(dir.join("summary.json"))
+            .with_context(|| format!("{}: not a goodput results directory (no summary.json)", dir.display()))?,
+    )
+    .with_context(|| format!("{}/summary.json is not JSON", dir.display()))?;
+    if !summary["levels"].is_array() {
+        bail!("{}/summary.json has no levels", dir.display());
+    }
+    let records = std::fs::read_to_string(dir.join("records.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let timeseries = std::fs::read_to_string(dir.join("timeseries.csv"))
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    let conclusion = std::fs::read_to_string(dir.join("conclusion.txt")).unwrap_or_default();
+    Ok(Results { summary, records, timeseries, conclusion })
+}
+
+/// The charts of a run (those its data allows).
+pub fn charts(r: &Results) -> Vec<Chart> {
+    let s = &r.summary;
+    let levels: Vec<Value> = s["levels"].as_array().cloned().unwrap_or_default();
+    let unit = s["load_unit"].as_str().unwrap_or("users").to_string();
+    let scenario = s["scenario"]["name"].as_str().unwrap_or("scenario").to_string();
+    let model = s["model"].as_str().unwrap_or("model").to_string();
+    let workload = format!("{model}, {scenario}");
+    let outcomes: Vec<LevelOutcome> = levels
+        .iter()
+        .filter_map(|l| {
+            let sm = &l["summary"];
+            Some(LevelOutcome {
+                load: f(&sm["load"])?,
+                slos_hold: sm["slos"].as_array().is_some_and(|v| v.iter().all(|x| x["holds"] == true)),
+                output_throughput: f(&sm["output_throughput"]).unwrap_or(0.0),
+                queue_p50: f(&sm["queue_time"]["p50"]),
+            })
+        })
+        .collect();
+    let usable = capacity::usable_capacity(&outcomes);
+    let limit = capacity::limit_capacity(&outcomes);
+    let knee = capacity::queue_knee(&outcomes, 0.010);
+    let mut capacity_marks = Vec::new();
+    if let Some(k) = knee {
+        capacity_marks.push((k, format!("knee {k}")));
+    }
+    if let Some(u) = usable {
+        capacity_marks.push((u, format!("usable {u}")));
+    }
+    if let Some(l) = limit {
+        capacity_marks.push((l, format!("limit {l}")));
+    }
+    let x_label = format!("load ({unit})");
+    let mut out = Vec::new();
+    // 1. Total and per-user throughput, the knee marked.
+    out.push(Chart {
+        id: "throughput".into(),
+        title: "Throughput vs load".into(),
+        caption: format!("{workload}: total output tok/s (left) and median per-user tok/s (right) at each load; the knee is where queue time starts to grow."),
+        x_label: x_label.clone(),
+        y_label: "output tok/s".into(),
+        y2_label: Some("per-user tok/s".into()),
+        kind: Kind::Lines,
+        series: vec![
+            series("output tok/s", levels.iter().filter_map(|l| Some((f(&l["summary"]["load"])?, f(&l["summary"]["output_throughput"])?))).collect()),
+            Series { right: true, ..series("per-user tok/s (p50)", points(&levels, "per_user_tps", "p50", 1.0)) },
+        ],
+        marks: knee.map(|k| vec![(k, format!("knee {k}"))]).unwrap_or_default(),
+        limits: Vec::new(),
+    });
+    // 2. TTFT decomposed.
+    let http = levels.iter().any(|l| l["summary"]["http"].is_object());
+    let mut parts = vec![
+        series("queue", points(&levels, "queue_time", "p50", 1e3)),
+        series("prefill", points(&levels, "prefill_time", "p50", 1e3)),
+    ];
+    let other: Vec<(f64, f64)> = levels
+        .iter()
+        .filter_map(|l| {
+            let sm = &l["summary"];
+            let ttft = f(&sm["ttft"]["p50"])?;
+            Some((
+                f(&sm["load"])?,
+                ((ttft - f(&sm["queue_time"]["p50"]).unwrap_or(0.0) - f(&sm["prefill_time"]["p50"]).unwrap_or(0.0))
+                    * 1e3)
+                    .max(0.0),
+            ))
+        })
+        .collect();
+    parts.push(series(if http { "HTTP and the rest" } else { "handoff and the rest" }, other));
+    out.push(Chart {
+        id: "ttft-decomposition".into(),
+        title: "TTFT decomposed vs load".into(),
+        caption: format!("{workload}: median TTFT split into engine queue time, prefill time and the remainder ({}), stacked, in ms.", if http { "HTTP, tokenization, handoff" } else { "handoff into the engine thread, client stamping" }),
+        x_label: x_label.clone(),
+        y_label: "ms".into(),
+        y2_label: None,
+        kind: Kind::Stacked,
+        series: parts,
+        marks: Vec::new(),
+        limits: Vec::new(),
+    });
+    // 3. Percentiles with SLO lines, one chart per metric.
+    let slos: Vec<String> =
+        s["slos"].as_array().into_iter().flatten().filter_map(|x| x.as_str().map(String::from)).collect();
+    for (metric, name) in [("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")] {
+        let limits: Vec<(f64, String)> = slos
+            .iter()
+            .filter(|x| x.starts_with(&format!("{metric}_")))
+            .filter_map(|x| {
+                let (k, v) = x.split_once("<=")?;
+                Some((goodput_metrics::slo::parse_secs(v.trim())? * 1e3, format!("SLO {}", x.replace(' ', ""))))
+                    .map(|(b, l)| (b, l.replace(&format!("{}", k.trim()), k.trim())))
+            })
+            .collect();
+        out.push(Chart {
+            id: format!("percentiles-{metric}"),
+            title: format!("{name} P50/P95/P99 vs load"),
+            caption: format!("{workload}: {name} percentiles in ms over each level's measured requests; dashed red: the SLO; grey: usable and limit capacity."),
+            x_label: x_label.clone(),
+            y_label: "ms".into(),
+            y2_label: None,
+            kind: Kind::Lines,
+            series: ["p50", "p95", "p99"].iter().map(|p| series(p, points(&levels, metric, p, 1e3))).collect(),
+            marks: capacity_marks.iter().filter(|m| !m.1.starts_with("knee")).cloned().collect(),
+            limits,
+        });
+    }
+    // 4. Engine state over time (all levels, one after the other).
+    if !r.timeseries.is_empty() {
+        let (mut running, mut waiting, mut kv, mut marks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut offset, mut last_level, mut last_t) = (0.0, String::new(), 0.0);
+        for row in &r.timeseries {
+            let num = |i: usize| row.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+            if row[0] != last_level {
+                offset = last_t;
+                last_level = row[0].clone();
+                marks.push((offset, format!("{} {unit}", row[0])));
+            }
+            let t = offset + num(1);
+            last_t = t + 0.25;
+            running.push((t, num(3)));
+            waiting.push((t, num(5)));
+            kv.push((t, num(7) * 100.0));
+            if num(10) > 0.0 {
+                marks.push((t, format!("{} preempted", num(10))));
+            }
+        }
+        out.push(Chart {
+            id: "engine-timeline".into(),
+            title: "Engine state over time".into(),
+            caption: format!("{workload}: running and waiting requests (left) and KV block usage in % (right), per interval, level after level (grey marks: level starts and preemptions)."),
+            x_label: "seconds since the first level".into(),
+            y_label: "requests".into(),
+            y2_label: Some("KV blocks %".into()),
+            kind: Kind::Lines,
+            series: vec![series("running", running), series("waiting", waiting), Series { right: true, ..series("KV blocks %", kv) }],
+            marks,
+            limits: Vec::new(),
+        });
+    }
+    let last = levels.last().cloned().unwrap_or(Value::Null);
+    // 5. Multi-turn: TTFT and prompt tokens by turn.
+    if let Some(turns) = last["turns"].as_array().filter(|t| !t.is_empty()) {
+        let by = |k: &str, sub: Option<&str>, scale: f64| -> Vec<(f64, f64)> {
+            turns
+                .iter()
+                .filter_map(|t| {
+                    Some((
+                        f(&t["turn"])?,
+                        match sub {
+                            Some(s) => f(&t[k][s])?,
+                            None => f(&t[k])?,
+                        } * scale,
+                    ))
+                })
+                .collect()
+        };
+        out.push(Chart {
+            id: "multi-turn".into(),
+            title: "Multi-turn: by turn".into(),
+            caption: format!("{workload} at {} {unit}: prompt tokens served by the prefix cache and newly prefilled (stacked, left) and TTFT P50 in ms (right), by turn index.", last["summary"]["load"]),
+            x_label: "turn".into(),
+            y_label: "prompt tokens".into(),
+            y2_label: Some("TTFT p50 (ms)".into()),
+            kind: Kind::Stacked,
+            series: vec![
+                series("cached tokens", by("cached_tokens", None, 1.0)),
+                series("new prefill tokens", by("new_prefill_tokens", None, 1.0)),
+                Series { right: true, ..series("TTFT p50 (ms)", by("ttft", Some("p50"), 1e3)) },
+            ],
+            marks: Vec::new(),
+            limits: Vec::new(),
+        });
+    }
+    // 6 and 7. Agent and RAG timelines: the median duration of each step, end to end.
+    for (key, title, what) in [
+        ("agent", "Agent task timeline", "a median task's steps (LLM calls, tool calls, retrievals)"),
+        ("rag", "RAG query timeline", "a median query's stages"),
+    ] {
+        let Some(steps) = last[key]["steps"].as_array() else { continue };
+        let mut at = 0.0;
+        let mut bars = Vec::new();
+        for st in steps {
+            let d = f(&st["duration"]["p50"]).unwrap_or(0.0) * 1e3;
+            bars.push(Series {
+                name: format!("{} {}", st["index"], st["kind"].as_str().unwrap_or("")),
+                points: vec![(at, d)],
+                right: false,
+            });
+            at += d;
+        }
+        if key == "rag" {
+            // The model call split into the engine's queue, prefill and decode.
+            if let Some(llm) = bars.pop() {
+                let start = llm.points[0].0;
+                let mut t = start;
+                for (name, m) in [("queue", "queue_time"), ("prefill", "prefill_time"), ("decode", "decode_time")] {
+                    let d = f(&last["summary"][m]["p50"]).unwrap_or(0.0) * 1e3;
+                    bars.push(Series { name: name.into(), points: vec![(t, d)], right: false });
+                    t += d;
+                }
+            }
+        }
+        let calls = f(&last[key]["amplification"]).unwrap_or(0.0);
+        out.push(Chart {
+            id: format!("{key}-timeline"),
+            title: title.into(),
+            caption: format!("{workload} at {} {unit}: {what}, each bar its median duration in ms, laid end to end; {calls:.1} model calls per task, task E2E P95 {:.0} ms.", last["summary"]["load"], f(&last[key]["task_e2e"]["p95"]).unwrap_or(f64::NAN) * 1e3),
+            x_label: "ms since the task started".into(),
+            y_label: String::new(),
+            y2_label: None,
+            kind: Kind::Timeline,
+            series: bars,
+            marks: Vec::new(),
+            limits: Vec::new(),
+        });
+    }
+    // 8. CDF of TTFT per level.
+    let mut cdfs = Vec::new();
+    for l in &levels {
+        let Some(load) = f(&l["summary"]["load"]) else { continue };
+        let mut ttft: Vec<f64> = r
+            .records
+            .iter()
+            .filter(|x| f(&x["level"]) == Some(load) && x["phase"] == "measured" && x["outcome"]["kind"] == "ok")
+            .filter_map(|x| Some((f(&x["chunks"][0]["at"])? - f(&x["intended"])?) * 1e-6))
+            .collect();
+        if ttft.is_empty() {
+            continue;
+        }
+        ttft.sort_by(f64::total_cmp);
+        let n = ttft.len() as f64;
+        cdfs.push(series(
+            &format!("{load} {unit}"),
+            ttft.iter().enumerate().map(|(i, &v)| (v, (i + 1) as f64 / n)).collect(),
+        ));
+    }
+    if !cdfs.is_empty() {
+        out.push(Chart {
+            id: "ttft-cdf".into(),
+            title: "TTFT distribution per level".into(),
+            caption: format!(
+                "{workload}: cumulative share of measured requests with TTFT at most x ms, one line per level."
+            ),
+            x_label: "TTFT (ms)".into(),
+            y_label: "share of requests".into(),
+            y2_label: None,
+            kind: Kind::Lines,
+            series: cdfs,
+            marks: Vec::new(),
+            limits: Vec::new(),
+        });
+    }
+    out
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The whole page.
+pub fn html(r: &Results) -> Result<String> {
+    let s = &r.summary;
+    let charts = charts(r);
+    let mut page = String::from("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>goodput report</title><style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}figure{margin:1.5em 0}figcaption{color:#555;font-size:0.9em}table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}pre{white-space:pre-wrap;background:#f8f8f8;padding:1em}</style></head><body>\n");
+    page.push_str(&format!("<h1>goodput report: {}</h1>\n", esc(s["model"].as_str().unwrap_or(""))));
+    page.push_str("<h2 id=\"conclusion\">Conclusion</h2>\n<pre>");
+    page.push_str(&esc(r.conclusion.trim().trim_start_matches("Conclusion").trim()));
+    page.push_str("</pre>\n<h2 id=\"setup\">Setup</h2>\n<table>");
+    let setup = [
+        ("model", s["model"].to_string()),
+        ("weights", s["weights"].to_string()),
+        ("device", s["device"].to_string()),
+        ("scenario", s["scenario"].to_string()),
+        ("SLOs", s["slos"].to_string()),
+        ("load unit", s["load_unit"].to_string()),
+        ("seed", s["seed"].to_string()),
+        ("CPU pinning", s["cpus"].to_string()),
+        ("retry policy", s["retry"].to_string()),
+        ("goodput version", s["goodput_version"].to_string()),
+    ];
+    for (k, v) in setup {
+        page.push_str(&format!("<tr><th>{k}</th><td style=\"text-align:left\">{}</td></tr>", esc(v.trim_matches('"'))));
+    }
+    page.push_str("</table>\n<h2 id=\"levels\">Levels</h2>\n<table><tr>");
+    let cols = [
+        "load",
+        "requests",
+        "req/s",
+        "out tok/s",
+        "goodput",
+        "TTFT p50",
+        "TTFT p95",
+        "TPOT p50",
+        "TPOT p95",
+        "E2E p95",
+        "queue p95",
+        "prefill p95",
+        "KV max",
+        "SLOs",
+    ];
+    for c in cols {
+        page.push_str(&format!("<th>{c}</th>"));
+    }
+    page.push_str("</tr>\n");
+    for l in s["levels"].as_array().into_iter().flatten() {
+        let sm = &l["summary"];
+        let ms = |m: &str, p: &str| f(&sm[m][p]).map_or("-".into(), |x| format!("{:.1}", x * 1e3));
+        let num = |v: &Value, d: usize| f(v).map_or("-".into(), |x| format!("{x:.d$}"));
+        let holds = sm["slos"].as_array().is_some_and(|v| v.iter().all(|x| x["holds"] == true));
+        let cells = [
+            sm["load"].to_string(),
+            sm["requests"].to_string(),
+            num(&sm["request_throughput"], 2),
+            num(&sm["output_throughput"], 0),
+            num(&sm["goodput"], 2),
+            ms("ttft", "p50"),
+            ms("ttft", "p95"),
+            ms("tpot", "p50"),
+            ms("tpot", "p95"),
+            ms("e2e", "p95"),
+            ms("queue_time", "p95"),
+            ms("prefill_time", "p95"),
+            f(&l["engine"]["kv_block_usage_max"]).map_or("-".into(), |x| format!("{:.0} %", x * 100.0)),
+            if holds { "hold".into() } else { "broken".into() },
+        ];
+        page.push_str("<tr>");
+        for c in cells {
+            page.push_str(&format!("<td>{}</td>", esc(&c)));
+        }
+        page.push_str("</tr>\n");
+    }
+    page.push_str("</table>\n<p>Times in ms; percentiles over all measured requests of a level (linear interpolation).</p>\n<h2 id=\"charts\">Charts</h2>\n");
+    for c in &charts {
+        page.push_str(&format!(
+            "<figure id=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
+            c.id,
+            svg(c)?,
+            esc(&c.caption)
+        ));
+    }
+    let data = serde_json::to_string(&charts)?.replace("</", "<\\/");
+    page.push_str(&format!("<script type=\"application/json\" id=\"chart-data\">{data}</script>\n</body></html>\n"));
+    Ok(page)
+}
+
+pub fn run(a: ReportArgs) -> Result<()> {
+    let r = read(&a.dir)?;
+    let out = a.out.clone().unwrap_or_else(|| a.dir.join("report.html"));
+    write(&r, &out)?;
+    eprintln!("report: {}", out.display());
+    Ok(())
+}
+
+pub fn write(r: &Results, out: &Path) -> Result<()> {
+    let page = html(r)?;
+    std::fs::write(out, page).with_context(|| format!("writing {}", out.display()))
+}

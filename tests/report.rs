@@ -1,0 +1,190 @@
+//! `goodput report` and `run --report`: the page's structure, each chart's data against the
+//! run's own numbers, and the page opened in a real browser (headless Chromium, installed by
+//! scripts/install-chromium.sh) — it renders its charts and logs no console error.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn goodput(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput")).args(args).output().expect("run goodput");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("goodput-report-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The charts' embedded data.
+fn chart_data(page: &str) -> Vec<Value> {
+    let start = page.find("<script type=\"application/json\" id=\"chart-data\">").expect("chart data") + 48;
+    let end = start + page[start..].find("</script>").unwrap();
+    serde_json::from_str(&page[start..end].replace("<\\/", "</")).unwrap()
+}
+
+fn chart<'a>(charts: &'a [Value], id: &str) -> &'a Value {
+    charts.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no chart {id}"))
+}
+
+#[test]
+fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromium() {
+    let dir = temp("sweep");
+    let (ok, _, err) = goodput(&[
+        "run",
+        "--concurrency",
+        "1,3",
+        "--requests",
+        "6",
+        "--refine",
+        "0",
+        "--out",
+        dir.to_str().unwrap(),
+        "--report",
+    ]);
+    assert!(ok, "{err}");
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // Self-contained: no scripts to run, nothing fetched.
+    assert!(
+        !page.contains("<script src") && !page.contains("<link") && !page.contains("src=\"http"),
+        "external resource"
+    );
+    for section in ["id=\"conclusion\"", "id=\"setup\"", "id=\"levels\"", "id=\"charts\""] {
+        assert!(page.contains(section), "{section} missing");
+    }
+    assert!(page.contains("recommended stable load") || page.contains("No level met the SLOs"));
+    let charts = chart_data(&page);
+    let ids: Vec<&str> = charts.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "throughput",
+            "ttft-decomposition",
+            "percentiles-ttft",
+            "percentiles-tpot",
+            "percentiles-e2e",
+            "engine-timeline",
+            "ttft-cdf"
+        ]
+    );
+    assert_eq!(page.matches("<svg").count(), charts.len(), "one inline SVG per chart");
+    assert_eq!(page.matches("<figcaption>").count(), charts.len());
+    for c in &charts {
+        assert!(c["caption"].as_str().unwrap().starts_with("tiny, short-qa"), "{}", c["caption"]);
+        assert!(!c["x_label"].as_str().unwrap().is_empty());
+    }
+    // Each chart's data is the run's own numbers.
+    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let levels = summary["levels"].as_array().unwrap();
+    let tput = &chart(&charts, "throughput")["series"][0]["points"];
+    for (p, l) in tput.as_array().unwrap().iter().zip(levels) {
+        assert_eq!(p[0], l["summary"]["load"]);
+        assert_eq!(p[1], l["summary"]["output_throughput"]);
+    }
+    let p95 = &chart(&charts, "percentiles-ttft")["series"][1];
+    assert_eq!(p95["name"], "p95");
+    for (p, l) in p95["points"].as_array().unwrap().iter().zip(levels) {
+        assert!((p[1].as_f64().unwrap() - l["summary"]["ttft"]["p95"].as_f64().unwrap() * 1e3).abs() < 1e-9);
+    }
+    let limits = chart(&charts, "percentiles-ttft")["limits"].as_array().unwrap().clone();
+    assert_eq!(limits[0][0].as_f64(), Some(1000.0), "the default ttft_p95 SLO of 1 s, drawn at 1000 ms");
+    let cdf = &chart(&charts, "ttft-cdf")["series"];
+    assert_eq!(cdf.as_array().unwrap().len(), 2);
+    for s in cdf.as_array().unwrap() {
+        let pts = s["points"].as_array().unwrap();
+        assert_eq!(pts.len(), 6, "6 measured requests per level");
+        assert_eq!(pts.last().unwrap()[1].as_f64(), Some(1.0));
+        assert!(pts.windows(2).all(|w| w[0][0].as_f64() <= w[1][0].as_f64()));
+    }
+    let stacked = &chart(&charts, "ttft-decomposition");
+    assert_eq!(stacked["kind"], "Stacked");
+    // The real browser: render, screenshot, no console errors.
+    let installed =
+        Command::new("bash").arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/install-chromium.sh")).output().unwrap();
+    assert!(installed.status.success(), "install-chromium.sh: {}", String::from_utf8_lossy(&installed.stderr));
+    let chromium = String::from_utf8(installed.stdout).unwrap().trim().to_string();
+    let shot = dir.join("shot.png");
+    let url = format!("file://{}", dir.join("report.html").display());
+    let browse = |extra: &[&str]| {
+        let mut args = vec![
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+        ];
+        args.extend(extra);
+        args.push(&url);
+        Command::new(&chromium).args(&args).env("HOME", &dir).output().expect("run chromium")
+    };
+    let shot_arg = format!("--screenshot={}", shot.display());
+    let out = browse(&[&shot_arg, "--window-size=1200,3000"]);
+    let png =
+        std::fs::read(&shot).unwrap_or_else(|_| panic!("no screenshot: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(png.len() > 20_000, "a blank page would be tiny: {} bytes", png.len());
+    let out = browse(&["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(dom.matches("<svg").count(), charts.len(), "the browser's DOM holds every chart");
+    assert!(dom.matches("<polyline").count() + dom.matches("<path").count() + dom.matches("<polygon").count() > 5);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !log.lines().any(|l| l.contains("CONSOLE") && l.to_lowercase().contains("error")),
+        "console errors:\n{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn multi_turn_and_agent_reports_draw_their_own_charts() {
+    for (scenario, id) in [("multi-turn", "multi-turn"), ("agent", "agent-timeline")] {
+        let dir = temp(scenario);
+        let (ok, _, err) = goodput(&[
+            "run",
+            "--scenario",
+            scenario,
+            "--concurrency",
+            "2",
+            "--requests",
+            "2",
+            "--warmup",
+            "0",
+            "--refine",
+            "0",
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(ok, "{err}");
+        let out = dir.join("page.html");
+        let (ok, _, err) = goodput(&["report", dir.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert!(ok, "{err}");
+        let page = std::fs::read_to_string(&out).unwrap();
+        let charts = chart_data(&page);
+        let c = chart(&charts, id);
+        if id == "multi-turn" {
+            // Cached and new prompt tokens by turn (stacked) and TTFT by turn.
+            let names: Vec<&str> =
+                c["series"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+            assert_eq!(names, ["cached tokens", "new prefill tokens", "TTFT p50 (ms)"]);
+            assert_eq!(c["series"][0]["points"].as_array().unwrap().len(), 4, "4 turns");
+        } else {
+            // The built-in agent: llm → tool → llm → retrieve → llm, laid end to end.
+            let bars = c["series"].as_array().unwrap();
+            assert_eq!(bars.len(), 5);
+            assert!(bars[1]["name"].as_str().unwrap().contains("tool"));
+            let (s0, d0) = (bars[0]["points"][0][0].as_f64().unwrap(), bars[0]["points"][0][1].as_f64().unwrap());
+            assert_eq!(s0, 0.0);
+            assert!(
+                (bars[1]["points"][0][0].as_f64().unwrap() - d0).abs() < 1e-9,
+                "each step starts where the last ended"
+            );
+        }
+        assert_eq!(page.matches("<svg").count(), charts.len());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let (ok, _, err) = goodput(&["report", "/nonexistent/run"]);
+    assert!(!ok && err.contains("not a goodput results directory"), "{err}");
+    let (ok, _, err) = goodput(&["run", "--report"]);
+    assert!(!ok && err.contains("--out"), "{err}");
+}
