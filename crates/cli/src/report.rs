@@ -347,9 +347,8 @@ pub fn charts(r: &Results) -> Vec<Chart> {
             .iter()
             .filter(|x| x.starts_with(&format!("{metric}_")))
             .filter_map(|x| {
-                let (k, v) = x.split_once("<=")?;
+                let (_, v) = x.split_once("<=")?;
                 Some((goodput_metrics::slo::parse_secs(v.trim())? * 1e3, format!("SLO {}", x.replace(' ', ""))))
-                    .map(|(b, l)| (b, l.replace(&format!("{}", k.trim()), k.trim())))
             })
             .collect();
         out.push(Chart {
