@@ -73,8 +73,20 @@ fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromi
         assert!(c["caption"].as_str().unwrap().starts_with("tiny, short-qa"), "{}", c["caption"]);
         assert!(!c["x_label"].as_str().unwrap().is_empty());
     }
-    // Each chart's data is the run's own numbers.
+    // The results file against its checked-in JSON Schema (and the schema is not vacuous).
     let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let schema: Value = serde_json::from_slice(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> = validator.iter_errors(&summary).map(|e| format!("{e} at {}", e.instance_path)).collect();
+    assert!(errors.is_empty(), "summary.json breaks its schema: {errors:#?}");
+    let mut broken = summary.clone();
+    broken["levels"][0]["summary"]["error_rate"] = Value::from(3.0);
+    broken.as_object_mut().unwrap().remove("load_unit");
+    assert_eq!(validator.iter_errors(&broken).count(), 2);
+    // Each chart's data is the run's own numbers.
     let levels = summary["levels"].as_array().unwrap();
     let tput = &chart(&charts, "throughput")["series"][0]["points"];
     for (p, l) in tput.as_array().unwrap().iter().zip(levels) {
@@ -181,6 +193,14 @@ fn multi_turn_and_agent_reports_draw_their_own_charts() {
             );
         }
         assert_eq!(page.matches("<svg").count(), charts.len());
+        let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+        let schema: Value = serde_json::from_slice(
+            &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json")).unwrap(),
+        )
+        .unwrap();
+        let errors: Vec<String> =
+            jsonschema::validator_for(&schema).unwrap().iter_errors(&summary).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{scenario}: {errors:#?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
     let (ok, _, err) = goodput(&["report", "/nonexistent/run"]);
