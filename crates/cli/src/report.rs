@@ -414,11 +414,17 @@ pub fn charts(r: &Results) -> Vec<Chart> {
                 })
                 .collect()
         };
+        // Agent runs number their model calls the same way: by call within a task.
+        let (title, index) = if last["agent"].is_object() {
+            ("Agent: by model call", "model call")
+        } else {
+            ("Multi-turn: by turn", "turn")
+        };
         out.push(Chart {
-            id: "multi-turn".into(),
-            title: "Multi-turn: by turn".into(),
-            caption: format!("{workload} at {} {unit}: prompt tokens served by the prefix cache and newly prefilled (stacked, left) and TTFT P50 in ms (right), by turn index.", last["summary"]["load"]),
-            x_label: "turn".into(),
+            id: if index == "turn" { "multi-turn".into() } else { "agent-calls".into() },
+            title: title.into(),
+            caption: format!("{workload} at {} {unit}: prompt tokens served by the prefix cache and newly prefilled (stacked, left) and TTFT P50 in ms (right), by {index} index.", last["summary"]["load"]),
+            x_label: index.into(),
             y_label: "prompt tokens".into(),
             y2_label: Some("TTFT p50 (ms)".into()),
             kind: Kind::Stacked,
