@@ -208,3 +208,39 @@ fn multi_turn_and_agent_reports_draw_their_own_charts() {
     let (ok, _, err) = goodput(&["run", "--report"]);
     assert!(!ok && err.contains("--out"), "{err}");
 }
+
+/// The report of a checked-in run: its chart data and page outline against snapshots
+/// (`GOODPUT_UPDATE_SNAPSHOTS=1` rewrites them after a deliberate change).
+#[test]
+fn a_fixture_run_renders_to_its_snapshots() {
+    let fixture = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/run-small"));
+    let dir = temp("fixture");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page_path = dir.join("report.html");
+    let (ok, _, err) = goodput(&["report", fixture.to_str().unwrap(), "-o", page_path.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let page = std::fs::read_to_string(&page_path).unwrap();
+    let data = Value::Array(chart_data(&page));
+    // The outline: headings and figures in order.
+    let outline: Vec<String> = page
+        .lines()
+        .filter_map(|l| {
+            let id = l.split("id=\"").nth(1)?.split('"').next()?;
+            (l.starts_with("<h2") || l.starts_with("<figure")).then(|| id.to_string())
+        })
+        .collect();
+    let snapshot = serde_json::json!({ "outline": outline, "charts": data });
+    let path = fixture.join("report.snapshot.json");
+    if std::env::var_os("GOODPUT_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(&snapshot).unwrap()).unwrap();
+    }
+    let want: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("snapshot (GOODPUT_UPDATE_SNAPSHOTS=1)")).unwrap();
+    assert_eq!(snapshot["outline"], want["outline"]);
+    let (got, want) = (snapshot["charts"].as_array().unwrap(), want["charts"].as_array().unwrap());
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g, w, "chart {} differs from its snapshot", w["id"]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -366,7 +366,8 @@ pub fn charts(r: &Results) -> Vec<Chart> {
     }
     // 4. Engine state over time (all levels, one after the other).
     if !r.timeseries.is_empty() {
-        let (mut running, mut waiting, mut kv, mut marks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut running, mut waiting, mut kv, mut kv_tokens, mut marks) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut offset, mut last_level, mut last_t) = (0.0, String::new(), 0.0);
         for row in &r.timeseries {
             let num = |i: usize| row.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
@@ -380,6 +381,7 @@ pub fn charts(r: &Results) -> Vec<Chart> {
             running.push((t, num(3)));
             waiting.push((t, num(5)));
             kv.push((t, num(7) * 100.0));
+            kv_tokens.push((t, num(9) * 100.0));
             if num(10) > 0.0 {
                 marks.push((t, format!("{} preempted", num(10))));
             }
@@ -387,12 +389,17 @@ pub fn charts(r: &Results) -> Vec<Chart> {
         out.push(Chart {
             id: "engine-timeline".into(),
             title: "Engine state over time".into(),
-            caption: format!("{workload}: running and waiting requests (left) and KV block usage in % (right), per interval, level after level (grey marks: level starts and preemptions)."),
+            caption: format!("{workload}: running and waiting requests (left), KV block usage and KV token usage in % (right; tokens held / block capacity), per interval, level after level (grey marks: level starts and preemptions)."),
             x_label: "seconds since the first level".into(),
             y_label: "requests".into(),
-            y2_label: Some("KV blocks %".into()),
+            y2_label: Some("KV usage %".into()),
             kind: Kind::Lines,
-            series: vec![series("running", running), series("waiting", waiting), Series { right: true, ..series("KV blocks %", kv) }],
+            series: vec![
+                series("running", running),
+                series("waiting", waiting),
+                Series { right: true, ..series("KV blocks %", kv) },
+                Series { right: true, ..series("KV tokens %", kv_tokens) },
+            ],
             marks,
             limits: Vec::new(),
         });
@@ -536,6 +543,9 @@ pub fn html(r: &Results) -> Result<String> {
         ("model", s["model"].to_string()),
         ("weights", s["weights"].to_string()),
         ("device", s["device"].to_string()),
+        ("machine", s["machine"].to_string()),
+        ("target", s["target"].to_string()),
+        ("engine settings", s["engine"].to_string()),
         ("scenario", s["scenario"].to_string()),
         ("SLOs", s["slos"].to_string()),
         ("load unit", s["load_unit"].to_string()),

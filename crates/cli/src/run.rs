@@ -574,6 +574,32 @@ pub struct Setup<'a> {
     pub pinning: &'a Pinning,
     pub retry: goodput_workload::RetryPolicy,
     pub seed: u64,
+    /// Where requests went: in-process, http-local or the server's URL.
+    pub target: &'a str,
+    /// The engine's settings (block size, pool, budgets).
+    pub engine: serde_json::Value,
+    /// The machine the run measured.
+    pub machine: serde_json::Value,
+}
+
+/// CPU model, logical CPUs, memory and kernel of this machine, for the report's setup.
+pub fn machine() -> serde_json::Value {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let field = |text: &str, key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let mem_kib: u64 = field(&read("/proc/meminfo"), "MemTotal").trim_end_matches("kB").trim().parse().unwrap_or(0);
+    serde_json::json!({
+        "cpu": field(&cpuinfo, "model name"),
+        "logical_cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "memory_gib": (mem_kib as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0,
+        "kernel": read("/proc/sys/kernel/osrelease").trim(),
+    })
 }
 
 /// The engine's sentence encoder as the workload's embedder.
@@ -1048,6 +1074,17 @@ pub fn run(a: RunArgs) -> Result<()> {
                 pinning: &pinning,
                 retry,
                 seed: a.seed,
+                target: &a.target,
+                engine: serde_json::json!({
+                    "block_size": a.engine.block_size,
+                    "kv_blocks": a.engine.kv_blocks,
+                    "kv_memory_bytes": a.engine.kv_memory,
+                    "max_num_batched_tokens": a.engine.max_num_batched_tokens,
+                    "max_num_seqs": a.engine.max_num_seqs,
+                    "max_model_len": max_len,
+                    "prefix_caching": !a.engine.no_prefix_caching,
+                }),
+                machine: machine(),
             };
             f.write_summary(&setup, &workload.to_json(), &slos, unit, &levels)?;
         }
