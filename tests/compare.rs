@@ -50,3 +50,55 @@ fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {
     assert!(!ok && err.contains("unknown metric"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `estimates.json` as criterion writes it (mean with its 95 % interval, in ns).
+fn estimates(mean: f64, half: f64) -> String {
+    let e = |p: f64| {
+        format!(
+            "{{\"confidence_interval\":{{\"confidence_level\":0.95,\"lower_bound\":{},\"upper_bound\":{}}},\"point_estimate\":{p},\"standard_error\":{}}}",
+            p - half,
+            p + half,
+            half / 2.0
+        )
+    };
+    format!(
+        "{{\"mean\":{},\"median\":{},\"median_abs_dev\":{},\"slope\":null,\"std_dev\":{}}}",
+        e(mean),
+        e(mean),
+        e(half),
+        e(half)
+    )
+}
+
+#[test]
+fn criterion_baselines_compare_by_benchmark() {
+    let root = std::env::temp_dir().join(format!("goodput-criterion-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let put = |tree: &str, bench: &str, baseline: &str, mean: f64| {
+        let d = root.join(tree).join(bench).join(baseline);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("estimates.json"), estimates(mean, 0.05 * mean)).unwrap();
+    };
+    // decode slowed by 30 %, prefill unchanged.
+    put("a", "decode_step_tiny/16", "main", 10e6);
+    put("a", "prefill_step_tiny/128", "main", 40e6);
+    put("b", "decode_step_tiny/16", "pr", 13e6);
+    put("b", "prefill_step_tiny/128", "pr", 40.4e6);
+    let (a, b) = (root.join("a"), root.join("b"));
+    let base = ["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--baseline-a", "main", "--baseline-b", "pr"];
+    let (ok, out, err) = goodput(&[&base[..], &["--fail-on", "time=+10%"]].concat());
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("| decode_step_tiny/16 | 10.000 ms | 13.000 ms | +30.0 %") && out.contains("**regressed**"),
+        "{out}"
+    );
+    assert!(out.contains("| prefill_step_tiny/128 |") && out.contains("within noise"), "{out}");
+    assert!(err.contains("decode_step_tiny/16: 10.000 ms → 13.000 ms"), "{err}");
+    // Only prefill gated: passes.
+    let (ok, _, err) = goodput(&[&base[..], &["--fail-on", "prefill=+10%"]].concat());
+    assert!(ok, "{err}");
+    // A baseline that is not there: a clear error.
+    let (ok, _, err) = goodput(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(!ok && err.contains("no criterion estimates") && err.contains("`base`"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -289,6 +289,7 @@ fn rag_without_an_encoder_says_so_and_embeds_with_the_engine_s_prefill() {
             "1",
             "--out",
             out_dir.to_str().unwrap(),
+            "--report",
         ],
         &[("GOODPUT_CACHE", cache.to_str().unwrap())],
     );
@@ -309,6 +310,12 @@ fn rag_without_an_encoder_says_so_and_embeds_with_the_engine_s_prefill() {
     let steps = std::fs::read_to_string(out_dir.join("steps.jsonl")).unwrap();
     assert!(steps.lines().count() > 5);
     assert_eq!(records(&out_dir).len(), 5, "4 measured + 1 warm-up generation calls");
+    // The report draws the stage timeline, the model call split into queue, prefill, decode.
+    let page = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(page.contains("id=\"rag-timeline\"") && page.contains("RAG query timeline"), "no RAG chart");
+    for stage in ["embed", "retrieve", "rerank", "assemble", "queue", "prefill", "decode"] {
+        assert!(page.contains(&format!("\"{stage}\"")) || page.contains(&format!("{stage}\"")), "{stage}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -3,6 +3,13 @@
 //! run's own requests show (95 % bootstrap intervals that do not overlap). A Markdown table for
 //! pull requests; with `--fail-on ttft_p95=+10%`, a non-zero exit when a metric gets worse by
 //! more than that and beyond the noise, so an engine's CI can gate on it.
+//!
+//! Criterion baselines compare the same way: when A and B are criterion output trees
+//! (`target/criterion`), each benchmark's mean time and its 95 % confidence interval from
+//! `<bench>/<baseline>/estimates.json` (`--baseline-a`, `--baseline-b`; criterion's own `base`
+//! and `new` by default, so `goodput compare target/criterion target/criterion` is the last two
+//! runs), with `--fail-on time=+10%` (every benchmark) or `--fail-on decode_step=+10%` (the
+//! benchmarks whose id contains that).
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -31,6 +38,142 @@ pub struct CompareArgs {
     /// Bootstrap resamples per metric and run.
     #[arg(long, default_value_t = 400)]
     pub bootstrap: usize,
+    /// Criterion trees: the baseline of A.
+    #[arg(long, default_value = "base")]
+    pub baseline_a: String,
+    /// Criterion trees: the baseline of B.
+    #[arg(long, default_value = "new")]
+    pub baseline_b: String,
+}
+
+/// A benchmark's mean time (ns) and its 95 % confidence interval, from criterion.
+#[derive(Clone, Copy, Debug)]
+struct Estimate {
+    mean: f64,
+    lo: f64,
+    hi: f64,
+}
+
+/// Every `<id>/<baseline>/estimates.json` under `root`, by benchmark id.
+fn criterion_tree(root: &Path, baseline: &str) -> Result<BTreeMap<String, Estimate>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if !p.is_dir() {
+                continue;
+            }
+            let est = p.join(baseline).join("estimates.json");
+            if est.is_file() {
+                let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&est)?)
+                    .with_context(|| format!("{} is not JSON", est.display()))?;
+                let m = &v["mean"];
+                let num =
+                    |x: &serde_json::Value| x.as_f64().with_context(|| format!("{}: no mean estimate", est.display()));
+                let id = p.strip_prefix(root).unwrap_or(&p).display().to_string();
+                out.insert(
+                    id,
+                    Estimate {
+                        mean: num(&m["point_estimate"])?,
+                        lo: num(&m["confidence_interval"]["lower_bound"])?,
+                        hi: num(&m["confidence_interval"]["upper_bound"])?,
+                    },
+                );
+            }
+            if p.file_name().is_some_and(|n| n != "report") {
+                stack.push(p);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn is_criterion(dir: &Path) -> bool {
+    !dir.join("records.jsonl").exists() && dir.is_dir() && !dir.join("summary.json").exists()
+}
+
+fn run_criterion(a: &CompareArgs) -> Result<()> {
+    let (ta, tb) = (criterion_tree(&a.a, &a.baseline_a)?, criterion_tree(&a.b, &a.baseline_b)?);
+    if ta.is_empty() || tb.is_empty() {
+        bail!(
+            "no criterion estimates: {} has {} `{}` benchmarks, {} has {} `{}` ones (a `goodput run --out` directory has records.jsonl; a criterion tree has <bench>/<baseline>/estimates.json)",
+            a.a.display(),
+            ta.len(),
+            a.baseline_a,
+            a.b.display(),
+            tb.len(),
+            a.baseline_b
+        );
+    }
+    // `--fail-on time=+10%` or `PATTERN=+N%`.
+    let mut limits: Vec<(String, f64)> = Vec::new();
+    for part in a.fail_on.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part.split_once('=').with_context(|| format!("--fail-on `{part}`: expected time=+10%"))?;
+        let pct: f64 = v
+            .trim()
+            .strip_prefix('+')
+            .and_then(|x| x.strip_suffix('%'))
+            .and_then(|x| x.trim().parse().ok())
+            .filter(|x: &f64| *x > 0.0)
+            .with_context(|| format!("--fail-on `{part}`: a benchmark's time gets worse as it rises; write +N%"))?;
+        limits.push((if k.trim() == "time" { String::new() } else { k.trim().to_string() }, pct / 100.0));
+    }
+    let mut md = format!(
+        "### goodput compare (criterion)\n\nA: `{}` ({}) · B: `{}` ({}) · mean time per iteration with criterion's 95 % confidence interval\n\n| benchmark | A | B | change | A 95 % | B 95 % | verdict |\n|---|---:|---:|---:|---:|---:|---|\n",
+        a.a.display(),
+        a.baseline_a,
+        a.b.display(),
+        a.baseline_b
+    );
+    let t = |ns: f64| {
+        if ns >= 1e6 {
+            format!("{:.3} ms", ns / 1e6)
+        } else {
+            format!("{:.3} µs", ns / 1e3)
+        }
+    };
+    let mut failures = Vec::new();
+    for (id, ea) in &ta {
+        let Some(eb) = tb.get(id) else { continue };
+        let change = eb.mean / ea.mean - 1.0;
+        let beyond = ea.hi < eb.lo || eb.hi < ea.lo;
+        let broken = limits.iter().find(|(pat, lim)| id.contains(pat.as_str()) && beyond && change > *lim);
+        let verdict = match (broken, beyond, change > 0.0) {
+            (Some(_), _, _) => "**regressed**",
+            (None, true, true) => "slower (beyond noise)",
+            (None, true, false) => "faster (beyond noise)",
+            _ => "within noise",
+        };
+        if let Some((_, lim)) = broken {
+            failures.push(format!(
+                "{id}: {} → {} ({:+.1} %, limit +{:.0} %)",
+                t(ea.mean),
+                t(eb.mean),
+                change * 100.0,
+                lim * 100.0
+            ));
+        }
+        md.push_str(&format!(
+            "| {id} | {} | {} | {:+.1} % | {}–{} | {}–{} | {verdict} |\n",
+            t(ea.mean),
+            t(eb.mean),
+            change * 100.0,
+            t(ea.lo),
+            t(ea.hi),
+            t(eb.lo),
+            t(eb.hi)
+        ));
+    }
+    println!("{md}");
+    if let Some(p) = &a.markdown {
+        std::fs::write(p, &md).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if !failures.is_empty() {
+        bail!("regression beyond --fail-on:\n  {}", failures.join("\n  "));
+    }
+    Ok(())
 }
 
 /// The measured records of a run, by level load.
@@ -72,6 +215,9 @@ fn fmt(key: &str, x: f64) -> String {
 }
 
 pub fn run(a: CompareArgs) -> Result<()> {
+    if is_criterion(&a.a) && is_criterion(&a.b) {
+        return run_criterion(&a);
+    }
     let names: Vec<String> = a.metrics.clone().unwrap_or_else(|| DEFAULT_KEYS.iter().map(|s| s.to_string()).collect());
     let keys: Vec<Key> =
         names.iter().map(|n| Key::parse(n).map_err(anyhow::Error::msg)).collect::<Result<_>>().context("--metrics")?;
