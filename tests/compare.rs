@@ -34,13 +34,20 @@ fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {
         md.to_str().unwrap(),
     ]);
     assert!(ok, "a repeat of the same workload regressed:\n{out}\n{err}");
-    assert!(out.contains("| load | metric | A | B | change |") && !out.contains("**regressed**"), "{out}");
+    assert!(out.contains("| load | metric | A | B | B − A | B / A |") && !out.contains("**regressed**"), "{out}");
     assert_eq!(std::fs::read_to_string(&md).unwrap().trim(), out.trim());
     let (ok, out, err) =
         goodput(&["compare", a.to_str().unwrap(), slow.to_str().unwrap(), "--fail-on", "tpot_p50=+25%"]);
     assert!(!ok, "the slowed engine passed:\n{out}");
     assert!(out.contains("| tpot_p50 |") && out.contains("**regressed**"), "{out}");
     assert!(err.contains("regression beyond --fail-on") && err.contains("tpot_p50 at load 2"), "{err}");
+    // Repeats on the baseline side widen its noise to the run-to-run drift; a slowed engine
+    // is still beyond it.
+    let repeats = format!("{},{}", a.display(), a2.display());
+    let (ok, out, _) = goodput(&["compare", &repeats, slow.to_str().unwrap(), "--fail-on", "tpot_p50=+25%"]);
+    assert!(!ok && out.contains("**regressed**"), "{out}");
+    let (ok, out, err) = goodput(&["compare", &repeats, a2.to_str().unwrap(), "--fail-on", "tpot_p50=+25%"]);
+    assert!(ok, "{out}{err}");
     // Bad input: clear errors.
     let (ok, _, err) = goodput(&["compare", a.to_str().unwrap(), "/nonexistent"]);
     assert!(!ok && err.contains("not a goodput run directory"), "{err}");

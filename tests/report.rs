@@ -53,6 +53,9 @@ fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromi
         assert!(page.contains(section), "{section} missing");
     }
     assert!(page.contains("recommended stable load") || page.contains("No level met the SLOs"));
+    // The three-layer table of each level.
+    assert_eq!(page.matches("<h3>Level ").count(), 2);
+    assert!(page.contains("<td style=\"text-align:left\">engine</td><td style=\"text-align:left\">queue (ms)</td>"));
     let charts = chart_data(&page);
     let ids: Vec<&str> = charts.iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(

@@ -14,16 +14,19 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::ClientRecord;
-use goodput_metrics::compare::{breaks, compare, parse_thresholds, Key, Row, DEFAULT_KEYS};
+use goodput_metrics::compare::{breaks, compare_repeats, parse_thresholds, Key, Row, DEFAULT_KEYS};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// The baseline run (a `goodput run --out` directory).
-    pub a: PathBuf,
-    /// The run to judge.
-    pub b: PathBuf,
+    /// The baseline run (a `goodput run --out` directory), or its repeats separated by commas
+    /// (A1,A2,A3: the noise then includes the run-to-run drift).
+    #[arg(value_delimiter = ',', num_args = 1)]
+    pub a: Vec<PathBuf>,
+    /// The run to judge, or its repeats.
+    #[arg(value_delimiter = ',', num_args = 1)]
+    pub b: Vec<PathBuf>,
     /// Metrics to compare (default: TTFT p50/p95/p99, TPOT p50/p95, ITL p95, E2E p95, queue
     /// and prefill p95, output and request throughput).
     #[arg(long, value_delimiter = ',')]
@@ -95,14 +98,14 @@ fn is_criterion(dir: &Path) -> bool {
 }
 
 fn run_criterion(a: &CompareArgs) -> Result<()> {
-    let (ta, tb) = (criterion_tree(&a.a, &a.baseline_a)?, criterion_tree(&a.b, &a.baseline_b)?);
+    let (ta, tb) = (criterion_tree(&a.a[0], &a.baseline_a)?, criterion_tree(&a.b[0], &a.baseline_b)?);
     if ta.is_empty() || tb.is_empty() {
         bail!(
             "no criterion estimates: {} has {} `{}` benchmarks, {} has {} `{}` ones (a `goodput run --out` directory has records.jsonl; a criterion tree has <bench>/<baseline>/estimates.json)",
-            a.a.display(),
+            a.a[0].display(),
             ta.len(),
             a.baseline_a,
-            a.b.display(),
+            a.b[0].display(),
             tb.len(),
             a.baseline_b
         );
@@ -122,9 +125,9 @@ fn run_criterion(a: &CompareArgs) -> Result<()> {
     }
     let mut md = format!(
         "### goodput compare (criterion)\n\nA: `{}` ({}) · B: `{}` ({}) · mean time per iteration with criterion's 95 % confidence interval\n\n| benchmark | A | B | change | A 95 % | B 95 % | verdict |\n|---|---:|---:|---:|---:|---:|---|\n",
-        a.a.display(),
+        a.a[0].display(),
         a.baseline_a,
-        a.b.display(),
+        a.b[0].display(),
         a.baseline_b
     );
     let t = |ns: f64| {
@@ -214,8 +217,12 @@ fn fmt(key: &str, x: f64) -> String {
     }
 }
 
+fn path_list(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join("`, `")
+}
+
 pub fn run(a: CompareArgs) -> Result<()> {
-    if is_criterion(&a.a) && is_criterion(&a.b) {
+    if a.a.len() == 1 && a.b.len() == 1 && is_criterion(&a.a[0]) && is_criterion(&a.b[0]) {
         return run_criterion(&a);
     }
     let names: Vec<String> = a.metrics.clone().unwrap_or_else(|| DEFAULT_KEYS.iter().map(|s| s.to_string()).collect());
@@ -231,27 +238,29 @@ pub fn run(a: CompareArgs) -> Result<()> {
             keys.push(t.key);
         }
     }
-    let (ra, rb) = (load_run(&a.a)?, load_run(&a.b)?);
-    let shared: Vec<&String> = ra.keys().filter(|l| rb.contains_key(*l)).collect();
+    let ra: Vec<BTreeMap<String, Vec<ClientRecord>>> = a.a.iter().map(|p| load_run(p)).collect::<Result<_>>()?;
+    let rb: Vec<BTreeMap<String, Vec<ClientRecord>>> = a.b.iter().map(|p| load_run(p)).collect::<Result<_>>()?;
+    // Levels every repeat of both sides ran.
+    let shared: Vec<&String> = ra[0].keys().filter(|l| ra.iter().chain(&rb).all(|r| r.contains_key(*l))).collect();
     if shared.is_empty() {
         bail!(
             "the runs share no load level (A has {:?}, B has {:?}); compare runs of the same sweep",
-            ra.keys().collect::<Vec<_>>(),
-            rb.keys().collect::<Vec<_>>()
+            ra[0].keys().collect::<Vec<_>>(),
+            rb[0].keys().collect::<Vec<_>>()
         );
     }
     let mut md = format!(
-        "### goodput compare\n\nA: `{}` · B: `{}` · 95 % bootstrap intervals over each run's measured requests\n\n| load | metric | A | B | change | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---|\n",
-        a.a.display(),
-        a.b.display()
+        "### goodput compare\n\nA: `{}` · B: `{}` · 95 % bootstrap intervals over each run's measured requests\n\n| load | metric | A | B | B − A | B / A | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
+        path_list(&a.a),
+        path_list(&a.b)
     );
     let mut failures: Vec<String> = Vec::new();
     let mut sorted = shared.clone();
     sorted.sort_by(|x, y| x.parse::<f64>().unwrap_or(0.0).total_cmp(&y.parse::<f64>().unwrap_or(0.0)));
     for level in sorted {
-        let (xa, xb): (Vec<&ClientRecord>, Vec<&ClientRecord>) =
-            (ra[level].iter().collect(), rb[level].iter().collect());
-        let rows: Vec<Row> = compare(&xa, &xb, &keys, a.bootstrap);
+        let xa: Vec<Vec<&ClientRecord>> = ra.iter().map(|r| r[level].iter().collect()).collect();
+        let xb: Vec<Vec<&ClientRecord>> = rb.iter().map(|r| r[level].iter().collect()).collect();
+        let rows: Vec<Row> = compare_repeats(&xa, &xb, &keys, a.bootstrap);
         for r in &rows {
             let broken: Vec<&goodput_metrics::compare::Threshold> =
                 thresholds.iter().filter(|t| breaks(r, t)).collect();
@@ -275,11 +284,14 @@ pub fn run(a: CompareArgs) -> Result<()> {
                     t.worse_by * 100.0
                 ));
             }
+            let diff = fmt(&r.key, r.b - r.a);
             md.push_str(&format!(
-                "| {level} | {} | {} | {} | {:+.1} % | {}–{} | {}–{} | {verdict} |\n",
+                "| {level} | {} | {} | {} | {}{diff} | {:.3} ({:+.1} %) | {}–{} | {}–{} | {verdict} |\n",
                 r.key,
                 fmt(&r.key, r.a),
                 fmt(&r.key, r.b),
+                if r.b >= r.a { "+" } else { "" },
+                r.ratio,
                 r.change() * 100.0,
                 fmt(&r.key, r.a_interval.0),
                 fmt(&r.key, r.a_interval.1),

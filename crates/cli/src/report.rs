@@ -605,7 +605,63 @@ pub fn html(r: &Results) -> Result<String> {
         }
         page.push_str("</tr>\n");
     }
-    page.push_str("</table>\n<p>Times in ms; percentiles over all measured requests of a level (linear interpolation).</p>\n<h2 id=\"charts\">Charts</h2>\n");
+    page.push_str(
+        "</table>\n<p>Times in ms; percentiles over all measured requests of a level (linear interpolation).</p>\n",
+    );
+    // Each level's three layers: what users saw, what the engine did, what the system delivered.
+    for l in s["levels"].as_array().into_iter().flatten() {
+        let sm = &l["summary"];
+        page.push_str(&format!(
+            "<h3>Level {} {}</h3>\n<table><tr><th>layer</th><th>metric</th><th>n</th><th>mean</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr>\n",
+            esc(&sm["load"].to_string()),
+            esc(s["load_unit"].as_str().unwrap_or(""))
+        ));
+        let rows = [
+            ("user", "TTFT (ms)", &sm["ttft"], 1e3),
+            ("user", "TPOT (ms)", &sm["tpot"], 1e3),
+            ("user", "ITL (ms)", &sm["itl"], 1e3),
+            ("user", "E2E (ms)", &sm["e2e"], 1e3),
+            ("user", "per-user tok/s", &sm["per_user_tps"], 1.0),
+            ("engine", "queue (ms)", &sm["queue_time"], 1e3),
+            ("engine", "prefill (ms)", &sm["prefill_time"], 1e3),
+            ("engine", "decode (ms)", &sm["decode_time"], 1e3),
+            ("engine", "inference (ms)", &sm["inference_time"], 1e3),
+            ("engine", "step (ms)", &l["engine"]["step_time"], 1e3),
+        ];
+        for (layer, name, v, scale) in rows {
+            let cell = |k: &str| f(&v[k]).map_or("-".into(), |x| format!("{:.2}", x * scale));
+            page.push_str(&format!(
+                "<tr><td style=\"text-align:left\">{layer}</td><td style=\"text-align:left\">{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                v["n"].as_u64().map_or("0".into(), |n| n.to_string()),
+                cell("mean"),
+                cell("p50"),
+                cell("p90"),
+                cell("p95"),
+                cell("p99"),
+                cell("max")
+            ));
+        }
+        let e = &l["engine"];
+        page.push_str(&format!(
+            "</table>\n<p>system: {} req/s, {} in + {} out tok/s, goodput {} req/s; running mean {} (max {}), waiting mean {} (max {}), KV blocks max {}; {} ok, {} errors, {} timeouts, {} retries; {} warm-up and {} cool-down requests left out.</p>\n",
+            f(&sm["request_throughput"]).map_or("-".into(), |x| format!("{x:.2}")),
+            f(&sm["input_throughput"]).map_or("-".into(), |x| format!("{x:.0}")),
+            f(&sm["output_throughput"]).map_or("-".into(), |x| format!("{x:.0}")),
+            f(&sm["goodput"]).map_or("-".into(), |x| format!("{x:.2}")),
+            f(&e["running_mean"]).map_or("-".into(), |x| format!("{x:.1}")),
+            e["running_max"],
+            f(&e["waiting_mean"]).map_or("-".into(), |x| format!("{x:.1}")),
+            e["waiting_max"],
+            f(&e["kv_block_usage_max"]).map_or("-".into(), |x| format!("{:.0} %", x * 100.0)),
+            sm["completed"],
+            sm["errors"],
+            sm["timeouts"],
+            sm["retries"],
+            l["warmup_requests"],
+            l["cooldown_requests"],
+        ));
+    }
+    page.push_str("<h2 id=\"charts\">Charts</h2>\n");
     for c in &charts {
         page.push_str(&format!(
             "<figure id=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>\n",

@@ -1,6 +1,8 @@
-//! Comparing two runs of the same workload, metric by metric, with the noise each run's own
-//! requests show: a 95 % bootstrap interval per run (the level's requests resampled with
-//! replacement). A change is beyond the noise when the two intervals do not overlap.
+//! Comparing two runs of the same workload, metric by metric, with the noise they show: a 95 %
+//! bootstrap interval per run (the level's requests resampled with replacement), and, when a
+//! side has repeats, the union of its repeats' intervals, which also holds the run-to-run
+//! drift a single run's requests cannot show. The side's value is the median over its
+//! repeats. A change is beyond the noise when the two sides' intervals do not overlap.
 
 use crate::level::summarize;
 use crate::slo::{parse_key, Metric, Slo, Stat};
@@ -137,13 +139,31 @@ impl Row {
     }
 }
 
+/// One side's value (median over repeats) and noise interval (union of the repeats'
+/// bootstrap intervals).
+fn side(repeats: &[Vec<&ClientRecord>], k: Key, rounds: usize, seed: u64) -> Option<(f64, (f64, f64))> {
+    let mut values = Vec::new();
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for (i, r) in repeats.iter().enumerate() {
+        values.push(k.value(r)?);
+        let (l, h) = bootstrap(r, k, rounds, seed + 2 * i as u64)?;
+        lo = lo.min(l);
+        hi = hi.max(h);
+    }
+    Some((crate::percentile(&values, 50.0)?, (lo, hi)))
+}
+
 /// Compares `keys` between the records of one level in two runs.
 pub fn compare(a: &[&ClientRecord], b: &[&ClientRecord], keys: &[Key], rounds: usize) -> Vec<Row> {
+    compare_repeats(&[a.to_vec()], &[b.to_vec()], keys, rounds)
+}
+
+/// Compares `keys` between one level's records in the repeats of two sides.
+pub fn compare_repeats(a: &[Vec<&ClientRecord>], b: &[Vec<&ClientRecord>], keys: &[Key], rounds: usize) -> Vec<Row> {
     keys.iter()
         .filter_map(|&k| {
-            let (va, vb) = (k.value(a)?, k.value(b)?);
-            let ia = bootstrap(a, k, rounds, 1)?;
-            let ib = bootstrap(b, k, rounds, 2)?;
+            let (va, ia) = side(a, k, rounds, 1)?;
+            let (vb, ib) = side(b, k, rounds, 1_000)?;
             let beyond_noise = ia.1 < ib.0 || ib.1 < ia.0;
             let worse = if k.higher_is_better() { vb < va } else { vb > va };
             Some(Row {
@@ -250,5 +270,12 @@ mod tests {
         assert!(!rows[1].beyond_noise && (rows[1].ratio - 1.0).abs() < 1e-9);
         let same = compare(&ra, &ra, &keys, 200);
         assert!(same.iter().all(|r| !r.beyond_noise));
+        // Repeats: A's second run drifted +30 ms; the union of its intervals now reaches B's
+        // (+50 ms), and A's value is the median of its repeats (119.5 and 149.5: 134.5).
+        let drift: Vec<ClientRecord> = (0..40).map(|i| rec(i, 130 + i)).collect();
+        let rd: Vec<&ClientRecord> = drift.iter().collect();
+        let rows = compare_repeats(&[ra.clone(), rd], &[rb.clone()], &keys[..1], 200);
+        assert!((rows[0].a - 0.1345).abs() < 1e-9, "{:?}", rows[0]);
+        assert!(rows[0].a_interval.1 > 0.145, "{:?}", rows[0]);
     }
 }
