@@ -22,10 +22,10 @@ use std::path::{Path, PathBuf};
 pub struct CompareArgs {
     /// The baseline run (a `goodput run --out` directory), or its repeats separated by commas
     /// (A1,A2,A3: the noise then includes the run-to-run drift).
-    #[arg(value_delimiter = ',', num_args = 1)]
+    #[arg(value_delimiter = ',', num_args = 1, required = true)]
     pub a: Vec<PathBuf>,
     /// The run to judge, or its repeats.
-    #[arg(value_delimiter = ',', num_args = 1)]
+    #[arg(value_delimiter = ',', num_args = 1, required = true)]
     pub b: Vec<PathBuf>,
     /// Metrics to compare (default: TTFT p50/p95/p99, TPOT p50/p95, ITL p95, E2E p95, queue
     /// and prefill p95, output and request throughput).

@@ -274,7 +274,7 @@ mod tests {
         // (+50 ms), and A's value is the median of its repeats (119.5 and 149.5: 134.5).
         let drift: Vec<ClientRecord> = (0..40).map(|i| rec(i, 130 + i)).collect();
         let rd: Vec<&ClientRecord> = drift.iter().collect();
-        let rows = compare_repeats(&[ra.clone(), rd], &[rb.clone()], &keys[..1], 200);
+        let rows = compare_repeats(&[ra.clone(), rd], std::slice::from_ref(&rb), &keys[..1], 200);
         assert!((rows[0].a - 0.1345).abs() < 1e-9, "{:?}", rows[0]);
         assert!(rows[0].a_interval.1 > 0.145, "{:?}", rows[0]);
     }
