@@ -46,7 +46,7 @@ fn http_local_agrees_with_in_process_and_http_adds_little_to_ttft() {
     if cpus.len() >= 2 {
         common.extend(["--engine-cpus", &e, "--harness-cpus", &h]);
     }
-    let mut args = vec!["run", "--target", "http-local", "--out"];
+    let mut args = vec!["run", "--target", "http-local", "--report", "--out"];
     let http_dir = dir.join("http");
     args.push(http_dir.to_str().unwrap());
     args.extend(common.iter().copied());
@@ -81,6 +81,16 @@ fn http_local_agrees_with_in_process_and_http_adds_little_to_ttft() {
     assert!(server["histograms"]["request_prefill_time_seconds"]["p50"].as_f64().unwrap() > 0.0);
     assert!(server["scrapes"].as_u64().unwrap() >= 2 && server["series"].as_array().unwrap().len() >= 2);
     assert!(out.contains("Server side, from its /metrics"), "{out}");
+    // The report's TTFT chart stacks the HTTP breakdown: its parts are the level's medians.
+    let page = std::fs::read_to_string(http_dir.join("report.html")).unwrap();
+    let start = page.find("id=\"chart-data\">").unwrap() + 16;
+    let end = start + page[start..].find("</script>").unwrap();
+    let charts: Value = serde_json::from_str(&page[start..end].replace("<\\/", "</")).unwrap();
+    let ttft = charts.as_array().unwrap().iter().find(|c| c["id"] == "ttft-decomposition").unwrap();
+    let names: Vec<&str> = ttft["series"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["queue", "prefill", "handoff", "UTF-8 hold", "HTTP overhead (beyond the engine)"]);
+    let overhead = ttft["series"][4]["points"][0][1].as_f64().unwrap();
+    assert!((overhead - d["beyond_engine"]["p50"].as_f64().unwrap() * 1e3).abs() < 1e-9);
     let rec: Value =
         serde_json::from_str(std::fs::read_to_string(http_dir.join("records.jsonl")).unwrap().lines().last().unwrap())
             .unwrap();

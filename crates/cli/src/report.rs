@@ -309,28 +309,45 @@ pub fn charts(r: &Results) -> Vec<Chart> {
     });
     // 2. TTFT decomposed.
     let http = levels.iter().any(|l| l["summary"]["http"].is_object());
-    let mut parts = vec![
-        series("queue", points(&levels, "queue_time", "p50", 1e3)),
-        series("prefill", points(&levels, "prefill_time", "p50", 1e3)),
-    ];
-    let other: Vec<(f64, f64)> = levels
-        .iter()
-        .filter_map(|l| {
-            let sm = &l["summary"];
-            let ttft = f(&sm["ttft"]["p50"])?;
-            Some((
-                f(&sm["load"])?,
-                ((ttft - f(&sm["queue_time"]["p50"]).unwrap_or(0.0) - f(&sm["prefill_time"]["p50"]).unwrap_or(0.0))
-                    * 1e3)
-                    .max(0.0),
-            ))
-        })
-        .collect();
-    parts.push(series(if http { "HTTP and the rest" } else { "handoff and the rest" }, other));
+    let parts = if http {
+        // Over HTTP, the breakdown by the server's stamps (medians of each part).
+        let part = |k: &str| -> Vec<(f64, f64)> {
+            levels
+                .iter()
+                .filter_map(|l| Some((f(&l["summary"]["load"])?, f(&l["summary"]["http"][k]["p50"])? * 1e3)))
+                .collect()
+        };
+        vec![
+            series("queue", part("queue")),
+            series("prefill", part("prefill")),
+            series("handoff", part("handoff")),
+            series("UTF-8 hold", part("hold")),
+            series("HTTP overhead (beyond the engine)", part("beyond_engine")),
+        ]
+    } else {
+        let other: Vec<(f64, f64)> = levels
+            .iter()
+            .filter_map(|l| {
+                let sm = &l["summary"];
+                let ttft = f(&sm["ttft"]["p50"])?;
+                let engine = f(&sm["queue_time"]["p50"]).unwrap_or(0.0) + f(&sm["prefill_time"]["p50"]).unwrap_or(0.0);
+                Some((f(&sm["load"])?, ((ttft - engine) * 1e3).max(0.0)))
+            })
+            .collect();
+        vec![
+            series("queue", points(&levels, "queue_time", "p50", 1e3)),
+            series("prefill", points(&levels, "prefill_time", "p50", 1e3)),
+            series("handoff and the rest", other),
+        ]
+    };
     out.push(Chart {
         id: "ttft-decomposition".into(),
         title: "TTFT decomposed vs load".into(),
-        caption: format!("{workload}: median TTFT split into engine queue time, prefill time and the remainder ({}), stacked, in ms.", if http { "HTTP, tokenization, handoff" } else { "handoff into the engine thread, client stamping" }),
+        caption: if http {
+            format!("{workload}: median TTFT split by the server's engine stamps: queue, prefill, handoff into the engine thread, UTF-8 hold, and HTTP overhead (send lag, request and response path, tokenization), stacked, in ms.")
+        } else {
+            format!("{workload}: median TTFT split into engine queue time, prefill time and the remainder (handoff into the engine thread, client stamping), stacked, in ms.")
+        },
         x_label: x_label.clone(),
         y_label: "ms".into(),
         y2_label: None,
