@@ -280,39 +280,39 @@ pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: Unit
                     steps.push(TaskStep { kind: kind.into(), start: s, end: e });
                     e
                 };
-                if setup.embed_by_prefill {
-                    // The engine's own forward pass over the query stands in for the encoder's.
-                    let pass = match setup.tokenizer.encode(&query) {
+                // Without an encoder, the engine's own forward pass over the query stands in
+                // for the encoder's cost; the vector then comes from the hash embedder.
+                let pass: Result<(), String> = if setup.embed_by_prefill {
+                    match setup.tokenizer.encode(&query) {
                         Ok(prompt) => {
                             let req =
                                 WorkRequest { id: id | EMBED_ID_BIT, prompt, params: SamplingParams::greedy_exact(1) };
-                            send(&*target, req, t0, plan.timeout, plan.retry).await.outcome
+                            match send(&*target, req, t0, plan.timeout, plan.retry).await.outcome {
+                                Outcome::Ok => Ok(()),
+                                other => Err(format!("embedding pass: {other:?}")),
+                            }
                         }
-                        Err(e) => Outcome::Error(e),
-                    };
-                    if pass != Outcome::Ok {
-                        let t1 = stamp("embed", t0, &mut steps);
-                        records.lock().expect("lock").push(failed(id, t0, format!("embedding pass: {pass:?}")));
-                        tasks_out.lock().expect("lock").push(TaskRecord {
-                            task: id,
-                            start: t0,
-                            end: t1,
-                            steps,
-                            ok: false,
-                        });
-                        continue;
+                        Err(e) => Err(format!("embedding pass: {e}")),
                     }
-                }
-                let (setup2, query2) = (setup.clone(), query.clone());
-                let embedded = tokio::task::spawn_blocking(move || setup2.embedder.embed(&[query2.as_str()]))
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r);
+                } else {
+                    Ok(())
+                };
+                let embedded = match pass {
+                    Ok(()) => {
+                        let (setup2, query2) = (setup.clone(), query.clone());
+                        tokio::task::spawn_blocking(move || setup2.embedder.embed(&[query2.as_str()]))
+                            .await
+                            .map_err(|e| e.to_string())
+                            .and_then(|r| r)
+                            .and_then(|mut v| v.pop().ok_or_else(|| "the embedder returned no vector".to_string()))
+                    }
+                    Err(e) => Err(e),
+                };
                 let t1 = stamp("embed", t0, &mut steps);
-                let qv = match embedded.map(|mut v| v.pop()) {
-                    Ok(Some(v)) => v,
-                    Ok(None) | Err(_) => {
-                        records.lock().expect("lock").push(failed(id, t0, "embedding failed".into()));
+                let qv = match embedded {
+                    Ok(v) => v,
+                    Err(e) => {
+                        records.lock().expect("lock").push(failed(id, t0, format!("embedding failed: {e}")));
                         tasks_out.lock().expect("lock").push(TaskRecord {
                             task: id,
                             start: t0,
