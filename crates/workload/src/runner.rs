@@ -229,29 +229,34 @@ pub(crate) async fn send<T: Target>(
     timeout: Duration,
     retry: RetryPolicy,
 ) -> ClientRecord {
-    let (id, input) = (req.id, req.prompt.len());
     let mut first_sent = None;
     let mut attempt = 0u32;
-    loop {
-        let run = target.run(req.clone(), intended);
-        let mut rec = match tokio::time::timeout(timeout, run).await {
-            Ok(rec) => rec,
-            Err(_) => {
-                let now = target.clock().now();
-                let mut r = ClientRecord::unanswered(id, intended, input, now, Outcome::Timeout);
-                r.sent = first_sent.unwrap_or(intended);
-                r
-            }
-        };
-        let sent = *first_sent.get_or_insert(rec.sent);
-        if rec.is_ok() || attempt >= retry.max || !rec.outcome.retryable() {
-            rec.intended = intended;
-            rec.sent = sent;
-            rec.retries = attempt;
-            return rec;
+    let mut rec = loop {
+        // The last possible attempt takes the request; earlier ones send a copy (with retries
+        // off, a prompt is never copied).
+        if attempt >= retry.max {
+            break attempt_once(target, req, intended, timeout).await;
+        }
+        let rec = attempt_once(target, req.clone(), intended, timeout).await;
+        first_sent.get_or_insert(rec.sent);
+        if rec.is_ok() || !rec.outcome.retryable() {
+            break rec;
         }
         attempt += 1;
         tokio::time::sleep(retry.backoff.saturating_mul(1 << (attempt - 1).min(16))).await;
+    };
+    rec.intended = intended;
+    rec.sent = first_sent.unwrap_or(rec.sent);
+    rec.retries = attempt;
+    rec
+}
+
+/// One attempt, abandoned after `timeout` (then recorded as timed out, sent at `intended`).
+async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, timeout: Duration) -> ClientRecord {
+    let (id, input) = (req.id, req.prompt.len());
+    match tokio::time::timeout(timeout, target.run(req, intended)).await {
+        Ok(rec) => rec,
+        Err(_) => ClientRecord::unanswered(id, intended, input, target.clock().now(), Outcome::Timeout),
     }
 }
 
