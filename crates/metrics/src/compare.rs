@@ -4,8 +4,8 @@
 //! drift a single run's requests cannot show. The side's value is the median over its
 //! repeats. A change is beyond the noise when the two sides' intervals do not overlap.
 
-use crate::level::summarize;
-use crate::slo::{parse_key, Metric, Slo, Stat};
+use crate::level::{stat_value, summarize};
+use crate::slo::{parse_key, Metric, Stat};
 use goodput_core::ClientRecord;
 use serde::Serialize;
 
@@ -52,13 +52,11 @@ impl Key {
         }
     }
 
-    /// The value over `records`, by the contract's own definitions (`level::summarize`).
+    /// The value over `records`, by the contract's own definitions (`level::stat_value`,
+    /// `level::summarize`).
     pub fn value(&self, records: &[&ClientRecord]) -> Option<f64> {
         match *self {
-            Key::Stat(metric, stat) => {
-                let s = summarize(0.0, records, &[Slo { metric, stat, bound: f64::INFINITY }]);
-                s.slos.first().and_then(|r| r.value)
-            }
+            Key::Stat(metric, stat) => stat_value(records, metric, stat),
             Key::OutputThroughput => Some(summarize(0.0, records, &[]).output_throughput),
             Key::RequestThroughput => Some(summarize(0.0, records, &[]).request_throughput),
             Key::Goodput => Some(summarize(0.0, records, &[]).goodput),

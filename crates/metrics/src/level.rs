@@ -115,6 +115,28 @@ pub fn request_is_good(r: &ClientRecord, slos: &[Slo]) -> bool {
         })
 }
 
+/// `stat` of `metric` over `records` (what an SLO is checked against, and what
+/// `compare` compares): a percentile, mean or max of every per-request sample, or the share
+/// of requests for the rate metrics. `None` without samples.
+pub fn stat_value(records: &[&ClientRecord], metric: Metric, stat: Stat) -> Option<f64> {
+    let n = records.len();
+    match metric {
+        Metric::ErrorRate => (n > 0).then(|| records.iter().filter(|r| !r.is_ok()).count() as f64 / n as f64),
+        Metric::TimeoutRate => {
+            (n > 0).then(|| records.iter().filter(|r| r.outcome == Outcome::Timeout).count() as f64 / n as f64)
+        }
+        m => {
+            let v: Vec<f64> = records.iter().flat_map(|r| per_request(m, r)).collect();
+            match stat {
+                Stat::P(p) => crate::stats::percentile(&v, p),
+                Stat::Mean => Summary::of(&v).map(|x| x.mean),
+                Stat::Max => Summary::of(&v).map(|x| x.max),
+                Stat::Rate => None,
+            }
+        }
+    }
+}
+
 /// Summarises the measured records of a level at `load`, checking `slos`. Percentiles are
 /// taken over all raw samples of the window (never averaged across sub-windows).
 pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSummary {
@@ -161,19 +183,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     s.slos = slos
         .iter()
         .map(|&slo| {
-            let value = match (slo.metric, slo.stat) {
-                (Metric::ErrorRate, _) => Some(s.error_rate),
-                (Metric::TimeoutRate, _) => Some(s.timeout_rate),
-                (m, stat) => {
-                    let v: Vec<f64> = records.iter().flat_map(|r| per_request(m, r)).collect();
-                    match stat {
-                        Stat::P(p) => crate::stats::percentile(&v, p),
-                        Stat::Mean => Summary::of(&v).map(|x| x.mean),
-                        Stat::Max => Summary::of(&v).map(|x| x.max),
-                        Stat::Rate => None,
-                    }
-                }
-            };
+            let value = stat_value(records, slo.metric, slo.stat);
             SloResult { slo, value, holds: value.is_some_and(|v| slo.holds(v)) }
         })
         .collect();
