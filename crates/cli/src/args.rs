@@ -6,7 +6,9 @@ use clap::Args;
 use goodput_core::{Catalog, ModelSpec, WeightsSource};
 use goodput_engine::loader::{self, LoadedModel};
 use goodput_engine::EngineConfig;
+use goodput_metrics::slo::parse_secs;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Parses a byte size such as `2GiB`, `512MiB`, `1.5GB` or `1000000`.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -88,7 +90,7 @@ pub struct EngineArgs {
     #[arg(long)]
     pub no_prefix_caching: bool,
     /// Test-only: sleep this long before every engine step (a deliberately slowed engine).
-    #[arg(long, hide = true, value_parser = crate::run::parse_duration_or_zero, default_value = "0s")]
+    #[arg(long, hide = true, value_parser = crate::args::parse_duration_or_zero, default_value = "0s")]
     pub test_step_delay: std::time::Duration,
 }
 
@@ -109,6 +111,73 @@ impl EngineArgs {
             step_delay: self.test_step_delay,
         })
     }
+}
+
+/// A warm-up or cool-down: a count or a time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Span {
+    Count(usize),
+    Time(Duration),
+}
+
+impl Span {
+    pub fn count(self) -> usize {
+        match self {
+            Span::Count(n) => n,
+            Span::Time(_) => 0,
+        }
+    }
+    pub fn time(self) -> Duration {
+        match self {
+            Span::Count(_) => Duration::ZERO,
+            Span::Time(d) => d,
+        }
+    }
+    pub fn is_zero(self) -> bool {
+        self.count() == 0 && self.time().is_zero()
+    }
+}
+
+pub fn parse_span(s: &str) -> Result<Span, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) => Ok(Span::Count(n)),
+        Err(_) => parse_duration(s)
+            .map(Span::Time)
+            .map_err(|_| format!("`{s}` is neither a count nor a duration (5, 10s, 500ms)")),
+    }
+}
+
+/// CPUs to pin to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuList(pub Vec<usize>);
+
+pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    goodput_engine::affinity::parse_cpu_list(s).map(CpuList)
+}
+
+pub fn parse_stage(s: &str) -> Result<(usize, Duration), String> {
+    let (users, d) = s.split_once('x').ok_or_else(|| format!("stage `{s}`: expected USERSxDURATION, e.g. 10x2m"))?;
+    let users: usize = users
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&u| u > 0)
+        .ok_or_else(|| format!("stage `{s}`: `{users}` is not a positive number of users"))?;
+    Ok((users, parse_duration(d)?))
+}
+
+pub(crate) fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    parse_secs(s)
+        .filter(|x| *x >= 0.0 && x.is_finite())
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("`{s}` is not a duration (0s, 500ms)"))
+}
+
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    parse_secs(s)
+        .filter(|x| *x > 0.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("`{s}` is not a duration (120s, 500ms)"))
 }
 
 #[cfg(test)]

@@ -22,10 +22,10 @@ pub struct CalibrateArgs {
     #[arg(long, value_delimiter = ',', default_value = "100,1000")]
     pub concurrency: Vec<usize>,
     /// The mock's time to first token.
-    #[arg(long, default_value = "200ms", value_parser = crate::run::parse_duration)]
+    #[arg(long, default_value = "200ms", value_parser = crate::args::parse_duration)]
     pub ttft: Duration,
     /// The mock's interval between tokens.
-    #[arg(long, default_value = "20ms", value_parser = crate::run::parse_duration)]
+    #[arg(long, default_value = "20ms", value_parser = crate::args::parse_duration)]
     pub itl: Duration,
     /// Tokens per response.
     #[arg(long, default_value_t = 50)]

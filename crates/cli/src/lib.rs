@@ -6,6 +6,7 @@ mod compare;
 mod cpu;
 mod engine_bench;
 mod generate;
+mod level;
 mod models;
 mod output;
 mod report;
@@ -13,6 +14,7 @@ mod run;
 mod serve;
 mod table;
 mod target;
+mod workload;
 
 use clap::{Parser, Subcommand};
 

@@ -4,7 +4,7 @@
 //! `bench serve` keys for the same quantities) and the written conclusion. Files are written as each level finishes, so a killed run keeps every
 //! finished level.
 
-use crate::run::{LevelReport, Setup};
+use crate::level::{LevelReport, Setup};
 use anyhow::{Context, Result};
 use goodput_core::StepRecord;
 use goodput_metrics::engine::SeriesPoint;

@@ -28,7 +28,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub max_waiting: Option<usize>,
     /// After SIGINT/SIGTERM, in-flight requests get this long before they are ended.
-    #[arg(long, default_value = "30s", value_parser = crate::run::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration)]
     pub shutdown_grace: Duration,
     /// Server threads (the engine has its own).
     #[arg(long, default_value_t = 2)]

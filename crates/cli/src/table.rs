@@ -35,7 +35,7 @@ pub fn bytes(b: u64) -> String {
     format!("{x:.1} {}", units[u])
 }
 
-use crate::run::LevelReport;
+use crate::level::LevelReport;
 
 fn ms(s: &Option<goodput_metrics::Summary>, f: fn(&goodput_metrics::Summary) -> f64) -> String {
     s.as_ref().map_or("-".into(), |x| format!("{:.1}", f(x) * 1e3))
@@ -305,7 +305,7 @@ pub fn http(levels: &[LevelReport], unit: &str) -> Option<String> {
 /// HTTP targets: what the server's own /metrics histograms say about each level (percentiles
 /// from bucket deltas, in ms), and its gauges over the level.
 pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
-    let rows: Vec<(&LevelReport, &crate::run::ServerSide)> =
+    let rows: Vec<(&LevelReport, &crate::target::ServerSide)> =
         levels.iter().filter_map(|l| l.server.as_ref().map(|s| (l, s))).collect();
     if rows.is_empty() {
         return None;

@@ -1,7 +1,11 @@
 //! The targets `goodput run` drives: the in-process engine, or an HTTP server (goodput's own
-//! started in this process on loopback, or any OpenAI-compatible one).
+//! started in this process on loopback, or any OpenAI-compatible one), and what is read from
+//! an HTTP server's /metrics around each level.
 
+use anyhow::{Context, Result};
 use goodput_core::{ClientRecord, Clock, Stamp, Target, WorkRequest};
+use std::sync::Arc;
+use std::time::Duration;
 
 pub enum AnyTarget {
     Engine(goodput_engine::EngineHandle),
@@ -40,5 +44,137 @@ impl goodput_client::TextCodec for Codec {
     }
     fn decode(&self, ids: &[u32]) -> Result<String, String> {
         self.0.decode(ids).map_err(|e| e.to_string())
+    }
+}
+
+/// What a server's /metrics said about one level.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ServerSide {
+    pub scrapes: usize,
+    /// Percentiles of the level's requests from histogram deltas (after − before).
+    pub histograms: std::collections::BTreeMap<String, goodput_metrics::prom::HistogramStats>,
+    /// Gauges at each scrape: seconds since the level started, running, waiting, KV usage.
+    pub series: Vec<(f64, f64, f64, f64)>,
+    /// Why scraping failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The histograms compared before and after a level.
+const SERVER_HISTOGRAMS: [&str; 6] = [
+    "time_to_first_token_seconds",
+    "e2e_request_latency_seconds",
+    "request_queue_time_seconds",
+    "request_prefill_time_seconds",
+    "request_decode_time_seconds",
+    "request_inference_time_seconds",
+];
+
+/// Scrapes a target's /metrics before a level, every `interval` during it, and after it.
+pub struct Scraper {
+    target: Arc<AnyTarget>,
+    before: Result<goodput_client::ServerScrape, String>,
+    during: Arc<std::sync::Mutex<Vec<goodput_client::ServerScrape>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Scraper {
+    pub fn start(rt: &tokio::runtime::Runtime, target: Arc<AnyTarget>, interval: Duration) -> Self {
+        let scrape = |t: Arc<AnyTarget>| async move {
+            match &*t {
+                AnyTarget::Http(h) => h.scrape().await,
+                AnyTarget::Engine(_) => Err("not an HTTP target".to_string()),
+            }
+        };
+        let before = rt.block_on(scrape(target.clone()));
+        let during = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (t, d) = (target.clone(), during.clone());
+        // Runs while the level runs on the same (current-thread) runtime.
+        let task = rt.spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                if let Ok(s) = scrape(t.clone()).await {
+                    d.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+                }
+            }
+        });
+        Scraper { target, before, during, task }
+    }
+
+    pub fn finish(self, rt: &tokio::runtime::Runtime) -> Option<ServerSide> {
+        self.task.abort();
+        let after = rt.block_on(async {
+            match &*self.target {
+                AnyTarget::Http(h) => h.scrape().await,
+                AnyTarget::Engine(_) => Err("not an HTTP target".to_string()),
+            }
+        });
+        let (before, after) = match (self.before, after) {
+            (Ok(b), Ok(a)) => (b, a),
+            (Err(e), _) | (_, Err(e)) => return Some(ServerSide { error: Some(e), ..Default::default() }),
+        };
+        let mut side = ServerSide::default();
+        for name in SERVER_HISTOGRAMS {
+            if let (Some(b), Some(a)) = (before.histograms.get(name), after.histograms.get(name)) {
+                if let Some(st) = goodput_metrics::prom::stats(&goodput_metrics::prom::delta(b, a)) {
+                    side.histograms.insert(name.to_string(), st);
+                }
+            }
+        }
+        let during = std::mem::take(&mut *self.during.lock().unwrap_or_else(|e| e.into_inner()));
+        side.scrapes = during.len() + 2;
+        let g = |s: &goodput_client::ServerScrape, k: &str| s.gauges.get(k).copied().unwrap_or(f64::NAN);
+        for s in std::iter::once(&before).chain(&during).chain(std::iter::once(&after)) {
+            let kv = s.gauges.get("kv_cache_usage_perc").or_else(|| s.gauges.get("gpu_cache_usage_perc")).copied();
+            side.series.push((
+                s.at.secs_since(before.at),
+                g(s, "num_requests_running"),
+                g(s, "num_requests_waiting"),
+                kv.unwrap_or(f64::NAN),
+            ));
+        }
+        Some(side)
+    }
+}
+
+/// goodput's server on loopback in this process, on a runtime of its own.
+pub struct LocalServer {
+    pub url: String,
+    rt: tokio::runtime::Runtime,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl LocalServer {
+    /// `cpus`: pin the server's threads there (the harness's CPUs: the HTTP layer is the
+    /// client side of the measurement, not the engine's).
+    pub fn start(state: Arc<goodput_server::AppState>, cpus: Option<Vec<usize>>) -> Result<Self> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("goodput-server")
+            .on_thread_start(move || {
+                if let Some(c) = &cpus {
+                    let _ = goodput_engine::affinity::pin_current(c);
+                }
+            })
+            .enable_all()
+            .build()?;
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = rt.spawn(goodput_server::serve(
+            listener,
+            state,
+            async move {
+                let _ = rx.await;
+            },
+            Duration::from_secs(5),
+        ));
+        Ok(LocalServer { url, rt, stop, task })
+    }
+
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.rt.block_on(self.task);
     }
 }
