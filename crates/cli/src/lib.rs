@@ -2,6 +2,7 @@
 
 mod args;
 mod calibrate;
+mod chart;
 mod compare;
 mod cpu;
 mod engine_bench;
