@@ -7,9 +7,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The tests here measure latency: one at a time, not competing for the 2 cores.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn goodput(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_goodput")).args(args).output().expect("run goodput");
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
@@ -36,7 +33,7 @@ fn get(addr: &str, path: &str) -> String {
 
 #[test]
 fn http_local_agrees_with_in_process_and_http_adds_little_to_ttft() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let dir = temp("local");
     // The engine on one core, the load generator and the HTTP server on another (the seeds'
     // advice: a client sharing cores with the server moves the numbers it measures).
@@ -101,7 +98,7 @@ fn http_local_agrees_with_in_process_and_http_adds_little_to_ttft() {
 
 #[test]
 fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let mut child = Command::new(env!("CARGO_BIN_EXE_goodput"))
         .args(["serve", "--port", "0", "--max-model-len", "1024", "--shutdown-grace", "2s"])
         .stderr(Stdio::piped())
@@ -158,7 +155,7 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
 
 #[test]
 fn calibrate_measures_the_client_against_a_known_schedule() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::serial();
     let dir = temp("calibrate");
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("calib.json");

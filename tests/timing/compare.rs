@@ -10,6 +10,7 @@ fn goodput(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {
+    let _serial = crate::serial();
     let dir = std::env::temp_dir().join(format!("goodput-compare-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let run = |name: &str, extra: &[&str]| {

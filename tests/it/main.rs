@@ -1,0 +1,10 @@
+//! The workspace's end-to-end tests, as one test binary: each module drives the `goodput`
+//! binary or the engine the way a user would. One binary rather than one per file keeps a
+//! clean `cargo test --workspace` small on disk and quick to link. Tests whose figures need
+//! the machine to themselves are in `tests/timing`.
+
+mod bad_input;
+mod report;
+mod run;
+mod smollm2_gguf;
+mod weights;
