@@ -132,6 +132,68 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
     assert!(s["prefill_time"]["p50"].as_f64().unwrap() > 0.0);
     let m = get(&addr, "/metrics");
     assert!(m.contains("goodput_e2e_request_latency_seconds_count{model_name=\"tiny\"} 8"), "{m}");
+    // The same server seen as an HTTP-only one (as vLLM is): no per-request stamps, so queue
+    // and prefill come from its /metrics, in the table, the conclusion and the report.
+    let bare = temp("bare");
+    let (ok, out, err) = goodput(&[
+        "run",
+        "--target",
+        &url,
+        "--ignore-server-stamps",
+        "--scrape-interval",
+        "100ms",
+        "--concurrency",
+        "1,3",
+        "--requests",
+        "6",
+        "--refine",
+        "0",
+        "--report",
+        "--out",
+        bare.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Server side, from its /metrics") && out.contains("queue mean"), "{out}");
+    assert!(out.contains("(queue times from the server's /metrics)"), "{out}");
+    let sum = summary(&bare);
+    let schema: Value = serde_json::from_slice(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let errors: Vec<String> =
+        jsonschema::validator_for(&schema).unwrap().iter_errors(&sum).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "summary.json breaks its schema: {errors:#?}");
+    for l in sum["levels"].as_array().unwrap() {
+        assert!(l["summary"]["queue_time"].is_null() && l["summary"]["http"]["queue"].is_null(), "{l}");
+        let q = &l["server"]["histograms"]["request_queue_time_seconds"];
+        // 6 measured requests and the warm-up, each waiting well under a second.
+        assert!(q["count"].as_f64().unwrap() >= 6.0, "{q}");
+        assert!((0.0..1.0).contains(&q["mean"].as_f64().unwrap()), "{q}");
+        // Occupancy from the server's gauges, not zeros from an engine that is not here.
+        let o = &l["occupancy"];
+        assert!(o["from_server"] == true && o["running_max"].as_f64().unwrap() >= 1.0 && o["preemptions"].is_null(), "{o}");
+        assert!(l["harness"]["engine_in_process"] == false, "{l}");
+    }
+    let page = std::fs::read_to_string(bare.join("report.html")).unwrap();
+    let data = page.split("<script type=\"application/json\" id=\"chart-data\">").nth(1).unwrap();
+    let charts: Value = serde_json::from_str(data.split("</script>").next().unwrap()).unwrap();
+    let chart = |id: &str| charts.as_array().unwrap().iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id}"));
+    let ttft = &chart("ttft-decomposition")["series"];
+    assert_eq!(ttft[0]["name"], "queue (server /metrics)");
+    let (load, queue_ms) = (ttft[0]["points"][1][0].as_f64().unwrap(), ttft[0]["points"][1][1].as_f64().unwrap());
+    let level = &sum["levels"][1];
+    assert_eq!(load, level["summary"]["load"].as_f64().unwrap());
+    let mean = level["server"]["histograms"]["request_queue_time_seconds"]["mean"].as_f64().unwrap();
+    assert!((queue_ms - mean * 1e3).abs() < 1e-9, "{queue_ms} vs {mean}");
+    // Queue + prefill + the rest is the client's mean TTFT.
+    let total: f64 = ttft.as_array().unwrap().iter().map(|s| s["points"][1][1].as_f64().unwrap()).sum();
+    let client = level["summary"]["ttft"]["mean"].as_f64().unwrap() * 1e3;
+    assert!((total - client).abs() < 1e-6 || total > client, "{total} vs {client}");
+    // The engine's state over time from the server's gauges, level after level.
+    let timeline = chart("engine-timeline");
+    assert!(timeline["caption"].as_str().unwrap().contains("/metrics gauges"), "{timeline}");
+    assert!(timeline["series"][0]["points"].as_array().unwrap().len() >= 4, "{timeline}");
+    let _ = std::fs::remove_dir_all(&bare);
     // A wrong model name and a wrong URL are clear errors before anything runs.
     let (ok, _, err) = goodput(&["run", "--target", &url, "--served-model-name", "llama", "--requests", "1"]);
     assert!(!ok && err.contains("does not serve `llama`"), "{err}");

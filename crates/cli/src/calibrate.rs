@@ -103,6 +103,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         return_token_ids: false,
         codec: None,
         same_clock: true,
+        server_stamps: true,
     };
     let target = Arc::new(goodput_client::HttpTarget::new(cfg, clock).map_err(anyhow::Error::msg)?);
     let scenario = Arc::new(Scenario {

@@ -32,9 +32,21 @@ pub struct CpuUse {
     pub harness_s: f64,
     /// Seconds of the whole process (engine threads included).
     pub process_s: f64,
+    /// Wall-clock seconds of the measurement.
+    pub wall_s: f64,
 }
 
 impl CpuUse {
+    /// The harness thread's CPU over the wall time: how busy the single-threaded load
+    /// generator was (1.0: saturated, it can no longer keep to its schedule).
+    pub fn busy(&self) -> f64 {
+        if self.wall_s > 0.0 {
+            self.harness_s / self.wall_s
+        } else {
+            0.0
+        }
+    }
+
     pub fn share(&self) -> f64 {
         if self.process_s > 0.0 {
             self.harness_s / self.process_s
@@ -46,9 +58,10 @@ impl CpuUse {
 
 /// Measures the CPU that `f` makes the calling thread and the process use.
 pub fn measure<R>(f: impl FnOnce() -> R) -> (R, CpuUse) {
-    let (t0, p0) = (thread_cpu_secs(), process_cpu_secs());
+    let (t0, p0, w0) = (thread_cpu_secs(), process_cpu_secs(), std::time::Instant::now());
     let r = f();
-    (r, CpuUse { harness_s: thread_cpu_secs() - t0, process_s: process_cpu_secs() - p0 })
+    let wall_s = w0.elapsed().as_secs_f64();
+    (r, CpuUse { harness_s: thread_cpu_secs() - t0, process_s: process_cpu_secs() - p0, wall_s })
 }
 
 #[cfg(test)]

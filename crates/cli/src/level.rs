@@ -61,15 +61,26 @@ pub struct Harness {
     /// Open loop: requests actually sent per second over the sending period, and the target.
     pub achieved_rate: Option<f64>,
     pub target_rate: Option<f64>,
+    /// Whether the engine runs in this process (in-process and http-local targets): only then
+    /// is the harness's share of the process CPU a share taken from the engine.
+    pub engine_in_process: bool,
 }
 
 /// Harness CPU share of the process above which the numbers may be skewed by it.
 const CPU_SHARE_WARN: f64 = 0.05;
+/// Busy share of the harness thread (CPU / wall time) above which it nears saturation.
+const BUSY_WARN: f64 = 0.5;
 /// P99 send lag above which the generator fell behind its schedule.
 const SEND_LAG_WARN_S: f64 = 0.005;
 
 impl Harness {
-    pub fn new(s: &LevelSummary, run: &goodput_workload::LevelRun, cpu: crate::cpu::CpuUse, arrival: &Arrival) -> Self {
+    pub fn new(
+        s: &LevelSummary,
+        run: &goodput_workload::LevelRun,
+        cpu: crate::cpu::CpuUse,
+        arrival: &Arrival,
+        engine_in_process: bool,
+    ) -> Self {
         let n = run.records.len().max(1);
         let (achieved_rate, target_rate) = match *arrival {
             Arrival::Rate { rate, .. } => {
@@ -87,13 +98,31 @@ impl Harness {
             send_lag_p99_s: s.send_lag.as_ref().map_or(0.0, |x| x.p99),
             achieved_rate,
             target_rate,
+            engine_in_process,
+        }
+    }
+
+    /// The harness's CPU for the tables: per request, and as a share of the process where the
+    /// engine shares it, else as the load generator thread's busy share of one core.
+    pub fn cpu_text(&self) -> String {
+        let per = self.cpu_per_request_s * 1e3;
+        if self.engine_in_process {
+            format!("{per:.2} ms/req ({:.1} %)", self.cpu.share() * 100.0)
+        } else {
+            format!("{per:.2} ms/req ({:.0} % busy)", self.cpu.busy() * 100.0)
         }
     }
 
     /// What a reader must know before trusting the level's numbers.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
-        if self.cpu.share() > CPU_SHARE_WARN {
+        if self.cpu.busy() > BUSY_WARN {
+            w.push(format!(
+                "the load generator's thread was busy {:.0} % of the level's wall time; near 100 % it cannot keep to its schedule (`goodput calibrate` shows its ceiling)",
+                self.cpu.busy() * 100.0
+            ));
+        }
+        if self.engine_in_process && self.cpu.share() > CPU_SHARE_WARN {
             w.push(format!(
                 "the harness used {:.1} % of the process CPU ({:.3} s); on shared cores it competes with the engine",
                 self.cpu.share() * 100.0,
@@ -124,6 +153,8 @@ pub struct LevelReport {
     /// from its /metrics.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerSide>,
+    /// Running, waiting and KV usage over the level ([`Occupancy::of`]).
+    pub occupancy: Option<Occupancy>,
     pub harness: Harness,
     /// Multi-turn runs: the requests grouped by turn index.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -134,6 +165,76 @@ pub struct LevelReport {
     /// RAG runs: the stage timeline (embed, retrieve, rerank, assemble, model call).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rag: Option<goodput_metrics::agent::AgentSummary>,
+}
+
+/// A level's occupancy: running and waiting requests and KV-cache block usage (a fraction).
+/// NaN where the source does not say.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Occupancy {
+    /// The engine's steps in this process (means weighted by step time), or the server's
+    /// /metrics gauges at each scrape (plain means over the scrapes).
+    pub from_server: bool,
+    pub running_mean: f64,
+    pub running_max: f64,
+    pub waiting_mean: f64,
+    pub waiting_max: f64,
+    pub kv_mean: f64,
+    pub kv_max: f64,
+    /// Counted from the engine's steps only.
+    pub preemptions: Option<usize>,
+}
+
+impl Occupancy {
+    /// What a level's occupancy was: from the engine's steps where it ran in this process,
+    /// else from the server's /metrics scrapes; `None` when neither is known (a remote server
+    /// without /metrics), rather than zeros.
+    pub fn of(e: &EngineLevel, server: Option<&ServerSide>) -> Option<Occupancy> {
+        if e.steps > 0 {
+            return Some(Occupancy {
+                from_server: false,
+                running_mean: e.running_mean,
+                running_max: e.running_max as f64,
+                waiting_mean: e.waiting_mean,
+                waiting_max: e.waiting_max as f64,
+                kv_mean: e.kv_block_usage_mean,
+                kv_max: e.kv_block_usage_max,
+                preemptions: Some(e.preemptions),
+            });
+        }
+        let series = &server?.series;
+        let stat = |g: fn(&(f64, f64, f64, f64)) -> f64| {
+            let v: Vec<f64> = series.iter().map(g).filter(|x| x.is_finite()).collect();
+            if v.is_empty() {
+                (f64::NAN, f64::NAN)
+            } else {
+                (v.iter().sum::<f64>() / v.len() as f64, v.iter().copied().fold(f64::MIN, f64::max))
+            }
+        };
+        let ((running_mean, running_max), (waiting_mean, waiting_max), (kv_mean, kv_max)) =
+            (stat(|x| x.1), stat(|x| x.2), stat(|x| x.3));
+        if running_max.is_nan() && waiting_max.is_nan() && kv_max.is_nan() {
+            return None;
+        }
+        Some(Occupancy {
+            from_server: true,
+            running_mean,
+            running_max,
+            waiting_mean,
+            waiting_max,
+            kv_mean,
+            kv_max,
+            preemptions: None,
+        })
+    }
+}
+
+impl LevelReport {
+    /// The level's queue time for the knee, and where it comes from
+    /// ([`goodput_metrics::capacity::level_queue_time`]).
+    pub fn queue_time(&self) -> Option<(f64, goodput_metrics::capacity::QueueSource)> {
+        let server = self.server.as_ref().and_then(|s| s.histograms.get("request_queue_time_seconds")?.mean);
+        goodput_metrics::capacity::level_queue_time(self.summary.queue_time.as_ref().map(|q| q.p50), server)
+    }
 }
 
 /// Where the engine and the harness ran (CPU lists in the kernel's notation).

@@ -265,17 +265,30 @@ impl Conclusion<'_> {
             s.requests,
         ));
         out.push(' ');
+        // Queue times from the engine's stamps, or only from the server's /metrics.
+        let from_metrics = self
+            .levels
+            .iter()
+            .any(|l| matches!(l.queue_time(), Some((_, goodput_metrics::capacity::QueueSource::ServerMetrics))));
+        let source = if from_metrics { " (queue times from the server's /metrics)" } else { "" };
         match (self.no_queue_until, self.knee) {
             (Some(q), Some(k)) => {
-                let kq = at(k).and_then(|l| l.summary.queue_time.as_ref()).map_or(f64::NAN, |x| x.p50 * 1e3);
+                let (kq, stat) = match at(k).and_then(|l| l.queue_time()) {
+                    Some((v, goodput_metrics::capacity::QueueSource::ServerMetrics)) => (v, "mean"),
+                    Some((v, _)) => (v, "median"),
+                    None => (f64::NAN, "median"),
+                };
                 out.push_str(&format!(
-                    "Up to {q} {unit} requests are hardly queued; from {k} {unit} queue time rises (median {kq:.0} ms) and pushes TTFT up."
+                    "Up to {q} {unit} requests are hardly queued; from {k} {unit} queue time rises ({stat} {:.0} ms) and pushes TTFT up{source}.",
+                    kq * 1e3
                 ));
             }
-            (Some(q), None) => {
-                out.push_str(&format!("Up to {q} {unit}, the highest level run, requests are hardly queued."))
-            }
-            _ => {}
+            (Some(q), None) => out.push_str(&format!(
+                "Up to {q} {unit}, the highest level run, requests are hardly queued{source}."
+            )),
+            _ => out.push_str(
+                "Where queueing starts is unknown: the target returned no engine stamps and its /metrics no queue-time histogram.",
+            ),
         }
         out.push(' ');
         let slo_text = self.slos.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");

@@ -32,6 +32,22 @@ fn series(name: &str, points: Vec<(f64, f64)>) -> Series {
     Series { name: name.into(), points, right: false }
 }
 
+/// A level's occupancy (`level.occupancy`); results written before it existed carry the
+/// engine's numbers only. `Null` when unknown.
+fn occupancy(l: &Value) -> Value {
+    if l.get("occupancy").is_some() {
+        return l["occupancy"].clone();
+    }
+    let e = &l["engine"];
+    serde_json::json!({
+        "from_server": false,
+        "running_mean": e["running_mean"], "running_max": e["running_max"],
+        "waiting_mean": e["waiting_mean"], "waiting_max": e["waiting_max"],
+        "kv_mean": e["kv_block_usage_mean"], "kv_max": e["kv_block_usage_max"],
+        "preemptions": e["preemptions"],
+    })
+}
+
 /// Everything the report draws, from a results directory.
 pub struct Results {
     pub summary: Value,
@@ -80,7 +96,11 @@ pub fn charts(r: &Results) -> Vec<Chart> {
                 load: f(&sm["load"])?,
                 slos_hold: sm["slos"].as_array().is_some_and(|v| v.iter().all(|x| x["holds"] == true)),
                 output_throughput: f(&sm["output_throughput"]).unwrap_or(0.0),
-                queue_p50: f(&sm["queue_time"]["p50"]),
+                queue_time: capacity::level_queue_time(
+                    f(&sm["queue_time"]["p50"]),
+                    f(&l["server"]["histograms"]["request_queue_time_seconds"]["mean"]),
+                )
+                .map(|q| q.0),
             })
         })
         .collect();
@@ -115,47 +135,60 @@ pub fn charts(r: &Results) -> Vec<Chart> {
         marks: knee.map(|k| vec![(k, format!("knee {k}"))]).unwrap_or_default(),
         limits: Vec::new(),
     });
-    // 2. TTFT decomposed.
-    let http = levels.iter().any(|l| l["summary"]["http"].is_object());
-    let parts = if http {
+    // 2. TTFT decomposed: by the server's per-request stamps over HTTP, by the engine's
+    // in-process, or by the server's /metrics where that is all there is (vLLM, SGLang).
+    let has = |get: &dyn Fn(&Value) -> &Value| levels.iter().any(|l| !get(l).is_null());
+    let hist_mean = |l: &Value, h: &str| f(&l["server"]["histograms"][h]["mean"]);
+    let by_load = |get: &dyn Fn(&Value) -> Option<f64>| -> Vec<(f64, f64)> {
+        levels.iter().filter_map(|l| Some((f(&l["summary"]["load"])?, get(l)? * 1e3))).collect()
+    };
+    let (parts, caption) = if has(&|l| &l["summary"]["http"]["queue"]) {
         // Over HTTP, the breakdown by the server's stamps (medians of each part).
-        let part = |k: &str| -> Vec<(f64, f64)> {
-            levels
-                .iter()
-                .filter_map(|l| Some((f(&l["summary"]["load"])?, f(&l["summary"]["http"][k]["p50"])? * 1e3)))
-                .collect()
-        };
-        vec![
-            series("queue", part("queue")),
-            series("prefill", part("prefill")),
-            series("handoff", part("handoff")),
-            series("UTF-8 hold", part("hold")),
-            series("HTTP overhead (beyond the engine)", part("beyond_engine")),
-        ]
+        let part = |k: &str| by_load(&|l: &Value| f(&l["summary"]["http"][k]["p50"]));
+        (
+            vec![
+                series("queue", part("queue")),
+                series("prefill", part("prefill")),
+                series("handoff", part("handoff")),
+                series("UTF-8 hold", part("hold")),
+                series("HTTP overhead (beyond the engine)", part("beyond_engine")),
+            ],
+            format!("{workload}: median TTFT split by the server's engine stamps: queue, prefill, handoff into the engine thread, UTF-8 hold, and HTTP overhead (send lag, request and response path, tokenization), stacked, in ms."),
+        )
+    } else if has(&|l| &l["summary"]["queue_time"]) {
+        let other = by_load(&|l: &Value| {
+            let sm = &l["summary"];
+            let engine = f(&sm["queue_time"]["p50"]).unwrap_or(0.0) + f(&sm["prefill_time"]["p50"]).unwrap_or(0.0);
+            Some((f(&sm["ttft"]["p50"])? - engine).max(0.0))
+        });
+        (
+            vec![
+                series("queue", points(&levels, "queue_time", "p50", 1e3)),
+                series("prefill", points(&levels, "prefill_time", "p50", 1e3)),
+                series("handoff and the rest", other),
+            ],
+            format!("{workload}: median TTFT split into engine queue time, prefill time and the remainder (handoff into the engine thread, client stamping), stacked, in ms."),
+        )
     } else {
-        let other: Vec<(f64, f64)> = levels
-            .iter()
-            .filter_map(|l| {
-                let sm = &l["summary"];
-                let ttft = f(&sm["ttft"]["p50"])?;
-                let engine = f(&sm["queue_time"]["p50"]).unwrap_or(0.0) + f(&sm["prefill_time"]["p50"]).unwrap_or(0.0);
-                Some((f(&sm["load"])?, ((ttft - engine) * 1e3).max(0.0)))
-            })
-            .collect();
-        vec![
-            series("queue", points(&levels, "queue_time", "p50", 1e3)),
-            series("prefill", points(&levels, "prefill_time", "p50", 1e3)),
-            series("handoff and the rest", other),
-        ]
+        // Means, not medians: the histograms' means are exact (Δ_sum / Δ_count) where their
+        // quantiles are only as fine as the buckets, and means add up.
+        let (q, p) = ("request_queue_time_seconds", "request_prefill_time_seconds");
+        let rest = by_load(&|l: &Value| {
+            Some((f(&l["summary"]["ttft"]["mean"])? - hist_mean(l, q)? - hist_mean(l, p)?).max(0.0))
+        });
+        (
+            vec![
+                series("queue (server /metrics)", by_load(&|l: &Value| hist_mean(l, q))),
+                series("prefill (server /metrics)", by_load(&|l: &Value| hist_mean(l, p))),
+                series("HTTP, tokenization and the rest", rest),
+            ],
+            format!("{workload}: mean TTFT split by the server's own /metrics (the means of its queue-time and prefill-time histograms over each level, Δ_sum / Δ_count between scrapes, warm-up included) and the rest of the client's mean TTFT (HTTP, tokenization, detokenization), stacked, in ms. The server returned no per-request stamps."),
+        )
     };
     out.push(Chart {
         id: "ttft-decomposition".into(),
         title: "TTFT decomposed vs load".into(),
-        caption: if http {
-            format!("{workload}: median TTFT split by the server's engine stamps: queue, prefill, handoff into the engine thread, UTF-8 hold, and HTTP overhead (send lag, request and response path, tokenization), stacked, in ms.")
-        } else {
-            format!("{workload}: median TTFT split into engine queue time, prefill time and the remainder (handoff into the engine thread, client stamping), stacked, in ms.")
-        },
+        caption,
         x_label: x_label.clone(),
         y_label: "ms".into(),
         y2_label: None,
@@ -189,20 +222,30 @@ pub fn charts(r: &Results) -> Vec<Chart> {
             limits,
         });
     }
-    // 4. Engine state over time (all levels, one after the other).
-    if !r.timeseries.is_empty() {
-        let (mut running, mut waiting, mut kv, mut kv_tokens, mut marks) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let (mut offset, mut last_level, mut last_t) = (0.0, String::new(), 0.0);
+    // 4. Engine state over time (all levels, one after the other): the engine's own steps
+    // where it ran in this process, else the gauges of the server's /metrics scrapes.
+    let (mut running, mut waiting, mut kv, mut kv_tokens, mut marks) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Each level starts one interval after the previous one's last point.
+    let (mut offset, mut last_t, mut step) = (0.0, 0.0, 0.0);
+    let start_level = |label: String, marks: &mut Vec<(f64, String)>, last_t: f64, step: f64| {
+        let at = if marks.is_empty() { 0.0 } else { last_t + step };
+        marks.push((at, label));
+        at
+    };
+    let from_steps = !r.timeseries.is_empty();
+    if from_steps {
+        let mut last_level = String::new();
         for row in &r.timeseries {
             let num = |i: usize| row.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
             if row[0] != last_level {
-                offset = last_t;
+                offset = start_level(format!("{} {unit}", row[0]), &mut marks, last_t, step);
                 last_level = row[0].clone();
-                marks.push((offset, format!("{} {unit}", row[0])));
+            } else {
+                step = offset + num(1) - last_t;
             }
             let t = offset + num(1);
-            last_t = t + 0.25;
+            last_t = t;
             running.push((t, num(3)));
             waiting.push((t, num(5)));
             kv.push((t, num(7) * 100.0));
@@ -211,20 +254,51 @@ pub fn charts(r: &Results) -> Vec<Chart> {
                 marks.push((t, format!("{} preempted", num(10))));
             }
         }
+    } else {
+        for l in &levels {
+            let Some(points) = l["server"]["series"].as_array().filter(|p| !p.is_empty()) else { continue };
+            offset = start_level(format!("{} {unit}", l["summary"]["load"]), &mut marks, last_t, step);
+            let mut prev: Option<f64> = None;
+            for p in points {
+                let num = |i: usize| f(&p[i]);
+                let Some(t) = num(0) else { continue };
+                if let Some(prev) = prev {
+                    step = t - prev;
+                }
+                prev = Some(t);
+                last_t = offset + t;
+                // A gauge the server does not expose is missing, not zero.
+                for (line, v) in [(&mut running, num(1)), (&mut waiting, num(2)), (&mut kv, num(3).map(|x| x * 100.0))]
+                {
+                    if let Some(v) = v.filter(|v| v.is_finite()) {
+                        line.push((last_t, v));
+                    }
+                }
+            }
+        }
+    }
+    if !running.is_empty() || !kv.is_empty() {
+        let mut series_list = vec![
+            series("running", running),
+            series("waiting", waiting),
+            Series { right: true, ..series("KV blocks %", kv) },
+        ];
+        if from_steps {
+            series_list.push(Series { right: true, ..series("KV tokens %", kv_tokens) });
+        }
         out.push(Chart {
             id: "engine-timeline".into(),
             title: "Engine state over time".into(),
-            caption: format!("{workload}: running and waiting requests (left), KV block usage and KV token usage in % (right; tokens held / block capacity), per interval, level after level (grey marks: level starts and preemptions)."),
+            caption: if from_steps {
+                format!("{workload}: running and waiting requests (left), KV block usage and KV token usage in % (right; tokens held / block capacity), per interval, level after level (grey marks: level starts and preemptions).")
+            } else {
+                format!("{workload}: running and waiting requests (left) and KV-cache usage in % (right), as the server's /metrics gauges read at each scrape, level after level (grey marks: level starts).")
+            },
             x_label: "seconds since the first level".into(),
             y_label: "requests".into(),
             y2_label: Some("KV usage %".into()),
             kind: Kind::Lines,
-            series: vec![
-                series("running", running),
-                series("waiting", waiting),
-                Series { right: true, ..series("KV blocks %", kv) },
-                Series { right: true, ..series("KV tokens %", kv_tokens) },
-            ],
+            series: series_list,
             marks,
             limits: Vec::new(),
         });
@@ -421,7 +495,7 @@ pub fn html(r: &Results) -> Result<String> {
             ms("e2e", "p95"),
             ms("queue_time", "p95"),
             ms("prefill_time", "p95"),
-            f(&l["engine"]["kv_block_usage_max"]).map_or("-".into(), |x| format!("{:.0} %", x * 100.0)),
+            f(&occupancy(l)["kv_max"]).map_or("-".into(), |x| format!("{:.0} %", x * 100.0)),
             if holds { "hold".into() } else { "broken".into() },
         ];
         page.push_str("<tr>");
@@ -441,7 +515,7 @@ pub fn html(r: &Results) -> Result<String> {
             esc(&sm["load"].to_string()),
             esc(s["load_unit"].as_str().unwrap_or(""))
         ));
-        let rows = [
+        let mut rows: Vec<(&str, String, Value, f64)> = [
             ("user", "TTFT (ms)", &sm["ttft"], 1e3),
             ("user", "TPOT (ms)", &sm["tpot"], 1e3),
             ("user", "ITL (ms)", &sm["itl"], 1e3),
@@ -452,12 +526,42 @@ pub fn html(r: &Results) -> Result<String> {
             ("engine", "decode (ms)", &sm["decode_time"], 1e3),
             ("engine", "inference (ms)", &sm["inference_time"], 1e3),
             ("engine", "step (ms)", &l["engine"]["step_time"], 1e3),
-        ];
+        ]
+        .into_iter()
+        .map(|(layer, name, v, scale)| (layer, name.to_string(), v.clone(), scale))
+        .collect();
+        // Over HTTP: TTFT's parts by the server's stamps, and the server's own /metrics.
+        for (k, name) in [
+            ("send_lag", "send lag"),
+            ("tokenize", "tokenization"),
+            ("handoff", "handoff"),
+            ("hold", "UTF-8 hold"),
+            ("beyond_engine", "TTFT beyond the engine"),
+            ("unexplained", "unexplained"),
+        ] {
+            if sm["http"][k].is_object() {
+                rows.push(("HTTP", format!("{name} (ms)"), sm["http"][k].clone(), 1e3));
+            }
+        }
+        for (h, name) in [
+            ("time_to_first_token_seconds", "TTFT"),
+            ("request_queue_time_seconds", "queue"),
+            ("request_prefill_time_seconds", "prefill"),
+            ("request_decode_time_seconds", "decode"),
+            ("e2e_request_latency_seconds", "E2E"),
+        ] {
+            let x = &l["server"]["histograms"][h];
+            if x.is_object() {
+                // Histogram quantiles (bucket-interpolated), the exact mean, no P95 or max.
+                let v = serde_json::json!({"n": x["count"], "mean": x["mean"], "p50": x["p50"], "p90": x["p90"], "p99": x["p99"]});
+                rows.push(("server /metrics", format!("{name} (ms)"), v, 1e3));
+            }
+        }
         for (layer, name, v, scale) in rows {
             let cell = |k: &str| f(&v[k]).map_or("-".into(), |x| format!("{:.2}", x * scale));
             page.push_str(&format!(
                 "<tr><td style=\"text-align:left\">{layer}</td><td style=\"text-align:left\">{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                v["n"].as_u64().map_or("0".into(), |n| n.to_string()),
+                f(&v["n"]).map_or("0".into(), |n| format!("{n:.0}")),
                 cell("mean"),
                 cell("p50"),
                 cell("p90"),
@@ -466,18 +570,28 @@ pub fn html(r: &Results) -> Result<String> {
                 cell("max")
             ));
         }
-        let e = &l["engine"];
+        let o = occupancy(l);
+        let num = |v: &Value, d: usize| f(v).map_or("-".into(), |x| format!("{x:.d$}"));
+        let occupancy_text = if o.is_null() {
+            "occupancy unknown (no engine in this process, no /metrics)".to_string()
+        } else {
+            format!(
+                "running mean {} (max {}), waiting mean {} (max {}), KV blocks max {}{}",
+                num(&o["running_mean"], 1),
+                num(&o["running_max"], 0),
+                num(&o["waiting_mean"], 1),
+                num(&o["waiting_max"], 0),
+                f(&o["kv_max"]).map_or("-".into(), |x| format!("{:.0} %", x * 100.0)),
+                if o["from_server"] == true { " (from the server's /metrics)" } else { "" }
+            )
+        };
         page.push_str(&format!(
-            "</table>\n<p>system: {} req/s, {} in + {} out tok/s, goodput {} req/s; running mean {} (max {}), waiting mean {} (max {}), KV blocks max {}; {} ok, {} errors, {} timeouts, {} retries; {} warm-up and {} cool-down requests left out.</p>\n",
+            "</table>\n<p>system: {} req/s, {} in + {} out tok/s, goodput {} req/s; {}; {} ok, {} errors, {} timeouts, {} retries; {} warm-up and {} cool-down requests left out.</p>\n",
             f(&sm["request_throughput"]).map_or("-".into(), |x| format!("{x:.2}")),
             f(&sm["input_throughput"]).map_or("-".into(), |x| format!("{x:.0}")),
             f(&sm["output_throughput"]).map_or("-".into(), |x| format!("{x:.0}")),
             f(&sm["goodput"]).map_or("-".into(), |x| format!("{x:.2}")),
-            f(&e["running_mean"]).map_or("-".into(), |x| format!("{x:.1}")),
-            e["running_max"],
-            f(&e["waiting_mean"]).map_or("-".into(), |x| format!("{x:.1}")),
-            e["waiting_max"],
-            f(&e["kv_block_usage_max"]).map_or("-".into(), |x| format!("{:.0} %", x * 100.0)),
+            esc(&occupancy_text),
             sm["completed"],
             sm["errors"],
             sm["timeouts"],

@@ -4,7 +4,7 @@
 
 use crate::args::{parse_cpus, parse_duration, parse_duration_or_zero, parse_span, parse_stage, CpuList, Span};
 use crate::args::{EngineArgs, ModelArgs};
-use crate::level::{engine_level, machine, Harness, LevelReport, Pinning, Setup};
+use crate::level::{engine_level, machine, Harness, LevelReport, Occupancy, Pinning, Setup};
 use crate::output::{Conclusion, RunFiles};
 use crate::table;
 use crate::target::{AnyTarget, LocalServer, Scraper};
@@ -48,6 +48,12 @@ pub struct RunArgs {
     /// text through the model's tokenizer).
     #[arg(long, default_value = "completions", value_parser = ["completions", "chat"])]
     pub api: String,
+    /// HTTP targets: ignore the per-request engine stamps a server returns (goodput's own
+    /// `goodput` object), as for a server that returns none (vLLM, SGLang, TGI's OpenAI
+    /// route): queue and prefill then come only from its /metrics. Checks what an HTTP-only
+    /// view of a server can explain against what the stamps explain.
+    #[arg(long)]
+    pub ignore_server_stamps: bool,
     /// Scenario: a TOML file (see `goodput_workload::file`), or built in: short-qa, long-gen,
     /// long-context, multi-turn (--requests counts sessions),
     /// agent (--requests counts tasks), rag (needs the encoder of scripts/fetch-minilm.sh).
@@ -348,6 +354,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         return_token_ids: url.is_none(),
         same_clock: url.is_none(),
         codec: Some(Arc::new(crate::target::Codec(tokenizer.clone()))),
+        server_stamps: !a.ignore_server_stamps,
     };
     // http-local: goodput's server on loopback, on its own threads (so this thread's CPU time
     // stays the load generator's).
@@ -524,17 +531,19 @@ pub fn run(a: RunArgs) -> Result<()> {
         let steps: Vec<StepRecord> = step_rx.drain().collect();
         let measured: Vec<_> = run.measured().collect();
         let summary = summarize(load, &measured, &slos);
-        let harness = Harness::new(&summary, &run, cpu, &arrival_copy);
+        let harness = Harness::new(&summary, &run, cpu, &arrival_copy, url.is_none());
         let turns = goodput_metrics::turns::by_turn(&measured);
         let task_summary = (!tasks.is_empty()).then(|| goodput_metrics::agent::summarize_tasks(&tasks));
         let (agent, rag) =
             if matches!(workload, Workload::Rag(..)) { (None, task_summary) } else { (task_summary, None) };
         let (warmup_requests, cooldown_requests) = run.excluded();
+        let engine = engine_level(&steps);
         let report = LevelReport {
             summary,
             warmup_requests,
             cooldown_requests,
-            engine: engine_level(&steps),
+            occupancy: Occupancy::of(&engine, server.as_ref()),
+            engine,
             server,
             harness,
             turns,
@@ -620,7 +629,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             load: l.summary.load,
             slos_hold: l.summary.slos_hold(),
             output_throughput: l.summary.output_throughput,
-            queue_p50: l.summary.queue_time.as_ref().map(|q| q.p50),
+            queue_time: l.queue_time().map(|q| q.0),
         })
         .collect();
     let conclusion = Conclusion {

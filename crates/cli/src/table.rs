@@ -35,7 +35,7 @@ pub fn bytes(b: u64) -> String {
     format!("{x:.1} {}", units[u])
 }
 
-use crate::level::LevelReport;
+use crate::level::{LevelReport, Occupancy};
 
 fn ms(s: &Option<goodput_metrics::Summary>, f: fn(&goodput_metrics::Summary) -> f64) -> String {
     s.as_ref().map_or("-".into(), |x| format!("{:.1}", f(x) * 1e3))
@@ -84,7 +84,8 @@ pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -
     ]);
     for l in levels {
         let s = &l.summary;
-        let e = &l.engine;
+        let occ = &l.occupancy;
+        let o = |g: fn(&Occupancy) -> f64, d: usize| occ.as_ref().map_or("-".into(), |x| f(g(x), d));
         t.add_row(vec![
             s.load.to_string(),
             s.requests.to_string(),
@@ -100,10 +101,10 @@ pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -
             s.per_user_tps.as_ref().map_or("-".into(), |x| f(x.p50, 1)),
             ms(&s.queue_time, |x| x.p95),
             ms(&s.prefill_time, |x| x.p95),
-            format!("{:.0} %", e.kv_block_usage_max * 100.0),
-            format!("{}/{}", e.running_max, e.waiting_max),
-            e.preemptions.to_string(),
-            format!("{:.2} ms/req ({:.1} %)", l.harness.cpu_per_request_s * 1e3, l.harness.cpu.share() * 100.0),
+            occ.as_ref().map_or("-".into(), |x| format!("{} %", f(x.kv_max * 100.0, 0))),
+            format!("{}/{}", o(|x| x.running_max, 0), o(|x| x.waiting_max, 0)),
+            occ.as_ref().and_then(|x| x.preemptions).map_or("-".into(), |p| p.to_string()),
+            l.harness.cpu_text(),
             format!("{:.2}", l.harness.send_lag_p99_s * 1e3),
             if s.slos_hold() { "hold".into() } else { "broken".into() },
         ]);
@@ -146,19 +147,26 @@ pub fn layers(l: &LevelReport, unit: &str) -> String {
     stat("engine", "decode (ms)", &s.decode_time, 1e3, 0);
     stat("engine", "inference (ms)", &s.inference_time, 1e3, 0);
     stat("engine", "step (ms)", &e.step_time, 1e3, 2);
+    let occupancy = match &l.occupancy {
+        Some(o) => format!(
+            "running mean {} (max {}), waiting mean {} (max {}), KV blocks mean {} % (max {} %), {}{}",
+            f(o.running_mean, 1),
+            f(o.running_max, 0),
+            f(o.waiting_mean, 1),
+            f(o.waiting_max, 0),
+            f(o.kv_mean * 100.0, 0),
+            f(o.kv_max * 100.0, 0),
+            o.preemptions.map_or("preemptions unknown".into(), |p| format!("{p} preemptions")),
+            if o.from_server { " (from the server's /metrics)" } else { "" },
+        ),
+        None => "occupancy unknown (no engine in this process, no /metrics)".into(),
+    };
     let system = format!(
-        "system: {:.2} req/s, {:.0} in + {:.0} out tok/s, goodput {:.2} req/s; running mean {:.1} (max {}), waiting mean {:.1} (max {}), KV blocks mean {:.0} % (max {:.0} %), {} preemptions; {} ok, {} errors, {} timeouts, {} retries ({:.1} % of attempts); {} warm-up and {} cool-down requests left out",
+        "system: {:.2} req/s, {:.0} in + {:.0} out tok/s, goodput {:.2} req/s; {occupancy}; {} ok, {} errors, {} timeouts, {} retries ({:.1} % of attempts); {} warm-up and {} cool-down requests left out",
         s.request_throughput,
         s.input_throughput,
         s.output_throughput,
         s.goodput,
-        e.running_mean,
-        e.running_max,
-        e.waiting_mean,
-        e.waiting_max,
-        e.kv_block_usage_mean * 100.0,
-        e.kv_block_usage_max * 100.0,
-        e.preemptions,
         s.completed,
         s.errors,
         s.timeouts,
@@ -317,8 +325,10 @@ pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
         "requests",
         "TTFT p50",
         "TTFT p99",
+        "queue mean",
         "queue p50",
         "queue p99",
+        "prefill mean",
         "prefill p50",
         "prefill p99",
         "decode p50",
@@ -343,8 +353,10 @@ pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
             s.histograms.get("e2e_request_latency_seconds").map_or("-".into(), |x| format!("{:.0}", x.count)),
             h("time_to_first_token_seconds", |x| x.p50),
             h("time_to_first_token_seconds", |x| x.p99),
+            h("request_queue_time_seconds", |x| x.mean.unwrap_or(f64::NAN)),
             h("request_queue_time_seconds", |x| x.p50),
             h("request_queue_time_seconds", |x| x.p99),
+            h("request_prefill_time_seconds", |x| x.mean.unwrap_or(f64::NAN)),
             h("request_prefill_time_seconds", |x| x.p50),
             h("request_prefill_time_seconds", |x| x.p99),
             h("request_decode_time_seconds", |x| x.p50),
@@ -354,6 +366,6 @@ pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
         ]);
     }
     Some(format!(
-        "Server side, from its /metrics (histogram deltas over each level, bucket-interpolated; times in ms)\n{t}"
+        "Server side, from its /metrics (histogram deltas over each level: exact means, bucket-interpolated percentiles; warm-up included; times in ms)\n{t}"
     ))
 }

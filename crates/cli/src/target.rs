@@ -116,7 +116,8 @@ impl Scraper {
         let mut side = ServerSide::default();
         for name in SERVER_HISTOGRAMS {
             if let (Some(b), Some(a)) = (before.histograms.get(name), after.histograms.get(name)) {
-                if let Some(st) = goodput_metrics::prom::stats(&goodput_metrics::prom::delta(b, a)) {
+                let dsum = after.sums.get(name).zip(before.sums.get(name)).map(|(a, b)| a - b);
+                if let Some(st) = goodput_metrics::prom::stats(&goodput_metrics::prom::delta(b, a), dsum) {
                     side.histograms.insert(name.to_string(), st);
                 }
             }

@@ -49,6 +49,9 @@ pub struct HttpConfig {
     pub codec: Option<Arc<dyn TextCodec>>,
     /// The server stamps with this target's clock (it runs in this process).
     pub same_clock: bool,
+    /// Read the per-request engine stamps the server returns (goodput's `goodput` object).
+    /// Off, the record holds none, as from a server that sends none.
+    pub server_stamps: bool,
 }
 
 /// The HTTP target.
@@ -267,6 +270,9 @@ impl Target for HttpTarget {
         let outcome = self.follow(id, &url, &body, &mut p).await;
         rec.end = self.clock.now();
         rec.outcome = outcome;
+        if !self.cfg.server_stamps {
+            p.http.server = None;
+        }
         if let Some(t) = &p.http.server {
             rec.engine = Some(t.to_record(id));
         }
@@ -358,6 +364,9 @@ pub struct ServerScrape {
     pub at: Stamp,
     /// Cumulative bucket counts `(le, count)`, `le` ascending.
     pub histograms: std::collections::HashMap<String, Vec<(f64, f64)>>,
+    /// Each histogram's `_sum` (its `_count` is the `+Inf` bucket).
+    pub sums: std::collections::HashMap<String, f64>,
+    /// Gauges and counters (and any other untyped sample).
     pub gauges: std::collections::HashMap<String, f64>,
 }
 
@@ -417,6 +426,13 @@ pub fn parse_metrics(text: &str, at: Stamp) -> Result<ServerScrape, String> {
             }
             prometheus_parse::Value::Summary(_) => {}
         }
+    }
+    // A histogram's `_sum` and `_count` come as samples of their own.
+    for h in out.histograms.keys() {
+        if let Some(v) = out.gauges.remove(&format!("{h}_sum")) {
+            out.sums.insert(h.clone(), v);
+        }
+        out.gauges.remove(&format!("{h}_count"));
     }
     Ok(out)
 }

@@ -94,6 +94,9 @@ vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.25\n";
     let s = goodput_client::parse_metrics(vllm, Stamp(1)).unwrap();
     assert_eq!(s.histograms["request_queue_time_seconds"], vec![(0.3, 3.0), (0.5, 5.0), (f64::INFINITY, 6.0)]);
     assert_eq!(s.gauges["kv_cache_usage_perc"], 0.25);
+    assert_eq!(s.sums["request_queue_time_seconds"], 1.9);
+    assert!(!s.gauges.contains_key("request_queue_time_seconds_sum"));
+    assert!(!s.gauges.contains_key("request_queue_time_seconds_count"));
     let ours = "# HELP goodput_kv_cache_usage_perc KV-cache block usage: 1 is full.\n\
 # TYPE goodput_kv_cache_usage_perc gauge\n\
 goodput_kv_cache_usage_perc{model_name=\"tiny\"} 0.5\n\
@@ -107,4 +110,5 @@ goodput_request_queue_time_seconds_bucket{le=\"+Inf\",model_name=\"tiny\"} 2\n\
     let s = goodput_client::parse_metrics(ours, Stamp(1)).unwrap();
     assert_eq!(s.histograms["request_queue_time_seconds"], vec![(0.001, 1.0), (f64::INFINITY, 2.0)]);
     assert_eq!(s.gauges["kv_cache_usage_perc"], 0.5);
+    assert_eq!(s.sums["request_queue_time_seconds"], 0.1);
 }

@@ -11,8 +11,33 @@ pub struct LevelOutcome {
     pub slos_hold: bool,
     /// Output tokens per second over the level's steady window.
     pub output_throughput: f64,
-    /// Median engine queue time (seconds) of the level, if known.
-    pub queue_p50: Option<f64>,
+    /// The level's queue time (seconds), if known: see [`level_queue_time`].
+    pub queue_time: Option<f64>,
+}
+
+/// Where a level's queue time comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueSource {
+    /// The median of the requests' own queue times (`first_scheduled − queued`), from the
+    /// engine's stamps: in-process, or a server that returns them per request (goodput's).
+    EngineStamps,
+    /// The mean of the server's queue-time histogram over the level (`Δ_sum / Δ_count` of two
+    /// /metrics scrapes): a server known only through its /metrics (vLLM, SGLang).
+    ServerMetrics,
+}
+
+/// A level's queue time for the knee: the median of the requests' engine queue times where
+/// the engine's stamps are known; otherwise the exact mean of the server's queue-time
+/// histogram over the level. Not its interpolated median: vLLM's first queue-time bucket is
+/// (0, 0.3 s], so that median of millisecond waits reads about 150 ms at every load and
+/// would hide the knee. Both are near zero without queueing and grow with it.
+pub fn level_queue_time(engine_p50: Option<f64>, server_mean: Option<f64>) -> Option<(f64, QueueSource)> {
+    match (engine_p50, server_mean) {
+        (Some(q), _) => Some((q, QueueSource::EngineStamps)),
+        (None, Some(q)) => Some((q, QueueSource::ServerMetrics)),
+        (None, None) => None,
+    }
 }
 
 /// `usable_capacity`: the highest load whose SLOs all hold, taken conservatively — the last
@@ -35,11 +60,11 @@ pub fn limit_capacity(levels: &[LevelOutcome]) -> Option<f64> {
     best.map(|l| l.load)
 }
 
-/// The knee: the first load (ascending) whose median queue time exceeds both twice the
+/// The knee: the first load (ascending) whose queue time exceeds both twice the
 /// lowest level's and that plus `min_rise` seconds — where requests start to wait.
 /// `None` if queueing never rises that much.
 pub fn queue_knee(levels: &[LevelOutcome], min_rise: f64) -> Option<f64> {
-    let mut sorted: Vec<(f64, f64)> = levels.iter().filter_map(|l| Some((l.load, l.queue_p50?))).collect();
+    let mut sorted: Vec<(f64, f64)> = levels.iter().filter_map(|l| Some((l.load, l.queue_time?))).collect();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let &(_, base) = sorted.first()?;
     sorted.iter().skip(1).find(|(_, q)| *q > 2.0 * base && *q > base + min_rise).map(|(load, _)| *load)
@@ -48,7 +73,7 @@ pub fn queue_knee(levels: &[LevelOutcome], min_rise: f64) -> Option<f64> {
 /// The last load (ascending) before the knee: up to here there is no queueing to speak of.
 pub fn last_without_queueing(levels: &[LevelOutcome], min_rise: f64) -> Option<f64> {
     let knee = queue_knee(levels, min_rise);
-    let mut loads: Vec<f64> = levels.iter().filter(|l| l.queue_p50.is_some()).map(|l| l.load).collect();
+    let mut loads: Vec<f64> = levels.iter().filter(|l| l.queue_time.is_some()).map(|l| l.load).collect();
     loads.sort_by(f64::total_cmp);
     match knee {
         Some(k) => loads.into_iter().take_while(|&l| l < k).last(),
@@ -77,6 +102,14 @@ pub fn retry_storm(levels: &[(f64, f64)]) -> Option<Vec<(f64, f64)>> {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn queue_time_prefers_the_engine_s_stamps_then_the_server_s_mean() {
+        use super::{level_queue_time, QueueSource::*};
+        assert_eq!(level_queue_time(Some(0.002), Some(0.004)), Some((0.002, EngineStamps)));
+        assert_eq!(level_queue_time(None, Some(0.004)), Some((0.004, ServerMetrics)));
+        assert_eq!(level_queue_time(None, None), None);
+    }
+
+    #[test]
     fn a_retry_share_rising_with_load_is_a_storm() {
         use super::retry_storm;
         // 0 → 1 % → 6 % → 20 %: a storm, reported from the last level without retries.
@@ -95,7 +128,7 @@ mod tests {
     use super::*;
 
     fn lv(load: f64, ok: bool, tps: f64, q: f64) -> LevelOutcome {
-        LevelOutcome { load, slos_hold: ok, output_throughput: tps, queue_p50: Some(q) }
+        LevelOutcome { load, slos_hold: ok, output_throughput: tps, queue_time: Some(q) }
     }
 
     #[test]

@@ -46,17 +46,27 @@ pub fn delta(before: &Buckets, after: &Buckets) -> Vec<(f64, f64)> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HistogramStats {
     pub count: f64,
+    /// `histogram_quantile` of the window: only as fine as the buckets.
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
+    /// The window's exact mean, `Δ_sum / Δ_count` (`None` without the `_sum` series). Unlike
+    /// the quantiles it does not depend on the bucket bounds: vLLM's queue, prefill and decode
+    /// histograms start with a (0, 0.3 s] bucket, so their P50 of millisecond times
+    /// interpolates to about 0.15 s whatever the times were, while the mean stays exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
 }
 
-pub fn stats(window: &Buckets) -> Option<HistogramStats> {
+/// The stats of a window's buckets; `sum` is the window's `Δ_sum`, when the server exposes it.
+pub fn stats(window: &Buckets, sum: Option<f64>) -> Option<HistogramStats> {
+    let count = window.last()?.1;
     Some(HistogramStats {
-        count: window.last()?.1,
+        count,
         p50: histogram_quantile(0.5, window)?,
         p90: histogram_quantile(0.9, window)?,
         p99: histogram_quantile(0.99, window)?,
+        mean: sum.filter(|s| s.is_finite() && count > 0.0).map(|s| s.max(0.0) / count),
     })
 }
 
@@ -81,9 +91,18 @@ mod tests {
         let before = [(0.1, 4.0), (0.5, 10.0), (1.0, 12.0), (inf, 12.0)];
         let d = delta(&before, &b);
         assert_eq!(d, vec![(0.1, 6.0), (0.5, 20.0), (1.0, 28.0), (inf, 28.0)]);
-        let s = stats(&d).unwrap();
+        // _sum went from 3.1 s to 10.1 s over the window: 7 s over 28 requests.
+        let s = stats(&d, Some(10.1 - 3.1)).unwrap();
         assert_eq!(s.count, 28.0);
         // Rank 14 in (0.1, 0.5] holding 6..20: 0.1 + 0.4 · 8/14.
         assert!((s.p50 - (0.1 + 0.4 * 8.0 / 14.0)).abs() < 1e-12);
+        assert!((s.mean.unwrap() - 0.25).abs() < 1e-12);
+        assert_eq!(stats(&d, None).unwrap().mean, None);
+        // vLLM's queue-time buckets: ten 2 ms waits all in (0, 0.3]. The interpolated median
+        // says 150 ms; the mean says 2 ms.
+        let vllm = [(0.3, 10.0), (0.5, 10.0), (inf, 10.0)];
+        let s = stats(&vllm, Some(0.02)).unwrap();
+        assert!((s.p50 - 0.15).abs() < 1e-12);
+        assert!((s.mean.unwrap() - 0.002).abs() < 1e-12);
     }
 }

@@ -298,6 +298,7 @@ async fn the_http_target_stamps_a_request_and_reads_the_engine_s_timings() {
         return_token_ids: true,
         codec: None,
         same_clock: true,
+        server_stamps: true,
     };
     let target = goodput_client::HttpTarget::new(cfg, s.state.clock).unwrap();
     assert_eq!(target.models().await.unwrap(), ["tiny"]);
