@@ -50,6 +50,9 @@ fn a_small_sweep_prints_the_table_and_conclusion_and_writes_its_files() {
     assert_eq!(levels.len(), 2);
     for l in levels {
         assert_eq!(l["summary"]["requests"], 6);
+        // goodput's engine honours ignore_eos: every output has its required length.
+        assert_eq!(l["summary"]["short_outputs"], 0, "{l}");
+        assert_eq!(l["occupancy"]["from_server"], false, "{l}");
         for key in ["mean_ttft_ms", "p99_tpot_ms", "median_e2el_ms", "output_throughput", "request_throughput"] {
             assert!(l[key].is_number(), "vLLM key {key} missing: {l}");
         }
@@ -457,8 +460,8 @@ fn an_agent_graph_runs_its_branches_side_by_side() {
         &graph,
         "kind = \"agent\"\nsystem = 16\nquestion = { kind = \"fixed\", n = 8 }\n\
          [[steps]]\nkind = \"llm\"\noutput = { kind = \"fixed\", n = 4 }\n\
-         [[steps]]\nkind = \"tool\"\nafter = [1]\nlatency_ms = { kind = \"fixed\", n = 300 }\nresult_tokens = { kind = \"fixed\", n = 6 }\n\
-         [[steps]]\nkind = \"tool\"\nafter = [1]\nlatency_ms = { kind = \"fixed\", n = 300 }\nresult_tokens = { kind = \"fixed\", n = 6 }\n\
+         [[steps]]\nkind = \"tool\"\nafter = [1]\nlatency_ms = { kind = \"fixed\", n = 1000 }\nresult_tokens = { kind = \"fixed\", n = 6 }\n\
+         [[steps]]\nkind = \"tool\"\nafter = [1]\nlatency_ms = { kind = \"fixed\", n = 1000 }\nresult_tokens = { kind = \"fixed\", n = 6 }\n\
          [[steps]]\nkind = \"llm\"\nafter = [2, 3]\noutput = { kind = \"fixed\", n = 4 }\n",
     )
     .unwrap();
@@ -479,11 +482,12 @@ fn an_agent_graph_runs_its_branches_side_by_side() {
     assert!(ok, "{err}");
     assert!(out.contains("4 llm (after 2,3)") && out.contains("each task triggers 2.0 model calls"), "{out}");
     let ag = &summary_of(&out_dir)["levels"][0]["agent"];
-    // Two 300 ms tools side by side: the task waits 300 ms on tools, not 600.
+    // Two 1 s tools side by side: the task waits 1 s on tools, not 2 (the model calls take
+    // well under 0.8 s even while other tests load the machine).
     let e2e = ag["task_e2e"]["p50"].as_f64().unwrap();
-    assert!(e2e < 0.6, "task E2E {e2e}: the tools ran one after the other");
+    assert!((1.0..1.8).contains(&e2e), "task E2E {e2e}: the tools ran one after the other");
     let share = ag["tool_wait_share"].as_f64().unwrap();
-    assert!((0.3..1.0).contains(&share) && 0.3 / e2e - share < 0.05, "{share} of {e2e}");
+    assert!((0.5..1.0).contains(&share) && 1.0 / e2e - share < 0.05, "{share} of {e2e}");
     // The join's prompt is system + question + first output + both tool results.
     let joins: Vec<u64> =
         records(&out_dir).iter().filter(|r| r["turn"] == 2).map(|r| r["input_tokens"].as_u64().unwrap()).collect();
@@ -494,7 +498,7 @@ fn an_agent_graph_runs_its_branches_side_by_side() {
 #[test]
 fn stages_run_each_level_for_its_duration() {
     let dir = temp("stages");
-    let (ok, _, err) = goodput(&["run", "--stages", "1x1s,3x1s", "--warmup", "1", "--out", dir.to_str().unwrap()]);
+    let (ok, _, err) = goodput(&["run", "--stages", "1x2s,3x2s", "--warmup", "1", "--out", dir.to_str().unwrap()]);
     assert!(ok, "{err}");
     let summary: Value = summary_of(&dir);
     let levels = summary["levels"].as_array().unwrap();
@@ -503,9 +507,10 @@ fn stages_run_each_level_for_its_duration() {
     for l in levels {
         let n = l["summary"]["requests"].as_u64().unwrap();
         let window = l["summary"]["window_s"].as_f64().unwrap();
-        // A 1 s stage of ~0.2–0.5 s requests: a handful of requests, a window of about a second.
-        assert!((2..200).contains(&n), "{n} requests");
-        assert!((0.6..4.0).contains(&window), "window {window}");
+        // A 2 s stage of ~0.2–0.5 s requests (slower while other tests run): a handful of
+        // requests, a window of about two seconds.
+        assert!((2..400).contains(&n), "{n} requests");
+        assert!((1.2..6.0).contains(&window), "window {window}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -171,7 +171,10 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
         assert!((0.0..1.0).contains(&q["mean"].as_f64().unwrap()), "{q}");
         // Occupancy from the server's gauges, not zeros from an engine that is not here.
         let o = &l["occupancy"];
-        assert!(o["from_server"] == true && o["running_max"].as_f64().unwrap() >= 1.0 && o["preemptions"].is_null(), "{o}");
+        assert!(
+            o["from_server"] == true && o["running_max"].as_f64().unwrap() >= 1.0 && o["preemptions"].is_null(),
+            "{o}"
+        );
         assert!(l["harness"]["engine_in_process"] == false, "{l}");
     }
     let page = std::fs::read_to_string(bare.join("report.html")).unwrap();

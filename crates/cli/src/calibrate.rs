@@ -148,7 +148,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
             for w in r.chunks.windows(2) {
                 itl_err.push(w[1].at.secs_since(w[0].at) - a.itl.as_secs_f64());
             }
-            if let Some(s) = sent.get(&r.id.to_string()) {
+            if let Some(s) = sent.get(&goodput_client::request_id(r.id)) {
                 delay.extend(r.chunks.iter().zip(s).map(|(c, s)| c.at.secs_since(*s)));
             }
         }

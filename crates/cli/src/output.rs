@@ -307,6 +307,13 @@ impl Conclusion<'_> {
         } else {
             out.push('.');
         }
+        let short: usize = self.levels.iter().map(|l| l.summary.short_outputs).sum();
+        if short > 0 {
+            let completed: usize = self.levels.iter().map(|l| l.summary.completed).sum();
+            out.push_str(&format!(
+                " Caution: {short} of {completed} completed requests came back shorter than the scenario requires, so these are not the scenario's lengths."
+            ));
+        }
         if let Some(turns) = shown.turns.first().zip(shown.turns.last()).filter(|(a, b)| a.turn != b.turn) {
             let (a, b) = turns;
             let p95 = |t: &goodput_metrics::turns::TurnSummary| t.ttft.as_ref().map_or(f64::NAN, |x| x.p95 * 1e3);

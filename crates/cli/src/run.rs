@@ -44,9 +44,10 @@ pub struct RunArgs {
     /// The model name the HTTP server expects (default: the catalog name).
     #[arg(long)]
     pub served_model_name: Option<String>,
-    /// HTTP API: `completions` (prompts as token ids, exact lengths) or `chat` (prompts as
-    /// text through the model's tokenizer).
-    #[arg(long, default_value = "completions", value_parser = ["completions", "chat"])]
+    /// HTTP API: `completions` (prompts as token ids, exact lengths), `completions-text`
+    /// (prompts decoded to text, for servers that take no token ids, as llama.cpp's) or `chat`
+    /// (prompts as text in one user message, through the server's chat template).
+    #[arg(long, default_value = "completions", value_parser = ["completions", "completions-text", "chat"])]
     pub api: String,
     /// HTTP targets: ignore the per-request engine stamps a server returns (goodput's own
     /// `goodput` object), as for a server that returns none (vLLM, SGLang, TGI's OpenAI
@@ -349,7 +350,11 @@ pub fn run(a: RunArgs) -> Result<()> {
     let http_config = |base_url: String| goodput_client::HttpConfig {
         base_url,
         model: served_name.clone(),
-        api: if a.api == "chat" { goodput_client::Api::Chat } else { goodput_client::Api::Completions },
+        api: match a.api.as_str() {
+            "chat" => goodput_client::Api::Chat,
+            "completions-text" => goodput_client::Api::CompletionsText,
+            _ => goodput_client::Api::Completions,
+        },
         exact_lengths: true,
         return_token_ids: url.is_none(),
         same_clock: url.is_none(),
@@ -552,6 +557,15 @@ pub fn run(a: RunArgs) -> Result<()> {
         };
         for w in report.harness.warnings() {
             log(format!("warning: {} {unit}: {w}", report.summary.load), true);
+        }
+        if report.summary.short_outputs > 0 {
+            log(
+                format!(
+                    "warning: {} {unit}: {} of {} completed requests returned fewer output tokens than the scenario requires (the server ignores ignore_eos/min_tokens, or cut them short): output lengths, TPOT and throughput are not the scenario's",
+                    report.summary.load, report.summary.short_outputs, report.summary.completed
+                ),
+                true,
+            );
         }
         if let Some(f) = files.as_mut() {
             let series = goodput_metrics::engine::series(&steps, run.start, a.series_interval.as_secs_f64());

@@ -162,12 +162,13 @@ pub fn layers(l: &LevelReport, unit: &str) -> String {
         None => "occupancy unknown (no engine in this process, no /metrics)".into(),
     };
     let system = format!(
-        "system: {:.2} req/s, {:.0} in + {:.0} out tok/s, goodput {:.2} req/s; {occupancy}; {} ok, {} errors, {} timeouts, {} retries ({:.1} % of attempts); {} warm-up and {} cool-down requests left out",
+        "system: {:.2} req/s, {:.0} in + {:.0} out tok/s, goodput {:.2} req/s; {occupancy}; {} ok ({} short), {} errors, {} timeouts, {} retries ({:.1} % of attempts); {} warm-up and {} cool-down requests left out",
         s.request_throughput,
         s.input_throughput,
         s.output_throughput,
         s.goodput,
         s.completed,
+        s.short_outputs,
         s.errors,
         s.timeouts,
         s.retries,

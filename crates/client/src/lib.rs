@@ -136,6 +136,14 @@ impl HttpTarget {
     }
 }
 
+/// The `x-request-id` of request `id`: the id in a UUID (version 4, RFC 4122 variant), since
+/// servers that check the header want a UUID (llama-cpp-python's answers a plain number with
+/// an empty 400). The id is readable in the last group: request 26 is
+/// `00000000-0000-4000-8000-00000000001a`.
+pub fn request_id(id: u64) -> String {
+    format!("00000000-0000-4000-{:04x}-{:012x}", 0x8000 | ((id >> 48) & 0x3fff), id & 0xffff_ffff_ffff)
+}
+
 /// What a stream event meant.
 #[derive(Debug, PartialEq)]
 pub enum Step {
@@ -296,7 +304,7 @@ impl Target for HttpTarget {
 
 impl HttpTarget {
     async fn follow(&self, id: u64, url: &str, body: &Value, p: &mut StreamParser) -> Outcome {
-        let resp = match self.client.post(url).header("x-request-id", id.to_string()).json(body).send().await {
+        let resp = match self.client.post(url).header("x-request-id", request_id(id)).json(body).send().await {
             Ok(r) => r,
             Err(e) => return Outcome::Error(format!("POST {url}: {e}")),
         };

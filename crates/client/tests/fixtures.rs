@@ -112,3 +112,18 @@ goodput_request_queue_time_seconds_bucket{le=\"+Inf\",model_name=\"tiny\"} 2\n\
     assert_eq!(s.gauges["kv_cache_usage_perc"], 0.5);
     assert_eq!(s.sums["request_queue_time_seconds"], 0.1);
 }
+
+#[test]
+fn request_ids_are_version_4_uuids_that_keep_the_id() {
+    use goodput_client::request_id;
+    assert_eq!(request_id(26), "00000000-0000-4000-8000-00000000001a");
+    // Above 48 bits the id spills into the fourth group, under the variant bits.
+    assert_eq!(request_id((1 << 48) + 1), "00000000-0000-4000-8001-000000000001");
+    for id in [0, 1, u64::MAX >> 2] {
+        let s = request_id(id);
+        let groups: Vec<&str> = s.split('-').collect();
+        assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [8, 4, 4, 4, 12], "{s}");
+        assert!(s.chars().all(|c| c == '-' || c.is_ascii_hexdigit()), "{s}");
+        assert!(groups[2].starts_with('4') && matches!(&groups[3][..1], "8" | "9" | "a" | "b"), "{s}");
+    }
+}

@@ -67,6 +67,12 @@ pub struct ClientRecord {
     /// HTTP targets: the response's own stamps and counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<crate::http::HttpStamps>,
+    /// The output length the workload required ([`SamplingParams::required_output_tokens`]),
+    /// set by the load generator; a completed request with fewer is a short output.
+    ///
+    /// [`SamplingParams::required_output_tokens`]: crate::SamplingParams::required_output_tokens
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_output_tokens: Option<usize>,
 }
 
 impl ClientRecord {
@@ -88,6 +94,7 @@ impl ClientRecord {
             session: None,
             turn: None,
             http: None,
+            required_output_tokens: None,
         }
     }
 

@@ -31,6 +31,16 @@ pub struct SamplingParams {
     pub stop_token_ids: Vec<TokenId>,
 }
 
+impl SamplingParams {
+    /// The fewest output tokens a server honouring these parameters returns: `max_tokens`
+    /// when end-of-sequence is ignored, else `min_tokens`; `None` when nothing is required.
+    /// (A stop token id may still end a request early; benchmark workloads set none.)
+    pub fn required_output_tokens(&self) -> Option<usize> {
+        let n = if self.ignore_eos { self.max_tokens.max(self.min_tokens) } else { self.min_tokens };
+        (n > 0 && self.stop_token_ids.is_empty()).then_some(n)
+    }
+}
+
 impl Default for SamplingParams {
     fn default() -> Self {
         Self {
@@ -149,4 +159,25 @@ pub struct StepRecord {
     pub prefix_hit_tokens: usize,
     /// Prompt tokens looked up in the prefix cache while scheduling this step.
     pub prefix_query_tokens: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SamplingParams;
+
+    #[test]
+    fn required_output_tokens() {
+        let p = |max_tokens, min_tokens, ignore_eos| SamplingParams {
+            max_tokens,
+            min_tokens,
+            ignore_eos,
+            ..Default::default()
+        };
+        assert_eq!(p(64, 64, true).required_output_tokens(), Some(64));
+        assert_eq!(p(64, 0, true).required_output_tokens(), Some(64));
+        assert_eq!(p(64, 10, false).required_output_tokens(), Some(10));
+        assert_eq!(p(64, 0, false).required_output_tokens(), None);
+        let stops = SamplingParams { stop_token_ids: vec![2], ..p(64, 0, true) };
+        assert_eq!(stops.required_output_tokens(), None);
+    }
 }

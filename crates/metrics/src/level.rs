@@ -39,6 +39,12 @@ pub struct LevelSummary {
     pub retries: usize,
     pub retried_requests: usize,
     pub retry_share: f64,
+    /// `short_outputs`: completed requests that returned fewer output tokens than their
+    /// workload required (`ClientRecord::required_output_tokens`: a server that ignores
+    /// `ignore_eos`/`min_tokens`, or cuts requests short). `short_output_rate` = short outputs
+    /// / completed. Non-zero means the lengths, TPOT and throughput are not the scenario's.
+    pub short_outputs: usize,
+    pub short_output_rate: f64,
     /// Requests meeting every SLO, per second of the window (errors are not good).
     pub goodput: f64,
     pub ttft: Option<Summary>,
@@ -163,6 +169,8 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     s.output_throughput = records.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / s.window_s;
     s.mean_input_tokens = records.iter().map(|r| r.input_tokens).sum::<usize>() as f64 / n as f64;
     s.mean_output_tokens = ok.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / ok.len().max(1) as f64;
+    s.short_outputs = ok.iter().filter(|r| r.required_output_tokens.is_some_and(|n| r.output_tokens < n)).count();
+    s.short_output_rate = s.short_outputs as f64 / ok.len().max(1) as f64;
     let collect = |m: Metric| -> Option<Summary> {
         let v: Vec<f64> = records.iter().flat_map(|r| per_request(m, r)).collect();
         Summary::of(&v)
@@ -222,6 +230,7 @@ mod tests {
             session: None,
             turn: None,
             http: None,
+            required_output_tokens: None,
         }
     }
 
@@ -258,6 +267,27 @@ mod tests {
         assert!((s.goodput - 1.0).abs() < 1e-12);
         let strict = parse_slos("error_rate=10%").unwrap();
         assert!(!summarize(4.0, &recs, &strict).slos_hold());
+    }
+
+    #[test]
+    fn short_outputs_are_completed_requests_below_their_required_length() {
+        // Required 11, 21, 30 and 5 tokens; returned 11, 21, 11 and none (failed).
+        let mut recs = [
+            rec(1, 0, 100, 1100, 11, Outcome::Ok),
+            rec(2, 0, 200, 1200, 21, Outcome::Ok),
+            rec(3, 0, 900, 2000, 11, Outcome::Ok),
+            rec(4, 500, 0, 1500, 0, Outcome::Error("overloaded".into())),
+        ];
+        for (r, n) in recs.iter_mut().zip([11, 21, 30, 5]) {
+            r.required_output_tokens = Some(n);
+        }
+        let s = summarize(4.0, &recs.iter().collect::<Vec<_>>(), &[]);
+        // Only the third: the failed one is an error, not a short output. 1 of 3 completed.
+        assert_eq!(s.short_outputs, 1);
+        assert!((s.short_output_rate - 1.0 / 3.0).abs() < 1e-12);
+        // Nothing required: nothing is short.
+        recs[2].required_output_tokens = None;
+        assert_eq!(summarize(4.0, &recs.iter().collect::<Vec<_>>(), &[]).short_outputs, 0);
     }
 
     #[test]

@@ -76,6 +76,7 @@ mod tests {
             session: None,
             turn: None,
             http: None,
+            required_output_tokens: None,
         }
     }
 

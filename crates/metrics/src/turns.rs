@@ -84,6 +84,7 @@ mod tests {
             session: Some(1),
             turn: Some(turn),
             http: None,
+            required_output_tokens: None,
         }
     }
 

@@ -253,11 +253,13 @@ pub(crate) async fn send<T: Target>(
 
 /// One attempt, abandoned after `timeout` (then recorded as timed out, sent at `intended`).
 async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, timeout: Duration) -> ClientRecord {
-    let (id, input) = (req.id, req.prompt.len());
-    match tokio::time::timeout(timeout, target.run(req, intended)).await {
+    let (id, input, required) = (req.id, req.prompt.len(), req.params.required_output_tokens());
+    let mut rec = match tokio::time::timeout(timeout, target.run(req, intended)).await {
         Ok(rec) => rec,
         Err(_) => ClientRecord::unanswered(id, intended, input, target.clock().now(), Outcome::Timeout),
-    }
+    };
+    rec.required_output_tokens = required;
+    rec
 }
 
 async fn one<T: Target>(
@@ -404,6 +406,7 @@ mod tests {
                 session: None,
                 turn: None,
                 http: None,
+                required_output_tokens: None,
             }
         }
     }
@@ -441,6 +444,9 @@ mod tests {
         assert_eq!(t.peak.load(Ordering::SeqCst), 10);
         assert!(run.records.iter().all(|r| r.intended == run.start));
         assert_eq!(run.measured().count(), 10);
+        // The load generator notes each request's required length (short-qa ignores EOS:
+        // all of max_tokens), which the fake returns.
+        assert!(run.records.iter().all(|r| r.required_output_tokens == Some(r.output_tokens)));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
