@@ -13,7 +13,10 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// vLLM's request-latency buckets (seconds).
+/// vLLM's time-to-first-token buckets (seconds), used here for every request-time histogram.
+/// vLLM's own e2e, queue, prefill, decode and inference histograms start at 0.3 s, too
+/// coarse for the millisecond queue and prefill times of a small model; bucket bounds do not
+/// change what a histogram means, so its dashboards still work.
 const LATENCY_BUCKETS: [f64; 22] = [
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
     160.0, 640.0, 2560.0,
