@@ -3,25 +3,10 @@
 //! panic, with a message on stderr that names the problem (the field, the file, the model, the
 //! number). One positive case checks that the hand-built safetensors directory really loads.
 
+use crate::common::goodput;
 use candle_core::{Device, Tensor};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Runs `goodput ARGS`; returns (success, stdout, stderr). Backtraces are off, as a user sees it.
-fn goodput(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .output()
-        .expect("run the goodput binary");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Runs `goodput ARGS`, which must fail cleanly with every one of `needles` on stderr; returns stderr.
 #[track_caller]

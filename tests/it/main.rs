@@ -3,6 +3,9 @@
 //! clean `cargo test --workspace` small on disk and quick to link. Tests whose figures need
 //! the machine to themselves are in `tests/timing`.
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod bad_input;
 mod report;
 mod run;

@@ -2,30 +2,9 @@
 //! run's own numbers, and the page opened in a real browser (headless Chromium, installed by
 //! scripts/install-chromium.sh) — it renders its charts and logs no console error.
 
+use crate::common::{chart, chart_data, check_schema, goodput, summary_of, temp};
 use serde_json::Value;
 use std::process::Command;
-
-fn goodput(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_goodput")).args(args).output().expect("run goodput");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
-
-fn temp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("goodput-report-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-/// The charts' embedded data.
-fn chart_data(page: &str) -> Vec<Value> {
-    let start = page.find("<script type=\"application/json\" id=\"chart-data\">").expect("chart data") + 48;
-    let end = start + page[start..].find("</script>").unwrap();
-    serde_json::from_str(&page[start..end].replace("<\\/", "</")).unwrap()
-}
-
-fn chart<'a>(charts: &'a [Value], id: &str) -> &'a Value {
-    charts.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no chart {id}"))
-}
 
 #[test]
 fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromium() {
@@ -77,14 +56,13 @@ fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromi
         assert!(!c["x_label"].as_str().unwrap().is_empty());
     }
     // The results file against its checked-in JSON Schema (and the schema is not vacuous).
-    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary = summary_of(&dir);
+    check_schema(&summary);
     let schema: Value = serde_json::from_slice(
         &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json")).unwrap(),
     )
     .unwrap();
     let validator = jsonschema::validator_for(&schema).expect("a valid schema");
-    let errors: Vec<String> = validator.iter_errors(&summary).map(|e| format!("{e} at {}", e.instance_path)).collect();
-    assert!(errors.is_empty(), "summary.json breaks its schema: {errors:#?}");
     let mut broken = summary.clone();
     broken["levels"][0]["summary"]["error_rate"] = Value::from(3.0);
     broken.as_object_mut().unwrap().remove("load_unit");
@@ -196,14 +174,7 @@ fn multi_turn_and_agent_reports_draw_their_own_charts() {
             );
         }
         assert_eq!(page.matches("<svg").count(), charts.len());
-        let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
-        let schema: Value = serde_json::from_slice(
-            &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json")).unwrap(),
-        )
-        .unwrap();
-        let errors: Vec<String> =
-            jsonschema::validator_for(&schema).unwrap().iter_errors(&summary).map(|e| e.to_string()).collect();
-        assert!(errors.is_empty(), "{scenario}: {errors:#?}");
+        check_schema(&summary_of(&dir));
         let _ = std::fs::remove_dir_all(&dir);
     }
     let (ok, _, err) = goodput(&["report", "/nonexistent/run"]);

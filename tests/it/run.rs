@@ -1,41 +1,9 @@
 //! `goodput run` end to end on the tiny model: the table, the conclusion, the files, the
 //! agreement of client and engine numbers, and queueing when the engine is the bottleneck.
 
+use crate::common::{goodput, goodput_env, records, summary_of, temp};
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::Command;
-
-fn goodput(args: &[&str]) -> (bool, String, String) {
-    goodput_env(args, &[])
-}
-
-fn goodput_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args(args)
-        .envs(env.iter().copied())
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .expect("run goodput");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("goodput-run-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn summary_of(dir: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
-}
-
-fn records(dir: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("records.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 #[test]
 fn a_small_sweep_prints_the_table_and_conclusion_and_writes_its_files() {

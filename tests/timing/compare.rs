@@ -1,12 +1,7 @@
 //! `goodput compare`: two runs of the same workload are within noise; a run of a deliberately
 //! slowed engine (a test-only delay before every step) is a regression, with a non-zero exit.
 
-use std::process::Command;
-
-fn goodput(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_goodput")).args(args).output().expect("run goodput");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
+use crate::common::goodput;
 
 #[test]
 fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {

@@ -2,25 +2,11 @@
 //! --target URL`, scraped, stopped by SIGTERM) and `--target http-local` against the
 //! in-process run of the same workload.
 
+use crate::common::{chart, chart_data, check_schema, goodput, summary_of, temp};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn goodput(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_goodput")).args(args).output().expect("run goodput");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
-
-fn temp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("goodput-http-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn summary(dir: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
-}
 
 /// A plain HTTP/1.0 GET on loopback.
 fn get(addr: &str, path: &str) -> String {
@@ -56,7 +42,7 @@ fn http_local_agrees_with_in_process_and_http_adds_little_to_ttft() {
     args.extend(common.iter().copied());
     let (ok, _, err) = goodput(&args);
     assert!(ok, "{err}");
-    let (h, p) = (&summary(&http_dir)["levels"][0]["summary"], &summary(&proc_dir)["levels"][0]["summary"]);
+    let (h, p) = (&summary_of(&http_dir)["levels"][0]["summary"], &summary_of(&proc_dir)["levels"][0]["summary"]);
     // Same prompts and lengths: the engine did the same work either way.
     assert_eq!(h["mean_input_tokens"], p["mean_input_tokens"]);
     assert_eq!(h["mean_output_tokens"], p["mean_output_tokens"]);
@@ -73,7 +59,7 @@ fn http_local_agrees_with_in_process_and_http_adds_little_to_ttft() {
     assert_eq!(d["usage_mismatches"], 0);
     // The server's own /metrics, scraped around the level: its histograms saw every request
     // (warm-up included), and its gauges were read at least before and after.
-    let server = &summary(&http_dir)["levels"][0]["server"];
+    let server = &summary_of(&http_dir)["levels"][0]["server"];
     assert_eq!(server["histograms"]["request_queue_time_seconds"]["count"].as_f64(), Some(14.0), "{server}");
     assert!(server["histograms"]["request_prefill_time_seconds"]["p50"].as_f64().unwrap() > 0.0);
     assert!(server["scrapes"].as_u64().unwrap() >= 2 && server["series"].as_array().unwrap().len() >= 2);
@@ -125,7 +111,7 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
     ]);
     assert!(ok, "{err}");
     assert!(out.contains("TTFT over HTTP"), "{out}");
-    let s = &summary(&dir)["levels"][0]["summary"];
+    let s = &summary_of(&dir)["levels"][0]["summary"];
     assert_eq!(s["completed"], 6);
     // Another process: engine durations come from the server, cross-clock parts do not.
     assert!(s["http"]["beyond_engine"]["p50"].is_number() && s["http"]["request_path"].is_null(), "{}", s["http"]);
@@ -155,14 +141,8 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
     assert!(ok, "{err}");
     assert!(out.contains("Server side, from its /metrics") && out.contains("queue mean"), "{out}");
     assert!(out.contains("(queue times from the server's /metrics)"), "{out}");
-    let sum = summary(&bare);
-    let schema: Value = serde_json::from_slice(
-        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json")).unwrap(),
-    )
-    .unwrap();
-    let errors: Vec<String> =
-        jsonschema::validator_for(&schema).unwrap().iter_errors(&sum).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "summary.json breaks its schema: {errors:#?}");
+    let sum = summary_of(&bare);
+    check_schema(&sum);
     for l in sum["levels"].as_array().unwrap() {
         assert!(l["summary"]["queue_time"].is_null() && l["summary"]["http"]["queue"].is_null(), "{l}");
         let q = &l["server"]["histograms"]["request_queue_time_seconds"];
@@ -177,10 +157,8 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
         );
         assert!(l["harness"]["engine_in_process"] == false, "{l}");
     }
-    let page = std::fs::read_to_string(bare.join("report.html")).unwrap();
-    let data = page.split("<script type=\"application/json\" id=\"chart-data\">").nth(1).unwrap();
-    let charts: Value = serde_json::from_str(data.split("</script>").next().unwrap()).unwrap();
-    let chart = |id: &str| charts.as_array().unwrap().iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id}"));
+    let charts = chart_data(&std::fs::read_to_string(bare.join("report.html")).unwrap());
+    let chart = |id: &str| chart(&charts, id);
     let ttft = &chart("ttft-decomposition")["series"];
     assert_eq!(ttft[0]["name"], "queue (server /metrics)");
     let (load, queue_ms) = (ttft[0]["points"][1][0].as_f64().unwrap(), ttft[0]["points"][1][1].as_f64().unwrap());

@@ -3,6 +3,9 @@
 //! binary shares the two cores with it. Cargo runs test binaries one after another, so the
 //! only other load is this binary's own.
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod compare;
 mod http;
 

@@ -1,0 +1,77 @@
+//! Helpers shared by the end-to-end test binaries (`tests/it`, `tests/timing`): running the
+//! `goodput` binary and reading the files a run writes.
+
+#![allow(dead_code)] // each binary uses its own subset
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Runs `goodput ARGS`; returns (success, stdout, stderr). Backtraces are off, as a user sees it.
+pub fn goodput(args: &[&str]) -> (bool, String, String) {
+    goodput_env(args, &[])
+}
+
+/// [`goodput`] with extra environment variables.
+pub fn goodput_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .expect("run the goodput binary");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A path under the system temp dir for this test process, removed first if it exists.
+pub fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("goodput-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// A run's `summary.json`.
+pub fn summary_of(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("JSON")
+}
+
+/// A run's `records.jsonl`.
+pub fn records(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("records.jsonl"))
+        .expect("records.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// A report page's embedded chart data.
+pub fn chart_data(page: &str) -> Vec<Value> {
+    let tag = "<script type=\"application/json\" id=\"chart-data\">";
+    let start = page.find(tag).expect("chart data") + tag.len();
+    let end = start + page[start..].find("</script>").expect("end of chart data");
+    serde_json::from_str(&page[start..end].replace("<\\/", "</")).expect("chart data is JSON")
+}
+
+/// The chart `id` of `charts`.
+pub fn chart<'a>(charts: &'a [Value], id: &str) -> &'a Value {
+    charts.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no chart {id}"))
+}
+
+/// `summary` checked against the checked-in JSON Schema of the results file.
+pub fn check_schema(summary: &Value) {
+    let schema: Value = serde_json::from_slice(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let errors: Vec<String> = jsonschema::validator_for(&schema)
+        .expect("a valid schema")
+        .iter_errors(summary)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "summary.json breaks its schema: {errors:#?}");
+}
