@@ -75,3 +75,14 @@ pub fn check_schema(summary: &Value) {
         .collect();
     assert!(errors.is_empty(), "summary.json breaks its schema: {errors:#?}");
 }
+
+/// `goodput run ARGS --out DIR`, which must succeed; returns stdout.
+#[track_caller]
+pub fn run_ok(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend(["--out", dir.to_str().expect("a UTF-8 path")]);
+    let (ok, out, err) = goodput(&all);
+    assert!(ok, "goodput {}: {err}", all.join(" "));
+    out
+}

@@ -2,7 +2,7 @@
 //! run's own numbers, and the page opened in a real browser (headless Chromium, installed by
 //! scripts/install-chromium.sh) — it renders its charts and logs no console error.
 
-use crate::common::{chart, chart_data, check_schema, goodput, summary_of, temp};
+use crate::common::{chart, chart_data, check_schema, goodput, run_ok, summary_of, temp};
 use serde_json::Value;
 use std::process::Command;
 
@@ -133,22 +133,10 @@ fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromi
 fn multi_turn_and_agent_reports_draw_their_own_charts() {
     for (scenario, id) in [("multi-turn", "multi-turn"), ("agent", "agent-timeline")] {
         let dir = temp(scenario);
-        let (ok, _, err) = goodput(&[
-            "run",
-            "--scenario",
-            scenario,
-            "--concurrency",
-            "2",
-            "--requests",
-            "2",
-            "--warmup",
-            "0",
-            "--refine",
-            "0",
-            "--out",
-            dir.to_str().unwrap(),
-        ]);
-        assert!(ok, "{err}");
+        run_ok(
+            &dir,
+            &["--scenario", scenario, "--concurrency", "2", "--requests", "2", "--warmup", "0", "--refine", "0"],
+        );
         let out = dir.join("page.html");
         let (ok, _, err) = goodput(&["report", dir.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         assert!(ok, "{err}");

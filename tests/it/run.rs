@@ -1,7 +1,7 @@
 //! `goodput run` end to end on the tiny model: the table, the conclusion, the files, the
 //! agreement of client and engine numbers, and queueing when the engine is the bottleneck.
 
-use crate::common::{goodput, goodput_env, records, summary_of, temp};
+use crate::common::{goodput, goodput_env, records, run_ok, summary_of, temp};
 use serde_json::Value;
 use std::process::Command;
 
@@ -59,24 +59,23 @@ fn a_small_sweep_prints_the_table_and_conclusion_and_writes_its_files() {
 fn beyond_the_engine_s_batch_capacity_queue_time_dominates_ttft() {
     // Two sequences at a time but 12 users: most of each request's wait is queueing.
     let dir = temp("queue");
-    let (ok, out, err) = goodput(&[
-        "run",
-        "--concurrency",
-        "1,12",
-        "--requests",
-        "12",
-        "--warmup",
-        "2",
-        "--max-num-seqs",
-        "2",
-        "--refine",
-        "0",
-        "--slo",
-        "ttft_p95=500ms,error_rate=1%",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    let out = run_ok(
+        &dir,
+        &[
+            "--concurrency",
+            "1,12",
+            "--requests",
+            "12",
+            "--warmup",
+            "2",
+            "--max-num-seqs",
+            "2",
+            "--refine",
+            "0",
+            "--slo",
+            "ttft_p95=500ms,error_rate=1%",
+        ],
+    );
     let summary: Value = summary_of(&dir);
     let hi = &summary["levels"][1]["summary"];
     let queue = hi["queue_time"]["p50"].as_f64().unwrap();
@@ -131,20 +130,7 @@ fn bad_run_values_fail_before_anything_runs() {
 #[test]
 fn multi_turn_prompts_grow_by_turn_and_hit_the_prefix_cache() {
     let dir = temp("multi");
-    let (ok, out, err) = goodput(&[
-        "run",
-        "--scenario",
-        "multi-turn",
-        "--concurrency",
-        "2",
-        "--requests",
-        "3",
-        "--warmup",
-        "1",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    let out = run_ok(&dir, &["--scenario", "multi-turn", "--concurrency", "2", "--requests", "3", "--warmup", "1"]);
     assert!(out.contains("By turn at 2 users") && out.contains("prefix cache serves"), "{out}");
     let summary: Value = summary_of(&dir);
     let turns = summary["levels"][0]["turns"].as_array().unwrap();
@@ -165,20 +151,7 @@ fn multi_turn_prompts_grow_by_turn_and_hit_the_prefix_cache() {
 #[test]
 fn agent_amplification_is_model_calls_per_task() {
     let dir = temp("agent");
-    let (ok, out, err) = goodput(&[
-        "run",
-        "--scenario",
-        "agent",
-        "--concurrency",
-        "2",
-        "--requests",
-        "3",
-        "--warmup",
-        "1",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    let out = run_ok(&dir, &["--scenario", "agent", "--concurrency", "2", "--requests", "3", "--warmup", "1"]);
     assert!(out.contains("each task triggers 3.0 model calls"), "{out}");
     let summary: Value = summary_of(&dir);
     let ag = &summary["levels"][0]["agent"];
@@ -205,22 +178,10 @@ fn rag_times_every_stage_with_a_real_encoder() {
     assert!(fetched.status.success(), "fetch-minilm.sh failed: {}", String::from_utf8_lossy(&fetched.stderr));
     let encoder = String::from_utf8(fetched.stdout).unwrap().trim().to_string();
     let dir = temp("rag");
-    let (ok, out, err) = goodput(&[
-        "run",
-        "--scenario",
-        "rag",
-        "--encoder",
-        &encoder,
-        "--concurrency",
-        "2",
-        "--requests",
-        "4",
-        "--warmup",
-        "1",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    let out = run_ok(
+        &dir,
+        &["--scenario", "rag", "--encoder", &encoder, "--concurrency", "2", "--requests", "4", "--warmup", "1"],
+    );
     assert!(out.contains("RAG stage timeline") && out.contains("median timeline: embed"), "{out}");
     let summary: Value = summary_of(&dir);
     let level = &summary["levels"][0];
@@ -358,23 +319,22 @@ fn time_trims_and_retries_are_applied_and_counted() {
     let dir = temp("trims");
     // 20 req/s evenly, 20 requests: intended at 0, 50, …, 950 ms. 175 ms of warm-up leaves out
     // 0–150 (4); 175 ms of cool-down leaves out 800–950 (4).
-    let (ok, _, err) = goodput(&[
-        "run",
-        "--rate",
-        "20",
-        "--constant-rate",
-        "--requests",
-        "20",
-        "--warmup",
-        "175ms",
-        "--cooldown",
-        "175ms",
-        "--refine",
-        "0",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    run_ok(
+        &dir,
+        &[
+            "--rate",
+            "20",
+            "--constant-rate",
+            "--requests",
+            "20",
+            "--warmup",
+            "175ms",
+            "--cooldown",
+            "175ms",
+            "--refine",
+            "0",
+        ],
+    );
     let l = &summary_of(&dir)["levels"][0];
     assert_eq!((l["warmup_requests"].as_u64(), l["cooldown_requests"].as_u64()), (Some(4), Some(4)), "{l}");
     assert_eq!(l["summary"]["requests"], 12);
@@ -434,20 +394,10 @@ fn an_agent_graph_runs_its_branches_side_by_side() {
     )
     .unwrap();
     let out_dir = dir.join("out");
-    let (ok, out, err) = goodput(&[
-        "run",
-        "--scenario",
-        graph.to_str().unwrap(),
-        "--concurrency",
-        "1",
-        "--requests",
-        "2",
-        "--warmup",
-        "0",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    let out = run_ok(
+        &out_dir,
+        &["--scenario", graph.to_str().unwrap(), "--concurrency", "1", "--requests", "2", "--warmup", "0"],
+    );
     assert!(out.contains("4 llm (after 2,3)") && out.contains("each task triggers 2.0 model calls"), "{out}");
     let ag = &summary_of(&out_dir)["levels"][0]["agent"];
     // Two 1 s tools side by side: the task waits 1 s on tools, not 2 (the model calls take
@@ -533,18 +483,7 @@ fn scenario_files_run_like_the_built_in_ones() {
     let qa = dir.join("tiny-qa.toml");
     std::fs::write(&qa, "input = { kind = \"fixed\", n = 40 }\noutput = { kind = \"fixed\", n = 12 }\n").unwrap();
     let out_dir = dir.join("out");
-    let (ok, out, err) = goodput(&[
-        "run",
-        "--scenario",
-        qa.to_str().unwrap(),
-        "--concurrency",
-        "2",
-        "--requests",
-        "4",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    let out = run_ok(&out_dir, &["--scenario", qa.to_str().unwrap(), "--concurrency", "2", "--requests", "4"]);
     assert!(out.contains("tiny-qa"), "{out}");
     let recs = records(&out_dir);
     assert!(recs.iter().all(|r| r["input_tokens"] == 40 && r["output_tokens"] == 12));

@@ -2,7 +2,7 @@
 //! --target URL`, scraped, stopped by SIGTERM) and `--target http-local` against the
 //! in-process run of the same workload.
 
-use crate::common::{chart, chart_data, check_schema, goodput, summary_of, temp};
+use crate::common::{chart, chart_data, check_schema, goodput, run_ok, summary_of, temp};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -96,20 +96,7 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
     assert!(get(&addr, "/health").ends_with("ok"));
     let dir = temp("url");
     let url = format!("http://{addr}");
-    let (ok, out, err) = goodput(&[
-        "run",
-        "--target",
-        &url,
-        "--concurrency",
-        "2",
-        "--requests",
-        "6",
-        "--refine",
-        "0",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    let out = run_ok(&dir, &["--target", &url, "--concurrency", "2", "--requests", "6", "--refine", "0"]);
     assert!(out.contains("TTFT over HTTP"), "{out}");
     let s = &summary_of(&dir)["levels"][0]["summary"];
     assert_eq!(s["completed"], 6);
@@ -121,24 +108,23 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
     // The same server seen as an HTTP-only one (as vLLM is): no per-request stamps, so queue
     // and prefill come from its /metrics, in the table, the conclusion and the report.
     let bare = temp("bare");
-    let (ok, out, err) = goodput(&[
-        "run",
-        "--target",
-        &url,
-        "--ignore-server-stamps",
-        "--scrape-interval",
-        "100ms",
-        "--concurrency",
-        "1,3",
-        "--requests",
-        "6",
-        "--refine",
-        "0",
-        "--report",
-        "--out",
-        bare.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    let out = run_ok(
+        &bare,
+        &[
+            "--target",
+            &url,
+            "--ignore-server-stamps",
+            "--scrape-interval",
+            "100ms",
+            "--concurrency",
+            "1,3",
+            "--requests",
+            "6",
+            "--refine",
+            "0",
+            "--report",
+        ],
+    );
     assert!(out.contains("Server side, from its /metrics") && out.contains("queue mean"), "{out}");
     assert!(out.contains("(queue times from the server's /metrics)"), "{out}");
     let sum = summary_of(&bare);
