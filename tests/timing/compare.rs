@@ -17,6 +17,8 @@ fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {
         assert!(ok, "{err}");
         out
     };
+    // Two single runs of the same workload drift apart by up to ~30 % in TPOT on this 2-core
+    // machine; the 6 ms step delay makes TPOT about 2.5× as long. The thresholds sit between.
     let (a, a2) = (run("a", &[]), run("a2", &[]));
     let slow = run("slow", &["--test-step-delay", "6ms"]);
     let md = dir.join("cmp.md");
@@ -25,7 +27,7 @@ fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {
         a.to_str().unwrap(),
         a2.to_str().unwrap(),
         "--fail-on",
-        "tpot_p50=+25%,output_throughput=-25%",
+        "tpot_p50=+50%,output_throughput=-35%",
         "--markdown",
         md.to_str().unwrap(),
     ]);
@@ -33,16 +35,16 @@ fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {
     assert!(out.contains("| load | metric | A | B | B − A | B / A |") && !out.contains("**regressed**"), "{out}");
     assert_eq!(std::fs::read_to_string(&md).unwrap().trim(), out.trim());
     let (ok, out, err) =
-        goodput(&["compare", a.to_str().unwrap(), slow.to_str().unwrap(), "--fail-on", "tpot_p50=+25%"]);
+        goodput(&["compare", a.to_str().unwrap(), slow.to_str().unwrap(), "--fail-on", "tpot_p50=+50%"]);
     assert!(!ok, "the slowed engine passed:\n{out}");
     assert!(out.contains("| tpot_p50 |") && out.contains("**regressed**"), "{out}");
     assert!(err.contains("regression beyond --fail-on") && err.contains("tpot_p50 at load 2"), "{err}");
     // Repeats on the baseline side widen its noise to the run-to-run drift; a slowed engine
     // is still beyond it.
     let repeats = format!("{},{}", a.display(), a2.display());
-    let (ok, out, _) = goodput(&["compare", &repeats, slow.to_str().unwrap(), "--fail-on", "tpot_p50=+25%"]);
+    let (ok, out, _) = goodput(&["compare", &repeats, slow.to_str().unwrap(), "--fail-on", "tpot_p50=+50%"]);
     assert!(!ok && out.contains("**regressed**"), "{out}");
-    let (ok, out, err) = goodput(&["compare", &repeats, a2.to_str().unwrap(), "--fail-on", "tpot_p50=+25%"]);
+    let (ok, out, err) = goodput(&["compare", &repeats, a2.to_str().unwrap(), "--fail-on", "tpot_p50=+50%"]);
     assert!(ok, "{out}{err}");
     // Bad input: clear errors.
     let (ok, _, err) = goodput(&["compare", a.to_str().unwrap(), "/nonexistent"]);

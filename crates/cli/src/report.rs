@@ -172,17 +172,17 @@ pub fn charts(r: &Results) -> Vec<Chart> {
     } else {
         // Means, not medians: the histograms' means are exact (Δ_sum / Δ_count) where their
         // quantiles are only as fine as the buckets, and means add up.
-        let (q, p) = ("request_queue_time_seconds", "request_prefill_time_seconds");
-        let rest = by_load(&|l: &Value| {
-            Some((f(&l["summary"]["ttft"]["mean"])? - hist_mean(l, q)? - hist_mean(l, p)?).max(0.0))
-        });
+        let (q, p, t) = ("request_queue_time_seconds", "request_prefill_time_seconds", "time_to_first_token_seconds");
+        let server_rest = by_load(&|l: &Value| Some((hist_mean(l, t)? - hist_mean(l, q)? - hist_mean(l, p)?).max(0.0)));
+        let client_rest = by_load(&|l: &Value| Some((f(&l["summary"]["ttft"]["mean"])? - hist_mean(l, t)?).max(0.0)));
         (
             vec![
                 series("queue (server /metrics)", by_load(&|l: &Value| hist_mean(l, q))),
                 series("prefill (server /metrics)", by_load(&|l: &Value| hist_mean(l, p))),
-                series("HTTP, tokenization and the rest", rest),
+                series("rest of the server's TTFT (tokenization, scheduling)", server_rest),
+                series("HTTP and client (client TTFT − server TTFT)", client_rest),
             ],
-            format!("{workload}: mean TTFT split by the server's own /metrics (the means of its queue-time and prefill-time histograms over each level, Δ_sum / Δ_count between scrapes, warm-up included) and the rest of the client's mean TTFT (HTTP, tokenization, detokenization), stacked, in ms. The server returned no per-request stamps."),
+            format!("{workload}: mean TTFT split by the server's own /metrics: the means of its queue-time, prefill-time and TTFT histograms (Δ_sum / Δ_count between the scrapes bracketing the measured requests), and the client's mean TTFT beyond the server's, stacked, in ms. The server returned no per-request stamps."),
         )
     };
     out.push(Chart {

@@ -117,8 +117,9 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_cpus)]
     pub harness_cpus: Option<CpuList>,
     /// HTTP targets: scrape the server's /metrics this often during each level (and before and
-    /// after it).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    /// after it). Its histograms are taken between the scrapes that bracket the measured
+    /// requests, so a shorter interval leaves out warm-up more exactly.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub scrape_interval: Duration,
     /// Interval of the engine time series (running, waiting, KV usage) in timeseries.csv.
     #[arg(long, default_value = "250ms", value_parser = parse_duration)]
@@ -532,7 +533,13 @@ pub fn run(a: RunArgs) -> Result<()> {
                 (rt.block_on(run_sessions(target.clone(), mt.clone(), vocab, unit_plan)), Vec::new())
             }
         });
-        let server = scraper.and_then(|s| s.finish(&rt));
+        // The server's histograms over the measured requests: from when the last warm-up
+        // request ended to when the last measured one did.
+        let last_end =
+            |p: goodput_workload::Phase| run.records.iter().filter(|r| run.phase(r) == p).map(|r| r.end).max();
+        let measured_span =
+            last_end(goodput_workload::Phase::Measured).map(|end| (last_end(goodput_workload::Phase::Warmup), end));
+        let server = scraper.and_then(|s| s.finish(&rt, measured_span));
         let steps: Vec<StepRecord> = step_rx.drain().collect();
         let measured: Vec<_> = run.measured().collect();
         let summary = summarize(load, &measured, &slos);

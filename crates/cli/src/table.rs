@@ -323,6 +323,7 @@ pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
     let mut t = new(&[
         &load,
         "scrapes",
+        "window",
         "requests",
         "TTFT p50",
         "TTFT p99",
@@ -351,6 +352,7 @@ pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
         t.add_row(vec![
             l.summary.load.to_string(),
             s.scrapes.to_string(),
+            format!("{:.1}–{:.1} s", s.histogram_window_s.0, s.histogram_window_s.1),
             s.histograms.get("e2e_request_latency_seconds").map_or("-".into(), |x| format!("{:.0}", x.count)),
             h("time_to_first_token_seconds", |x| x.p50),
             h("time_to_first_token_seconds", |x| x.p99),
@@ -367,6 +369,6 @@ pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
         ]);
     }
     Some(format!(
-        "Server side, from its /metrics (histogram deltas over each level: exact means, bucket-interpolated percentiles; warm-up included; times in ms)\n{t}"
+        "Server side, from its /metrics (histogram deltas between the scrapes bracketing each level's measured requests: exact means, bucket-interpolated percentiles; times in ms)\n{t}"
     ))
 }

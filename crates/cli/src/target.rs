@@ -51,6 +51,9 @@ impl goodput_client::TextCodec for Codec {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct ServerSide {
     pub scrapes: usize,
+    /// The two scrapes the histograms are the difference of, in seconds since the level's
+    /// first scrape: those bracketing the measured requests ([`Scraper::finish`]).
+    pub histogram_window_s: (f64, f64),
     /// Percentiles of the level's requests from histogram deltas (after − before).
     pub histograms: std::collections::BTreeMap<String, goodput_metrics::prom::HistogramStats>,
     /// Gauges at each scrape: seconds since the level started, running, waiting, KV usage.
@@ -101,7 +104,14 @@ impl Scraper {
         Scraper { target, before, during, task }
     }
 
-    pub fn finish(self, rt: &tokio::runtime::Runtime) -> Option<ServerSide> {
+    /// Ends the scraping. Histograms count requests as they finish, so the histograms are the
+    /// difference of the first scrape at or after the last warm-up request ended and the first
+    /// at or after the last measured one ended (`measured`: those two moments): warm-up is
+    /// left out as far as the scrape interval allows, and a measured request that ended
+    /// before the last warm-up one is lost (compare `count` with the measured requests).
+    /// Without warm-up, from the level's first scrape; without two such scrapes, the whole
+    /// level's.
+    pub fn finish(self, rt: &tokio::runtime::Runtime, measured: Option<(Option<Stamp>, Stamp)>) -> Option<ServerSide> {
         self.task.abort();
         let after = rt.block_on(async {
             match &*self.target {
@@ -113,8 +123,26 @@ impl Scraper {
             (Ok(b), Ok(a)) => (b, a),
             (Err(e), _) | (_, Err(e)) => return Some(ServerSide { error: Some(e), ..Default::default() }),
         };
-        let mut side = ServerSide::default();
+        let during = std::mem::take(&mut *self.during.lock().unwrap_or_else(|e| e.into_inner()));
+        let all: Vec<&goodput_client::ServerScrape> =
+            std::iter::once(&before).chain(&during).chain(std::iter::once(&after)).collect();
+        let (from, to) = measured
+            .and_then(|(warm, end)| {
+                let from = match warm {
+                    Some(w) => all.iter().position(|s| s.at >= w)?,
+                    None => 0,
+                };
+                let to = all.iter().position(|s| s.at >= end)?;
+                (to > from).then_some((from, to))
+            })
+            .unwrap_or((0, all.len() - 1));
+        let (b_scrape, a_scrape) = (all[from], all[to]);
+        let mut side = ServerSide {
+            histogram_window_s: (b_scrape.at.secs_since(before.at), a_scrape.at.secs_since(before.at)),
+            ..Default::default()
+        };
         for name in SERVER_HISTOGRAMS {
+            let (before, after) = (b_scrape, a_scrape);
             if let (Some(b), Some(a)) = (before.histograms.get(name), after.histograms.get(name)) {
                 let dsum = after.sums.get(name).zip(before.sums.get(name)).map(|(a, b)| a - b);
                 if let Some(st) = goodput_metrics::prom::stats(&goodput_metrics::prom::delta(b, a), dsum) {
@@ -122,10 +150,9 @@ impl Scraper {
                 }
             }
         }
-        let during = std::mem::take(&mut *self.during.lock().unwrap_or_else(|e| e.into_inner()));
-        side.scrapes = during.len() + 2;
+        side.scrapes = all.len();
         let g = |s: &goodput_client::ServerScrape, k: &str| s.gauges.get(k).copied().unwrap_or(f64::NAN);
-        for s in std::iter::once(&before).chain(&during).chain(std::iter::once(&after)) {
+        for s in all.iter().copied() {
             let kv = s.gauges.get("kv_cache_usage_perc").or_else(|| s.gauges.get("gpu_cache_usage_perc")).copied();
             side.series.push((
                 s.at.secs_since(before.at),
