@@ -148,6 +148,8 @@ pub struct LevelReport {
     /// Requests run but left out of `summary`: warm-up and cool-down.
     pub warmup_requests: usize,
     pub cooldown_requests: usize,
+    /// The engine's steps over the measured window (from the first measured request's
+    /// intended send to the last one's end), as the summary's; the time series keeps all.
     pub engine: EngineLevel,
     /// HTTP targets: the server's own histograms over the level and its gauges over time,
     /// from its /metrics.
@@ -172,7 +174,8 @@ pub struct LevelReport {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Occupancy {
     /// The engine's steps in this process (means weighted by step time), or the server's
-    /// /metrics gauges at each scrape (plain means over the scrapes).
+    /// /metrics gauges at each scrape (plain means over the scrapes), over the level's
+    /// measured window (a warm-up burst left out).
     pub from_server: bool,
     pub running_mean: f64,
     pub running_max: f64,
@@ -201,9 +204,16 @@ impl Occupancy {
                 preemptions: Some(e.preemptions),
             });
         }
-        let series = &server?.series;
+        let server = server?;
+        // The scrapes inside the measured window (all of them if none is).
+        let inside: Vec<&(f64, f64, f64, f64)> = match server.measured_window_s {
+            Some((a, b)) => server.series.iter().filter(|x| x.0 >= a && x.0 <= b).collect(),
+            None => Vec::new(),
+        };
+        let series: Vec<&(f64, f64, f64, f64)> =
+            if inside.is_empty() { server.series.iter().collect() } else { inside };
         let stat = |g: fn(&(f64, f64, f64, f64)) -> f64| {
-            let v: Vec<f64> = series.iter().map(g).filter(|x| x.is_finite()).collect();
+            let v: Vec<f64> = series.iter().copied().map(g).filter(|x| x.is_finite()).collect();
             if v.is_empty() {
                 (f64::NAN, f64::NAN)
             } else {

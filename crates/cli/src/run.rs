@@ -539,9 +539,12 @@ pub fn run(a: RunArgs) -> Result<()> {
             |p: goodput_workload::Phase| run.records.iter().filter(|r| run.phase(r) == p).map(|r| r.end).max();
         let measured_span =
             last_end(goodput_workload::Phase::Measured).map(|end| (last_end(goodput_workload::Phase::Warmup), end));
-        let server = scraper.and_then(|s| s.finish(&rt, measured_span));
-        let steps: Vec<StepRecord> = step_rx.drain().collect();
+        // The engine's state over the measured window (the summary's): from the first measured
+        // request's intended send to the last one's end, so a warm-up burst is left out.
         let measured: Vec<_> = run.measured().collect();
+        let window = measured.iter().map(|r| r.intended).min().zip(measured.iter().map(|r| r.end).max());
+        let server = scraper.and_then(|s| s.finish(&rt, measured_span, window));
+        let steps: Vec<StepRecord> = step_rx.drain().collect();
         let summary = summarize(load, &measured, &slos);
         let harness = Harness::new(&summary, &run, cpu, &arrival_copy, url.is_none());
         let turns = goodput_metrics::turns::by_turn(&measured);
@@ -549,7 +552,11 @@ pub fn run(a: RunArgs) -> Result<()> {
         let (agent, rag) =
             if matches!(workload, Workload::Rag(..)) { (None, task_summary) } else { (task_summary, None) };
         let (warmup_requests, cooldown_requests) = run.excluded();
-        let engine = engine_level(&steps);
+        let in_window: Vec<StepRecord> = match window {
+            Some((from, to)) => steps.iter().filter(|s| s.end >= from && s.start <= to).cloned().collect(),
+            None => Vec::new(),
+        };
+        let engine = engine_level(if in_window.is_empty() { &steps } else { &in_window });
         let report = LevelReport {
             summary,
             warmup_requests,

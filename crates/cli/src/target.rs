@@ -56,6 +56,9 @@ pub struct ServerSide {
     pub histogram_window_s: (f64, f64),
     /// Percentiles of the level's requests from histogram deltas (after − before).
     pub histograms: std::collections::BTreeMap<String, goodput_metrics::prom::HistogramStats>,
+    /// The level's measured window (first measured intended send to last measured end), in
+    /// seconds since the first scrape: occupancy is taken over the scrapes inside it.
+    pub measured_window_s: Option<(f64, f64)>,
     /// Gauges at each scrape: seconds since the level started, running, waiting, KV usage.
     pub series: Vec<(f64, f64, f64, f64)>,
     /// Why scraping failed, if it did.
@@ -111,7 +114,12 @@ impl Scraper {
     /// before the last warm-up one is lost (compare `count` with the measured requests).
     /// Without warm-up, from the level's first scrape; without two such scrapes, the whole
     /// level's.
-    pub fn finish(self, rt: &tokio::runtime::Runtime, measured: Option<(Option<Stamp>, Stamp)>) -> Option<ServerSide> {
+    pub fn finish(
+        self,
+        rt: &tokio::runtime::Runtime,
+        measured: Option<(Option<Stamp>, Stamp)>,
+        window: Option<(Stamp, Stamp)>,
+    ) -> Option<ServerSide> {
         self.task.abort();
         let after = rt.block_on(async {
             match &*self.target {
@@ -139,6 +147,7 @@ impl Scraper {
         let (b_scrape, a_scrape) = (all[from], all[to]);
         let mut side = ServerSide {
             histogram_window_s: (b_scrape.at.secs_since(before.at), a_scrape.at.secs_since(before.at)),
+            measured_window_s: window.map(|(a, b)| (a.secs_since(before.at), b.secs_since(before.at))),
             ..Default::default()
         };
         for name in SERVER_HISTOGRAMS {
