@@ -289,3 +289,37 @@ pub fn machine() -> serde_json::Value {
         "kernel": read("/proc/sys/kernel/osrelease").trim(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn occupancy_from_the_server_s_gauges_inside_the_measured_window() {
+        let no_engine = engine_level(&[]);
+        let mut side = ServerSide {
+            // (s, running, waiting, KV): a warm-up burst at 0.2 s, steady from 1 s, idle after.
+            series: vec![
+                (0.0, 0.0, 0.0, 0.0),
+                (0.2, 4.0, 40.0, 0.5),
+                (1.0, 2.0, 1.0, 0.1),
+                (2.0, 4.0, 3.0, 0.3),
+                (3.0, 0.0, 0.0, f64::NAN),
+            ],
+            measured_window_s: Some((0.5, 2.5)),
+            ..Default::default()
+        };
+        let o = Occupancy::of(&no_engine, Some(&side)).unwrap();
+        assert!(o.from_server && o.preemptions.is_none());
+        // The scrapes at 1 s and 2 s: running (2 + 4) / 2 = 3, max 4; waiting 2, max 3; KV 0.2, max 0.3.
+        assert_eq!((o.running_mean, o.running_max, o.waiting_mean, o.waiting_max), (3.0, 4.0, 2.0, 3.0));
+        assert!((o.kv_mean - 0.2).abs() < 1e-12 && o.kv_max == 0.3);
+        // No scrape inside the window: all of them (the burst's 40 waiting included).
+        side.measured_window_s = Some((5.0, 6.0));
+        assert_eq!(Occupancy::of(&no_engine, Some(&side)).unwrap().waiting_max, 40.0);
+        // A server whose /metrics gives none of the gauges, or no server: unknown, not zero.
+        side.series = vec![(0.0, f64::NAN, f64::NAN, f64::NAN)];
+        assert!(Occupancy::of(&no_engine, Some(&side)).is_none());
+        assert!(Occupancy::of(&no_engine, None).is_none());
+    }
+}

@@ -134,16 +134,7 @@ impl Scraper {
         let during = std::mem::take(&mut *self.during.lock().unwrap_or_else(|e| e.into_inner()));
         let all: Vec<&goodput_client::ServerScrape> =
             std::iter::once(&before).chain(&during).chain(std::iter::once(&after)).collect();
-        let (from, to) = measured
-            .and_then(|(warm, end)| {
-                let from = match warm {
-                    Some(w) => all.iter().position(|s| s.at >= w)?,
-                    None => 0,
-                };
-                let to = all.iter().position(|s| s.at >= end)?;
-                (to > from).then_some((from, to))
-            })
-            .unwrap_or((0, all.len() - 1));
+        let (from, to) = bracket(&all.iter().map(|s| s.at).collect::<Vec<_>>(), measured);
         let (b_scrape, a_scrape) = (all[from], all[to]);
         let mut side = ServerSide {
             histogram_window_s: (b_scrape.at.secs_since(before.at), a_scrape.at.secs_since(before.at)),
@@ -172,6 +163,23 @@ impl Scraper {
         }
         Some(side)
     }
+}
+
+/// The scrapes (indices into their stamps `at`, ascending) whose histogram difference counts
+/// the measured requests ([`Scraper::finish`]): the first at or after the last warm-up end
+/// (the first scrape without warm-up) and the first at or after the last measured end;
+/// without two such, the first and the last.
+fn bracket(at: &[Stamp], measured: Option<(Option<Stamp>, Stamp)>) -> (usize, usize) {
+    measured
+        .and_then(|(warm, end)| {
+            let from = match warm {
+                Some(w) => at.iter().position(|&s| s >= w)?,
+                None => 0,
+            };
+            let to = at.iter().position(|&s| s >= end)?;
+            (to > from).then_some((from, to))
+        })
+        .unwrap_or((0, at.len().saturating_sub(1)))
 }
 
 /// goodput's server on loopback in this process, on a runtime of its own.
@@ -213,5 +221,25 @@ impl LocalServer {
     pub fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.rt.block_on(self.task);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bracket;
+    use goodput_core::Stamp;
+
+    #[test]
+    fn the_histogram_window_brackets_the_measured_requests() {
+        let at: Vec<Stamp> = [0, 5, 10, 15, 20].map(Stamp).to_vec();
+        // Warm-up ended at 7, the last measured request at 16: scrapes 10 and 20.
+        assert_eq!(bracket(&at, Some((Some(Stamp(7)), Stamp(16)))), (2, 4));
+        // A scrape exactly at the moment counts.
+        assert_eq!(bracket(&at, Some((Some(Stamp(5)), Stamp(15)))), (1, 3));
+        // No warm-up: from the level's first scrape.
+        assert_eq!(bracket(&at, Some((None, Stamp(12)))), (0, 3));
+        // No scrape between the two moments, or nothing measured: the whole level.
+        assert_eq!(bracket(&at, Some((Some(Stamp(11)), Stamp(14)))), (0, 4));
+        assert_eq!(bracket(&at, None), (0, 4));
     }
 }
