@@ -58,6 +58,19 @@ struct Estimate {
 }
 
 /// Every `<id>/<baseline>/estimates.json` under `root`, by benchmark id.
+/// Prints the Markdown table, writes it to `markdown` if asked, and fails on any regression
+/// beyond `--fail-on`.
+fn report(md: &str, markdown: Option<&Path>, failures: &[String]) -> Result<()> {
+    println!("{md}");
+    if let Some(p) = markdown {
+        std::fs::write(p, md).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if !failures.is_empty() {
+        bail!("regression beyond --fail-on:\n  {}", failures.join("\n  "));
+    }
+    Ok(())
+}
+
 fn criterion_tree(root: &Path, baseline: &str) -> Result<BTreeMap<String, Estimate>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
@@ -169,14 +182,7 @@ fn run_criterion(a: &CompareArgs) -> Result<()> {
             t(eb.hi)
         ));
     }
-    println!("{md}");
-    if let Some(p) = &a.markdown {
-        std::fs::write(p, &md).with_context(|| format!("writing {}", p.display()))?;
-    }
-    if !failures.is_empty() {
-        bail!("regression beyond --fail-on:\n  {}", failures.join("\n  "));
-    }
-    Ok(())
+    report(&md, a.markdown.as_deref(), &failures)
 }
 
 /// The measured records of a run, by level load.
@@ -300,12 +306,5 @@ pub fn run(a: CompareArgs) -> Result<()> {
             ));
         }
     }
-    println!("{md}");
-    if let Some(p) = &a.markdown {
-        std::fs::write(p, &md).with_context(|| format!("writing {}", p.display()))?;
-    }
-    if !failures.is_empty() {
-        bail!("regression beyond --fail-on:\n  {}", failures.join("\n  "));
-    }
-    Ok(())
+    report(&md, a.markdown.as_deref(), &failures)
 }
