@@ -28,13 +28,16 @@ fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromi
         !page.contains("<script src") && !page.contains("<link") && !page.contains("src=\"http"),
         "external resource"
     );
-    for section in ["id=\"conclusion\"", "id=\"setup\"", "id=\"levels\"", "id=\"charts\""] {
-        assert!(page.contains(section), "{section} missing");
-    }
+    // The answer first: conclusion, charts (capacity, TTFT decomposition, percentiles), then
+    // the folded level tables and the setup.
+    let at = |section: &str| page.find(&format!("<h2 id=\"{section}\"")).unwrap_or_else(|| panic!("{section} missing"));
+    assert!(at("conclusion") < at("charts") && at("charts") < at("levels") && at("levels") < at("setup"));
+    assert!(page.contains("<th class=\"l\">engine settings</th><td class=\"l\">block size 16,"), "a readable setup");
     assert!(page.contains("recommended stable load") || page.contains("No level met the SLOs"));
     // The three-layer table of each level.
-    assert_eq!(page.matches("<h3>Level ").count(), 2);
-    assert!(page.contains("<td style=\"text-align:left\">engine</td><td style=\"text-align:left\">queue (ms)</td>"));
+    assert_eq!(page.matches("<details><summary>Level ").count(), 2);
+    assert!(page.contains("<td class=\"l\">engine</td><td class=\"l\">queue (ms)</td>"));
+    assert!(page.contains("<td class=\"l\">engine</td><td class=\"l\">engine wait (ms)</td>"));
     let charts = chart_data(&page);
     let ids: Vec<&str> = charts.iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(
@@ -69,7 +72,13 @@ fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromi
     assert_eq!(validator.iter_errors(&broken).count(), 2);
     // Each chart's data is the run's own numbers.
     let levels = summary["levels"].as_array().unwrap();
-    let tput = &chart(&charts, "throughput")["series"][0]["points"];
+    // The capacity chart marks usable and limit capacity where the stored verdict puts them.
+    let capacity = chart(&charts, "throughput");
+    let marks: Vec<String> =
+        capacity["marks"].as_array().unwrap().iter().map(|m| m[1].as_str().unwrap().to_string()).collect();
+    let limit = summary["capacity"]["limit"].as_f64().unwrap();
+    assert!(marks.contains(&format!("limit {limit}")), "{marks:?}");
+    let tput = &capacity["series"][0]["points"];
     for (p, l) in tput.as_array().unwrap().iter().zip(levels) {
         assert_eq!(p[0], l["summary"]["load"]);
         assert_eq!(p[1], l["summary"]["output_throughput"]);

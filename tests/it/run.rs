@@ -303,14 +303,11 @@ fn warmup_and_cooldown_are_run_but_left_out_and_the_engine_series_is_written() {
         assert_eq!(summary["cpus"]["engine"], e.as_str());
         assert_eq!(summary["cpus"]["harness"], h.as_str());
     }
-    let series = std::fs::read_to_string(dir.join("timeseries.csv")).unwrap();
-    let mut lines = series.lines();
-    assert!(lines.next().unwrap().starts_with("level,t_s,steps,running_mean,running_max,waiting_mean"));
-    let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(String::from).collect()).collect();
-    assert!(rows.len() >= 2, "{series}");
+    let rows: Vec<goodput_results::SeriesRow> =
+        goodput_results::files::read_csv(&dir.join("timeseries.csv")).expect("timeseries.csv");
+    assert!(rows.len() >= 2, "{rows:?}");
     // Two users: the engine ran two requests at a time at some point, never more.
-    let running_max: Vec<u64> = rows.iter().map(|r| r[4].parse().unwrap()).collect();
-    assert_eq!(running_max.iter().max(), Some(&2), "{series}");
+    assert_eq!(rows.iter().map(|r| r.running_max).max(), Some(2), "{rows:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

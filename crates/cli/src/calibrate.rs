@@ -10,7 +10,7 @@ use clap::Args;
 use goodput_core::{Clock, Target};
 use goodput_metrics::Summary;
 use goodput_server::mock::Mock;
-use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, RetryPolicy, Scenario, Trim};
+use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, RetryPolicy, Scenario, Trim, UnitPlan};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -123,15 +123,19 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         let requests = c * a.requests_per_stream;
         let plan = LevelPlan {
             arrival: Arrival::Closed { users: c, think: Duration::ZERO },
-            requests,
-            warmup: 0,
-            cooldown: 0,
-            trim: Trim::default(),
-            timeout: a.ttft + a.itl * a.tokens as u32 + Duration::from_secs(60),
-            retry: RetryPolicy::default(),
-            seed: 0,
-            first_id,
             duration: None,
+            trim: Trim::default(),
+            unit: UnitPlan {
+                users: c,
+                units: requests,
+                warmup: 0,
+                cooldown: 0,
+                timeout: a.ttft + a.itl * a.tokens as u32 + Duration::from_secs(60),
+                retry: RetryPolicy::default(),
+                seed: 0,
+                first_id,
+                sink: None,
+            },
         };
         first_id += requests as u64;
         let t = std::time::Instant::now();

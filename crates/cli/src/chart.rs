@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
 
 /// One line (or band) of a chart.
@@ -22,6 +23,10 @@ pub struct Chart {
     pub title: String,
     pub caption: String,
     pub x_label: String,
+    /// The x axis in powers of two (a doubling sweep: 1, 2, 4, … users), so each level gets
+    /// the same width.
+    #[serde(default)]
+    pub x_log2: bool,
     pub y_label: String,
     pub y2_label: Option<String>,
     pub kind: Kind,
@@ -67,132 +72,178 @@ fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo, hi)
 }
 
+/// Room above the highest point, as a factor of it: the legend and the marks' labels sit
+/// there, not on the data.
+const HEADROOM: f64 = 1.45;
+
+/// A load for an axis label: whole numbers without decimals.
+fn format_load(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-6 {
+        format!("{}", x.round())
+    } else {
+        format!("{x:.2}").trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// `c` with every x (points and marks) replaced by its log2.
+fn log2_x(c: &Chart) -> Chart {
+    let mut out = c.clone();
+    for s in &mut out.series {
+        for p in &mut s.points {
+            p.0 = p.0.log2();
+        }
+    }
+    for m in &mut out.marks {
+        m.0 = m.0.log2();
+    }
+    out
+}
+
 /// The chart as SVG.
 pub fn svg(c: &Chart) -> Result<String> {
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (760, 380)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing {}: {e:?}", c.id);
         match c.kind {
-            Kind::Timeline => {
-                let end = c.series.iter().map(|s| s.points[0].0 + s.points[0].1).fold(0.0, f64::max).max(1e-9);
-                let n = c.series.len().max(1);
-                let mut ch = ChartBuilder::on(&root)
-                    .caption(&c.title, ("sans-serif", 18))
-                    .margin(12)
-                    .x_label_area_size(36)
-                    .y_label_area_size(110)
-                    .build_cartesian_2d(0.0..end * 1.05, 0.0..n as f64)
-                    .map_err(e)?;
-                ch.configure_mesh()
-                    .x_desc(&c.x_label)
-                    .y_labels(n)
-                    .y_label_formatter(&|y| {
-                        let i = (*y - 0.5).round() as usize;
-                        c.series.get(n.saturating_sub(1).saturating_sub(i)).map_or(String::new(), |s| s.name.clone())
-                    })
-                    .disable_y_mesh()
-                    .draw()
-                    .map_err(e)?;
-                for (i, s) in c.series.iter().enumerate() {
-                    let (start, len) = s.points[0];
-                    let row = (n - 1 - i) as f64;
-                    ch.draw_series(std::iter::once(Rectangle::new(
-                        [(start, row + 0.15), (start + len, row + 0.85)],
-                        COLORS[i % COLORS.len()].filled(),
-                    )))
-                    .map_err(e)?;
-                }
-            }
-            Kind::Lines | Kind::Stacked => {
-                let left: Vec<&Series> = c.series.iter().filter(|s| !s.right).collect();
-                let right: Vec<&Series> = c.series.iter().filter(|s| s.right).collect();
-                let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(c.marks.iter().map(|m| m.0));
-                let (x0, x1) = range(xs);
-                let y_hi = if c.kind == Kind::Stacked {
-                    let mut xs: Vec<f64> = left.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
-                    xs.dedup();
-                    xs.iter()
-                        .map(|x| {
-                            left.iter()
-                                .filter_map(|s| s.points.iter().find(|p| p.0 == *x))
-                                .map(|p| p.1.max(0.0))
-                                .sum::<f64>()
-                        })
-                        .fold(0.0, f64::max)
-                } else {
-                    range(left.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(c.limits.iter().map(|l| l.0))).1
-                };
-                let y_hi = if y_hi > 0.0 { y_hi * 1.1 } else { 1.0 };
-                let y2_hi = range(right.iter().flat_map(|s| s.points.iter().map(|p| p.1))).1 * 1.1;
-                let mut ch = ChartBuilder::on(&root)
-                    .caption(&c.title, ("sans-serif", 18))
-                    .margin(12)
-                    .x_label_area_size(36)
-                    .y_label_area_size(60)
-                    .right_y_label_area_size(if right.is_empty() { 0 } else { 60 })
-                    .build_cartesian_2d(x0..x1, 0.0..y_hi)
-                    .map_err(e)?
-                    .set_secondary_coord(x0..x1, 0.0..y2_hi.max(1e-9));
-                ch.configure_mesh().x_desc(&c.x_label).y_desc(&c.y_label).draw().map_err(e)?;
-                if let Some(l) = &c.y2_label {
-                    ch.configure_secondary_axes().y_desc(l).draw().map_err(e)?;
-                }
-                if c.kind == Kind::Stacked {
-                    // Cumulative bands, drawn top first so each lower band covers its part.
-                    let mut xs: Vec<f64> = left.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
-                    xs.sort_by(f64::total_cmp);
-                    xs.dedup();
-                    let at = |s: &Series, x: f64| s.points.iter().find(|p| p.0 == x).map_or(0.0, |p| p.1.max(0.0));
-                    for k in (0..left.len()).rev() {
-                        let top: Vec<(f64, f64)> =
-                            xs.iter().map(|&x| (x, left[..=k].iter().map(|s| at(s, x)).sum())).collect();
-                        let color = COLORS[k % COLORS.len()];
-                        ch.draw_series(AreaSeries::new(top, 0.0, color).border_style(BLACK.mix(0.4)))
-                            .map_err(e)?
-                            .label(&left[k].name)
-                            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
-                    }
-                } else {
-                    for (i, s) in left.iter().enumerate() {
-                        let color = COLORS[i % COLORS.len()];
-                        ch.draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
-                            .map_err(e)?
-                            .label(&s.name)
-                            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
-                        ch.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(e)?;
-                    }
-                }
-                for (j, s) in right.iter().enumerate() {
-                    let color = COLORS[(left.len() + j) % COLORS.len()];
-                    ch.draw_secondary_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
-                        .map_err(e)?
-                        .label(&s.name)
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
-                }
-                for (y, label) in &c.limits {
-                    let red = RGBColor(200, 0, 0);
-                    ch.draw_series(DashedLineSeries::new(vec![(x0, *y), (x1, *y)], 6, 4, red.stroke_width(1)))
-                        .map_err(e)?;
-                    ch.draw_series(std::iter::once(Text::new(
-                        label.clone(),
-                        (x0, *y),
-                        ("sans-serif", 12).into_font().color(&red),
-                    )))
-                    .map_err(e)?;
-                }
-                for (x, label) in &c.marks {
-                    let grey = RGBColor(80, 80, 80);
-                    ch.draw_series(DashedLineSeries::new(vec![(*x, 0.0), (*x, y_hi)], 4, 4, grey.stroke_width(1)))
-                        .map_err(e)?;
-                    ch.draw_series(std::iter::once(Text::new(label.clone(), (*x, y_hi * 0.97), ("sans-serif", 12))))
-                        .map_err(e)?;
-                }
-                ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(e)?;
-            }
+            Kind::Timeline => timeline(&root, c)?,
+            Kind::Lines | Kind::Stacked if c.x_log2 => lines(&root, &log2_x(c))?,
+            Kind::Lines | Kind::Stacked => lines(&root, c)?,
         }
         root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     Ok(buf)
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// Horizontal bars, one row per series, laid along x.
+fn timeline(root: &Area, c: &Chart) -> Result<()> {
+    let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing {}: {e:?}", c.id);
+    let end = c.series.iter().map(|s| s.points[0].0 + s.points[0].1).fold(0.0, f64::max).max(1e-9);
+    let n = c.series.len().max(1);
+    let mut ch = ChartBuilder::on(root)
+        .caption(&c.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(110)
+        .build_cartesian_2d(0.0..end * 1.05, 0.0..n as f64)
+        .map_err(e)?;
+    ch.configure_mesh()
+        .x_desc(&c.x_label)
+        .y_labels(n)
+        .y_label_formatter(&|y| {
+            let i = (*y - 0.5).round() as usize;
+            c.series.get(n.saturating_sub(1).saturating_sub(i)).map_or(String::new(), |s| s.name.clone())
+        })
+        .disable_y_mesh()
+        .draw()
+        .map_err(e)?;
+    for (i, s) in c.series.iter().enumerate() {
+        let (start, len) = s.points[0];
+        let row = (n - 1 - i) as f64;
+        ch.draw_series(std::iter::once(Rectangle::new(
+            [(start, row + 0.15), (start + len, row + 0.85)],
+            COLORS[i % COLORS.len()].filled(),
+        )))
+        .map_err(e)?;
+    }
+    Ok(())
+}
+
+/// Lines (with an optional right axis) or stacked bands, marks and limits.
+fn lines(root: &Area, c: &Chart) -> Result<()> {
+    let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing {}: {e:?}", c.id);
+    let left: Vec<&Series> = c.series.iter().filter(|s| !s.right).collect();
+    let right: Vec<&Series> = c.series.iter().filter(|s| s.right).collect();
+    let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(c.marks.iter().map(|m| m.0));
+    let (x0, x1) = range(xs);
+    let y_hi = if c.kind == Kind::Stacked {
+        let mut xs: Vec<f64> = left.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+        xs.dedup();
+        xs.iter()
+            .map(|x| left.iter().filter_map(|s| s.points.iter().find(|p| p.0 == *x)).map(|p| p.1.max(0.0)).sum::<f64>())
+            .fold(0.0, f64::max)
+    } else {
+        range(left.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(c.limits.iter().map(|l| l.0))).1
+    };
+    // Headroom above the data for the legend and the marks' labels.
+    let y_hi = if y_hi > 0.0 { y_hi * HEADROOM } else { 1.0 };
+    let y2_hi = range(right.iter().flat_map(|s| s.points.iter().map(|p| p.1))).1 * HEADROOM;
+    let mut ch = ChartBuilder::on(root)
+        .caption(&c.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .right_y_label_area_size(if right.is_empty() { 0 } else { 60 })
+        .build_cartesian_2d(x0..x1, 0.0..y_hi)
+        .map_err(e)?
+        .set_secondary_coord(x0..x1, 0.0..y2_hi.max(1e-9));
+    let x_fmt = |x: &f64| if c.x_log2 { format_load(x.exp2()) } else { format_load(*x) };
+    let mut mesh = ch.configure_mesh();
+    mesh.x_desc(&c.x_label).y_desc(&c.y_label).x_label_formatter(&x_fmt);
+    if c.x_log2 {
+        // One label per power of two.
+        mesh.x_labels((x1 - x0).round() as usize + 1);
+    }
+    mesh.draw().map_err(e)?;
+    if let Some(l) = &c.y2_label {
+        ch.configure_secondary_axes().y_desc(l).draw().map_err(e)?;
+    }
+    if c.kind == Kind::Stacked {
+        // Cumulative bands, drawn top first so each lower band covers its part.
+        let mut xs: Vec<f64> = left.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        let at = |s: &Series, x: f64| s.points.iter().find(|p| p.0 == x).map_or(0.0, |p| p.1.max(0.0));
+        for k in (0..left.len()).rev() {
+            let top: Vec<(f64, f64)> = xs.iter().map(|&x| (x, left[..=k].iter().map(|s| at(s, x)).sum())).collect();
+            let color = COLORS[k % COLORS.len()];
+            ch.draw_series(AreaSeries::new(top, 0.0, color).border_style(BLACK.mix(0.4)))
+                .map_err(e)?
+                .label(&left[k].name)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        }
+    } else {
+        for (i, s) in left.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            ch.draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
+                .map_err(e)?
+                .label(&s.name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+            ch.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(e)?;
+        }
+    }
+    for (j, s) in right.iter().enumerate() {
+        let color = COLORS[(left.len() + j) % COLORS.len()];
+        ch.draw_secondary_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
+            .map_err(e)?
+            .label(&s.name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+    }
+    let red = RGBColor(200, 0, 0);
+    for (y, label) in &c.limits {
+        ch.draw_series(DashedLineSeries::new(vec![(x0, *y), (x1, *y)], 6, 4, red.stroke_width(1))).map_err(e)?;
+        // Right-aligned at the right end, just above the line: inside the plot.
+        let style = ("sans-serif", 12).into_font().color(&red).pos(Pos::new(HPos::Right, VPos::Bottom));
+        ch.draw_series(std::iter::once(Text::new(label.clone(), (x1, *y), style))).map_err(e)?;
+    }
+    let grey = RGBColor(80, 80, 80);
+    for (i, &(x, ref label)) in c.marks.iter().enumerate() {
+        ch.draw_series(DashedLineSeries::new(vec![(x, 0.0), (x, y_hi)], 4, 4, grey.stroke_width(1))).map_err(e)?;
+        // Labels on the inner side of their line (a mark at the right edge reads
+        // leftwards), stacked downwards so marks at one load do not overwrite.
+        let h = if x > (x0 + x1) / 2.0 { HPos::Right } else { HPos::Left };
+        let y = y_hi * (0.99 - 0.06 * (i % 4) as f64);
+        let style = ("sans-serif", 12).into_font().color(&grey).pos(Pos::new(h, VPos::Top));
+        ch.draw_series(std::iter::once(Text::new(format!(" {label} "), (x, y), style))).map_err(e)?;
+    }
+    // In the headroom above the data, centred (marks label the sides first).
+    ch.configure_series_labels()
+        .position(SeriesLabelPosition::UpperMiddle)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.5))
+        .draw()
+        .map_err(e)?;
+    Ok(())
 }

@@ -25,36 +25,7 @@ pub fn process_cpu_secs() -> f64 {
     t(ru.ru_utime) + t(ru.ru_stime)
 }
 
-/// CPU used between two readings.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct CpuUse {
-    /// Seconds of the harness (the calling thread).
-    pub harness_s: f64,
-    /// Seconds of the whole process (engine threads included).
-    pub process_s: f64,
-    /// Wall-clock seconds of the measurement.
-    pub wall_s: f64,
-}
-
-impl CpuUse {
-    /// The harness thread's CPU over the wall time: how busy the single-threaded load
-    /// generator was (1.0: saturated, it can no longer keep to its schedule).
-    pub fn busy(&self) -> f64 {
-        if self.wall_s > 0.0 {
-            self.harness_s / self.wall_s
-        } else {
-            0.0
-        }
-    }
-
-    pub fn share(&self) -> f64 {
-        if self.process_s > 0.0 {
-            self.harness_s / self.process_s
-        } else {
-            0.0
-        }
-    }
-}
+pub use goodput_results::CpuUse;
 
 /// Measures the CPU that `f` makes the calling thread and the process use.
 pub fn measure<R>(f: impl FnOnce() -> R) -> (R, CpuUse) {

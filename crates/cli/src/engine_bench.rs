@@ -126,7 +126,16 @@ pub fn measure_read_bandwidth() -> f64 {
     best
 }
 
-pub fn run(a: BenchArgs) -> Result<()> {
+/// What a benchmark measures with, after checking the arguments: the prompt lengths (capped
+/// to the model's context), the longest sequence and the KV blocks it needs.
+struct Sizes {
+    max_b: usize,
+    max_prompt: usize,
+    max_len: usize,
+    blocks: usize,
+}
+
+fn sizes(a: &mut BenchArgs, spec: &goodput_core::ModelSpec) -> Result<Sizes> {
     if a.repeats == 0 || a.decode_steps == 0 || a.block_size == 0 {
         bail!("--repeats, --decode-steps and --block-size must be at least 1");
     }
@@ -139,8 +148,6 @@ pub fn run(a: BenchArgs) -> Result<()> {
             a.decode_context
         );
     }
-    let spec = a.model.spec()?;
-    let mut a = a;
     let ctx_limit = spec.max_position_embeddings;
     for len in a.prompt_lens.iter_mut() {
         // Prompt + the one sampled token must fit the context.
@@ -157,52 +164,40 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let decode_len = a.decode_context + a.warmup + a.decode_steps + 2;
     let max_prompt = a.prompt_lens.iter().copied().max().unwrap_or(1);
     let max_len = (max_prompt + 1).max(decode_len);
-    if max_len > spec.max_position_embeddings {
+    if max_len > ctx_limit {
         bail!(
-            "model `{}` has a context of {} tokens; a prompt length of {max_prompt} or a decode context of {} does not fit",
+            "model `{}` has a context of {ctx_limit} tokens; a prompt length of {max_prompt} or a decode context of {} does not fit",
             spec.name,
-            spec.max_position_embeddings,
             a.decode_context
         );
     }
-    let mut loaded = a.model.load(max_len)?;
-    loaded.model.attention = match a.attention {
-        Attention::Paged => AttentionImpl::Paged,
-        Attention::Gather => AttentionImpl::Gather,
-    };
     let bs = a.block_size;
     let blocks = (max_b * decode_len.div_ceil(bs)).max((max_prompt + 1).div_ceil(bs)) + 2;
-    let cfg = EngineConfig {
-        block_size: bs,
-        num_blocks: Some(blocks),
-        max_num_batched_tokens: max_prompt.max(max_b * a.decode_context).max(max_b),
-        max_num_seqs: max_b,
-        enable_prefix_caching: false,
-        max_model_len: Some(max_len),
-        ..Default::default()
-    };
-    let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
-    let (device, dtype) = (format!("{:?}", loaded.model.device), format!("{:?}", loaded.model.dtype));
-    let mut core = EngineCore::new(loaded.model, &cfg, Clock::new())?;
-    let m = &core.model;
-    let weight_bytes = m.weight_bytes_per_step();
-    let kv_per_token = spec.kv_bytes_per_token(core.kv_dtype().size_in_bytes());
-    let (layer_macs, head_macs) = (m.layer_macs_per_token() as f64, m.lm_head_macs() as f64);
-    let vocab = spec.vocab_size.min(u32::MAX as usize);
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed);
-    eprintln!(
-        "engine-bench: {} on {device} {dtype}, {weights_desc}, {} attention; {} weight bytes per step",
-        spec.name,
-        format!("{:?}", a.attention).to_lowercase(),
-        table::bytes(weight_bytes)
-    );
+    Ok(Sizes { max_b, max_prompt, max_len, blocks })
+}
 
+/// The model's per-token costs, for the roofline columns.
+struct Costs {
+    weight_bytes: u64,
+    kv_per_token: u64,
+    layer_macs: f64,
+    head_macs: f64,
+}
+
+/// Prefill latency per prompt length: one request of `len` tokens, one step.
+fn bench_prefill(
+    core: &mut EngineCore,
+    a: &BenchArgs,
+    c: &Costs,
+    rng: &mut rand::rngs::SmallRng,
+) -> Result<Vec<PrefillRow>> {
+    let vocab = core.model.spec.vocab_size.min(u32::MAX as usize);
     let mut prefill = Vec::new();
     for &len in &a.prompt_lens {
         let mut lat = Vec::new();
         for r in 0..a.warmup + a.repeats {
             let now = core.clock().now();
-            core.add_request(r as u64, unique_prompt(&mut rng, len, vocab), SamplingParams::greedy_exact(1), now)?;
+            core.add_request(r as u64, unique_prompt(rng, len, vocab), SamplingParams::greedy_exact(1), now)?;
             let out = core.step()?.ok_or_else(|| anyhow::anyhow!("the prefill step scheduled nothing"))?;
             if out.record.prefill_tokens != len || core.has_work() {
                 bail!("prefill of {len} tokens did not run as one step");
@@ -212,52 +207,74 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         }
         let s = Summary::of(&lat).expect("repeats ≥ 1");
-        let flops = 2.0 * (layer_macs * len as f64 + head_macs) + attn_flops(&core.model, len, len);
+        let flops = 2.0 * (c.layer_macs * len as f64 + c.head_macs) + attn_flops(&core.model, len, len);
+        eprintln!("  prefill {len}: p50 {:.1} ms", s.p50 * 1e3);
         prefill.push(PrefillRow {
             prompt_len: len,
             tokens_per_s: len as f64 / s.p50,
             gflops_per_s: flops / s.p50 / 1e9,
             latency_s: s,
         });
-        eprintln!("  prefill {len}: p50 {:.1} ms", prefill.last().map_or(0.0, |p| p.latency_s.p50 * 1e3));
     }
+    Ok(prefill)
+}
 
+/// The timed decode steps of one repeat at batch `b`: `b` requests prefilled, then steps that
+/// decode exactly `b` sequences (after `a.warmup` untimed ones).
+fn decode_repeat(
+    core: &mut EngineCore,
+    a: &BenchArgs,
+    b: usize,
+    next_id: &mut u64,
+    rng: &mut rand::rngs::SmallRng,
+) -> Result<Vec<StepRecord>> {
+    let vocab = core.model.spec.vocab_size.min(u32::MAX as usize);
+    for _ in 0..b {
+        let now = core.clock().now();
+        let p = SamplingParams::greedy_exact(a.warmup + a.decode_steps + 1);
+        core.add_request(*next_id, unique_prompt(rng, a.decode_context, vocab), p, now)?;
+        *next_id += 1;
+    }
+    let mut decode_steps_seen = 0;
+    let mut timed: Vec<StepRecord> = Vec::new();
+    while timed.len() < a.decode_steps {
+        let Some(out) = core.step()? else { bail!("decode batch {b}: nothing scheduled") };
+        if out.record.prefill_tokens == 0 && out.record.decode_seqs == b {
+            decode_steps_seen += 1;
+            if decode_steps_seen > a.warmup {
+                timed.push(out.record);
+            }
+        } else if decode_steps_seen > 0 {
+            bail!("decode batch {b}: a step ran {} sequences", out.record.num_seqs);
+        }
+    }
+    core.abort_all(goodput_core::FinishReason::Abort);
+    Ok(timed)
+}
+
+/// Decode step latency per batch size, at `a.decode_context` tokens of context.
+fn bench_decode(
+    core: &mut EngineCore,
+    a: &BenchArgs,
+    c: &Costs,
+    rng: &mut rand::rngs::SmallRng,
+) -> Result<Vec<DecodeRow>> {
     let mut decode = Vec::new();
     let mut next_id = 1_000_000u64;
     for &b in &a.batch_sizes {
-        let mut lat = Vec::new();
-        let mut overhead = Vec::new();
+        let (mut lat, mut overhead) = (Vec::new(), Vec::new());
         for _ in 0..a.repeats {
-            for _ in 0..b {
-                let now = core.clock().now();
-                let p = SamplingParams::greedy_exact(a.warmup + a.decode_steps + 1);
-                core.add_request(next_id, unique_prompt(&mut rng, a.decode_context, vocab), p, now)?;
-                next_id += 1;
-            }
-            let mut decode_steps_seen = 0;
-            let mut timed: Vec<StepRecord> = Vec::new();
-            while timed.len() < a.decode_steps {
-                let Some(out) = core.step()? else { bail!("decode batch {b}: nothing scheduled") };
-                if out.record.prefill_tokens == 0 && out.record.decode_seqs == b {
-                    decode_steps_seen += 1;
-                    if decode_steps_seen > a.warmup {
-                        timed.push(out.record);
-                    }
-                } else if decode_steps_seen > 0 {
-                    bail!("decode batch {b}: a step ran {} sequences", out.record.num_seqs);
-                }
-            }
-            core.abort_all(goodput_core::FinishReason::Abort);
-            for r in &timed {
-                let t = step_time(r);
+            for r in decode_repeat(core, a, b, &mut next_id, rng)? {
+                let t = step_time(&r);
                 lat.push(t);
                 overhead.push((r.schedule_s + r.sample_s) / t);
             }
         }
         let s = Summary::of(&lat).expect("steps ≥ 1");
         let ctx = a.decode_context + a.warmup + a.decode_steps / 2;
-        let bytes = weight_bytes + (b * ctx) as u64 * kv_per_token;
-        let flops = 2.0 * (layer_macs + head_macs) * b as f64 + b as f64 * attn_flops(&core.model, 1, ctx);
+        let bytes = c.weight_bytes + (b * ctx) as u64 * c.kv_per_token;
+        let flops = 2.0 * (c.layer_macs + c.head_macs) * b as f64 + b as f64 * attn_flops(&core.model, 1, ctx);
+        eprintln!("  decode batch {b}: p50 {:.2} ms", s.p50 * 1e3);
         decode.push(DecodeRow {
             batch: b,
             context: ctx,
@@ -268,24 +285,82 @@ pub fn run(a: BenchArgs) -> Result<()> {
             overhead_share: overhead.iter().sum::<f64>() / overhead.len() as f64,
             step_s: s,
         });
-        eprintln!("  decode batch {b}: p50 {:.2} ms", decode.last().map_or(0.0, |d| d.step_s.p50 * 1e3));
     }
-    {
-        let p = core.scheduler().pool();
-        if p.num_free_blocks() != p.usable_blocks() {
-            bail!("blocks leaked: {} of {} free", p.num_free_blocks(), p.usable_blocks());
-        }
+    let p = core.scheduler().pool();
+    if p.num_free_blocks() != p.usable_blocks() {
+        bail!("blocks leaked: {} of {} free", p.num_free_blocks(), p.usable_blocks());
     }
+    Ok(decode)
+}
 
+pub fn run(mut a: BenchArgs) -> Result<()> {
+    let spec = a.model.spec()?;
+    let z = sizes(&mut a, &spec)?;
+    let mut loaded = a.model.load(z.max_len)?;
+    loaded.model.attention = match a.attention {
+        Attention::Paged => AttentionImpl::Paged,
+        Attention::Gather => AttentionImpl::Gather,
+    };
+    let cfg = EngineConfig {
+        block_size: a.block_size,
+        num_blocks: Some(z.blocks),
+        max_num_batched_tokens: z.max_prompt.max(z.max_b * a.decode_context).max(z.max_b),
+        max_num_seqs: z.max_b,
+        enable_prefix_caching: false,
+        max_model_len: Some(z.max_len),
+        ..Default::default()
+    };
+    let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
+    let (device, dtype) = (format!("{:?}", loaded.model.device), format!("{:?}", loaded.model.dtype));
+    let mut core = EngineCore::new(loaded.model, &cfg, Clock::new())?;
+    let m = &core.model;
+    let c = Costs {
+        weight_bytes: m.weight_bytes_per_step(),
+        kv_per_token: spec.kv_bytes_per_token(core.kv_dtype().size_in_bytes()),
+        layer_macs: m.layer_macs_per_token() as f64,
+        head_macs: m.lm_head_macs() as f64,
+    };
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed);
+    eprintln!(
+        "engine-bench: {} on {device} {dtype}, {weights_desc}, {} attention; {} weight bytes per step",
+        spec.name,
+        format!("{:?}", a.attention).to_lowercase(),
+        table::bytes(c.weight_bytes)
+    );
+    let prefill = bench_prefill(&mut core, &a, &c, &mut rng)?;
+    let decode = bench_decode(&mut core, &a, &c, &mut rng)?;
     // The host's bandwidth says nothing about a GPU's; only measured for CPU runs.
     let bw = (!a.no_bandwidth && core.model.device.is_cpu()).then(measure_read_bandwidth);
     let tps = |b: usize| decode.iter().find(|d| d.batch == b).map(|d| d.tokens_per_s);
     let ratio = tps(16).zip(tps(1)).map(|(x, y)| x / y);
     let util =
-        bw.zip(decode.iter().find(|d| d.batch == 1)).map(|(bw, d)| weight_bytes as f64 / d.step_s.p50 / 1e9 / bw);
+        bw.zip(decode.iter().find(|d| d.batch == 1)).map(|(bw, d)| c.weight_bytes as f64 / d.step_s.p50 / 1e9 / bw);
+    let report = Report {
+        model: spec.name.clone(),
+        weights: weights_desc,
+        device,
+        dtype,
+        attention: a.attention,
+        weight_bytes_per_step: c.weight_bytes,
+        kv_bytes_per_token: c.kv_per_token,
+        machine_read_gbytes_per_s: bw,
+        prefill,
+        decode,
+        batch16_over_batch1_throughput: ratio,
+        batch1_bandwidth_utilisation: util,
+    };
+    print(&report);
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
 
+/// The prefill and decode tables and the roofline lines, on stdout.
+fn print(r: &Report) {
     let mut t = table::new(&["prompt", "n", "p50 ms", "p90 ms", "p99 ms", "stddev ms", "tokens/s", "GFLOP/s"]);
-    for p in &prefill {
+    for p in &r.prefill {
         let s = &p.latency_s;
         t.add_row(vec![
             p.prompt_len.to_string(),
@@ -298,7 +373,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             table::f(p.gflops_per_s, 1),
         ]);
     }
-    println!("Prefill ({} {dtype}, {weights_desc})\n{t}", spec.name);
+    println!("Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
     let mut t = table::new(&[
         "batch",
         "ctx",
@@ -312,7 +387,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "GFLOP/s",
         "sched+sample",
     ]);
-    for d in &decode {
+    for d in &r.decode {
         let s = &d.step_s;
         t.add_row(vec![
             d.batch.to_string(),
@@ -329,33 +404,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
         ]);
     }
     println!("Decode step\n{t}");
-    println!("weights read per step: {}; KV per token: {}", table::bytes(weight_bytes), table::bytes(kv_per_token));
-    if let Some(bw) = bw {
+    println!(
+        "weights read per step: {}; KV per token: {}",
+        table::bytes(r.weight_bytes_per_step),
+        table::bytes(r.kv_bytes_per_token)
+    );
+    if let Some(bw) = r.machine_read_gbytes_per_s {
         println!("machine read bandwidth (measured, best of 5 over 512 MiB): {bw:.1} GB/s");
     }
-    if let Some(u) = util {
+    if let Some(u) = r.batch1_bandwidth_utilisation {
         println!("decode at batch 1: weight bytes / step time = {:.0} % of that bandwidth", u * 100.0);
     }
-    if let Some(r) = ratio {
-        println!("decode throughput batch 16 / batch 1: {r:.2}x");
+    if let Some(x) = r.batch16_over_batch1_throughput {
+        println!("decode throughput batch 16 / batch 1: {x:.2}x");
     }
-    let report = Report {
-        model: spec.name.clone(),
-        weights: weights_desc,
-        device,
-        dtype,
-        attention: a.attention,
-        weight_bytes_per_step: weight_bytes,
-        kv_bytes_per_token: kv_per_token,
-        machine_read_gbytes_per_s: bw,
-        prefill,
-        decode,
-        batch16_over_batch1_throughput: ratio,
-        batch1_bandwidth_utilisation: util,
-    };
-    if let Some(path) = &a.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    }
-    Ok(())
 }

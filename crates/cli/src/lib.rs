@@ -9,10 +9,13 @@ mod engine_bench;
 mod generate;
 mod level;
 mod models;
-mod output;
+mod plan;
+mod records;
 mod report;
+mod rig;
 mod run;
 mod serve;
+mod sweep;
 mod table;
 mod target;
 mod workload;
@@ -53,19 +56,39 @@ enum Command {
     Report(report::ReportArgs),
 }
 
-/// Parses the arguments and runs the command.
-pub fn run() -> anyhow::Result<()> {
+/// Parses the arguments, runs the command and returns the process's exit code: 0, or 1 for
+/// an error — except `compare`, which exits 1 on a regression and 2 on an error, so a CI gate
+/// can tell them apart (hyperfine's and critcmp's convention). Errors are printed with their
+/// chain; a closed stdout (`goodput models | head`) ends quietly.
+pub fn main() -> i32 {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Models(a) => models::run(a),
-        Command::EngineBench(a) => engine_bench::run(a),
-        Command::Generate(a) => generate::run(a),
-        Command::Run(a) => run::run(*a),
-        Command::Capacity(a) => run::capacity(*a),
-        Command::Serve(a) => serve::run(*a),
-        Command::Calibrate(a) => calibrate::run(a),
+    let error_code = if matches!(cli.command, Command::Compare(_)) { 2 } else { 1 };
+    let result = match cli.command {
+        Command::Models(a) => models::run(a).map(|()| 0),
+        Command::EngineBench(a) => engine_bench::run(a).map(|()| 0),
+        Command::Generate(a) => generate::run(a).map(|()| 0),
+        Command::Run(a) => run::run(*a).map(|()| 0),
+        Command::Capacity(a) => run::capacity(*a).map(|()| 0),
+        Command::Serve(a) => serve::run(*a).map(|()| 0),
+        Command::Calibrate(a) => calibrate::run(a).map(|()| 0),
         Command::Compare(a) => compare::run(a),
-        Command::Report(a) => report::run(a),
+        Command::Report(a) => report::run(a).map(|()| 0),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            let broken_pipe = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if broken_pipe {
+                return 0;
+            }
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            error_code
+        }
     }
 }
 

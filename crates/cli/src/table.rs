@@ -35,22 +35,25 @@ pub fn bytes(b: u64) -> String {
     format!("{x:.1} {}", units[u])
 }
 
-use crate::level::{LevelReport, Occupancy};
+use goodput_metrics::occupancy::Occupancy;
+use goodput_metrics::server::GaugePoint;
+use goodput_results::{LevelReport, LoadUnit};
 
 fn ms(s: &Option<goodput_metrics::Summary>, f: fn(&goodput_metrics::Summary) -> f64) -> String {
     s.as_ref().map_or("-".into(), |x| format!("{:.1}", f(x) * 1e3))
 }
 
 /// One line per finished level, for progress on stderr.
-pub fn level_line(l: &LevelReport, unit: &str) -> String {
+pub fn level_line(l: &LevelReport, unit: LoadUnit) -> String {
     let s = &l.summary;
     format!(
-        "  {} {unit}: {} requests, {:.0} out tok/s, TTFT p95 {} ms, TPOT p95 {} ms, queue p95 {} ms, SLOs {}",
+        "  {} {unit}: {} requests, {:.0} out tok/s, TTFT p95 {} ms, TPOT p95 {} ms, engine wait p95 {} ms (queue {} ms), SLOs {}",
         s.load,
         s.requests,
         s.output_throughput,
         ms(&s.ttft, |x| x.p95),
         ms(&s.tpot, |x| x.p95),
+        ms(&s.engine_wait, |x| x.p95),
         ms(&s.queue_time, |x| x.p95),
         if s.slos_hold() { "hold" } else { "broken" }
     )
@@ -58,7 +61,7 @@ pub fn level_line(l: &LevelReport, unit: &str) -> String {
 
 /// The table of a sweep: service layer (TTFT, TPOT, E2E, throughput, goodput) and engine
 /// layer (queue, prefill, KV occupancy, running/waiting, preemptions) side by side.
-pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -> String {
+pub fn levels(levels: &[LevelReport], unit: LoadUnit, model: &str, scenario: &str) -> String {
     let load = format!("load ({unit})");
     let mut t = new(&[
         &load,
@@ -73,6 +76,7 @@ pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -
         "TPOT p95",
         "E2E p95",
         "user tok/s",
+        "wait p95",
         "queue p95",
         "prefill p95",
         "KV max",
@@ -99,6 +103,7 @@ pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -
             ms(&s.tpot, |x| x.p95),
             ms(&s.e2e, |x| x.p95),
             s.per_user_tps.as_ref().map_or("-".into(), |x| f(x.p50, 1)),
+            ms(&s.engine_wait, |x| x.p95),
             ms(&s.queue_time, |x| x.p95),
             ms(&s.prefill_time, |x| x.p95),
             occ.as_ref().map_or("-".into(), |x| format!("{} %", f(x.kv_max * 100.0, 0))),
@@ -109,14 +114,14 @@ pub fn levels(levels: &[LevelReport], unit: &str, model: &str, scenario: &str) -
             if s.slos_hold() { "hold".into() } else { "broken".into() },
         ]);
     }
-    format!("{model}, {scenario} (times in ms; percentiles over all measured requests, n per level)\n{t}")
+    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level)\n{t}")
 }
 
 /// One level's three layers as rows of a table: what users see (TTFT, TPOT, ITL, E2E,
 /// per-user tok/s), what the engine did (queue, prefill, decode, inference, step time) and
 /// what the system delivered (throughput, goodput, occupancy, failures), with n, mean,
 /// P50/P90/P95/P99 and max.
-pub fn layers(l: &LevelReport, unit: &str) -> String {
+pub fn layers(l: &LevelReport, unit: LoadUnit) -> String {
     let s = &l.summary;
     let e = &l.engine;
     let mut t = new(&["layer", "metric", "n", "mean", "p50", "p90", "p95", "p99", "max"]);
@@ -142,6 +147,7 @@ pub fn layers(l: &LevelReport, unit: &str) -> String {
     stat("user", "ITL (ms)", &s.itl, 1e3, 2);
     stat("user", "E2E (ms)", &s.e2e, 1e3, 0);
     stat("user", "per-user tok/s", &s.per_user_tps, 1.0, 1);
+    stat("engine", "engine wait (ms)", &s.engine_wait, 1e3, 1);
     stat("engine", "queue (ms)", &s.queue_time, 1e3, 1);
     stat("engine", "prefill (ms)", &s.prefill_time, 1e3, 1);
     stat("engine", "decode (ms)", &s.decode_time, 1e3, 0);
@@ -180,7 +186,7 @@ pub fn layers(l: &LevelReport, unit: &str) -> String {
 }
 
 /// Multi-turn: one row per turn index of a level.
-pub fn turns(turns: &[goodput_metrics::turns::TurnSummary], load: f64, unit: &str) -> String {
+pub fn turns(turns: &[goodput_metrics::turns::TurnSummary], load: f64, unit: LoadUnit) -> String {
     let mut t = new(&["turn", "n", "prompt tokens", "cached", "new prefill", "TTFT p50", "TTFT p95", "prefill p50"]);
     for x in turns {
         t.add_row(vec![
@@ -198,7 +204,7 @@ pub fn turns(turns: &[goodput_metrics::turns::TurnSummary], load: f64, unit: &st
 }
 
 /// Agent: the task-level numbers and one row per step of the plan.
-pub fn agent(a: &goodput_metrics::agent::AgentSummary, load: f64, unit: &str) -> String {
+pub fn agent(a: &goodput_metrics::agent::TaskSummary, load: f64, unit: LoadUnit) -> String {
     let mut t = new(&["step", "kind", "n", "mean ms", "p50 ms", "p95 ms"]);
     for s in &a.steps {
         t.add_row(vec![
@@ -224,7 +230,11 @@ pub fn agent(a: &goodput_metrics::agent::AgentSummary, load: f64, unit: &str) ->
 
 /// RAG: the stage timeline of a level (the seeds' embed / retrieve / rerank / assemble /
 /// queue / prefill / decode), median and P95 per stage.
-pub fn rag(r: &goodput_metrics::agent::AgentSummary, s: &goodput_metrics::level::LevelSummary, unit: &str) -> String {
+pub fn rag(
+    r: &goodput_metrics::agent::TaskSummary,
+    s: &goodput_metrics::level::LevelSummary,
+    unit: LoadUnit,
+) -> String {
     let mut t = new(&["stage", "n", "p50 ms", "p95 ms", "mean ms"]);
     for st in r.steps.iter().filter(|x| x.kind != "llm") {
         // Retrieval, reranking and assembly take microseconds here: three decimals.
@@ -258,7 +268,7 @@ pub fn rag(r: &goodput_metrics::agent::AgentSummary, s: &goodput_metrics::level:
 
 /// HTTP targets: each level's TTFT split by the server's engine stamps (medians, in ms), and
 /// what HTTP adds beyond the engine's queue + prefill (P50 and P99).
-pub fn http(levels: &[LevelReport], unit: &str) -> Option<String> {
+pub fn http(levels: &[LevelReport], unit: LoadUnit) -> Option<String> {
     let rows: Vec<(&LevelReport, &goodput_metrics::http::Breakdown)> =
         levels.iter().filter_map(|l| l.summary.http.as_ref().map(|b| (l, b))).filter(|(_, b)| b.n > 0).collect();
     if rows.is_empty() {
@@ -313,8 +323,8 @@ pub fn http(levels: &[LevelReport], unit: &str) -> Option<String> {
 
 /// HTTP targets: what the server's own /metrics histograms say about each level (percentiles
 /// from bucket deltas, in ms), and its gauges over the level.
-pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
-    let rows: Vec<(&LevelReport, &crate::target::ServerSide)> =
+pub fn server(levels: &[LevelReport], unit: LoadUnit) -> Option<String> {
+    let rows: Vec<(&LevelReport, &goodput_metrics::server::ServerSide)> =
         levels.iter().filter_map(|l| l.server.as_ref().map(|s| (l, s))).collect();
     if rows.is_empty() {
         return None;
@@ -343,29 +353,32 @@ pub fn server(levels: &[LevelReport], unit: &str) -> Option<String> {
             t.add_row(vec![l.summary.load.to_string(), format!("failed: {e}")]);
             continue;
         }
-        let h = |name: &str, f: fn(&goodput_metrics::prom::HistogramStats) -> f64| {
-            s.histograms.get(name).map_or("-".into(), |x| format!("{:.1}", f(x) * 1e3))
+        type Hist = Option<goodput_metrics::prom::HistogramStats>;
+        let h = |x: &Hist, f: fn(&goodput_metrics::prom::HistogramStats) -> f64| {
+            x.as_ref().map_or("-".into(), |x| format!("{:.1}", f(x) * 1e3))
         };
-        let max = |f: fn(&(f64, f64, f64, f64)) -> f64| {
-            s.series.iter().map(f).filter(|x| x.is_finite()).fold(f64::NAN, f64::max)
+        let mean = |x: &goodput_metrics::prom::HistogramStats| x.mean.unwrap_or(f64::NAN);
+        let max = |g: fn(&GaugePoint) -> Option<f64>| {
+            s.series.iter().filter_map(g).filter(|x| x.is_finite()).fold(f64::NAN, f64::max)
         };
+        let hs = &s.histograms;
         t.add_row(vec![
             l.summary.load.to_string(),
             s.scrapes.to_string(),
             format!("{:.1}–{:.1} s", s.histogram_window_s.0, s.histogram_window_s.1),
-            s.histograms.get("e2e_request_latency_seconds").map_or("-".into(), |x| format!("{:.0}", x.count)),
-            h("time_to_first_token_seconds", |x| x.p50),
-            h("time_to_first_token_seconds", |x| x.p99),
-            h("request_queue_time_seconds", |x| x.mean.unwrap_or(f64::NAN)),
-            h("request_queue_time_seconds", |x| x.p50),
-            h("request_queue_time_seconds", |x| x.p99),
-            h("request_prefill_time_seconds", |x| x.mean.unwrap_or(f64::NAN)),
-            h("request_prefill_time_seconds", |x| x.p50),
-            h("request_prefill_time_seconds", |x| x.p99),
-            h("request_decode_time_seconds", |x| x.p50),
-            f(max(|x| x.1), 0),
-            f(max(|x| x.2), 0),
-            format!("{:.0} %", max(|x| x.3) * 100.0),
+            hs.e2e.as_ref().map_or("-".into(), |x| format!("{:.0}", x.count)),
+            h(&hs.ttft, |x| x.p50),
+            h(&hs.ttft, |x| x.p99),
+            h(&hs.queue, mean),
+            h(&hs.queue, |x| x.p50),
+            h(&hs.queue, |x| x.p99),
+            h(&hs.prefill, mean),
+            h(&hs.prefill, |x| x.p50),
+            h(&hs.prefill, |x| x.p99),
+            h(&hs.decode, |x| x.p50),
+            f(max(|p| p.running), 0),
+            f(max(|p| p.waiting), 0),
+            format!("{} %", f(max(|p| p.kv_usage) * 100.0, 0)),
         ]);
     }
     Some(format!(

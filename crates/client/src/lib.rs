@@ -365,18 +365,7 @@ impl HttpTarget {
     }
 }
 
-/// One scrape of a server's `/metrics`, keyed by metric name without its prefix (`vllm:`,
-/// `sglang:`, `goodput_`), summed over label sets.
-#[derive(Clone, Debug, Default)]
-pub struct ServerScrape {
-    pub at: Stamp,
-    /// Cumulative bucket counts `(le, count)`, `le` ascending.
-    pub histograms: std::collections::HashMap<String, Vec<(f64, f64)>>,
-    /// Each histogram's `_sum` (its `_count` is the `+Inf` bucket).
-    pub sums: std::collections::HashMap<String, f64>,
-    /// Gauges and counters (and any other untyped sample).
-    pub gauges: std::collections::HashMap<String, f64>,
-}
+pub use goodput_core::ServerScrape;
 
 /// What a `:` in a metric name becomes for `prometheus-parse`, whose name pattern is `\w+`
 /// (colons are legal in Prometheus names, and vLLM's all have one).

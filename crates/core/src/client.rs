@@ -127,3 +127,13 @@ pub struct TaskStep {
     pub start: Stamp,
     pub end: Stamp,
 }
+
+/// Which part of a level a request belongs to: warm-up and cool-down requests run but are
+/// left out of the statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Warmup,
+    Measured,
+    Cooldown,
+}

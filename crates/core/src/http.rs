@@ -98,3 +98,17 @@ impl ServerTimings {
         }
     }
 }
+
+/// One scrape of a server's `/metrics`, keyed by metric name without its prefix (`vllm:`,
+/// `sglang:`, `goodput_`), summed over label sets. The HTTP client fills it; the metrics crate
+/// turns two scrapes into a level's server-side numbers.
+#[derive(Clone, Debug, Default)]
+pub struct ServerScrape {
+    pub at: Stamp,
+    /// Cumulative bucket counts `(le, count)`, `le` ascending.
+    pub histograms: std::collections::HashMap<String, Vec<(f64, f64)>>,
+    /// Each histogram's `_sum` (its `_count` is the `+Inf` bucket).
+    pub sums: std::collections::HashMap<String, f64>,
+    /// Gauges and counters (and any other untyped sample).
+    pub gauges: std::collections::HashMap<String, f64>,
+}

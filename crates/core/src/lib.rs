@@ -9,8 +9,8 @@ pub mod request;
 pub mod target;
 
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsSource};
-pub use client::{Chunk, ClientRecord, Outcome, TaskRecord, TaskStep};
+pub use client::{Chunk, ClientRecord, Outcome, Phase, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};
-pub use http::{HttpStamps, ServerTimings};
+pub use http::{HttpStamps, ServerScrape, ServerTimings};
 pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};
 pub use target::{Target, WorkRequest};

@@ -1,5 +1,7 @@
-//! Task-level metrics of agent runs: task E2E, model calls per task (amplification), the share
-//! of a task spent waiting on tools and retrievals, and a per-step breakdown.
+//! Task-level metrics of work made of several calls — agent tasks (model calls, tools,
+//! retrievals) and RAG queries (embed, retrieve, rerank, assemble, model call): task E2E,
+//! model calls per task (amplification), the share of a task spent waiting on tools and
+//! retrievals, and a per-step breakdown.
 
 use crate::stats::Summary;
 use goodput_core::TaskRecord;
@@ -13,8 +15,9 @@ pub struct StepSummary {
     pub duration: Option<Summary>,
 }
 
+/// The tasks of one level: an agent's tasks or a RAG workload's queries.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AgentSummary {
+pub struct TaskSummary {
     pub tasks: usize,
     pub completed: usize,
     /// Task end − task start, in seconds, over completed tasks.
@@ -53,7 +56,7 @@ pub fn tool_only_time(t: &TaskRecord) -> f64 {
     total
 }
 
-pub fn summarize_tasks(tasks: &[TaskRecord]) -> AgentSummary {
+pub fn summarize_tasks(tasks: &[TaskRecord]) -> TaskSummary {
     let done: Vec<&TaskRecord> = tasks.iter().filter(|t| t.ok).collect();
     let n = tasks.len().max(1) as f64;
     let calls = tasks.iter().flat_map(|t| &t.steps).filter(|s| s.kind == "llm").count() as f64;
@@ -69,7 +72,7 @@ pub fn summarize_tasks(tasks: &[TaskRecord]) -> AgentSummary {
             StepSummary { index: i + 1, kind, duration: Summary::of(&d) }
         })
         .collect();
-    AgentSummary {
+    TaskSummary {
         tasks: tasks.len(),
         completed: done.len(),
         task_e2e: Summary::of(&e2e),

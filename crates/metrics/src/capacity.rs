@@ -19,16 +19,17 @@ pub struct LevelOutcome {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueSource {
-    /// The median of the requests' own queue times (`first_scheduled − queued`), from the
-    /// engine's stamps: in-process, or a server that returns them per request (goodput's).
+    /// The median of the requests' own waits (`engine_wait` = first_scheduled − arrival:
+    /// handoff plus queue), from the engine's stamps: in-process, or a server that returns
+    /// them per request (goodput's).
     EngineStamps,
     /// The mean of the server's queue-time histogram over the level (`Δ_sum / Δ_count` of two
     /// /metrics scrapes): a server known only through its /metrics (vLLM, SGLang).
     ServerMetrics,
 }
 
-/// A level's queue time for the knee: the median of the requests' engine queue times where
-/// the engine's stamps are known; otherwise the exact mean of the server's queue-time
+/// A level's wait for the knee: the median of the requests' engine waits (handoff + queue)
+/// where the engine's stamps are known; otherwise the exact mean of the server's queue-time
 /// histogram over the level. Not its interpolated median: vLLM's first queue-time bucket is
 /// (0, 0.3 s], so that median of millisecond waits reads about 150 ms at every load and
 /// would hide the knee. Both are near zero without queueing and grow with it.
@@ -78,6 +79,61 @@ pub fn last_without_queueing(levels: &[LevelOutcome], min_rise: f64) -> Option<f
     match knee {
         Some(k) => loads.into_iter().take_while(|&l| l < k).last(),
         None => loads.last().copied(),
+    }
+}
+
+/// The knee's threshold: a queue-time rise of at least this many seconds (on top of
+/// doubling) marks where requests start to wait.
+pub const KNEE_MIN_RISE: f64 = 0.010;
+
+/// The last passing and the first failing load (ascending): where a refinement bisects, and
+/// the bracket [`usable_capacity`] sits in. `None` while no level fails or the lowest fails.
+pub fn pass_fail(levels: &[LevelOutcome]) -> Option<(f64, f64)> {
+    let mut sorted: Vec<&LevelOutcome> = levels.iter().collect();
+    sorted.sort_by(|a, b| a.load.total_cmp(&b.load));
+    let first_fail = sorted.iter().position(|l| !l.slos_hold)?;
+    Some((sorted[..first_fail].last()?.load, sorted[first_fail].load))
+}
+
+/// A sweep's capacity verdict: computed once, when a run writes its results, and stored with
+/// them, so every reader (report, compare, conclusion) shows the same figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// [`usable_capacity`].
+    pub usable: Option<f64>,
+    /// [`limit_capacity`].
+    pub limit: Option<f64>,
+    /// [`queue_knee`] with [`Verdict::knee_min_rise_s`].
+    pub knee: Option<f64>,
+    /// [`last_without_queueing`].
+    pub no_queue_until: Option<f64>,
+    /// Where the levels' queue times came from: the server's /metrics if any level's did,
+    /// else the engine's stamps; `None` when no level had one.
+    pub queue_source: Option<QueueSource>,
+    /// The knee's threshold, seconds ([`KNEE_MIN_RISE`]).
+    pub knee_min_rise_s: f64,
+    /// [`retry_storm`]: `(load, retry share)` from the first level with retries.
+    pub retry_storm: Option<Vec<(f64, f64)>>,
+}
+
+impl Verdict {
+    /// The verdict of `levels`, whose queue times came from `sources` (one per level that had
+    /// one), with `(load, retry share)` per level.
+    pub fn of(levels: &[LevelOutcome], sources: &[QueueSource], retry_shares: &[(f64, f64)]) -> Verdict {
+        let queue_source = if sources.contains(&QueueSource::ServerMetrics) {
+            Some(QueueSource::ServerMetrics)
+        } else {
+            sources.first().copied()
+        };
+        Verdict {
+            usable: usable_capacity(levels),
+            limit: limit_capacity(levels),
+            knee: queue_knee(levels, KNEE_MIN_RISE),
+            no_queue_until: last_without_queueing(levels, KNEE_MIN_RISE),
+            queue_source,
+            knee_min_rise_s: KNEE_MIN_RISE,
+            retry_storm: retry_storm(retry_shares),
+        }
     }
 }
 
@@ -148,6 +204,12 @@ mod tests {
         assert_eq!(last_without_queueing(&levels, 0.010), Some(4.0));
         // Usable capacity never exceeds limit capacity here, as the seeds expect.
         assert!(usable_capacity(&levels) <= limit_capacity(&levels));
+        assert_eq!(pass_fail(&levels), Some((8.0, 16.0)));
+        let v = Verdict::of(&levels, &[QueueSource::EngineStamps; 6], &[(1.0, 0.0), (2.0, 0.0)]);
+        assert_eq!((v.usable, v.limit, v.knee, v.no_queue_until), (Some(8.0), Some(16.0), Some(8.0), Some(4.0)));
+        assert_eq!((v.queue_source, v.retry_storm), (Some(QueueSource::EngineStamps), None));
+        let v = Verdict::of(&levels, &[QueueSource::EngineStamps, QueueSource::ServerMetrics], &[]);
+        assert_eq!(v.queue_source, Some(QueueSource::ServerMetrics));
     }
 
     #[test]
@@ -156,6 +218,9 @@ mod tests {
         assert_eq!(usable_capacity(&noisy), Some(1.0), "a pass above a failure is not capacity");
         let none = vec![lv(1.0, false, 1.0, 0.0)];
         assert_eq!(usable_capacity(&none), None);
+        assert_eq!(pass_fail(&none), None, "nothing passed: nothing to bisect");
+        assert_eq!(pass_fail(&noisy), Some((1.0, 2.0)));
+        assert_eq!(pass_fail(&[lv(1.0, true, 1.0, 0.0)]), None);
         assert_eq!(usable_capacity(&[]), None);
         assert_eq!(limit_capacity(&[]), None);
         let flat = vec![lv(1.0, true, 1.0, 0.001), lv(2.0, true, 2.0, 0.0015)];

@@ -8,6 +8,14 @@ pub fn queue_time(r: &EngineRecord) -> Option<f64> {
     Some(r.first_scheduled?.secs_since(r.queued))
 }
 
+/// `engine_wait` = first_scheduled − arrival, in seconds: from the engine handle accepting
+/// the request to its first scheduling — the handoff into the engine thread plus
+/// `queue_time`. Where it grows and `queue_time` does not, requests wait in the handoff (the
+/// engine thread is busy stepping), which is queueing all the same for the user.
+pub fn engine_wait(r: &EngineRecord) -> Option<f64> {
+    Some(r.first_scheduled?.secs_since(r.arrival))
+}
+
 /// `prefill_time` = first_token − first_scheduled, in seconds: computing the prompt (all its
 /// chunks, and any recompute after a preemption before the first token) until the first
 /// token was sampled.
@@ -190,12 +198,15 @@ mod tests {
             finish_reason: FinishReason::Length,
         };
         assert!((queue_time(&r).unwrap() - 0.010).abs() < 1e-12);
+        // Arrival 0, queued 1 ms, scheduled 11 ms: 1 ms of handoff + 10 ms of queue.
+        assert!((engine_wait(&r).unwrap() - 0.011).abs() < 1e-12);
         assert!((prefill_time(&r).unwrap() - 0.030).abs() < 1e-12);
         assert!((decode_time(&r).unwrap() - 0.040).abs() < 1e-12);
         assert!((inference_time(&r).unwrap() - 0.070).abs() < 1e-12);
         assert_eq!(prefix_hit_rate(&r), 0.64);
         let never = EngineRecord { first_scheduled: None, first_token: None, token_times: vec![], ..r };
         assert_eq!(queue_time(&never), None);
+        assert_eq!(engine_wait(&never), None);
         assert_eq!(decode_time(&never), None);
     }
 

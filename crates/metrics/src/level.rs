@@ -15,9 +15,12 @@ pub struct SloResult {
     pub holds: bool,
 }
 
-/// Everything measured at one load level. Times in seconds, throughputs per second.
+/// Everything measured at one load level. Times in seconds, throughputs per second. Fields
+/// added since the first results format read as their defaults from older files.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LevelSummary {
+    #[serde(with = "crate::nan")]
     pub load: f64,
     /// Measured requests (warm-up excluded), and how they ended.
     pub requests: usize,
@@ -25,27 +28,38 @@ pub struct LevelSummary {
     pub errors: usize,
     pub timeouts: usize,
     /// From the first measured request's intended send to the last one's end.
+    #[serde(with = "crate::nan")]
     pub window_s: f64,
+    #[serde(with = "crate::nan")]
     pub request_throughput: f64,
+    #[serde(with = "crate::nan")]
     pub input_throughput: f64,
+    #[serde(with = "crate::nan")]
     pub output_throughput: f64,
+    #[serde(with = "crate::nan")]
     pub mean_input_tokens: f64,
+    #[serde(with = "crate::nan")]
     pub mean_output_tokens: f64,
+    #[serde(with = "crate::nan")]
     pub error_rate: f64,
+    #[serde(with = "crate::nan")]
     pub timeout_rate: f64,
     /// Retries made by the retry policy (not counted in `requests`), the requests that needed
     /// any, and `retry_share` = retries / (requests + retries): the share of attempts that
     /// were retries.
     pub retries: usize,
     pub retried_requests: usize,
+    #[serde(with = "crate::nan")]
     pub retry_share: f64,
     /// `short_outputs`: completed requests that returned fewer output tokens than their
     /// workload required (`ClientRecord::required_output_tokens`: a server that ignores
     /// `ignore_eos`/`min_tokens`, or cuts requests short). `short_output_rate` = short outputs
     /// / completed. Non-zero means the lengths, TPOT and throughput are not the scenario's.
     pub short_outputs: usize,
+    #[serde(with = "crate::nan")]
     pub short_output_rate: f64,
     /// Requests meeting every SLO, per second of the window (errors are not good).
+    #[serde(with = "crate::nan")]
     pub goodput: f64,
     pub ttft: Option<Summary>,
     pub tpot: Option<Summary>,
@@ -55,6 +69,10 @@ pub struct LevelSummary {
     pub ntpot: Option<Summary>,
     pub per_user_tps: Option<Summary>,
     pub queue_time: Option<Summary>,
+    /// `engine_wait` (handoff into the engine thread + queue); absent in results written
+    /// before it was measured.
+    #[serde(default)]
+    pub engine_wait: Option<Summary>,
     pub prefill_time: Option<Summary>,
     pub decode_time: Option<Summary>,
     pub inference_time: Option<Summary>,
@@ -80,6 +98,7 @@ impl LevelSummary {
             Metric::Ntpot => self.ntpot.as_ref(),
             Metric::PerUserTps => self.per_user_tps.as_ref(),
             Metric::QueueTime => self.queue_time.as_ref(),
+            Metric::EngineWait => self.engine_wait.as_ref(),
             Metric::PrefillTime => self.prefill_time.as_ref(),
             Metric::DecodeTime => self.decode_time.as_ref(),
             Metric::InferenceTime => self.inference_time.as_ref(),
@@ -99,6 +118,7 @@ fn per_request(m: Metric, r: &ClientRecord) -> Vec<f64> {
         Metric::Ntpot => one(rm::ntpot(r)),
         Metric::PerUserTps => one(rm::per_user_tps(r)),
         Metric::QueueTime => one(eng.and_then(em::queue_time)),
+        Metric::EngineWait => one(eng.and_then(em::engine_wait)),
         Metric::PrefillTime => one(eng.and_then(em::prefill_time)),
         Metric::DecodeTime => one(eng.and_then(em::decode_time)),
         Metric::InferenceTime => one(eng.and_then(em::inference_time)),
@@ -182,6 +202,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     s.ntpot = collect(Metric::Ntpot);
     s.per_user_tps = collect(Metric::PerUserTps);
     s.queue_time = collect(Metric::QueueTime);
+    s.engine_wait = collect(Metric::EngineWait);
     s.prefill_time = collect(Metric::PrefillTime);
     s.decode_time = collect(Metric::DecodeTime);
     s.inference_time = collect(Metric::InferenceTime);

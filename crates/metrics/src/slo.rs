@@ -18,6 +18,7 @@ pub enum Metric {
     Ntpot,
     PerUserTps,
     QueueTime,
+    EngineWait,
     PrefillTime,
     DecodeTime,
     InferenceTime,
@@ -26,7 +27,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 12] = [
+    pub const ALL: [Metric; 13] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -34,6 +35,7 @@ impl Metric {
         Metric::Ntpot,
         Metric::PerUserTps,
         Metric::QueueTime,
+        Metric::EngineWait,
         Metric::PrefillTime,
         Metric::DecodeTime,
         Metric::InferenceTime,
@@ -50,6 +52,7 @@ impl Metric {
             Metric::Ntpot => "ntpot",
             Metric::PerUserTps => "per_user_tps",
             Metric::QueueTime => "queue_time",
+            Metric::EngineWait => "engine_wait",
             Metric::PrefillTime => "prefill_time",
             Metric::DecodeTime => "decode_time",
             Metric::InferenceTime => "inference_time",
@@ -86,13 +89,40 @@ pub enum Stat {
     Rate,
 }
 
-/// One objective: `stat(metric) ≤ bound` (or `≥` when higher is better).
+/// One objective: `stat(metric) ≤ bound` (or `≥` when higher is better). Read back from its
+/// fields, or from its display form (`"ttft_p95 <= 1s"`, as results files before the typed
+/// summary stored their SLO list).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "SloRepr")]
 pub struct Slo {
     pub metric: Metric,
     pub stat: Stat,
     /// Seconds for times, a fraction (0.01 = 1 %) for rates, tokens/s for per_user_tps.
     pub bound: f64,
+}
+
+/// An SLO as written: its fields, or its display form.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SloRepr {
+    Fields { metric: Metric, stat: Stat, bound: f64 },
+    Text(String),
+}
+
+impl TryFrom<SloRepr> for Slo {
+    type Error = String;
+    fn try_from(r: SloRepr) -> Result<Self, String> {
+        match r {
+            SloRepr::Fields { metric, stat, bound } => Ok(Slo { metric, stat, bound }),
+            SloRepr::Text(t) => {
+                let spec: String = t.replace(">=", "=").replace("<=", "=").split_whitespace().collect();
+                match parse_slos(&spec)?.as_slice() {
+                    [one] => Ok(*one),
+                    _ => Err(format!("`{t}` is not one SLO")),
+                }
+            }
+        }
+    }
 }
 
 impl fmt::Display for Slo {
@@ -270,6 +300,18 @@ mod tests {
         assert!(e("ttft_p95").contains("NAME=VALUE"));
         assert!(e("ttft_p95=1s,ttft_p95=2s").contains("twice"));
         assert!(e("").contains("no SLO"));
+    }
+
+    #[test]
+    fn slos_read_back_from_their_fields_or_their_display_form() {
+        for s in
+            parse_slos("ttft_p95=1s,tpot_p95=50ms,error_rate=1%,per_user_tps_p10=20,engine_wait_p99=300us").unwrap()
+        {
+            let fields: Slo = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+            let text: Slo = serde_json::from_value(serde_json::Value::String(s.to_string())).unwrap();
+            assert_eq!((fields, text), (s, s), "{s}");
+        }
+        assert!(serde_json::from_str::<Slo>("\"ttft_p95 <= soon\"").is_err());
     }
 
     #[test]

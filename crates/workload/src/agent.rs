@@ -3,14 +3,16 @@
 //! every earlier output and tool result), so calls grow, and the prefix cache can serve what
 //! was already seen. Tool and retrieval latencies are drawn from distributions (milliseconds).
 
-use crate::runner::{send, LevelRun, UnitPlan};
+use crate::drive::{closed_loop, Collector};
+use crate::plan::{LevelRun, UnitPlan};
+use crate::runner::send;
 use crate::scenario::{random_tokens, LengthDist};
 use goodput_core::{ClientRecord, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::JoinSet;
 
 /// One step of an agent task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -215,8 +217,133 @@ struct Done {
     record: Option<ClientRecord>,
 }
 
-/// Runs `warmup + tasks` tasks over `users` closed-loop users. Model calls are the records
-/// (session = task, turn = call number); tasks are in `tasks`.
+/// Where a task stands: what each step added to the context and how it ran.
+struct Progress {
+    added: Vec<Option<Vec<TokenId>>>,
+    finished: Vec<Option<TaskStep>>,
+    started: Vec<bool>,
+    /// Every model call so far ended with its end marker.
+    ok: bool,
+}
+
+/// What every task of a level needs.
+struct Tasks<T> {
+    target: Arc<T>,
+    agent: Arc<Agent>,
+    vocab: usize,
+    plan: UnitPlan,
+    /// The system prompt every task starts with.
+    system: Vec<TokenId>,
+    collector: Collector,
+}
+
+impl<T: Target> Tasks<T> {
+    fn calls(&self) -> u64 {
+        self.agent.model_calls() as u64
+    }
+
+    /// The task's opening context (system prompt and question) and what each step will do.
+    fn draw(&self, task: u64) -> (Vec<TokenId>, Vec<Drawn>) {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.plan.seed ^ task.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let n_q = self.agent.question.sample(&mut rng);
+        let mut base = self.system.clone();
+        base.extend(random_tokens(&mut rng, n_q, self.vocab));
+        let mut call = 0u64;
+        let drawn = self.agent.steps.iter().map(|node| match &node.step {
+            AgentStep::Llm { output } => {
+                call += 1;
+                Drawn::Llm { n_out: output.sample(&mut rng), call }
+            }
+            AgentStep::Tool { latency_ms, result_tokens: n } | AgentStep::Retrieve { latency_ms, tokens: n } => {
+                let ms = latency_ms.sample(&mut rng) as u64;
+                let n = n.sample(&mut rng);
+                Drawn::Wait { ms, tokens: random_tokens(&mut rng, n, self.vocab) }
+            }
+        });
+        let drawn = drawn.collect();
+        (base, drawn)
+    }
+
+    /// Task number `t` of the level: its steps as their dependencies allow, until one fails.
+    async fn task(self: Arc<Self>, t: u64) {
+        let task = self.plan.first_id / self.calls().max(1) + t;
+        let (base, drawn) = self.draw(task);
+        let task_start = self.target.clock().now();
+        let n = self.agent.steps.len();
+        let mut p = Progress { added: vec![None; n], finished: vec![None; n], started: vec![false; n], ok: true };
+        let mut running = JoinSet::new();
+        loop {
+            // Start every step whose dependencies are done (none after a failure).
+            for (i, drawn) in drawn.iter().enumerate() {
+                if p.ok && !p.started[i] && self.agent.deps(i).iter().all(|&d| p.added[d].is_some()) {
+                    p.started[i] = true;
+                    running.spawn(self.clone().step(i, t, task, drawn, &base, &p.added));
+                }
+            }
+            let Some(joined) = running.join_next().await else { break };
+            match joined {
+                Ok(done) => {
+                    if let Some(rec) = done.record {
+                        p.ok &= rec.is_ok();
+                        self.collector.push(rec);
+                    }
+                    p.finished[done.index] = Some(done.step);
+                    p.added[done.index] = Some(done.added);
+                }
+                Err(_) => p.ok = false,
+            }
+        }
+        let ok = p.ok && p.finished.iter().all(Option::is_some);
+        let steps: Vec<TaskStep> = p.finished.into_iter().flatten().collect();
+        self.collector.push_task(TaskRecord { task, start: task_start, end: self.target.clock().now(), steps, ok });
+    }
+
+    /// Step `i` of task `task` (number `t` of the level), to be spawned: a model call over
+    /// `base` and what the steps it depends on `added`, or a wait.
+    fn step(
+        self: Arc<Self>,
+        i: usize,
+        t: u64,
+        task: u64,
+        drawn: &Drawn,
+        base: &[TokenId],
+        added: &[Option<Vec<TokenId>>],
+    ) -> impl std::future::Future<Output = Done> + Send + 'static {
+        let kind = self.agent.steps[i].step.kind();
+        let work = match drawn {
+            Drawn::Llm { n_out, call } => {
+                let mut prompt = base.to_vec();
+                for a in self.agent.ancestors(i) {
+                    prompt.extend_from_slice(added[a].as_deref().unwrap_or_default());
+                }
+                let id = self.plan.first_id + t * self.calls() + (call - 1);
+                let req = WorkRequest { id, prompt, params: SamplingParams::greedy_exact(*n_out) };
+                Ok((req, *call))
+            }
+            Drawn::Wait { ms, tokens } => Err((*ms, tokens.clone())),
+        };
+        async move {
+            let s0 = self.target.clock().now();
+            let (added, record) = match work {
+                Ok((req, call)) => {
+                    let mut rec = send(&*self.target, req, s0, self.plan.timeout, self.plan.retry).await;
+                    rec.session = Some(task);
+                    rec.turn = Some(call as u32);
+                    (std::mem::take(&mut rec.output_ids), Some(rec))
+                }
+                Err((ms, tokens)) => {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    (tokens, None)
+                }
+            };
+            let step = TaskStep { kind: kind.into(), start: s0, end: self.target.clock().now() };
+            Done { index: i, step, added, record }
+        }
+    }
+}
+
+/// Runs `warmup + units + cooldown` tasks over `users` closed-loop users. Model calls are the
+/// records (session = task, turn = call number); the measured tasks are in the second part.
 pub async fn run_tasks<T: Target>(
     target: Arc<T>,
     agent: Arc<Agent>,
@@ -224,137 +351,27 @@ pub async fn run_tasks<T: Target>(
     plan: UnitPlan,
 ) -> (LevelRun, Vec<TaskRecord>) {
     let clock = target.clock();
-    let total = (plan.warmup + plan.units + plan.cooldown) as u64;
-    let calls = agent.model_calls() as u64;
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let tasks_out = Arc::new(Mutex::new(Vec::new()));
-    let next = Arc::new(AtomicU64::new(0));
     let start = clock.now();
+    let calls = agent.model_calls() as u64;
+    let window = plan.window(calls, start);
     let mut sys_rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ 0xA6E7);
-    let system: Arc<Vec<TokenId>> = Arc::new(random_tokens(&mut sys_rng, agent.system, vocab));
-    let plan = Arc::new(plan);
-    let mut handles = Vec::new();
-    for _ in 0..plan.users.max(1) {
-        let (target, agent, plan, next, records, tasks_out, system) = (
-            target.clone(),
-            agent.clone(),
-            plan.clone(),
-            next.clone(),
-            records.clone(),
-            tasks_out.clone(),
-            system.clone(),
-        );
-        handles.push(tokio::spawn(async move {
-            loop {
-                let t = next.fetch_add(1, Ordering::Relaxed);
-                if t >= total {
-                    break;
-                }
-                let task = plan.first_id / calls.max(1) + t;
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ task.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                let n_q = agent.question.sample(&mut rng);
-                let mut base: Vec<TokenId> = system.to_vec();
-                base.extend(random_tokens(&mut rng, n_q, vocab));
-                let mut call = 0u64;
-                let drawn: Vec<Drawn> = agent
-                    .steps
-                    .iter()
-                    .map(|node| match &node.step {
-                        AgentStep::Llm { output } => {
-                            call += 1;
-                            Drawn::Llm { n_out: output.sample(&mut rng), call }
-                        }
-                        AgentStep::Tool { latency_ms, result_tokens: n }
-                        | AgentStep::Retrieve { latency_ms, tokens: n } => {
-                            let ms = latency_ms.sample(&mut rng) as u64;
-                            let n = n.sample(&mut rng);
-                            Drawn::Wait { ms, tokens: random_tokens(&mut rng, n, vocab) }
-                        }
-                    })
-                    .collect();
-                let task_start = target.clock().now();
-                let n = agent.steps.len();
-                let mut added: Vec<Option<Vec<TokenId>>> = vec![None; n];
-                let mut finished: Vec<Option<TaskStep>> = vec![None; n];
-                let mut started = vec![false; n];
-                let mut ok = true;
-                let mut running = tokio::task::JoinSet::new();
-                loop {
-                    // Start every step whose dependencies are done (none after a failure).
-                    for i in (0..n).filter(|_| ok) {
-                        if started[i] || !agent.deps(i).iter().all(|&d| added[d].is_some()) {
-                            continue;
-                        }
-                        started[i] = true;
-                        let kind = agent.steps[i].step.kind();
-                        match &drawn[i] {
-                            Drawn::Llm { n_out, call } => {
-                                let mut prompt = base.clone();
-                                for a in agent.ancestors(i) {
-                                    prompt.extend_from_slice(added[a].as_deref().unwrap_or_default());
-                                }
-                                let req = WorkRequest {
-                                    id: plan.first_id + t * calls + (call - 1),
-                                    prompt,
-                                    params: SamplingParams::greedy_exact(*n_out),
-                                };
-                                let (target, plan, call) = (target.clone(), plan.clone(), *call);
-                                running.spawn(async move {
-                                    let s0 = target.clock().now();
-                                    let mut rec = send(&*target, req, s0, plan.timeout, plan.retry).await;
-                                    rec.session = Some(task);
-                                    rec.turn = Some(call as u32);
-                                    let added = std::mem::take(&mut rec.output_ids);
-                                    let step = TaskStep { kind: kind.into(), start: s0, end: target.clock().now() };
-                                    Done { index: i, step, added, record: Some(rec) }
-                                });
-                            }
-                            Drawn::Wait { ms, tokens } => {
-                                let (target, ms, tokens) = (target.clone(), *ms, tokens.clone());
-                                running.spawn(async move {
-                                    let s0 = target.clock().now();
-                                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                                    let step = TaskStep { kind: kind.into(), start: s0, end: target.clock().now() };
-                                    Done { index: i, step, added: tokens, record: None }
-                                });
-                            }
-                        }
-                    }
-                    let Some(joined) = running.join_next().await else { break };
-                    match joined {
-                        Ok(done) => {
-                            if let Some(rec) = done.record {
-                                ok &= rec.is_ok();
-                                records.lock().expect("records lock").push(rec);
-                            }
-                            finished[done.index] = Some(done.step);
-                            added[done.index] = Some(done.added);
-                        }
-                        Err(_) => ok = false,
-                    }
-                }
-                ok &= finished.iter().all(Option::is_some);
-                let steps: Vec<TaskStep> = finished.into_iter().flatten().collect();
-                let rec = TaskRecord { task, start: task_start, end: target.clock().now(), steps, ok };
-                tasks_out.lock().expect("tasks lock").push(rec);
-            }
-        }));
-    }
-    for h in handles {
-        let _ = h.await;
-    }
-    let end = clock.now();
-    let records = std::mem::take(&mut *records.lock().expect("records lock"));
-    let mut tasks = std::mem::take(&mut *tasks_out.lock().expect("tasks lock"));
+    let system = random_tokens(&mut sys_rng, agent.system, vocab);
+    let collector = Collector::new(window, false, plan.sink.clone());
+    let (users, total) = (plan.users, plan.total());
     let first_task = plan.first_id / calls.max(1) + plan.warmup as u64;
-    tasks.retain(|t| (first_task..first_task + plan.units as u64).contains(&t.task));
-    (LevelRun::of_units(records, &plan, calls, start, end), tasks)
+    let measured = first_task..first_task + plan.units as u64;
+    let tasks = Arc::new(Tasks { target, agent, vocab, plan, system, collector });
+    closed_loop(users, total, None, tasks.clone(), Tasks::task).await;
+    let (run, mut tasks) = tasks.collector.finish(start, clock.now(), |_| window);
+    tasks.retain(|t| measured.contains(&t.task));
+    (run, tasks)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use goodput_core::{Chunk, Clock, Outcome, Stamp};
+    use std::sync::Mutex;
 
     /// Answers each call after 20 ms with `max_tokens` ids, and remembers its prompt length.
     struct Echo {
@@ -426,16 +443,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn parallel_steps_overlap_and_the_join_sees_both_branches() {
         let target = Arc::new(Echo { clock: Clock::new(), prompts: Mutex::new(Vec::new()) });
-        let plan = UnitPlan {
-            users: 1,
-            units: 2,
-            warmup: 0,
-            cooldown: 0,
-            timeout: Duration::from_secs(5),
-            retry: Default::default(),
-            seed: 1,
-            first_id: 0,
-        };
+        let plan = UnitPlan { first_id: 0, ..crate::testing::units(1, 2, 0) };
         let (run, tasks) = run_tasks(target.clone(), Arc::new(fan_out()), 1000, plan).await;
         assert_eq!(run.records.len(), 4);
         assert_eq!(tasks.len(), 2);

@@ -41,6 +41,19 @@ pub enum ScenarioFile {
     Rag(Rag),
 }
 
+impl ScenarioFile {
+    /// The scenario's name, as [`crate::Workload::name`] gives it once built: its own for
+    /// single requests, else `multi-turn`, `agent`, `rag`.
+    pub fn name(&self) -> String {
+        match self {
+            ScenarioFile::Single(s) => s.name.clone(),
+            ScenarioFile::MultiTurn(_) => "multi-turn".into(),
+            ScenarioFile::Agent(_) => "agent".into(),
+            ScenarioFile::Rag(_) => "rag".into(),
+        }
+    }
+}
+
 /// Reads a scenario file; the error names the file and, from the TOML parser, the field.
 pub fn load_scenario(path: &Path) -> Result<ScenarioFile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("scenario file {}: {e}", path.display()))?;

@@ -1,16 +1,26 @@
-//! Workloads: scenarios (lengths and prompts), arrival processes, and the runner that drives
-//! any [`goodput_core::Target`] through one load level at a time.
+//! Workloads: scenarios (lengths and prompts), arrival processes, and the drivers that run
+//! any [`goodput_core::Target`] through one load level at a time. [`Workload`] is what a
+//! front end holds: it names, describes and runs itself.
 
 pub mod agent;
+mod drive;
 pub mod file;
 pub mod multiturn;
+pub mod plan;
 pub mod rag;
 pub mod runner;
 pub mod scenario;
+#[cfg(test)]
+mod testing;
+pub mod workload;
 
 pub use agent::{run_tasks, Agent, AgentNode, AgentStep};
+pub use drive::RecordSink;
 pub use file::{load_scenario, ScenarioFile};
+pub use goodput_core::Phase;
 pub use multiturn::{run_sessions, MultiTurn};
-pub use rag::{run_rag, Embedder, HashEmbedder, Rag, RagIndex, RagSetup, TextTokenizer};
-pub use runner::{run_level, Arrival, LevelPlan, LevelRun, Phase, RetryPolicy, Trim, UnitPlan, Window};
+pub use plan::{Arrival, LevelPlan, LevelRun, RetryPolicy, Trim, UnitPlan, Window};
+pub use rag::{run_rag, Embedder, HashEmbedder, Rag, RagIndex, RagSetup, TextTokenizer, EMBED_ID_BIT};
+pub use runner::{run_level, Gaps};
 pub use scenario::{LengthDist, Scenario};
+pub use workload::{LevelOutput, Workload};

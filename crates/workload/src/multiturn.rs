@@ -3,17 +3,20 @@
 //! cache can serve the part already seen. The system prompt is shared by all sessions, as in
 //! a deployed assistant.
 
-use crate::runner::{send, LevelRun, UnitPlan};
+use crate::drive::{closed_loop, Collector};
+use crate::plan::{LevelRun, UnitPlan};
+use crate::runner::send;
 use crate::scenario::{random_tokens, LengthDist};
 use goodput_core::{SamplingParams, Target, TokenId, WorkRequest};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+/// A multi-turn chat: `turns` questions per session, each answered before the next.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MultiTurn {
+    /// Turns per session (model calls).
     pub turns: u32,
     /// Tokens of the system prompt every session starts with.
     pub system: usize,
@@ -43,6 +46,7 @@ impl MultiTurn {
         self.system + self.turns as usize * (self.user.max() + self.output.max())
     }
 
+    /// Checks the sessions against the model's context before anything runs.
     pub fn validate(&self, max_model_len: usize) -> Result<(), String> {
         if self.turns == 0 {
             return Err("multi-turn: turns must be at least 1".into());
@@ -59,6 +63,7 @@ impl MultiTurn {
         Ok(())
     }
 
+    /// One line for reports: `multi-turn: 4 turns, system prompt 64, …`.
     pub fn describe(&self) -> String {
         format!(
             "multi-turn: {} turns, system prompt {}, user messages {}, answers {} tokens, think {} ms",
@@ -71,59 +76,61 @@ impl MultiTurn {
     }
 }
 
-/// Runs `plan.warmup + plan.units` sessions over `plan.users` closed-loop users.
+/// What every session of a level needs.
+struct Sessions<T> {
+    target: Arc<T>,
+    mt: Arc<MultiTurn>,
+    vocab: usize,
+    plan: UnitPlan,
+    /// The system prompt every session starts with.
+    system: Vec<TokenId>,
+    collector: Collector,
+}
+
+impl<T: Target> Sessions<T> {
+    /// Session number `s` of the level: its turns one after another, until one fails.
+    async fn session(self: Arc<Self>, s: u64) {
+        let (mt, plan) = (&self.mt, &self.plan);
+        let turns = mt.turns as u64;
+        let session = plan.first_id / turns.max(1) + s;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ session.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut history = self.system.clone();
+        for turn in 1..=mt.turns {
+            let n_user = mt.user.sample(&mut rng);
+            let n_out = mt.output.sample(&mut rng);
+            history.extend(random_tokens(&mut rng, n_user, self.vocab));
+            let id = plan.first_id + s * turns + (turn as u64 - 1);
+            let req = WorkRequest { id, prompt: history.clone(), params: SamplingParams::greedy_exact(n_out) };
+            let intended = self.target.clock().now();
+            let mut rec = send(&*self.target, req, intended, plan.timeout, plan.retry).await;
+            rec.session = Some(session);
+            rec.turn = Some(turn);
+            let ok = rec.is_ok();
+            // The answer becomes history; the ids are not kept in the record twice.
+            history.extend(std::mem::take(&mut rec.output_ids));
+            self.collector.push(rec);
+            if !ok {
+                break;
+            }
+            if mt.think_ms > 0 && turn < mt.turns {
+                tokio::time::sleep(Duration::from_millis(mt.think_ms)).await;
+            }
+        }
+    }
+}
+
+/// Runs `plan.warmup + plan.units + plan.cooldown` sessions over `plan.users` closed-loop
+/// users. Each turn is a record (session and 1-based turn set); a failed turn ends its
+/// session.
 pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: usize, plan: UnitPlan) -> LevelRun {
     let clock = target.clock();
-    let total = (plan.warmup + plan.units + plan.cooldown) as u64;
-    let turns = mt.turns as u64;
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let next = Arc::new(AtomicU64::new(0));
     let start = clock.now();
+    let window = plan.window(mt.turns as u64, start);
     let mut sys_rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ 0x5757);
-    let system: Arc<Vec<TokenId>> = Arc::new(random_tokens(&mut sys_rng, mt.system, vocab));
-    let plan = Arc::new(plan);
-    let mut tasks = Vec::new();
-    for _ in 0..plan.users.max(1) {
-        let (target, mt, plan, next, records, system) =
-            (target.clone(), mt.clone(), plan.clone(), next.clone(), records.clone(), system.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let s = next.fetch_add(1, Ordering::Relaxed);
-                if s >= total {
-                    break;
-                }
-                let session = plan.first_id / turns.max(1) + s;
-                let mut rng =
-                    rand::rngs::SmallRng::seed_from_u64(plan.seed ^ session.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                let mut history: Vec<TokenId> = system.to_vec();
-                for turn in 1..=mt.turns {
-                    let n_user = mt.user.sample(&mut rng);
-                    let n_out = mt.output.sample(&mut rng);
-                    history.extend(random_tokens(&mut rng, n_user, vocab));
-                    let id = plan.first_id + s * turns + (turn as u64 - 1);
-                    let req = WorkRequest { id, prompt: history.clone(), params: SamplingParams::greedy_exact(n_out) };
-                    let intended = target.clock().now();
-                    let mut rec = send(&*target, req, intended, plan.timeout, plan.retry).await;
-                    rec.session = Some(session);
-                    rec.turn = Some(turn);
-                    let ok = rec.is_ok();
-                    // The answer becomes history; the ids are not kept in the record twice.
-                    history.extend(std::mem::take(&mut rec.output_ids));
-                    records.lock().expect("records lock").push(rec);
-                    if !ok {
-                        break;
-                    }
-                    if mt.think_ms > 0 && turn < mt.turns {
-                        tokio::time::sleep(Duration::from_millis(mt.think_ms)).await;
-                    }
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        let _ = t.await;
-    }
-    let end = clock.now();
-    let records = std::mem::take(&mut *records.lock().expect("records lock"));
-    LevelRun::of_units(records, &plan, turns, start, end)
+    let system = random_tokens(&mut sys_rng, mt.system, vocab);
+    let collector = Collector::new(window, false, plan.sink.clone());
+    let (users, total) = (plan.users, plan.total());
+    let sessions = Arc::new(Sessions { target, mt, vocab, plan, system, collector });
+    closed_loop(users, total, None, sessions.clone(), Sessions::session).await;
+    sessions.collector.finish(start, clock.now(), |_| window).0
 }

@@ -15,14 +15,16 @@
 //! [`HashEmbedder`] (feature hashing of the words): the stage's cost is a real forward pass,
 //! the retrieval still finds the right chunks.
 
-use crate::runner::{send, LevelRun, UnitPlan};
+use crate::drive::{closed_loop, Collector};
+use crate::plan::{LevelRun, UnitPlan};
+use crate::runner::send;
 use crate::scenario::LengthDist;
-use goodput_core::{ClientRecord, Outcome, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
+use goodput_core::{ClientRecord, Outcome, SamplingParams, Stamp, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Text → normalised embedding vectors (the sentence encoder).
 pub trait Embedder: Send + Sync + 'static {
@@ -60,6 +62,7 @@ pub trait TextTokenizer: Send + Sync + 'static {
     fn encode(&self, text: &str) -> Result<Vec<TokenId>, String>;
 }
 
+/// A RAG scenario: the synthetic corpus, the query, retrieval and the answer's length.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rag {
     /// Chunks in the corpus.
@@ -227,142 +230,160 @@ fn rerank(index: &RagIndex, query: &str, hits: &[(usize, f32)], keep: usize) -> 
 
 /// Everything a RAG run needs besides the target.
 pub struct RagSetup {
+    /// The scenario.
     pub rag: Rag,
+    /// Its corpus, embedded.
     pub index: RagIndex,
+    /// Embeds each query (the same embedder as the corpus's).
     pub embedder: Arc<dyn Embedder>,
+    /// Turns the assembled prompt (and, without an encoder, the query) into token ids.
     pub tokenizer: Arc<dyn TextTokenizer>,
-    /// No sentence encoder: the embed stage is a prefill-only pass of the query through the
-    /// target (and `embedder` is a [`HashEmbedder`]).
-    pub embed_by_prefill: bool,
+    /// The sentence encoder's directory; `None`: no encoder, the embed stage is a
+    /// prefill-only pass of the query through the target (and `embedder` is a
+    /// [`HashEmbedder`]).
+    pub encoder: Option<PathBuf>,
+}
+
+impl RagSetup {
+    /// Generates the corpus of `rag` from `seed` and embeds it with `embedder`; `encoder` as
+    /// in [`RagSetup::encoder`].
+    pub fn build(
+        rag: Rag,
+        embedder: Arc<dyn Embedder>,
+        tokenizer: Arc<dyn TextTokenizer>,
+        encoder: Option<PathBuf>,
+        seed: u64,
+    ) -> Result<Self, String> {
+        let index = RagIndex::build(&rag, embedder.as_ref(), seed)?;
+        Ok(Self { rag, index, embedder, tokenizer, encoder })
+    }
+
+    /// No sentence encoder: the embed stage is the target's own prefill-only pass.
+    pub fn embed_by_prefill(&self) -> bool {
+        self.encoder.is_none()
+    }
+
+    /// The encoder as results files name it: its directory, or
+    /// `none: the engine's prefill-only pass`.
+    pub fn describe_encoder(&self) -> String {
+        self.encoder.as_ref().map_or("none: the engine's prefill-only pass".to_string(), |d| d.display().to_string())
+    }
 }
 
 /// Request ids of the prefill-only embedding passes: the query's id with this bit set.
 pub const EMBED_ID_BIT: u64 = 1 << 62;
 
-fn failed(id: u64, at: goodput_core::Stamp, why: String) -> ClientRecord {
+fn failed(id: u64, at: Stamp, why: String) -> ClientRecord {
     ClientRecord::unanswered(id, at, 0, at, Outcome::Error(why))
 }
 
-/// Runs `warmup + queries` RAG queries over `users` closed-loop users. The model calls are
-/// the records; each query's stages are a task.
+/// What every query of a level needs.
+struct Queries<T> {
+    target: Arc<T>,
+    setup: Arc<RagSetup>,
+    plan: UnitPlan,
+    collector: Collector,
+}
+
+impl<T: Target> Queries<T> {
+    /// The query of request `id` and its output length. The query is drawn from one chunk's
+    /// words, so the right chunk exists.
+    fn draw(&self, id: u64) -> (String, usize) {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.plan.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let chunks = &self.setup.index.chunks;
+        let words: Vec<&str> = chunks[rng.random_range(0..chunks.len())].split_whitespace().collect();
+        let query: Vec<&str> =
+            (0..self.setup.rag.query_words).map(|_| words[rng.random_range(0..words.len())]).collect();
+        (query.join(" "), self.setup.rag.output.sample(&mut rng))
+    }
+
+    /// Appends stage `kind`, from `start` to now, to `steps`; returns now.
+    fn stamp(&self, kind: &str, start: Stamp, steps: &mut Vec<TaskStep>) -> Stamp {
+        let end = self.target.clock().now();
+        steps.push(TaskStep { kind: kind.into(), start, end });
+        end
+    }
+
+    /// The embed stage: the query's vector. Without an encoder, the engine's own forward pass
+    /// over the query (request `id`, due at `t0`) stands in for the encoder's cost; the vector
+    /// then comes from the hash embedder.
+    async fn embed(&self, id: u64, query: &str, t0: Stamp) -> Result<Vec<f32>, String> {
+        if self.setup.embed_by_prefill() {
+            let prompt = self.setup.tokenizer.encode(query).map_err(|e| format!("embedding pass: {e}"))?;
+            let req = WorkRequest { id: id | EMBED_ID_BIT, prompt, params: SamplingParams::greedy_exact(1) };
+            match send(&*self.target, req, t0, self.plan.timeout, self.plan.retry).await.outcome {
+                Outcome::Ok => {}
+                other => return Err(format!("embedding pass: {other:?}")),
+            }
+        }
+        let (setup, query) = (self.setup.clone(), query.to_string());
+        tokio::task::spawn_blocking(move || setup.embedder.embed(&[query.as_str()]))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+            .and_then(|mut v| v.pop().ok_or_else(|| "the embedder returned no vector".to_string()))
+    }
+
+    /// The prompt: the kept chunks, then the question.
+    fn assemble(&self, query: &str, kept: &[usize]) -> Result<Vec<TokenId>, String> {
+        let mut text = String::from("Answer the question from the context.\nContext:\n");
+        for (n, &i) in kept.iter().enumerate() {
+            text.push_str(&format!("[{}] {}\n", n + 1, self.setup.index.chunks[i]));
+        }
+        text.push_str(&format!("Question: {query}\nAnswer:"));
+        self.setup.tokenizer.encode(&text)
+    }
+
+    /// Query number `q` of the level, through every stage; a failed embed ends it early.
+    async fn query(self: Arc<Self>, q: u64) {
+        let id = self.plan.first_id + q;
+        let (query, n_out) = self.draw(id);
+        let t0 = self.target.clock().now();
+        let mut steps = Vec::with_capacity(5);
+        let embedded = self.embed(id, &query, t0).await;
+        let t1 = self.stamp("embed", t0, &mut steps);
+        let qv = match embedded {
+            Ok(v) => v,
+            Err(e) => {
+                self.collector.push(failed(id, t0, format!("embedding failed: {e}")));
+                self.collector.push_task(TaskRecord { task: id, start: t0, end: t1, steps, ok: false });
+                return;
+            }
+        };
+        let hits = self.setup.index.search(&qv, self.setup.rag.top_k);
+        let t2 = self.stamp("retrieve", t1, &mut steps);
+        let kept = rerank(&self.setup.index, &query, &hits, self.setup.rag.keep);
+        let t3 = self.stamp("rerank", t2, &mut steps);
+        let prompt = self.assemble(&query, &kept);
+        let t4 = self.stamp("assemble", t3, &mut steps);
+        let rec = match prompt {
+            Ok(prompt) => {
+                let req = WorkRequest { id, prompt, params: SamplingParams::greedy_exact(n_out) };
+                // Latency of the model call starts when the prompt was ready.
+                send(&*self.target, req, t4, self.plan.timeout, self.plan.retry).await
+            }
+            Err(e) => failed(id, t4, format!("assembling the prompt: {e}")),
+        };
+        let ok = rec.is_ok();
+        self.stamp("llm", t4, &mut steps);
+        self.collector.push(rec);
+        let end = self.target.clock().now();
+        self.collector.push_task(TaskRecord { task: id, start: t0, end, steps, ok });
+    }
+}
+
+/// Runs `warmup + units + cooldown` RAG queries over `users` closed-loop users. The model
+/// calls are the records; each measured query's stages are a task.
 pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: UnitPlan) -> (LevelRun, Vec<TaskRecord>) {
     let clock = target.clock();
-    let total = (plan.warmup + plan.units + plan.cooldown) as u64;
-    let records = Arc::new(Mutex::new(Vec::new()));
-    let tasks_out = Arc::new(Mutex::new(Vec::new()));
-    let next = Arc::new(AtomicU64::new(0));
     let start = clock.now();
-    let plan = Arc::new(plan);
-    let mut handles = Vec::new();
-    for _ in 0..plan.users.max(1) {
-        let (target, setup, plan, next, records, tasks_out) =
-            (target.clone(), setup.clone(), plan.clone(), next.clone(), records.clone(), tasks_out.clone());
-        handles.push(tokio::spawn(async move {
-            loop {
-                let q = next.fetch_add(1, Ordering::Relaxed);
-                if q >= total {
-                    break;
-                }
-                let id = plan.first_id + q;
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                // The query is drawn from one chunk's words, so the right chunk exists.
-                let src = &setup.index.chunks[rng.random_range(0..setup.index.chunks.len())];
-                let words: Vec<&str> = src.split_whitespace().collect();
-                let query: String = (0..setup.rag.query_words)
-                    .map(|_| words[rng.random_range(0..words.len())])
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let n_out = setup.rag.output.sample(&mut rng);
-                let t0 = target.clock().now();
-                let mut steps = Vec::with_capacity(5);
-                let stamp = |kind: &str, s: goodput_core::Stamp, steps: &mut Vec<TaskStep>| {
-                    let e = target.clock().now();
-                    steps.push(TaskStep { kind: kind.into(), start: s, end: e });
-                    e
-                };
-                // Without an encoder, the engine's own forward pass over the query stands in
-                // for the encoder's cost; the vector then comes from the hash embedder.
-                let pass: Result<(), String> = if setup.embed_by_prefill {
-                    match setup.tokenizer.encode(&query) {
-                        Ok(prompt) => {
-                            let req =
-                                WorkRequest { id: id | EMBED_ID_BIT, prompt, params: SamplingParams::greedy_exact(1) };
-                            match send(&*target, req, t0, plan.timeout, plan.retry).await.outcome {
-                                Outcome::Ok => Ok(()),
-                                other => Err(format!("embedding pass: {other:?}")),
-                            }
-                        }
-                        Err(e) => Err(format!("embedding pass: {e}")),
-                    }
-                } else {
-                    Ok(())
-                };
-                let embedded = match pass {
-                    Ok(()) => {
-                        let (setup2, query2) = (setup.clone(), query.clone());
-                        tokio::task::spawn_blocking(move || setup2.embedder.embed(&[query2.as_str()]))
-                            .await
-                            .map_err(|e| e.to_string())
-                            .and_then(|r| r)
-                            .and_then(|mut v| v.pop().ok_or_else(|| "the embedder returned no vector".to_string()))
-                    }
-                    Err(e) => Err(e),
-                };
-                let t1 = stamp("embed", t0, &mut steps);
-                let qv = match embedded {
-                    Ok(v) => v,
-                    Err(e) => {
-                        records.lock().expect("lock").push(failed(id, t0, format!("embedding failed: {e}")));
-                        tasks_out.lock().expect("lock").push(TaskRecord {
-                            task: id,
-                            start: t0,
-                            end: t1,
-                            steps,
-                            ok: false,
-                        });
-                        continue;
-                    }
-                };
-                let hits = setup.index.search(&qv, setup.rag.top_k);
-                let t2 = stamp("retrieve", t1, &mut steps);
-                let kept = rerank(&setup.index, &query, &hits, setup.rag.keep);
-                let t3 = stamp("rerank", t2, &mut steps);
-                let mut text = String::from("Answer the question from the context.\nContext:\n");
-                for (n, &i) in kept.iter().enumerate() {
-                    text.push_str(&format!("[{}] {}\n", n + 1, setup.index.chunks[i]));
-                }
-                text.push_str(&format!("Question: {query}\nAnswer:"));
-                let prompt = setup.tokenizer.encode(&text);
-                let t4 = stamp("assemble", t3, &mut steps);
-                let rec = match prompt {
-                    Ok(prompt) => {
-                        let req = WorkRequest { id, prompt, params: SamplingParams::greedy_exact(n_out) };
-                        // Latency of the model call starts when the prompt was ready.
-                        send(&*target, req, t4, plan.timeout, plan.retry).await
-                    }
-                    Err(e) => failed(id, t4, format!("assembling the prompt: {e}")),
-                };
-                let ok = rec.is_ok();
-                stamp("llm", t4, &mut steps);
-                records.lock().expect("lock").push(rec);
-                tasks_out.lock().expect("lock").push(TaskRecord {
-                    task: id,
-                    start: t0,
-                    end: target.clock().now(),
-                    steps,
-                    ok,
-                });
-            }
-        }));
-    }
-    for h in handles {
-        let _ = h.await;
-    }
-    let end = clock.now();
-    let records = std::mem::take(&mut *records.lock().expect("lock"));
-    let mut tasks = std::mem::take(&mut *tasks_out.lock().expect("lock"));
-    let run = LevelRun::of_units(records, &plan, 1, start, end);
-    tasks.retain(|t| (run.window.from_id..run.window.to_id).contains(&t.task));
+    let window = plan.window(1, start);
+    let collector = Collector::new(window, false, plan.sink.clone());
+    let (users, total) = (plan.users, plan.total());
+    let queries = Arc::new(Queries { target, setup, plan, collector });
+    closed_loop(users, total, None, queries.clone(), Queries::query).await;
+    let (run, mut tasks) = queries.collector.finish(start, clock.now(), |_| window);
+    tasks.retain(|t| (window.from_id..window.to_id).contains(&t.task));
     (run, tasks)
 }
 

@@ -1,141 +1,21 @@
-//! Runs one load level against a target: closed loop (N virtual users), open loop (a request
-//! rate, constant, Poisson or gamma) or a burst (every request at t0: a cold start). Latencies
-//! start at each request's *intended* send time, so a slow target cannot hide its queueing by
-//! slowing the generator down (no coordinated omission); the actual send lag is recorded
-//! beside it.
+//! Runs one level of single requests against a target: closed loop (N virtual users), open
+//! loop (a request rate, constant, Poisson or gamma) or a burst (every request at t0: a cold
+//! start). Latencies start at each request's *intended* send time, so a slow target cannot
+//! hide its queueing by slowing the generator down (no coordinated omission, as in wrk2 and
+//! oha); the actual send lag is recorded beside it.
 //!
-//! Warm-up and cool-down requests (by count, or by their intended send time) are run but left
-//! out of the statistics; [`LevelRun::phase`] says which is which. An optional retry policy
-//! sends failed requests again; the record keeps the first intended and sent times, so a
-//! retried request's latency includes every attempt, and counts its retries.
+//! An optional retry policy sends failed requests again; the record keeps the first intended
+//! and sent times, so a retried request's latency includes every attempt, and counts its
+//! retries.
 
+use crate::drive::{closed_loop, join_all, Collector};
+use crate::plan::{Arrival, LevelPlan, LevelRun, RetryPolicy, UnitPlan, Window};
 use crate::scenario::Scenario;
 use goodput_core::{ClientRecord, Outcome, Stamp, Target, WorkRequest};
 use rand::SeedableRng;
 use rand_distr::{Distribution, Gamma};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// How requests arrive.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Arrival {
-    /// `users` virtual users, each sending its next request when the previous one ended
-    /// (plus `think` time).
-    Closed { users: usize, think: Duration },
-    /// Requests at `rate` per second. `burstiness`: `None` spaces them evenly; `Some(b)` draws
-    /// gaps from a gamma distribution of shape `b` and mean `1/rate` (vLLM's `--burstiness`):
-    /// 1 is a Poisson process, below 1 burstier, above 1 more regular.
-    Rate { rate: f64, burstiness: Option<f64> },
-    /// Every request of the level due at once, at its start (a cold start or a traffic
-    /// spike): `size` requests, no warm-up.
-    Burst { size: usize },
-}
-
-impl Arrival {
-    /// The load level in its own unit (users, or requests per second).
-    pub fn load(&self) -> f64 {
-        match *self {
-            Arrival::Closed { users, .. } => users as f64,
-            Arrival::Rate { rate, .. } => rate,
-            Arrival::Burst { size } => size as f64,
-        }
-    }
-}
-
-/// A retry policy: after a retryable failure ([`goodput_core::Outcome::retryable`]: an error
-/// or a timeout, not a refusal), wait `backoff · 2^(k−1)` before attempt `k + 1`, at most
-/// `max` times. Off (`max = 0`) by default, as a benchmark should see failures as they are.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RetryPolicy {
-    pub max: u32,
-    pub backoff: Duration,
-}
-
-/// Warm-up and cool-down by time: requests intended in the first `start` of the level, or in
-/// the last `end` of its sending period, are left out of the statistics (on top of any
-/// warm-up and cool-down counts).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Trim {
-    pub start: Duration,
-    pub end: Duration,
-}
-
-/// Which part of a level a request belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    Warmup,
-    Measured,
-    Cooldown,
-}
-
-/// The steady window of a level: ids in `[from_id, to_id)` intended in `[from, to)`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Window {
-    pub from_id: u64,
-    pub to_id: u64,
-    pub from: Option<Stamp>,
-    pub to: Option<Stamp>,
-}
-
-impl Window {
-    /// The window of a level whose ids `first_id + warm_ids .. first_id + warm_ids + measured_ids`
-    /// are measured, trimmed by `trim` from `start` and from the end of sending (`sending_end`,
-    /// or the last intended send time of `records`).
-    pub fn new(
-        first_id: u64,
-        warm_ids: u64,
-        measured_ids: u64,
-        trim: Trim,
-        start: Stamp,
-        sending_end: Option<Stamp>,
-        records: &[ClientRecord],
-    ) -> Self {
-        let from = (!trim.start.is_zero()).then(|| start.plus(trim.start));
-        let to = (!trim.end.is_zero()).then(|| {
-            let end = sending_end.unwrap_or_else(|| records.iter().map(|r| r.intended).max().unwrap_or(start));
-            end.minus(trim.end)
-        });
-        let from_id = first_id + warm_ids;
-        Window { from_id, to_id: from_id.saturating_add(measured_ids), from, to }
-    }
-
-    pub fn phase(&self, r: &ClientRecord) -> Phase {
-        if r.id < self.from_id || self.from.is_some_and(|f| r.intended < f) {
-            Phase::Warmup
-        } else if r.id >= self.to_id || self.to.is_some_and(|t| r.intended >= t) {
-            Phase::Cooldown
-        } else {
-            Phase::Measured
-        }
-    }
-}
-
-/// One level of a run.
-#[derive(Clone, Debug)]
-pub struct LevelPlan {
-    pub arrival: Arrival,
-    /// Measured requests (the most, when `duration` is set).
-    pub requests: usize,
-    /// Stop issuing new requests this long after the level started (requests in flight
-    /// finish); `None`: run exactly `warmup + requests`.
-    pub duration: Option<Duration>,
-    /// Requests sent first and left out of the statistics.
-    pub warmup: usize,
-    /// Requests sent after the measured ones (keeping the load up while those finish) and left
-    /// out of the statistics.
-    pub cooldown: usize,
-    /// Warm-up and cool-down by time.
-    pub trim: Trim,
-    /// A request without its end marker after this long counts as timed out (and is abandoned).
-    pub timeout: Duration,
-    pub retry: RetryPolicy,
-    /// Seed of the scenario's requests and of the arrival process.
-    pub seed: u64,
-    /// First request id of the level (ids are unique over a run).
-    pub first_id: u64,
-}
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Gaps between open-loop arrivals, in seconds.
 pub struct Gaps {
@@ -145,6 +25,7 @@ pub struct Gaps {
 }
 
 impl Gaps {
+    /// Gaps of mean `1 / rate`: constant, or gamma-distributed of shape `burstiness`.
     pub fn new(rate: f64, burstiness: Option<f64>, seed: u64) -> Self {
         let rate = rate.max(1e-9);
         // Shape b, scale 1/(rate·b): mean 1/rate, coefficient of variation 1/√b.
@@ -152,70 +33,12 @@ impl Gaps {
         Self { rate, gamma, rng: rand::rngs::SmallRng::seed_from_u64(seed ^ 0xA11CE) }
     }
 
+    /// The next gap, in seconds.
     pub fn next_gap(&mut self) -> f64 {
         match &self.gamma {
             Some(g) => g.sample(&mut self.rng),
             None => 1.0 / self.rate,
         }
-    }
-}
-
-/// One level of closed-loop work in units of several requests (multi-turn sessions, agent
-/// tasks, RAG queries): `users` each run one unit after another. Warm-up and cool-down are
-/// whole units, by count.
-#[derive(Clone, Debug)]
-pub struct UnitPlan {
-    pub users: usize,
-    /// Measured units.
-    pub units: usize,
-    /// Units run first and left out of the statistics.
-    pub warmup: usize,
-    /// Units run after the measured ones and left out of the statistics.
-    pub cooldown: usize,
-    pub timeout: Duration,
-    pub retry: RetryPolicy,
-    pub seed: u64,
-    /// First request id of the level.
-    pub first_id: u64,
-}
-
-/// What a level produced.
-#[derive(Clone, Debug)]
-pub struct LevelRun {
-    /// Every record, warm-up and cool-down included, in completion order.
-    pub records: Vec<ClientRecord>,
-    /// The steady window.
-    pub window: Window,
-    pub start: Stamp,
-    pub end: Stamp,
-}
-
-impl LevelRun {
-    /// A level of units of `per_unit` request ids each (sessions, tasks, queries).
-    pub fn of_units(records: Vec<ClientRecord>, plan: &UnitPlan, per_unit: u64, start: Stamp, end: Stamp) -> Self {
-        let window = Window::new(
-            plan.first_id,
-            plan.warmup as u64 * per_unit,
-            plan.units as u64 * per_unit,
-            Trim::default(),
-            start,
-            None,
-            &records,
-        );
-        LevelRun { records, window, start, end }
-    }
-
-    pub fn phase(&self, r: &ClientRecord) -> Phase {
-        self.window.phase(r)
-    }
-    /// The records of the steady window (warm-up and cool-down excluded).
-    pub fn measured(&self) -> impl Iterator<Item = &ClientRecord> {
-        self.records.iter().filter(move |r| self.window.phase(r) == Phase::Measured)
-    }
-    /// Requests left out as warm-up and as cool-down.
-    pub fn excluded(&self) -> (usize, usize) {
-        let n = |p: Phase| self.records.iter().filter(|r| self.window.phase(r) == p).count();
-        (n(Phase::Warmup), n(Phase::Cooldown))
     }
 }
 
@@ -262,177 +85,101 @@ async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, 
     rec
 }
 
-async fn one<T: Target>(
-    target: &T,
-    scenario: &Scenario,
+/// What every request of a level of single requests needs.
+struct Level<T> {
+    target: Arc<T>,
+    scenario: Arc<Scenario>,
     vocab: usize,
-    plan: &LevelPlan,
-    id: u64,
-    intended: Stamp,
-) -> ClientRecord {
-    send(target, scenario.request(plan.seed, id, vocab), intended, plan.timeout, plan.retry).await
+    plan: UnitPlan,
+    collector: Collector,
 }
 
-/// Runs `plan` against `target`; returns when every request has ended.
+impl<T: Target> Level<T> {
+    /// Sends request number `i` of the level, due at `intended`, and keeps its record.
+    async fn request(&self, i: u64, intended: Stamp) {
+        let req = self.scenario.request(self.plan.seed, self.plan.first_id + i, self.vocab);
+        let rec = send(&*self.target, req, intended, self.plan.timeout, self.plan.retry).await;
+        self.collector.push(rec);
+    }
+
+    /// Closed loop: each user's next request is due the moment its previous one ended (plus
+    /// `think`).
+    async fn closed(self: &Arc<Self>, users: usize, think: Duration, deadline: Option<Instant>) {
+        let total = self.plan.total();
+        closed_loop(users, total, deadline, self.clone(), move |level, i| async move {
+            level.request(i, level.target.clock().now()).await;
+            if !think.is_zero() {
+                tokio::time::sleep(think).await;
+            }
+        })
+        .await;
+    }
+
+    /// Open loop: requests due on the arrival process's schedule, whatever the target does.
+    async fn open(self: &Arc<Self>, rate: f64, burstiness: Option<f64>, deadline: Option<Instant>) {
+        let (clock, total) = (self.target.clock(), self.plan.total());
+        let mut gaps = Gaps::new(rate, burstiness, self.plan.seed);
+        let t0 = tokio::time::Instant::now();
+        let mut at = 0.0f64;
+        let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
+        for i in 0..total {
+            let due = t0 + Duration::from_secs_f64(at);
+            if deadline.is_some_and(|d| due.into_std() >= d) {
+                break;
+            }
+            tokio::time::sleep_until(due).await;
+            let (level, intended) = (self.clone(), clock.stamp(due.into_std()));
+            tasks.push(tokio::spawn(async move { level.request(i, intended).await }));
+            at += gaps.next_gap();
+        }
+        join_all(tasks).await;
+    }
+
+    /// A burst: every request due at the level's `start`; the target sees them all at once.
+    async fn burst(self: &Arc<Self>, start: Stamp) {
+        let tasks = (0..self.plan.total()).map(|i| {
+            let level = self.clone();
+            tokio::spawn(async move { level.request(i, start).await })
+        });
+        join_all(tasks.collect()).await;
+    }
+}
+
+/// Runs `plan` with requests of `scenario` against `target`; returns when every request has
+/// ended. A closed loop takes its users from `plan.arrival`.
 pub async fn run_level<T: Target>(target: Arc<T>, scenario: Arc<Scenario>, vocab: usize, plan: LevelPlan) -> LevelRun {
     let clock = target.clock();
-    let total = (plan.warmup + plan.requests + plan.cooldown) as u64;
-    let records = Arc::new(Mutex::new(Vec::with_capacity(total.min(1 << 16) as usize)));
     let start = clock.now();
     let deadline = plan.duration.map(|d| clock.instant(start) + d);
-    let open = move || deadline.is_none_or(|d| std::time::Instant::now() < d);
-    let plan = Arc::new(plan);
-    match plan.arrival.clone() {
-        Arrival::Closed { users, think } => {
-            let next = Arc::new(AtomicU64::new(0));
-            let mut tasks = Vec::with_capacity(users);
-            for _ in 0..users.max(1) {
-                let (target, scenario, plan, next, records) =
-                    (target.clone(), scenario.clone(), plan.clone(), next.clone(), records.clone());
-                tasks.push(tokio::spawn(async move {
-                    loop {
-                        if !open() {
-                            break;
-                        }
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= total {
-                            break;
-                        }
-                        // Closed loop: the next request is due the moment the previous ended.
-                        let intended = target.clock().now();
-                        let rec = one(&*target, &scenario, vocab, &plan, plan.first_id + i, intended).await;
-                        records.lock().expect("records lock").push(rec);
-                        if !think.is_zero() {
-                            tokio::time::sleep(think).await;
-                        }
-                    }
-                }));
-            }
-            for t in tasks {
-                let _ = t.await;
-            }
-        }
-        Arrival::Rate { rate, burstiness } => {
-            let mut gaps = Gaps::new(rate, burstiness, plan.seed);
-            let t0 = tokio::time::Instant::now();
-            let mut at = 0.0f64;
-            let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
-            for i in 0..total {
-                let due = t0 + Duration::from_secs_f64(at);
-                if deadline.is_some_and(|d| due.into_std() >= d) {
-                    break;
-                }
-                tokio::time::sleep_until(due).await;
-                let intended = clock.stamp(due.into_std());
-                let (target, scenario, plan, records) =
-                    (target.clone(), scenario.clone(), plan.clone(), records.clone());
-                tasks.push(tokio::spawn(async move {
-                    let rec = one(&*target, &scenario, vocab, &plan, plan.first_id + i, intended).await;
-                    records.lock().expect("records lock").push(rec);
-                }));
-                at += gaps.next_gap();
-            }
-            for t in tasks {
-                let _ = t.await;
-            }
-        }
-        Arrival::Burst { .. } => {
-            // Every request is due at the level's start; the target sees them all at once.
-            let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
-            for i in 0..total {
-                let (target, scenario, plan, records) =
-                    (target.clone(), scenario.clone(), plan.clone(), records.clone());
-                tasks.push(tokio::spawn(async move {
-                    let rec = one(&*target, &scenario, vocab, &plan, plan.first_id + i, start).await;
-                    records.lock().expect("records lock").push(rec);
-                }));
-            }
-            for t in tasks {
-                let _ = t.await;
-            }
-        }
-    }
-    let end = clock.now();
-    let records = Arc::try_unwrap(records)
-        .map(|m| m.into_inner().unwrap_or_default())
-        .unwrap_or_else(|a| a.lock().expect("records lock").clone());
     let sending_end = deadline.map(|d| clock.stamp(d));
-    let window =
-        Window::new(plan.first_id, plan.warmup as u64, plan.requests as u64, plan.trim, start, sending_end, &records);
-    LevelRun { records, window, start, end }
+    let (trim, u) = (plan.trim, &plan.unit);
+    let window = |records: &[ClientRecord]| {
+        Window::new(u.first_id, u.warmup as u64, u.units as u64, trim, start, sending_end, records)
+    };
+    // Without a known end of sending, a time trim at the end waits for the last send.
+    let open_end = sending_end.is_none() && !trim.end.is_zero();
+    let collector = Collector::new(window(&[]), open_end, u.sink.clone());
+    let level = Arc::new(Level { target, scenario, vocab, plan: u.clone(), collector });
+    match plan.arrival {
+        Arrival::Closed { users, think } => level.closed(users, think, deadline).await,
+        Arrival::Rate { rate, burstiness } => level.open(rate, burstiness, deadline).await,
+        Arrival::Burst { .. } => level.burst(start).await,
+    }
+    level.collector.finish(start, clock.now(), window).0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_core::{Chunk, Clock, WorkRequest};
-    use std::sync::atomic::AtomicUsize;
-
-    /// A target with a fixed service time that counts how many requests run at once.
-    struct Fake {
-        clock: Clock,
-        in_flight: AtomicUsize,
-        peak: AtomicUsize,
-        service: Duration,
-    }
-
-    impl Target for Fake {
-        fn clock(&self) -> Clock {
-            self.clock
-        }
-        fn describe(&self) -> String {
-            "fake".into()
-        }
-        async fn run(&self, req: WorkRequest, intended: Stamp) -> ClientRecord {
-            let sent = self.clock.now();
-            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            self.peak.fetch_max(now, Ordering::SeqCst);
-            tokio::time::sleep(self.service).await;
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            let end = self.clock.now();
-            let n = req.params.max_tokens;
-            ClientRecord {
-                id: req.id,
-                intended,
-                sent,
-                chunks: vec![Chunk { at: end, tokens: n as u32 }],
-                end,
-                input_tokens: req.prompt.len(),
-                output_tokens: n,
-                outcome: Outcome::Ok,
-                retries: 0,
-                engine: None,
-                output_ids: Vec::new(),
-                session: None,
-                turn: None,
-                http: None,
-                required_output_tokens: None,
-            }
-        }
-    }
-
-    fn fake(ms: u64) -> Arc<Fake> {
-        Arc::new(Fake {
-            clock: Clock::new(),
-            in_flight: AtomicUsize::new(0),
-            peak: AtomicUsize::new(0),
-            service: Duration::from_millis(ms),
-        })
-    }
+    use crate::plan::Trim;
+    use crate::testing::{fake, units};
+    use goodput_core::{Clock, Phase, WorkRequest};
+    use std::sync::atomic::Ordering;
+    use std::sync::Mutex;
 
     fn plan(arrival: Arrival, requests: usize, warmup: usize) -> LevelPlan {
-        LevelPlan {
-            arrival,
-            requests,
-            warmup,
-            cooldown: 0,
-            trim: Trim::default(),
-            timeout: Duration::from_secs(5),
-            retry: RetryPolicy::default(),
-            seed: 1,
-            first_id: 100,
-            duration: None,
-        }
+        let unit = units(arrival.users(), requests, warmup);
+        LevelPlan { arrival, trim: Trim::default(), duration: None, unit }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -454,7 +201,7 @@ mod tests {
         let t = fake(10);
         let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
         let mut p = plan(Arrival::Closed { users: 2, think: Duration::ZERO }, 6, 2);
-        p.cooldown = 3;
+        p.unit.cooldown = 3;
         let run = run_level(t, s, 1000, p).await;
         assert_eq!(run.records.len(), 11);
         assert_eq!(run.excluded(), (2, 3));
@@ -530,7 +277,7 @@ mod tests {
             Arc::new(Flaky { clock: Clock::new(), fail, refuse, attempts: Mutex::new(Default::default()) })
         };
         let mut p = plan(Arrival::Closed { users: 2, think: Duration::ZERO }, 4, 0);
-        p.retry = RetryPolicy { max: 3, backoff: Duration::from_millis(10) };
+        p.unit.retry = RetryPolicy { max: 3, backoff: Duration::from_millis(10) };
         // Two failures, then success: 2 retries each, with 10 + 20 ms of back-off.
         let run = run_level(flaky(2, false), s.clone(), 1000, p.clone()).await;
         for r in &run.records {
@@ -546,7 +293,7 @@ mod tests {
         let run = run_level(flaky(1, true), s.clone(), 1000, p.clone()).await;
         assert!(run.records.iter().all(|r| r.retries == 0 && matches!(r.outcome, Outcome::Refused(_))));
         // No policy: no retry.
-        p.retry = RetryPolicy::default();
+        p.unit.retry = RetryPolicy::default();
         let run = run_level(flaky(1, false), s, 1000, p).await;
         assert!(run.records.iter().all(|r| r.retries == 0 && !r.is_ok()));
     }
@@ -626,7 +373,7 @@ mod tests {
         let t = fake(300);
         let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
         let mut p = plan(Arrival::Closed { users: 2, think: Duration::ZERO }, 2, 0);
-        p.timeout = Duration::from_millis(50);
+        p.unit.timeout = Duration::from_millis(50);
         let run = run_level(t, s, 1000, p).await;
         assert_eq!(run.records.len(), 2);
         assert!(run.records.iter().all(|r| r.outcome == Outcome::Timeout));

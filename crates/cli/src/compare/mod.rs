@@ -1,0 +1,278 @@
+//! `goodput compare A B`: two runs of the same workload (their `--out` directories), level by
+//! level and metric by metric — values, ratio, and whether the change is beyond the noise each
+//! run's own requests show (95 % bootstrap intervals that do not overlap). A Markdown table for
+//! pull requests; with `--fail-on ttft_p95=+10%`, exit 1 when a metric gets worse by more than
+//! that and beyond the noise, so an engine's CI can gate on it; exit 2 on an error (hyperfine's
+//! and critcmp's manners). Runs are read through `goodput_results`' typed reader.
+//!
+//! Criterion baselines compare the same way ([`criterion`]): when A and B are criterion output
+//! trees (`target/criterion`), each benchmark's mean time and its 95 % confidence interval
+//! (`--baseline-a`, `--baseline-b`; criterion's own `base` and `new` by default, so
+//! `goodput compare target/criterion target/criterion` is the last two runs), with
+//! `--fail-on time=+10%` (every benchmark) or `--fail-on decode_step=+10%` (the benchmarks
+//! whose id contains that).
+
+mod criterion;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use goodput_core::{ClientRecord, Phase};
+use goodput_metrics::compare::{breaks, compare_repeats, parse_thresholds, Key, Row, Threshold, DEFAULT_KEYS};
+use goodput_results::files::{read_jsonl, RECORDS};
+use goodput_results::RecordRow;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline run (a `goodput run --out` directory), or its repeats separated by commas
+    /// (A1,A2,A3: the noise then includes the run-to-run drift).
+    #[arg(value_delimiter = ',', num_args = 1, required = true)]
+    pub a: Vec<PathBuf>,
+    /// The run to judge, or its repeats.
+    #[arg(value_delimiter = ',', num_args = 1, required = true)]
+    pub b: Vec<PathBuf>,
+    /// Metrics to compare (default: TTFT p50/p95/p99, TPOT p50/p95, ITL p95, E2E p95, queue
+    /// and prefill p95, output and request throughput).
+    #[arg(long, value_delimiter = ',')]
+    pub metrics: Option<Vec<String>>,
+    /// Exit 1 when a metric gets worse by more than this, beyond the noise:
+    /// `ttft_p95=+10%,output_throughput=-5%`.
+    #[arg(long)]
+    pub fail_on: Option<String>,
+    /// Write the comparison as Markdown here (the table printed on stdout).
+    #[arg(long, alias = "markdown")]
+    pub export_markdown: Option<PathBuf>,
+    /// Write the comparison as JSON here: one object per level and metric.
+    #[arg(long)]
+    pub export_json: Option<PathBuf>,
+    /// Write the comparison as CSV here: one row per level and metric.
+    #[arg(long)]
+    pub export_csv: Option<PathBuf>,
+    /// Bootstrap resamples per metric and run.
+    #[arg(long, default_value_t = 400)]
+    pub bootstrap: usize,
+    /// Criterion trees: the baseline of A.
+    #[arg(long, default_value = "base")]
+    pub baseline_a: String,
+    /// Criterion trees: the baseline of B.
+    #[arg(long, default_value = "new")]
+    pub baseline_b: String,
+}
+
+/// How B compares with A on one metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Worse beyond the noise and beyond a `--fail-on` limit.
+    Regressed,
+    Worse,
+    Better,
+    WithinNoise,
+}
+
+impl Verdict {
+    /// The Markdown cell; criterion rows say slower/faster.
+    fn text(self, time: bool) -> &'static str {
+        match (self, time) {
+            (Verdict::Regressed, _) => "**regressed**",
+            (Verdict::Worse, false) => "worse (beyond noise)",
+            (Verdict::Better, false) => "better (beyond noise)",
+            (Verdict::Worse, true) => "slower (beyond noise)",
+            (Verdict::Better, true) => "faster (beyond noise)",
+            (Verdict::WithinNoise, _) => "within noise",
+        }
+    }
+}
+
+/// One row of `--export-json` / `--export-csv`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExportRow {
+    /// The level's load (none for a criterion benchmark).
+    pub load: Option<f64>,
+    /// The metric key, or the benchmark id.
+    pub metric: String,
+    pub a: f64,
+    pub b: f64,
+    /// B / A − 1.
+    pub change: f64,
+    /// The 95 % intervals of A and B.
+    pub a_low: f64,
+    pub a_high: f64,
+    pub b_low: f64,
+    pub b_high: f64,
+    pub verdict: Verdict,
+}
+
+/// A finished comparison: its table, its rows and the regressions beyond `--fail-on`.
+pub struct Outcome {
+    markdown: String,
+    rows: Vec<ExportRow>,
+    failures: Vec<String>,
+}
+
+impl Outcome {
+    fn new(markdown: String) -> Self {
+        Outcome { markdown, rows: Vec::new(), failures: Vec::new() }
+    }
+}
+
+/// `goodput compare`: 0 when nothing regressed, 1 when something did (errors are 2, by the
+/// binary).
+pub fn run(a: CompareArgs) -> Result<i32> {
+    let outcome = if a.a.len() == 1 && a.b.len() == 1 && criterion::is_tree(&a.a[0]) && criterion::is_tree(&a.b[0]) {
+        criterion::compare(&a.a[0], &a.baseline_a, &a.b[0], &a.baseline_b, a.fail_on.as_deref())?
+    } else {
+        runs(&a)?
+    };
+    println!("{}", outcome.markdown);
+    export(&a, &outcome)?;
+    if outcome.failures.is_empty() {
+        return Ok(0);
+    }
+    eprintln!("regression beyond --fail-on:\n  {}", outcome.failures.join("\n  "));
+    Ok(1)
+}
+
+fn export(a: &CompareArgs, o: &Outcome) -> Result<()> {
+    let write = |p: &Path, bytes: Vec<u8>| std::fs::write(p, bytes).with_context(|| format!("writing {}", p.display()));
+    if let Some(p) = &a.export_markdown {
+        write(p, o.markdown.clone().into_bytes())?;
+    }
+    if let Some(p) = &a.export_json {
+        write(p, serde_json::to_vec_pretty(&o.rows)?)?;
+    }
+    if let Some(p) = &a.export_csv {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for r in &o.rows {
+            w.serialize(r)?;
+        }
+        write(p, w.into_inner().context("CSV export")?)?;
+    }
+    Ok(())
+}
+
+/// The measured records of a run, by level load (the text of the load, as the table shows it).
+fn load_run(dir: &Path) -> Result<BTreeMap<String, Vec<ClientRecord>>> {
+    let path = dir.join(RECORDS);
+    if !path.is_file() {
+        bail!("{}: not a goodput run directory (no records.jsonl)", dir.display());
+    }
+    let mut levels: BTreeMap<String, Vec<ClientRecord>> = BTreeMap::new();
+    for row in read_jsonl::<RecordRow>(&path)?.into_iter().filter(|r| r.phase == Phase::Measured) {
+        levels.entry(row.level.to_string()).or_default().push(row.record);
+    }
+    if levels.is_empty() {
+        bail!("{}: no measured requests", path.display());
+    }
+    Ok(levels)
+}
+
+fn fmt(key: &str, x: f64) -> String {
+    if key.contains("throughput") || key == "goodput" || key.starts_with("per_user_tps") {
+        format!("{x:.2}")
+    } else if key.starts_with("error_rate") || key.starts_with("timeout_rate") {
+        format!("{:.2} %", x * 100.0)
+    } else {
+        format!("{:.2} ms", x * 1e3)
+    }
+}
+
+fn path_list(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join("`, `")
+}
+
+/// The keys to compare and the `--fail-on` thresholds (their keys compared too).
+fn keys(a: &CompareArgs) -> Result<(Vec<Key>, Vec<Threshold>)> {
+    let names: Vec<String> = a.metrics.clone().unwrap_or_else(|| DEFAULT_KEYS.iter().map(|s| s.to_string()).collect());
+    let mut keys: Vec<Key> =
+        names.iter().map(|n| Key::parse(n).map_err(anyhow::Error::msg)).collect::<Result<_>>().context("--metrics")?;
+    let thresholds = match &a.fail_on {
+        Some(s) => parse_thresholds(s).map_err(anyhow::Error::msg).context("--fail-on")?,
+        None => Vec::new(),
+    };
+    for t in &thresholds {
+        if !keys.contains(&t.key) {
+            keys.push(t.key);
+        }
+    }
+    Ok((keys, thresholds))
+}
+
+fn runs(a: &CompareArgs) -> Result<Outcome> {
+    let (keys, thresholds) = keys(a)?;
+    let ra: Vec<BTreeMap<String, Vec<ClientRecord>>> = a.a.iter().map(|p| load_run(p)).collect::<Result<_>>()?;
+    let rb: Vec<BTreeMap<String, Vec<ClientRecord>>> = a.b.iter().map(|p| load_run(p)).collect::<Result<_>>()?;
+    // Levels every repeat of both sides ran, by load ascending.
+    let mut shared: Vec<&String> = ra[0].keys().filter(|l| ra.iter().chain(&rb).all(|r| r.contains_key(*l))).collect();
+    if shared.is_empty() {
+        bail!(
+            "the runs share no load level (A has {:?}, B has {:?}); compare runs of the same sweep",
+            ra[0].keys().collect::<Vec<_>>(),
+            rb[0].keys().collect::<Vec<_>>()
+        );
+    }
+    shared.sort_by(|x, y| x.parse::<f64>().unwrap_or(0.0).total_cmp(&y.parse::<f64>().unwrap_or(0.0)));
+    let mut out = Outcome::new(format!(
+        "### goodput compare\n\nA: `{}` · B: `{}` · 95 % bootstrap intervals over each run's measured requests\n\n| load | metric | A | B | B − A | B / A | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
+        path_list(&a.a),
+        path_list(&a.b)
+    ));
+    for level in shared {
+        let xa: Vec<Vec<&ClientRecord>> = ra.iter().map(|r| r[level].iter().collect()).collect();
+        let xb: Vec<Vec<&ClientRecord>> = rb.iter().map(|r| r[level].iter().collect()).collect();
+        for r in compare_repeats(&xa, &xb, &keys, a.bootstrap) {
+            add_row(&mut out, level, &r, &thresholds);
+        }
+    }
+    Ok(out)
+}
+
+fn add_row(out: &mut Outcome, level: &str, r: &Row, thresholds: &[Threshold]) {
+    let broken: Vec<&Threshold> = thresholds.iter().filter(|t| breaks(r, t)).collect();
+    let verdict = match (broken.is_empty(), r.beyond_noise, r.worse) {
+        (false, _, _) => Verdict::Regressed,
+        (true, true, true) => Verdict::Worse,
+        (true, true, false) => Verdict::Better,
+        _ => Verdict::WithinNoise,
+    };
+    for t in broken {
+        out.failures.push(format!(
+            "{} at load {level}: {} → {} ({:+.1} %, limit {}{:.0} %)",
+            r.key,
+            fmt(&r.key, r.a),
+            fmt(&r.key, r.b),
+            r.change() * 100.0,
+            if t.key.higher_is_better() { "-" } else { "+" },
+            t.worse_by * 100.0
+        ));
+    }
+    out.markdown.push_str(&format!(
+        "| {level} | {} | {} | {} | {}{} | {:.3} ({:+.1} %) | {}–{} | {}–{} | {} |\n",
+        r.key,
+        fmt(&r.key, r.a),
+        fmt(&r.key, r.b),
+        if r.b >= r.a { "+" } else { "" },
+        fmt(&r.key, r.b - r.a),
+        r.ratio,
+        r.change() * 100.0,
+        fmt(&r.key, r.a_interval.0),
+        fmt(&r.key, r.a_interval.1),
+        fmt(&r.key, r.b_interval.0),
+        fmt(&r.key, r.b_interval.1),
+        verdict.text(false),
+    ));
+    out.rows.push(ExportRow {
+        load: level.parse().ok(),
+        metric: r.key.clone(),
+        a: r.a,
+        b: r.b,
+        change: r.change(),
+        a_low: r.a_interval.0,
+        a_high: r.a_interval.1,
+        b_low: r.b_interval.0,
+        b_high: r.b_interval.1,
+        verdict,
+    });
+}

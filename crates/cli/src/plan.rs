@@ -1,0 +1,219 @@
+//! What `goodput run` will do, checked before anything is loaded: the SLOs, the model's shape,
+//! the workload, the load levels of the sweep and how refinement adds levels between the last
+//! passing and the first failing one (ripgrep's "low args → high args" step: clap's raw
+//! arguments become one validated plan).
+
+use crate::args::Span;
+use crate::run::RunArgs;
+use crate::workload::{build_workload, WorkloadSpec};
+use anyhow::{bail, Context, Result};
+use goodput_core::ModelSpec;
+use goodput_metrics::capacity::{pass_fail, LevelOutcome};
+use goodput_metrics::slo::{parse_slos, Slo};
+use goodput_results::LoadUnit;
+use goodput_workload::{Arrival, RetryPolicy, Trim};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// One level to run: its load, how requests arrive, and how long it lasts (if by time).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelSpec {
+    pub load: f64,
+    pub arrival: Arrival,
+    pub duration: Option<Duration>,
+}
+
+/// How refinement levels are made: integer users, rates, or not at all (stages, durations).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RefineKind {
+    Users(Duration),
+    Burst,
+    Rate { burstiness: Option<f64> },
+    None,
+}
+
+impl RefineKind {
+    /// The next level between the last passing and the first failing level, if there is room:
+    /// a whole number of users strictly between them, or a rate more than 10 % from both.
+    pub fn next(self, outcomes: &[LevelOutcome]) -> Option<LevelSpec> {
+        let (pass, fail) = pass_fail(outcomes)?;
+        let mid = ((pass + fail) / 2.0).floor();
+        let between = mid > pass && mid < fail;
+        let arrival = match self {
+            RefineKind::Users(think) if between => Arrival::Closed { users: mid as usize, think },
+            RefineKind::Burst if between => Arrival::Burst { size: mid as usize },
+            RefineKind::Rate { burstiness } if (fail - pass) / fail > 0.1 => {
+                Arrival::Rate { rate: (pass + fail) / 2.0, burstiness }
+            }
+            _ => return None,
+        };
+        Some(LevelSpec { load: arrival.load(), arrival, duration: None })
+    }
+}
+
+/// A validated `goodput run`.
+pub struct RunPlan {
+    pub slos: Vec<Slo>,
+    pub spec: ModelSpec,
+    /// The longest sequence the engine (or the prompts) may reach.
+    pub max_len: usize,
+    pub workload: WorkloadSpec,
+    pub unit: LoadUnit,
+    /// The sweep's levels, in the order given.
+    pub levels: VecDeque<LevelSpec>,
+    pub refine: RefineKind,
+    pub retry: RetryPolicy,
+    /// `http(s)://…` of an external server; `None` for the in-process engine (or http-local).
+    pub url: Option<String>,
+}
+
+impl RunPlan {
+    pub fn new(a: &RunArgs) -> Result<RunPlan> {
+        let slos = parse_slos(&a.slo).map_err(anyhow::Error::msg).context("--slo")?;
+        let spec = a.model.spec()?;
+        if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
+            bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);
+        }
+        check_spans(a)?;
+        let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
+        let workload = build_workload(&a.scenario, a.encoder.as_deref(), a.rate.is_some(), max_len)?;
+        check_workload(a, &workload)?;
+        let url = match a.target.as_str() {
+            "in-process" | "http-local" => None,
+            t if t.starts_with("http://") || t.starts_with("https://") => Some(t.trim_end_matches('/').to_string()),
+            t => bail!("--target {t}: expected in-process, http-local or http://HOST:PORT"),
+        };
+        if url.is_some() && a.engine_cpus.is_some() {
+            bail!("--engine-cpus pins goodput's own engine; with --target {} there is none in this process", a.target);
+        }
+        let burstiness = (!a.constant_rate).then_some(a.burstiness);
+        let (unit, refine) = match (&a.rate, &a.stages) {
+            _ if a.burst.is_some() => (LoadUnit::Burst, RefineKind::Burst),
+            (Some(_), None) => (LoadUnit::Rate, RefineKind::Rate { burstiness }),
+            (None, None) if a.duration.is_none() => (LoadUnit::Users, RefineKind::Users(a.think)),
+            _ => (LoadUnit::Users, RefineKind::None),
+        };
+        let levels = levels(a, burstiness)?;
+        if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
+            bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
+        }
+        let retry = RetryPolicy { max: a.retries, backoff: a.retry_backoff };
+        Ok(RunPlan { slos, spec, max_len, workload, unit, levels, refine, retry, url })
+    }
+}
+
+fn check_spans(a: &RunArgs) -> Result<()> {
+    if a.burst.is_some() && !(a.warmup.is_none_or(Span::is_zero) && a.cooldown.is_zero()) {
+        bail!("--burst is a cold start: every request is measured, so --warmup and --cooldown do not apply");
+    }
+    if (a.duration.is_some() || a.stages.is_some()) && a.cooldown.count() > 0 {
+        bail!("--cooldown {}: a level bounded by time has no fixed last request; give the cool-down as a duration (e.g. 5s)", a.cooldown.count());
+    }
+    Ok(())
+}
+
+/// What only single-request scenarios take.
+fn check_workload(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
+    if !w.is_sessions() {
+        return Ok(());
+    }
+    if !a.think.is_zero() {
+        bail!("--think applies to single-request scenarios; {} has its own think time in its scenario file", w.name());
+    }
+    if a.warmup.is_some_and(|w| !w.time().is_zero()) || !a.cooldown.time().is_zero() {
+        bail!(
+            "--warmup and --cooldown as durations apply to single-request scenarios; give a count of {} units",
+            w.name()
+        );
+    }
+    if a.burst.is_some() {
+        bail!("--burst applies to single-request scenarios; {} runs closed-loop with --concurrency", w.name());
+    }
+    Ok(())
+}
+
+/// The sweep's levels from `--burst`, `--stages`, `--rate` or `--concurrency`.
+fn levels(a: &RunArgs, burstiness: Option<f64>) -> Result<VecDeque<LevelSpec>> {
+    let level = |arrival: Arrival, duration: Option<Duration>| LevelSpec { load: arrival.load(), arrival, duration };
+    Ok(match (&a.burst, &a.stages, &a.rate) {
+        (Some(sizes), _, _) => {
+            if sizes.is_empty() || sizes.contains(&0) {
+                bail!("--burst: every level must send at least 1 request, got {sizes:?}");
+            }
+            sizes.iter().map(|&n| level(Arrival::Burst { size: n }, None)).collect()
+        }
+        (None, Some(stages), _) => {
+            if stages.is_empty() {
+                bail!("--stages: give at least one USERSxDURATION stage");
+            }
+            stages.iter().map(|&(u, d)| level(Arrival::Closed { users: u, think: a.think }, Some(d))).collect()
+        }
+        (None, None, Some(rates)) => {
+            if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+                bail!("--rate: every rate must be a positive number of requests per second, got {rates:?}");
+            }
+            rates.iter().map(|&r| level(Arrival::Rate { rate: r, burstiness }, a.duration)).collect()
+        }
+        (None, None, None) => {
+            if a.concurrency.is_empty() || a.concurrency.contains(&0) {
+                bail!("--concurrency: every level must be at least 1 user, got {:?}", a.concurrency);
+            }
+            a.concurrency.iter().map(|&c| level(Arrival::Closed { users: c, think: a.think }, a.duration)).collect()
+        }
+    })
+}
+
+/// How many requests (or units) a level measures, warms up with and cools down with.
+pub struct Counts {
+    pub requests: usize,
+    pub warmup: usize,
+    pub cooldown: usize,
+    pub trim: Trim,
+}
+
+impl Counts {
+    pub fn of(a: &RunArgs, level: &LevelSpec, sessions: bool) -> Counts {
+        // With a duration, the request count only caps the level.
+        let requests = match (&level.duration, &level.arrival) {
+            (Some(_), _) => usize::MAX / 2,
+            (None, Arrival::Burst { size }) => *size,
+            (None, Arrival::Closed { users, .. }) if sessions => a.requests.unwrap_or((2 * users).max(2)),
+            (None, Arrival::Closed { users, .. }) => a.requests.unwrap_or((4 * users).max(8)),
+            (None, Arrival::Rate { rate, .. }) => a.requests.unwrap_or(((10.0 * rate).ceil() as usize).max(8)),
+        };
+        let warmup = match (a.warmup, &level.arrival) {
+            (_, Arrival::Burst { .. }) => 0,
+            (Some(w), _) => w.count(),
+            (None, Arrival::Closed { users, .. }) => *users,
+            (None, _) => 2,
+        };
+        let trim = Trim { start: a.warmup.map_or(Duration::ZERO, Span::time), end: a.cooldown.time() };
+        Counts { requests, warmup, cooldown: a.cooldown.count(), trim }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(load: f64, slos_hold: bool) -> LevelOutcome {
+        LevelOutcome { load, slos_hold, output_throughput: load, queue_time: None }
+    }
+
+    #[test]
+    fn refinement_bisects_between_the_last_pass_and_the_first_failure() {
+        let levels = [outcome(1.0, true), outcome(2.0, true), outcome(8.0, false), outcome(16.0, false)];
+        let users = RefineKind::Users(Duration::ZERO).next(&levels).unwrap();
+        assert_eq!(users.arrival, Arrival::Closed { users: 5, think: Duration::ZERO });
+        assert_eq!(RefineKind::Burst.next(&levels).unwrap().load, 5.0);
+        let rate = RefineKind::Rate { burstiness: Some(1.0) }.next(&levels).unwrap();
+        assert_eq!(rate.load, 5.0);
+        // No whole number between 2 and 3 users; 10.0 and 10.5 req/s are within 10 %.
+        assert!(RefineKind::Users(Duration::ZERO).next(&[outcome(2.0, true), outcome(3.0, false)]).is_none());
+        assert!(RefineKind::Rate { burstiness: None }.next(&[outcome(10.0, true), outcome(10.5, false)]).is_none());
+        assert!(RefineKind::None.next(&levels).is_none());
+        // Nothing failed, or nothing passed: nothing to bisect.
+        assert!(RefineKind::Users(Duration::ZERO).next(&levels[..2]).is_none());
+        assert!(RefineKind::Users(Duration::ZERO).next(&levels[2..]).is_none());
+    }
+}

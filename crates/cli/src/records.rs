@@ -1,0 +1,61 @@
+//! Requests written as they finish, off the load generator's thread: the workload's record
+//! sink hands each finished record to a writer thread that appends it to `records.jsonl` and
+//! `requests.csv` (oha's collector: workers send, one place writes). A killed run keeps every
+//! request that finished before it died.
+
+use anyhow::{anyhow, Result};
+use goodput_core::{ClientRecord, Phase};
+use goodput_results::RecordLog;
+use goodput_workload::RecordSink;
+use std::thread::JoinHandle;
+
+enum Msg {
+    Record(f64, Phase, Box<ClientRecord>),
+    /// Answer once everything before has been written.
+    Sync(flume::Sender<()>),
+}
+
+/// The thread that owns the record files.
+pub struct RecordWriter {
+    tx: flume::Sender<Msg>,
+    thread: Option<JoinHandle<Result<(), goodput_results::ResultsError>>>,
+}
+
+impl RecordWriter {
+    pub fn spawn(mut log: RecordLog) -> Result<Self> {
+        let (tx, rx) = flume::unbounded::<Msg>();
+        let thread = std::thread::Builder::new().name("goodput-records".into()).spawn(move || {
+            for msg in rx {
+                match msg {
+                    Msg::Record(level, phase, r) => log.append(level, phase, &r)?,
+                    Msg::Sync(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(RecordWriter { tx, thread: Some(thread) })
+    }
+
+    /// The sink of a level at `load`: each finished record goes to the writer thread.
+    pub fn sink(&self, load: f64) -> RecordSink {
+        let tx = self.tx.clone();
+        RecordSink::new(move |r: &ClientRecord, phase: Phase| {
+            let _ = tx.send(Msg::Record(load, phase, Box::new(r.clone())));
+        })
+    }
+
+    /// Waits until every record sent so far is on disk; the writer's error if it failed.
+    pub fn sync(&mut self) -> Result<()> {
+        let (done, wait) = flume::bounded(1);
+        if self.tx.send(Msg::Sync(done)).is_ok() && wait.recv().is_ok() {
+            return Ok(());
+        }
+        // The thread ended: it failed to write.
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(Err(e))) => Err(anyhow::Error::new(e).context("writing the request records")),
+            _ => Err(anyhow!("the request-record writer stopped")),
+        }
+    }
+}

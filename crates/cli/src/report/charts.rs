@@ -1,0 +1,194 @@
+//! The report's charts, as data, from a typed results directory: what each shows and from
+//! which stored numbers. Drawing is [`crate::chart`]'s.
+
+use super::timelines::{by_turn, engine_timeline, task_timelines, ttft_cdf};
+use crate::chart::{Chart, Kind, Series};
+use goodput_metrics::server::ServerHistograms;
+use goodput_metrics::Summary;
+use goodput_results::{LevelReport, Results};
+
+pub(super) fn series(name: &str, points: Vec<(f64, f64)>) -> Series {
+    Series { name: name.into(), points, right: false }
+}
+
+pub(super) fn right(name: &str, points: Vec<(f64, f64)>) -> Series {
+    Series { right: true, ..series(name, points) }
+}
+
+/// `(load, value × scale)` of every level where `get` has a value.
+fn by_load(levels: &[LevelReport], scale: f64, get: impl Fn(&LevelReport) -> Option<f64>) -> Vec<(f64, f64)> {
+    levels.iter().filter_map(|l| Some((l.summary.load, get(l)? * scale))).collect()
+}
+
+fn stat(s: &Option<Summary>, f: fn(&Summary) -> f64) -> Option<f64> {
+    s.as_ref().map(f)
+}
+
+/// What every chart of a run shares: its levels, unit, title words and capacity marks.
+pub(super) struct Ctx<'a> {
+    pub(super) levels: &'a [LevelReport],
+    x_label: String,
+    workload: String,
+    pub(super) unit: String,
+    log2: bool,
+}
+
+impl Ctx<'_> {
+    pub(super) fn chart(
+        &self,
+        id: &str,
+        title: &str,
+        caption: String,
+        y_label: &str,
+        kind: Kind,
+        series: Vec<Series>,
+    ) -> Chart {
+        Chart {
+            id: id.into(),
+            title: title.into(),
+            caption: format!("{}: {caption}", self.workload),
+            x_label: self.x_label.clone(),
+            x_log2: self.log2,
+            y_label: y_label.into(),
+            y2_label: None,
+            kind,
+            series,
+            marks: Vec::new(),
+            limits: Vec::new(),
+        }
+    }
+}
+
+/// The charts of a run (those its data allows), the answer first: capacity, TTFT
+/// decomposition, percentiles with SLO lines; then the engine, multi-turn, agent and RAG
+/// timelines and the TTFT distributions.
+pub fn charts(r: &Results) -> Vec<Chart> {
+    let s = &r.summary;
+    let loads: Vec<f64> = s.levels.iter().map(|l| l.summary.load).collect();
+    let cx = Ctx {
+        levels: &s.levels,
+        x_label: format!("load ({})", s.load_unit),
+        workload: format!("{}, {}", s.model, s.workload.name),
+        unit: s.load_unit.to_string(),
+        log2: goodput_results::LoadUnit::doubling(&loads),
+    };
+    let v = s.verdict();
+    let mut marks = Vec::new();
+    for (x, name) in [(v.knee, "knee"), (v.usable, "usable"), (v.limit, "limit")] {
+        if let Some(x) = x {
+            marks.push((x, format!("{name} {x}")));
+        }
+    }
+    let mut out = vec![capacity(&cx, marks.clone()), ttft_decomposition(&cx)];
+    let capacity_marks: Vec<(f64, String)> = marks.into_iter().filter(|m| !m.1.starts_with("knee")).collect();
+    for (metric, name, get) in [
+        ("ttft", "TTFT", (|l: &LevelReport| &l.summary.ttft) as fn(&LevelReport) -> &Option<Summary>),
+        ("tpot", "TPOT", |l| &l.summary.tpot),
+        ("e2e", "E2E", |l| &l.summary.e2e),
+    ] {
+        let mut c = cx.chart(
+            &format!("percentiles-{metric}"),
+            &format!("{name} P50/P95/P99 vs load"),
+            format!("{name} percentiles in ms over each level's measured requests; dashed red: the SLO; grey: usable and limit capacity."),
+            "ms",
+            Kind::Lines,
+            [("p50", (|x: &Summary| x.p50) as fn(&Summary) -> f64), ("p95", |x| x.p95), ("p99", |x| x.p99)]
+                .into_iter()
+                .map(|(p, f)| series(p, by_load(cx.levels, 1e3, |l| stat(get(l), f))))
+                .collect(),
+        );
+        c.marks = capacity_marks.clone();
+        c.limits = s
+            .slos
+            .iter()
+            .filter(|x| x.metric.name() == metric && x.metric.is_time())
+            .map(|x| (x.bound * 1e3, format!("SLO {}", x.to_string().replace(' ', ""))))
+            .collect();
+        out.push(c);
+    }
+    out.extend(engine_timeline(&cx, r));
+    if let Some(last) = s.levels.last() {
+        out.extend(by_turn(&cx, last));
+        out.extend(task_timelines(&cx, last));
+    }
+    out.extend(ttft_cdf(&cx, r));
+    out
+}
+
+/// Total and per-user throughput vs load, with the knee, usable and limit capacity marked.
+fn capacity(cx: &Ctx, marks: Vec<(f64, String)>) -> Chart {
+    let mut c = cx.chart(
+        "throughput",
+        "Capacity: throughput vs load",
+        "total output tok/s (left) and median per-user tok/s (right) at each load; grey: the knee (where waiting starts to grow), usable capacity (the highest load meeting every SLO) and limit capacity (peak throughput).".into(),
+        "output tok/s",
+        Kind::Lines,
+        vec![
+            series("output tok/s", by_load(cx.levels, 1.0, |l| Some(l.summary.output_throughput))),
+            right("per-user tok/s (p50)", by_load(cx.levels, 1.0, |l| stat(&l.summary.per_user_tps, |x| x.p50))),
+        ],
+    );
+    c.y2_label = Some("per-user tok/s".into());
+    c.marks = marks;
+    c
+}
+
+/// TTFT split into its parts: by the server's per-request stamps over HTTP, by the engine's
+/// in-process, or by the server's /metrics where that is all there is (vLLM, SGLang).
+fn ttft_decomposition(cx: &Ctx) -> Chart {
+    let levels = cx.levels;
+    let (parts, caption) = if levels.iter().any(|l| l.summary.http.as_ref().is_some_and(|h| h.queue.is_some())) {
+        let part = |f: fn(&goodput_metrics::http::Breakdown) -> &Option<Summary>| {
+            by_load(levels, 1e3, move |l| stat(f(l.summary.http.as_ref()?), |x| x.p50))
+        };
+        (
+            vec![
+                series("queue", part(|h| &h.queue)),
+                series("prefill", part(|h| &h.prefill)),
+                series("handoff", part(|h| &h.handoff)),
+                series("UTF-8 hold", part(|h| &h.hold)),
+                series("HTTP overhead (beyond the engine)", part(|h| &h.beyond_engine)),
+            ],
+            "median TTFT split by the server's engine stamps: queue, prefill, handoff into the engine thread, UTF-8 hold, and HTTP overhead (send lag, request and response path, tokenization), stacked, in ms.",
+        )
+    } else if levels.iter().any(|l| l.summary.queue_time.is_some()) {
+        let p50 = |s: &Option<Summary>| stat(s, |x| x.p50);
+        let other = by_load(levels, 1e3, |l| {
+            let s = &l.summary;
+            let engine = p50(&s.queue_time).unwrap_or(0.0) + p50(&s.prefill_time).unwrap_or(0.0);
+            Some((p50(&s.ttft)? - engine).max(0.0))
+        });
+        (
+            vec![
+                series("queue", by_load(levels, 1e3, |l| p50(&l.summary.queue_time))),
+                series("prefill", by_load(levels, 1e3, |l| p50(&l.summary.prefill_time))),
+                series("handoff and the rest", other),
+            ],
+            "median TTFT split into engine queue time, prefill time and the remainder (handoff into the engine thread, client stamping), stacked, in ms.",
+        )
+    } else {
+        // Means, not medians: the histograms' means are exact (Δ_sum / Δ_count) where their
+        // quantiles are only as fine as the buckets, and means add up.
+        let h = |l: &LevelReport| l.server.as_ref().map(|s| s.histograms.clone());
+        let mean = |get: fn(&ServerHistograms) -> &Option<goodput_metrics::prom::HistogramStats>| {
+            move |l: &LevelReport| h(l).and_then(|x| ServerHistograms::mean(get(&x)))
+        };
+        let (q, p, t) = (mean(|x| &x.queue), mean(|x| &x.prefill), mean(|x| &x.ttft));
+        (
+            vec![
+                series("queue (server /metrics)", by_load(levels, 1e3, q)),
+                series("prefill (server /metrics)", by_load(levels, 1e3, p)),
+                series(
+                    "rest of the server's TTFT (tokenization, scheduling)",
+                    by_load(levels, 1e3, |l| Some((t(l)? - q(l)? - p(l)?).max(0.0))),
+                ),
+                series(
+                    "HTTP and client (client TTFT − server TTFT)",
+                    by_load(levels, 1e3, |l| Some((stat(&l.summary.ttft, |x| x.mean)? - t(l)?).max(0.0))),
+                ),
+            ],
+            "mean TTFT split by the server's own /metrics: the means of its queue-time, prefill-time and TTFT histograms (Δ_sum / Δ_count between the scrapes bracketing the measured requests), and the client's mean TTFT beyond the server's, stacked, in ms. The server returned no per-request stamps.",
+        )
+    };
+    cx.chart("ttft-decomposition", "TTFT decomposed vs load", caption.into(), "ms", Kind::Stacked, parts)
+}

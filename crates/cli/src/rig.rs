@@ -1,0 +1,287 @@
+//! What a run drives, set up once before its first level: the model and the engine (unless
+//! the target is another process's server), the target itself (the engine in-process,
+//! goodput's own server on loopback, or an external server), the RAG index, the engine's step
+//! channel and the load generator's runtime. Dropping the rig stops the server and the engine.
+
+use crate::plan::RunPlan;
+use crate::run::RunArgs;
+use crate::target::{AnyTarget, Codec, LocalServer};
+use crate::workload::{EncoderEmbedder, LlmTokenizer, WorkloadSpec};
+use anyhow::{bail, Context, Result};
+use goodput_client::{Api, HttpConfig, HttpTarget};
+use goodput_core::{Clock, StepRecord};
+use goodput_engine::tokenizer::Tokenizer;
+use goodput_engine::Engine;
+use goodput_results::{EngineSettings, Machine, Pinning};
+use goodput_workload::{Embedder, RagIndex, RagSetup, Workload};
+use std::sync::Arc;
+
+pub struct Rig {
+    /// The load generator's runtime: one thread, so its CPU time is the harness's own cost.
+    pub rt: tokio::runtime::Runtime,
+    pub target: Arc<AnyTarget>,
+    pub workload: Workload,
+    /// The model's vocabulary (prompts are token ids drawn from it).
+    pub vocab: usize,
+    /// The engine's steps, as it takes them (in-process and http-local).
+    pub steps: flume::Receiver<StepRecord>,
+    /// Weights and device, as the setup describes them.
+    pub weights: String,
+    pub device: String,
+    pub pinning: Pinning,
+    engine: Option<Engine>,
+    server: Option<LocalServer>,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop();
+        }
+        if let Some(engine) = self.engine.take() {
+            engine.shutdown(false);
+        }
+    }
+}
+
+/// The model as loaded here, or what stands for it against another process's server.
+struct Model {
+    model: Option<goodput_engine::model::Llama>,
+    tokenizer: Arc<Tokenizer>,
+    chat_template: Option<String>,
+    weights: String,
+    device: String,
+}
+
+fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
+    if plan.url.is_some() {
+        // An external server: prompts need only the vocabulary (and a tokenizer for text).
+        return Ok(Model {
+            model: None,
+            tokenizer: Arc::new(Tokenizer::byte_level(plan.spec.vocab_size)),
+            chat_template: None,
+            weights: "served elsewhere".into(),
+            device: "remote".into(),
+        });
+    }
+    let l = a.model.load(plan.max_len)?;
+    let device = if l.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", l.model.device) };
+    Ok(Model {
+        weights: format!("{} ({})", l.weights_kind, l.weights_origin),
+        device,
+        model: Some(l.model),
+        tokenizer: Arc::new(l.tokenizer),
+        chat_template: l.chat_template,
+    })
+}
+
+/// The workload to run: the scenario's, with RAG's encoder loaded and its corpus embedded.
+fn workload(a: &RunArgs, spec: &WorkloadSpec, tokenizer: &Arc<Tokenizer>) -> Result<Workload> {
+    let (dir, rag) = match spec {
+        WorkloadSpec::Single(s) => return Ok(Workload::Single(s.clone())),
+        WorkloadSpec::Sessions(mt) => return Ok(Workload::Sessions(mt.clone())),
+        WorkloadSpec::Tasks(ag) => return Ok(Workload::Tasks(ag.clone())),
+        WorkloadSpec::Rag(dir, rag) => (dir, rag),
+    };
+    let t = std::time::Instant::now();
+    let embedder: Arc<dyn Embedder> = match dir {
+        Some(dir) => Arc::new(EncoderEmbedder(goodput_engine::encoder::Encoder::load(dir, &candle_core::Device::Cpu)?)),
+        None => Arc::new(goodput_workload::HashEmbedder { dims: 384 }),
+    };
+    let index = RagIndex::build(rag, embedder.as_ref(), a.seed)
+        .map_err(anyhow::Error::msg)
+        .context("embedding the RAG corpus")?;
+    let encoder = dir.as_ref().map_or("hashed bag-of-words vectors".to_string(), |d| d.display().to_string());
+    if !a.quiet {
+        eprintln!(
+            "rag: embedded {} corpus chunks with {encoder} in {:.2} s",
+            index.chunks.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(Workload::Rag(Arc::new(RagSetup {
+        rag: rag.clone(),
+        index,
+        embedder,
+        tokenizer: Arc::new(LlmTokenizer(tokenizer.clone())),
+        encoder: dir.clone(),
+    })))
+}
+
+impl Rig {
+    pub fn build(a: &RunArgs, plan: &RunPlan) -> Result<Rig> {
+        let mut m = load_model(a, plan)?;
+        let workload = workload(a, &plan.workload, &m.tokenizer)?;
+        let (step_tx, steps) = flume::unbounded();
+        let Some(model) = m.model.take() else { return Self::remote(a, plan, workload, steps, m) };
+        let mut cfg = a.engine.config()?;
+        cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
+        let engine = Engine::start(model, cfg, Clock::new(), Some(step_tx))?;
+        let mut rig = Rig {
+            rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+            target: Arc::new(AnyTarget::Engine(engine.handle())),
+            workload,
+            vocab: plan.spec.vocab_size,
+            steps,
+            weights: m.weights,
+            device: m.device,
+            pinning: pinning(a),
+            engine: Some(engine),
+            server: None,
+        };
+        if a.target == "http-local" {
+            rig.serve_locally(a, plan, &m.tokenizer, m.chat_template)?;
+        }
+        rig.pin_harness(a)?;
+        Ok(rig)
+    }
+
+    /// Against another process's server: no engine here; check it serves the model.
+    fn remote(
+        a: &RunArgs,
+        plan: &RunPlan,
+        workload: Workload,
+        steps: flume::Receiver<StepRecord>,
+        m: Model,
+    ) -> Result<Rig> {
+        let url = plan.url.clone().context("no engine and no server to send requests to")?;
+        let http =
+            HttpTarget::new(http_config(a, plan, url, &m.tokenizer), Clock::new()).map_err(anyhow::Error::msg)?;
+        let rig = Rig {
+            rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+            target: Arc::new(AnyTarget::Http(Arc::new(http))),
+            workload,
+            vocab: plan.spec.vocab_size,
+            steps,
+            weights: m.weights,
+            device: m.device,
+            pinning: pinning(a),
+            engine: None,
+            server: None,
+        };
+        rig.pin_harness(a)?;
+        rig.check_served(a, plan)?;
+        Ok(rig)
+    }
+
+    /// goodput's own server on loopback, on its own threads (so this thread's CPU time stays
+    /// the load generator's), driven over HTTP.
+    fn serve_locally(
+        &mut self,
+        a: &RunArgs,
+        plan: &RunPlan,
+        tokenizer: &Arc<Tokenizer>,
+        template: Option<String>,
+    ) -> Result<()> {
+        let e = self.engine.as_ref().context("http-local needs the engine")?;
+        let st = crate::serve::state(e, tokenizer.clone(), served_name(a, plan), template, None)?;
+        let server = LocalServer::start(st, a.harness_cpus.as_ref().map(|c| c.0.clone()))?;
+        let http = HttpTarget::new(http_config(a, plan, server.url.clone(), tokenizer), e.handle().clock())
+            .map_err(anyhow::Error::msg)?;
+        self.server = Some(server);
+        self.target = Arc::new(AnyTarget::Http(Arc::new(http)));
+        Ok(())
+    }
+
+    /// The engine thread is pinned by now; this thread (the load generator) follows.
+    fn pin_harness(&self, a: &RunArgs) -> Result<()> {
+        if let Some(h) = &a.harness_cpus {
+            goodput_engine::affinity::pin_current(&h.0)?;
+        }
+        if let (Some(e), Some(h)) = (&a.engine_cpus, &a.harness_cpus) {
+            if e.0.iter().any(|c| h.0.contains(c)) {
+                eprintln!(
+                    "warning: --engine-cpus and --harness-cpus share CPUs; the harness competes with the engine there"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn check_served(&self, a: &RunArgs, plan: &RunPlan) -> Result<()> {
+        let Some(h) = self.http() else { return Ok(()) };
+        let models =
+            self.rt.block_on(h.models()).map_err(anyhow::Error::msg).context("asking the server for its models")?;
+        let name = served_name(a, plan);
+        if !models.contains(&name) {
+            bail!(
+                "the server at {} does not serve `{name}` (it lists {models:?}); pass --served-model-name",
+                h.config().base_url
+            );
+        }
+        Ok(())
+    }
+
+    /// The HTTP target, when requests go over HTTP.
+    pub fn http(&self) -> Option<Arc<HttpTarget>> {
+        match &*self.target {
+            AnyTarget::Http(h) => Some(h.clone()),
+            AnyTarget::Engine(_) => None,
+        }
+    }
+
+    /// Whether the engine runs in this process (its steps are seen, it shares the CPU).
+    pub fn engine_in_process(&self) -> bool {
+        self.engine.is_some()
+    }
+}
+
+fn served_name(a: &RunArgs, plan: &RunPlan) -> String {
+    a.served_model_name.clone().unwrap_or_else(|| plan.spec.name.clone())
+}
+
+fn http_config(a: &RunArgs, plan: &RunPlan, base_url: String, tokenizer: &Arc<Tokenizer>) -> HttpConfig {
+    HttpConfig {
+        base_url,
+        model: served_name(a, plan),
+        api: match a.api.as_str() {
+            "chat" => Api::Chat,
+            "completions-text" => Api::CompletionsText,
+            _ => Api::Completions,
+        },
+        exact_lengths: true,
+        return_token_ids: plan.url.is_none(),
+        same_clock: plan.url.is_none(),
+        codec: Some(Arc::new(Codec(tokenizer.clone()))),
+        server_stamps: !a.ignore_server_stamps,
+    }
+}
+
+fn pinning(a: &RunArgs) -> Pinning {
+    let list = |c: &Option<crate::args::CpuList>| c.as_ref().map(|c| goodput_engine::affinity::format_cpu_list(&c.0));
+    Pinning { engine: list(&a.engine_cpus), harness: list(&a.harness_cpus) }
+}
+
+/// The engine's settings as given (for the setup).
+pub fn engine_settings(a: &RunArgs, plan: &RunPlan) -> EngineSettings {
+    let e = &a.engine;
+    EngineSettings {
+        block_size: e.block_size,
+        kv_blocks: e.kv_blocks,
+        kv_memory_bytes: Some(e.kv_memory),
+        max_num_batched_tokens: e.max_num_batched_tokens,
+        max_num_seqs: e.max_num_seqs,
+        max_model_len: plan.max_len,
+        prefix_caching: !e.no_prefix_caching,
+    }
+}
+
+/// CPU model, logical CPUs, memory and kernel of this machine, for the report's setup.
+pub fn machine() -> Machine {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let field = |text: &str, key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let mem_kib: u64 = field(&read("/proc/meminfo"), "MemTotal").trim_end_matches("kB").trim().parse().unwrap_or(0);
+    Machine {
+        cpu: field(&cpuinfo, "model name"),
+        logical_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        memory_gib: (mem_kib as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0,
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+    }
+}

@@ -1,0 +1,206 @@
+//! The sweep of `goodput run`: levels one after another, each written as soon as it finishes
+//! (records as each request ends, the rest and the summary after the level, so a later
+//! failure keeps the earlier levels), refinement levels added between the last passing and
+//! the first failing level, and at the end the tables, the conclusion and the report.
+
+use crate::level::{self, Finished};
+use crate::plan::{Counts, LevelSpec, RunPlan};
+use crate::records::RecordWriter;
+use crate::rig::{engine_settings, machine, Rig};
+use crate::run::RunArgs;
+use crate::table;
+use anyhow::Result;
+use goodput_results::{export, Conclusion, RetrySetting, RunSummary, RunWriter, WorkloadInfo, FORMAT};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+pub struct Sweep<'a> {
+    a: &'a RunArgs,
+    plan: &'a RunPlan,
+    summary: RunSummary,
+    files: Option<(RunWriter, RecordWriter)>,
+    queue: VecDeque<LevelSpec>,
+    refine_left: usize,
+    first_id: u64,
+    bar: indicatif::ProgressBar,
+}
+
+impl<'a> Sweep<'a> {
+    pub fn start(a: &'a RunArgs, plan: &'a RunPlan, rig: &Rig) -> Result<Self> {
+        let w = &rig.workload;
+        let summary = RunSummary {
+            format: FORMAT,
+            goodput_version: env!("CARGO_PKG_VERSION").into(),
+            model: plan.spec.name.clone(),
+            weights: rig.weights.clone(),
+            device: rig.device.clone(),
+            seed: a.seed,
+            target: a.target.clone(),
+            engine: engine_settings(a, plan),
+            machine: machine(),
+            cpus: rig.pinning.clone(),
+            retry: RetrySetting { max: plan.retry.max, backoff_s: plan.retry.backoff.as_secs_f64() },
+            scenario: w.to_json(),
+            workload: WorkloadInfo { name: w.name(), description: w.describe(), lengths: w.describe_lengths() },
+            load_unit: plan.unit,
+            slos: plan.slos.clone(),
+            levels: Vec::new(),
+            capacity: None,
+        };
+        let files = match &a.out {
+            Some(dir) => {
+                let (writer, log) = RunWriter::create(dir)?;
+                Some((writer, RecordWriter::spawn(log)?))
+            }
+            None => None,
+        };
+        if !a.quiet {
+            let slos: Vec<String> = plan.slos.iter().map(|s| s.to_string()).collect();
+            eprintln!(
+                "goodput run: {} on {} ({}), {}; {}; SLOs: {}",
+                plan.spec.name,
+                rig.device,
+                rig.weights,
+                goodput_core::Target::describe(&*rig.target),
+                w.describe(),
+                slos.join(", ")
+            );
+        }
+        // Progress on stderr; indicatif hides it when stderr is not a terminal.
+        let bar = if a.quiet {
+            indicatif::ProgressBar::hidden()
+        } else {
+            indicatif::ProgressBar::new(plan.levels.len() as u64)
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {pos}/{len}: {msg}")
+                .expect("a valid progress template"),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        Ok(Sweep { a, plan, summary, files, queue: plan.levels.clone(), refine_left: a.refine, first_id: 0, bar })
+    }
+
+    /// Level lines are progress (hidden by --quiet); warnings always show.
+    fn log(&self, line: String, warning: bool) {
+        if !self.bar.is_hidden() {
+            self.bar.println(line);
+        } else if warning || !self.a.quiet {
+            eprintln!("{line}");
+        }
+    }
+
+    /// The next level: the sweep's, then refinement levels while they help.
+    pub fn next_level(&mut self) -> Option<LevelSpec> {
+        if let Some(l) = self.queue.pop_front() {
+            return Some(l);
+        }
+        if self.refine_left == 0 {
+            return None;
+        }
+        self.refine_left -= 1;
+        let outcomes: Vec<_> = self.summary.levels.iter().map(|l| l.outcome()).collect();
+        let next = self.plan.refine.next(&outcomes)?;
+        self.bar.inc_length(1);
+        Some(next)
+    }
+
+    pub fn run_level(&mut self, rig: &Rig, level: &LevelSpec) -> Result<Finished> {
+        self.bar.set_message(format!("{} {}", level.load, self.plan.unit));
+        let counts = Counts::of(self.a, level, rig.workload.is_sessions());
+        let sink = self.files.as_ref().map(|(_, records)| records.sink(level.load));
+        let lp = level::level_plan(self.a, self.plan, level, &counts, self.first_id, sink);
+        self.first_id += level::id_span(level, &counts, &rig.workload);
+        Ok(level::run(rig, self.a, self.plan, level, lp))
+    }
+
+    /// Warns, prints and writes a finished level; a capacity search stops at its first failure.
+    pub fn finish_level(&mut self, f: Finished) -> Result<()> {
+        let (r, unit) = (&f.report, self.plan.unit);
+        for w in r.harness.warnings() {
+            self.log(format!("warning: {} {unit}: {w}", r.summary.load), true);
+        }
+        if r.summary.short_outputs > 0 {
+            self.log(
+                format!(
+                    "warning: {} {unit}: {} of {} completed requests returned fewer output tokens than the scenario requires (the server ignores ignore_eos/min_tokens, or cut them short): output lengths, TPOT and throughput are not the scenario's",
+                    r.summary.load, r.summary.short_outputs, r.summary.completed
+                ),
+                true,
+            );
+        }
+        self.log(table::level_line(r, unit), false);
+        self.log(table::layers(r, unit), false);
+        self.bar.inc(1);
+        let failed = !r.summary.slos_hold();
+        let load = r.summary.load;
+        self.summary.push_level(f.report);
+        if let Some((writer, records)) = self.files.as_mut() {
+            records.sync()?;
+            writer.append_level(load, &f.steps, &f.series)?;
+            writer.write_summary(&self.summary)?;
+        }
+        self.export()?;
+        if failed && self.a.stop_at_first_failure {
+            // A capacity search: nothing above a failing level needs running.
+            self.bar.set_length(self.bar.position());
+            self.queue.clear();
+            self.refine_left = 0;
+        }
+        Ok(())
+    }
+
+    /// `--export-json`, `--export-csv`, `--export-markdown`: rewritten after every level.
+    fn export(&self) -> Result<()> {
+        let s = &self.summary;
+        if let Some(p) = &self.a.export_json {
+            export::json(p, s)?;
+        }
+        if let Some(p) = &self.a.export_csv {
+            export::csv(p, s)?;
+        }
+        if let Some(p) = &self.a.export_markdown {
+            export::markdown(p, s)?;
+        }
+        Ok(())
+    }
+
+    /// The sweep's tables and conclusion on stdout, the conclusion and report in the files.
+    pub fn finish(self) -> Result<()> {
+        self.bar.finish_and_clear();
+        let (s, unit) = (&self.summary, self.plan.unit);
+        if let Some(storm) = s.verdict().retry_storm {
+            let shares: Vec<String> = storm.iter().map(|(l, x)| format!("{:.0} % at {l} {unit}", x * 100.0)).collect();
+            eprintln!(
+                "warning: retries feed on themselves: the share of attempts that were retries rises with load ({}); the extra attempts are load the target would not otherwise have had",
+                shares.join(", ")
+            );
+        }
+        println!("{}", table::levels(&s.levels, unit, &s.model, &s.workload.description));
+        for t in [table::http(&s.levels, unit), table::server(&s.levels, unit)].into_iter().flatten() {
+            println!("{t}");
+        }
+        if let Some(last) = s.levels.last() {
+            if !last.turns.is_empty() {
+                println!("{}", table::turns(&last.turns, last.summary.load, unit));
+            }
+            if let Some(ag) = &last.agent {
+                println!("{}", table::agent(ag, last.summary.load, unit));
+            }
+            if let Some(r) = &last.rag {
+                println!("{}", table::rag(r, &last.summary, unit));
+            }
+        }
+        let conclusion = Conclusion::of(s).render();
+        println!("{conclusion}");
+        if let Some((writer, _)) = &self.files {
+            writer.write_conclusion(&conclusion)?;
+            if self.a.report {
+                let page = writer.dir().join("report.html");
+                crate::report::write(&goodput_results::Results::read(writer.dir())?, &page)?;
+                eprintln!("report in {}", page.display());
+            }
+            eprintln!("results in {}", writer.dir().display());
+        }
+        Ok(())
+    }
+}

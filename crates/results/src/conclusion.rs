@@ -1,0 +1,192 @@
+//! The written conclusion of seed 000 §10, built from the typed run summary and its stored
+//! capacity verdict: scenario and lengths, the recommended level's P95 TTFT/TPOT and
+//! throughput, where waiting starts, usable and limit capacity, and what breaks next; for
+//! multi-turn, agent and RAG runs their own sentence.
+
+use crate::summary::{LevelReport, RunSummary};
+use goodput_metrics::capacity::{QueueSource, Verdict};
+use goodput_metrics::level::SloResult;
+use goodput_metrics::Summary;
+
+/// A run's conclusion: the summary it is written from.
+pub struct Conclusion<'a> {
+    s: &'a RunSummary,
+    v: Verdict,
+}
+
+fn ms(s: &Option<Summary>, f: fn(&Summary) -> f64) -> String {
+    s.as_ref().map_or("-".into(), |x| format!("{:.0} ms", f(x) * 1e3))
+}
+
+fn p50_ms(x: &Option<Summary>) -> f64 {
+    x.as_ref().map_or(f64::NAN, |d| d.p50 * 1e3)
+}
+
+impl<'a> Conclusion<'a> {
+    pub fn of(s: &'a RunSummary) -> Self {
+        Conclusion { s, v: s.verdict() }
+    }
+
+    fn at(&self, load: f64) -> Option<&'a LevelReport> {
+        self.s.level(load)
+    }
+
+    /// The whole text, headed `Conclusion`.
+    pub fn render(&self) -> String {
+        // Describe the recommended level, or the lowest one when none meets the SLOs.
+        let Some(shown) = self.v.usable.and_then(|u| self.at(u)).or_else(|| self.s.levels.first()) else {
+            return "No level ran.".into();
+        };
+        let mut out = String::from("Conclusion\n");
+        out.push_str(&self.headline(shown));
+        for part in [self.queueing(), self.capacity(), self.short_outputs()] {
+            out.push_str(&part);
+        }
+        out.push_str(&Self::turns(shown));
+        out.push_str(&Self::agent(shown));
+        out.push_str(&Self::rag(shown));
+        out.push_str(&self.breaks());
+        out
+    }
+
+    fn headline(&self, shown: &LevelReport) -> String {
+        let (s, unit, w) = (&shown.summary, self.s.load_unit, &self.s.workload);
+        let lengths = if w.lengths.is_empty() { String::new() } else { format!("{}; ", w.lengths) };
+        format!(
+            "In the {} scenario ({lengths}measured mean input {:.0} tokens, output {:.0} tokens), at {} {unit}: \
+             P95 TTFT {}, P95 TPOT {}, per-user generation {:.1} tok/s (median), total output {:.0} tok/s, \
+             {:.2} requests/s ({} measured requests).",
+            w.name,
+            s.mean_input_tokens,
+            s.mean_output_tokens,
+            s.load,
+            ms(&s.ttft, |x| x.p95),
+            ms(&s.tpot, |x| x.p95),
+            s.per_user_tps.as_ref().map_or(f64::NAN, |x| x.p50),
+            s.output_throughput,
+            s.request_throughput,
+            s.requests,
+        )
+    }
+
+    /// Where waiting starts: the last level without and the knee, with their source.
+    fn queueing(&self) -> String {
+        let unit = self.s.load_unit;
+        let from_metrics = self.v.queue_source == Some(QueueSource::ServerMetrics);
+        let source = if from_metrics { " (queue times from the server's /metrics)" } else { "" };
+        match (self.v.no_queue_until, self.v.knee) {
+            (Some(q), Some(k)) => {
+                let what = match self.at(k).and_then(LevelReport::queue_time) {
+                    Some((v, QueueSource::ServerMetrics)) => format!("queue time rises (mean {:.0} ms)", v * 1e3),
+                    Some((v, QueueSource::EngineStamps)) => {
+                        format!("the wait before the engine computes rises (median {:.0} ms of handoff and queue)", v * 1e3)
+                    }
+                    None => "queue time rises".into(),
+                };
+                format!(" Up to {q} {unit} requests are hardly queued; from {k} {unit} {what} and pushes TTFT up{source}.")
+            }
+            (Some(q), None) => format!(" Up to {q} {unit}, the highest level run, requests are hardly queued{source}."),
+            _ => " Where queueing starts is unknown: the target returned no engine stamps and its /metrics no queue-time histogram.".into(),
+        }
+    }
+
+    fn capacity(&self) -> String {
+        let unit = self.s.load_unit;
+        let slo_text = self.s.slos.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
+        let mut out = match (self.v.usable, self.s.levels.first()) {
+            (Some(u), _) => {
+                format!(" Under the SLOs ({slo_text}), the recommended stable load is {u} {unit} (usable capacity)")
+            }
+            (None, Some(first)) => format!(
+                " No level met the SLOs ({slo_text}); the usable capacity is below {} {unit}",
+                first.summary.load
+            ),
+            (None, None) => String::new(),
+        };
+        match self.v.limit {
+            Some(l) => {
+                let tps = self.at(l).map_or(f64::NAN, |x| x.summary.output_throughput);
+                out.push_str(&format!("; output throughput peaks at {l} {unit} ({tps:.0} tok/s, limit capacity)."));
+            }
+            None => out.push('.'),
+        }
+        out
+    }
+
+    fn short_outputs(&self) -> String {
+        let short: usize = self.s.levels.iter().map(|l| l.summary.short_outputs).sum();
+        if short == 0 {
+            return String::new();
+        }
+        let completed: usize = self.s.levels.iter().map(|l| l.summary.completed).sum();
+        format!(
+            " Caution: {short} of {completed} completed requests came back shorter than the scenario requires, so these are not the scenario's lengths."
+        )
+    }
+
+    fn turns(shown: &LevelReport) -> String {
+        let Some((a, b)) = shown.turns.first().zip(shown.turns.last()).filter(|(a, b)| a.turn != b.turn) else {
+            return String::new();
+        };
+        let p95 = |t: &goodput_metrics::turns::TurnSummary| t.ttft.as_ref().map_or(f64::NAN, |x| x.p95 * 1e3);
+        format!(
+            " Over a session, prompts grow from {:.0} tokens at turn {} to {:.0} at turn {}; the prefix cache serves {:.0} % of the last turn's prompt, and P95 TTFT goes from {:.0} ms to {:.0} ms.",
+            a.prompt_tokens,
+            a.turn,
+            b.prompt_tokens,
+            b.turn,
+            100.0 * b.cached_tokens / b.prompt_tokens.max(1.0),
+            p95(a),
+            p95(b)
+        )
+    }
+
+    fn agent(shown: &LevelReport) -> String {
+        let Some(ag) = &shown.agent else { return String::new() };
+        format!(
+            " In the agent scenario each task triggers {:.1} model calls and {:.1} tool/knowledge-base calls; task E2E P95 {:.2} s (median {:.2} s), {:.0} % of it waiting on tools and retrievals.",
+            ag.amplification,
+            ag.tool_calls_per_task,
+            ag.task_e2e.as_ref().map_or(f64::NAN, |x| x.p95),
+            ag.task_e2e.as_ref().map_or(f64::NAN, |x| x.p50),
+            ag.tool_wait_share * 100.0
+        )
+    }
+
+    fn rag(shown: &LevelReport) -> String {
+        let Some(r) = &shown.rag else { return String::new() };
+        let s = &shown.summary;
+        let stage = |k: &str| r.steps.iter().find(|x| x.kind == k).map_or(f64::NAN, |x| p50_ms(&x.duration));
+        format!(
+            " A RAG query's median timeline: embed {:.1} ms, retrieve {:.1} ms, rerank {:.1} ms, assemble {:.1} ms, queue {:.1} ms, prefill {:.0} ms, decode {:.0} ms; query E2E P95 {:.2} s.",
+            stage("embed"),
+            stage("retrieve"),
+            stage("rerank"),
+            stage("assemble"),
+            p50_ms(&s.queue_time),
+            p50_ms(&s.prefill_time),
+            p50_ms(&s.decode_time),
+            r.task_e2e.as_ref().map_or(f64::NAN, |d| d.p95)
+        )
+    }
+
+    /// The SLOs broken at the first failing level, with their measured values.
+    fn breaks(&self) -> String {
+        let Some(first_fail) = self.s.levels.iter().find(|l| !l.summary.slos_hold()) else { return String::new() };
+        let broken: Vec<String> = first_fail.summary.slos.iter().filter(|r| !r.holds).map(broken_slo).collect();
+        format!(" At {} {} the SLOs break: {}.", first_fail.summary.load, self.s.load_unit, broken.join("; "))
+    }
+}
+
+fn broken_slo(r: &SloResult) -> String {
+    let v = r.value.map_or("no data".into(), |v| {
+        if r.slo.metric.is_rate() {
+            format!("{:.1}%", v * 100.0)
+        } else if r.slo.metric.is_time() {
+            format!("{:.0} ms", v * 1e3)
+        } else {
+            format!("{v:.1}")
+        }
+    });
+    format!("{} (measured {v})", r.slo)
+}

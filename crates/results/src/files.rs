@@ -1,0 +1,242 @@
+//! The files of a results directory: one writer and one reader for each, through the typed
+//! rows of [`crate::rows`] and the [`RunSummary`]. Records are appended as each request
+//! finishes ([`RecordLog`], flushed per record, so a killed run keeps every finished
+//! request); steps and the time series per level; `summary.json` is rewritten whole after each
+//! level through a rename, so it is never seen half-written (hyperfine's exports, oha's
+//! collector).
+
+use crate::conclusion::Conclusion;
+use crate::rows::{RecordRow, RequestRow, SeriesRow, StepRow};
+use crate::summary::{RunSummary, WorkloadInfo, FORMAT};
+use crate::ResultsError;
+use goodput_core::{ClientRecord, Phase, StepRecord};
+use goodput_metrics::engine::SeriesPoint;
+use goodput_metrics::occupancy::Occupancy;
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+pub const SUMMARY: &str = "summary.json";
+pub const RECORDS: &str = "records.jsonl";
+pub const REQUESTS: &str = "requests.csv";
+pub const STEPS: &str = "steps.jsonl";
+pub const SERIES: &str = "timeseries.csv";
+pub const CONCLUSION: &str = "conclusion.txt";
+
+type Result<T> = std::result::Result<T, ResultsError>;
+
+fn create(dir: &Path, name: &str) -> Result<File> {
+    let path = dir.join(name);
+    File::create(&path).map_err(|source| ResultsError::Io { path, source })
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
+    move |source| ResultsError::Io { path: path.to_path_buf(), source }
+}
+
+fn csv_err(path: &Path) -> impl Fn(csv::Error) -> ResultsError + '_ {
+    move |source| ResultsError::Csv { path: path.to_path_buf(), source }
+}
+
+/// The per-request files: `records.jsonl` and `requests.csv`, appended one request at a time.
+pub struct RecordLog {
+    dir: PathBuf,
+    records: BufWriter<File>,
+    requests: csv::Writer<File>,
+}
+
+/// A [`RecordRow`] to write, borrowing the record.
+#[derive(Serialize)]
+struct RecordRowRef<'a> {
+    level: f64,
+    phase: Phase,
+    #[serde(flatten)]
+    record: &'a ClientRecord,
+}
+
+impl RecordLog {
+    /// Appends one request to both files and flushes them.
+    pub fn append(&mut self, level: f64, phase: Phase, record: &ClientRecord) -> Result<()> {
+        let path = self.dir.join(RECORDS);
+        serde_json::to_writer(&mut self.records, &RecordRowRef { level, phase, record })
+            .map_err(|source| ResultsError::Json { path: path.clone(), line: None, source })?;
+        self.records.write_all(b"\n").map_err(io(&path))?;
+        self.records.flush().map_err(io(&path))?;
+        let csv_path = self.dir.join(REQUESTS);
+        self.requests.serialize(RequestRow::of(level, phase, record)).map_err(csv_err(&csv_path))?;
+        self.requests.flush().map_err(io(&csv_path))
+    }
+}
+
+/// The per-level and per-run files: steps, the time series, the summary and the conclusion.
+pub struct RunWriter {
+    dir: PathBuf,
+    steps: BufWriter<File>,
+    series: csv::Writer<File>,
+}
+
+impl RunWriter {
+    /// Creates `dir` and its files (emptied if they exist); the record log goes to whoever
+    /// collects the requests as they finish.
+    pub fn create(dir: &Path) -> Result<(RunWriter, RecordLog)> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let log = RecordLog {
+            dir: dir.to_path_buf(),
+            records: BufWriter::new(create(dir, RECORDS)?),
+            requests: csv::Writer::from_writer(create(dir, REQUESTS)?),
+        };
+        let writer = RunWriter {
+            dir: dir.to_path_buf(),
+            steps: BufWriter::new(create(dir, STEPS)?),
+            series: csv::Writer::from_writer(create(dir, SERIES)?),
+        };
+        Ok((writer, log))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends one level's engine steps and time series.
+    pub fn append_level(&mut self, level: f64, steps: &[StepRecord], series: &[SeriesPoint]) -> Result<()> {
+        let path = self.dir.join(STEPS);
+        for step in steps {
+            let row = StepRow { level, step: step.clone() };
+            serde_json::to_writer(&mut self.steps, &row).map_err(|source| ResultsError::Json {
+                path: path.clone(),
+                line: None,
+                source,
+            })?;
+            self.steps.write_all(b"\n").map_err(io(&path))?;
+        }
+        self.steps.flush().map_err(io(&path))?;
+        let path = self.dir.join(SERIES);
+        for p in series {
+            self.series.serialize(SeriesRow::of(level, p)).map_err(csv_err(&path))?;
+        }
+        self.series.flush().map_err(io(&path))
+    }
+
+    /// Rewrites `summary.json` (through a temporary file and a rename).
+    pub fn write_summary(&self, summary: &RunSummary) -> Result<()> {
+        let path = self.dir.join(SUMMARY);
+        let tmp = self.dir.join("summary.json.tmp");
+        let text = serde_json::to_vec_pretty(summary).map_err(|source| ResultsError::Json {
+            path: path.clone(),
+            line: None,
+            source,
+        })?;
+        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))
+    }
+
+    /// Writes the conclusion as text.
+    pub fn write_conclusion(&self, text: &str) -> Result<()> {
+        let path = self.dir.join(CONCLUSION);
+        std::fs::write(&path, text).map_err(io(&path))
+    }
+}
+
+/// A results directory as its readers see it.
+#[derive(Clone, Debug)]
+pub struct Results {
+    pub dir: PathBuf,
+    pub summary: RunSummary,
+    /// Every request, warm-up and cool-down included.
+    pub records: Vec<RecordRow>,
+    /// The engine's time series (empty for a target whose engine is another process's).
+    pub series: Vec<SeriesRow>,
+    /// The written conclusion, built from the summary.
+    pub conclusion: String,
+}
+
+impl Results {
+    /// Reads `summary.json`, `records.jsonl` and `timeseries.csv` of `dir`.
+    pub fn read(dir: &Path) -> Result<Results> {
+        let summary = read_summary(dir)?;
+        let records = read_jsonl(&dir.join(RECORDS))?;
+        let series = read_csv(&dir.join(SERIES))?;
+        // Results before the typed summary lack what the conclusion is built from; their
+        // own text stands.
+        let conclusion = if summary.format >= FORMAT {
+            Conclusion::of(&summary).render()
+        } else {
+            std::fs::read_to_string(dir.join(CONCLUSION)).unwrap_or_default()
+        };
+        Ok(Results { dir: dir.to_path_buf(), summary, records, series, conclusion })
+    }
+
+    /// The measured requests of the level at `load`.
+    pub fn measured(&self, load: f64) -> impl Iterator<Item = &ClientRecord> {
+        self.records.iter().filter(move |r| r.level == load && r.phase == Phase::Measured).map(|r| &r.record)
+    }
+}
+
+/// `summary.json` of `dir`; results of an older format are brought up to this one (their
+/// capacity verdict computed once, here, by the function a writer uses).
+pub fn read_summary(dir: &Path) -> Result<RunSummary> {
+    let path = dir.join(SUMMARY);
+    let bytes = std::fs::read(&path).map_err(|_| ResultsError::NotResults { dir: dir.to_path_buf() })?;
+    let mut s: RunSummary = serde_json::from_slice(&bytes).map_err(|source| ResultsError::Json {
+        path: path.clone(),
+        line: None,
+        source,
+    })?;
+    if s.format > FORMAT {
+        return Err(ResultsError::TooNew { path, format: s.format });
+    }
+    if s.format < FORMAT {
+        upgrade(&mut s);
+    }
+    Ok(s)
+}
+
+/// Fills what format 1 did not store: occupancy (then the engine's numbers), the workload's
+/// name, the capacity verdict.
+fn upgrade(s: &mut RunSummary) {
+    for l in &mut s.levels {
+        if l.occupancy.is_none() && l.engine.steps > 0 {
+            l.occupancy = Occupancy::of(&l.engine, None);
+        }
+    }
+    if s.workload.name.is_empty() {
+        // Format 1 kept the name only inside the workload's own settings.
+        let name = s.scenario.get("name").and_then(|n| n.as_str()).unwrap_or("scenario");
+        s.workload = WorkloadInfo { name: name.to_string(), ..Default::default() };
+    }
+    if s.capacity.is_none() {
+        s.capacity = Some(RunSummary::verdict_of(&s.levels));
+    }
+}
+
+/// The rows of a JSON-lines file (missing: none). A line that is not a row is an error naming
+/// it, except a last line cut short by a killed run, which is left out.
+pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(ResultsError::Io { path: path.to_path_buf(), source }),
+    };
+    let complete = text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    let mut rows = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        match serde_json::from_str(line) {
+            Ok(row) => rows.push(row),
+            Err(_) if i + 1 == lines.len() && !complete => break,
+            Err(source) => return Err(ResultsError::Json { path: path.to_path_buf(), line: Some(i + 1), source }),
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows of a CSV file with a header (missing: none).
+pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(ResultsError::Io { path: path.to_path_buf(), source }),
+    };
+    csv::Reader::from_reader(file).deserialize().collect::<std::result::Result<_, _>>().map_err(csv_err(path))
+}

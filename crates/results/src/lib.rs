@@ -1,0 +1,40 @@
+//! goodput's results, typed end to end: what `goodput run` writes and what `report`,
+//! `compare` and the conclusion read, through one writer and one reader per file
+//! ([`files`]), one serde struct per row ([`rows`]) and the [`RunSummary`] with its stored
+//! capacity verdict ([`summary`]). Readers never walk untyped JSON or re-parse our own files
+//! by position (hyperfine keeps its `export/` apart from benchmarking the same way).
+
+pub mod conclusion;
+pub mod export;
+pub mod files;
+pub mod harness;
+pub mod rows;
+pub mod summary;
+
+pub use conclusion::Conclusion;
+pub use files::{read_summary, RecordLog, Results, RunWriter};
+pub use harness::{CpuUse, Harness};
+pub use rows::{RecordRow, RequestRow, SeriesRow, StepRow};
+pub use summary::{
+    vllm_keys, EngineSettings, LevelReport, LoadUnit, Machine, Pinning, RetrySetting, RunSummary, WorkloadInfo, FORMAT,
+};
+
+use std::path::PathBuf;
+
+/// Why a results directory could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    #[error("{}: not a goodput results directory (no summary.json)", dir.display())]
+    NotResults { dir: PathBuf },
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}{}: {source}", path.display(), line.map_or(String::new(), |l| format!(", line {l}")))]
+    Json { path: PathBuf, line: Option<usize>, source: serde_json::Error },
+    #[error("{}: {source}", path.display())]
+    Csv { path: PathBuf, source: csv::Error },
+    #[error("{}: written by a newer goodput (results format {format}; this one reads up to {FORMAT})", path.display())]
+    TooNew { path: PathBuf, format: u32 },
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,255 @@
+//! `summary.json`: the typed run summary — the setup a reader needs to reproduce the run, one
+//! [`LevelReport`] per level, and the capacity verdict computed once from the levels and
+//! stored beside them (readers show it, never recompute it).
+
+use crate::harness::Harness;
+use goodput_metrics::agent::TaskSummary;
+use goodput_metrics::capacity::{level_queue_time, LevelOutcome, QueueSource, Verdict};
+use goodput_metrics::level::LevelSummary;
+use goodput_metrics::occupancy::{EngineLevel, Occupancy};
+use goodput_metrics::server::ServerSide;
+use goodput_metrics::slo::Slo;
+use goodput_metrics::turns::TurnSummary;
+use goodput_metrics::Summary;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The results format this goodput writes. 1: results written before the typed summary
+/// (no `format` key): still read, their capacity verdict computed once on reading.
+pub const FORMAT: u32 = 2;
+
+/// Everything `summary.json` holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// [`FORMAT`] of the goodput that wrote it (1 when absent).
+    #[serde(default = "format_1")]
+    pub format: u32,
+    pub goodput_version: String,
+    /// The model's catalog name.
+    pub model: String,
+    /// Weights: dummy (seeded) or where the real ones came from.
+    pub weights: String,
+    /// `cpu`, the CUDA device, or `remote` for another process's server.
+    pub device: String,
+    /// Seed of the prompts, lengths and arrivals.
+    pub seed: u64,
+    /// Where requests went: in-process, http-local or the server's URL.
+    pub target: String,
+    pub engine: EngineSettings,
+    pub machine: Machine,
+    /// Where the engine and the harness ran (CPU lists in the kernel's notation).
+    pub cpus: Pinning,
+    pub retry: RetrySetting,
+    /// The workload's own settings as its crate wrote them. Opaque here on purpose: the
+    /// workload crate (scenario, multi-turn, agent, RAG types) sits beside this one, not
+    /// below it; readers take only [`RunSummary::workload`].
+    pub scenario: serde_json::Value,
+    /// The workload's name and description, for the conclusion and the charts.
+    #[serde(default)]
+    pub workload: WorkloadInfo,
+    pub load_unit: LoadUnit,
+    pub slos: Vec<Slo>,
+    /// The levels run so far, by load ascending.
+    pub levels: Vec<LevelReport>,
+    /// The capacity verdict over `levels`, stored when written (filled on reading format 1).
+    #[serde(default)]
+    pub capacity: Option<Verdict>,
+}
+
+fn format_1() -> u32 {
+    1
+}
+
+/// The engine's settings (block size, pool, budgets).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineSettings {
+    pub block_size: usize,
+    pub kv_blocks: Option<usize>,
+    pub kv_memory_bytes: Option<u64>,
+    pub max_num_batched_tokens: usize,
+    pub max_num_seqs: usize,
+    pub max_model_len: usize,
+    pub prefix_caching: bool,
+}
+
+/// The machine the run measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub logical_cpus: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+}
+
+/// Where the engine and the harness were pinned.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pinning {
+    pub engine: Option<String>,
+    pub harness: Option<String>,
+}
+
+/// The retry policy of the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RetrySetting {
+    pub max: u32,
+    pub backoff_s: f64,
+}
+
+/// The workload as a reader names it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInfo {
+    /// `short-qa`, `multi-turn`, `agent`, `rag`, or a scenario file's name.
+    pub name: String,
+    /// One line: lengths, turns, steps.
+    pub description: String,
+    /// The lengths alone, for the conclusion's first sentence.
+    pub lengths: String,
+}
+
+/// What a level's load counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LoadUnit {
+    /// Closed loop: concurrent virtual users.
+    #[default]
+    #[serde(rename = "users")]
+    Users,
+    /// Open loop: requests per second.
+    #[serde(rename = "req/s")]
+    Rate,
+    /// A burst: requests due at once.
+    #[serde(rename = "requests at once")]
+    Burst,
+}
+
+impl LoadUnit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoadUnit::Users => "users",
+            LoadUnit::Rate => "req/s",
+            LoadUnit::Burst => "requests at once",
+        }
+    }
+
+    /// Whether the levels double (1, 2, 4, … users; bursts), so a log2 axis reads best.
+    pub fn doubling(levels: &[f64]) -> bool {
+        levels.len() >= 3 && levels.iter().all(|&l| l > 0.0) && {
+            let (lo, hi) = levels.iter().fold((f64::MAX, 0.0f64), |(a, b), &l| (a.min(l), b.max(l)));
+            hi / lo >= 8.0
+        }
+    }
+}
+
+impl std::fmt::Display for LoadUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One finished level: the service summary, the engine's side and the harness's own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LevelReport {
+    pub summary: LevelSummary,
+    /// Requests run but left out of `summary`: warm-up and cool-down.
+    pub warmup_requests: usize,
+    pub cooldown_requests: usize,
+    /// The engine's steps over the measured window (from the first measured request's
+    /// intended send to the last one's end), as the summary's; the time series keeps all.
+    pub engine: EngineLevel,
+    /// HTTP targets: the server's own histograms over the level and its gauges over time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerSide>,
+    /// Running, waiting and KV usage over the level ([`Occupancy::of`]); `None` unknown.
+    #[serde(default)]
+    pub occupancy: Option<Occupancy>,
+    pub harness: Harness,
+    /// Multi-turn runs (and agents, by call): the requests grouped by turn index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnSummary>,
+    /// Agent runs: task-level numbers (task E2E, calls per task, tool-wait share, steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<TaskSummary>,
+    /// RAG runs: the queries' stage timeline (embed, retrieve, rerank, assemble, model call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rag: Option<TaskSummary>,
+    /// vLLM `bench serve`'s keys for the same quantities (`mean_ttft_ms`, `p99_tpot_ms`,
+    /// `output_throughput`, …), so dashboards built on its files read ours. Written from
+    /// `summary` ([`vllm_keys`]); nothing of goodput reads them.
+    #[serde(flatten)]
+    pub vllm: BTreeMap<String, f64>,
+}
+
+impl LevelReport {
+    /// The level's wait for the knee, and where it comes from ([`level_queue_time`]): the
+    /// median `engine_wait` (handoff into the engine plus queue: all the waiting a request
+    /// does before it is computed), the median `queue_time` in results that predate it, else
+    /// the server's mean queue time from its /metrics.
+    pub fn queue_time(&self) -> Option<(f64, QueueSource)> {
+        let s = &self.summary;
+        let stamps = s.engine_wait.as_ref().or(s.queue_time.as_ref()).map(|q| q.p50);
+        level_queue_time(stamps, self.server.as_ref().and_then(ServerSide::queue_mean))
+    }
+
+    /// What the capacity verdict needs of this level.
+    pub fn outcome(&self) -> LevelOutcome {
+        LevelOutcome {
+            load: self.summary.load,
+            slos_hold: self.summary.slos_hold(),
+            output_throughput: self.summary.output_throughput,
+            queue_time: self.queue_time().map(|q| q.0),
+        }
+    }
+}
+
+/// vLLM `bench serve`'s keys of a level (milliseconds, `mean_/median_/std_/pNN_` prefixes).
+pub fn vllm_keys(s: &LevelSummary) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    m.insert("completed".into(), s.completed as f64);
+    m.insert("request_throughput".into(), s.request_throughput);
+    m.insert("output_throughput".into(), s.output_throughput);
+    m.insert("total_token_throughput".into(), s.input_throughput + s.output_throughput);
+    m.insert("request_goodput".into(), s.goodput);
+    for (name, sum) in [("ttft", &s.ttft), ("tpot", &s.tpot), ("itl", &s.itl), ("e2el", &s.e2e)] {
+        let Some(x) = sum else { continue };
+        let stats: [(&str, fn(&Summary) -> f64); 6] = [
+            ("mean", |x| x.mean),
+            ("median", |x| x.p50),
+            ("std", |x| x.stddev),
+            ("p90", |x| x.p90),
+            ("p95", |x| x.p95),
+            ("p99", |x| x.p99),
+        ];
+        for (stat, f) in stats {
+            m.insert(format!("{stat}_{name}_ms"), f(x) * 1e3);
+        }
+    }
+    // JSON has no NaN: a key without a number is left out rather than written as null.
+    m.retain(|_, v| v.is_finite());
+    m
+}
+
+impl RunSummary {
+    /// The capacity verdict over the levels ([`Verdict::of`]): what a writer stores.
+    pub fn verdict_of(levels: &[LevelReport]) -> Verdict {
+        let outcomes: Vec<LevelOutcome> = levels.iter().map(LevelReport::outcome).collect();
+        let sources: Vec<QueueSource> = levels.iter().filter_map(|l| Some(l.queue_time()?.1)).collect();
+        let shares: Vec<(f64, f64)> = levels.iter().map(|l| (l.summary.load, l.summary.retry_share)).collect();
+        Verdict::of(&outcomes, &sources, &shares)
+    }
+
+    /// Adds a finished level (levels stay by load ascending) and stores the new verdict.
+    pub fn push_level(&mut self, level: LevelReport) {
+        self.levels.push(level);
+        self.levels.sort_by(|x, y| x.summary.load.total_cmp(&y.summary.load));
+        self.capacity = Some(Self::verdict_of(&self.levels));
+    }
+
+    /// The stored capacity verdict (every summary read or written has one).
+    pub fn verdict(&self) -> Verdict {
+        self.capacity.clone().unwrap_or_else(|| Self::verdict_of(&self.levels))
+    }
+
+    /// The level run at `load`.
+    pub fn level(&self, load: f64) -> Option<&LevelReport> {
+        self.levels.iter().find(|l| l.summary.load == load)
+    }
+}

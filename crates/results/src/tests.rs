@@ -1,0 +1,279 @@
+//! Every file a run writes, written and read back through its one writer and one reader; the
+//! results of the previous format read; the stored verdict against one computed afresh.
+
+use crate::files::{read_csv, read_jsonl, read_summary, Results, RunWriter, RECORDS, REQUESTS, SERIES, STEPS};
+use crate::rows::{RecordRow, RequestRow, SeriesRow, StepRow};
+use crate::summary::*;
+use crate::{export, CpuUse, Harness, ResultsError};
+use goodput_core::{Chunk, ClientRecord, EngineRecord, FinishReason, Outcome, Phase, Stamp, StepRecord};
+use goodput_metrics::engine::SeriesPoint;
+use goodput_metrics::level::summarize;
+use goodput_metrics::occupancy::{EngineLevel, Occupancy};
+use goodput_metrics::slo::parse_slos;
+use std::path::{Path, PathBuf};
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("goodput-results-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+const MS: u64 = 1_000_000;
+
+/// A request of `n` tokens, one every 10 ms after a first token at `ttft` ms, waiting `wait` ms.
+fn record(id: u64, ttft: u64, n: u64, wait: u64) -> ClientRecord {
+    let t0 = id * 1000 * MS;
+    let times: Vec<Stamp> = (0..n).map(|i| Stamp(t0 + (ttft + 10 * i) * MS)).collect();
+    ClientRecord {
+        id,
+        intended: Stamp(t0),
+        sent: Stamp(t0 + MS / 10),
+        chunks: times.iter().map(|&at| Chunk { at, tokens: 1 }).collect(),
+        end: *times.last().unwrap(),
+        input_tokens: 100,
+        output_tokens: n as usize,
+        outcome: if id % 5 == 4 { Outcome::Error("boom".into()) } else { Outcome::Ok },
+        retries: 0,
+        engine: Some(EngineRecord {
+            id,
+            arrival: Stamp(t0 + MS),
+            queued: Stamp(t0 + 2 * MS),
+            first_scheduled: Some(Stamp(t0 + (2 + wait) * MS)),
+            first_token: times.first().copied(),
+            token_times: times.clone(),
+            finished: *times.last().unwrap(),
+            prompt_tokens: 100,
+            cached_tokens: 16,
+            generated_tokens: n as usize,
+            preemptions: 0,
+            finish_reason: FinishReason::Length,
+        }),
+        output_ids: Vec::new(),
+        session: None,
+        turn: None,
+        http: None,
+        required_output_tokens: Some(n as usize),
+    }
+}
+
+fn step(at: u64, running: usize) -> StepRecord {
+    StepRecord {
+        start: Stamp(at * MS),
+        end: Stamp((at + 3) * MS),
+        running,
+        usable_blocks: 64,
+        blocks_used: running * 2,
+        block_size: 16,
+        ..Default::default()
+    }
+}
+
+fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
+    let slos = parse_slos("ttft_p95=100ms,error_rate=30%").unwrap();
+    let measured: Vec<&ClientRecord> = records.iter().collect();
+    let summary = summarize(load, &measured, &slos);
+    let engine = EngineLevel::of(&[step(0, 1), step(3, load as usize)]);
+    LevelReport {
+        vllm: vllm_keys(&summary),
+        turns: goodput_metrics::turns::by_turn(&measured),
+        summary,
+        warmup_requests: 1,
+        cooldown_requests: 0,
+        occupancy: Occupancy::of(&engine, None),
+        engine,
+        server: None,
+        harness: Harness::new(CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 2.0 }, 6, 0.0001, None, true),
+        agent: None,
+        rag: None,
+    }
+}
+
+fn run_summary() -> RunSummary {
+    RunSummary {
+        format: FORMAT,
+        goodput_version: "0.1.0".into(),
+        model: "tiny".into(),
+        weights: "dummy".into(),
+        device: "cpu".into(),
+        seed: 3,
+        target: "in-process".into(),
+        engine: EngineSettings {
+            block_size: 16,
+            kv_memory_bytes: Some(1 << 30),
+            max_num_batched_tokens: 2048,
+            max_num_seqs: 256,
+            max_model_len: 2048,
+            prefix_caching: true,
+            ..Default::default()
+        },
+        machine: Machine { cpu: "test".into(), logical_cpus: 2, memory_gib: 23.5, kernel: "6".into() },
+        cpus: Pinning::default(),
+        retry: RetrySetting { max: 0, backoff_s: 0.1 },
+        scenario: serde_json::json!({"name": "short-qa"}),
+        workload: WorkloadInfo {
+            name: "short-qa".into(),
+            description: "short-qa: …".into(),
+            lengths: "input 50–200".into(),
+        },
+        load_unit: LoadUnit::Users,
+        slos: parse_slos("ttft_p95=100ms,error_rate=30%").unwrap(),
+        levels: Vec::new(),
+        capacity: None,
+    }
+}
+
+/// Two levels: 1 user fast (TTFT 20 ms, no wait), 2 users slow (TTFT 150 ms, 40 ms wait).
+fn two_levels() -> (RunSummary, Vec<(f64, Vec<ClientRecord>)>) {
+    let fast: Vec<ClientRecord> = (0..5).map(|i| record(i, 20, 8, 0)).collect();
+    let slow: Vec<ClientRecord> = (10..15).map(|i| record(i, 150, 8, 40)).collect();
+    let mut s = run_summary();
+    s.push_level(level(2.0, &slow));
+    s.push_level(level(1.0, &fast));
+    (s, vec![(1.0, fast), (2.0, slow)])
+}
+
+#[test]
+fn a_run_written_and_read_back_is_the_same_run() {
+    let dir = temp("roundtrip");
+    let (s, levels) = two_levels();
+    assert_eq!(s.levels[0].summary.load, 1.0, "levels stay by load ascending");
+    let (mut w, mut log) = RunWriter::create(&dir).unwrap();
+    let steps = [step(0, 1), step(3, 2)];
+    let series = goodput_metrics::engine::series(&steps, Stamp(0), 0.002);
+    for (load, records) in &levels {
+        for r in records {
+            log.append(*load, Phase::Measured, r).unwrap();
+        }
+        w.append_level(*load, &steps, &series).unwrap();
+    }
+    w.write_summary(&s).unwrap();
+    let back = Results::read(&dir).unwrap();
+    assert_eq!(back.summary, s);
+    let records: Vec<&ClientRecord> = back.records.iter().map(|r| &r.record).collect();
+    let written: Vec<&ClientRecord> = levels.iter().flat_map(|(_, r)| r).collect();
+    assert_eq!(records, written);
+    assert_eq!(back.measured(2.0).count(), 5);
+    let steps_back: Vec<StepRow> = read_jsonl(&dir.join(STEPS)).unwrap();
+    assert_eq!(steps_back.len(), 4);
+    assert_eq!(steps_back[3], StepRow { level: 2.0, step: steps[1].clone() });
+    let series_back: Vec<SeriesRow> = read_csv(&dir.join(SERIES)).unwrap();
+    assert_eq!(series_back.len(), 2 * series.len());
+    assert_eq!(series_back[0], SeriesRow::of(1.0, &series[0]));
+    let requests: Vec<RequestRow> = read_csv(&dir.join(REQUESTS)).unwrap();
+    assert_eq!(requests[0], RequestRow::of(1.0, Phase::Measured, &levels[0].1[0]));
+    // Hand-computed: the first request waits 1 ms of handoff, then nothing; TTFT 20 ms.
+    assert!((requests[0].engine_wait_s.unwrap() - 0.001).abs() < 1e-12);
+    assert!((requests[0].ttft_s.unwrap() - 0.020).abs() < 1e-12);
+    assert_eq!(requests[4].outcome, "error: boom");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_stored_verdict_is_the_one_computed_from_the_levels() {
+    let (s, _) = two_levels();
+    let v = s.capacity.clone().unwrap();
+    // 1 user holds (TTFT 20 ms), 2 users break it (150 ms): usable 1, limit where output peaks.
+    assert_eq!(v.usable, Some(1.0));
+    assert_eq!(v, RunSummary::verdict_of(&s.levels));
+    // The knee on engine wait: 1 ms at 1 user, 41 ms at 2 users.
+    assert_eq!(v.knee, Some(2.0));
+    let conclusion = crate::Conclusion::of(&s).render();
+    assert!(conclusion.contains("recommended stable load is 1 users"), "{conclusion}");
+    assert!(conclusion.contains("median 41 ms of handoff and queue"), "{conclusion}");
+    assert!(conclusion.contains("At 2 users the SLOs break: ttft_p95 <= 100ms"), "{conclusion}");
+}
+
+#[test]
+fn a_record_cut_short_by_a_killed_run_is_left_out_and_a_broken_one_is_named() {
+    let dir = temp("cut");
+    let (_, mut log) = RunWriter::create(&dir).unwrap();
+    log.append(1.0, Phase::Warmup, &record(0, 20, 4, 0)).unwrap();
+    log.append(1.0, Phase::Measured, &record(1, 20, 4, 0)).unwrap();
+    let path = dir.join(RECORDS);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, &text[..text.len() - 20]).unwrap();
+    let rows: Vec<RecordRow> = read_jsonl(&path).unwrap();
+    assert_eq!((rows.len(), rows[0].phase), (1, Phase::Warmup));
+    std::fs::write(&path, format!("{{\"level\": 1}}\n{text}")).unwrap();
+    let err = read_jsonl::<RecordRow>(&path).unwrap_err();
+    assert!(matches!(err, ResultsError::Json { line: Some(1), .. }), "{err}");
+    assert!(err.to_string().contains("records.jsonl, line 1"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn missing_and_newer_results_are_refused_by_name() {
+    let dir = temp("refuse");
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = Results::read(&dir).unwrap_err();
+    assert!(err.to_string().contains("not a goodput results directory"), "{err}");
+    let mut s = run_summary();
+    s.format = FORMAT + 1;
+    let (w, _) = RunWriter::create(&dir).unwrap();
+    w.write_summary(&s).unwrap();
+    let err = read_summary(&dir).unwrap_err();
+    assert!(err.to_string().contains("written by a newer goodput"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name)
+}
+
+#[test]
+fn results_of_the_previous_release_read_with_their_verdict_computed_once() {
+    for name in ["run-small", "run-v0.1"] {
+        let r = Results::read(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let s = &r.summary;
+        assert_eq!(s.format, 1, "{name}");
+        assert!(!s.levels.is_empty() && !r.records.is_empty() && !r.series.is_empty(), "{name}");
+        assert_eq!(s.workload.name, "short-qa");
+        assert_eq!(s.slos.len(), 4);
+        assert!(s.levels.iter().all(|l| l.occupancy.is_some()), "{name}: occupancy from the engine's steps");
+        assert_eq!(s.capacity, Some(RunSummary::verdict_of(&s.levels)));
+        assert!(r.conclusion.starts_with("Conclusion"), "{name}: its own conclusion.txt");
+        // The vLLM keys were written beside the contract's names and read back with them.
+        assert!(s.levels[0].vllm.contains_key("p99_ttft_ms"));
+        for l in &s.levels {
+            assert_eq!(r.measured(l.summary.load).count(), l.summary.requests, "{name}");
+        }
+    }
+}
+
+#[test]
+fn exports_hold_the_levels() {
+    let dir = temp("export");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (s, _) = two_levels();
+    export::csv(&dir.join("l.csv"), &s).unwrap();
+    let rows: Vec<export::LevelRow> = read_csv(&dir.join("l.csv")).unwrap();
+    assert_eq!(rows, s.levels.iter().map(export::LevelRow::of).collect::<Vec<_>>());
+    assert!(!rows[1].slos_hold && rows[0].slos_hold);
+    let md = export::markdown_table(&s);
+    assert_eq!(md.lines().count(), 4, "{md}");
+    assert!(md.lines().nth(3).unwrap().ends_with("| broken |"), "{md}");
+    export::json(&dir.join("s.json"), &s).unwrap();
+    let back: RunSummary = serde_json::from_slice(&std::fs::read(dir.join("s.json")).unwrap()).unwrap();
+    assert_eq!(back, s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn series_rows_keep_every_point_field() {
+    let p = SeriesPoint {
+        t_s: 0.25,
+        steps: 3,
+        running_mean: 1.5,
+        running_max: 2,
+        waiting_mean: 0.5,
+        waiting_max: 1,
+        kv_block_usage_mean: 0.1,
+        kv_block_usage_max: 0.2,
+        kv_token_usage_mean: 0.05,
+        preemptions: 1,
+        prefill_tokens: 7,
+        decode_tokens: 9,
+    };
+    let r = SeriesRow::of(4.0, &p);
+    assert_eq!((r.level, r.t_s, r.running_max, r.preemptions, r.decode_tokens), (4.0, 0.25, 2, 1, 9));
+}

@@ -1,0 +1,205 @@
+//! What every driver shares: the closed loop of N virtual users, and the collector that
+//! gathers a level's records from every user and reports each one to the caller's sink as
+//! soon as its phase is certain (oha's manner: workers hand raw records to one collector;
+//! the records still come back whole with the level).
+
+use crate::plan::{LevelRun, Window};
+use goodput_core::{ClientRecord, Phase, Stamp, TaskRecord};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+use tokio::task::JoinHandle;
+
+/// Where a level reports each record as it finishes, with its final [`Phase`]: at once when
+/// the phase is already certain, else when the level ends (see [`crate::LevelPlan`]: only a
+/// time trim at the end of a level bounded by count waits, as its end of sending is the last
+/// intended send).
+///
+/// A callback rather than a channel: it costs nothing when the caller needs only a count or a
+/// field, clones a record only when the caller does, and a channel is one closure away
+/// (`RecordSink::new(move |r, p| { let _ = tx.send((r.clone(), p)); })`). It is called on the
+/// load generator's own tasks, from several at once: keep it short and never block in it.
+#[derive(Clone)]
+pub struct RecordSink(Arc<Report>);
+
+/// What a [`RecordSink`] calls.
+type Report = dyn Fn(&ClientRecord, Phase) + Send + Sync;
+
+impl RecordSink {
+    /// A sink calling `f` once per record.
+    pub fn new(f: impl Fn(&ClientRecord, Phase) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Reports `record`, which belongs to `phase`.
+    pub fn report(&self, record: &ClientRecord, phase: Phase) {
+        (self.0)(record, phase)
+    }
+}
+
+impl std::fmt::Debug for RecordSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecordSink")
+    }
+}
+
+/// Runs units `0..total` over `users` closed-loop users (at least one): each user takes the
+/// next unit number as soon as its previous unit ended, until all are taken or, with a
+/// `deadline`, until it passed (units in progress finish). `unit(ctx, i)` runs unit `i`.
+pub(crate) async fn closed_loop<C, F, Fut>(users: usize, total: u64, deadline: Option<Instant>, ctx: Arc<C>, unit: F)
+where
+    C: Send + Sync + 'static,
+    F: Fn(Arc<C>, u64) -> Fut + Copy + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let next = Arc::new(AtomicU64::new(0));
+    let users = (0..users.max(1)).map(|_| {
+        let (next, ctx) = (next.clone(), ctx.clone());
+        tokio::spawn(async move {
+            while deadline.is_none_or(|d| Instant::now() < d) {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    break;
+                }
+                unit(ctx.clone(), i).await;
+            }
+        })
+    });
+    join_all(users.collect()).await;
+}
+
+/// Waits for every task (a task that panicked has nothing more to give).
+pub(crate) async fn join_all(tasks: Vec<JoinHandle<()>>) {
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// Gathers a level's records and tasks from all its users, and hands each record to the
+/// sink with its final phase: at once when `early` already decides it, else at the end.
+pub(crate) struct Collector {
+    /// The window as known when the level starts.
+    early: Window,
+    /// The end of the window is not known until the level ends (a time trim before the last
+    /// intended send): records `early` would call measured wait for [`Collector::finish`].
+    open_end: bool,
+    sink: Option<RecordSink>,
+    records: Mutex<Vec<ClientRecord>>,
+    tasks: Mutex<Vec<TaskRecord>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Collector {
+    /// A collector for a level whose window is `early` when it starts; with `open_end`, the
+    /// window's `to` is not known yet (and `early.to` is ignored).
+    pub fn new(early: Window, open_end: bool, sink: Option<RecordSink>) -> Self {
+        let early = Window { to: if open_end { None } else { early.to }, ..early };
+        Self { early, open_end, sink, records: Mutex::default(), tasks: Mutex::default() }
+    }
+
+    /// The phase of `r` if it is certain before the level ends.
+    fn certain(&self, r: &ClientRecord) -> Option<Phase> {
+        let p = self.early.phase(r);
+        (!self.open_end || p != Phase::Measured).then_some(p)
+    }
+
+    /// Keeps a finished request's record, reporting it now if its phase is certain.
+    pub fn push(&self, record: ClientRecord) {
+        if let (Some(sink), Some(phase)) = (&self.sink, self.certain(&record)) {
+            sink.report(&record, phase);
+        }
+        lock(&self.records).push(record);
+    }
+
+    /// Keeps a finished task.
+    pub fn push_task(&self, task: TaskRecord) {
+        lock(&self.tasks).push(task);
+    }
+
+    /// Ends the level: its window, computed by `window` from every record, and the records
+    /// held back, reported now with their phase in it. Returns the level and its tasks, in
+    /// completion order.
+    pub fn finish(
+        &self,
+        start: Stamp,
+        end: Stamp,
+        window: impl FnOnce(&[ClientRecord]) -> Window,
+    ) -> (LevelRun, Vec<TaskRecord>) {
+        let records = std::mem::take(&mut *lock(&self.records));
+        let window = window(&records);
+        if let Some(sink) = &self.sink {
+            for r in records.iter().filter(|r| self.certain(r).is_none()) {
+                sink.report(r, window.phase(r));
+            }
+        }
+        let tasks = std::mem::take(&mut *lock(&self.tasks));
+        (LevelRun { records, window, start, end }, tasks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::Outcome;
+    use std::time::Duration;
+
+    fn rec(id: u64, ms: u64) -> ClientRecord {
+        let at = Stamp(ms * 1_000_000);
+        ClientRecord::unanswered(id, at, 1, at, Outcome::Ok)
+    }
+
+    type Seen = Arc<Mutex<Vec<(u64, Phase)>>>;
+
+    fn collecting() -> (RecordSink, Seen) {
+        let seen = Seen::default();
+        let s = seen.clone();
+        (RecordSink::new(move |r, p| s.lock().unwrap().push((r.id, p))), seen)
+    }
+
+    #[test]
+    fn an_open_end_holds_back_only_what_the_end_trim_may_still_change() {
+        // Ids 10..20 measured, 20.. cool-down; trimmed 5 ms at the start and 5 ms before the
+        // last intended send.
+        let trim = crate::Trim { start: Duration::from_millis(5), end: Duration::from_millis(5) };
+        let window = |rs: &[ClientRecord]| Window::new(0, 10, 10, trim, Stamp(0), None, rs);
+        let (sink, seen) = collecting();
+        let c = Collector::new(window(&[]), true, Some(sink));
+        c.push(rec(3, 50)); // warm-up by id
+        c.push(rec(12, 2)); // warm-up by time
+        c.push(rec(25, 50)); // cool-down by id
+        c.push(rec(13, 50)); // measured unless within 5 ms of the last send: held
+        c.push(rec(14, 58)); // held, then cool-down by time
+        assert_eq!(*seen.lock().unwrap(), [(3, Phase::Warmup), (12, Phase::Warmup), (25, Phase::Cooldown)]);
+        let (run, _) = c.finish(Stamp(0), Stamp(1), window);
+        assert_eq!(run.window.to, Some(Stamp(53_000_000)), "5 ms before the last send, at 58 ms");
+        assert_eq!(seen.lock().unwrap()[3..], [(13, Phase::Measured), (14, Phase::Cooldown)]);
+        assert_eq!(run.records.len(), 5);
+    }
+
+    #[test]
+    fn phases_are_written_in_snake_case() {
+        let json = serde_json::to_string(&[Phase::Warmup, Phase::Measured, Phase::Cooldown]).unwrap();
+        assert_eq!(json, r#"["warmup","measured","cooldown"]"#);
+        assert_eq!(serde_json::from_str::<crate::Phase>("\"cooldown\"").unwrap(), Phase::Cooldown);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_loop_runs_every_unit_once_and_stops_at_its_deadline() {
+        let done = Arc::new(Mutex::new(Vec::new()));
+        closed_loop(3, 10, None, done.clone(), |d, i| async move { d.lock().unwrap().push(i) }).await;
+        let mut units = done.lock().unwrap().clone();
+        units.sort();
+        assert_eq!(units, (0..10).collect::<Vec<_>>());
+        let count = Arc::new(AtomicU64::new(0));
+        let deadline = Some(Instant::now());
+        closed_loop(3, 10, deadline, count.clone(), |c, _| async move {
+            c.fetch_add(1, Ordering::Relaxed);
+        })
+        .await;
+        assert_eq!(count.load(Ordering::Relaxed), 0);
+    }
+}

@@ -1,0 +1,202 @@
+//! What one load level is asked to do and what it produced: the arrival process, the plan of
+//! a level (warm-up, measured and cool-down counts, a time trim, timeouts, retries, the
+//! record sink), the steady window and the level's records.
+//!
+//! Warm-up and cool-down requests (by count, or by their intended send time) are run but left
+//! out of the statistics, as the seeds ask; [`LevelRun::phase`] says which is which. Like
+//! vLLM's `bench serve` and oha, a level keeps every raw record and derives the window after.
+
+use crate::drive::RecordSink;
+use goodput_core::{ClientRecord, Phase, Stamp};
+use std::time::Duration;
+
+/// How requests arrive.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arrival {
+    /// `users` virtual users, each sending its next request when the previous one ended
+    /// (plus `think` time).
+    Closed { users: usize, think: Duration },
+    /// Requests at `rate` per second. `burstiness`: `None` spaces them evenly; `Some(b)` draws
+    /// gaps from a gamma distribution of shape `b` and mean `1/rate` (vLLM's `--burstiness`):
+    /// 1 is a Poisson process, below 1 burstier, above 1 more regular.
+    Rate { rate: f64, burstiness: Option<f64> },
+    /// Every request of the level due at once, at its start (a cold start or a traffic
+    /// spike): `size` requests, no warm-up.
+    Burst { size: usize },
+}
+
+impl Arrival {
+    /// The load level in its own unit (users, or requests per second).
+    pub fn load(&self) -> f64 {
+        match *self {
+            Arrival::Closed { users, .. } => users as f64,
+            Arrival::Rate { rate, .. } => rate,
+            Arrival::Burst { size } => size as f64,
+        }
+    }
+
+    /// The closed-loop users of this arrival: its `users`, or 1 for a rate or a burst (what
+    /// [`UnitPlan::users`] of a [`LevelPlan`] holds).
+    pub fn users(&self) -> usize {
+        match *self {
+            Arrival::Closed { users, .. } => users,
+            Arrival::Rate { .. } | Arrival::Burst { .. } => 1,
+        }
+    }
+}
+
+/// A retry policy: after a retryable failure ([`goodput_core::Outcome::retryable`]: an error
+/// or a timeout, not a refusal), wait `backoff · 2^(k−1)` before attempt `k + 1`, at most
+/// `max` times. Off (`max = 0`) by default, as a benchmark should see failures as they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries at most per request (0: off).
+    pub max: u32,
+    /// Wait before the first retry; doubled before each next one.
+    pub backoff: Duration,
+}
+
+/// Warm-up and cool-down by time: requests intended in the first `start` of the level, or in
+/// the last `end` of its sending period, are left out of the statistics (on top of any
+/// warm-up and cool-down counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Trim {
+    /// Left out from the level's start (zero: none).
+    pub start: Duration,
+    /// Left out before the end of sending (zero: none).
+    pub end: Duration,
+}
+
+/// The steady window of a level: ids in `[from_id, to_id)` intended in `[from, to)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    /// First measured id.
+    pub from_id: u64,
+    /// First id past the measured ones (cool-down).
+    pub to_id: u64,
+    /// Earliest measured intended send time (`None`: no time trim at the start).
+    pub from: Option<Stamp>,
+    /// Intended sends from here on are cool-down (`None`: no time trim at the end).
+    pub to: Option<Stamp>,
+}
+
+impl Window {
+    /// The window of a level whose ids `first_id + warm_ids .. first_id + warm_ids + measured_ids`
+    /// are measured, trimmed by `trim` from `start` and from the end of sending (`sending_end`,
+    /// or the last intended send time of `records`).
+    pub fn new(
+        first_id: u64,
+        warm_ids: u64,
+        measured_ids: u64,
+        trim: Trim,
+        start: Stamp,
+        sending_end: Option<Stamp>,
+        records: &[ClientRecord],
+    ) -> Self {
+        let from = (!trim.start.is_zero()).then(|| start.plus(trim.start));
+        let to = (!trim.end.is_zero()).then(|| {
+            let end = sending_end.unwrap_or_else(|| records.iter().map(|r| r.intended).max().unwrap_or(start));
+            end.minus(trim.end)
+        });
+        let from_id = first_id + warm_ids;
+        Window { from_id, to_id: from_id.saturating_add(measured_ids), from, to }
+    }
+
+    /// The part of the level `r` belongs to: warm-up wins over cool-down, by id or by time.
+    pub fn phase(&self, r: &ClientRecord) -> Phase {
+        if r.id < self.from_id || self.from.is_some_and(|f| r.intended < f) {
+            Phase::Warmup
+        } else if r.id >= self.to_id || self.to.is_some_and(|t| r.intended >= t) {
+            Phase::Cooldown
+        } else {
+            Phase::Measured
+        }
+    }
+}
+
+/// The units of one level and how their requests are sent. A unit is one request (a
+/// single-request scenario, inside a [`LevelPlan`]) or several: multi-turn sessions, agent
+/// tasks and RAG queries, which `users` closed-loop users each run one after another.
+/// Warm-up and cool-down are whole units, by count.
+#[derive(Clone, Debug)]
+pub struct UnitPlan {
+    /// Closed-loop users. In a [`LevelPlan`]: [`Arrival::users`] of its arrival (a closed
+    /// loop of single requests takes its users from the arrival itself).
+    pub users: usize,
+    /// Measured units (the most, for a level with a duration).
+    pub units: usize,
+    /// Units run first and left out of the statistics.
+    pub warmup: usize,
+    /// Units run after the measured ones (keeping the load up while those finish) and left
+    /// out of the statistics.
+    pub cooldown: usize,
+    /// A request without its end marker after this long counts as timed out (and is abandoned).
+    pub timeout: Duration,
+    /// Whether and how failed requests are sent again.
+    pub retry: RetryPolicy,
+    /// Seed of the requests and of the arrival process.
+    pub seed: u64,
+    /// First request id of the level (ids are unique over a run).
+    pub first_id: u64,
+    /// Where each record goes as soon as its phase is certain (see [`RecordSink`]); the
+    /// level's records are kept in [`LevelRun::records`] all the same.
+    pub sink: Option<RecordSink>,
+}
+
+impl UnitPlan {
+    /// Units run in all: warm-up, measured and cool-down.
+    pub fn total(&self) -> u64 {
+        (self.warmup as u64).saturating_add(self.units as u64).saturating_add(self.cooldown as u64)
+    }
+
+    /// The window of a level of units of `per_unit` request ids each: by ids alone.
+    pub fn window(&self, per_unit: u64, start: Stamp) -> Window {
+        let (warm, measured) = (self.warmup as u64 * per_unit, self.units as u64 * per_unit);
+        Window::new(self.first_id, warm, measured, Trim::default(), start, None, &[])
+    }
+}
+
+/// One level of a run: how requests arrive, how long the level may send, the time trim, and
+/// the units (single requests here) with their counts.
+#[derive(Clone, Debug)]
+pub struct LevelPlan {
+    /// How requests arrive (single requests only; units run closed loop).
+    pub arrival: Arrival,
+    /// Stop issuing new requests this long after the level started (requests in flight
+    /// finish); `None`: run exactly `unit.warmup + unit.units + unit.cooldown`. Single
+    /// requests only.
+    pub duration: Option<Duration>,
+    /// Warm-up and cool-down by time. Single requests only.
+    pub trim: Trim,
+    /// The counts, timeout, retries, seed, first id and sink.
+    pub unit: UnitPlan,
+}
+
+/// What a level produced.
+#[derive(Clone, Debug)]
+pub struct LevelRun {
+    /// Every record, warm-up and cool-down included, in completion order.
+    pub records: Vec<ClientRecord>,
+    /// The steady window.
+    pub window: Window,
+    /// When the level started (before its first request was due).
+    pub start: Stamp,
+    /// When its last request ended.
+    pub end: Stamp,
+}
+
+impl LevelRun {
+    /// The part of the level `r` belongs to.
+    pub fn phase(&self, r: &ClientRecord) -> Phase {
+        self.window.phase(r)
+    }
+    /// The records of the steady window (warm-up and cool-down excluded).
+    pub fn measured(&self) -> impl Iterator<Item = &ClientRecord> {
+        self.records.iter().filter(move |r| self.window.phase(r) == Phase::Measured)
+    }
+    /// Requests left out as warm-up and as cool-down.
+    pub fn excluded(&self) -> (usize, usize) {
+        let n = |p: Phase| self.records.iter().filter(|r| self.window.phase(r) == p).count();
+        (n(Phase::Warmup), n(Phase::Cooldown))
+    }
+}

@@ -1,0 +1,75 @@
+//! Test targets and plans shared by the drivers' tests.
+
+use crate::plan::{RetryPolicy, UnitPlan};
+use goodput_core::{Chunk, ClientRecord, Clock, Outcome, Stamp, Target, WorkRequest};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A target with a fixed service time that counts how many requests run at once.
+pub struct Fake {
+    pub clock: Clock,
+    pub in_flight: AtomicUsize,
+    pub peak: AtomicUsize,
+    pub service: Duration,
+}
+
+impl Target for Fake {
+    fn clock(&self) -> Clock {
+        self.clock
+    }
+    fn describe(&self) -> String {
+        "fake".into()
+    }
+    async fn run(&self, req: WorkRequest, intended: Stamp) -> ClientRecord {
+        let sent = self.clock.now();
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(self.service).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let end = self.clock.now();
+        let n = req.params.max_tokens;
+        ClientRecord {
+            id: req.id,
+            intended,
+            sent,
+            chunks: vec![Chunk { at: end, tokens: n as u32 }],
+            end,
+            input_tokens: req.prompt.len(),
+            output_tokens: n,
+            outcome: Outcome::Ok,
+            retries: 0,
+            engine: None,
+            output_ids: Vec::new(),
+            session: None,
+            turn: None,
+            http: None,
+            required_output_tokens: None,
+        }
+    }
+}
+
+/// A [`Fake`] taking `ms` milliseconds per request.
+pub fn fake(ms: u64) -> Arc<Fake> {
+    Arc::new(Fake {
+        clock: Clock::new(),
+        in_flight: AtomicUsize::new(0),
+        peak: AtomicUsize::new(0),
+        service: Duration::from_millis(ms),
+    })
+}
+
+/// `warmup + units` units over `users` users from id 100, no cool-down, retries or sink.
+pub fn units(users: usize, units: usize, warmup: usize) -> UnitPlan {
+    UnitPlan {
+        users,
+        units,
+        warmup,
+        cooldown: 0,
+        timeout: Duration::from_secs(5),
+        retry: RetryPolicy::default(),
+        seed: 1,
+        first_id: 100,
+        sink: None,
+    }
+}
