@@ -105,7 +105,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         same_clock: true,
         server_stamps: true,
     };
-    let target = Arc::new(goodput_client::HttpTarget::new(cfg, clock).map_err(anyhow::Error::msg)?);
+    let target = Arc::new(goodput_client::HttpTarget::new(cfg, clock)?);
     let scenario = Arc::new(Scenario {
         name: "calibrate".into(),
         input: LengthDist::Fixed { n: 4 },

@@ -69,7 +69,7 @@ pub struct RunPlan {
 
 impl RunPlan {
     pub fn new(a: &RunArgs) -> Result<RunPlan> {
-        let slos = parse_slos(&a.slo).map_err(anyhow::Error::msg).context("--slo")?;
+        let slos = parse_slos(&a.slo).context("--slo")?;
         let spec = a.model.spec()?;
         if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
             bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);

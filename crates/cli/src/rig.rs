@@ -88,9 +88,7 @@ fn workload(a: &RunArgs, spec: &WorkloadSpec, tokenizer: &Arc<Tokenizer>) -> Res
         Some(dir) => Arc::new(EncoderEmbedder(goodput_engine::encoder::Encoder::load(dir, &candle_core::Device::Cpu)?)),
         None => Arc::new(goodput_workload::HashEmbedder { dims: 384 }),
     };
-    let index = RagIndex::build(rag, embedder.as_ref(), a.seed)
-        .map_err(anyhow::Error::msg)
-        .context("embedding the RAG corpus")?;
+    let index = RagIndex::build(rag, embedder.as_ref(), a.seed)?;
     let encoder = dir.as_ref().map_or("hashed bag-of-words vectors".to_string(), |d| d.display().to_string());
     if !a.quiet {
         eprintln!(
@@ -145,8 +143,7 @@ impl Rig {
         m: Model,
     ) -> Result<Rig> {
         let url = plan.url.clone().context("no engine and no server to send requests to")?;
-        let http =
-            HttpTarget::new(http_config(a, plan, url, &m.tokenizer), Clock::new()).map_err(anyhow::Error::msg)?;
+        let http = HttpTarget::new(http_config(a, plan, url, &m.tokenizer), Clock::new())?;
         let rig = Rig {
             rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
             target: Arc::new(AnyTarget::Http(Arc::new(http))),
@@ -176,8 +173,7 @@ impl Rig {
         let e = self.engine.as_ref().context("http-local needs the engine")?;
         let st = crate::serve::state(e, tokenizer.clone(), served_name(a, plan), template, None)?;
         let server = LocalServer::start(st, a.harness_cpus.as_ref().map(|c| c.0.clone()))?;
-        let http = HttpTarget::new(http_config(a, plan, server.url.clone(), tokenizer), e.handle().clock())
-            .map_err(anyhow::Error::msg)?;
+        let http = HttpTarget::new(http_config(a, plan, server.url.clone(), tokenizer), e.handle().clock())?;
         self.server = Some(server);
         self.target = Arc::new(AnyTarget::Http(Arc::new(http)));
         Ok(())
@@ -200,8 +196,7 @@ impl Rig {
 
     fn check_served(&self, a: &RunArgs, plan: &RunPlan) -> Result<()> {
         let Some(h) = self.http() else { return Ok(()) };
-        let models =
-            self.rt.block_on(h.models()).map_err(anyhow::Error::msg).context("asking the server for its models")?;
+        let models = self.rt.block_on(h.models()).context("asking the server for its models")?;
         let name = served_name(a, plan);
         if !models.contains(&name) {
             bail!(

@@ -52,7 +52,7 @@ impl goodput_client::TextCodec for Codec {
 /// Scrapes an HTTP server's /metrics before a level, every `interval` during it, and after it.
 pub struct Scraper {
     target: Arc<HttpTarget>,
-    before: Result<ServerScrape, String>,
+    before: Result<ServerScrape, goodput_client::ClientError>,
     during: Arc<std::sync::Mutex<Vec<ServerScrape>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -87,7 +87,7 @@ impl Scraper {
         let after = rt.block_on(self.target.scrape());
         let (before, after) = match (self.before, after) {
             (Ok(b), Ok(a)) => (b, a),
-            (Err(e), _) | (_, Err(e)) => return ServerSide::failed(e),
+            (Err(e), _) | (_, Err(e)) => return ServerSide::failed(e.to_string()),
         };
         let during = std::mem::take(&mut *self.during.lock().unwrap_or_else(|e| e.into_inner()));
         let all: Vec<ServerScrape> = std::iter::once(before).chain(during).chain(std::iter::once(after)).collect();

@@ -11,13 +11,13 @@ use std::sync::Arc;
 /// is RAG's sentence encoder directory (`--encoder`).
 pub fn build_workload(scenario: &str, encoder: Option<&Path>, open_loop: bool, max_len: usize) -> Result<WorkloadSpec> {
     let spec = if scenario.ends_with(".toml") {
-        load_scenario(Path::new(scenario)).map_err(anyhow::Error::msg)?
+        load_scenario(Path::new(scenario))?
     } else {
         match scenario {
             "rag" => ScenarioFile::Rag(Rag::builtin()),
             "agent" => ScenarioFile::Agent(Agent::builtin()),
             "multi-turn" => ScenarioFile::MultiTurn(MultiTurn::builtin()),
-            name => ScenarioFile::Single(Scenario::builtin(name, max_len).map_err(anyhow::Error::msg)?),
+            name => ScenarioFile::Single(Scenario::builtin(name, max_len)?),
         }
     };
     let closed_only = |what: &str| -> Result<()> {
@@ -28,22 +28,22 @@ pub fn build_workload(scenario: &str, encoder: Option<&Path>, open_loop: bool, m
     };
     Ok(match spec {
         ScenarioFile::Single(s) => {
-            s.validate(max_len).map_err(anyhow::Error::msg)?;
+            s.validate(max_len)?;
             WorkloadSpec::Single(Arc::new(s))
         }
         ScenarioFile::MultiTurn(mt) => {
             closed_only("multi-turn sessions")?;
-            mt.validate(max_len).map_err(anyhow::Error::msg)?;
+            mt.validate(max_len)?;
             WorkloadSpec::Sessions(Arc::new(mt))
         }
         ScenarioFile::Agent(ag) => {
             closed_only("agent tasks")?;
-            ag.validate(max_len).map_err(anyhow::Error::msg)?;
+            ag.validate(max_len)?;
             WorkloadSpec::Tasks(Arc::new(ag))
         }
         ScenarioFile::Rag(rag) => {
             closed_only("RAG queries")?;
-            rag.validate().map_err(anyhow::Error::msg)?;
+            rag.validate()?;
             let dir = encoder.map(Path::to_path_buf).unwrap_or_else(default_encoder_dir);
             if dir.join("model.safetensors").is_file() {
                 WorkloadSpec::Rag(Some(dir), rag)

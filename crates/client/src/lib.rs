@@ -61,17 +61,34 @@ pub struct HttpTarget {
     clock: Clock,
 }
 
+/// Why the HTTP target could not be built, or a side request (models, /metrics) failed.
+/// Failures of the measured requests themselves are not errors: they are recorded
+/// ([`goodput_core::Outcome`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("text prompts need the model's tokenizer on the client side")]
+    NoCodec,
+    #[error("building the HTTP client: {0}")]
+    Build(reqwest::Error),
+    #[error("GET {url}: {source}")]
+    Get { url: String, source: reqwest::Error },
+    #[error("GET {url}: HTTP {status}")]
+    Status { url: String, status: reqwest::StatusCode },
+    #[error("parsing /metrics: {0}")]
+    Metrics(String),
+}
+
 impl HttpTarget {
     /// A target stamping with `clock` (share the server's clock when it runs in-process).
-    pub fn new(cfg: HttpConfig, clock: Clock) -> Result<Self, String> {
+    pub fn new(cfg: HttpConfig, clock: Clock) -> Result<Self, ClientError> {
         if matches!(cfg.api, Api::Chat | Api::CompletionsText) && cfg.codec.is_none() {
-            return Err("text prompts need the model's tokenizer on the client side".into());
+            return Err(ClientError::NoCodec);
         }
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(usize::MAX)
             .tcp_nodelay(true)
             .build()
-            .map_err(|e| format!("building the HTTP client: {e}"))?;
+            .map_err(ClientError::Build)?;
         Ok(HttpTarget {
             cfg: HttpConfig { base_url: cfg.base_url.trim_end_matches('/').to_string(), ..cfg },
             client,
@@ -84,13 +101,10 @@ impl HttpTarget {
     }
 
     /// The models the server lists (`GET /v1/models`).
-    pub async fn models(&self) -> Result<Vec<String>, String> {
+    pub async fn models(&self) -> Result<Vec<String>, ClientError> {
         let url = format!("{}/v1/models", self.cfg.base_url);
-        let resp = self.client.get(&url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
-        if !resp.status().is_success() {
-            return Err(format!("GET {url}: HTTP {}", resp.status()));
-        }
-        let v: Value = resp.json().await.map_err(|e| format!("GET {url}: {e}"))?;
+        let resp = self.get(&url).await?;
+        let v: Value = resp.json().await.map_err(|source| ClientError::Get { url, source })?;
         Ok(v["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str().map(String::from)).collect())
     }
 
@@ -436,13 +450,19 @@ pub fn parse_metrics(text: &str, at: Stamp) -> Result<ServerScrape, String> {
 
 impl HttpTarget {
     /// Scrapes the server's `/metrics`.
-    pub async fn scrape(&self) -> Result<ServerScrape, String> {
+    pub async fn scrape(&self) -> Result<ServerScrape, ClientError> {
         let url = format!("{}/metrics", self.cfg.base_url);
-        let resp = self.client.get(&url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
+        let resp = self.get(&url).await?;
+        let text = resp.text().await.map_err(|source| ClientError::Get { url, source })?;
+        parse_metrics(&text, self.clock.now()).map_err(ClientError::Metrics)
+    }
+
+    /// `GET url`, a success status or the error naming it.
+    async fn get(&self, url: &str) -> Result<reqwest::Response, ClientError> {
+        let resp = self.client.get(url).send().await.map_err(|source| ClientError::Get { url: url.into(), source })?;
         if !resp.status().is_success() {
-            return Err(format!("GET {url}: HTTP {}", resp.status()));
+            return Err(ClientError::Status { url: url.into(), status: resp.status() });
         }
-        let text = resp.text().await.map_err(|e| format!("GET {url}: {e}"))?;
-        parse_metrics(&text, self.clock.now())
+        Ok(resp)
     }
 }

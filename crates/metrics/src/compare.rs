@@ -5,7 +5,7 @@
 //! repeats. A change is beyond the noise when the two sides' intervals do not overlap.
 
 use crate::level::{stat_value, summarize};
-use crate::slo::{parse_key, Metric, Stat};
+use crate::slo::{parse_key, KeyError, Metric, Stat};
 use goodput_core::ClientRecord;
 use serde::Serialize;
 
@@ -21,7 +21,7 @@ pub enum Key {
 impl Key {
     /// `ttft_p95`, `tpot_mean`, `error_rate`, `output_throughput`, `request_throughput`,
     /// `goodput`.
-    pub fn parse(s: &str) -> Result<Key, String> {
+    pub fn parse(s: &str) -> Result<Key, KeyError> {
         Ok(match s {
             "output_throughput" => Key::OutputThroughput,
             "request_throughput" => Key::RequestThroughput,
@@ -186,35 +186,45 @@ pub struct Threshold {
     pub worse_by: f64,
 }
 
+/// Why a `--fail-on` list is not one; each names the part it is about.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ThresholdError {
+    #[error("`{part}`: expected KEY=+N%, e.g. ttft_p95=+10%")]
+    NotKeyValue { part: String },
+    #[error("`{part}`: {source}")]
+    Key { part: String, source: KeyError },
+    #[error("`{part}`: `{value}` is not a signed percentage (+10%, -5%)")]
+    NotPercentage { part: String, value: String },
+    #[error("`{part}`: {key} gets worse as it {direction}; write {sign}{pct}%")]
+    WrongSign { part: String, key: String, direction: &'static str, sign: char, pct: f64 },
+}
+
 /// Parses `ttft_p95=+10%,output_throughput=-5%` (the sign says which way is worse and must
 /// agree with the metric's direction).
-pub fn parse_thresholds(s: &str) -> Result<Vec<Threshold>, String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|part| {
-            let (k, v) =
-                part.split_once('=').ok_or_else(|| format!("`{part}`: expected KEY=+N%, e.g. ttft_p95=+10%"))?;
-            let key = Key::parse(k.trim()).map_err(|e| format!("`{part}`: {e}"))?;
-            let v = v.trim();
-            let pct: f64 = v
-                .strip_suffix('%')
-                .and_then(|x| x.trim().parse().ok())
-                .filter(|x: &f64| x.is_finite() && *x != 0.0)
-                .ok_or_else(|| format!("`{part}`: `{v}` is not a signed percentage (+10%, -5%)"))?;
-            let expect_up = !key.higher_is_better();
-            if (pct > 0.0) != expect_up {
-                return Err(format!(
-                    "`{part}`: {} gets worse as it {}; write {}{}%",
-                    key.name(),
-                    if expect_up { "rises" } else { "falls" },
-                    if expect_up { "+" } else { "-" },
-                    pct.abs()
-                ));
-            }
-            Ok(Threshold { key, worse_by: pct.abs() / 100.0 })
-        })
-        .collect()
+pub fn parse_thresholds(s: &str) -> Result<Vec<Threshold>, ThresholdError> {
+    s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(parse_threshold).collect()
+}
+
+fn parse_threshold(part: &str) -> Result<Threshold, ThresholdError> {
+    let (k, v) = part.split_once('=').ok_or_else(|| ThresholdError::NotKeyValue { part: part.into() })?;
+    let key = Key::parse(k.trim()).map_err(|source| ThresholdError::Key { part: part.into(), source })?;
+    let v = v.trim();
+    let pct: f64 = v
+        .strip_suffix('%')
+        .and_then(|x| x.trim().parse().ok())
+        .filter(|x: &f64| x.is_finite() && *x != 0.0)
+        .ok_or_else(|| ThresholdError::NotPercentage { part: part.into(), value: v.into() })?;
+    let expect_up = !key.higher_is_better();
+    if (pct > 0.0) != expect_up {
+        return Err(ThresholdError::WrongSign {
+            part: part.into(),
+            key: key.name(),
+            direction: if expect_up { "rises" } else { "falls" },
+            sign: if expect_up { '+' } else { '-' },
+            pct: pct.abs(),
+        });
+    }
+    Ok(Threshold { key, worse_by: pct.abs() / 100.0 })
 }
 
 /// Whether `row` breaks `t`.
@@ -244,8 +254,8 @@ mod tests {
         assert!(Key::parse("latency").is_err());
         let t = parse_thresholds("ttft_p95=+10%,output_throughput=-5%").unwrap();
         assert_eq!(t[0].worse_by, 0.1);
-        assert!(parse_thresholds("ttft_p95=-10%").unwrap_err().contains("+10%"));
-        assert!(parse_thresholds("output_throughput=+5%").unwrap_err().contains("-5%"));
+        assert!(parse_thresholds("ttft_p95=-10%").unwrap_err().to_string().contains("+10%"));
+        assert!(parse_thresholds("output_throughput=+5%").unwrap_err().to_string().contains("-5%"));
         assert!(parse_thresholds("ttft_p95=10").is_err());
     }
 

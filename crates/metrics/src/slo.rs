@@ -7,6 +7,36 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Why a metric key (`ttft_p95`, `error_rate`) is not one.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum KeyError {
+    #[error("unknown metric `{key}`; known: {known}")]
+    UnknownMetric { key: String, known: String },
+    #[error("{metric} is a rate and takes no statistic")]
+    RateWithStatistic { metric: &'static str },
+    #[error("name a statistic, e.g. {metric}_p95 or {metric}_mean")]
+    NoStatistic { metric: &'static str },
+    #[error("`{stat}` is not a statistic (p50, p95, p99.9, mean, max)")]
+    BadStatistic { stat: String },
+}
+
+/// Why an SLO list (`--slo`) is not one; each names the part it is about.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SloError {
+    #[error("SLO `{part}`: expected NAME=VALUE, e.g. ttft_p95=2s")]
+    NotNameValue { part: String },
+    #[error("SLO `{part}`: {source}")]
+    Key { part: String, source: KeyError },
+    #[error("SLO `{part}`: `{value}` is not {expected}")]
+    BadBound { part: String, value: String, expected: &'static str },
+    #[error("SLO `{part}`: {metric} is given twice")]
+    Twice { part: String, metric: &'static str },
+    #[error("`{spec}` holds no SLO; expected e.g. ttft_p95=2s,tpot_p95=50ms,error_rate=1%")]
+    Empty { spec: String },
+    #[error("`{text}` is not one SLO")]
+    NotOne { text: String },
+}
+
 /// Metrics an SLO may name (the contract's names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -110,15 +140,15 @@ enum SloRepr {
 }
 
 impl TryFrom<SloRepr> for Slo {
-    type Error = String;
-    fn try_from(r: SloRepr) -> Result<Self, String> {
+    type Error = SloError;
+    fn try_from(r: SloRepr) -> Result<Self, SloError> {
         match r {
             SloRepr::Fields { metric, stat, bound } => Ok(Slo { metric, stat, bound }),
             SloRepr::Text(t) => {
                 let spec: String = t.replace(">=", "=").replace("<=", "=").split_whitespace().collect();
                 match parse_slos(&spec)?.as_slice() {
                     [one] => Ok(*one),
-                    _ => Err(format!("`{t}` is not one SLO")),
+                    _ => Err(SloError::NotOne { text: t }),
                 }
             }
         }
@@ -175,78 +205,73 @@ impl Slo {
 }
 
 /// Parses `ttft_p95=2s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%`. Errors name the part.
-pub fn parse_slos(s: &str) -> Result<Vec<Slo>, String> {
+pub fn parse_slos(s: &str) -> Result<Vec<Slo>, SloError> {
     let mut out: Vec<Slo> = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let slo = parse_one(part)?;
         if out.iter().any(|o| o.metric == slo.metric && o.stat == slo.stat) {
-            return Err(format!("SLO `{part}`: {} is given twice", slo.metric.name()));
+            return Err(SloError::Twice { part: part.into(), metric: slo.metric.name() });
         }
         out.push(slo);
     }
     if out.is_empty() {
-        return Err(format!("`{s}` holds no SLO; expected e.g. ttft_p95=2s,tpot_p95=50ms,error_rate=1%"));
+        return Err(SloError::Empty { spec: s.into() });
     }
     Ok(out)
 }
 
 /// A metric and its statistic from a key such as `ttft_p95`, `tpot_mean`, `e2e_max` or
 /// `error_rate` (what SLOs and comparisons name).
-pub fn parse_key(key: &str) -> Result<(Metric, Stat), String> {
-    let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+pub fn parse_key(key: &str) -> Result<(Metric, Stat), KeyError> {
     // Longest metric name that prefixes the key.
     let metric = Metric::ALL
         .iter()
         .copied()
         .filter(|m| key == m.name() || key.starts_with(&format!("{}_", m.name())))
         .max_by_key(|m| m.name().len())
-        .ok_or_else(|| format!("unknown metric `{key}`; known: {}", names.join(", ")))?;
+        .ok_or_else(|| KeyError::UnknownMetric {
+            key: key.into(),
+            known: Metric::ALL.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
+        })?;
     let rest = key[metric.name().len()..].trim_start_matches('_');
     let stat = if metric.is_rate() {
         if !rest.is_empty() {
-            return Err(format!("{} is a rate and takes no statistic", metric.name()));
+            return Err(KeyError::RateWithStatistic { metric: metric.name() });
         }
         Stat::Rate
     } else {
         match rest {
             "mean" | "avg" => Stat::Mean,
             "max" => Stat::Max,
-            "" => return Err(format!("name a statistic, e.g. {}_p95 or {}_mean", metric.name(), metric.name())),
+            "" => return Err(KeyError::NoStatistic { metric: metric.name() }),
             p => Stat::P(
                 p.strip_prefix('p')
                     .and_then(|x| x.parse().ok())
                     .filter(|x: &f64| (0.0..=100.0).contains(x))
-                    .ok_or_else(|| format!("`{p}` is not a statistic (p50, p95, p99.9, mean, max)"))?,
+                    .ok_or_else(|| KeyError::BadStatistic { stat: p.into() })?,
             ),
         }
     };
     Ok((metric, stat))
 }
 
-fn parse_one(part: &str) -> Result<Slo, String> {
-    let (key, value) =
-        part.split_once('=').ok_or_else(|| format!("SLO `{part}`: expected NAME=VALUE, e.g. ttft_p95=2s"))?;
-    let (metric, stat) = parse_key(key.trim()).map_err(|e| format!("SLO `{part}`: {e}"))?;
+fn parse_one(part: &str) -> Result<Slo, SloError> {
+    let (key, value) = part.split_once('=').ok_or_else(|| SloError::NotNameValue { part: part.into() })?;
+    let (metric, stat) = parse_key(key.trim()).map_err(|source| SloError::Key { part: part.into(), source })?;
     let value = value.trim();
-    let bound = if metric.is_time() {
-        parse_secs(value).ok_or_else(|| format!("SLO `{part}`: `{value}` is not a duration (2s, 50ms, 300us)"))?
+    let (bound, expected) = if metric.is_time() {
+        (parse_secs(value), "a duration (2s, 50ms, 300us)")
     } else if metric.is_rate() {
         let v = match value.strip_suffix('%') {
             Some(p) => p.trim().parse::<f64>().ok().map(|x| x / 100.0),
             None => value.parse::<f64>().ok(),
         };
-        v.filter(|x| (0.0..=1.0).contains(x))
-            .ok_or_else(|| format!("SLO `{part}`: `{value}` is not a rate (1%, 0.5%, 0.01)"))?
+        (v.filter(|x| (0.0..=1.0).contains(x)), "a rate (1%, 0.5%, 0.01)")
     } else {
-        value
-            .parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| format!("SLO `{part}`: `{value}` is not a positive number of tokens per second"))?
+        let v = value.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0);
+        (v, "a positive number of tokens per second")
     };
-    if bound < 0.0 || !bound.is_finite() {
-        return Err(format!("SLO `{part}`: the bound must be finite and not negative"));
-    }
+    let bound = bound.ok_or_else(|| SloError::BadBound { part: part.into(), value: value.into(), expected })?;
     Ok(Slo { metric, stat, bound })
 }
 
@@ -289,7 +314,7 @@ mod tests {
 
     #[test]
     fn bad_slos_name_the_problem() {
-        let e = |s: &str| parse_slos(s).unwrap_err();
+        let e = |s: &str| parse_slos(s).unwrap_err().to_string();
         assert!(e("latency_p95=2s").contains("unknown metric"));
         assert!(e("ttft=2s").contains("name a statistic"));
         assert!(e("ttft_p101=2s").contains("not a statistic"));

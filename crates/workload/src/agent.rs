@@ -148,7 +148,12 @@ impl Agent {
         self.steps.iter().enumerate().any(|(i, s)| s.after.is_some() && s.after.as_deref() != Some(&[i][..]))
     }
 
-    pub fn validate(&self, max_model_len: usize) -> Result<(), String> {
+    /// Whether the sessions fit a model of `max_model_len` positions.
+    pub fn validate(&self, max_model_len: usize) -> Result<(), crate::WorkloadError> {
+        self.check(max_model_len).map_err(crate::WorkloadError::Invalid)
+    }
+
+    fn check(&self, max_model_len: usize) -> Result<(), String> {
         if self.model_calls() == 0 {
             return Err("agent: a task needs at least one llm step".into());
         }
@@ -430,11 +435,11 @@ mod tests {
         // The merge call sees 10 + 5 + 3 + 20 + 30 tokens and adds 4.
         assert_eq!(a.max_context(), 72);
         a.validate(72).unwrap();
-        assert!(a.validate(71).unwrap_err().contains("72 tokens"));
+        assert!(a.validate(71).unwrap_err().to_string().contains("72 tokens"));
         assert!(a.describe().contains("4 llm (after 2,3)"), "{}", a.describe());
         let mut bad = fan_out();
         bad.steps[1].after = Some(vec![2]);
-        assert!(bad.validate(1000).unwrap_err().contains("step 2 (tool): after = 2"));
+        assert!(bad.validate(1000).unwrap_err().to_string().contains("step 2 (tool): after = 2"));
         // A sequence is described as one.
         assert!(Agent::builtin().describe().contains("llm → tool → llm"));
         assert_eq!(Agent::builtin().ancestors(4), vec![0, 1, 2, 3]);

@@ -55,18 +55,16 @@ impl ScenarioFile {
 }
 
 /// Reads a scenario file; the error names the file and, from the TOML parser, the field.
-pub fn load_scenario(path: &Path) -> Result<ScenarioFile, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("scenario file {}: {e}", path.display()))?;
-    let mut table: toml::Table =
-        toml::from_str(&text).map_err(|e| format!("scenario file {}: {}", path.display(), e.message()))?;
+pub fn load_scenario(path: &Path) -> Result<ScenarioFile, crate::WorkloadError> {
+    let fail = |reason: String| crate::WorkloadError::File { path: path.to_path_buf(), reason };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e: toml::de::Error| fail(e.message().to_string()))?;
     table.entry("kind").or_insert_with(|| toml::Value::String("single".into()));
     if !table.contains_key("name") && table.get("kind").and_then(|k| k.as_str()) == Some("single") {
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
         table.insert("name".into(), toml::Value::String(stem.into()));
     }
-    toml::Value::Table(table)
-        .try_into()
-        .map_err(|e: toml::de::Error| format!("scenario file {}: {}", path.display(), e.message()))
+    toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| fail(e.message().to_string()))
 }
 
 #[cfg(test)]
@@ -115,13 +113,14 @@ mod tests {
             "bad",
             "input = { kind = \"uniform\", min = 10 }\noutput = { kind = \"fixed\", n = 20 }\n",
         ))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("max"), "{e}");
-        let e = load_scenario(&write("bad2", "kind = \"chat\"\n")).unwrap_err();
+        let e = load_scenario(&write("bad2", "kind = \"chat\"\n")).unwrap_err().to_string();
         assert!(e.contains("chat"), "{e}");
-        let e = load_scenario(&write("bad3", "input = [\n")).unwrap_err();
+        let e = load_scenario(&write("bad3", "input = [\n")).unwrap_err().to_string();
         assert!(e.contains("bad3"), "{e}");
-        let e = load_scenario(Path::new("/nonexistent/s.toml")).unwrap_err();
+        let e = load_scenario(Path::new("/nonexistent/s.toml")).unwrap_err().to_string();
         assert!(e.contains("/nonexistent/s.toml"), "{e}");
     }
 }

@@ -18,6 +18,20 @@ pub use agent::{run_tasks, Agent, AgentNode, AgentStep};
 pub use drive::RecordSink;
 pub use file::{load_scenario, ScenarioFile};
 pub use goodput_core::Phase;
+
+/// Why a workload cannot run: a scenario file that cannot be read, a scenario that does not
+/// fit the model, an unknown built-in, a RAG corpus that cannot be embedded.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("scenario file {}: {reason}", path.display())]
+    File { path: std::path::PathBuf, reason: String },
+    #[error("unknown scenario `{name}`; built in: short-qa, long-gen, long-context")]
+    Unknown { name: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("embedding the RAG corpus: {0}")]
+    Embed(String),
+}
 pub use multiturn::{run_sessions, MultiTurn};
 pub use plan::{Arrival, LevelPlan, LevelRun, RetryPolicy, Trim, UnitPlan, Window};
 pub use rag::{run_rag, Embedder, HashEmbedder, Rag, RagIndex, RagSetup, TextTokenizer, EMBED_ID_BIT};

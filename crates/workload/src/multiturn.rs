@@ -47,7 +47,12 @@ impl MultiTurn {
     }
 
     /// Checks the sessions against the model's context before anything runs.
-    pub fn validate(&self, max_model_len: usize) -> Result<(), String> {
+    /// Whether the sessions fit a model of `max_model_len` positions.
+    pub fn validate(&self, max_model_len: usize) -> Result<(), crate::WorkloadError> {
+        self.check(max_model_len).map_err(crate::WorkloadError::Invalid)
+    }
+
+    fn check(&self, max_model_len: usize) -> Result<(), String> {
         if self.turns == 0 {
             return Err("multi-turn: turns must be at least 1".into());
         }

@@ -148,7 +148,12 @@ impl Rag {
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    /// Whether the corpus and retrieval settings make sense.
+    pub fn validate(&self) -> Result<(), crate::WorkloadError> {
+        self.check().map_err(crate::WorkloadError::Invalid)
+    }
+
+    fn check(&self) -> Result<(), String> {
         if self.corpus_chunks == 0 || self.chunk_words == 0 || self.query_words == 0 {
             return Err("rag: corpus_chunks, chunk_words and query_words must be positive".into());
         }
@@ -188,13 +193,13 @@ pub struct RagIndex {
 
 impl RagIndex {
     /// Generates the corpus from `seed` and embeds every chunk.
-    pub fn build(rag: &Rag, embedder: &dyn Embedder, seed: u64) -> Result<Self, String> {
+    pub fn build(rag: &Rag, embedder: &dyn Embedder, seed: u64) -> Result<Self, crate::WorkloadError> {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0xC0FFEE);
         let chunks: Vec<String> = (0..rag.corpus_chunks).map(|_| rag.chunk_text(&mut rng)).collect();
         let mut vectors = Vec::with_capacity(chunks.len());
         for batch in chunks.chunks(32) {
             let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
-            vectors.extend(embedder.embed(&refs)?);
+            vectors.extend(embedder.embed(&refs).map_err(crate::WorkloadError::Embed)?);
         }
         Ok(Self { chunks, vectors })
     }
@@ -253,7 +258,7 @@ impl RagSetup {
         tokenizer: Arc<dyn TextTokenizer>,
         encoder: Option<PathBuf>,
         seed: u64,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, crate::WorkloadError> {
         let index = RagIndex::build(&rag, embedder.as_ref(), seed)?;
         Ok(Self { rag, index, embedder, tokenizer, encoder })
     }

@@ -90,7 +90,7 @@ pub struct Scenario {
 impl Scenario {
     /// The built-in scenarios of the seeds (single-call ones; RAG, multi-turn and agent come
     /// as their own runners).
-    pub fn builtin(name: &str, max_model_len: usize) -> Result<Self, String> {
+    pub fn builtin(name: &str, max_model_len: usize) -> Result<Self, crate::WorkloadError> {
         let s = match name {
             // Short questions and answers: input ≤ 200 tokens, output ≤ 100.
             "short-qa" => Scenario {
@@ -110,9 +110,9 @@ impl Scenario {
             "long-context" => {
                 let max_in = 32_768.min(max_model_len.saturating_sub(256));
                 if max_in < 8192 {
-                    return Err(format!(
+                    return Err(crate::WorkloadError::Invalid(format!(
                         "scenario long-context needs 8K–32K input tokens but the model's context is {max_model_len}"
-                    ));
+                    )));
                 }
                 Scenario {
                     name: name.into(),
@@ -121,13 +121,18 @@ impl Scenario {
                     shared_prefix: 0,
                 }
             }
-            _ => return Err(format!("unknown scenario `{name}`; built in: short-qa, long-gen, long-context")),
+            _ => return Err(crate::WorkloadError::Unknown { name: name.into() }),
         };
         Ok(s)
     }
 
     /// Checks the scenario against the model before anything runs.
-    pub fn validate(&self, max_model_len: usize) -> Result<(), String> {
+    /// Whether the scenario fits a model of `max_model_len` positions.
+    pub fn validate(&self, max_model_len: usize) -> Result<(), crate::WorkloadError> {
+        self.check(max_model_len).map_err(crate::WorkloadError::Invalid)
+    }
+
+    fn check(&self, max_model_len: usize) -> Result<(), String> {
         self.input.validate(&format!("scenario {} input", self.name))?;
         self.output.validate(&format!("scenario {} output", self.name))?;
         let longest = self.input.max() + self.output.max();
@@ -204,9 +209,14 @@ mod tests {
         let b = s.request(1, 2, 1000);
         assert_eq!(a.prompt[..32], b.prompt[..32]);
         assert_ne!(a.prompt[32..40], b.prompt[32..40]);
-        assert!(Scenario::builtin("short-qa", 2048).unwrap().validate(256).unwrap_err().contains("exceeds"));
-        assert!(Scenario::builtin("long-context", 2048).unwrap_err().contains("8K"));
-        assert!(Scenario::builtin("chat", 2048).unwrap_err().contains("unknown scenario"));
+        assert!(Scenario::builtin("short-qa", 2048)
+            .unwrap()
+            .validate(256)
+            .unwrap_err()
+            .to_string()
+            .contains("exceeds"));
+        assert!(Scenario::builtin("long-context", 2048).unwrap_err().to_string().contains("8K"));
+        assert!(Scenario::builtin("chat", 2048).unwrap_err().to_string().contains("unknown scenario"));
         assert!(LengthDist::Uniform { min: 5, max: 2 }.validate("x").is_err());
     }
 

@@ -186,10 +186,9 @@ fn path_list(paths: &[PathBuf]) -> String {
 /// The keys to compare and the `--fail-on` thresholds (their keys compared too).
 fn keys(a: &CompareArgs) -> Result<(Vec<Key>, Vec<Threshold>)> {
     let names: Vec<String> = a.metrics.clone().unwrap_or_else(|| DEFAULT_KEYS.iter().map(|s| s.to_string()).collect());
-    let mut keys: Vec<Key> =
-        names.iter().map(|n| Key::parse(n).map_err(anyhow::Error::msg)).collect::<Result<_>>().context("--metrics")?;
+    let mut keys: Vec<Key> = names.iter().map(|n| Ok(Key::parse(n)?)).collect::<Result<_>>().context("--metrics")?;
     let thresholds = match &a.fail_on {
-        Some(s) => parse_thresholds(s).map_err(anyhow::Error::msg).context("--fail-on")?,
+        Some(s) => parse_thresholds(s).context("--fail-on")?,
         None => Vec::new(),
     };
     for t in &thresholds {
