@@ -12,6 +12,18 @@ pub fn goodput(args: &[&str]) -> (bool, String, String) {
     goodput_env(args, &[])
 }
 
+/// Runs `goodput ARGS`; returns (exit code, stdout, stderr).
+pub fn goodput_code(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .expect("run the goodput binary");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
 /// [`goodput`] with extra environment variables.
 pub fn goodput_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_goodput"))

@@ -8,6 +8,7 @@ mod common;
 
 mod bad_input;
 mod report;
+mod results;
 mod run;
 mod smollm2_gguf;
 mod weights;

@@ -1,7 +1,7 @@
 //! `goodput compare`: two runs of the same workload are within noise; a run of a deliberately
 //! slowed engine (a test-only delay before every step) is a regression, with a non-zero exit.
 
-use crate::common::goodput;
+use crate::common::{goodput, goodput_code};
 
 #[test]
 fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {
@@ -91,19 +91,32 @@ fn criterion_baselines_compare_by_benchmark() {
     put("b", "prefill_step_tiny/128", "pr", 40.4e6);
     let (a, b) = (root.join("a"), root.join("b"));
     let base = ["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--baseline-a", "main", "--baseline-b", "pr"];
-    let (ok, out, err) = goodput(&[&base[..], &["--fail-on", "time=+10%"]].concat());
-    assert!(!ok, "{out}");
+    let (json, csv) = (root.join("cmp.json"), root.join("cmp.csv"));
+    let exports = ["--export-json", json.to_str().unwrap(), "--export-csv", csv.to_str().unwrap()];
+    let (code, out, err) = goodput_code(&[&base[..], &["--fail-on", "time=+10%"], &exports[..]].concat());
+    assert_eq!(code, 1, "a regression exits 1: {out}{err}");
     assert!(
         out.contains("| decode_step_tiny/16 | 10.000 ms | 13.000 ms | +30.0 %") && out.contains("**regressed**"),
         "{out}"
     );
     assert!(out.contains("| prefill_step_tiny/128 |") && out.contains("within noise"), "{out}");
     assert!(err.contains("decode_step_tiny/16: 10.000 ms → 13.000 ms"), "{err}");
-    // Only prefill gated: passes.
-    let (ok, _, err) = goodput(&[&base[..], &["--fail-on", "prefill=+10%"]].concat());
-    assert!(ok, "{err}");
-    // A baseline that is not there: a clear error.
-    let (ok, _, err) = goodput(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
-    assert!(!ok && err.contains("no criterion estimates") && err.contains("`base`"), "{err}");
+    // The exports hold the same rows: the benchmark, both means, the change and the verdict.
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let decode = rows.as_array().unwrap().iter().find(|r| r["metric"] == "decode_step_tiny/16").unwrap();
+    assert_eq!(
+        (decode["a"].as_f64(), decode["b"].as_f64(), &decode["verdict"]),
+        (Some(10e6), Some(13e6), &"regressed".into())
+    );
+    assert!((decode["change"].as_f64().unwrap() - 0.3).abs() < 1e-9);
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert!(csv.starts_with("load,metric,a,b,change,a_low,a_high,b_low,b_high,verdict"), "{csv}");
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    // Only prefill gated: passes, exit 0.
+    let (code, _, err) = goodput_code(&[&base[..], &["--fail-on", "prefill=+10%"]].concat());
+    assert_eq!(code, 0, "{err}");
+    // A baseline that is not there: a clear error, exit 2 (not a regression).
+    let (code, _, err) = goodput_code(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(code == 2 && err.contains("no criterion estimates") && err.contains("`base`"), "{code} {err}");
     let _ = std::fs::remove_dir_all(&root);
 }

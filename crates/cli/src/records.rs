@@ -59,3 +59,28 @@ impl RecordWriter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::{Outcome, Stamp};
+    use goodput_results::files::{read_jsonl, RECORDS};
+    use goodput_results::{RecordRow, RunWriter};
+
+    #[test]
+    fn records_reach_the_file_by_the_time_sync_returns() {
+        let dir = std::env::temp_dir().join(format!("goodput-records-{}", std::process::id()));
+        let (_, log) = RunWriter::create(&dir).unwrap();
+        let mut w = RecordWriter::spawn(log).unwrap();
+        let sink = w.sink(4.0);
+        let rec = |id| ClientRecord::unanswered(id, Stamp(id), 10, Stamp(id + 5), Outcome::Timeout);
+        sink.report(&rec(1), Phase::Warmup);
+        sink.report(&rec(2), Phase::Measured);
+        w.sync().unwrap();
+        let rows: Vec<RecordRow> = read_jsonl(&dir.join(RECORDS)).unwrap();
+        let got: Vec<(f64, u64, Phase)> = rows.iter().map(|r| (r.level, r.record.id, r.phase)).collect();
+        assert_eq!(got, [(4.0, 1, Phase::Warmup), (4.0, 2, Phase::Measured)]);
+        assert_eq!(rows[1].record, rec(2));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -169,7 +169,8 @@ impl<'a> Sweep<'a> {
         self.bar.finish_and_clear();
         let (s, unit) = (&self.summary, self.plan.unit);
         if let Some(storm) = s.verdict().retry_storm {
-            let shares: Vec<String> = storm.iter().map(|(l, x)| format!("{:.0} % at {l} {unit}", x * 100.0)).collect();
+            let shares: Vec<String> =
+                storm.iter().map(|r| format!("{:.0} % at {} {unit}", r.share * 100.0, r.load)).collect();
             eprintln!(
                 "warning: retries feed on themselves: the share of attempts that were retries rises with load ({}); the extra attempts are load the target would not otherwise have had",
                 shares.join(", ")

@@ -112,14 +112,14 @@ pub struct Verdict {
     pub queue_source: Option<QueueSource>,
     /// The knee's threshold, seconds ([`KNEE_MIN_RISE`]).
     pub knee_min_rise_s: f64,
-    /// [`retry_storm`]: `(load, retry share)` from the first level with retries.
-    pub retry_storm: Option<Vec<(f64, f64)>>,
+    /// [`retry_storm`]: the retry shares from the last level without retries.
+    pub retry_storm: Option<Vec<RetryShare>>,
 }
 
 impl Verdict {
     /// The verdict of `levels`, whose queue times came from `sources` (one per level that had
-    /// one), with `(load, retry share)` per level.
-    pub fn of(levels: &[LevelOutcome], sources: &[QueueSource], retry_shares: &[(f64, f64)]) -> Verdict {
+    /// one), with each level's retry share.
+    pub fn of(levels: &[LevelOutcome], sources: &[QueueSource], retry_shares: &[RetryShare]) -> Verdict {
         let queue_source = if sources.contains(&QueueSource::ServerMetrics) {
             Some(QueueSource::ServerMetrics)
         } else {
@@ -137,6 +137,14 @@ impl Verdict {
     }
 }
 
+/// A level's retry share: retries / attempts at that load.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetryShare {
+    pub load: f64,
+    /// Retries / (requests + retries): the share of attempts that were retries.
+    pub share: f64,
+}
+
 /// Retry share of a level, at or above which retries matter.
 pub const RETRY_STORM_MIN_SHARE: f64 = 0.05;
 
@@ -144,14 +152,15 @@ pub const RETRY_STORM_MIN_SHARE: f64 = 0.05;
 /// `retry_share` = retries / attempts, it is one when the highest load's share is at least
 /// [`RETRY_STORM_MIN_SHARE`], and the share never falls and rises overall from the first level
 /// with retries up (loads ascending): the extra attempts are load the target would not have
-/// had, and they grow with the load. Returns the shares from the first level with retries.
-pub fn retry_storm(levels: &[(f64, f64)]) -> Option<Vec<(f64, f64)>> {
+/// had, and they grow with the load. Returns the shares from the last level without retries.
+pub fn retry_storm(levels: &[RetryShare]) -> Option<Vec<RetryShare>> {
     let mut sorted = levels.to_vec();
-    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let first = sorted.iter().position(|l| l.1 > 0.0)?;
+    sorted.sort_by(|a, b| a.load.total_cmp(&b.load));
+    let first = sorted.iter().position(|l| l.share > 0.0)?;
     let tail = &sorted[first..];
-    let last = tail.last()?.1;
-    let rising = tail.windows(2).all(|w| w[1].1 >= w[0].1) && (tail.len() == 1 && first > 0 || last > tail[0].1);
+    let last = tail.last()?.share;
+    let rising =
+        tail.windows(2).all(|w| w[1].share >= w[0].share) && (tail.len() == 1 && first > 0 || last > tail[0].share);
     (last >= RETRY_STORM_MIN_SHARE && rising).then(|| sorted[first.saturating_sub(1)..].to_vec())
 }
 
@@ -167,18 +176,20 @@ mod tests {
 
     #[test]
     fn a_retry_share_rising_with_load_is_a_storm() {
-        use super::retry_storm;
+        use super::{retry_storm, RetryShare};
+        let at = |l: &[(f64, f64)]| l.iter().map(|&(load, share)| RetryShare { load, share }).collect::<Vec<_>>();
+        let storm = |l: &[(f64, f64)]| retry_storm(&at(l));
         // 0 → 1 % → 6 % → 20 %: a storm, reported from the last level without retries.
-        let s = retry_storm(&[(8.0, 0.06), (1.0, 0.0), (2.0, 0.0), (4.0, 0.01), (16.0, 0.2)]).unwrap();
-        assert_eq!(s, vec![(2.0, 0.0), (4.0, 0.01), (8.0, 0.06), (16.0, 0.2)]);
+        let s = storm(&[(8.0, 0.06), (1.0, 0.0), (2.0, 0.0), (4.0, 0.01), (16.0, 0.2)]).unwrap();
+        assert_eq!(s, at(&[(2.0, 0.0), (4.0, 0.01), (8.0, 0.06), (16.0, 0.2)]));
         // Only the top level retries, at 10 %: rising from zero.
-        assert!(retry_storm(&[(1.0, 0.0), (2.0, 0.1)]).is_some());
+        assert!(storm(&[(1.0, 0.0), (2.0, 0.1)]).is_some());
         // Flat, falling, or small shares are not.
-        assert!(retry_storm(&[(1.0, 0.1), (2.0, 0.1)]).is_none());
-        assert!(retry_storm(&[(1.0, 0.2), (2.0, 0.1)]).is_none());
-        assert!(retry_storm(&[(1.0, 0.0), (2.0, 0.01), (4.0, 0.04)]).is_none());
-        assert!(retry_storm(&[(1.0, 0.0), (2.0, 0.0)]).is_none());
-        assert!(retry_storm(&[]).is_none());
+        assert!(storm(&[(1.0, 0.1), (2.0, 0.1)]).is_none());
+        assert!(storm(&[(1.0, 0.2), (2.0, 0.1)]).is_none());
+        assert!(storm(&[(1.0, 0.0), (2.0, 0.01), (4.0, 0.04)]).is_none());
+        assert!(storm(&[(1.0, 0.0), (2.0, 0.0)]).is_none());
+        assert!(storm(&[]).is_none());
     }
 
     use super::*;
@@ -205,7 +216,8 @@ mod tests {
         // Usable capacity never exceeds limit capacity here, as the seeds expect.
         assert!(usable_capacity(&levels) <= limit_capacity(&levels));
         assert_eq!(pass_fail(&levels), Some((8.0, 16.0)));
-        let v = Verdict::of(&levels, &[QueueSource::EngineStamps; 6], &[(1.0, 0.0), (2.0, 0.0)]);
+        let none = [RetryShare { load: 1.0, share: 0.0 }, RetryShare { load: 2.0, share: 0.0 }];
+        let v = Verdict::of(&levels, &[QueueSource::EngineStamps; 6], &none);
         assert_eq!((v.usable, v.limit, v.knee, v.no_queue_until), (Some(8.0), Some(16.0), Some(8.0), Some(4.0)));
         assert_eq!((v.queue_source, v.retry_storm), (Some(QueueSource::EngineStamps), None));
         let v = Verdict::of(&levels, &[QueueSource::EngineStamps, QueueSource::ServerMetrics], &[]);

@@ -4,7 +4,7 @@
 
 use crate::harness::Harness;
 use goodput_metrics::agent::TaskSummary;
-use goodput_metrics::capacity::{level_queue_time, LevelOutcome, QueueSource, Verdict};
+use goodput_metrics::capacity::{level_queue_time, LevelOutcome, QueueSource, RetryShare, Verdict};
 use goodput_metrics::level::LevelSummary;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
 use goodput_metrics::server::ServerSide;
@@ -232,7 +232,8 @@ impl RunSummary {
     pub fn verdict_of(levels: &[LevelReport]) -> Verdict {
         let outcomes: Vec<LevelOutcome> = levels.iter().map(LevelReport::outcome).collect();
         let sources: Vec<QueueSource> = levels.iter().filter_map(|l| Some(l.queue_time()?.1)).collect();
-        let shares: Vec<(f64, f64)> = levels.iter().map(|l| (l.summary.load, l.summary.retry_share)).collect();
+        let shares: Vec<RetryShare> =
+            levels.iter().map(|l| RetryShare { load: l.summary.load, share: l.summary.retry_share }).collect();
         Verdict::of(&outcomes, &sources, &shares)
     }
 

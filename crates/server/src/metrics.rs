@@ -72,44 +72,33 @@ impl Metrics {
             registry: Registry::default(),
             scrape: Mutex::new(()),
         };
+        use goodput_metrics::names;
         let r = &mut registry;
         r.register(
-            "time_to_first_token_seconds",
+            names::TTFT_SECONDS,
             "Histogram of time to first token (server receipt to first token sampled)",
             m.ttft.clone(),
         );
+        r.register(names::ITL_SECONDS, "Histogram of the time between consecutive tokens of a request", m.itl.clone());
         r.register(
-            "inter_token_latency_seconds",
-            "Histogram of the time between consecutive tokens of a request",
-            m.itl.clone(),
-        );
-        r.register(
-            "e2e_request_latency_seconds",
+            names::E2E_SECONDS,
             "Histogram of end-to-end request latency (server receipt to finish)",
             m.e2e.clone(),
         );
+        r.register(names::QUEUE_SECONDS, "Histogram of time spent waiting in the scheduler queue", m.queue.clone());
+        r.register(names::PREFILL_SECONDS, "Histogram of time from first scheduled to first token", m.prefill.clone());
+        r.register(names::DECODE_SECONDS, "Histogram of time from first to last token", m.decode.clone());
         r.register(
-            "request_queue_time_seconds",
-            "Histogram of time spent waiting in the scheduler queue",
-            m.queue.clone(),
-        );
-        r.register(
-            "request_prefill_time_seconds",
-            "Histogram of time from first scheduled to first token",
-            m.prefill.clone(),
-        );
-        r.register("request_decode_time_seconds", "Histogram of time from first to last token", m.decode.clone());
-        r.register(
-            "request_inference_time_seconds",
+            names::INFERENCE_SECONDS,
             "Histogram of time from first scheduled to last token",
             m.inference.clone(),
         );
         r.register("prompt_tokens", "Number of prefill tokens processed", m.prompt_tokens.clone());
         r.register("generation_tokens", "Number of generation tokens processed", m.generation_tokens.clone());
         r.register("request_success", "Requests that finished (length or stop)", m.success.clone());
-        r.register("num_requests_running", "Requests in the running batch", m.running.clone());
-        r.register("num_requests_waiting", "Requests waiting to be scheduled", m.waiting.clone());
-        r.register("kv_cache_usage_perc", "KV-cache block usage: 1 is full", m.kv_usage.clone());
+        r.register(names::RUNNING, "Requests in the running batch", m.running.clone());
+        r.register(names::WAITING, "Requests waiting to be scheduled", m.waiting.clone());
+        r.register(names::KV_USAGE, "KV-cache block usage: 1 is full", m.kv_usage.clone());
         r.register("num_preemptions", "Cumulative number of preemptions", m.preemptions.clone());
         r.register("prefix_cache_queries", "Prompt tokens looked up in the prefix cache", m.prefix_queries.clone());
         r.register("prefix_cache_hits", "Prompt tokens found in the prefix cache", m.prefix_hits.clone());
