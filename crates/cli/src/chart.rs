@@ -72,9 +72,9 @@ fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo, hi)
 }
 
-/// Room above the highest point, as a factor of it: the legend and the marks' labels sit
-/// there, not on the data.
-const HEADROOM: f64 = 1.45;
+/// Room above the highest point, as a factor of it: the marks' labels sit there, not on the
+/// data.
+const HEADROOM: f64 = 1.3;
 
 /// A load for an axis label: whole numbers without decimals.
 fn format_load(x: f64) -> String {
@@ -103,12 +103,21 @@ fn log2_x(c: &Chart) -> Chart {
 pub fn svg(c: &Chart) -> Result<String> {
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (760, 380)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut buf, (WIDTH as u32, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
         match c.kind {
             Kind::Timeline => timeline(&root, c)?,
-            Kind::Lines | Kind::Stacked if c.x_log2 => lines(&root, &log2_x(c))?,
-            Kind::Lines | Kind::Stacked => lines(&root, c)?,
+            Kind::Lines | Kind::Stacked => {
+                // Title and legend in a band of their own: the legend never covers data.
+                let items = legend_items(c);
+                let (head, body) = root.split_vertically(legend_height(&items));
+                head_band(&head, &c.title, &items)?;
+                if c.x_log2 {
+                    lines(&body, &log2_x(c))?
+                } else {
+                    lines(&body, c)?
+                }
+            }
         }
         root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
     }
@@ -171,8 +180,8 @@ fn lines(root: &Area, c: &Chart) -> Result<()> {
     let y_hi = if y_hi > 0.0 { y_hi * HEADROOM } else { 1.0 };
     let y2_hi = range(right.iter().flat_map(|s| s.points.iter().map(|p| p.1))).1 * HEADROOM;
     let mut ch = ChartBuilder::on(root)
-        .caption(&c.title, ("sans-serif", 18))
         .margin(12)
+        .margin_top(4)
         .x_label_area_size(36)
         .y_label_area_size(60)
         .right_y_label_area_size(if right.is_empty() { 0 } else { 60 })
@@ -199,27 +208,18 @@ fn lines(root: &Area, c: &Chart) -> Result<()> {
         for k in (0..left.len()).rev() {
             let top: Vec<(f64, f64)> = xs.iter().map(|&x| (x, left[..=k].iter().map(|s| at(s, x)).sum())).collect();
             let color = COLORS[k % COLORS.len()];
-            ch.draw_series(AreaSeries::new(top, 0.0, color).border_style(BLACK.mix(0.4)))
-                .map_err(e)?
-                .label(&left[k].name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+            ch.draw_series(AreaSeries::new(top, 0.0, color).border_style(BLACK.mix(0.4))).map_err(e)?;
         }
     } else {
         for (i, s) in left.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
-            ch.draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
-                .map_err(e)?
-                .label(&s.name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+            ch.draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2))).map_err(e)?;
             ch.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(e)?;
         }
     }
     for (j, s) in right.iter().enumerate() {
         let color = COLORS[(left.len() + j) % COLORS.len()];
-        ch.draw_secondary_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
-            .map_err(e)?
-            .label(&s.name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+        ch.draw_secondary_series(LineSeries::new(s.points.clone(), color.stroke_width(2))).map_err(e)?;
     }
     let red = RGBColor(200, 0, 0);
     for (y, label) in &c.limits {
@@ -238,12 +238,65 @@ fn lines(root: &Area, c: &Chart) -> Result<()> {
         let style = ("sans-serif", 12).into_font().color(&grey).pos(Pos::new(h, VPos::Top));
         ch.draw_series(std::iter::once(Text::new(format!(" {label} "), (x, y), style))).map_err(e)?;
     }
-    // In the headroom above the data, centred (marks label the sides first).
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperMiddle)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.5))
-        .draw()
-        .map_err(e)?;
+    Ok(())
+}
+
+/// A legend entry: name, colour, and whether it is a band (else a line).
+type Item = (String, RGBColor, bool);
+
+/// The legend in the order the series are drawn: left axis, then right, with their colours.
+fn legend_items(c: &Chart) -> Vec<Item> {
+    let left = c.series.iter().filter(|s| !s.right);
+    let n_left = left.clone().count();
+    let band = c.kind == Kind::Stacked;
+    let mut items: Vec<Item> =
+        left.enumerate().map(|(k, s)| (s.name.clone(), COLORS[k % COLORS.len()], band)).collect();
+    for (j, s) in c.series.iter().filter(|s| s.right).enumerate() {
+        items.push((s.name.clone(), COLORS[(n_left + j) % COLORS.len()], false));
+    }
+    items
+}
+
+const WIDTH: i32 = 760;
+const ITEM_H: i32 = 18;
+
+/// Where each legend item goes, row by row, left to right: `(x, row)`.
+fn legend_layout(items: &[Item]) -> Vec<(i32, i32)> {
+    let (mut x, mut row) = (70, 0);
+    items
+        .iter()
+        .map(|(name, _, _)| {
+            // About 6.5 px per character of a 12 px sans-serif.
+            let w = 22 + (name.chars().count() as f64 * 6.5) as i32 + 18;
+            if x + w > WIDTH - 20 && x > 70 {
+                (x, row) = (70, row + 1);
+            }
+            let at = (x, row);
+            x += w;
+            at
+        })
+        .collect()
+}
+
+fn legend_height(items: &[Item]) -> i32 {
+    let rows = legend_layout(items).last().map_or(0, |p| p.1 + 1);
+    30 + rows * ITEM_H + 4
+}
+
+/// The chart's title and, under it, its legend.
+fn head_band(area: &Area, title: &str, items: &[Item]) -> Result<()> {
+    let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing the legend of {title}: {e:?}");
+    let centre = ("sans-serif", 18).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
+    area.draw(&Text::new(title.to_string(), (WIDTH / 2, 6), centre)).map_err(e)?;
+    for ((name, color, band), (x, row)) in items.iter().zip(legend_layout(items)) {
+        let y = 30 + row * ITEM_H + ITEM_H / 2;
+        if *band {
+            area.draw(&Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())).map_err(e)?;
+        } else {
+            area.draw(&PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))).map_err(e)?;
+        }
+        let style = ("sans-serif", 12).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&Text::new(name.clone(), (x + 22, y), style)).map_err(e)?;
+    }
     Ok(())
 }
