@@ -1,11 +1,8 @@
-//! `goodput run`: a scenario through a sweep of load levels against the in-process engine,
-//! with the three layers of numbers per level, SLO checks, usable and limit capacity, the
-//! queueing knee, and the written conclusion of the seeds.
+//! The arguments of `goodput run` and `goodput capacity` (clap derive; doc comments are the
+//! help text). [`super::plan::RunPlan`] turns them into a checked plan.
 
 use crate::args::{parse_cpus, parse_duration, parse_duration_or_zero, parse_span, parse_stage, CpuList, Span};
 use crate::args::{EngineArgs, ModelArgs};
-use crate::sweep::Sweep;
-use anyhow::{bail, Result};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -152,37 +149,4 @@ pub struct CapacityArgs {
     /// Highest number of users the search tries.
     #[arg(long, default_value_t = 256)]
     pub max_users: usize,
-}
-
-/// `goodput capacity`: levels 1, 2, 4, … users up to `--max-users`, stopping at the first
-/// level whose SLOs break, then `--refine` bisection steps.
-pub fn capacity(c: CapacityArgs) -> Result<()> {
-    let mut a = c.run;
-    if a.rate.is_some() || a.stages.is_some() || a.duration.is_some() {
-        bail!("goodput capacity searches over users with --requests per level; drop --rate, --stages and --duration");
-    }
-    if c.max_users == 0 {
-        bail!("--max-users must be at least 1");
-    }
-    a.concurrency =
-        std::iter::successors(Some(1usize), |&u| u.checked_mul(2)).take_while(|&u| u <= c.max_users).collect();
-    if a.concurrency.last() != Some(&c.max_users) {
-        a.concurrency.push(c.max_users);
-    }
-    a.stop_at_first_failure = true;
-    run(a)
-}
-
-/// `goodput run`: the plan checked, the rig set up, the levels run one by one (each written
-/// as it finishes), refinement levels added, then the tables, the conclusion and the report.
-pub fn run(a: RunArgs) -> Result<()> {
-    let plan = crate::plan::RunPlan::new(&a)?;
-    let rig = crate::rig::Rig::build(&a, &plan)?;
-    let mut sweep = Sweep::start(&a, &plan, &rig)?;
-    while let Some(level) = sweep.next_level() {
-        let finished = sweep.run_level(&rig, &level)?;
-        sweep.finish_level(finished)?;
-    }
-    drop(rig);
-    sweep.finish()
 }

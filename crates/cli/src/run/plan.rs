@@ -3,8 +3,8 @@
 //! passing and the first failing one (ripgrep's "low args → high args" step: clap's raw
 //! arguments become one validated plan).
 
+use super::args::RunArgs;
 use crate::args::Span;
-use crate::run::RunArgs;
 use crate::workload::{build_workload, WorkloadSpec};
 use anyhow::{bail, Context, Result};
 use goodput_core::ModelSpec;

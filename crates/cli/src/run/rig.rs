@@ -3,8 +3,8 @@
 //! goodput's own server on loopback, or an external server), the RAG index, the engine's step
 //! channel and the load generator's runtime. Dropping the rig stops the server and the engine.
 
-use crate::plan::RunPlan;
-use crate::run::RunArgs;
+use super::args::RunArgs;
+use super::plan::RunPlan;
 use crate::target::{AnyTarget, Codec, LocalServer};
 use crate::workload::{EncoderEmbedder, LlmTokenizer, WorkloadSpec};
 use anyhow::{bail, Context, Result};

@@ -2,9 +2,9 @@
 //! the service summary of its measured requests, the engine's side from its steps (or the
 //! server's from its /metrics), the harness's own cost, and the task-level numbers.
 
-use crate::plan::{Counts, LevelSpec, RunPlan};
-use crate::rig::Rig;
-use crate::run::RunArgs;
+use super::args::RunArgs;
+use super::plan::{Counts, LevelSpec, RunPlan};
+use super::rig::Rig;
 use crate::target::Scraper;
 use goodput_core::{ClientRecord, Phase, Stamp, StepRecord};
 use goodput_metrics::engine::SeriesPoint;

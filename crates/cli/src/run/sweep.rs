@@ -3,11 +3,11 @@
 //! failure keeps the earlier levels), refinement levels added between the last passing and
 //! the first failing level, and at the end the tables, the conclusion and the report.
 
-use crate::level::{self, Finished};
-use crate::plan::{Counts, LevelSpec, RunPlan};
-use crate::records::RecordWriter;
-use crate::rig::{engine_settings, machine, Rig};
-use crate::run::RunArgs;
+use super::args::RunArgs;
+use super::level::{self, Finished};
+use super::plan::{Counts, LevelSpec, RunPlan};
+use super::records::RecordWriter;
+use super::rig::{engine_settings, machine, Rig};
 use crate::table;
 use anyhow::Result;
 use goodput_results::{export, Conclusion, RetrySetting, RunSummary, RunWriter, WorkloadInfo, FORMAT};

@@ -1,0 +1,50 @@
+//! `goodput run`: a scenario through a sweep of load levels against the in-process engine or
+//! an HTTP server, with the three layers of numbers per level, SLO checks, usable and limit
+//! capacity, the queueing knee, and the written conclusion of the seeds. In steps: the
+//! arguments become a checked [`plan`], the [`rig`] sets up the model, engine and target, each
+//! [`level`] runs and is reported, and the [`sweep`] writes, refines and concludes.
+
+mod args;
+mod level;
+mod plan;
+mod records;
+mod rig;
+mod sweep;
+
+pub use args::{CapacityArgs, RunArgs};
+
+use anyhow::{bail, Result};
+use sweep::Sweep;
+
+/// `goodput capacity`: levels 1, 2, 4, … users up to `--max-users`, stopping at the first
+/// level whose SLOs break, then `--refine` bisection steps.
+pub fn capacity(c: CapacityArgs) -> Result<()> {
+    let mut a = c.run;
+    if a.rate.is_some() || a.stages.is_some() || a.duration.is_some() {
+        bail!("goodput capacity searches over users with --requests per level; drop --rate, --stages and --duration");
+    }
+    if c.max_users == 0 {
+        bail!("--max-users must be at least 1");
+    }
+    a.concurrency =
+        std::iter::successors(Some(1usize), |&u| u.checked_mul(2)).take_while(|&u| u <= c.max_users).collect();
+    if a.concurrency.last() != Some(&c.max_users) {
+        a.concurrency.push(c.max_users);
+    }
+    a.stop_at_first_failure = true;
+    run(a)
+}
+
+/// `goodput run`: the plan checked, the rig set up, the levels run one by one (each written
+/// as it finishes), refinement levels added, then the tables, the conclusion and the report.
+pub fn run(a: RunArgs) -> Result<()> {
+    let plan = plan::RunPlan::new(&a)?;
+    let rig = rig::Rig::build(&a, &plan)?;
+    let mut sweep = Sweep::start(&a, &plan, &rig)?;
+    while let Some(level) = sweep.next_level() {
+        let finished = sweep.run_level(&rig, &level)?;
+        sweep.finish_level(finished)?;
+    }
+    drop(rig);
+    sweep.finish()
+}
