@@ -153,20 +153,7 @@ pub fn layers(l: &LevelReport, unit: LoadUnit) -> String {
     stat("engine", "decode (ms)", &s.decode_time, 1e3, 0);
     stat("engine", "inference (ms)", &s.inference_time, 1e3, 0);
     stat("engine", "step (ms)", &e.step_time, 1e3, 2);
-    let occupancy = match &l.occupancy {
-        Some(o) => format!(
-            "running mean {} (max {}), waiting mean {} (max {}), KV blocks mean {} % (max {} %), {}{}",
-            f(o.running_mean, 1),
-            f(o.running_max, 0),
-            f(o.waiting_mean, 1),
-            f(o.waiting_max, 0),
-            f(o.kv_mean * 100.0, 0),
-            f(o.kv_max * 100.0, 0),
-            o.preemptions.map_or("preemptions unknown".into(), |p| format!("{p} preemptions")),
-            if o.from_server { " (from the server's /metrics)" } else { "" },
-        ),
-        None => "occupancy unknown (no engine in this process, no /metrics)".into(),
-    };
+    let occupancy = goodput_results::occupancy_text(l.occupancy.as_ref());
     let system = format!(
         "system: {:.2} req/s, {:.0} in + {:.0} out tok/s, goodput {:.2} req/s; {occupancy}; {} ok ({} short), {} errors, {} timeouts, {} retries ({:.1} % of attempts); {} warm-up and {} cool-down requests left out",
         s.request_throughput,

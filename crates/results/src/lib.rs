@@ -16,7 +16,8 @@ pub use files::{read_summary, RecordLog, Results, RunWriter};
 pub use harness::{CpuUse, Harness};
 pub use rows::{RecordRow, RequestRow, SeriesRow, StepRow};
 pub use summary::{
-    vllm_keys, EngineSettings, LevelReport, LoadUnit, Machine, Pinning, RetrySetting, RunSummary, WorkloadInfo, FORMAT,
+    occupancy_text, vllm_keys, EngineSettings, LevelReport, LoadUnit, Machine, Pinning, RetrySetting, RunSummary,
+    WorkloadInfo, FORMAT,
 };
 
 use std::path::PathBuf;

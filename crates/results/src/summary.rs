@@ -200,6 +200,24 @@ impl LevelReport {
     }
 }
 
+/// A level's occupancy in words, for the console and the report: running and waiting
+/// (means and maxima), KV blocks, preemptions, and where the numbers came from.
+pub fn occupancy_text(o: Option<&Occupancy>) -> String {
+    let Some(o) = o else { return "occupancy unknown (no engine in this process, no /metrics)".into() };
+    let n = |x: f64, d: usize| if x.is_finite() { format!("{x:.d$}") } else { "-".into() };
+    format!(
+        "running mean {} (max {}), waiting mean {} (max {}), KV blocks mean {} % (max {} %), {}{}",
+        n(o.running_mean, 1),
+        n(o.running_max, 0),
+        n(o.waiting_mean, 1),
+        n(o.waiting_max, 0),
+        n(o.kv_mean * 100.0, 0),
+        n(o.kv_max * 100.0, 0),
+        o.preemptions.map_or("preemptions unknown".into(), |p| format!("{p} preemptions")),
+        if o.from_server { " (from the server's /metrics)" } else { "" },
+    )
+}
+
 /// vLLM `bench serve`'s keys of a level (milliseconds, `mean_/median_/std_/pNN_` prefixes).
 pub fn vllm_keys(s: &LevelSummary) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
@@ -210,7 +228,8 @@ pub fn vllm_keys(s: &LevelSummary) -> BTreeMap<String, f64> {
     m.insert("request_goodput".into(), s.goodput);
     for (name, sum) in [("ttft", &s.ttft), ("tpot", &s.tpot), ("itl", &s.itl), ("e2el", &s.e2e)] {
         let Some(x) = sum else { continue };
-        let stats: [(&str, fn(&Summary) -> f64); 6] = [
+        type Stat = fn(&Summary) -> f64;
+        let stats: [(&str, Stat); 6] = [
             ("mean", |x| x.mean),
             ("median", |x| x.p50),
             ("std", |x| x.stddev),

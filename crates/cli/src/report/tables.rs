@@ -177,18 +177,7 @@ pub fn level(l: &LevelReport, unit: LoadUnit) -> String {
 /// The system line of a level: throughput, occupancy, how requests ended.
 fn system(l: &LevelReport) -> String {
     let m = &l.summary;
-    let occupancy = match &l.occupancy {
-        None => "occupancy unknown (no engine in this process, no /metrics)".to_string(),
-        Some(o) => format!(
-            "running mean {} (max {}), waiting mean {} (max {}), KV blocks max {} %{}",
-            num(Some(o.running_mean), 1),
-            num(Some(o.running_max), 0),
-            num(Some(o.waiting_mean), 1),
-            num(Some(o.waiting_max), 0),
-            num(Some(o.kv_max * 100.0), 0),
-            if o.from_server { " (from the server's /metrics)" } else { "" }
-        ),
-    };
+    let occupancy = goodput_results::occupancy_text(l.occupancy.as_ref());
     format!(
         "system: {} req/s, {} in + {} out tok/s, goodput {} req/s; {occupancy}; {} ok, {} errors, {} timeouts, {} retries; {} warm-up and {} cool-down requests left out.",
         num(Some(m.request_throughput), 2),

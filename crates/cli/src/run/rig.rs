@@ -111,53 +111,39 @@ impl Rig {
         let mut m = load_model(a, plan)?;
         let workload = workload(a, &plan.workload, &m.tokenizer)?;
         let (step_tx, steps) = flume::unbounded();
-        let Some(model) = m.model.take() else { return Self::remote(a, plan, workload, steps, m) };
-        let mut cfg = a.engine.config()?;
-        cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
-        let engine = Engine::start(model, cfg, Clock::new(), Some(step_tx))?;
+        let (target, engine) = match m.model.take() {
+            Some(model) => {
+                let mut cfg = a.engine.config()?;
+                cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
+                let engine = Engine::start(model, cfg, Clock::new(), Some(step_tx))?;
+                (AnyTarget::Engine(engine.handle()), Some(engine))
+            }
+            // Against another process's server: no engine here.
+            None => {
+                let url = plan.url.clone().context("no engine and no server to send requests to")?;
+                let http = HttpTarget::new(http_config(a, plan, url, &m.tokenizer), Clock::new())?;
+                (AnyTarget::Http(Arc::new(http)), None)
+            }
+        };
         let mut rig = Rig {
             rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
-            target: Arc::new(AnyTarget::Engine(engine.handle())),
+            target: Arc::new(target),
             workload,
             vocab: plan.spec.vocab_size,
             steps,
             weights: m.weights,
             device: m.device,
             pinning: pinning(a),
-            engine: Some(engine),
+            engine,
             server: None,
         };
         if a.target == "http-local" {
             rig.serve_locally(a, plan, &m.tokenizer, m.chat_template)?;
         }
         rig.pin_harness(a)?;
-        Ok(rig)
-    }
-
-    /// Against another process's server: no engine here; check it serves the model.
-    fn remote(
-        a: &RunArgs,
-        plan: &RunPlan,
-        workload: Workload,
-        steps: flume::Receiver<StepRecord>,
-        m: Model,
-    ) -> Result<Rig> {
-        let url = plan.url.clone().context("no engine and no server to send requests to")?;
-        let http = HttpTarget::new(http_config(a, plan, url, &m.tokenizer), Clock::new())?;
-        let rig = Rig {
-            rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
-            target: Arc::new(AnyTarget::Http(Arc::new(http))),
-            workload,
-            vocab: plan.spec.vocab_size,
-            steps,
-            weights: m.weights,
-            device: m.device,
-            pinning: pinning(a),
-            engine: None,
-            server: None,
-        };
-        rig.pin_harness(a)?;
-        rig.check_served(a, plan)?;
+        if plan.url.is_some() {
+            rig.check_served(a, plan)?;
+        }
         Ok(rig)
     }
 
