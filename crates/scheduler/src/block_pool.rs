@@ -472,4 +472,6 @@ impl BlockPool {
 }
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;
