@@ -59,7 +59,7 @@ impl ModelArgs {
     /// Loads the model; RoPE tables cover `max_len` positions.
     pub fn load(&self, max_len: usize) -> Result<LoadedModel> {
         let spec = self.spec()?;
-        let weights = WeightsSource::parse(&self.weights).map_err(anyhow::Error::msg)?;
+        let weights = WeightsSource::parse(&self.weights)?;
         let (device, dtype) = self.device_dtype()?;
         loader::load(&spec, &weights, &device, dtype, max_len)
             .with_context(|| format!("loading model `{}` ({} weights)", spec.name, weights.kind()))

@@ -43,10 +43,7 @@ pub fn state(
     chat_template: Option<String>,
     max_waiting: Option<usize>,
 ) -> Result<Arc<AppState>> {
-    Ok(Arc::new(
-        AppState::new(engine.handle(), loaded_tokenizer, name, chat_template, max_waiting)
-            .map_err(anyhow::Error::msg)?,
-    ))
+    Ok(Arc::new(AppState::new(engine.handle(), loaded_tokenizer, name, chat_template, max_waiting)?))
 }
 
 /// Resolves on SIGINT or SIGTERM.

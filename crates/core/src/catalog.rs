@@ -195,15 +195,25 @@ pub enum WeightsSource {
     Gguf { path: PathBuf, dequantize: bool },
 }
 
+/// Why a `--weights` value names no weights.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WeightsError {
+    #[error("weights `{0}`: the seed after `dummy:` must be a whole number")]
+    Seed(String),
+    #[error("weights `{0}`: no such GGUF file")]
+    NoGguf(String),
+    #[error("weights `{0}`: expected `dummy`, `dummy:SEED`, `hf`, a .gguf file or a directory with safetensors")]
+    Unknown(String),
+}
+
 impl WeightsSource {
     /// Parses `dummy`, `dummy:SEED`, `hf`, a `.gguf` file (`PATH` or `PATH:dequant`) or a directory.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, WeightsError> {
         if s == "dummy" {
             return Ok(Self::Dummy { seed: 0 });
         }
         if let Some(seed) = s.strip_prefix("dummy:") {
-            let seed =
-                seed.parse().map_err(|_| format!("weights `{s}`: the seed after `dummy:` must be a whole number"))?;
+            let seed = seed.parse().map_err(|_| WeightsError::Seed(s.into()))?;
             return Ok(Self::Dummy { seed });
         }
         if s == "hf" {
@@ -216,16 +226,14 @@ impl WeightsSource {
         let p = PathBuf::from(path);
         if path.ends_with(".gguf") {
             if !p.is_file() {
-                return Err(format!("weights `{path}`: no such GGUF file"));
+                return Err(WeightsError::NoGguf(path.into()));
             }
             return Ok(Self::Gguf { path: p, dequantize });
         }
         if p.is_dir() {
             return Ok(Self::Dir(p));
         }
-        Err(format!(
-            "weights `{s}`: expected `dummy`, `dummy:SEED`, `hf`, a .gguf file or a directory with safetensors"
-        ))
+        Err(WeightsError::Unknown(s.into()))
     }
 
     pub fn kind(&self) -> &'static str {
@@ -348,9 +356,9 @@ mod tests {
     fn weights_source_parsing() {
         assert_eq!(WeightsSource::parse("dummy").unwrap(), WeightsSource::Dummy { seed: 0 });
         assert_eq!(WeightsSource::parse("dummy:7").unwrap(), WeightsSource::Dummy { seed: 7 });
-        assert!(WeightsSource::parse("dummy:x").unwrap_err().contains("whole number"));
+        assert!(WeightsSource::parse("dummy:x").unwrap_err().to_string().contains("whole number"));
         assert_eq!(WeightsSource::parse("hf").unwrap(), WeightsSource::HfCache);
-        assert!(WeightsSource::parse("/nonexistent/m.gguf").unwrap_err().contains("no such GGUF"));
+        assert!(WeightsSource::parse("/nonexistent/m.gguf").unwrap_err().to_string().contains("no such GGUF"));
         assert!(WeightsSource::parse("/nonexistent/dir").is_err());
     }
 }

@@ -8,7 +8,7 @@ pub mod http;
 pub mod request;
 pub mod target;
 
-pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsSource};
+pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsError, WeightsSource};
 pub use client::{Chunk, ClientRecord, Outcome, Phase, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};
 pub use http::{HttpStamps, ServerScrape, ServerTimings};

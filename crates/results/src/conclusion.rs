@@ -31,14 +31,18 @@ impl<'a> Conclusion<'a> {
         self.s.level(load)
     }
 
-    /// The whole text, headed `Conclusion`.
+    /// The text under a `Conclusion` heading, as the console and `conclusion.txt` show it.
     pub fn render(&self) -> String {
+        format!("Conclusion\n{}", self.body())
+    }
+
+    /// The conclusion itself, one paragraph.
+    pub fn body(&self) -> String {
         // Describe the recommended level, or the lowest one when none meets the SLOs.
         let Some(shown) = self.v.usable.and_then(|u| self.at(u)).or_else(|| self.s.levels.first()) else {
             return "No level ran.".into();
         };
-        let mut out = String::from("Conclusion\n");
-        out.push_str(&self.headline(shown));
+        let mut out = self.headline(shown);
         for part in [self.queueing(), self.capacity(), self.short_outputs()] {
             out.push_str(&part);
         }

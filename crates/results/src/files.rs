@@ -147,7 +147,7 @@ pub struct Results {
     pub records: Vec<RecordRow>,
     /// The engine's time series (empty for a target whose engine is another process's).
     pub series: Vec<SeriesRow>,
-    /// The written conclusion, built from the summary.
+    /// The written conclusion (one paragraph, without its heading), built from the summary.
     pub conclusion: String,
 }
 
@@ -160,9 +160,10 @@ impl Results {
         // Results before the typed summary lack what the conclusion is built from; their
         // own text stands.
         let conclusion = if summary.format >= FORMAT {
-            Conclusion::of(&summary).render()
+            Conclusion::of(&summary).body()
         } else {
-            std::fs::read_to_string(dir.join(CONCLUSION)).unwrap_or_default()
+            let text = std::fs::read_to_string(dir.join(CONCLUSION)).unwrap_or_default();
+            text.trim().trim_start_matches("Conclusion").trim().to_string()
         };
         Ok(Results { dir: dir.to_path_buf(), summary, records, series, conclusion })
     }

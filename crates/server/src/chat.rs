@@ -14,13 +14,13 @@ pub struct ChatTemplate {
 
 impl ChatTemplate {
     /// `template`: the model's Jinja chat template, if it has one.
-    pub fn new(template: Option<String>) -> Result<Self, String> {
+    pub fn new(template: Option<String>) -> Result<Self, crate::ServerError> {
         let Some(t) = template else { return Ok(ChatTemplate { env: None }) };
         let mut env = minijinja::Environment::new();
         env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
             Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
         });
-        env.add_template_owned("chat", t).map_err(|e| format!("the model's chat template does not parse: {e}"))?;
+        env.add_template_owned("chat", t).map_err(crate::ServerError::ChatTemplate)?;
         Ok(ChatTemplate { env: Some(env) })
     }
 

@@ -52,6 +52,13 @@ pub struct AppState {
     pub clock: Clock,
 }
 
+/// Why the server's state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("the model's chat template does not parse: {0}")]
+    ChatTemplate(minijinja::Error),
+}
+
 impl AppState {
     pub fn new(
         engine: EngineHandle,
@@ -59,7 +66,7 @@ impl AppState {
         model_name: String,
         chat_template: Option<String>,
         max_waiting: Option<usize>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ServerError> {
         let chat = chat::ChatTemplate::new(chat_template)?;
         Ok(AppState {
             clock: engine.clock(),

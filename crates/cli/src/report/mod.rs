@@ -42,7 +42,7 @@ pub fn html(r: &Results) -> Result<String> {
     );
     page.push_str(&format!("<h1>goodput report: {}, {}</h1>\n", esc(&s.model), esc(&s.workload.name)));
     page.push_str("<h2 id=\"conclusion\">Conclusion</h2>\n<p class=\"conclusion\">");
-    page.push_str(&esc(r.conclusion.trim().trim_start_matches("Conclusion").trim()));
+    page.push_str(&esc(&r.conclusion));
     page.push_str("</p>\n<h2 id=\"charts\">Charts</h2>\n");
     for c in &charts {
         page.push_str(&format!(
