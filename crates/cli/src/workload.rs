@@ -6,11 +6,30 @@ use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario,
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// What the scenario asks for, checked before the run is set up: RAG still needs its encoder
+/// loaded and its corpus embedded (the rig builds the [`goodput_workload::Workload`]).
+pub struct WorkloadSpec {
+    pub file: ScenarioFile,
+    /// RAG: the sentence encoder's directory, or `None`: embed by the engine's prefill pass.
+    pub encoder: Option<PathBuf>,
+}
+
+impl WorkloadSpec {
+    /// Units of several requests (sessions, tasks, queries) rather than single requests.
+    pub fn is_sessions(&self) -> bool {
+        !matches!(self.file, ScenarioFile::Single(_))
+    }
+
+    pub fn name(&self) -> String {
+        self.file.name()
+    }
+}
+
 /// The scenario named by `--scenario`: a built-in name or a TOML file, checked against the
 /// model (`max_len`) and the arrival (`open_loop`: `--rate`) before anything runs; `encoder`
 /// is RAG's sentence encoder directory (`--encoder`).
 pub fn build_workload(scenario: &str, encoder: Option<&Path>, open_loop: bool, max_len: usize) -> Result<WorkloadSpec> {
-    let spec = if scenario.ends_with(".toml") {
+    let file = if scenario.ends_with(".toml") {
         load_scenario(Path::new(scenario))?
     } else {
         match scenario {
@@ -20,47 +39,46 @@ pub fn build_workload(scenario: &str, encoder: Option<&Path>, open_loop: bool, m
             name => ScenarioFile::Single(Scenario::builtin(name, max_len)?),
         }
     };
-    let closed_only = |what: &str| -> Result<()> {
-        if open_loop {
-            bail!("--scenario {scenario}: {what} run closed-loop: use --concurrency, not --rate");
-        }
-        Ok(())
+    let units = match &file {
+        ScenarioFile::Single(_) => None,
+        ScenarioFile::MultiTurn(_) => Some("multi-turn sessions"),
+        ScenarioFile::Agent(_) => Some("agent tasks"),
+        ScenarioFile::Rag(_) => Some("RAG queries"),
     };
-    Ok(match spec {
-        ScenarioFile::Single(s) => {
-            s.validate(max_len)?;
-            WorkloadSpec::Single(Arc::new(s))
-        }
-        ScenarioFile::MultiTurn(mt) => {
-            closed_only("multi-turn sessions")?;
-            mt.validate(max_len)?;
-            WorkloadSpec::Sessions(Arc::new(mt))
-        }
-        ScenarioFile::Agent(ag) => {
-            closed_only("agent tasks")?;
-            ag.validate(max_len)?;
-            WorkloadSpec::Tasks(Arc::new(ag))
-        }
-        ScenarioFile::Rag(rag) => {
-            closed_only("RAG queries")?;
-            rag.validate()?;
-            let dir = encoder.map(Path::to_path_buf).unwrap_or_else(default_encoder_dir);
-            if dir.join("model.safetensors").is_file() {
-                WorkloadSpec::Rag(Some(dir), rag)
-            } else if encoder.is_some() {
-                bail!(
-                    "--encoder {}: no model.safetensors there (scripts/fetch-minilm.sh puts all-MiniLM-L6-v2 in place)",
-                    dir.display()
-                );
-            } else {
-                eprintln!(
-                    "rag: no sentence encoder at {} (scripts/fetch-minilm.sh fetches all-MiniLM-L6-v2); the embed stage is the engine's own prefill-only pass over the query, and retrieval uses hashed bag-of-words vectors",
-                    dir.display()
-                );
-                WorkloadSpec::Rag(None, rag)
-            }
-        }
-    })
+    if let Some(units) = units.filter(|_| open_loop) {
+        bail!("--scenario {scenario}: {units} run closed-loop: use --concurrency, not --rate");
+    }
+    match &file {
+        ScenarioFile::Single(s) => s.validate(max_len)?,
+        ScenarioFile::MultiTurn(mt) => mt.validate(max_len)?,
+        ScenarioFile::Agent(ag) => ag.validate(max_len)?,
+        ScenarioFile::Rag(rag) => rag.validate()?,
+    }
+    let encoder = match &file {
+        ScenarioFile::Rag(_) => rag_encoder(encoder)?,
+        _ => None,
+    };
+    Ok(WorkloadSpec { file, encoder })
+}
+
+/// RAG's sentence encoder: `--encoder`, else where scripts/fetch-minilm.sh puts it; `None`
+/// (said so) when there is none there.
+fn rag_encoder(encoder: Option<&Path>) -> Result<Option<PathBuf>> {
+    let dir = encoder.map(Path::to_path_buf).unwrap_or_else(default_encoder_dir);
+    if dir.join("model.safetensors").is_file() {
+        return Ok(Some(dir));
+    }
+    if encoder.is_some() {
+        bail!(
+            "--encoder {}: no model.safetensors there (scripts/fetch-minilm.sh puts all-MiniLM-L6-v2 in place)",
+            dir.display()
+        );
+    }
+    eprintln!(
+        "rag: no sentence encoder at {} (scripts/fetch-minilm.sh fetches all-MiniLM-L6-v2); the embed stage is the engine's own prefill-only pass over the query, and retrieval uses hashed bag-of-words vectors",
+        dir.display()
+    );
+    Ok(None)
 }
 
 /// The engine's sentence encoder as the workload's embedder.
@@ -88,30 +106,4 @@ pub fn default_encoder_dir() -> PathBuf {
             .join("goodput")
     });
     cache.join("minilm")
-}
-
-/// What the scenario asks for, before the run is set up: RAG still needs its encoder loaded
-/// and its corpus embedded (the rig turns this into a [`goodput_workload::Workload`]).
-pub enum WorkloadSpec {
-    /// The sentence encoder's directory, or `None`: embed by the engine's prefill pass.
-    Rag(Option<PathBuf>, Rag),
-    Single(Arc<Scenario>),
-    Sessions(Arc<MultiTurn>),
-    Tasks(Arc<Agent>),
-}
-
-impl WorkloadSpec {
-    /// Units of several requests (sessions, tasks, queries) rather than single requests.
-    pub fn is_sessions(&self) -> bool {
-        !matches!(self, WorkloadSpec::Single(_))
-    }
-
-    pub fn name(&self) -> String {
-        match self {
-            WorkloadSpec::Single(s) => s.name.clone(),
-            WorkloadSpec::Sessions(_) => "multi-turn".into(),
-            WorkloadSpec::Tasks(_) => "agent".into(),
-            WorkloadSpec::Rag(..) => "rag".into(),
-        }
-    }
 }

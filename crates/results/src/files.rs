@@ -6,7 +6,7 @@
 //! collector).
 
 use crate::conclusion::Conclusion;
-use crate::rows::{RecordRow, RequestRow, SeriesRow, StepRow};
+use crate::rows::{RecordRow, RequestRow, SeriesRow, StepRow, REQUEST_COLUMNS, SERIES_COLUMNS};
 use crate::summary::{RunSummary, WorkloadInfo, FORMAT};
 use crate::ResultsError;
 use goodput_core::{ClientRecord, Phase, StepRecord};
@@ -39,6 +39,15 @@ fn csv_err(path: &Path) -> impl Fn(csv::Error) -> ResultsError + '_ {
     move |source| ResultsError::Csv { path: path.to_path_buf(), source }
 }
 
+/// A CSV file whose header is written now; rows follow without one.
+fn csv_with_header(dir: &Path, name: &str, columns: &[&str]) -> Result<csv::Writer<File>> {
+    let path = dir.join(name);
+    let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(create(dir, name)?);
+    w.write_record(columns).map_err(csv_err(&path))?;
+    w.flush().map_err(io(&path))?;
+    Ok(w)
+}
+
 /// The per-request files: `records.jsonl` and `requests.csv`, appended one request at a time.
 pub struct RecordLog {
     dir: PathBuf,
@@ -56,16 +65,20 @@ struct RecordRowRef<'a> {
 }
 
 impl RecordLog {
-    /// Appends one request to both files and flushes them.
+    /// Appends one request to both files (buffered: [`RecordLog::flush`] puts it on disk).
     pub fn append(&mut self, level: f64, phase: Phase, record: &ClientRecord) -> Result<()> {
         let path = self.dir.join(RECORDS);
         serde_json::to_writer(&mut self.records, &RecordRowRef { level, phase, record })
             .map_err(|source| ResultsError::Json { path: path.clone(), line: None, source })?;
         self.records.write_all(b"\n").map_err(io(&path))?;
-        self.records.flush().map_err(io(&path))?;
         let csv_path = self.dir.join(REQUESTS);
-        self.requests.serialize(RequestRow::of(level, phase, record)).map_err(csv_err(&csv_path))?;
-        self.requests.flush().map_err(io(&csv_path))
+        self.requests.serialize(RequestRow::of(level, phase, record)).map_err(csv_err(&csv_path))
+    }
+
+    /// Writes what was appended through to the files.
+    pub fn flush(&mut self) -> Result<()> {
+        self.records.flush().map_err(io(&self.dir.join(RECORDS)))?;
+        self.requests.flush().map_err(io(&self.dir.join(REQUESTS)))
     }
 }
 
@@ -84,12 +97,12 @@ impl RunWriter {
         let log = RecordLog {
             dir: dir.to_path_buf(),
             records: BufWriter::new(create(dir, RECORDS)?),
-            requests: csv::Writer::from_writer(create(dir, REQUESTS)?),
+            requests: csv_with_header(dir, REQUESTS, &REQUEST_COLUMNS)?,
         };
         let writer = RunWriter {
             dir: dir.to_path_buf(),
             steps: BufWriter::new(create(dir, STEPS)?),
-            series: csv::Writer::from_writer(create(dir, SERIES)?),
+            series: csv_with_header(dir, SERIES, &SERIES_COLUMNS)?,
         };
         Ok((writer, log))
     }
@@ -178,7 +191,10 @@ impl Results {
 /// capacity verdict computed once, here, by the function a writer uses).
 pub fn read_summary(dir: &Path) -> Result<RunSummary> {
     let path = dir.join(SUMMARY);
-    let bytes = std::fs::read(&path).map_err(|_| ResultsError::NotResults { dir: dir.to_path_buf() })?;
+    let bytes = std::fs::read(&path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => ResultsError::NotResults { dir: dir.to_path_buf() },
+        _ => ResultsError::Io { path: path.clone(), source },
+    })?;
     let mut s: RunSummary = serde_json::from_slice(&bytes).map_err(|source| ResultsError::Json {
         path: path.clone(),
         line: None,

@@ -77,7 +77,8 @@ impl Harness {
         engine_in_process: bool,
     ) -> Self {
         let (achieved_rate, target_rate) = match open_loop {
-            Some((sent, rate)) => (Some(achieved_rate(sent)), Some(rate)),
+            // Fewer than two sends give no rate: none rather than NaN (which JSON cannot hold).
+            Some((sent, rate)) => (Some(achieved_rate(sent)).filter(|r| r.is_finite()), Some(rate)),
             None => (None, None),
         };
         Harness {

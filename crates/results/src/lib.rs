@@ -17,7 +17,7 @@ pub use harness::{CpuUse, Harness};
 pub use rows::{RecordRow, RequestRow, SeriesRow, StepRow};
 pub use summary::{
     occupancy_text, vllm_keys, EngineSettings, LevelReport, LoadUnit, Machine, Pinning, RetrySetting, RunSummary,
-    WorkloadInfo, FORMAT,
+    VllmKeys, WorkloadInfo, FORMAT,
 };
 
 use std::path::PathBuf;

@@ -10,11 +10,31 @@ use serde::{Deserialize, Serialize};
 
 /// A line of `records.jsonl`: one request's raw record, its level and phase.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "RecordRepr")]
 pub struct RecordRow {
     pub level: f64,
     pub phase: Phase,
     #[serde(flatten)]
     pub record: ClientRecord,
+}
+
+/// A line as written: with its phase, or (the earliest results) with `warmup: true` for a
+/// warm-up request and no phase.
+#[derive(Deserialize)]
+struct RecordRepr {
+    level: f64,
+    phase: Option<Phase>,
+    #[serde(default)]
+    warmup: bool,
+    #[serde(flatten)]
+    record: ClientRecord,
+}
+
+impl From<RecordRepr> for RecordRow {
+    fn from(r: RecordRepr) -> Self {
+        let phase = r.phase.unwrap_or(if r.warmup { Phase::Warmup } else { Phase::Measured });
+        RecordRow { level: r.level, phase, record: r.record }
+    }
 }
 
 /// A row of `requests.csv`: one request's contract times in seconds (empty where undefined).
@@ -32,13 +52,52 @@ pub struct RequestRow {
     pub e2e_s: Option<f64>,
     pub send_lag_s: f64,
     pub queue_time_s: Option<f64>,
-    #[serde(default)]
-    pub engine_wait_s: Option<f64>,
     pub prefill_time_s: Option<f64>,
     pub decode_time_s: Option<f64>,
     pub cached_tokens: Option<usize>,
     pub preemptions: Option<u32>,
+    /// Last, as it came last: readers by position of older files keep their columns.
+    #[serde(default)]
+    pub engine_wait_s: Option<f64>,
 }
+
+/// `requests.csv`'s header: [`RequestRow`]'s fields in order (written when the file is
+/// created, so a run that ends before its first request still leaves a readable file).
+pub const REQUEST_COLUMNS: [&str; 16] = [
+    "level",
+    "id",
+    "phase",
+    "outcome",
+    "input_tokens",
+    "output_tokens",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "send_lag_s",
+    "queue_time_s",
+    "prefill_time_s",
+    "decode_time_s",
+    "cached_tokens",
+    "preemptions",
+    "engine_wait_s",
+];
+
+/// `timeseries.csv`'s header: [`SeriesRow`]'s fields in order.
+pub const SERIES_COLUMNS: [&str; 13] = [
+    "level",
+    "t_s",
+    "steps",
+    "running_mean",
+    "running_max",
+    "waiting_mean",
+    "waiting_max",
+    "kv_block_usage_mean",
+    "kv_block_usage_max",
+    "kv_token_usage_mean",
+    "preemptions",
+    "prefill_tokens",
+    "decode_tokens",
+];
 
 impl RequestRow {
     pub fn of(level: f64, phase: Phase, r: &ClientRecord) -> Self {

@@ -12,7 +12,6 @@ use goodput_metrics::slo::Slo;
 use goodput_metrics::turns::TurnSummary;
 use goodput_metrics::Summary;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// The results format this goodput writes. 1: results written before the typed summary
 /// (no `format` key): still read, their capacity verdict computed once on reading.
@@ -175,7 +174,7 @@ pub struct LevelReport {
     /// `output_throughput`, …), so dashboards built on its files read ours. Written from
     /// `summary` ([`vllm_keys`]); nothing of goodput reads them.
     #[serde(flatten)]
-    pub vllm: BTreeMap<String, f64>,
+    pub vllm: VllmKeys,
 }
 
 impl LevelReport {
@@ -218,32 +217,99 @@ pub fn occupancy_text(o: Option<&Occupancy>) -> String {
     )
 }
 
-/// vLLM `bench serve`'s keys of a level (milliseconds, `mean_/median_/std_/pNN_` prefixes).
-pub fn vllm_keys(s: &LevelSummary) -> BTreeMap<String, f64> {
-    let mut m = BTreeMap::new();
-    m.insert("completed".into(), s.completed as f64);
-    m.insert("request_throughput".into(), s.request_throughput);
-    m.insert("output_throughput".into(), s.output_throughput);
-    m.insert("total_token_throughput".into(), s.input_throughput + s.output_throughput);
-    m.insert("request_goodput".into(), s.goodput);
-    for (name, sum) in [("ttft", &s.ttft), ("tpot", &s.tpot), ("itl", &s.itl), ("e2el", &s.e2e)] {
-        let Some(x) = sum else { continue };
-        type Stat = fn(&Summary) -> f64;
-        let stats: [(&str, Stat); 6] = [
-            ("mean", |x| x.mean),
-            ("median", |x| x.p50),
-            ("std", |x| x.stddev),
-            ("p90", |x| x.p90),
-            ("p95", |x| x.p95),
-            ("p99", |x| x.p99),
-        ];
-        for (stat, f) in stats {
-            m.insert(format!("{stat}_{name}_ms"), f(x) * 1e3);
+/// Declares [`VllmKeys`]: `completed`, then optional numbers (left out when unknown).
+macro_rules! vllm_keys_struct {
+    ($($name:ident),* $(,)?) => {
+        /// vLLM `bench serve`'s keys of a level, written beside the contract's names: counts and
+        /// rates as vLLM names them, latencies in milliseconds with `mean_/median_/std_/pNN_`
+        /// prefixes. Keys goodput does not know are ignored on reading.
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        pub struct VllmKeys {
+            #[serde(default)]
+            pub completed: usize,
+            $(
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $name: Option<f64>,
+            )*
         }
+    };
+}
+
+vllm_keys_struct!(
+    request_throughput,
+    output_throughput,
+    total_token_throughput,
+    request_goodput,
+    mean_ttft_ms,
+    median_ttft_ms,
+    std_ttft_ms,
+    p90_ttft_ms,
+    p95_ttft_ms,
+    p99_ttft_ms,
+    mean_tpot_ms,
+    median_tpot_ms,
+    std_tpot_ms,
+    p90_tpot_ms,
+    p95_tpot_ms,
+    p99_tpot_ms,
+    mean_itl_ms,
+    median_itl_ms,
+    std_itl_ms,
+    p90_itl_ms,
+    p95_itl_ms,
+    p99_itl_ms,
+    mean_e2el_ms,
+    median_e2el_ms,
+    std_e2el_ms,
+    p90_e2el_ms,
+    p95_e2el_ms,
+    p99_e2el_ms,
+);
+
+/// Mean, median, standard deviation, P90, P95, P99 of `s` in milliseconds.
+fn ms6(s: &Option<Summary>) -> [Option<f64>; 6] {
+    let x = |f: fn(&Summary) -> f64| s.as_ref().map(|s| f(s) * 1e3).filter(|v| v.is_finite());
+    [x(|s| s.mean), x(|s| s.p50), x(|s| s.stddev), x(|s| s.p90), x(|s| s.p95), x(|s| s.p99)]
+}
+
+/// vLLM `bench serve`'s keys of a level, from its summary.
+pub fn vllm_keys(s: &LevelSummary) -> VllmKeys {
+    let finite = |v: f64| Some(v).filter(|v| v.is_finite());
+    let [mean_ttft_ms, median_ttft_ms, std_ttft_ms, p90_ttft_ms, p95_ttft_ms, p99_ttft_ms] = ms6(&s.ttft);
+    let [mean_tpot_ms, median_tpot_ms, std_tpot_ms, p90_tpot_ms, p95_tpot_ms, p99_tpot_ms] = ms6(&s.tpot);
+    let [mean_itl_ms, median_itl_ms, std_itl_ms, p90_itl_ms, p95_itl_ms, p99_itl_ms] = ms6(&s.itl);
+    let [mean_e2el_ms, median_e2el_ms, std_e2el_ms, p90_e2el_ms, p95_e2el_ms, p99_e2el_ms] = ms6(&s.e2e);
+    VllmKeys {
+        completed: s.completed,
+        request_throughput: finite(s.request_throughput),
+        output_throughput: finite(s.output_throughput),
+        total_token_throughput: finite(s.input_throughput + s.output_throughput),
+        request_goodput: finite(s.goodput),
+        mean_ttft_ms,
+        median_ttft_ms,
+        std_ttft_ms,
+        p90_ttft_ms,
+        p95_ttft_ms,
+        p99_ttft_ms,
+        mean_tpot_ms,
+        median_tpot_ms,
+        std_tpot_ms,
+        p90_tpot_ms,
+        p95_tpot_ms,
+        p99_tpot_ms,
+        mean_itl_ms,
+        median_itl_ms,
+        std_itl_ms,
+        p90_itl_ms,
+        p95_itl_ms,
+        p99_itl_ms,
+        mean_e2el_ms,
+        median_e2el_ms,
+        std_e2el_ms,
+        p90_e2el_ms,
+        p95_e2el_ms,
+        p99_e2el_ms,
     }
-    // JSON has no NaN: a key without a number is left out rather than written as null.
-    m.retain(|_, v| v.is_finite());
-    m
 }
 
 impl RunSummary {

@@ -146,6 +146,7 @@ fn a_run_written_and_read_back_is_the_same_run() {
         }
         w.append_level(*load, &steps, &series).unwrap();
     }
+    log.flush().unwrap();
     w.write_summary(&s).unwrap();
     let back = Results::read(&dir).unwrap();
     assert_eq!(back.summary, s);
@@ -189,6 +190,7 @@ fn a_record_cut_short_by_a_killed_run_is_left_out_and_a_broken_one_is_named() {
     let (_, mut log) = RunWriter::create(&dir).unwrap();
     log.append(1.0, Phase::Warmup, &record(0, 20, 4, 0)).unwrap();
     log.append(1.0, Phase::Measured, &record(1, 20, 4, 0)).unwrap();
+    log.flush().unwrap();
     let path = dir.join(RECORDS);
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, &text[..text.len() - 20]).unwrap();
@@ -236,7 +238,7 @@ fn results_of_the_previous_release_read_with_their_verdict_computed_once() {
             "{name}: its own conclusion.txt, without its heading"
         );
         // The vLLM keys were written beside the contract's names and read back with them.
-        assert!(s.levels[0].vllm.contains_key("p99_ttft_ms"));
+        assert!(s.levels[0].vllm.p99_ttft_ms.is_some() && s.levels[0].vllm.completed > 0);
         for l in &s.levels {
             assert_eq!(r.measured(l.summary.load).count(), l.summary.requests, "{name}");
         }
@@ -259,6 +261,37 @@ fn exports_hold_the_levels() {
     let back: RunSummary = serde_json::from_slice(&std::fs::read(dir.join("s.json")).unwrap()).unwrap();
     assert_eq!(back, s);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_headers_written_at_creation_are_the_rows_fields() {
+    let header = |row: &dyn Fn(&mut csv::Writer<Vec<u8>>)| {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        row(&mut w);
+        String::from_utf8(w.into_inner().unwrap()).unwrap().lines().next().unwrap().to_string()
+    };
+    let r = RequestRow::of(1.0, Phase::Measured, &record(1, 20, 4, 0));
+    assert_eq!(header(&|w| w.serialize(&r).unwrap()), crate::rows::REQUEST_COLUMNS.join(","));
+    let p = SeriesRow::default();
+    assert_eq!(header(&|w| w.serialize(&p).unwrap()), crate::rows::SERIES_COLUMNS.join(","));
+    // A run that ends before its first request still leaves readable, empty tables.
+    let dir = temp("headers");
+    let _ = RunWriter::create(&dir).unwrap();
+    assert!(read_csv::<RequestRow>(&dir.join(REQUESTS)).unwrap().is_empty());
+    assert!(read_csv::<SeriesRow>(&dir.join(SERIES)).unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn records_of_the_earliest_results_take_their_phase_from_warmup() {
+    let mut v =
+        serde_json::to_value(RecordRow { level: 2.0, phase: Phase::Measured, record: record(1, 20, 4, 0) }).unwrap();
+    v.as_object_mut().unwrap().remove("phase");
+    v["warmup"] = true.into();
+    let row: RecordRow = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!((row.level, row.phase), (2.0, Phase::Warmup));
+    v.as_object_mut().unwrap().remove("warmup");
+    assert_eq!(serde_json::from_value::<RecordRow>(v).unwrap().phase, Phase::Measured);
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Requests written as they finish, off the load generator's thread: the workload's record
 //! sink hands each finished record to a writer thread that appends it to `records.jsonl` and
-//! `requests.csv` (oha's collector: workers send, one place writes). A killed run keeps every
-//! request that finished before it died.
+//! `requests.csv` (oha's collector: workers send, one place writes), flushing whenever no
+//! more are waiting. A killed run keeps every request that finished before it died. The
+//! writer is the harness's bookkeeping: it runs where the harness is pinned, its CPU counts in
+//! the process's, and the load generator's own cost per record is one copy of the record.
 
 use anyhow::{anyhow, Result};
 use goodput_core::{ClientRecord, Phase};
@@ -25,13 +27,19 @@ impl RecordWriter {
     pub fn spawn(mut log: RecordLog) -> Result<Self> {
         let (tx, rx) = flume::unbounded::<Msg>();
         let thread = std::thread::Builder::new().name("goodput-records".into()).spawn(move || {
-            for msg in rx {
-                match msg {
-                    Msg::Record(level, phase, r) => log.append(level, phase, &r)?,
-                    Msg::Sync(done) => {
-                        let _ = done.send(());
+            // Flush whenever nothing more is waiting: one write per burst of records rather than
+            // per record, and nothing finished stays only in memory for long.
+            while let Ok(msg) = rx.recv() {
+                for msg in std::iter::once(msg).chain(rx.try_iter()) {
+                    match msg {
+                        Msg::Record(level, phase, r) => log.append(level, phase, &r)?,
+                        Msg::Sync(done) => {
+                            log.flush()?;
+                            let _ = done.send(());
+                        }
                     }
                 }
+                log.flush()?;
             }
             Ok(())
         })?;

@@ -13,7 +13,7 @@ use goodput_core::{Clock, StepRecord};
 use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::Engine;
 use goodput_results::{EngineSettings, Machine, Pinning};
-use goodput_workload::{Embedder, RagIndex, RagSetup, Workload};
+use goodput_workload::{Embedder, RagSetup, Workload};
 use std::sync::Arc;
 
 pub struct Rig {
@@ -77,33 +77,22 @@ fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
 
 /// The workload to run: the scenario's, with RAG's encoder loaded and its corpus embedded.
 fn workload(a: &RunArgs, spec: &WorkloadSpec, tokenizer: &Arc<Tokenizer>) -> Result<Workload> {
-    let (dir, rag) = match spec {
-        WorkloadSpec::Single(s) => return Ok(Workload::Single(s.clone())),
-        WorkloadSpec::Sessions(mt) => return Ok(Workload::Sessions(mt.clone())),
-        WorkloadSpec::Tasks(ag) => return Ok(Workload::Tasks(ag.clone())),
-        WorkloadSpec::Rag(dir, rag) => (dir, rag),
-    };
-    let t = std::time::Instant::now();
-    let embedder: Arc<dyn Embedder> = match dir {
-        Some(dir) => Arc::new(EncoderEmbedder(goodput_engine::encoder::Encoder::load(dir, &candle_core::Device::Cpu)?)),
-        None => Arc::new(goodput_workload::HashEmbedder { dims: 384 }),
-    };
-    let index = RagIndex::build(rag, embedder.as_ref(), a.seed)?;
-    let encoder = dir.as_ref().map_or("hashed bag-of-words vectors".to_string(), |d| d.display().to_string());
-    if !a.quiet {
-        eprintln!(
-            "rag: embedded {} corpus chunks with {encoder} in {:.2} s",
-            index.chunks.len(),
-            t.elapsed().as_secs_f64()
-        );
-    }
-    Ok(Workload::Rag(Arc::new(RagSetup {
-        rag: rag.clone(),
-        index,
-        embedder,
-        tokenizer: Arc::new(LlmTokenizer(tokenizer.clone())),
-        encoder: dir.clone(),
-    })))
+    Workload::from_file(spec.file.clone(), |rag| -> Result<RagSetup> {
+        let t = std::time::Instant::now();
+        let dir = spec.encoder.clone();
+        let embedder: Arc<dyn Embedder> = match &dir {
+            Some(d) => Arc::new(EncoderEmbedder(goodput_engine::encoder::Encoder::load(d, &candle_core::Device::Cpu)?)),
+            None => Arc::new(goodput_workload::HashEmbedder { dims: 384 }),
+        };
+        let tokenizer = Arc::new(LlmTokenizer(tokenizer.clone()));
+        let setup = RagSetup::build(rag, embedder, tokenizer, dir, a.seed)?;
+        if !a.quiet {
+            let with = setup.encoder.as_ref().map_or("hashed bag-of-words vectors".into(), |d| d.display().to_string());
+            let n = setup.index.chunks.len();
+            eprintln!("rag: embedded {n} corpus chunks with {with} in {:.2} s", t.elapsed().as_secs_f64());
+        }
+        Ok(setup)
+    })
 }
 
 impl Rig {

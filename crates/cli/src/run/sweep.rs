@@ -141,10 +141,10 @@ impl<'a> Sweep<'a> {
         }
         self.export()?;
         if failed && self.a.stop_at_first_failure {
-            // A capacity search: nothing above a failing level needs running.
+            // A capacity search: nothing above a failing level needs running; refinement
+            // still bisects below it.
             self.bar.set_length(self.bar.position());
             self.queue.clear();
-            self.refine_left = 0;
         }
         Ok(())
     }
