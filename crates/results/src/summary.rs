@@ -275,41 +275,19 @@ fn ms6(s: &Option<Summary>) -> [Option<f64>; 6] {
 /// vLLM `bench serve`'s keys of a level, from its summary.
 pub fn vllm_keys(s: &LevelSummary) -> VllmKeys {
     let finite = |v: f64| Some(v).filter(|v| v.is_finite());
-    let [mean_ttft_ms, median_ttft_ms, std_ttft_ms, p90_ttft_ms, p95_ttft_ms, p99_ttft_ms] = ms6(&s.ttft);
-    let [mean_tpot_ms, median_tpot_ms, std_tpot_ms, p90_tpot_ms, p95_tpot_ms, p99_tpot_ms] = ms6(&s.tpot);
-    let [mean_itl_ms, median_itl_ms, std_itl_ms, p90_itl_ms, p95_itl_ms, p99_itl_ms] = ms6(&s.itl);
-    let [mean_e2el_ms, median_e2el_ms, std_e2el_ms, p90_e2el_ms, p95_e2el_ms, p99_e2el_ms] = ms6(&s.e2e);
-    VllmKeys {
+    let mut k = VllmKeys {
         completed: s.completed,
         request_throughput: finite(s.request_throughput),
         output_throughput: finite(s.output_throughput),
         total_token_throughput: finite(s.input_throughput + s.output_throughput),
         request_goodput: finite(s.goodput),
-        mean_ttft_ms,
-        median_ttft_ms,
-        std_ttft_ms,
-        p90_ttft_ms,
-        p95_ttft_ms,
-        p99_ttft_ms,
-        mean_tpot_ms,
-        median_tpot_ms,
-        std_tpot_ms,
-        p90_tpot_ms,
-        p95_tpot_ms,
-        p99_tpot_ms,
-        mean_itl_ms,
-        median_itl_ms,
-        std_itl_ms,
-        p90_itl_ms,
-        p95_itl_ms,
-        p99_itl_ms,
-        mean_e2el_ms,
-        median_e2el_ms,
-        std_e2el_ms,
-        p90_e2el_ms,
-        p95_e2el_ms,
-        p99_e2el_ms,
-    }
+        ..Default::default()
+    };
+    [k.mean_ttft_ms, k.median_ttft_ms, k.std_ttft_ms, k.p90_ttft_ms, k.p95_ttft_ms, k.p99_ttft_ms] = ms6(&s.ttft);
+    [k.mean_tpot_ms, k.median_tpot_ms, k.std_tpot_ms, k.p90_tpot_ms, k.p95_tpot_ms, k.p99_tpot_ms] = ms6(&s.tpot);
+    [k.mean_itl_ms, k.median_itl_ms, k.std_itl_ms, k.p90_itl_ms, k.p95_itl_ms, k.p99_itl_ms] = ms6(&s.itl);
+    [k.mean_e2el_ms, k.median_e2el_ms, k.std_e2el_ms, k.p90_e2el_ms, k.p95_e2el_ms, k.p99_e2el_ms] = ms6(&s.e2e);
+    k
 }
 
 impl RunSummary {
