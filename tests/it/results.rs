@@ -76,6 +76,9 @@ fn compare_exits_2_on_an_error_and_results_of_a_newer_goodput_are_refused() {
     let (code, _, err) = goodput_code(&["compare", fixture, fixture, "--fail-on", "ttft_p95=-10%"]);
     assert!(code == 2 && err.contains("+10%"), "{code}: {err}");
     // The same run against itself: nothing regressed.
+    // An export into a directory that does not exist is refused before anything runs.
+    let (code, _, err) = goodput_code(&["run", "--export-csv", "/nonexistent/levels.csv"]);
+    assert!(code == 1 && err.contains("--export-csv") && err.contains("no directory /nonexistent"), "{code}: {err}");
     let (code, out, err) = goodput_code(&["compare", fixture, fixture, "--fail-on", "ttft_p95=+10%"]);
     assert!(code == 0 && out.contains("within noise"), "{code}: {out}{err}");
     // A results file from a future format is refused by name, not misread.

@@ -75,6 +75,7 @@ impl RunPlan {
             bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);
         }
         check_spans(a)?;
+        check_exports(a)?;
         let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
         let workload = build_workload(&a.scenario, a.encoder.as_deref(), a.rate.is_some(), max_len)?;
         check_workload(a, &workload)?;
@@ -100,6 +101,19 @@ impl RunPlan {
         let retry = RetryPolicy { max: a.retries, backoff: a.retry_backoff };
         Ok(RunPlan { slos, spec, max_len, workload, unit, levels, refine, retry, url })
     }
+}
+
+/// Export files go into directories that exist: found out now, not after the first level.
+fn check_exports(a: &RunArgs) -> Result<()> {
+    let exports =
+        [("--export-json", &a.export_json), ("--export-csv", &a.export_csv), ("--export-markdown", &a.export_markdown)];
+    for (flag, path) in exports.into_iter().filter_map(|(f, p)| Some((f, p.as_deref()?))) {
+        let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        if !(dir.as_os_str().is_empty() || dir.is_dir()) {
+            bail!("{flag} {}: no directory {} to write it in", path.display(), dir.display());
+        }
+    }
+    Ok(())
 }
 
 fn check_spans(a: &RunArgs) -> Result<()> {
