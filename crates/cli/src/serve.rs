@@ -2,11 +2,11 @@
 //! SIGINT or SIGTERM; then in-flight streams get `--shutdown-grace` to finish.
 
 use crate::args::{EngineArgs, ModelArgs};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::Clock;
 use goodput_engine::Engine;
-use goodput_server::AppState;
+use goodput_server::{AppState, ListenLimits, Policy};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,10 +24,29 @@ pub struct ServeArgs {
     /// The model name clients send (default: the catalog name).
     #[arg(long)]
     pub served_model_name: Option<String>,
-    /// Answer 429 while this many requests wait in the engine's queue.
+    /// Answer 429 while this many requests wait for the engine (counted as they are submitted).
     #[arg(long)]
     pub max_waiting: Option<usize>,
-    /// After SIGINT/SIGTERM, in-flight requests get this long before they are ended.
+    /// Require `Authorization: Bearer KEY` on /v1/* (401 otherwise); /health and /metrics
+    /// stay open. Also read from GOODPUT_API_KEY.
+    #[arg(long, env = "GOODPUT_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Connections served at once; beyond it a connection gets 503 and is closed. Default:
+    /// 1024, or less when the open-file limit is lower.
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// A connection must send its request head within this (and may idle this long between
+    /// requests).
+    #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration)]
+    pub header_timeout: Duration,
+    /// A request body must arrive within this (408 otherwise).
+    #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration)]
+    pub body_timeout: Duration,
+    /// The largest request body accepted (413 beyond it).
+    #[arg(long, default_value = "16MiB", value_parser = crate::args::parse_bytes)]
+    pub max_body: u64,
+    /// After SIGINT/SIGTERM, in-flight requests get this long before they are ended; idle and
+    /// half-sent connections close at once. A second signal ends them all at once.
     #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration)]
     pub shutdown_grace: Duration,
     /// Server threads (the engine has its own).
@@ -41,13 +60,54 @@ pub fn state(
     loaded_tokenizer: Arc<goodput_engine::tokenizer::Tokenizer>,
     name: String,
     chat_template: Option<String>,
-    max_waiting: Option<usize>,
+    policy: Policy,
 ) -> Result<Arc<AppState>> {
-    Ok(Arc::new(AppState::new(engine.handle(), loaded_tokenizer, name, chat_template, max_waiting)?))
+    Ok(Arc::new(AppState::new(engine.handle(), loaded_tokenizer, name, chat_template, policy)?))
+}
+
+impl ServeArgs {
+    fn policy(&self) -> Result<Policy> {
+        if self.api_key.as_deref().is_some_and(str::is_empty) {
+            bail!("--api-key is empty; give a key or leave the flag out");
+        }
+        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            bail!("--header-timeout and --body-timeout must be positive");
+        }
+        Ok(Policy {
+            max_waiting: self.max_waiting,
+            api_key: self.api_key.clone(),
+            body_timeout: self.body_timeout,
+            max_body_bytes: usize::try_from(self.max_body).unwrap_or(usize::MAX),
+        })
+    }
+
+    fn limits(&self) -> Result<ListenLimits> {
+        let files = open_file_limit();
+        // Room for the engine's own files, the listener and the log.
+        let room = files.map(|n| n.saturating_sub(64) as usize);
+        let max_connections = match (self.max_connections, room) {
+            (Some(0), _) => bail!("--max-connections must be at least 1"),
+            (Some(n), Some(room)) if n > room => bail!(
+                "--max-connections {n} exceeds what the open-file limit allows ({} files, so at most {room} connections); raise `ulimit -n` or lower the flag",
+                files.unwrap_or(0)
+            ),
+            (Some(n), _) => n,
+            (None, room) => room.map_or(1024, |r| r.clamp(1, 1024)),
+        };
+        Ok(ListenLimits { grace: self.shutdown_grace, max_connections, header_timeout: self.header_timeout })
+    }
+}
+
+/// The soft limit on open files, where the platform has one.
+fn open_file_limit() -> Option<u64> {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn signal() {
+pub(crate) async fn signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -63,13 +123,14 @@ async fn signal() {
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
+    let (policy, limits) = (a.policy()?, a.limits()?);
     let spec = a.model.spec()?;
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
     let loaded = a.model.load(max_len)?;
     let name = a.served_model_name.clone().unwrap_or_else(|| spec.name.clone());
     let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), None)?;
     let has_template = loaded.chat_template.is_some();
-    let st = state(&engine, Arc::new(loaded.tokenizer), name.clone(), loaded.chat_template, a.max_waiting)?;
+    let st = state(&engine, Arc::new(loaded.tokenizer), name.clone(), loaded.chat_template, policy)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(a.threads.max(1)).enable_all().build()?;
     let addr = format!("{}:{}", a.host, a.port);
     rt.block_on(async {
@@ -80,7 +141,18 @@ pub fn run(a: ServeArgs) -> Result<()> {
             listener.local_addr()?,
             if has_template { "the model's" } else { "ChatML" }
         );
-        goodput_server::serve(listener, st, signal(), a.shutdown_grace).await.context("serving")
+        // A second signal while shutting down ends everything at once.
+        let shutdown = async {
+            signal().await;
+            eprintln!("goodput serve: stopping (in-flight requests get {:?}; signal again to end them now)", limits.grace);
+        };
+        tokio::select! {
+            r = goodput_server::serve(listener, st, shutdown, limits) => r.context("serving"),
+            _ = async { signal().await; signal().await } => {
+                eprintln!("goodput serve: second signal, ending every request now");
+                Ok(())
+            }
+        }
     })?;
     eprintln!("goodput serve: stopped");
     engine.shutdown(false);

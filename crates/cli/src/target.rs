@@ -126,7 +126,7 @@ impl LocalServer {
             async move {
                 let _ = rx.await;
             },
-            Duration::from_secs(5),
+            goodput_server::ListenLimits { grace: Duration::from_secs(5), ..Default::default() },
         ));
         Ok(LocalServer { url, rt, stop, task })
     }

@@ -41,6 +41,10 @@ pub struct EngineStats {
 pub struct EngineGauges {
     pub running: AtomicUsize,
     pub waiting: AtomicUsize,
+    /// Requests submitted and not yet taken by the engine thread, plus `waiting` as last
+    /// published: what an admission limit counts. Raised by [`EngineHandle::submit_bounded`]
+    /// in the same atomic operation that checks the limit, so a burst cannot overshoot it.
+    pub queued: AtomicUsize,
     pub blocks_used: AtomicUsize,
     pub usable_blocks: AtomicUsize,
     pub tokens_held: AtomicUsize,
@@ -51,13 +55,25 @@ pub struct EngineGauges {
 }
 
 impl EngineGauges {
-    fn publish(&self, core: &EngineCore) {
+    /// Publishes the engine's state. `taken`: requests moved from the channel into the
+    /// scheduler since the last publish (already counted in `queued`, now in `waiting`).
+    fn publish(&self, core: &EngineCore, taken: &mut usize) {
         let s = core.scheduler();
         self.running.store(s.num_running(), Ordering::Relaxed);
-        self.waiting.store(s.num_waiting(), Ordering::Relaxed);
+        let waiting = s.num_waiting();
+        let before = self.waiting.swap(waiting, Ordering::Relaxed);
+        // queued += (waiting − before) − taken, as one atomic step that never goes below 0.
+        let up = waiting;
+        let down = before + std::mem::take(taken);
+        let _ = self.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| Some((q + up).saturating_sub(down)));
         self.blocks_used.store(s.blocks_used(), Ordering::Relaxed);
         self.usable_blocks.store(s.pool().usable_blocks(), Ordering::Relaxed);
         self.tokens_held.store(s.tokens_held(), Ordering::Relaxed);
+    }
+
+    /// A submitted request that never reached the scheduler.
+    fn unqueue(&self) {
+        let _ = self.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| Some(q.saturating_sub(1)));
     }
 
     fn count_step(&self, r: &StepRecord) {
@@ -128,14 +144,33 @@ impl EngineHandle {
     /// Submits a request. Bad requests (empty, too long for the context or the pool, bad
     /// parameters) are refused here, before they reach the engine thread.
     pub fn submit(&self, prompt: Vec<TokenId>, params: SamplingParams) -> Result<RequestStream> {
+        self.submit_bounded(prompt, params, usize::MAX)
+    }
+
+    /// [`EngineHandle::submit`], refused with [`EngineError::Overloaded`] when `max_queued`
+    /// requests already wait (submitted and not yet scheduled, see [`EngineGauges::queued`]).
+    /// The check and the count are one atomic step: concurrent callers cannot overshoot.
+    pub fn submit_bounded(
+        &self,
+        prompt: Vec<TokenId>,
+        params: SamplingParams,
+        max_queued: usize,
+    ) -> Result<RequestStream> {
         let arrival = self.clock.now();
         self.limits.check(prompt.len(), &params)?;
         if let Some(&t) = prompt.iter().find(|&&t| t as usize >= self.vocab_size) {
             return Err(goodput_scheduler::AdmissionError::TokenOutOfVocab { token: t, vocab: self.vocab_size }.into());
         }
+        let queued = &self.gauges.queued;
+        queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| (q < max_queued).then_some(q + 1))
+            .map_err(|waiting| EngineError::Overloaded { waiting, limit: max_queued })?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = unbounded();
-        self.tx.send(Command::Add { id, prompt, params, arrival, events: tx }).map_err(|_| EngineError::Stopped)?;
+        if self.tx.send(Command::Add { id, prompt, params, arrival, events: tx }).is_err() {
+            self.gauges.unqueue();
+            return Err(EngineError::Stopped);
+        }
         Ok(RequestStream { id, events: rx, cancel: self.tx.clone() })
     }
 
@@ -205,7 +240,7 @@ impl Engine {
                             return;
                         }
                     };
-                    published.publish(&core);
+                    published.publish(&core, &mut 0);
                     run_loop(core, rx, steps, &published, delay);
                 };
                 let Some(cpus) = cpus else { return body() };
@@ -274,24 +309,25 @@ fn run_loop(
 ) {
     let mut streams: HashMap<RequestId, Sender<RequestEvent>> = HashMap::new();
     let mut stopping = false;
+    let mut taken = 0;
     loop {
         if !core.has_work() && !stopping {
             // Idle: block for a command; every handle gone means nobody can ask for more.
             match rx.recv() {
-                Ok(cmd) => handle_command(&mut core, &mut streams, &mut stopping, cmd),
+                Ok(cmd) => handle_command(&mut core, &mut streams, &mut stopping, &mut taken, gauges, cmd),
                 Err(_) => break,
             }
         }
         for cmd in rx.try_iter() {
-            handle_command(&mut core, &mut streams, &mut stopping, cmd);
+            handle_command(&mut core, &mut streams, &mut stopping, &mut taken, gauges, cmd);
         }
-        gauges.publish(&core);
+        gauges.publish(&core, &mut taken);
         if core.has_work() {
             if !delay.is_zero() {
                 std::thread::sleep(delay);
             }
             step_once(&mut core, &mut streams, &steps, gauges);
-            gauges.publish(&core);
+            gauges.publish(&core, &mut taken);
         } else if stopping {
             break;
         }
@@ -310,6 +346,8 @@ fn handle_command(
     core: &mut EngineCore,
     streams: &mut HashMap<RequestId, Sender<RequestEvent>>,
     stopping: &mut bool,
+    taken: &mut usize,
+    gauges: &EngineGauges,
     cmd: Command,
 ) {
     match cmd {
@@ -326,14 +364,17 @@ fn handle_command(
         }
         Command::Add { id, prompt, params, arrival, events } => {
             if *stopping {
+                gauges.unqueue();
                 let _ = events.send(RequestEvent::Error("the engine is shutting down".into()));
                 return;
             }
             match core.add_request(id, prompt, params, arrival) {
                 Ok(()) => {
+                    *taken += 1;
                     streams.insert(id, events);
                 }
                 Err(e) => {
+                    gauges.unqueue();
                     let _ = events.send(RequestEvent::Error(e.to_string()));
                 }
             }

@@ -17,6 +17,9 @@ pub enum EngineError {
     Tokenizer(String),
     #[error("the engine has stopped")]
     Stopped,
+    /// An admission limit: `waiting` requests wait for the engine (limit `limit`).
+    #[error("{waiting} requests are waiting (limit {limit})")]
+    Overloaded { waiting: usize, limit: usize },
     #[error("{0}")]
     Other(String),
 }

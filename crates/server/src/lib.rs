@@ -11,33 +11,59 @@
 //! for whole responses TGI's timing headers (`x-queue-time`, `x-inference-time`,
 //! `x-time-per-token`, … in milliseconds).
 //!
-//! Errors use OpenAI's format and status codes: malformed JSON or wrong types 400, a prompt
-//! beyond the context 400, an unknown model 404, a waiting queue beyond `max_waiting` 429, a
-//! stopping engine 503. A client that disconnects drops its response stream, which aborts the
-//! request in the engine; its KV blocks return before the next step.
+//! Every error status has OpenAI's JSON body: malformed JSON or wrong types 400, a prompt
+//! beyond the context 400, a missing or wrong API key 401 (with [`Policy::api_key`]), an
+//! unknown model or route 404, a wrong method 405, a body slower than
+//! [`Policy::body_timeout`] 408, a body beyond [`Policy::max_body_bytes`] 413, a body that is
+//! not `application/json` 415 (so a web page cannot post a "simple" cross-origin request), a
+//! waiting queue at [`Policy::max_waiting`] 429 (counted atomically at submission), a stopping
+//! engine or a full connection table 503. A client that disconnects drops its response
+//! stream, which aborts the request in the engine; its KV blocks return before the next step.
+//! Connections, their deadlines and shutdown are [`listen`]'s.
 
 pub mod chat;
+pub mod listen;
 pub mod metrics;
 pub mod mock;
 pub mod openai;
+mod respond;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue};
-use axum::response::sse::{Event, Sse};
+pub use listen::{serve, ListenLimits};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use goodput_core::{Clock, EngineRecord, FinishReason, SamplingParams, ServerTimings, Stamp, TokenId};
-use goodput_engine::tokenizer::{DecodeStream, Tokenizer};
-use goodput_engine::{EngineError, EngineHandle, RequestEvent, RequestStream};
-use openai::{ApiError, ChatRequest, CompletionRequest, Prompt, Sampling, Usage};
+use goodput_core::{Clock, SamplingParams, TokenId};
+use goodput_engine::tokenizer::Tokenizer;
+use goodput_engine::{EngineError, EngineHandle, RequestStream};
+use openai::{ApiError, ChatRequest, CompletionRequest, Prompt, Sampling};
+use respond::{respond, Kind, Options};
 use serde_json::{json, Value};
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What the server accepts: its admission limit, its key, and its bounds on request bodies.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// Refuse new requests (429) while this many wait for the engine.
+    pub max_waiting: Option<usize>,
+    /// When set, `/v1/*` requires `Authorization: Bearer <key>` (401 otherwise).
+    pub api_key: Option<String>,
+    /// A request body must arrive within this (408 otherwise).
+    pub body_timeout: Duration,
+    /// A request body may not exceed this many bytes (413).
+    pub max_body_bytes: usize,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy { max_waiting: None, api_key: None, body_timeout: Duration::from_secs(30), max_body_bytes: 16 << 20 }
+    }
+}
 
 /// Everything the handlers share.
 pub struct AppState {
@@ -47,8 +73,7 @@ pub struct AppState {
     pub model_name: String,
     pub chat: chat::ChatTemplate,
     pub metrics: metrics::Metrics,
-    /// Refuse new requests (429) while this many wait in the engine's queue.
-    pub max_waiting: Option<usize>,
+    pub policy: Policy,
     pub clock: Clock,
 }
 
@@ -65,7 +90,7 @@ impl AppState {
         tokenizer: Arc<Tokenizer>,
         model_name: String,
         chat_template: Option<String>,
-        max_waiting: Option<usize>,
+        policy: Policy,
     ) -> Result<Self, ServerError> {
         let chat = chat::ChatTemplate::new(chat_template)?;
         Ok(AppState {
@@ -75,7 +100,7 @@ impl AppState {
             tokenizer,
             model_name,
             chat,
-            max_waiting,
+            policy,
         })
     }
 
@@ -118,19 +143,37 @@ impl AppState {
 
     /// Admits and submits a request.
     fn start(&self, prompt: Vec<TokenId>, params: SamplingParams) -> Result<RequestStream, ApiError> {
-        if let Some(max) = self.max_waiting {
-            let waiting = self.engine.gauges().waiting.load(Ordering::Relaxed);
-            if waiting >= max {
-                return Err(ApiError::overloaded(format!(
-                    "the server is overloaded: {waiting} requests are waiting (limit {max}); retry later"
-                )));
-            }
-        }
-        self.engine.submit(prompt, params).map_err(|e| match e {
+        let max = self.policy.max_waiting.unwrap_or(usize::MAX);
+        self.engine.submit_bounded(prompt, params, max).map_err(|e| match e {
             EngineError::Admission(a) => ApiError::bad_request(a.to_string(), Some("prompt")),
+            EngineError::Overloaded { waiting, limit } => ApiError::overloaded(format!(
+                "the server is overloaded: {waiting} requests are waiting (limit {limit}); retry later"
+            )),
             EngineError::Stopped => ApiError::unavailable("the engine is not running"),
             other => ApiError::internal(other.to_string()),
         })
+    }
+
+    /// A request's JSON body: its content type checked, read within the body timeout and the
+    /// size limit.
+    async fn body(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+        let ctype = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let essence = ctype.split(';').next().unwrap_or("").trim();
+        if !essence.eq_ignore_ascii_case("application/json") {
+            let got = if ctype.is_empty() { "none".to_string() } else { format!("`{ctype}`") };
+            return Err(ApiError::unsupported_media(format!(
+                "the request body must be JSON with `content-type: application/json` (got {got})"
+            )));
+        }
+        let (limit, timeout) = (self.policy.max_body_bytes, self.policy.body_timeout);
+        match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+            Err(_) => Err(ApiError::timeout(format!("the request body did not arrive within {timeout:?}"))),
+            Ok(Ok(b)) => Ok(b),
+            Ok(Err(e)) if is_length_limit(&e) => Err(ApiError::too_large(format!(
+                "the request body exceeds the server's limit of {limit} bytes (--max-body)"
+            ))),
+            Ok(Err(e)) => Err(ApiError::bad_request(format!("reading the request body: {e}"), None)),
+        }
     }
 
     fn encode(&self, text: &str) -> Result<Vec<TokenId>, ApiError> {
@@ -140,47 +183,52 @@ impl AppState {
     }
 }
 
-/// The routes, over `state`.
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// The routes, over `state`: `/v1/*` behind the API key when there is one; `/health` and
+/// `/metrics` open (as vLLM's). Unknown routes and methods get OpenAI error bodies.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let v1 = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), authorize));
+    Router::new()
+        .merge(v1)
         .route("/health", get(|| async { "ok" }))
         .route("/metrics", get(metrics_text))
+        .fallback(|uri: axum::http::Uri| async move {
+            ApiError::route_not_found(format!("no route `{}`", uri.path()))
+        })
+        .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
+            ApiError::method_not_allowed(format!("`{}` does not accept {method}", uri.path()))
+        })
         .with_state(state)
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves; then stops accepting, lets
-/// in-flight requests finish for up to `grace`, and after that aborts what is left (those
-/// streams end with an error event). Returns when every connection is closed.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    state: Arc<AppState>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    grace: Duration,
-) -> std::io::Result<()> {
-    let (tx, mut rx) = tokio::sync::watch::channel(false);
-    let engine = state.engine.clone();
-    use axum::serve::ListenerExt;
-    // Small SSE events go out as they are written (no Nagle delay behind a pending ACK).
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = tx.send(true);
-    });
-    let deadline = async move {
-        let _ = rx.wait_for(|stopping| *stopping).await;
-        tokio::time::sleep(grace).await;
-        // Whatever still runs ends now: its stream gets an error event and closes.
-        engine.stop(false);
-        std::future::pending::<()>().await
-    };
-    tokio::select! {
-        r = std::future::IntoFuture::into_future(server) => r,
-        _ = deadline => Ok(()),
+/// Refuses a `/v1` request without the server's key (401), comparing in constant time.
+async fn authorize(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let Some(key) = &st.policy.api_key else { return next.run(req).await };
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let same = given.len() == key.len() && given.bytes().zip(key.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+    if same {
+        next.run(req).await
+    } else {
+        ApiError::unauthorized("missing or incorrect API key: send `Authorization: Bearer <key>`").into_response()
     }
 }
 
@@ -202,32 +250,12 @@ async fn metrics_text(State(st): State<Arc<AppState>>) -> Response {
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
 }
 
-/// How a response is written.
-#[derive(Clone, Copy)]
-struct Options {
-    stream: bool,
-    include_usage: bool,
-    token_ids: bool,
-}
-
-impl Options {
-    fn of(s: &Sampling) -> Self {
-        Options {
-            stream: s.stream,
-            include_usage: s.stream_options.as_ref().is_some_and(|o| o.include_usage),
-            token_ids: s.return_token_ids,
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Completion,
-    Chat,
-}
-
-async fn completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
+async fn completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let received = st.clock.now();
+    let body = match st.body(&headers, body).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
     let run = || -> Result<(RequestStream, Options, usize), ApiError> {
         let req: CompletionRequest = openai::parse(&body)?;
         st.check_model(&req.model)?;
@@ -253,8 +281,12 @@ async fn completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
     }
 }
 
-async fn chat_completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
+async fn chat_completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let received = st.clock.now();
+    let body = match st.body(&headers, body).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
     let run = || -> Result<(RequestStream, Options, usize), ApiError> {
         let req: ChatRequest = openai::parse(&body)?;
         st.check_model(&req.model)?;
@@ -275,272 +307,3 @@ async fn chat_completions(State(st): State<Arc<AppState>>, body: Bytes) -> Respo
     }
 }
 
-fn finish_reason(r: FinishReason) -> &'static str {
-    match r {
-        FinishReason::Length => "length",
-        FinishReason::Stop => "stop",
-        FinishReason::Abort => "abort",
-        FinishReason::Error => "error",
-    }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// A response's fixed fields.
-struct Meta {
-    kind: Kind,
-    id: String,
-    created: u64,
-    model: String,
-    token_ids: bool,
-}
-
-impl Meta {
-    fn new(kind: Kind, gen_id: u64, model: &str, token_ids: bool) -> Self {
-        let id = match kind {
-            Kind::Completion => format!("cmpl-{gen_id}"),
-            Kind::Chat => format!("chatcmpl-{gen_id}"),
-        };
-        Meta { kind, id, created: unix_now(), model: model.to_string(), token_ids }
-    }
-
-    /// A streamed chunk with `text` and the ids of its tokens (or, for chat, the role-only
-    /// opener when `role`).
-    fn chunk(&self, text: Option<&str>, ids: &[TokenId], role: bool, finish: Option<&str>) -> Value {
-        let mut v = self.chunk_inner(text, role, finish);
-        if self.token_ids && !role {
-            v["choices"][0]["token_ids"] = json!(ids);
-        }
-        v
-    }
-
-    fn chunk_inner(&self, text: Option<&str>, role: bool, finish: Option<&str>) -> Value {
-        match self.kind {
-            Kind::Completion => json!({
-                "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
-                "choices": [{ "index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish }],
-            }),
-            Kind::Chat => {
-                let delta = if role {
-                    json!({ "role": "assistant", "content": "" })
-                } else if let Some(t) = text {
-                    json!({ "content": t })
-                } else {
-                    json!({})
-                };
-                json!({
-                    "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                    "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
-                })
-            }
-        }
-    }
-
-    fn usage_chunk(&self, usage: &Usage) -> Value {
-        let object = if self.kind == Kind::Chat { "chat.completion.chunk" } else { "text_completion" };
-        json!({ "id": self.id, "object": object, "created": self.created, "model": self.model, "choices": [], "usage": usage })
-    }
-
-    fn whole(&self, text: &str, ids: &[TokenId], finish: &str, usage: &Usage, timings: &ServerTimings) -> Value {
-        let mut v = self.whole_inner(text, finish, usage, timings);
-        if self.token_ids {
-            v["choices"][0]["token_ids"] = json!(ids);
-        }
-        v
-    }
-
-    fn whole_inner(&self, text: &str, finish: &str, usage: &Usage, timings: &ServerTimings) -> Value {
-        match self.kind {
-            Kind::Completion => json!({
-                "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
-                "choices": [{ "index": 0, "text": text, "logprobs": null, "finish_reason": finish }],
-                "usage": usage, "goodput": timings,
-            }),
-            Kind::Chat => json!({
-                "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-                "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "logprobs": null, "finish_reason": finish }],
-                "usage": usage, "goodput": timings,
-            }),
-        }
-    }
-}
-
-fn data(v: &Value) -> Event {
-    Event::default().data(v.to_string())
-}
-
-fn aborted_error(record: &EngineRecord) -> ApiError {
-    ApiError::unavailable(format!(
-        "the request ended before completing ({}): the server is shutting down or the engine failed",
-        finish_reason(record.finish_reason)
-    ))
-}
-
-async fn respond(
-    st: Arc<AppState>,
-    gen: RequestStream,
-    kind: Kind,
-    o: Options,
-    received: Stamp,
-    prompt_tokens: usize,
-) -> Response {
-    let meta = Meta::new(kind, gen.id, &st.model_name, o.token_ids);
-    if o.stream {
-        sse(st, gen, meta, o.include_usage, received, prompt_tokens).into_response()
-    } else {
-        whole(st, gen, meta, received, prompt_tokens).await
-    }
-}
-
-/// A whole (non-streamed) response, with TGI's timing headers.
-async fn whole(st: Arc<AppState>, gen: RequestStream, meta: Meta, received: Stamp, prompt_tokens: usize) -> Response {
-    loop {
-        match gen.events.recv_async().await {
-            Ok(RequestEvent::Token { .. }) => {}
-            Ok(RequestEvent::Finished { record, tokens }) => {
-                st.metrics.observe(received, &record);
-                if !matches!(record.finish_reason, FinishReason::Length | FinishReason::Stop) {
-                    return aborted_error(&record).into_response();
-                }
-                let text = st.tokenizer.decode(&tokens).unwrap_or_default();
-                let usage = Usage::new(prompt_tokens, tokens.len());
-                let timings = ServerTimings::new(received, &record);
-                let body = meta.whole(&text, &tokens, finish_reason(record.finish_reason), &usage, &timings);
-                let mut headers = HeaderMap::new();
-                for (k, v) in tgi_headers(&timings) {
-                    if let Ok(v) = HeaderValue::from_str(&v) {
-                        headers.insert(k, v);
-                    }
-                }
-                return (headers, Json(body)).into_response();
-            }
-            Ok(RequestEvent::Error(e)) => return ApiError::internal(e).into_response(),
-            Err(_) => return ApiError::unavailable("the engine stopped").into_response(),
-        }
-    }
-}
-
-/// TGI's per-request timing headers, in milliseconds.
-fn tgi_headers(t: &ServerTimings) -> Vec<(&'static str, String)> {
-    let ms = |x: f64| format!("{}", (x * 1e3).round() as i64);
-    let mut h = vec![
-        ("x-compute-type", "goodput".to_string()),
-        ("x-total-time", ms(t.finished.secs_since(t.received))),
-        ("x-validation-time", ms(t.arrival.secs_since(t.received))),
-        ("x-prompt-tokens", t.prompt_tokens.to_string()),
-        ("x-generated-tokens", t.generated_tokens.to_string()),
-        ("x-cached-tokens", t.cached_tokens.to_string()),
-    ];
-    if let Some(fs) = t.first_scheduled {
-        h.push(("x-queue-time", ms(fs.secs_since(t.queued))));
-        if let Some(last) = t.last_token {
-            let inference = last.secs_since(fs);
-            h.push(("x-inference-time", ms(inference)));
-            h.push(("x-time-per-token", ms(inference / t.generated_tokens.max(1) as f64)));
-        }
-    }
-    h
-}
-
-/// What a streamed response still has to send.
-struct Streaming {
-    st: Arc<AppState>,
-    gen: RequestStream,
-    decoder: DecodeStream<Arc<Tokenizer>>,
-    meta: Meta,
-    include_usage: bool,
-    received: Stamp,
-    prompt_tokens: usize,
-    pending: VecDeque<Event>,
-    /// Ids decoded but not yet sent (their text is held back until it is whole UTF-8).
-    held: Vec<TokenId>,
-    /// Engine stamp of the token that completed the first text sent.
-    first_text: Option<Stamp>,
-    done: bool,
-}
-
-impl Streaming {
-    fn end(&mut self, record: EngineRecord, tokens: Vec<TokenId>) {
-        self.st.metrics.observe(self.received, &record);
-        if !matches!(record.finish_reason, FinishReason::Length | FinishReason::Stop) {
-            self.pending.push_back(data(&aborted_error(&record).body()));
-        } else {
-            let timings = ServerTimings { first_text: self.first_text, ..ServerTimings::new(self.received, &record) };
-            let usage = Usage::new(self.prompt_tokens, tokens.len());
-            let held = std::mem::take(&mut self.held);
-            let mut last = self.meta.chunk(None, &held, false, Some(finish_reason(record.finish_reason)));
-            if self.include_usage {
-                self.pending.push_back(data(&last));
-                last = self.meta.usage_chunk(&usage);
-            }
-            last["goodput"] = serde_json::to_value(&timings).unwrap_or(Value::Null);
-            self.pending.push_back(data(&last));
-        }
-        self.pending.push_back(Event::default().data("[DONE]"));
-        self.done = true;
-    }
-}
-
-fn sse(
-    st: Arc<AppState>,
-    gen: RequestStream,
-    meta: Meta,
-    include_usage: bool,
-    received: Stamp,
-    prompt_tokens: usize,
-) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
-    let mut pending = VecDeque::new();
-    if meta.kind == Kind::Chat {
-        pending.push_back(data(&meta.chunk(None, &[], true, None)));
-    }
-    let decoder = DecodeStream::new(st.tokenizer.clone());
-    let state = Streaming {
-        st,
-        gen,
-        decoder,
-        meta,
-        include_usage,
-        received,
-        prompt_tokens,
-        pending,
-        held: Vec::new(),
-        first_text: None,
-        done: false,
-    };
-    // The state owns the engine stream: when the client goes away, axum drops this stream,
-    // the RequestStream is dropped, and the engine aborts the request.
-    Sse::new(futures_util::stream::unfold(state, |mut s| async move {
-        loop {
-            if let Some(ev) = s.pending.pop_front() {
-                return Some((Ok(ev), s));
-            }
-            if s.done {
-                return None;
-            }
-            match s.gen.events.recv_async().await {
-                Ok(RequestEvent::Token { token, time, .. }) => {
-                    s.held.push(token);
-                    if let Ok(Some(text)) = s.decoder.step(token) {
-                        s.first_text.get_or_insert(time);
-                        let ids = std::mem::take(&mut s.held);
-                        let c = s.meta.chunk(Some(&text), &ids, false, None);
-                        s.pending.push_back(data(&c));
-                    }
-                }
-                Ok(RequestEvent::Finished { record, tokens }) => s.end(record, tokens),
-                Ok(RequestEvent::Error(e)) => {
-                    s.pending.push_back(data(&ApiError::internal(e).body()));
-                    s.pending.push_back(Event::default().data("[DONE]"));
-                    s.done = true;
-                }
-                Err(_) => {
-                    s.pending.push_back(data(&ApiError::unavailable("the engine stopped").body()));
-                    s.pending.push_back(Event::default().data("[DONE]"));
-                    s.done = true;
-                }
-            }
-        }
-    }))
-}

@@ -136,6 +136,27 @@ impl ApiError {
             param: Some("model"),
         }
     }
+    fn status(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError { status, message: message.into(), kind: "invalid_request_error", param: None }
+    }
+    pub fn route_not_found(message: impl Into<String>) -> Self {
+        ApiError { kind: "not_found_error", ..Self::status(StatusCode::NOT_FOUND, message) }
+    }
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::status(StatusCode::METHOD_NOT_ALLOWED, message)
+    }
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        ApiError { kind: "authentication_error", ..Self::status(StatusCode::UNAUTHORIZED, message) }
+    }
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::status(StatusCode::REQUEST_TIMEOUT, message)
+    }
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::status(StatusCode::PAYLOAD_TOO_LARGE, message)
+    }
+    pub fn unsupported_media(message: impl Into<String>) -> Self {
+        Self::status(StatusCode::UNSUPPORTED_MEDIA_TYPE, message)
+    }
     pub fn overloaded(message: impl Into<String>) -> Self {
         ApiError {
             status: StatusCode::TOO_MANY_REQUESTS,
