@@ -99,6 +99,16 @@ impl EngineArgs {
         if self.block_size == 0 {
             bail!("--block-size must be at least 1");
         }
+        let bounds = [
+            ("--block-size", self.block_size, 1 << 12),
+            ("--max-num-seqs", self.max_num_seqs, 1 << 16),
+            ("--max-num-batched-tokens", self.max_num_batched_tokens, 1 << 24),
+            ("--kv-blocks", self.kv_blocks.unwrap_or(0), 1 << 28),
+            ("--max-model-len", self.max_model_len.unwrap_or(0), 1 << 26),
+        ];
+        if let Some((flag, v, max)) = bounds.into_iter().find(|&(_, v, max)| v > max) {
+            bail!("{flag}: {v} is beyond what the engine takes (at most {max})");
+        }
         Ok(EngineConfig {
             block_size: self.block_size,
             num_blocks: self.kv_blocks,

@@ -142,9 +142,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
             if has_template { "the model's" } else { "ChatML" }
         );
         // A second signal while shutting down ends everything at once.
-        let shutdown = async {
+        let grace = limits.grace;
+        let shutdown = async move {
             signal().await;
-            eprintln!("goodput serve: stopping (in-flight requests get {:?}; signal again to end them now)", limits.grace);
+            eprintln!("goodput serve: stopping (in-flight requests get {grace:?}; signal again to end them now)");
         };
         tokio::select! {
             r = goodput_server::serve(listener, st, shutdown, limits) => r.context("serving"),

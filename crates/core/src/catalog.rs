@@ -16,6 +16,8 @@ pub enum CatalogError {
     Io { path: PathBuf, err: std::io::Error },
     #[error("catalog {origin} is not valid TOML: {message}")]
     Toml { origin: String, message: String },
+    #[error("catalog {origin}: unknown top-level key `{key}` (a catalog holds only [models.<name>] tables)")]
+    UnknownKey { origin: String, key: String },
     #[error("catalog {origin}: no [models.<name>] table")]
     NoModels { origin: String },
     #[error("catalog {origin}: model `{model}`: {message}")]
@@ -47,6 +49,12 @@ pub struct RopeScaling {
     pub high_freq_factor: f64,
     pub original_max_position_embeddings: usize,
 }
+
+/// The largest dimension a catalog entry may give (2^31: ten thousand times today's largest).
+const MAX_DIM: usize = 1 << 31;
+/// The largest model a catalog entry may describe: 2^50 bytes (1 PiB) of f32 weights, so every
+/// size computed from a valid entry fits u64 and every tensor's element count fits usize.
+const MAX_WEIGHT_BYTES: u64 = 1 << 50;
 
 /// One catalog entry: the shape of a model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -94,29 +102,40 @@ impl ModelSpec {
         self.qkv_bias || self.architecture == Architecture::Qwen2
     }
 
-    /// Parameters of the model (embedding, every layer, final norm, lm_head if untied).
+    /// Parameters of the model (embedding, every layer, final norm, lm_head if untied), in
+    /// u128, saturating: beyond u64 only for shapes `validate` refuses.
+    fn params_wide(&self) -> u128 {
+        let mul = |a: u128, b: u128| a.saturating_mul(b);
+        let h = self.hidden_size as u128;
+        let d = self.head_dim() as u128;
+        let q = mul(self.num_heads as u128, d);
+        let kv = mul(self.num_kv_heads as u128, d);
+        let i = self.intermediate_size as u128;
+        let v = self.vocab_size as u128;
+        let bias = if self.has_qkv_bias() { q.saturating_add(mul(2, kv)) } else { 0 };
+        let attn = [mul(h, q), mul(2, mul(h, kv)), mul(q, h), bias].into_iter().fold(0u128, u128::saturating_add);
+        let layer = attn.saturating_add(mul(3, mul(h, i))).saturating_add(mul(2, h));
+        let lm_head = if self.tie_word_embeddings { 0 } else { mul(v, h) };
+        [mul(v, h), mul(self.num_layers as u128, layer), h, lm_head].into_iter().fold(0u128, u128::saturating_add)
+    }
+
+    /// Parameters of the model; saturates at `u64::MAX` for shapes [`ModelSpec::validate`]
+    /// refuses, so a size computed from it never wraps to a small number.
     pub fn param_count(&self) -> u64 {
-        let h = self.hidden_size as u64;
-        let d = self.head_dim() as u64;
-        let q = self.num_heads as u64 * d;
-        let kv = self.num_kv_heads as u64 * d;
-        let i = self.intermediate_size as u64;
-        let v = self.vocab_size as u64;
-        let attn = h * q + 2 * h * kv + q * h + if self.has_qkv_bias() { q + 2 * kv } else { 0 };
-        let mlp = 3 * h * i;
-        let layer = attn + mlp + 2 * h;
-        let lm_head = if self.tie_word_embeddings { 0 } else { v * h };
-        v * h + self.num_layers as u64 * layer + h + lm_head
+        u64::try_from(self.params_wide()).unwrap_or(u64::MAX)
     }
 
-    /// Bytes of the weights at `dtype_bytes` per parameter.
+    /// Bytes of the weights at `dtype_bytes` per parameter (saturating, as `param_count`).
     pub fn weight_bytes(&self, dtype_bytes: usize) -> u64 {
-        self.param_count() * dtype_bytes as u64
+        u64::try_from(self.params_wide().saturating_mul(dtype_bytes as u128)).unwrap_or(u64::MAX)
     }
 
-    /// Bytes of K and V one token occupies across all layers.
+    /// Bytes of K and V one token occupies across all layers (saturating).
     pub fn kv_bytes_per_token(&self, dtype_bytes: usize) -> u64 {
-        2 * self.num_layers as u64 * self.num_kv_heads as u64 * self.head_dim() as u64 * dtype_bytes as u64
+        let wide = [self.num_kv_heads, self.head_dim(), dtype_bytes]
+            .into_iter()
+            .fold(2 * self.num_layers as u128, |acc, x| acc.saturating_mul(x as u128));
+        u64::try_from(wide).unwrap_or(u64::MAX)
     }
 
     /// Checks the shape is consistent; the message names the field.
@@ -134,6 +153,20 @@ impl ModelSpec {
             if v == 0 {
                 return Err(format!("field `{field}` must be positive"));
             }
+            if v > MAX_DIM {
+                return Err(format!("field `{field}`: {v} is beyond any model (at most {MAX_DIM})"));
+            }
+        }
+        if let Some(d) = self.head_dim.filter(|&d| d > MAX_DIM) {
+            return Err(format!("field `head_dim`: {d} is beyond any model (at most {MAX_DIM})"));
+        }
+        let f32_bytes = self.params_wide().saturating_mul(4);
+        if f32_bytes > MAX_WEIGHT_BYTES as u128 {
+            return Err(format!(
+                "the shape has {} parameters, {} bytes in f32: beyond any machine (at most 2^50 bytes)",
+                self.params_wide(),
+                f32_bytes
+            ));
         }
         if self.head_dim.is_none() && !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(format!(
@@ -269,6 +302,9 @@ impl Catalog {
         let origin = origin.to_string();
         let table: toml::Table =
             toml::from_str(text).map_err(|e| CatalogError::Toml { origin: origin.clone(), message: e.to_string() })?;
+        if let Some(other) = table.keys().find(|k| *k != "models") {
+            return Err(CatalogError::UnknownKey { origin, key: other.clone() });
+        }
         let models = match table.get("models") {
             Some(toml::Value::Table(t)) if !t.is_empty() => t,
             _ => return Err(CatalogError::NoModels { origin }),
@@ -304,6 +340,38 @@ mod tests {
             assert!(c.models.contains_key(m), "{m}");
         }
         assert!(c.get("qwen2.5-0.5b").unwrap().has_qkv_bias());
+    }
+
+    fn big_entry(hidden: u64, layers: u64, vocab: u64) -> String {
+        format!(
+            "[models.big]\narchitecture = \"llama\"\nhidden_size = {hidden}\nnum_layers = {layers}\nnum_heads = 8\n\
+             num_kv_heads = 8\nintermediate_size = {hidden}\nvocab_size = {vocab}\nmax_position_embeddings = 4096\n\
+             rope_theta = 10000.0\nrms_norm_eps = 1e-5\ntie_word_embeddings = false\n"
+        )
+    }
+
+    #[test]
+    fn shapes_whose_sizes_would_overflow_are_refused_by_name() {
+        // 2^40 hidden × 2^40 vocabulary: the parameter count wraps u64 (it was then a small
+        // number that passed the memory check and panicked in the dummy weights).
+        for (text, needle) in [
+            (big_entry(1 << 40, 1, 1 << 40), "hidden_size"),
+            (big_entry(1 << 30, 1 << 30, 1 << 30), "beyond any machine"),
+            (big_entry(1 << 20, 1 << 20, 32000), "beyond any machine"),
+        ] {
+            let e = Catalog::parse(&text, "t.toml").unwrap_err().to_string();
+            assert!(e.contains(needle) && e.contains("big"), "{e}");
+        }
+        // The largest accepted shapes give sizes that grow with the dtype and never wrap.
+        let ok = Catalog::parse(&big_entry(1 << 16, 1 << 10, 1 << 20), "t.toml").unwrap();
+        let m = ok.get("big").unwrap();
+        assert!(m.weight_bytes(2) < m.weight_bytes(4));
+        assert_eq!(m.weight_bytes(4), m.param_count() * 4);
+        let huge = ModelSpec { hidden_size: usize::MAX, num_layers: usize::MAX, ..m.clone() };
+        assert_eq!(huge.weight_bytes(4), u64::MAX);
+        assert_eq!(huge.kv_bytes_per_token(4), u64::MAX);
+        let e = Catalog::parse("bogus = 1\n[models.x]\n", "t.toml").unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
     }
 
     #[test]
@@ -347,6 +415,8 @@ mod tests {
         let e = Catalog::parse("models = [", "t").unwrap_err().to_string();
         assert!(e.contains("not valid TOML"), "{e}");
         let e = Catalog::parse("x = 1", "t").unwrap_err().to_string();
+        assert!(e.contains("unknown top-level key `x`"), "{e}");
+        let e = Catalog::parse("", "t").unwrap_err().to_string();
         assert!(e.contains("no [models"), "{e}");
         let e = Catalog::builtin().get("gpt-5").unwrap_err().to_string();
         assert!(e.contains("gpt-5") && e.contains("tiny"), "{e}");

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 
 /// One step of an agent task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum AgentStep {
     /// A model call over the context so far; its output joins the context.
     Llm { output: LengthDist },
@@ -58,6 +58,7 @@ impl From<AgentStep> for AgentNode {
 /// once (parallel tool calls, fan-out model calls). A model call's prompt is the system prompt,
 /// the question and what every step it depends on, directly or not, added, in step order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Agent {
     /// System prompt tokens, shared by every task.
     pub system: usize,

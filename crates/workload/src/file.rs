@@ -118,6 +118,18 @@ mod tests {
         assert!(e.contains("max"), "{e}");
         let e = load_scenario(&write("bad2", "kind = \"chat\"\n")).unwrap_err().to_string();
         assert!(e.contains("chat"), "{e}");
+        // Unknown keys are refused by name, at every level of every kind.
+        let unknown = [
+            ("u-top", "bogus = 1\ninput = { kind = \"fixed\", n = 10 }\noutput = { kind = \"fixed\", n = 20 }\n"),
+            ("u-dist", "input = { kind = \"fixed\", n = 10, bogus = 1 }\noutput = { kind = \"fixed\", n = 20 }\n"),
+            ("u-mt", "kind = \"multi-turn\"\nbogus = 1\nturns = 3\nsystem = 32\nuser = { kind = \"fixed\", n = 10 }\noutput = { kind = \"fixed\", n = 5 }\n"),
+            ("u-agent", "kind = \"agent\"\nsystem = 16\nquestion = { kind = \"fixed\", n = 8 }\n[[steps]]\nkind = \"llm\"\nbogus = 1\noutput = { kind = \"fixed\", n = 4 }\n"),
+            ("u-rag", "kind = \"rag\"\nbogus = 1\ncorpus_chunks = 20\nchunk_words = 10\nquery_words = 4\ntop_k = 4\nkeep = 2\noutput = { kind = \"fixed\", n = 8 }\n"),
+        ];
+        for (name, text) in unknown {
+            let e = load_scenario(&write(name, text)).unwrap_err().to_string();
+            assert!(e.contains("bogus") && e.contains(name), "{name}: {e}");
+        }
         let e = load_scenario(&write("bad3", "input = [\n")).unwrap_err().to_string();
         assert!(e.contains("bad3"), "{e}");
         let e = load_scenario(Path::new("/nonexistent/s.toml")).unwrap_err().to_string();

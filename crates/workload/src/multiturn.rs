@@ -15,6 +15,7 @@ use std::time::Duration;
 
 /// A multi-turn chat: `turns` questions per session, each answered before the next.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MultiTurn {
     /// Turns per session (model calls).
     pub turns: u32,

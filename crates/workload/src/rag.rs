@@ -64,6 +64,7 @@ pub trait TextTokenizer: Send + Sync + 'static {
 
 /// A RAG scenario: the synthetic corpus, the query, retrieval and the answer's length.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Rag {
     /// Chunks in the corpus.
     pub corpus_chunks: usize,

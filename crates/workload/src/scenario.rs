@@ -17,7 +17,7 @@ pub(crate) fn random_tokens(rng: &mut impl Rng, n: usize, vocab: usize) -> Vec<T
 
 /// A distribution of token counts, clamped to `[min, max]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum LengthDist {
     Fixed { n: usize },
     Uniform { min: usize, max: usize },
@@ -78,6 +78,7 @@ impl LengthDist {
 
 /// What the requests of a run look like.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub name: String,
     pub input: LengthDist,

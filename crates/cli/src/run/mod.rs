@@ -23,8 +23,8 @@ pub fn capacity(c: CapacityArgs) -> Result<()> {
     if a.rate.is_some() || a.stages.is_some() || a.duration.is_some() {
         bail!("goodput capacity searches over users with --requests per level; drop --rate, --stages and --duration");
     }
-    if c.max_users == 0 {
-        bail!("--max-users must be at least 1");
+    if c.max_users == 0 || c.max_users > plan::MAX_USERS {
+        bail!("--max-users must be between 1 and {}, got {}", plan::MAX_USERS, c.max_users);
     }
     a.concurrency =
         std::iter::successors(Some(1usize), |&u| u.checked_mul(2)).take_while(|&u| u <= c.max_users).collect();

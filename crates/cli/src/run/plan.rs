@@ -14,6 +14,7 @@ use goodput_results::LoadUnit;
 use goodput_workload::{Arrival, RetryPolicy, Trim};
 use std::collections::VecDeque;
 use std::time::Duration;
+use std::time::Duration;
 
 /// One level to run: its load, how requests arrive, and how long it lasts (if by time).
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +75,7 @@ impl RunPlan {
         if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
             bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);
         }
+        check_bounds(a)?;
         check_spans(a)?;
         check_exports(a)?;
         let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
@@ -142,6 +144,51 @@ fn check_workload(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
     }
     if a.burst.is_some() {
         bail!("--burst applies to single-request scenarios; {} runs closed-loop with --concurrency", w.name());
+    }
+    Ok(())
+}
+
+/// The most virtual users (or burst requests) one level may have: far beyond what one load
+/// generator drives, and small enough that a typo cannot exhaust memory.
+pub const MAX_USERS: usize = 100_000;
+/// The highest request rate one level may offer (requests per second).
+pub const MAX_RATE: f64 = 100_000.0;
+/// The most measured requests (sessions, tasks) per level.
+pub const MAX_REQUESTS: usize = 10_000_000;
+/// The longest level, warm-up or think time.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Upper bounds on counts, rates and times, each refused with its flag and its limit.
+fn check_bounds(a: &RunArgs) -> Result<()> {
+    let most = |flag: &str, values: &[usize], max: usize| -> Result<()> {
+        match values.iter().find(|&&v| v > max) {
+            Some(v) => bail!("{flag}: {v} is more than goodput drives in one level (at most {max})"),
+            None => Ok(()),
+        }
+    };
+    most("--concurrency", &a.concurrency, MAX_USERS)?;
+    most("--burst", a.burst.as_deref().unwrap_or(&[]), MAX_USERS)?;
+    let stage_users: Vec<usize> = a.stages.iter().flatten().map(|s| s.0).collect();
+    most("--stages", &stage_users, MAX_USERS)?;
+    most("--requests", a.requests.as_slice(), MAX_REQUESTS)?;
+    most("--warmup", &[a.warmup.map_or(0, Span::count)], MAX_REQUESTS)?;
+    most("--cooldown", &[a.cooldown.count()], MAX_REQUESTS)?;
+    if let Some(r) = a.rate.iter().flatten().find(|&&r| r > MAX_RATE) {
+        bail!("--rate: {r} requests per second is beyond what goodput offers (at most {MAX_RATE})");
+    }
+    let times = [
+        ("--duration", a.duration.unwrap_or_default()),
+        ("--think", a.think),
+        ("--warmup", a.warmup.map_or(Duration::ZERO, Span::time)),
+        ("--cooldown", a.cooldown.time()),
+        ("--timeout", a.timeout),
+    ];
+    let stage_times = a.stages.iter().flatten().map(|s| ("--stages", s.1));
+    if let Some((flag, d)) = times.into_iter().chain(stage_times).find(|(_, d)| *d > MAX_DURATION) {
+        bail!("{flag}: {d:?} is longer than a week, the longest goodput accepts");
+    }
+    if a.retries > 100 {
+        bail!("--retries: {} retries per request is beyond any sensible policy (at most 100)", a.retries);
     }
     Ok(())
 }
