@@ -19,15 +19,17 @@ same on every run whatever the scheduling:
 Prompts are short random words, a third of them behind a shared preamble (prefix-cache hits);
 max_tokens is small (1-MAX_TOKENS) so 10,000 requests fit in minutes on two cores. Any
 generation request may be answered 429 (``--max-waiting``): with C clients above
-``--max-num-seqs`` + ``--max-waiting`` some are; a client answered 429 backs off exponentially (0.25 s
-doubling to 4 s, with jitter).
+``--max-num-seqs`` + ``--max-waiting`` some are. A client answered 429 backs off exponentially
+(1 s doubling to 8 s, with jitter); its count of recent 429s falls by one per other answer.
 
 Outcomes are counted per kind: ``ok``, ``aborted`` (by us), ``4xx:<status>`` (expected ones),
 ``429``, ``5xx:<status>``, ``conn_error``, ``timeout``, ``unexpected:<why>``. Every ~2 s a
 sampler writes the server's RSS (``/proc/PID/status`` VmRSS) and its running / waiting /
 KV-usage gauges (from ``/metrics``) to soak.csv. At the end, once the engine is idle (at most
-5 s), the checks below run; the result goes to soak.json and the exit status (0 all pass, 1
-not). The RSS at warm-up is sampled when 10 % of the requests (or of the time) are done.
+5 s), ``checks()`` runs: every request answered as expected, no 5xx, running = waiting = KV
+usage = 0, RSS growth < 5 % from warm-up (sampled when 10 % of the requests, or of the time,
+are done) to the end, no "panicked" in server.log. The result goes to soak.json, and the exit
+status is 0 when all pass, 1 when not.
 """
 
 import argparse
@@ -44,8 +46,9 @@ HOST = "127.0.0.1"
 MAX_TOKENS = 16
 REQUEST_TIMEOUT_S = 120.0
 SAMPLE_EVERY_S = 2.0
+SCRAPE_TIMEOUT_S = 10.0
 IDLE_WAIT_S = 5.0
-BACKOFF_S = (0.25, 4.0)  # first and longest backoff after a 429
+BACKOFF_S = (1.0, 8.0)  # first and longest backoff after a 429
 RSS_GROWTH_LIMIT = 0.05
 PREAMBLE = "You are a terse assistant. Answer in one short line, without any preamble. "
 WORDS = ("alpha beta gamma delta kernel cache block token batch queue prefill decode "
@@ -95,7 +98,10 @@ async def body_chunks(reader, headers):
     """Yields the body as it arrives: chunked, by content-length, or up to EOF."""
     if "chunked" in headers.get("transfer-encoding", "").lower():
         while True:
-            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+            line = await reader.readline()
+            if not line.endswith(b"\n"):
+                raise asyncio.IncompleteReadError(line, None)  # EOF inside a chunked body
+            size = int(line.split(b";")[0].strip(), 16)
             if size == 0:
                 return
             data = await reader.readexactly(size + 2)
@@ -313,13 +319,27 @@ class Load:
         self.next_index = self.done = 0
         self.outcomes = defaultdict(Counter)
         self.warmed = asyncio.Event()
+        self.ended = asyncio.Event()  # set when no request is left to hand out
+
+    async def pause(self, seconds):
+        """Sleeps, but not past the end of the load."""
+        if self.deadline is not None:
+            seconds = min(seconds, max(0.0, self.deadline - time.monotonic()))
+        if not self.over():
+            try:
+                await asyncio.wait_for(self.ended.wait(), seconds)
+            except asyncio.TimeoutError:
+                pass
+
+    def over(self):
+        if self.deadline is not None:
+            return time.monotonic() >= self.deadline
+        return self.next_index >= self.args.requests
 
     def take(self):
         """The next request's index, or None when the load is over."""
-        if self.deadline is not None:
-            if time.monotonic() >= self.deadline:
-                return None
-        elif self.next_index >= self.args.requests:
+        if self.over():
+            self.ended.set()
             return None
         self.next_index += 1
         return self.next_index - 1
@@ -343,20 +363,22 @@ def kind_of(rng):
 
 
 def backoff_s(rng, refusals):
-    """Exponential backoff with jitter after `refusals` 429s in a row."""
+    """Exponential backoff with jitter, by the worker's count of recent 429s."""
     return min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (refusals - 1)) * rng.uniform(0.5, 1.5)
 
 
 async def worker(load):
-    refusals = 0  # 429s in a row
+    refusals = 0  # recent 429s: one more per 429, one less per other answer
     while (i := load.take()) is not None:
         rng = random.Random(load.args.seed * 1_000_003 + i)
         kind = kind_of(rng)
         outcome = await attempt(kind, rng, load.args.port, load.max_len)
         load.record(kind, outcome)
-        refusals = refusals + 1 if outcome == "429" else 0
-        if refusals:  # back off as a client should, or 429s would be most of the load
-            await asyncio.sleep(backoff_s(rng, refusals))
+        if outcome == "429":  # back off as a client should, or 429s would be most of the load
+            refusals += 1
+            await load.pause(backoff_s(rng, refusals))
+        else:
+            refusals = max(0, refusals - 1)
 
 
 # --- Sampling the server -----------------------------------------------------------------
@@ -383,7 +405,7 @@ def parse_gauges(text):
 
 
 async def scrape(port):
-    status, body = await get(port, "/metrics")
+    status, body = await asyncio.wait_for(get(port, "/metrics"), SCRAPE_TIMEOUT_S)
     if status != 200:
         raise RuntimeError(f"/metrics answered {status}")
     gauges = parse_gauges(body.decode())
@@ -408,8 +430,8 @@ async def sampler(load, csv, stop):
     while not stop.is_set():
         try:
             row = await sample(load, csv)
-        except (OSError, RuntimeError, asyncio.IncompleteReadError) as e:
-            print(f"soak: sample failed: {e}", file=sys.stderr)
+        except (OSError, RuntimeError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+            print(f"soak: sample failed: {e!r}", file=sys.stderr)
         else:
             n += 1
             if n % 15 == 0:
@@ -477,7 +499,8 @@ def checks(load, all_, idle, rss0, rss1, log_path):
 def report(load, rss0, rss1, idle, results, wall_s):
     all_ = totals(load.outcomes)
     return {
-        "config": {k: v for k, v in vars(load.args).items() if k != "out"},
+        "config": {k: v for k, v in vars(load.args).items()
+                   if k != "out" and not (k == "requests" and load.deadline)},
         "wall_s": round(wall_s, 1),
         "requests": sum(all_.values()),
         "outcomes": dict(sorted(all_.items())),

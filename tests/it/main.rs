@@ -7,6 +7,7 @@
 mod common;
 
 mod bad_input;
+mod reliability;
 mod report;
 mod results;
 mod run;

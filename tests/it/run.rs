@@ -1,7 +1,7 @@
 //! `goodput run` end to end on the tiny model: the table, the conclusion, the files, the
 //! agreement of client and engine numbers, and queueing when the engine is the bottleneck.
 
-use crate::common::{goodput, goodput_env, records, run_ok, summary_of, temp};
+use crate::common::{goodput, goodput_code, goodput_env, records, run_ok, summary_of, temp};
 use serde_json::Value;
 use std::process::Command;
 
@@ -339,7 +339,7 @@ fn time_trims_and_retries_are_applied_and_counted() {
     // two retries each are made and counted.
     let slow = dir.join("slow.toml");
     std::fs::write(&slow, "input = { kind = \"fixed\", n = 40 }\noutput = { kind = \"fixed\", n = 1000 }\n").unwrap();
-    let (ok, _, err) = goodput(&[
+    let (code, _, err) = goodput_code(&[
         "run",
         "--scenario",
         slow.to_str().unwrap(),
@@ -360,8 +360,14 @@ fn time_trims_and_retries_are_applied_and_counted() {
         "--out",
         dir.join("out").to_str().unwrap(),
     ]);
-    assert!(ok, "{err}");
+    // Every request timed out: the level measured nothing that completed, which is exit 3,
+    // with the reason on the console and in the summary.
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("at 1 users no measured request completed: 2 timeout"), "{err}");
     let s = &summary_of(&dir.join("out"))["levels"][0]["summary"];
+    assert_eq!(s["failures"][0]["kind"], "timeout");
+    assert_eq!(s["failures"][0]["count"], 2);
+    assert_eq!(s["output_throughput"], 0.0);
     assert_eq!(
         (s["timeouts"].as_u64(), s["retries"].as_u64(), s["retried_requests"].as_u64()),
         (Some(2), Some(4), Some(2))

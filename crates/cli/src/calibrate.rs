@@ -135,6 +135,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
                 seed: 0,
                 first_id,
                 sink: None,
+                stop: Default::default(),
             },
         };
         first_id += requests as u64;

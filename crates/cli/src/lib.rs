@@ -53,7 +53,8 @@ enum Command {
 
 /// Parses the arguments, runs the command and returns the process's exit code: 0, or 1 for
 /// an error — except `compare`, which exits 1 on a regression and 2 on an error, so a CI gate
-/// can tell them apart (hyperfine's and critcmp's convention). Errors are printed with their
+/// can tell them apart (hyperfine's and critcmp's convention), and `run`/`capacity`, which
+/// exit 3 when a level measured no completed request and 130 when interrupted. Errors are printed with their
 /// chain; a closed stdout (`goodput models | head`) ends quietly.
 pub fn main() -> i32 {
     let cli = Cli::parse();
@@ -62,8 +63,8 @@ pub fn main() -> i32 {
         Command::Models(a) => models::run(a).map(|()| 0),
         Command::EngineBench(a) => engine_bench::run(a).map(|()| 0),
         Command::Generate(a) => generate::run(a).map(|()| 0),
-        Command::Run(a) => run::run(*a).map(|()| 0),
-        Command::Capacity(a) => run::capacity(*a).map(|()| 0),
+        Command::Run(a) => run::run(*a),
+        Command::Capacity(a) => run::capacity(*a),
         Command::Serve(a) => serve::run(*a).map(|()| 0),
         Command::Calibrate(a) => calibrate::run(a).map(|()| 0),
         Command::Compare(a) => compare::run(a),

@@ -11,7 +11,7 @@
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use goodput_core::{
-    Chunk, ClientRecord, Clock, HttpStamps, Outcome, ServerTimings, Stamp, Target, TokenId, WorkRequest,
+    Chunk, ClientRecord, Clock, FailureKind, HttpStamps, Outcome, ServerTimings, Stamp, Target, TokenId, WorkRequest,
 };
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -166,7 +166,7 @@ pub enum Step {
     /// The end marker: the request is complete.
     Done,
     /// The server sent an error in the stream.
-    Failed(String),
+    Failed(FailureKind, String),
 }
 
 /// The state of one streamed response, fed event by event.
@@ -195,11 +195,13 @@ impl StreamParser {
         }
         let v: Value = match serde_json::from_str(data) {
             Ok(v) => v,
-            Err(e) => return Step::Failed(format!("an event is not JSON ({e}): {}", clip(data))),
+            Err(e) => {
+                return Step::Failed(FailureKind::BadEvent, format!("an event is not JSON ({e}): {}", clip(data)))
+            }
         };
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
             let msg = err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), String::from);
-            return Step::Failed(msg);
+            return Step::Failed(FailureKind::ErrorEvent, msg);
         }
         if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
             self.http.usage_prompt_tokens = u["prompt_tokens"].as_u64().map(|x| x as usize);
@@ -283,7 +285,7 @@ impl Target for HttpTarget {
             Ok(x) => x,
             Err(e) => {
                 rec.end = self.clock.now();
-                rec.outcome = Outcome::Refused(e);
+                rec.outcome = Outcome::refused(FailureKind::Invalid, e);
                 return rec;
             }
         };
@@ -320,7 +322,7 @@ impl HttpTarget {
     async fn follow(&self, id: u64, url: &str, body: &Value, p: &mut StreamParser) -> Outcome {
         let resp = match self.client.post(url).header("x-request-id", request_id(id)).json(body).send().await {
             Ok(r) => r,
-            Err(e) => return Outcome::Error(format!("POST {url}: {e}")),
+            Err(e) => return Outcome::error(FailureKind::Connect, format!("POST {url}: {e}")),
         };
         p.http.headers = Some(self.clock.now());
         let status = resp.status();
@@ -335,10 +337,11 @@ impl HttpTarget {
                 .unwrap_or_else(|| clip(&text).to_string());
             let why = format!("HTTP {}: {msg}", status.as_u16());
             // Overload and server errors may pass; other client errors will not.
+            let kind = FailureKind::Http(status.as_u16());
             return if status.as_u16() == 429 || status.is_server_error() {
-                Outcome::Error(why)
+                Outcome::error(kind, why)
             } else {
-                Outcome::Refused(why)
+                Outcome::refused(kind, why)
             };
         }
         let clock = self.clock;
@@ -354,22 +357,25 @@ impl HttpTarget {
                     match p.event(&ev.data, at) {
                         Step::More => {}
                         Step::Done => break,
-                        Step::Failed(e) => {
+                        Step::Failed(kind, e) => {
                             p.http.first_byte = first_byte;
-                            return Outcome::Error(e);
+                            return Outcome::error(kind, e);
                         }
                     }
                 }
                 Some(Err(e)) => {
                     p.http.first_byte = first_byte;
-                    return Outcome::Error(format!("the stream broke after {} content chunks: {e}", p.chunks.len()));
+                    return Outcome::error(
+                        FailureKind::StreamBroken,
+                        format!("the stream broke after {} content chunks: {e}", p.chunks.len()),
+                    );
                 }
                 None => {
                     p.http.first_byte = first_byte;
-                    return Outcome::Error(format!(
-                        "the stream ended without its end marker after {} content chunks",
-                        p.chunks.len()
-                    ));
+                    return Outcome::error(
+                        FailureKind::NoEndMarker,
+                        format!("the stream ended without its end marker after {} content chunks", p.chunks.len()),
+                    );
                 }
             }
         }

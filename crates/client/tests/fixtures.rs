@@ -70,7 +70,7 @@ async fn tgi_native_stream_ends_with_generated_text_and_skips_special_tokens() {
 #[tokio::test]
 async fn an_error_event_and_a_cut_stream_are_failures() {
     let (p, end) = replay("vllm-error.sse").await;
-    assert_eq!(end, Some(Step::Failed("The engine is dead".into())));
+    assert_eq!(end, Some(Step::Failed(goodput_core::FailureKind::ErrorEvent, "The engine is dead".into())));
     assert_eq!(p.chunks.len(), 1);
     // Cut mid-event: the partial event is never delivered, and no end marker came.
     let (p, end) = replay("broken.sse").await;

@@ -18,12 +18,11 @@ pub struct Chunk {
 pub enum Outcome {
     /// The end-of-stream marker arrived.
     Ok,
-    /// The request failed (broken stream, overload, server error); the text says why.
-    /// Retrying may help.
-    Error(String),
+    /// The request failed (broken stream, overload, server error); retrying may help.
+    Error(Failure),
     /// The target refused the request as invalid (the engine's admission check, an HTTP 4xx
     /// other than 429); sending it again cannot help.
-    Refused(String),
+    Refused(Failure),
     /// No end marker within the request timeout.
     Timeout,
 }
@@ -32,6 +31,138 @@ impl Outcome {
     /// Whether a retry policy may send the request again after this outcome.
     pub fn retryable(&self) -> bool {
         matches!(self, Outcome::Error(_) | Outcome::Timeout)
+    }
+
+    /// An [`Outcome::Error`] of `kind`.
+    pub fn error(kind: FailureKind, message: impl Into<String>) -> Self {
+        Outcome::Error(Failure { kind, message: message.into() })
+    }
+
+    /// An [`Outcome::Refused`] of `kind`.
+    pub fn refused(kind: FailureKind, message: impl Into<String>) -> Self {
+        Outcome::Refused(Failure { kind, message: message.into() })
+    }
+
+    /// Why the request did not complete; `None` when it did.
+    pub fn failure_kind(&self) -> Option<FailureKind> {
+        match self {
+            Outcome::Ok => None,
+            Outcome::Timeout => Some(FailureKind::Timeout),
+            Outcome::Error(f) | Outcome::Refused(f) => Some(f.kind),
+        }
+    }
+
+    /// The failure's message (`"timed out"` for a timeout); `None` when it completed.
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            Outcome::Ok => None,
+            Outcome::Timeout => Some("no end marker within the request timeout"),
+            Outcome::Error(f) | Outcome::Refused(f) => Some(&f.message),
+        }
+    }
+}
+
+/// A failed request: what kind of failure, and the message that says why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "FailureRepr")]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A failure as written: typed, or (results written before failures had kinds) its message.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum FailureRepr {
+    Typed { kind: FailureKind, message: String },
+    Message(String),
+}
+
+impl From<FailureRepr> for Failure {
+    fn from(r: FailureRepr) -> Self {
+        match r {
+            FailureRepr::Typed { kind, message } => Failure { kind, message },
+            FailureRepr::Message(message) => Failure { kind: FailureKind::Other, message },
+        }
+    }
+}
+
+/// The kinds of failure a run counts apart, from the client's side of the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum FailureKind {
+    /// No end marker within the request timeout.
+    Timeout,
+    /// The request could not be sent or its response head never came (connection refused,
+    /// reset, DNS, TLS).
+    Connect,
+    /// The server answered with this HTTP status (4xx or 5xx).
+    Http(u16),
+    /// The byte stream broke after the response head.
+    StreamBroken,
+    /// The stream ended without its end marker (`[DONE]`).
+    NoEndMarker,
+    /// An event that is not JSON, or not the API's shape.
+    BadEvent,
+    /// The server sent an error event in the stream.
+    ErrorEvent,
+    /// The engine refused the request (admission: too long, bad parameters).
+    Invalid,
+    /// The engine ended the request (aborted, stopped, failed step).
+    Engine,
+    /// Anything else, and failures recorded before kinds were.
+    Other,
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FailureKind::Http(s) => write!(f, "http-{s}"),
+            k => f.write_str(match k {
+                FailureKind::Timeout => "timeout",
+                FailureKind::Connect => "connect",
+                FailureKind::StreamBroken => "stream-broken",
+                FailureKind::NoEndMarker => "no-end-marker",
+                FailureKind::BadEvent => "bad-event",
+                FailureKind::ErrorEvent => "error-event",
+                FailureKind::Invalid => "invalid",
+                FailureKind::Engine => "engine",
+                _ => "other",
+            }),
+        }
+    }
+}
+
+impl From<FailureKind> for String {
+    fn from(k: FailureKind) -> String {
+        k.to_string()
+    }
+}
+
+impl TryFrom<String> for FailureKind {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        const NAMED: [FailureKind; 9] = [
+            FailureKind::Timeout,
+            FailureKind::Connect,
+            FailureKind::StreamBroken,
+            FailureKind::NoEndMarker,
+            FailureKind::BadEvent,
+            FailureKind::ErrorEvent,
+            FailureKind::Invalid,
+            FailureKind::Engine,
+            FailureKind::Other,
+        ];
+        if let Some(code) = s.strip_prefix("http-") {
+            return code.parse().map(FailureKind::Http).map_err(|_| format!("failure kind `{s}`: bad HTTP status"));
+        }
+        NAMED.into_iter().find(|k| k.to_string() == s).ok_or_else(|| format!("unknown failure kind `{s}`"))
     }
 }
 

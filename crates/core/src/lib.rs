@@ -9,7 +9,7 @@ pub mod request;
 pub mod target;
 
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsError, WeightsSource};
-pub use client::{Chunk, ClientRecord, Outcome, Phase, TaskRecord, TaskStep};
+pub use client::{Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};
 pub use http::{HttpStamps, ServerScrape, ServerTimings};
 pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};

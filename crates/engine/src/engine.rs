@@ -5,7 +5,9 @@ use crate::core::{EngineConfig, EngineCore};
 use crate::error::{EngineError, Result};
 use crate::model::Llama;
 use flume::{unbounded, Receiver, Sender};
-use goodput_core::{Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId};
+use goodput_core::{
+    Clock, EngineRecord, FailureKind, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId,
+};
 use goodput_scheduler::SchedulerConfig;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -461,7 +463,7 @@ impl goodput_core::Target for EngineHandle {
             Ok(s) => s,
             Err(e) => {
                 rec.end = self.clock.now();
-                rec.outcome = Outcome::Refused(e.to_string());
+                rec.outcome = Outcome::refused(FailureKind::Invalid, e.to_string());
                 return rec;
             }
         };
@@ -475,8 +477,10 @@ impl goodput_core::Target for EngineHandle {
                     rec.output_tokens = tokens.len();
                     rec.output_ids = tokens;
                     if record.finish_reason == FinishReason::Abort || record.finish_reason == FinishReason::Error {
-                        rec.outcome =
-                            Outcome::Error(format!("the engine ended the request ({:?})", record.finish_reason));
+                        rec.outcome = Outcome::error(
+                            FailureKind::Engine,
+                            format!("the engine ended the request ({:?})", record.finish_reason),
+                        );
                     }
                     rec.engine = Some(record);
                     return rec;
@@ -484,13 +488,13 @@ impl goodput_core::Target for EngineHandle {
                 Ok(RequestEvent::Error(e)) => {
                     rec.end = self.clock.now();
                     rec.output_tokens = rec.chunks.len();
-                    rec.outcome = Outcome::Error(e);
+                    rec.outcome = Outcome::error(FailureKind::Engine, e);
                     return rec;
                 }
                 Err(_) => {
                     rec.end = self.clock.now();
                     rec.output_tokens = rec.chunks.len();
-                    rec.outcome = Outcome::Error("the engine stopped".into());
+                    rec.outcome = Outcome::error(FailureKind::Engine, "the engine stopped");
                     return rec;
                 }
             }

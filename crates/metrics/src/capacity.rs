@@ -50,10 +50,11 @@ pub fn usable_capacity(levels: &[LevelOutcome]) -> Option<f64> {
     sorted.iter().take_while(|l| l.slos_hold).last().map(|l| l.load)
 }
 
-/// `limit_capacity`: the load of maximum output throughput (the first such, on ties).
+/// `limit_capacity`: the load of maximum output throughput (the first such, on ties); `None`
+/// when no level produced any (every request failed: there is no limit to name).
 pub fn limit_capacity(levels: &[LevelOutcome]) -> Option<f64> {
     let mut best: Option<&LevelOutcome> = None;
-    for l in levels {
+    for l in levels.iter().filter(|l| l.output_throughput > 0.0) {
         if best.is_none_or(|b| l.output_throughput > b.output_throughput) {
             best = Some(l);
         }
@@ -235,6 +236,7 @@ mod tests {
         assert_eq!(pass_fail(&[lv(1.0, true, 1.0, 0.0)]), None);
         assert_eq!(usable_capacity(&[]), None);
         assert_eq!(limit_capacity(&[]), None);
+        assert_eq!(limit_capacity(&[lv(1.0, false, 0.0, 0.0), lv(2.0, false, 0.0, 0.0)]), None, "nothing completed");
         let flat = vec![lv(1.0, true, 1.0, 0.001), lv(2.0, true, 2.0, 0.0015)];
         assert_eq!(queue_knee(&flat, 0.010), None);
         assert_eq!(last_without_queueing(&flat, 0.010), Some(2.0));

@@ -4,7 +4,7 @@ use crate::engine as em;
 use crate::request as rm;
 use crate::slo::{Metric, Slo, Stat};
 use crate::stats::Summary;
-use goodput_core::{ClientRecord, Outcome};
+use goodput_core::{ClientRecord, FailureKind, Outcome};
 use serde::{Deserialize, Serialize};
 
 /// An SLO checked at one level.
@@ -13,6 +13,28 @@ pub struct SloResult {
     pub slo: Slo,
     pub value: Option<f64>,
     pub holds: bool,
+}
+
+/// How many measured requests failed one way, with the first one's message as an example.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureCount {
+    pub kind: FailureKind,
+    pub count: usize,
+    pub example: String,
+}
+
+/// `failures`: the records that did not complete, counted by [`FailureKind`] (timeouts
+/// included), most frequent first, ties by kind.
+pub fn failures(records: &[&ClientRecord]) -> Vec<FailureCount> {
+    let mut by_kind: std::collections::BTreeMap<FailureKind, FailureCount> = Default::default();
+    for r in records {
+        let Some(kind) = r.outcome.failure_kind() else { continue };
+        let example = || r.outcome.message().unwrap_or_default().to_string();
+        by_kind.entry(kind).or_insert_with(|| FailureCount { kind, count: 0, example: example() }).count += 1;
+    }
+    let mut v: Vec<FailureCount> = by_kind.into_values().collect();
+    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.kind.cmp(&b.kind)));
+    v
 }
 
 /// Everything measured at one load level. Times in seconds, throughputs per second. Fields
@@ -32,10 +54,17 @@ pub struct LevelSummary {
     pub window_s: f64,
     #[serde(with = "crate::nan")]
     pub request_throughput: f64,
+    /// Prompt tokens of completed requests per second of the window.
     #[serde(with = "crate::nan")]
     pub input_throughput: f64,
+    /// Output tokens of completed requests per second of the window: a failed request's
+    /// tokens are not throughput (they are counted in `failed_output_tokens`).
     #[serde(with = "crate::nan")]
     pub output_throughput: f64,
+    /// Output tokens received by requests that did not complete.
+    pub failed_output_tokens: usize,
+    /// The requests that did not complete, by kind of failure, most frequent first.
+    pub failures: Vec<FailureCount>,
     #[serde(with = "crate::nan")]
     pub mean_input_tokens: f64,
     #[serde(with = "crate::nan")]
@@ -142,8 +171,8 @@ pub fn request_is_good(r: &ClientRecord, slos: &[Slo]) -> bool {
 }
 
 /// `stat` of `metric` over `records` (what an SLO is checked against, and what
-/// `compare` compares): a percentile, mean or max of every per-request sample, or the share
-/// of requests for the rate metrics. `None` without samples.
+/// `compare` compares): a percentile, mean or max of every per-request sample of the
+/// completed requests, or the share of requests for the rate metrics. `None` without samples.
 pub fn stat_value(records: &[&ClientRecord], metric: Metric, stat: Stat) -> Option<f64> {
     let n = records.len();
     match metric {
@@ -152,7 +181,7 @@ pub fn stat_value(records: &[&ClientRecord], metric: Metric, stat: Stat) -> Opti
             (n > 0).then(|| records.iter().filter(|r| r.outcome == Outcome::Timeout).count() as f64 / n as f64)
         }
         m => {
-            let v: Vec<f64> = records.iter().flat_map(|r| per_request(m, r)).collect();
+            let v: Vec<f64> = records.iter().filter(|r| r.is_ok()).flat_map(|r| per_request(m, r)).collect();
             match stat {
                 Stat::P(p) => crate::stats::percentile(&v, p),
                 Stat::Mean => Summary::of(&v).map(|x| x.mean),
@@ -186,13 +215,16 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     let ok: Vec<&&ClientRecord> = records.iter().filter(|r| r.is_ok()).collect();
     s.request_throughput = ok.len() as f64 / s.window_s;
     s.input_throughput = ok.iter().map(|r| r.input_tokens).sum::<usize>() as f64 / s.window_s;
-    s.output_throughput = records.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / s.window_s;
+    s.output_throughput = ok.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / s.window_s;
+    s.failed_output_tokens = records.iter().filter(|r| !r.is_ok()).map(|r| r.output_tokens).sum();
+    s.failures = failures(records);
     s.mean_input_tokens = records.iter().map(|r| r.input_tokens).sum::<usize>() as f64 / n as f64;
     s.mean_output_tokens = ok.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / ok.len().max(1) as f64;
     s.short_outputs = ok.iter().filter(|r| r.required_output_tokens.is_some_and(|n| r.output_tokens < n)).count();
     s.short_output_rate = s.short_outputs as f64 / ok.len().max(1) as f64;
+    // Latencies and per-user figures of completed requests only.
     let collect = |m: Metric| -> Option<Summary> {
-        let v: Vec<f64> = records.iter().flat_map(|r| per_request(m, r)).collect();
+        let v: Vec<f64> = ok.iter().flat_map(|r| per_request(m, r)).collect();
         Summary::of(&v)
     };
     s.ttft = collect(Metric::Ttft);
@@ -262,7 +294,7 @@ mod tests {
         let a = rec(1, 0, 100, 1100, 11, Outcome::Ok);
         let b = rec(2, 0, 200, 1200, 21, Outcome::Ok);
         let c = rec(3, 0, 900, 2000, 11, Outcome::Ok);
-        let mut d = rec(4, 500, 0, 1500, 0, Outcome::Error("overloaded".into()));
+        let mut d = rec(4, 500, 0, 1500, 0, Outcome::error(goodput_core::FailureKind::Http(429), "overloaded"));
         d.retries = 2;
         let mut b = b;
         b.retries = 1;
@@ -297,7 +329,7 @@ mod tests {
             rec(1, 0, 100, 1100, 11, Outcome::Ok),
             rec(2, 0, 200, 1200, 21, Outcome::Ok),
             rec(3, 0, 900, 2000, 11, Outcome::Ok),
-            rec(4, 500, 0, 1500, 0, Outcome::Error("overloaded".into())),
+            rec(4, 500, 0, 1500, 0, Outcome::error(goodput_core::FailureKind::Http(429), "overloaded")),
         ];
         for (r, n) in recs.iter_mut().zip([11, 21, 30, 5]) {
             r.required_output_tokens = Some(n);
@@ -309,6 +341,37 @@ mod tests {
         // Nothing required: nothing is short.
         recs[2].required_output_tokens = None;
         assert_eq!(summarize(4.0, &recs.iter().collect::<Vec<_>>(), &[]).short_outputs, 0);
+    }
+
+    #[test]
+    fn failed_streams_are_not_throughput_and_are_counted_by_kind() {
+        use goodput_core::FailureKind as K;
+        // Window 0..2000 ms. One completed request of 11 tokens; three streams that broke after
+        // 30, 40 and 0 tokens; one timeout with 7 tokens.
+        let ok = rec(1, 0, 100, 1100, 11, Outcome::Ok);
+        let broken = |id, out| rec(id, 0, 100, 2000, out, Outcome::error(K::StreamBroken, format!("broke {id}")));
+        let (b1, b2) = (broken(2, 30), broken(3, 40));
+        let refused = rec(4, 0, 0, 10, 0, Outcome::refused(K::Http(400), "bad"));
+        let late = rec(5, 0, 100, 1900, 7, Outcome::Timeout);
+        let s = summarize(5.0, &[&ok, &b1, &b2, &refused, &late], &parse_slos("ttft_p95=1s").unwrap());
+        assert!((s.output_throughput - 5.5).abs() < 1e-12, "{}", s.output_throughput); // 11 tokens / 2 s
+        assert_eq!(s.failed_output_tokens, 77); // 30 + 40 + 7
+        let counts: Vec<(K, usize, &str)> = s.failures.iter().map(|f| (f.kind, f.count, f.example.as_str())).collect();
+        assert_eq!(
+            counts,
+            vec![
+                (K::StreamBroken, 2, "broke 2"),
+                (K::Timeout, 1, "no end marker within the request timeout"),
+                (K::Http(400), 1, "bad")
+            ]
+        );
+        // Latencies of the completed request only.
+        assert_eq!(s.ttft.as_ref().unwrap().n, 1);
+        // Nothing completed: no throughput and no latency, whatever the failed streams carried.
+        let s = summarize(5.0, &[&b1, &b2], &[]);
+        assert_eq!((s.output_throughput, s.request_throughput), (0.0, 0.0));
+        assert!(s.ttft.is_none() && s.per_user_tps.is_none());
+        assert_eq!(s.failed_output_tokens, 70);
     }
 
     #[test]

@@ -42,8 +42,13 @@ impl<'a> Conclusion<'a> {
         let Some(shown) = self.v.usable.and_then(|u| self.at(u)).or_else(|| self.s.levels.first()) else {
             return "No level ran.".into();
         };
-        let mut out = self.headline(shown);
-        for part in [self.queueing(), self.capacity(), self.short_outputs()] {
+        let mut out = if self.s.complete {
+            String::new()
+        } else {
+            "This run ended early (interrupted or killed); what follows covers the levels it finished. ".into()
+        };
+        out.push_str(&self.headline(shown));
+        for part in [self.queueing(), self.capacity(), self.short_outputs(), self.failures()] {
             out.push_str(&part);
         }
         out.push_str(&Self::turns(shown));
@@ -56,6 +61,12 @@ impl<'a> Conclusion<'a> {
     fn headline(&self, shown: &LevelReport) -> String {
         let (s, unit, w) = (&shown.summary, self.s.load_unit, &self.s.workload);
         let lengths = if w.lengths.is_empty() { String::new() } else { format!("{}; ", w.lengths) };
+        if s.completed == 0 {
+            return format!(
+                "In the {} scenario ({lengths}measured mean input {:.0} tokens), at {} {unit}: none of {} measured requests completed.",
+                w.name, s.mean_input_tokens, s.load, s.requests
+            );
+        }
         format!(
             "In the {} scenario ({lengths}measured mean input {:.0} tokens, output {:.0} tokens), at {} {unit}: \
              P95 TTFT {}, P95 TPOT {}, per-user generation {:.1} tok/s (median), total output {:.0} tok/s, \
@@ -66,7 +77,7 @@ impl<'a> Conclusion<'a> {
             s.load,
             ms(&s.ttft, |x| x.p95),
             ms(&s.tpot, |x| x.p95),
-            s.per_user_tps.as_ref().map_or(f64::NAN, |x| x.p50),
+            s.per_user_tps.as_ref().map_or(0.0, |x| x.p50),
             s.output_throughput,
             s.request_throughput,
             s.requests,
@@ -115,6 +126,24 @@ impl<'a> Conclusion<'a> {
             None => out.push('.'),
         }
         out
+    }
+
+    /// The most frequent reasons requests failed, over every level.
+    fn failures(&self) -> String {
+        let mut by_kind: std::collections::BTreeMap<_, (usize, &str)> = Default::default();
+        for f in self.s.levels.iter().flat_map(|l| &l.summary.failures) {
+            by_kind.entry(f.kind).or_insert((0, &f.example)).0 += f.count;
+        }
+        if by_kind.is_empty() {
+            return String::new();
+        }
+        let total: usize = by_kind.values().map(|v| v.0).sum();
+        let requests: usize = self.s.levels.iter().map(|l| l.summary.requests).sum();
+        let mut top: Vec<_> = by_kind.into_iter().collect();
+        top.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+        let named: Vec<String> =
+            top.iter().take(3).map(|(k, (n, example))| format!("{n} {k} (e.g. \"{}\")", clip(example))).collect();
+        format!(" {total} of {requests} measured requests failed: {}.", named.join(", "))
     }
 
     fn short_outputs(&self) -> String {
@@ -179,6 +208,14 @@ impl<'a> Conclusion<'a> {
         let Some(first_fail) = self.s.levels.iter().find(|l| !l.summary.slos_hold()) else { return String::new() };
         let broken: Vec<String> = first_fail.summary.slos.iter().filter(|r| !r.holds).map(broken_slo).collect();
         format!(" At {} {} the SLOs break: {}.", first_fail.summary.load, self.s.load_unit, broken.join("; "))
+    }
+}
+
+/// At most 120 characters of `s`, on a character boundary.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(120) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
     }
 }
 

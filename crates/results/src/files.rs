@@ -39,6 +39,11 @@ fn csv_err(path: &Path) -> impl Fn(csv::Error) -> ResultsError + '_ {
     move |source| ResultsError::Csv { path: path.to_path_buf(), source }
 }
 
+/// CSV rows written into memory, to be appended to their file whole.
+fn row_buffer() -> csv::Writer<Vec<u8>> {
+    csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new())
+}
+
 /// A CSV file whose header is written now; rows follow without one.
 fn csv_with_header(dir: &Path, name: &str, columns: &[&str]) -> Result<csv::Writer<File>> {
     let path = dir.join(name);
@@ -51,8 +56,13 @@ fn csv_with_header(dir: &Path, name: &str, columns: &[&str]) -> Result<csv::Writ
 /// The per-request files: `records.jsonl` and `requests.csv`, appended one request at a time.
 pub struct RecordLog {
     dir: PathBuf,
-    records: BufWriter<File>,
-    requests: csv::Writer<File>,
+    records: File,
+    requests: File,
+    /// Whole lines appended since the last flush: a flush writes them with one call per
+    /// file, so a killed process leaves no line half-written (a buffered writer would spill
+    /// mid-line when its buffer filled).
+    records_buf: Vec<u8>,
+    requests_buf: csv::Writer<Vec<u8>>,
 }
 
 /// A [`RecordRow`] to write, borrowing the record.
@@ -68,17 +78,21 @@ impl RecordLog {
     /// Appends one request to both files (buffered: [`RecordLog::flush`] puts it on disk).
     pub fn append(&mut self, level: f64, phase: Phase, record: &ClientRecord) -> Result<()> {
         let path = self.dir.join(RECORDS);
-        serde_json::to_writer(&mut self.records, &RecordRowRef { level, phase, record })
+        serde_json::to_writer(&mut self.records_buf, &RecordRowRef { level, phase, record })
             .map_err(|source| ResultsError::Json { path: path.clone(), line: None, source })?;
-        self.records.write_all(b"\n").map_err(io(&path))?;
+        self.records_buf.push(b'\n');
         let csv_path = self.dir.join(REQUESTS);
-        self.requests.serialize(RequestRow::of(level, phase, record)).map_err(csv_err(&csv_path))
+        self.requests_buf.serialize(RequestRow::of(level, phase, record)).map_err(csv_err(&csv_path))
     }
 
-    /// Writes what was appended through to the files.
+    /// Writes what was appended through to the files, whole lines only.
     pub fn flush(&mut self) -> Result<()> {
-        self.records.flush().map_err(io(&self.dir.join(RECORDS)))?;
-        self.requests.flush().map_err(io(&self.dir.join(REQUESTS)))
+        let path = self.dir.join(REQUESTS);
+        let full = std::mem::replace(&mut self.requests_buf, row_buffer());
+        let csv_lines = full.into_inner().map_err(|e| io(&path)(e.into_error()))?;
+        self.records.write_all(&self.records_buf).map_err(io(&self.dir.join(RECORDS)))?;
+        self.records_buf.clear();
+        self.requests.write_all(&csv_lines).map_err(io(&path))
     }
 }
 
@@ -94,10 +108,13 @@ impl RunWriter {
     /// collects the requests as they finish.
     pub fn create(dir: &Path) -> Result<(RunWriter, RecordLog)> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let requests = csv_with_header(dir, REQUESTS, &REQUEST_COLUMNS)?;
         let log = RecordLog {
             dir: dir.to_path_buf(),
-            records: BufWriter::new(create(dir, RECORDS)?),
-            requests: csv_with_header(dir, REQUESTS, &REQUEST_COLUMNS)?,
+            records: create(dir, RECORDS)?,
+            requests: requests.into_inner().map_err(|e| io(&dir.join(REQUESTS))(e.into_error()))?,
+            records_buf: Vec::new(),
+            requests_buf: row_buffer(),
         };
         let writer = RunWriter {
             dir: dir.to_path_buf(),
@@ -164,7 +181,44 @@ pub struct Results {
     pub conclusion: String,
 }
 
+/// Why a run's files are not a whole run (interrupted, or killed), in one sentence for the
+/// top of a report or a comparison; `None` when the run finished. `summary` is `None` when
+/// the run wrote none (killed before its first level ended).
+pub fn incomplete_note(summary: Option<&RunSummary>, records: &[RecordRow]) -> Option<String> {
+    let Some(s) = summary else {
+        return Some(format!(
+            "This run did not finish: it has no summary.json (killed before its first level ended); records.jsonl holds {} requests.",
+            records.len()
+        ));
+    };
+    if s.complete {
+        return None;
+    }
+    let mut text = format!(
+        "This run did not finish (it was interrupted or killed): its summary holds {} level(s)",
+        s.levels.len()
+    );
+    let partial: Vec<String> = s.levels.iter().filter(|l| l.partial).map(|l| l.summary.load.to_string()).collect();
+    if !partial.is_empty() {
+        text.push_str(&format!(", the one at {} cut short", partial.join(", ")));
+    }
+    let summarized = |load: f64| s.levels.iter().any(|l| l.summary.load == load);
+    let orphans = records.iter().filter(|r| !summarized(r.level)).count();
+    if orphans > 0 {
+        text.push_str(&format!(
+            "; records.jsonl holds {orphans} more request(s) of a level that never ended, left out of every table"
+        ));
+    }
+    text.push('.');
+    Some(text)
+}
+
 impl Results {
+    /// [`incomplete_note`] of these results.
+    pub fn incomplete(&self) -> Option<String> {
+        incomplete_note(Some(&self.summary), &self.records)
+    }
+
     /// Reads `summary.json`, `records.jsonl` and `timeseries.csv` of `dir`.
     pub fn read(dir: &Path) -> Result<Results> {
         let summary = read_summary(dir)?;

@@ -12,7 +12,7 @@ pub mod rows;
 pub mod summary;
 
 pub use conclusion::Conclusion;
-pub use files::{read_summary, RecordLog, Results, RunWriter};
+pub use files::{incomplete_note, read_summary, RecordLog, Results, RunWriter};
 pub use harness::{CpuUse, Harness};
 pub use rows::{RecordRow, RequestRow, SeriesRow, StepRow};
 pub use summary::{

@@ -109,8 +109,8 @@ impl RequestRow {
             outcome: match &r.outcome {
                 Outcome::Ok => "ok".to_string(),
                 Outcome::Timeout => "timeout".to_string(),
-                Outcome::Error(m) => format!("error: {m}"),
-                Outcome::Refused(m) => format!("refused: {m}"),
+                Outcome::Error(f) => format!("error ({}): {f}", f.kind),
+                Outcome::Refused(f) => format!("refused ({}): {f}", f.kind),
             },
             input_tokens: r.input_tokens,
             output_tokens: r.output_tokens,

@@ -53,10 +53,19 @@ pub struct RunSummary {
     /// The capacity verdict over `levels`, stored when written (filled on reading format 1).
     #[serde(default)]
     pub capacity: Option<Verdict>,
+    /// `false` while the run is going and when it ended early (interrupted, or killed: the
+    /// summary of the last finished level stays); `true` once it finished. Absent in results
+    /// written before runs said so, which were only written whole: read as `true`.
+    #[serde(default = "yes")]
+    pub complete: bool,
 }
 
 fn format_1() -> u32 {
     1
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The engine's settings (block size, pool, budgets).
@@ -148,6 +157,10 @@ impl std::fmt::Display for LoadUnit {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LevelReport {
     pub summary: LevelSummary,
+    /// The level was cut short (the run was interrupted during it): its numbers cover the
+    /// requests that finished before it stopped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// Requests run but left out of `summary`: warm-up and cool-down.
     pub warmup_requests: usize,
     pub cooldown_requests: usize,

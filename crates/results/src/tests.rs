@@ -32,7 +32,7 @@ fn record(id: u64, ttft: u64, n: u64, wait: u64) -> ClientRecord {
         end: *times.last().unwrap(),
         input_tokens: 100,
         output_tokens: n as usize,
-        outcome: if id % 5 == 4 { Outcome::Error("boom".into()) } else { Outcome::Ok },
+        outcome: if id % 5 == 4 { Outcome::error(goodput_core::FailureKind::Http(503), "boom") } else { Outcome::Ok },
         retries: 0,
         engine: Some(EngineRecord {
             id,
@@ -85,6 +85,7 @@ fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
         harness: Harness::new(CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 2.0 }, 6, 0.0001, None, true),
         agent: None,
         rag: None,
+        partial: false,
     }
 }
 
@@ -118,6 +119,7 @@ fn run_summary() -> RunSummary {
         load_unit: LoadUnit::Users,
         slos: parse_slos("ttft_p95=100ms,error_rate=30%").unwrap(),
         levels: Vec::new(),
+        complete: true,
         capacity: None,
     }
 }

@@ -206,9 +206,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(v1)
         .route("/health", get(|| async { "ok" }))
         .route("/metrics", get(metrics_text))
-        .fallback(|uri: axum::http::Uri| async move {
-            ApiError::route_not_found(format!("no route `{}`", uri.path()))
-        })
+        .fallback(|uri: axum::http::Uri| async move { ApiError::route_not_found(format!("no route `{}`", uri.path())) })
         .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
             ApiError::method_not_allowed(format!("`{}` does not accept {method}", uri.path()))
         })
@@ -306,4 +304,3 @@ async fn chat_completions(State(st): State<Arc<AppState>>, headers: HeaderMap, b
         Err(e) => e.into_response(),
     }
 }
-

@@ -250,6 +250,10 @@ async fn the_http_target_stamps_a_request_and_reads_the_engine_s_timings() {
     .unwrap();
     let rec =
         bad.run(WorkRequest { id: 8, prompt: vec![5; 4], params: Default::default() }, target.clock().now()).await;
-    assert!(matches!(&rec.outcome, goodput_core::Outcome::Refused(m) if m.contains("404")), "{:?}", rec.outcome);
+    assert!(
+        matches!(&rec.outcome, goodput_core::Outcome::Refused(f) if f.message.contains("404") && f.kind == goodput_core::FailureKind::Http(404)),
+        "{:?}",
+        rec.outcome
+    );
     s.shutdown().await;
 }

@@ -363,11 +363,11 @@ pub async fn run_tasks<T: Target>(
     let mut sys_rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ 0xA6E7);
     let system = random_tokens(&mut sys_rng, agent.system, vocab);
     let collector = Collector::new(window, false, plan.sink.clone());
-    let (users, total) = (plan.users, plan.total());
+    let (users, total, stop) = (plan.users, plan.total(), plan.stop.clone());
     let first_task = plan.first_id / calls.max(1) + plan.warmup as u64;
     let measured = first_task..first_task + plan.units as u64;
     let tasks = Arc::new(Tasks { target, agent, vocab, plan, system, collector });
-    closed_loop(users, total, None, tasks.clone(), Tasks::task).await;
+    closed_loop(users, total, None, &stop, tasks.clone(), Tasks::task).await;
     let (run, mut tasks) = tasks.collector.finish(start, clock.now(), |_| window);
     tasks.retain(|t| measured.contains(&t.task));
     (run, tasks)

@@ -3,7 +3,7 @@
 //! soon as its phase is certain (oha's manner: workers hand raw records to one collector;
 //! the records still come back whole with the level).
 
-use crate::plan::{LevelRun, Window};
+use crate::plan::{LevelRun, Stop, Window};
 use goodput_core::{ClientRecord, Phase, Stamp, TaskRecord};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,19 +45,26 @@ impl std::fmt::Debug for RecordSink {
 }
 
 /// Runs units `0..total` over `users` closed-loop users (at least one): each user takes the
-/// next unit number as soon as its previous unit ended, until all are taken or, with a
-/// `deadline`, until it passed (units in progress finish). `unit(ctx, i)` runs unit `i`.
-pub(crate) async fn closed_loop<C, F, Fut>(users: usize, total: u64, deadline: Option<Instant>, ctx: Arc<C>, unit: F)
-where
+/// next unit number as soon as its previous unit ended, until all are taken, `stop` is raised
+/// or, with a `deadline`, until it passed (units in progress finish). `unit(ctx, i)` runs
+/// unit `i`.
+pub(crate) async fn closed_loop<C, F, Fut>(
+    users: usize,
+    total: u64,
+    deadline: Option<Instant>,
+    stop: &Stop,
+    ctx: Arc<C>,
+    unit: F,
+) where
     C: Send + Sync + 'static,
     F: Fn(Arc<C>, u64) -> Fut + Copy + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let next = Arc::new(AtomicU64::new(0));
     let users = (0..users.max(1)).map(|_| {
-        let (next, ctx) = (next.clone(), ctx.clone());
+        let (next, ctx, stop) = (next.clone(), ctx.clone(), stop.clone());
         tokio::spawn(async move {
-            while deadline.is_none_or(|d| Instant::now() < d) {
+            while deadline.is_none_or(|d| Instant::now() < d) && !stop.raised() {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= total {
                     break;
@@ -190,16 +197,28 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_closed_loop_runs_every_unit_once_and_stops_at_its_deadline() {
         let done = Arc::new(Mutex::new(Vec::new()));
-        closed_loop(3, 10, None, done.clone(), |d, i| async move { d.lock().unwrap().push(i) }).await;
+        let go = Stop::default();
+        closed_loop(3, 10, None, &go, done.clone(), |d, i| async move { d.lock().unwrap().push(i) }).await;
         let mut units = done.lock().unwrap().clone();
         units.sort();
         assert_eq!(units, (0..10).collect::<Vec<_>>());
         let count = Arc::new(AtomicU64::new(0));
         let deadline = Some(Instant::now());
-        closed_loop(3, 10, deadline, count.clone(), |c, _| async move {
+        closed_loop(3, 10, deadline, &go, count.clone(), |c, _| async move {
             c.fetch_add(1, Ordering::Relaxed);
         })
         .await;
         assert_eq!(count.load(Ordering::Relaxed), 0);
+        // Raised after the fourth unit: no unit starts after it.
+        let (stop, done) = (Stop::default(), Arc::new(AtomicU64::new(0)));
+        let ctx = Arc::new((stop.clone(), done.clone()));
+        closed_loop(1, 10, None, &stop, ctx, |c, i| async move {
+            c.1.fetch_add(1, Ordering::Relaxed);
+            if i == 3 {
+                c.0.raise();
+            }
+        })
+        .await;
+        assert_eq!(done.load(Ordering::Relaxed), 4);
     }
 }

@@ -33,7 +33,7 @@ pub enum WorkloadError {
     Embed(String),
 }
 pub use multiturn::{run_sessions, MultiTurn};
-pub use plan::{Arrival, LevelPlan, LevelRun, RetryPolicy, Trim, UnitPlan, Window};
+pub use plan::{Arrival, LevelPlan, LevelRun, RetryPolicy, Stop, Trim, UnitPlan, Window};
 pub use rag::{run_rag, Embedder, HashEmbedder, Rag, RagIndex, RagSetup, TextTokenizer, EMBED_ID_BIT};
 pub use runner::{run_level, Gaps};
 pub use scenario::{LengthDist, Scenario};

@@ -115,7 +115,7 @@ impl<T: Target> Sessions<T> {
             // The answer becomes history; the ids are not kept in the record twice.
             history.extend(std::mem::take(&mut rec.output_ids));
             self.collector.push(rec);
-            if !ok {
+            if !ok || plan.stop.raised() {
                 break;
             }
             if mt.think_ms > 0 && turn < mt.turns {
@@ -135,8 +135,8 @@ pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: 
     let mut sys_rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ 0x5757);
     let system = random_tokens(&mut sys_rng, mt.system, vocab);
     let collector = Collector::new(window, false, plan.sink.clone());
-    let (users, total) = (plan.users, plan.total());
+    let (users, total, stop) = (plan.users, plan.total(), plan.stop.clone());
     let sessions = Arc::new(Sessions { target, mt, vocab, plan, system, collector });
-    closed_loop(users, total, None, sessions.clone(), Sessions::session).await;
+    closed_loop(users, total, None, &stop, sessions.clone(), Sessions::session).await;
     sessions.collector.finish(start, clock.now(), |_| window).0
 }

@@ -141,6 +141,24 @@ pub struct UnitPlan {
     /// Where each record goes as soon as its phase is certain (see [`RecordSink`]); the
     /// level's records are kept in [`LevelRun::records`] all the same.
     pub sink: Option<RecordSink>,
+    /// Raised by the caller to end the level early (an interrupted run): no unit starts after
+    /// it, units in progress run on.
+    pub stop: Stop,
+}
+
+/// A request to stop sending, shared by the caller and a level's users: once raised, no new
+/// unit (request, session, task, query) starts and no further turn of a session is sent.
+#[derive(Clone, Debug, Default)]
+pub struct Stop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Stop {
+    pub fn raise(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn raised(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl UnitPlan {

@@ -280,7 +280,7 @@ impl RagSetup {
 pub const EMBED_ID_BIT: u64 = 1 << 62;
 
 fn failed(id: u64, at: Stamp, why: String) -> ClientRecord {
-    ClientRecord::unanswered(id, at, 0, at, Outcome::Error(why))
+    ClientRecord::unanswered(id, at, 0, at, Outcome::error(goodput_core::FailureKind::Other, why))
 }
 
 /// What every query of a level needs.
@@ -385,9 +385,9 @@ pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: Unit
     let start = clock.now();
     let window = plan.window(1, start);
     let collector = Collector::new(window, false, plan.sink.clone());
-    let (users, total) = (plan.users, plan.total());
+    let (users, total, stop) = (plan.users, plan.total(), plan.stop.clone());
     let queries = Arc::new(Queries { target, setup, plan, collector });
-    closed_loop(users, total, None, queries.clone(), Queries::query).await;
+    closed_loop(users, total, None, &stop, queries.clone(), Queries::query).await;
     let (run, mut tasks) = queries.collector.finish(start, clock.now(), |_| window);
     tasks.retain(|t| (window.from_id..window.to_id).contains(&t.task));
     (run, tasks)

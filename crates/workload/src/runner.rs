@@ -106,7 +106,7 @@ impl<T: Target> Level<T> {
     /// `think`).
     async fn closed(self: &Arc<Self>, users: usize, think: Duration, deadline: Option<Instant>) {
         let total = self.plan.total();
-        closed_loop(users, total, deadline, self.clone(), move |level, i| async move {
+        closed_loop(users, total, deadline, &self.plan.stop, self.clone(), move |level, i| async move {
             level.request(i, level.target.clock().now()).await;
             if !think.is_zero() {
                 tokio::time::sleep(think).await;
@@ -124,10 +124,13 @@ impl<T: Target> Level<T> {
         let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
         for i in 0..total {
             let due = t0 + Duration::from_secs_f64(at);
-            if deadline.is_some_and(|d| due.into_std() >= d) {
+            if deadline.is_some_and(|d| due.into_std() >= d) || self.plan.stop.raised() {
                 break;
             }
             tokio::time::sleep_until(due).await;
+            if self.plan.stop.raised() {
+                break;
+            }
             let (level, intended) = (self.clone(), clock.stamp(due.into_std()));
             tasks.push(tokio::spawn(async move { level.request(i, intended).await }));
             at += gaps.next_gap();
@@ -260,9 +263,9 @@ mod tests {
             let outcome = if k > self.fail {
                 Outcome::Ok
             } else if self.refuse {
-                Outcome::Refused("bad request".into())
+                Outcome::refused(goodput_core::FailureKind::Http(400), "bad request")
             } else {
-                Outcome::Error("overloaded".into())
+                Outcome::error(goodput_core::FailureKind::Http(429), "overloaded")
             };
             let mut r = ClientRecord::unanswered(req.id, intended, req.prompt.len(), now, outcome);
             r.sent = now;

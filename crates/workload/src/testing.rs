@@ -71,5 +71,6 @@ pub fn units(users: usize, units: usize, warmup: usize) -> UnitPlan {
         seed: 1,
         first_id: 100,
         sink: None,
+        stop: Default::default(),
     }
 }

@@ -154,19 +154,25 @@ fn export(a: &CompareArgs, o: &Outcome) -> Result<()> {
 }
 
 /// The measured records of a run, by level load (the text of the load, as the table shows it).
-fn load_run(dir: &Path) -> Result<BTreeMap<String, Vec<ClientRecord>>> {
+/// A run's measured records by level, and why the run is incomplete if it is.
+type Loaded = (BTreeMap<String, Vec<ClientRecord>>, Option<String>);
+
+fn load_run(dir: &Path) -> Result<Loaded> {
     let path = dir.join(RECORDS);
     if !path.is_file() {
         bail!("{}: not a goodput run directory (no records.jsonl)", dir.display());
     }
+    let rows = read_jsonl::<RecordRow>(&path)?;
+    let summary = goodput_results::read_summary(dir).ok();
+    let note = goodput_results::incomplete_note(summary.as_ref(), &rows).map(|n| format!("`{}`: {n}", dir.display()));
     let mut levels: BTreeMap<String, Vec<ClientRecord>> = BTreeMap::new();
-    for row in read_jsonl::<RecordRow>(&path)?.into_iter().filter(|r| r.phase == Phase::Measured) {
+    for row in rows.into_iter().filter(|r| r.phase == Phase::Measured) {
         levels.entry(row.level.to_string()).or_default().push(row.record);
     }
     if levels.is_empty() {
         bail!("{}: no measured requests", path.display());
     }
-    Ok(levels)
+    Ok((levels, note))
 }
 
 fn fmt(key: &str, x: f64) -> String {
@@ -201,8 +207,14 @@ fn keys(a: &CompareArgs) -> Result<(Vec<Key>, Vec<Threshold>)> {
 
 fn runs(a: &CompareArgs) -> Result<Outcome> {
     let (keys, thresholds) = keys(a)?;
-    let ra: Vec<BTreeMap<String, Vec<ClientRecord>>> = a.a.iter().map(|p| load_run(p)).collect::<Result<_>>()?;
-    let rb: Vec<BTreeMap<String, Vec<ClientRecord>>> = a.b.iter().map(|p| load_run(p)).collect::<Result<_>>()?;
+    let (ra, notes_a): (Vec<_>, Vec<_>) =
+        a.a.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
+    let (rb, notes_b): (Vec<_>, Vec<_>) =
+        a.b.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
+    let notes: Vec<String> = notes_a.into_iter().chain(notes_b).flatten().collect();
+    for n in &notes {
+        eprintln!("warning: incomplete run: {n}");
+    }
     // Levels every repeat of both sides ran, by load ascending.
     let mut shared: Vec<&String> = ra[0].keys().filter(|l| ra.iter().chain(&rb).all(|r| r.contains_key(*l))).collect();
     if shared.is_empty() {
@@ -213,8 +225,9 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
         );
     }
     shared.sort_by(|x, y| x.parse::<f64>().unwrap_or(0.0).total_cmp(&y.parse::<f64>().unwrap_or(0.0)));
+    let warnings: String = notes.iter().map(|n| format!("> **Incomplete run:** {n}\n\n")).collect();
     let mut out = Outcome::new(format!(
-        "### goodput compare\n\nA: `{}` · B: `{}` · 95 % bootstrap intervals over each run's measured requests\n\n| load | metric | A | B | B − A | B / A | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
+        "### goodput compare\n\n{warnings}A: `{}` · B: `{}` · 95 % bootstrap intervals over each run's measured requests\n\n| load | metric | A | B | B − A | B / A | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
         path_list(&a.a),
         path_list(&a.b)
     ));

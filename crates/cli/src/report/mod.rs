@@ -30,7 +30,7 @@ pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}figure{margin:1.5em 0}figcaption{color:#555;font-size:0.9em}table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}details{margin:0.6em 0}summary{cursor:pointer;font-weight:bold}p.conclusion{font-size:1.05em;line-height:1.5;background:#f6f8fa;padding:1em;border-left:4px solid #1f77b4}";
+const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}figure{margin:1.5em 0}figcaption{color:#555;font-size:0.9em}table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}details{margin:0.6em 0}summary{cursor:pointer;font-weight:bold}p.incomplete{background:#fff3cd;border-left:4px solid #d39e00;padding:0.8em}p.conclusion{font-size:1.05em;line-height:1.5;background:#f6f8fa;padding:1em;border-left:4px solid #1f77b4}";
 
 /// The whole page.
 pub fn html(r: &Results) -> Result<String> {
@@ -41,6 +41,12 @@ pub fn html(r: &Results) -> Result<String> {
         esc(&s.model)
     );
     page.push_str(&format!("<h1>goodput report: {}, {}</h1>\n", esc(&s.model), esc(&s.workload.name)));
+    if let Some(note) = r.incomplete() {
+        page.push_str(&format!(
+            "<p class=\"incomplete\" id=\"incomplete\"><strong>Incomplete run.</strong> {}</p>\n",
+            esc(&note)
+        ));
+    }
     page.push_str("<h2 id=\"conclusion\">Conclusion</h2>\n<p class=\"conclusion\">");
     page.push_str(&esc(&r.conclusion));
     page.push_str("</p>\n<h2 id=\"charts\">Charts</h2>\n");
@@ -66,6 +72,9 @@ pub fn html(r: &Results) -> Result<String> {
 
 pub fn run(a: ReportArgs) -> Result<()> {
     let r = Results::read(&a.dir)?;
+    if let Some(note) = r.incomplete() {
+        eprintln!("warning: incomplete run: {note}");
+    }
     let out = a.out.clone().unwrap_or_else(|| a.dir.join("report.html"));
     write(&r, &out)?;
     eprintln!("report: {}", out.display());

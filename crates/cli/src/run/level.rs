@@ -11,7 +11,9 @@ use goodput_metrics::engine::SeriesPoint;
 use goodput_metrics::level::summarize;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
 use goodput_results::{vllm_keys, Harness, LevelReport};
-use goodput_workload::{Arrival, LevelOutput, LevelPlan, RecordSink, UnitPlan, Workload};
+use goodput_workload::{Arrival, LevelOutput, LevelPlan, LevelRun, RecordSink, Stop, UnitPlan, Workload};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A finished level: its report and what the files keep beside it.
 pub struct Finished {
@@ -38,6 +40,7 @@ pub fn level_plan(
     counts: &Counts,
     first_id: u64,
     sink: Option<RecordSink>,
+    stop: Stop,
 ) -> LevelPlan {
     LevelPlan {
         arrival: level.arrival.clone(),
@@ -53,24 +56,89 @@ pub fn level_plan(
             seed: a.seed,
             first_id,
             sink,
+            stop,
         },
+    }
+}
+
+/// How long requests in flight get to finish after an interrupt.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+
+/// What a level's sink saw, for a level cut short before the workload returned its records.
+pub type Seen = Arc<Mutex<Vec<(Phase, ClientRecord)>>>;
+
+/// What the workload gave back: whole, or (cut at the interrupt grace) the records its sink saw.
+struct Ran {
+    records: Vec<(Phase, ClientRecord)>,
+    tasks: Vec<goodput_core::TaskRecord>,
+    start: Stamp,
+    partial: bool,
+}
+
+impl Ran {
+    fn whole(out: LevelOutput, partial: bool) -> Self {
+        let LevelOutput { run: LevelRun { records, window, start, .. }, tasks } = out;
+        let records = records.into_iter().map(|r| (window.phase(&r), r)).collect();
+        Ran { records, tasks, start, partial }
+    }
+
+    fn measured(&self) -> Vec<&ClientRecord> {
+        self.records.iter().filter(|(p, _)| *p == Phase::Measured).map(|(_, r)| r).collect()
+    }
+
+    fn count(&self, phase: Phase) -> usize {
+        self.records.iter().filter(|(p, _)| *p == phase).count()
+    }
+}
+
+/// Runs the level's workload until it ends; once `stop` is raised (an interrupt) the
+/// workload sends nothing more, and what is in flight gets [`INTERRUPT_GRACE`]. Past it, the
+/// level is what `seen` holds.
+fn drive(rig: &Rig, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Ran {
+    let start = goodput_core::Target::clock(&*rig.target).now();
+    let out = rig.rt.block_on(async {
+        let work = rig.workload.run(rig.target.clone(), rig.vocab, lp);
+        tokio::pin!(work);
+        let stopped = async {
+            while !stop.raised() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::select! {
+            out = &mut work => Ok(out),
+            _ = stopped => tokio::time::timeout(INTERRUPT_GRACE, work).await.map_err(|_| ()),
+        }
+    });
+    match out {
+        Ok(out) => Ran::whole(out, stop.raised()),
+        Err(()) => {
+            let records = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
+            Ran { records, tasks: Vec::new(), start, partial: true }
+        }
     }
 }
 
 /// Runs one level: the workload against the target (its /metrics scraped around it for an
 /// HTTP target), then the level's report over its measured window.
-pub fn run(rig: &Rig, a: &RunArgs, plan: &RunPlan, level: &LevelSpec, lp: LevelPlan) -> Finished {
+pub fn run(
+    rig: &Rig,
+    a: &RunArgs,
+    plan: &RunPlan,
+    level: &LevelSpec,
+    lp: LevelPlan,
+    stop: &Stop,
+    seen: &Seen,
+) -> Finished {
     let _ = rig.steps.drain();
     let scraper = rig.http().map(|h| Scraper::start(&rig.rt, h, a.scrape_interval));
-    let (out, cpu) = crate::cpu::measure(|| rig.rt.block_on(rig.workload.run(rig.target.clone(), rig.vocab, lp)));
-    let LevelOutput { run, tasks } = out;
-    let measured: Vec<&ClientRecord> = run.measured().collect();
+    let (ran, cpu) = crate::cpu::measure(|| drive(rig, lp, stop, seen));
+    let measured = ran.measured();
     // The engine's and the server's state over the measured window (the summary's): from the
     // first measured request's intended send to the last one's end, a warm-up burst left out.
     let window = measured.iter().map(|r| r.intended).min().zip(measured.iter().map(|r| r.end).max());
     // The server's histograms over the measured requests: from when the last warm-up request
     // ended to when the last measured one did.
-    let last_end = |p: Phase| run.records.iter().filter(|r| run.phase(r) == p).map(|r| r.end).max();
+    let last_end = |p: Phase| ran.records.iter().filter(|(q, _)| *q == p).map(|(_, r)| r.end).max();
     let measured_ends = last_end(Phase::Measured).map(|end| (last_end(Phase::Warmup), end));
     let server = scraper.map(|s| s.finish(&rig.rt, measured_ends, window));
     let steps: Vec<StepRecord> = rig.steps.drain().collect();
@@ -82,32 +150,32 @@ pub fn run(rig: &Rig, a: &RunArgs, plan: &RunPlan, level: &LevelSpec, lp: LevelP
     let sent: Vec<f64> = measured.iter().map(|r| r.sent.as_secs()).collect();
     let harness = Harness::new(
         cpu,
-        run.records.len(),
+        ran.records.len(),
         summary.send_lag.as_ref().map_or(0.0, |x| x.p99),
         open_loop.map(|rate| (sent.as_slice(), rate)),
         rig.engine_in_process(),
     );
-    let task_summary = (!tasks.is_empty()).then(|| goodput_metrics::agent::summarize_tasks(&tasks));
+    let task_summary = (!ran.tasks.is_empty()).then(|| goodput_metrics::agent::summarize_tasks(&ran.tasks));
     let (agent, rag) = match rig.workload {
         Workload::Rag(_) => (None, task_summary),
         _ => (task_summary, None),
     };
     let engine = EngineLevel::of(&in_window(&steps, window));
-    let (warmup_requests, cooldown_requests) = run.excluded();
     let report = LevelReport {
         vllm: vllm_keys(&summary),
         turns: goodput_metrics::turns::by_turn(&measured),
         summary,
-        warmup_requests,
-        cooldown_requests,
+        warmup_requests: ran.count(Phase::Warmup),
+        cooldown_requests: ran.count(Phase::Cooldown),
         occupancy: Occupancy::of(&engine, server.as_ref()),
         engine,
         server,
         harness,
         agent,
         rag,
+        partial: ran.partial,
     };
-    let series = goodput_metrics::engine::series(&steps, run.start, a.series_interval.as_secs_f64());
+    let series = goodput_metrics::engine::series(&steps, ran.start, a.series_interval.as_secs_f64());
     Finished { report, steps, series }
 }
 

@@ -5,6 +5,7 @@
 //! [`level`] runs and is reported, and the [`sweep`] writes, refines and concludes.
 
 mod args;
+mod interrupt;
 mod level;
 mod plan;
 mod records;
@@ -18,7 +19,7 @@ use sweep::Sweep;
 
 /// `goodput capacity`: levels 1, 2, 4, … users up to `--max-users`, stopping at the first
 /// level whose SLOs break, then `--refine` bisection steps.
-pub fn capacity(c: CapacityArgs) -> Result<()> {
+pub fn capacity(c: CapacityArgs) -> Result<i32> {
     let mut a = c.run;
     if a.rate.is_some() || a.stages.is_some() || a.duration.is_some() {
         bail!("goodput capacity searches over users with --requests per level; drop --rate, --stages and --duration");
@@ -35,16 +36,26 @@ pub fn capacity(c: CapacityArgs) -> Result<()> {
     run(a)
 }
 
+/// `goodput run`'s exit status when every level measured a completed request.
+pub const EXIT_OK: i32 = 0;
+/// A level measured no completed request: its numbers describe failures only.
+pub const EXIT_NOTHING_COMPLETED: i32 = 3;
+/// Interrupted (SIGINT or SIGTERM): what finished is written, the run marked incomplete.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
 /// `goodput run`: the plan checked, the rig set up, the levels run one by one (each written
 /// as it finishes), refinement levels added, then the tables, the conclusion and the report.
-pub fn run(a: RunArgs) -> Result<()> {
+/// Returns the exit status: [`EXIT_OK`], [`EXIT_NOTHING_COMPLETED`] or [`EXIT_INTERRUPTED`].
+pub fn run(a: RunArgs) -> Result<i32> {
     let plan = plan::RunPlan::new(&a)?;
     let rig = rig::Rig::build(&a, &plan)?;
-    let mut sweep = Sweep::start(&a, &plan, &rig)?;
-    while let Some(level) = sweep.next_level() {
+    let stop = interrupt::install(&rig.rt);
+    let mut sweep = Sweep::start(&a, &plan, &rig, stop.clone())?;
+    while !stop.raised() {
+        let Some(level) = sweep.next_level() else { break };
         let finished = sweep.run_level(&rig, &level)?;
         sweep.finish_level(finished)?;
     }
     drop(rig);
-    sweep.finish()
+    sweep.finish(stop.raised())
 }

@@ -14,7 +14,6 @@ use goodput_results::LoadUnit;
 use goodput_workload::{Arrival, RetryPolicy, Trim};
 use std::collections::VecDeque;
 use std::time::Duration;
-use std::time::Duration;
 
 /// One level to run: its load, how requests arrive, and how long it lasts (if by time).
 #[derive(Clone, Debug, PartialEq)]

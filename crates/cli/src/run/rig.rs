@@ -146,7 +146,13 @@ impl Rig {
         template: Option<String>,
     ) -> Result<()> {
         let e = self.engine.as_ref().context("http-local needs the engine")?;
-        let st = crate::serve::state(e, tokenizer.clone(), served_name(a, plan), template, goodput_server::Policy::default())?;
+        let st = crate::serve::state(
+            e,
+            tokenizer.clone(),
+            served_name(a, plan),
+            template,
+            goodput_server::Policy::default(),
+        )?;
         let server = LocalServer::start(st, a.harness_cpus.as_ref().map(|c| c.0.clone()))?;
         let http = HttpTarget::new(http_config(a, plan, server.url.clone(), tokenizer), e.handle().clock())?;
         self.server = Some(server);

@@ -11,6 +11,7 @@ use super::rig::{engine_settings, machine, Rig};
 use crate::table;
 use anyhow::Result;
 use goodput_results::{export, Conclusion, RetrySetting, RunSummary, RunWriter, WorkloadInfo, FORMAT};
+use goodput_workload::{RecordSink, Stop};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -23,10 +24,12 @@ pub struct Sweep<'a> {
     refine_left: usize,
     first_id: u64,
     bar: indicatif::ProgressBar,
+    /// Raised by an interrupt: the current level stops sending, no later level starts.
+    stop: Stop,
 }
 
 impl<'a> Sweep<'a> {
-    pub fn start(a: &'a RunArgs, plan: &'a RunPlan, rig: &Rig) -> Result<Self> {
+    pub fn start(a: &'a RunArgs, plan: &'a RunPlan, rig: &Rig, stop: Stop) -> Result<Self> {
         let w = &rig.workload;
         let summary = RunSummary {
             format: FORMAT,
@@ -46,6 +49,7 @@ impl<'a> Sweep<'a> {
             slos: plan.slos.clone(),
             levels: Vec::new(),
             capacity: None,
+            complete: false,
         };
         let files = match &a.out {
             Some(dir) => {
@@ -77,7 +81,8 @@ impl<'a> Sweep<'a> {
                 .expect("a valid progress template"),
         );
         bar.enable_steady_tick(Duration::from_millis(120));
-        Ok(Sweep { a, plan, summary, files, queue: plan.levels.clone(), refine_left: a.refine, first_id: 0, bar })
+        let queue = plan.levels.clone();
+        Ok(Sweep { a, plan, summary, files, queue, refine_left: a.refine, first_id: 0, bar, stop })
     }
 
     /// Level lines are progress (hidden by --quiet); warnings always show.
@@ -107,10 +112,18 @@ impl<'a> Sweep<'a> {
     pub fn run_level(&mut self, rig: &Rig, level: &LevelSpec) -> Result<Finished> {
         self.bar.set_message(format!("{} {}", level.load, self.plan.unit));
         let counts = Counts::of(self.a, level, rig.workload.is_sessions());
-        let sink = self.files.as_ref().map(|(_, records)| records.sink(level.load));
-        let lp = level::level_plan(self.a, self.plan, level, &counts, self.first_id, sink);
+        // Every record goes to the files as it finishes, and is kept for a level cut short.
+        let seen = level::Seen::default();
+        let (keep, file) = (seen.clone(), self.files.as_ref().map(|(_, records)| records.sink(level.load)));
+        let sink = RecordSink::new(move |r, phase| {
+            keep.lock().unwrap_or_else(|e| e.into_inner()).push((phase, r.clone()));
+            if let Some(f) = &file {
+                f.report(r, phase);
+            }
+        });
+        let lp = level::level_plan(self.a, self.plan, level, &counts, self.first_id, Some(sink), self.stop.clone());
         self.first_id += level::id_span(level, &counts, &rig.workload);
-        Ok(level::run(rig, self.a, self.plan, level, lp))
+        Ok(level::run(rig, self.a, self.plan, level, lp, &self.stop, &seen))
     }
 
     /// Warns, prints and writes a finished level; a capacity search stops at its first failure.
@@ -129,6 +142,14 @@ impl<'a> Sweep<'a> {
             );
         }
         self.log(table::level_line(r, unit), false);
+        if !r.summary.failures.is_empty() {
+            let (failed, n) = (r.summary.requests - r.summary.completed, r.summary.requests);
+            let line = format!("  {failed} of {n} failed: {}", failure_text(&r.summary.failures));
+            self.log(line, r.summary.completed == 0);
+        }
+        if r.partial {
+            self.log(format!("  {} {unit}: partial (interrupted)", r.summary.load), true);
+        }
         self.log(table::layers(r, unit), false);
         self.bar.inc(1);
         let failed = !r.summary.slos_hold();
@@ -164,9 +185,16 @@ impl<'a> Sweep<'a> {
         Ok(())
     }
 
-    /// The sweep's tables and conclusion on stdout, the conclusion and report in the files.
-    pub fn finish(self) -> Result<()> {
+    /// The sweep's tables and conclusion on stdout, the conclusion and report in the files;
+    /// the summary marked complete unless `interrupted`. Returns the exit status.
+    pub fn finish(mut self, interrupted: bool) -> Result<i32> {
         self.bar.finish_and_clear();
+        self.summary.complete = !interrupted;
+        if let Some((writer, records)) = self.files.as_mut() {
+            records.sync()?;
+            writer.write_summary(&self.summary)?;
+        }
+        self.export()?;
         let (s, unit) = (&self.summary, self.plan.unit);
         if let Some(storm) = s.verdict().retry_storm {
             let shares: Vec<String> =
@@ -202,6 +230,40 @@ impl<'a> Sweep<'a> {
             }
             eprintln!("results in {}", writer.dir().display());
         }
-        Ok(())
+        Ok(self.exit_status(interrupted))
+    }
+
+    /// 130 when interrupted, 3 when a level measured no completed request (named, with why).
+    fn exit_status(&self, interrupted: bool) -> i32 {
+        if interrupted {
+            eprintln!("goodput run: interrupted; the summary is marked incomplete");
+            return super::EXIT_INTERRUPTED;
+        }
+        let unit = self.plan.unit;
+        let empty: Vec<_> = self.summary.levels.iter().filter(|l| l.summary.completed == 0).collect();
+        for l in &empty {
+            let why = failure_text(&l.summary.failures);
+            eprintln!("error: at {} {unit} no measured request completed: {why}", l.summary.load);
+        }
+        if empty.is_empty() {
+            super::EXIT_OK
+        } else {
+            super::EXIT_NOTHING_COMPLETED
+        }
+    }
+}
+
+/// `12 http-503 ("the server is overloaded…"), 3 timeout`: the kinds of failure, most
+/// frequent first, with the first message of the most frequent.
+fn failure_text(failures: &[goodput_metrics::level::FailureCount]) -> String {
+    let mut parts: Vec<String> = failures.iter().map(|f| format!("{} {}", f.count, f.kind)).collect();
+    if let (Some(first), Some(top)) = (parts.first_mut(), failures.first()) {
+        let example: String = top.example.chars().take(160).collect();
+        first.push_str(&format!(" (\"{example}\")"));
+    }
+    if parts.is_empty() {
+        "nothing was measured".into()
+    } else {
+        parts.join(", ")
     }
 }

@@ -183,7 +183,7 @@ fn the_target_refuses_an_absurd_max_tokens_without_panicking() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let rec = rt.block_on(h.run(req, h.clock().now()));
     assert!(
-        matches!(&rec.outcome, Outcome::Refused(m) if m.contains("exceeds the model's context")),
+        matches!(&rec.outcome, Outcome::Refused(f) if f.message.contains("exceeds the model's context")),
         "{:?}",
         rec.outcome
     );

@@ -96,4 +96,3 @@ pub fn events(body: &str) -> Vec<String> {
         .map(String::from)
         .collect()
 }
-
