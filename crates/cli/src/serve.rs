@@ -103,6 +103,8 @@ fn open_file_limit() -> Option<u64> {
     let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
+    // rlim_t is u64 on Linux and macOS, but not on every platform libc serves.
+    #[allow(clippy::unnecessary_cast)]
     (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
 }
 

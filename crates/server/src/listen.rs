@@ -141,7 +141,12 @@ async fn connection(
     let _ = conn.await;
 }
 
-/// Answers every request of an over-limit connection with 503 and closes it.
+/// An over-limit connection gets at most this long to send its request head.
+const REFUSE_WITHIN: Duration = Duration::from_secs(1);
+
+/// Answers the request of an over-limit connection with 503 and closes it; a connection that
+/// sends no whole head within [`REFUSE_WITHIN`] (or the header timeout, if shorter) is closed
+/// without an answer, so refused sockets do not hold file descriptors for long.
 async fn refuse(builder: auto::Builder<TokioExecutor>, tcp: TcpStream, limits: ListenLimits) {
     let max = limits.max_connections;
     let svc = hyper::service::service_fn(move |_req| async move {
@@ -152,5 +157,6 @@ async fn refuse(builder: auto::Builder<TokioExecutor>, tcp: TcpStream, limits: L
         r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
         Ok::<_, Infallible>(r)
     });
-    let _ = tokio::time::timeout(limits.header_timeout, builder.serve_connection(TokioIo::new(tcp), svc)).await;
+    let within = limits.header_timeout.min(REFUSE_WITHIN);
+    let _ = tokio::time::timeout(within, builder.serve_connection(TokioIo::new(tcp), svc)).await;
 }
