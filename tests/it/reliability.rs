@@ -2,7 +2,7 @@
 //! server sent a half request at shutdown: the real `goodput` binary on loopback, bounded in
 //! count and time.
 
-use crate::common::{goodput, goodput_code, records, summary_of, temp};
+use crate::common::{check_schema, goodput, goodput_code, records, summary_of, temp};
 use goodput_results::RecordRow;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -68,6 +68,7 @@ fn an_interrupted_run_writes_what_finished_marks_itself_incomplete_and_exits_130
     assert_eq!(code, Some(130), "{err}");
     assert!(err.contains("interrupted") && !err.contains("panicked"), "{err}");
     let s = summary_of(&out);
+    check_schema(&s);
     assert_eq!(s["complete"], false);
     let levels = s["levels"].as_array().unwrap();
     assert_eq!(levels.len(), 1, "the second level never started");
@@ -230,6 +231,7 @@ fn a_server_whose_every_stream_breaks_has_no_throughput_and_the_run_exits_3_sayi
     assert!(stdout.contains("none of 6 measured requests completed"), "{stdout}");
     assert!(stdout.contains("12 of 12 measured requests failed: 12 no-end-marker"), "{stdout}");
     let s = summary_of(&out);
+    check_schema(&s);
     assert_eq!(s["complete"], true);
     for l in s["levels"].as_array().unwrap() {
         let l = &l["summary"];

@@ -7,6 +7,7 @@ pub mod core;
 pub mod encoder;
 pub mod engine;
 pub mod error;
+pub mod guard;
 pub mod kv_cache;
 pub mod loader;
 pub mod model;

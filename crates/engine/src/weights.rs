@@ -149,8 +149,15 @@ impl GgufSource {
     pub fn open(path: &Path, dequantize: bool, dtype: DType, device: Device) -> Result<Self> {
         let mut file = std::fs::File::open(path)
             .map_err(|e| EngineError::Weights(format!("cannot open {}: {e}", path.display())))?;
-        let content = gguf_file::Content::read(&mut file)
-            .map_err(|e| EngineError::Weights(format!("{} is not a readable GGUF file: {e}", path.display())))?;
+        let unreadable =
+            |e: String| EngineError::Weights(format!("{} is not a readable GGUF file: {e}", path.display()));
+        // candle's reader panics on some malformed headers (an alignment of 0).
+        let content = crate::guard::quietly(|| gguf_file::Content::read(&mut file))
+            .map_err(unreadable)?
+            .map_err(|e| unreadable(e.to_string()))?;
+        for (name, info) in &content.tensor_infos {
+            check_gguf_tensor(name, info, content.tensor_data_offset, u64::MAX).map_err(unreadable)?;
+        }
         let arch =
             content.metadata.get("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
         // llama.cpp permutes Q/K of Llama-style models for interleaved RoPE; Qwen2 keeps NEOX order.
@@ -214,8 +221,12 @@ impl GgufSource {
         if !self.content.tensor_infos.contains_key(&g) {
             return Err(EngineError::Weights(format!("tensor `{g}` (for `{name}`) is missing from {}", self.origin)));
         }
-        self.content
-            .tensor(&mut self.file, &g, &self.device)
+        let (content, file, device) = (&self.content, &mut self.file, &self.device);
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        check_gguf_tensor(&g, &content.tensor_infos[&g], content.tensor_data_offset, len)
+            .map_err(|e| EngineError::Weights(format!("{}: {e}", self.origin)))?;
+        crate::guard::quietly(|| content.tensor(file, &g, device))
+            .map_err(|panic| EngineError::Weights(format!("tensor `{g}` cannot be read: {panic}")))?
             .map_err(|e| EngineError::Weights(format!("tensor `{g}`: {e}")))
     }
 }
@@ -247,6 +258,24 @@ impl TensorSource for GgufSource {
     }
 }
 
+/// A GGUF tensor's header checked before candle reads it: at least one element, and its bytes
+/// (by checked arithmetic) inside a file of `len` bytes (at open, `u64::MAX`: a cut file is
+/// found when its tensors are read). candle's reader overflows on huge
+/// dimensions and aborts the process on a tensor of no elements.
+fn check_gguf_tensor(name: &str, info: &gguf_file::TensorInfo, data_offset: u64, len: u64) -> Result<(), String> {
+    let dims = info.shape.dims();
+    let elems = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    let (block, size) = (info.ggml_dtype.block_size(), info.ggml_dtype.type_size());
+    let bytes = elems.filter(|&n| n > 0).and_then(|n| (n / block).checked_mul(size));
+    let end = bytes.and_then(|b| data_offset.checked_add(info.offset)?.checked_add(b as u64));
+    match (elems, end) {
+        (Some(0), _) => Err(format!("tensor `{name}` has no elements (dims {dims:?})")),
+        (None, _) => Err(format!("tensor `{name}`: dims {dims:?} overflow")),
+        (_, Some(end)) if end <= len => Ok(()),
+        _ => Err(format!("tensor `{name}` (dims {dims:?}) lies beyond the end of the file ({len} bytes)")),
+    }
+}
+
 /// Shape fields of a Hugging Face `config.json`, compared with the catalog entry so that real
 /// weights never run under a wrong shape (e.g. a `rope_theta` kept only inside
 /// `rope_parameters`, as newer SmolLM2 configs do, silently falling back to 10000).
@@ -256,6 +285,14 @@ pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| EngineError::Config(format!("{} is not JSON: {e}", path.display())))?;
     let num = |k: &str| v.get(k).and_then(|x| x.as_f64());
+    // A field that is there must be a number: a string or a list is not "absent".
+    let shape_keys = ["hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"];
+    let other_keys = ["intermediate_size", "vocab_size", "rope_theta", "rms_norm_eps"];
+    let nested = v.get("rope_parameters").and_then(|r| r.get("rope_theta")).map(|x| ("rope_parameters.rope_theta", x));
+    let present = shape_keys.iter().chain(&other_keys).filter_map(|&k| Some((k, v.get(k)?))).chain(nested);
+    if let Some((k, x)) = present.filter(|(_, x)| !x.is_null()).find(|(_, x)| !x.is_number()) {
+        return Err(EngineError::Config(format!("{}: `{k}` is {x}, not a number", path.display())));
+    }
     let rope_theta = num("rope_theta")
         .or_else(|| v.get("rope_parameters").and_then(|r| r.get("rope_theta")).and_then(|x| x.as_f64()));
     let checks: [(&str, Option<f64>, f64); 8] = [

@@ -134,11 +134,11 @@ impl Agent {
     pub fn max_context(&self) -> usize {
         (0..self.steps.len())
             .filter(|&i| matches!(self.steps[i].step, AgentStep::Llm { .. }))
+            // Saturating, as a file's lengths may be anything.
             .map(|i| {
-                self.system
-                    + self.question.max()
-                    + self.ancestors(i).iter().map(|&j| self.added_max(j)).sum::<usize>()
-                    + self.added_max(i)
+                let added =
+                    self.ancestors(i).iter().fold(self.added_max(i), |a, &j| a.saturating_add(self.added_max(j)));
+                self.system.saturating_add(self.question.max()).saturating_add(added)
             })
             .max()
             .unwrap_or(0)

@@ -42,9 +42,11 @@ impl MultiTurn {
         }
     }
 
-    /// The longest history the last turn can reach.
+    /// The longest history the last turn can reach (saturating: a file's lengths may be
+    /// anything, and an overflow must not pass as a short context).
     pub fn max_context(&self) -> usize {
-        self.system + self.turns as usize * (self.user.max() + self.output.max())
+        let per_turn = self.user.max().saturating_add(self.output.max());
+        self.system.saturating_add((self.turns as usize).saturating_mul(per_turn))
     }
 
     /// Checks the sessions against the model's context before anything runs.

@@ -19,10 +19,26 @@ pub(crate) fn random_tokens(rng: &mut impl Rng, n: usize, vocab: usize) -> Vec<T
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum LengthDist {
-    Fixed { n: usize },
-    Uniform { min: usize, max: usize },
-    Normal { mean: f64, std: f64, min: usize, max: usize },
-    LogNormal { median: f64, sigma: f64, min: usize, max: usize },
+    Fixed {
+        n: usize,
+    },
+    Uniform {
+        min: usize,
+        max: usize,
+    },
+    Normal {
+        mean: f64,
+        std: f64,
+        min: usize,
+        max: usize,
+    },
+    #[serde(alias = "lognormal")]
+    LogNormal {
+        median: f64,
+        sigma: f64,
+        min: usize,
+        max: usize,
+    },
 }
 
 impl LengthDist {
@@ -49,7 +65,8 @@ impl LengthDist {
     }
 
     pub fn sample(&self, rng: &mut impl Rng) -> usize {
-        let clamp = |x: f64, min: usize, max: usize| (x.round().max(min as f64) as usize).min(max);
+        // In integers: an f64 holds no usize above 2^53 exactly, so a bound there would move.
+        let clamp = |x: f64, min: usize, max: usize| (x.round() as usize).max(min).min(max);
         match *self {
             LengthDist::Fixed { n } => n,
             LengthDist::Uniform { min, max } => rng.random_range(min..=max),

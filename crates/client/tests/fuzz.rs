@@ -1,0 +1,647 @@
+//! Property-based fuzzing of what the HTTP client reads from servers: the data of SSE events
+//! through `StreamParser::event` (OpenAI chat and completions chunks, usage chunks, goodput's
+//! timing object, error events, TGI's native token events, `token_ids`), fed as a stream of
+//! several events into one parser, and Prometheus `/metrics` text through `parse_metrics`.
+//! Every property is "no panic, bounded in time": each call returns a `Step` (or Ok/Err), and
+//! the parser's state stays consistent (`done` is stamped on `Done`; every content chunk
+//! carries text; chunk stamps never go back; histogram buckets come sorted).
+//!
+//! Inputs are arbitrary text and valid chunks / vLLM-style expositions mutated structurally
+//! (fields deleted, renamed or duplicated, values replaced by other types, huge or
+//! non-finite numbers, deep nesting, lone surrogates; lines of any metric kind with odd
+//! names, labels, values and timestamps) and then at the byte level.
+//!
+//! Cases: 256 per property (5 properties, about 1,300 cases in all; a stream case feeds up
+//! to 8 events); failures are not persisted (no `proptest-regressions` files).
+
+use goodput_client::{parse_metrics, Step, StreamParser};
+use goodput_core::Stamp;
+use proptest::prelude::*;
+use proptest::sample::Index;
+use serde_json::{json, Value};
+
+fn config() -> ProptestConfig {
+    // `PROPTEST_CASES=N` for a deeper run than CI's 256 cases per property.
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
+    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Structured JSON mutation (the same scheme as the server's and engine's fuzz tests).
+
+/// One step of a path into a JSON value.
+#[derive(Clone, Debug)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn paths(v: &Value, here: &mut Vec<Seg>, out: &mut Vec<Vec<Seg>>) {
+    out.push(here.clone());
+    match v {
+        Value::Object(m) => {
+            for (k, c) in m {
+                here.push(Seg::Key(k.clone()));
+                paths(c, here, out);
+                here.pop();
+            }
+        }
+        Value::Array(a) => {
+            for (i, c) in a.iter().enumerate() {
+                here.push(Seg::Index(i));
+                paths(c, here, out);
+                here.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn node_mut<'a>(v: &'a mut Value, path: &[Seg]) -> Option<&'a mut Value> {
+    path.iter().try_fold(v, |v, s| match s {
+        Seg::Key(k) => v.get_mut(k.as_str()),
+        Seg::Index(i) => v.get_mut(*i),
+    })
+}
+
+/// A structural edit at one node of a JSON document.
+#[derive(Clone, Debug)]
+enum Edit {
+    /// Remove the node from its object or array.
+    Delete,
+    /// Put another value (of any type) in its place.
+    Replace(Value),
+    /// Put raw text in its place: numbers JSON allows but Rust types do not, deep nesting,
+    /// lone surrogates, garbage.
+    Raw(String),
+    /// Give the node another key in its object.
+    Rename(String),
+    /// Add a key to an object, or an element to an array.
+    Insert(String, Value),
+    /// Write the object with its first key twice.
+    DuplicateKey,
+}
+
+/// `v` with `edits` applied, as JSON text.
+fn mutate_json(mut v: Value, edits: &[(Index, Edit)]) -> String {
+    let mut raws: Vec<String> = Vec::new();
+    for (at, edit) in edits {
+        let mut all = Vec::new();
+        paths(&v, &mut Vec::new(), &mut all);
+        let path = all[at.index(all.len())].clone();
+        let raw = |text: String, raws: &mut Vec<String>| {
+            let tag = format!("@@raw{}@@", raws.len());
+            raws.push(text);
+            Value::String(tag)
+        };
+        match edit {
+            Edit::Delete | Edit::Rename(_) => {
+                let Some((last, parent)) = path.split_last() else { continue };
+                let Some(p) = node_mut(&mut v, parent) else { continue };
+                match (p, last) {
+                    (Value::Object(m), Seg::Key(k)) => {
+                        let old = m.remove(k);
+                        if let (Edit::Rename(new), Some(old)) = (edit, old) {
+                            m.insert(new.clone(), old);
+                        }
+                    }
+                    (Value::Array(a), Seg::Index(i)) if matches!(edit, Edit::Delete) => {
+                        a.remove(*i);
+                    }
+                    _ => {}
+                }
+            }
+            Edit::Replace(new) => {
+                if let Some(n) = node_mut(&mut v, &path) {
+                    *n = new.clone();
+                }
+            }
+            Edit::Raw(text) => {
+                if let Some(n) = node_mut(&mut v, &path) {
+                    *n = raw(text.clone(), &mut raws);
+                }
+            }
+            Edit::Insert(k, new) => match node_mut(&mut v, &path) {
+                Some(Value::Object(m)) => {
+                    m.insert(k.clone(), new.clone());
+                }
+                Some(Value::Array(a)) => a.push(new.clone()),
+                _ => {}
+            },
+            Edit::DuplicateKey => {
+                if let Some(n) = node_mut(&mut v, &path) {
+                    if let Value::Object(m) = &*n {
+                        if let Some((k, first)) = m.iter().next() {
+                            let mut parts: Vec<String> = m.iter().map(|(k, v)| format!("{}:{v}", json!(k))).collect();
+                            parts.push(format!("{}:{first}", json!(k)));
+                            let text = format!("{{{}}}", parts.join(","));
+                            *n = raw(text, &mut raws);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut s = v.to_string();
+    // Later placeholders may sit inside earlier raw texts: substitute from the last.
+    for (i, r) in raws.iter().enumerate().rev() {
+        s = s.replace(&format!("\"@@raw{i}@@\""), r);
+    }
+    s
+}
+
+/// A byte-level edit of the serialised document.
+#[derive(Clone, Debug)]
+enum ByteEdit {
+    Flip(Index, u8),
+    Insert(Index, u8),
+    Remove(Index),
+    Truncate(Index),
+}
+
+fn mutate_bytes(mut b: Vec<u8>, edits: &[ByteEdit]) -> Vec<u8> {
+    for e in edits {
+        match e {
+            ByteEdit::Flip(at, x) if !b.is_empty() => {
+                let i = at.index(b.len());
+                b[i] ^= x | 1;
+            }
+            ByteEdit::Insert(at, x) => b.insert(at.index(b.len() + 1), *x),
+            ByteEdit::Remove(at) if !b.is_empty() => {
+                b.remove(at.index(b.len()));
+            }
+            ByteEdit::Truncate(at) => b.truncate(at.index(b.len() + 1)),
+            _ => {}
+        }
+    }
+    b
+}
+
+fn byte_edits() -> impl Strategy<Value = Vec<ByteEdit>> {
+    let one = prop_oneof![
+        (any::<Index>(), any::<u8>()).prop_map(|(i, x)| ByteEdit::Flip(i, x)),
+        (any::<Index>(), any::<u8>()).prop_map(|(i, x)| ByteEdit::Insert(i, x)),
+        any::<Index>().prop_map(ByteEdit::Remove),
+        any::<Index>().prop_map(ByteEdit::Truncate),
+    ];
+    prop_oneof![3 => Just(Vec::new()), 1 => prop::collection::vec(one, 1..4)]
+}
+
+/// Integers at the edges of every Rust integer type a field might have.
+fn edge_int() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        prop::sample::select(vec![
+            json!(0),
+            json!(1),
+            json!(-1),
+            json!(2),
+            json!(i64::MIN),
+            json!(i64::MAX),
+            json!(u64::MAX),
+            json!(u32::MAX),
+            json!(u32::MAX as u64 + 1),
+            json!(i32::MIN),
+            json!(usize::MAX),
+        ]),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+    ]
+}
+
+/// A JSON value of any type, at most three levels deep; keys are often ones the parser knows.
+fn any_json(keys: &'static [&'static str]) -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        edge_int(),
+        any::<f64>().prop_map(Value::from),
+        prop::sample::select(vec![0.5f64, -0.0, 1e-300, 1e300, f64::MAX, f64::MIN_POSITIVE]).prop_map(Value::from),
+        "\\PC{0,24}".prop_map(Value::from),
+        prop::sample::select(keys.to_vec()).prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((key(keys), inner), 0..4).prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+fn key(keys: &'static [&'static str]) -> impl Strategy<Value = String> {
+    prop_oneof![3 => prop::sample::select(keys.to_vec()).prop_map(String::from), 1 => "\\PC{0,12}"]
+}
+
+/// Raw JSON-ish text no `serde_json::Value` can hold.
+fn raw_json() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "1e400",
+            "-1e400",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "340282366920938463463374607431768211456",
+            "1e-400",
+            "-0",
+            "0.0",
+            "1.0",
+            "4294967296",
+            "NaN",
+            "Infinity",
+            "\"\\ud800\"",
+            "\"\\udc00\\ud800\"",
+            "\"\\u0000\"",
+            "\"\\uFFFF\"",
+            "[]",
+            "{}",
+            "",
+            ",",
+        ])
+        .prop_map(String::from),
+        (1usize..300).prop_map(|d| "[".repeat(d) + &"]".repeat(d)),
+        (1usize..300).prop_map(|d| "{\"a\":".repeat(d) + "1" + &"}".repeat(d)),
+        (1usize..200).prop_map(|d| "[".repeat(d)),
+        (0usize..20_000).prop_map(|n| format!("\"{}\"", "x".repeat(n))),
+        "\\PC{0,40}",
+    ]
+}
+
+fn edit(keys: &'static [&'static str]) -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        3 => Just(Edit::Delete),
+        4 => any_json(keys).prop_map(Edit::Replace),
+        2 => raw_json().prop_map(Edit::Raw),
+        1 => key(keys).prop_map(Edit::Rename),
+        2 => (key(keys), any_json(keys)).prop_map(|(k, v)| Edit::Insert(k, v)),
+        1 => Just(Edit::DuplicateKey),
+    ]
+}
+
+/// One of `seeds`, mutated: structural edits, then byte edits.
+fn mutated(seeds: Vec<Value>, keys: &'static [&'static str]) -> impl Strategy<Value = Vec<u8>> {
+    (prop::sample::select(seeds), prop::collection::vec((any::<Index>(), edit(keys)), 0..5), byte_edits())
+        .prop_map(|(seed, edits, bytes)| mutate_bytes(mutate_json(seed, &edits).into_bytes(), &bytes))
+}
+
+// ---------------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------------
+// SSE event data.
+
+const KEYS: &[&str] = &[
+    "id",
+    "object",
+    "created",
+    "model",
+    "choices",
+    "index",
+    "delta",
+    "role",
+    "content",
+    "text",
+    "logprobs",
+    "finish_reason",
+    "stop_reason",
+    "token_ids",
+    "usage",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "error",
+    "message",
+    "type",
+    "param",
+    "code",
+    "goodput",
+    "received",
+    "arrival",
+    "queued",
+    "first_scheduled",
+    "first_token",
+    "first_text",
+    "last_token",
+    "finished",
+    "cached_tokens",
+    "generated_tokens",
+    "preemptions",
+    "token",
+    "special",
+    "generated_text",
+    "details",
+    "length",
+    "stop",
+];
+
+fn timings() -> Value {
+    json!({"received": 10, "arrival": 11, "queued": 12, "first_scheduled": 13, "first_token": 20,
+           "first_text": 21, "last_token": 40, "finished": 41, "prompt_tokens": 12, "cached_tokens": 0,
+           "generated_tokens": 3, "preemptions": 0, "finish_reason": "length"})
+}
+
+fn chunk_seeds() -> Vec<Value> {
+    vec![
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1732000000, "model": "m",
+               "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]}),
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1732000000, "model": "m",
+               "choices": [{"index": 0, "delta": {"content": " wörld"}, "logprobs": null, "finish_reason": null}]}),
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m", "choices": [],
+               "usage": {"prompt_tokens": 12, "total_tokens": 15, "completion_tokens": 3}}),
+        json!({"id": "cmpl-1", "object": "text_completion", "model": "m",
+               "choices": [{"index": 0, "text": " Paris", "logprobs": null, "finish_reason": null, "token_ids": [3, 4]}],
+               "usage": null}),
+        json!({"id": "cmpl-1", "object": "text_completion", "model": "m",
+               "choices": [{"index": 0, "text": "", "token_ids": [5], "finish_reason": "length"}]}),
+        json!({"id": "cmpl-1", "choices": [{"index": 0, "text": "!", "finish_reason": "length"}],
+               "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}, "goodput": timings()}),
+        json!({"error": {"object": "error", "message": "The engine is dead", "type": "InternalServerError",
+                         "param": null, "code": 500}}),
+        json!({"index": 1, "token": {"id": 22557, "text": "Hello", "logprob": -0.41, "special": false},
+               "generated_text": null, "details": null}),
+        json!({"index": 3, "token": {"id": 2, "text": "</s>", "logprob": -0.05, "special": true},
+               "generated_text": "Hello world", "details": {"finish_reason": "eos_token", "generated_tokens": 3, "seed": null}}),
+    ]
+}
+
+/// The data of one event: a mutated chunk, the end marker, or arbitrary text.
+fn event_data() -> impl Strategy<Value = String> {
+    prop_oneof![
+        6 => mutated(chunk_seeds(), KEYS).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        1 => prop::sample::select(vec!["[DONE]", " [DONE] ", "", "  ", "[DONE", "null", "{}", "[]", "0"]).prop_map(String::from),
+        1 => "\\PC{0,64}",
+    ]
+}
+
+/// Feeds `events` into one parser, stamped 1, 2, …, until it ends; checks its state.
+fn feed(events: &[String]) -> Result<(), TestCaseError> {
+    let mut p = StreamParser::default();
+    for (i, data) in events.iter().enumerate() {
+        let at = Stamp(i as u64 + 1);
+        let step = p.event(data, at);
+        prop_assert!(p.chunks.len() <= i + 1, "at most one content chunk per event");
+        prop_assert!(p.text.len() >= p.chunks.len(), "every content chunk carries text");
+        prop_assert!(p.chunks.windows(2).all(|w| w[0].at <= w[1].at));
+        match step {
+            Step::More => {}
+            Step::Done => {
+                prop_assert_eq!(p.http.done, Some(at));
+                break;
+            }
+            Step::Failed(_, msg) => {
+                prop_assert!(!msg.is_empty() || data.contains("error"));
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_seed_chunks_are_taken_as_content_usage_timings_errors_and_ends() {
+    let events: Vec<String> = chunk_seeds().iter().map(Value::to_string).collect();
+    let mut p = StreamParser::default();
+    for (i, e) in events.iter().enumerate().take(6) {
+        assert_eq!(p.event(e, Stamp(i as u64 + 1)), Step::More, "{e}");
+    }
+    assert_eq!(p.text, " wörld Paris!");
+    assert_eq!(p.token_ids, Some(vec![3, 4, 5]));
+    assert!(p.http.server.is_some(), "the goodput timings parse");
+    assert_eq!(p.http.usage_completion_tokens, Some(4));
+    assert!(matches!(p.event(&events[6], Stamp(7)), Step::Failed(_, m) if m == "The engine is dead"));
+    let mut tgi = StreamParser::default();
+    assert_eq!(tgi.event(&events[7], Stamp(1)), Step::More);
+    assert_eq!(tgi.event(&events[8], Stamp(2)), Step::Done);
+    assert_eq!(tgi.native_tokens, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prometheus text exposition.
+
+const VLLM_METRICS: &str = r#"# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 1.0
+# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.25
+# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} 1234.0
+# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="m"} 0.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="m"} 5.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="1.0",model_name="m"} 9.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 10.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 10.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 2.5
+# HELP goodput_num_preemptions_total Preemptions.
+# TYPE goodput_num_preemptions_total counter
+goodput_num_preemptions_total 7 1395066363000
+# EOF
+"#;
+
+#[test]
+fn the_seed_exposition_parses() {
+    let s = parse_metrics(VLLM_METRICS, Stamp(5)).unwrap();
+    assert_eq!(s.gauges["num_requests_running"], 3.0);
+    assert_eq!(s.histograms["time_to_first_token_seconds"].len(), 4);
+    assert_eq!(s.sums["time_to_first_token_seconds"], 2.5);
+    assert_eq!(s.gauges["num_preemptions_total"], 7.0);
+}
+
+fn metric_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(vec![
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "vllm:gpu_cache_usage_perc",
+            "vllm:time_to_first_token_seconds",
+            "vllm:e2e_request_latency_seconds",
+            "vllm:prompt_tokens_total",
+            "sglang:num_running_reqs",
+            "goodput_num_requests_running",
+            "goodput_",
+            "vllm:",
+            ":",
+            "a::b:",
+            "x",
+        ]).prop_map(String::from),
+        2 => "[a-zA-Z_:][a-zA-Z0-9_:]{0,20}",
+        1 => "\\PC{0,12}",
+    ]
+}
+
+fn number() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(vec![
+            "0", "1", "3.0", "-1", "NaN", "nan", "+Inf", "-Inf", "inf", "Inf", "infinity", "1e308", "1e400", "-1e400",
+            "-0", "0x10", "1_000", "", " ", "1.5e-300", "5e-324", "18446744073709551616", "١", "∞",
+        ]).prop_map(String::from),
+        2 => any::<f64>().prop_map(|x| x.to_string()),
+        1 => any::<i64>().prop_map(|x| x.to_string()),
+        1 => "\\PC{0,8}",
+    ]
+}
+
+fn timestamp() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => Just(String::new()),
+        2 => prop::sample::select(vec![
+            i64::MIN.to_string(),
+            i64::MAX.to_string(),
+            "-1".into(),
+            "0".into(),
+            "1395066363000".into(),
+            "9223372036854775808".into(),
+            "8210266876799999".into(),
+            "-8334601228800000".into(),
+            "abc".into(),
+        ]).prop_map(|t| format!(" {t}")),
+        1 => any::<i64>().prop_map(|t| format!(" {t}")),
+    ]
+}
+
+fn labels() -> impl Strategy<Value = String> {
+    let pair = prop_oneof![
+        prop::sample::select(vec![
+            "model_name=\"m\"",
+            "engine=\"0\"",
+            "le=\"0.1\"",
+            "le=\"+Inf\"",
+            "le=\"NaN\"",
+            "le=\"abc\"",
+            "le=\"\"",
+            "quantile=\"0.5\"",
+            "quantile=\"x\"",
+            "a=b=c",
+            "=x",
+            "x=",
+            "\"",
+            "le=1e400",
+            "model_name=\"a,b\"",
+            "model_name=\"{}\"",
+            "le=\"-Inf\"",
+            "le=\"1e-320\"",
+        ])
+        .prop_map(String::from),
+        "[a-z_]{1,8}=\"\\PC{0,8}\"",
+        "\\PC{0,10}",
+    ];
+    prop_oneof![
+        2 => Just(String::new()),
+        3 => prop::collection::vec(pair, 0..4).prop_map(|p| format!("{{{}}}", p.join(","))),
+        1 => "\\{\\PC{0,12}",
+    ]
+}
+
+fn sample_line() -> impl Strategy<Value = String> {
+    (
+        metric_name(),
+        prop::sample::select(vec!["", "_bucket", "_sum", "_count", "_total", "_created"]),
+        labels(),
+        number(),
+        timestamp(),
+    )
+        .prop_map(|(n, suffix, l, v, t)| format!("{n}{suffix}{l} {v}{t}"))
+}
+
+/// One family: `# HELP`/`# TYPE` lines of any kind, then its samples (buckets for histograms).
+fn family() -> impl Strategy<Value = Vec<String>> {
+    let kind = prop_oneof![
+        4 => prop::sample::select(vec!["counter", "gauge", "histogram", "summary", "untyped", "info", "stateset"]).prop_map(String::from),
+        1 => "\\PC{0,8}",
+    ];
+    let bucket = (number(), number(), labels()).prop_map(|(le, v, l)| (le, v, l));
+    (
+        metric_name(),
+        kind,
+        any::<bool>(),
+        prop::collection::vec(bucket, 0..6),
+        prop::collection::vec(sample_line(), 0..3),
+        number(),
+    )
+        .prop_map(|(name, kind, help, buckets, extra, sum)| {
+            let mut lines = Vec::new();
+            if help {
+                lines.push(format!("# HELP {name} Some help text: with {{braces}} and \\n."));
+            }
+            lines.push(format!("# TYPE {name} {kind}"));
+            for (le, v, l) in buckets {
+                let inner = l.trim_start_matches('{').trim_end_matches('}');
+                let sep = if inner.is_empty() { "" } else { "," };
+                lines.push(format!("{name}_bucket{{{inner}{sep}le=\"{le}\"}} {v}"));
+                lines.push(format!("{name}{{{inner}{sep}quantile=\"{le}\"}} {v}"));
+            }
+            lines.push(format!("{name}_sum {sum}"));
+            lines.push(format!("{name}_count {sum}"));
+            lines.extend(extra);
+            lines
+        })
+}
+
+/// An exposition: families and stray lines, then line- and byte-level edits.
+fn exposition() -> impl Strategy<Value = String> {
+    let stray = prop_oneof![
+        3 => sample_line(),
+        1 => prop::sample::select(vec!["# EOF", "#", "# ", "# TYPE", "# HELP", "# TYPE x", "#TYPE x gauge", "", "   ", "{", "}"]).prop_map(String::from),
+        1 => "\\PC{0,40}",
+    ];
+    let block = prop_oneof![2 => family(), 1 => stray.prop_map(|l| vec![l])];
+    let seed = prop_oneof![
+        3 => prop::collection::vec(block, 0..8).prop_map(|b| b.concat()),
+        1 => Just(VLLM_METRICS.lines().map(String::from).collect::<Vec<_>>()),
+    ];
+    let newline = prop::sample::select(vec!["\n", "\r\n", "\r"]);
+    (seed, newline, byte_edits()).prop_map(|(lines, nl, edits)| {
+        let text = lines.join(nl);
+        String::from_utf8_lossy(&mutate_bytes(text.into_bytes(), &edits)).into_owned()
+    })
+}
+
+/// Parses `text`; on success, the scrape is consistent.
+fn check_metrics(text: &str) -> Result<(), TestCaseError> {
+    if let Ok(s) = parse_metrics(text, Stamp(9)) {
+        prop_assert_eq!(s.at, Stamp(9));
+        for (name, buckets) in &s.histograms {
+            prop_assert!(
+                buckets.windows(2).all(|w| w[0].0.total_cmp(&w[1].0).is_le()),
+                "buckets of {} not sorted: {:?}",
+                name,
+                buckets
+            );
+            let count = format!("{name}_count");
+            prop_assert!(!s.gauges.contains_key(&count));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn any_event_text_is_taken_or_refused(events in prop::collection::vec("\\PC{0,96}", 1..8)) {
+        feed(&events)?;
+    }
+
+    #[test]
+    fn a_stream_of_openai_chunks_of_any_shape_is_taken_or_refused(events in prop::collection::vec(event_data(), 1..8)) {
+        feed(&events)?;
+    }
+
+    #[test]
+    fn any_bytes_as_event_data_are_taken_or_refused(events in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..128), 1..8)) {
+        let events: Vec<String> = events.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect();
+        feed(&events)?;
+    }
+
+    #[test]
+    fn any_text_is_parsed_as_metrics_or_refused(text in "\\PC{0,512}") {
+        check_metrics(&text)?;
+    }
+
+    #[test]
+    fn a_vllm_style_exposition_of_any_shape_is_parsed_or_refused(text in exposition()) {
+        check_metrics(&text)?;
+    }
+}
