@@ -59,11 +59,15 @@ pub struct RequestRow {
     /// Last, as it came last: readers by position of older files keep their columns.
     #[serde(default)]
     pub engine_wait_s: Option<f64>,
+    /// The kind of failure (`timeout`, `http-503`, `stream-broken`, …; see
+    /// [`goodput_core::FailureKind`]); empty for a completed request. After the older columns.
+    #[serde(default)]
+    pub failure: Option<String>,
 }
 
 /// `requests.csv`'s header: [`RequestRow`]'s fields in order (written when the file is
 /// created, so a run that ends before its first request still leaves a readable file).
-pub const REQUEST_COLUMNS: [&str; 16] = [
+pub const REQUEST_COLUMNS: [&str; 17] = [
     "level",
     "id",
     "phase",
@@ -80,6 +84,7 @@ pub const REQUEST_COLUMNS: [&str; 16] = [
     "cached_tokens",
     "preemptions",
     "engine_wait_s",
+    "failure",
 ];
 
 /// `timeseries.csv`'s header: [`SeriesRow`]'s fields in order.
@@ -109,8 +114,8 @@ impl RequestRow {
             outcome: match &r.outcome {
                 Outcome::Ok => "ok".to_string(),
                 Outcome::Timeout => "timeout".to_string(),
-                Outcome::Error(f) => format!("error ({}): {f}", f.kind),
-                Outcome::Refused(f) => format!("refused ({}): {f}", f.kind),
+                Outcome::Error(f) => format!("error: {f}"),
+                Outcome::Refused(f) => format!("refused: {f}"),
             },
             input_tokens: r.input_tokens,
             output_tokens: r.output_tokens,
@@ -124,6 +129,7 @@ impl RequestRow {
             decode_time_s: e.and_then(em::decode_time),
             cached_tokens: e.map(|x| x.cached_tokens),
             preemptions: e.map(|x| x.preemptions),
+            failure: r.outcome.failure_kind().map(|k| k.to_string()),
         }
     }
 }

@@ -168,6 +168,8 @@ fn a_run_written_and_read_back_is_the_same_run() {
     assert!((requests[0].engine_wait_s.unwrap() - 0.001).abs() < 1e-12);
     assert!((requests[0].ttft_s.unwrap() - 0.020).abs() < 1e-12);
     assert_eq!(requests[4].outcome, "error: boom");
+    assert_eq!(requests[4].failure.as_deref(), Some("http-503"));
+    assert_eq!(requests[0].failure, None);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
