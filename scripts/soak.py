@@ -27,8 +27,8 @@ Outcomes are counted per kind: ``ok``, ``aborted`` (by us), ``4xx:<status>`` (ex
 sampler writes the server's RSS (``/proc/PID/status`` VmRSS) and its running / waiting /
 KV-usage gauges (from ``/metrics``) to soak.csv. At the end, once the engine is idle (at most
 5 s), ``checks()`` runs: every request answered as expected, no 5xx, running = waiting = KV
-usage = 0, RSS growth < 5 % from warm-up (sampled when 10 % of the requests, or of the time,
-are done) to the end, no "panicked" in server.log. The result goes to soak.json, and the exit
+usage = 0, RSS growth < 5 % from warm-up to the end (medians of the samples over 10-30 % and
+over the last 20 % of the load, see ``rss_windows``), no "panicked" in server.log. The result goes to soak.json, and the exit
 status is 0 when all pass, 1 when not.
 """
 
@@ -38,6 +38,7 @@ import json
 import os
 import random
 import re
+import statistics
 import sys
 import time
 from collections import Counter, defaultdict
@@ -319,6 +320,7 @@ class Load:
         self.next_index = self.done = 0
         self.outcomes = defaultdict(Counter)
         self.warmed = asyncio.Event()
+        self.rss = []  # (progress, rss_kib) of every sample
         self.ended = asyncio.Event()  # set when no request is left to hand out
 
     async def pause(self, seconds):
@@ -420,6 +422,7 @@ async def sample(load, csv):
     rss = rss_kib(load.args.pid)
     g = await scrape(load.args.port)
     row = (round(time.monotonic() - load.started, 2), load.done, rss, g["running"], g["waiting"], g["kv"])
+    load.rss.append((min(load.progress(), 1.0), rss))
     csv.write(",".join(str(x) for x in row) + "\n")
     csv.flush()
     return row
@@ -546,9 +549,20 @@ async def soak(args):
         final = await sample(load, csv)
         stop.set()
         await sampling
-    rss0 = await warm
-    results = checks(load, totals(load.outcomes), idle, rss0, final[2], os.path.join(args.out, "server.log"))
-    return report(load, rss0, final[2], idle, results, time.monotonic() - load.started)
+    rss0, rss1 = rss_windows(load.rss, await warm, final[2])
+    results = checks(load, totals(load.outcomes), idle, rss0, rss1, os.path.join(args.out, "server.log"))
+    return report(load, rss0, rss1, idle, results, time.monotonic() - load.started)
+
+
+def rss_windows(samples, warm_sample, final_sample):
+    """RSS after warm-up and at the end, each the median of its window's samples: 10-30 % of
+    the load, and the last 20 % (with the final, idle sample). RSS moves by several per cent
+    between two samples under load (allocator pages in and out), so two single samples would
+    call noise a leak; a leak moves the whole later window. Single samples when a window is
+    empty (a short soak)."""
+    early = [r for p, r in samples if 0.10 <= p <= 0.30]
+    late = [r for p, r in samples if p >= 0.80] + [final_sample]
+    return (statistics.median(early) if early else warm_sample), statistics.median(late)
 
 
 def parse_args():

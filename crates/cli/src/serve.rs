@@ -32,7 +32,7 @@ pub struct ServeArgs {
     #[arg(long, env = "GOODPUT_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Connections served at once; beyond it a connection gets 503 and is closed. Default:
-    /// 1024, or less when the open-file limit is lower.
+    /// what the open-file limit allows (it less 64 for the engine's own files), else 1024.
     #[arg(long)]
     pub max_connections: Option<usize>,
     /// A connection must send its request head within this (and may idle this long between
@@ -92,7 +92,7 @@ impl ServeArgs {
                 files.unwrap_or(0)
             ),
             (Some(n), _) => n,
-            (None, room) => room.map_or(1024, |r| r.clamp(1, 1024)),
+            (None, room) => room.map_or(1024, |r| r.max(1)),
         };
         Ok(ListenLimits { grace: self.shutdown_grace, max_connections, header_timeout: self.header_timeout })
     }

@@ -126,7 +126,12 @@ impl LocalServer {
             async move {
                 let _ = rx.await;
             },
-            goodput_server::ListenLimits { grace: Duration::from_secs(5), ..Default::default() },
+            // The harness's own server: as many connections as the sweep opens.
+            goodput_server::ListenLimits {
+                grace: Duration::from_secs(5),
+                max_connections: usize::MAX,
+                ..Default::default()
+            },
         ));
         Ok(LocalServer { url, rt, stop, task })
     }
