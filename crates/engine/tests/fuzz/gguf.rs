@@ -1,11 +1,11 @@
 //! GGUF files built field by field, and read through goodput's entry points.
 
-use crate::json::*;
-use crate::{bounded, config, temp_path, tiny};
+use crate::{bounded, tiny};
 use candle_core::{DType, Device};
 use goodput_core::WeightsSource;
 use goodput_engine::tokenizer::{gguf_chat_template, gguf_special_ids, Tokenizer};
 use goodput_engine::weights::{GgufSource, Init, TensorSource};
+use goodput_fuzzing::{byte_edits, config, mutate_bytes, small_bytes, temp_path};
 use proptest::prelude::*;
 
 // GGUF files, built field by field.
@@ -165,10 +165,6 @@ pub(crate) fn put_val(out: &mut Vec<u8>, v1: bool, v: &GVal) {
         }
         GVal::Raw(_, raw) => out.extend(raw),
     }
-}
-
-pub(crate) fn small_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(any::<u8>(), 0..max)
 }
 
 /// Lengths a header may claim: true-ish small ones and ones far beyond the file.

@@ -13,7 +13,8 @@
 //! built field by field (any value types, nested arrays, strings and arrays whose length
 //! fields lie, unknown types, tensor infos with huge dimensions, any dtype and offset, an
 //! alignment of 0) — some shaped like `tiny` with a gpt2 tokenizer so that they get past the
-//! shape and tokenizer checks into the tensor reads — then byte-edited.
+//! shape and tokenizer checks into the tensor reads — then byte-edited. The JSON and byte
+//! mutations are `goodput-fuzzing`'s (`json::mutated`, `mutate_bytes`).
 //!
 //! Cases: 256 per property (6 properties, about 1,500 cases in all; `PROPTEST_CASES=N` for a
 //! deeper run); failures are not persisted (no `proptest-regressions` files). Each case's file is
@@ -29,18 +30,10 @@ use goodput_core::{Catalog, ModelSpec};
 use proptest::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod config_json;
 mod gguf;
-mod json;
-
-pub(crate) fn config() -> ProptestConfig {
-    // `PROPTEST_CASES=N` for a deeper run than CI's 256 cases per property.
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Bounds: the largest single allocation of the test's thread, and the time of a case.
@@ -91,13 +84,6 @@ pub(crate) fn bounded(input_len: usize, f: impl FnOnce()) -> Result<(), TestCase
     Ok(())
 }
 
-/// The file of test `tag` (one per test, so tests running in parallel never share).
-pub(crate) fn temp_path(tag: &str, ext: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("goodput-fuzz-{}-{tag}.{ext}", std::process::id()))
-}
-
 pub(crate) fn tiny() -> ModelSpec {
     Catalog::builtin().get("tiny").unwrap().clone()
 }
-
-// Structured JSON mutation (the same scheme as the server's and client's fuzz tests).

@@ -1,47 +1,15 @@
-//! Mutations of JSON values and of bytes, shared by the properties.
+//! Structural mutation of JSON documents, then byte edits (the scheme of the server's,
+//! client's and engine's fuzz tests).
 
+use crate::bytes::{byte_edits, mutate_bytes};
+use crate::tree::{all_paths, node_mut, Seg};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{json, Value};
 
-/// One step of a path into a JSON value.
-#[derive(Clone, Debug)]
-pub(crate) enum Seg {
-    Key(String),
-    Index(usize),
-}
-
-pub(crate) fn paths(v: &Value, here: &mut Vec<Seg>, out: &mut Vec<Vec<Seg>>) {
-    out.push(here.clone());
-    match v {
-        Value::Object(m) => {
-            for (k, c) in m {
-                here.push(Seg::Key(k.clone()));
-                paths(c, here, out);
-                here.pop();
-            }
-        }
-        Value::Array(a) => {
-            for (i, c) in a.iter().enumerate() {
-                here.push(Seg::Index(i));
-                paths(c, here, out);
-                here.pop();
-            }
-        }
-        _ => {}
-    }
-}
-
-pub(crate) fn node_mut<'a>(v: &'a mut Value, path: &[Seg]) -> Option<&'a mut Value> {
-    path.iter().try_fold(v, |v, s| match s {
-        Seg::Key(k) => v.get_mut(k.as_str()),
-        Seg::Index(i) => v.get_mut(*i),
-    })
-}
-
 /// A structural edit at one node of a JSON document.
 #[derive(Clone, Debug)]
-pub(crate) enum Edit {
+pub enum Edit {
     /// Remove the node from its object or array.
     Delete,
     /// Put another value (of any type) in its place.
@@ -58,11 +26,10 @@ pub(crate) enum Edit {
 }
 
 /// `v` with `edits` applied, as JSON text.
-pub(crate) fn mutate_json(mut v: Value, edits: &[(Index, Edit)]) -> String {
+pub fn mutate_json(mut v: Value, edits: &[(Index, Edit)]) -> String {
     let mut raws: Vec<String> = Vec::new();
     for (at, edit) in edits {
-        let mut all = Vec::new();
-        paths(&v, &mut Vec::new(), &mut all);
+        let all = all_paths(&v);
         let path = all[at.index(all.len())].clone();
         let raw = |text: String, raws: &mut Vec<String>| {
             let tag = format!("@@raw{}@@", raws.len());
@@ -125,45 +92,8 @@ pub(crate) fn mutate_json(mut v: Value, edits: &[(Index, Edit)]) -> String {
     s
 }
 
-/// A byte-level edit of the serialised document.
-#[derive(Clone, Debug)]
-pub(crate) enum ByteEdit {
-    Flip(Index, u8),
-    Insert(Index, u8),
-    Remove(Index),
-    Truncate(Index),
-}
-
-pub(crate) fn mutate_bytes(mut b: Vec<u8>, edits: &[ByteEdit]) -> Vec<u8> {
-    for e in edits {
-        match e {
-            ByteEdit::Flip(at, x) if !b.is_empty() => {
-                let i = at.index(b.len());
-                b[i] ^= x | 1;
-            }
-            ByteEdit::Insert(at, x) => b.insert(at.index(b.len() + 1), *x),
-            ByteEdit::Remove(at) if !b.is_empty() => {
-                b.remove(at.index(b.len()));
-            }
-            ByteEdit::Truncate(at) => b.truncate(at.index(b.len() + 1)),
-            _ => {}
-        }
-    }
-    b
-}
-
-pub(crate) fn byte_edits() -> impl Strategy<Value = Vec<ByteEdit>> {
-    let one = prop_oneof![
-        (any::<Index>(), any::<u8>()).prop_map(|(i, x)| ByteEdit::Flip(i, x)),
-        (any::<Index>(), any::<u8>()).prop_map(|(i, x)| ByteEdit::Insert(i, x)),
-        any::<Index>().prop_map(ByteEdit::Remove),
-        any::<Index>().prop_map(ByteEdit::Truncate),
-    ];
-    prop_oneof![3 => Just(Vec::new()), 1 => prop::collection::vec(one, 1..4)]
-}
-
 /// Integers at the edges of every Rust integer type a field might have.
-pub(crate) fn edge_int() -> impl Strategy<Value = Value> {
+pub fn edge_int() -> impl Strategy<Value = Value> {
     prop_oneof![
         prop::sample::select(vec![
             json!(0),
@@ -184,7 +114,7 @@ pub(crate) fn edge_int() -> impl Strategy<Value = Value> {
 }
 
 /// A JSON value of any type, at most three levels deep; keys are often ones the parser knows.
-pub(crate) fn any_json(keys: &'static [&'static str]) -> impl Strategy<Value = Value> {
+pub fn any_json(keys: &'static [&'static str]) -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
@@ -202,12 +132,13 @@ pub(crate) fn any_json(keys: &'static [&'static str]) -> impl Strategy<Value = V
     })
 }
 
-pub(crate) fn key(keys: &'static [&'static str]) -> impl Strategy<Value = String> {
+/// A key: one of `keys` three times in four, otherwise any short text.
+pub fn key(keys: &'static [&'static str]) -> impl Strategy<Value = String> {
     prop_oneof![3 => prop::sample::select(keys.to_vec()).prop_map(String::from), 1 => "\\PC{0,12}"]
 }
 
 /// Raw JSON-ish text no `serde_json::Value` can hold.
-pub(crate) fn raw_json() -> impl Strategy<Value = String> {
+pub fn raw_json() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
             "1e400",
@@ -240,7 +171,8 @@ pub(crate) fn raw_json() -> impl Strategy<Value = String> {
     ]
 }
 
-pub(crate) fn edit(keys: &'static [&'static str]) -> impl Strategy<Value = Edit> {
+/// One structural edit, its values drawn with `keys`.
+pub fn edit(keys: &'static [&'static str]) -> impl Strategy<Value = Edit> {
     prop_oneof![
         3 => Just(Edit::Delete),
         4 => any_json(keys).prop_map(Edit::Replace),
@@ -251,11 +183,8 @@ pub(crate) fn edit(keys: &'static [&'static str]) -> impl Strategy<Value = Edit>
     ]
 }
 
-/// One of `seeds`, mutated: structural edits, then byte edits.
-pub(crate) fn mutated(seeds: Vec<Value>, keys: &'static [&'static str]) -> impl Strategy<Value = Vec<u8>> {
+/// One of `seeds`, mutated: up to four structural edits, then byte edits.
+pub fn mutated(seeds: Vec<Value>, keys: &'static [&'static str]) -> impl Strategy<Value = Vec<u8>> {
     (prop::sample::select(seeds), prop::collection::vec((any::<Index>(), edit(keys)), 0..5), byte_edits())
         .prop_map(|(seed, edits, bytes)| mutate_bytes(mutate_json(seed, &edits).into_bytes(), &bytes))
 }
-
-// ---------------------------------------------------------------------------------------------
-// ---------------------------------------------------------------------------------------------
