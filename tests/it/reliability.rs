@@ -117,6 +117,7 @@ fn a_killed_run_keeps_every_request_that_finished_in_whole_lines() {
     }
     let url = format!("http://{addr}");
     // Killed at different moments of a level: 2.0 s, 3.3 s and 4.6 s after it started.
+    let mut checked = 0;
     for (i, at_ms) in [2000u64, 3300, 4600].into_iter().enumerate() {
         let out = dir.join(format!("run{i}"));
         let before = finished_by_server(&addr);
@@ -134,10 +135,11 @@ fn a_killed_run_keeps_every_request_that_finished_in_whole_lines() {
         }
         let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
         assert!(csv.is_empty() || csv.ends_with('\n'), "run {i}: requests.csv ends mid-row");
-        assert!(finished > 0, "run {i}: the server finished nothing in {at_ms} ms");
         assert!(lines.len() as u64 >= finished, "run {i}: {} records, the server had finished {finished}", lines.len());
+        checked += finished;
         std::thread::sleep(Duration::from_millis(300));
     }
+    assert!(checked > 0, "the server finished no request a second before any of the kills");
     signal(&server, "-TERM");
     let (code, err) = wait(server, Duration::from_secs(10));
     assert_eq!(code, Some(0), "{err}");
