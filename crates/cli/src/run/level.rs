@@ -65,7 +65,7 @@ pub fn level_plan(
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
 /// What a level's sink saw, for a level cut short before the workload returned its records.
-pub type Seen = Arc<Mutex<Vec<(Phase, ClientRecord)>>>;
+pub type Seen = Arc<Mutex<Vec<(Phase, Arc<ClientRecord>)>>>;
 
 /// What the workload gave back: whole, or (cut at the interrupt grace) the records its sink saw.
 struct Ran {
@@ -112,7 +112,8 @@ fn drive(rig: &Rig, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Ran {
     match out {
         Ok(out) => Ran::whole(out, stop.raised()),
         Err(()) => {
-            let records = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
+            let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
+            let records = seen.into_iter().map(|(p, r)| (p, Arc::unwrap_or_clone(r))).collect();
             Ran { records, tasks: Vec::new(), start, partial: true }
         }
     }

@@ -8,13 +8,24 @@
 use anyhow::{anyhow, Result};
 use goodput_core::{ClientRecord, Phase};
 use goodput_results::RecordLog;
-use goodput_workload::RecordSink;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 enum Msg {
-    Record(f64, Phase, Box<ClientRecord>),
+    Record(f64, Phase, Arc<ClientRecord>),
     /// Answer once everything before has been written.
     Sync(flume::Sender<()>),
+}
+
+/// Hands records to the writer thread.
+#[derive(Clone)]
+pub struct RecordSender(flume::Sender<Msg>);
+
+impl RecordSender {
+    /// Queues `record` of `phase` at level `load` for the files.
+    pub fn send(&self, load: f64, phase: Phase, record: Arc<ClientRecord>) {
+        let _ = self.0.send(Msg::Record(load, phase, record));
+    }
 }
 
 /// The thread that owns the record files.
@@ -46,12 +57,9 @@ impl RecordWriter {
         Ok(RecordWriter { tx, thread: Some(thread) })
     }
 
-    /// The sink of a level at `load`: each finished record goes to the writer thread.
-    pub fn sink(&self, load: f64) -> RecordSink {
-        let tx = self.tx.clone();
-        RecordSink::new(move |r: &ClientRecord, phase: Phase| {
-            let _ = tx.send(Msg::Record(load, phase, Box::new(r.clone())));
-        })
+    /// A sender to the writer thread (a level's record sink shares its copy of each record).
+    pub fn sender(&self) -> RecordSender {
+        RecordSender(self.tx.clone())
     }
 
     /// Waits until every record sent so far is on disk; the writer's error if it failed.
@@ -80,10 +88,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("goodput-records-{}", std::process::id()));
         let (_, log) = RunWriter::create(&dir).unwrap();
         let mut w = RecordWriter::spawn(log).unwrap();
-        let sink = w.sink(4.0);
+        let sender = w.sender();
         let rec = |id| ClientRecord::unanswered(id, Stamp(id), 10, Stamp(id + 5), Outcome::Timeout);
-        sink.report(&rec(1), Phase::Warmup);
-        sink.report(&rec(2), Phase::Measured);
+        sender.send(4.0, Phase::Warmup, Arc::new(rec(1)));
+        sender.send(4.0, Phase::Measured, Arc::new(rec(2)));
         w.sync().unwrap();
         let rows: Vec<RecordRow> = read_jsonl(&dir.join(RECORDS)).unwrap();
         let got: Vec<(f64, u64, Phase)> = rows.iter().map(|r| (r.level, r.record.id, r.phase)).collect();

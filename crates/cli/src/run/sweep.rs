@@ -112,14 +112,16 @@ impl<'a> Sweep<'a> {
     pub fn run_level(&mut self, rig: &Rig, level: &LevelSpec) -> Result<Finished> {
         self.bar.set_message(format!("{} {}", level.load, self.plan.unit));
         let counts = Counts::of(self.a, level, rig.workload.is_sessions());
-        // Every record goes to the files as it finishes, and is kept for a level cut short.
+        // Every record goes to the files as it finishes, and is kept for a level cut short:
+        // one shared copy for both.
         let seen = level::Seen::default();
-        let (keep, file) = (seen.clone(), self.files.as_ref().map(|(_, records)| records.sink(level.load)));
+        let (keep, file, load) = (seen.clone(), self.files.as_ref().map(|(_, w)| w.sender()), level.load);
         let sink = RecordSink::new(move |r, phase| {
-            keep.lock().unwrap_or_else(|e| e.into_inner()).push((phase, r.clone()));
+            let r = std::sync::Arc::new(r.clone());
             if let Some(f) = &file {
-                f.report(r, phase);
+                f.send(load, phase, r.clone());
             }
+            keep.lock().unwrap_or_else(|e| e.into_inner()).push((phase, r));
         });
         let lp = level::level_plan(self.a, self.plan, level, &counts, self.first_id, Some(sink), self.stop.clone());
         self.first_id += level::id_span(level, &counts, &rig.workload);
