@@ -32,9 +32,14 @@ impl Stamp {
 }
 
 /// A monotonic clock: `Instant` at creation is its origin. Cheap to copy and share.
+///
+/// Its time source is `Instant::now` unless another is given ([`Clock::with_source`]): the
+/// simulator's clock reads a paused runtime's virtual time, so the same workload code stamps
+/// simulated requests exactly as it stamps real ones.
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     origin: Instant,
+    source: fn() -> Instant,
 }
 
 impl Default for Clock {
@@ -45,11 +50,16 @@ impl Default for Clock {
 
 impl Clock {
     pub fn new() -> Self {
-        Self { origin: Instant::now() }
+        Self::with_source(Instant::now)
+    }
+    /// A clock reading `source` (monotonic, never before its first reading), whose origin is
+    /// `source()` now.
+    pub fn with_source(source: fn() -> Instant) -> Self {
+        Self { origin: source(), source }
     }
     /// The current stamp.
     pub fn now(&self) -> Stamp {
-        self.stamp(Instant::now())
+        self.stamp((self.source)())
     }
     /// The stamp of an `Instant` read elsewhere (saturates at 0 before the origin).
     pub fn stamp(&self, t: Instant) -> Stamp {

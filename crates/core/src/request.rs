@@ -159,6 +159,17 @@ pub struct StepRecord {
     pub prefix_hit_tokens: usize,
     /// Prompt tokens looked up in the prefix cache while scheduling this step.
     pub prefix_query_tokens: usize,
+    /// Attention work of the prefill chunks: Σ over their tokens of the positions each one
+    /// attends to (a chunk of `n` tokens after `c` cached ones: `n·c + n(n+1)/2`). Absent
+    /// (0) in steps written before it was recorded.
+    #[serde(default)]
+    pub prefill_attention: u64,
+    /// Σ context length (positions attended) over the decode sequences.
+    #[serde(default)]
+    pub decode_context: u64,
+    /// Rows sampled (sequences whose last position produced a token this step).
+    #[serde(default)]
+    pub sampled: usize,
 }
 
 #[cfg(test)]

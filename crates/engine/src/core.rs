@@ -214,6 +214,9 @@ impl EngineCore {
             preemptions: out.preempted.len(),
             prefix_hit_tokens: out.prefix_hit_tokens,
             prefix_query_tokens: out.prefix_query_tokens,
+            prefill_attention: out.prefill_attention(),
+            decode_context: out.decode_context(),
+            sampled: out.sampled(),
         };
         drop(p);
         let record = StepRecord { tokens_held: self.sched.tokens_held(), ..record };

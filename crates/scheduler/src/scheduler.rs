@@ -178,6 +178,26 @@ impl SchedulerOutput {
     pub fn num_tokens(&self) -> usize {
         self.seqs.iter().map(|s| s.tokens.len()).sum()
     }
+
+    /// Attention work of the prefill (and recompute) chunks: Σ over their tokens of the
+    /// positions each attends to. A chunk of `n` tokens after `c` computed ones: `n·c + n(n+1)/2`.
+    pub fn prefill_attention(&self) -> u64 {
+        let chunk = |s: &ScheduledSeq| {
+            let (n, c) = (s.tokens.len() as u64, s.start as u64);
+            n * c + n * (n + 1) / 2
+        };
+        self.seqs.iter().filter(|s| !s.is_decode).map(chunk).sum()
+    }
+
+    /// Σ positions attended over the decode sequences (each one's context after the step).
+    pub fn decode_context(&self) -> u64 {
+        self.seqs.iter().filter(|s| s.is_decode).map(|s| s.context_len() as u64).sum()
+    }
+
+    /// Sequences whose last position is sampled this step.
+    pub fn sampled(&self) -> usize {
+        self.seqs.iter().filter(|s| s.samples).count()
+    }
 }
 
 /// The result of one step for the caller: tokens to stream and finished requests.

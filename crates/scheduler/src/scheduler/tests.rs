@@ -137,6 +137,27 @@ fn one_request_prefills_then_decodes_with_stamps() {
 }
 
 #[test]
+fn a_step_reports_its_attention_work() {
+    // Budget 8: request 1 (10 tokens) takes 8, then 2 + a decode beside request 2's chunk.
+    let mut s = Scheduler::new(cfg(64, 4, 8, 8)).unwrap();
+    s.add(req(1, vec![5; 10], 3), Stamp(0)).unwrap();
+    let mut r = FakeRunner::new(100);
+    let out = s.schedule(Stamp(1));
+    // 8 tokens at positions 1..=8 attend 1 + 2 + … + 8 = 36 positions; nothing is sampled.
+    assert_eq!((out.prefill_attention(), out.decode_context(), out.sampled()), (36, 0, 0));
+    let upd = s.update(&out, &r.step(&out, 4), Stamp(2));
+    assert!(upd.tokens.is_empty());
+    let out = s.schedule(Stamp(3));
+    // The last 2 prompt tokens after 8 cached: 2·8 + 3 = 19, and the first token is sampled.
+    assert_eq!((out.prefill_attention(), out.decode_context(), out.sampled()), (19, 0, 1));
+    s.update(&out, &r.step(&out, 4), Stamp(4));
+    s.add(req(2, vec![6; 5], 2), Stamp(5)).unwrap();
+    let out = s.schedule(Stamp(6));
+    // Request 1 decodes at context 11; request 2 prefills 5 tokens (15) and samples.
+    assert_eq!((out.prefill_attention(), out.decode_context(), out.sampled()), (15, 11, 2));
+}
+
+#[test]
 fn long_prompt_is_prefilled_in_chunks_beside_decodes() {
     let mut s = Scheduler::new(cfg(128, 4, 32, 8)).unwrap();
     let mut r = FakeRunner::new(100);

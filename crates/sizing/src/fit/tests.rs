@@ -1,0 +1,119 @@
+use super::*;
+use crate::cost::StepCost;
+use rand_distr::{Distribution, Normal};
+
+const TRUE: [f64; 6] = [5e-4, 2e-5, 2e-9, 3e-5, 2e-8, 1e-5];
+
+/// Steps shaped like a profile's grid: prefill chunks at several contexts, decode batches at
+/// several contexts, and mixed steps.
+fn grid() -> Vec<StepWork> {
+    let mut out = Vec::new();
+    for chunk in [16.0, 64.0, 256.0, 1024.0] {
+        for ctx in [0.0, 256.0, 1024.0] {
+            for sampled in [0.0, 1.0] {
+                let attn = chunk * ctx + chunk * (chunk + 1.0) / 2.0;
+                out.push(StepWork { prefill_tokens: chunk, prefill_attention: attn, sampled, ..Default::default() });
+            }
+        }
+    }
+    // Batches of short prompts completed in one step: many sampled rows, no decode.
+    for b in [4.0, 16.0, 64.0] {
+        for len in [4.0, 16.0] {
+            out.push(StepWork {
+                prefill_tokens: b * len,
+                prefill_attention: b * len * (len + 1.0) / 2.0,
+                sampled: b,
+                ..Default::default()
+            });
+        }
+    }
+    for b in [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0] {
+        for ctx in [32.0, 256.0, 1024.0] {
+            out.push(StepWork { decode_seqs: b, decode_context: b * ctx, sampled: b, ..Default::default() });
+            let attn = 128.0 * ctx + 128.0 * 129.0 / 2.0;
+            out.push(StepWork {
+                prefill_tokens: 128.0,
+                prefill_attention: attn,
+                decode_seqs: b,
+                decode_context: b * ctx,
+                sampled: b + 1.0,
+            });
+        }
+    }
+    out
+}
+
+fn noisy(work: &[StepWork], noise: f64, seed: u64) -> Vec<Sample> {
+    let cost = LinearCost { coefficients: TRUE, gap_s: 0.0 };
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let n = Normal::new(0.0, noise).unwrap();
+    // Three repeats of each shape, each with its own multiplicative noise.
+    (0..3)
+        .flat_map(|_| work.iter())
+        .map(|w| Sample { work: *w, seconds: cost.step_seconds(w) * (1.0 + n.sample(&mut rng)) })
+        .collect()
+}
+
+#[test]
+fn noiseless_steps_give_back_the_coefficients() {
+    let fit = fit(&noisy(&grid(), 0.0, 1), &FitOptions { bootstrap: 20, seed: 1 }).unwrap();
+    for (t, want) in fit.terms.iter().zip(TRUE) {
+        assert!((t.coefficient - want).abs() <= 1e-6 * want, "{:?}: {} vs {want}", t.term, t.coefficient);
+        assert!(t.measured);
+    }
+    assert!(fit.r2 > 0.999_999_99, "{}", fit.r2);
+    assert!(fit.residuals.p99 < 1e-9);
+}
+
+#[test]
+fn noisy_steps_give_back_the_coefficients_within_their_intervals() {
+    // 3 % noise per step. Over 20 noise draws, the 95 % intervals hold the true coefficient
+    // about 95 % of the time (at least 85 % of the 120 intervals), and none reaches 0.
+    let (mut held, mut total) = (0, 0);
+    for seed in 0..20 {
+        let fit = fit(&noisy(&grid(), 0.03, seed), &FitOptions { bootstrap: 100, seed }).unwrap();
+        for (t, want) in fit.terms.iter().zip(TRUE) {
+            total += 1;
+            held += usize::from(t.lo <= want && want <= t.hi);
+            assert!(t.lo > 0.0 && t.hi - t.lo < want, "{:?}: interval [{}, {}] too wide", t.term, t.lo, t.hi);
+            assert!((t.coefficient - want).abs() < 0.5 * want, "{:?}: {} vs {want}", t.term, t.coefficient);
+        }
+        assert!(fit.residuals.p50 < 0.04 && fit.residuals.p50 > 0.005, "{:?}", fit.residuals);
+        assert!(fit.residuals.bias.abs() < 0.01);
+    }
+    assert!(held * 100 >= total * 85, "{held} of {total} intervals hold the truth");
+}
+
+#[test]
+fn terms_the_steps_never_vary_are_left_out() {
+    // Decode-only steps: nothing about prefill can be learned.
+    let work: Vec<StepWork> = grid().into_iter().filter(|w| w.prefill_tokens == 0.0).collect();
+    let fit = fit(&noisy(&work, 0.0, 2), &FitOptions { bootstrap: 10, seed: 1 }).unwrap();
+    let pre = fit.term(Term::PrefillTokens).unwrap();
+    assert!(!pre.measured && pre.coefficient == 0.0);
+    assert!(fit.term(Term::DecodeContext).unwrap().measured);
+    // decode_seqs and sampled_rows are the same column here: their sum is what is known.
+    let both = fit.term(Term::DecodeSeqs).unwrap().coefficient + fit.term(Term::SampledRows).unwrap().coefficient;
+    assert!((both - (TRUE[3] + TRUE[5])).abs() < 1e-9);
+}
+
+#[test]
+fn nnls_keeps_coefficients_non_negative() {
+    // Unconstrained: x = (1, −1). Constrained: x₂ = 0 and x₁ the projection.
+    let a = DMatrix::from_row_slice(3, 2, &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    let b = DVector::from_vec(vec![1.0, -1.0, 0.0]);
+    let x = nnls(&a, &b).unwrap();
+    assert_eq!(x[1], 0.0);
+    // min (x−1)² + x² → x = 0.5
+    assert!((x[0] - 0.5).abs() < 1e-12, "{x}");
+}
+
+#[test]
+fn bad_steps_are_refused() {
+    assert_eq!(fit(&[], &FitOptions::default()), Err(FitError::NoSteps));
+    let w = StepWork { decode_seqs: 1.0, sampled: 1.0, ..Default::default() };
+    let bad = [Sample { work: w, seconds: 0.0 }];
+    assert_eq!(fit(&bad, &FitOptions::default()), Err(FitError::BadDuration(0.0)));
+    let few = vec![Sample { work: w, seconds: 1e-3 }; 4];
+    assert!(matches!(fit(&few, &FitOptions::default()), Err(FitError::TooFew(4, 3, 9))));
+}

@@ -1,0 +1,286 @@
+//! The hardware catalog (`hardware.toml`): what a GPU can do, as its datasheet says.
+//!
+//! Read the same way as the model catalog (`goodput_core::catalog`): the repository's file is
+//! compiled into the binary ([`HardwareCatalog::builtin`]), another can be read with
+//! [`HardwareCatalog::from_path`] and laid over it with [`HardwareCatalog::extend`] (the
+//! `--hardware FILE` option). Every entry is validated when read; an error names the entry and
+//! the field.
+//!
+//! Conventions, the same for every entry:
+//! - **Decimal units**, as vendors print them: `memory_gb` is 10⁹ bytes (an "80 GB" H100 is
+//!   80e9 bytes, not 80 GiB), `memory_bandwidth_gbps` and `interconnect_gbps` are 10⁹ B/s,
+//!   `*_tflops` are 10¹² FLOP/s. The helpers on [`Gpu`] return plain bytes, B/s and FLOP/s.
+//! - **Dense FLOP/s**: tensor-core peak without 2:4 structured sparsity (half the figure NVIDIA
+//!   prints with an asterisk). A peak, not a sustained rate: the roofline applies efficiencies.
+//! - **Unidirectional link bandwidth**: `interconnect_gbps` is what one GPU can send to its peers,
+//!   all links together, in one direction while receiving as much: the rate an all-reduce can
+//!   use (NVLink 4: 450, half the bidirectional 900 of the datasheet; PCIe Gen5 x16: 64).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+const BUILTIN: &str = include_str!("../../../hardware.toml");
+
+/// Why a hardware catalog could not be read, or a GPU not found in it.
+#[derive(Debug, thiserror::Error)]
+pub enum HardwareError {
+    /// The file could not be read.
+    #[error("cannot read hardware catalog {path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+    /// The text is not TOML.
+    #[error("hardware catalog {origin} is not valid TOML: {message}")]
+    Toml { origin: String, message: String },
+    /// A top-level key other than `gpus`.
+    #[error("hardware catalog {origin}: unknown top-level key `{key}` (a catalog holds only [gpus.<name>] tables)")]
+    UnknownKey { origin: String, key: String },
+    /// No `[gpus.<name>]` table at all.
+    #[error("hardware catalog {origin}: no [gpus.<name>] table")]
+    NoGpus { origin: String },
+    /// One entry is malformed; `message` names the field.
+    #[error("hardware catalog {origin}: gpu `{gpu}`: {message}")]
+    Entry { origin: String, gpu: String, message: String },
+    /// [`HardwareCatalog::get`] was asked for a name the catalog lacks.
+    #[error("unknown gpu `{name}`; the hardware catalog has: {available}")]
+    UnknownGpu { name: String, available: String },
+}
+
+/// The element types the roofline prices: weights, activations and KV cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// bfloat16, 2 bytes.
+    Bf16,
+    /// IEEE half precision, 2 bytes.
+    Fp16,
+    /// 8-bit float (E4M3/E5M2), 1 byte; only on GPUs whose entry gives `fp8_tflops`.
+    Fp8,
+    /// IEEE single precision, 4 bytes; the catalog gives no f32 peak.
+    F32,
+}
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 4] = [DType::Bf16, DType::Fp16, DType::Fp8, DType::F32];
+
+    /// Bytes one element occupies.
+    pub fn bytes(self) -> usize {
+        match self {
+            DType::Bf16 | DType::Fp16 => 2,
+            DType::Fp8 => 1,
+            DType::F32 => 4,
+        }
+    }
+
+    /// The lowercase name, as written on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DType::Bf16 => "bf16",
+            DType::Fp16 => "fp16",
+            DType::Fp8 => "fp8",
+            DType::F32 => "f32",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A dtype name [`DType::from_str`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dtype `{0}`: expected bf16, fp16, fp8 or f32")]
+pub struct UnknownDType(pub String);
+
+impl FromStr for DType {
+    type Err = UnknownDType;
+
+    /// Parses `bf16`, `fp16`, `fp8` or `f32` (exactly, lowercase).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DType::ALL.into_iter().find(|d| d.as_str() == s).ok_or_else(|| UnknownDType(s.to_string()))
+    }
+}
+
+/// One catalog entry: a GPU's datasheet figures, in the units the file uses (see the module doc).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    /// The catalog key (`h100-sxm`), filled in from the table name when read.
+    #[serde(skip_deserializing)]
+    pub name: String,
+    /// Maker, lowercase (`nvidia`, `amd`).
+    pub vendor: String,
+    /// Full product name, with form factor and memory size.
+    pub description: String,
+    /// Memory capacity as sold, decimal GB (10⁹ bytes).
+    pub memory_gb: f64,
+    /// Peak memory bandwidth, decimal GB/s.
+    pub memory_bandwidth_gbps: f64,
+    /// Dense bf16 tensor peak, TFLOP/s.
+    pub bf16_tflops: f64,
+    /// Dense fp16 tensor peak, TFLOP/s.
+    pub fp16_tflops: f64,
+    /// Dense fp8 tensor peak, TFLOP/s; `None` where the GPU has no fp8 tensor cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_tflops: Option<f64>,
+    /// Link kind between GPUs of a node (`nvlink4`, `pcie5`, `infinity-fabric`, …).
+    pub interconnect: String,
+    /// Per-GPU unidirectional bandwidth to its peers, decimal GB/s.
+    pub interconnect_gbps: f64,
+    /// Price of one GPU-hour in USD, if the file gives one. The builtin catalog gives none; a
+    /// price on the command line takes precedence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_hour: Option<f64>,
+}
+
+impl Gpu {
+    /// Memory capacity in bytes (`memory_gb` × 10⁹).
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gb * 1e9
+    }
+
+    /// Peak memory bandwidth in bytes per second (`memory_bandwidth_gbps` × 10⁹).
+    pub fn bandwidth_bytes_per_s(&self) -> f64 {
+        self.memory_bandwidth_gbps * 1e9
+    }
+
+    /// Dense tensor peak for `dtype` in FLOP/s; `None` for fp8 on GPUs without it and for f32,
+    /// which the catalog does not carry.
+    pub fn flops_per_s(&self, dtype: DType) -> Option<f64> {
+        let tflops = match dtype {
+            DType::Bf16 => Some(self.bf16_tflops),
+            DType::Fp16 => Some(self.fp16_tflops),
+            DType::Fp8 => self.fp8_tflops,
+            DType::F32 => None,
+        };
+        tflops.map(|t| t * 1e12)
+    }
+
+    /// Per-GPU unidirectional link bandwidth in bytes per second (`interconnect_gbps` × 10⁹).
+    pub fn link_bytes_per_s(&self) -> f64 {
+        self.interconnect_gbps * 1e9
+    }
+
+    /// Checks every field; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, text) in
+            [("vendor", &self.vendor), ("description", &self.description), ("interconnect", &self.interconnect)]
+        {
+            if text.trim().is_empty() {
+                return Err(format!("field `{field}` must not be empty"));
+            }
+        }
+        let required = [
+            ("memory_gb", self.memory_gb),
+            ("memory_bandwidth_gbps", self.memory_bandwidth_gbps),
+            ("bf16_tflops", self.bf16_tflops),
+            ("fp16_tflops", self.fp16_tflops),
+            ("interconnect_gbps", self.interconnect_gbps),
+        ];
+        let optional = [("fp8_tflops", self.fp8_tflops), ("price_per_hour", self.price_per_hour)];
+        let present = optional.into_iter().filter_map(|(field, v)| v.map(|v| (field, v)));
+        for (field, v) in required.into_iter().chain(present) {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("field `{field}` must be a positive finite number, got {v}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every GPU of a catalog, by name (sorted).
+#[derive(Clone, Debug)]
+pub struct HardwareCatalog {
+    /// Where the entries came from (`<builtin hardware.toml>`, a path, or both joined by ` + `).
+    pub origin: String,
+    /// The entries, keyed by their lowercase name.
+    pub gpus: BTreeMap<String, Gpu>,
+}
+
+impl HardwareCatalog {
+    /// The catalog compiled into the binary (the repository's `hardware.toml`).
+    pub fn builtin() -> Self {
+        Self::parse(BUILTIN, "<builtin hardware.toml>").expect("the builtin hardware catalog is validated by a test")
+    }
+
+    /// Reads and validates the catalog at `path`.
+    pub fn from_path(path: &Path) -> Result<Self, HardwareError> {
+        let text = std::fs::read_to_string(path).map_err(|err| HardwareError::Io { path: path.to_path_buf(), err })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates catalog text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, HardwareError> {
+        let origin = origin.to_string();
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| HardwareError::Toml { origin: origin.clone(), message: e.to_string() })?;
+        if let Some(other) = table.keys().find(|k| *k != "gpus") {
+            return Err(HardwareError::UnknownKey { origin, key: other.clone() });
+        }
+        let entries = match table.get("gpus") {
+            Some(toml::Value::Table(t)) if !t.is_empty() => t,
+            _ => return Err(HardwareError::NoGpus { origin }),
+        };
+        let mut gpus = BTreeMap::new();
+        for (name, value) in entries {
+            let gpu = parse_entry(name, value).map_err(|message| HardwareError::Entry {
+                origin: origin.clone(),
+                gpu: name.clone(),
+                message,
+            })?;
+            gpus.insert(name.clone(), gpu);
+        }
+        Ok(Self { origin, gpus })
+    }
+
+    /// The entry called `name` (case-insensitive); the error lists the names there are.
+    pub fn get(&self, name: &str) -> Result<&Gpu, HardwareError> {
+        self.gpus.get(&name.to_ascii_lowercase()).ok_or_else(|| HardwareError::UnknownGpu {
+            name: name.to_string(),
+            available: self.gpus.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// Lays `other` over this catalog: its entries are added, replacing any of the same name
+    /// whole (no field-by-field merge). `origin` records both.
+    pub fn extend(&mut self, other: HardwareCatalog) {
+        self.origin = format!("{} + {}", self.origin, other.origin);
+        self.gpus.extend(other.gpus);
+    }
+}
+
+/// One `[gpus.<name>]` table to a validated [`Gpu`]; the error message names the field.
+fn parse_entry(name: &str, value: &toml::Value) -> Result<Gpu, String> {
+    if name.is_empty() || name.chars().any(|c| c.is_ascii_uppercase() || c.is_whitespace()) {
+        return Err("the name must be lowercase, without spaces (`--gpu` looks names up in lowercase)".into());
+    }
+    // Through text rather than `Value::try_into`, whose errors have no span: the span gives the
+    // field a type error is about ("invalid type: string, expected f64" alone names none).
+    let text = toml::to_string(value).map_err(|e| e.to_string())?;
+    let mut gpu: Gpu = toml::from_str(&text).map_err(|e| with_field(&text, &e))?;
+    gpu.name = name.to_string();
+    gpu.validate()?;
+    Ok(gpu)
+}
+
+/// A deserialization error's message, prefixed with the key of the line its span falls on
+/// unless the message already names a field (`unknown field`, `missing field`).
+fn with_field(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message();
+    let named = message.starts_with("unknown field") || message.starts_with("missing field");
+    let key = e.span().filter(|_| !named).and_then(|span| {
+        let line_start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+        text[line_start..].lines().next()?.split_once('=').map(|(key, _)| key.trim())
+    });
+    match key {
+        Some(key) => format!("field `{key}`: {message}"),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,11 @@
+//! Sizing: a step-cost model fitted from the engine's own step records, the simulator that
+//! runs the real `goodput-scheduler` in virtual time with that model in place of the model
+//! runner, roofline step costs for any (model, GPU, dtype, TP) from the hardware catalog, and
+//! the plans built on them. No candle, no tokio: plain data and arithmetic.
+
+pub mod cost;
+pub mod fit;
+pub mod hardware;
+pub mod profile;
+pub mod roofline;
+pub mod sim;

@@ -1,0 +1,241 @@
+//! A profile (`profile.json`): a fitted step-cost model with everything needed to trust it or
+//! not — the model and device it was measured on, the engine settings, the machine's
+//! fingerprint, the fit's intervals and residuals, each term against its roofline floor, and
+//! goodput's version.
+
+use crate::cost::{LinearCost, Term};
+use crate::fit::Fit;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// What every profile's `kind` says: a JSON file without it is not a profile.
+pub const PROFILE_KIND: &str = "goodput-profile";
+/// The format this build writes and reads.
+pub const PROFILE_FORMAT: u32 = 1;
+
+/// The machine a profile was measured on: two profiles of the same fingerprint can be compared.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fingerprint {
+    pub cpu: String,
+    pub logical_cpus: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+    /// `cpu`, or the accelerator.
+    pub device: String,
+    /// The engine's CPUs when pinned (`--engine-cpus`).
+    pub engine_cpus: Option<String>,
+}
+
+impl Fingerprint {
+    /// Whether `other` is the same machine and placement (the kernel may differ).
+    pub fn same_machine(&self, other: &Fingerprint) -> bool {
+        self.cpu == other.cpu
+            && self.logical_cpus == other.logical_cpus
+            && self.device == other.device
+            && self.engine_cpus == other.engine_cpus
+    }
+}
+
+/// The engine settings the steps were measured with.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileEngine {
+    pub block_size: usize,
+    /// KV blocks in the pool (including the null block).
+    pub num_blocks: usize,
+    pub max_num_batched_tokens: usize,
+    pub max_num_seqs: usize,
+    pub max_model_len: usize,
+    pub prefix_caching: bool,
+}
+
+/// One term against its roofline floor on the measured machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TermFloor {
+    pub term: Term,
+    /// Seconds per unit at 100 % of the machine (bandwidth or FLOP/s).
+    pub floor_s: f64,
+    /// floor ÷ fitted coefficient: the fraction of the roofline reached (MBU for the memory
+    /// terms, MFU for the compute terms); `None` when the term was not measured.
+    pub efficiency: Option<f64>,
+    /// `memory` or `compute`.
+    pub bound: String,
+}
+
+/// The measured machine's limits and each term against them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineRoofline {
+    /// Memory bandwidth, bytes/s.
+    pub bandwidth: f64,
+    /// FLOP/s at the profile's dtype.
+    pub flops: f64,
+    /// How the two were obtained (a catalog entry, or measured here and how).
+    pub how: String,
+    pub terms: Vec<TermFloor>,
+}
+
+impl MachineRoofline {
+    pub fn efficiency(&self, t: Term) -> Option<f64> {
+        self.terms.iter().find(|f| f.term == t).and_then(|f| f.efficiency)
+    }
+}
+
+/// A fitted step-cost model and its provenance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Always [`PROFILE_KIND`].
+    pub kind: String,
+    /// [`PROFILE_FORMAT`] when written.
+    pub format: u32,
+    pub goodput_version: String,
+    /// Seconds since the Unix epoch when it was written.
+    pub created_unix_s: u64,
+    /// The catalog name of the model.
+    pub model: String,
+    /// The model's dtype as run (`f32`, `bf16`, `q4_1`, …).
+    pub dtype: String,
+    /// Dummy or real weights, and from where.
+    pub weights: String,
+    pub engine: ProfileEngine,
+    pub fingerprint: Fingerprint,
+    /// What the steps came from: the profiling grid, or a run's steps.jsonl.
+    pub source: String,
+    pub fit: Fit,
+    /// Median seconds from the end of a step to the start of the next while the engine had
+    /// work (taking requests, sending tokens): added after every simulated step.
+    pub gap_s: f64,
+    pub roofline: Option<MachineRoofline>,
+}
+
+/// Why a profile cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("cannot read profile {path}: {err}")]
+    Io { path: String, err: std::io::Error },
+    #[error("{path} is empty; a profile is written by `goodput profile`")]
+    Empty { path: String },
+    #[error("{path} is not a goodput profile ({reason}); profiles are written by `goodput profile`")]
+    Foreign { path: String, reason: String },
+    #[error("{path} is profile format {found}; this goodput reads format {PROFILE_FORMAT} (profile again)")]
+    Format { path: String, found: u32 },
+    #[error("{path}: {reason}")]
+    Invalid { path: String, reason: String },
+}
+
+impl Profile {
+    /// Reads and checks a profile.
+    pub fn read(path: &Path) -> Result<Self, ProfileError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|err| ProfileError::Io { path: p.clone(), err })?;
+        Self::parse(&text, &p)
+    }
+
+    /// Parses and checks a profile's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ProfileError> {
+        let path = origin.to_string();
+        if text.trim().is_empty() {
+            return Err(ProfileError::Empty { path });
+        }
+        #[derive(Deserialize)]
+        struct Head {
+            kind: Option<String>,
+            format: Option<u32>,
+        }
+        let head: Head = serde_json::from_str(text)
+            .map_err(|e| ProfileError::Foreign { path: path.clone(), reason: format!("not a JSON object: {e}") })?;
+        if head.kind.as_deref() != Some(PROFILE_KIND) {
+            let reason = match head.kind {
+                Some(k) => format!("its kind is `{k}`"),
+                None => "it has no `kind`".into(),
+            };
+            return Err(ProfileError::Foreign { path, reason });
+        }
+        if head.format != Some(PROFILE_FORMAT) {
+            return Err(ProfileError::Format { path, found: head.format.unwrap_or(0) });
+        }
+        let profile: Profile = serde_json::from_str(text)
+            .map_err(|e| ProfileError::Invalid { path: path.clone(), reason: e.to_string() })?;
+        profile.check().map_err(|reason| ProfileError::Invalid { path, reason })?;
+        Ok(profile)
+    }
+
+    /// Checks the numbers: finite, non-negative coefficients, at least one measured term.
+    pub fn check(&self) -> Result<(), String> {
+        if self.fit.terms.is_empty() || !self.fit.terms.iter().any(|t| t.measured && t.coefficient > 0.0) {
+            return Err("the fit has no measured term with a positive coefficient".into());
+        }
+        for t in &self.fit.terms {
+            if !(t.coefficient.is_finite() && t.coefficient >= 0.0) {
+                return Err(format!(
+                    "coefficient of `{}` is {} (must be finite and ≥ 0)",
+                    t.term.name(),
+                    t.coefficient
+                ));
+            }
+        }
+        if !(self.gap_s.is_finite() && self.gap_s >= 0.0) {
+            return Err(format!("gap_s is {} (must be finite and ≥ 0)", self.gap_s));
+        }
+        let e = &self.engine;
+        if e.block_size == 0 || e.num_blocks < 2 || e.max_num_batched_tokens == 0 || e.max_num_seqs == 0 {
+            return Err("engine settings: block size, batched tokens and sequences must be positive, blocks ≥ 2".into());
+        }
+        Ok(())
+    }
+
+    /// Writes the profile as pretty JSON.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(path, json + "\n")
+    }
+
+    /// The fitted model, with the gap between busy steps.
+    pub fn cost(&self) -> LinearCost {
+        self.fit.cost(self.gap_s)
+    }
+
+    /// Where `self` (newer) drifted from `earlier` of the same machine, model and settings:
+    /// one line per measured term whose coefficient left the earlier 95 % interval, or whose
+    /// earlier coefficient is outside the new interval. Empty when they agree or are not
+    /// comparable (see [`Profile::comparable`]).
+    pub fn drift(&self, earlier: &Profile) -> Vec<String> {
+        if !self.comparable(earlier) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for new in self.fit.terms.iter().filter(|t| t.measured) {
+            let Some(old) = earlier.fit.term(new.term).filter(|t| t.measured) else { continue };
+            let outside = new.coefficient < old.lo || new.coefficient > old.hi;
+            let reverse = old.coefficient < new.lo || old.coefficient > new.hi;
+            if outside && reverse {
+                out.push(format!(
+                    "{}: {:.4e} s per {} now, {:.4e} before (earlier 95 % interval {:.4e}–{:.4e}; {:+.1} %)",
+                    new.term.name(),
+                    new.coefficient,
+                    new.term.unit(),
+                    old.coefficient,
+                    old.lo,
+                    old.hi,
+                    (new.coefficient / old.coefficient - 1.0) * 100.0
+                ));
+            }
+        }
+        out
+    }
+
+    /// Same machine, model, dtype and engine settings.
+    pub fn comparable(&self, other: &Profile) -> bool {
+        self.fingerprint.same_machine(&other.fingerprint)
+            && self.model == other.model
+            && self.dtype == other.dtype
+            && self.engine == other.engine
+    }
+}
+
+#[cfg(test)]
+#[path = "profile/tests.rs"]
+mod tests;

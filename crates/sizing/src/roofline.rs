@@ -1,0 +1,193 @@
+//! Roofline step costs: what a step must at least cost on a device, from the model's shape
+//! (weight and KV bytes, FLOPs), the device's bandwidth and peak FLOP/s, and, with tensor
+//! parallelism, the all-reduces over its links. Efficiencies scale each floor to what an engine
+//! reaches: stated defaults, or carried over from a measured profile (measured ÷ floor per term).
+//!
+//! Units: bytes, FLOPs, seconds. A multiply-add is 2 FLOPs.
+
+use crate::cost::{StepCost, StepWork, Term};
+use goodput_core::ModelSpec;
+use serde::{Deserialize, Serialize};
+
+/// Per-token and per-step work of a model, for one GPU of a tensor-parallel group of `tp`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelWork {
+    /// Weight bytes each GPU holds and reads every step (its shard). The embedding table
+    /// counts in full, as in the usual "weights ÷ bandwidth" floor, though a step gathers only
+    /// its tokens' rows of it (for an untied 8B Llama that makes the floor ~7 % conservative).
+    pub weight_bytes: f64,
+    /// KV bytes one token of context occupies on each GPU (all layers, K and V).
+    pub kv_bytes_per_token: f64,
+    /// FLOPs of the linear layers for one token (attention projections and MLP).
+    pub linear_flops_per_token: f64,
+    /// FLOPs of attention for one query-key pair across all layers (QKᵀ and PV).
+    pub attention_flops_per_pair: f64,
+    /// FLOPs of the LM head for one sampled row.
+    pub lm_head_flops_per_row: f64,
+    /// Bytes of activations all-reduced per token per step (2 per layer), 0 without TP.
+    pub allreduce_bytes_per_token: f64,
+    /// All-reduces per step (2 per layer), 0 without TP.
+    pub allreduces_per_step: f64,
+}
+
+/// Why a model cannot be split `tp` ways.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ShardError {
+    #[error("tensor parallelism must be at least 1")]
+    Zero,
+    #[error("TP {tp} does not divide {model}'s {heads} attention heads")]
+    Heads { model: String, tp: usize, heads: usize },
+    #[error("TP {tp} does not divide {model}'s {kv} KV heads (nor do the KV heads divide it, to replicate them)")]
+    KvHeads { model: String, tp: usize, kv: usize },
+}
+
+impl ModelWork {
+    /// The work of `m` at `bytes` per weight and per KV element, sharded over `tp` GPUs the way
+    /// vLLM and TensorRT-LLM do it (heads, MLP columns and the LM head split; KV heads split,
+    /// or replicated when fewer than `tp`).
+    pub fn of(m: &ModelSpec, bytes: f64, tp: usize) -> Result<Self, ShardError> {
+        if tp == 0 {
+            return Err(ShardError::Zero);
+        }
+        if m.num_heads % tp != 0 {
+            return Err(ShardError::Heads { model: m.name.clone(), tp, heads: m.num_heads });
+        }
+        if m.num_kv_heads % tp != 0 && tp % m.num_kv_heads != 0 {
+            return Err(ShardError::KvHeads { model: m.name.clone(), tp, kv: m.num_kv_heads });
+        }
+        let (h, d, l) = (m.hidden_size as f64, m.head_dim() as f64, m.num_layers as f64);
+        let (q, kv_heads) = (m.num_heads as f64 * d, m.num_kv_heads as f64);
+        let i = m.intermediate_size as f64;
+        let v = m.vocab_size as f64;
+        let t = tp as f64;
+        let kv_per_gpu = (kv_heads / t).max(1.0);
+        // Per layer: q and o projections (h×q each), k and v (h × kv·d each), MLP (3 × h×i).
+        let layer_params = (2.0 * h * q + 2.0 * h * kv_heads * d + 3.0 * h * i) / t + 2.0 * h;
+        let lm_head = v * h / t;
+        // Embedding replicated on every GPU unless tied to the (sharded) LM head.
+        let embed = if m.tie_word_embeddings { 0.0 } else { v * h };
+        let params = l * layer_params + lm_head + h + embed;
+        Ok(Self {
+            weight_bytes: params * bytes,
+            kv_bytes_per_token: 2.0 * l * kv_per_gpu * d * bytes,
+            linear_flops_per_token: 2.0 * l * (layer_params - 2.0 * h),
+            attention_flops_per_pair: 4.0 * l * (m.num_heads as f64 / t) * d,
+            lm_head_flops_per_row: 2.0 * lm_head,
+            allreduce_bytes_per_token: if tp > 1 { 2.0 * l * h * bytes } else { 0.0 },
+            allreduces_per_step: if tp > 1 { 2.0 * l } else { 0.0 },
+        })
+    }
+}
+
+/// A device's limits as the roofline uses them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceLimits {
+    /// Memory bandwidth, bytes/s.
+    pub bandwidth: f64,
+    /// Peak dense FLOP/s at the dtype.
+    pub flops: f64,
+    /// Per-GPU link bandwidth for all-reduce (unidirectional), bytes/s.
+    pub link: f64,
+}
+
+/// The floor of each term on `dev`: seconds per unit of the term at 100 % of the device.
+pub fn term_floor(term: Term, w: &ModelWork, dev: &DeviceLimits) -> f64 {
+    match term {
+        Term::Fixed => w.weight_bytes / dev.bandwidth,
+        Term::PrefillTokens | Term::DecodeSeqs => w.linear_flops_per_token / dev.flops,
+        Term::PrefillAttention => w.attention_flops_per_pair / dev.flops,
+        Term::DecodeContext => w.kv_bytes_per_token / dev.bandwidth,
+        Term::SampledRows => w.lm_head_flops_per_row / dev.flops,
+    }
+}
+
+/// The fractions of the floor an engine reaches.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Efficiencies {
+    /// Of memory bandwidth (weights and KV reads): vLLM and TensorRT-LLM decode reach
+    /// 70–85 % of HBM bandwidth at small batch.
+    pub memory: f64,
+    /// Of peak dense FLOP/s in the linear layers (prefill MFU of 50–70 % is usual).
+    pub compute: f64,
+    /// Of peak FLOP/s in attention (flash attention reaches 50–75 % on H100 at long contexts).
+    pub attention: f64,
+    /// Of link bandwidth in all-reduce (NCCL ring bus bandwidth is 70–80 % of the link).
+    pub link: f64,
+    /// Latency of one all-reduce, seconds (NCCL small-message latency on NVLink, ~10 µs).
+    pub allreduce_latency_s: f64,
+    /// The engine's own time per step beyond the roofline (scheduling, sampling, launch).
+    pub step_overhead_s: f64,
+    /// Where these figures come from.
+    pub source: String,
+}
+
+impl Default for Efficiencies {
+    fn default() -> Self {
+        Self {
+            memory: 0.80,
+            compute: 0.60,
+            attention: 0.50,
+            link: 0.75,
+            allreduce_latency_s: 10e-6,
+            step_overhead_s: 1e-3,
+            source: "stated defaults".into(),
+        }
+    }
+}
+
+/// Roofline step cost: `max(bytes / (bandwidth·e), FLOPs / (peak·e)) + all-reduce + overhead`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RooflineCost {
+    pub work: ModelWork,
+    pub device: DeviceLimits,
+    pub eff: Efficiencies,
+}
+
+impl RooflineCost {
+    /// Seconds reading memory in a step doing `w`.
+    pub fn memory_seconds(&self, w: &StepWork) -> f64 {
+        let bytes = self.work.weight_bytes + self.work.kv_bytes_per_token * (w.decode_context + w.prefill_tokens);
+        bytes / (self.device.bandwidth * self.eff.memory)
+    }
+
+    /// Seconds computing in a step doing `w`.
+    pub fn compute_seconds(&self, w: &StepWork) -> f64 {
+        let m = &self.work;
+        let linear =
+            m.linear_flops_per_token * (w.prefill_tokens + w.decode_seqs) + m.lm_head_flops_per_row * w.sampled;
+        let attention = m.attention_flops_per_pair * (w.prefill_attention + w.decode_context);
+        linear / (self.device.flops * self.eff.compute) + attention / (self.device.flops * self.eff.attention)
+    }
+
+    /// Seconds in all-reduces in a step doing `w` (ring: 2(TP−1)/TP of the bytes cross each link).
+    pub fn allreduce_seconds(&self, w: &StepWork, tp: usize) -> f64 {
+        if tp <= 1 {
+            return 0.0;
+        }
+        let ring = 2.0 * (tp as f64 - 1.0) / tp as f64;
+        let tokens = w.prefill_tokens + w.decode_seqs;
+        let bytes = self.work.allreduce_bytes_per_token * tokens * ring;
+        bytes / (self.device.link * self.eff.link) + self.work.allreduces_per_step * self.eff.allreduce_latency_s
+    }
+}
+
+/// A [`RooflineCost`] for a TP group: the step cost the simulator runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProjectedCost {
+    pub roofline: RooflineCost,
+    pub tp: usize,
+}
+
+impl StepCost for ProjectedCost {
+    fn step_seconds(&self, w: &StepWork) -> f64 {
+        let r = &self.roofline;
+        r.memory_seconds(w).max(r.compute_seconds(w)) + r.allreduce_seconds(w, self.tp) + r.eff.step_overhead_s
+    }
+    fn gap_seconds(&self) -> f64 {
+        0.0
+    }
+}
+
+#[cfg(test)]
+#[path = "roofline/tests.rs"]
+mod tests;

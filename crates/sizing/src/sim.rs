@@ -1,0 +1,162 @@
+//! The simulated engine: the real [`goodput_scheduler::Scheduler`] (same block pool, same
+//! token budget, sequence cap, prefix caching and preemption) with a [`StepCost`] in place of
+//! the model runner, in virtual time. It produces the engine's own records (request records
+//! from the scheduler, step records as the engine writes them), so everything downstream is
+//! the same code as for a measured run.
+//!
+//! A step is taken in two halves so that a driver can let the world move while it "runs":
+//! [`SimEngine::begin`] schedules at a stamp and says when the step ends, [`SimEngine::end`]
+//! applies its tokens at that stamp. [`run_arrivals`] is the plain discrete-event driver for a
+//! list of timed arrivals; goodput's front end drives the same engine from the workload code.
+
+use crate::cost::{StepCost, StepWork};
+use goodput_core::{EngineRecord, FinishReason, RequestId, Stamp, StepRecord, TokenId};
+use goodput_scheduler::{AdmissionError, NewRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepUpdate};
+use std::sync::Arc;
+
+/// A scheduled step, running until `end`.
+#[derive(Debug)]
+pub struct Planned {
+    out: SchedulerOutput,
+    pub start: Stamp,
+    pub end: Stamp,
+    /// When the next step may start (end + the gap between busy steps).
+    pub next: Stamp,
+}
+
+/// The scheduler and a step-cost model, stepped in virtual time by the caller.
+pub struct SimEngine {
+    sched: Scheduler,
+    cost: Arc<dyn StepCost>,
+    steps: u64,
+    /// The token every sampled row produces: never end-of-sequence, so a request generates
+    /// `max_tokens` (what benchmark workloads ask for with `ignore_eos`).
+    token: TokenId,
+}
+
+fn nanos(seconds: f64) -> u64 {
+    (seconds.max(0.0) * 1e9).round() as u64
+}
+
+impl SimEngine {
+    pub fn new(cfg: SchedulerConfig, cost: Arc<dyn StepCost>) -> Result<Self, String> {
+        let token = if cfg.eos_token_id == Some(0) { 1 } else { 0 };
+        let sched = Scheduler::new(cfg).map_err(|e| e.to_string())?;
+        Ok(Self { sched, cost, steps: 0, token })
+    }
+
+    pub fn config(&self) -> &SchedulerConfig {
+        self.sched.config()
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.sched
+    }
+
+    pub fn has_work(&self) -> bool {
+        self.sched.has_work()
+    }
+
+    /// Queues a request at `now` (its `arrival` is when the caller accepted it).
+    pub fn add(&mut self, req: NewRequest, now: Stamp) -> Result<(), AdmissionError> {
+        self.sched.add(req, now)
+    }
+
+    pub fn abort(&mut self, id: RequestId, now: Stamp) -> Option<(EngineRecord, Vec<TokenId>)> {
+        self.sched.abort(id, now)
+    }
+
+    pub fn abort_all(&mut self, now: Stamp) -> Vec<(EngineRecord, Vec<TokenId>)> {
+        self.sched.abort_all(FinishReason::Abort, now)
+    }
+
+    /// Schedules a step starting at `now`; `None` when nothing can be scheduled.
+    pub fn begin(&mut self, now: Stamp) -> Option<Planned> {
+        let out = self.sched.schedule(now);
+        if out.is_empty() {
+            return None;
+        }
+        let busy = nanos(self.cost.step_seconds(&StepWork::of_output(&out))).max(1);
+        let end = Stamp(now.0 + busy);
+        let next = Stamp(end.0 + nanos(self.cost.gap_seconds()));
+        Some(Planned { out, start: now, end, next })
+    }
+
+    /// Ends a planned step at its `end`: applies its tokens and returns the step's record
+    /// (as the engine writes it; the whole step counts as forward time) and the update.
+    pub fn end(&mut self, p: Planned) -> (StepRecord, StepUpdate) {
+        let sampled: Vec<Option<TokenId>> = p.out.seqs.iter().map(|s| s.samples.then_some(self.token)).collect();
+        let update = self.sched.update(&p.out, &sampled, p.end);
+        let pool = self.sched.pool();
+        let record = StepRecord {
+            step: self.steps,
+            start: p.start,
+            end: p.end,
+            schedule_s: 0.0,
+            forward_s: p.end.secs_since(p.start),
+            sample_s: 0.0,
+            prefill_tokens: p.out.prefill_tokens,
+            decode_seqs: p.out.decode_seqs,
+            num_seqs: p.out.seqs.len(),
+            running: self.sched.num_running(),
+            waiting: self.sched.num_waiting(),
+            blocks_used: pool.usable_blocks() - pool.num_free_blocks(),
+            usable_blocks: pool.usable_blocks(),
+            block_size: pool.block_size(),
+            tokens_held: 0,
+            preemptions: p.out.preempted.len(),
+            prefix_hit_tokens: p.out.prefix_hit_tokens,
+            prefix_query_tokens: p.out.prefix_query_tokens,
+            prefill_attention: p.out.prefill_attention(),
+            decode_context: p.out.decode_context(),
+            sampled: p.out.sampled(),
+        };
+        drop(pool);
+        self.steps += 1;
+        (StepRecord { tokens_held: self.sched.tokens_held(), ..record }, update)
+    }
+}
+
+/// What [`run_arrivals`] gives back: every request's record and every step.
+#[derive(Debug, Default)]
+pub struct SimOutput {
+    pub records: Vec<EngineRecord>,
+    pub refused: Vec<(RequestId, AdmissionError)>,
+    pub steps: Vec<StepRecord>,
+}
+
+/// Runs `arrivals` (sorted by stamp) through `engine` until all are done: the plain
+/// discrete-event loop. A request arriving during a step is taken when the step ends, as the
+/// engine thread takes commands between steps.
+pub fn run_arrivals(engine: &mut SimEngine, arrivals: Vec<(Stamp, NewRequest)>) -> SimOutput {
+    let mut out = SimOutput::default();
+    let mut pending = arrivals.into_iter().peekable();
+    let mut now = Stamp(0);
+    loop {
+        while let Some((_, req)) = pending.next_if(|(at, _)| *at <= now) {
+            let id = req.id;
+            if let Err(e) = engine.add(req, now) {
+                out.refused.push((id, e));
+            }
+        }
+        let planned = if engine.has_work() { engine.begin(now) } else { None };
+        match planned {
+            Some(p) => {
+                now = p.next;
+                let (step, update) = engine.end(p);
+                out.steps.push(step);
+                out.records.extend(update.finished.into_iter().map(|(r, _)| r));
+            }
+            // Idle (or blocked until something changes): jump to the next arrival.
+            None => match pending.peek() {
+                Some((at, _)) => now = now.max(*at),
+                None => break,
+            },
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "sim/tests.rs"]
+mod tests;
