@@ -8,9 +8,11 @@ mod cpu;
 mod engine_bench;
 mod generate;
 mod models;
+mod profile;
 mod report;
 mod run;
 mod serve;
+mod simulate;
 mod table;
 mod target;
 mod workload;
@@ -37,6 +39,10 @@ enum Command {
     /// Search usable capacity directly: double the users from 1 until an SLO breaks (or
     /// --max-users), then bisect between the last passing and the first failing level.
     Capacity(Box<run::CapacityArgs>),
+    /// Measure the engine's step costs on a grid designed for the fit (or fit a run's steps)
+    /// and write a profile: coefficients with intervals, residuals, each term against the
+    /// machine's roofline. `run --simulate` and `--predict` use it.
+    Profile(Box<profile::ProfileArgs>),
     /// Generate text for one prompt with the in-process engine.
     Generate(generate::GenerateArgs),
     /// Serve the in-process engine over an OpenAI-compatible HTTP API, with /metrics.
@@ -63,6 +69,7 @@ pub fn main() -> i32 {
         Command::Models(a) => models::run(a).map(|()| 0),
         Command::EngineBench(a) => engine_bench::run(a).map(|()| 0),
         Command::Generate(a) => generate::run(a).map(|()| 0),
+        Command::Profile(a) => profile::run(*a).map(|()| 0),
         Command::Run(a) => run::run(*a),
         Command::Capacity(a) => run::capacity(*a),
         Command::Serve(a) => serve::run(*a).map(|()| 0),

@@ -12,6 +12,8 @@ use std::time::Duration;
 pub enum AnyTarget {
     Engine(goodput_engine::EngineHandle),
     Http(Arc<HttpTarget>),
+    /// The simulated engine (`--simulate`).
+    Sim(crate::simulate::SimTarget),
 }
 
 impl Target for AnyTarget {
@@ -19,6 +21,7 @@ impl Target for AnyTarget {
         match self {
             AnyTarget::Engine(e) => e.clock(),
             AnyTarget::Http(h) => h.clock(),
+            AnyTarget::Sim(s) => s.clock(),
         }
     }
 
@@ -26,6 +29,7 @@ impl Target for AnyTarget {
         match self {
             AnyTarget::Engine(e) => e.describe(),
             AnyTarget::Http(h) => h.describe(),
+            AnyTarget::Sim(s) => s.describe(),
         }
     }
 
@@ -33,6 +37,7 @@ impl Target for AnyTarget {
         match self {
             AnyTarget::Engine(e) => e.run(req, intended).await,
             AnyTarget::Http(h) => h.run(req, intended).await,
+            AnyTarget::Sim(s) => s.run(req, intended).await,
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod conclusion;
 pub mod export;
 pub mod files;
 pub mod harness;
+pub mod prediction;
 pub mod rows;
 pub mod summary;
 

@@ -58,6 +58,13 @@ pub struct RunSummary {
     /// written before runs said so, which were only written whole: read as `true`.
     #[serde(default = "yes")]
     pub complete: bool,
+    /// `--predict`: the simulated twin of every level, from a profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<crate::prediction::Prediction>,
+    /// The command line of the run (`goodput run …`), so `goodput plan --check` can simulate
+    /// the same sweep. Empty in results written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
 }
 
 fn format_1() -> u32 {

@@ -120,6 +120,8 @@ fn run_summary() -> RunSummary {
         slos: parse_slos("ttft_p95=100ms,error_rate=30%").unwrap(),
         levels: Vec::new(),
         complete: true,
+        prediction: None,
+        command: Vec::new(),
         capacity: None,
     }
 }

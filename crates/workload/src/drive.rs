@@ -64,7 +64,8 @@ pub(crate) async fn closed_loop<C, F, Fut>(
     let users = (0..users.max(1)).map(|_| {
         let (next, ctx, stop) = (next.clone(), ctx.clone(), stop.clone());
         tokio::spawn(async move {
-            while deadline.is_none_or(|d| Instant::now() < d) && !stop.raised() {
+            // The runtime's time: virtual when a simulation runs on a paused runtime.
+            while deadline.is_none_or(|d| tokio::time::Instant::now().into_std() < d) && !stop.raised() {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= total {
                     break;

@@ -137,6 +137,16 @@ pub struct RunArgs {
     /// At the end, write DIR/report.html (see `goodput report`); needs --out.
     #[arg(long, requires = "out")]
     pub report: bool,
+    /// Simulate the sweep instead of running it: the real scheduler with this profile's step
+    /// costs (`goodput profile`) in place of the model, in virtual time, driven by the same
+    /// workload. Everything else — records, metrics, summary, report — is as for a measured run.
+    #[arg(long, value_name = "PROFILE", conflicts_with_all = ["engine_cpus", "harness_cpus"])]
+    pub simulate: Option<PathBuf>,
+    /// Run the sweep measured and, level by level, its simulated twin from this profile (the
+    /// identical workload on the simulated engine); print and store predicted against measured.
+    /// The profile must be measured apart from this run (`goodput profile`), never fitted on it.
+    #[arg(long, value_name = "PROFILE", conflicts_with = "simulate")]
+    pub predict: Option<PathBuf>,
     /// Print only the final table and conclusion.
     #[arg(long, short = 'q')]
     pub quiet: bool,

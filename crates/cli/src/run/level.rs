@@ -96,7 +96,7 @@ impl Ran {
 /// level is what `seen` holds.
 fn drive(rig: &Rig, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Ran {
     let start = goodput_core::Target::clock(&*rig.target).now();
-    let out = rig.rt.block_on(async {
+    let out = rig.block_on(async {
         let work = rig.workload.run(rig.target.clone(), rig.vocab, lp);
         tokio::pin!(work);
         let stopped = async {

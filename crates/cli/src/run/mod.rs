@@ -13,6 +13,7 @@ mod rig;
 mod sweep;
 
 pub use args::{CapacityArgs, RunArgs};
+pub use rig::machine;
 
 use anyhow::{bail, Result};
 use sweep::Sweep;
@@ -49,13 +50,18 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 pub fn run(a: RunArgs) -> Result<i32> {
     let plan = plan::RunPlan::new(&a)?;
     let rig = rig::Rig::build(&a, &plan)?;
+    let twin = a.predict.as_ref().map(|p| rig::Rig::simulated(&a, &plan, p)).transpose()?;
     let stop = interrupt::install(&rig.rt);
     let mut sweep = Sweep::start(&a, &plan, &rig, stop.clone())?;
     while !stop.raised() {
         let Some(level) = sweep.next_level() else { break };
         let finished = sweep.run_level(&rig, &level)?;
+        if let (Some(twin), false) = (&twin, stop.raised()) {
+            sweep.run_twin(twin, &level);
+        }
         sweep.finish_level(finished)?;
     }
+    drop(twin);
     drop(rig);
     sweep.finish(stop.raised())
 }

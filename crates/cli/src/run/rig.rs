@@ -18,7 +18,11 @@ use std::sync::Arc;
 
 pub struct Rig {
     /// The load generator's runtime: one thread, so its CPU time is the harness's own cost.
+    /// Paused (virtual time) for a simulation.
     pub rt: tokio::runtime::Runtime,
+    /// Where the simulated engine runs (its scheduler is single-threaded); levels are driven
+    /// inside it ([`Rig::block_on`]).
+    local: tokio::task::LocalSet,
     pub target: Arc<AnyTarget>,
     pub workload: Workload,
     /// The model's vocabulary (prompts are token ids drawn from it).
@@ -29,6 +33,8 @@ pub struct Rig {
     pub weights: String,
     pub device: String,
     pub pinning: Pinning,
+    /// The simulation stands in for the engine (`--simulate`).
+    pub simulated: bool,
     engine: Option<Engine>,
     server: Option<LocalServer>,
 }
@@ -96,7 +102,15 @@ fn workload(a: &RunArgs, spec: &WorkloadSpec, tokenizer: &Arc<Tokenizer>) -> Res
 }
 
 impl Rig {
+    /// Runs `fut` on the load generator's runtime, with the simulated engine (if any) beside it.
+    pub fn block_on<F: std::future::Future>(&self, fut: F) -> F::Output {
+        self.local.block_on(&self.rt, fut)
+    }
+
     pub fn build(a: &RunArgs, plan: &RunPlan) -> Result<Rig> {
+        if let Some(path) = &a.simulate {
+            return Self::simulated(a, plan, path);
+        }
         let mut m = load_model(a, plan)?;
         let workload = workload(a, &plan.workload, &m.tokenizer)?;
         let (step_tx, steps) = flume::unbounded();
@@ -116,6 +130,8 @@ impl Rig {
         };
         let mut rig = Rig {
             rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+            local: tokio::task::LocalSet::new(),
+            simulated: false,
             target: Arc::new(target),
             workload,
             vocab: plan.spec.vocab_size,
@@ -134,6 +150,46 @@ impl Rig {
             rig.check_served(a, plan)?;
         }
         Ok(rig)
+    }
+
+    /// The simulated engine of `profile` in place of the model: the run's engine settings, the
+    /// profile's step costs, virtual time.
+    pub fn simulated(a: &RunArgs, plan: &RunPlan, path: &std::path::Path) -> Result<Rig> {
+        if plan.url.is_some() || a.target != "in-process" {
+            bail!("a simulation stands for the in-process engine; drop --target {}", a.target);
+        }
+        let profile = goodput_sizing::profile::Profile::read(path)?;
+        if profile.model != plan.spec.name {
+            bail!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, plan.spec.name);
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()?;
+        let clock = crate::simulate::clock(&rt);
+        let sc = sim_config(a, plan, &profile)?;
+        let engine = goodput_sizing::sim::SimEngine::new(sc, Arc::new(profile.cost()))
+            .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
+        let tokenizer = Arc::new(Tokenizer::byte_level(plan.spec.vocab_size));
+        let workload = workload(a, &plan.workload, &tokenizer)?;
+        let (step_tx, steps) = flume::unbounded();
+        let local = tokio::task::LocalSet::new();
+        let description = format!("simulated engine ({})", path.display());
+        let sim = crate::simulate::SimTarget::start(&local, engine, clock, plan.spec.vocab_size, step_tx, description);
+        Ok(Rig {
+            rt,
+            local,
+            target: Arc::new(AnyTarget::Sim(sim)),
+            workload,
+            vocab: plan.spec.vocab_size,
+            steps,
+            weights: format!("simulated from {} ({})", path.display(), profile.source),
+            device: format!(
+                "simulated {} ({}, {} CPUs)",
+                profile.fingerprint.device, profile.fingerprint.cpu, profile.fingerprint.logical_cpus
+            ),
+            pinning: pinning(a),
+            simulated: true,
+            engine: None,
+            server: None,
+        })
     }
 
     /// goodput's own server on loopback, on its own threads (so this thread's CPU time stays
@@ -177,7 +233,7 @@ impl Rig {
 
     fn check_served(&self, a: &RunArgs, plan: &RunPlan) -> Result<()> {
         let Some(h) = self.http() else { return Ok(()) };
-        let models = self.rt.block_on(h.models()).context("asking the server for its models")?;
+        let models = self.block_on(h.models()).context("asking the server for its models")?;
         let name = served_name(a, plan);
         if !models.contains(&name) {
             bail!(
@@ -192,7 +248,7 @@ impl Rig {
     pub fn http(&self) -> Option<Arc<HttpTarget>> {
         match &*self.target {
             AnyTarget::Http(h) => Some(h.clone()),
-            AnyTarget::Engine(_) => None,
+            AnyTarget::Engine(_) | AnyTarget::Sim(_) => None,
         }
     }
 
@@ -226,6 +282,33 @@ fn http_config(a: &RunArgs, plan: &RunPlan, base_url: String, tokenizer: &Arc<To
 fn pinning(a: &RunArgs) -> Pinning {
     let list = |c: &Option<crate::args::CpuList>| c.as_ref().map(|c| goodput_engine::affinity::format_cpu_list(&c.0));
     Pinning { engine: list(&a.engine_cpus), harness: list(&a.harness_cpus) }
+}
+
+/// The scheduler of a simulation: the run's engine settings over the model, the KV pool sized
+/// at the profile's dtype.
+fn sim_config(
+    a: &RunArgs,
+    plan: &RunPlan,
+    profile: &goodput_sizing::profile::Profile,
+) -> Result<goodput_scheduler::SchedulerConfig> {
+    let cfg = a.engine.config()?;
+    let dtype = goodput_engine::loader::parse_dtype(&profile.dtype).unwrap_or(candle_core::DType::F32);
+    let num_blocks = match cfg.num_blocks {
+        Some(n) => n,
+        None => goodput_engine::kv_cache::KvCache::blocks_for_bytes(&plan.spec, cfg.block_size, dtype, cfg.kv_memory),
+    };
+    if num_blocks < 2 {
+        bail!("the KV pool would have {num_blocks} blocks; it needs at least 2: raise --kv-blocks or --kv-memory");
+    }
+    Ok(goodput_scheduler::SchedulerConfig {
+        max_num_batched_tokens: cfg.max_num_batched_tokens,
+        max_num_seqs: cfg.max_num_seqs,
+        num_blocks,
+        block_size: cfg.block_size,
+        enable_prefix_caching: cfg.enable_prefix_caching,
+        max_model_len: plan.max_len,
+        eos_token_id: plan.spec.eos_token_id,
+    })
 }
 
 /// The engine's settings as given (for the setup).

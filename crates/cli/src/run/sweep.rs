@@ -26,6 +26,12 @@ pub struct Sweep<'a> {
     bar: indicatif::ProgressBar,
     /// Raised by an interrupt: the current level stops sending, no later level starts.
     stop: Stop,
+    /// The first request id of the level run last (its simulated twin takes the same).
+    level_first_id: u64,
+    /// `--predict`: wall seconds, simulated seconds and steps of the twins so far.
+    twin_cost: (f64, f64, usize),
+    /// `--simulate`: the harness's own cost is the simulation's, not a load generator's.
+    simulated: bool,
 }
 
 impl<'a> Sweep<'a> {
@@ -50,6 +56,8 @@ impl<'a> Sweep<'a> {
             levels: Vec::new(),
             capacity: None,
             complete: false,
+            prediction: None,
+            command: std::env::args().collect(),
         };
         let files = match &a.out {
             Some(dir) => {
@@ -82,7 +90,28 @@ impl<'a> Sweep<'a> {
         );
         bar.enable_steady_tick(Duration::from_millis(120));
         let queue = plan.levels.clone();
-        Ok(Sweep { a, plan, summary, files, queue, refine_left: a.refine, first_id: 0, bar, stop })
+        let mut summary = summary;
+        summary.prediction = a.predict.as_ref().map(|p| goodput_results::prediction::Prediction {
+            profile: p.display().to_string(),
+            levels: Vec::new(),
+            capacity: RunSummary::verdict_of(&[]),
+            steps_per_s: 0.0,
+            speedup: 0.0,
+        });
+        Ok(Sweep {
+            a,
+            plan,
+            summary,
+            files,
+            queue,
+            refine_left: a.refine,
+            first_id: 0,
+            bar,
+            stop,
+            level_first_id: 0,
+            twin_cost: (0.0, 0.0, 0),
+            simulated: rig.simulated,
+        })
     }
 
     /// Level lines are progress (hidden by --quiet); warnings always show.
@@ -124,14 +153,37 @@ impl<'a> Sweep<'a> {
             keep.lock().unwrap_or_else(|e| e.into_inner()).push((phase, r));
         });
         let lp = level::level_plan(self.a, self.plan, level, &counts, self.first_id, Some(sink), self.stop.clone());
+        self.level_first_id = self.first_id;
         self.first_id += level::id_span(level, &counts, &rig.workload);
         Ok(level::run(rig, self.a, self.plan, level, lp, &self.stop, &seen))
+    }
+
+    /// The simulated twin of the level just run: the same plan (ids, seed, counts) on the
+    /// simulated engine; kept in the summary's prediction.
+    pub fn run_twin(&mut self, twin: &Rig, level: &LevelSpec) {
+        let counts = Counts::of(self.a, level, twin.workload.is_sessions());
+        let lp = level::level_plan(self.a, self.plan, level, &counts, self.level_first_id, None, self.stop.clone());
+        let t = std::time::Instant::now();
+        let f = level::run(twin, self.a, self.plan, level, lp, &self.stop, &level::Seen::default());
+        let wall = t.elapsed().as_secs_f64();
+        let simulated = match (f.steps.first(), f.steps.last()) {
+            (Some(a), Some(b)) => b.end.secs_since(a.start),
+            _ => 0.0,
+        };
+        let (w, s, n) = &mut self.twin_cost;
+        (*w, *s, *n) = (*w + wall, *s + simulated, *n + f.steps.len());
+        let (w, s, n) = self.twin_cost;
+        if let Some(p) = self.summary.prediction.as_mut() {
+            p.push_level(f.report);
+            p.steps_per_s = if w > 0.0 { n as f64 / w } else { 0.0 };
+            p.speedup = if w > 0.0 { s / w } else { 0.0 };
+        }
     }
 
     /// Warns, prints and writes a finished level; a capacity search stops at its first failure.
     pub fn finish_level(&mut self, f: Finished) -> Result<()> {
         let (r, unit) = (&f.report, self.plan.unit);
-        for w in r.harness.warnings() {
+        for w in r.harness.warnings().into_iter().filter(|_| !self.simulated) {
             self.log(format!("warning: {} {unit}: {w}", r.summary.load), true);
         }
         if r.summary.short_outputs > 0 {
@@ -220,6 +272,9 @@ impl<'a> Sweep<'a> {
             if let Some(r) = &last.rag {
                 println!("{}", table::rag(r, &last.summary, unit));
             }
+        }
+        if let Some(p) = &s.prediction {
+            println!("{}", table::prediction(s, p, unit));
         }
         let conclusion = Conclusion::of(s).render();
         println!("{conclusion}");

@@ -1,0 +1,203 @@
+//! The profiling grid: requests shaped so that the engine's steps cover what the step-cost
+//! model must tell apart — prefill chunks at several contexts, batches of short prompts (many
+//! sampled rows, no decode), decode batches at several contexts, and decodes mixed with a new
+//! prompt. Run through the real engine thread, so the steps and the gaps between them are the
+//! ones a run sees. Bounded in time: the grid is taken in rounds, and stops between two probes
+//! once its time is spent.
+//!
+//! Prefill chunks at a context use the prefix cache: the context is prefilled once, then the
+//! same prefix followed by `chunk` new tokens computes only those, attending to all.
+
+use anyhow::{Context, Result};
+use goodput_core::{SamplingParams, StepRecord, TokenId};
+use goodput_engine::{EngineHandle, RequestEvent, RequestStream};
+use rand::{Rng, SeedableRng};
+use std::time::{Duration, Instant};
+
+/// One shape of load the grid runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Probe {
+    /// `chunk` new prompt tokens after `context` cached ones.
+    Chunk { context: usize, chunk: usize },
+    /// `batch` prompts of `len` tokens submitted together, one output token each.
+    Prompts { batch: usize, len: usize },
+    /// `batch` sequences of `context` prompt tokens decoding `steps` tokens.
+    Decode { batch: usize, context: usize, steps: usize },
+    /// A decode batch joined by a new prompt of `chunk` tokens after its third token.
+    Mixed { batch: usize, context: usize, chunk: usize },
+}
+
+/// The engine's limits a grid must respect.
+pub struct Limits {
+    pub max_model_len: usize,
+    pub budget: usize,
+    pub max_seqs: usize,
+    /// Tokens the KV pool holds.
+    pub pool_tokens: usize,
+}
+
+/// The probes of one round, within `l`.
+pub fn probes(l: &Limits) -> Vec<Probe> {
+    let fits = |tokens: usize| tokens * 10 <= l.pool_tokens * 8;
+    let mut out = Vec::new();
+    let contexts = [0, 256, 1024, 4096, 16384];
+    for chunk in [16, 64, 256, 1024] {
+        for context in contexts {
+            if chunk <= l.budget && context + chunk + 1 < l.max_model_len && fits(context + chunk) {
+                out.push(Probe::Chunk { context, chunk });
+            }
+        }
+    }
+    for batch in [4, 16, 64] {
+        for len in [8, 32] {
+            if batch <= l.max_seqs && batch * len <= l.budget && fits(batch * (len + 1)) {
+                out.push(Probe::Prompts { batch, len });
+            }
+        }
+    }
+    // Decode batches up to 16K context tokens in all, so their prefill stays short.
+    for batch in [1, 2, 4, 8, 16, 32, 64, 128] {
+        for context in [64, 512, 2048, 8192] {
+            let total = batch * (context + 8);
+            if batch <= l.max_seqs && total <= 16_384 && context + 8 < l.max_model_len && fits(total) {
+                out.push(Probe::Decode { batch, context, steps: 8 });
+            }
+        }
+    }
+    for (batch, context, chunk) in [(8, 256, 64), (8, 256, 512), (32, 128, 256), (4, 1024, 1024)] {
+        let total = batch * (context + 16) + chunk;
+        if batch < l.max_seqs && chunk + batch <= l.budget && context + chunk + 16 < l.max_model_len && fits(total) {
+            out.push(Probe::Mixed { batch, context, chunk });
+        }
+    }
+    out
+}
+
+/// Runs probes on the engine behind `h` until `time` is spent (whole rounds of every probe,
+/// in a shuffled order each round), and returns the steps it took.
+pub struct Grid<'a> {
+    pub h: &'a EngineHandle,
+    pub steps: &'a flume::Receiver<StepRecord>,
+    pub vocab: usize,
+    rng: rand::rngs::SmallRng,
+}
+
+impl<'a> Grid<'a> {
+    pub fn new(h: &'a EngineHandle, steps: &'a flume::Receiver<StepRecord>, vocab: usize, seed: u64) -> Self {
+        Self { h, steps, vocab, rng: rand::rngs::SmallRng::seed_from_u64(seed) }
+    }
+
+    /// Runs rounds of `probes` until `time` has passed; returns the steps and the rounds begun.
+    pub fn run(
+        &mut self,
+        probes: &[Probe],
+        time: Duration,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<(Vec<StepRecord>, usize)> {
+        let t0 = Instant::now();
+        let mut all = Vec::new();
+        let mut rounds = 0;
+        // A warm-up probe whose steps are dropped (first-touch of the pool, caches).
+        self.probe(&Probe::Decode { batch: 4, context: 64, steps: 4 })?;
+        let _ = self.steps.drain().count();
+        'rounds: loop {
+            rounds += 1;
+            let mut order: Vec<&Probe> = probes.iter().collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, self.rng.random_range(0..=i));
+            }
+            for (i, p) in order.into_iter().enumerate() {
+                if t0.elapsed() >= time {
+                    break 'rounds;
+                }
+                self.probe(p)?;
+                all.extend(self.steps.drain());
+                progress(rounds, i + 1);
+            }
+        }
+        Ok((all, rounds))
+    }
+
+    fn prompt(&mut self, len: usize) -> Vec<TokenId> {
+        (0..len).map(|_| self.rng.random_range(3..self.vocab as u32)).collect()
+    }
+
+    fn submit(&self, prompt: Vec<TokenId>, out: usize) -> Result<RequestStream> {
+        self.h.submit(prompt, SamplingParams::greedy_exact(out)).context("profiling request refused by the engine")
+    }
+
+    /// `batch` new prompts of `len` tokens, `out` tokens each, submitted together.
+    fn submit_batch(&mut self, batch: usize, len: usize, out: usize) -> Result<Vec<RequestStream>> {
+        let prompts: Vec<Vec<TokenId>> = (0..batch).map(|_| self.prompt(len)).collect();
+        prompts.into_iter().map(|p| self.submit(p, out)).collect()
+    }
+
+    fn probe(&mut self, p: &Probe) -> Result<()> {
+        match *p {
+            Probe::Chunk { context, chunk } => {
+                let prefix = self.prompt(context);
+                if context > 0 {
+                    self.submit(prefix.clone(), 1)?.wait()?;
+                }
+                let mut full = prefix;
+                full.extend(self.prompt(chunk));
+                self.submit(full, 1)?.wait()?;
+            }
+            Probe::Prompts { batch, len } => {
+                let streams = self.submit_batch(batch, len, 1)?;
+                wait_all(streams)?;
+            }
+            Probe::Decode { batch, context, steps } => {
+                let streams = self.submit_batch(batch, context, steps)?;
+                wait_all(streams)?;
+            }
+            Probe::Mixed { batch, context, chunk } => {
+                let streams = self.submit_batch(batch, context, 16)?;
+                // After the batch's third token, a new prompt joins the decodes.
+                for ev in streams[0].events.iter() {
+                    if matches!(ev, RequestEvent::Token { index: 2.., .. } | RequestEvent::Finished { .. }) {
+                        break;
+                    }
+                }
+                let p = self.prompt(chunk);
+                let late = self.submit(p, 2)?;
+                wait_all(streams)?;
+                late.wait()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn wait_all(streams: Vec<RequestStream>) -> Result<()> {
+    for s in streams {
+        s.wait()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_respect_the_engine_limits() {
+        let l = Limits { max_model_len: 2048, budget: 512, max_seqs: 32, pool_tokens: 20_000 };
+        let ps = probes(&l);
+        assert!(ps.iter().any(|p| matches!(p, Probe::Chunk { context: 1024, .. })));
+        assert!(ps.iter().any(|p| matches!(p, Probe::Mixed { .. })));
+        for p in &ps {
+            match *p {
+                Probe::Chunk { context, chunk } => assert!(chunk <= 512 && context + chunk < 2048),
+                Probe::Prompts { batch, len } => assert!(batch <= 32 && batch * len <= 512),
+                Probe::Decode { batch, context, .. } => {
+                    assert!(batch <= 32 && context < 2048 && batch * context < 16_000)
+                }
+                Probe::Mixed { batch, chunk, .. } => assert!(batch < 32 && chunk <= 512),
+            }
+        }
+        // A small pool leaves out what would not fit.
+        let small = probes(&Limits { pool_tokens: 1000, ..l });
+        assert!(small.iter().all(|p| !matches!(p, Probe::Chunk { context: 1024, .. })));
+    }
+}

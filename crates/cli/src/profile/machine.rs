@@ -1,0 +1,45 @@
+//! This machine's roofline, measured: read bandwidth (best of 5 parallel sums over 512 MiB)
+//! and f32 matmul FLOP/s (best of 5 products of two 1024² matrices through candle, the
+//! kernels the engine uses). A measured ceiling, not a datasheet peak: a term's efficiency
+//! against it says how close the engine comes to what this machine demonstrably does.
+
+/// How the figures were obtained, for the profile.
+pub const HOW: &str =
+    "measured here: read bandwidth best of 5 parallel sums over 512 MiB; FLOP/s best of 5 f32 1024×1024×1024 matmuls (candle)";
+
+/// (bandwidth in bytes/s, FLOP/s), measured on `cpus` when given (as the engine is pinned).
+pub fn measure(cpus: Option<Vec<usize>>) -> (f64, f64) {
+    let body = || (crate::engine_bench::measure_read_bandwidth() * 1e9, matmul_flops());
+    let Some(cpus) = cpus else { return body() };
+    let pin = cpus.clone();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cpus.len())
+        .start_handler(move |_| {
+            let _ = goodput_engine::affinity::pin_current(&pin);
+        })
+        .build();
+    match pool {
+        Ok(p) => p.install(body),
+        Err(_) => body(),
+    }
+}
+
+fn matmul_flops() -> f64 {
+    use candle_core::{Device, Tensor};
+    let n = 1024;
+    let (Ok(a), Ok(b)) = (
+        Tensor::ones((n, n), candle_core::DType::F32, &Device::Cpu),
+        Tensor::ones((n, n), candle_core::DType::F32, &Device::Cpu),
+    ) else {
+        return f64::NAN;
+    };
+    let mut best = 0.0f64;
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let Ok(c) = a.matmul(&b) else { return f64::NAN };
+        let dt = t.elapsed().as_secs_f64();
+        std::hint::black_box(c);
+        best = best.max(2.0 * (n * n * n) as f64 / dt);
+    }
+    best
+}

@@ -1,0 +1,318 @@
+//! `goodput profile`: the engine's step costs measured on a grid designed for the fit (or read
+//! from a run's steps.jsonl), fitted into a step-cost model with intervals, residuals and each
+//! term against this machine's roofline, and written as `profile.json` for the simulator.
+
+mod grid;
+mod machine;
+
+use crate::args::{CpuList, EngineArgs, ModelArgs};
+use crate::table;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use goodput_core::{Clock, ModelSpec, StepRecord};
+use goodput_engine::Engine;
+use goodput_sizing::cost::{StepWork, Term};
+use goodput_sizing::fit::{fit, Fit, FitOptions, Sample};
+use goodput_sizing::profile::{
+    Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor, PROFILE_FORMAT, PROFILE_KIND,
+};
+use goodput_sizing::roofline::{term_floor, DeviceLimits, ModelWork};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Pin the engine to these CPUs (as `run --engine-cpus`; a profile is only valid for runs
+    /// pinned the same way).
+    #[arg(long, value_parser = crate::args::parse_cpus)]
+    pub engine_cpus: Option<CpuList>,
+    /// Where to write the profile.
+    #[arg(long, short = 'o', default_value = "profile.json")]
+    pub out: PathBuf,
+    /// Fit the steps of this run (its steps.jsonl) instead of measuring the grid.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub from: Option<PathBuf>,
+    /// Time spent measuring the grid (whole probes; the fit uses every round begun).
+    #[arg(long, value_parser = crate::args::parse_duration, default_value = "60s")]
+    pub time: Duration,
+    /// An earlier profile to check for drift (default: the file at --out, if any).
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Bootstrap resamples for the coefficient intervals.
+    #[arg(long, default_value_t = 200)]
+    pub bootstrap: usize,
+    /// Seed of the grid's prompts and order, and of the bootstrap.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Also write the measured steps the fit used (JSON lines of step records).
+    #[arg(long, value_name = "FILE")]
+    pub save_steps: Option<PathBuf>,
+    /// Skip measuring this machine's bandwidth and FLOP/s (no roofline column).
+    #[arg(long)]
+    pub no_roofline: bool,
+    /// No progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// Measured steps and what they were measured with.
+struct Measured {
+    steps: Vec<StepRecord>,
+    engine: ProfileEngine,
+    source: String,
+    weights: String,
+    dtype: String,
+    device: String,
+}
+
+pub fn run(a: ProfileArgs) -> Result<()> {
+    if a.bootstrap > 10_000 {
+        bail!("--bootstrap: {} resamples is more than needed (at most 10000)", a.bootstrap);
+    }
+    let spec = a.model.spec()?;
+    let baseline = read_baseline(&a)?;
+    let m = match &a.from {
+        Some(dir) => from_run(dir, &spec)?,
+        None => measure_grid(&a, &spec)?,
+    };
+    if let Some(path) = &a.save_steps {
+        save_steps(path, &m.steps)?;
+    }
+    let samples = samples(&m.steps);
+    let fit = fit(&samples, &FitOptions { bootstrap: a.bootstrap, seed: a.seed })
+        .with_context(|| format!("fitting {} steps", samples.len()))?;
+    let roofline = if !a.no_roofline && m.device == "cpu" { roofline(&a, &spec, &m.dtype, &fit) } else { None };
+    let profile = Profile {
+        kind: PROFILE_KIND.into(),
+        format: PROFILE_FORMAT,
+        goodput_version: env!("CARGO_PKG_VERSION").into(),
+        created_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        model: spec.name.clone(),
+        dtype: m.dtype.clone(),
+        weights: m.weights.clone(),
+        engine: m.engine.clone(),
+        fingerprint: fingerprint(&a, &m.device),
+        source: m.source.clone(),
+        gap_s: gap(&m.steps),
+        fit,
+        roofline,
+    };
+    print(&profile);
+    if let Some(old) = &baseline {
+        for line in profile.drift(old) {
+            eprintln!("warning: drift from the earlier profile: {line}");
+        }
+    }
+    profile.write(&a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    println!("profile written to {}", a.out.display());
+    Ok(())
+}
+
+fn read_baseline(a: &ProfileArgs) -> Result<Option<Profile>> {
+    match &a.baseline {
+        Some(p) => Ok(Some(Profile::read(p)?)),
+        // The file about to be replaced, when it is a profile.
+        None => Ok(a.out.exists().then(|| Profile::read(&a.out).ok()).flatten()),
+    }
+}
+
+/// The grid, measured on the engine thread pinned as asked.
+fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
+    let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings);
+    let loaded = a.model.load(max_len)?;
+    let dtype = format!("{:?}", loaded.model.dtype).to_lowercase();
+    let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };
+    let weights = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
+    let mut cfg = a.engine.config()?;
+    // Chunks at a context are measured through the prefix cache; the cost of a step does not
+    // depend on whether the cache is on, only on what the step computes.
+    cfg.enable_prefix_caching = true;
+    cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
+    let sc = cfg.scheduler_config(&loaded.model)?;
+    let (tx, rx) = flume::unbounded();
+    let engine = Engine::start(loaded.model, cfg, Clock::new(), Some(tx))?;
+    let limits = grid::Limits {
+        max_model_len: sc.max_model_len,
+        budget: sc.max_num_batched_tokens,
+        max_seqs: sc.max_num_seqs,
+        pool_tokens: (sc.num_blocks - 1) * sc.block_size,
+    };
+    let probes = grid::probes(&limits);
+    if !a.quiet {
+        eprintln!("profile: {} on {device} {dtype}: {} probes per round for {:?}", spec.name, probes.len(), a.time);
+    }
+    let t0 = Instant::now();
+    let handle = engine.handle();
+    let mut g = grid::Grid::new(&handle, &rx, spec.vocab_size, a.seed);
+    let quiet = a.quiet;
+    let n = probes.len();
+    let (steps, rounds) = g.run(&probes, a.time, |round, i| {
+        if !quiet {
+            eprint!("\rprofile: round {round}, probe {i}/{n}   ");
+        }
+    })?;
+    engine.shutdown(false);
+    if !quiet {
+        eprintln!();
+    }
+    let source = format!(
+        "grid: {} probes, {rounds} round(s) begun, {} steps in {:.1} s",
+        n,
+        steps.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    let engine = ProfileEngine {
+        block_size: sc.block_size,
+        num_blocks: sc.num_blocks,
+        max_num_batched_tokens: sc.max_num_batched_tokens,
+        max_num_seqs: sc.max_num_seqs,
+        max_model_len: sc.max_model_len,
+        prefix_caching: !a.engine.no_prefix_caching,
+    };
+    Ok(Measured { steps, engine, source, weights, dtype, device })
+}
+
+/// The steps of a run, with the run's engine settings.
+fn from_run(dir: &Path, spec: &ModelSpec) -> Result<Measured> {
+    let summary = goodput_results::read_summary(dir)?;
+    if summary.model != spec.name {
+        bail!("{} is a run of `{}`, not of --model `{}`", dir.display(), summary.model, spec.name);
+    }
+    let rows: Vec<goodput_results::StepRow> =
+        goodput_results::files::read_jsonl(&dir.join(goodput_results::files::STEPS))?;
+    let steps: Vec<StepRecord> = rows.into_iter().map(|r| r.step).collect();
+    if steps.iter().any(|s| s.prefill_tokens > 0) && steps.iter().all(|s| s.prefill_attention == 0) {
+        bail!(
+            "{}: its steps predate the attention work in step records (prefill_attention); fit a newer run",
+            dir.display()
+        );
+    }
+    let e = &summary.engine;
+    let first = steps.first().context("the run has no engine steps (was its target another process's server?)")?;
+    let engine = ProfileEngine {
+        block_size: e.block_size,
+        num_blocks: first.usable_blocks + 1,
+        max_num_batched_tokens: e.max_num_batched_tokens,
+        max_num_seqs: e.max_num_seqs,
+        max_model_len: e.max_model_len,
+        prefix_caching: e.prefix_caching,
+    };
+    let source = format!("run {} ({} steps)", dir.display(), steps.len());
+    Ok(Measured { steps, engine, source, weights: summary.weights, dtype: "f32".into(), device: summary.device })
+}
+
+fn save_steps(path: &Path, steps: &[StepRecord]) -> Result<()> {
+    let mut text = String::new();
+    for s in steps {
+        text += &serde_json::to_string(s)?;
+        text.push('\n');
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Each step as a sample of the fit: what it did and its duration.
+fn samples(steps: &[StepRecord]) -> Vec<Sample> {
+    steps
+        .iter()
+        .filter(|s| s.end > s.start)
+        .map(|s| Sample { work: StepWork::of_record(s), seconds: s.end.secs_since(s.start) })
+        .collect()
+}
+
+/// Median time from a step's end to the next step's start while work remained.
+fn gap(steps: &[StepRecord]) -> f64 {
+    let gaps: Vec<f64> = steps
+        .windows(2)
+        .filter(|w| w[0].running + w[0].waiting > 0 && w[1].start >= w[0].end && w[1].step == w[0].step + 1)
+        .map(|w| w[1].start.secs_since(w[0].end))
+        .collect();
+    goodput_metrics::stats::percentile(&gaps, 50.0).unwrap_or(0.0)
+}
+
+fn fingerprint(a: &ProfileArgs, device: &str) -> Fingerprint {
+    let m = crate::run::machine();
+    Fingerprint {
+        cpu: m.cpu,
+        logical_cpus: m.logical_cpus,
+        memory_gib: m.memory_gib,
+        kernel: m.kernel,
+        device: device.into(),
+        engine_cpus: a.engine_cpus.as_ref().map(|c| goodput_engine::affinity::format_cpu_list(&c.0)),
+    }
+}
+
+/// This machine's bandwidth and FLOP/s, measured, and each term against them.
+fn roofline(a: &ProfileArgs, spec: &ModelSpec, dtype: &str, fit: &Fit) -> Option<MachineRoofline> {
+    let (bandwidth, flops) = machine::measure(a.engine_cpus.as_ref().map(|c| c.0.clone()));
+    let bytes = match dtype {
+        "f32" => 4.0,
+        "f16" | "bf16" => 2.0,
+        _ => 4.0,
+    };
+    let dev = DeviceLimits { bandwidth, flops, link: 0.0 };
+    let work = ModelWork::of(spec, bytes, 1).ok()?;
+    let terms = Term::ALL
+        .iter()
+        .map(|&t| {
+            let floor_s = term_floor(t, &work, &dev);
+            let f = fit.term(t);
+            let efficiency = f.filter(|f| f.measured && f.coefficient > 0.0).map(|f| floor_s / f.coefficient);
+            let bound = if matches!(t, Term::Fixed | Term::DecodeContext) { "memory" } else { "compute" };
+            TermFloor { term: t, floor_s, efficiency, bound: bound.into() }
+        })
+        .collect();
+    Some(MachineRoofline { bandwidth, flops, how: machine::HOW.into(), terms })
+}
+
+/// The fitted terms, their intervals and their place against the roofline, on stdout.
+fn print(p: &Profile) {
+    let mut t = table::new(&["term", "per", "coefficient", "95 % interval", "floor", "of roofline"]);
+    for f in &p.fit.terms {
+        let floor = p.roofline.as_ref().and_then(|r| r.terms.iter().find(|x| x.term == f.term));
+        t.add_row(vec![
+            f.term.name().to_string(),
+            f.term.unit().to_string(),
+            if f.measured { secs(f.coefficient) } else { "not measured".into() },
+            if f.measured { format!("{} – {}", secs(f.lo), secs(f.hi)) } else { String::new() },
+            floor.map_or(String::new(), |x| secs(x.floor_s)),
+            floor
+                .and_then(|x| x.efficiency)
+                .map_or(String::new(), |e| format!("{:.1} % ({})", e * 100.0, floor.map_or("", |x| x.bound.as_str()))),
+        ]);
+    }
+    let r = &p.fit.residuals;
+    println!("Step-cost model of {} ({}, {}), {}\n{t}", p.model, p.dtype, p.fingerprint.device, p.source);
+    println!(
+        "R² {:.4} over {} steps; |relative residual| P50 {:.1} %, P90 {:.1} %, P99 {:.1} %, median bias {:+.1} %; gap between busy steps {}",
+        p.fit.r2,
+        p.fit.samples,
+        r.p50 * 100.0,
+        r.p90 * 100.0,
+        r.p99 * 100.0,
+        r.bias * 100.0,
+        secs(p.gap_s)
+    );
+    if let Some(m) = &p.roofline {
+        println!("roofline: {:.1} GB/s, {:.1} GFLOP/s ({})", m.bandwidth / 1e9, m.flops / 1e9, m.how);
+    }
+}
+
+/// Seconds in the unit that reads best (s, ms, µs, ns).
+pub fn secs(s: f64) -> String {
+    let a = s.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1.0 {
+        format!("{s:.3} s")
+    } else if a >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else if a >= 1e-6 {
+        format!("{:.3} µs", s * 1e6)
+    } else {
+        format!("{:.3} ns", s * 1e9)
+    }
+}
