@@ -11,5 +11,6 @@ mod reliability;
 mod report;
 mod results;
 mod run;
+mod sizing;
 mod smollm2_gguf;
 mod weights;

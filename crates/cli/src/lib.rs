@@ -7,7 +7,9 @@ mod compare;
 mod cpu;
 mod engine_bench;
 mod generate;
+mod hardware;
 mod models;
+mod plan;
 mod profile;
 mod report;
 mod run;
@@ -43,6 +45,12 @@ enum Command {
     /// and write a profile: coefficients with intervals, residuals, each term against the
     /// machine's roofline. `run --simulate` and `--predict` use it.
     Profile(Box<profile::ProfileArgs>),
+    /// List the GPU catalog: memory, bandwidth, dense FLOP/s, links (with --hardware FILE).
+    Hardware(hardware::HardwareArgs),
+    /// GPUs per model for a load under SLOs: fit, KV, simulated usable capacity per replica,
+    /// replicas and cost per GPU × TP, and the written answer. `--check RUN_DIR --profile P`
+    /// sets a run's simulated twin beside its measurement.
+    Plan(Box<plan::PlanArgs>),
     /// Generate text for one prompt with the in-process engine.
     Generate(generate::GenerateArgs),
     /// Serve the in-process engine over an OpenAI-compatible HTTP API, with /metrics.
@@ -70,6 +78,8 @@ pub fn main() -> i32 {
         Command::EngineBench(a) => engine_bench::run(a).map(|()| 0),
         Command::Generate(a) => generate::run(a).map(|()| 0),
         Command::Profile(a) => profile::run(*a).map(|()| 0),
+        Command::Hardware(a) => hardware::run(a).map(|()| 0),
+        Command::Plan(a) => plan::run(*a).map(|()| 0),
         Command::Run(a) => run::run(*a),
         Command::Capacity(a) => run::capacity(*a),
         Command::Serve(a) => serve::run(*a).map(|()| 0),

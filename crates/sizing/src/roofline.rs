@@ -191,3 +191,25 @@ impl StepCost for ProjectedCost {
 #[cfg(test)]
 #[path = "roofline/tests.rs"]
 mod tests;
+
+/// Efficiencies carried over from a measured profile: each term's measured ÷ roofline ratio
+/// on the machine it was measured on (the fixed cost for memory, prefill tokens for compute,
+/// prefill attention for attention), and its gap as the per-step overhead. Links cannot be
+/// measured on one device; their defaults stay.
+pub fn calibrated(p: &crate::profile::Profile) -> Result<Efficiencies, String> {
+    let r = p.roofline.as_ref().ok_or("the profile has no roofline (profile again without --no-roofline)")?;
+    let get = |t: Term| {
+        r.efficiency(t)
+            .filter(|e| e.is_finite() && *e > 0.0)
+            .ok_or_else(|| format!("the profile did not measure `{}`", t.name()))
+    };
+    let d = Efficiencies::default();
+    Ok(Efficiencies {
+        memory: get(Term::Fixed)?.min(1.0),
+        compute: get(Term::PrefillTokens)?.min(1.0),
+        attention: get(Term::PrefillAttention).unwrap_or(d.attention).min(1.0),
+        step_overhead_s: p.gap_s,
+        source: format!("calibrated from the profile of {} on {} ({})", p.model, p.fingerprint.cpu, p.source),
+        ..d
+    })
+}

@@ -117,7 +117,7 @@ impl SimEngine {
     }
 }
 
-/// What [`run_arrivals`] gives back: every request's record and every step.
+/// What a driven simulation gives back: every request's record and every step.
 #[derive(Debug, Default)]
 pub struct SimOutput {
     pub records: Vec<EngineRecord>,
@@ -125,36 +125,112 @@ pub struct SimOutput {
     pub steps: Vec<StepRecord>,
 }
 
-/// Runs `arrivals` (sorted by stamp) through `engine` until all are done: the plain
-/// discrete-event loop. A request arriving during a step is taken when the step ends, as the
-/// engine thread takes commands between steps.
-pub fn run_arrivals(engine: &mut SimEngine, arrivals: Vec<(Stamp, NewRequest)>) -> SimOutput {
+/// Where a plain simulation's requests come from.
+pub trait Source {
+    /// The next request due at or before `now`, if any.
+    fn due(&mut self, now: Stamp) -> Option<NewRequest>;
+    /// When the next request is due, if one is known.
+    fn next_due(&self) -> Option<Stamp>;
+    /// A request ended at `at` (a closed-loop user sends its next one).
+    fn finished(&mut self, record: &EngineRecord, at: Stamp);
+}
+
+/// Requests at fixed times (open loop), sorted by stamp.
+pub struct Timed(std::collections::VecDeque<(Stamp, NewRequest)>);
+
+impl Timed {
+    pub fn new(mut arrivals: Vec<(Stamp, NewRequest)>) -> Self {
+        arrivals.sort_by_key(|(at, _)| *at);
+        Self(arrivals.into())
+    }
+}
+
+impl Source for Timed {
+    fn due(&mut self, now: Stamp) -> Option<NewRequest> {
+        if self.0.front().is_some_and(|(at, _)| *at <= now) {
+            self.0.pop_front().map(|(_, r)| r)
+        } else {
+            None
+        }
+    }
+    fn next_due(&self) -> Option<Stamp> {
+        self.0.front().map(|(at, _)| *at)
+    }
+    fn finished(&mut self, _: &EngineRecord, _: Stamp) {}
+}
+
+/// Runs `source` through `engine` until it has nothing more and every request ended: the
+/// plain discrete-event loop. As on the engine thread, requests are taken between steps, and
+/// whoever a step's tokens wake reacts while the next step runs (so a closed-loop user's next
+/// request joins the step after next, as in a measured run).
+pub fn drive(engine: &mut SimEngine, source: &mut dyn Source) -> SimOutput {
     let mut out = SimOutput::default();
-    let mut pending = arrivals.into_iter().peekable();
     let mut now = Stamp(0);
+    let mut just_finished: Vec<EngineRecord> = Vec::new();
     loop {
-        while let Some((_, req)) = pending.next_if(|(at, _)| *at <= now) {
+        while let Some(req) = source.due(now) {
             let id = req.id;
             if let Err(e) = engine.add(req, now) {
                 out.refused.push((id, e));
             }
         }
         let planned = if engine.has_work() { engine.begin(now) } else { None };
+        for r in just_finished.drain(..) {
+            source.finished(&r, r.finished);
+            out.records.push(r);
+        }
         match planned {
             Some(p) => {
                 now = p.next;
                 let (step, update) = engine.end(p);
                 out.steps.push(step);
-                out.records.extend(update.finished.into_iter().map(|(r, _)| r));
+                just_finished.extend(update.finished.into_iter().map(|(r, _)| r));
             }
             // Idle (or blocked until something changes): jump to the next arrival.
-            None => match pending.peek() {
-                Some((at, _)) => now = now.max(*at),
+            None => match source.next_due() {
+                Some(at) => now = now.max(at),
                 None => break,
             },
         }
     }
     out
+}
+
+/// A closed loop: `users` users, each sending its next request `think` after its previous
+/// one ended, until `total` were sent; `make(i, at)` is request number `i`, due at `at`.
+pub struct ClosedLoop<F: FnMut(u64, Stamp) -> NewRequest> {
+    make: F,
+    total: u64,
+    issued: u64,
+    think_ns: u64,
+    ready: std::collections::BinaryHeap<std::cmp::Reverse<Stamp>>,
+}
+
+impl<F: FnMut(u64, Stamp) -> NewRequest> ClosedLoop<F> {
+    pub fn new(users: usize, total: u64, think: std::time::Duration, make: F) -> Self {
+        let ready = (0..users.max(1)).map(|_| std::cmp::Reverse(Stamp(0))).collect();
+        Self { make, total, issued: 0, think_ns: think.as_nanos() as u64, ready }
+    }
+}
+
+impl<F: FnMut(u64, Stamp) -> NewRequest> Source for ClosedLoop<F> {
+    fn due(&mut self, now: Stamp) -> Option<NewRequest> {
+        let at = self.next_due().filter(|at| *at <= now)?;
+        self.ready.pop();
+        self.issued += 1;
+        Some((self.make)(self.issued - 1, at))
+    }
+    fn next_due(&self) -> Option<Stamp> {
+        (self.issued < self.total).then(|| self.ready.peek().map(|r| r.0)).flatten()
+    }
+    fn finished(&mut self, _: &EngineRecord, at: Stamp) {
+        self.ready.push(std::cmp::Reverse(Stamp(at.0 + self.think_ns)));
+    }
+}
+
+/// [`drive`] over requests at fixed times.
+pub fn run_arrivals(engine: &mut SimEngine, arrivals: Vec<(Stamp, NewRequest)>) -> SimOutput {
+    drive(engine, &mut Timed::new(arrivals))
 }
 
 #[cfg(test)]

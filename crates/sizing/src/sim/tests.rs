@@ -86,3 +86,27 @@ fn requests_arriving_during_a_step_wait_for_its_end_and_then_batch() {
     assert_eq!(by_id(1).finished, Stamp(30_000_000));
     assert_eq!(by_id(2).finished, Stamp(40_000_000));
 }
+
+#[test]
+fn a_closed_loop_user_sends_its_next_request_while_the_following_step_runs() {
+    // One user, 2 requests of 2 tokens, 10 ms steps: request 0 is prefilled at 0–10 ms and
+    // decoded at 10–20 ms; the user's next request, sent at 20 ms, waits out the step that
+    // starts then (nothing to run: the engine is idle, so it starts at once) — and with two
+    // users, the second user's follow-up joins the step after next.
+    let mut engine = SimEngine::new(cfg(8), Arc::new(Constant(0.010))).unwrap();
+    let mut src = ClosedLoop::new(1, 2, std::time::Duration::ZERO, |i, at| request(i, 16, 2, at));
+    let out = drive(&mut engine, &mut src);
+    assert_eq!(out.records.len(), 2);
+    let second = out.records.iter().find(|r| r.id == 1).unwrap();
+    assert_eq!(second.arrival, Stamp(20_000_000));
+    assert_eq!(second.first_scheduled, Some(Stamp(20_000_000)));
+    // Two users with 1 and 3 tokens: user A's follow-up (sent at 10 ms, when its 1-token
+    // request ends) misses the step starting at 10 ms and joins the one at 20 ms.
+    let mut engine = SimEngine::new(cfg(8), Arc::new(Constant(0.010))).unwrap();
+    let mut src =
+        ClosedLoop::new(2, 3, std::time::Duration::ZERO, |i, at| request(i, 16, if i == 0 { 1 } else { 3 }, at));
+    let out = drive(&mut engine, &mut src);
+    let third = out.records.iter().find(|r| r.id == 2).unwrap();
+    assert_eq!(third.arrival, Stamp(10_000_000));
+    assert_eq!(third.first_scheduled, Some(Stamp(20_000_000)));
+}

@@ -1,0 +1,83 @@
+//! `goodput plan --check RUN_DIR --profile P`: a measured run's sweep simulated with a profile
+//! (its stored command line, run again with `--simulate` at exactly the loads it measured) and
+//! the prediction set beside the measurement, printed and written to `RUN_DIR/prediction.json`.
+
+use crate::run::RunArgs;
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use goodput_results::prediction::Prediction;
+use goodput_results::{LoadUnit, RunSummary};
+use std::path::Path;
+
+/// `goodput run`'s arguments as a parser of their own.
+#[derive(Parser, Debug)]
+struct Stored {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// The run's own arguments, set to simulate its measured levels with `profile` into `out`.
+fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<RunArgs> {
+    let at = summary
+        .command
+        .iter()
+        .position(|a| a == "run" || a == "capacity")
+        .context("the run's stored command line names no `run` or `capacity`")?;
+    let argv = std::iter::once("goodput".to_string()).chain(summary.command[at + 1..].iter().cloned());
+    let mut a = Stored::try_parse_from(argv).context("re-reading the run's command line")?.run;
+    let loads: Vec<f64> = summary.levels.iter().map(|l| l.summary.load).collect();
+    match summary.load_unit {
+        LoadUnit::Users => {
+            a.concurrency = loads.iter().map(|&l| l as usize).collect();
+            a.stages = None;
+        }
+        LoadUnit::Rate => a.rate = Some(loads),
+        LoadUnit::Burst => a.burst = Some(loads.iter().map(|&l| l as usize).collect()),
+    }
+    a.simulate = Some(profile.to_path_buf());
+    a.predict = None;
+    a.out = Some(out.to_path_buf());
+    (a.quiet, a.report, a.refine, a.stop_at_first_failure) = (true, false, 0, false);
+    (a.engine_cpus, a.harness_cpus) = (None, None);
+    (a.export_json, a.export_csv, a.export_markdown) = (None, None, None);
+    a.target = "in-process".into();
+    Ok(a)
+}
+
+pub fn run(dir: &Path, profile: &Path) -> Result<()> {
+    let summary = goodput_results::read_summary(dir)?;
+    if summary.command.is_empty() {
+        bail!("{}: the run predates stored command lines; run it again (or with --predict)", dir.display());
+    }
+    if summary.levels.is_empty() {
+        bail!("{}: the run has no finished level to check", dir.display());
+    }
+    let out = std::env::temp_dir().join(format!("goodput-check-{}", std::process::id()));
+    let a = simulated_args(&summary, profile, &out)?;
+    let t = std::time::Instant::now();
+    let status = crate::run::run(a)?;
+    let wall = t.elapsed().as_secs_f64();
+    let sim = goodput_results::read_summary(&out)?;
+    let steps =
+        goodput_results::files::read_jsonl::<goodput_results::StepRow>(&out.join(goodput_results::files::STEPS))
+            .map(|s| s.len())
+            .unwrap_or(0);
+    let simulated: f64 = sim.levels.iter().map(|l| l.summary.window_s).sum();
+    let mut prediction = Prediction {
+        profile: profile.display().to_string(),
+        levels: Vec::new(),
+        capacity: RunSummary::verdict_of(&[]),
+        steps_per_s: steps as f64 / wall,
+        speedup: simulated / wall,
+    };
+    for l in sim.levels {
+        prediction.push_level(l);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    println!("{}", crate::table::prediction(&summary, &prediction, summary.load_unit));
+    let path = dir.join("prediction.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&prediction)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("prediction written to {} (simulated run exit status {status})", path.display());
+    Ok(())
+}

@@ -1,0 +1,354 @@
+//! `goodput plan`: GPUs per model for a load under SLOs. For each GPU × TP: whether the model
+//! fits, the KV left for sequences, the usable capacity of one replica simulated on the real
+//! scheduler with roofline step costs (stated efficiencies, or calibrated from a measured
+//! profile), what bounds it, and the replicas, GPUs and cost for the load with headroom.
+//! `--check RUN_DIR --profile P` instead simulates a measured run's sweep and sets the
+//! prediction beside the measurement.
+
+mod answer;
+mod check;
+mod search;
+
+use crate::args::parse_bytes;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use goodput_core::{Catalog, ModelSpec};
+use goodput_scheduler::SchedulerConfig;
+use goodput_sizing::hardware::{DType, Gpu, HardwareCatalog};
+use goodput_sizing::roofline::{DeviceLimits, Efficiencies, ModelWork, ProjectedCost, RooflineCost};
+use goodput_workload::Scenario;
+use search::{Load, Sim};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// Model from the catalog.
+    #[arg(long, short = 'm', default_value = "llama-3.1-8b")]
+    pub model: String,
+    /// Read the model catalog from this TOML file.
+    #[arg(long)]
+    pub catalog: Option<PathBuf>,
+    /// Built-in single-request scenario: short-qa, long-gen, long-context.
+    #[arg(long, default_value = "short-qa")]
+    pub scenario: String,
+    /// The load to serve, requests per second (Poisson).
+    #[arg(long, conflicts_with = "users")]
+    pub rate: Option<f64>,
+    /// The load to serve, concurrent users (closed loop).
+    #[arg(long)]
+    pub users: Option<usize>,
+    /// SLOs of usable capacity.
+    #[arg(long, default_value = "ttft_p95=1s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%")]
+    pub slo: String,
+    /// GPUs to consider (`goodput hardware` lists them).
+    #[arg(long, value_delimiter = ',', default_value = "h100-sxm,h100-pcie,h200,a100-80gb,l40s")]
+    pub gpus: Vec<String>,
+    /// Tensor-parallel sizes to consider.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    pub tp: Vec<usize>,
+    /// Weights, activations and KV dtype: bf16, fp16, fp8.
+    #[arg(long, default_value = "bf16")]
+    pub dtype: DType,
+    /// Price per GPU-hour, `GPU=USD` (e.g. h100-sxm=2.5,l40s=0.9).
+    #[arg(long, value_delimiter = ',')]
+    pub price: Vec<String>,
+    /// Spare capacity to keep: replicas are sized for the load × (1 + headroom).
+    #[arg(long, default_value_t = 0.2)]
+    pub headroom: f64,
+    /// Carry this measured profile's efficiencies (measured ÷ roofline per term) over to the
+    /// GPUs, instead of the stated defaults.
+    #[arg(long, value_name = "PROFILE")]
+    pub calibrate: Option<PathBuf>,
+    /// Add or replace GPUs from this TOML file (as hardware.toml).
+    #[arg(long)]
+    pub hardware: Option<PathBuf>,
+    /// Fraction of GPU memory the engine may use (vLLM's gpu_memory_utilization).
+    #[arg(long, default_value_t = 0.9)]
+    pub memory_utilization: f64,
+    /// Engine settings of each replica.
+    #[arg(long, default_value_t = 8192)]
+    pub max_num_batched_tokens: usize,
+    #[arg(long, default_value_t = 256)]
+    pub max_num_seqs: usize,
+    #[arg(long, default_value_t = 16)]
+    pub block_size: usize,
+    /// Measured requests per simulated level.
+    #[arg(long, default_value_t = 400)]
+    pub requests: usize,
+    /// Seed of the simulated workload.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Write the plan as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the plan as an HTML page here.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+    /// Instead of planning: simulate this measured run's sweep with --profile and set the
+    /// prediction beside the measurement.
+    #[arg(long, value_name = "RUN_DIR", requires = "profile")]
+    pub check: Option<PathBuf>,
+    /// The profile of `--check`.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<PathBuf>,
+    /// Activation memory to reserve per GPU beyond the estimate (e.g. 2GiB).
+    #[arg(long, value_parser = parse_bytes, default_value = "0")]
+    pub extra_reserve: u64,
+}
+
+/// One GPU × TP configuration of the plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub gpu: String,
+    pub tp: usize,
+    /// Why it cannot serve the model (does not fit, TP does not divide, no such dtype).
+    pub unfit: Option<String>,
+    pub weight_gb_per_gpu: f64,
+    pub kv_tokens: usize,
+    /// Sequences of the scenario's mean length the KV holds.
+    pub kv_sequences: f64,
+    /// Usable capacity of one replica (req/s or users) and the output tok/s there.
+    pub capacity: Option<f64>,
+    pub capacity_output_tps: Option<f64>,
+    /// What breaks first above it.
+    pub bound: String,
+    pub replicas: Option<usize>,
+    pub gpus: Option<usize>,
+    pub cost_per_hour: Option<f64>,
+    pub cost_per_million_output_tokens: Option<f64>,
+}
+
+/// The whole plan, as written to JSON.
+#[derive(Debug, Serialize)]
+pub struct Plan {
+    pub model: String,
+    pub scenario: String,
+    pub load: Load,
+    pub slos: Vec<String>,
+    pub dtype: DType,
+    pub headroom: f64,
+    pub efficiencies: Efficiencies,
+    pub mean_input_tokens: f64,
+    pub mean_output_tokens: f64,
+    pub rows: Vec<Row>,
+    pub answer: String,
+    pub assumptions: Vec<String>,
+}
+
+pub fn run(a: PlanArgs) -> Result<()> {
+    if let Some(dir) = &a.check {
+        return check::run(dir, a.profile.as_ref().context("--check needs --profile")?);
+    }
+    let load = match (a.rate, a.users) {
+        (Some(r), None) if r.is_finite() && r > 0.0 => Load::Rate(r),
+        (None, Some(u)) if u > 0 => Load::Users(u),
+        (None, None) => bail!("give the load to serve: --rate REQ_PER_S or --users N"),
+        _ => bail!("--rate must be a positive number of requests per second, --users a positive count"),
+    };
+    if !(0.0..=10.0).contains(&a.headroom) || !(0.05..=1.0).contains(&a.memory_utilization) {
+        bail!("--headroom must be within 0–10 and --memory-utilization within 0.05–1");
+    }
+    let catalog = match &a.catalog {
+        Some(p) => Catalog::from_path(p)?,
+        None => Catalog::builtin(),
+    };
+    let spec = catalog.get(&a.model)?.clone();
+    let mut hw = HardwareCatalog::builtin();
+    if let Some(p) = &a.hardware {
+        hw.extend(HardwareCatalog::from_path(p)?);
+    }
+    let gpus: Vec<Gpu> = a.gpus.iter().map(|g| hw.get(g).cloned()).collect::<Result<_, _>>()?;
+    if a.tp.is_empty() || a.tp.iter().any(|&t| t == 0 || t > 64) {
+        bail!("--tp: tensor-parallel sizes between 1 and 64");
+    }
+    let prices = parse_prices(&a.price, &hw)?;
+    let scenario = Scenario::builtin(&a.scenario, spec.max_position_embeddings)?;
+    let slos = goodput_metrics::slo::parse_slos(&a.slo)?;
+    let (eff, error_bar) = match &a.calibrate {
+        Some(p) => {
+            let profile = goodput_sizing::profile::Profile::read(p)?;
+            let eff = goodput_sizing::roofline::calibrated(&profile).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            let r = &profile.fit.residuals;
+            let bar = format!(
+                "the calibrating profile's step times are within {:.0} % (P50) and {:.0} % (P90) on the machine it measured; the carry-over to these GPUs is not itself validated",
+                r.p50 * 100.0,
+                r.p90 * 100.0
+            );
+            (eff, bar)
+        }
+        None => (
+            Efficiencies::default(),
+            "none measured — stated efficiencies, not validated against a measurement of these GPUs (calibrate with --calibrate PROFILE; check a run with plan --check)".to_string(),
+        ),
+    };
+    let (mean_in, mean_out) = mean_lengths(&scenario, spec.vocab_size, a.seed);
+    let mut rows = Vec::new();
+    for g in &gpus {
+        for &tp in &a.tp {
+            eprint!("\rplan: {} TP{tp}        ", g.name);
+            let mut row = evaluate(&a, &spec, g, tp, &eff, &scenario, &slos, load, mean_in + mean_out);
+            cost(&mut row, load, a.headroom, prices.get(&g.name).copied(), mean_out);
+            rows.push(row);
+        }
+    }
+    eprintln!();
+    let plan = answer::assemble(&a, &spec, load, &slos, &eff, (mean_in, mean_out), rows, &error_bar);
+    answer::print(&plan);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&plan)? + "\n")
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.html {
+        std::fs::write(p, answer::html(&plan)).with_context(|| format!("writing {}", p.display()))?;
+        eprintln!("plan page in {}", p.display());
+    }
+    Ok(())
+}
+
+fn parse_prices(items: &[String], hw: &HardwareCatalog) -> Result<std::collections::HashMap<String, f64>> {
+    let mut out = std::collections::HashMap::new();
+    for item in items {
+        let (g, p) = item.split_once('=').with_context(|| format!("--price `{item}`: expected GPU=USD_PER_HOUR"))?;
+        let gpu = hw.get(g.trim())?;
+        let usd: f64 = p
+            .trim()
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+            .with_context(|| format!("--price `{item}`: `{p}` is not a price per hour"))?;
+        out.insert(gpu.name.clone(), usd);
+    }
+    for g in hw.gpus.values() {
+        if let Some(p) = g.price_per_hour {
+            out.entry(g.name.clone()).or_insert(p);
+        }
+    }
+    Ok(out)
+}
+
+/// Mean input and output tokens of the scenario's requests (1000 of them, as the run draws).
+fn mean_lengths(s: &Scenario, vocab: usize, seed: u64) -> (f64, f64) {
+    let n = 1000;
+    let (mut i, mut o) = (0usize, 0usize);
+    for id in 0..n {
+        let r = s.request(seed, id, vocab);
+        i += r.prompt.len();
+        o += r.params.max_tokens;
+    }
+    (i as f64 / n as f64, o as f64 / n as f64)
+}
+
+/// Peak activation memory of one step of the token budget (hidden states, attention and MLP
+/// intermediates in the dtype, f32 logits of the sampled rows): an estimate of what vLLM's
+/// profiling run reserves.
+fn activation_reserve(spec: &ModelSpec, a: &PlanArgs, tp: usize, bytes: f64) -> f64 {
+    let per_token = (4 * spec.hidden_size + 2 * spec.intermediate_size / tp) as f64 * bytes;
+    a.max_num_batched_tokens as f64 * per_token
+        + (a.max_num_seqs * spec.vocab_size / tp) as f64 * 4.0
+        + a.extra_reserve as f64
+}
+
+#[allow(clippy::too_many_arguments)]
+fn evaluate(
+    a: &PlanArgs,
+    spec: &ModelSpec,
+    g: &Gpu,
+    tp: usize,
+    eff: &Efficiencies,
+    scenario: &Scenario,
+    slos: &[goodput_metrics::slo::Slo],
+    load: Load,
+    mean_len: f64,
+) -> Row {
+    let mut row = Row {
+        gpu: g.name.clone(),
+        tp,
+        unfit: None,
+        weight_gb_per_gpu: 0.0,
+        kv_tokens: 0,
+        kv_sequences: 0.0,
+        capacity: None,
+        capacity_output_tps: None,
+        bound: String::new(),
+        replicas: None,
+        gpus: None,
+        cost_per_hour: None,
+        cost_per_million_output_tokens: None,
+    };
+    let bytes = a.dtype.bytes() as f64;
+    let work = match ModelWork::of(spec, bytes, tp) {
+        Ok(w) => w,
+        Err(e) => {
+            row.unfit = Some(e.to_string());
+            return row;
+        }
+    };
+    let Some(flops) = g.flops_per_s(a.dtype) else {
+        row.unfit = Some(format!("{} has no {} tensor cores", g.name, a.dtype));
+        return row;
+    };
+    row.weight_gb_per_gpu = work.weight_bytes / 1e9;
+    let kv_bytes = g.memory_bytes() * a.memory_utilization - work.weight_bytes - activation_reserve(spec, a, tp, bytes);
+    if kv_bytes <= 0.0 {
+        row.unfit = Some(format!(
+            "does not fit: {:.1} GB of weights + activations exceed {:.0} % of {:.0} GB",
+            work.weight_bytes / 1e9,
+            a.memory_utilization * 100.0,
+            g.memory_gb
+        ));
+        return row;
+    }
+    row.kv_tokens = (kv_bytes / work.kv_bytes_per_token) as usize;
+    row.kv_sequences = row.kv_tokens as f64 / mean_len;
+    let sched = SchedulerConfig {
+        max_num_batched_tokens: a.max_num_batched_tokens,
+        max_num_seqs: a.max_num_seqs,
+        num_blocks: row.kv_tokens / a.block_size + 1,
+        block_size: a.block_size,
+        enable_prefix_caching: true,
+        max_model_len: spec.max_position_embeddings,
+        eos_token_id: spec.eos_token_id,
+    };
+    let device = DeviceLimits { bandwidth: g.bandwidth_bytes_per_s(), flops, link: g.link_bytes_per_s() };
+    let cost = ProjectedCost { roofline: RooflineCost { work, device, eff: eff.clone() }, tp };
+    let sim =
+        Sim { cost: Arc::new(cost), sched, scenario, vocab: spec.vocab_size, slos, requests: a.requests, seed: a.seed };
+    let start = match load {
+        Load::Rate(_) => Load::Rate(0.5),
+        Load::Users(_) => Load::Users(1),
+    };
+    let (pass, fail) = sim.capacity(start, 6);
+    row.capacity = pass.as_ref().map(|p| p.summary.load);
+    row.capacity_output_tps = pass.as_ref().map(|p| p.summary.output_throughput);
+    row.bound = match &fail {
+        Some(f) => search::binding(f),
+        None => "nothing within the search".into(),
+    };
+    if pass.is_none() {
+        row.unfit = Some(format!("misses the SLOs even at the lowest load ({})", row.bound));
+    }
+    row
+}
+
+/// Replicas and GPUs for the load with headroom, and what they cost.
+fn cost(row: &mut Row, load: Load, headroom: f64, price: Option<f64>, mean_out: f64) {
+    let Some(cap) = row.capacity.filter(|c| *c > 0.0) else { return };
+    let replicas = (load.value() * (1.0 + headroom) / cap).ceil().max(1.0) as usize;
+    row.replicas = Some(replicas);
+    row.gpus = Some(replicas * row.tp);
+    if let Some(p) = price {
+        let per_hour = p * (replicas * row.tp) as f64;
+        row.cost_per_hour = Some(per_hour);
+        // Output tokens per hour at the load served: req/s × mean output, or the users'
+        // throughput scaled from one replica's at capacity.
+        let out_tps = match load {
+            Load::Rate(r) => r * mean_out,
+            Load::Users(u) => row.capacity_output_tps.unwrap_or(0.0) * u as f64 / cap,
+        };
+        if out_tps > 0.0 {
+            row.cost_per_million_output_tokens = Some(per_hour / (out_tps * 3600.0) * 1e6);
+        }
+    }
+}

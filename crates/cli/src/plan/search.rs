@@ -1,0 +1,190 @@
+//! One GPU × TP configuration of a plan: does the model fit, how much KV is left, and the
+//! usable capacity of one replica under the SLOs, found by simulating levels of the scenario
+//! (the real scheduler, the roofline step cost) — doubling the load until an SLO breaks, then
+//! bisecting.
+
+use goodput_core::{Chunk, ClientRecord, Outcome, Stamp};
+use goodput_metrics::level::{summarize, LevelSummary};
+use goodput_metrics::slo::Slo;
+use goodput_scheduler::{NewRequest, SchedulerConfig};
+use goodput_sizing::cost::StepCost;
+use goodput_sizing::sim::{drive, ClosedLoop, SimEngine, Timed};
+use goodput_workload::{Gaps, Scenario};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The load of one simulated level.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Load {
+    /// Poisson arrivals, requests per second.
+    Rate(f64),
+    /// Closed-loop users.
+    Users(usize),
+}
+
+impl Load {
+    pub fn value(self) -> f64 {
+        match self {
+            Load::Rate(r) => r,
+            Load::Users(u) => u as f64,
+        }
+    }
+    fn with(self, v: f64) -> Load {
+        match self {
+            Load::Rate(_) => Load::Rate(v),
+            Load::Users(_) => Load::Users(v.round().max(1.0) as usize),
+        }
+    }
+}
+
+/// What a simulated level needs.
+pub struct Sim<'a> {
+    pub cost: Arc<dyn StepCost>,
+    pub sched: SchedulerConfig,
+    pub scenario: &'a Scenario,
+    pub vocab: usize,
+    pub slos: &'a [Slo],
+    /// Measured requests per level (a tenth more run first as warm-up and left out).
+    pub requests: usize,
+    pub seed: u64,
+}
+
+/// One simulated level's summary and whether the KV pool limited it.
+pub struct Level {
+    pub summary: LevelSummary,
+    /// An open-loop level whose completions fell behind its arrivals: (completed, offered) req/s.
+    pub overloaded: Option<(f64, f64)>,
+    pub preemptions: usize,
+    pub kv_peak: f64,
+}
+
+impl Level {
+    /// Every SLO holds and the engine keeps up with the arrivals.
+    pub fn holds(&self) -> bool {
+        self.summary.slos_hold() && self.overloaded.is_none()
+    }
+}
+
+impl Sim<'_> {
+    /// Simulates one level at `load`: at least `requests`, and for a rate at least 30 s of
+    /// arrivals (a short burst of an overload would end before its queue shows), at most
+    /// 50 000. An open-loop level that completes requests slower than 85 % of its arrival
+    /// rate is overloaded whatever its percentiles say (its queue only grows; the margin
+    /// leaves room for the drain of the last requests inside the measured window).
+    pub fn level(&self, load: Load) -> Level {
+        let requests = match load {
+            Load::Rate(r) => self.requests.max((r * 30.0) as usize).min(50_000),
+            Load::Users(u) => self.requests.max(8 * u),
+        };
+        let warmup = (requests / 10).max(2);
+        let total = (requests + warmup) as u64;
+        let make = |i: u64, at: Stamp| {
+            let w = self.scenario.request(self.seed, i, self.vocab);
+            NewRequest { id: i, prompt: w.prompt, params: w.params, arrival: at }
+        };
+        let mut engine = match SimEngine::new(self.sched.clone(), self.cost.clone()) {
+            Ok(e) => e,
+            Err(_) => {
+                return Level { summary: LevelSummary::default(), overloaded: None, preemptions: 0, kv_peak: 0.0 }
+            }
+        };
+        let out = match load {
+            Load::Rate(r) => {
+                let mut gaps = Gaps::new(r, Some(1.0), self.seed);
+                let mut t = 0.0;
+                let arrivals = (0..total)
+                    .map(|i| {
+                        let at = Stamp((t * 1e9) as u64);
+                        t += gaps.next_gap();
+                        (at, make(i, at))
+                    })
+                    .collect();
+                drive(&mut engine, &mut Timed::new(arrivals))
+            }
+            Load::Users(u) => drive(&mut engine, &mut ClosedLoop::new(u, total, std::time::Duration::ZERO, make)),
+        };
+        let records: Vec<ClientRecord> =
+            out.records.iter().filter(|r| r.id >= warmup as u64).map(client_record).collect();
+        let measured: Vec<&ClientRecord> = records.iter().collect();
+        let mut summary = summarize(load.value(), &measured, self.slos);
+        // Refused requests (too long for the pool) count as failures.
+        summary.requests += out.refused.len();
+        let overloaded = match load {
+            Load::Rate(r) if summary.request_throughput < 0.85 * r => Some((summary.request_throughput, r)),
+            _ => None,
+        };
+        Level {
+            summary,
+            overloaded,
+            preemptions: out.steps.iter().map(|s| s.preemptions).sum(),
+            kv_peak: out.steps.iter().map(|s| s.blocks_used as f64 / s.usable_blocks.max(1) as f64).fold(0.0, f64::max),
+        }
+    }
+
+    /// The highest load whose SLOs hold (doubling from `start`, then `refine` bisection
+    /// steps), the first failing level, and the last passing one.
+    pub fn capacity(&self, start: Load, refine: usize) -> (Option<Level>, Option<Level>) {
+        let mut pass: Option<Level> = None;
+        let mut fail: Option<Level> = None;
+        let mut x = start.value();
+        for _ in 0..24 {
+            let l = self.level(start.with(x));
+            if l.holds() {
+                pass = Some(l);
+                x *= 2.0;
+            } else {
+                fail = Some(l);
+                break;
+            }
+        }
+        for _ in 0..refine {
+            let (Some(p), Some(f)) = (&pass, &fail) else { break };
+            let (lo, hi) = (p.summary.load, f.summary.load);
+            let mid = start.with((lo + hi) / 2.0).value();
+            if mid <= lo || mid >= hi {
+                break;
+            }
+            let l = self.level(start.with(mid));
+            if l.holds() {
+                pass = Some(l);
+            } else {
+                fail = Some(l);
+            }
+        }
+        (pass, fail)
+    }
+}
+
+/// A simulated request as its client would have seen it: sent when due, each token at its
+/// engine stamp, ended with the last.
+fn client_record(r: &goodput_core::EngineRecord) -> ClientRecord {
+    let mut c = ClientRecord::unanswered(r.id, r.arrival, r.prompt_tokens, r.finished, Outcome::Ok);
+    c.chunks = r.token_times.iter().map(|&at| Chunk { at, tokens: 1 }).collect();
+    c.output_tokens = r.generated_tokens;
+    c.required_output_tokens = Some(r.generated_tokens);
+    c.engine = Some(r.clone());
+    c
+}
+
+/// What breaks first at a failing level: the SLOs that do not hold, and the KV pool when
+/// requests were preempted for lack of blocks.
+pub fn binding(fail: &Level) -> String {
+    let mut parts: Vec<String> = fail
+        .summary
+        .slos
+        .iter()
+        .filter(|s| !s.holds)
+        .map(|s| s.slo.to_string().split(" <=").next().unwrap_or_default().to_string())
+        .collect();
+    if let Some((done, offered)) = fail.overloaded {
+        parts.push(format!("throughput ({done:.1} of {offered:.1} req/s completed)"));
+    }
+    if fail.preemptions > 0 || fail.kv_peak >= 0.98 {
+        parts.push(format!("KV (peak {:.0} %, {} preemptions)", fail.kv_peak * 100.0, fail.preemptions));
+    }
+    if parts.is_empty() {
+        "nothing".into()
+    } else {
+        parts.join(", ")
+    }
+}

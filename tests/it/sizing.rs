@@ -1,0 +1,220 @@
+//! Sizing end to end: a profile measured on the tiny model, a sweep simulated with it, the
+//! measured sweep with its simulated twin, `plan --check` on that run, the simulator replaying
+//! the real engine's step times, and `plan`'s table and its refusals.
+
+use crate::common::{goodput, summary_of, temp};
+use candle_core::{DType, Device};
+use goodput_core::{Catalog, Clock, SamplingParams, Stamp, WeightsSource};
+use goodput_engine::{loader, EngineConfig, EngineCore};
+use goodput_scheduler::NewRequest;
+use goodput_sizing::cost::{StepCost, StepWork};
+use goodput_sizing::profile::Profile;
+use goodput_sizing::sim::{run_arrivals, SimEngine};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+#[test]
+fn a_profile_drives_a_simulated_sweep_a_predicted_run_and_a_check() {
+    let dir = temp("sizing");
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("profile.json");
+    let p = profile.to_str().unwrap();
+    let (ok, out, err) = goodput(&["profile", "--time", "4s", "--bootstrap", "20", "--out", p, "-q"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("fixed") && out.contains("R²") && out.contains("of roofline"), "{out}");
+    let prof = Profile::read(&profile).unwrap();
+    assert_eq!(prof.model, "tiny");
+    assert!(
+        prof.fit.samples >= 18 && prof.fit.terms.iter().any(|t| t.measured && t.coefficient > 0.0),
+        "{:?}",
+        prof.fit
+    );
+    assert!(prof.roofline.as_ref().unwrap().bandwidth > 1e9);
+
+    // Simulated: the same files and tables as a measured run.
+    let sim = dir.join("sim");
+    let (ok, out, err) =
+        goodput(&["run", "--simulate", p, "--concurrency", "1,8", "--requests", "40", "--out", sim.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Conclusion"), "{out}");
+    let s = summary_of(&sim);
+    assert!(s["device"].as_str().unwrap().starts_with("simulated"), "{}", s["device"]);
+    let levels = s["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    assert_eq!(levels[1]["summary"]["requests"], 40);
+    assert!(levels[1]["engine"]["steps"].as_u64().unwrap() > 40);
+    // 8 users batch: TPOT above 1 user's, and the engine's own records are there.
+    let tpot = |l: &serde_json::Value| l["summary"]["tpot"]["p50"].as_f64().unwrap();
+    assert!(tpot(&levels[1]) > tpot(&levels[0]), "{} vs {}", tpot(&levels[1]), tpot(&levels[0]));
+
+    // Measured with its twin.
+    let run = dir.join("run");
+    let args = [
+        "run",
+        "--predict",
+        p,
+        "--concurrency",
+        "2",
+        "--requests",
+        "8",
+        "--warmup",
+        "2",
+        "--out",
+        run.to_str().unwrap(),
+    ];
+    let (ok, out, err) = goodput(&args);
+    assert!(ok, "{err}");
+    assert!(out.contains("Predicted against measured") && out.contains("usable capacity: measured"), "{out}");
+    let s = summary_of(&run);
+    let pred = &s["prediction"];
+    assert_eq!(pred["levels"].as_array().unwrap().len(), 1, "{pred}");
+    assert_eq!(pred["levels"][0]["summary"]["requests"], 8);
+    assert!(pred["steps_per_s"].as_f64().unwrap() > 0.0);
+
+    // The same run checked afterwards.
+    let (ok, out, err) = goodput(&["plan", "--check", run.to_str().unwrap(), "--profile", p]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Predicted against measured"), "{out}");
+    assert!(run.join("prediction.json").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Replays measured step durations in order.
+struct Replay(Mutex<VecDeque<f64>>);
+
+impl StepCost for Replay {
+    fn step_seconds(&self, _: &StepWork) -> f64 {
+        self.0.lock().unwrap().pop_front().unwrap_or(1e-3)
+    }
+    fn gap_seconds(&self) -> f64 {
+        0.0
+    }
+}
+
+#[test]
+fn given_the_real_step_times_the_simulator_takes_the_engines_scheduling_decisions() {
+    // The real engine (tiny, dummy weights) with requests joining between steps: step k's
+    // start is when the requests due by then are taken.
+    let spec = Catalog::builtin().get("tiny").unwrap().clone();
+    let loaded = loader::load(&spec, &WeightsSource::Dummy { seed: 0 }, &Device::Cpu, DType::F32, 512).unwrap();
+    let cfg = EngineConfig {
+        block_size: 16,
+        num_blocks: Some(40),
+        max_num_batched_tokens: 96,
+        max_num_seqs: 6,
+        max_model_len: Some(512),
+        ..Default::default()
+    };
+    let mut core = EngineCore::new(loaded.model, &cfg, Clock::new()).unwrap();
+    let requests: Vec<(usize, u64, usize, usize)> =
+        (0..12).map(|i| (i as usize * 3, i, 20 + (i as usize * 37) % 120, 4 + (i as usize * 5) % 20)).collect();
+    let prompt =
+        |id: u64, len: usize| (0..len).map(|t| 3 + ((t as u64 * 31 + id * 7) % 30_000) as u32).collect::<Vec<u32>>();
+    let (mut real, mut joined_at, mut step) = (Vec::new(), Vec::new(), 0usize);
+    while step < 400 {
+        for &(_, id, len, out) in requests.iter().filter(|r| r.0 == step) {
+            core.add_request(id, prompt(id, len), SamplingParams::greedy_exact(out), core.clock().now()).unwrap();
+            joined_at.push((id, step));
+        }
+        match core.step().unwrap() {
+            Some(o) => real.push(o.record),
+            None if step > requests.last().unwrap().0 => break,
+            None => panic!("the engine idled at step {step}: the arrivals must keep it busy"),
+        }
+        step += 1;
+    }
+    // The simulator given those step durations, each request arriving at its step's start.
+    let durations: VecDeque<f64> = real.iter().map(|s| s.end.secs_since(s.start).max(1e-6)).collect();
+    let starts: Vec<u64> = {
+        let mut t = 0u64;
+        real.iter()
+            .map(|s| {
+                let at = t;
+                t += (s.end.secs_since(s.start).max(1e-6) * 1e9).round() as u64;
+                at
+            })
+            .collect()
+    };
+    let sc = core.scheduler().config().clone();
+    let mut sim = SimEngine::new(sc, Arc::new(Replay(Mutex::new(durations)))).unwrap();
+    let arrivals = joined_at
+        .iter()
+        .map(|&(id, step)| {
+            let (_, _, len, out) = requests.iter().find(|r| r.1 == id).copied().unwrap();
+            let at = Stamp(starts[step]);
+            (at, NewRequest { id, prompt: prompt(id, len), params: SamplingParams::greedy_exact(out), arrival: at })
+        })
+        .collect();
+    let out = run_arrivals(&mut sim, arrivals);
+    let shape =
+        |s: &goodput_core::StepRecord| (s.prefill_tokens, s.decode_seqs, s.num_seqs, s.preemptions, s.blocks_used);
+    let real_shapes: Vec<_> = real.iter().filter(|s| s.num_seqs > 0).map(shape).collect();
+    let sim_shapes: Vec<_> = out.steps.iter().map(shape).collect();
+    assert!(
+        real.iter().any(|s| s.preemptions > 0 || s.prefill_tokens > 0 && s.decode_seqs > 0),
+        "a mixed or preempting step"
+    );
+    assert_eq!(sim_shapes, real_shapes);
+    assert_eq!(out.records.len(), requests.len());
+}
+
+#[test]
+fn plan_gives_a_hand_checked_table_and_refuses_what_cannot_be() {
+    let dir = temp("plan");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("plan.json");
+    let html = dir.join("plan.html");
+    let args = [
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--rate",
+        "5",
+        "--gpus",
+        "h100-sxm",
+        "--tp",
+        "1,3",
+        "--requests",
+        "100",
+        "--price",
+        "h100-sxm=2",
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ];
+    let (ok, out, err) = goodput(&args);
+    assert!(ok, "{err}");
+    assert!(out.contains("To serve 5 req/s of short-qa") && out.contains("h100-sxm"), "{out}");
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &plan["rows"][0];
+    // 80 GB × 0.9 − 16 060 522 496 B of weights − activations of an 8192-token step
+    // (8192 · (4·4096 + 2·14336) · 2 B + 256 · 128256 · 4 B = 869 531 648 B) = 55 069 945 856 B
+    // of KV at 131 072 B per token = 420 150 tokens.
+    assert_eq!(row["kv_tokens"], 420_150, "{row}");
+    assert!((row["weight_gb_per_gpu"].as_f64().unwrap() - 16.06).abs() < 0.01);
+    let cap = row["capacity"].as_f64().unwrap();
+    assert!(cap > 5.0, "{row}");
+    assert_eq!(row["replicas"], (5.0 * 1.2 / cap).ceil() as u64);
+    assert_eq!(row["cost_per_hour"].as_f64().unwrap(), 2.0 * row["gpus"].as_f64().unwrap());
+    assert!(plan["rows"][1]["unfit"].as_str().unwrap().contains("TP 3 does not divide"), "{}", plan["rows"][1]);
+    assert!(std::fs::read_to_string(dir.join("plan.html")).unwrap().contains("<table>"));
+
+    // A model that does not fit; an unknown GPU; empty and foreign profiles.
+    let (ok, out, _) =
+        goodput(&["plan", "--model", "llama-3.1-70b", "--rate", "1", "--gpus", "l4", "--tp", "1", "--requests", "50"]);
+    assert!(ok && out.contains("does not fit"), "{out}");
+    let (ok, _, err) = goodput(&["plan", "--rate", "1", "--gpus", "h900"]);
+    assert!(!ok && err.contains("unknown gpu `h900`") && err.contains("h100-sxm"), "{err}");
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    let (ok, _, err) = goodput(&["plan", "--rate", "1", "--calibrate", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("is empty"), "{err}");
+    let foreign = dir.join("foreign.json");
+    std::fs::write(&foreign, r#"{"levels": []}"#).unwrap();
+    let (ok, _, err) = goodput(&["run", "--simulate", foreign.to_str().unwrap()]);
+    assert!(!ok && err.contains("not a goodput profile"), "{err}");
+    let (ok, _, err) = goodput(&["plan", "--gpus", "h100-sxm"]);
+    assert!(!ok && err.contains("--rate"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
