@@ -27,7 +27,7 @@ fn workload() -> Vec<(Stamp, NewRequest)> {
 fn engine() -> SimEngine {
     let cfg = SchedulerConfig { num_blocks: 8192, max_model_len: 4096, ..SchedulerConfig::default() };
     // The tiny model's CPU profile, roughly: 2 ms per step, 160 µs per prefill token, …
-    let cost = LinearCost { coefficients: [2e-3, 1.6e-4, 2.6e-7, 0.0, 1.2e-6, 6e-4], gap_s: 4e-5 };
+    let cost = LinearCost::classic([2e-3, 1.6e-4, 2.6e-7, 0.0, 1.2e-6, 6e-4], 4e-5);
     SimEngine::new(cfg, Arc::new(cost)).unwrap()
 }
 

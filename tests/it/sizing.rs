@@ -19,9 +19,12 @@ fn a_profile_drives_a_simulated_sweep_a_predicted_run_and_a_check() {
     std::fs::create_dir_all(&dir).unwrap();
     let profile = dir.join("profile.json");
     let p = profile.to_str().unwrap();
-    let (ok, out, err) = goodput(&["profile", "--time", "4s", "--bootstrap", "20", "--out", p, "-q"]);
+    let (ok, out, err) = goodput(&["profile", "--time", "6s", "--bootstrap", "20", "--out", p, "-q"]);
     assert!(ok, "{err}");
-    assert!(out.contains("fixed") && out.contains("R²") && out.contains("of roofline"), "{out}");
+    assert!(
+        out.contains("tokens@1") && out.contains("R²") && out.contains("of roofline") && out.contains("MBU"),
+        "{out}"
+    );
     let prof = Profile::read(&profile).unwrap();
     assert_eq!(prof.model, "tiny");
     assert!(
@@ -70,6 +73,10 @@ fn a_profile_drives_a_simulated_sweep_a_predicted_run_and_a_check() {
     assert_eq!(pred["levels"].as_array().unwrap().len(), 1, "{pred}");
     assert_eq!(pred["levels"][0]["summary"]["requests"], 8);
     assert!(pred["steps_per_s"].as_f64().unwrap() > 0.0);
+    let (ok, _, err) = goodput(&["report", run.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let page = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(page.contains("id=\"predicted-throughput\"") && page.contains("id=\"predicted-latency\""));
 
     // The same run checked afterwards.
     let (ok, out, err) = goodput(&["plan", "--check", run.to_str().unwrap(), "--profile", p]);
@@ -216,5 +223,113 @@ fn plan_gives_a_hand_checked_table_and_refuses_what_cannot_be() {
     assert!(!ok && err.contains("not a goodput profile"), "{err}");
     let (ok, _, err) = goodput(&["plan", "--gpus", "h100-sxm"]);
     assert!(!ok && err.contains("--rate"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A profile whose every step costs `step_s`, whatever it holds.
+fn constant_profile(path: &std::path::Path, step_s: f64) {
+    use goodput_sizing::fit::{Fit, Residuals, TermFit};
+    use goodput_sizing::profile::{Fingerprint, ProfileEngine, PROFILE_FORMAT, PROFILE_KIND};
+    let fixed = TermFit {
+        term: goodput_sizing::cost::Term::Fixed,
+        coefficient: step_s,
+        lo: step_s,
+        hi: step_s,
+        measured: true,
+    };
+    let p = Profile {
+        kind: PROFILE_KIND.into(),
+        format: PROFILE_FORMAT,
+        goodput_version: "test".into(),
+        created_unix_s: 0,
+        model: "tiny".into(),
+        dtype: "f32".into(),
+        weights: "none".into(),
+        engine: ProfileEngine {
+            block_size: 16,
+            num_blocks: 4096,
+            max_num_batched_tokens: 2048,
+            max_num_seqs: 256,
+            max_model_len: 2048,
+            prefix_caching: true,
+        },
+        fingerprint: Fingerprint::default(),
+        source: "a constant step".into(),
+        fit: Fit { terms: vec![fixed], r2: 1.0, residuals: Residuals::default(), samples: 1 },
+        gap_s: 0.0,
+        roofline: None,
+    };
+    p.write(path).unwrap();
+}
+
+#[test]
+fn the_simulated_engine_in_virtual_time_agrees_with_the_plain_discrete_event_loop() {
+    // The same closed loop (8 users, 64 short-qa requests, no warm-up) through the workload
+    // code on the paused runtime and through `sizing::sim::drive`, for steps of a fraction of
+    // a millisecond (inside one timer tick) and of several: the same stamps, in a causal order.
+    use goodput_sizing::sim::{drive, ClosedLoop};
+    let dir = temp("sim-time");
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = goodput_workload::Scenario::builtin("short-qa", 2048).unwrap();
+    for step_s in [0.0003, 0.0031] {
+        let profile = dir.join(format!("p{step_s}.json"));
+        constant_profile(&profile, step_s);
+        let out = dir.join(format!("run{step_s}"));
+        let args = [
+            "run",
+            "--simulate",
+            profile.to_str().unwrap(),
+            "--concurrency",
+            "8",
+            "--requests",
+            "64",
+            "--warmup",
+            "0",
+            "--refine",
+            "0",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let (ok, _, err) = goodput(&args);
+        assert!(ok, "{err}");
+        let recs = crate::common::records(&out);
+        assert_eq!(recs.len(), 64);
+        let mut e2e_run: Vec<u64> = Vec::new();
+        for r in &recs {
+            let e = &r["engine"];
+            let at = |k: &str| e[k].as_u64().unwrap();
+            let (arrival, queued, first, token, finished) =
+                (at("arrival"), at("queued"), at("first_scheduled"), at("first_token"), at("finished"));
+            assert!(arrival <= queued && queued <= first && first < token && token <= finished, "{e}");
+            assert!(r["intended"].as_u64().unwrap() <= r["sent"].as_u64().unwrap());
+            e2e_run.push(finished - arrival);
+        }
+        let mut engine = SimEngine::new(
+            goodput_scheduler::SchedulerConfig {
+                num_blocks: 4096,
+                max_model_len: 2048,
+                eos_token_id: Some(2),
+                ..Default::default()
+            },
+            Arc::new(goodput_sizing::cost::LinearCost::classic([step_s, 0.0, 0.0, 0.0, 0.0, 0.0], 0.0)),
+        )
+        .unwrap();
+        let mut src = ClosedLoop::new(8, 64, std::time::Duration::ZERO, |i, at| {
+            let w = scenario.request(0, i, 32000);
+            NewRequest { id: i, prompt: w.prompt, params: w.params, arrival: at }
+        });
+        let plain = drive(&mut engine, &mut src);
+        let mut e2e_plain: Vec<u64> = plain.records.iter().map(|r| r.finished.0 - r.arrival.0).collect();
+        e2e_run.sort_unstable();
+        e2e_plain.sort_unstable();
+        let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
+        let (a, b) = (mean(&e2e_run), mean(&e2e_plain));
+        assert!((a / b - 1.0).abs() < 0.01, "step {step_s}: mean e2e {a} (workload, virtual time) vs {b} (plain loop)");
+        let makespan = |xs: &[serde_json::Value]| {
+            xs.iter().map(|r| r["engine"]["finished"].as_u64().unwrap()).max().unwrap() as f64
+        };
+        let plain_end = plain.records.iter().map(|r| r.finished.0).max().unwrap() as f64;
+        assert!((makespan(&recs) / plain_end - 1.0).abs() < 0.02, "step {step_s}: {} vs {plain_end}", makespan(&recs));
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -19,7 +19,7 @@ use goodput_scheduler::{NewRequest, SchedulerConfig};
 use goodput_sizing::sim::SimEngine;
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -71,6 +71,8 @@ enum Event {
 /// The handle the workload drives.
 pub struct SimTarget {
     tx: UnboundedSender<Command>,
+    /// Events sent and not yet taken by their followers (see [`engine_loop`]).
+    pending: Arc<AtomicUsize>,
     clock: Clock,
     next_id: AtomicU64,
     limits: Arc<SchedulerConfig>,
@@ -92,24 +94,41 @@ impl SimTarget {
     ) -> Self {
         let (tx, rx) = unbounded_channel();
         let limits = Arc::new(engine.config().clone());
-        local.spawn_local(engine_loop(engine, rx, steps, clock));
-        Self { tx, clock, next_id: AtomicU64::new(0), limits, vocab, description }
+        let pending = Arc::new(AtomicUsize::new(0));
+        local.spawn_local(engine_loop(engine, rx, steps, clock, pending.clone()));
+        Self { tx, pending, clock, next_id: AtomicU64::new(0), limits, vocab, description }
     }
 }
 
-/// Aborts a request whose follower went away before it ended.
-struct AbortOnDrop<'a> {
+/// A request's follower: takes its events, counting them off the engine's pending count, and
+/// aborts the request if it goes away before the end (its unread events uncounted too).
+struct Follow<'a> {
     id: RequestId,
+    rx: UnboundedReceiver<Event>,
     tx: &'a UnboundedSender<Command>,
+    pending: &'a AtomicUsize,
     done: bool,
 }
 
-impl Drop for AbortOnDrop<'_> {
+impl Follow<'_> {
+    async fn next(&mut self) -> Option<Event> {
+        let ev = self.rx.recv().await?;
+        settle(self.pending, 1);
+        Some(ev)
+    }
+}
+
+impl Drop for Follow<'_> {
     fn drop(&mut self) {
+        settle(self.pending, self.rx.len());
         if !self.done {
             let _ = self.tx.send(Command::Abort(self.id));
         }
     }
+}
+
+fn settle(pending: &AtomicUsize, n: usize) {
+    let _ = pending.fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| Some(p.saturating_sub(n)));
 }
 
 impl Target for SimTarget {
@@ -137,18 +156,18 @@ impl Target for SimTarget {
             return refuse(rec, format!("token id {t} is outside the vocabulary ({})", self.vocab));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (events, mut rx) = unbounded_channel();
+        let (events, rx) = unbounded_channel();
         let new = NewRequest { id, prompt: req.prompt, params: req.params, arrival: sent };
         if self.tx.send(Command::Add { req: new, events }).is_err() {
             rec.outcome = Outcome::error(FailureKind::Engine, "the simulated engine stopped");
             return rec;
         }
-        let mut guard = AbortOnDrop { id, tx: &self.tx, done: false };
-        while let Some(ev) = rx.recv().await {
+        let mut follow = Follow { id, rx, tx: &self.tx, pending: &self.pending, done: false };
+        while let Some(ev) = follow.next().await {
             match ev {
                 Event::Token(at) => rec.chunks.push(Chunk { at, tokens: 1 }),
                 Event::Finished { record, tokens } => {
-                    guard.done = true;
+                    follow.done = true;
                     rec.end = record.finished;
                     rec.output_tokens = tokens.len();
                     rec.output_ids = tokens;
@@ -157,7 +176,7 @@ impl Target for SimTarget {
                 }
             }
         }
-        guard.done = true;
+        follow.done = true;
         rec.end = self.clock.now();
         rec.output_tokens = rec.chunks.len();
         rec.outcome = Outcome::error(FailureKind::Engine, "the simulated engine stopped");
@@ -195,6 +214,7 @@ async fn engine_loop(
     mut rx: UnboundedReceiver<Command>,
     steps: flume::Sender<StepRecord>,
     clock: Clock,
+    pending: Arc<AtomicUsize>,
 ) {
     let mut streams = HashMap::new();
     let mut e = clock.now();
@@ -212,8 +232,15 @@ async fn engine_loop(
         };
         // The step runs: whoever the previous step's tokens woke reacts now (as a client does
         // while the engine computes its next step), stamped at that step's end; what they send
-        // is taken when this step ends.
-        tokio::task::yield_now().await;
+        // is taken when this step ends. One yield is not a barrier (the runtime resumes a
+        // yielded task after a bounded number of others), so yield until every event sent is
+        // taken — bounded, should a follower never come back to its events.
+        for _ in 0..4096 {
+            tokio::task::yield_now().await;
+            if pending.load(Ordering::Acquire) == 0 {
+                break;
+            }
+        }
         let tick = tick_floor(p.end);
         if clock.instant(tick) > tokio::time::Instant::now().into_std() {
             tokio::time::sleep_until(clock.instant(tick).into()).await;
@@ -224,14 +251,19 @@ async fn engine_loop(
         e = p.next;
         let (record, update) = sim.end(p);
         let _ = steps.send(record);
+        let sent = |tx: &UnboundedSender<Event>, ev: Event| {
+            if tx.send(ev).is_ok() {
+                pending.fetch_add(1, Ordering::AcqRel);
+            }
+        };
         for &(id, _, _) in &update.tokens {
             if let Some(tx) = streams.get(&id) {
-                let _ = tx.send(Event::Token(update.time));
+                sent(tx, Event::Token(update.time));
             }
         }
         for (record, tokens) in update.finished {
             if let Some(tx) = streams.remove(&record.id) {
-                let _ = tx.send(Event::Finished { record, tokens });
+                sent(&tx, Event::Finished { record, tokens });
             }
         }
     }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// The simulated twins of a run's levels.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
-    /// The profile they were simulated with: its path and what it was fitted on.
+    /// The path of the profile they were simulated with.
     pub profile: String,
     /// One simulated level per measured level, by load ascending.
     pub levels: Vec<LevelReport>,
@@ -17,7 +17,7 @@ pub struct Prediction {
     pub capacity: Verdict,
     /// Simulated engine steps per second of wall time, over every level.
     pub steps_per_s: f64,
-    /// Simulated seconds per second of wall time.
+    /// Simulated seconds (the levels' measured windows) per second of wall time.
     pub speedup: f64,
 }
 

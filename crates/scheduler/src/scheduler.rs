@@ -50,6 +50,24 @@ impl Default for SchedulerConfig {
 }
 
 impl SchedulerConfig {
+    /// Checks the limits themselves: every budget positive, a pool of at least two blocks
+    /// (one is the reserved null block). The message names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("block size", self.block_size),
+            ("max batched tokens", self.max_num_batched_tokens),
+            ("max sequences", self.max_num_seqs),
+            ("max model length", self.max_model_len),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("the {name} must be at least 1"));
+        }
+        if self.num_blocks < 2 {
+            return Err(format!("the KV pool has {} blocks; it needs at least 2 (one is reserved)", self.num_blocks));
+        }
+        Ok(())
+    }
+
     /// Checks a request against the model and the pool, without queueing it.
     pub fn check(&self, prompt_len: usize, params: &SamplingParams) -> Result<(), AdmissionError> {
         if prompt_len == 0 {

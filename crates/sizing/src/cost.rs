@@ -7,6 +7,17 @@ use serde::{Deserialize, Serialize};
 
 /// One term of the step-cost model, in the spirit of Vidur and BLIS: what a step's time grows
 /// with. The unit of each coefficient is seconds per unit of its term.
+///
+/// The six classic terms are linear. Measurement shows that an engine's matmul kernels are not:
+/// goodput's own CPU engine streams the weights once per row for up to 8 rows and hands larger
+/// batches to gemm (a jump at 9 rows, then a cheaper row), and a GPU's kernels change tiles
+/// with the batch. So the tokens through the linear layers and the rows through the LM head
+/// are also offered as tables: [`Term::Tokens`] and [`Term::Rows`] are piecewise-linear "hat"
+/// functions on knots (1 at the knot, 0 at its neighbouring knots; the last knot grows linearly
+/// beyond). The knots sit at 1–5 and at every power of two and the next count (8, 9, 16, 17,
+/// …): kernels switch at powers of two, and a knot on either side of a switch keeps its jump
+/// out of the neighbouring batches. A fit over them (non-negative values at the knots) is
+/// still linear least squares, and interpolates the cost of any batch between measured ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Term {
@@ -22,10 +33,15 @@ pub enum Term {
     DecodeContext,
     /// Each sampled row (the LM head and the sampler).
     SampledRows,
+    /// The tokens-through-the-linear-layers table's knot at this many tokens (prefill tokens +
+    /// decode sequences); the last knot of a model is `Tokens(k)` with `k` its largest.
+    Tokens(u32),
+    /// The sampled-rows table's knot at this many rows.
+    Rows(u32),
 }
 
 impl Term {
-    /// Every term, in the order of [`StepWork::row`].
+    /// The six classic linear terms, in [`StepWork::row`]'s order.
     pub const ALL: [Term; 6] = [
         Term::Fixed,
         Term::PrefillTokens,
@@ -35,15 +51,27 @@ impl Term {
         Term::SampledRows,
     ];
 
+    /// The terms of a table model: tokens knots (see the type's docs) up to the first power
+    /// of two at or above `max_tokens`, rows knots likewise up to `max_rows`, and the linear
+    /// attention and per-sequence terms.
+    pub fn table(max_tokens: usize, max_rows: usize) -> Vec<Term> {
+        let mut out: Vec<Term> = knots(max_tokens).into_iter().map(Term::Tokens).collect();
+        out.extend(knots(max_rows).into_iter().map(Term::Rows));
+        out.extend([Term::PrefillAttention, Term::DecodeSeqs, Term::DecodeContext]);
+        out
+    }
+
     /// The term's name in files and tables.
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> String {
         match self {
-            Term::Fixed => "fixed",
-            Term::PrefillTokens => "prefill_tokens",
-            Term::PrefillAttention => "prefill_attention",
-            Term::DecodeSeqs => "decode_seqs",
-            Term::DecodeContext => "decode_context",
-            Term::SampledRows => "sampled_rows",
+            Term::Fixed => "fixed".into(),
+            Term::PrefillTokens => "prefill_tokens".into(),
+            Term::PrefillAttention => "prefill_attention".into(),
+            Term::DecodeSeqs => "decode_seqs".into(),
+            Term::DecodeContext => "decode_context".into(),
+            Term::SampledRows => "sampled_rows".into(),
+            Term::Tokens(k) => format!("tokens@{k}"),
+            Term::Rows(k) => format!("rows@{k}"),
         }
     }
 
@@ -56,7 +84,46 @@ impl Term {
             Term::DecodeSeqs => "decode sequence",
             Term::DecodeContext => "context token read",
             Term::SampledRows => "sampled row",
+            Term::Tokens(_) => "step at this many tokens",
+            Term::Rows(_) => "step at this many rows",
         }
+    }
+}
+
+/// Knots 1–5, then every power of two and the next count, and last the first power of two at
+/// or above `max`.
+fn knots(max: usize) -> Vec<u32> {
+    let top = max.max(1).next_power_of_two() as u32;
+    let mut out: Vec<u32> = (1..=5).filter(|&k| k <= top.max(1)).collect();
+    let mut p = 8;
+    while p < top {
+        out.extend([p, p + 1]);
+        p *= 2;
+    }
+    if top > 5 {
+        out.push(top);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The hat function of knot `k` among the sorted `knots` at `x`: 1 at `k`, falling linearly
+/// to 0 at its neighbouring knots (to 0 at `x = 0` below the first); the last knot keeps
+/// rising beyond itself (`x / k`).
+fn hat(k: u32, knots: &[u32], x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    let i = knots.iter().position(|&n| n == k).unwrap_or(0);
+    let kf = k as f64;
+    if x <= kf {
+        let lo = if i == 0 { 0.0 } else { knots[i - 1] as f64 };
+        return ((x - lo) / (kf - lo)).max(0.0);
+    }
+    match knots.get(i + 1) {
+        Some(&hi) => ((hi as f64 - x) / (hi as f64 - kf)).max(0.0),
+        None => x / kf,
     }
 }
 
@@ -93,14 +160,50 @@ impl StepWork {
         }
     }
 
-    /// The value of each term, in [`Term::ALL`]'s order (the fixed term is 1).
+    /// The value of each classic term, in [`Term::ALL`]'s order (the fixed term is 1).
     pub fn row(&self) -> [f64; 6] {
         [1.0, self.prefill_tokens, self.prefill_attention, self.decode_seqs, self.decode_context, self.sampled]
     }
 
-    /// The value of one term.
-    pub fn get(&self, t: Term) -> f64 {
-        self.row()[Term::ALL.iter().position(|x| *x == t).unwrap_or(0)]
+    /// The value of `t`; `tables` are the knots of the tokens and rows tables.
+    pub fn value(&self, t: Term, tables: &Tables) -> f64 {
+        match t {
+            Term::Fixed => 1.0,
+            Term::PrefillTokens => self.prefill_tokens,
+            Term::PrefillAttention => self.prefill_attention,
+            Term::DecodeSeqs => self.decode_seqs,
+            Term::DecodeContext => self.decode_context,
+            Term::SampledRows => self.sampled,
+            Term::Tokens(k) => hat(k, &tables.tokens, self.prefill_tokens + self.decode_seqs),
+            Term::Rows(k) => hat(k, &tables.rows, self.sampled),
+        }
+    }
+
+    /// The values of `terms`.
+    pub fn values(&self, terms: &[Term]) -> Vec<f64> {
+        let tables = Tables::of(terms);
+        terms.iter().map(|&t| self.value(t, &tables)).collect()
+    }
+}
+
+/// The sorted knots of the tokens and rows tables among some terms.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tables {
+    pub tokens: Vec<u32>,
+    pub rows: Vec<u32>,
+}
+
+impl Tables {
+    pub fn of(terms: &[Term]) -> Self {
+        let pick = |f: fn(&Term) -> Option<u32>| {
+            let mut v: Vec<u32> = terms.iter().filter_map(f).collect();
+            v.sort_unstable();
+            v
+        };
+        Self {
+            tokens: pick(|t| if let Term::Tokens(k) = t { Some(*k) } else { None }),
+            rows: pick(|t| if let Term::Rows(k) = t { Some(*k) } else { None }),
+        }
     }
 }
 
@@ -114,22 +217,35 @@ pub trait StepCost: Send + Sync {
 }
 
 /// A linear step-cost model: Σ coefficient × term, plus the gap between busy steps.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LinearCost {
-    /// Seconds per unit of each term, in [`Term::ALL`]'s order.
-    pub coefficients: [f64; 6],
+    pub terms: Vec<Term>,
+    /// Seconds per unit of each term.
+    pub coefficients: Vec<f64>,
     pub gap_s: f64,
+    tables: Tables,
 }
 
 impl LinearCost {
+    pub fn new(terms: Vec<Term>, coefficients: Vec<f64>, gap_s: f64) -> Self {
+        let tables = Tables::of(&terms);
+        Self { terms, coefficients, gap_s, tables }
+    }
+
+    /// The classic six terms with these coefficients.
+    pub fn classic(coefficients: [f64; 6], gap_s: f64) -> Self {
+        Self::new(Term::ALL.to_vec(), coefficients.to_vec(), gap_s)
+    }
+
     pub fn coefficient(&self, t: Term) -> f64 {
-        self.coefficients[Term::ALL.iter().position(|x| *x == t).unwrap_or(0)]
+        self.terms.iter().position(|x| *x == t).map_or(0.0, |i| self.coefficients[i])
     }
 }
 
 impl StepCost for LinearCost {
     fn step_seconds(&self, w: &StepWork) -> f64 {
-        w.row().iter().zip(&self.coefficients).map(|(x, c)| x * c).sum::<f64>().max(0.0)
+        let tables = &self.tables;
+        self.terms.iter().zip(&self.coefficients).map(|(&t, c)| w.value(t, tables) * c).sum::<f64>().max(0.0)
     }
     fn gap_seconds(&self) -> f64 {
         self.gap_s
@@ -142,7 +258,7 @@ mod tests {
 
     #[test]
     fn a_linear_cost_is_the_sum_of_its_terms() {
-        let c = LinearCost { coefficients: [1e-3, 1e-5, 1e-9, 2e-5, 1e-8, 3e-5], gap_s: 5e-5 };
+        let c = LinearCost::classic([1e-3, 1e-5, 1e-9, 2e-5, 1e-8, 3e-5], 5e-5);
         let w = StepWork {
             prefill_tokens: 100.0,
             prefill_attention: 5050.0,
@@ -153,7 +269,28 @@ mod tests {
         // 1 ms + 100·10 µs + 5050 ns + 4·20 µs + 400·10 ns + 5·30 µs
         let want = 1e-3 + 1e-3 + 5.05e-6 + 8e-5 + 4e-6 + 1.5e-4;
         assert!((c.step_seconds(&w) - want).abs() < 1e-12);
-        assert_eq!(w.get(Term::DecodeContext), 400.0);
+        assert_eq!(w.value(Term::DecodeContext, &Tables::default()), 400.0);
         assert_eq!(c.coefficient(Term::SampledRows), 3e-5);
+    }
+
+    #[test]
+    fn a_table_interpolates_between_its_knots_and_extends_its_last() {
+        let terms = Term::table(6, 1);
+        let k: Vec<Term> = [1, 2, 3, 4, 5, 8].into_iter().map(Term::Tokens).collect();
+        assert_eq!(terms[..6], k[..]);
+        assert_eq!(terms[6..], [Term::Rows(1), Term::PrefillAttention, Term::DecodeSeqs, Term::DecodeContext]);
+        assert_eq!(knots(64), [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64]);
+        assert_eq!(knots(3), [1, 2, 3, 4]);
+        // 1 ms at 1 token, 2 at 2, 2.5 at 3, 3 at 4, 4 at 5, 10 at 8 (a kernel switch); 0.5 ms per row.
+        let c = LinearCost::new(terms.clone(), vec![1e-3, 2e-3, 2.5e-3, 3e-3, 4e-3, 10e-3, 0.5e-3, 0.0, 0.0, 0.0], 0.0);
+        let at = |tokens: f64, rows: f64| {
+            let w = StepWork { prefill_tokens: tokens, sampled: rows, ..Default::default() };
+            c.step_seconds(&w)
+        };
+        assert!((at(1.0, 1.0) - 1.5e-3).abs() < 1e-12);
+        assert!((at(3.0, 1.0) - (2.5e-3 + 0.5e-3)).abs() < 1e-12);
+        assert!((at(6.5, 0.0) - 7e-3).abs() < 1e-12, "halfway between 5 and 8");
+        assert!((at(16.0, 1.0) - (20e-3 + 0.5e-3)).abs() < 1e-12, "the last knot grows linearly");
+        assert!((at(8.0, 4.0) - (10e-3 + 2e-3)).abs() < 1e-12, "rows beyond their last knot");
     }
 }

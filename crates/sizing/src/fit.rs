@@ -6,6 +6,7 @@
 //! prefill steps and leave decode steps (what TPOT is made of) tens of percent off. Each row
 //! is divided by its measured time, so every step counts by its relative error.
 
+use crate::cost::StepCost;
 use crate::cost::{LinearCost, StepWork, Term};
 use goodput_metrics::stats::percentile;
 use nalgebra::{DMatrix, DVector};
@@ -73,13 +74,11 @@ pub struct Fit {
 impl Fit {
     /// The fitted coefficients as a cost model with `gap_s` between busy steps.
     pub fn cost(&self, gap_s: f64) -> LinearCost {
-        let mut coefficients = [0.0; 6];
-        for t in &self.terms {
-            if let Some(i) = Term::ALL.iter().position(|x| *x == t.term) {
-                coefficients[i] = t.coefficient;
-            }
-        }
-        LinearCost { coefficients, gap_s }
+        LinearCost::new(
+            self.terms.iter().map(|t| t.term).collect(),
+            self.terms.iter().map(|t| t.coefficient).collect(),
+            gap_s,
+        )
     }
 
     pub fn term(&self, t: Term) -> Option<&TermFit> {
@@ -100,59 +99,58 @@ pub enum FitError {
     Solve(String),
 }
 
-/// Fits the linear step-cost model to `samples` (see the module docs).
-pub fn fit(samples: &[Sample], opts: &FitOptions) -> Result<Fit, FitError> {
+/// Fits a linear step-cost model over `terms` to `samples` (see the module docs).
+pub fn fit(samples: &[Sample], terms: &[Term], opts: &FitOptions) -> Result<Fit, FitError> {
     if samples.is_empty() {
         return Err(FitError::NoSteps);
     }
     if let Some(s) = samples.iter().find(|s| !(s.seconds.is_finite() && s.seconds > 0.0)) {
         return Err(FitError::BadDuration(s.seconds));
     }
-    // A term enters the fit only if the steps vary it (the fixed term always does).
-    let measured: Vec<bool> = (0..6).map(|j| j == 0 || samples.iter().any(|s| s.work.row()[j] != 0.0)).collect();
-    let cols: Vec<usize> = (0..6).filter(|&j| measured[j]).collect();
-    let needed = cols.len() * 3;
+    let x: Vec<Vec<f64>> = samples.iter().map(|s| s.work.values(terms)).collect();
+    // A term enters the fit only if the steps exercise it.
+    let measured: Vec<bool> = (0..terms.len()).map(|j| x.iter().any(|row| row[j] != 0.0)).collect();
+    let cols: Vec<usize> = (0..terms.len()).filter(|&j| measured[j]).collect();
+    let needed = cols.len() + 3;
     if samples.len() < needed {
         return Err(FitError::TooFew(samples.len(), cols.len(), needed));
     }
+    let y: Vec<f64> = samples.iter().map(|s| s.seconds).collect();
     let all: Vec<usize> = (0..samples.len()).collect();
-    let coef = solve(samples, &all, &cols)?;
-    let boots = bootstrap(samples, &cols, opts)?;
-    let terms = cols_to_terms(&coef, &boots, &cols, &measured);
-    let cost = LinearCost { coefficients: expand(&coef, &cols), gap_s: 0.0 };
-    let (r2, residuals) = quality(samples, &cost);
-    Ok(Fit { terms, r2, residuals, samples: samples.len() })
+    let coef = solve(&x, &y, &all, &cols)?;
+    let boots = bootstrap(&x, &y, &cols, opts)?;
+    let fits = cols_to_terms(terms, &coef, &boots, &cols);
+    let fit = Fit { terms: fits, r2: 0.0, residuals: Residuals::default(), samples: samples.len() };
+    let (r2, residuals) = quality(samples, &fit.cost(0.0));
+    Ok(Fit { r2, residuals, ..fit })
 }
 
-/// The coefficients of the `cols` terms fitted on the rows `idx`.
-fn solve(samples: &[Sample], idx: &[usize], cols: &[usize]) -> Result<Vec<f64>, FitError> {
-    let a = DMatrix::from_fn(idx.len(), cols.len(), |i, j| {
-        let s = &samples[idx[i]];
-        s.work.row()[cols[j]] / s.seconds
-    });
-    // Columns scaled to a largest magnitude of 1: terms range from 1 (fixed) to 10⁶ (attention).
+/// The coefficients of the `cols` terms fitted on the rows `idx` of `x` (values) and `y`.
+fn solve(x: &[Vec<f64>], y: &[f64], idx: &[usize], cols: &[usize]) -> Result<Vec<f64>, FitError> {
+    let a = DMatrix::from_fn(idx.len(), cols.len(), |i, j| x[idx[i]][cols[j]] / y[idx[i]]);
+    // Columns scaled to a largest magnitude of 1: terms range from 1 to 10⁶ (attention).
     let scale: Vec<f64> = (0..cols.len()).map(|j| a.column(j).amax().max(f64::MIN_POSITIVE)).collect();
     let a = DMatrix::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)] / scale[j]);
     let b = DVector::from_element(idx.len(), 1.0);
-    let x = nnls(&a, &b)?;
-    Ok(x.iter().zip(&scale).map(|(x, s)| x / s).collect())
+    let sol = nnls(&a, &b)?;
+    Ok(sol.iter().zip(&scale).map(|(c, s)| c / s).collect())
 }
 
 /// Coefficients of resampled fits, per column.
-fn bootstrap(samples: &[Sample], cols: &[usize], opts: &FitOptions) -> Result<Vec<Vec<f64>>, FitError> {
+fn bootstrap(x: &[Vec<f64>], y: &[f64], cols: &[usize], opts: &FitOptions) -> Result<Vec<Vec<f64>>, FitError> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(opts.seed);
     let mut per_col = vec![Vec::with_capacity(opts.bootstrap); cols.len()];
     for _ in 0..opts.bootstrap {
-        let idx: Vec<usize> = (0..samples.len()).map(|_| rng.random_range(0..samples.len())).collect();
-        for (j, c) in solve(samples, &idx, cols)?.into_iter().enumerate() {
+        let idx: Vec<usize> = (0..y.len()).map(|_| rng.random_range(0..y.len())).collect();
+        for (j, c) in solve(x, y, &idx, cols)?.into_iter().enumerate() {
             per_col[j].push(c);
         }
     }
     Ok(per_col)
 }
 
-fn cols_to_terms(coef: &[f64], boots: &[Vec<f64>], cols: &[usize], measured: &[bool]) -> Vec<TermFit> {
-    Term::ALL
+fn cols_to_terms(terms: &[Term], coef: &[f64], boots: &[Vec<f64>], cols: &[usize]) -> Vec<TermFit> {
+    terms
         .iter()
         .enumerate()
         .map(|(j, &term)| match cols.iter().position(|&c| c == j) {
@@ -160,24 +158,15 @@ fn cols_to_terms(coef: &[f64], boots: &[Vec<f64>], cols: &[usize], measured: &[b
                 let c = coef[k];
                 let lo = percentile(&boots[k], 2.5).unwrap_or(c);
                 let hi = percentile(&boots[k], 97.5).unwrap_or(c);
-                TermFit { term, coefficient: c, lo, hi, measured: measured[j] }
+                TermFit { term, coefficient: c, lo, hi, measured: true }
             }
             None => TermFit { term, coefficient: 0.0, lo: 0.0, hi: 0.0, measured: false },
         })
         .collect()
 }
 
-fn expand(coef: &[f64], cols: &[usize]) -> [f64; 6] {
-    let mut out = [0.0; 6];
-    for (k, &j) in cols.iter().enumerate() {
-        out[j] = coef[k];
-    }
-    out
-}
-
 /// R² and relative residuals of `cost` over `samples`.
 pub fn quality(samples: &[Sample], cost: &LinearCost) -> (f64, Residuals) {
-    use crate::cost::StepCost;
     let n = samples.len() as f64;
     let mean = samples.iter().map(|s| s.seconds).sum::<f64>() / n;
     let (mut ss_res, mut ss_tot) = (0.0, 0.0);
@@ -188,7 +177,8 @@ pub fn quality(samples: &[Sample], cost: &LinearCost) -> (f64, Residuals) {
         ss_tot += (s.seconds - mean).powi(2);
         rel.push((p - s.seconds) / s.seconds);
     }
-    let r2 = if ss_tot > 0.0 { 1.0 - ss_res / ss_tot } else { f64::NAN };
+    // Undefined when every step took the same time; 0 then (nothing explained beyond the mean).
+    let r2 = if ss_tot > 0.0 { 1.0 - ss_res / ss_tot } else { 0.0 };
     let abs: Vec<f64> = rel.iter().map(|r| r.abs()).collect();
     let p = |xs: &[f64], q| percentile(xs, q).unwrap_or(f64::NAN);
     (r2, Residuals { p50: p(&abs, 50.0), p90: p(&abs, 90.0), p99: p(&abs, 99.0), bias: p(&rel, 50.0) })

@@ -74,7 +74,14 @@ pub struct MachineRoofline {
     pub flops: f64,
     /// How the two were obtained (a catalog entry, or measured here and how).
     pub how: String,
+    /// Every fitted term against its floor.
     pub terms: Vec<TermFloor>,
+    /// A one-token decode step at no context against its floor, weights ÷ bandwidth: the
+    /// engine's memory-bandwidth utilisation (MBU) where decode lives.
+    pub memory_efficiency: Option<f64>,
+    /// The marginal cost of a token in the largest measured batches against its floor, linear
+    /// FLOPs ÷ FLOP/s: the engine's model FLOP utilisation (MFU) where prefill lives.
+    pub compute_efficiency: Option<f64>,
 }
 
 impl MachineRoofline {
@@ -105,8 +112,9 @@ pub struct Profile {
     /// What the steps came from: the profiling grid, or a run's steps.jsonl.
     pub source: String,
     pub fit: Fit,
-    /// Median seconds from the end of a step to the start of the next while the engine had
-    /// work (taking requests, sending tokens): added after every simulated step.
+    /// Seconds added after every simulated step beyond the fitted terms. `goodput profile`
+    /// fits step *periods* (start to the next start while the engine stays busy), which hold
+    /// the engine's work between steps already, and writes 0.
     pub gap_s: f64,
     pub roofline: Option<MachineRoofline>,
 }

@@ -12,10 +12,12 @@ use serde::{Deserialize, Serialize};
 /// Per-token and per-step work of a model, for one GPU of a tensor-parallel group of `tp`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelWork {
-    /// Weight bytes each GPU holds and reads every step (its shard). The embedding table
-    /// counts in full, as in the usual "weights ÷ bandwidth" floor, though a step gathers only
-    /// its tokens' rows of it (for an untied 8B Llama that makes the floor ~7 % conservative).
+    /// Weight bytes each GPU holds (its shard, the embedding table replicated).
     pub weight_bytes: f64,
+    /// Weight bytes each GPU reads every step: all but an untied embedding table, of which a
+    /// step gathers only its tokens' rows (for an untied 8B Llama the usual "weights ÷
+    /// bandwidth" floor is ~7 % too high; for a tiny model with a large vocabulary, 40 %).
+    pub read_bytes: f64,
     /// KV bytes one token of context occupies on each GPU (all layers, K and V).
     pub kv_bytes_per_token: f64,
     /// FLOPs of the linear layers for one token (attention projections and MLP).
@@ -43,16 +45,16 @@ pub enum ShardError {
 
 impl ModelWork {
     /// The work of `m` at `bytes` per weight and per KV element, sharded over `tp` GPUs the way
-    /// vLLM and TensorRT-LLM do it (heads, MLP columns and the LM head split; KV heads split,
+    /// vLLM does it (heads, MLP columns, the LM head and the embedding split; KV heads split,
     /// or replicated when fewer than `tp`).
     pub fn of(m: &ModelSpec, bytes: f64, tp: usize) -> Result<Self, ShardError> {
         if tp == 0 {
             return Err(ShardError::Zero);
         }
-        if m.num_heads % tp != 0 {
+        if !m.num_heads.is_multiple_of(tp) {
             return Err(ShardError::Heads { model: m.name.clone(), tp, heads: m.num_heads });
         }
-        if m.num_kv_heads % tp != 0 && tp % m.num_kv_heads != 0 {
+        if !m.num_kv_heads.is_multiple_of(tp) && !tp.is_multiple_of(m.num_kv_heads) {
             return Err(ShardError::KvHeads { model: m.name.clone(), tp, kv: m.num_kv_heads });
         }
         let (h, d, l) = (m.hidden_size as f64, m.head_dim() as f64, m.num_layers as f64);
@@ -60,15 +62,19 @@ impl ModelWork {
         let i = m.intermediate_size as f64;
         let v = m.vocab_size as f64;
         let t = tp as f64;
+        // KV heads split, or one whole head per GPU when there are fewer heads than GPUs.
         let kv_per_gpu = (kv_heads / t).max(1.0);
-        // Per layer: q and o projections (h×q each), k and v (h × kv·d each), MLP (3 × h×i).
-        let layer_params = (2.0 * h * q + 2.0 * h * kv_heads * d + 3.0 * h * i) / t + 2.0 * h;
+        // Per layer: q and o projections (h×q each) and the MLP (3 × h×i) split t ways; k and
+        // v (h × d per KV head each) for this GPU's KV heads; two norms replicated.
+        let layer_params = (2.0 * h * q + 3.0 * h * i) / t + 2.0 * h * kv_per_gpu * d + 2.0 * h;
         let lm_head = v * h / t;
-        // Embedding replicated on every GPU unless tied to the (sharded) LM head.
-        let embed = if m.tie_word_embeddings { 0.0 } else { v * h };
-        let params = l * layer_params + lm_head + h + embed;
+        // The embedding is split by vocabulary as the LM head is (vLLM's
+        // VocabParallelEmbedding), or is the LM head itself when tied.
+        let embed = if m.tie_word_embeddings { 0.0 } else { v * h / t };
+        let read = l * layer_params + lm_head + h;
         Ok(Self {
-            weight_bytes: params * bytes,
+            weight_bytes: (read + embed) * bytes,
+            read_bytes: read * bytes,
             kv_bytes_per_token: 2.0 * l * kv_per_gpu * d * bytes,
             linear_flops_per_token: 2.0 * l * (layer_params - 2.0 * h),
             attention_flops_per_pair: 4.0 * l * (m.num_heads as f64 / t) * d,
@@ -93,11 +99,14 @@ pub struct DeviceLimits {
 /// The floor of each term on `dev`: seconds per unit of the term at 100 % of the device.
 pub fn term_floor(term: Term, w: &ModelWork, dev: &DeviceLimits) -> f64 {
     match term {
-        Term::Fixed => w.weight_bytes / dev.bandwidth,
+        Term::Fixed => w.read_bytes / dev.bandwidth,
         Term::PrefillTokens | Term::DecodeSeqs => w.linear_flops_per_token / dev.flops,
         Term::PrefillAttention => w.attention_flops_per_pair / dev.flops,
         Term::DecodeContext => w.kv_bytes_per_token / dev.bandwidth,
         Term::SampledRows => w.lm_head_flops_per_row / dev.flops,
+        // A step at k tokens reads every weight and computes k tokens' linear layers.
+        Term::Tokens(k) => (w.read_bytes / dev.bandwidth).max(k as f64 * w.linear_flops_per_token / dev.flops),
+        Term::Rows(k) => k as f64 * w.lm_head_flops_per_row / dev.flops,
     }
 }
 
@@ -146,7 +155,7 @@ pub struct RooflineCost {
 impl RooflineCost {
     /// Seconds reading memory in a step doing `w`.
     pub fn memory_seconds(&self, w: &StepWork) -> f64 {
-        let bytes = self.work.weight_bytes + self.work.kv_bytes_per_token * (w.decode_context + w.prefill_tokens);
+        let bytes = self.work.read_bytes + self.work.kv_bytes_per_token * (w.decode_context + w.prefill_tokens);
         bytes / (self.device.bandwidth * self.eff.memory)
     }
 
@@ -188,28 +197,29 @@ impl StepCost for ProjectedCost {
     }
 }
 
-#[cfg(test)]
-#[path = "roofline/tests.rs"]
-mod tests;
-
-/// Efficiencies carried over from a measured profile: each term's measured ÷ roofline ratio
-/// on the machine it was measured on (the fixed cost for memory, prefill tokens for compute,
-/// prefill attention for attention), and its gap as the per-step overhead. Links cannot be
-/// measured on one device; their defaults stay.
+/// Efficiencies carried over from a measured profile: its decode step's and its large
+/// batches' measured ÷ roofline ratios ([`crate::profile::MachineRoofline`]) for memory and
+/// compute, its prefill attention's for attention. Links cannot be measured on one device, nor
+/// a GPU engine's per-step overhead on a CPU: their defaults stay.
 pub fn calibrated(p: &crate::profile::Profile) -> Result<Efficiencies, String> {
     let r = p.roofline.as_ref().ok_or("the profile has no roofline (profile again without --no-roofline)")?;
-    let get = |t: Term| {
-        r.efficiency(t)
-            .filter(|e| e.is_finite() && *e > 0.0)
-            .ok_or_else(|| format!("the profile did not measure `{}`", t.name()))
+    let ok = |e: Option<f64>, what: &str| {
+        e.filter(|e| e.is_finite() && *e > 0.0).ok_or_else(|| format!("the profile did not measure {what}"))
     };
     let d = Efficiencies::default();
     Ok(Efficiencies {
-        memory: get(Term::Fixed)?.min(1.0),
-        compute: get(Term::PrefillTokens)?.min(1.0),
-        attention: get(Term::PrefillAttention).unwrap_or(d.attention).min(1.0),
-        step_overhead_s: p.gap_s,
+        memory: ok(r.memory_efficiency, "a one-token decode step")?.min(1.0),
+        compute: ok(r.compute_efficiency, "large batches")?.min(1.0),
+        attention: r
+            .efficiency(Term::PrefillAttention)
+            .filter(|e| e.is_finite() && *e > 0.0)
+            .unwrap_or(d.attention)
+            .min(1.0),
         source: format!("calibrated from the profile of {} on {} ({})", p.model, p.fingerprint.cpu, p.source),
         ..d
     })
 }
+
+#[cfg(test)]
+#[path = "roofline/tests.rs"]
+mod tests;

@@ -34,12 +34,16 @@ pub struct SimEngine {
     token: TokenId,
 }
 
+/// Nanoseconds of a step, at most an hour (a cost model's absurd answer must not overflow
+/// the clock; NaN counts as 0).
 fn nanos(seconds: f64) -> u64 {
-    (seconds.max(0.0) * 1e9).round() as u64
+    let s = if seconds.is_nan() { 0.0 } else { seconds.clamp(0.0, 3600.0) };
+    (s * 1e9).round() as u64
 }
 
 impl SimEngine {
     pub fn new(cfg: SchedulerConfig, cost: Arc<dyn StepCost>) -> Result<Self, String> {
+        cfg.validate()?;
         let token = if cfg.eos_token_id == Some(0) { 1 } else { 0 };
         let sched = Scheduler::new(cfg).map_err(|e| e.to_string())?;
         Ok(Self { sched, cost, steps: 0, token })
@@ -77,8 +81,8 @@ impl SimEngine {
             return None;
         }
         let busy = nanos(self.cost.step_seconds(&StepWork::of_output(&out))).max(1);
-        let end = Stamp(now.0 + busy);
-        let next = Stamp(end.0 + nanos(self.cost.gap_seconds()));
+        let end = Stamp(now.0.saturating_add(busy));
+        let next = Stamp(end.0.saturating_add(nanos(self.cost.gap_seconds())));
         Some(Planned { out, start: now, end, next })
     }
 
@@ -169,8 +173,11 @@ pub fn drive(engine: &mut SimEngine, source: &mut dyn Source) -> SimOutput {
     let mut just_finished: Vec<EngineRecord> = Vec::new();
     loop {
         while let Some(req) = source.due(now) {
-            let id = req.id;
+            let (id, arrival, prompt) = (req.id, req.arrival, req.prompt.len());
             if let Err(e) = engine.add(req, now) {
+                // Refused at once: its user (closed loop) goes on with its next request.
+                let record = refused_record(id, arrival, prompt, now);
+                source.finished(&record, now);
                 out.refused.push((id, e));
             }
         }
@@ -225,6 +232,24 @@ impl<F: FnMut(u64, Stamp) -> NewRequest> Source for ClosedLoop<F> {
     }
     fn finished(&mut self, _: &EngineRecord, at: Stamp) {
         self.ready.push(std::cmp::Reverse(Stamp(at.0 + self.think_ns)));
+    }
+}
+
+/// The record of a request refused at `at`: no token, finished at once.
+fn refused_record(id: RequestId, arrival: Stamp, prompt_tokens: usize, at: Stamp) -> EngineRecord {
+    EngineRecord {
+        id,
+        arrival,
+        queued: at,
+        first_scheduled: None,
+        first_token: None,
+        token_times: Vec::new(),
+        finished: at,
+        prompt_tokens,
+        cached_tokens: 0,
+        generated_tokens: 0,
+        preemptions: 0,
+        finish_reason: FinishReason::Error,
     }
 }
 

@@ -33,6 +33,7 @@ fn best(rows: &[Row]) -> Option<&Row> {
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn assemble(
     a: &PlanArgs,
     spec: &ModelSpec,
@@ -117,7 +118,11 @@ fn cells(r: &Row, load: Load) -> Vec<String> {
         r.tp.to_string(),
         table::f(r.weight_gb_per_gpu, 1),
         if r.kv_tokens > 0 { format!("{} ({:.0} seqs)", r.kv_tokens, r.kv_sequences) } else { "-".into() },
-        format!("{} {}", fmt_cap(r.capacity), unit(load)),
+        match (r.capacity_other, load) {
+            (Some(o), Load::Rate(_)) => format!("{} {} (≈{o:.0} in flight)", fmt_cap(r.capacity), unit(load)),
+            (Some(o), Load::Users(_)) => format!("{} {} ({o:.2} req/s)", fmt_cap(r.capacity), unit(load)),
+            (None, _) => format!("{} {}", fmt_cap(r.capacity), unit(load)),
+        },
         r.unfit.clone().unwrap_or_else(|| r.bound.clone()),
         r.replicas.map_or("-".into(), |x| x.to_string()),
         r.gpus.map_or("-".into(), |x| x.to_string()),

@@ -23,7 +23,20 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
         .iter()
         .position(|a| a == "run" || a == "capacity")
         .context("the run's stored command line names no `run` or `capacity`")?;
-    let argv = std::iter::once("goodput".to_string()).chain(summary.command[at + 1..].iter().cloned());
+    // A capacity search's own flag has no place in `run`'s arguments; its levels are the
+    // run's levels anyway.
+    let mut rest: Vec<String> = Vec::new();
+    let mut args = summary.command[at + 1..].iter();
+    while let Some(x) = args.next() {
+        match x.as_str() {
+            "--max-users" => {
+                args.next();
+            }
+            x if x.starts_with("--max-users=") => {}
+            _ => rest.push(x.clone()),
+        }
+    }
+    let argv = std::iter::once("goodput".to_string()).chain(rest);
     let mut a = Stored::try_parse_from(argv).context("re-reading the run's command line")?.run;
     let loads: Vec<f64> = summary.levels.iter().map(|l| l.summary.load).collect();
     match summary.load_unit {
@@ -55,9 +68,13 @@ pub fn run(dir: &Path, profile: &Path) -> Result<()> {
     let out = std::env::temp_dir().join(format!("goodput-check-{}", std::process::id()));
     let a = simulated_args(&summary, profile, &out)?;
     let t = std::time::Instant::now();
-    let status = crate::run::run(a)?;
+    let status = crate::run::run(a);
     let wall = t.elapsed().as_secs_f64();
-    let sim = goodput_results::read_summary(&out)?;
+    let sim = status.and_then(|s| Ok((s, goodput_results::read_summary(&out)?)));
+    if sim.is_err() {
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    let (status, sim) = sim.context("simulating the run's sweep")?;
     let steps =
         goodput_results::files::read_jsonl::<goodput_results::StepRow>(&out.join(goodput_results::files::STEPS))
             .map(|s| s.len())

@@ -30,7 +30,8 @@ pub struct PlanArgs {
     /// Read the model catalog from this TOML file.
     #[arg(long)]
     pub catalog: Option<PathBuf>,
-    /// Built-in single-request scenario: short-qa, long-gen, long-context.
+    /// Single-request scenario: built in (short-qa, long-gen, long-context) or a TOML file of
+    /// `kind = "single"` (fixed lengths such as 128 in / 128 out: `{ kind = "fixed", n = 128 }`).
     #[arg(long, default_value = "short-qa")]
     pub scenario: String,
     /// The load to serve, requests per second (Poisson).
@@ -112,6 +113,9 @@ pub struct Row {
     /// Usable capacity of one replica (req/s or users) and the output tok/s there.
     pub capacity: Option<f64>,
     pub capacity_output_tps: Option<f64>,
+    /// The same capacity in the other unit: concurrent requests in flight at the capacity rate
+    /// (Little's law: req/s × mean E2E), or the req/s the capacity users complete.
+    pub capacity_other: Option<f64>,
     /// What breaks first above it.
     pub bound: String,
     pub replicas: Option<usize>,
@@ -163,8 +167,14 @@ pub fn run(a: PlanArgs) -> Result<()> {
     if a.tp.is_empty() || a.tp.iter().any(|&t| t == 0 || t > 64) {
         bail!("--tp: tensor-parallel sizes between 1 and 64");
     }
+    if a.block_size == 0 || a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 {
+        bail!("--block-size, --max-num-seqs and --max-num-batched-tokens must be at least 1");
+    }
+    if a.requests == 0 || a.requests > 50_000 {
+        bail!("--requests: between 1 and 50000 measured requests per simulated level");
+    }
     let prices = parse_prices(&a.price, &hw)?;
-    let scenario = Scenario::builtin(&a.scenario, spec.max_position_embeddings)?;
+    let scenario = scenario(&a.scenario, spec.max_position_embeddings)?;
     let slos = goodput_metrics::slo::parse_slos(&a.slo)?;
     let (eff, error_bar) = match &a.calibrate {
         Some(p) => {
@@ -205,6 +215,21 @@ pub fn run(a: PlanArgs) -> Result<()> {
         eprintln!("plan page in {}", p.display());
     }
     Ok(())
+}
+
+/// A built-in scenario, or a single-request scenario file.
+fn scenario(name: &str, max_len: usize) -> Result<Scenario> {
+    let path = std::path::Path::new(name);
+    if !(name.ends_with(".toml") || path.exists()) {
+        return Ok(Scenario::builtin(name, max_len)?);
+    }
+    match goodput_workload::load_scenario(path)? {
+        goodput_workload::ScenarioFile::Single(s) => {
+            s.validate(max_len)?;
+            Ok(s)
+        }
+        other => bail!("{name} is a {} scenario; plan simulates single requests", other.name()),
+    }
 }
 
 fn parse_prices(items: &[String], hw: &HardwareCatalog) -> Result<std::collections::HashMap<String, f64>> {
@@ -271,6 +296,7 @@ fn evaluate(
         kv_sequences: 0.0,
         capacity: None,
         capacity_output_tps: None,
+        capacity_other: None,
         bound: String::new(),
         replicas: None,
         gpus: None,
@@ -319,12 +345,25 @@ fn evaluate(
         Load::Rate(_) => Load::Rate(0.5),
         Load::Users(_) => Load::Users(1),
     };
-    let (pass, fail) = sim.capacity(start, 6);
+    let (pass, fail) = match sim.capacity(start, 6) {
+        Ok(x) => x,
+        Err(e) => {
+            row.unfit = Some(format!("the simulated engine: {e}"));
+            return row;
+        }
+    };
     row.capacity = pass.as_ref().map(|p| p.summary.load);
     row.capacity_output_tps = pass.as_ref().map(|p| p.summary.output_throughput);
+    row.capacity_other = pass.as_ref().and_then(|p| match load {
+        Load::Rate(_) => Some(p.summary.load * p.summary.e2e.as_ref()?.mean),
+        Load::Users(_) => Some(p.summary.request_throughput),
+    });
     row.bound = match &fail {
         Some(f) => search::binding(f),
-        None => "nothing within the search".into(),
+        None => match load {
+            Load::Users(_) => "throughput (more users only queue)".into(),
+            Load::Rate(_) => "nothing within the search".into(),
+        },
     };
     if pass.is_none() {
         row.unfit = Some(format!("misses the SLOs even at the lowest load ({})", row.bound));

@@ -5,6 +5,7 @@
 
 use goodput_core::{Chunk, ClientRecord, Outcome, Stamp};
 use goodput_metrics::level::{summarize, LevelSummary};
+
 use goodput_metrics::slo::Slo;
 use goodput_scheduler::{NewRequest, SchedulerConfig};
 use goodput_sizing::cost::StepCost;
@@ -54,6 +55,8 @@ pub struct Level {
     pub summary: LevelSummary,
     /// An open-loop level whose completions fell behind its arrivals: (completed, offered) req/s.
     pub overloaded: Option<(f64, f64)>,
+    /// Why requests were refused (too long for the KV pool), if any were.
+    pub refused: Option<String>,
     pub preemptions: usize,
     pub kv_peak: f64,
 }
@@ -71,23 +74,19 @@ impl Sim<'_> {
     /// 50 000. An open-loop level that completes requests slower than 85 % of its arrival
     /// rate is overloaded whatever its percentiles say (its queue only grows; the margin
     /// leaves room for the drain of the last requests inside the measured window).
-    pub fn level(&self, load: Load) -> Level {
+    pub fn level(&self, load: Load) -> Result<Level, String> {
         let requests = match load {
-            Load::Rate(r) => self.requests.max((r * 30.0) as usize).min(50_000),
+            Load::Rate(r) => self.requests.max((r * 30.0) as usize),
             Load::Users(u) => self.requests.max(8 * u),
-        };
+        }
+        .min(50_000);
         let warmup = (requests / 10).max(2);
         let total = (requests + warmup) as u64;
         let make = |i: u64, at: Stamp| {
             let w = self.scenario.request(self.seed, i, self.vocab);
             NewRequest { id: i, prompt: w.prompt, params: w.params, arrival: at }
         };
-        let mut engine = match SimEngine::new(self.sched.clone(), self.cost.clone()) {
-            Ok(e) => e,
-            Err(_) => {
-                return Level { summary: LevelSummary::default(), overloaded: None, preemptions: 0, kv_peak: 0.0 }
-            }
-        };
+        let mut engine = SimEngine::new(self.sched.clone(), self.cost.clone())?;
         let out = match load {
             Load::Rate(r) => {
                 let mut gaps = Gaps::new(r, Some(1.0), self.seed);
@@ -103,39 +102,51 @@ impl Sim<'_> {
             }
             Load::Users(u) => drive(&mut engine, &mut ClosedLoop::new(u, total, std::time::Duration::ZERO, make)),
         };
-        let records: Vec<ClientRecord> =
+        let mut records: Vec<ClientRecord> =
             out.records.iter().filter(|r| r.id >= warmup as u64).map(client_record).collect();
+        // Requests the pool can never hold are failures of the level, named by their reason.
+        for (id, why) in out.refused.iter().filter(|(id, _)| *id >= warmup as u64) {
+            let mut c = ClientRecord::unanswered(*id, Stamp(0), 0, Stamp(0), Outcome::Ok);
+            c.outcome = Outcome::refused(goodput_core::FailureKind::Invalid, why.to_string());
+            records.push(c);
+        }
         let measured: Vec<&ClientRecord> = records.iter().collect();
-        let mut summary = summarize(load.value(), &measured, self.slos);
-        // Refused requests (too long for the pool) count as failures.
-        summary.requests += out.refused.len();
+        let summary = summarize(load.value(), &measured, self.slos);
         let overloaded = match load {
             Load::Rate(r) if summary.request_throughput < 0.85 * r => Some((summary.request_throughput, r)),
             _ => None,
         };
-        Level {
+        Ok(Level {
             summary,
             overloaded,
+            refused: out.refused.first().map(|(_, e)| e.to_string()),
             preemptions: out.steps.iter().map(|s| s.preemptions).sum(),
             kv_peak: out.steps.iter().map(|s| s.blocks_used as f64 / s.usable_blocks.max(1) as f64).fold(0.0, f64::max),
-        }
+        })
     }
 
     /// The highest load whose SLOs hold (doubling from `start`, then `refine` bisection
-    /// steps), the first failing level, and the last passing one.
-    pub fn capacity(&self, start: Load, refine: usize) -> (Option<Level>, Option<Level>) {
+    /// steps), the first failing level, and the last passing one. Users stop doubling past
+    /// 4 × the engine's sequence cap, or once output throughput gains under 2 % (more users
+    /// only queue: throughput is at its limit, whatever a lenient SLO says).
+    pub fn capacity(&self, start: Load, refine: usize) -> Result<(Option<Level>, Option<Level>), String> {
         let mut pass: Option<Level> = None;
         let mut fail: Option<Level> = None;
         let mut x = start.value();
+        let max_users = 4.0 * self.sched.max_num_seqs as f64;
         for _ in 0..24 {
-            let l = self.level(start.with(x));
-            if l.holds() {
-                pass = Some(l);
-                x *= 2.0;
-            } else {
+            let l = self.level(start.with(x))?;
+            let gain = pass.as_ref().map(|p| l.summary.output_throughput / p.summary.output_throughput.max(1e-9));
+            let plateau = matches!(start, Load::Users(_)) && (gain.is_some_and(|g| g < 1.02) || x >= max_users);
+            if !l.holds() {
                 fail = Some(l);
                 break;
             }
+            pass = Some(l);
+            if plateau {
+                break;
+            }
+            x *= 2.0;
         }
         for _ in 0..refine {
             let (Some(p), Some(f)) = (&pass, &fail) else { break };
@@ -144,14 +155,14 @@ impl Sim<'_> {
             if mid <= lo || mid >= hi {
                 break;
             }
-            let l = self.level(start.with(mid));
+            let l = self.level(start.with(mid))?;
             if l.holds() {
                 pass = Some(l);
             } else {
                 fail = Some(l);
             }
         }
-        (pass, fail)
+        Ok((pass, fail))
     }
 }
 
@@ -176,6 +187,9 @@ pub fn binding(fail: &Level) -> String {
         .filter(|s| !s.holds)
         .map(|s| s.slo.to_string().split(" <=").next().unwrap_or_default().to_string())
         .collect();
+    if let Some(why) = &fail.refused {
+        parts.push(format!("KV (requests refused: {why})"));
+    }
     if let Some((done, offered)) = fail.overloaded {
         parts.push(format!("throughput ({done:.1} of {offered:.1} req/s completed)"));
     }

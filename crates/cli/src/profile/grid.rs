@@ -55,11 +55,16 @@ pub fn probes(l: &Limits) -> Vec<Probe> {
             }
         }
     }
-    // Decode batches up to 16K context tokens in all, so their prefill stays short.
-    for batch in [1, 2, 4, 8, 16, 32, 64, 128] {
-        for context in [64, 512, 2048, 8192] {
+    // Decode batches crossed with contexts (batch and context must not move together, or the
+    // fit cannot tell a sequence's cost from a context token's), up to 32K tokens in all so
+    // their prefill stays short.
+    // Batches on either side of the powers of two, where kernels switch; contexts up to ¾ of
+    // the model's (a long context's K/V no longer fits a cache: its cost per token grows).
+    let long = l.max_model_len * 3 / 4;
+    for batch in [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64] {
+        for context in [64, 512, 2048.min(long / 2), long] {
             let total = batch * (context + 8);
-            if batch <= l.max_seqs && total <= 16_384 && context + 8 < l.max_model_len && fits(total) {
+            if batch <= l.max_seqs && total <= 32_768 && context + 8 < l.max_model_len && fits(total) {
                 out.push(Probe::Decode { batch, context, steps: 8 });
             }
         }
@@ -73,18 +78,33 @@ pub fn probes(l: &Limits) -> Vec<Probe> {
     out
 }
 
+impl Probe {
+    /// Tokens the probe prefills, and decode steps it runs: its cost in prefill tokens, a
+    /// decode step counted as ten.
+    fn weight(&self) -> usize {
+        match *self {
+            Probe::Chunk { context, chunk } => context + chunk,
+            Probe::Prompts { batch, len } => batch * len,
+            Probe::Decode { batch, context, steps } => batch * context + 10 * steps,
+            Probe::Mixed { batch, context, chunk } => batch * context + chunk + 10 * 16,
+        }
+    }
+}
+
 /// Runs probes on the engine behind `h` until `time` is spent (whole rounds of every probe,
 /// in a shuffled order each round), and returns the steps it took.
 pub struct Grid<'a> {
     pub h: &'a EngineHandle,
     pub steps: &'a flume::Receiver<StepRecord>,
     pub vocab: usize,
+    /// Probes kept after pricing them (see [`Grid::run`]).
+    pub kept: usize,
     rng: rand::rngs::SmallRng,
 }
 
 impl<'a> Grid<'a> {
     pub fn new(h: &'a EngineHandle, steps: &'a flume::Receiver<StepRecord>, vocab: usize, seed: u64) -> Self {
-        Self { h, steps, vocab, rng: rand::rngs::SmallRng::seed_from_u64(seed) }
+        Self { h, steps, vocab, kept: 0, rng: rand::rngs::SmallRng::seed_from_u64(seed) }
     }
 
     /// Runs rounds of `probes` until `time` has passed; returns the steps and the rounds begun.
@@ -97,14 +117,29 @@ impl<'a> Grid<'a> {
         let t0 = Instant::now();
         let mut all = Vec::new();
         let mut rounds = 0;
-        // A warm-up probe whose steps are dropped (first-touch of the pool, caches).
-        self.probe(&Probe::Decode { batch: 4, context: 64, steps: 4 })?;
+        // A warm-up probe whose steps are dropped (first-touch of the pool, caches); its time
+        // prices a prefill token, and probes that would take over a twelfth of the time are
+        // left out (a large model on one core cannot prefill 32K tokens per probe).
+        let warm = Probe::Decode { batch: 4, context: 64, steps: 4 };
+        let t = Instant::now();
+        self.probe(&warm)?;
         let _ = self.steps.drain().count();
+        let per_token = t.elapsed().as_secs_f64() / warm.weight() as f64;
+        let affordable: Vec<Probe> =
+            probes.iter().filter(|p| p.weight() as f64 * per_token <= time.as_secs_f64() / 12.0).cloned().collect();
+        let probes = if affordable.len() >= 4 { affordable } else { probes.to_vec() };
+        self.kept = probes.len();
         'rounds: loop {
             rounds += 1;
             let mut order: Vec<&Probe> = probes.iter().collect();
-            for i in (1..order.len()).rev() {
-                order.swap(i, self.rng.random_range(0..=i));
+            if rounds == 1 {
+                // The cheapest first: a round cut short by the time still covers every batch
+                // size (every knot of the tables) at a short context.
+                order.sort_by_key(|p| p.weight());
+            } else {
+                for i in (1..order.len()).rev() {
+                    order.swap(i, self.rng.random_range(0..=i));
+                }
             }
             for (i, p) in order.into_iter().enumerate() {
                 if t0.elapsed() >= time {

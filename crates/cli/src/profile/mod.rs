@@ -30,6 +30,11 @@ pub struct ProfileArgs {
     /// pinned the same way).
     #[arg(long, value_parser = crate::args::parse_cpus)]
     pub engine_cpus: Option<CpuList>,
+    /// Pin the thread that submits the grid's requests and follows their tokens (as `run
+    /// --harness-cpus`; left unpinned, it wakes for every token on the engine's CPUs too and
+    /// slows the steps it measures).
+    #[arg(long, value_parser = crate::args::parse_cpus)]
+    pub harness_cpus: Option<CpuList>,
     /// Where to write the profile.
     #[arg(long, short = 'o', default_value = "profile.json")]
     pub out: PathBuf,
@@ -67,6 +72,8 @@ struct Measured {
     weights: String,
     dtype: String,
     device: String,
+    /// The machine the steps were measured on, when not this one (a run's).
+    fingerprint: Option<Fingerprint>,
 }
 
 pub fn run(a: ProfileArgs) -> Result<()> {
@@ -76,14 +83,19 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     let spec = a.model.spec()?;
     let baseline = read_baseline(&a)?;
     let m = match &a.from {
-        Some(dir) => from_run(dir, &spec)?,
+        Some(dir) => from_run(&a, dir, &spec)?,
         None => measure_grid(&a, &spec)?,
     };
     if let Some(path) = &a.save_steps {
         save_steps(path, &m.steps)?;
     }
-    let samples = samples(&m.steps);
-    let fit = fit(&samples, &FitOptions { bootstrap: a.bootstrap, seed: a.seed })
+    let gap = gap(&m.steps);
+    let samples = subsample(samples(&m.steps, gap), 20_000, a.seed);
+    // Tables over the batch shapes the steps reached (kernels switch with the batch).
+    let max_tokens = m.steps.iter().map(|s| s.prefill_tokens + s.decode_seqs).max().unwrap_or(1);
+    let max_rows = m.steps.iter().map(|s| s.sampled).max().unwrap_or(1);
+    let terms = Term::table(max_tokens, max_rows);
+    let fit = fit(&samples, &terms, &FitOptions { bootstrap: a.bootstrap, seed: a.seed })
         .with_context(|| format!("fitting {} steps", samples.len()))?;
     let roofline = if !a.no_roofline && m.device == "cpu" { roofline(&a, &spec, &m.dtype, &fit) } else { None };
     let profile = Profile {
@@ -95,13 +107,14 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         dtype: m.dtype.clone(),
         weights: m.weights.clone(),
         engine: m.engine.clone(),
-        fingerprint: fingerprint(&a, &m.device),
+        fingerprint: m.fingerprint.clone().unwrap_or_else(|| fingerprint(&a, &m.device)),
         source: m.source.clone(),
-        gap_s: gap(&m.steps),
+        // The fit's target is the step period, which holds the gap already.
+        gap_s: 0.0,
         fit,
         roofline,
     };
-    print(&profile);
+    print(&profile, gap);
     if let Some(old) = &baseline {
         for line in profile.drift(old) {
             eprintln!("warning: drift from the earlier profile: {line}");
@@ -135,6 +148,9 @@ fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
     let sc = cfg.scheduler_config(&loaded.model)?;
     let (tx, rx) = flume::unbounded();
     let engine = Engine::start(loaded.model, cfg, Clock::new(), Some(tx))?;
+    if let Some(h) = &a.harness_cpus {
+        goodput_engine::affinity::pin_current(&h.0)?;
+    }
     let limits = grid::Limits {
         max_model_len: sc.max_model_len,
         budget: sc.max_num_batched_tokens,
@@ -159,9 +175,15 @@ fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
     if !quiet {
         eprintln!();
     }
+    if rounds < 2 {
+        eprintln!(
+            "warning: the grid's first round did not finish within {:?}: the costliest probes were not measured (raise --time)",
+            a.time
+        );
+    }
     let source = format!(
-        "grid: {} probes, {rounds} round(s) begun, {} steps in {:.1} s",
-        n,
+        "grid: {} of {n} probes (the rest too long for the time), {rounds} round(s) begun, {} steps in {:.1} s",
+        g.kept,
         steps.len(),
         t0.elapsed().as_secs_f64()
     );
@@ -173,12 +195,15 @@ fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
         max_model_len: sc.max_model_len,
         prefix_caching: !a.engine.no_prefix_caching,
     };
-    Ok(Measured { steps, engine, source, weights, dtype, device })
+    Ok(Measured { steps, engine, source, weights, dtype, device, fingerprint: None })
 }
 
 /// The steps of a run, with the run's engine settings.
-fn from_run(dir: &Path, spec: &ModelSpec) -> Result<Measured> {
+fn from_run(a: &ProfileArgs, dir: &Path, spec: &ModelSpec) -> Result<Measured> {
     let summary = goodput_results::read_summary(dir)?;
+    if summary.device.starts_with("simulated") {
+        bail!("{} is a simulated run: a profile is fitted on measured steps", dir.display());
+    }
     if summary.model != spec.name {
         bail!("{} is a run of `{}`, not of --model `{}`", dir.display(), summary.model, spec.name);
     }
@@ -202,7 +227,25 @@ fn from_run(dir: &Path, spec: &ModelSpec) -> Result<Measured> {
         prefix_caching: e.prefix_caching,
     };
     let source = format!("run {} ({} steps)", dir.display(), steps.len());
-    Ok(Measured { steps, engine, source, weights: summary.weights, dtype: "f32".into(), device: summary.device })
+    let m = &summary.machine;
+    let fingerprint = Fingerprint {
+        cpu: m.cpu.clone(),
+        logical_cpus: m.logical_cpus,
+        memory_gib: m.memory_gib,
+        kernel: m.kernel.clone(),
+        device: summary.device.clone(),
+        engine_cpus: summary.cpus.engine.clone(),
+    };
+    let dtype = a.model.dtype.clone().unwrap_or_else(|| "f32".into());
+    Ok(Measured {
+        steps,
+        engine,
+        source,
+        weights: summary.weights,
+        dtype,
+        device: summary.device,
+        fingerprint: Some(fingerprint),
+    })
 }
 
 fn save_steps(path: &Path, steps: &[StepRecord]) -> Result<()> {
@@ -214,13 +257,36 @@ fn save_steps(path: &Path, steps: &[StepRecord]) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Each step as a sample of the fit: what it did and its duration.
-fn samples(steps: &[StepRecord]) -> Vec<Sample> {
+/// Each step as a sample of the fit: what it did and its period — from its start to the next
+/// step's start while the engine stayed busy (what sets throughput: the engine's own work
+/// between steps, sending tokens and taking requests, grows with the batch), else its duration
+/// plus the median gap.
+fn samples(steps: &[StepRecord], gap: f64) -> Vec<Sample> {
     steps
         .iter()
-        .filter(|s| s.end > s.start)
-        .map(|s| Sample { work: StepWork::of_record(s), seconds: s.end.secs_since(s.start) })
+        .enumerate()
+        .filter(|(_, s)| s.end > s.start)
+        .map(|(i, s)| {
+            let next =
+                steps.get(i + 1).filter(|n| n.step == s.step + 1 && s.running + s.waiting > 0 && n.start >= s.end);
+            let seconds = match next {
+                Some(n) => n.start.secs_since(s.start),
+                None => s.end.secs_since(s.start) + gap,
+            };
+            Sample { work: StepWork::of_record(s), seconds }
+        })
         .collect()
+}
+
+/// At most `n` samples, drawn evenly (a long run's steps would make the bootstrap slow; 20 000
+/// pin the coefficients as well).
+fn subsample(samples: Vec<Sample>, n: usize, seed: u64) -> Vec<Sample> {
+    if samples.len() <= n {
+        return samples;
+    }
+    let stride = samples.len() as f64 / n as f64;
+    let offset = (seed % 1000) as f64 / 1000.0 * stride;
+    (0..n).filter_map(|i| samples.get((offset + i as f64 * stride) as usize).copied()).collect()
 }
 
 /// Median time from a step's end to the next step's start while work remained.
@@ -245,36 +311,63 @@ fn fingerprint(a: &ProfileArgs, device: &str) -> Fingerprint {
     }
 }
 
-/// This machine's bandwidth and FLOP/s, measured, and each term against them.
+/// This machine's bandwidth and FLOP/s, measured, and each term against them: every fitted
+/// term, a one-token decode step against weights ÷ bandwidth (MBU), and the marginal token of
+/// the largest batches against linear FLOPs ÷ FLOP/s (MFU).
 fn roofline(a: &ProfileArgs, spec: &ModelSpec, dtype: &str, fit: &Fit) -> Option<MachineRoofline> {
+    use goodput_sizing::cost::StepCost;
     let (bandwidth, flops) = machine::measure(a.engine_cpus.as_ref().map(|c| c.0.clone()));
+    if !(bandwidth.is_finite() && bandwidth > 0.0 && flops.is_finite() && flops > 0.0) {
+        eprintln!("warning: this machine's bandwidth or FLOP/s could not be measured; the profile has no roofline");
+        return None;
+    }
     let bytes = match dtype {
-        "f32" => 4.0,
         "f16" | "bf16" => 2.0,
         _ => 4.0,
     };
     let dev = DeviceLimits { bandwidth, flops, link: 0.0 };
     let work = ModelWork::of(spec, bytes, 1).ok()?;
-    let terms = Term::ALL
+    let terms = fit
+        .terms
         .iter()
-        .map(|&t| {
-            let floor_s = term_floor(t, &work, &dev);
-            let f = fit.term(t);
-            let efficiency = f.filter(|f| f.measured && f.coefficient > 0.0).map(|f| floor_s / f.coefficient);
-            let bound = if matches!(t, Term::Fixed | Term::DecodeContext) { "memory" } else { "compute" };
-            TermFloor { term: t, floor_s, efficiency, bound: bound.into() }
+        .map(|f| {
+            let floor_s = term_floor(f.term, &work, &dev);
+            let efficiency = (f.measured && f.coefficient > 0.0).then(|| floor_s / f.coefficient);
+            let memory = match f.term {
+                Term::Fixed | Term::DecodeContext => true,
+                Term::Tokens(k) => work.read_bytes / bandwidth >= k as f64 * work.linear_flops_per_token / flops,
+                _ => false,
+            };
+            TermFloor { term: f.term, floor_s, efficiency, bound: if memory { "memory" } else { "compute" }.into() }
         })
         .collect();
-    Some(MachineRoofline { bandwidth, flops, how: machine::HOW.into(), terms })
+    let cost = fit.cost(0.0);
+    let one = StepWork { decode_seqs: 1.0, sampled: 1.0, decode_context: 1.0, ..Default::default() };
+    let memory_efficiency = Some(term_floor(Term::Fixed, &work, &dev) / cost.step_seconds(&one));
+    let knots: Vec<(u32, f64)> = fit
+        .terms
+        .iter()
+        .filter_map(|f| match f.term {
+            Term::Tokens(k) if f.measured => Some((k, f.coefficient)),
+            _ => None,
+        })
+        .collect();
+    // The slope from the largest measured knot down to half of it: a wide pair, so one
+    // noisy knot next to another (p, p + 1) does not decide it.
+    let compute_efficiency = knots.last().and_then(|&(k1, c1)| {
+        let &(k0, c0) = knots.iter().rev().find(|(k, _)| *k <= k1 / 2)?;
+        (c1 > c0).then(|| term_floor(Term::PrefillTokens, &work, &dev) / ((c1 - c0) / (k1 - k0) as f64))
+    });
+    Some(MachineRoofline { bandwidth, flops, how: machine::HOW.into(), terms, memory_efficiency, compute_efficiency })
 }
 
 /// The fitted terms, their intervals and their place against the roofline, on stdout.
-fn print(p: &Profile) {
+fn print(p: &Profile, gap: f64) {
     let mut t = table::new(&["term", "per", "coefficient", "95 % interval", "floor", "of roofline"]);
     for f in &p.fit.terms {
         let floor = p.roofline.as_ref().and_then(|r| r.terms.iter().find(|x| x.term == f.term));
         t.add_row(vec![
-            f.term.name().to_string(),
+            f.term.name(),
             f.term.unit().to_string(),
             if f.measured { secs(f.coefficient) } else { "not measured".into() },
             if f.measured { format!("{} – {}", secs(f.lo), secs(f.hi)) } else { String::new() },
@@ -287,17 +380,25 @@ fn print(p: &Profile) {
     let r = &p.fit.residuals;
     println!("Step-cost model of {} ({}, {}), {}\n{t}", p.model, p.dtype, p.fingerprint.device, p.source);
     println!(
-        "R² {:.4} over {} steps; |relative residual| P50 {:.1} %, P90 {:.1} %, P99 {:.1} %, median bias {:+.1} %; gap between busy steps {}",
+        "R² {:.4} over {} step periods (start to the next start while busy); |relative residual| P50 {:.1} %, P90 {:.1} %, P99 {:.1} %, median bias {:+.1} %; median gap between busy steps {}",
         p.fit.r2,
         p.fit.samples,
         r.p50 * 100.0,
         r.p90 * 100.0,
         r.p99 * 100.0,
         r.bias * 100.0,
-        secs(p.gap_s)
+        secs(gap)
     );
     if let Some(m) = &p.roofline {
-        println!("roofline: {:.1} GB/s, {:.1} GFLOP/s ({})", m.bandwidth / 1e9, m.flops / 1e9, m.how);
+        let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.0} %", x * 100.0));
+        println!(
+            "roofline: {:.1} GB/s, {:.1} GFLOP/s ({}); a one-token decode step reaches {} of weights ÷ bandwidth (MBU), a token of the largest batches {} of its FLOPs ÷ FLOP/s (MFU)",
+            m.bandwidth / 1e9,
+            m.flops / 1e9,
+            m.how,
+            pct(m.memory_efficiency),
+            pct(m.compute_efficiency)
+        );
     }
 }
 

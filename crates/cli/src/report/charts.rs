@@ -107,6 +107,9 @@ pub fn charts(r: &Results) -> Vec<Chart> {
         out.push(c);
     }
     out.extend(engine_timeline(&cx, r));
+    if let Some(p) = &s.prediction {
+        out.extend(super::predicted::charts(&cx, p));
+    }
     if let Some(last) = s.levels.last() {
         out.extend(by_turn(&cx, last));
         out.extend(task_timelines(&cx, last));

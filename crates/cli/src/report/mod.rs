@@ -6,6 +6,7 @@
 //! tests can check it. Everything is read through `goodput_results`' typed reader.
 
 mod charts;
+mod predicted;
 mod tables;
 mod timelines;
 

@@ -49,8 +49,15 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// Returns the exit status: [`EXIT_OK`], [`EXIT_NOTHING_COMPLETED`] or [`EXIT_INTERRUPTED`].
 pub fn run(a: RunArgs) -> Result<i32> {
     let plan = plan::RunPlan::new(&a)?;
+    if (a.simulate.is_some() || a.predict.is_some()) && a.target != "in-process" {
+        bail!(
+            "--simulate and --predict model goodput's in-process engine (its scheduler and a profile of its steps), not the HTTP path of --target {}; drop --target",
+            a.target
+        );
+    }
     let rig = rig::Rig::build(&a, &plan)?;
-    let twin = a.predict.as_ref().map(|p| rig::Rig::simulated(&a, &plan, p)).transpose()?;
+    let twin =
+        a.predict.as_ref().map(|p| rig::Rig::simulated(&a, &plan, p, Some(rig.tokenizer.clone()))).transpose()?;
     let stop = interrupt::install(&rig.rt);
     let mut sweep = Sweep::start(&a, &plan, &rig, stop.clone())?;
     while !stop.raised() {

@@ -35,6 +35,8 @@ pub struct Rig {
     pub pinning: Pinning,
     /// The simulation stands in for the engine (`--simulate`).
     pub simulated: bool,
+    /// The model's tokenizer (byte-level against another process's server or a simulation).
+    pub tokenizer: Arc<Tokenizer>,
     engine: Option<Engine>,
     server: Option<LocalServer>,
 }
@@ -109,7 +111,7 @@ impl Rig {
 
     pub fn build(a: &RunArgs, plan: &RunPlan) -> Result<Rig> {
         if let Some(path) = &a.simulate {
-            return Self::simulated(a, plan, path);
+            return Self::simulated(a, plan, path, None);
         }
         let mut m = load_model(a, plan)?;
         let workload = workload(a, &plan.workload, &m.tokenizer)?;
@@ -132,6 +134,7 @@ impl Rig {
             rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
             local: tokio::task::LocalSet::new(),
             simulated: false,
+            tokenizer: m.tokenizer.clone(),
             target: Arc::new(target),
             workload,
             vocab: plan.spec.vocab_size,
@@ -153,8 +156,14 @@ impl Rig {
     }
 
     /// The simulated engine of `profile` in place of the model: the run's engine settings, the
-    /// profile's step costs, virtual time.
-    pub fn simulated(a: &RunArgs, plan: &RunPlan, path: &std::path::Path) -> Result<Rig> {
+    /// profile's step costs, virtual time. `tokenizer`: the measured rig's, so a twin's
+    /// prompts (RAG's, built from text) are the measured run's.
+    pub fn simulated(
+        a: &RunArgs,
+        plan: &RunPlan,
+        path: &std::path::Path,
+        tokenizer: Option<Arc<Tokenizer>>,
+    ) -> Result<Rig> {
         if plan.url.is_some() || a.target != "in-process" {
             bail!("a simulation stands for the in-process engine; drop --target {}", a.target);
         }
@@ -162,12 +171,17 @@ impl Rig {
         if profile.model != plan.spec.name {
             bail!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, plan.spec.name);
         }
+        warn_if_elsewhere(a, &profile, path);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()?;
         let clock = crate::simulate::clock(&rt);
-        let sc = sim_config(a, plan, &profile)?;
+        let sc = sim_config(a, plan)?;
         let engine = goodput_sizing::sim::SimEngine::new(sc, Arc::new(profile.cost()))
             .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
-        let tokenizer = Arc::new(Tokenizer::byte_level(plan.spec.vocab_size));
+        let tokenizer = match tokenizer {
+            Some(t) => t,
+            None if plan.spec.vocab_size >= 259 => Arc::new(Tokenizer::byte_level(plan.spec.vocab_size)),
+            None => bail!("a simulation needs a vocabulary of at least 259 tokens (bytes and specials)"),
+        };
         let workload = workload(a, &plan.workload, &tokenizer)?;
         let (step_tx, steps) = flume::unbounded();
         let local = tokio::task::LocalSet::new();
@@ -187,6 +201,7 @@ impl Rig {
             ),
             pinning: pinning(a),
             simulated: true,
+            tokenizer,
             engine: None,
             server: None,
         })
@@ -284,23 +299,40 @@ fn pinning(a: &RunArgs) -> Pinning {
     Pinning { engine: list(&a.engine_cpus), harness: list(&a.harness_cpus) }
 }
 
+/// Warns when the profile was measured on another machine, or pinned otherwise, than this run.
+fn warn_if_elsewhere(a: &RunArgs, profile: &goodput_sizing::profile::Profile, path: &std::path::Path) {
+    let here = machine();
+    let f = &profile.fingerprint;
+    let engine_cpus = a.engine_cpus.as_ref().map(|c| goodput_engine::affinity::format_cpu_list(&c.0));
+    if f.cpu != here.cpu || f.logical_cpus != here.logical_cpus {
+        eprintln!(
+            "warning: {} was measured on {} ({} CPUs), this is {} ({} CPUs): its step costs stand for that machine",
+            path.display(),
+            f.cpu,
+            f.logical_cpus,
+            here.cpu,
+            here.logical_cpus
+        );
+    } else if a.predict.is_some() && f.engine_cpus != engine_cpus {
+        eprintln!(
+            "warning: {} was measured with the engine on CPUs {:?}, this run pins it to {:?}: pin both alike",
+            path.display(),
+            f.engine_cpus,
+            engine_cpus
+        );
+    }
+}
+
 /// The scheduler of a simulation: the run's engine settings over the model, the KV pool sized
-/// at the profile's dtype.
-fn sim_config(
-    a: &RunArgs,
-    plan: &RunPlan,
-    profile: &goodput_sizing::profile::Profile,
-) -> Result<goodput_scheduler::SchedulerConfig> {
+/// at the run's dtype.
+fn sim_config(a: &RunArgs, plan: &RunPlan) -> Result<goodput_scheduler::SchedulerConfig> {
     let cfg = a.engine.config()?;
-    let dtype = goodput_engine::loader::parse_dtype(&profile.dtype).unwrap_or(candle_core::DType::F32);
+    let (_, dtype) = a.model.device_dtype()?;
     let num_blocks = match cfg.num_blocks {
         Some(n) => n,
         None => goodput_engine::kv_cache::KvCache::blocks_for_bytes(&plan.spec, cfg.block_size, dtype, cfg.kv_memory),
     };
-    if num_blocks < 2 {
-        bail!("the KV pool would have {num_blocks} blocks; it needs at least 2: raise --kv-blocks or --kv-memory");
-    }
-    Ok(goodput_scheduler::SchedulerConfig {
+    let sc = goodput_scheduler::SchedulerConfig {
         max_num_batched_tokens: cfg.max_num_batched_tokens,
         max_num_seqs: cfg.max_num_seqs,
         num_blocks,
@@ -308,7 +340,9 @@ fn sim_config(
         enable_prefix_caching: cfg.enable_prefix_caching,
         max_model_len: plan.max_len,
         eos_token_id: plan.spec.eos_token_id,
-    })
+    };
+    sc.validate().map_err(|e| anyhow::anyhow!("{e}: raise --kv-blocks or --kv-memory, or check the engine flags"))?;
+    Ok(sc)
 }
 
 /// The engine's settings as given (for the setup).

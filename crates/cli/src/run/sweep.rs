@@ -32,6 +32,8 @@ pub struct Sweep<'a> {
     twin_cost: (f64, f64, usize),
     /// `--simulate`: the harness's own cost is the simulation's, not a load generator's.
     simulated: bool,
+    /// `--simulate`: steps and simulated seconds so far, and when the sweep started.
+    sim_cost: (usize, f64, std::time::Instant),
 }
 
 impl<'a> Sweep<'a> {
@@ -111,6 +113,7 @@ impl<'a> Sweep<'a> {
             level_first_id: 0,
             twin_cost: (0.0, 0.0, 0),
             simulated: rig.simulated,
+            sim_cost: (0, 0.0, std::time::Instant::now()),
         })
     }
 
@@ -166,10 +169,7 @@ impl<'a> Sweep<'a> {
         let t = std::time::Instant::now();
         let f = level::run(twin, self.a, self.plan, level, lp, &self.stop, &level::Seen::default());
         let wall = t.elapsed().as_secs_f64();
-        let simulated = match (f.steps.first(), f.steps.last()) {
-            (Some(a), Some(b)) => b.end.secs_since(a.start),
-            _ => 0.0,
-        };
+        let simulated = f.report.summary.window_s;
         let (w, s, n) = &mut self.twin_cost;
         (*w, *s, *n) = (*w + wall, *s + simulated, *n + f.steps.len());
         let (w, s, n) = self.twin_cost;
@@ -208,6 +208,8 @@ impl<'a> Sweep<'a> {
         self.bar.inc(1);
         let failed = !r.summary.slos_hold();
         let load = r.summary.load;
+        self.sim_cost.0 += f.steps.len();
+        self.sim_cost.1 += r.summary.window_s;
         self.summary.push_level(f.report);
         if let Some((writer, records)) = self.files.as_mut() {
             records.sync()?;
@@ -275,6 +277,15 @@ impl<'a> Sweep<'a> {
         }
         if let Some(p) = &s.prediction {
             println!("{}", table::prediction(s, p, unit));
+        }
+        if self.simulated {
+            let (steps, simulated, t0) = self.sim_cost;
+            let wall = t0.elapsed().as_secs_f64().max(1e-9);
+            println!(
+                "simulation: {steps} engine steps in {wall:.2} s ({:.0} steps/s), {simulated:.1} s of measured windows simulated ({:.0}× real time)",
+                steps as f64 / wall,
+                simulated / wall
+            );
         }
         let conclusion = Conclusion::of(s).render();
         println!("{conclusion}");

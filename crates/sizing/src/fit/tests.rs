@@ -44,7 +44,7 @@ fn grid() -> Vec<StepWork> {
 }
 
 fn noisy(work: &[StepWork], noise: f64, seed: u64) -> Vec<Sample> {
-    let cost = LinearCost { coefficients: TRUE, gap_s: 0.0 };
+    let cost = LinearCost::classic(TRUE, 0.0);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     let n = Normal::new(0.0, noise).unwrap();
     // Three repeats of each shape, each with its own multiplicative noise.
@@ -56,7 +56,7 @@ fn noisy(work: &[StepWork], noise: f64, seed: u64) -> Vec<Sample> {
 
 #[test]
 fn noiseless_steps_give_back_the_coefficients() {
-    let fit = fit(&noisy(&grid(), 0.0, 1), &FitOptions { bootstrap: 20, seed: 1 }).unwrap();
+    let fit = fit(&noisy(&grid(), 0.0, 1), &Term::ALL, &FitOptions { bootstrap: 20, seed: 1 }).unwrap();
     for (t, want) in fit.terms.iter().zip(TRUE) {
         assert!((t.coefficient - want).abs() <= 1e-6 * want, "{:?}: {} vs {want}", t.term, t.coefficient);
         assert!(t.measured);
@@ -71,7 +71,7 @@ fn noisy_steps_give_back_the_coefficients_within_their_intervals() {
     // about 95 % of the time (at least 85 % of the 120 intervals), and none reaches 0.
     let (mut held, mut total) = (0, 0);
     for seed in 0..20 {
-        let fit = fit(&noisy(&grid(), 0.03, seed), &FitOptions { bootstrap: 100, seed }).unwrap();
+        let fit = fit(&noisy(&grid(), 0.03, seed), &Term::ALL, &FitOptions { bootstrap: 100, seed }).unwrap();
         for (t, want) in fit.terms.iter().zip(TRUE) {
             total += 1;
             held += usize::from(t.lo <= want && want <= t.hi);
@@ -88,7 +88,7 @@ fn noisy_steps_give_back_the_coefficients_within_their_intervals() {
 fn terms_the_steps_never_vary_are_left_out() {
     // Decode-only steps: nothing about prefill can be learned.
     let work: Vec<StepWork> = grid().into_iter().filter(|w| w.prefill_tokens == 0.0).collect();
-    let fit = fit(&noisy(&work, 0.0, 2), &FitOptions { bootstrap: 10, seed: 1 }).unwrap();
+    let fit = fit(&noisy(&work, 0.0, 2), &Term::ALL, &FitOptions { bootstrap: 10, seed: 1 }).unwrap();
     let pre = fit.term(Term::PrefillTokens).unwrap();
     assert!(!pre.measured && pre.coefficient == 0.0);
     assert!(fit.term(Term::DecodeContext).unwrap().measured);
@@ -110,10 +110,40 @@ fn nnls_keeps_coefficients_non_negative() {
 
 #[test]
 fn bad_steps_are_refused() {
-    assert_eq!(fit(&[], &FitOptions::default()), Err(FitError::NoSteps));
+    assert_eq!(fit(&[], &Term::ALL, &FitOptions::default()), Err(FitError::NoSteps));
     let w = StepWork { decode_seqs: 1.0, sampled: 1.0, ..Default::default() };
     let bad = [Sample { work: w, seconds: 0.0 }];
-    assert_eq!(fit(&bad, &FitOptions::default()), Err(FitError::BadDuration(0.0)));
+    assert_eq!(fit(&bad, &Term::ALL, &FitOptions::default()), Err(FitError::BadDuration(0.0)));
     let few = vec![Sample { work: w, seconds: 1e-3 }; 4];
-    assert!(matches!(fit(&few, &FitOptions::default()), Err(FitError::TooFew(4, 3, 9))));
+    assert!(matches!(fit(&few, &Term::ALL, &FitOptions::default()), Err(FitError::TooFew(4, 3, 6))));
+}
+
+#[test]
+fn a_table_fit_recovers_a_kernel_switch_a_linear_fit_cannot() {
+    // Decode steps whose per-row cost jumps past 8 rows (a skinny kernel, then gemm): a
+    // linear model is off by tens of percent somewhere; the table fits every batch.
+    let truth = |b: f64| if b <= 8.0 { 1e-3 + b * 0.8e-3 } else { 6e-3 + b * 1.0e-3 };
+    let samples: Vec<Sample> = (1..=64)
+        .map(|b| {
+            let b = b as f64;
+            Sample {
+                work: StepWork { decode_seqs: b, decode_context: b * 100.0, sampled: b, ..Default::default() },
+                seconds: truth(b),
+            }
+        })
+        .collect();
+    let worst = |f: &Fit| {
+        let c = f.cost(0.0);
+        samples.iter().map(|s| (c.step_seconds(&s.work) / s.seconds - 1.0).abs()).fold(0.0, f64::max)
+    };
+    let linear = fit(&samples, &Term::ALL, &FitOptions { bootstrap: 0, seed: 0 }).unwrap();
+    let table = fit(&samples, &Term::table(64, 64), &FitOptions { bootstrap: 0, seed: 0 }).unwrap();
+    assert!(worst(&linear) > 0.1, "linear: {}", worst(&linear));
+    // Knots on both sides of the switch (8 and 9): every batch within a few percent.
+    for b in [1.0, 2.0, 4.0, 8.0, 9.0, 12.0, 16.0, 32.0, 64.0] {
+        let w = StepWork { decode_seqs: b, decode_context: b * 100.0, sampled: b, ..Default::default() };
+        let got = table.cost(0.0).step_seconds(&w);
+        assert!((got / truth(b) - 1.0).abs() < 0.02, "{b}: {got} vs {}", truth(b));
+    }
+    assert!(worst(&table) < 0.03, "table: {}", worst(&table));
 }

@@ -55,7 +55,7 @@ fn a_profile_round_trips_through_its_file() {
     p.write(&path).unwrap();
     let back = Profile::read(&path).unwrap();
     assert_eq!(back, p);
-    assert_eq!(back.cost().coefficients, [1e-3, 1e-5, 0.0, 2e-5, 0.0, 0.0]);
+    assert_eq!(back.cost().coefficients, vec![1e-3, 1e-5, 0.0, 2e-5, 0.0, 0.0]);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -73,6 +73,12 @@ fn empty_foreign_and_broken_profiles_are_refused_by_name() {
     let mut v = serde_json::to_value(fixture()).unwrap();
     v["surprise"] = serde_json::json!(1);
     assert!(err(&v.to_string()).contains("unknown field `surprise`"));
+    let mut v = serde_json::to_value(fixture()).unwrap();
+    v["fit"]["terms"][1]["term"] = serde_json::json!({"tokens": 0});
+    assert!(err(&v.to_string()).contains("knots start at 1"), "{}", err(&v.to_string()));
+    let mut v = serde_json::to_value(fixture()).unwrap();
+    v["fit"]["terms"][1]["term"] = serde_json::json!("fixed");
+    assert!(err(&v.to_string()).contains("`fixed` appears twice"));
     let mut p = fixture();
     for t in &mut p.fit.terms {
         t.measured = false;

@@ -24,9 +24,13 @@ fn llama_3_1_8b_on_h100_by_hand() {
     assert_eq!(w.weight_bytes, 16_060_522_496.0);
     // K and V: 2 · 32 layers · 8 KV heads · 128 · 2 bytes = 128 KiB per token.
     assert_eq!(w.kv_bytes_per_token, 131_072.0);
-    // Decode floor at batch 1: 16.06 GB / 3.35 TB/s = 4.794 ms.
+    // All weights ÷ bandwidth: 16.06 GB / 3.35 TB/s = 4.794 ms, the usual decode floor at
+    // batch 1. A step reads all but the untied embedding table (it gathers one row per
+    // token): 16.06 GB − 128256·4096·2 B = 15.01 GB, so the floor used is 4.481 ms.
+    assert!((w.weight_bytes / h100().bandwidth - 4.794e-3).abs() < 1e-6);
+    assert_eq!(w.read_bytes, 16_060_522_496.0 - 1_050_673_152.0);
     let floor = term_floor(Term::Fixed, &w, &h100());
-    assert!((floor - 4.794e-3).abs() < 1e-6, "{floor}");
+    assert!((floor - 4.481e-3).abs() < 1e-6, "{floor}");
     // Linear FLOPs per token: 2 · 32 · (218 112 000 − 8192); LM head 2 · 128256 · 4096.
     assert_eq!(w.linear_flops_per_token, 2.0 * 32.0 * 218_103_808.0);
     assert_eq!(w.lm_head_flops_per_row, 2.0 * 128_256.0 * 4096.0);
@@ -40,14 +44,16 @@ fn tensor_parallelism_shards_weights_and_kv_and_adds_all_reduces() {
     let m = llama8b();
     let one = ModelWork::of(&m, 2.0, 1).unwrap();
     let two = ModelWork::of(&m, 2.0, 2).unwrap();
-    // The embedding (untied) is replicated; the rest halves.
-    let embed = 128_256.0 * 4096.0 * 2.0;
-    assert!(((two.weight_bytes - embed) * 2.0 - (one.weight_bytes - embed) - 4096.0 * 2.0 * 65.0).abs() < 1.0);
+    // Everything halves but the norms (2 per layer and the final one, replicated).
+    let norms = (2.0 * 32.0 + 1.0) * 4096.0 * 2.0;
+    assert!(((two.weight_bytes - norms) * 2.0 - (one.weight_bytes - norms)).abs() < 1.0);
     assert_eq!(two.kv_bytes_per_token, one.kv_bytes_per_token / 2.0);
     assert_eq!(two.allreduces_per_step, 64.0);
-    // 16 ways: 8 KV heads are replicated, one per GPU.
+    // 16 ways: 8 KV heads are replicated, one per GPU, and so are their k and v projections.
     let sixteen = ModelWork::of(&m, 2.0, 16).unwrap();
     assert_eq!(sixteen.kv_bytes_per_token, 2.0 * 32.0 * 128.0 * 2.0);
+    let per_layer = (2.0 * 4096.0 * 4096.0 + 3.0 * 4096.0 * 14336.0) / 16.0 + 2.0 * 4096.0 * 128.0 + 2.0 * 4096.0;
+    assert_eq!(sixteen.linear_flops_per_token, 2.0 * 32.0 * (per_layer - 2.0 * 4096.0));
     assert!(matches!(ModelWork::of(&m, 2.0, 3), Err(ShardError::Heads { tp: 3, heads: 32, .. })));
     assert!(matches!(ModelWork::of(&m, 2.0, 0), Err(ShardError::Zero)));
     let msg = ModelWork::of(&m, 2.0, 3).unwrap_err().to_string();
@@ -65,8 +71,8 @@ fn a_projected_step_is_bound_by_memory_at_small_batch_and_by_compute_when_large(
         tp: 1,
     };
     let decode = StepWork { decode_seqs: 1.0, decode_context: 1000.0, sampled: 1.0, ..Default::default() };
-    // (16.06 GB + 1000 · 128 KiB) / (3.35 TB/s · 0.8)
-    let want = (16_060_522_496.0 + 131_072_000.0) / (3.35e12 * 0.8);
+    // (15.01 GB read + 1000 · 128 KiB) / (3.35 TB/s · 0.8)
+    let want = (15_009_849_344.0 + 131_072_000.0) / (3.35e12 * 0.8);
     assert!((cost.step_seconds(&decode) - want).abs() < 1e-9);
     // 8192 prompt tokens: 8192 · 27.9 GFLOP / (989 TFLOP/s · 0.6) ≫ the weights' 6 ms.
     let prefill = StepWork {

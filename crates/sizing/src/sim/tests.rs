@@ -56,7 +56,7 @@ fn batch_of_one_with_a_constant_step_is_m_d_1() {
 #[test]
 fn one_request_alone_takes_its_steps_and_gaps() {
     // Prefill of 100 tokens, then 9 decodes at contexts 101..=109.
-    let cost = LinearCost { coefficients: [1e-3, 1e-5, 0.0, 2e-5, 1e-7, 0.0], gap_s: 1e-4 };
+    let cost = LinearCost::classic([1e-3, 1e-5, 0.0, 2e-5, 1e-7, 0.0], 1e-4);
     let mut engine = SimEngine::new(cfg(8), Arc::new(cost)).unwrap();
     let out = run_arrivals(&mut engine, vec![(Stamp(0), request(1, 100, 10, Stamp(0)))]);
     let r = &out.records[0];
