@@ -176,6 +176,7 @@ impl Profile {
         if self.fit.terms.is_empty() || !self.fit.terms.iter().any(|t| t.measured && t.coefficient > 0.0) {
             return Err("the fit has no measured term with a positive coefficient".into());
         }
+        let mut seen = std::collections::HashSet::new();
         for t in &self.fit.terms {
             if !(t.coefficient.is_finite() && t.coefficient >= 0.0) {
                 return Err(format!(
@@ -183,6 +184,12 @@ impl Profile {
                     t.term.name(),
                     t.coefficient
                 ));
+            }
+            if matches!(t.term, Term::Tokens(0) | Term::Rows(0)) {
+                return Err(format!("`{}`: a table's knots start at 1", t.term.name()));
+            }
+            if !seen.insert(t.term) {
+                return Err(format!("`{}` appears twice", t.term.name()));
             }
         }
         if !(self.gap_s.is_finite() && self.gap_s >= 0.0) {
