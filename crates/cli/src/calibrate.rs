@@ -104,6 +104,9 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         codec: None,
         same_clock: true,
         server_stamps: true,
+        strict_openai: false,
+        extra_body: Default::default(),
+        connection: Default::default(),
     };
     let target = Arc::new(goodput_client::HttpTarget::new(cfg, clock)?);
     let scenario = Arc::new(Scenario {

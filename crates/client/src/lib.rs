@@ -7,14 +7,25 @@
 //! chunks) and the end marker. Token counts come from the server's `usage` when it sends one,
 //! cross-checked against the client's own tokenizer when one is given. Parsing is a plain
 //! state machine ([`StreamParser`]) fed with SSE events, so recorded streams can be replayed.
+//!
+//! The connection ([`Connection`]): HTTPS through rustls (the system's roots and
+//! webpki-roots, plus a CA file, or no verification at all when asked), extra headers, and an
+//! API key sent as `Authorization: Bearer` that no `Debug` output shows.
+
+mod connection;
+mod scrape;
+mod stream;
+
+pub use connection::{Connection, Secret};
+pub use scrape::{parse_metrics, ServerScrape};
+pub use stream::{Step, StreamParser};
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
-use goodput_core::{
-    Chunk, ClientRecord, Clock, FailureKind, HttpStamps, Outcome, ServerTimings, Stamp, Target, TokenId, WorkRequest,
-};
+use goodput_core::{ClientRecord, Clock, FailureKind, Outcome, Stamp, Target, TokenId, WorkRequest};
 use serde_json::{json, Value};
 use std::sync::Arc;
+use stream::clip;
 
 /// Text ↔ token ids, for chat prompts, counting received tokens and multi-turn history.
 pub trait TextCodec: Send + Sync + 'static {
@@ -43,6 +54,10 @@ pub struct HttpConfig {
     pub api: Api,
     /// Send vLLM's `ignore_eos` and `min_tokens` so outputs have the requested length.
     pub exact_lengths: bool,
+    /// Send only OpenAI's own fields: none of vLLM's extensions (`ignore_eos`, `min_tokens`,
+    /// `top_k`, `return_token_ids`), for gateways that refuse unknown fields. Outputs that end
+    /// early are then accounted as short outputs.
+    pub strict_openai: bool,
     /// Ask for vLLM's `return_token_ids` (each chunk's token ids: exact per-chunk counts and
     /// output ids for multi-turn history; goodput's server and recent vLLM support it).
     pub return_token_ids: bool,
@@ -52,6 +67,10 @@ pub struct HttpConfig {
     /// Read the per-request engine stamps the server returns (goodput's `goodput` object).
     /// Off, the record holds none, as from a server that sends none.
     pub server_stamps: bool,
+    /// Fields merged into every request body (`--extra-body`), over the ones goodput writes.
+    pub extra_body: serde_json::Map<String, Value>,
+    /// TLS, headers and the API key.
+    pub connection: Connection,
 }
 
 /// The HTTP target.
@@ -70,6 +89,8 @@ pub enum ClientError {
     NoCodec,
     #[error("building the HTTP client: {0}")]
     Build(reqwest::Error),
+    #[error("{0}")]
+    Connection(String),
     #[error("GET {url}: {source}")]
     Get { url: String, source: reqwest::Error },
     #[error("GET {url}: HTTP {status}")]
@@ -84,11 +105,8 @@ impl HttpTarget {
         if matches!(cfg.api, Api::Chat | Api::CompletionsText) && cfg.codec.is_none() {
             return Err(ClientError::NoCodec);
         }
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(usize::MAX)
-            .tcp_nodelay(true)
-            .build()
-            .map_err(ClientError::Build)?;
+        check_extra_body(&cfg.extra_body)?;
+        let client = cfg.connection.client()?;
         Ok(HttpTarget {
             cfg: HttpConfig { base_url: cfg.base_url.trim_end_matches('/').to_string(), ..cfg },
             client,
@@ -119,15 +137,18 @@ impl HttpTarget {
             "stream": true,
             "stream_options": { "include_usage": true },
         });
-        if p.top_k > 0 {
-            body["top_k"] = json!(p.top_k);
-        }
-        if self.cfg.exact_lengths {
-            body["ignore_eos"] = json!(p.ignore_eos);
-            body["min_tokens"] = json!(p.min_tokens);
-        }
-        if self.cfg.return_token_ids {
-            body["return_token_ids"] = json!(true);
+        // vLLM's extensions (SGLang and goodput take them too), unless strictly OpenAI.
+        if !self.cfg.strict_openai {
+            if p.top_k > 0 {
+                body["top_k"] = json!(p.top_k);
+            }
+            if self.cfg.exact_lengths {
+                body["ignore_eos"] = json!(p.ignore_eos);
+                body["min_tokens"] = json!(p.min_tokens);
+            }
+            if self.cfg.return_token_ids {
+                body["return_token_ids"] = json!(true);
+            }
         }
         let text = || -> Result<String, String> {
             self.cfg.codec.as_ref().ok_or("no tokenizer to write the prompt as text")?.decode(&req.prompt)
@@ -146,7 +167,25 @@ impl HttpTarget {
                 "/v1/chat/completions"
             }
         };
+        if let Some(obj) = body.as_object_mut() {
+            obj.extend(self.cfg.extra_body.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         Ok((format!("{}{path}", self.cfg.base_url), body))
+    }
+}
+
+/// Fields of the body only goodput writes: the stream it measures, the prompt it drew, the
+/// model it was told.
+const OWN_FIELDS: [&str; 5] = ["stream", "prompt", "messages", "model", "stream_options"];
+
+/// Refuses extra body fields that would change what is measured.
+pub fn check_extra_body(extra: &serde_json::Map<String, Value>) -> Result<(), ClientError> {
+    match extra.keys().find(|k| OWN_FIELDS.contains(&k.as_str())) {
+        Some(k) => Err(ClientError::Connection(format!(
+            "--extra-body may not set `{k}`: goodput writes it (streamed responses, the scenario's prompts, \
+             --served-model-name)"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -156,112 +195,6 @@ impl HttpTarget {
 /// `00000000-0000-4000-8000-00000000001a`.
 pub fn request_id(id: u64) -> String {
     format!("00000000-0000-4000-{:04x}-{:012x}", 0x8000 | ((id >> 48) & 0x3fff), id & 0xffff_ffff_ffff)
-}
-
-/// What a stream event meant.
-#[derive(Debug, PartialEq)]
-pub enum Step {
-    /// Go on reading.
-    More,
-    /// The end marker: the request is complete.
-    Done,
-    /// The server sent an error in the stream.
-    Failed(FailureKind, String),
-}
-
-/// The state of one streamed response, fed event by event.
-#[derive(Debug, Default)]
-pub struct StreamParser {
-    pub chunks: Vec<Chunk>,
-    pub text: String,
-    /// Token ids the server sent with its chunks (`return_token_ids`), if it did.
-    pub token_ids: Option<Vec<TokenId>>,
-    pub http: HttpStamps,
-    /// TGI's native stream: tokens counted from `token` events.
-    pub native_tokens: usize,
-}
-
-impl StreamParser {
-    /// One SSE event's data, arrived at `at`.
-    pub fn event(&mut self, data: &str, at: Stamp) -> Step {
-        let data = data.trim();
-        if data == "[DONE]" {
-            self.http.done = Some(at);
-            return Step::Done;
-        }
-        if data.is_empty() {
-            self.http.empty_events += 1;
-            return Step::More;
-        }
-        let v: Value = match serde_json::from_str(data) {
-            Ok(v) => v,
-            Err(e) => {
-                return Step::Failed(FailureKind::BadEvent, format!("an event is not JSON ({e}): {}", clip(data)))
-            }
-        };
-        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-            let msg = err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), String::from);
-            return Step::Failed(FailureKind::ErrorEvent, msg);
-        }
-        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-            self.http.usage_prompt_tokens = u["prompt_tokens"].as_u64().map(|x| x as usize);
-            self.http.usage_completion_tokens = u["completion_tokens"].as_u64().map(|x| x as usize);
-        }
-        if let Some(t) = v.get("goodput").filter(|t| !t.is_null()) {
-            self.http.server = serde_json::from_value::<ServerTimings>(t.clone()).ok();
-        }
-        // TGI's native generate_stream: {"token": {...}, "generated_text": ..., "details": ...}.
-        if let Some(tok) = v.get("token").filter(|t| t.is_object()) {
-            let special = tok["special"].as_bool().unwrap_or(false);
-            let text = tok["text"].as_str().unwrap_or("");
-            if !special && !text.is_empty() {
-                self.content(text, at);
-            } else {
-                self.http.empty_events += 1;
-            }
-            self.native_tokens += 1;
-            if v.get("generated_text").is_some_and(|g| !g.is_null()) {
-                if let Some(n) = v.pointer("/details/generated_tokens").and_then(Value::as_u64) {
-                    self.http.usage_completion_tokens = Some(n as usize);
-                }
-                self.http.done = Some(at);
-                return Step::Done;
-            }
-            return Step::More;
-        }
-        let choice = v.pointer("/choices/0");
-        let text = choice.and_then(|c| c.get("text").or_else(|| c.pointer("/delta/content"))).and_then(Value::as_str);
-        let ids: Option<Vec<TokenId>> =
-            choice.and_then(|c| c.get("token_ids")).and_then(|t| serde_json::from_value(t.clone()).ok());
-        match text {
-            Some(t) if !t.is_empty() => self.content(t, at),
-            _ => self.http.empty_events += 1,
-        }
-        if let Some(ids) = ids {
-            // Tokens of a chunk: its ids; ids without text join the chunk before.
-            if let Some(last) = self.chunks.last_mut().filter(|_| !ids.is_empty()) {
-                if text.is_some_and(|t| !t.is_empty()) {
-                    last.tokens = ids.len() as u32;
-                } else {
-                    last.tokens += ids.len() as u32;
-                }
-            }
-            self.token_ids.get_or_insert_with(Vec::new).extend(ids);
-        }
-        Step::More
-    }
-
-    fn content(&mut self, text: &str, at: Stamp) {
-        self.text.push_str(text);
-        self.chunks.push(Chunk { at, tokens: 1 });
-    }
-}
-
-fn clip(s: &str) -> &str {
-    match s.char_indices().nth(200) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
 }
 
 impl Target for HttpTarget {
@@ -320,7 +253,8 @@ impl Target for HttpTarget {
 
 impl HttpTarget {
     async fn follow(&self, id: u64, url: &str, body: &Value, p: &mut StreamParser) -> Outcome {
-        let resp = match self.client.post(url).header("x-request-id", request_id(id)).json(body).send().await {
+        let post = self.client.post(url).header("x-request-id", request_id(id)).json(body);
+        let resp = match post.send().await {
             Ok(r) => r,
             Err(e) => return Outcome::error(FailureKind::Connect, format!("POST {url}: {e}")),
         };
@@ -382,93 +316,5 @@ impl HttpTarget {
         drop(events);
         p.http.first_byte = first_byte;
         Outcome::Ok
-    }
-}
-
-pub use goodput_core::ServerScrape;
-
-/// What a `:` in a metric name becomes for `prometheus-parse`, whose name pattern is `\w+`
-/// (colons are legal in Prometheus names, and vLLM's all have one).
-const COLON: &str = "__colon__";
-
-/// The name without a server's prefix: after the last `:`, or without `goodput_`.
-fn bare(name: &str) -> &str {
-    match name.rsplit_once(COLON) {
-        Some((_, n)) => n,
-        None => name.strip_prefix("goodput_").unwrap_or(name),
-    }
-}
-
-/// `line` with the colons of its metric name mapped to [`COLON`] (label values untouched).
-fn map_colons(line: &str) -> String {
-    let (head, rest) = match line.strip_prefix('#') {
-        Some(r) => {
-            // `# HELP name …` / `# TYPE name …`: the third word is the name.
-            let mut words = r.trim_start().splitn(2, ' ');
-            let kind = words.next().unwrap_or("");
-            let tail = words.next().unwrap_or("");
-            let (name, after) = tail.split_once(' ').unwrap_or((tail, ""));
-            return format!("# {kind} {} {after}", name.replace(':', COLON));
-        }
-        None => match line.find(|c: char| c == '{' || c.is_whitespace()) {
-            Some(i) => line.split_at(i),
-            None => (line, ""),
-        },
-    };
-    format!("{}{rest}", head.replace(':', COLON))
-}
-
-/// Parses Prometheus text exposition (or OpenMetrics) with `prometheus-parse`.
-pub fn parse_metrics(text: &str, at: Stamp) -> Result<ServerScrape, String> {
-    let lines = text.lines().filter(|l| l.trim() != "# EOF").map(|l| Ok(map_colons(l)));
-    let scrape = prometheus_parse::Scrape::parse(lines).map_err(|e| format!("parsing /metrics: {e}"))?;
-    let mut out = ServerScrape { at, ..Default::default() };
-    for s in scrape.samples {
-        let name = bare(&s.metric).to_string();
-        match s.value {
-            prometheus_parse::Value::Histogram(h) => {
-                let e = out.histograms.entry(name).or_default();
-                for b in h {
-                    match e.iter_mut().find(|x| x.0 == b.less_than) {
-                        Some(x) => x.1 += b.count,
-                        None => e.push((b.less_than, b.count)),
-                    }
-                }
-                e.sort_by(|a, b| a.0.total_cmp(&b.0));
-            }
-            prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v)
-            | prometheus_parse::Value::Counter(v) => {
-                *out.gauges.entry(name).or_default() += v;
-            }
-            prometheus_parse::Value::Summary(_) => {}
-        }
-    }
-    // A histogram's `_sum` and `_count` come as samples of their own.
-    for h in out.histograms.keys() {
-        if let Some(v) = out.gauges.remove(&format!("{h}_sum")) {
-            out.sums.insert(h.clone(), v);
-        }
-        out.gauges.remove(&format!("{h}_count"));
-    }
-    Ok(out)
-}
-
-impl HttpTarget {
-    /// Scrapes the server's `/metrics`.
-    pub async fn scrape(&self) -> Result<ServerScrape, ClientError> {
-        let url = format!("{}/metrics", self.cfg.base_url);
-        let resp = self.get(&url).await?;
-        let text = resp.text().await.map_err(|source| ClientError::Get { url, source })?;
-        parse_metrics(&text, self.clock.now()).map_err(ClientError::Metrics)
-    }
-
-    /// `GET url`, a success status or the error naming it.
-    async fn get(&self, url: &str) -> Result<reqwest::Response, ClientError> {
-        let resp = self.client.get(url).send().await.map_err(|source| ClientError::Get { url: url.into(), source })?;
-        if !resp.status().is_success() {
-            return Err(ClientError::Status { url: url.into(), status: resp.status() });
-        }
-        Ok(resp)
     }
 }

@@ -100,8 +100,10 @@ impl ServerTimings {
 }
 
 /// One scrape of a server's `/metrics`, keyed by metric name without its prefix (`vllm:`,
-/// `sglang:`, `goodput_`), summed over label sets. The HTTP client fills it; the metrics crate
-/// turns two scrapes into a level's server-side numbers.
+/// `sglang:`, `goodput_`), summed over label sets (several engines, data-parallel ranks),
+/// with the number of label sets and the largest value kept beside the sum, so a fraction
+/// (KV usage) is combined as a mean and a max, never a sum. The HTTP client fills it; the
+/// metrics crate turns two scrapes into a level's server-side numbers.
 #[derive(Clone, Debug, Default)]
 pub struct ServerScrape {
     pub at: Stamp,
@@ -109,6 +111,17 @@ pub struct ServerScrape {
     pub histograms: std::collections::HashMap<String, Vec<(f64, f64)>>,
     /// Each histogram's `_sum` (its `_count` is the `+Inf` bucket).
     pub sums: std::collections::HashMap<String, f64>,
-    /// Gauges and counters (and any other untyped sample).
+    /// Gauges and counters (and any other untyped sample), summed over label sets.
     pub gauges: std::collections::HashMap<String, f64>,
+    /// Per gauge: how many label sets it came in, and the largest of their values.
+    pub label_sets: std::collections::HashMap<String, (usize, f64)>,
+}
+
+impl ServerScrape {
+    /// A gauge's mean and max over its label sets (its value and itself for one).
+    pub fn mean_max(&self, name: &str) -> Option<(f64, f64)> {
+        let sum = *self.gauges.get(name)?;
+        let (n, max) = self.label_sets.get(name).copied().unwrap_or((1, sum));
+        Some((sum / n.max(1) as f64, max))
+    }
 }

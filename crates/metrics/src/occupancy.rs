@@ -135,7 +135,7 @@ mod tests {
     use super::*;
 
     fn at(t_s: f64, running: f64, waiting: f64, kv: Option<f64>) -> GaugePoint {
-        GaugePoint { t_s, running: Some(running), waiting: Some(waiting), kv_usage: kv }
+        GaugePoint { t_s, running: Some(running), waiting: Some(waiting), kv_usage: kv, kv_usage_max: None }
     }
 
     #[test]

@@ -23,18 +23,24 @@ pub struct ServerHistograms {
     pub decode: Option<HistogramStats>,
     #[serde(rename = "request_inference_time_seconds", default, skip_serializing_if = "Option::is_none")]
     pub inference: Option<HistogramStats>,
+    #[serde(rename = "inter_token_latency_seconds", default, skip_serializing_if = "Option::is_none")]
+    pub itl: Option<HistogramStats>,
+    #[serde(rename = "request_time_per_output_token_seconds", default, skip_serializing_if = "Option::is_none")]
+    pub tpot: Option<HistogramStats>,
 }
 
 impl ServerHistograms {
-    /// Each histogram with its Prometheus name, in a fixed order.
-    fn slots(&mut self) -> [(&'static str, &mut Option<HistogramStats>); 6] {
+    /// Each histogram with its names on every server ([`names`]), in a fixed order.
+    fn slots(&mut self) -> [(&'static [names::Alias], &mut Option<HistogramStats>); 8] {
         [
-            (names::TTFT_SECONDS, &mut self.ttft),
-            (names::E2E_SECONDS, &mut self.e2e),
-            (names::QUEUE_SECONDS, &mut self.queue),
-            (names::PREFILL_SECONDS, &mut self.prefill),
-            (names::DECODE_SECONDS, &mut self.decode),
-            (names::INFERENCE_SECONDS, &mut self.inference),
+            (names::TTFT_ALIASES, &mut self.ttft),
+            (names::E2E_ALIASES, &mut self.e2e),
+            (names::QUEUE_ALIASES, &mut self.queue),
+            (names::PREFILL_ALIASES, &mut self.prefill),
+            (names::DECODE_ALIASES, &mut self.decode),
+            (names::INFERENCE_ALIASES, &mut self.inference),
+            (names::ITL_ALIASES, &mut self.itl),
+            (names::TPOT_ALIASES, &mut self.tpot),
         ]
     }
 
@@ -52,8 +58,11 @@ pub struct GaugePoint {
     pub t_s: f64,
     pub running: Option<f64>,
     pub waiting: Option<f64>,
-    /// KV-cache block usage, a fraction.
+    /// KV-cache block usage, a fraction (the mean over engines when there are several).
     pub kv_usage: Option<f64>,
+    /// The fullest engine's KV usage, when the server has several engines (label sets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_usage_max: Option<f64>,
 }
 
 /// A gauge point as written: named, or the `[t, running, waiting, kv]` array of results
@@ -61,15 +70,26 @@ pub struct GaugePoint {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum GaugeRepr {
-    Named { t_s: f64, running: Option<f64>, waiting: Option<f64>, kv_usage: Option<f64> },
+    Named {
+        t_s: f64,
+        running: Option<f64>,
+        waiting: Option<f64>,
+        kv_usage: Option<f64>,
+        #[serde(default)]
+        kv_usage_max: Option<f64>,
+    },
     Tuple(f64, Option<f64>, Option<f64>, Option<f64>),
 }
 
 impl From<GaugeRepr> for GaugePoint {
     fn from(r: GaugeRepr) -> Self {
         match r {
-            GaugeRepr::Named { t_s, running, waiting, kv_usage } => GaugePoint { t_s, running, waiting, kv_usage },
-            GaugeRepr::Tuple(t_s, running, waiting, kv_usage) => GaugePoint { t_s, running, waiting, kv_usage },
+            GaugeRepr::Named { t_s, running, waiting, kv_usage, kv_usage_max } => {
+                GaugePoint { t_s, running, waiting, kv_usage, kv_usage_max }
+            }
+            GaugeRepr::Tuple(t_s, running, waiting, kv_usage) => {
+                GaugePoint { t_s, running, waiting, kv_usage, kv_usage_max: None }
+            }
         }
     }
 }
@@ -88,6 +108,9 @@ pub struct ServerSide {
     pub measured_window_s: Option<(f64, f64)>,
     /// Gauges at each scrape, the level's first to its last.
     pub series: Vec<GaugePoint>,
+    /// The prefix cache over the histogram window, from the server's counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCache>,
     /// Why scraping failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -113,27 +136,20 @@ impl ServerSide {
         let (from, to) = bracket(&scrapes.iter().map(|s| s.at).collect::<Vec<_>>(), measured);
         let (before, after) = (&scrapes[from], &scrapes[to]);
         let mut histograms = ServerHistograms::default();
-        for (name, slot) in histograms.slots() {
-            if let (Some(b), Some(a)) = (before.histograms.get(name), after.histograms.get(name)) {
-                let dsum = after.sums.get(name).zip(before.sums.get(name)).map(|(a, b)| a - b);
+        for (aliases, slot) in histograms.slots() {
+            let both = |n: &names::Alias| before.histograms.get(n.name).zip(after.histograms.get(n.name));
+            if let Some((alias, (b, a))) = aliases.iter().find_map(|n| Some((n, both(n)?))) {
+                let dsum = after.sums.get(alias.name).zip(before.sums.get(alias.name)).map(|(a, b)| a - b);
                 *slot = stats(&delta(b, a), dsum);
             }
         }
-        let series = scrapes
-            .iter()
-            .map(|s| GaugePoint {
-                t_s: since(s.at),
-                running: s.gauges.get(names::RUNNING).copied(),
-                waiting: s.gauges.get(names::WAITING).copied(),
-                kv_usage: s.gauges.get(names::KV_USAGE).or_else(|| s.gauges.get(names::KV_USAGE_V0)).copied(),
-            })
-            .collect();
         ServerSide {
             scrapes: scrapes.len(),
             histogram_window_s: (since(before.at), since(after.at)),
             histograms,
             measured_window_s: window.map(|(a, b)| (since(a), since(b))),
-            series,
+            series: scrapes.iter().map(|s| GaugePoint::of(s, since(s.at))).collect(),
+            prefix_cache: PrefixCache::between(before, after),
             error: None,
         }
     }
@@ -141,6 +157,52 @@ impl ServerSide {
     /// The server's mean queue time over the measured requests (`Δ_sum / Δ_count`).
     pub fn queue_mean(&self) -> Option<f64> {
         ServerHistograms::mean(&self.histograms.queue)
+    }
+}
+
+impl GaugePoint {
+    /// The gauges of one scrape, under whichever server's names it has ([`names`]): counts
+    /// summed over engines, the KV fraction as their mean (and max).
+    pub fn of(s: &ServerScrape, t_s: f64) -> Self {
+        let first = |aliases: &[names::Alias]| aliases.iter().find_map(|n| s.gauges.get(n.name).copied());
+        let kv = names::KV_USAGE_ALIASES.iter().find_map(|n| s.mean_max(n.name)).or_else(|| {
+            // TGI: the batch's tokens over the capacity found at warm-up.
+            let used = s.gauges.get(names::TGI_KV_USED)?;
+            let total = s.gauges.get(names::TGI_KV_TOTAL).filter(|t| **t > 0.0)?;
+            Some((used / total, used / total))
+        });
+        let engines = names::KV_USAGE_ALIASES.iter().find_map(|n| s.label_sets.get(n.name)).map_or(1, |x| x.0);
+        GaugePoint {
+            t_s,
+            running: first(names::RUNNING_ALIASES),
+            waiting: first(names::WAITING_ALIASES),
+            kv_usage: kv.map(|k| k.0),
+            kv_usage_max: kv.filter(|_| engines > 1).map(|k| k.1),
+        }
+    }
+}
+
+/// The server's prefix cache over a window: prompt tokens looked up and found (the
+/// difference of its counters between two scrapes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PrefixCache {
+    pub queried_tokens: f64,
+    pub hit_tokens: f64,
+}
+
+impl PrefixCache {
+    /// The counters' increase from `before` to `after`, under the first names the server has;
+    /// `None` when it has none, or when a counter went down (a restart).
+    pub fn between(before: &ServerScrape, after: &ServerScrape) -> Option<Self> {
+        names::PREFIX_CACHE_ALIASES.iter().find_map(|(q, h)| {
+            let d = |n: &str| Some(after.gauges.get(n)? - before.gauges.get(n)?).filter(|d| *d >= 0.0);
+            Some(PrefixCache { queried_tokens: d(q.name)?, hit_tokens: d(h.name)? })
+        })
+    }
+
+    /// Found ÷ looked up; `None` when nothing was looked up.
+    pub fn hit_rate(&self) -> Option<f64> {
+        (self.queried_tokens > 0.0).then(|| self.hit_tokens / self.queried_tokens)
     }
 }
 
@@ -204,13 +266,19 @@ mod tests {
         assert_eq!(side.histogram_window_s, (1.0, 2.0));
         assert!(side.histograms.ttft.is_none(), "no TTFT histogram exposed");
         assert_eq!(side.series.len(), 3);
-        assert_eq!(side.series[1], GaugePoint { t_s: 1.0, running: Some(3.0), waiting: None, kv_usage: None });
+        assert_eq!(
+            side.series[1],
+            GaugePoint { t_s: 1.0, running: Some(3.0), waiting: None, kv_usage: None, ..Default::default() }
+        );
     }
 
     #[test]
     fn gauge_points_read_the_older_array_form() {
         let p: GaugePoint = serde_json::from_str("[0.5, 2.0, null, 0.25]").unwrap();
-        assert_eq!(p, GaugePoint { t_s: 0.5, running: Some(2.0), waiting: None, kv_usage: Some(0.25) });
+        assert_eq!(
+            p,
+            GaugePoint { t_s: 0.5, running: Some(2.0), waiting: None, kv_usage: Some(0.25), ..Default::default() }
+        );
         let named = serde_json::to_string(&p).unwrap();
         assert_eq!(serde_json::from_str::<GaugePoint>(&named).unwrap(), p);
     }

@@ -222,6 +222,9 @@ async fn the_http_target_stamps_a_request_and_reads_the_engine_s_timings() {
         codec: None,
         same_clock: true,
         server_stamps: true,
+        strict_openai: false,
+        extra_body: Default::default(),
+        connection: Default::default(),
     };
     let target = goodput_client::HttpTarget::new(cfg, s.state.clock).unwrap();
     assert_eq!(target.models().await.unwrap(), ["tiny"]);

@@ -1,0 +1,111 @@
+//! The state of one streamed response: a plain state machine fed with SSE events (so recorded
+//! streams replay), for OpenAI-style chunks and TGI's native `generate_stream` alike.
+
+use goodput_core::{Chunk, FailureKind, HttpStamps, ServerTimings, Stamp, TokenId};
+use serde_json::Value;
+
+/// What a stream event meant.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// Go on reading.
+    More,
+    /// The end marker: the request is complete.
+    Done,
+    /// The server sent an error in the stream.
+    Failed(FailureKind, String),
+}
+
+/// The state of one streamed response, fed event by event.
+#[derive(Debug, Default)]
+pub struct StreamParser {
+    pub chunks: Vec<Chunk>,
+    pub text: String,
+    /// Token ids the server sent with its chunks (`return_token_ids`), if it did.
+    pub token_ids: Option<Vec<TokenId>>,
+    pub http: HttpStamps,
+    /// TGI's native stream: tokens counted from `token` events.
+    pub native_tokens: usize,
+}
+
+impl StreamParser {
+    /// One SSE event's data, arrived at `at`.
+    pub fn event(&mut self, data: &str, at: Stamp) -> Step {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.http.done = Some(at);
+            return Step::Done;
+        }
+        if data.is_empty() {
+            self.http.empty_events += 1;
+            return Step::More;
+        }
+        let v: Value = match serde_json::from_str(data) {
+            Ok(v) => v,
+            Err(e) => {
+                return Step::Failed(FailureKind::BadEvent, format!("an event is not JSON ({e}): {}", clip(data)))
+            }
+        };
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            let msg = err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), String::from);
+            return Step::Failed(FailureKind::ErrorEvent, msg);
+        }
+        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+            self.http.usage_prompt_tokens = u["prompt_tokens"].as_u64().map(|x| x as usize);
+            self.http.usage_completion_tokens = u["completion_tokens"].as_u64().map(|x| x as usize);
+        }
+        if let Some(t) = v.get("goodput").filter(|t| !t.is_null()) {
+            self.http.server = serde_json::from_value::<ServerTimings>(t.clone()).ok();
+        }
+        // TGI's native generate_stream: {"token": {...}, "generated_text": ..., "details": ...}.
+        if let Some(tok) = v.get("token").filter(|t| t.is_object()) {
+            let special = tok["special"].as_bool().unwrap_or(false);
+            let text = tok["text"].as_str().unwrap_or("");
+            if !special && !text.is_empty() {
+                self.content(text, at);
+            } else {
+                self.http.empty_events += 1;
+            }
+            self.native_tokens += 1;
+            if v.get("generated_text").is_some_and(|g| !g.is_null()) {
+                if let Some(n) = v.pointer("/details/generated_tokens").and_then(Value::as_u64) {
+                    self.http.usage_completion_tokens = Some(n as usize);
+                }
+                self.http.done = Some(at);
+                return Step::Done;
+            }
+            return Step::More;
+        }
+        let choice = v.pointer("/choices/0");
+        let text = choice.and_then(|c| c.get("text").or_else(|| c.pointer("/delta/content"))).and_then(Value::as_str);
+        let ids: Option<Vec<TokenId>> =
+            choice.and_then(|c| c.get("token_ids")).and_then(|t| serde_json::from_value(t.clone()).ok());
+        match text {
+            Some(t) if !t.is_empty() => self.content(t, at),
+            _ => self.http.empty_events += 1,
+        }
+        if let Some(ids) = ids {
+            // Tokens of a chunk: its ids; ids without text join the chunk before.
+            if let Some(last) = self.chunks.last_mut().filter(|_| !ids.is_empty()) {
+                if text.is_some_and(|t| !t.is_empty()) {
+                    last.tokens = ids.len() as u32;
+                } else {
+                    last.tokens += ids.len() as u32;
+                }
+            }
+            self.token_ids.get_or_insert_with(Vec::new).extend(ids);
+        }
+        Step::More
+    }
+
+    fn content(&mut self, text: &str, at: Stamp) {
+        self.text.push_str(text);
+        self.chunks.push(Chunk { at, tokens: 1 });
+    }
+}
+
+pub(crate) fn clip(s: &str) -> &str {
+    match s.char_indices().nth(200) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
