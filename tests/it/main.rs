@@ -7,6 +7,7 @@
 mod common;
 
 mod bad_input;
+mod deploy;
 mod reliability;
 mod report;
 mod results;

@@ -4,6 +4,7 @@ mod args;
 mod calibrate;
 mod chart;
 mod compare;
+mod connect;
 mod cpu;
 mod engine_bench;
 mod generate;

@@ -49,6 +49,12 @@ pub struct ServeArgs {
     /// half-sent connections close at once. A second signal ends them all at once.
     #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration)]
     pub shutdown_grace: Duration,
+    /// Serve HTTPS with this certificate chain (PEM, the leaf first); needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     /// Server threads (the engine has its own).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -126,6 +132,11 @@ pub(crate) async fn signal() {
 
 pub fn run(a: ServeArgs) -> Result<()> {
     let (policy, limits) = (a.policy()?, a.limits()?);
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(goodput_server::tls::server_config(cert, key)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let spec = a.model.spec()?;
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
     let loaded = a.model.load(max_len)?;
@@ -138,7 +149,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("listening on {addr}"))?;
         eprintln!(
-            "goodput serve: `{name}` ({} weights) on http://{} — /v1/completions, /v1/chat/completions ({} chat template), /v1/models, /health, /metrics",
+            "goodput serve: `{name}` ({} weights) on {scheme}://{} — /v1/completions, /v1/chat/completions ({} chat template), /v1/models, /health, /metrics",
             loaded.weights_kind,
             listener.local_addr()?,
             if has_template { "the model's" } else { "ChatML" }
@@ -150,7 +161,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             eprintln!("goodput serve: stopping (in-flight requests get {grace:?}; signal again to end them now)");
         };
         tokio::select! {
-            r = goodput_server::serve(listener, st, shutdown, limits) => r.context("serving"),
+            r = goodput_server::serve_tls(listener, st, shutdown, limits, tls) => r.context("serving"),
             _ = async { signal().await; signal().await } => {
                 eprintln!("goodput serve: second signal, ending every request now");
                 Ok(())

@@ -51,6 +51,19 @@ pub fn is_sensitive(name: &str) -> bool {
     ["authorization", "cookie", "key", "token", "secret", "password", "session", "auth"].iter().any(|s| n.contains(s))
 }
 
+/// `scheme://user:password@host…` without the password.
+pub fn redact_url(s: &str) -> String {
+    let Some((scheme, rest)) = s.split_once("://") else { return s.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}:<redacted>@{host}{}", &rest[authority_end..])
+        }
+        None => s.to_string(),
+    }
+}
+
 impl Connection {
     /// Parses a `--header` argument, `Name: value`.
     pub fn parse_header(s: &str) -> Result<(String, Secret), String> {

@@ -16,7 +16,7 @@ mod connection;
 mod scrape;
 mod stream;
 
-pub use connection::{Connection, Secret};
+pub use connection::{is_sensitive, redact_url, Connection, Secret};
 pub use scrape::{parse_metrics, ServerScrape};
 pub use stream::{Step, StreamParser};
 
@@ -91,7 +91,7 @@ pub enum ClientError {
     Build(reqwest::Error),
     #[error("{0}")]
     Connection(String),
-    #[error("GET {url}: {source}")]
+    #[error("GET {url}: {}", causes(source))]
     Get { url: String, source: reqwest::Error },
     #[error("GET {url}: HTTP {status}")]
     Status { url: String, status: reqwest::StatusCode },
@@ -174,6 +174,22 @@ impl HttpTarget {
     }
 }
 
+/// An error with its causes, `a: b: c` (reqwest's own message hides why a connection failed:
+/// a refused port, an unknown certificate authority, a name that does not resolve).
+pub fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(c) = next {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        next = c.source();
+    }
+    out
+}
+
 /// Fields of the body only goodput writes: the stream it measures, the prompt it drew, the
 /// model it was told.
 const OWN_FIELDS: [&str; 5] = ["stream", "prompt", "messages", "model", "stream_options"];
@@ -208,7 +224,7 @@ impl Target for HttpTarget {
             Api::CompletionsText => "completions (text)",
             Api::Chat => "chat completions",
         };
-        format!("HTTP {} ({api}, model {})", self.cfg.base_url, self.cfg.model)
+        format!("HTTP {} ({api}, model {})", redact_url(&self.cfg.base_url), self.cfg.model)
     }
 
     async fn run(&self, req: WorkRequest, intended: Stamp) -> ClientRecord {
@@ -256,7 +272,7 @@ impl HttpTarget {
         let post = self.client.post(url).header("x-request-id", request_id(id)).json(body);
         let resp = match post.send().await {
             Ok(r) => r,
-            Err(e) => return Outcome::error(FailureKind::Connect, format!("POST {url}: {e}")),
+            Err(e) => return Outcome::error(FailureKind::Connect, format!("POST {url}: {}", causes(&e))),
         };
         p.http.headers = Some(self.clock.now());
         let status = resp.status();
@@ -316,5 +332,56 @@ impl HttpTarget {
         drop(events);
         p.http.first_byte = first_byte;
         Outcome::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::SamplingParams;
+
+    fn target(strict: bool, extra: Value) -> Result<HttpTarget, ClientError> {
+        let cfg = HttpConfig {
+            base_url: "http://127.0.0.1:1/".into(),
+            model: "m".into(),
+            api: Api::Completions,
+            exact_lengths: true,
+            strict_openai: strict,
+            return_token_ids: true,
+            codec: None,
+            same_clock: false,
+            server_stamps: true,
+            extra_body: extra.as_object().cloned().unwrap_or_default(),
+            connection: Connection::default(),
+        };
+        HttpTarget::new(cfg, Clock::new())
+    }
+
+    fn body(t: &HttpTarget) -> Value {
+        let params = SamplingParams { top_k: 5, min_tokens: 4, ..SamplingParams::greedy_exact(4) };
+        t.body(&WorkRequest { id: 1, prompt: vec![1, 2], params }).unwrap().1
+    }
+
+    #[test]
+    fn vllm_extensions_unless_strict_and_extra_fields_on_top() {
+        let b = body(&target(false, json!({"temperature": 0.7, "chat_template_kwargs": {"x": 1}})).unwrap());
+        for k in ["ignore_eos", "min_tokens", "top_k", "return_token_ids"] {
+            assert!(b.get(k).is_some(), "{k} in {b}");
+        }
+        assert_eq!((b["temperature"].as_f64(), b["chat_template_kwargs"]["x"].as_i64()), (Some(0.7), Some(1)));
+        let strict = body(&target(true, json!({})).unwrap());
+        for k in ["ignore_eos", "min_tokens", "top_k", "return_token_ids"] {
+            assert!(strict.get(k).is_none(), "{k} in {strict}");
+        }
+        assert_eq!(strict["max_tokens"], 4);
+        assert_eq!(strict["stream_options"]["include_usage"], true);
+    }
+
+    #[test]
+    fn extra_fields_may_not_replace_what_is_measured() {
+        for k in OWN_FIELDS {
+            let err = target(false, json!({ k: 1 })).err().unwrap().to_string();
+            assert!(err.contains(&format!("may not set `{k}`")), "{err}");
+        }
     }
 }

@@ -27,8 +27,9 @@ pub mod metrics;
 pub mod mock;
 pub mod openai;
 mod respond;
+pub mod tls;
 
-pub use listen::{serve, ListenLimits};
+pub use listen::{serve, serve_tls, ListenLimits};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};

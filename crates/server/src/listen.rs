@@ -11,6 +11,9 @@
 //!   `grace`; then the engine ends what is left (those streams end with an error event and
 //!   `[DONE]`), a second later every connection still open is dropped — including one that
 //!   sent half a request head and nothing more.
+//!
+//! With a TLS configuration ([`crate::tls`]) each connection is counted, then its handshake
+//! must end within `header_timeout`, then it is served as above.
 
 use crate::openai::ApiError;
 use crate::AppState;
@@ -23,7 +26,7 @@ use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -56,6 +59,19 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     limits: ListenLimits,
 ) -> std::io::Result<()> {
+    serve_tls(listener, state, shutdown, limits, None).await
+}
+
+/// [`serve`], over TLS when `tls` is given (HTTPS only: a plain-HTTP request fails the
+/// handshake and the connection closes).
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    limits: ListenLimits,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<()> {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let engine = state.engine.clone();
     let app = crate::router(state);
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -77,12 +93,20 @@ pub async fn serve(
                 };
                 // Small SSE events go out as they are written (no Nagle delay).
                 let _ = tcp.set_nodelay(true);
-                if open.load(Ordering::Relaxed) >= limits.max_connections {
-                    conns.spawn(refuse(builder.clone(), tcp, limits));
-                } else {
-                    let slot = Slot::take(&open);
-                    conns.spawn(connection(builder.clone(), tcp, app.clone(), stop_rx.clone(), slot));
-                }
+                let over = open.load(Ordering::Relaxed) >= limits.max_connections;
+                let slot = (!over).then(|| Slot::take(&open));
+                let (b, app, stop) = (builder.clone(), app.clone(), stop_rx.clone());
+                match &acceptor {
+                    None => conns.spawn(accepted_conn(b, tcp, app, stop, slot, limits)),
+                    Some(a) => {
+                        let handshake = tokio::time::timeout(limits.header_timeout, a.accept(tcp));
+                        conns.spawn(async move {
+                            if let Ok(Ok(tls)) = handshake.await {
+                                accepted_conn(b, tls, app, stop, slot, limits).await;
+                            }
+                        })
+                    }
+                };
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -125,9 +149,24 @@ impl Drop for Slot {
     }
 }
 
-async fn connection(
+/// Serves a connection under its slot, or refuses it when over the limit (no slot).
+async fn accepted_conn<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     builder: auto::Builder<TokioExecutor>,
-    tcp: TcpStream,
+    io: S,
+    app: axum::Router,
+    stop: watch::Receiver<bool>,
+    slot: Option<Slot>,
+    limits: ListenLimits,
+) {
+    match slot {
+        Some(slot) => connection(builder, io, app, stop, slot).await,
+        None => refuse(builder, io, limits).await,
+    }
+}
+
+async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    builder: auto::Builder<TokioExecutor>,
+    tcp: S,
     app: axum::Router,
     mut stop: watch::Receiver<bool>,
     _slot: Slot,
@@ -147,7 +186,11 @@ const REFUSE_WITHIN: Duration = Duration::from_secs(1);
 /// Answers the request of an over-limit connection with 503 and closes it; a connection that
 /// sends no whole head within [`REFUSE_WITHIN`] (or the header timeout, if shorter) is closed
 /// without an answer, so refused sockets do not hold file descriptors for long.
-async fn refuse(builder: auto::Builder<TokioExecutor>, tcp: TcpStream, limits: ListenLimits) {
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    builder: auto::Builder<TokioExecutor>,
+    tcp: S,
+    limits: ListenLimits,
+) {
     let max = limits.max_connections;
     let svc = hyper::service::service_fn(move |_req| async move {
         let mut r = ApiError::unavailable(format!(

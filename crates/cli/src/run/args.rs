@@ -36,6 +36,8 @@ pub struct RunArgs {
     /// view of a server can explain against what the stamps explain.
     #[arg(long)]
     pub ignore_server_stamps: bool,
+    #[command(flatten)]
+    pub connection: crate::connect::ConnectionArgs,
     /// Scenario: a TOML file (see `goodput_workload::file`), or built in: short-qa, long-gen,
     /// long-context, multi-turn (--requests counts sessions),
     /// agent (--requests counts tasks), rag (needs the encoder of scripts/fetch-minilm.sh).

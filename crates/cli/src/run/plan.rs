@@ -85,6 +85,10 @@ impl RunPlan {
             t if t.starts_with("http://") || t.starts_with("https://") => Some(t.trim_end_matches('/').to_string()),
             t => bail!("--target {t}: expected in-process, http-local or http://HOST:PORT"),
         };
+        let http_only = a.connection.http_only_flags();
+        if a.target == "in-process" && !http_only.is_empty() {
+            bail!("{} apply to HTTP targets; with --target in-process there is no HTTP", http_only.join(", "));
+        }
         if url.is_some() && a.engine_cpus.is_some() {
             bail!("--engine-cpus pins goodput's own engine; with --target {} there is none in this process", a.target);
         }

@@ -9,7 +9,7 @@ use crate::target::{AnyTarget, Codec, LocalServer};
 use crate::workload::{EncoderEmbedder, LlmTokenizer, WorkloadSpec};
 use anyhow::{bail, Context, Result};
 use goodput_client::{Api, HttpConfig, HttpTarget};
-use goodput_core::{Clock, StepRecord};
+use goodput_core::{Clock, StepRecord, Target};
 use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::Engine;
 use goodput_results::{EngineSettings, Machine, Pinning};
@@ -126,7 +126,7 @@ impl Rig {
             // Against another process's server: no engine here.
             None => {
                 let url = plan.url.clone().context("no engine and no server to send requests to")?;
-                let http = HttpTarget::new(http_config(a, plan, url, &m.tokenizer), Clock::new())?;
+                let http = HttpTarget::new(http_config(a, plan, url, &m.tokenizer)?, Clock::new())?;
                 (AnyTarget::Http(Arc::new(http)), None)
             }
         };
@@ -225,7 +225,7 @@ impl Rig {
             goodput_server::Policy::default(),
         )?;
         let server = LocalServer::start(st, a.harness_cpus.as_ref().map(|c| c.0.clone()))?;
-        let http = HttpTarget::new(http_config(a, plan, server.url.clone(), tokenizer), e.handle().clock())?;
+        let http = HttpTarget::new(http_config(a, plan, server.url.clone(), tokenizer)?, e.handle().clock())?;
         self.server = Some(server);
         self.target = Arc::new(AnyTarget::Http(Arc::new(http)));
         Ok(())
@@ -246,17 +246,29 @@ impl Rig {
         Ok(())
     }
 
-    fn check_served(&self, a: &RunArgs, plan: &RunPlan) -> Result<()> {
+    /// Checks that the server serves the model; without --served-model-name, a server that
+    /// serves one model only is asked for its name (`GET /v1/models`).
+    fn check_served(&mut self, a: &RunArgs, plan: &RunPlan) -> Result<()> {
         let Some(h) = self.http() else { return Ok(()) };
         let models = self.block_on(h.models()).context("asking the server for its models")?;
         let name = served_name(a, plan);
-        if !models.contains(&name) {
-            bail!(
+        if models.contains(&name) {
+            return Ok(());
+        }
+        match models.as_slice() {
+            [only] if a.served_model_name.is_none() => {
+                if !a.quiet {
+                    eprintln!("the server serves `{only}` (GET /v1/models); sending that as the model name");
+                }
+                let cfg = HttpConfig { model: only.clone(), ..h.config().clone() };
+                self.target = Arc::new(AnyTarget::Http(Arc::new(HttpTarget::new(cfg, h.clock())?)));
+                Ok(())
+            }
+            _ => bail!(
                 "the server at {} does not serve `{name}` (it lists {models:?}); pass --served-model-name",
                 h.config().base_url
-            );
+            ),
         }
-        Ok(())
     }
 
     /// The HTTP target, when requests go over HTTP.
@@ -277,8 +289,8 @@ fn served_name(a: &RunArgs, plan: &RunPlan) -> String {
     a.served_model_name.clone().unwrap_or_else(|| plan.spec.name.clone())
 }
 
-fn http_config(a: &RunArgs, plan: &RunPlan, base_url: String, tokenizer: &Arc<Tokenizer>) -> HttpConfig {
-    HttpConfig {
+fn http_config(a: &RunArgs, plan: &RunPlan, base_url: String, tokenizer: &Arc<Tokenizer>) -> Result<HttpConfig> {
+    Ok(HttpConfig {
         base_url,
         model: served_name(a, plan),
         api: match a.api.as_str() {
@@ -291,7 +303,10 @@ fn http_config(a: &RunArgs, plan: &RunPlan, base_url: String, tokenizer: &Arc<To
         same_clock: plan.url.is_none(),
         codec: Some(Arc::new(Codec(tokenizer.clone()))),
         server_stamps: !a.ignore_server_stamps,
-    }
+        strict_openai: a.connection.strict_openai,
+        extra_body: a.connection.extra_body.clone().unwrap_or_default(),
+        connection: a.connection.connection()?,
+    })
 }
 
 fn pinning(a: &RunArgs) -> Pinning {

@@ -59,7 +59,7 @@ impl<'a> Sweep<'a> {
             capacity: None,
             complete: false,
             prediction: None,
-            command: std::env::args().collect(),
+            command: crate::connect::redacted_command(std::env::args()),
         };
         let files = match &a.out {
             Some(dir) => {
