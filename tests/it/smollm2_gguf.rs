@@ -98,8 +98,10 @@ fn smollm2_s_own_chat_template_renders_through_the_server() {
     let spec = Catalog::builtin().get("smollm2-135m").unwrap().clone();
     let weights = WeightsSource::Gguf { path, dequantize: false };
     let loaded = loader::load(&spec, &weights, &Device::Cpu, DType::F32, 2048).unwrap();
-    let template = loaded.chat_template.expect("the GGUF ships a chat template");
-    let chat = goodput_server::chat::ChatTemplate::new(Some(template)).unwrap();
+    assert!(loaded.chat.template.is_some(), "the GGUF ships a chat template");
+    // Its special tokens by id: <|im_start|> (1) begins, <|im_end|> (2) ends.
+    assert_eq!((loaded.chat.bos_token.as_str(), loaded.chat.eos_token.as_str()), ("<|im_start|>", "<|im_end|>"));
+    let chat = goodput_server::chat::ChatTemplate::from_format(loaded.chat).unwrap();
     assert!(chat.is_model_s());
     let messages: Vec<goodput_server::openai::Message> =
         serde_json::from_str(r#"[{"role":"user","content":"What is the capital of France?"}]"#).unwrap();

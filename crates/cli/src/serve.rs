@@ -65,10 +65,10 @@ pub fn state(
     engine: &Engine,
     loaded_tokenizer: Arc<goodput_engine::tokenizer::Tokenizer>,
     name: String,
-    chat_template: Option<String>,
+    chat: goodput_engine::loader::ChatFormat,
     policy: Policy,
 ) -> Result<Arc<AppState>> {
-    Ok(Arc::new(AppState::new(engine.handle(), loaded_tokenizer, name, chat_template, policy)?))
+    Ok(Arc::new(AppState::new(engine.handle(), loaded_tokenizer, name, chat, policy)?))
 }
 
 impl ServeArgs {
@@ -142,8 +142,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let loaded = a.model.load(max_len)?;
     let name = a.served_model_name.clone().unwrap_or_else(|| spec.name.clone());
     let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), None)?;
-    let has_template = loaded.chat_template.is_some();
-    let st = state(&engine, Arc::new(loaded.tokenizer), name.clone(), loaded.chat_template, policy)?;
+    let has_template = loaded.chat.template.is_some();
+    let st = state(&engine, Arc::new(loaded.tokenizer), name.clone(), loaded.chat, policy)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(a.threads.max(1)).enable_all().build()?;
     let addr = format!("{}:{}", a.host, a.port);
     rt.block_on(async {

@@ -19,9 +19,49 @@ pub struct LoadedModel {
     pub weights_kind: &'static str,
     /// Where the weights came from (path or description).
     pub weights_origin: String,
-    /// The chat template shipped with the weights, if any.
-    pub chat_template: Option<String>,
+    /// The chat template shipped with the weights, and the special tokens templates name.
+    pub chat: ChatFormat,
     pub load_secs: f64,
+}
+
+/// What a chat template needs from the model: the template (Jinja) and the text of its
+/// beginning- and end-of-sequence tokens (Llama 3's templates start with `{{ bos_token }}`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChatFormat {
+    pub template: Option<String>,
+    pub bos_token: String,
+    pub eos_token: String,
+}
+
+impl ChatFormat {
+    /// From a `tokenizer_config.json`: `chat_template` (a string, or a list of named
+    /// templates: the `default` one), `bos_token` and `eos_token` (a string or an object
+    /// with `content`).
+    pub fn from_tokenizer_config(v: &serde_json::Value) -> Self {
+        let token = |k: &str| {
+            let t = v.get(k);
+            t.and_then(|t| t.as_str().or_else(|| t.get("content")?.as_str())).unwrap_or_default().to_string()
+        };
+        let template = match v.get("chat_template") {
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(serde_json::Value::Array(named)) => named
+                .iter()
+                .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+                .and_then(|t| t.get("template")?.as_str().map(str::to_string)),
+            _ => None,
+        };
+        ChatFormat { template, bos_token: token("bos_token"), eos_token: token("eos_token") }
+    }
+
+    /// From GGUF metadata: the template, and the tokens of its bos and eos ids.
+    pub fn from_gguf(
+        md: &std::collections::HashMap<String, candle_core::quantized::gguf_file::Value>,
+        tok: &Tokenizer,
+    ) -> Self {
+        let (eos, bos) = tokenizer::gguf_special_ids(md);
+        let text = |id: Option<u32>| id.and_then(|i| tok.id_to_token(i)).unwrap_or_default();
+        ChatFormat { template: tokenizer::gguf_chat_template(md), bos_token: text(bos), eos_token: text(eos) }
+    }
 }
 
 /// `cpu`, `cuda` or `cuda:N`.
@@ -96,13 +136,13 @@ pub fn load(
     max_len: usize,
 ) -> Result<LoadedModel> {
     let t0 = Instant::now();
-    let (model, tokenizer, origin, chat_template) = match weights {
+    let (model, tokenizer, origin, chat) = match weights {
         WeightsSource::Dummy { seed } => {
             check_fits(spec, dtype, device)?;
             let mut src = DummySource { seed: *seed, dtype, device: device.clone() };
             let model = Llama::load(spec, &mut src, max_len, device, dtype)?;
             let tok = Tokenizer::try_byte_level(spec.vocab_size).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
-            (model, tok, format!("dummy (seed {seed})"), None)
+            (model, tok, format!("dummy (seed {seed})"), ChatFormat::default())
         }
         WeightsSource::Dir(dir) => load_dir(spec, dir, device, dtype, max_len)?,
         WeightsSource::HfCache => {
@@ -129,9 +169,9 @@ pub fn load(
             let md = src.metadata().clone();
             let tok =
                 Tokenizer::from_gguf(&md).map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
-            let template = tokenizer::gguf_chat_template(&md);
+            let chat = ChatFormat::from_gguf(&md, &tok);
             let model = Llama::load(spec, &mut src, max_len, device, dtype)?;
-            (model, tok, path.display().to_string(), template)
+            (model, tok, path.display().to_string(), chat)
         }
     };
     Ok(LoadedModel {
@@ -139,12 +179,12 @@ pub fn load(
         tokenizer,
         weights_kind: weights.kind(),
         weights_origin: origin,
-        chat_template,
+        chat,
         load_secs: t0.elapsed().as_secs_f64(),
     })
 }
 
-type Loaded = (Llama, Tokenizer, String, Option<String>);
+type Loaded = (Llama, Tokenizer, String, ChatFormat);
 
 fn load_dir(spec: &ModelSpec, dir: &Path, device: &Device, dtype: DType, max_len: usize) -> Result<Loaded> {
     let config = dir.join("config.json");
@@ -155,11 +195,14 @@ fn load_dir(spec: &ModelSpec, dir: &Path, device: &Device, dtype: DType, max_len
     let mut src = SafetensorsSource::open(&files, dtype, device.clone())?;
     let model = Llama::load(spec, &mut src as &mut dyn TensorSource, max_len, device, dtype)?;
     let tok = dir_tokenizer(dir, spec)?;
-    let template = std::fs::read_to_string(dir.join("tokenizer_config.json"))
+    let chat = std::fs::read_to_string(dir.join("tokenizer_config.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v.get("chat_template").and_then(|c| c.as_str()).map(str::to_string));
-    Ok((model, tok, dir.display().to_string(), template))
+        .map_or_else(ChatFormat::default, |v| ChatFormat::from_tokenizer_config(&v));
+    // Newer transformers save the template in a file of its own.
+    let template = chat.template.or_else(|| std::fs::read_to_string(dir.join("chat_template.jinja")).ok());
+    let chat = ChatFormat { template, ..chat };
+    Ok((model, tok, dir.display().to_string(), chat))
 }
 
 fn check_gguf_shape(spec: &ModelSpec, src: &GgufSource, path: &Path) -> Result<()> {
@@ -201,4 +244,38 @@ fn check_gguf_shape(spec: &ModelSpec, src: &GgufSource, path: &Path) -> Result<(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn chat_format_from_a_tokenizer_config() {
+        let v = json!({
+            "bos_token": {"content": "<|begin_of_text|>", "lstrip": false},
+            "eos_token": "<|eot_id|>",
+            "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}],
+        });
+        let f = ChatFormat::from_tokenizer_config(&v);
+        assert_eq!(
+            f,
+            ChatFormat {
+                template: Some("D".into()),
+                bos_token: "<|begin_of_text|>".into(),
+                eos_token: "<|eot_id|>".into()
+            }
+        );
+        let plain = ChatFormat::from_tokenizer_config(&json!({"chat_template": "X", "bos_token": null}));
+        assert_eq!((plain.template.as_deref(), plain.bos_token.as_str()), (Some("X"), ""));
+    }
+
+    #[test]
+    fn byte_level_ids_have_spellings() {
+        let t = Tokenizer::byte_level(300);
+        assert_eq!(t.id_to_token(1).as_deref(), Some("<s>"));
+        assert_eq!(t.id_to_token(t.token_to_id("A").unwrap()).as_deref(), Some("<0x41>"));
+        assert_eq!(t.id_to_token(299), None);
+    }
 }

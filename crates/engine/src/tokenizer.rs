@@ -266,6 +266,20 @@ impl Tokenizer {
         }
     }
 
+    /// The vocabulary spelling of `id` (the byte kind: its specials, `<0xHH>`).
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        match self {
+            Self::Bytes { vocab_size } => match id {
+                i if (i as usize) < BYTE_SPECIALS.len() => Some(BYTE_SPECIALS[i as usize].to_string()),
+                i if i >= BYTE_OFFSET && i < BYTE_OFFSET + 256 && (i as usize) < *vocab_size => {
+                    Some(format!("<0x{:02X}>", i - BYTE_OFFSET))
+                }
+                _ => None,
+            },
+            Self::Hf(t) => t.id_to_token(id),
+        }
+    }
+
     /// `"bytes"` or `"hf"`.
     pub fn kind(&self) -> &'static str {
         match self {

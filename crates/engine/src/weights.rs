@@ -278,6 +278,12 @@ fn check_gguf_tensor(name: &str, info: &gguf_file::TensorInfo, data_offset: u64,
 
 /// Shape fields of a Hugging Face `config.json`, compared with the catalog entry so that real
 /// weights never run under a wrong shape (e.g. a `rope_theta` kept only inside
+/// Config numbers are equal when they are equal as f32: transformers writes a GGUF's
+/// `rms_norm_eps` as 9.999999747378752e-06, the f32 nearest 1e-5, which is the catalog's 1e-5.
+pub fn same_at_f32(a: f64, b: f64) -> bool {
+    a == b || (a as f32) == (b as f32) || (a - b).abs() <= b.abs() * f64::from(f32::EPSILON) / 2.0
+}
+
 /// `rope_parameters`, as newer SmolLM2 configs do, silently falling back to 10000).
 pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
     let text = std::fs::read_to_string(path)
@@ -307,7 +313,7 @@ pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
     ];
     for (field, got, want) in checks {
         match got {
-            Some(g) if (g - want).abs() <= want.abs() * 1e-9 => {}
+            Some(g) if same_at_f32(g, want) => {}
             Some(g) => {
                 return Err(EngineError::Config(format!(
                     "{}: `{field}` is {g} but catalog entry `{}` says {want}",
@@ -333,4 +339,19 @@ pub fn mem_available() -> Option<u64> {
     let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::same_at_f32;
+
+    #[test]
+    fn numbers_equal_in_f32_are_equal() {
+        assert!(same_at_f32(9.999999747378752e-06, 1e-5));
+        assert!(same_at_f32(1e-5, 9.999999747378752e-06));
+        assert!(same_at_f32(500000.0, 500000.0));
+        assert!(!same_at_f32(1e-6, 1e-5));
+        assert!(!same_at_f32(10000.0, 100000.0));
+        assert!(!same_at_f32(4096.0, 4097.0));
+    }
 }

@@ -90,10 +90,10 @@ impl AppState {
         engine: EngineHandle,
         tokenizer: Arc<Tokenizer>,
         model_name: String,
-        chat_template: Option<String>,
+        chat: goodput_engine::loader::ChatFormat,
         policy: Policy,
     ) -> Result<Self, ServerError> {
-        let chat = chat::ChatTemplate::new(chat_template)?;
+        let chat = chat::ChatTemplate::from_format(chat)?;
         Ok(AppState {
             clock: engine.clock(),
             metrics: metrics::Metrics::new(&model_name),

@@ -56,7 +56,7 @@ impl Drop for Rig {
 struct Model {
     model: Option<goodput_engine::model::Llama>,
     tokenizer: Arc<Tokenizer>,
-    chat_template: Option<String>,
+    chat: goodput_engine::loader::ChatFormat,
     weights: String,
     device: String,
 }
@@ -67,7 +67,7 @@ fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
         return Ok(Model {
             model: None,
             tokenizer: Arc::new(Tokenizer::byte_level(plan.spec.vocab_size)),
-            chat_template: None,
+            chat: Default::default(),
             weights: "served elsewhere".into(),
             device: "remote".into(),
         });
@@ -79,7 +79,7 @@ fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
         device,
         model: Some(l.model),
         tokenizer: Arc::new(l.tokenizer),
-        chat_template: l.chat_template,
+        chat: l.chat,
     })
 }
 
@@ -146,7 +146,7 @@ impl Rig {
             server: None,
         };
         if a.target == "http-local" {
-            rig.serve_locally(a, plan, &m.tokenizer, m.chat_template)?;
+            rig.serve_locally(a, plan, &m.tokenizer, m.chat)?;
         }
         rig.pin_harness(a)?;
         if plan.url.is_some() {
@@ -214,7 +214,7 @@ impl Rig {
         a: &RunArgs,
         plan: &RunPlan,
         tokenizer: &Arc<Tokenizer>,
-        template: Option<String>,
+        template: goodput_engine::loader::ChatFormat,
     ) -> Result<()> {
         let e = self.engine.as_ref().context("http-local needs the engine")?;
         let st = crate::serve::state(

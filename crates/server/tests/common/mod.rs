@@ -39,7 +39,7 @@ pub async fn start_with(policy: Policy, limits: ListenLimits, max_num_seqs: usiz
     };
     let engine = Engine::start(model, cfg, Clock::new(), None).unwrap();
     let tok = Arc::new(Tokenizer::byte_level(spec.vocab_size));
-    let state = Arc::new(AppState::new(engine.handle(), tok, "tiny".into(), None, policy).unwrap());
+    let state = Arc::new(AppState::new(engine.handle(), tok, "tiny".into(), Default::default(), policy).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
