@@ -271,7 +271,7 @@ impl Tokenizer {
         match self {
             Self::Bytes { vocab_size } => match id {
                 i if (i as usize) < BYTE_SPECIALS.len() => Some(BYTE_SPECIALS[i as usize].to_string()),
-                i if i >= BYTE_OFFSET && i < BYTE_OFFSET + 256 && (i as usize) < *vocab_size => {
+                i if (BYTE_OFFSET..BYTE_OFFSET + 256).contains(&i) && (i as usize) < *vocab_size => {
                     Some(format!("<0x{:02X}>", i - BYTE_OFFSET))
                 }
                 _ => None,
