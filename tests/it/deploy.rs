@@ -114,3 +114,42 @@ fn connection_flags_are_refused_where_there_is_no_http() {
     let (ok, _, err) = goodput(&["serve", "--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"]);
     assert!(!ok && err.contains("--tls-cert /nonexistent.pem"), "{err}");
 }
+
+/// `goodput serve` over plain HTTP on a free port.
+fn serve_plain() -> (Served, String) {
+    let (s, url) = serve(&[]);
+    (s, url.replace("https://", "http://"))
+}
+
+#[test]
+fn a_repeated_seed_is_served_from_the_cache_and_said_so_and_a_drawn_one_is_not() {
+    let dir = temp("contamination");
+    let (_server, url) = serve_plain();
+    let run = |name: &str, seed: Option<&str>| {
+        let out = dir.join(name);
+        let mut args = vec!["run", "--target", &url, "--concurrency", "2", "--requests", "6", "--warmup", "0"];
+        args.extend(["--refine", "0", "--out", out.to_str().unwrap()]);
+        if let Some(s) = seed {
+            args.extend(["--seed", s]);
+        }
+        let (ok, _, err) = goodput(&args);
+        assert!(ok, "{err}");
+        (summary_of(&out), err)
+    };
+    let hit_rate = |s: &serde_json::Value| {
+        let h = &s["levels"][0]["prefix_cache"];
+        assert_eq!(h["source"], "engine", "{h}");
+        h["cached_tokens"].as_f64().unwrap() / h["prompt_tokens"].as_f64().unwrap()
+    };
+    let (first, err) = run("first", Some("7"));
+    assert!(hit_rate(&first) < 0.1 && !err.contains("came from the prefix cache"), "{err}");
+    // The same prompts again: most of every prompt is in the server's cache.
+    let (again, err) = run("again", Some("7"));
+    assert!(hit_rate(&again) > 0.5, "{}", again["levels"][0]["prefix_cache"]);
+    assert!(err.contains("came from the prefix cache") && err.contains("--seed"), "{err}");
+    // No --seed: one is drawn, stored, and the prompts are new to the server.
+    let (fresh, err) = run("fresh", None);
+    assert!(hit_rate(&fresh) < 0.1 && !err.contains("came from the prefix cache"), "{err}");
+    assert_eq!(fresh["seed_drawn"], true);
+    assert_ne!(fresh["seed"], 7);
+}

@@ -153,7 +153,8 @@ pub fn layers(l: &LevelReport, unit: LoadUnit) -> String {
     stat("engine", "decode (ms)", &s.decode_time, 1e3, 0);
     stat("engine", "inference (ms)", &s.inference_time, 1e3, 0);
     stat("engine", "step (ms)", &e.step_time, 1e3, 2);
-    let occupancy = goodput_results::occupancy_text(l.occupancy.as_ref());
+    let occupancy =
+        goodput_results::occupancy_text(l.occupancy.as_ref()) + &goodput_results::prefix_text(l.prefix_cache.as_ref());
     let system = format!(
         "system: {:.2} req/s, {:.0} in + {:.0} out tok/s, goodput {:.2} req/s; {occupancy}; {} ok ({} short), {} errors, {} timeouts, {} retries ({:.1} % of attempts); {} warm-up and {} cool-down requests left out",
         s.request_throughput,

@@ -378,6 +378,14 @@ mod tests {
     }
 
     #[test]
+    fn usage_says_how_many_prompt_tokens_were_cached() {
+        let mut p = StreamParser::default();
+        let usage = r#"{"choices":[],"usage":{"prompt_tokens":128,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":112}}}"#;
+        assert_eq!(p.event(usage, Stamp(1)), Step::More);
+        assert_eq!((p.http.usage_prompt_tokens, p.http.usage_cached_tokens), (Some(128), Some(112)));
+    }
+
+    #[test]
     fn extra_fields_may_not_replace_what_is_measured() {
         for k in OWN_FIELDS {
             let err = target(false, json!({ k: 1 })).err().unwrap().to_string();

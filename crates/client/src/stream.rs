@@ -52,6 +52,9 @@ impl StreamParser {
         if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
             self.http.usage_prompt_tokens = u["prompt_tokens"].as_u64().map(|x| x as usize);
             self.http.usage_completion_tokens = u["completion_tokens"].as_u64().map(|x| x as usize);
+            if let Some(c) = u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64) {
+                self.http.usage_cached_tokens = Some(c as usize);
+            }
         }
         if let Some(t) = v.get("goodput").filter(|t| !t.is_null()) {
             self.http.server = serde_json::from_value::<ServerTimings>(t.clone()).ok();

@@ -25,6 +25,10 @@ pub struct HttpStamps {
     /// Token counts from the server's `usage`, when it sent one.
     pub usage_prompt_tokens: Option<usize>,
     pub usage_completion_tokens: Option<usize>,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server took from its
+    /// prefix cache, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_cached_tokens: Option<usize>,
     /// Output tokens counted by the client's tokenizer over the received text, when the
     /// client has one (to cross-check `usage`).
     pub client_counted_tokens: Option<usize>,

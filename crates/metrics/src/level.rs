@@ -63,6 +63,9 @@ pub struct LevelSummary {
     pub output_throughput: f64,
     /// Output tokens received by requests that did not complete.
     pub failed_output_tokens: usize,
+    /// Prompt and output tokens of the completed requests (the throughputs' numerators).
+    pub total_input_tokens: usize,
+    pub total_output_tokens: usize,
     /// The requests that did not complete, by kind of failure, most frequent first.
     pub failures: Vec<FailureCount>,
     #[serde(with = "crate::nan")]
@@ -214,8 +217,10 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     s.retry_share = s.retries as f64 / (n + s.retries) as f64;
     let ok: Vec<&&ClientRecord> = records.iter().filter(|r| r.is_ok()).collect();
     s.request_throughput = ok.len() as f64 / s.window_s;
-    s.input_throughput = ok.iter().map(|r| r.input_tokens).sum::<usize>() as f64 / s.window_s;
-    s.output_throughput = ok.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / s.window_s;
+    s.total_input_tokens = ok.iter().map(|r| r.input_tokens).sum::<usize>();
+    s.total_output_tokens = ok.iter().map(|r| r.output_tokens).sum::<usize>();
+    s.input_throughput = s.total_input_tokens as f64 / s.window_s;
+    s.output_throughput = s.total_output_tokens as f64 / s.window_s;
     s.failed_output_tokens = records.iter().filter(|r| !r.is_ok()).map(|r| r.output_tokens).sum();
     s.failures = failures(records);
     s.mean_input_tokens = records.iter().map(|r| r.input_tokens).sum::<usize>() as f64 / n as f64;
@@ -306,6 +311,7 @@ mod tests {
         assert!((s.request_throughput - 1.5).abs() < 1e-12);
         assert!((s.output_throughput - 21.5).abs() < 1e-12); // 43 tokens / 2 s
         assert!((s.input_throughput - 150.0).abs() < 1e-12); // 300 tokens of completed requests / 2 s
+        assert_eq!((s.total_input_tokens, s.total_output_tokens), (300, 43));
         assert_eq!(s.error_rate, 0.25);
         // 3 retries over 4 requests: 3 of 7 attempts were retries.
         assert_eq!((s.retries, s.retried_requests), (3, 2));

@@ -2,6 +2,7 @@
 //! definition in a doc comment and hand-computed tests. No I/O, no clocks.
 
 pub mod agent;
+pub mod cache;
 pub mod capacity;
 pub mod compare;
 pub mod engine;
@@ -10,6 +11,7 @@ pub mod level;
 pub mod names;
 pub mod nan;
 pub mod occupancy;
+pub mod peaks;
 pub mod prom;
 pub mod request;
 pub mod server;

@@ -17,8 +17,8 @@ pub use files::{incomplete_note, read_summary, RecordLog, Results, RunWriter};
 pub use harness::{CpuUse, Harness};
 pub use rows::{RecordRow, RequestRow, SeriesRow, StepRow};
 pub use summary::{
-    occupancy_text, vllm_keys, EngineSettings, LevelReport, LoadUnit, Machine, Pinning, RetrySetting, RunSummary,
-    VllmKeys, WorkloadInfo, FORMAT,
+    occupancy_text, prefix_text, vllm_keys, EngineSettings, Inf, LevelReport, LoadUnit, Machine, Pinning, RequestRate,
+    RetrySetting, RunSummary, VllmKeys, VllmLoad, WorkloadInfo, FORMAT,
 };
 
 use std::path::PathBuf;

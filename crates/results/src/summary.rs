@@ -30,8 +30,11 @@ pub struct RunSummary {
     pub weights: String,
     /// `cpu`, the CUDA device, or `remote` for another process's server.
     pub device: String,
-    /// Seed of the prompts, lengths and arrivals.
+    /// Seed of the prompts, lengths and arrivals (`--seed N` repeats them).
     pub seed: u64,
+    /// The seed was drawn for this run (no `--seed`), so its prompts are new to any server.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seed_drawn: bool,
     /// Where requests went: in-process, http-local or the server's URL.
     pub target: String,
     pub engine: EngineSettings,
@@ -190,6 +193,9 @@ pub struct LevelReport {
     /// RAG runs: the queries' stage timeline (embed, retrieve, rerank, assemble, model call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rag: Option<TaskSummary>,
+    /// Prompt tokens the target served from its prefix cache over the measured requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<goodput_metrics::cache::PrefixHits>,
     /// vLLM `bench serve`'s keys for the same quantities (`mean_ttft_ms`, `p99_tpot_ms`,
     /// `output_throughput`, …), so dashboards built on its files read ours. Written from
     /// `summary` ([`vllm_keys`]); nothing of goodput reads them.
@@ -217,6 +223,23 @@ impl LevelReport {
             queue_time: self.queue_time().map(|q| q.0),
         }
     }
+}
+
+/// A level's prefix-cache hits in words, after a `; ` (nothing when unknown).
+pub fn prefix_text(h: Option<&goodput_metrics::cache::PrefixHits>) -> String {
+    use goodput_metrics::cache::HitSource;
+    let Some(h) = h else { return String::new() };
+    let Some(rate) = h.hit_rate() else { return String::new() };
+    let source = match h.source {
+        HitSource::Engine => "engine",
+        HitSource::Usage => "usage",
+        HitSource::Metrics => "/metrics",
+    };
+    let requests = match (h.requests_with_hits, h.requests) {
+        (Some(hit), Some(n)) => format!(", {hit} of {n} requests hit"),
+        _ => String::new(),
+    };
+    format!("; prefix cache {:.1} % of prompt tokens ({source}{requests})", rate * 100.0)
 }
 
 /// A level's occupancy in words, for the console and the report: running and waiting
@@ -247,6 +270,20 @@ macro_rules! vllm_keys_struct {
         pub struct VllmKeys {
             #[serde(default)]
             pub completed: usize,
+            #[serde(default)]
+            pub failed: usize,
+            #[serde(default)]
+            pub total_input_tokens: usize,
+            #[serde(default)]
+            pub total_output_tokens: usize,
+            /// Requests per second sent (open loop), `"inf"` (closed loop and bursts).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub request_rate: Option<RequestRate>,
+            /// Closed loop: the users (vLLM's `--max-concurrency`).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub max_concurrency: Option<usize>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub max_concurrent_requests: Option<usize>,
             $(
                 #[serde(default, skip_serializing_if = "Option::is_none")]
                 pub $name: Option<f64>,
@@ -256,6 +293,9 @@ macro_rules! vllm_keys_struct {
 }
 
 vllm_keys_struct!(
+    duration,
+    burstiness,
+    max_output_tokens_per_s,
     request_throughput,
     output_throughput,
     total_token_throughput,
@@ -286,17 +326,55 @@ vllm_keys_struct!(
     p99_e2el_ms,
 );
 
-/// Mean, median, standard deviation, P90, P95, P99 of `s` in milliseconds.
-fn ms6(s: &Option<Summary>) -> [Option<f64>; 6] {
-    let x = |f: fn(&Summary) -> f64| s.as_ref().map(|s| f(s) * 1e3).filter(|v| v.is_finite());
-    [x(|s| s.mean), x(|s| s.p50), x(|s| s.stddev), x(|s| s.p90), x(|s| s.p95), x(|s| s.p99)]
+/// vLLM's `request_rate`: a number, or `"inf"` when requests are not paced by a rate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestRate {
+    PerSecond(f64),
+    Unlimited(Inf),
 }
 
-/// vLLM `bench serve`'s keys of a level, from its summary.
-pub fn vllm_keys(s: &LevelSummary) -> VllmKeys {
+/// The string `"inf"`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Inf {
+    #[serde(rename = "inf")]
+    Inf,
+}
+
+/// How a level sent its requests and what peaked, for the vLLM keys beyond the summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct VllmLoad {
+    pub request_rate: Option<RequestRate>,
+    pub max_concurrency: Option<usize>,
+    pub burstiness: Option<f64>,
+    /// [`goodput_metrics::peaks::max_output_tokens_per_s`].
+    pub max_output_tokens_per_s: Option<f64>,
+    /// [`goodput_metrics::peaks::max_concurrent_requests`].
+    pub max_concurrent_requests: Option<usize>,
+}
+
+/// Mean, median, standard deviation, P90, P95, P99 of `s` in milliseconds. The standard
+/// deviation is the population's, as vLLM's (`np.std`): goodput's sample one × √((n−1)/n).
+fn ms6(s: &Option<Summary>) -> [Option<f64>; 6] {
+    let x = |f: &dyn Fn(&Summary) -> f64| s.as_ref().map(|s| f(s) * 1e3).filter(|v| v.is_finite());
+    let population = |s: &Summary| s.stddev * ((s.n.max(1) - 1) as f64 / s.n.max(1) as f64).sqrt();
+    [x(&|s| s.mean), x(&|s| s.p50), x(&population), x(&|s| s.p90), x(&|s| s.p95), x(&|s| s.p99)]
+}
+
+/// vLLM `bench serve`'s keys of a level, from its summary and how it was loaded.
+pub fn vllm_keys(s: &LevelSummary, load: VllmLoad) -> VllmKeys {
     let finite = |v: f64| Some(v).filter(|v| v.is_finite());
     let mut k = VllmKeys {
         completed: s.completed,
+        failed: s.requests - s.completed,
+        total_input_tokens: s.total_input_tokens,
+        total_output_tokens: s.total_output_tokens,
+        duration: finite(s.window_s),
+        request_rate: load.request_rate,
+        max_concurrency: load.max_concurrency,
+        burstiness: load.burstiness,
+        max_output_tokens_per_s: load.max_output_tokens_per_s,
+        max_concurrent_requests: load.max_concurrent_requests,
         request_throughput: finite(s.request_throughput),
         output_throughput: finite(s.output_throughput),
         total_token_throughput: finite(s.input_throughput + s.output_throughput),

@@ -74,7 +74,7 @@ fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
     let summary = summarize(load, &measured, &slos);
     let engine = EngineLevel::of(&[step(0, 1), step(3, load as usize)]);
     LevelReport {
-        vllm: vllm_keys(&summary),
+        vllm: vllm_keys(&summary, Default::default()),
         turns: goodput_metrics::turns::by_turn(&measured),
         summary,
         warmup_requests: 1,
@@ -86,6 +86,7 @@ fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
         agent: None,
         rag: None,
         partial: false,
+        prefix_cache: None,
     }
 }
 
@@ -97,6 +98,7 @@ fn run_summary() -> RunSummary {
         weights: "dummy".into(),
         device: "cpu".into(),
         seed: 3,
+        seed_drawn: false,
         target: "in-process".into(),
         engine: EngineSettings {
             block_size: 16,
@@ -318,4 +320,35 @@ fn series_rows_keep_every_point_field() {
     };
     let r = SeriesRow::of(4.0, &p);
     assert_eq!((r.level, r.t_s, r.running_max, r.preemptions, r.decode_tokens), (4.0, 0.25, 2, 1, 9));
+}
+
+#[test]
+fn vllm_keys_mean_what_vllm_s_mean() {
+    // TTFT 1, 2, 3, 4 s: sample std 1.291 s, vLLM's population std √1.25 = 1.118 s.
+    let s = goodput_metrics::level::LevelSummary {
+        requests: 5,
+        completed: 4,
+        total_input_tokens: 40,
+        total_output_tokens: 80,
+        window_s: 2.0,
+        ttft: goodput_metrics::Summary::of(&[1.0, 2.0, 3.0, 4.0]),
+        ..Default::default()
+    };
+    let closed = VllmLoad {
+        request_rate: Some(RequestRate::Unlimited(Inf::Inf)),
+        max_concurrency: Some(4),
+        burstiness: Some(1.0),
+        max_output_tokens_per_s: Some(30.0),
+        max_concurrent_requests: Some(3),
+    };
+    let k = vllm_keys(&s, closed);
+    let v = serde_json::to_value(&k).unwrap();
+    assert_eq!((v["request_rate"].as_str(), v["max_concurrency"].as_u64()), (Some("inf"), Some(4)));
+    assert_eq!((v["completed"].as_u64(), v["failed"].as_u64(), v["duration"].as_f64()), (Some(4), Some(1), Some(2.0)));
+    assert_eq!((v["total_input_tokens"].as_u64(), v["total_output_tokens"].as_u64()), (Some(40), Some(80)));
+    assert!((v["std_ttft_ms"].as_f64().unwrap() - 1.25f64.sqrt() * 1e3).abs() < 1e-9, "{v}");
+    assert_eq!(v["median_ttft_ms"].as_f64(), Some(2500.0));
+    assert_eq!(serde_json::from_value::<VllmKeys>(v).unwrap(), k);
+    let open = vllm_keys(&s, VllmLoad { request_rate: Some(RequestRate::PerSecond(2.5)), ..Default::default() });
+    assert_eq!(serde_json::to_value(&open).unwrap()["request_rate"].as_f64(), Some(2.5));
 }

@@ -107,11 +107,23 @@ pub struct Usage {
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
     pub total_tokens: usize,
+    /// OpenAI's `{"cached_tokens": n}`: prompt tokens taken from the prefix cache.
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: usize,
 }
 
 impl Usage {
-    pub fn new(prompt: usize, completion: usize) -> Self {
-        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+    pub fn new(prompt: usize, completion: usize, cached: usize) -> Self {
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+            prompt_tokens_details: PromptTokensDetails { cached_tokens: cached },
+        }
     }
 }
 

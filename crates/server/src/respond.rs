@@ -168,7 +168,7 @@ async fn whole(st: Arc<AppState>, gen: RequestStream, meta: Meta, received: Stam
                     return aborted_error(&record).into_response();
                 }
                 let text = st.tokenizer.decode(&tokens).unwrap_or_default();
-                let usage = Usage::new(prompt_tokens, tokens.len());
+                let usage = Usage::new(prompt_tokens, tokens.len(), record.cached_tokens);
                 let timings = ServerTimings::new(received, &record);
                 let body = meta.whole(&text, &tokens, finish_reason(record.finish_reason), &usage, &timings);
                 let mut headers = HeaderMap::new();
@@ -231,7 +231,7 @@ impl Streaming {
             self.pending.push_back(data(&aborted_error(&record).body()));
         } else {
             let timings = ServerTimings { first_text: self.first_text, ..ServerTimings::new(self.received, &record) };
-            let usage = Usage::new(self.prompt_tokens, tokens.len());
+            let usage = Usage::new(self.prompt_tokens, tokens.len(), record.cached_tokens);
             let held = std::mem::take(&mut self.held);
             let mut last = self.meta.chunk(None, &held, false, Some(finish_reason(record.finish_reason)));
             if self.include_usage {

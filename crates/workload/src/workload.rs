@@ -54,6 +54,13 @@ impl Workload {
         !matches!(self, Workload::Single(_))
     }
 
+    /// Whether no two prompts are meant to share a prefix (single requests of a scenario
+    /// without `shared_prefix`; sessions re-send their history, agents and RAG share their
+    /// system prompts on purpose).
+    pub fn unique_prompts(&self) -> bool {
+        matches!(self, Workload::Single(s) if s.shared_prefix == 0)
+    }
+
     /// Requests per unit of a plan's counts (a session is `turns` requests, a task its model
     /// calls).
     pub fn requests_per_unit(&self) -> usize {

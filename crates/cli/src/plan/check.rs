@@ -54,6 +54,9 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
     (a.engine_cpus, a.harness_cpus) = (None, None);
     (a.export_json, a.export_csv, a.export_markdown) = (None, None, None);
     a.target = "in-process".into();
+    // The run's own prompts; its connection to a server has no place in a simulation.
+    a.seed = Some(summary.seed);
+    a.connection = Default::default();
     Ok(a)
 }
 

@@ -177,7 +177,8 @@ pub fn level(l: &LevelReport, unit: LoadUnit) -> String {
 /// The system line of a level: throughput, occupancy, how requests ended.
 fn system(l: &LevelReport) -> String {
     let m = &l.summary;
-    let occupancy = goodput_results::occupancy_text(l.occupancy.as_ref());
+    let occupancy =
+        goodput_results::occupancy_text(l.occupancy.as_ref()) + &goodput_results::prefix_text(l.prefix_cache.as_ref());
     format!(
         "system: {} req/s, {} in + {} out tok/s, goodput {} req/s; {occupancy}; {} ok, {} errors, {} timeouts, {} retries; {} warm-up and {} cool-down requests left out.",
         num(Some(m.request_throughput), 2),
@@ -233,7 +234,7 @@ pub fn setup(s: &RunSummary) -> String {
         ("scenario", scenario),
         ("SLOs", s.slos.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")),
         ("load unit", s.load_unit.to_string()),
-        ("seed", s.seed.to_string()),
+        ("seed", if s.seed_drawn { format!("{} (drawn for this run; --seed {} repeats it)", s.seed, s.seed) } else { s.seed.to_string() }),
         ("CPU pinning", format!("engine: {}; harness: {}", pin(&s.cpus.engine), pin(&s.cpus.harness))),
         ("retry policy", retry),
         ("goodput version", format!("{} (results format {})", s.goodput_version, s.format)),

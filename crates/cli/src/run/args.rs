@@ -120,9 +120,11 @@ pub struct RunArgs {
     /// RAG: directory of the sentence encoder (default: where scripts/fetch-minilm.sh puts it).
     #[arg(long)]
     pub encoder: Option<PathBuf>,
-    /// Seed of the prompts, lengths and arrivals.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Seed of the prompts, lengths and arrivals. Default: drawn for each run (and written in
+    /// the results), so a second run against the same server sends new prompts instead of
+    /// being served from its prefix cache; `--seed N` repeats run N's prompts exactly.
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Write records (JSONL, CSV), engine steps and the summary JSON here: each request as it
     /// finishes, the rest level by level.
     #[arg(long)]

@@ -7,10 +7,11 @@ use super::plan::{Counts, LevelSpec, RunPlan};
 use super::rig::Rig;
 use crate::target::Scraper;
 use goodput_core::{ClientRecord, Phase, Stamp, StepRecord};
+use goodput_metrics::cache::{HitSource, PrefixHits};
 use goodput_metrics::engine::SeriesPoint;
 use goodput_metrics::level::summarize;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
-use goodput_results::{vllm_keys, Harness, LevelReport};
+use goodput_results::{vllm_keys, Harness, Inf, LevelReport, RequestRate, VllmLoad};
 use goodput_workload::{Arrival, LevelOutput, LevelPlan, LevelRun, RecordSink, Stop, UnitPlan, Workload};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -53,7 +54,7 @@ pub fn level_plan(
             cooldown: counts.cooldown,
             timeout: a.timeout,
             retry: plan.retry,
-            seed: a.seed,
+            seed: plan.seed,
             first_id,
             sink,
             stop,
@@ -162,8 +163,13 @@ pub fn run(
         _ => (task_summary, None),
     };
     let engine = EngineLevel::of(&in_window(&steps, window));
+    let prefix_cache = PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref()));
+    if let Some(h) = prefix_cache.filter(|h| h.contaminated() && rig.workload.unique_prompts()) {
+        warn_cache_hits(level.load, &h, plan);
+    }
     let report = LevelReport {
-        vllm: vllm_keys(&summary),
+        prefix_cache,
+        vllm: vllm_keys(&summary, vllm_load(&level.arrival, &measured)),
         turns: goodput_metrics::turns::by_turn(&measured),
         summary,
         warmup_requests: ran.count(Phase::Warmup),
@@ -178,6 +184,44 @@ pub fn run(
     };
     let series = goodput_metrics::engine::series(&steps, ran.start, a.series_interval.as_secs_f64());
     Finished { report, steps, series }
+}
+
+/// vLLM's description of how a level was loaded (`request_rate`, `max_concurrency`,
+/// `burstiness`) and its peaks.
+fn vllm_load(arrival: &Arrival, measured: &[&ClientRecord]) -> VllmLoad {
+    let (request_rate, max_concurrency, burstiness) = match *arrival {
+        Arrival::Rate { rate, burstiness } => (RequestRate::PerSecond(rate), None, burstiness),
+        Arrival::Closed { users, .. } => (RequestRate::Unlimited(Inf::Inf), Some(users), Some(1.0)),
+        Arrival::Burst { .. } => (RequestRate::Unlimited(Inf::Inf), None, Some(1.0)),
+    };
+    VllmLoad {
+        request_rate: Some(request_rate),
+        max_concurrency,
+        burstiness,
+        max_output_tokens_per_s: goodput_metrics::peaks::max_output_tokens_per_s(measured),
+        max_concurrent_requests: goodput_metrics::peaks::max_concurrent_requests(measured),
+    }
+}
+
+/// A workload of unique prompts served from the prefix cache: the level measured the cache.
+fn warn_cache_hits(load: f64, h: &PrefixHits, plan: &RunPlan) {
+    let why = if plan.seed_drawn {
+        "its prompts are this run's own, so the server shares prefixes across them (or reports hits it did not have)"
+    } else {
+        "a run with the same --seed sent these prompts before: pass another --seed, or none (one is drawn per run)"
+    };
+    eprintln!(
+        "warning: level {load}: {:.0} % of prompt tokens came from the prefix cache ({} of {}, from {}) where the \
+         scenario's prompts are unique; {why}",
+        h.hit_rate().unwrap_or(0.0) * 100.0,
+        h.cached_tokens,
+        h.prompt_tokens,
+        match h.source {
+            HitSource::Engine => "the engine's counts",
+            HitSource::Usage => "usage.prompt_tokens_details",
+            HitSource::Metrics => "the server's /metrics",
+        }
+    );
 }
 
 /// The steps that overlap the measured window (all of them when there is none in it).

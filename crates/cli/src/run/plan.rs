@@ -65,6 +65,9 @@ pub struct RunPlan {
     pub retry: RetryPolicy,
     /// `http(s)://…` of an external server; `None` for the in-process engine (or http-local).
     pub url: Option<String>,
+    /// The run's seed: `--seed`, or drawn for this run ([`RunPlan::seed_drawn`]).
+    pub seed: u64,
+    pub seed_drawn: bool,
 }
 
 impl RunPlan {
@@ -104,7 +107,12 @@ impl RunPlan {
             bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
         }
         let retry = RetryPolicy { max: a.retries, backoff: a.retry_backoff };
-        Ok(RunPlan { slos, spec, max_len, workload, unit, levels, refine, retry, url })
+        // A nonce per run unless told: the same prompts twice meet a warm prefix cache.
+        let (seed, seed_drawn) = match a.seed {
+            Some(s) => (s, false),
+            None => (u64::from(rand::random::<u32>()), true),
+        };
+        Ok(RunPlan { slos, spec, max_len, workload, unit, levels, refine, retry, url, seed, seed_drawn })
     }
 }
 

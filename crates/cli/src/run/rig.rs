@@ -84,7 +84,7 @@ fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
 }
 
 /// The workload to run: the scenario's, with RAG's encoder loaded and its corpus embedded.
-fn workload(a: &RunArgs, spec: &WorkloadSpec, tokenizer: &Arc<Tokenizer>) -> Result<Workload> {
+fn workload(a: &RunArgs, spec: &WorkloadSpec, seed: u64, tokenizer: &Arc<Tokenizer>) -> Result<Workload> {
     Workload::from_file(spec.file.clone(), |rag| -> Result<RagSetup> {
         let t = std::time::Instant::now();
         let dir = spec.encoder.clone();
@@ -93,7 +93,7 @@ fn workload(a: &RunArgs, spec: &WorkloadSpec, tokenizer: &Arc<Tokenizer>) -> Res
             None => Arc::new(goodput_workload::HashEmbedder { dims: 384 }),
         };
         let tokenizer = Arc::new(LlmTokenizer(tokenizer.clone()));
-        let setup = RagSetup::build(rag, embedder, tokenizer, dir, a.seed)?;
+        let setup = RagSetup::build(rag, embedder, tokenizer, dir, seed)?;
         if !a.quiet {
             let with = setup.encoder.as_ref().map_or("hashed bag-of-words vectors".into(), |d| d.display().to_string());
             let n = setup.index.chunks.len();
@@ -114,7 +114,7 @@ impl Rig {
             return Self::simulated(a, plan, path, None);
         }
         let mut m = load_model(a, plan)?;
-        let workload = workload(a, &plan.workload, &m.tokenizer)?;
+        let workload = workload(a, &plan.workload, plan.seed, &m.tokenizer)?;
         let (step_tx, steps) = flume::unbounded();
         let (target, engine) = match m.model.take() {
             Some(model) => {
@@ -182,7 +182,7 @@ impl Rig {
             None if plan.spec.vocab_size >= 259 => Arc::new(Tokenizer::byte_level(plan.spec.vocab_size)),
             None => bail!("a simulation needs a vocabulary of at least 259 tokens (bytes and specials)"),
         };
-        let workload = workload(a, &plan.workload, &tokenizer)?;
+        let workload = workload(a, &plan.workload, plan.seed, &tokenizer)?;
         let (step_tx, steps) = flume::unbounded();
         let local = tokio::task::LocalSet::new();
         let description = format!("simulated engine ({})", path.display());

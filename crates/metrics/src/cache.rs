@@ -1,0 +1,150 @@
+//! Prefix-cache hits over a level's measured requests: how many prompt tokens the target
+//! served from its cache instead of computing them. A repeated run against a server that kept
+//! its cache (the same prompts, the same seed) is measured mostly from the cache; this says
+//! so, and [`PrefixHits::contaminated`] says when a workload meant to have unique prompts has
+//! too many hits to be read as a cold measurement.
+
+use crate::server::PrefixCache;
+use goodput_core::ClientRecord;
+use serde::{Deserialize, Serialize};
+
+/// Where a level's hit counts come from, most exact first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HitSource {
+    /// The engine's `cached_tokens` of each request (goodput's engine in-process, or its
+    /// server's `goodput` object).
+    Engine,
+    /// `usage.prompt_tokens_details.cached_tokens` of each response (vLLM with
+    /// `--enable-prompt-tokens-details`, SGLang, OpenAI).
+    Usage,
+    /// The server's prefix-cache counters in /metrics over the level's histogram window
+    /// (warm-up requests finishing inside it included).
+    Metrics,
+}
+
+/// Prompt tokens served from the prefix cache, and of how many.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrefixHits {
+    pub source: HitSource,
+    /// Prompt tokens served from the cache.
+    pub cached_tokens: f64,
+    /// Prompt tokens in all (the counted requests' inputs; the cache's lookups for
+    /// [`HitSource::Metrics`]).
+    pub prompt_tokens: f64,
+    /// Requests with at least one cached token (`None` from /metrics counters).
+    pub requests_with_hits: Option<usize>,
+    /// Requests counted (`None` from /metrics counters).
+    pub requests: Option<usize>,
+}
+
+/// A workload of unique prompts may still share a chat template's opening or a system
+/// prompt across requests; hits beyond this share of prompt tokens are not that.
+pub const CONTAMINATION_SHARE: f64 = 0.10;
+
+impl PrefixHits {
+    /// Σ cached ÷ Σ prompt tokens; `None` without prompt tokens.
+    pub fn hit_rate(&self) -> Option<f64> {
+        (self.prompt_tokens > 0.0).then(|| self.cached_tokens / self.prompt_tokens)
+    }
+
+    /// Over the measured requests that say how many of their prompt tokens were cached: the
+    /// engine's counts where every such request has them, else the server's `usage` details.
+    /// `None` when no request says.
+    pub fn of_records(records: &[&ClientRecord]) -> Option<Self> {
+        let engine: Vec<(usize, usize)> =
+            records.iter().filter_map(|r| r.engine.as_ref().map(|e| (e.cached_tokens, e.prompt_tokens))).collect();
+        let usage: Vec<(usize, usize)> = records
+            .iter()
+            .filter_map(|r| {
+                let h = r.http.as_ref()?;
+                Some((h.usage_cached_tokens?, h.usage_prompt_tokens.unwrap_or(r.input_tokens)))
+            })
+            .collect();
+        let (source, counts) = match (engine.is_empty(), usage.is_empty()) {
+            (false, _) => (HitSource::Engine, engine),
+            (true, false) => (HitSource::Usage, usage),
+            (true, true) => return None,
+        };
+        Some(PrefixHits {
+            source,
+            cached_tokens: counts.iter().map(|c| c.0 as f64).sum(),
+            prompt_tokens: counts.iter().map(|c| c.1 as f64).sum(),
+            requests_with_hits: Some(counts.iter().filter(|c| c.0 > 0).count()),
+            requests: Some(counts.len()),
+        })
+    }
+
+    /// From the server's counters.
+    pub fn of_server(p: &PrefixCache) -> Self {
+        PrefixHits {
+            source: HitSource::Metrics,
+            cached_tokens: p.hit_tokens,
+            prompt_tokens: p.queried_tokens,
+            requests_with_hits: None,
+            requests: None,
+        }
+    }
+
+    /// A level's hits: from its records, else from the server's counters.
+    pub fn of_level(records: &[&ClientRecord], server: Option<&PrefixCache>) -> Option<Self> {
+        Self::of_records(records).or_else(|| server.map(Self::of_server))
+    }
+
+    /// More than [`CONTAMINATION_SHARE`] of the prompt tokens came from the cache.
+    pub fn contaminated(&self) -> bool {
+        self.hit_rate().is_some_and(|h| h > CONTAMINATION_SHARE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::{EngineRecord, FinishReason, HttpStamps, Outcome, Stamp};
+
+    fn rec(input: usize, engine: Option<(usize, usize)>, usage: Option<(usize, usize)>) -> ClientRecord {
+        let mut r = ClientRecord::unanswered(1, Stamp(0), input, Stamp(0), Outcome::Ok);
+        r.engine = engine.map(|(cached, prompt)| EngineRecord {
+            id: 1,
+            arrival: Stamp(0),
+            queued: Stamp(0),
+            first_scheduled: None,
+            first_token: None,
+            token_times: Vec::new(),
+            finished: Stamp(0),
+            prompt_tokens: prompt,
+            cached_tokens: cached,
+            generated_tokens: 0,
+            preemptions: 0,
+            finish_reason: FinishReason::Length,
+        });
+        r.http = usage.map(|(cached, prompt)| HttpStamps {
+            usage_cached_tokens: Some(cached),
+            usage_prompt_tokens: Some(prompt),
+            ..Default::default()
+        });
+        r
+    }
+
+    #[test]
+    fn hand_computed_hit_rates() {
+        // The repeated 128-token run of the issue: 112 cached of 128, on each of 3 requests.
+        let rs = [rec(128, None, Some((112, 128))), rec(128, None, Some((112, 128))), rec(128, None, Some((112, 128)))];
+        let h = PrefixHits::of_records(&rs.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!((h.source, h.cached_tokens, h.prompt_tokens), (HitSource::Usage, 336.0, 384.0));
+        assert_eq!(h.hit_rate(), Some(0.875));
+        assert_eq!((h.requests_with_hits, h.requests), (Some(3), Some(3)));
+        assert!(h.contaminated());
+        // The engine's counts win over usage; 16 of 200 tokens (a template's opening): 8 %.
+        let rs = [rec(100, Some((16, 100)), Some((99, 100))), rec(100, Some((0, 100)), None)];
+        let h = PrefixHits::of_records(&rs.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!((h.source, h.hit_rate(), h.requests_with_hits), (HitSource::Engine, Some(0.08), Some(1)));
+        assert!(!h.contaminated());
+        // Nothing said per request: the server's counters.
+        let none = [rec(10, None, None)];
+        let p = PrefixCache { queried_tokens: 1000.0, hit_tokens: 500.0 };
+        let h = PrefixHits::of_level(&none.iter().collect::<Vec<_>>(), Some(&p)).unwrap();
+        assert_eq!((h.source, h.hit_rate(), h.requests), (HitSource::Metrics, Some(0.5), None));
+        assert_eq!(PrefixHits::of_level(&none.iter().collect::<Vec<_>>(), None), None);
+    }
+}
