@@ -8,6 +8,7 @@ mod common;
 
 mod bad_input;
 mod deploy;
+mod models;
 mod reliability;
 mod report;
 mod results;

@@ -287,6 +287,8 @@ fn the_simulated_engine_in_virtual_time_agrees_with_the_plain_discrete_event_loo
             "0",
             "--refine",
             "0",
+            "--seed",
+            "0",
             "--out",
             out.to_str().unwrap(),
         ];

@@ -4,7 +4,9 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device};
 use clap::Args;
 use goodput_core::{Catalog, ModelSpec, WeightsSource};
-use goodput_engine::loader::{self, LoadedModel};
+use goodput_engine::loader::{self, ChatFormat, LoadedModel};
+use goodput_engine::model_files::{self, NamedModel};
+use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::EngineConfig;
 use goodput_metrics::slo::parse_secs;
 use std::path::PathBuf;
@@ -17,7 +19,10 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// Model name from the catalog (`goodput models` lists them).
+    /// Model: a catalog name (`goodput models` lists them), a directory with config.json (and
+    /// safetensors, tokenizer.json), a .gguf file, or ORG/NAME in the local Hugging Face cache
+    /// (never downloaded). A model named by its files runs on those files unless --weights says
+    /// otherwise.
     #[arg(long, short = 'm', default_value = "tiny")]
     pub model: String,
     /// Read the catalog from this TOML file instead of the built-in one.
@@ -25,8 +30,15 @@ pub struct ModelArgs {
     pub catalog: Option<PathBuf>,
     /// Weights: `dummy`, `dummy:SEED`, `hf` (local Hugging Face cache, never downloaded), a
     /// directory with safetensors, or a .gguf file (`FILE.gguf:dequant` to run it in f32).
-    #[arg(long, default_value = "dummy")]
-    pub weights: String,
+    /// Default: the files --model names, else dummy.
+    #[arg(long)]
+    pub weights: Option<String>,
+    /// Tokenizer: a tokenizer.json, a directory holding one (with its tokenizer_config.json:
+    /// chat template, special tokens), or ORG/NAME in the local Hugging Face cache. Default: the
+    /// weights' own; for dummy weights the byte-level scheme (or the catalog model's tokenizer
+    /// when its repository is in the local cache, for HTTP targets).
+    #[arg(long)]
+    pub tokenizer: Option<String>,
     /// Device: cpu, cuda, cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -43,8 +55,13 @@ impl ModelArgs {
         })
     }
 
+    /// What --model names: the spec and its own weights.
+    pub fn named(&self) -> Result<NamedModel> {
+        Ok(model_files::resolve(&self.model, &self.catalog()?)?)
+    }
+
     pub fn spec(&self) -> Result<ModelSpec> {
-        Ok(self.catalog()?.get(&self.model)?.clone())
+        Ok(self.named()?.spec)
     }
 
     pub fn device_dtype(&self) -> Result<(Device, DType)> {
@@ -56,13 +73,64 @@ impl ModelArgs {
         Ok((device, dtype))
     }
 
-    /// Loads the model; RoPE tables cover `max_len` positions.
+    /// Loads the model; RoPE tables cover `max_len` positions. The tokenizer is --tokenizer's,
+    /// else the weights' own; dummy weights of a model named by its files run behind that
+    /// model's tokenizer (and chat template), as vLLM's `--load-format dummy` does.
     pub fn load(&self, max_len: usize) -> Result<LoadedModel> {
-        let spec = self.spec()?;
-        let weights = WeightsSource::parse(&self.weights)?;
+        let named = self.named()?;
+        let weights = match &self.weights {
+            Some(w) => WeightsSource::parse(w)?,
+            None => named.weights.clone(),
+        };
         let (device, dtype) = self.device_dtype()?;
-        loader::load(&spec, &weights, &device, dtype, max_len)
-            .with_context(|| format!("loading model `{}` ({} weights)", spec.name, weights.kind()))
+        let spec = &named.spec;
+        let mut l = loader::load(spec, &weights, &device, dtype, max_len)
+            .with_context(|| format!("loading model `{}` ({} weights)", spec.name, weights.kind()))?;
+        let dummy = matches!(weights, WeightsSource::Dummy { .. });
+        if self.tokenizer.is_some() || dummy {
+            if let Some((tok, chat)) = self.own_tokenizer(&named)? {
+                model_files::check_fits(&tok, spec)?;
+                l.tokenizer = tok;
+                if chat.template.is_some() || l.chat.template.is_none() {
+                    l.chat = chat;
+                }
+            }
+        }
+        Ok(l)
+    }
+
+    /// --tokenizer's, else the tokenizer of the files --model names; `None` for a catalog name.
+    fn own_tokenizer(&self, named: &NamedModel) -> Result<Option<(Tokenizer, ChatFormat)>> {
+        if let Some(t) = &self.tokenizer {
+            return Ok(Some(model_files::load_tokenizer(t)?));
+        }
+        Ok(match &named.weights {
+            WeightsSource::Dir(d) => Some(model_files::load_tokenizer(&d.display().to_string())?),
+            WeightsSource::HfCache => named.spec.hf_repo.as_deref().map(model_files::load_tokenizer).transpose()?,
+            WeightsSource::Gguf { path, .. } => {
+                let src = goodput_engine::weights::GgufSource::open(path, false, DType::F32, Device::Cpu)?;
+                let tok =
+                    Tokenizer::from_gguf(src.metadata()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                let chat = ChatFormat::from_gguf(src.metadata(), &tok);
+                Some((tok, chat))
+            }
+            WeightsSource::Dummy { .. } => None,
+        })
+    }
+
+    /// The tokenizer of a model served elsewhere: [`ModelArgs::own_tokenizer`], else the
+    /// catalog model's in the local Hugging Face cache; `None` when there is none.
+    pub fn client_tokenizer(&self) -> Result<Option<Tokenizer>> {
+        let named = self.named()?;
+        if let Some((tok, _)) = self.own_tokenizer(&named)? {
+            return Ok(Some(tok));
+        }
+        Ok(match &named.spec.hf_repo {
+            Some(repo) if model_files::hf_cache_file(repo, "tokenizer.json").is_some() => {
+                Some(model_files::load_tokenizer(repo)?.0)
+            }
+            _ => None,
+        })
     }
 }
 

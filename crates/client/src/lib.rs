@@ -151,7 +151,8 @@ impl HttpTarget {
             }
         }
         let text = || -> Result<String, String> {
-            self.cfg.codec.as_ref().ok_or("no tokenizer to write the prompt as text")?.decode(&req.prompt)
+            let codec = self.cfg.codec.as_ref().ok_or("no tokenizer to write the prompt as text")?;
+            Ok(exact_text(codec.as_ref(), &req.prompt)?.0)
         };
         let path = match self.cfg.api {
             Api::Completions => {
@@ -172,6 +173,32 @@ impl HttpTarget {
         }
         Ok((format!("{}{path}", self.cfg.base_url), body))
     }
+}
+
+/// Text that the codec encodes to exactly `ids.len()` tokens where it can: the ids decoded,
+/// then trimmed or extended (from the ids again, by the ids-per-token seen so far) and decoded
+/// anew until re-encoding gives the length, at most eight rounds (vLLM's random dataset does the same). Returns the text and
+/// its length in tokens (the nearest reached, when not exact).
+pub fn exact_text(codec: &dyn TextCodec, ids: &[TokenId]) -> Result<(String, usize), String> {
+    let want = ids.len();
+    let mut cur = ids.to_vec();
+    let mut best: Option<(String, usize)> = None;
+    for _ in 0..8 {
+        let text = codec.decode(&cur)?;
+        let n = codec.encode(&text)?.len();
+        if best.as_ref().is_none_or(|b| b.1.abs_diff(want) > n.abs_diff(want)) {
+            best = Some((text, n));
+        }
+        // Ids per token of text so far (special ids decode to nothing, merges join ids).
+        let per_token = (cur.len() as f64 / n.max(1) as f64).max(1.0);
+        let ids_for = |tokens: usize| ((tokens as f64 * per_token).round() as usize).max(1);
+        match n.cmp(&want) {
+            std::cmp::Ordering::Equal => break,
+            std::cmp::Ordering::Greater => cur.truncate(cur.len().saturating_sub(ids_for(n - want)).max(1)),
+            std::cmp::Ordering::Less => cur.extend(ids.iter().cycle().skip(cur.len()).take(ids_for(want - n))),
+        }
+    }
+    best.ok_or_else(|| "no text for an empty prompt".to_string())
 }
 
 /// An error with its causes, `a: b: c` (reqwest's own message hides why a connection failed:
@@ -250,6 +277,8 @@ impl Target for HttpTarget {
             rec.engine = Some(t.to_record(id));
         }
         let counted: usize = p.chunks.iter().map(|c| c.tokens as usize).sum();
+        // The server's count of the prompt it processed (its template and BOS included).
+        rec.input_tokens = p.http.usage_prompt_tokens.unwrap_or(rec.input_tokens);
         rec.output_tokens = p.http.usage_completion_tokens.unwrap_or(counted);
         if let Some(ids) = p.token_ids.take() {
             p.http.client_counted_tokens = Some(ids.len());
@@ -375,6 +404,27 @@ mod tests {
         }
         assert_eq!(strict["max_tokens"], 4);
         assert_eq!(strict["stream_options"]["include_usage"], true);
+    }
+
+    /// Each id decodes to one letter; the text encodes in pairs of letters (and drops id 0).
+    struct Pairs;
+    impl TextCodec for Pairs {
+        fn encode(&self, text: &str) -> Result<Vec<TokenId>, String> {
+            Ok((0..text.len().div_ceil(2) as u32).collect())
+        }
+        fn decode(&self, ids: &[TokenId]) -> Result<String, String> {
+            Ok(ids.iter().filter(|&&i| i != 0).map(|_| 'a').collect())
+        }
+    }
+
+    #[test]
+    fn text_prompts_are_extended_or_trimmed_to_their_length_in_tokens() {
+        // 5 ids are 3 tokens of text; extended from the ids until the text is 5 tokens.
+        let (text, n) = exact_text(&Pairs, &[1, 2, 3, 4, 5]).unwrap();
+        assert_eq!((text.len().div_ceil(2), n), (5, 5));
+        // A special id that decodes to nothing is made up for.
+        assert_eq!(exact_text(&Pairs, &[0, 0, 3, 4]).unwrap().1, 4);
+        assert_eq!(exact_text(&Pairs, &[]).unwrap(), (String::new(), 0));
     }
 
     #[test]

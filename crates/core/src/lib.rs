@@ -4,6 +4,7 @@
 pub mod catalog;
 pub mod client;
 pub mod clock;
+pub mod hf_config;
 pub mod http;
 pub mod request;
 pub mod target;

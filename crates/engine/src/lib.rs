@@ -11,6 +11,7 @@ pub mod guard;
 pub mod kv_cache;
 pub mod loader;
 pub mod model;
+pub mod model_files;
 pub mod paged_attention;
 pub mod reference;
 pub mod sampler;

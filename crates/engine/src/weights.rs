@@ -178,6 +178,11 @@ impl GgufSource {
         self.content.metadata.get(&format!("{}.{key}", self.arch())).and_then(|v| v.to_u32().ok())
     }
 
+    /// Whether the file holds a tensor of this (GGUF) name.
+    pub fn has_tensor(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
+
     pub fn md_f32(&self, key: &str) -> Option<f32> {
         self.content.metadata.get(&format!("{}.{key}", self.arch())).and_then(|v| v.to_f32().ok())
     }

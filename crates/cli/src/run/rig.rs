@@ -64,9 +64,23 @@ struct Model {
 fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
     if plan.url.is_some() {
         // An external server: prompts need only the vocabulary (and a tokenizer for text).
+        let tokenizer = match a.model.client_tokenizer()? {
+            Some(t) => t,
+            None => {
+                if a.api != "completions" {
+                    eprintln!(
+                        "warning: no tokenizer of `{}` here (give --tokenizer, or --model as a directory or a \
+                         repository in the local Hugging Face cache): the --api {} prompts are byte-level text, so \
+                         their lengths under the server's tokenizer are approximate",
+                        plan.spec.name, a.api
+                    );
+                }
+                Tokenizer::try_byte_level(plan.spec.vocab_size).map_err(|e| anyhow::anyhow!("{e}"))?
+            }
+        };
         return Ok(Model {
             model: None,
-            tokenizer: Arc::new(Tokenizer::byte_level(plan.spec.vocab_size)),
+            tokenizer: Arc::new(tokenizer),
             chat: Default::default(),
             weights: "served elsewhere".into(),
             device: "remote".into(),

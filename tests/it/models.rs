@@ -1,0 +1,214 @@
+//! Models named by their files, with no catalog entry: a directory with config.json,
+//! safetensors and tokenizer.json runs on its own weights, or as dummy weights behind its own
+//! tokenizer (vLLM's `--load-format dummy`); driving a server by text, the model's tokenizer
+//! gives prompts of exactly the scenario's lengths.
+
+use crate::common::{goodput, records, summary_of, temp};
+use candle_core::{DType, Device, Tensor};
+use goodput_core::ModelSpec;
+use goodput_engine::weights::{DummySource, Init, TensorSource};
+use goodput_engine::Llama;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// transformers' config of a small Llama; `rms_norm_eps` as a GGUF conversion writes it.
+const CONFIG: &str = r#"{"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,
+  "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":128,
+  "vocab_size":320,"max_position_embeddings":512,"rope_theta":10000.0,"rms_norm_eps":9.999999747378752e-06,
+  "tie_word_embeddings":true,"bos_token_id":1,"eos_token_id":2}"#;
+
+/// A word-level tokenizer: `[UNK]`, `<s>`, `</s>`, then `w3` … `w319`, split on whitespace.
+fn tokenizer_json() -> String {
+    let vocab: serde_json::Map<String, serde_json::Value> = ["[UNK]", "<s>", "</s>"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain((3..320).map(|i| format!("w{i}")))
+        .enumerate()
+        .map(|(i, w)| (w, i.into()))
+        .collect();
+    let special = |id: u32, content: &str| {
+        serde_json::json!({"id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false,
+                           "normalized": false, "special": true})
+    };
+    serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [special(0, "[UNK]"), special(1, "<s>"), special(2, "</s>")],
+        "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": null,
+        "decoder": null, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+    })
+    .to_string()
+}
+
+/// Dummy weights that keep every tensor handed out, to be saved as safetensors.
+struct Keep(DummySource, HashMap<String, Tensor>);
+impl TensorSource for Keep {
+    fn tensor(&mut self, name: &str, shape: &[usize], init: Init) -> goodput_engine::Result<Tensor> {
+        let t = self.0.tensor(name, shape, init)?;
+        self.1.insert(name.to_string(), t.clone());
+        Ok(t)
+    }
+    fn contains(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+}
+
+/// `DIR/my-llama` with config.json, model.safetensors and tokenizer.json.
+fn model_dir(dir: &Path) -> PathBuf {
+    let m = dir.join("my-llama");
+    std::fs::create_dir_all(&m).unwrap();
+    let spec = ModelSpec::from_hf_config("my-llama", CONFIG).unwrap();
+    let mut keep = Keep(DummySource { seed: 3, dtype: DType::F32, device: Device::Cpu }, HashMap::new());
+    Llama::load(&spec, &mut keep, 512, &Device::Cpu, DType::F32).unwrap();
+    candle_core::safetensors::save(&keep.1, m.join("model.safetensors")).unwrap();
+    std::fs::write(m.join("config.json"), CONFIG).unwrap();
+    std::fs::write(m.join("tokenizer.json"), tokenizer_json()).unwrap();
+    m
+}
+
+struct Served(Child);
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(args: &[&str]) -> (Served, String) {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["serve", "--port", &port, "--shutdown-grace", "1s"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let t = Instant::now();
+    while TcpStream::connect(&addr).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(60), "the server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Served(child), addr)
+}
+
+/// POSTs `body` to `path`; the response's JSON body.
+fn post(addr: &str, path: &str, body: &str) -> serde_json::Value {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap()
+}
+
+#[test]
+fn a_model_directory_runs_without_a_catalog_entry_on_its_weights_or_as_dummy() {
+    let dir = temp("model-dir");
+    let m = model_dir(&dir);
+    let model = m.to_str().unwrap();
+    let out = dir.join("run");
+    let (ok, _, err) = goodput(&[
+        "run",
+        "--model",
+        model,
+        "--concurrency",
+        "1",
+        "--requests",
+        "3",
+        "--warmup",
+        "0",
+        "--refine",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let s = summary_of(&out);
+    assert_eq!(s["model"], "my-llama");
+    assert!(s["weights"].as_str().unwrap().starts_with("safetensors"), "{}", s["weights"]);
+
+    // Dummy weights behind the directory's tokenizer: 100 words are 100 prompt tokens, not the
+    // ~500 bytes the byte-level scheme would make of them.
+    let (_server, addr) = serve(&["--model", model, "--weights", "dummy"]);
+    let words: Vec<String> = (0..100).map(|i| format!("w{}", 3 + i % 300)).collect();
+    let body = serde_json::json!({"model": "my-llama", "prompt": words.join(" "), "max_tokens": 2}).to_string();
+    let v = post(&addr, "/v1/completions", &body);
+    assert_eq!(v["usage"]["prompt_tokens"], 100, "{v}");
+
+    // A server driven by text with the model's tokenizer: every prompt has the scenario's 40.
+    let qa = dir.join("fixed.toml");
+    std::fs::write(&qa, "input = { kind = \"fixed\", n = 40 }\noutput = { kind = \"fixed\", n = 6 }\n").unwrap();
+    let text_out = dir.join("text");
+    let url = format!("http://{addr}");
+    let (ok, _, err) = goodput(&[
+        "run",
+        "--target",
+        &url,
+        "--model",
+        model,
+        "--api",
+        "completions-text",
+        "--scenario",
+        qa.to_str().unwrap(),
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--warmup",
+        "0",
+        "--refine",
+        "0",
+        "--out",
+        text_out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(!err.contains("approximate"), "{err}");
+    let recs = records(&text_out);
+    assert!(
+        recs.iter().all(|r| r["input_tokens"] == 40),
+        "{:?}",
+        recs.iter().map(|r| &r["input_tokens"]).collect::<Vec<_>>()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_model_that_is_nowhere_is_named_and_a_tokenizer_too_large_is_refused() {
+    let (ok, _, err) = goodput(&["run", "--model", "nobody/nothing-7b", "-q"]);
+    assert!(!ok && err.contains("nobody/nothing-7b") && err.contains("no catalog model"), "{err}");
+    let dir = temp("big-tokenizer");
+    let m = model_dir(&dir);
+    // tiny's vocabulary is 32 000: a 320-word tokenizer fits; the reverse does not.
+    let (ok, _, err) = goodput(&[
+        "run",
+        "--model",
+        "tiny",
+        "--tokenizer",
+        m.to_str().unwrap(),
+        "--requests",
+        "2",
+        "--concurrency",
+        "1",
+        "--refine",
+        "0",
+        "-q",
+    ]);
+    assert!(ok, "{err}");
+    let big = dir.join("big.json");
+    let words: serde_json::Map<String, serde_json::Value> = (0..400).map(|i| (format!("x{i}"), i.into())).collect();
+    let tok = serde_json::json!({"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": words, "unk_token": "x0"}});
+    std::fs::write(&big, tok.to_string()).unwrap();
+    let (ok, _, err) = goodput(&["run", "--model", m.to_str().unwrap(), "--tokenizer", big.to_str().unwrap(), "-q"]);
+    assert!(!ok && err.contains("more than model `my-llama`'s vocabulary of 320"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
