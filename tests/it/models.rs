@@ -212,3 +212,62 @@ fn a_model_that_is_nowhere_is_named_and_a_tokenizer_too_large_is_refused() {
     assert!(!ok && err.contains("more than model `my-llama`'s vocabulary of 320"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Words `w{from}` … of the model directory's tokenizer: one token each.
+fn words(from: usize, n: usize) -> String {
+    (0..n).map(|i| format!("w{}", 3 + (from + i) % 300)).collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn datasets_of_sharegpt_and_jsonl_replay_their_lengths_and_their_conversations() {
+    let dir = temp("datasets");
+    let m = model_dir(&dir);
+    let model = m.to_str().unwrap();
+    // Three conversations: prompts of 20, 30 and 2 tokens (the last under the minimum of 4).
+    let conv = |p: usize, r: usize, second: Option<(usize, usize)>| {
+        let mut c = vec![
+            serde_json::json!({"from": "human", "value": words(p, p)}),
+            serde_json::json!({"from": "gpt", "value": words(r, r)}),
+        ];
+        if let Some((p2, r2)) = second {
+            c.push(serde_json::json!({"from": "human", "value": words(p2, p2)}));
+            c.push(serde_json::json!({"from": "gpt", "value": words(r2, r2)}));
+        }
+        serde_json::json!({"conversations": c})
+    };
+    let sharegpt = dir.join("sharegpt.json");
+    let data = serde_json::json!([conv(20, 5, Some((10, 3))), conv(30, 7, Some((12, 4))), conv(2, 3, None)]);
+    std::fs::write(&sharegpt, data.to_string()).unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec!["run", "--model", model, "--weights", "dummy", "--concurrency", "1", "--warmup", "0"];
+        args.extend(["--refine", "0", "--out", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let (ok, _, err) = goodput(&args);
+        assert!(ok, "{err}");
+        (records(&out), summary_of(&out), err)
+    };
+    let (recs, s, err) = run("first-turns", &["--dataset", sharegpt.to_str().unwrap(), "--requests", "4"]);
+    assert!(err.contains("2 conversations (1 of 3 read left out by length)"), "{err}");
+    let mut lens: Vec<(u64, u64)> =
+        recs.iter().map(|r| (r["input_tokens"].as_u64().unwrap(), r["output_tokens"].as_u64().unwrap())).collect();
+    lens.sort_unstable();
+    assert_eq!(lens, [(20, 5), (20, 5), (30, 7), (30, 7)], "first turns, the replies' lengths, cycled");
+    assert_eq!(s["workload"]["name"], "sharegpt.json");
+    // As sessions: the second turn carries the first, the answer and its own words.
+    let (recs, _, _) =
+        run("sessions", &["--dataset", sharegpt.to_str().unwrap(), "--dataset-sessions", "--requests", "2"]);
+    let mut turns: Vec<(u64, u64)> =
+        recs.iter().map(|r| (r["turn"].as_u64().unwrap(), r["input_tokens"].as_u64().unwrap())).collect();
+    turns.sort_unstable();
+    assert_eq!(turns, [(1, 20), (1, 30), (2, 20 + 5 + 10), (2, 30 + 7 + 12)]);
+    // JSONL with a fixed output override.
+    let jsonl = dir.join("prompts.jsonl");
+    std::fs::write(&jsonl, format!("{{\"prompt\": \"{}\", \"output_tokens\": 9}}\n", words(0, 16))).unwrap();
+    let (recs, _, _) =
+        run("jsonl", &["--dataset", jsonl.to_str().unwrap(), "--dataset-output-tokens", "3", "--requests", "2"]);
+    assert!(recs.iter().all(|r| r["input_tokens"] == 16 && r["output_tokens"] == 3));
+    let (ok, _, err) = goodput(&["run", "--dataset", jsonl.to_str().unwrap(), "--scenario", "long-gen", "-q"]);
+    assert!(!ok && err.contains("--scenario"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

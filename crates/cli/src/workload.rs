@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Result};
 use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile, TextTokenizer};
+use goodput_workload::{DatasetFormat, DatasetOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,17 +13,84 @@ pub struct WorkloadSpec {
     pub file: ScenarioFile,
     /// RAG: the sentence encoder's directory, or `None`: embed by the engine's prefill pass.
     pub encoder: Option<PathBuf>,
+    /// `--dataset`: its conversations as read (tokenized once the model's tokenizer is loaded).
+    pub dataset: Option<DatasetSpec>,
+}
+
+/// A dataset read and checked, waiting for the tokenizer.
+pub struct DatasetSpec {
+    pub name: String,
+    pub conversations: Vec<Vec<goodput_workload::dataset::Turn>>,
+    pub options: DatasetOptions,
 }
 
 impl WorkloadSpec {
     /// Units of several requests (sessions, tasks, queries) rather than single requests.
     pub fn is_sessions(&self) -> bool {
-        !matches!(self.file, ScenarioFile::Single(_))
+        match &self.dataset {
+            Some(d) => d.options.sessions,
+            None => !matches!(self.file, ScenarioFile::Single(_)),
+        }
     }
 
     pub fn name(&self) -> String {
-        self.file.name()
+        match &self.dataset {
+            Some(d) => d.name.clone(),
+            None => self.file.name(),
+        }
     }
+}
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DatasetArgs {
+    /// Prompts from a dataset file instead of --scenario's synthetic ones: ShareGPT JSON (the
+    /// first human turn, the reply's length as output length) or JSONL (`prompt` or `messages`,
+    /// optional `output_tokens`). Lengths are measured with the model's tokenizer (--tokenizer).
+    #[arg(long, value_name = "FILE", conflicts_with = "scenario")]
+    pub dataset: Option<PathBuf>,
+    /// The dataset's layout: sharegpt, jsonl, or auto (JSONL when it starts with `{`).
+    #[arg(long, default_value = "auto", value_parser = ["sharegpt", "jsonl", "auto"], requires = "dataset")]
+    pub dataset_format: String,
+    /// Dataset: every request asks for this many output tokens (default: the reply's length,
+    /// or the line's `output_tokens`).
+    #[arg(long, requires = "dataset")]
+    pub dataset_output_tokens: Option<usize>,
+    /// Dataset: leave out prompts shorter than this many tokens.
+    #[arg(long, default_value_t = 4, requires = "dataset")]
+    pub dataset_min_input: usize,
+    /// Dataset: leave out prompts longer than this many tokens (beyond the model's context
+    /// they are always left out).
+    #[arg(long, requires = "dataset")]
+    pub dataset_max_input: Option<usize>,
+    /// Dataset: replay whole conversations as sessions, each turn sent with its history
+    /// (closed loop; --requests counts conversations).
+    #[arg(long, requires = "dataset")]
+    pub dataset_sessions: bool,
+}
+
+/// `--dataset`, read and checked: `None` without one.
+pub fn read_dataset(a: &DatasetArgs, open_loop: bool) -> Result<Option<DatasetSpec>> {
+    let Some(path) = &a.dataset else { return Ok(None) };
+    if a.dataset_sessions && open_loop {
+        bail!("--dataset-sessions run closed-loop: use --concurrency, not --rate");
+    }
+    if a.dataset_output_tokens == Some(0) {
+        bail!("--dataset-output-tokens must be at least 1");
+    }
+    let format = match a.dataset_format.as_str() {
+        "sharegpt" => DatasetFormat::Sharegpt,
+        "jsonl" => DatasetFormat::Jsonl,
+        _ => DatasetFormat::Auto,
+    };
+    let conversations = goodput_workload::dataset::read(path, format)?;
+    let name = path.file_name().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
+    let options = DatasetOptions {
+        output_tokens: a.dataset_output_tokens,
+        min_input: a.dataset_min_input,
+        max_input: a.dataset_max_input,
+        sessions: a.dataset_sessions,
+    };
+    Ok(Some(DatasetSpec { name, conversations, options }))
 }
 
 /// The scenario named by `--scenario`: a built-in name or a TOML file, checked against the
@@ -58,7 +126,7 @@ pub fn build_workload(scenario: &str, encoder: Option<&Path>, open_loop: bool, m
         ScenarioFile::Rag(_) => rag_encoder(encoder)?,
         _ => None,
     };
-    Ok(WorkloadSpec { file, encoder })
+    Ok(WorkloadSpec { file, encoder, dataset: None })
 }
 
 /// RAG's sentence encoder: `--encoder`, else where scripts/fetch-minilm.sh puts it; `None`

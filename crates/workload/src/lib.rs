@@ -3,6 +3,7 @@
 //! front end holds: it names, describes and runs itself.
 
 pub mod agent;
+pub mod dataset;
 mod drive;
 pub mod file;
 pub mod multiturn;
@@ -15,6 +16,7 @@ mod testing;
 pub mod workload;
 
 pub use agent::{run_tasks, Agent, AgentNode, AgentStep};
+pub use dataset::{Dataset, DatasetFormat, DatasetOptions};
 pub use drive::RecordSink;
 pub use file::{load_scenario, ScenarioFile};
 pub use goodput_core::Phase;

@@ -85,10 +85,29 @@ async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, 
     rec
 }
 
+/// Where a level's single requests come from: a scenario's synthetic prompts or a dataset's.
+pub trait Prompts: Send + Sync + 'static {
+    /// Request `id` of a run seeded with `seed`, prompts drawn from `vocab` ids.
+    fn request(&self, seed: u64, id: u64, vocab: usize) -> WorkRequest;
+}
+
+impl Prompts for Scenario {
+    fn request(&self, seed: u64, id: u64, vocab: usize) -> WorkRequest {
+        Scenario::request(self, seed, id, vocab)
+    }
+}
+
+impl Prompts for crate::dataset::Dataset {
+    /// The dataset was shuffled with the run's seed when it was built.
+    fn request(&self, _seed: u64, id: u64, _vocab: usize) -> WorkRequest {
+        crate::dataset::Dataset::request(self, id)
+    }
+}
+
 /// What every request of a level of single requests needs.
 struct Level<T> {
     target: Arc<T>,
-    scenario: Arc<Scenario>,
+    scenario: Arc<dyn Prompts>,
     vocab: usize,
     plan: UnitPlan,
     collector: Collector,
@@ -150,7 +169,12 @@ impl<T: Target> Level<T> {
 
 /// Runs `plan` with requests of `scenario` against `target`; returns when every request has
 /// ended. A closed loop takes its users from `plan.arrival`.
-pub async fn run_level<T: Target>(target: Arc<T>, scenario: Arc<Scenario>, vocab: usize, plan: LevelPlan) -> LevelRun {
+pub async fn run_level<T: Target>(
+    target: Arc<T>,
+    scenario: Arc<dyn Prompts>,
+    vocab: usize,
+    plan: LevelPlan,
+) -> LevelRun {
     let clock = target.clock();
     let start = clock.now();
     let deadline = plan.duration.map(|d| clock.instant(start) + d);

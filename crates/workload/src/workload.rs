@@ -25,6 +25,9 @@ pub enum Workload {
     Tasks(Arc<Agent>),
     /// RAG queries over a built corpus, closed loop.
     Rag(Arc<RagSetup>),
+    /// Prompts of a dataset file: first turns as single requests (closed or open loop), or
+    /// whole conversations as sessions (closed loop).
+    Dataset(Arc<crate::dataset::Dataset>),
 }
 
 /// What one level of a workload produced.
@@ -51,14 +54,22 @@ impl Workload {
     /// Whether the workload runs in units of several stages or requests (sessions, tasks,
     /// queries): closed loop only, counts only.
     pub fn is_sessions(&self) -> bool {
-        !matches!(self, Workload::Single(_))
+        match self {
+            Workload::Single(_) => false,
+            Workload::Dataset(d) => d.options.sessions,
+            _ => true,
+        }
     }
 
     /// Whether no two prompts are meant to share a prefix (single requests of a scenario
     /// without `shared_prefix`; sessions re-send their history, agents and RAG share their
     /// system prompts on purpose).
     pub fn unique_prompts(&self) -> bool {
-        matches!(self, Workload::Single(s) if s.shared_prefix == 0)
+        match self {
+            Workload::Single(s) => s.shared_prefix == 0,
+            Workload::Dataset(d) => !d.options.sessions,
+            _ => false,
+        }
     }
 
     /// Requests per unit of a plan's counts (a session is `turns` requests, a task its model
@@ -68,6 +79,8 @@ impl Workload {
             Workload::Single(_) | Workload::Rag(_) => 1,
             Workload::Sessions(mt) => mt.turns as usize,
             Workload::Tasks(ag) => ag.model_calls(),
+            Workload::Dataset(d) if d.options.sessions => d.max_turns(),
+            Workload::Dataset(_) => 1,
         }
     }
 
@@ -78,6 +91,7 @@ impl Workload {
             Workload::Sessions(_) => "multi-turn".into(),
             Workload::Tasks(_) => "agent".into(),
             Workload::Rag(_) => "rag".into(),
+            Workload::Dataset(d) => d.name.clone(),
         }
     }
 
@@ -88,6 +102,7 @@ impl Workload {
             Workload::Sessions(mt) => mt.describe(),
             Workload::Tasks(ag) => ag.describe(),
             Workload::Rag(setup) => setup.rag.describe(),
+            Workload::Dataset(d) => d.describe(),
         }
     }
 
@@ -98,6 +113,7 @@ impl Workload {
             Workload::Sessions(mt) => mt.describe().trim_start_matches("multi-turn: ").to_string(),
             Workload::Tasks(ag) => ag.describe().trim_start_matches("agent: ").to_string(),
             Workload::Rag(setup) => setup.rag.describe().trim_start_matches("rag: ").to_string(),
+            Workload::Dataset(d) => d.describe().split_once(": ").map_or_else(String::new, |x| x.1.to_string()),
         }
     }
 
@@ -113,6 +129,11 @@ impl Workload {
                 "rag": &setup.rag,
                 "encoder": setup.describe_encoder(),
             }),
+            Workload::Dataset(d) => serde_json::json!({
+                "name": d.name,
+                "dataset": { "options": d.options, "conversations": d.conversations.len(), "read": d.read,
+                             "filtered": d.filtered, "description": d.describe() },
+            }),
         }
     }
 
@@ -126,6 +147,10 @@ impl Workload {
             Workload::Sessions(mt) => (run_sessions(target, mt.clone(), vocab, plan.unit).await, Vec::new()),
             Workload::Tasks(ag) => run_tasks(target, ag.clone(), vocab, plan.unit).await,
             Workload::Rag(setup) => run_rag(target, setup.clone(), plan.unit).await,
+            Workload::Dataset(d) if d.options.sessions => {
+                (crate::dataset::run_dataset_sessions(target, d.clone(), plan.unit).await, Vec::new())
+            }
+            Workload::Dataset(d) => (run_level(target, d.clone(), vocab, plan).await, Vec::new()),
         };
         LevelOutput { run, tasks }
     }

@@ -38,6 +38,8 @@ pub struct RunArgs {
     pub ignore_server_stamps: bool,
     #[command(flatten)]
     pub connection: crate::connect::ConnectionArgs,
+    #[command(flatten)]
+    pub dataset: crate::workload::DatasetArgs,
     /// Scenario: a TOML file (see `goodput_workload::file`), or built in: short-qa, long-gen,
     /// long-context, multi-turn (--requests counts sessions),
     /// agent (--requests counts tasks), rag (needs the encoder of scripts/fetch-minilm.sh).

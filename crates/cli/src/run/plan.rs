@@ -81,7 +81,8 @@ impl RunPlan {
         check_spans(a)?;
         check_exports(a)?;
         let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
-        let workload = build_workload(&a.scenario, a.encoder.as_deref(), a.rate.is_some(), max_len)?;
+        let mut workload = build_workload(&a.scenario, a.encoder.as_deref(), a.rate.is_some(), max_len)?;
+        workload.dataset = crate::workload::read_dataset(&a.dataset, a.rate.is_some())?;
         check_workload(a, &workload)?;
         let url = match a.target.as_str() {
             "in-process" | "http-local" => None,

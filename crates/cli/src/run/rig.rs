@@ -13,7 +13,7 @@ use goodput_core::{Clock, StepRecord, Target};
 use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::Engine;
 use goodput_results::{EngineSettings, Machine, Pinning};
-use goodput_workload::{Embedder, RagSetup, Workload};
+use goodput_workload::{Dataset, Embedder, RagSetup, Workload};
 use std::sync::Arc;
 
 pub struct Rig {
@@ -98,7 +98,27 @@ fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
 }
 
 /// The workload to run: the scenario's, with RAG's encoder loaded and its corpus embedded.
-fn workload(a: &RunArgs, spec: &WorkloadSpec, seed: u64, tokenizer: &Arc<Tokenizer>) -> Result<Workload> {
+fn workload(
+    a: &RunArgs,
+    spec: &WorkloadSpec,
+    seed: u64,
+    tokenizer: &Arc<Tokenizer>,
+    max_len: usize,
+) -> Result<Workload> {
+    if let Some(d) = &spec.dataset {
+        if tokenizer.kind() == "bytes" {
+            eprintln!(
+                "warning: {} is measured in byte-level tokens (no tokenizer of the model here; give --tokenizer)",
+                d.name
+            );
+        }
+        let tok = LlmTokenizer(tokenizer.clone());
+        let data = Dataset::build(d.name.clone(), d.conversations.clone(), &tok, d.options.clone(), max_len, seed)?;
+        if !a.quiet {
+            eprintln!("dataset: {}", data.describe());
+        }
+        return Ok(Workload::Dataset(Arc::new(data)));
+    }
     Workload::from_file(spec.file.clone(), |rag| -> Result<RagSetup> {
         let t = std::time::Instant::now();
         let dir = spec.encoder.clone();
@@ -128,7 +148,7 @@ impl Rig {
             return Self::simulated(a, plan, path, None);
         }
         let mut m = load_model(a, plan)?;
-        let workload = workload(a, &plan.workload, plan.seed, &m.tokenizer)?;
+        let workload = workload(a, &plan.workload, plan.seed, &m.tokenizer, plan.max_len)?;
         let (step_tx, steps) = flume::unbounded();
         let (target, engine) = match m.model.take() {
             Some(model) => {
@@ -196,7 +216,7 @@ impl Rig {
             None if plan.spec.vocab_size >= 259 => Arc::new(Tokenizer::byte_level(plan.spec.vocab_size)),
             None => bail!("a simulation needs a vocabulary of at least 259 tokens (bytes and specials)"),
         };
-        let workload = workload(a, &plan.workload, plan.seed, &tokenizer)?;
+        let workload = workload(a, &plan.workload, plan.seed, &tokenizer, plan.max_len)?;
         let (step_tx, steps) = flume::unbounded();
         let local = tokio::task::LocalSet::new();
         let description = format!("simulated engine ({})", path.display());
