@@ -15,4 +15,5 @@ mod results;
 mod run;
 mod sizing;
 mod smollm2_gguf;
+mod traces;
 mod weights;

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile, TextTokenizer};
-use goodput_workload::{DatasetFormat, DatasetOptions};
+use goodput_workload::{DatasetFormat, DatasetOptions, Trace, TraceFormat, TraceOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,6 +15,8 @@ pub struct WorkloadSpec {
     pub encoder: Option<PathBuf>,
     /// `--dataset`: its conversations as read (tokenized once the model's tokenizer is loaded).
     pub dataset: Option<DatasetSpec>,
+    /// `--trace`: its requests in the window.
+    pub trace: Option<Arc<Trace>>,
 }
 
 /// A dataset read and checked, waiting for the tokenizer.
@@ -34,9 +36,10 @@ impl WorkloadSpec {
     }
 
     pub fn name(&self) -> String {
-        match &self.dataset {
-            Some(d) => d.name.clone(),
-            None => self.file.name(),
+        match (&self.dataset, &self.trace) {
+            (Some(d), _) => d.name.clone(),
+            (None, Some(t)) => t.name.clone(),
+            (None, None) => self.file.name(),
         }
     }
 }
@@ -66,6 +69,62 @@ pub struct DatasetArgs {
     /// (closed loop; --requests counts conversations).
     #[arg(long, requires = "dataset")]
     pub dataset_sessions: bool,
+}
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TraceArgs {
+    /// Replay a trace: requests open loop at its times, with its lengths. Mooncake JSONL
+    /// (`timestamp` ms, `input_length`, `output_length`, `hash_ids`: equal ids are equal
+    /// prompt blocks, so prefix sharing is replayed) or the Azure LLM inference trace CSV
+    /// (`TIMESTAMP`, `ContextTokens`, `GeneratedTokens`). One level per --trace-speedup.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["scenario", "dataset", "rate", "burst", "stages"])]
+    pub trace: Option<PathBuf>,
+    /// The trace's layout: mooncake, azure, or auto (azure when its header names TIMESTAMP).
+    #[arg(long, default_value = "auto", value_parser = ["mooncake", "azure", "auto"], requires = "trace")]
+    pub trace_format: String,
+    /// Replay this many times faster (a level each: 1,2,4).
+    #[arg(long, value_delimiter = ',', default_value = "1", requires = "trace")]
+    pub trace_speedup: Vec<f64>,
+    /// The part of the trace to replay, in seconds from its first request: FROM..TO, FROM..
+    /// or ..TO (e.g. 600..1200 or ..300s).
+    #[arg(long, value_parser = parse_window, requires = "trace")]
+    pub trace_window: Option<(f64, Option<f64>)>,
+    /// Prompt tokens per hash id of a Mooncake trace.
+    #[arg(long, default_value_t = 512, requires = "trace")]
+    pub trace_block_size: usize,
+}
+
+/// `FROM..TO` in seconds (either side may be empty; `s` and `ms` suffixes as elsewhere).
+fn parse_window(s: &str) -> Result<(f64, Option<f64>), String> {
+    let (from, to) = s.split_once("..").ok_or_else(|| format!("`{s}`: expected FROM..TO, e.g. 600..1200"))?;
+    // Bare numbers are seconds.
+    let secs = |x: &str| {
+        let x = x.trim();
+        x.parse::<f64>().ok().or_else(|| goodput_metrics::slo::parse_secs(x)).filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    let from = if from.trim().is_empty() { 0.0 } else { secs(from).ok_or(format!("`{from}` is not a time"))? };
+    let to = if to.trim().is_empty() { None } else { Some(secs(to).ok_or(format!("`{to}` is not a time"))?) };
+    if to.is_some_and(|t| t <= from) {
+        return Err(format!("`{s}`: the window ends before it starts"));
+    }
+    Ok((from, to))
+}
+
+/// `--trace`, read and cut to its window: `None` without one.
+pub fn read_trace(a: &TraceArgs, max_len: usize, seed: u64) -> Result<Option<Arc<Trace>>> {
+    let Some(path) = &a.trace else { return Ok(None) };
+    if a.trace_speedup.is_empty() || a.trace_speedup.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
+        bail!("--trace-speedup: every speedup must be a positive number, got {:?}", a.trace_speedup);
+    }
+    let format = match a.trace_format.as_str() {
+        "mooncake" => TraceFormat::Mooncake,
+        "azure" => TraceFormat::Azure,
+        _ => TraceFormat::Auto,
+    };
+    let all = goodput_workload::trace::read(path, format)?;
+    let name = path.file_name().map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
+    let options = TraceOptions { window: a.trace_window.unwrap_or((0.0, None)), block_size: a.trace_block_size };
+    Ok(Some(Arc::new(Trace::new(name, all, options, max_len, seed)?)))
 }
 
 /// `--dataset`, read and checked: `None` without one.
@@ -126,7 +185,7 @@ pub fn build_workload(scenario: &str, encoder: Option<&Path>, open_loop: bool, m
         ScenarioFile::Rag(_) => rag_encoder(encoder)?,
         _ => None,
     };
-    Ok(WorkloadSpec { file, encoder, dataset: None })
+    Ok(WorkloadSpec { file, encoder, dataset: None, trace: None })
 }
 
 /// RAG's sentence encoder: `--encoder`, else where scripts/fetch-minilm.sh puts it; `None`

@@ -73,3 +73,32 @@ mod tests {
         assert_eq!(max_output_tokens_per_s(&[]), None);
     }
 }
+
+/// Events per second over time: `(t, w)` events (seconds, weight) counted in bins of `bin_s`
+/// from 0, each bin's total over its width, at the bin's middle; bins up to the last event.
+/// With weights 1 it is a rate of requests; with output tokens, a throughput.
+pub fn per_second(events: &[(f64, f64)], bin_s: f64) -> Vec<(f64, f64)> {
+    if events.is_empty() || !(bin_s > 0.0) {
+        return Vec::new();
+    }
+    let last = events.iter().map(|e| e.0).fold(0.0, f64::max);
+    let n = (last / bin_s).floor() as usize + 1;
+    let mut bins = vec![0.0; n];
+    for &(t, w) in events.iter().filter(|e| e.0 >= 0.0 && e.0.is_finite()) {
+        bins[((t / bin_s).floor() as usize).min(n - 1)] += w;
+    }
+    bins.into_iter().enumerate().map(|(i, total)| ((i as f64 + 0.5) * bin_s, total / bin_s)).collect()
+}
+
+#[cfg(test)]
+mod per_second_tests {
+    use super::per_second;
+
+    #[test]
+    fn hand_computed_bins() {
+        // Bins of 2 s: [0, 2) holds 3 events, [2, 4) none, [4, 6) one of weight 10.
+        let ev = [(0.1, 1.0), (1.0, 1.0), (1.9, 1.0), (4.5, 10.0)];
+        assert_eq!(per_second(&ev, 2.0), [(1.0, 1.5), (3.0, 0.0), (5.0, 5.0)]);
+        assert!(per_second(&[], 1.0).is_empty());
+    }
+}

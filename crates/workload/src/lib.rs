@@ -13,6 +13,7 @@ pub mod runner;
 pub mod scenario;
 #[cfg(test)]
 mod testing;
+pub mod trace;
 pub mod workload;
 
 pub use agent::{run_tasks, Agent, AgentNode, AgentStep};
@@ -37,6 +38,7 @@ pub enum WorkloadError {
 pub use multiturn::{run_sessions, MultiTurn};
 pub use plan::{Arrival, LevelPlan, LevelRun, RetryPolicy, Stop, Trim, UnitPlan, Window};
 pub use rag::{run_rag, Embedder, HashEmbedder, Rag, RagIndex, RagSetup, TextTokenizer, EMBED_ID_BIT};
-pub use runner::{run_level, Gaps};
+pub use runner::{run_level, Gaps, Prompts};
 pub use scenario::{LengthDist, Scenario};
+pub use trace::{Trace, TraceFormat, TraceOptions};
 pub use workload::{LevelOutput, Workload};

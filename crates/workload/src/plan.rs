@@ -23,6 +23,9 @@ pub enum Arrival {
     /// Every request of the level due at once, at its start (a cold start or a traffic
     /// spike): `size` requests, no warm-up.
     Burst { size: usize },
+    /// A trace's requests at its own times, `speedup` times faster: `rate` is what that
+    /// offers on average (requests per second), `requests` how many the trace window holds.
+    Trace { speedup: f64, rate: f64, requests: usize },
 }
 
 impl Arrival {
@@ -32,6 +35,7 @@ impl Arrival {
             Arrival::Closed { users, .. } => users as f64,
             Arrival::Rate { rate, .. } => rate,
             Arrival::Burst { size } => size as f64,
+            Arrival::Trace { rate, .. } => rate,
         }
     }
 
@@ -40,7 +44,7 @@ impl Arrival {
     pub fn users(&self) -> usize {
         match *self {
             Arrival::Closed { users, .. } => users,
-            Arrival::Rate { .. } | Arrival::Burst { .. } => 1,
+            Arrival::Rate { .. } | Arrival::Burst { .. } | Arrival::Trace { .. } => 1,
         }
     }
 }

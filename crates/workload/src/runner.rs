@@ -87,20 +87,36 @@ async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, 
 
 /// Where a level's single requests come from: a scenario's synthetic prompts or a dataset's.
 pub trait Prompts: Send + Sync + 'static {
-    /// Request `id` of a run seeded with `seed`, prompts drawn from `vocab` ids.
-    fn request(&self, seed: u64, id: u64, vocab: usize) -> WorkRequest;
+    /// Request `id` (the `index`-th of its level) of a run seeded with `seed`, prompts drawn
+    /// from `vocab` ids.
+    fn request(&self, seed: u64, id: u64, index: u64, vocab: usize) -> WorkRequest;
+
+    /// Seconds from the level's start at which its `index`-th request is due at `speedup`,
+    /// for prompts with times of their own (a trace).
+    fn due(&self, _index: u64, _speedup: f64) -> Option<f64> {
+        None
+    }
 }
 
 impl Prompts for Scenario {
-    fn request(&self, seed: u64, id: u64, vocab: usize) -> WorkRequest {
+    fn request(&self, seed: u64, id: u64, _index: u64, vocab: usize) -> WorkRequest {
         Scenario::request(self, seed, id, vocab)
     }
 }
 
 impl Prompts for crate::dataset::Dataset {
     /// The dataset was shuffled with the run's seed when it was built.
-    fn request(&self, _seed: u64, id: u64, _vocab: usize) -> WorkRequest {
+    fn request(&self, _seed: u64, id: u64, _index: u64, _vocab: usize) -> WorkRequest {
         crate::dataset::Dataset::request(self, id)
+    }
+}
+
+impl Prompts for crate::trace::Trace {
+    fn request(&self, _seed: u64, id: u64, index: u64, vocab: usize) -> WorkRequest {
+        crate::trace::Trace::request(self, id, index as usize, vocab)
+    }
+    fn due(&self, index: u64, speedup: f64) -> Option<f64> {
+        Some(crate::trace::Trace::due(self, index as usize, speedup))
     }
 }
 
@@ -116,7 +132,7 @@ struct Level<T> {
 impl<T: Target> Level<T> {
     /// Sends request number `i` of the level, due at `intended`, and keeps its record.
     async fn request(&self, i: u64, intended: Stamp) {
-        let req = self.scenario.request(self.plan.seed, self.plan.first_id + i, self.vocab);
+        let req = self.scenario.request(self.plan.seed, self.plan.first_id + i, i, self.vocab);
         let rec = send(&*self.target, req, intended, self.plan.timeout, self.plan.retry).await;
         self.collector.push(rec);
     }
@@ -157,6 +173,28 @@ impl<T: Target> Level<T> {
         join_all(tasks).await;
     }
 
+    /// A trace: request `i` due at its own time, `speedup` times faster, whatever the target
+    /// does (an open loop).
+    async fn traced(self: &Arc<Self>, speedup: f64, deadline: Option<Instant>) {
+        let (clock, total) = (self.target.clock(), self.plan.total());
+        let t0 = tokio::time::Instant::now();
+        let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
+        for i in 0..total {
+            let at = self.scenario.due(i, speedup).unwrap_or(0.0);
+            let due = t0 + Duration::from_secs_f64(at.max(0.0));
+            if deadline.is_some_and(|d| due.into_std() >= d) || self.plan.stop.raised() {
+                break;
+            }
+            tokio::time::sleep_until(due).await;
+            if self.plan.stop.raised() {
+                break;
+            }
+            let (level, intended) = (self.clone(), clock.stamp(due.into_std()));
+            tasks.push(tokio::spawn(async move { level.request(i, intended).await }));
+        }
+        join_all(tasks).await;
+    }
+
     /// A burst: every request due at the level's `start`; the target sees them all at once.
     async fn burst(self: &Arc<Self>, start: Stamp) {
         let tasks = (0..self.plan.total()).map(|i| {
@@ -191,6 +229,7 @@ pub async fn run_level<T: Target>(
         Arrival::Closed { users, think } => level.closed(users, think, deadline).await,
         Arrival::Rate { rate, burstiness } => level.open(rate, burstiness, deadline).await,
         Arrival::Burst { .. } => level.burst(start).await,
+        Arrival::Trace { speedup, .. } => level.traced(speedup, deadline).await,
     }
     level.collector.finish(start, clock.now(), window).0
 }

@@ -28,6 +28,8 @@ pub enum Workload {
     /// Prompts of a dataset file: first turns as single requests (closed or open loop), or
     /// whole conversations as sessions (closed loop).
     Dataset(Arc<crate::dataset::Dataset>),
+    /// A trace's requests at its times (open loop, [`crate::Arrival::Trace`]).
+    Trace(Arc<crate::trace::Trace>),
 }
 
 /// What one level of a workload produced.
@@ -55,7 +57,7 @@ impl Workload {
     /// queries): closed loop only, counts only.
     pub fn is_sessions(&self) -> bool {
         match self {
-            Workload::Single(_) => false,
+            Workload::Single(_) | Workload::Trace(_) => false,
             Workload::Dataset(d) => d.options.sessions,
             _ => true,
         }
@@ -68,6 +70,7 @@ impl Workload {
         match self {
             Workload::Single(s) => s.shared_prefix == 0,
             Workload::Dataset(d) => !d.options.sessions,
+            Workload::Trace(t) => t.entries.iter().all(|e| e.hash_ids.is_empty()),
             _ => false,
         }
     }
@@ -80,7 +83,7 @@ impl Workload {
             Workload::Sessions(mt) => mt.turns as usize,
             Workload::Tasks(ag) => ag.model_calls(),
             Workload::Dataset(d) if d.options.sessions => d.max_turns(),
-            Workload::Dataset(_) => 1,
+            Workload::Dataset(_) | Workload::Trace(_) => 1,
         }
     }
 
@@ -92,6 +95,7 @@ impl Workload {
             Workload::Tasks(_) => "agent".into(),
             Workload::Rag(_) => "rag".into(),
             Workload::Dataset(d) => d.name.clone(),
+            Workload::Trace(t) => t.name.clone(),
         }
     }
 
@@ -103,6 +107,7 @@ impl Workload {
             Workload::Tasks(ag) => ag.describe(),
             Workload::Rag(setup) => setup.rag.describe(),
             Workload::Dataset(d) => d.describe(),
+            Workload::Trace(t) => t.describe(),
         }
     }
 
@@ -114,6 +119,7 @@ impl Workload {
             Workload::Tasks(ag) => ag.describe().trim_start_matches("agent: ").to_string(),
             Workload::Rag(setup) => setup.rag.describe().trim_start_matches("rag: ").to_string(),
             Workload::Dataset(d) => d.describe().split_once(": ").map_or_else(String::new, |x| x.1.to_string()),
+            Workload::Trace(t) => t.describe().split_once(": ").map_or_else(String::new, |x| x.1.to_string()),
         }
     }
 
@@ -134,6 +140,11 @@ impl Workload {
                 "dataset": { "options": d.options, "conversations": d.conversations.len(), "read": d.read,
                              "filtered": d.filtered, "description": d.describe() },
             }),
+            Workload::Trace(t) => serde_json::json!({
+                "name": t.name,
+                "trace": { "options": t.options, "requests": t.entries.len(), "span_s": t.span_s,
+                           "too_long": t.too_long, "description": t.describe() },
+            }),
         }
     }
 
@@ -151,6 +162,7 @@ impl Workload {
                 (crate::dataset::run_dataset_sessions(target, d.clone(), plan.unit).await, Vec::new())
             }
             Workload::Dataset(d) => (run_level(target, d.clone(), vocab, plan).await, Vec::new()),
+            Workload::Trace(t) => (run_level(target, t.clone(), vocab, plan).await, Vec::new()),
         };
         LevelOutput { run, tasks }
     }

@@ -107,6 +107,7 @@ pub fn charts(r: &Results) -> Vec<Chart> {
         out.push(c);
     }
     out.extend(engine_timeline(&cx, r));
+    out.extend(super::timelines::offered_and_served(&cx, r));
     if let Some(p) = &s.prediction {
         out.extend(super::predicted::charts(&cx, p));
     }

@@ -203,3 +203,57 @@ pub fn ttft_cdf(cx: &Ctx, r: &Results) -> Option<Chart> {
     c.x_log2 = false;
     Some(c)
 }
+
+/// Open-loop runs (rates, traces): the load offered over time (requests by their intended
+/// send, per second) beside what was served (requests by their end, and output tokens per
+/// second), level after level.
+pub fn offered_and_served(cx: &Ctx, r: &Results) -> Option<Chart> {
+    use goodput_metrics::peaks::per_second;
+    if r.summary.load_unit != goodput_results::LoadUnit::Rate {
+        return None;
+    }
+    let (mut offered, mut served, mut tokens) = (Vec::new(), Vec::new(), Vec::new());
+    let mut lanes = Lanes::default();
+    for l in cx.levels {
+        let rows: Vec<&goodput_core::ClientRecord> =
+            r.records.iter().filter(|x| x.level == l.summary.load).map(|x| &x.record).collect();
+        let Some(t0) = rows.iter().map(|x| x.intended).min() else { continue };
+        let span = rows.iter().map(|x| x.end.secs_since(t0)).fold(0.0, f64::max);
+        // About sixty bins a level, a second at least.
+        let bin = (span / 60.0).max(1.0);
+        let at = |f: &dyn Fn(&goodput_core::ClientRecord) -> Option<(f64, f64)>| -> Vec<(f64, f64)> {
+            per_second(&rows.iter().filter_map(|x| f(x)).collect::<Vec<_>>(), bin)
+        };
+        lanes.start(format!("{} {}", l.summary.load, cx.unit));
+        let sent = at(&|x| Some((x.intended.secs_since(t0), 1.0)));
+        let done = at(&|x| x.is_ok().then(|| (x.end.secs_since(t0), 1.0)));
+        let out = at(&|x| x.is_ok().then(|| (x.end.secs_since(t0), x.output_tokens as f64)));
+        let mut prev = None;
+        let n = sent.len().max(done.len()).max(out.len());
+        for i in 0..n {
+            let t = lanes.at((i as f64 + 0.5) * bin, prev);
+            prev = Some((i as f64 + 0.5) * bin);
+            for (line, s) in [(&mut offered, &sent), (&mut served, &done), (&mut tokens, &out)] {
+                line.push((t, s.get(i).map_or(0.0, |p| p.1)));
+            }
+        }
+    }
+    if offered.is_empty() {
+        return None;
+    }
+    let list = vec![series("offered req/s", offered), series("completed req/s", served), right("output tok/s", tokens)];
+    let caption = "requests offered per second by their intended send time and completed per second by their end (left), output tokens per second of completed requests by their end (right), level after level (grey marks: level starts). A served line below the offered one is load the target did not keep up with.";
+    let mut c = cx.chart(
+        "offered-load",
+        "Offered load and throughput over time",
+        caption.into(),
+        "requests/s",
+        Kind::Lines,
+        list,
+    );
+    c.x_label = "seconds since the first level".into();
+    c.x_log2 = false;
+    c.y2_label = Some("output tok/s".into());
+    c.marks = lanes.marks;
+    Some(c)
+}

@@ -40,6 +40,8 @@ pub struct RunArgs {
     pub connection: crate::connect::ConnectionArgs,
     #[command(flatten)]
     pub dataset: crate::workload::DatasetArgs,
+    #[command(flatten)]
+    pub trace: crate::workload::TraceArgs,
     /// Scenario: a TOML file (see `goodput_workload::file`), or built in: short-qa, long-gen,
     /// long-context, multi-turn (--requests counts sessions),
     /// agent (--requests counts tasks), rag (needs the encoder of scripts/fetch-minilm.sh).

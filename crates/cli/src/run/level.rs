@@ -147,7 +147,8 @@ pub fn run(
     let summary = summarize(level.load, &measured, &plan.slos);
     let open_loop = match level.arrival {
         Arrival::Rate { rate, .. } => Some(rate),
-        Arrival::Closed { .. } | Arrival::Burst { .. } => None,
+        // A trace's gaps are its own, not a steady rate's: nothing to hold the sends against.
+        Arrival::Closed { .. } | Arrival::Burst { .. } | Arrival::Trace { .. } => None,
     };
     let sent: Vec<f64> = measured.iter().map(|r| r.sent.as_secs()).collect();
     let harness = Harness::new(
@@ -193,6 +194,7 @@ fn vllm_load(arrival: &Arrival, measured: &[&ClientRecord]) -> VllmLoad {
         Arrival::Rate { rate, burstiness } => (RequestRate::PerSecond(rate), None, burstiness),
         Arrival::Closed { users, .. } => (RequestRate::Unlimited(Inf::Inf), Some(users), Some(1.0)),
         Arrival::Burst { .. } => (RequestRate::Unlimited(Inf::Inf), None, Some(1.0)),
+        Arrival::Trace { rate, .. } => (RequestRate::PerSecond(rate), None, None),
     };
     VllmLoad {
         request_rate: Some(request_rate),

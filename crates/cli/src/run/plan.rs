@@ -81,8 +81,14 @@ impl RunPlan {
         check_spans(a)?;
         check_exports(a)?;
         let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
+        // A nonce per run unless told: the same prompts twice meet a warm prefix cache.
+        let (seed, seed_drawn) = match a.seed {
+            Some(s) => (s, false),
+            None => (u64::from(rand::random::<u32>()), true),
+        };
         let mut workload = build_workload(&a.scenario, a.encoder.as_deref(), a.rate.is_some(), max_len)?;
         workload.dataset = crate::workload::read_dataset(&a.dataset, a.rate.is_some())?;
+        workload.trace = crate::workload::read_trace(&a.trace, max_len, seed)?;
         check_workload(a, &workload)?;
         let url = match a.target.as_str() {
             "in-process" | "http-local" => None,
@@ -98,21 +104,20 @@ impl RunPlan {
         }
         let burstiness = (!a.constant_rate).then_some(a.burstiness);
         let (unit, refine) = match (&a.rate, &a.stages) {
+            _ if workload.trace.is_some() => (LoadUnit::Rate, RefineKind::None),
             _ if a.burst.is_some() => (LoadUnit::Burst, RefineKind::Burst),
             (Some(_), None) => (LoadUnit::Rate, RefineKind::Rate { burstiness }),
             (None, None) if a.duration.is_none() => (LoadUnit::Users, RefineKind::Users(a.think)),
             _ => (LoadUnit::Users, RefineKind::None),
         };
-        let levels = levels(a, burstiness)?;
+        let levels = match &workload.trace {
+            Some(t) => trace_levels(a, t),
+            None => levels(a, burstiness)?,
+        };
         if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
             bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
         }
         let retry = RetryPolicy { max: a.retries, backoff: a.retry_backoff };
-        // A nonce per run unless told: the same prompts twice meet a warm prefix cache.
-        let (seed, seed_drawn) = match a.seed {
-            Some(s) => (s, false),
-            None => (u64::from(rand::random::<u32>()), true),
-        };
         Ok(RunPlan { slos, spec, max_len, workload, unit, levels, refine, retry, url, seed, seed_drawn })
     }
 }
@@ -205,6 +210,21 @@ fn check_bounds(a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// A trace's levels: one per speedup, by the rate it offers.
+fn trace_levels(a: &RunArgs, t: &goodput_workload::Trace) -> VecDeque<LevelSpec> {
+    let (rate, requests) = (t.rate(), t.entries.len());
+    a.trace
+        .trace_speedup
+        .iter()
+        .map(|&speedup| {
+            // Offered requests per second, to the thousandth (a level's name in every table).
+            let offered = (rate * speedup * 1e3).round() / 1e3;
+            let arrival = Arrival::Trace { speedup, rate: offered, requests };
+            LevelSpec { load: arrival.load(), arrival, duration: a.duration }
+        })
+        .collect()
+}
+
 /// The sweep's levels from `--burst`, `--stages`, `--rate` or `--concurrency`.
 fn levels(a: &RunArgs, burstiness: Option<f64>) -> Result<VecDeque<LevelSpec>> {
     let level = |arrival: Arrival, duration: Option<Duration>| LevelSpec { load: arrival.load(), arrival, duration };
@@ -253,9 +273,12 @@ impl Counts {
             (None, Arrival::Closed { users, .. }) if sessions => a.requests.unwrap_or((2 * users).max(2)),
             (None, Arrival::Closed { users, .. }) => a.requests.unwrap_or((4 * users).max(8)),
             (None, Arrival::Rate { rate, .. }) => a.requests.unwrap_or(((10.0 * rate).ceil() as usize).max(8)),
+            // The window's requests, once (not beyond: the times would start over).
+            (None, Arrival::Trace { requests, .. }) => a.requests.map_or(*requests, |r| r.min(*requests)),
         };
         let warmup = match (a.warmup, &level.arrival) {
             (_, Arrival::Burst { .. }) => 0,
+            (None, Arrival::Trace { .. }) => 0,
             (Some(w), _) => w.count(),
             (None, Arrival::Closed { users, .. }) => *users,
             (None, _) => 2,

@@ -105,6 +105,12 @@ fn workload(
     tokenizer: &Arc<Tokenizer>,
     max_len: usize,
 ) -> Result<Workload> {
+    if let Some(t) = &spec.trace {
+        if !a.quiet {
+            eprintln!("trace: {}", t.describe());
+        }
+        return Ok(Workload::Trace(t.clone()));
+    }
     if let Some(d) = &spec.dataset {
         if tokenizer.kind() == "bytes" {
             eprintln!(

@@ -1,0 +1,276 @@
+//! Trace replay: requests sent open loop at a production trace's times (optionally faster,
+//! within a time window), with its input and output lengths.
+//!
+//! - **Mooncake** JSONL: `{"timestamp": ms, "input_length": n, "output_length": n,
+//!   "hash_ids": [..]}`. Each hash id names one block of `block_size` prompt tokens (512 in
+//!   Mooncake's traces): equal ids are equal blocks, so requests that share leading hash ids
+//!   share that prefix, and the target's prefix cache meets what the traced one met.
+//! - **Azure** LLM inference trace CSV: `TIMESTAMP` (`2023-11-16 18:15:46.6805900`),
+//!   `ContextTokens`, `GeneratedTokens`; prompts are unique.
+//!
+//! Latency counts from each request's intended time (its trace time), as for any open loop.
+
+use crate::scenario::random_tokens;
+use crate::WorkloadError;
+use goodput_core::{SamplingParams, TokenId, WorkRequest};
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    Mooncake,
+    Azure,
+    /// Azure when the first line names `TIMESTAMP`, else Mooncake.
+    Auto,
+}
+
+/// One traced request: when (seconds from the trace's first request) and how long.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceEntry {
+    pub at_s: f64,
+    pub input: usize,
+    pub output: usize,
+    /// Mooncake: the ids of the prompt's blocks, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hash_ids: Vec<u64>,
+}
+
+#[derive(Deserialize)]
+struct MooncakeLine {
+    timestamp: f64,
+    input_length: usize,
+    output_length: usize,
+    #[serde(default)]
+    hash_ids: Vec<u64>,
+}
+
+#[derive(Deserialize)]
+struct AzureRow {
+    #[serde(rename = "TIMESTAMP")]
+    timestamp: String,
+    #[serde(rename = "ContextTokens")]
+    context: usize,
+    #[serde(rename = "GeneratedTokens")]
+    generated: usize,
+}
+
+/// Seconds since 1970 of `YYYY-MM-DD HH:MM:SS[.fraction]` (UTC, as the Azure traces are).
+pub fn parse_timestamp(s: &str) -> Option<f64> {
+    let (date, time) = s.trim().split_once([' ', 'T'])?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.trim_end_matches('Z').split(':');
+    let (hh, mm) = (t.next()?.parse::<i64>().ok()?, t.next()?.parse::<i64>().ok()?);
+    let ss: f64 = t.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || !(0.0..61.0).contains(&ss) {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + hh * 3600 + mm * 60) as f64 + ss)
+}
+
+/// Reads a trace: its requests by time, the first at 0.
+pub fn read(path: &Path, format: TraceFormat) -> Result<Vec<TraceEntry>, WorkloadError> {
+    let bad = |reason: String| WorkloadError::File { path: path.to_path_buf(), reason };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let format = match format {
+        TraceFormat::Auto if text.lines().next().is_some_and(|l| l.contains("TIMESTAMP")) => TraceFormat::Azure,
+        TraceFormat::Auto => TraceFormat::Mooncake,
+        f => f,
+    };
+    let mut entries: Vec<TraceEntry> = Vec::new();
+    match format {
+        TraceFormat::Azure => {
+            let mut r = csv::Reader::from_reader(text.as_bytes());
+            for (i, row) in r.deserialize::<AzureRow>().enumerate() {
+                let row = row.map_err(|e| bad(format!("row {}: {e}", i + 1)))?;
+                let at = parse_timestamp(&row.timestamp)
+                    .ok_or_else(|| bad(format!("row {}: `{}` is not a timestamp", i + 1, row.timestamp)))?;
+                entries.push(TraceEntry { at_s: at, input: row.context, output: row.generated, hash_ids: Vec::new() });
+            }
+        }
+        _ => {
+            for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                let l: MooncakeLine = serde_json::from_str(line).map_err(|e| bad(format!("line {}: {e}", i + 1)))?;
+                if !l.timestamp.is_finite() {
+                    return Err(bad(format!("line {}: the timestamp is not a number", i + 1)));
+                }
+                let (input, output, hash_ids) = (l.input_length, l.output_length, l.hash_ids);
+                entries.push(TraceEntry { at_s: l.timestamp / 1e3, input, output, hash_ids });
+            }
+        }
+    }
+    if entries.is_empty() {
+        return Err(bad("no requests".into()));
+    }
+    entries.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    let t0 = entries[0].at_s;
+    entries.iter_mut().for_each(|e| e.at_s -= t0);
+    Ok(entries)
+}
+
+/// How a trace is replayed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceOptions {
+    /// Seconds of the trace (from its first request) to replay: `[from, to)`.
+    pub window: (f64, Option<f64>),
+    /// Tokens per hash id (Mooncake: 512).
+    pub block_size: usize,
+}
+
+/// A trace ready to replay: the requests of its window, their times from the window's start.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub name: String,
+    pub options: TraceOptions,
+    pub entries: Vec<TraceEntry>,
+    /// Requests of the window left out because prompt and output exceed the model's context.
+    pub too_long: usize,
+    /// Seconds the window spans (to its last request).
+    pub span_s: f64,
+    seed: u64,
+}
+
+impl Trace {
+    /// The window's requests that fit `max_model_len`; prompts drawn with `seed`.
+    pub fn new(
+        name: String,
+        all: Vec<TraceEntry>,
+        options: TraceOptions,
+        max_model_len: usize,
+        seed: u64,
+    ) -> Result<Self, WorkloadError> {
+        if options.block_size == 0 {
+            return Err(WorkloadError::Invalid("trace: the block size must be at least 1".into()));
+        }
+        let (from, to) = options.window;
+        let inside: Vec<TraceEntry> =
+            all.into_iter().filter(|e| e.at_s >= from && to.is_none_or(|t| e.at_s < t)).collect();
+        let n = inside.len();
+        let entries: Vec<TraceEntry> = inside
+            .into_iter()
+            .filter(|e| e.input >= 1 && e.output >= 1 && e.input + e.output <= max_model_len)
+            .map(|e| TraceEntry { at_s: e.at_s - from, ..e })
+            .collect();
+        if entries.is_empty() {
+            return Err(WorkloadError::Invalid(format!(
+                "trace {name}: no request in the window fits the model's context of {max_model_len} ({n} in the window)"
+            )));
+        }
+        let span_s = entries.last().map_or(0.0, |e| e.at_s);
+        Ok(Trace { name, too_long: n - entries.len(), span_s, options, entries, seed })
+    }
+
+    /// Requests per second the window offers at speed 1 (its requests over its span; one
+    /// second at least).
+    pub fn rate(&self) -> f64 {
+        self.entries.len() as f64 / self.span_s.max(1.0)
+    }
+
+    /// Seconds from the level's start at which request `i` is due, at `speedup`.
+    pub fn due(&self, i: usize, speedup: f64) -> f64 {
+        self.entries[i % self.entries.len()].at_s / speedup
+    }
+
+    /// Request `id` (the `i`-th of its level): the traced lengths; blocks of equal hash ids
+    /// are equal tokens within a level (each level its own, so a replay at another speed
+    /// does not start with the last one's cache), the rest unique to the request.
+    pub fn request(&self, id: u64, i: usize, vocab: usize) -> WorkRequest {
+        let e = &self.entries[i % self.entries.len()];
+        let bs = self.options.block_size;
+        let level = id.wrapping_sub(i as u64);
+        let mut prompt: Vec<TokenId> = Vec::with_capacity(e.input);
+        for &h in &e.hash_ids {
+            if prompt.len() >= e.input {
+                break;
+            }
+            let block_seed =
+                self.seed ^ h.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ level.wrapping_mul(0xA24B_AED4_963E_E407);
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(block_seed);
+            prompt.extend(random_tokens(&mut rng, bs.min(e.input - prompt.len()), vocab));
+        }
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed ^ id.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        prompt.extend(random_tokens(&mut rng, e.input - prompt.len(), vocab));
+        WorkRequest { id, prompt, params: SamplingParams::greedy_exact(e.output) }
+    }
+
+    pub fn describe(&self) -> String {
+        let mean =
+            |f: fn(&TraceEntry) -> usize| self.entries.iter().map(f).sum::<usize>() as f64 / self.entries.len() as f64;
+        format!(
+            "{}: {} requests over {:.0} s ({:.2} req/s at speed 1; {} beyond the context left out), mean input {:.0}, \
+             output {:.0} tokens",
+            self.name,
+            self.entries.len(),
+            self.span_s,
+            self.rate(),
+            self.too_long,
+            mean(|e| e.input),
+            mean(|e| e.output)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, text: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("goodput-trace-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn azure_timestamps_are_seconds_since_1970() {
+        assert_eq!(parse_timestamp("1970-01-01 00:00:01"), Some(1.0));
+        // 2023-11-16 is day 19 677 since 1970.
+        let t = parse_timestamp("2023-11-16 18:15:46.6805900").unwrap();
+        assert!((t - (19_677.0 * 86_400.0 + 18.0 * 3600.0 + 15.0 * 60.0 + 46.68059)).abs() < 1e-6, "{t}");
+        assert_eq!(parse_timestamp("2024-02-29T00:00:00Z"), Some(19_782.0 * 86_400.0));
+        assert_eq!(parse_timestamp("2023-13-01 00:00:00"), None);
+        assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn mooncake_blocks_share_prefixes_by_hash_id_and_the_window_cuts() {
+        let text = "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [7, 8, 9]}\n\
+                    {\"timestamp\": 0, \"input_length\": 9, \"output_length\": 3, \"hash_ids\": [7, 8, 5]}\n\
+                    {\"timestamp\": 2500, \"input_length\": 900, \"output_length\": 3, \"hash_ids\": []}\n";
+        let all = read(&file("m.jsonl", text), TraceFormat::Auto).unwrap();
+        assert_eq!(all.iter().map(|e| e.at_s).collect::<Vec<_>>(), [0.0, 1.0, 2.5], "sorted, from the first");
+        let opts = TraceOptions { window: (0.0, None), block_size: 4 };
+        let t = Trace::new("m".into(), all.clone(), opts, 512, 1).unwrap();
+        assert_eq!((t.entries.len(), t.too_long), (2, 1), "900 + 3 tokens exceed 512");
+        let (a, b) = (t.request(100, 0, 1000), t.request(101, 1, 1000));
+        assert_eq!((a.prompt.len(), b.prompt.len()), (9, 10));
+        // Blocks 7 and 8: the first 8 tokens agree; block 5 and block 9 differ.
+        assert_eq!(a.prompt[..8], b.prompt[..8]);
+        assert_ne!(a.prompt[8], b.prompt[8]);
+        assert_eq!((t.due(1, 2.0), t.rate()), (0.5, 2.0));
+        let late =
+            Trace::new("m".into(), all, TraceOptions { window: (0.5, Some(3.0)), block_size: 4 }, 4096, 1).unwrap();
+        assert_eq!(late.entries.iter().map(|e| e.at_s).collect::<Vec<_>>(), [0.5, 2.0]);
+    }
+
+    #[test]
+    fn azure_csv_rows_and_refusals_by_row() {
+        let text = "TIMESTAMP,ContextTokens,GeneratedTokens\n\
+                    2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n";
+        let all = read(&file("a.csv", text), TraceFormat::Auto).unwrap();
+        assert_eq!(all.len(), 2);
+        assert!((all[1].at_s - 4.314579).abs() < 1e-6 && all[1].input == 396 && all[1].output == 109);
+        let bad = "TIMESTAMP,ContextTokens,GeneratedTokens\nnot a time,1,1\n";
+        assert!(read(&file("b.csv", bad), TraceFormat::Azure).unwrap_err().to_string().contains("row 1"));
+        let err = read(&file("c.jsonl", "{\"timestamp\": 1}\n"), TraceFormat::Mooncake).unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
+}
