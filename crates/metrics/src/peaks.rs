@@ -78,7 +78,7 @@ mod tests {
 /// from 0, each bin's total over its width, at the bin's middle; bins up to the last event.
 /// With weights 1 it is a rate of requests; with output tokens, a throughput.
 pub fn per_second(events: &[(f64, f64)], bin_s: f64) -> Vec<(f64, f64)> {
-    if events.is_empty() || !(bin_s > 0.0) {
+    if events.is_empty() || bin_s.is_nan() || bin_s <= 0.0 {
         return Vec::new();
     }
     let last = events.iter().map(|e| e.0).fold(0.0, f64::max);
