@@ -24,13 +24,13 @@ pub struct NamedModel {
 /// Resolves `--model`: a catalog name, a directory with `config.json`, a `.gguf` file, or
 /// `ORG/NAME` with its `config.json` in the local Hugging Face cache, in that order.
 pub fn resolve(name: &str, catalog: &Catalog) -> Result<NamedModel> {
-    if let Ok(spec) = catalog.get(name) {
-        return Ok(NamedModel {
-            spec: spec.clone(),
-            weights: WeightsSource::Dummy { seed: 0 },
-            origin: "catalog".into(),
-        });
-    }
+    let not_in_catalog = match catalog.get(name) {
+        Ok(spec) => {
+            let weights = WeightsSource::Dummy { seed: 0 };
+            return Ok(NamedModel { spec: spec.clone(), weights, origin: "catalog".into() });
+        }
+        Err(e) => e,
+    };
     let path = Path::new(name);
     if path.is_dir() {
         let config = path.join("config.json");
@@ -60,8 +60,8 @@ pub fn resolve(name: &str, catalog: &Catalog) -> Result<NamedModel> {
         return Ok(NamedModel { spec, weights: WeightsSource::HfCache, origin: format!("hf-cache {name}") });
     }
     Err(EngineError::Config(format!(
-        "--model `{name}` is no catalog model (`goodput models` lists them), no directory with config.json, \
-         no .gguf file, and no repository in the local Hugging Face cache ({})",
+        "{not_in_catalog}; nor is `{name}` a directory with config.json, a .gguf file, or a repository in the \
+         local Hugging Face cache ({})",
         hf_hub::Cache::from_env().path().display()
     )))
 }
