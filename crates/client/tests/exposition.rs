@@ -78,3 +78,26 @@ fn llama_cpp_has_counts_and_nothing_else() {
     assert_eq!((p.running, p.waiting, p.kv_usage), (Some(2.0), Some(1.0), None));
     assert_eq!(side("llamacpp.prom").prefix_cache, None);
 }
+
+/// Recorded from vLLM's CPU build 0.32 (`../shared/peers`) after 90 requests of goodput runs,
+/// two of them with the same seed (the second served 1 152 prompt tokens from the cache).
+#[test]
+fn vllm_0_32_as_recorded() {
+    let after = scrape("vllm-0.32-cpu.prom");
+    let p = GaugePoint::of(&after, 0.0);
+    assert_eq!((p.running, p.waiting, p.kv_usage, p.kv_usage_max), (Some(0.0), Some(0.0), Some(0.0), None));
+    let s = side("vllm-0.32-cpu.prom");
+    assert_eq!(s.prefix_cache, Some(PrefixCache { queried_tokens: 9918.0, hit_tokens: 1152.0 }));
+    for (name, h) in [
+        ("ttft", &s.histograms.ttft),
+        ("e2e", &s.histograms.e2e),
+        ("queue", &s.histograms.queue),
+        ("prefill", &s.histograms.prefill),
+        ("decode", &s.histograms.decode),
+        ("itl", &s.histograms.itl),
+        ("tpot", &s.histograms.tpot),
+    ] {
+        assert!(h.as_ref().is_some_and(|h| h.count > 0.0), "{name}: {h:?}");
+    }
+    assert_eq!(s.histograms.ttft.as_ref().unwrap().count, 90.0);
+}

@@ -166,7 +166,7 @@ pub fn run(
     let engine = EngineLevel::of(&in_window(&steps, window));
     let prefix_cache = PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref()));
     if let Some(h) = prefix_cache.filter(|h| h.contaminated() && rig.workload.unique_prompts()) {
-        warn_cache_hits(level.load, &h, plan);
+        warn_cache_hits(level.load, &h, plan, &rig.workload);
     }
     let report = LevelReport {
         prefix_cache,
@@ -206,11 +206,18 @@ fn vllm_load(arrival: &Arrival, measured: &[&ClientRecord]) -> VllmLoad {
 }
 
 /// A workload of unique prompts served from the prefix cache: the level measured the cache.
-fn warn_cache_hits(load: f64, h: &PrefixHits, plan: &RunPlan) {
-    let why = if plan.seed_drawn {
-        "its prompts are this run's own, so the server shares prefixes across them (or reports hits it did not have)"
-    } else {
-        "a run with the same --seed sent these prompts before: pass another --seed, or none (one is drawn per run)"
+fn warn_cache_hits(load: f64, h: &PrefixHits, plan: &RunPlan, workload: &Workload) {
+    let why = match workload {
+        Workload::Dataset(d) => format!(
+            "the dataset's {} prompts repeat once the run has sent them all: give a larger dataset or fewer --requests",
+            d.conversations.len()
+        ),
+        _ if plan.seed_drawn => {
+            "its prompts are this run's own, so the server shares prefixes across them (or reports hits it did not have)"
+                .into()
+        }
+        _ => "a run with the same --seed sent these prompts before: pass another --seed, or none (one is drawn per run)"
+            .into(),
     };
     eprintln!(
         "warning: level {load}: {:.0} % of prompt tokens came from the prefix cache ({} of {}, from {}) where the \
