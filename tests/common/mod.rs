@@ -98,3 +98,58 @@ pub fn run_ok(dir: &Path, args: &[&str]) -> String {
     assert!(ok, "goodput {}: {err}", all.join(" "));
     out
 }
+
+/// A `goodput serve` process on a free loopback port, killed when dropped.
+pub struct Served(pub std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `goodput serve ARGS` on a free loopback port (OPENAI_API_KEY unset); returns it and
+/// its `127.0.0.1:PORT` once it accepts connections.
+pub fn serve(args: &[&str]) -> (Served, String) {
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(["serve", "--port", &port, "--shutdown-grace", "1s"])
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let t = Instant::now();
+    while TcpStream::connect(&addr).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(60), "the server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Served(child), addr)
+}
+
+/// Dummy weights that also keep every tensor handed out, by name (to be saved as files).
+pub struct Recorder(
+    pub goodput_engine::weights::DummySource,
+    pub std::collections::HashMap<String, candle_core::Tensor>,
+);
+
+impl goodput_engine::weights::TensorSource for Recorder {
+    fn tensor(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        init: goodput_engine::weights::Init,
+    ) -> goodput_engine::Result<candle_core::Tensor> {
+        let t = self.0.tensor(name, shape, init)?;
+        self.1.insert(name.to_string(), t.clone());
+        Ok(t)
+    }
+    fn contains(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+}

@@ -3,12 +3,9 @@
 //! with the CA, the key and a header; refused without the key or the CA, with messages that
 //! say why; the key written nowhere.
 
-use crate::common::{goodput, goodput_env, summary_of, temp};
+use crate::common::{goodput, goodput_env, summary_of, temp, Served};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// Writes ca.pem, cert.pem and key.pem (a certificate for 127.0.0.1 signed by the CA) in `dir`.
 fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
@@ -26,33 +23,10 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     files
 }
 
-/// A `goodput serve` process, stopped when dropped.
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
+/// `goodput serve ARGS`; returns it and its `https://` URL.
 fn serve(args: &[&str]) -> (Served, String) {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
-    let child = Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args(["serve", "--port", &port, "--shutdown-grace", "1s"])
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    let t = Instant::now();
-    while TcpStream::connect(&addr).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(60), "the server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Served(child), format!("https://{addr}"))
+    let (s, addr) = crate::common::serve(args);
+    (s, format!("https://{addr}"))
 }
 
 #[test]

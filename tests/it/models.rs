@@ -3,17 +3,15 @@
 //! tokenizer (vLLM's `--load-format dummy`); driving a server by text, the model's tokenizer
 //! gives prompts of exactly the scenario's lengths.
 
-use crate::common::{goodput, records, summary_of, temp};
-use candle_core::{DType, Device, Tensor};
+use crate::common::{goodput, records, serve, summary_of, temp, Recorder};
+use candle_core::{DType, Device};
 use goodput_core::ModelSpec;
-use goodput_engine::weights::{DummySource, Init, TensorSource};
+use goodput_engine::weights::DummySource;
 use goodput_engine::Llama;
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// transformers' config of a small Llama; `rms_norm_eps` as a GGUF conversion writes it.
 const CONFIG: &str = r#"{"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,
@@ -43,56 +41,17 @@ fn tokenizer_json() -> String {
     .to_string()
 }
 
-/// Dummy weights that keep every tensor handed out, to be saved as safetensors.
-struct Keep(DummySource, HashMap<String, Tensor>);
-impl TensorSource for Keep {
-    fn tensor(&mut self, name: &str, shape: &[usize], init: Init) -> goodput_engine::Result<Tensor> {
-        let t = self.0.tensor(name, shape, init)?;
-        self.1.insert(name.to_string(), t.clone());
-        Ok(t)
-    }
-    fn contains(&self, name: &str) -> bool {
-        self.0.contains(name)
-    }
-}
-
 /// `DIR/my-llama` with config.json, model.safetensors and tokenizer.json.
 fn model_dir(dir: &Path) -> PathBuf {
     let m = dir.join("my-llama");
     std::fs::create_dir_all(&m).unwrap();
     let spec = ModelSpec::from_hf_config("my-llama", CONFIG).unwrap();
-    let mut keep = Keep(DummySource { seed: 3, dtype: DType::F32, device: Device::Cpu }, HashMap::new());
+    let mut keep = Recorder(DummySource { seed: 3, dtype: DType::F32, device: Device::Cpu }, HashMap::new());
     Llama::load(&spec, &mut keep, 512, &Device::Cpu, DType::F32).unwrap();
     candle_core::safetensors::save(&keep.1, m.join("model.safetensors")).unwrap();
     std::fs::write(m.join("config.json"), CONFIG).unwrap();
     std::fs::write(m.join("tokenizer.json"), tokenizer_json()).unwrap();
     m
-}
-
-struct Served(Child);
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(args: &[&str]) -> (Served, String) {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
-    let child = Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args(["serve", "--port", &port, "--shutdown-grace", "1s"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    let t = Instant::now();
-    while TcpStream::connect(&addr).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(60), "the server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Served(child), addr)
 }
 
 /// POSTs `body` to `path`; the response's JSON body.

@@ -2,11 +2,12 @@
 //! directory and the local Hugging Face cache layout must give the very same logits and greedy
 //! tokens as the in-memory tensors they were saved from.
 
+use crate::common::Recorder;
 use candle_core::{DType, Device, Tensor};
 use goodput_core::{Catalog, ModelSpec, WeightsSource};
 use goodput_engine::loader;
 use goodput_engine::reference::ReferenceRunner;
-use goodput_engine::weights::{DummySource, Init, TensorSource};
+use goodput_engine::weights::DummySource;
 use goodput_engine::Llama;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,19 +18,6 @@ fn spec() -> ModelSpec {
                 intermediate_size = 96\nvocab_size = 300\nmax_position_embeddings = 256\nrope_theta = 10000.0\n\
                 rms_norm_eps = 1e-6\ntie_word_embeddings = false\nhf_repo = \"goodput-test/t\"\n";
     Catalog::parse(text, "test").unwrap().get("t").unwrap().clone()
-}
-
-/// Dummy weights that also remember every tensor handed out, by name.
-struct Recorder(DummySource, HashMap<String, Tensor>);
-impl TensorSource for Recorder {
-    fn tensor(&mut self, name: &str, shape: &[usize], init: Init) -> goodput_engine::Result<Tensor> {
-        let t = self.0.tensor(name, shape, init)?;
-        self.1.insert(name.to_string(), t.clone());
-        Ok(t)
-    }
-    fn contains(&self, name: &str) -> bool {
-        self.0.contains(name)
-    }
 }
 
 fn temp(name: &str) -> PathBuf {

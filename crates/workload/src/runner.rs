@@ -152,36 +152,31 @@ impl<T: Target> Level<T> {
 
     /// Open loop: requests due on the arrival process's schedule, whatever the target does.
     async fn open(self: &Arc<Self>, rate: f64, burstiness: Option<f64>, deadline: Option<Instant>) {
-        let (clock, total) = (self.target.clock(), self.plan.total());
         let mut gaps = Gaps::new(rate, burstiness, self.plan.seed);
-        let t0 = tokio::time::Instant::now();
         let mut at = 0.0f64;
-        let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
-        for i in 0..total {
-            let due = t0 + Duration::from_secs_f64(at);
-            if deadline.is_some_and(|d| due.into_std() >= d) || self.plan.stop.raised() {
-                break;
-            }
-            tokio::time::sleep_until(due).await;
-            if self.plan.stop.raised() {
-                break;
-            }
-            let (level, intended) = (self.clone(), clock.stamp(due.into_std()));
-            tasks.push(tokio::spawn(async move { level.request(i, intended).await }));
+        self.scheduled(deadline, move |_| {
+            let now = at;
             at += gaps.next_gap();
-        }
-        join_all(tasks).await;
+            now
+        })
+        .await;
     }
 
     /// A trace: request `i` due at its own time, `speedup` times faster, whatever the target
     /// does (an open loop).
     async fn traced(self: &Arc<Self>, speedup: f64, deadline: Option<Instant>) {
+        let prompts = self.scenario.clone();
+        self.scheduled(deadline, move |i| prompts.due(i, speedup).unwrap_or(0.0).max(0.0)).await;
+    }
+
+    /// Sends request `i` at `at(i)` seconds after the level's start (`at` called in order of
+    /// `i`, times ascending), until all are sent, the deadline passes or the level stops.
+    async fn scheduled(self: &Arc<Self>, deadline: Option<Instant>, mut at: impl FnMut(u64) -> f64) {
         let (clock, total) = (self.target.clock(), self.plan.total());
         let t0 = tokio::time::Instant::now();
         let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
         for i in 0..total {
-            let at = self.scenario.due(i, speedup).unwrap_or(0.0);
-            let due = t0 + Duration::from_secs_f64(at.max(0.0));
+            let due = t0 + Duration::from_secs_f64(at(i));
             if deadline.is_some_and(|d| due.into_std() >= d) || self.plan.stop.raised() {
                 break;
             }
