@@ -95,20 +95,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let addr = listener.local_addr()?;
     let app = goodput_server::mock::router(mock.clone());
     server_rt.spawn(async move { axum::serve(listener, app).await });
-    let cfg = goodput_client::HttpConfig {
-        base_url: format!("http://{addr}"),
-        model: "mock".into(),
-        api: goodput_client::Api::Completions,
-        exact_lengths: false,
-        return_token_ids: false,
-        codec: None,
-        same_clock: true,
-        server_stamps: true,
-        strict_openai: false,
-        extra_body: Default::default(),
-        connection: Default::default(),
-    };
-    let target = Arc::new(goodput_client::HttpTarget::new(cfg, clock)?);
+    let target = Arc::new(goodput_client::HttpTarget::new(mock_config(addr), clock)?);
     let scenario = Arc::new(Scenario {
         name: "calibrate".into(),
         input: LengthDist::Fixed { n: 4 },
@@ -222,4 +209,21 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         std::fs::write(p, serde_json::to_vec_pretty(&levels)?).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
+}
+
+/// The client's settings against the mock: token-id prompts, nothing beyond OpenAI's fields.
+fn mock_config(addr: std::net::SocketAddr) -> goodput_client::HttpConfig {
+    goodput_client::HttpConfig {
+        base_url: format!("http://{addr}"),
+        model: "mock".into(),
+        api: goodput_client::Api::Completions,
+        exact_lengths: false,
+        return_token_ids: false,
+        codec: None,
+        same_clock: true,
+        server_stamps: true,
+        strict_openai: false,
+        extra_body: Default::default(),
+        connection: Default::default(),
+    }
 }
