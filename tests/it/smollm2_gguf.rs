@@ -111,3 +111,23 @@ fn smollm2_s_own_chat_template_renders_through_the_server() {
     assert!(text.contains(PROMPT), "{text}");
     assert!(text.starts_with("<|im_start|>system\n"), "{text}");
 }
+
+#[test]
+fn the_gguf_file_alone_gives_smollm2_s_shape_without_the_catalog() {
+    let path = fetch();
+    let from_file = goodput_engine::model_files::spec_from_gguf(&path).unwrap();
+    let catalog = Catalog::builtin().get("smollm2-135m").unwrap().clone();
+    let shape = |s: &goodput_core::ModelSpec| {
+        (s.hidden_size, s.num_layers, s.num_heads, s.num_kv_heads, s.intermediate_size, s.vocab_size)
+    };
+    assert_eq!(shape(&from_file), shape(&catalog));
+    assert_eq!(
+        (from_file.tie_word_embeddings, from_file.rope_theta),
+        (catalog.tie_word_embeddings, catalog.rope_theta)
+    );
+    assert!(goodput_engine::weights::same_at_f32(from_file.rms_norm_eps, catalog.rms_norm_eps));
+    assert_eq!(from_file.param_count(), catalog.param_count());
+    // `--model FILE.gguf` runs on the file's own weights and tokenizer.
+    let named = goodput_engine::model_files::resolve(path.to_str().unwrap(), &Catalog::builtin()).unwrap();
+    assert!(matches!(named.weights, WeightsSource::Gguf { dequantize: false, .. }));
+}

@@ -102,5 +102,7 @@ fn an_azure_trace_runs_a_level_per_speedup_and_bad_traces_are_named() {
     assert!(!ok && err.contains("ends before it starts"), "{err}");
     let (ok, _, err) = goodput(&["run", "--trace", csv.to_str().unwrap(), "--rate", "2", "-q"]);
     assert!(!ok && err.contains("--rate"), "{err}");
+    let (ok, _, err) = goodput(&["capacity", "--trace", csv.to_str().unwrap(), "-q"]);
+    assert!(!ok && err.contains("--trace-speedup"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -77,6 +77,15 @@ fn safetensors_dir_and_hf_cache_load_the_same_model() {
     std::env::set_var("HF_HOME", &home);
     let loaded = loader::load(&s, &WeightsSource::HfCache, &Device::Cpu, DType::F32, 256).unwrap();
     assert_eq!(greedy(&loaded.model), want);
+    // `--model goodput-test/t`: no catalog entry, the spec from the cached config.json.
+    let named = goodput_engine::model_files::resolve("goodput-test/t", &Catalog::builtin()).unwrap();
+    assert_eq!(
+        (named.spec.param_count(), named.spec.kv_bytes_per_token(4)),
+        (s.param_count(), s.kv_bytes_per_token(4))
+    );
+    assert_eq!((named.spec.hf_repo.as_deref(), &named.weights), (Some("goodput-test/t"), &WeightsSource::HfCache));
+    let loaded = loader::load(&named.spec, &named.weights, &Device::Cpu, DType::F32, 256).unwrap();
+    assert_eq!(greedy(&loaded.model), want);
     // A repository that is not in the cache is a clear error, never a download.
     let mut other = s.clone();
     other.hf_repo = Some("goodput-test/absent".into());

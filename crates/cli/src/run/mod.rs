@@ -25,6 +25,9 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
     if a.rate.is_some() || a.stages.is_some() || a.duration.is_some() {
         bail!("goodput capacity searches over users with --requests per level; drop --rate, --stages and --duration");
     }
+    if a.trace.trace.is_some() {
+        bail!("goodput capacity searches over users; a trace sends at its own times: use `run --trace F --trace-speedup 1,2,4`");
+    }
     if c.max_users == 0 || c.max_users > plan::MAX_USERS {
         bail!("--max-users must be between 1 and {}, got {}", plan::MAX_USERS, c.max_users);
     }
