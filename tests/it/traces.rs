@@ -102,6 +102,13 @@ fn an_azure_trace_runs_a_level_per_speedup_and_bad_traces_are_named() {
     assert!(!ok && err.contains("ends before it starts"), "{err}");
     let (ok, _, err) = goodput(&["run", "--trace", csv.to_str().unwrap(), "--rate", "2", "-q"]);
     assert!(!ok && err.contains("--rate"), "{err}");
+    // A duration cuts the replay short and never sends beyond the trace: 1 s at speed 1
+    // holds the requests at 0 and 0.5 s.
+    let cut = dir.join("cut");
+    let (ok, _, err) =
+        goodput(&["run", "--trace", csv.to_str().unwrap(), "--duration", "1s", "--out", cut.to_str().unwrap(), "-q"]);
+    assert!(ok, "{err}");
+    assert_eq!(records(&cut).len(), 2);
     let (ok, _, err) = goodput(&["capacity", "--trace", csv.to_str().unwrap(), "-q"]);
     assert!(!ok && err.contains("--trace-speedup"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);

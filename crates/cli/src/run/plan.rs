@@ -268,13 +268,14 @@ impl Counts {
     pub fn of(a: &RunArgs, level: &LevelSpec, sessions: bool) -> Counts {
         // With a duration, the request count only caps the level.
         let requests = match (&level.duration, &level.arrival) {
+            // The window's requests, once (not beyond: the times would start over), even
+            // with a duration (which then only cuts the replay short).
+            (_, Arrival::Trace { requests, .. }) => a.requests.map_or(*requests, |r| r.min(*requests)),
             (Some(_), _) => usize::MAX / 2,
             (None, Arrival::Burst { size }) => *size,
             (None, Arrival::Closed { users, .. }) if sessions => a.requests.unwrap_or((2 * users).max(2)),
             (None, Arrival::Closed { users, .. }) => a.requests.unwrap_or((4 * users).max(8)),
             (None, Arrival::Rate { rate, .. }) => a.requests.unwrap_or(((10.0 * rate).ceil() as usize).max(8)),
-            // The window's requests, once (not beyond: the times would start over).
-            (None, Arrival::Trace { requests, .. }) => a.requests.map_or(*requests, |r| r.min(*requests)),
         };
         let warmup = match (a.warmup, &level.arrival) {
             (_, Arrival::Burst { .. }) => 0,
