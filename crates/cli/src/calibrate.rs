@@ -214,16 +214,8 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
 /// The client's settings against the mock: token-id prompts, nothing beyond OpenAI's fields.
 fn mock_config(addr: std::net::SocketAddr) -> goodput_client::HttpConfig {
     goodput_client::HttpConfig {
-        base_url: format!("http://{addr}"),
-        model: "mock".into(),
-        api: goodput_client::Api::Completions,
         exact_lengths: false,
-        return_token_ids: false,
-        codec: None,
         same_clock: true,
-        server_stamps: true,
-        strict_openai: false,
-        extra_body: Default::default(),
-        connection: Default::default(),
+        ..goodput_client::HttpConfig::new(format!("http://{addr}"), "mock")
     }
 }

@@ -73,6 +73,26 @@ pub struct HttpConfig {
     pub connection: Connection,
 }
 
+impl HttpConfig {
+    /// `model` at `base_url` by token-id prompts with exact lengths, reading the server's
+    /// stamps; no codec, no extra fields, plain connection settings.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        HttpConfig {
+            base_url: base_url.into(),
+            model: model.into(),
+            api: Api::Completions,
+            exact_lengths: true,
+            strict_openai: false,
+            return_token_ids: false,
+            codec: None,
+            same_clock: false,
+            server_stamps: true,
+            extra_body: Default::default(),
+            connection: Connection::default(),
+        }
+    }
+}
+
 /// The HTTP target.
 pub struct HttpTarget {
     cfg: HttpConfig,
@@ -371,17 +391,10 @@ mod tests {
 
     fn target(strict: bool, extra: Value) -> Result<HttpTarget, ClientError> {
         let cfg = HttpConfig {
-            base_url: "http://127.0.0.1:1/".into(),
-            model: "m".into(),
-            api: Api::Completions,
-            exact_lengths: true,
             strict_openai: strict,
             return_token_ids: true,
-            codec: None,
-            same_clock: false,
-            server_stamps: true,
             extra_body: extra.as_object().cloned().unwrap_or_default(),
-            connection: Connection::default(),
+            ..HttpConfig::new("http://127.0.0.1:1/", "m")
         };
         HttpTarget::new(cfg, Clock::new())
     }

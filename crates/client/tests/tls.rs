@@ -6,7 +6,7 @@
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use goodput_client::{Api, Connection, HttpConfig, HttpTarget, Secret};
+use goodput_client::{Connection, HttpConfig, HttpTarget, Secret};
 use goodput_core::{Clock, FailureKind, Outcome, SamplingParams, Target, WorkRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
@@ -105,20 +105,7 @@ async fn server() -> (u16, String, Seen) {
 }
 
 fn target(url: String, connection: Connection) -> Result<HttpTarget, goodput_client::ClientError> {
-    let cfg = HttpConfig {
-        base_url: url,
-        model: "m".into(),
-        api: Api::Completions,
-        exact_lengths: true,
-        strict_openai: false,
-        return_token_ids: false,
-        codec: None,
-        same_clock: false,
-        server_stamps: true,
-        extra_body: Default::default(),
-        connection,
-    };
-    HttpTarget::new(cfg, Clock::new())
+    HttpTarget::new(HttpConfig { connection, ..HttpConfig::new(url, "m") }, Clock::new())
 }
 
 async fn one(t: &HttpTarget) -> goodput_core::ClientRecord {

@@ -214,17 +214,9 @@ async fn shutdown_lets_streams_finish_within_the_grace_then_ends_them() {
 async fn the_http_target_stamps_a_request_and_reads_the_engine_s_timings() {
     let s = start(None, 8, Duration::from_secs(5)).await;
     let cfg = goodput_client::HttpConfig {
-        base_url: format!("http://{}", s.addr),
-        model: "tiny".into(),
-        api: goodput_client::Api::Completions,
-        exact_lengths: true,
         return_token_ids: true,
-        codec: None,
         same_clock: true,
-        server_stamps: true,
-        strict_openai: false,
-        extra_body: Default::default(),
-        connection: Default::default(),
+        ..goodput_client::HttpConfig::new(format!("http://{}", s.addr), "tiny")
     };
     let target = goodput_client::HttpTarget::new(cfg, s.state.clock).unwrap();
     assert_eq!(target.models().await.unwrap(), ["tiny"]);

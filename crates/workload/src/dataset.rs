@@ -86,7 +86,7 @@ fn turns_of(messages: Vec<Message>, output_tokens: Option<usize>) -> Vec<Turn> {
 
 /// Reads the conversations of `path`; each has at least one user turn (others are skipped).
 pub fn read(path: &Path, format: DatasetFormat) -> Result<Vec<Vec<Turn>>, WorkloadError> {
-    let bad = |reason: String| WorkloadError::File { path: path.to_path_buf(), reason };
+    let bad = |reason: String| WorkloadError::Data { what: "dataset", path: path.to_path_buf(), reason };
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let format = match format {
         DatasetFormat::Auto if text.trim_start().starts_with('{') => DatasetFormat::Jsonl,

@@ -28,6 +28,9 @@ pub use goodput_core::Phase;
 pub enum WorkloadError {
     #[error("scenario file {}: {reason}", path.display())]
     File { path: std::path::PathBuf, reason: String },
+    /// A dataset or trace file that cannot be read.
+    #[error("{what} {}: {reason}", path.display())]
+    Data { what: &'static str, path: std::path::PathBuf, reason: String },
     #[error("unknown scenario `{name}`; built in: short-qa, long-gen, long-context")]
     Unknown { name: String },
     #[error("{0}")]

@@ -79,7 +79,7 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
 
 /// Reads a trace: its requests by time, the first at 0.
 pub fn read(path: &Path, format: TraceFormat) -> Result<Vec<TraceEntry>, WorkloadError> {
-    let bad = |reason: String| WorkloadError::File { path: path.to_path_buf(), reason };
+    let bad = |reason: String| WorkloadError::Data { what: "trace", path: path.to_path_buf(), reason };
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let format = match format {
         TraceFormat::Auto if text.lines().next().is_some_and(|l| l.contains("TIMESTAMP")) => TraceFormat::Azure,
