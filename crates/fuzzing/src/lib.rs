@@ -25,6 +25,7 @@ pub use bytes::{byte_edits, mutate_bytes, small_bytes, ByteEdit};
 
 use proptest::prelude::*;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The configuration of every fuzz property: 256 cases (`PROPTEST_CASES=N` for a deeper run),
 /// failures not persisted (no `proptest-regressions` files).
@@ -33,10 +34,14 @@ pub fn config() -> ProptestConfig {
     ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
 }
 
-/// The temporary file of test `tag` with extension `ext`, in `std::env::temp_dir()` and named
-/// with the process id (one per test, so tests running in parallel never share).
+/// A fresh temporary file for test `tag` with extension `ext`, in `std::env::temp_dir()`, named
+/// with the process id and a per-process counter: every call gets its own path, so two tests
+/// running in parallel with the same tag (two properties on the same catalog model) never
+/// read each other's file.
 pub fn temp_path(tag: &str, ext: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("goodput-fuzz-{}-{tag}.{ext}", std::process::id()))
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("goodput-fuzz-{}-{n}-{tag}.{ext}", std::process::id()))
 }
 
 /// Any text of up to `max` characters, or any `max` bytes read as UTF-8 (lossily), half and half.

@@ -519,6 +519,7 @@ pub(crate) fn a_gguf_with_an_alignment_of_zero_is_refused() {
     std::fs::write(&path, file.encode()).unwrap();
     let e = GgufSource::open(&path, false, DType::F32, Device::Cpu).err().unwrap().to_string();
     assert!(e.contains("not a readable GGUF file") && e.contains("divide by zero"), "{e}");
+    let _ = std::fs::remove_file(&path);
 }
 
 /// A tensor of dims `[2^32, 2^32]` (f32): `TensorInfo::read` multiplies them in
@@ -536,6 +537,7 @@ pub(crate) fn a_gguf_tensor_of_more_elements_than_usize_holds_is_refused() {
     std::fs::write(&path, tiny_gguf(vec![1 << 32, 1 << 32]).encode()).unwrap();
     let w = WeightsSource::Gguf { path: path.clone(), dequantize: false };
     assert!(goodput_engine::loader::load(&tiny(), &w, &Device::Cpu, DType::F32, 64).is_err());
+    let _ = std::fs::remove_file(&path);
 }
 
 /// A tensor of dims `[0]` (f32): `ggml_file::from_raw_data` makes a `&[f32]` from the
@@ -551,6 +553,7 @@ pub(crate) fn a_gguf_tensor_with_no_elements_is_refused() {
     std::fs::write(&path, tiny_gguf(vec![256, 0]).encode()).unwrap();
     let w = WeightsSource::Gguf { path: path.clone(), dequantize: false };
     assert!(goodput_engine::loader::load(&tiny(), &w, &Device::Cpu, DType::F32, 64).is_err());
+    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
