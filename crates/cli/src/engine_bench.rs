@@ -18,9 +18,11 @@ use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize)]
 pub enum Attention {
-    /// The paged-attention kernel reading blocks in place.
+    /// The paged-attention kernel reading blocks in place (on CUDA: goodput's kernels, the
+    /// fused layer and on-device sampling).
     Paged,
-    /// Gather each sequence's blocks into a contiguous copy, then candle ops.
+    /// Gather each sequence's blocks into a contiguous copy, then candle ops (on CUDA: the
+    /// candle-op path, logits sampled on the host — the engine before its CUDA kernels).
     Gather,
 }
 
@@ -50,6 +52,10 @@ pub struct BenchArgs {
     pub block_size: usize,
     #[arg(long, value_enum, default_value = "paged")]
     pub attention: Attention,
+    /// On CUDA: also capture a decode step (batch 1 and 32) as a CUDA graph and time its
+    /// replay against launching it kernel by kernel.
+    #[arg(long)]
+    pub graph_probe: bool,
     /// Skip measuring the machine's memory read bandwidth.
     #[arg(long)]
     pub no_bandwidth: bool,
@@ -64,6 +70,12 @@ struct PrefillRow {
     latency_s: Summary,
     tokens_per_s: f64,
     gflops_per_s: f64,
+    /// FLOPs / peak or weight bytes / bandwidth, whichever is longer (GPU roofline).
+    floor_s: Option<f64>,
+    /// floor_s / p50: 1 is at the roofline.
+    of_floor: Option<f64>,
+    #[serde(skip)]
+    flops: f64,
 }
 
 #[derive(Serialize)]
@@ -78,6 +90,23 @@ struct DecodeRow {
     gflops_per_s: f64,
     /// Scheduler + sampling/update time as a share of the step.
     overhead_share: f64,
+    /// Bytes per step / bandwidth (the GPU's datasheet, or the CPU's measured read bandwidth).
+    floor_s: Option<f64>,
+    /// floor_s / p50: 1 is at the roofline.
+    of_floor: Option<f64>,
+}
+
+/// What the figures are held against: the device's memory bandwidth and dense peak.
+#[derive(Serialize)]
+struct Roofline {
+    /// The GPU's name as its driver reports it, or `cpu`.
+    device_name: String,
+    /// The hardware catalog's entry (`goodput hardware`), when one matches.
+    catalog_entry: Option<String>,
+    bandwidth_gbytes_per_s: f64,
+    /// Dense tensor peak at the model's dtype (none for f32 or the CPU).
+    peak_tflops: Option<f64>,
+    source: String,
 }
 
 #[derive(Serialize)]
@@ -94,6 +123,9 @@ struct Report {
     decode: Vec<DecodeRow>,
     batch16_over_batch1_throughput: Option<f64>,
     batch1_bandwidth_utilisation: Option<f64>,
+    roofline: Option<Roofline>,
+    /// `--graph-probe`: (batch, result).
+    graph_probe: Vec<(usize, goodput_engine::cuda_graph::GraphProbe)>,
 }
 
 fn unique_prompt(rng: &mut rand::rngs::SmallRng, len: usize, vocab: usize) -> Vec<u32> {
@@ -214,6 +246,9 @@ fn bench_prefill(
             tokens_per_s: len as f64 / s.p50,
             gflops_per_s: flops / s.p50 / 1e9,
             latency_s: s,
+            floor_s: None,
+            of_floor: None,
+            flops,
         });
     }
     Ok(prefill)
@@ -284,6 +319,8 @@ fn bench_decode(
             gflops_per_s: flops / s.p50 / 1e9,
             overhead_share: overhead.iter().sum::<f64>() / overhead.len() as f64,
             step_s: s,
+            floor_s: None,
+            of_floor: None,
         });
     }
     let p = core.scheduler().pool();
@@ -335,6 +372,19 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     let ratio = tps(16).zip(tps(1)).map(|(x, y)| x / y);
     let util =
         bw.zip(decode.iter().find(|d| d.batch == 1)).map(|(bw, d)| c.weight_bytes as f64 / d.step_s.p50 / 1e9 / bw);
+    let roofline = roofline(&core.model, bw);
+    let mut graph_probe = Vec::new();
+    if a.graph_probe {
+        for b in [1, 32] {
+            if let Some(p) = goodput_engine::cuda_graph::probe_decode(&core.model, b, a.decode_context, 20)? {
+                graph_probe.push((b, p));
+            }
+        }
+    }
+    let (mut prefill, mut decode) = (prefill, decode);
+    if let Some(r) = &roofline {
+        apply_floors(r, &c, &mut prefill, &mut decode);
+    }
     let report = Report {
         model: spec.name.clone(),
         weights: weights_desc,
@@ -348,6 +398,8 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         decode,
         batch16_over_batch1_throughput: ratio,
         batch1_bandwidth_utilisation: util,
+        roofline,
+        graph_probe,
     };
     print(&report);
     if let Some(path) = &a.json {
@@ -357,9 +409,67 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// The roofline of the model's device: a GPU's datasheet bandwidth and dense peak from the
+/// hardware catalog (matched by the driver's device name), or the CPU's measured bandwidth.
+fn roofline(m: &Llama, cpu_bw: Option<f64>) -> Option<Roofline> {
+    if m.device.is_cpu() {
+        return cpu_bw.map(|bw| Roofline {
+            device_name: "cpu".into(),
+            catalog_entry: None,
+            bandwidth_gbytes_per_s: bw,
+            peak_tflops: None,
+            source: "measured read bandwidth (best of 5 over 512 MiB)".into(),
+        });
+    }
+    let name = goodput_engine::loader::device_name(&m.device)?;
+    let cat = goodput_sizing::hardware::HardwareCatalog::builtin();
+    let Some(gpu) = cat.for_device_name(&name) else {
+        eprintln!("engine-bench: `{name}` is not in the hardware catalog (goodput hardware): no roofline columns");
+        return None;
+    };
+    let dtype = match m.dtype {
+        candle_core::DType::BF16 => Some(goodput_sizing::hardware::DType::Bf16),
+        candle_core::DType::F16 => Some(goodput_sizing::hardware::DType::Fp16),
+        _ => None,
+    };
+    Some(Roofline {
+        device_name: name,
+        catalog_entry: Some(gpu.name.clone()),
+        bandwidth_gbytes_per_s: gpu.memory_bandwidth_gbps,
+        peak_tflops: dtype.and_then(|d| gpu.flops_per_s(d)).map(|f| f / 1e12),
+        source: format!("hardware catalog `{}` ({})", gpu.name, gpu.description),
+    })
+}
+
+/// Fills each row's floor: decode steps at bytes / bandwidth; prefill at the longer of FLOPs /
+/// peak and weight bytes / bandwidth (no floor without a peak).
+fn apply_floors(r: &Roofline, c: &Costs, prefill: &mut [PrefillRow], decode: &mut [DecodeRow]) {
+    let bw = r.bandwidth_gbytes_per_s * 1e9;
+    for d in decode {
+        let floor = d.bytes_per_step as f64 / bw;
+        d.floor_s = Some(floor);
+        d.of_floor = Some(floor / d.step_s.p50);
+    }
+    let Some(peak) = r.peak_tflops else { return };
+    for p in prefill {
+        let floor = (p.flops / (peak * 1e12)).max(c.weight_bytes as f64 / bw);
+        p.floor_s = Some(floor);
+        p.of_floor = Some(floor / p.latency_s.p50);
+    }
+}
+
+fn floor_cells(floor: Option<f64>, of: Option<f64>) -> [String; 2] {
+    match floor.zip(of) {
+        Some((f, o)) => [table::f(f * 1e3, 2), format!("{:.0} %", o * 100.0)],
+        None => ["-".into(), "-".into()],
+    }
+}
+
 /// The prefill and decode tables and the roofline lines, on stdout.
 fn print(r: &Report) {
-    let mut t = table::new(&["prompt", "n", "p50 ms", "p90 ms", "p99 ms", "stddev ms", "tokens/s", "GFLOP/s"]);
+    let mut t = table::new(&[
+        "prompt", "n", "p50 ms", "p90 ms", "p99 ms", "stddev ms", "tokens/s", "GFLOP/s", "floor ms", "of floor",
+    ]);
     for p in &r.prefill {
         let s = &p.latency_s;
         t.add_row(vec![
@@ -371,7 +481,10 @@ fn print(r: &Report) {
             table::f(s.stddev * 1e3, 1),
             table::f(p.tokens_per_s, 0),
             table::f(p.gflops_per_s, 1),
-        ]);
+        ]
+        .into_iter()
+        .chain(floor_cells(p.floor_s, p.of_floor))
+        .collect::<Vec<String>>());
     }
     println!("Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
     let mut t = table::new(&[
@@ -386,6 +499,8 @@ fn print(r: &Report) {
         "GB/s",
         "GFLOP/s",
         "sched+sample",
+        "floor ms",
+        "of floor",
     ]);
     for d in &r.decode {
         let s = &d.step_s;
@@ -401,7 +516,10 @@ fn print(r: &Report) {
             table::f(d.gbytes_per_s, 2),
             table::f(d.gflops_per_s, 1),
             format!("{:.2} %", d.overhead_share * 100.0),
-        ]);
+        ]
+        .into_iter()
+        .chain(floor_cells(d.floor_s, d.of_floor))
+        .collect::<Vec<String>>());
     }
     println!("Decode step\n{t}");
     println!(
@@ -409,6 +527,29 @@ fn print(r: &Report) {
         table::bytes(r.weight_bytes_per_step),
         table::bytes(r.kv_bytes_per_token)
     );
+    if let Some(roof) = &r.roofline {
+        let peak = roof.peak_tflops.map_or(String::new(), |p| format!(", {p:.0} TFLOP/s dense"));
+        println!(
+            "roofline: {} — {:.0} GB/s{peak} ({}); floor = bytes / bandwidth (decode), max(FLOPs / peak, weights / bandwidth) (prefill)",
+            roof.device_name, roof.bandwidth_gbytes_per_s, roof.source
+        );
+    }
+    for (b, g) in &r.graph_probe {
+        match (g.captured, g.replay_ms) {
+            (true, Some(ms)) => println!(
+                "CUDA graph, decode batch {b}: eager {:.3} ms/step, replay {ms:.3} ms/step ({:.2}x); {} kernel launches per step ({} graph nodes)",
+                g.eager_ms,
+                g.eager_ms / ms,
+                g.kernel_nodes.map_or("?".into(), |n| n.to_string()),
+                g.nodes.map_or("?".into(), |n| n.to_string()),
+            ),
+            _ => println!(
+                "CUDA graph, decode batch {b}: eager {:.3} ms/step; not replayed: {}",
+                g.eager_ms,
+                g.error.as_deref().unwrap_or("?")
+            ),
+        }
+    }
     if let Some(bw) = r.machine_read_gbytes_per_s {
         println!("machine read bandwidth (measured, best of 5 over 512 MiB): {bw:.1} GB/s");
     }

@@ -7,6 +7,7 @@ mod compare;
 mod connect;
 mod cpu;
 mod engine_bench;
+mod engine_check;
 mod generate;
 mod hardware;
 mod models;
@@ -36,6 +37,10 @@ enum Command {
     Models(models::ModelsArgs),
     /// Engine microbenchmark: prefill latency per prompt length, decode step per batch size.
     EngineBench(engine_bench::BenchArgs),
+    /// Check the engine on a device against the CPU f32 engine from the same weights: greedy
+    /// ids (alone, batched, prefix hits, preemption), teacher-forced logits at the device's
+    /// dtype, and on CUDA goodput's kernels against candle's ops.
+    EngineCheck(engine_check::CheckArgs),
     /// Run a scenario through a sweep of load levels: the three layers of numbers, SLOs,
     /// usable and limit capacity, and the written conclusion.
     Run(Box<run::RunArgs>),
@@ -77,6 +82,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Models(a) => models::run(a).map(|()| 0),
         Command::EngineBench(a) => engine_bench::run(a).map(|()| 0),
+        Command::EngineCheck(a) => engine_check::run(a).map(|()| 0),
         Command::Generate(a) => generate::run(a).map(|()| 0),
         Command::Profile(a) => profile::run(*a).map(|()| 0),
         Command::Hardware(a) => hardware::run(a).map(|()| 0),

@@ -6,9 +6,9 @@ use crate::error::{EngineError, Result};
 use crate::kv_cache::KvCache;
 use crate::model::{Llama, StepBatch};
 use crate::sampler::Sampler;
-use candle_core::DType;
+use candle_core::{DType, Tensor};
 use goodput_core::{Clock, EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId};
-use goodput_scheduler::{NewRequest, Scheduler, SchedulerConfig, StepUpdate};
+use goodput_scheduler::{NewRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepUpdate};
 use std::collections::HashMap;
 
 /// Sizes and limits of an engine.
@@ -114,6 +114,12 @@ impl EngineCore {
         Ok(Self { model, kv, sched, samplers: HashMap::new(), clock, steps: 0, logits_tap: None })
     }
 
+    /// The model back, the engine's KV pool and scheduler dropped (to run it again under
+    /// another configuration without reloading).
+    pub fn into_model(self) -> Llama {
+        self.model
+    }
+
     pub fn clock(&self) -> Clock {
         self.clock
     }
@@ -169,25 +175,11 @@ impl EngineCore {
             batch.push(&s.tokens, s.start, &s.block_table, s.samples);
         }
         let logits = self.model.forward(&batch, &self.kv)?;
-        let rows: Vec<Vec<f32>> = Llama::logits_rows(&logits)?;
+        // A GPU runs the step after `forward` returns: wait, so that forward_s is the step's
+        // compute and sample_s the sampling alone (a no-op on the CPU).
+        self.model.device.synchronize()?;
         let forwarded = self.clock.now();
-        let mut sampled = Vec::with_capacity(out.seqs.len());
-        let mut r = 0;
-        for s in &out.seqs {
-            if s.samples {
-                let sampler = self
-                    .samplers
-                    .get_mut(&s.id)
-                    .ok_or_else(|| EngineError::Other(format!("no sampler for request {}", s.id)))?;
-                sampled.push(Some(sampler.sample(&rows[r])));
-                if let Some(tap) = &mut self.logits_tap {
-                    tap.push((s.id, rows[r].clone()));
-                }
-                r += 1;
-            } else {
-                sampled.push(None);
-            }
-        }
+        let sampled = self.sample(&out, &logits)?;
         let now = self.clock.now();
         let update = self.sched.update(&out, &sampled, now);
         for (rec, _) in &update.finished {
@@ -224,6 +216,35 @@ impl EngineCore {
         Ok(Some(StepOutput { record, update }))
     }
 
+    /// One token per sampling sequence of the step (`None` for the others): on the GPU when
+    /// the model runs goodput's CUDA kernels (only the ids come back), else from host rows.
+    fn sample(&mut self, out: &SchedulerOutput, logits: &Tensor) -> Result<Vec<Option<TokenId>>> {
+        let which: Vec<RequestId> = out.seqs.iter().filter(|s| s.samples).map(|s| s.id).collect();
+        let ids = if self.model.uses_cuda_kernels() && self.logits_tap.is_none() {
+            let mut params = Vec::with_capacity(which.len());
+            for &id in &which {
+                params.push(self.sampler(id)?.device_params());
+            }
+            device_sample(logits, &params)?
+        } else {
+            let rows: Vec<Vec<f32>> = Llama::logits_rows(logits)?;
+            let mut ids = Vec::with_capacity(rows.len());
+            for (&id, row) in which.iter().zip(rows) {
+                ids.push(self.sampler(id)?.sample(&row));
+                if let Some(tap) = &mut self.logits_tap {
+                    tap.push((id, row));
+                }
+            }
+            ids
+        };
+        let mut ids = ids.into_iter();
+        Ok(out.seqs.iter().map(|s| if s.samples { ids.next() } else { None }).collect())
+    }
+
+    fn sampler(&mut self, id: RequestId) -> Result<&mut Sampler> {
+        self.samplers.get_mut(&id).ok_or_else(|| EngineError::Other(format!("no sampler for request {id}")))
+    }
+
     /// Runs until every queued request has finished; returns the finished requests.
     pub fn run_to_completion(&mut self) -> Result<Vec<(EngineRecord, Vec<TokenId>)>> {
         let mut done = Vec::new();
@@ -234,4 +255,14 @@ impl EngineCore {
         }
         Ok(done)
     }
+}
+
+#[cfg(feature = "cuda")]
+fn device_sample(logits: &Tensor, params: &[[f32; 4]]) -> Result<Vec<TokenId>> {
+    Ok(crate::cuda::sample(logits, params)?)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn device_sample(_: &Tensor, _: &[[f32; 4]]) -> Result<Vec<TokenId>> {
+    Err(EngineError::Other("on-device sampling needs the `cuda` feature".into()))
 }

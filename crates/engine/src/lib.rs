@@ -4,6 +4,10 @@
 
 pub mod affinity;
 pub mod core;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod cuda_check;
+pub mod cuda_graph;
 pub mod encoder;
 pub mod engine;
 pub mod error;
@@ -11,6 +15,8 @@ pub mod guard;
 pub mod kv_cache;
 pub mod loader;
 pub mod model;
+#[cfg(feature = "cuda")]
+mod model_cuda;
 pub mod model_files;
 pub mod paged_attention;
 pub mod reference;

@@ -279,3 +279,16 @@ mod tests {
         assert_eq!(t.id_to_token(299), None);
     }
 }
+
+/// The accelerator's name as its driver reports it (`NVIDIA H200`); `None` on the CPU.
+pub fn device_name(device: &Device) -> Option<String> {
+    #[cfg(feature = "cuda")]
+    {
+        crate::cuda::device_name(device)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = device;
+        None
+    }
+}

@@ -70,6 +70,49 @@ pub(crate) struct Layer {
     pub(crate) down: Linear,
     pub(crate) attn_norm: Tensor,
     pub(crate) mlp_norm: Tensor,
+    /// q, k and v as one matmul (their weights concatenated at load; `q`, `k`, `v` are then
+    /// views of it). Built on CUDA, where each launch costs.
+    pub(crate) qkv: Option<Linear>,
+    /// gate and up as one matmul, likewise.
+    pub(crate) gate_up: Option<Linear>,
+}
+
+impl Layer {
+    /// Concatenates q|k|v and gate|up into one weight each (dense weights only; quantized
+    /// ones stay apart), leaving the parts as views of the fused tensors: no extra memory.
+    pub(crate) fn fuse(&mut self) -> Result<()> {
+        self.qkv = fuse([&mut self.q, &mut self.k, &mut self.v])?;
+        self.gate_up = fuse([&mut self.gate, &mut self.up])?;
+        Ok(())
+    }
+}
+
+/// One linear layer whose output is the parts' outputs side by side; the parts become views
+/// of its weight rows. `None` when a part is quantized or the dtypes differ.
+fn fuse<const N: usize>(parts: [&mut Linear; N]) -> Result<Option<Linear>> {
+    let mut ws = Vec::with_capacity(N);
+    for p in &parts {
+        match &p.w {
+            QMatMul::Tensor(w) => ws.push(w.clone()),
+            _ => return Ok(None),
+        }
+    }
+    if ws.iter().any(|w| w.dtype() != ws[0].dtype()) || parts.iter().any(|p| p.b.is_some() != parts[0].b.is_some()) {
+        return Ok(None);
+    }
+    let w = Tensor::cat(&ws, 0)?;
+    let b = match parts[0].b {
+        Some(_) => Some(Tensor::cat(&parts.iter().filter_map(|p| p.b.clone()).collect::<Vec<_>>(), 0)?),
+        None => None,
+    };
+    let mut row = 0;
+    for (p, part_w) in parts.into_iter().zip(&ws) {
+        let n = part_w.dim(0)?;
+        p.w = QMatMul::Tensor(w.narrow(0, row, n)?);
+        p.b = b.as_ref().map(|b| b.narrow(0, row, n)).transpose()?;
+        row += n;
+    }
+    Ok(Some(Linear { w: QMatMul::Tensor(w), b }))
 }
 
 /// How attention reads the paged pool (the kernel, or the gather reference).
@@ -173,7 +216,12 @@ impl Llama {
                 down: Linear::load(src, &format!("{p}.mlp.down_proj"), h, spec.intermediate_size, false)?,
                 attn_norm: src.tensor(&format!("{p}.input_layernorm.weight"), &[h], Init::Ones)?,
                 mlp_norm: src.tensor(&format!("{p}.post_attention_layernorm.weight"), &[h], Init::Ones)?,
+                qkv: None,
+                gate_up: None,
             });
+            if device.is_cuda() {
+                layers.last_mut().expect("just pushed").fuse()?;
+            }
         }
         let norm = src.tensor("model.norm.weight", &[h], Init::Ones)?;
         let lm_head = if spec.tie_word_embeddings && !src.contains("lm_head.weight") {
@@ -255,6 +303,22 @@ impl Llama {
         layer.down.forward(&(g * u)?)
     }
 
+    /// Whether steps run goodput's CUDA kernels (fused layer, paged attention on the GPU,
+    /// on-device sampling): on a CUDA device, with the paged attention implementation, dense
+    /// weights and an attention shape the kernels cover. Otherwise candle ops (the reference).
+    pub fn uses_cuda_kernels(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        {
+            let s = &self.spec;
+            self.device.is_cuda()
+                && self.attention == AttentionImpl::Paged
+                && self.layers.iter().all(|l| l.qkv.is_some() && l.gate_up.is_some())
+                && crate::cuda::supports(s.head_dim(), s.num_heads, s.num_kv_heads, self.dtype)
+        }
+        #[cfg(not(feature = "cuda"))]
+        false
+    }
+
     /// Runs one packed step: writes the new tokens' K/V into the pool and returns the logits
     /// `(sample_rows, vocab)` in f32.
     pub fn forward(&self, batch: &StepBatch, kv: &KvCache) -> Result<Tensor> {
@@ -271,6 +335,10 @@ impl Llama {
                     self.cos.dim(0)?
                 )));
             }
+        }
+        #[cfg(feature = "cuda")]
+        if self.uses_cuda_kernels() {
+            return self.forward_cuda(batch, kv);
         }
         let ids = Tensor::from_slice(&batch.tokens, t, &self.device)?;
         let pos = Tensor::from_slice(&batch.positions, t, &self.device)?;

@@ -22,6 +22,16 @@ impl Sampler {
         }
     }
 
+    /// This request's parameters for the GPU sampler (`crate::cuda::sample`):
+    /// `[temperature, top_k, top_p, u]`, drawing `u` from the request's generator exactly when
+    /// [`Sampler::sample`] would draw (never for greedy), so a seed means the same stream.
+    pub fn device_params(&mut self) -> [f32; 4] {
+        if self.temperature < 1e-5 || self.top_k == 1 {
+            return [0.0, 1.0, 1.0, 0.0];
+        }
+        [self.temperature, self.top_k as f32, self.top_p, self.rng.random::<f32>()]
+    }
+
     /// Chooses the next token from one row of logits.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         // Below 1e-5, logits / T overflow: that is greedy in all but name.

@@ -245,6 +245,27 @@ impl HardwareCatalog {
         })
     }
 
+    /// The entry for a GPU as its driver names it (`NVIDIA H200`, `NVIDIA H100 80GB HBM3`,
+    /// `NVIDIA A100-SXM4-40GB`): the entry all of whose name parts appear among the device
+    /// name's words (`sxm` also as `sxm4`/`sxm5`), the most specific first; failing that, the
+    /// entry of the same model number, with the SXM form unless the name says PCIe.
+    pub fn for_device_name(&self, device: &str) -> Option<&Gpu> {
+        let lower = device.to_ascii_lowercase().replace(['-', '_'], " ");
+        let words: Vec<&str> = lower.split_whitespace().collect();
+        let has = |part: &str| words.iter().any(|w| *w == part || (part == "sxm" && w.starts_with("sxm")));
+        let full = self
+            .gpus
+            .values()
+            .filter(|g| g.name.split('-').all(has))
+            .max_by_key(|g| g.name.split('-').count());
+        full.or_else(|| {
+            self.gpus.values().find(|g| {
+                let mut parts = g.name.split('-');
+                parts.next().is_some_and(has) && parts.all(|p| p != "pcie" && (p == "sxm" || has(p)))
+            })
+        })
+    }
+
     /// Lays `other` over this catalog: its entries are added, replacing any of the same name
     /// whole (no field-by-field merge). `origin` records both.
     pub fn extend(&mut self, other: HardwareCatalog) {

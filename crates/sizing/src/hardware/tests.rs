@@ -163,3 +163,19 @@ fn dtype_names_and_sizes() {
     let e = "int4".parse::<DType>().unwrap_err().to_string();
     assert!(e.contains("int4") && e.contains("bf16, fp16, fp8 or f32"), "{e}");
 }
+
+#[test]
+fn driver_names_find_their_catalog_entry() {
+    let cat = HardwareCatalog::builtin();
+    let name = |d: &str| cat.for_device_name(d).map(|g| g.name.as_str());
+    assert_eq!(name("NVIDIA H200"), Some("h200"));
+    assert_eq!(name("NVIDIA H100 80GB HBM3"), Some("h100-sxm"));
+    assert_eq!(name("NVIDIA H100 PCIe"), Some("h100-pcie"));
+    assert_eq!(name("NVIDIA A100-SXM4-40GB"), Some("a100-40gb"));
+    assert_eq!(name("NVIDIA A100-SXM4-80GB"), Some("a100-80gb"));
+    assert_eq!(name("NVIDIA L4"), Some("l4"));
+    assert_eq!(name("NVIDIA L40S"), Some("l40s"));
+    assert_eq!(name("NVIDIA A10"), Some("a10"));
+    assert_eq!(name("NVIDIA GeForce RTX 4090"), None);
+    assert_eq!(name("cpu"), None);
+}

@@ -1,0 +1,280 @@
+//! `goodput engine-check`: the engine on a device against the CPU f32 engine, from the same
+//! weights. At f32 the greedy ids must be equal — one request alone, a batch of prompts of
+//! mixed lengths (decode rows, short and long prefill chunks in one step), prompts hitting the
+//! prefix cache, and a KV pool small enough to preempt. At the device's dtype (bf16 by
+//! default on CUDA) the logits of every teacher-forced position are compared with CPU f32:
+//! top-1 agreement and max |Δ|. On CUDA, goodput's kernels are also checked against candle's
+//! ops on the GPU (long contexts split into partitions, the sampler's cuts). Exit code 1 when a
+//! check fails.
+
+use crate::args::ModelArgs;
+use crate::table;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use goodput_core::{Clock, RequestId, SamplingParams, TokenId};
+use goodput_engine::cuda_check::KernelCheck;
+use goodput_engine::kv_cache::KvCache;
+use goodput_engine::{EngineConfig, EngineCore, Llama, StepBatch};
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The model and the device under test (`--device cuda`); --dtype is the dtype of the
+    /// logits comparison (default bf16 on CUDA). The greedy comparisons run at f32.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Tokens generated per request in the greedy comparisons.
+    #[arg(long, default_value_t = 24)]
+    pub max_tokens: usize,
+    /// Teacher-forced sequences of 128 tokens in the logits comparison.
+    #[arg(long, default_value_t = 4)]
+    pub sequences: usize,
+    /// Lowest top-1 agreement of the logits comparison that passes.
+    #[arg(long, default_value_t = 0.99)]
+    pub min_top1: f64,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Requests run together, then (a second wave) after the first wave has finished.
+struct Scenario {
+    name: &'static str,
+    waves: Vec<Vec<Vec<TokenId>>>,
+    prefix_caching: bool,
+    /// KV blocks (`None`: plenty).
+    num_blocks: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct GreedyResult {
+    scenario: &'static str,
+    requests: usize,
+    equal: usize,
+    preemptions: usize,
+    prefix_hit_tokens: usize,
+    first_difference: Option<String>,
+}
+
+#[derive(Serialize)]
+struct LogitsResult {
+    dtype: String,
+    positions: usize,
+    top1_agreement: f64,
+    max_abs_diff: f64,
+    mean_abs_diff: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    device: String,
+    greedy: Vec<GreedyResult>,
+    logits: LogitsResult,
+    kernels: Vec<KernelCheck>,
+    passed: bool,
+}
+
+const BLOCK: usize = 16;
+
+fn prompt(rng: &mut rand::rngs::SmallRng, len: usize, vocab: usize) -> Vec<TokenId> {
+    (0..len).map(|_| rng.random_range(3..vocab as u32)).collect()
+}
+
+fn scenarios(vocab: usize) -> Vec<Scenario> {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0xc4ec);
+    let mut p = |n| prompt(&mut rng, n, vocab);
+    let shared = p(48);
+    let with_prefix = |tail: Vec<TokenId>| [shared.clone(), tail].concat();
+    vec![
+        Scenario { name: "alone", waves: vec![vec![p(40)]], prefix_caching: false, num_blocks: None },
+        Scenario {
+            name: "batched (decode rows, short and long chunks)",
+            waves: vec![vec![p(5), p(17), p(33), p(64), p(100), p(9)]],
+            prefix_caching: false,
+            num_blocks: None,
+        },
+        Scenario {
+            name: "prefix-cache hits",
+            waves: vec![vec![with_prefix(p(8))], vec![with_prefix(p(12)), with_prefix(p(20)), with_prefix(p(3))]],
+            prefix_caching: true,
+            num_blocks: None,
+        },
+        Scenario {
+            name: "preemption (10 KV blocks for 8 requests)",
+            waves: vec![(0..8).map(|_| p(40)).collect()],
+            prefix_caching: false,
+            num_blocks: Some(10),
+        },
+    ]
+}
+
+/// Runs a scenario; returns each request's tokens, the preemptions and the prefix-hit tokens.
+fn run_scenario(
+    model: Llama,
+    s: &Scenario,
+    max_tokens: usize,
+) -> Result<(Llama, BTreeMap<RequestId, Vec<TokenId>>, usize, usize)> {
+    let max_len = s.waves.iter().flatten().map(Vec::len).max().unwrap_or(1) + max_tokens + 1;
+    let cfg = EngineConfig {
+        block_size: BLOCK,
+        num_blocks: Some(s.num_blocks.unwrap_or(64 * max_len.div_ceil(BLOCK))),
+        max_num_batched_tokens: 512,
+        max_num_seqs: 16,
+        enable_prefix_caching: s.prefix_caching,
+        max_model_len: Some(max_len),
+        ..Default::default()
+    };
+    let mut core = EngineCore::new(model, &cfg, Clock::new())?;
+    let (mut out, mut preempted, mut hits) = (BTreeMap::new(), 0, 0);
+    let mut id = 0;
+    for wave in &s.waves {
+        for p in wave {
+            let now = core.clock().now();
+            core.add_request(id, p.clone(), SamplingParams::greedy_exact(max_tokens), now)?;
+            id += 1;
+        }
+        while core.has_work() {
+            if let Some(o) = core.step()? {
+                preempted += o.record.preemptions;
+                hits += o.record.prefix_hit_tokens;
+                for (rec, tokens) in o.update.finished {
+                    out.insert(rec.id, tokens);
+                }
+            }
+        }
+    }
+    Ok((core.into_model(), out, preempted, hits))
+}
+
+fn greedy(cpu: Llama, dev: Llama, a: &CheckArgs) -> Result<Vec<GreedyResult>> {
+    let (mut cpu, mut dev) = (cpu, dev);
+    let mut results = Vec::new();
+    for s in scenarios(cpu.spec.vocab_size) {
+        let (c, want, _, _) = run_scenario(cpu, &s, a.max_tokens)?;
+        let (d, got, preemptions, prefix_hit_tokens) = run_scenario(dev, &s, a.max_tokens)?;
+        (cpu, dev) = (c, d);
+        let equal = want.iter().filter(|(id, w)| got.get(id) == Some(w)).count();
+        let first_difference = want.iter().find(|(id, w)| got.get(id) != Some(w)).map(|(id, w)| {
+            format!("request {id}: cpu {w:?}, device {:?}", got.get(id).cloned().unwrap_or_default())
+        });
+        results.push(GreedyResult {
+            scenario: s.name,
+            requests: want.len(),
+            equal,
+            preemptions,
+            prefix_hit_tokens,
+            first_difference,
+        });
+    }
+    Ok(results)
+}
+
+/// Logits `(len, vocab)` of every position of `tokens`, in one prefill step.
+fn all_logits(m: &Llama, tokens: &[TokenId]) -> Result<Vec<Vec<f32>>> {
+    let blocks = tokens.len().div_ceil(BLOCK) + 1;
+    let kv = KvCache::new(&m.spec, blocks, BLOCK, m.dtype, &m.device)?;
+    let table: Vec<u32> = (1..blocks as u32).collect();
+    let mut batch = StepBatch::new(BLOCK);
+    batch.push(tokens, 0, &table, true);
+    batch.sample_rows = (0..tokens.len() as u32).collect();
+    Ok(Llama::logits_rows(&m.forward(&batch, &kv)?)?)
+}
+
+fn logits(cpu: &Llama, dev: &Llama, sequences: usize) -> Result<LogitsResult> {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x70b1);
+    let (mut n, mut agree, mut max, mut sum, mut count) = (0usize, 0usize, 0f64, 0f64, 0usize);
+    for _ in 0..sequences {
+        let tokens = prompt(&mut rng, 128, cpu.spec.vocab_size);
+        for (w, g) in all_logits(cpu, &tokens)?.iter().zip(all_logits(dev, &tokens)?) {
+            n += 1;
+            agree += (goodput_engine::reference::argmax(w) == goodput_engine::reference::argmax(&g)) as usize;
+            for (x, y) in w.iter().zip(&g) {
+                let d = (*x as f64 - *y as f64).abs();
+                max = max.max(d);
+                sum += d;
+                count += 1;
+            }
+        }
+    }
+    Ok(LogitsResult {
+        dtype: format!("{:?}", dev.dtype),
+        positions: n,
+        top1_agreement: agree as f64 / n.max(1) as f64,
+        max_abs_diff: max,
+        mean_abs_diff: sum / count.max(1) as f64,
+    })
+}
+
+fn load(a: &ModelArgs, device: &str, dtype: &str, max_len: usize) -> Result<Llama> {
+    let m = ModelArgs { device: device.into(), dtype: Some(dtype.into()), ..a.clone() };
+    Ok(m.load(max_len).with_context(|| format!("loading {} on {device} at {dtype}", a.model))?.model)
+}
+
+pub fn run(a: CheckArgs) -> Result<()> {
+    if a.max_tokens == 0 || a.sequences == 0 {
+        bail!("--max-tokens and --sequences must be at least 1");
+    }
+    let (device, dtype) = a.model.device_dtype()?;
+    let dtype = format!("{dtype:?}").to_lowercase();
+    let max_len = 256 + a.max_tokens;
+    let cpu = load(&a.model, "cpu", "f32", max_len)?;
+    let dev32 = load(&a.model, &a.model.device, "f32", max_len)?;
+    eprintln!("engine-check: {} on {device:?} against cpu f32; greedy at f32 …", cpu.spec.name);
+    let greedy = greedy(cpu, dev32, &a)?;
+    let cpu = load(&a.model, "cpu", "f32", max_len)?;
+    let dev = load(&a.model, &a.model.device, &dtype, max_len)?;
+    eprintln!("engine-check: logits at {dtype} …");
+    let logits = logits(&cpu, &dev, a.sequences)?;
+    let kernels = goodput_engine::cuda_check::run(&device)?;
+    let kernels_ok = kernels.iter().all(|k| k.passed);
+    let passed = greedy.iter().all(|g| g.equal == g.requests) && logits.top1_agreement >= a.min_top1 && kernels_ok;
+    let report = Report { model: cpu.spec.name.clone(), device: format!("{device:?}"), greedy, logits, kernels, passed };
+    print(&report);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if !report.passed {
+        bail!("engine-check failed (see above)");
+    }
+    Ok(())
+}
+
+fn print(r: &Report) {
+    let mut t = table::new(&["greedy at f32", "requests", "equal ids", "preemptions", "prefix-hit tokens"]);
+    for g in &r.greedy {
+        t.add_row(vec![
+            g.scenario.to_string(),
+            g.requests.to_string(),
+            g.equal.to_string(),
+            g.preemptions.to_string(),
+            g.prefix_hit_tokens.to_string(),
+        ]);
+    }
+    println!("{} on {} against CPU f32\n{t}", r.model, r.device);
+    for g in r.greedy.iter().filter_map(|g| g.first_difference.as_ref()) {
+        println!("  first difference: {g}");
+    }
+    let l = &r.logits;
+    println!(
+        "logits at {} vs CPU f32, {} teacher-forced positions: top-1 agreement {:.2} %, max |Δ| {:.4}, mean |Δ| {:.5}",
+        l.dtype,
+        l.positions,
+        l.top1_agreement * 100.0,
+        l.max_abs_diff,
+        l.mean_abs_diff
+    );
+    for k in &r.kernels {
+        println!(
+            "kernel check: {} — max |Δ| {:.3e} (tolerance {:.0e}): {}",
+            k.name,
+            k.max_abs_diff,
+            k.tolerance,
+            if k.passed { "ok" } else { "FAILED" }
+        );
+    }
+    println!("engine-check: {}", if r.passed { "passed" } else { "FAILED" });
+}

@@ -1,0 +1,164 @@
+//! On-device checks of goodput's CUDA kernels against candle's reference ops on the same GPU,
+//! for what the end-to-end greedy comparison does not reach: paged attention over contexts
+//! long enough to split into partitions, mixed with short and long prefill chunks, in f32 and
+//! bf16; and the sampler's cuts and distribution. Run by `goodput engine-check`.
+
+#[cfg(feature = "cuda")]
+use crate::cuda::{self, Heads, StepDevice};
+#[cfg(feature = "cuda")]
+use crate::paged_attention::{gather_attention, write_kv, AttnMeta};
+#[cfg(feature = "cuda")]
+use candle_core::{DType, Tensor};
+use candle_core::{Device, Result};
+use serde::Serialize;
+
+/// One kernel check: the largest absolute difference from the reference and the bound.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelCheck {
+    pub name: String,
+    pub max_abs_diff: f64,
+    pub tolerance: f64,
+    pub passed: bool,
+}
+
+#[cfg(feature = "cuda")]
+fn check(name: impl Into<String>, diff: f64, tolerance: f64) -> KernelCheck {
+    KernelCheck { name: name.into(), max_abs_diff: diff, tolerance, passed: diff.is_finite() && diff <= tolerance }
+}
+
+#[cfg(feature = "cuda")]
+/// Deterministic values in [-1, 1].
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+#[cfg(feature = "cuda")]
+fn rand(shape: (usize, usize, usize), seed: u64, dtype: DType, dev: &Device) -> Result<Tensor> {
+    Tensor::from_vec(values(shape.0 * shape.1 * shape.2, seed), shape, dev)?.to_dtype(dtype)
+}
+
+#[cfg(feature = "cuda")]
+fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
+    let d = (a.to_dtype(DType::F32)? - b.to_dtype(DType::F32)?)?.abs()?;
+    Ok(d.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64)
+}
+
+#[cfg(feature = "cuda")]
+/// Paged attention (kernel path) against the gather reference, both on `dev`, for a step of a
+/// long decode (3 partitions), a short decode, a short chunk, a long chunk (the cuBLAS path)
+/// and a decode at exactly one partition.
+fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64) -> Result<KernelCheck> {
+    let (bs, hkv, hq) = (16, 2, 8);
+    let seqs: [(usize, usize); 5] = [(1, 1300), (1, 10), (5, 21), (70, 90), (1, 512)];
+    let mut next = 1u32;
+    let mut tables = Vec::new();
+    for &(_, ctx) in &seqs {
+        let n = ctx.div_ceil(bs) as u32;
+        // Blocks in reverse order: the table, not the layout, decides where K/V are.
+        tables.push((next..next + n).rev().collect::<Vec<u32>>());
+        next += n;
+    }
+    let pool = (next as usize * bs, hkv, d);
+    let k_pool = Tensor::zeros(pool, dtype, dev)?;
+    let v_pool = Tensor::zeros(pool, dtype, dev)?;
+    let (mut meta, mut fill) = (AttnMeta::new(bs), AttnMeta::new(bs));
+    for (&(q, ctx), bt) in seqs.iter().zip(&tables) {
+        meta.push(q, ctx, bt);
+        fill.push(ctx, ctx, bt);
+    }
+    let n = fill.num_tokens();
+    write_kv(&k_pool, &v_pool, &rand((n, hkv, d), 1, dtype, dev)?, &rand((n, hkv, d), 2, dtype, dev)?, &fill)?;
+    let t = meta.num_tokens();
+    let q = rand((t, hq, d), 3, dtype, dev)?;
+    let scale = 1.0 / (d as f32).sqrt();
+    let positions = vec![0u32; t];
+    let step = StepDevice::upload(&positions, &meta, dev)?;
+    let got = cuda::attention(&q, &k_pool, &v_pool, &step, Heads { hq, hkv, d }, scale)?;
+    let want = gather_attention(&q, &k_pool, &v_pool, &meta, scale)?;
+    Ok(check(format!("paged attention d{d} {dtype:?} (decode 1300/10/512, chunks 5 and 70)"), max_diff(&got, &want)?, tolerance))
+}
+
+#[cfg(feature = "cuda")]
+/// The sampler: top-k 1 and temperature 0 give the argmax; over a grid of uniform draws, the
+/// share of each token matches its probability after the top-k and top-p cuts.
+fn sampling(dev: &Device) -> Result<Vec<KernelCheck>> {
+    let vocab = 20_000;
+    let mut logits = values(vocab, 7).iter().map(|x| x * 4.0).collect::<Vec<f32>>();
+    let (a, b, c) = (vocab - 3, 123, 15_000);
+    logits[a] = 20.0;
+    logits[b] = 19.5;
+    logits[c] = 19.0;
+    let row = Tensor::from_vec(logits.clone(), (1, vocab), dev)?;
+    let argmax = crate::reference::argmax(&logits);
+    let mut out = Vec::new();
+    let greedy = cuda::sample(&row, &[[0.0, 0.0, 1.0, 0.5]])?[0];
+    out.push(check("sample: temperature 0 = argmax", (greedy != argmax) as u32 as f64, 0.0));
+    // top-k 3 at temperature 1: only a, b, c, in proportion e^20 : e^19.5 : e^19.
+    let draws = 1000;
+    let rows = Tensor::from_vec(logits.repeat(draws), (draws, vocab), dev)?;
+    let params: Vec<[f32; 4]> = (0..draws).map(|i| [1.0, 3.0, 1.0, (i as f32 + 0.5) / draws as f32]).collect();
+    let ids = cuda::sample(&rows, &params)?;
+    let w = [20.0f64.exp(), 19.5f64.exp(), 19.0f64.exp()];
+    let total: f64 = w.iter().sum();
+    let mut worst = 0.0f64;
+    for (tok, wt) in [a, b, c].iter().zip(w) {
+        let share = ids.iter().filter(|&&x| x as usize == *tok).count() as f64 / draws as f64;
+        worst = worst.max((share - wt / total).abs());
+    }
+    let outside = ids.iter().filter(|&&x| ![a, b, c].contains(&(x as usize))).count() as f64;
+    out.push(check("sample: top-k 3, token shares vs probabilities", worst.max(outside), 0.01));
+    // top-p 0.4: a alone holds e^20 / (e^20 + e^19.5 + e^19 + the rest) ≈ 0.51, so only a.
+    let params: Vec<[f32; 4]> = (0..draws).map(|i| [1.0, 0.0, 0.4, (i as f32 + 0.5) / draws as f32]).collect();
+    let ids = cuda::sample(&rows, &params)?;
+    let not_a = ids.iter().filter(|&&x| x as usize != a).count() as f64;
+    out.push(check("sample: top-p 0.4 keeps the top token alone", not_a, 0.0));
+    Ok(out)
+}
+
+/// The small-batch matmul against candle's (cuBLAS) for 1 to 4 rows, bf16, at the shape of an
+/// 8B model's down projection.
+#[cfg(feature = "cuda")]
+fn gemv(dev: &Device) -> Result<KernelCheck> {
+    let (n, k) = (512, 14_336);
+    let w = Tensor::from_vec(values(n * k, 11), (n, k), dev)?.to_dtype(DType::BF16)?;
+    let mut worst = 0f64;
+    for m in 1..=cuda::GEMV_MAX_ROWS {
+        let x = Tensor::from_vec(values(m * k, 12 + m as u64), (m, k), dev)?.to_dtype(DType::BF16)?;
+        let Some(got) = cuda::gemv(&x, &w)? else { candle_core::bail!("gemv refused {m} rows") };
+        let want = x.matmul(&w.t()?)?;
+        // Relative to the output's scale (sums of 14336 products of values in [-1, 1]).
+        let scale = want.to_dtype(DType::F32)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64;
+        worst = worst.max(max_diff(&got, &want)? / scale.max(1e-9));
+    }
+    Ok(check("gemv 1–4 rows × 14336 → 512, bf16 (max |Δ| / max |y|)", worst, 1e-2))
+}
+
+/// Every kernel check on `dev`; none on devices without goodput's kernels.
+#[cfg(not(feature = "cuda"))]
+pub fn run(_dev: &Device) -> Result<Vec<KernelCheck>> {
+    Ok(Vec::new())
+}
+
+/// Every kernel check on `dev`; none on devices without goodput's kernels.
+#[cfg(feature = "cuda")]
+pub fn run(dev: &Device) -> Result<Vec<KernelCheck>> {
+    if !dev.is_cuda() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for d in [64, 128] {
+        out.push(attention(dev, DType::F32, d, 1e-4)?);
+        out.push(attention(dev, DType::BF16, d, 3e-2)?);
+    }
+    out.push(gemv(dev)?);
+    out.extend(sampling(dev)?);
+    Ok(out)
+}
