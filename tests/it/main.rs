@@ -8,6 +8,7 @@ mod common;
 
 mod bad_input;
 mod deploy;
+mod engine_check;
 mod models;
 mod reliability;
 mod report;

@@ -444,9 +444,10 @@ extern "C" __global__ void sample_rows(const float* logits, const float* params,
 
 // ---------------------------------------------------------------------------------------------
 // y (m, n) = x (m, k) · w (n, k)ᵀ for m ≤ 4 rows (decode at small batch), f16/bf16: one warp
-// per weight row, 16-byte loads (8 values), f32 accumulation, the x rows read through L1. For
-// m = 1 cuBLAS's GEMM reaches about half the HBM bandwidth; this streams the weights. Needs
-// k % 8 == 0 and 16-byte-aligned rows (checked by the caller).
+// per weight row, 16-byte loads (8 values), f32 accumulation, the x rows read through L1. Its
+// fixed cost per launch is lower than cuBLAS's; its bandwidth on large matrices is lower too
+// (~1.4 TB/s on an H200), so the caller gives it small matrices only. Needs k % 8 == 0 and
+// 16-byte-aligned rows (checked by the caller).
 #define GEMV_MAX_M 4
 
 template <typename T>

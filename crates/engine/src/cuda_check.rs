@@ -123,8 +123,8 @@ fn sampling(dev: &Device) -> Result<Vec<KernelCheck>> {
     Ok(out)
 }
 
-/// The small-batch matmul against candle's (cuBLAS) for 1 to 4 rows, bf16, at the shape of an
-/// 8B model's down projection.
+/// The small-batch matmul against candle's (cuBLAS) for 1 to 4 rows, bf16, 14336 wide (an 8B
+/// model's down projection width, 512 of its rows).
 #[cfg(feature = "cuda")]
 fn gemv(dev: &Device) -> Result<KernelCheck> {
     let (n, k) = (512, 14_336);

@@ -386,3 +386,57 @@ impl Llama {
         Ok(logits.argmax(D::Minus1)?.to_vec1::<u32>()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::weights::DummySource;
+    use goodput_core::Catalog;
+
+    /// Fusing q|k|v and gate|up leaves every part computing what it did (the parts are now
+    /// views of the fused weight) and the fused matmul their outputs side by side — with a
+    /// bias too (Qwen2's q/k/v).
+    #[test]
+    fn fused_projections_equal_their_parts() {
+        let spec = Catalog::builtin().get("tiny").unwrap().clone();
+        let mut src = DummySource { seed: 3, dtype: DType::F32, device: Device::Cpu };
+        let m = Llama::load(&spec, &mut src, 8, &Device::Cpu, DType::F32).unwrap();
+        let x = Tensor::randn(0f32, 1.0, (3, spec.hidden_size), &Device::Cpu).unwrap();
+        let mut layer = Layer {
+            q: Linear { w: m.layers[0].q.w.clone(), b: Some(Tensor::ones(spec.hidden_size, DType::F32, &Device::Cpu).unwrap()) },
+            k: Linear { w: m.layers[0].k.w.clone(), b: Some(Tensor::zeros(spec.num_kv_heads * spec.head_dim(), DType::F32, &Device::Cpu).unwrap()) },
+            v: Linear { w: m.layers[0].v.w.clone(), b: Some(Tensor::full(2f32, spec.num_kv_heads * spec.head_dim(), &Device::Cpu).unwrap()) },
+            o: Linear { w: m.layers[0].o.w.clone(), b: None },
+            gate: Linear { w: m.layers[0].gate.w.clone(), b: None },
+            up: Linear { w: m.layers[0].up.w.clone(), b: None },
+            down: Linear { w: m.layers[0].down.w.clone(), b: None },
+            attn_norm: m.layers[0].attn_norm.clone(),
+            mlp_norm: m.layers[0].mlp_norm.clone(),
+            qkv: None,
+            gate_up: None,
+        };
+        let before: Vec<Tensor> =
+            [&layer.q, &layer.k, &layer.v, &layer.gate, &layer.up].iter().map(|l| l.forward(&x).unwrap()).collect();
+        layer.fuse().unwrap();
+        let after: Vec<Tensor> =
+            [&layer.q, &layer.k, &layer.v, &layer.gate, &layer.up].iter().map(|l| l.forward(&x).unwrap()).collect();
+        let same = |a: &Tensor, b: &Tensor| {
+            let d = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(d < 1e-5, "max |Δ| {d}");
+        };
+        for (a, b) in before.iter().zip(&after) {
+            same(a, b);
+        }
+        let qkv = layer.qkv.as_ref().unwrap().forward(&x).unwrap();
+        same(&qkv, &Tensor::cat(&before[..3], 1).unwrap());
+        let gate_up = layer.gate_up.as_ref().unwrap().forward(&x).unwrap();
+        same(&gate_up, &Tensor::cat(&before[3..], 1).unwrap());
+        // No extra memory: the parts are views of the fused weights.
+        let QMatMul::Tensor(k) = &layer.k.w else { panic!("k is dense") };
+        let QMatMul::Tensor(fused) = &layer.qkv.as_ref().unwrap().w else { panic!("qkv is dense") };
+        assert_eq!(k.layout().start_offset(), spec.hidden_size * spec.hidden_size, "k starts after q's rows");
+        let (storage, _) = k.storage_and_layout();
+        let candle_core::Storage::Cpu(candle_core::CpuStorage::F32(data)) = &*storage else { panic!("f32 on the CPU") };
+        assert_eq!(data.len(), fused.elem_count());
+    }
+}

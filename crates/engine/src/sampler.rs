@@ -85,6 +85,23 @@ impl Sampler {
 mod tests {
     use super::*;
 
+    /// The GPU sampler's parameters: greedy draws nothing (the stream stays where the CPU
+    /// sampler leaves it), sampling draws exactly the uniform the CPU sampler would.
+    #[test]
+    fn device_params_draw_from_the_request_s_stream() {
+        let mut g = Sampler::new(&SamplingParams { seed: 9, ..Default::default() });
+        assert_eq!(g.device_params(), [0.0, 1.0, 1.0, 0.0]);
+        let p = SamplingParams { temperature: 0.7, top_k: 40, top_p: 0.9, seed: 9, ..Default::default() };
+        let mut s = Sampler::new(&p);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        for _ in 0..3 {
+            let want: f32 = rng.random();
+            assert_eq!(s.device_params(), [0.7, 40.0, 0.9, want]);
+        }
+        let top1 = SamplingParams { temperature: 1.0, top_k: 1, ..Default::default() };
+        assert_eq!(Sampler::new(&top1).device_params(), [0.0, 1.0, 1.0, 0.0]);
+    }
+
     #[test]
     fn greedy_top_k_top_p_and_seeds() {
         let logits = [0.0f32, 5.0, 1.0, 4.9, -3.0];

@@ -1,0 +1,69 @@
+//! `goodput engine-check` and the roofline of `engine-bench`, on the CPU (the same code checks
+//! a GPU against the CPU when built with `--features cuda`; scripts/gpu-check.sh runs it there).
+
+use crate::common::goodput;
+
+fn json_path(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("goodput-engine-check-{}-{tag}.json", std::process::id()))
+}
+
+#[test]
+fn engine_check_compares_every_scenario_and_writes_its_json() {
+    let path = json_path("pass");
+    let p = path.to_str().unwrap();
+    let (ok, out, err) = goodput(&["engine-check", "--model", "tiny", "--max-tokens", "6", "--sequences", "1", "--json", p]);
+    assert!(ok, "{out}\n{err}");
+    for scenario in ["alone", "batched", "prefix-cache hits", "preemption"] {
+        assert!(out.contains(scenario), "{scenario} missing:\n{out}");
+    }
+    assert!(out.contains("top-1 agreement 100.00 %") && out.contains("engine-check: passed"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(v["passed"], true);
+    let greedy = v["greedy"].as_array().unwrap();
+    assert_eq!(greedy.len(), 4);
+    assert!(greedy.iter().all(|g| g["equal"] == g["requests"]), "{greedy:?}");
+    // The scenarios do what they are named for.
+    assert!(greedy[2]["prefix_hit_tokens"].as_u64().unwrap() > 0, "no prefix hit: {greedy:?}");
+    assert!(greedy[3]["preemptions"].as_u64().unwrap() > 0, "no preemption: {greedy:?}");
+    assert_eq!(v["logits"]["positions"], 128);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// bf16 against f32 on dummy weights: close, but not 100 % top-1 — the check sees it and
+/// fails at a bar above what it measured.
+#[test]
+fn engine_check_fails_below_its_top1_bar() {
+    let (ok, out, err) = goodput(&[
+        "engine-check", "--model", "tiny", "--dtype", "bf16", "--max-tokens", "4", "--sequences", "1", "--min-top1", "0.999",
+    ]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("logits at BF16 vs CPU f32") && out.contains("engine-check: FAILED"), "{out}");
+    assert!(err.contains("engine-check failed") && !err.contains("panicked"), "{err}");
+    let (ok, _, err) = goodput(&["engine-check", "--max-tokens", "0"]);
+    assert!(!ok && err.contains("--max-tokens and --sequences must be at least 1"), "{err}");
+}
+
+#[test]
+fn engine_bench_holds_each_row_against_the_roofline() {
+    let path = json_path("bench");
+    let p = path.to_str().unwrap();
+    let (ok, out, err) = goodput(&[
+        "engine-bench", "--model", "tiny", "--prompt-lens", "16", "--batch-sizes", "1,2", "--repeats", "1", "--decode-steps", "2",
+        "--json", p,
+    ]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("of floor") && out.contains("roofline: cpu"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let roof = &v["roofline"];
+    let bw = roof["bandwidth_gbytes_per_s"].as_f64().unwrap();
+    for d in v["decode"].as_array().unwrap() {
+        // floor = bytes / bandwidth, of_floor = floor / p50.
+        let floor = d["floor_s"].as_f64().unwrap();
+        assert!((floor - d["bytes_per_step"].as_f64().unwrap() / (bw * 1e9)).abs() < 1e-12, "{d}");
+        let of = d["of_floor"].as_f64().unwrap();
+        assert!((of - floor / d["step_s"]["p50"].as_f64().unwrap()).abs() < 1e-9, "{d}");
+    }
+    // No dense peak on the CPU: no prefill floor.
+    assert!(v["prefill"][0]["floor_s"].is_null());
+    let _ = std::fs::remove_file(&path);
+}
