@@ -11,7 +11,8 @@ fn json_path(tag: &str) -> std::path::PathBuf {
 fn engine_check_compares_every_scenario_and_writes_its_json() {
     let path = json_path("pass");
     let p = path.to_str().unwrap();
-    let (ok, out, err) = goodput(&["engine-check", "--model", "tiny", "--max-tokens", "6", "--sequences", "1", "--json", p]);
+    let (ok, out, err) =
+        goodput(&["engine-check", "--model", "tiny", "--max-tokens", "6", "--sequences", "1", "--json", p]);
     assert!(ok, "{out}\n{err}");
     for scenario in ["alone", "batched", "prefix-cache hits", "preemption"] {
         assert!(out.contains(scenario), "{scenario} missing:\n{out}");
@@ -34,7 +35,17 @@ fn engine_check_compares_every_scenario_and_writes_its_json() {
 #[test]
 fn engine_check_fails_below_its_top1_bar() {
     let (ok, out, err) = goodput(&[
-        "engine-check", "--model", "tiny", "--dtype", "bf16", "--max-tokens", "4", "--sequences", "1", "--min-top1", "0.999",
+        "engine-check",
+        "--model",
+        "tiny",
+        "--dtype",
+        "bf16",
+        "--max-tokens",
+        "4",
+        "--sequences",
+        "1",
+        "--min-top1",
+        "0.999",
     ]);
     assert!(!ok, "{out}");
     assert!(out.contains("logits at BF16 vs CPU f32") && out.contains("engine-check: FAILED"), "{out}");
@@ -48,8 +59,19 @@ fn engine_bench_holds_each_row_against_the_roofline() {
     let path = json_path("bench");
     let p = path.to_str().unwrap();
     let (ok, out, err) = goodput(&[
-        "engine-bench", "--model", "tiny", "--prompt-lens", "16", "--batch-sizes", "1,2", "--repeats", "1", "--decode-steps", "2",
-        "--json", p,
+        "engine-bench",
+        "--model",
+        "tiny",
+        "--prompt-lens",
+        "16",
+        "--batch-sizes",
+        "1,2",
+        "--repeats",
+        "1",
+        "--decode-steps",
+        "2",
+        "--json",
+        p,
     ]);
     assert!(ok, "{out}\n{err}");
     assert!(out.contains("of floor") && out.contains("roofline: cpu"), "{out}");

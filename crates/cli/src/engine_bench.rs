@@ -468,23 +468,34 @@ fn floor_cells(floor: Option<f64>, of: Option<f64>) -> [String; 2] {
 /// The prefill and decode tables and the roofline lines, on stdout.
 fn print(r: &Report) {
     let mut t = table::new(&[
-        "prompt", "n", "p50 ms", "p90 ms", "p99 ms", "stddev ms", "tokens/s", "GFLOP/s", "floor ms", "of floor",
+        "prompt",
+        "n",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "stddev ms",
+        "tokens/s",
+        "GFLOP/s",
+        "floor ms",
+        "of floor",
     ]);
     for p in &r.prefill {
         let s = &p.latency_s;
-        t.add_row(vec![
-            p.prompt_len.to_string(),
-            s.n.to_string(),
-            table::f(s.p50 * 1e3, 1),
-            table::f(s.p90 * 1e3, 1),
-            table::f(s.p99 * 1e3, 1),
-            table::f(s.stddev * 1e3, 1),
-            table::f(p.tokens_per_s, 0),
-            table::f(p.gflops_per_s, 1),
-        ]
-        .into_iter()
-        .chain(floor_cells(p.floor_s, p.of_floor))
-        .collect::<Vec<String>>());
+        t.add_row(
+            vec![
+                p.prompt_len.to_string(),
+                s.n.to_string(),
+                table::f(s.p50 * 1e3, 1),
+                table::f(s.p90 * 1e3, 1),
+                table::f(s.p99 * 1e3, 1),
+                table::f(s.stddev * 1e3, 1),
+                table::f(p.tokens_per_s, 0),
+                table::f(p.gflops_per_s, 1),
+            ]
+            .into_iter()
+            .chain(floor_cells(p.floor_s, p.of_floor))
+            .collect::<Vec<String>>(),
+        );
     }
     println!("Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
     let mut t = table::new(&[
@@ -504,22 +515,24 @@ fn print(r: &Report) {
     ]);
     for d in &r.decode {
         let s = &d.step_s;
-        t.add_row(vec![
-            d.batch.to_string(),
-            d.context.to_string(),
-            s.n.to_string(),
-            table::f(s.p50 * 1e3, 2),
-            table::f(s.p90 * 1e3, 2),
-            table::f(s.p99 * 1e3, 2),
-            table::f(s.stddev * 1e3, 2),
-            table::f(d.tokens_per_s, 1),
-            table::f(d.gbytes_per_s, 2),
-            table::f(d.gflops_per_s, 1),
-            format!("{:.2} %", d.overhead_share * 100.0),
-        ]
-        .into_iter()
-        .chain(floor_cells(d.floor_s, d.of_floor))
-        .collect::<Vec<String>>());
+        t.add_row(
+            vec![
+                d.batch.to_string(),
+                d.context.to_string(),
+                s.n.to_string(),
+                table::f(s.p50 * 1e3, 2),
+                table::f(s.p90 * 1e3, 2),
+                table::f(s.p99 * 1e3, 2),
+                table::f(s.stddev * 1e3, 2),
+                table::f(d.tokens_per_s, 1),
+                table::f(d.gbytes_per_s, 2),
+                table::f(d.gflops_per_s, 1),
+                format!("{:.2} %", d.overhead_share * 100.0),
+            ]
+            .into_iter()
+            .chain(floor_cells(d.floor_s, d.of_floor))
+            .collect::<Vec<String>>(),
+        );
     }
     println!("Decode step\n{t}");
     println!(

@@ -114,12 +114,16 @@ fn scenarios(vocab: usize) -> Vec<Scenario> {
     ]
 }
 
-/// Runs a scenario; returns each request's tokens, the preemptions and the prefix-hit tokens.
-fn run_scenario(
+/// What one engine did in a scenario; the model comes back for the next one.
+struct ScenarioRun {
     model: Llama,
-    s: &Scenario,
-    max_tokens: usize,
-) -> Result<(Llama, BTreeMap<RequestId, Vec<TokenId>>, usize, usize)> {
+    tokens: BTreeMap<RequestId, Vec<TokenId>>,
+    preemptions: usize,
+    prefix_hit_tokens: usize,
+}
+
+/// Runs a scenario on `model`.
+fn run_scenario(model: Llama, s: &Scenario, max_tokens: usize) -> Result<ScenarioRun> {
     let max_len = s.waves.iter().flatten().map(Vec::len).max().unwrap_or(1) + max_tokens + 1;
     let cfg = EngineConfig {
         block_size: BLOCK,
@@ -149,28 +153,28 @@ fn run_scenario(
             }
         }
     }
-    Ok((core.into_model(), out, preempted, hits))
+    Ok(ScenarioRun { model: core.into_model(), tokens: out, preemptions: preempted, prefix_hit_tokens: hits })
 }
 
-fn greedy(cpu: Llama, dev: Llama, a: &CheckArgs) -> Result<Vec<GreedyResult>> {
-    let (mut cpu, mut dev) = (cpu, dev);
+fn greedy(mut cpu: Llama, mut dev: Llama, a: &CheckArgs) -> Result<Vec<GreedyResult>> {
     let mut results = Vec::new();
     for s in scenarios(cpu.spec.vocab_size) {
-        let (c, want, _, _) = run_scenario(cpu, &s, a.max_tokens)?;
-        let (d, got, preemptions, prefix_hit_tokens) = run_scenario(dev, &s, a.max_tokens)?;
-        (cpu, dev) = (c, d);
-        let equal = want.iter().filter(|(id, w)| got.get(id) == Some(w)).count();
-        let first_difference = want.iter().find(|(id, w)| got.get(id) != Some(w)).map(|(id, w)| {
-            format!("request {id}: cpu {w:?}, device {:?}", got.get(id).cloned().unwrap_or_default())
-        });
+        let want = run_scenario(cpu, &s, a.max_tokens)?;
+        let got = run_scenario(dev, &s, a.max_tokens)?;
+        let (w, g) = (&want.tokens, &got.tokens);
+        let first_difference = w
+            .iter()
+            .find(|(id, t)| g.get(id) != Some(t))
+            .map(|(id, t)| format!("request {id}: cpu {t:?}, device {:?}", g.get(id).cloned().unwrap_or_default()));
         results.push(GreedyResult {
             scenario: s.name,
-            requests: want.len(),
-            equal,
-            preemptions,
-            prefix_hit_tokens,
+            requests: w.len(),
+            equal: w.iter().filter(|(id, t)| g.get(id) == Some(t)).count(),
+            preemptions: got.preemptions,
+            prefix_hit_tokens: got.prefix_hit_tokens,
             first_difference,
         });
+        (cpu, dev) = (want.model, got.model);
     }
     Ok(results)
 }
@@ -234,10 +238,12 @@ pub fn run(a: CheckArgs) -> Result<()> {
     let kernels = goodput_engine::cuda_check::run(&device)?;
     let kernels_ok = kernels.iter().all(|k| k.passed);
     let passed = greedy.iter().all(|g| g.equal == g.requests) && logits.top1_agreement >= a.min_top1 && kernels_ok;
-    let report = Report { model: cpu.spec.name.clone(), device: format!("{device:?}"), greedy, logits, kernels, passed };
+    let report =
+        Report { model: cpu.spec.name.clone(), device: format!("{device:?}"), greedy, logits, kernels, passed };
     print(&report);
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&report)?).with_context(|| format!("cannot write {}", p.display()))?;
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
     }
     if !report.passed {
         bail!("engine-check failed (see above)");

@@ -31,7 +31,7 @@ const SKIP_ROW: u32 = u32::MAX;
 pub fn supports(head_dim: usize, num_heads: usize, num_kv_heads: usize, dtype: DType) -> bool {
     matches!(head_dim, 64 | 128)
         && num_kv_heads > 0
-        && num_heads % num_kv_heads == 0
+        && num_heads.is_multiple_of(num_kv_heads)
         && num_heads / num_kv_heads <= 8
         && matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
 }
@@ -265,18 +265,25 @@ pub struct Heads {
     pub d: usize,
 }
 
+/// The model's RoPE tables `(positions, head_dim / 2)` and their pair layout.
+#[derive(Clone, Copy)]
+pub struct Rope<'a> {
+    pub cos: &'a Tensor,
+    pub sin: &'a Tensor,
+    /// Pairs (2j, 2j+1) (GGUF checkpoints) instead of (j, j + d/2).
+    pub interleaved: bool,
+}
+
 /// Splits the fused QKV output `(tokens, (hq + 2 hkv) * d)` into heads, applies RoPE to q and k
-/// at each token's position (`cos`/`sin`: the model's full tables), writes k and v into their
-/// pool slots and returns q `(tokens, hq, d)`.
+/// at each token's position, writes k and v into their pool slots and returns q
+/// `(tokens, hq, d)`.
 pub fn qkv_rope_cache(
     qkv: &Tensor,
-    cos: &Tensor,
-    sin: &Tensor,
+    rope: Rope<'_>,
     step: &StepDevice,
     k_pool: &Tensor,
     v_pool: &Tensor,
     h: Heads,
-    interleaved: bool,
 ) -> Result<Tensor> {
     let dev = cuda(qkv.device())?;
     let qkv = qkv.contiguous()?;
@@ -285,10 +292,10 @@ pub fn qkv_rope_cache(
         bail!("qkv_rope_cache: qkv {:?} is not ({t}, {})", qkv.shape(), (h.hq + 2 * h.hkv) * h.d);
     }
     let (q, qp) = alloc(&dev, qkv.dtype(), (t, h.hq, h.d))?;
-    let (xp, cp, sp, kp, vp) = (ptr(&qkv)?, ptr(cos)?, ptr(sin)?, ptr(k_pool)?, ptr(v_pool)?);
+    let (xp, cp, sp, kp, vp) = (ptr(&qkv)?, ptr(rope.cos)?, ptr(rope.sin)?, ptr(k_pool)?, ptr(v_pool)?);
     let (pos, slots) = (step.at(0)?, step.at(t)?);
     let (hq, hkv, d) = (i32_of(h.hq, "heads")?, i32_of(h.hkv, "kv heads")?, i32_of(h.d, "head dim")?);
-    let il = interleaved as i32;
+    let il = rope.interleaved as i32;
     let f = dev.get_or_load_custom_func(&format!("qkv_rope_cache_{}", suffix(qkv.dtype())?), MODULE, PTX)?;
     let mut b = f.builder();
     b.arg(&xp).arg(&cp).arg(&sp).arg(&pos).arg(&slots).arg(&qp).arg(&kp).arg(&vp);
@@ -299,7 +306,14 @@ pub fn qkv_rope_cache(
 
 /// Causal attention of `q` `(tokens, hq, d)` over the paged pools: decode rows and short
 /// chunks in the paged kernel, long chunks through cuBLAS. Returns `(tokens, hq, d)`.
-pub fn attention(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, step: &StepDevice, h: Heads, scale: f32) -> Result<Tensor> {
+pub fn attention(
+    q: &Tensor,
+    k_pool: &Tensor,
+    v_pool: &Tensor,
+    step: &StepDevice,
+    h: Heads,
+    scale: f32,
+) -> Result<Tensor> {
     let dev = cuda(q.device())?;
     let t = step.tokens;
     if let [only] = step.long.as_slice() {

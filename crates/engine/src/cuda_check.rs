@@ -83,7 +83,11 @@ fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64) -> Result<Ker
     let step = StepDevice::upload(&positions, &meta, dev)?;
     let got = cuda::attention(&q, &k_pool, &v_pool, &step, Heads { hq, hkv, d }, scale)?;
     let want = gather_attention(&q, &k_pool, &v_pool, &meta, scale)?;
-    Ok(check(format!("paged attention d{d} {dtype:?} (decode 1300/10/512, chunks 5 and 70)"), max_diff(&got, &want)?, tolerance))
+    Ok(check(
+        format!("paged attention d{d} {dtype:?} (decode 1300/10/512, chunks 5 and 70)"),
+        max_diff(&got, &want)?,
+        tolerance,
+    ))
 }
 
 #[cfg(feature = "cuda")]

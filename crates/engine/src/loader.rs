@@ -246,6 +246,19 @@ fn check_gguf_shape(spec: &ModelSpec, src: &GgufSource, path: &Path) -> Result<(
     Ok(())
 }
 
+/// The accelerator's name as its driver reports it (`NVIDIA H200`); `None` on the CPU.
+pub fn device_name(device: &Device) -> Option<String> {
+    #[cfg(feature = "cuda")]
+    {
+        crate::cuda::device_name(device)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = device;
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,18 +290,5 @@ mod tests {
         assert_eq!(t.id_to_token(1).as_deref(), Some("<s>"));
         assert_eq!(t.id_to_token(t.token_to_id("A").unwrap()).as_deref(), Some("<0x41>"));
         assert_eq!(t.id_to_token(299), None);
-    }
-}
-
-/// The accelerator's name as its driver reports it (`NVIDIA H200`); `None` on the CPU.
-pub fn device_name(device: &Device) -> Option<String> {
-    #[cfg(feature = "cuda")]
-    {
-        crate::cuda::device_name(device)
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = device;
-        None
     }
 }

@@ -403,9 +403,18 @@ mod tests {
         let m = Llama::load(&spec, &mut src, 8, &Device::Cpu, DType::F32).unwrap();
         let x = Tensor::randn(0f32, 1.0, (3, spec.hidden_size), &Device::Cpu).unwrap();
         let mut layer = Layer {
-            q: Linear { w: m.layers[0].q.w.clone(), b: Some(Tensor::ones(spec.hidden_size, DType::F32, &Device::Cpu).unwrap()) },
-            k: Linear { w: m.layers[0].k.w.clone(), b: Some(Tensor::zeros(spec.num_kv_heads * spec.head_dim(), DType::F32, &Device::Cpu).unwrap()) },
-            v: Linear { w: m.layers[0].v.w.clone(), b: Some(Tensor::full(2f32, spec.num_kv_heads * spec.head_dim(), &Device::Cpu).unwrap()) },
+            q: Linear {
+                w: m.layers[0].q.w.clone(),
+                b: Some(Tensor::ones(spec.hidden_size, DType::F32, &Device::Cpu).unwrap()),
+            },
+            k: Linear {
+                w: m.layers[0].k.w.clone(),
+                b: Some(Tensor::zeros(spec.num_kv_heads * spec.head_dim(), DType::F32, &Device::Cpu).unwrap()),
+            },
+            v: Linear {
+                w: m.layers[0].v.w.clone(),
+                b: Some(Tensor::full(2f32, spec.num_kv_heads * spec.head_dim(), &Device::Cpu).unwrap()),
+            },
             o: Linear { w: m.layers[0].o.w.clone(), b: None },
             gate: Linear { w: m.layers[0].gate.w.clone(), b: None },
             up: Linear { w: m.layers[0].up.w.clone(), b: None },

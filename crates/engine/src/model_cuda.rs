@@ -5,7 +5,7 @@
 //! candle-op path (`Llama::forward` on other devices) takes ~35 and three host uploads. The
 //! step's positions, slots and block tables go to the device once, not per layer.
 
-use crate::cuda::{self, Heads, StepDevice};
+use crate::cuda::{self, Heads, Rope, StepDevice};
 use crate::error::{EngineError, Result};
 use crate::kv_cache::KvCache;
 use crate::model::{Linear, Llama, StepBatch};
@@ -35,6 +35,7 @@ impl Llama {
         let (eps, scale) = (spec.rms_norm_eps as f32, 1.0 / (d as f32).sqrt());
         let step = StepDevice::upload(&batch.positions, &batch.meta, &self.device)?;
         let ids = Tensor::from_slice(&batch.tokens, t, &self.device)?;
+        let rope = Rope { cos: &self.cos, sin: &self.sin, interleaved: self.interleaved };
         let mut x = self.embed.index_select(&ids, 0)?;
         // The MLP output of the layer before, added into the residual by the next norm.
         let mut delta: Option<Tensor> = None;
@@ -44,7 +45,7 @@ impl Llama {
             };
             let (x1, hn) = cuda::add_rms_norm(&x, delta.as_ref(), &layer.attn_norm, eps)?;
             let qkv = qkv.forward_cuda(&hn)?;
-            let q = cuda::qkv_rope_cache(&qkv, &self.cos, &self.sin, &step, &kv.k[l], &kv.v[l], h, self.interleaved)?;
+            let q = cuda::qkv_rope_cache(&qkv, rope, &step, &kv.k[l], &kv.v[l], h)?;
             let a = cuda::attention(&q, &kv.k[l], &kv.v[l], &step, h, scale)?;
             let o = layer.o.forward_cuda(&a.reshape((t, h.hq * d))?)?;
             let (x2, hn) = cuda::add_rms_norm(&x1, Some(&o), &layer.mlp_norm, eps)?;

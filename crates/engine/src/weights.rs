@@ -77,7 +77,8 @@ impl TensorSource for DummySource {
                 let a = ((3.0f64).sqrt() * std) as f32;
                 let mut data = vec![0f32; n];
                 data.par_chunks_mut(DUMMY_CHUNK).enumerate().for_each(|(i, chunk)| {
-                    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                    let mut rng =
+                        rand::rngs::SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
                     chunk.iter_mut().for_each(|x| *x = rng.random_range(-a..a));
                 });
                 data

@@ -253,11 +253,7 @@ impl HardwareCatalog {
         let lower = device.to_ascii_lowercase().replace(['-', '_'], " ");
         let words: Vec<&str> = lower.split_whitespace().collect();
         let has = |part: &str| words.iter().any(|w| *w == part || (part == "sxm" && w.starts_with("sxm")));
-        let full = self
-            .gpus
-            .values()
-            .filter(|g| g.name.split('-').all(has))
-            .max_by_key(|g| g.name.split('-').count());
+        let full = self.gpus.values().filter(|g| g.name.split('-').all(has)).max_by_key(|g| g.name.split('-').count());
         full.or_else(|| {
             self.gpus.values().find(|g| {
                 let mut parts = g.name.split('-');
