@@ -315,90 +315,97 @@ pub fn attention(
     scale: f32,
 ) -> Result<Tensor> {
     let dev = cuda(q.device())?;
+    let a = Attn { q, k_pool, v_pool, step, h, scale };
     let t = step.tokens;
     if let [only] = step.long.as_slice() {
         if only.q_len == t {
-            return long_attention(q, k_pool, v_pool, only, h, scale);
+            return a.long(only);
         }
     }
     let (out, op) = alloc(&dev, q.dtype(), (t, h.hq, h.d))?;
     if step.parts > 0 {
-        paged(q, k_pool, v_pool, step, h, scale, &dev, op)?;
+        a.paged(&dev, op)?;
     }
     for s in &step.long {
-        out.slice_set(&long_attention(q, k_pool, v_pool, s, h, scale)?, 0, s.q_start)?;
+        out.slice_set(&a.long(s)?, 0, s.q_start)?;
     }
     Ok(out)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn paged(
-    q: &Tensor,
-    k_pool: &Tensor,
-    v_pool: &Tensor,
-    step: &StepDevice,
+/// One layer's attention: the queries, the layer's pools, the step's metadata, the shape.
+struct Attn<'a> {
+    q: &'a Tensor,
+    k_pool: &'a Tensor,
+    v_pool: &'a Tensor,
+    step: &'a StepDevice,
     h: Heads,
     scale: f32,
-    dev: &CudaDevice,
-    out: u64,
-) -> Result<()> {
-    let t = step.tokens;
-    let parts = step.parts;
-    let (ml, mlp) = alloc(dev, DType::F32, if parts > 1 { t * h.hq * parts * 2 } else { 1 })?;
-    let (acc, accp) = alloc(dev, DType::F32, if parts > 1 { t * h.hq * parts * h.d } else { 1 })?;
-    let (qp, kp, vp) = (ptr(q)?, ptr(k_pool)?, ptr(v_pool)?);
-    let row_seq = step.at(2 * t)?;
-    let seq_info = step.at(3 * t)?;
-    let bt = step.at(3 * t + 4 * step.num_seqs)?;
-    let (hq, hkv) = (i32_of(h.hq, "heads")?, i32_of(h.hkv, "kv heads")?);
-    let (bs, pl, np) = (i32_of(step.block_size, "block size")?, PART_LEN as i32, i32_of(parts, "partitions")?);
-    let name = format!("paged_attention_d{}_{}", h.d, suffix(q.dtype())?);
-    let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
-    let mut b = f.builder();
-    b.arg(&qp).arg(&kp).arg(&vp).arg(&out).arg(&mlp).arg(&accp).arg(&row_seq).arg(&seq_info).arg(&bt);
-    b.arg(&hq).arg(&hkv).arg(&bs).arg(&scale).arg(&pl).arg(&np);
-    unsafe { b.launch(cfg(((t * h.hkv) as u32, parts as u32), 128)) }.w()?;
-    if parts > 1 {
-        let name = format!("attn_combine_d{}_{}", h.d, suffix(q.dtype())?);
-        let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
-        let mut b = f.builder();
-        b.arg(&mlp).arg(&accp).arg(&row_seq).arg(&out).arg(&hq).arg(&np);
-        unsafe { b.launch(cfg(((t * h.hq) as u32, 1), h.d as u32)) }.w()?;
-    }
-    drop((ml, acc));
-    Ok(())
 }
 
-/// One long chunk: its K/V gathered from the pool, `softmax(q kᵀ) v` with cuBLAS matmuls and
-/// the causal softmax kernel in between, GQA by stacking each KV head's query heads (no K/V
-/// copy per query head). Queries go in slices so the scores stay under [`MAX_SCORE_BYTES`].
-fn long_attention(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, s: &LongSeq, h: Heads, scale: f32) -> Result<Tensor> {
-    let group = h.hq / h.hkv;
-    let per_row = group * h.hkv * s.ctx_len * q.dtype().size_in_bytes();
-    let slice = (MAX_SCORE_BYTES / per_row.max(1)).clamp(1, s.q_len);
-    let mut outs = Vec::new();
-    let mut a = 0;
-    while a < s.q_len {
-        let b = (a + slice).min(s.q_len);
-        // Rows a..b of the chunk see the first `ctx` positions at most.
-        let ctx = s.ctx_len - s.q_len + b;
-        let ql = b - a;
-        let qs = q
-            .narrow(0, s.q_start + a, ql)?
-            .reshape((ql, h.hkv, group, h.d))?
-            .permute((1, 2, 0, 3))?
-            .contiguous()?
-            .reshape((h.hkv, group * ql, h.d))?;
-        let slots = s.slots.narrow(0, 0, ctx)?;
-        let k = k_pool.index_select(&slots, 0)?.transpose(0, 1)?.contiguous()?; // (hkv, ctx, d)
-        let v = v_pool.index_select(&slots, 0)?.transpose(0, 1)?.contiguous()?;
-        let scores = qs.matmul(&k.t()?)?; // (hkv, group * ql, ctx)
-        causal_softmax(&scores, group * ql, ql, ctx, scale)?;
-        let o = scores.matmul(&v)?; // (hkv, group * ql, d)
-        outs.push(o.reshape((h.hkv, group, ql, h.d))?.permute((2, 0, 1, 3))?.reshape((ql, h.hq, h.d))?);
-        a = b;
+impl Attn<'_> {
+    /// The paged kernel over every row not in a long chunk, written to `out` (then the
+    /// partitions merged when the context is split).
+    fn paged(&self, dev: &CudaDevice, out: u64) -> Result<()> {
+        let Self { q, k_pool, v_pool, step, h, scale } = *self;
+        let t = step.tokens;
+        let parts = step.parts;
+        let (ml, mlp) = alloc(dev, DType::F32, if parts > 1 { t * h.hq * parts * 2 } else { 1 })?;
+        let (acc, accp) = alloc(dev, DType::F32, if parts > 1 { t * h.hq * parts * h.d } else { 1 })?;
+        let (qp, kp, vp) = (ptr(q)?, ptr(k_pool)?, ptr(v_pool)?);
+        let row_seq = step.at(2 * t)?;
+        let seq_info = step.at(3 * t)?;
+        let bt = step.at(3 * t + 4 * step.num_seqs)?;
+        let (hq, hkv) = (i32_of(h.hq, "heads")?, i32_of(h.hkv, "kv heads")?);
+        let (bs, pl, np) = (i32_of(step.block_size, "block size")?, PART_LEN as i32, i32_of(parts, "partitions")?);
+        let name = format!("paged_attention_d{}_{}", h.d, suffix(q.dtype())?);
+        let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
+        let mut b = f.builder();
+        b.arg(&qp).arg(&kp).arg(&vp).arg(&out).arg(&mlp).arg(&accp).arg(&row_seq).arg(&seq_info).arg(&bt);
+        b.arg(&hq).arg(&hkv).arg(&bs).arg(&scale).arg(&pl).arg(&np);
+        unsafe { b.launch(cfg(((t * h.hkv) as u32, parts as u32), 128)) }.w()?;
+        if parts > 1 {
+            let name = format!("attn_combine_d{}_{}", h.d, suffix(q.dtype())?);
+            let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
+            let mut b = f.builder();
+            b.arg(&mlp).arg(&accp).arg(&row_seq).arg(&out).arg(&hq).arg(&np);
+            unsafe { b.launch(cfg(((t * h.hq) as u32, 1), h.d as u32)) }.w()?;
+        }
+        drop((ml, acc));
+        Ok(())
     }
-    Tensor::cat(&outs, 0)?.contiguous()
+
+    /// One long chunk: its K/V gathered from the pool, `softmax(q kᵀ) v` with cuBLAS matmuls and
+    /// the causal softmax kernel in between, GQA by stacking each KV head's query heads (no K/V
+    /// copy per query head). Queries go in slices so the scores stay under [`MAX_SCORE_BYTES`].
+    fn long(&self, s: &LongSeq) -> Result<Tensor> {
+        let Self { q, k_pool, v_pool, h, scale, .. } = *self;
+        let group = h.hq / h.hkv;
+        let per_row = group * h.hkv * s.ctx_len * q.dtype().size_in_bytes();
+        let slice = (MAX_SCORE_BYTES / per_row.max(1)).clamp(1, s.q_len);
+        let mut outs = Vec::new();
+        let mut a = 0;
+        while a < s.q_len {
+            let b = (a + slice).min(s.q_len);
+            // Rows a..b of the chunk see the first `ctx` positions at most.
+            let ctx = s.ctx_len - s.q_len + b;
+            let ql = b - a;
+            let qs = q
+                .narrow(0, s.q_start + a, ql)?
+                .reshape((ql, h.hkv, group, h.d))?
+                .permute((1, 2, 0, 3))?
+                .contiguous()?
+                .reshape((h.hkv, group * ql, h.d))?;
+            let slots = s.slots.narrow(0, 0, ctx)?;
+            let k = k_pool.index_select(&slots, 0)?.transpose(0, 1)?.contiguous()?; // (hkv, ctx, d)
+            let v = v_pool.index_select(&slots, 0)?.transpose(0, 1)?.contiguous()?;
+            let scores = qs.matmul(&k.t()?)?; // (hkv, group * ql, ctx)
+            causal_softmax(&scores, group * ql, ql, ctx, scale)?;
+            let o = scores.matmul(&v)?; // (hkv, group * ql, d)
+            outs.push(o.reshape((h.hkv, group, ql, h.d))?.permute((2, 0, 1, 3))?.reshape((ql, h.hq, h.d))?);
+            a = b;
+        }
+        Tensor::cat(&outs, 0)?.contiguous()
+    }
 }
 
 /// In place: the scaled, causally masked softmax of `scores` `(heads, rows_per_head, ctx)`.
