@@ -458,6 +458,17 @@ fn apply_floors(r: &Roofline, c: &Costs, prefill: &mut [PrefillRow], decode: &mu
     }
 }
 
+/// n, p50, p90, p99 and stddev of a latency summary in ms, at `digits` decimals.
+fn latency_cells(s: &Summary, digits: usize) -> [String; 5] {
+    [
+        s.n.to_string(),
+        table::f(s.p50 * 1e3, digits),
+        table::f(s.p90 * 1e3, digits),
+        table::f(s.p99 * 1e3, digits),
+        table::f(s.stddev * 1e3, digits),
+    ]
+}
+
 fn floor_cells(floor: Option<f64>, of: Option<f64>) -> [String; 2] {
     match floor.zip(of) {
         Some((f, o)) => [table::f(f * 1e3, 2), format!("{:.0} %", o * 100.0)],
@@ -480,22 +491,11 @@ fn print(r: &Report) {
         "of floor",
     ]);
     for p in &r.prefill {
-        let s = &p.latency_s;
-        t.add_row(
-            vec![
-                p.prompt_len.to_string(),
-                s.n.to_string(),
-                table::f(s.p50 * 1e3, 1),
-                table::f(s.p90 * 1e3, 1),
-                table::f(s.p99 * 1e3, 1),
-                table::f(s.stddev * 1e3, 1),
-                table::f(p.tokens_per_s, 0),
-                table::f(p.gflops_per_s, 1),
-            ]
-            .into_iter()
-            .chain(floor_cells(p.floor_s, p.of_floor))
-            .collect::<Vec<String>>(),
-        );
+        let mut row = vec![p.prompt_len.to_string()];
+        row.extend(latency_cells(&p.latency_s, 1));
+        row.extend([table::f(p.tokens_per_s, 0), table::f(p.gflops_per_s, 1)]);
+        row.extend(floor_cells(p.floor_s, p.of_floor));
+        t.add_row(row);
     }
     println!("Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
     let mut t = table::new(&[
@@ -514,25 +514,16 @@ fn print(r: &Report) {
         "of floor",
     ]);
     for d in &r.decode {
-        let s = &d.step_s;
-        t.add_row(
-            vec![
-                d.batch.to_string(),
-                d.context.to_string(),
-                s.n.to_string(),
-                table::f(s.p50 * 1e3, 2),
-                table::f(s.p90 * 1e3, 2),
-                table::f(s.p99 * 1e3, 2),
-                table::f(s.stddev * 1e3, 2),
-                table::f(d.tokens_per_s, 1),
-                table::f(d.gbytes_per_s, 2),
-                table::f(d.gflops_per_s, 1),
-                format!("{:.2} %", d.overhead_share * 100.0),
-            ]
-            .into_iter()
-            .chain(floor_cells(d.floor_s, d.of_floor))
-            .collect::<Vec<String>>(),
-        );
+        let mut row = vec![d.batch.to_string(), d.context.to_string()];
+        row.extend(latency_cells(&d.step_s, 2));
+        row.extend([
+            table::f(d.tokens_per_s, 1),
+            table::f(d.gbytes_per_s, 2),
+            table::f(d.gflops_per_s, 1),
+            format!("{:.2} %", d.overhead_share * 100.0),
+        ]);
+        row.extend(floor_cells(d.floor_s, d.of_floor));
+        t.add_row(row);
     }
     println!("Decode step\n{t}");
     println!(
