@@ -206,7 +206,7 @@ impl Llama {
         let mut layers = Vec::with_capacity(spec.num_layers);
         for i in 0..spec.num_layers {
             let p = format!("model.layers.{i}");
-            layers.push(Layer {
+            let mut layer = Layer {
                 q: Linear::load(src, &format!("{p}.self_attn.q_proj"), nq, h, bias)?,
                 k: Linear::load(src, &format!("{p}.self_attn.k_proj"), nkv, h, bias)?,
                 v: Linear::load(src, &format!("{p}.self_attn.v_proj"), nkv, h, bias)?,
@@ -218,10 +218,11 @@ impl Llama {
                 mlp_norm: src.tensor(&format!("{p}.post_attention_layernorm.weight"), &[h], Init::Ones)?,
                 qkv: None,
                 gate_up: None,
-            });
+            };
             if device.is_cuda() {
-                layers.last_mut().expect("just pushed").fuse()?;
+                layer.fuse()?;
             }
+            layers.push(layer);
         }
         let norm = src.tensor("model.norm.weight", &[h], Init::Ones)?;
         let lm_head = if spec.tie_word_embeddings && !src.contains("lm_head.weight") {

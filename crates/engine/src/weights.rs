@@ -48,6 +48,9 @@ fn check_shape(name: &str, want: &[usize], got: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// Values per generator of [`DummySource`].
+pub const DUMMY_CHUNK: usize = 1 << 20;
+
 /// Seeded random weights of the real shapes, like vLLM's `--load-format dummy`: the compute
 /// cost of the real model, meaningless text. Each tensor's values depend only on the seed and
 /// its name (drawn in chunks of [`DUMMY_CHUNK`] values, in parallel, each chunk from its own
@@ -55,9 +58,6 @@ fn check_shape(name: &str, want: &[usize], got: &[usize]) -> Result<()> {
 /// same values on all). Linear weights are uniform with std `1/sqrt(fan_in)` and norms are
 /// ones, so activations stay finite over long generations. Converted to the dtype on the host,
 /// then moved: a GPU receives bf16, not f32.
-/// Values per generator of [`DummySource`].
-pub const DUMMY_CHUNK: usize = 1 << 20;
-
 pub struct DummySource {
     pub seed: u64,
     pub dtype: DType,
