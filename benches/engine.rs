@@ -1,16 +1,18 @@
-//! Engine step costs: attention (paged kernel, gather path, contiguous cache) at decode and
-//! prefill shapes of SmolLM2, and whole decode and prefill steps of the `tiny` model.
+//! Engine step costs: attention (paged kernel over f32 and bf16 pools, gather path, contiguous
+//! cache) at decode and prefill shapes of SmolLM2; the bf16-weight matmul against the f32 one
+//! and candle's bf16 matmul at SmolLM2's shapes; whole decode and prefill steps of the `tiny`
+//! model in f32 and bf16.
 //!
 //! `cargo bench --bench engine` (add `-- attention_decode` to run one group).
 
 use candle_core::{DType, Device, Tensor};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use goodput_core::{Catalog, Clock, FinishReason, SamplingParams};
 use goodput_engine::paged_attention::{
     contiguous_attention, gather_attention, paged_attention, paged_attention_kernel, write_kv, AttnMeta,
 };
 use goodput_engine::weights::DummySource;
-use goodput_engine::{EngineConfig, EngineCore, Llama};
+use goodput_engine::{bf16, skinny, EngineConfig, EngineCore, Llama};
 use std::time::Duration;
 
 /// SmolLM2-135M attention: 9 query heads, 3 KV heads, head dim 64.
@@ -26,8 +28,12 @@ fn rand(shape: (usize, usize, usize)) -> Tensor {
 /// A pool holding one sequence of `ctx` tokens in scattered blocks; returns pools, the block
 /// table and the contiguous K/V.
 fn setup(ctx: usize) -> (Tensor, Tensor, Vec<u32>, Tensor, Tensor) {
+    setup_dtype(ctx, DType::F32)
+}
+
+fn setup_dtype(ctx: usize, dtype: DType) -> (Tensor, Tensor, Vec<u32>, Tensor, Tensor) {
     let nb = ctx.div_ceil(BS) * 2 + 1;
-    let k_pool = Tensor::zeros((nb * BS, HKV, D), DType::F32, &Device::Cpu).unwrap();
+    let k_pool = Tensor::zeros((nb * BS, HKV, D), dtype, &Device::Cpu).unwrap();
     let v_pool = k_pool.zeros_like().unwrap();
     // Every other block, backwards: nothing is contiguous by accident.
     let table: Vec<u32> = (0..ctx.div_ceil(BS) as u32).map(|i| nb as u32 - 1 - 2 * i).collect();
@@ -50,6 +56,12 @@ fn attention(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("paged", ctx), &ctx, |b, _| {
             b.iter(|| paged_attention(&q, &kp, &vp, &meta, scale).unwrap())
         });
+        let (kb, vb, table_b, _, _) = setup_dtype(ctx, DType::BF16);
+        let mut meta_b = AttnMeta::new(BS);
+        meta_b.push(1, ctx, &table_b);
+        g.bench_with_input(BenchmarkId::new("paged_bf16", ctx), &ctx, |b, _| {
+            b.iter(|| paged_attention(&q, &kb, &vb, &meta_b, scale).unwrap())
+        });
         g.bench_with_input(BenchmarkId::new("gather", ctx), &ctx, |b, _| {
             b.iter(|| gather_attention(&q, &kp, &vp, &meta, scale).unwrap())
         });
@@ -68,6 +80,12 @@ fn attention(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("kernel", ctx), &ctx, |b, _| {
             b.iter(|| paged_attention_kernel(&q, &kp, &vp, &meta, scale).unwrap())
         });
+        let (kb, vb, table_b, _, _) = setup_dtype(ctx, DType::BF16);
+        let mut meta_b = AttnMeta::new(BS);
+        meta_b.push(ctx, ctx, &table_b);
+        g.bench_with_input(BenchmarkId::new("kernel_bf16", ctx), &ctx, |b, _| {
+            b.iter(|| paged_attention_kernel(&q, &kb, &vb, &meta_b, scale).unwrap())
+        });
         g.bench_with_input(BenchmarkId::new("gather", ctx), &ctx, |b, _| {
             b.iter(|| gather_attention(&q, &kp, &vp, &meta, scale).unwrap())
         });
@@ -78,16 +96,57 @@ fn attention(c: &mut Criterion) {
     g.finish();
 }
 
+/// `x · Wᵀ` at SmolLM2-135M's shapes (gate/up 1536 × 576, down 576 × 1536, LM head
+/// 49152 × 576) for decode-sized and prefill-sized `x`: f32 weights (the few-rows kernel or
+/// candle's gemm, as the engine picks), bf16 weights through goodput's kernel, and candle's own
+/// bf16 matmul. Throughput is weight bytes (decode rows) or FLOPs as elements (512 rows).
+fn matmul(c: &mut Criterion) {
+    let mut g = c.benchmark_group("matmul_smollm2");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    for (name, n, k) in [("gate_up", 1536usize, 576usize), ("down", 576, 1536), ("lm_head", 49152, 576)] {
+        let w32 = Tensor::randn(0f32, 0.05, (n, k), &Device::Cpu).unwrap();
+        let wb = w32.to_dtype(DType::BF16).unwrap();
+        for m in [1usize, 4, 16, 512] {
+            if name == "lm_head" && m == 512 {
+                continue; // the LM head only sees sampled rows
+            }
+            let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu).unwrap();
+            let xb = x.to_dtype(DType::BF16).unwrap();
+            let id = |path: &str| BenchmarkId::new(format!("{name}/{path}"), m);
+            for bf16_weights in [false, true] {
+                let bytes = (n * k * if bf16_weights { 2 } else { 4 }) as u64;
+                g.throughput(if m <= 16 {
+                    Throughput::Bytes(bytes)
+                } else {
+                    Throughput::Elements((2 * m * n * k) as u64)
+                });
+                if bf16_weights {
+                    g.bench_function(id("bf16"), |b| b.iter(|| bf16::matmul_t(&x, &wb).unwrap().unwrap()));
+                    g.bench_function(id("candle_bf16"), |b| b.iter(|| xb.matmul(&wb.t().unwrap()).unwrap()));
+                } else {
+                    g.bench_function(id("f32"), |b| {
+                        b.iter(|| match skinny::matmul_t(&x, &w32).unwrap() {
+                            Some(y) => y,
+                            None => x.matmul(&w32.t().unwrap()).unwrap(),
+                        })
+                    });
+                }
+            }
+        }
+    }
+    g.finish();
+}
+
 fn decode_steps(c: &mut Criterion) {
     let spec = Catalog::builtin().get("tiny").unwrap().clone();
     let mut g = c.benchmark_group("decode_step_tiny");
     g.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
-    for batch in [1usize, 4, 16] {
-        let mut src = DummySource { seed: 0, dtype: DType::F32, device: Device::Cpu };
-        let model = Llama::load(&spec, &mut src, 2048, &Device::Cpu, DType::F32).unwrap();
+    for (dtype, batch) in [DType::F32, DType::BF16].into_iter().flat_map(|d| [1usize, 4, 16].map(|b| (d, b))) {
+        let mut src = DummySource { seed: 0, dtype, device: Device::Cpu };
+        let model = Llama::load(&spec, &mut src, 2048, &Device::Cpu, dtype).unwrap();
         let cfg = EngineConfig { num_blocks: Some(2048), enable_prefix_caching: false, ..Default::default() };
         let mut core = EngineCore::new(model, &cfg, Clock::new()).unwrap();
-        g.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, &batch| {
+        g.bench_with_input(BenchmarkId::new(format!("{dtype:?}"), batch), &batch, |b, &batch| {
             b.iter_custom(|iters| {
                 // Requests long enough for every timed step to be a pure decode of `batch`.
                 for i in 0..batch {
@@ -111,15 +170,15 @@ fn decode_steps(c: &mut Criterion) {
 
 fn prefill_steps(c: &mut Criterion) {
     let spec = Catalog::builtin().get("tiny").unwrap().clone();
-    let mut src = DummySource { seed: 0, dtype: DType::F32, device: Device::Cpu };
-    let model = Llama::load(&spec, &mut src, 2048, &Device::Cpu, DType::F32).unwrap();
-    let cfg = EngineConfig { num_blocks: Some(256), enable_prefix_caching: false, ..Default::default() };
-    let mut core = EngineCore::new(model, &cfg, Clock::new()).unwrap();
     let mut g = c.benchmark_group("prefill_step_tiny");
     g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
-    for len in [128usize, 512] {
+    for (dtype, len) in [DType::F32, DType::BF16].into_iter().flat_map(|d| [128usize, 512].map(|l| (d, l))) {
+        let mut src = DummySource { seed: 0, dtype, device: Device::Cpu };
+        let model = Llama::load(&spec, &mut src, 2048, &Device::Cpu, dtype).unwrap();
+        let cfg = EngineConfig { num_blocks: Some(256), enable_prefix_caching: false, ..Default::default() };
+        let mut core = EngineCore::new(model, &cfg, Clock::new()).unwrap();
         let mut seed = 0u64;
-        g.bench_with_input(BenchmarkId::from_parameter(len), &len, |b, &len| {
+        g.bench_with_input(BenchmarkId::new(format!("{dtype:?}"), len), &len, |b, &len| {
             b.iter(|| {
                 // A fresh prompt each time; one token sampled, so the request ends with the step.
                 seed += 1;
@@ -133,5 +192,5 @@ fn prefill_steps(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, attention, decode_steps, prefill_steps);
+criterion_group!(benches, attention, matmul, decode_steps, prefill_steps);
 criterion_main!(benches);

@@ -42,7 +42,8 @@ pub struct ModelArgs {
     /// Device: cpu, cuda, cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// Model dtype: f32, f16, bf16 (default: f32 on CPU, bf16 on CUDA).
+    /// Model dtype: f32, f16, bf16 (default: bf16 on CUDA; on CPU bf16 weights with f32
+    /// activations where the CPU has avx512_bf16, else f32).
     #[arg(long)]
     pub dtype: Option<String>,
 }

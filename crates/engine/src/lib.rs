@@ -3,6 +3,7 @@
 //! `goodput-scheduler`. The only crate that knows candle.
 
 pub mod affinity;
+pub mod bf16;
 pub mod core;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -38,14 +38,20 @@ impl Linear {
         dims.iter().product::<usize>() as u64
     }
 
-    fn load(src: &mut dyn TensorSource, name: &str, out: usize, inp: usize, bias: bool) -> Result<Self> {
+    /// Loads `name.weight` (and `name.bias`, in the activation dtype `act`).
+    fn load(src: &mut dyn TensorSource, name: &str, out: usize, inp: usize, bias: bool, act: DType) -> Result<Self> {
         let w = src.linear(&format!("{name}.weight"), out, inp)?;
-        let b = if bias { Some(src.tensor(&format!("{name}.bias"), &[out], Init::Std(0.02))?) } else { None };
+        let b = if bias {
+            Some(src.tensor(&format!("{name}.bias"), &[out], Init::Std(0.02))?.to_dtype(act)?)
+        } else {
+            None
+        };
         Ok(Self { w, b })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let fast = match &self.w {
+            QMatMul::Tensor(w) if w.dtype() == DType::BF16 && x.dtype() == DType::F32 => crate::bf16::matmul_t(x, w)?,
             QMatMul::Tensor(w) => crate::skinny::matmul_t(x, w)?,
             _ => None,
         };
@@ -71,7 +77,9 @@ pub(crate) struct Layer {
     pub(crate) attn_norm: Tensor,
     pub(crate) mlp_norm: Tensor,
     /// q, k and v as one matmul (their weights concatenated at load; `q`, `k`, `v` are then
-    /// views of it). Built on CUDA, where each launch costs.
+    /// views of it). Built on CUDA, where each launch costs, and for bf16 weights on CPU,
+    /// where each parallel matmul costs a fork-join of the thread pool (f32 weights on CPU stay
+    /// apart, so f32 results do not move).
     pub(crate) qkv: Option<Linear>,
     /// gate and up as one matmul, likewise.
     pub(crate) gate_up: Option<Linear>,
@@ -163,8 +171,24 @@ pub struct Llama {
     pub(crate) sin: Tensor,
     pub(crate) interleaved: bool,
     pub device: Device,
+    /// The weights' (and KV pool's) dtype.
     pub dtype: DType,
+    /// The dtype of activations, norms and RoPE: f32 for bf16 weights on CPU (see
+    /// [`activation_dtype`]), else `dtype`.
+    pub act_dtype: DType,
     pub attention: AttentionImpl,
+}
+
+/// The dtype activations run in for weights of `dtype` on `device`: on CPU, bf16 weights are
+/// multiplied by goodput's kernels against f32 activations (`bf16.rs`: bf16 products are
+/// exact in f32), so norms, RoPE, softmax and residuals stay in f32; elsewhere the weights'
+/// dtype.
+pub fn activation_dtype(device: &Device, dtype: DType) -> DType {
+    if device.is_cpu() && dtype == DType::BF16 {
+        DType::F32
+    } else {
+        dtype
+    }
 }
 
 /// RoPE inverse frequencies, with Llama 3 frequency scaling when the spec asks for it.
@@ -202,36 +226,39 @@ impl Llama {
         let d = spec.head_dim();
         let (nq, nkv) = (spec.num_heads * d, spec.num_kv_heads * d);
         let bias = spec.has_qkv_bias();
+        let act = activation_dtype(device, dtype);
         let embed = src.tensor("model.embed_tokens.weight", &[spec.vocab_size, h], Init::Std(1.0))?;
         let mut layers = Vec::with_capacity(spec.num_layers);
         for i in 0..spec.num_layers {
             let p = format!("model.layers.{i}");
             let mut layer = Layer {
-                q: Linear::load(src, &format!("{p}.self_attn.q_proj"), nq, h, bias)?,
-                k: Linear::load(src, &format!("{p}.self_attn.k_proj"), nkv, h, bias)?,
-                v: Linear::load(src, &format!("{p}.self_attn.v_proj"), nkv, h, bias)?,
-                o: Linear::load(src, &format!("{p}.self_attn.o_proj"), h, nq, false)?,
-                gate: Linear::load(src, &format!("{p}.mlp.gate_proj"), spec.intermediate_size, h, false)?,
-                up: Linear::load(src, &format!("{p}.mlp.up_proj"), spec.intermediate_size, h, false)?,
-                down: Linear::load(src, &format!("{p}.mlp.down_proj"), h, spec.intermediate_size, false)?,
-                attn_norm: src.tensor(&format!("{p}.input_layernorm.weight"), &[h], Init::Ones)?,
-                mlp_norm: src.tensor(&format!("{p}.post_attention_layernorm.weight"), &[h], Init::Ones)?,
+                q: Linear::load(src, &format!("{p}.self_attn.q_proj"), nq, h, bias, act)?,
+                k: Linear::load(src, &format!("{p}.self_attn.k_proj"), nkv, h, bias, act)?,
+                v: Linear::load(src, &format!("{p}.self_attn.v_proj"), nkv, h, bias, act)?,
+                o: Linear::load(src, &format!("{p}.self_attn.o_proj"), h, nq, false, act)?,
+                gate: Linear::load(src, &format!("{p}.mlp.gate_proj"), spec.intermediate_size, h, false, act)?,
+                up: Linear::load(src, &format!("{p}.mlp.up_proj"), spec.intermediate_size, h, false, act)?,
+                down: Linear::load(src, &format!("{p}.mlp.down_proj"), h, spec.intermediate_size, false, act)?,
+                attn_norm: src.tensor(&format!("{p}.input_layernorm.weight"), &[h], Init::Ones)?.to_dtype(act)?,
+                mlp_norm: src
+                    .tensor(&format!("{p}.post_attention_layernorm.weight"), &[h], Init::Ones)?
+                    .to_dtype(act)?,
                 qkv: None,
                 gate_up: None,
             };
-            if device.is_cuda() {
+            if device.is_cuda() || act != dtype {
                 layer.fuse()?;
             }
             layers.push(layer);
         }
-        let norm = src.tensor("model.norm.weight", &[h], Init::Ones)?;
+        let norm = src.tensor("model.norm.weight", &[h], Init::Ones)?.to_dtype(act)?;
         let lm_head = if spec.tie_word_embeddings && !src.contains("lm_head.weight") {
             match src.tied_lm_head(spec.vocab_size, h) {
                 Some(w) => Linear { w: w?, b: None },
                 None => Linear { w: QMatMul::Tensor(embed.clone()), b: None },
             }
         } else {
-            Linear::load(src, "lm_head", spec.vocab_size, h, false)?
+            Linear::load(src, "lm_head", spec.vocab_size, h, false, act)?
         };
         let inv = rope_inv_freq(spec);
         let max_len = max_len.max(1);
@@ -246,11 +273,12 @@ impl Llama {
             layers,
             norm,
             lm_head,
-            cos: angles.cos()?.to_dtype(dtype)?,
-            sin: angles.sin()?.to_dtype(dtype)?,
+            cos: angles.cos()?.to_dtype(act)?,
+            sin: angles.sin()?.to_dtype(act)?,
             interleaved: src.rope_interleaved(),
             device: device.clone(),
             dtype,
+            act_dtype: act,
             attention: AttentionImpl::Paged,
         })
     }
@@ -299,9 +327,31 @@ impl Llama {
 
     pub(crate) fn mlp(&self, layer: &Layer, x: &Tensor) -> Result<Tensor> {
         let h = self.rms_norm(x, &layer.mlp_norm)?;
-        let g = candle_nn::ops::silu(&layer.gate.forward(&h)?)?;
-        let u = layer.up.forward(&h)?;
-        layer.down.forward(&(g * u)?)
+        let (g, u) = match &layer.gate_up {
+            Some(f) => {
+                let y = f.forward(&h)?;
+                let i = self.spec.intermediate_size;
+                (y.narrow(1, 0, i)?, y.narrow(1, i, i)?)
+            }
+            None => (layer.gate.forward(&h)?, layer.up.forward(&h)?),
+        };
+        layer.down.forward(&(candle_nn::ops::silu(&g)? * u)?)
+    }
+
+    /// q, k and v of `h` (`(tokens, hidden)`) as `(tokens, heads, head_dim)`, with one matmul
+    /// where the layer's projections are fused.
+    pub(crate) fn qkv(&self, layer: &Layer, h: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let s = &self.spec;
+        let (t, d) = (h.dim(0)?, s.head_dim());
+        let (nq, nkv) = (s.num_heads * d, s.num_kv_heads * d);
+        let (q, k, v) = match &layer.qkv {
+            Some(f) => {
+                let y = f.forward(h)?;
+                (y.narrow(1, 0, nq)?, y.narrow(1, nq, nkv)?, y.narrow(1, nq + nkv, nkv)?)
+            }
+            None => (layer.q.forward(h)?, layer.k.forward(h)?, layer.v.forward(h)?),
+        };
+        Ok((q.reshape((t, s.num_heads, d))?, k.reshape((t, s.num_kv_heads, d))?, v.reshape((t, s.num_kv_heads, d))?))
     }
 
     /// Whether steps run goodput's CUDA kernels (fused layer, paged attention on the GPU,
@@ -346,12 +396,10 @@ impl Llama {
         let cos = self.cos.index_select(&pos, 0)?;
         let sin = self.sin.index_select(&pos, 0)?;
         let scale = 1.0 / (d as f32).sqrt();
-        let mut x = self.embed.index_select(&ids, 0)?;
+        let mut x = self.embed.index_select(&ids, 0)?.to_dtype(self.act_dtype)?;
         for (l, layer) in self.layers.iter().enumerate() {
             let h = self.rms_norm(&x, &layer.attn_norm)?;
-            let q = layer.q.forward(&h)?.reshape((t, spec.num_heads, d))?;
-            let k = layer.k.forward(&h)?.reshape((t, spec.num_kv_heads, d))?;
-            let v = layer.v.forward(&h)?.reshape((t, spec.num_kv_heads, d))?;
+            let (q, k, v) = self.qkv(layer, &h)?;
             let q = self.rope(&q, &cos, &sin)?;
             let k = self.rope(&k, &cos, &sin)?;
             crate::paged_attention::write_kv(&kv.k[l], &kv.v[l], &k, &v, &batch.meta)?;

@@ -28,12 +28,12 @@ impl<'a> ReferenceRunner<'a> {
         let ids = Tensor::from_slice(tokens, t, &m.device)?;
         let cos = m.cos.narrow(0, self.pos, t)?;
         let sin = m.sin.narrow(0, self.pos, t)?;
-        let mut x = m.embed.index_select(&ids, 0)?;
+        let mut x = m.embed.index_select(&ids, 0)?.to_dtype(m.act_dtype)?;
         let ctx = self.pos + t;
         let pos = self.pos;
         let mask: Vec<f32> =
             (0..t).flat_map(|i| (0..ctx).map(move |j| if j <= pos + i { 0.0 } else { f32::NEG_INFINITY })).collect();
-        let mask = Tensor::from_vec(mask, (1, t, ctx), &m.device)?.to_dtype(m.dtype)?;
+        let mask = Tensor::from_vec(mask, (1, t, ctx), &m.device)?.to_dtype(m.act_dtype)?;
         for (l, layer) in m.layers.iter().enumerate() {
             let h = m.rms_norm(&x, &layer.attn_norm)?;
             let q = m.rope(&layer.q.forward(&h)?.reshape((t, hq, d))?, &cos, &sin)?;
