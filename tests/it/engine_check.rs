@@ -12,7 +12,7 @@ fn engine_check_compares_every_scenario_and_writes_its_json() {
     let path = json_path("pass");
     let p = path.to_str().unwrap();
     let (ok, out, err) =
-        goodput(&["engine-check", "--model", "tiny", "--max-tokens", "6", "--sequences", "1", "--json", p]);
+        goodput(&["engine-check", "--model", "tiny", "--dtype", "f32", "--max-tokens", "6", "--sequences", "1", "--json", p]);
     assert!(ok, "{out}\n{err}");
     for scenario in ["alone", "batched", "prefix-cache hits", "preemption"] {
         assert!(out.contains(scenario), "{scenario} missing:\n{out}");
@@ -26,7 +26,11 @@ fn engine_check_compares_every_scenario_and_writes_its_json() {
     // The scenarios do what they are named for.
     assert!(greedy[2]["prefix_hit_tokens"].as_u64().unwrap() > 0, "no prefix hit: {greedy:?}");
     assert!(greedy[3]["preemptions"].as_u64().unwrap() > 0, "no preemption: {greedy:?}");
-    assert_eq!(v["logits"]["positions"], 128);
+    // 128 random tokens, then six text prompts × 32 continued positions.
+    assert_eq!(v["logits"][0]["positions"], 128);
+    assert_eq!(v["logits"][1]["positions"], 6 * 32);
+    assert_eq!(v["logits"][1]["top1_agreement"], 1.0);
+    assert_eq!(v["logits"][1]["max_logprob_diff"], 0.0, "f32 against f32 on the CPU is exact");
     let _ = std::fs::remove_file(&path);
 }
 

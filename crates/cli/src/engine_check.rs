@@ -2,8 +2,10 @@
 //! weights. At f32 the greedy ids must be equal — one request alone, a batch of prompts of
 //! mixed lengths (decode rows, short and long prefill chunks in one step), prompts hitting the
 //! prefix cache, and a KV pool small enough to preempt. At the device's dtype (bf16 by
-//! default on CUDA) the logits of every teacher-forced position are compared with CPU f32:
-//! top-1 agreement and max |Δ|. On CUDA, goodput's kernels are also checked against candle's
+//! default on CUDA; bf16 weights with f32 activations on CPU) the logits of teacher-forced
+//! positions are compared with CPU f32 — random token sequences (a harsh case: flat
+//! distributions) and six English prompts continued for 32 tokens by the f32 model: top-1
+//! agreement, max |Δ| of the logits and of the log-probability of f32's top token. On CUDA, goodput's kernels are also checked against candle's
 //! ops on the GPU (long contexts split into partitions, the sampler's cuts). Exit code 1 when a
 //! check fails.
 
@@ -14,6 +16,9 @@ use clap::Args;
 use goodput_core::{Clock, RequestId, SamplingParams, TokenId};
 use goodput_engine::cuda_check::KernelCheck;
 use goodput_engine::kv_cache::KvCache;
+use goodput_engine::loader::LoadedModel;
+use goodput_engine::reference::{argmax, ReferenceRunner};
+use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::{EngineConfig, EngineCore, Llama, StepBatch};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -29,7 +34,8 @@ pub struct CheckArgs {
     /// Tokens generated per request in the greedy comparisons.
     #[arg(long, default_value_t = 24)]
     pub max_tokens: usize,
-    /// Teacher-forced sequences of 128 tokens in the logits comparison.
+    /// Teacher-forced sequences of 128 random tokens in the logits comparison (the text
+    /// prompts are always compared too).
     #[arg(long, default_value_t = 4)]
     pub sequences: usize,
     /// Lowest top-1 agreement of the logits comparison that passes.
@@ -61,19 +67,35 @@ struct GreedyResult {
 
 #[derive(Serialize)]
 struct LogitsResult {
+    /// `random tokens` or `text prompts`.
+    sequences: &'static str,
     dtype: String,
     positions: usize,
     top1_agreement: f64,
     max_abs_diff: f64,
     mean_abs_diff: f64,
+    /// Largest |Δ| of the log-probability of the reference's top-1 token.
+    max_logprob_diff: f64,
 }
+
+/// Prompts of the text comparison: each is continued greedily by the CPU f32 model for
+/// [`TEXT_POSITIONS`] tokens, and the positions predicting the continuation are compared.
+const TEXT_PROMPTS: [&str; 6] = [
+    "The capital of France is",
+    "Write a short poem about the sea.\n",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "Photosynthesis is the process by which plants",
+    "Q: What is 17 times 23?\nA:",
+    "In 1969, the Apollo 11 mission",
+];
+const TEXT_POSITIONS: usize = 32;
 
 #[derive(Serialize)]
 struct Report {
     model: String,
     device: String,
     greedy: Vec<GreedyResult>,
-    logits: LogitsResult,
+    logits: Vec<LogitsResult>,
     kernels: Vec<KernelCheck>,
     passed: bool,
 }
@@ -190,15 +212,47 @@ fn all_logits(m: &Llama, tokens: &[TokenId]) -> Result<Vec<Vec<f32>>> {
     Ok(Llama::logits_rows(&m.forward(&batch, &kv)?)?)
 }
 
-fn logits(cpu: &Llama, dev: &Llama, sequences: usize) -> Result<LogitsResult> {
+/// Teacher-forced sequences and the positions of each that are compared.
+type Sequences = Vec<(Vec<TokenId>, std::ops::Range<usize>)>;
+
+fn random_sequences(n: usize, vocab: usize) -> Sequences {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x70b1);
-    let (mut n, mut agree, mut max, mut sum, mut count) = (0usize, 0usize, 0f64, 0f64, 0usize);
-    for _ in 0..sequences {
-        let tokens = prompt(&mut rng, 128, cpu.spec.vocab_size);
-        for (w, g) in all_logits(cpu, &tokens)?.iter().zip(all_logits(dev, &tokens)?) {
+    (0..n).map(|_| (prompt(&mut rng, 128, vocab), 0..128)).collect()
+}
+
+/// [`TEXT_PROMPTS`], each followed by the CPU f32 model's greedy continuation.
+fn text_sequences(cpu: &Llama, tok: &Tokenizer) -> Result<Sequences> {
+    let mut out = Vec::new();
+    for text in TEXT_PROMPTS {
+        let prompt = tok.encode(text).with_context(|| format!("cannot tokenize {text:?}"))?;
+        if prompt.is_empty() {
+            bail!("the tokenizer turns {text:?} into no tokens");
+        }
+        let (cont, _) = ReferenceRunner::new(cpu).generate(&prompt, TEXT_POSITIONS)?;
+        // Position i's logits predict token i + 1: the last prompt position and the
+        // continuation's but last.
+        let from = prompt.len() - 1;
+        out.push(([prompt.as_slice(), &cont].concat(), from..from + TEXT_POSITIONS));
+    }
+    Ok(out)
+}
+
+fn log_softmax_at(row: &[f32], i: usize) -> f64 {
+    let m = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+    let lse = m + row.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln();
+    row[i] as f64 - lse
+}
+
+fn logits(cpu: &Llama, dev: &Llama, name: &'static str, seqs: &Sequences) -> Result<LogitsResult> {
+    let (mut n, mut agree, mut max, mut sum, mut count, mut max_lp) = (0usize, 0usize, 0f64, 0f64, 0usize, 0f64);
+    for (tokens, range) in seqs {
+        let (want, got) = (all_logits(cpu, tokens)?, all_logits(dev, tokens)?);
+        for (w, g) in want[range.clone()].iter().zip(&got[range.clone()]) {
             n += 1;
-            agree += (goodput_engine::reference::argmax(w) == goodput_engine::reference::argmax(&g)) as usize;
-            for (x, y) in w.iter().zip(&g) {
+            let top = argmax(w);
+            agree += (top == argmax(g)) as usize;
+            max_lp = max_lp.max((log_softmax_at(w, top as usize) - log_softmax_at(g, top as usize)).abs());
+            for (x, y) in w.iter().zip(g) {
                 let d = (*x as f64 - *y as f64).abs();
                 max = max.max(d);
                 sum += d;
@@ -207,17 +261,23 @@ fn logits(cpu: &Llama, dev: &Llama, sequences: usize) -> Result<LogitsResult> {
         }
     }
     Ok(LogitsResult {
+        sequences: name,
         dtype: format!("{:?}", dev.dtype),
         positions: n,
         top1_agreement: agree as f64 / n.max(1) as f64,
         max_abs_diff: max,
         mean_abs_diff: sum / count.max(1) as f64,
+        max_logprob_diff: max_lp,
     })
 }
 
 fn load(a: &ModelArgs, device: &str, dtype: &str, max_len: usize) -> Result<Llama> {
+    Ok(load_with_tokenizer(a, device, dtype, max_len)?.model)
+}
+
+fn load_with_tokenizer(a: &ModelArgs, device: &str, dtype: &str, max_len: usize) -> Result<LoadedModel> {
     let m = ModelArgs { device: device.into(), dtype: Some(dtype.into()), ..a.clone() };
-    Ok(m.load(max_len).with_context(|| format!("loading {} on {device} at {dtype}", a.model))?.model)
+    m.load(max_len).with_context(|| format!("loading {} on {device} at {dtype}", a.model))
 }
 
 pub fn run(a: CheckArgs) -> Result<()> {
@@ -231,13 +291,19 @@ pub fn run(a: CheckArgs) -> Result<()> {
     let dev32 = load(&a.model, &a.model.device, "f32", max_len)?;
     eprintln!("engine-check: {} on {device:?} against cpu f32; greedy at f32 …", cpu.spec.name);
     let greedy = greedy(cpu, dev32, &a)?;
-    let cpu = load(&a.model, "cpu", "f32", max_len)?;
+    let loaded = load_with_tokenizer(&a.model, "cpu", "f32", max_len)?;
+    let cpu = loaded.model;
     let dev = load(&a.model, &a.model.device, &dtype, max_len)?;
     eprintln!("engine-check: logits at {dtype} …");
-    let logits = logits(&cpu, &dev, a.sequences)?;
+    let logits = vec![
+        logits(&cpu, &dev, "random tokens", &random_sequences(a.sequences, cpu.spec.vocab_size))?,
+        logits(&cpu, &dev, "text prompts", &text_sequences(&cpu, &loaded.tokenizer)?)?,
+    ];
     let kernels = goodput_engine::cuda_check::run(&device)?;
     let kernels_ok = kernels.iter().all(|k| k.passed);
-    let passed = greedy.iter().all(|g| g.equal == g.requests) && logits.top1_agreement >= a.min_top1 && kernels_ok;
+    let passed = greedy.iter().all(|g| g.equal == g.requests)
+        && logits.iter().all(|l| l.top1_agreement >= a.min_top1)
+        && kernels_ok;
     let report =
         Report { model: cpu.spec.name.clone(), device: format!("{device:?}"), greedy, logits, kernels, passed };
     print(&report);
@@ -266,15 +332,18 @@ fn print(r: &Report) {
     for g in r.greedy.iter().filter_map(|g| g.first_difference.as_ref()) {
         println!("  first difference: {g}");
     }
-    let l = &r.logits;
-    println!(
-        "logits at {} vs CPU f32, {} teacher-forced positions: top-1 agreement {:.2} %, max |Δ| {:.4}, mean |Δ| {:.5}",
-        l.dtype,
-        l.positions,
-        l.top1_agreement * 100.0,
-        l.max_abs_diff,
-        l.mean_abs_diff
-    );
+    for l in &r.logits {
+        println!(
+            "logits at {} vs CPU f32, {} teacher-forced positions ({}): top-1 agreement {:.2} %, max |Δ| {:.4}, mean |Δ| {:.5}, max |Δ logprob| of f32's top-1 {:.4}",
+            l.dtype,
+            l.positions,
+            l.sequences,
+            l.top1_agreement * 100.0,
+            l.max_abs_diff,
+            l.mean_abs_diff,
+            l.max_logprob_diff
+        );
+    }
     for k in &r.kernels {
         println!(
             "kernel check: {} — max |Δ| {:.3e} (tolerance {:.0e}): {}",
