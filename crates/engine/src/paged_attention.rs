@@ -220,7 +220,7 @@ impl CustomOp3 for PagedAttention<'_> {
         }
         let q = cpu_f32(qs, ql, "q")?;
         let meta = self.meta;
-        // Row → sequence, for the parallel loop over (token, kv head).
+        // Row → sequence, for the parallel loop over (token, query head).
         let mut tok_seq = vec![0u32; t];
         for (si, s) in meta.seqs.iter().enumerate() {
             if s.q_start + s.q_len > t || s.q_len > s.ctx_len || s.bt_len < s.ctx_len.div_ceil(meta.block_size) {
@@ -250,8 +250,8 @@ struct Dims {
 }
 
 impl PagedAttention<'_> {
-    /// The kernel over pools of element `E`: one parallel item per (query row, KV head), an
-    /// online softmax per query head of its group.
+    /// The kernel over pools of element `E`: one parallel item per (query row, query head),
+    /// an online softmax over its KV head's blocks.
     fn attend<E: KvElem>(
         &self,
         q: &[f32],
@@ -269,45 +269,44 @@ impl PagedAttention<'_> {
         let group = hq / hkv;
         let mut out = vec![0f32; t * hq * d];
         let scale = self.scale;
-        out.par_chunks_mut(group * d).enumerate().for_each(|(item, out)| {
-            let (row, kh) = (item / hkv, item % hkv);
+        // One item per (query row, query head): at decode, items are few (a batch of one has
+        // `heads` of them), so they are as small as they can be for the threads to share.
+        out.par_chunks_mut(d).enumerate().for_each(|(item, acc)| {
+            let (row, h) = (item / hq, item % hq);
+            let kh = h / group;
             let s = &meta.seqs[tok_seq[row] as usize];
             let i = row - s.q_start;
             let visible = s.ctx_len - s.q_len + i + 1;
             let mut scores = vec![0f32; meta.block_size];
-            for g in 0..group {
-                let h = kh * group + g;
-                let qrow = &q[(row * hq + h) * d..(row * hq + h + 1) * d];
-                let acc = &mut out[g * d..(g + 1) * d];
-                let (mut m, mut l) = (f32::NEG_INFINITY, 0f32);
-                let mut p0 = 0;
-                while p0 < visible {
-                    let n = meta.block_size.min(visible - p0);
-                    let base = meta.slot(s, p0);
-                    let mut bmax = f32::NEG_INFINITY;
-                    for (j, slot) in scores[..n].iter_mut().enumerate() {
-                        let off = ((base + j) * hkv + kh) * d;
-                        let sc = E::dot(qrow, &k[off..off + d]) * scale;
-                        *slot = sc;
-                        bmax = bmax.max(sc);
-                    }
-                    if bmax > m {
-                        let c = (m - bmax).exp();
-                        l *= c;
-                        acc.iter_mut().for_each(|a| *a *= c);
-                        m = bmax;
-                    }
-                    for (j, &sc) in scores[..n].iter().enumerate() {
-                        let w = (sc - m).exp();
-                        l += w;
-                        let off = ((base + j) * hkv + kh) * d;
-                        E::axpy(w, &v[off..off + d], acc);
-                    }
-                    p0 += n;
+            let qrow = &q[(row * hq + h) * d..(row * hq + h + 1) * d];
+            let (mut m, mut l) = (f32::NEG_INFINITY, 0f32);
+            let mut p0 = 0;
+            while p0 < visible {
+                let n = meta.block_size.min(visible - p0);
+                let base = meta.slot(s, p0);
+                let mut bmax = f32::NEG_INFINITY;
+                for (j, slot) in scores[..n].iter_mut().enumerate() {
+                    let off = ((base + j) * hkv + kh) * d;
+                    let sc = E::dot(qrow, &k[off..off + d]) * scale;
+                    *slot = sc;
+                    bmax = bmax.max(sc);
                 }
-                let inv = 1.0 / l;
-                acc.iter_mut().for_each(|a| *a *= inv);
+                if bmax > m {
+                    let c = (m - bmax).exp();
+                    l *= c;
+                    acc.iter_mut().for_each(|a| *a *= c);
+                    m = bmax;
+                }
+                for (j, &sc) in scores[..n].iter().enumerate() {
+                    let w = (sc - m).exp();
+                    l += w;
+                    let off = ((base + j) * hkv + kh) * d;
+                    E::axpy(w, &v[off..off + d], acc);
+                }
+                p0 += n;
             }
+            let inv = 1.0 / l;
+            acc.iter_mut().for_each(|a| *a *= inv);
         });
         Ok(out)
     }
