@@ -11,8 +11,19 @@ fn json_path(tag: &str) -> std::path::PathBuf {
 fn engine_check_compares_every_scenario_and_writes_its_json() {
     let path = json_path("pass");
     let p = path.to_str().unwrap();
-    let (ok, out, err) =
-        goodput(&["engine-check", "--model", "tiny", "--dtype", "f32", "--max-tokens", "6", "--sequences", "1", "--json", p]);
+    let (ok, out, err) = goodput(&[
+        "engine-check",
+        "--model",
+        "tiny",
+        "--dtype",
+        "f32",
+        "--max-tokens",
+        "6",
+        "--sequences",
+        "1",
+        "--json",
+        p,
+    ]);
     assert!(ok, "{out}\n{err}");
     for scenario in ["alone", "batched", "prefix-cache hits", "preemption"] {
         assert!(out.contains(scenario), "{scenario} missing:\n{out}");
