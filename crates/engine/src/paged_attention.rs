@@ -128,13 +128,19 @@ fn cpu_pool<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<PoolData<'a
     }
 }
 
-fn mut_pool<'a>(s: &'a mut CpuStorage, l: &Layout) -> Result<(Option<&'a mut [f32]>, Option<&'a mut [u16]>)> {
+/// A pool's values, to write.
+enum PoolMut<'a> {
+    F32(&'a mut [f32]),
+    Bf16(&'a mut [u16]),
+}
+
+fn mut_pool<'a>(s: &'a mut CpuStorage, l: &Layout) -> Result<PoolMut<'a>> {
     let Some((a, b)) = l.contiguous_offsets() else { candle_core::bail!("kv pool must be contiguous") };
     match s {
-        CpuStorage::F32(d) => Ok((Some(&mut d[a..b]), None)),
+        CpuStorage::F32(d) => Ok(PoolMut::F32(&mut d[a..b])),
         // SAFETY: bf16 is a `repr(transparent)` wrapper of u16.
         CpuStorage::BF16(d) => {
-            Ok((None, Some(unsafe { std::slice::from_raw_parts_mut(d[a..b].as_mut_ptr().cast(), b - a) })))
+            Ok(PoolMut::Bf16(unsafe { std::slice::from_raw_parts_mut(d[a..b].as_mut_ptr().cast(), b - a) }))
         }
         _ => candle_core::bail!("kv pool must be f32 or bf16"),
     }
@@ -167,9 +173,8 @@ impl candle_core::InplaceOp2 for WriteSlots<'_> {
         let src = cpu_f32(src, sl, "new K/V")?;
         let row = src.len() / self.slots.len().max(1);
         match mut_pool(pool, pl)? {
-            (Some(pool), _) => write_rows(pool, src, self.slots, row),
-            (_, Some(pool)) => write_rows(pool, src, self.slots, row),
-            _ => unreachable!("mut_pool returns one of the two"),
+            PoolMut::F32(pool) => write_rows(pool, src, self.slots, row),
+            PoolMut::Bf16(pool) => write_rows(pool, src, self.slots, row),
         }
     }
 }
