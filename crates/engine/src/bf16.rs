@@ -251,14 +251,8 @@ unsafe fn block_scalar(x: &[f32], m: usize, k: usize, w: &[u16], out: &mut [f32]
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_op_in_unsafe_fn)]
 mod x86 {
+    use crate::simd::x86::hsum;
     use std::arch::x86_64::*;
-
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn hsum(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
-    }
 
     /// 16 bf16 values at `p` as two f32 vectors: the even elements and the odd ones (exact:
     /// bf16 is the top half of an f32).

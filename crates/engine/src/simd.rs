@@ -109,8 +109,16 @@ fn axpy_scalar(alpha: f32, x: &[f32], y: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
+
+    /// The sum of the 8 lanes (the same order everywhere: halves, pairs, then the last two).
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) fn hsum(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
+    }
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
@@ -133,13 +141,7 @@ mod x86 {
             }
             i += 8;
         }
-        let acc = _mm256_add_ps(acc0, acc1);
-        let hi = _mm256_extractf128_ps(acc, 1);
-        let lo = _mm256_castps256_ps128(acc);
-        let s = _mm_add_ps(hi, lo);
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-        let mut r = _mm_cvtss_f32(s);
+        let mut r = hsum(_mm256_add_ps(acc0, acc1));
         while i < n {
             r += a[i] * b[i];
             i += 1;
@@ -196,10 +198,7 @@ mod x86 {
             }
             i += 8;
         }
-        let acc = _mm256_add_ps(acc0, acc1);
-        let s = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let mut r = _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+        let mut r = hsum(_mm256_add_ps(acc0, acc1));
         while i < n {
             r += a[i] * super::widen(b[i]);
             i += 1;

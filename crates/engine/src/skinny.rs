@@ -98,14 +98,8 @@ impl CustomOp2 for SkinnyMatmul {
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_op_in_unsafe_fn)]
 mod x86 {
+    use crate::simd::x86::hsum;
     use std::arch::x86_64::*;
-
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn hsum(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
-    }
 
     /// Dot products of one weight row with one or two rows of `x`, 4 accumulators each
     /// (FMA latency), walking the weight row once.
