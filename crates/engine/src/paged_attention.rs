@@ -13,6 +13,7 @@
 
 use crate::simd;
 use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
+use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
 /// Where each sequence's queries and K/V are.
@@ -120,10 +121,7 @@ fn cpu_pool<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<PoolData<'a
     let Some((a, b)) = l.contiguous_offsets() else { candle_core::bail!("paged attention: {what} must be contiguous") };
     match s {
         CpuStorage::F32(d) => Ok(PoolData::F32(&d[a..b])),
-        // SAFETY: bf16 is a `repr(transparent)` wrapper of u16.
-        CpuStorage::BF16(d) => {
-            Ok(PoolData::Bf16(unsafe { std::slice::from_raw_parts(d[a..b].as_ptr().cast(), b - a) }))
-        }
+        CpuStorage::BF16(d) => Ok(PoolData::Bf16(d[a..b].reinterpret_cast())),
         _ => candle_core::bail!("paged attention: {what} must be f32 or bf16"),
     }
 }
@@ -138,10 +136,7 @@ fn mut_pool<'a>(s: &'a mut CpuStorage, l: &Layout) -> Result<PoolMut<'a>> {
     let Some((a, b)) = l.contiguous_offsets() else { candle_core::bail!("kv pool must be contiguous") };
     match s {
         CpuStorage::F32(d) => Ok(PoolMut::F32(&mut d[a..b])),
-        // SAFETY: bf16 is a `repr(transparent)` wrapper of u16.
-        CpuStorage::BF16(d) => {
-            Ok(PoolMut::Bf16(unsafe { std::slice::from_raw_parts_mut(d[a..b].as_mut_ptr().cast(), b - a) }))
-        }
+        CpuStorage::BF16(d) => Ok(PoolMut::Bf16(d[a..b].reinterpret_cast_mut())),
         _ => candle_core::bail!("kv pool must be f32 or bf16"),
     }
 }

@@ -66,7 +66,8 @@ pub fn axpy_bf16(alpha: f32, x: &[u16], y: &mut [f32]) {
     unsafe { (kernels().axpy_bf16)(alpha, &x[..n], &mut y[..n]) }
 }
 
-fn widen(b: u16) -> f32 {
+/// A bf16 value (raw bits) as f32: exact, bf16 is the top half of an f32.
+pub(crate) fn widen(b: u16) -> f32 {
     f32::from_bits(u32::from(b) << 16)
 }
 

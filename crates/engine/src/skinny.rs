@@ -83,14 +83,22 @@ impl CustomOp2 for SkinnyMatmul {
             #[cfg(not(target_arch = "x86_64"))]
             let _ = (wb, rows);
         });
-        let mut out = vec![0f32; m * n];
-        for (j, row) in out_t.chunks_exact(m).enumerate() {
-            for (i, &v) in row.iter().enumerate() {
-                out[i * n + j] = v;
-            }
-        }
-        Ok((CpuStorage::F32(out), Shape::from((m, n))))
+        Ok((CpuStorage::F32(untranspose(out_t, m, n)), Shape::from((m, n))))
     }
+}
+
+/// `(m, n)` row-major from the `(n, m)` the few-rows kernels write (each task a contiguous run).
+pub(crate) fn untranspose(out_t: Vec<f32>, m: usize, n: usize) -> Vec<f32> {
+    if m == 1 {
+        return out_t;
+    }
+    let mut out = vec![0f32; m * n];
+    for (j, row) in out_t.chunks_exact(m).enumerate() {
+        for (i, &v) in row.iter().enumerate() {
+            out[i * n + j] = v;
+        }
+    }
+    out
 }
 
 // Raw SIMD over pointers whose bounds `block` establishes from the slice lengths (checked
