@@ -405,6 +405,10 @@ fn step_once(
     match core.step() {
         Ok(Some(out)) => {
             gauges.count_step(&out.record);
+            // The gauges are published before any token goes out: whoever sees a token reads
+            // the state of the step that made it (KV blocks held, running). Nothing was taken
+            // from the channel since the publish before the step, hence no `taken`.
+            gauges.publish(core, &mut 0);
             // The step record goes out first: whoever sees a request finish can already read
             // the step that finished it.
             if let Some(s) = steps {
