@@ -3,9 +3,9 @@
 # run in about 8 minutes on an H100/H200 so that one rerun fits a 15-minute GPU allowance:
 #   1. correctness: `engine-check` on tiny and smollm2-135m (CUDA f32 greedy ids = CPU f32,
 #      alone, batched, prefix hits, preemption; bf16 logits vs CPU f32; kernels vs candle ops);
-#   2. engine-bench on three shapes with goodput's kernels (`--attention paged`), and the
-#      candle-op path (`--attention gather`, the engine before them) on llama-3.1-8b, in the
-#      same session;
+#   2. engine-bench on three shapes (decode from CUDA graphs, with each op's GPU time and the
+#      small-batch matmul tuning table), llama-3.1-8b again without graphs and with prefill
+#      chunks of 128 in the paged kernel, in the same session;
 #   3. the sweeps: `run --device cuda --model llama-3.1-8b` short-qa and long-context with the
 #      report, and `--target http-local` at two loads;
 #   4. where nsys exists, the kernels one decode step launches with and without goodput's kernels.
@@ -44,14 +44,19 @@ if has check; then
 fi
 
 if has bench; then
+  # Decode steps are served from CUDA graphs (the default); --no-cuda-graphs times the same
+  # steps launched kernel by kernel. --step-profile: GPU time per op of a decode step.
   run timeout 100 "$BIN" engine-bench --model smollm2-135m --device cuda --repeats 3 --decode-steps 16 --graph-probe \
-    --prompt-lens 128,512,2048 --batch-sizes 1,8,32 --json "$OUT/bench-smollm2-cuda.json"
-  run timeout 100 "$BIN" engine-bench --model llama-3.2-1b --device cuda --repeats 3 --decode-steps 16 \
+    --step-profile --prompt-lens 128,512,2048 --batch-sizes 1,8,32 --json "$OUT/bench-smollm2-cuda.json"
+  run timeout 100 "$BIN" engine-bench --model llama-3.2-1b --device cuda --repeats 3 --decode-steps 16 --step-profile \
     --prompt-lens 128,512,2048 --batch-sizes 1,8,32 --json "$OUT/bench-llama1b-cuda.json"
   run timeout 150 "$BIN" engine-bench --model llama-3.1-8b --device cuda --repeats 3 --decode-steps 16 --graph-probe \
-    --prompt-lens 128,2048 --batch-sizes 1,8,32,128 --json "$OUT/bench-llama8b-cuda.json"
-  run timeout 150 "$BIN" engine-bench --model llama-3.1-8b --device cuda --attention gather --repeats 2 --graph-probe \
-    --decode-steps 8 --prompt-lens 128,2048 --batch-sizes 1,32 --json "$OUT/bench-llama8b-cuda-candle-ops.json"
+    --step-profile --prompt-lens 128,2048 --batch-sizes 1,8,32,128 --json "$OUT/bench-llama8b-cuda.json"
+  run timeout 120 "$BIN" engine-bench --model llama-3.1-8b --device cuda --repeats 3 --decode-steps 16 --no-cuda-graphs \
+    --prompt-lens 128 --batch-sizes 1,32 --json "$OUT/bench-llama8b-cuda-eager.json"
+  # Chunks of up to 128 rows in the paged kernel instead of cuBLAS (prefill 128).
+  run timeout 100 "$BIN" engine-bench --model llama-3.1-8b --device cuda --repeats 3 --cuda-long-chunk 128 \
+    --prompt-lens 128 --batch-sizes 1 --decode-steps 4 --json "$OUT/bench-llama8b-cuda-chunk128.json"
 fi
 
 common=(--device cuda --model llama-3.1-8b --kv-memory 60GiB --refine 0)

@@ -158,6 +158,9 @@ pub struct EngineArgs {
     /// Turn the prefix cache off.
     #[arg(long)]
     pub no_prefix_caching: bool,
+    /// On CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs.
+    #[arg(long)]
+    pub no_cuda_graphs: bool,
     /// Test-only: sleep this long before every engine step (a deliberately slowed engine).
     #[arg(long, hide = true, value_parser = crate::args::parse_duration_or_zero, default_value = "0s")]
     pub test_step_delay: std::time::Duration,
@@ -188,6 +191,7 @@ impl EngineArgs {
             max_model_len: self.max_model_len,
             cpus: None,
             step_delay: self.test_step_delay,
+            cuda_graphs: !self.no_cuda_graphs,
         })
     }
 }

@@ -56,6 +56,18 @@ pub struct BenchArgs {
     /// replay against launching it kernel by kernel.
     #[arg(long)]
     pub graph_probe: bool,
+    /// On CUDA: the GPU time of each op of a decode step (batch 1 and 32), from events
+    /// recorded between the ops, with each matmul's achieved bandwidth.
+    #[arg(long)]
+    pub step_profile: bool,
+    /// On CUDA: time decode steps launched kernel by kernel instead of replayed from CUDA
+    /// graphs.
+    #[arg(long)]
+    pub no_cuda_graphs: bool,
+    /// On CUDA: prefill chunks longer than this take the cuBLAS attention path instead of the
+    /// paged kernel (default 32).
+    #[arg(long)]
+    pub cuda_long_chunk: Option<usize>,
     /// Skip measuring the machine's memory read bandwidth.
     #[arg(long)]
     pub no_bandwidth: bool,
@@ -126,6 +138,13 @@ struct Report {
     roofline: Option<Roofline>,
     /// `--graph-probe`: (batch, result).
     graph_probe: Vec<(usize, goodput_engine::cuda_graph::GraphProbe)>,
+    /// On CUDA: the small-batch matmul kernels timed per weight shape at load, and the choice.
+    gemv_tuning: Vec<goodput_engine::cuda_tune::TuneRow>,
+    gemv_tuning_error: Option<String>,
+    /// `--step-profile`: each op's GPU time in a decode step.
+    step_profile: Vec<goodput_engine::cuda_profile::StepProfile>,
+    /// What CUDA graph serving did in the decode benchmark (None when off).
+    cuda_graphs: Option<String>,
 }
 
 fn unique_prompt(rng: &mut rand::rngs::SmallRng, len: usize, vocab: usize) -> Vec<u32> {
@@ -333,6 +352,12 @@ fn bench_decode(
 pub fn run(mut a: BenchArgs) -> Result<()> {
     let spec = a.model.spec()?;
     let z = sizes(&mut a, &spec)?;
+    if let Some(rows) = a.cuda_long_chunk {
+        #[cfg(feature = "cuda")]
+        goodput_engine::cuda::set_long_chunk(rows);
+        #[cfg(not(feature = "cuda"))]
+        bail!("--cuda-long-chunk {rows}: this build has no `cuda` feature");
+    }
     let mut loaded = a.model.load(z.max_len)?;
     loaded.model.attention = match a.attention {
         Attention::Paged => AttentionImpl::Paged,
@@ -345,6 +370,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         max_num_seqs: z.max_b,
         enable_prefix_caching: false,
         max_model_len: Some(z.max_len),
+        cuda_graphs: !a.no_cuda_graphs,
         ..Default::default()
     };
     let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
@@ -381,6 +407,12 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
             }
         }
     }
+    let mut step_profile = Vec::new();
+    if a.step_profile {
+        for b in [1, 32] {
+            step_profile.extend(goodput_engine::cuda_profile::profile_decode(&core.model, b, a.decode_context, 10)?);
+        }
+    }
     let (mut prefill, mut decode) = (prefill, decode);
     if let Some(r) = &roofline {
         apply_floors(r, &c, &mut prefill, &mut decode);
@@ -400,6 +432,10 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         batch1_bandwidth_utilisation: util,
         roofline,
         graph_probe,
+        gemv_tuning: goodput_engine::cuda_tune::results(),
+        gemv_tuning_error: goodput_engine::cuda_tune::error(),
+        step_profile,
+        cuda_graphs: core.graph_summary(),
     };
     print(&report);
     if let Some(path) = &a.json {
@@ -554,6 +590,13 @@ fn print(r: &Report) {
             ),
         }
     }
+    print_tuning(r);
+    if let Some(g) = &r.cuda_graphs {
+        println!("{g}");
+    }
+    for p in &r.step_profile {
+        print_profile(p);
+    }
     if let Some(bw) = r.machine_read_gbytes_per_s {
         println!("machine read bandwidth (measured, best of 5 over 512 MiB): {bw:.1} GB/s");
     }
@@ -563,4 +606,49 @@ fn print(r: &Report) {
     if let Some(x) = r.batch16_over_batch1_throughput {
         println!("decode throughput batch 16 / batch 1: {x:.2}x");
     }
+}
+
+/// One line per tuned weight shape and row count: each kernel's µs per call and GB/s.
+fn print_tuning(r: &Report) {
+    for t in &r.gemv_tuning {
+        let cells: Vec<String> = t
+            .timings
+            .iter()
+            .map(|x| match (x.us, x.gbytes_per_s) {
+                (Some(us), Some(g)) => format!("{} {us:.1} µs ({g:.0} GB/s)", x.kernel.name()),
+                _ => format!("{} —: {}", x.kernel.name(), x.error.as_deref().unwrap_or("?")),
+            })
+            .collect();
+        println!(
+            "gemv tuning {}×{} at {} rows ({} matrices): {} → {}",
+            t.n,
+            t.k,
+            t.m,
+            t.matrices,
+            cells.join(", "),
+            t.chosen.name()
+        );
+    }
+    if let Some(e) = &r.gemv_tuning_error {
+        println!("gemv tuning: {e}");
+    }
+}
+
+fn print_profile(p: &goodput_engine::cuda_profile::StepProfile) {
+    println!(
+        "Decode step at batch {}, context {}: GPU time per op (events between ops, mean of {} steps)",
+        p.batch, p.context, p.steps
+    );
+    let mut t = table::new(&["op", "launches", "µs / step", "share", "weight GB/s"]);
+    for o in &p.ops {
+        t.add_row(vec![
+            o.op.to_string(),
+            o.calls.to_string(),
+            table::f(o.us, 1),
+            format!("{:.1} %", 100.0 * o.us / p.total_us.max(1e-9)),
+            o.weight_bytes.map_or(String::new(), |b| table::f(b as f64 / o.us / 1e3, 0)),
+        ]);
+    }
+    println!("{t}");
+    println!("sum of ops: {:.1} µs", p.total_us);
 }

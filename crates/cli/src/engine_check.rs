@@ -63,6 +63,8 @@ struct GreedyResult {
     preemptions: usize,
     prefix_hit_tokens: usize,
     first_difference: Option<String>,
+    /// On CUDA: the device run's graph serving (decode steps replayed, graphs captured).
+    cuda_graphs: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -142,6 +144,7 @@ struct ScenarioRun {
     tokens: BTreeMap<RequestId, Vec<TokenId>>,
     preemptions: usize,
     prefix_hit_tokens: usize,
+    graphs: Option<String>,
 }
 
 /// Runs a scenario on `model`.
@@ -175,7 +178,8 @@ fn run_scenario(model: Llama, s: &Scenario, max_tokens: usize) -> Result<Scenari
             }
         }
     }
-    Ok(ScenarioRun { model: core.into_model(), tokens: out, preemptions: preempted, prefix_hit_tokens: hits })
+    let graphs = core.graph_summary();
+    Ok(ScenarioRun { model: core.into_model(), tokens: out, preemptions: preempted, prefix_hit_tokens: hits, graphs })
 }
 
 fn greedy(mut cpu: Llama, mut dev: Llama, a: &CheckArgs) -> Result<Vec<GreedyResult>> {
@@ -195,7 +199,11 @@ fn greedy(mut cpu: Llama, mut dev: Llama, a: &CheckArgs) -> Result<Vec<GreedyRes
             preemptions: got.preemptions,
             prefix_hit_tokens: got.prefix_hit_tokens,
             first_difference,
+            cuda_graphs: got.graphs.clone(),
         });
+        if let Some(g) = &got.graphs {
+            eprintln!("  {}: {g}", s.name);
+        }
         (cpu, dev) = (want.model, got.model);
     }
     Ok(results)

@@ -122,7 +122,8 @@ __device__ void silu_mul(const T* gu, T* out, int rows, int inter) {
 // ---------------------------------------------------------------------------------------------
 // The fused QKV projection's output (rows, (hq + 2 hkv) * d) split into heads: RoPE on q and
 // k at each row's position, q written to q_out (rows, hq, d), k and v written to their pool
-// slots (slot, hkv, d). One block per row. `interleaved`: RoPE pairs (2j, 2j+1) (GGUF
+// slots (slot, hkv, d); a row whose slot is SKIP_ROW (padding of a captured graph) writes q
+// only. One block per row. `interleaved`: RoPE pairs (2j, 2j+1) (GGUF
 // checkpoints) instead of (j, j + d/2). Products rounded separately (no FMA), as on the CPU.
 template <typename T>
 __device__ void qkv_rope_cache(const T* qkv, const T* cos, const T* sin, const uint32_t* pos, const uint32_t* slots,
@@ -143,10 +144,12 @@ __device__ void qkv_rope_cache(const T* qkv, const T* cos, const T* sin, const u
     const float cc = to_f(c[j]), ss = to_f(s[j]);
     const float y1 = __fsub_rn(__fmul_rn(x1, cc), __fmul_rn(x2, ss));
     const float y2 = __fadd_rn(__fmul_rn(x1, ss), __fmul_rn(x2, cc));
+    if (h >= hq && slot == SKIP_ROW) continue;
     T* dst = h < hq ? q_out + (r * hq + h) * d : k_pool + (slot * hkv + (h - hq)) * d;
     dst[i1] = from_f<T>(y1);
     dst[i2] = from_f<T>(y2);
   }
+  if (slot == SKIP_ROW) return;
   const T* v = row + (size_t)(hq + hkv) * d;
   for (int i = threadIdx.x; i < hkv * d; i += blockDim.x) v_pool[slot * hkv * d + i] = v[i];
 }
@@ -162,15 +165,32 @@ __device__ void qkv_rope_cache(const T* qkv, const T* cos, const T* sin, const u
 // them (flash-decoding, for long contexts).
 //
 // seq_info: per sequence (q_start, q_len, ctx_len, bt_start); row_seq: sequence of each row,
-// SKIP_ROW for rows another path computes. Causal: row i of a chunk of q_len new tokens in a
+// SKIP_ROW for rows another path computes. The partition length is read from device memory
+// (the step's metadata), so that a captured CUDA graph, whose grid (num_parts) is fixed, can
+// still split each step's context evenly. Causal: row i of a chunk of q_len new tokens in a
 // context of ctx_len sees positions 0 ..= ctx_len - q_len + i.
+// E consecutive values of T at a naturally aligned address, as one vector load, widened to f32.
+template <int B> struct Raw;
+template <> struct Raw<4> { typedef unsigned type; };
+template <> struct Raw<8> { typedef uint2 type; };
+template <> struct Raw<16> { typedef uint4 type; };
+template <typename T, int E>
+__device__ __forceinline__ void load_f(const T* p, float* f) {
+  typedef typename Raw<sizeof(T) * E>::type R;
+  const R r = *reinterpret_cast<const R*>(p);
+  const T* t = reinterpret_cast<const T*>(&r);
+#pragma unroll
+  for (int e = 0; e < E; e++) f[e] = to_f(t[e]);
+}
+
 #define ATT_WARPS 4
 #define MAX_GROUP 8
 
 template <typename T, int D>
 __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T* out, float* part_ml, float* part_acc,
                                 const uint32_t* row_seq, const uint32_t* seq_info, const uint32_t* block_tables,
-                                int hq, int hkv, int block_size, float scale, int part_len, int num_parts) {
+                                int hq, int hkv, int block_size, float scale, const uint32_t* part_len_dev,
+                                int num_parts) {
   constexpr int E = D / 32;
   __shared__ float q_sh[MAX_GROUP][D];
   __shared__ float red_m[ATT_WARPS][MAX_GROUP];
@@ -184,6 +204,7 @@ __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T*
   const uint32_t* info = seq_info + 4 * si;
   const int q_start = info[0], q_len = info[1], ctx_len = info[2], bt_start = info[3];
   const int visible = ctx_len - q_len + (row - q_start) + 1;
+  const int part_len = (int)*part_len_dev;
   const int p0 = part * part_len;
   const int p1 = min(visible, p0 + part_len);
 
@@ -194,30 +215,40 @@ __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T*
   __syncthreads();
 
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  float m[MAX_GROUP], l[MAX_GROUP], acc[MAX_GROUP][E];
+  float qr[MAX_GROUP][E], m[MAX_GROUP], l[MAX_GROUP], acc[MAX_GROUP][E];
 #pragma unroll
   for (int g = 0; g < MAX_GROUP; g++) {
     m[g] = NEG_INF;
     l[g] = 0.f;
 #pragma unroll
-    for (int e = 0; e < E; e++) acc[g][e] = 0.f;
-  }
-  for (int p = p0 + w; p < p1; p += ATT_WARPS) {
-    const size_t slot = (size_t)block_tables[bt_start + p / block_size] * block_size + p % block_size;
-    const T* kr = k_pool + (slot * hkv + kh) * D + lane * E;
-    const T* vr = v_pool + (slot * hkv + kh) * D + lane * E;
-    float kf[E], vf[E];
-#pragma unroll
     for (int e = 0; e < E; e++) {
-      kf[e] = to_f(kr[e]);
-      vf[e] = to_f(vr[e]);
+      acc[g][e] = 0.f;
+      qr[g][e] = g < group ? q_sh[g][lane * E + e] : 0.f;
+    }
+  }
+  // Two positions in flight per warp: the next one's K/V are loaded before this one is used.
+  const size_t head = (size_t)kh * D + lane * E;
+  const size_t stride = (size_t)hkv * D;
+  float kf[E] = {}, vf[E] = {}, kn[E] = {}, vn[E] = {};
+  int p = p0 + w;
+  if (p < p1) {
+    const size_t slot = (size_t)block_tables[bt_start + p / block_size] * block_size + p % block_size;
+    load_f<T, E>(k_pool + slot * stride + head, kf);
+    load_f<T, E>(v_pool + slot * stride + head, vf);
+  }
+  for (; p < p1; p += ATT_WARPS) {
+    const int pn = p + ATT_WARPS;
+    if (pn < p1) {
+      const size_t slot = (size_t)block_tables[bt_start + pn / block_size] * block_size + pn % block_size;
+      load_f<T, E>(k_pool + slot * stride + head, kn);
+      load_f<T, E>(v_pool + slot * stride + head, vn);
     }
 #pragma unroll
     for (int g = 0; g < MAX_GROUP; g++) {
       if (g < group) {
         float s = 0.f;
 #pragma unroll
-        for (int e = 0; e < E; e++) s += q_sh[g][lane * E + e] * kf[e];
+        for (int e = 0; e < E; e++) s += qr[g][e] * kf[e];
         s = warp_sum(s);
         const float mn = fmaxf(m[g], s);
         const float c = expf(m[g] - mn);
@@ -227,6 +258,11 @@ __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T*
         for (int e = 0; e < E; e++) acc[g][e] = acc[g][e] * c + pw * vf[e];
         m[g] = mn;
       }
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+      kf[e] = kn[e];
+      vf[e] = vn[e];
     }
   }
 #pragma unroll
@@ -497,6 +533,70 @@ extern "C" __global__ void gemv_t_bf16(const __nv_bfloat16* x, const __nv_bfloat
 }
 
 // ---------------------------------------------------------------------------------------------
+// The same product with the row count M a template parameter and U 16-byte weight loads per
+// lane issued before any is used (U × 512 bytes in flight per warp), the weights read with
+// the streaming hint (evict first: each is read once per step) and x through the read-only
+// cache. One warp per weight row. Which of gemv_t, this one (U = 4 or 8) and cuBLAS runs a
+// given shape is measured on the device at load (src/cuda_tune.rs). Same preconditions as
+// gemv_t.
+template <typename T, int M, int U>
+__device__ void gemv_u(const T* x, const T* w, T* y, int n, int k) {
+  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (j >= n) return;
+  const uint4* wr = reinterpret_cast<const uint4*>(w + (size_t)j * k);
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  const int k8 = k / 8;
+  float acc[M];
+#pragma unroll
+  for (int r = 0; r < M; r++) acc[r] = 0.f;
+  int i = lane;
+  for (; i + 32 * (U - 1) < k8; i += 32 * U) {
+    uint4 wv[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) wv[u] = __ldcs(wr + i + 32 * u);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      float wf[8];
+      unpack8<T>(wv[u], wf);
+#pragma unroll
+      for (int r = 0; r < M; r++) {
+        float xf[8];
+        unpack8<T>(__ldg(xr + (size_t)r * k8 + i + 32 * u), xf);
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
+      }
+    }
+  }
+  for (; i < k8; i += 32) {
+    float wf[8];
+    unpack8<T>(__ldcs(wr + i), wf);
+#pragma unroll
+    for (int r = 0; r < M; r++) {
+      float xf[8];
+      unpack8<T>(__ldg(xr + (size_t)r * k8 + i), xf);
+#pragma unroll
+      for (int e = 0; e < 8; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < M; r++) {
+    const float s = warp_sum(acc[r]);
+    if (lane == 0) y[(size_t)r * n + j] = from_f<T>(s);
+  }
+}
+
+#define GEMV_U_ENTRY(T, S, M, U)                                                                                   \
+  extern "C" __global__ void gemv_u##U##_m##M##_##S(const T* x, const T* w, T* y, int n, int k) {                 \
+    gemv_u<T, M, U>(x, w, y, n, k);                                                                               \
+  }
+#define GEMV_U_ENTRIES(T, S)                                                                                       \
+  GEMV_U_ENTRY(T, S, 1, 4) GEMV_U_ENTRY(T, S, 2, 4) GEMV_U_ENTRY(T, S, 3, 4) GEMV_U_ENTRY(T, S, 4, 4)             \
+  GEMV_U_ENTRY(T, S, 1, 8) GEMV_U_ENTRY(T, S, 2, 8) GEMV_U_ENTRY(T, S, 3, 8) GEMV_U_ENTRY(T, S, 4, 8)
+GEMV_U_ENTRIES(__half, f16)
+GEMV_U_ENTRIES(__nv_bfloat16, bf16)
+
+// ---------------------------------------------------------------------------------------------
 // Entry points per dtype.
 #define FOR_DTYPES(X) X(float, f32) X(__half, f16) X(__nv_bfloat16, bf16)
 
@@ -518,12 +618,14 @@ extern "C" __global__ void gemv_t_bf16(const __nv_bfloat16* x, const __nv_bfloat
   }                                                                                                                \
   extern "C" __global__ void paged_attention_d64_##S(                                                              \
       const T* q, const T* k, const T* v, T* out, float* pml, float* pacc, const uint32_t* row_seq,                \
-      const uint32_t* seq_info, const uint32_t* bt, int hq, int hkv, int bs, float scale, int part_len, int parts) { \
+      const uint32_t* seq_info, const uint32_t* bt, int hq, int hkv, int bs, float scale, const uint32_t* part_len, \
+      int parts) {                                                                                                 \
     paged_attention<T, 64>(q, k, v, out, pml, pacc, row_seq, seq_info, bt, hq, hkv, bs, scale, part_len, parts);   \
   }                                                                                                                \
   extern "C" __global__ void paged_attention_d128_##S(                                                             \
       const T* q, const T* k, const T* v, T* out, float* pml, float* pacc, const uint32_t* row_seq,                \
-      const uint32_t* seq_info, const uint32_t* bt, int hq, int hkv, int bs, float scale, int part_len, int parts) { \
+      const uint32_t* seq_info, const uint32_t* bt, int hq, int hkv, int bs, float scale, const uint32_t* part_len, \
+      int parts) {                                                                                                 \
     paged_attention<T, 128>(q, k, v, out, pml, pacc, row_seq, seq_info, bt, hq, hkv, bs, scale, part_len, parts);  \
   }                                                                                                                \
   extern "C" __global__ void attn_combine_d64_##S(const float* pml, const float* pacc, const uint32_t* row_seq,    \

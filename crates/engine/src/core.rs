@@ -30,6 +30,9 @@ pub struct EngineConfig {
     /// Test-only: sleep this long before every step (a deliberately slowed engine, for
     /// regression checks of `goodput compare`).
     pub step_delay: std::time::Duration,
+    /// On CUDA with goodput's kernels: serve decode steps from CUDA graphs captured per
+    /// batch-size bucket (`crate::cuda_graph_serve`).
+    pub cuda_graphs: bool,
 }
 
 impl Default for EngineConfig {
@@ -44,6 +47,7 @@ impl Default for EngineConfig {
             max_model_len: None,
             cpus: None,
             step_delay: std::time::Duration::ZERO,
+            cuda_graphs: true,
         }
     }
 }
@@ -103,15 +107,45 @@ pub struct EngineCore {
     steps: u64,
     /// When set, every sampled row of logits is kept here (tests compare them with the reference).
     pub logits_tap: Option<Vec<(RequestId, Vec<f32>)>>,
+    #[cfg(feature = "cuda")]
+    graphs: Option<crate::cuda_graph_serve::DecodeGraphs>,
 }
 
 impl EngineCore {
     pub fn new(model: Llama, cfg: &EngineConfig, clock: Clock) -> Result<Self> {
         let sc = cfg.scheduler_config(&model)?;
+        #[cfg(feature = "cuda")]
+        let graphs = (cfg.cuda_graphs && model.uses_cuda_kernels())
+            .then(|| crate::cuda_graph_serve::DecodeGraphs::new(sc.max_model_len, sc.block_size));
         let kv = KvCache::new(&model.spec, sc.num_blocks, sc.block_size, model.dtype, &model.device)?;
         let sched =
             Scheduler::new(sc).map_err(|e| EngineError::Config(e.to_string()))?.with_vocab_size(model.spec.vocab_size);
-        Ok(Self { model, kv, sched, samplers: HashMap::new(), clock, steps: 0, logits_tap: None })
+        Ok(Self {
+            model,
+            kv,
+            sched,
+            samplers: HashMap::new(),
+            clock,
+            steps: 0,
+            logits_tap: None,
+            #[cfg(feature = "cuda")]
+            graphs,
+        })
+    }
+
+    /// What CUDA graph serving did (buckets captured, replays, why it stopped), when it is on.
+    pub fn graph_summary(&self) -> Option<String> {
+        #[cfg(feature = "cuda")]
+        if let Some(g) = &self.graphs {
+            let s = &g.stats;
+            return Some(format!(
+                "CUDA graphs: {} decode steps replayed; captured (rows, table width): {:?}{}",
+                s.replays,
+                s.captured,
+                s.disabled.as_ref().map_or(String::new(), |e| format!("; stopped: {e}"))
+            ));
+        }
+        None
     }
 
     /// The model back, the engine's KV pool and scheduler dropped (to run it again under
@@ -174,12 +208,18 @@ impl EngineCore {
         for s in &out.seqs {
             batch.push(&s.tokens, s.start, &s.block_table, s.samples);
         }
-        let logits = self.model.forward(&batch, &self.kv)?;
-        // A GPU runs the step after `forward` returns: wait, so that forward_s is the step's
-        // compute and sample_s the sampling alone (a no-op on the CPU).
-        self.model.device.synchronize()?;
-        let forwarded = self.clock.now();
-        let sampled = self.sample(&out, &logits)?;
+        // A decode step replayed from a CUDA graph samples inside it: its forward_s holds both.
+        let (sampled, forwarded) = match self.graph_step(&out, &batch)? {
+            Some(sampled) => (sampled, self.clock.now()),
+            None => {
+                let logits = self.model.forward(&batch, &self.kv)?;
+                // A GPU runs the step after `forward` returns: wait, so that forward_s is the
+                // step's compute and sample_s the sampling alone (a no-op on the CPU).
+                self.model.device.synchronize()?;
+                let forwarded = self.clock.now();
+                (self.sample(&out, &logits)?, forwarded)
+            }
+        };
         let now = self.clock.now();
         let update = self.sched.update(&out, &sampled, now);
         for (rec, _) in &update.finished {
@@ -239,6 +279,31 @@ impl EngineCore {
         };
         let mut ids = ids.into_iter();
         Ok(out.seqs.iter().map(|s| if s.samples { ids.next() } else { None }).collect())
+    }
+
+    /// The step from a CUDA graph when it is a decode step that fits one (eagerly, with the
+    /// same sampling draws, if the graph fails); `None` to run it the usual way.
+    #[cfg(feature = "cuda")]
+    fn graph_step(&mut self, out: &SchedulerOutput, batch: &StepBatch) -> Result<Option<Vec<Option<TokenId>>>> {
+        let fits = self.logits_tap.is_none() && self.graphs.as_ref().is_some_and(|g| g.fits(batch));
+        if !fits {
+            return Ok(None);
+        }
+        let mut params = Vec::with_capacity(out.seqs.len());
+        for s in &out.seqs {
+            params.push(self.sampler(s.id)?.device_params());
+        }
+        let Some(graphs) = self.graphs.as_mut() else { return Ok(None) };
+        let ids = match graphs.run(&self.model, batch, &self.kv, &params) {
+            Some(ids) => ids,
+            None => device_sample(&self.model.forward(batch, &self.kv)?, &params)?,
+        };
+        Ok(Some(ids.into_iter().map(Some).collect()))
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn graph_step(&mut self, _: &SchedulerOutput, _: &StepBatch) -> Result<Option<Vec<Option<TokenId>>>> {
+        Ok(None)
     }
 
     fn sampler(&mut self, id: RequestId) -> Result<&mut Sampler> {

@@ -8,7 +8,9 @@
 //! pins candle-core 0.10 (goodput is on 0.11). The kernels here are small, and each is checked
 //! on the device against the candle reference path by `goodput engine-check`.
 
-use crate::paged_attention::AttnMeta;
+use crate::cuda_step::LongSeq;
+pub use crate::cuda_step::{part_len, set_long_chunk, StepDevice, LONG_CHUNK, MAX_PART_LEN};
+pub use crate::cuda_tune::GemvKernel;
 use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
 use candle_core::op::BackpropOp;
@@ -17,14 +19,8 @@ use candle_core::{bail, CudaDevice, CudaStorage, DType, Device, Result, Shape, S
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/goodput.ptx"));
 const MODULE: &str = "goodput";
 
-/// Prefill chunks longer than this go through cuBLAS (matmul, causal softmax, matmul); shorter
-/// ones and decode rows through the paged kernel.
-pub const LONG_CHUNK: usize = 32;
-/// Context positions per partition of the paged kernel (flash-decoding split).
-const PART_LEN: usize = 512;
 /// Bytes the score matrix of one long chunk may take; longer chunks go in query slices.
 const MAX_SCORE_BYTES: usize = 1 << 30;
-const SKIP_ROW: u32 = u32::MAX;
 
 /// Whether the kernels cover this attention shape (head dim 64 or 128, at most 8 query heads
 /// per KV head) and dtype.
@@ -44,7 +40,7 @@ pub fn device_name(device: &Device) -> Option<String> {
     }
 }
 
-fn cuda(device: &Device) -> Result<CudaDevice> {
+pub(crate) fn cuda(device: &Device) -> Result<CudaDevice> {
     match device {
         Device::Cuda(d) => Ok(d.clone()),
         _ => bail!("goodput CUDA kernel called on {device:?}"),
@@ -60,7 +56,7 @@ fn suffix(dtype: DType) -> Result<&'static str> {
     })
 }
 
-fn slice_ptr(s: &CudaStorage) -> Result<(u64, usize)> {
+pub(crate) fn slice_ptr(s: &CudaStorage) -> Result<(u64, usize)> {
     let stream = s.device.cuda_stream();
     Ok(match &s.slice {
         CudaStorageSlice::F32(x) => (x.device_ptr(&stream).0, 4),
@@ -73,7 +69,7 @@ fn slice_ptr(s: &CudaStorage) -> Result<(u64, usize)> {
 
 /// Device address of the first element of a contiguous CUDA tensor. The tensor must outlive
 /// the launch that uses it (it does: launches are stream-ordered before any later free).
-fn ptr(t: &Tensor) -> Result<u64> {
+pub(crate) fn ptr(t: &Tensor) -> Result<u64> {
     let (st, l) = t.storage_and_layout();
     let Storage::Cuda(s) = &*st else { bail!("goodput CUDA kernel: a tensor is not on the GPU") };
     if !l.is_contiguous() {
@@ -155,106 +151,71 @@ pub fn silu_mul(gu: &Tensor) -> Result<Tensor> {
 
 /// Rows of `x` up to which [`gemv`] takes a matmul from cuBLAS.
 pub const GEMV_MAX_ROWS: usize = 4;
-/// Largest weight matrix (elements) [`gemv`] takes. Measured on an H200 (docs/results): for
+/// Largest weight matrix (elements) [`gemv`] gives `gemv_t` when the shape was not tuned
+/// ([`crate::cuda_tune`]). Measured on an H200 (docs/results): for
 /// SmolLM2-135M's matrices (≤ 28 M elements) the kernel's lower fixed cost wins (decode at
 /// batch 1: 2.82 → 2.23 ms per step); for Llama-3.1-8B's (25–525 M) cuBLAS streams faster
 /// (6.71 ms against 10.99 ms), the kernel reaching ~1.4 TB/s to cuBLAS's ~2.2. The break-even,
 /// ~5 µs of fixed cost over that bandwidth gap, is near 16 MB of bf16.
 pub const GEMV_MAX_ELEMENTS: usize = 1 << 23;
 
-/// `x · wᵀ` for `x` `(m, k)` and a small `w` `(n, k)` in f16/bf16 with `m ≤ GEMV_MAX_ROWS`:
-/// the weights streamed in one light launch. `None` when it does not apply (more rows, a
-/// larger matrix, f32, unaligned or non-contiguous operands): the caller uses cuBLAS.
+/// `x · wᵀ` for `x` `(m, k)` and `w` `(n, k)` in f16/bf16 with `m ≤ GEMV_MAX_ROWS`, by the
+/// kernel measured fastest for this shape at load ([`crate::cuda_tune`]), or for shapes not
+/// measured, `gemv_t` on matrices up to [`GEMV_MAX_ELEMENTS`]. `None` when cuBLAS should do
+/// it (chosen, more rows, f32, unaligned or non-contiguous operands).
 pub fn gemv(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
     let (Ok((m, k)), Ok((n, kw))) = (x.dims2(), w.dims2()) else { return Ok(None) };
     let dtype = x.dtype();
     if m == 0 || m > GEMV_MAX_ROWS || k != kw || k % 8 != 0 || !matches!(dtype, DType::BF16 | DType::F16) {
         return Ok(None);
     }
-    if n * k > GEMV_MAX_ELEMENTS {
+    if w.dtype() != dtype || !x.is_contiguous() || !w.is_contiguous() || ptr(x)? % 16 != 0 || ptr(w)? % 16 != 0 {
         return Ok(None);
     }
-    if w.dtype() != dtype || !x.is_contiguous() || !w.is_contiguous() {
-        return Ok(None);
+    let kernel = crate::cuda_tune::choice(n, k, dtype, m).unwrap_or(if n * k <= GEMV_MAX_ELEMENTS {
+        GemvKernel::GemvT
+    } else {
+        GemvKernel::Cublas
+    });
+    match kernel {
+        GemvKernel::Cublas => Ok(None),
+        kernel => gemv_with(x, w, kernel).map(Some),
     }
-    let dev = cuda(x.device())?;
+}
+
+/// `x · wᵀ` by `kernel` (cuBLAS through candle's matmul); an error where the kernel does not
+/// apply (see [`gemv`]).
+pub fn gemv_with(x: &Tensor, w: &Tensor, kernel: GemvKernel) -> Result<Tensor> {
+    if kernel == GemvKernel::Cublas {
+        return x.matmul(&w.t()?);
+    }
+    let ((m, k), (n, kw)) = (x.dims2()?, w.dims2()?);
+    let dtype = x.dtype();
+    if m == 0 || m > GEMV_MAX_ROWS || k != kw || k % 8 != 0 || w.dtype() != dtype {
+        bail!("gemv: x {:?} {dtype:?} and w {:?} {:?} do not fit {}", x.shape(), w.shape(), w.dtype(), kernel.name());
+    }
     let (xp, wp) = (ptr(x)?, ptr(w)?);
     if xp % 16 != 0 || wp % 16 != 0 {
-        return Ok(None);
+        bail!("gemv: operands not 16-byte aligned");
     }
+    let dev = cuda(x.device())?;
     let (y, yp) = alloc(&dev, dtype, (m, n))?;
     let (mm, nn, kk) = (m as i32, i32_of(n, "rows")?, i32_of(k, "width")?);
-    let f = dev.get_or_load_custom_func(&format!("gemv_t_{}", suffix(dtype)?), MODULE, PTX)?;
-    let mut b = f.builder();
-    b.arg(&xp).arg(&wp).arg(&yp).arg(&mm).arg(&nn).arg(&kk);
-    unsafe { b.launch(cfg((n.div_ceil(8) as u32, 1), 256)) }.w()?;
-    Ok(Some(y))
-}
-
-/// One long chunk attention computes with cuBLAS.
-struct LongSeq {
-    q_start: usize,
-    q_len: usize,
-    ctx_len: usize,
-    /// Pool slot of each of its `ctx_len` positions, on the device.
-    slots: Tensor,
-}
-
-/// A step's attention metadata on the device, uploaded once and read by every layer: one u32
-/// buffer `[positions | slots | row_seq | seq_info | block_tables]`.
-pub struct StepDevice {
-    meta: Tensor,
-    tokens: usize,
-    num_seqs: usize,
-    block_size: usize,
-    long: Vec<LongSeq>,
-    /// Flash-decoding partitions for the paged kernel's longest context (0: no paged rows).
-    parts: usize,
-}
-
-impl StepDevice {
-    pub fn upload(positions: &[u32], meta: &AttnMeta, device: &Device) -> Result<Self> {
-        let t = positions.len();
-        let mut buf = Vec::with_capacity(3 * t + 4 * meta.seqs.len() + meta.block_tables.len());
-        buf.extend_from_slice(positions);
-        buf.extend_from_slice(&meta.slot_mapping);
-        let mut row_seq = vec![SKIP_ROW; t];
-        let (mut long, mut max_ctx) = (Vec::new(), 0);
-        for (i, s) in meta.seqs.iter().enumerate() {
-            if s.q_len > LONG_CHUNK {
-                let bs = meta.block_size;
-                let bt = &meta.block_tables[s.bt_start..s.bt_start + s.bt_len];
-                let slots: Vec<u32> = (0..s.ctx_len).map(|p| bt[p / bs] * bs as u32 + (p % bs) as u32).collect();
-                let slots = Tensor::from_vec(slots, s.ctx_len, device)?;
-                long.push(LongSeq { q_start: s.q_start, q_len: s.q_len, ctx_len: s.ctx_len, slots });
-            } else {
-                row_seq[s.q_start..s.q_start + s.q_len].fill(i as u32);
-                max_ctx = max_ctx.max(s.ctx_len);
-            }
-        }
-        buf.extend_from_slice(&row_seq);
-        for s in &meta.seqs {
-            buf.extend([s.q_start as u32, s.q_len as u32, s.ctx_len as u32, s.bt_start as u32]);
-        }
-        buf.extend_from_slice(&meta.block_tables);
-        if meta.slot_mapping.len() != t {
-            bail!("step metadata: {} slots for {t} tokens", meta.slot_mapping.len());
-        }
-        let n = buf.len();
-        Ok(Self {
-            meta: Tensor::from_vec(buf, n, device)?,
-            tokens: t,
-            num_seqs: meta.seqs.len(),
-            block_size: meta.block_size,
-            long,
-            parts: max_ctx.div_ceil(PART_LEN),
-        })
+    let sfx = suffix(dtype)?;
+    if kernel == GemvKernel::GemvT {
+        let f = dev.get_or_load_custom_func(&format!("gemv_t_{sfx}"), MODULE, PTX)?;
+        let mut b = f.builder();
+        b.arg(&xp).arg(&wp).arg(&yp).arg(&mm).arg(&nn).arg(&kk);
+        unsafe { b.launch(cfg((n.div_ceil(8) as u32, 1), 256)) }.w()?;
+    } else {
+        let u = if kernel == GemvKernel::U4 { 4 } else { 8 };
+        let f = dev.get_or_load_custom_func(&format!("gemv_u{u}_m{m}_{sfx}"), MODULE, PTX)?;
+        let mut b = f.builder();
+        b.arg(&xp).arg(&wp).arg(&yp).arg(&nn).arg(&kk);
+        // 4 warps, one weight row each.
+        unsafe { b.launch(cfg((n.div_ceil(4) as u32, 1), 128)) }.w()?;
     }
-
-    /// Device address of the u32 section starting at `offset`.
-    fn at(&self, offset: usize) -> Result<u64> {
-        Ok(ptr(&self.meta)? + 4 * offset as u64)
-    }
+    Ok(y)
 }
 
 /// The shape of one layer's attention.
@@ -293,7 +254,7 @@ pub fn qkv_rope_cache(
     }
     let (q, qp) = alloc(&dev, qkv.dtype(), (t, h.hq, h.d))?;
     let (xp, cp, sp, kp, vp) = (ptr(&qkv)?, ptr(rope.cos)?, ptr(rope.sin)?, ptr(k_pool)?, ptr(v_pool)?);
-    let (pos, slots) = (step.at(0)?, step.at(t)?);
+    let (pos, slots) = (step.positions()?, step.slots()?);
     let (hq, hkv, d) = (i32_of(h.hq, "heads")?, i32_of(h.hkv, "kv heads")?, i32_of(h.d, "head dim")?);
     let il = rope.interleaved as i32;
     let f = dev.get_or_load_custom_func(&format!("qkv_rope_cache_{}", suffix(qkv.dtype())?), MODULE, PTX)?;
@@ -323,7 +284,7 @@ pub fn attention(
         }
     }
     let (out, op) = alloc(&dev, q.dtype(), (t, h.hq, h.d))?;
-    if step.parts > 0 {
+    if step.paged_rows > 0 {
         a.paged(&dev, op)?;
     }
     for s in &step.long {
@@ -352,11 +313,9 @@ impl Attn<'_> {
         let (ml, mlp) = alloc(dev, DType::F32, if parts > 1 { t * h.hq * parts * 2 } else { 1 })?;
         let (acc, accp) = alloc(dev, DType::F32, if parts > 1 { t * h.hq * parts * h.d } else { 1 })?;
         let (qp, kp, vp) = (ptr(q)?, ptr(k_pool)?, ptr(v_pool)?);
-        let row_seq = step.at(2 * t)?;
-        let seq_info = step.at(3 * t)?;
-        let bt = step.at(3 * t + 4 * step.num_seqs)?;
+        let (row_seq, seq_info, bt, pl) = (step.row_seq()?, step.seq_info()?, step.block_tables()?, step.part_len()?);
         let (hq, hkv) = (i32_of(h.hq, "heads")?, i32_of(h.hkv, "kv heads")?);
-        let (bs, pl, np) = (i32_of(step.block_size, "block size")?, PART_LEN as i32, i32_of(parts, "partitions")?);
+        let (bs, np) = (i32_of(step.block_size, "block size")?, i32_of(parts, "partitions")?);
         let name = format!("paged_attention_d{}_{}", h.d, suffix(q.dtype())?);
         let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
         let mut b = f.builder();
@@ -429,18 +388,27 @@ pub fn sample(logits: &Tensor, params: &[[f32; 4]]) -> Result<Vec<u32>> {
         return Ok(Vec::new());
     }
     let dev = cuda(logits.device())?;
-    let logits = logits.to_dtype(DType::F32)?.contiguous()?;
-    let (rows, vocab) = logits.dims2()?;
+    let rows = logits.dim(0)?;
     if rows != params.len() {
         bail!("sample: {rows} rows of logits, {} sets of parameters", params.len());
     }
     let flat: Vec<f32> = params.iter().flatten().copied().collect();
     let params = Tensor::from_vec(flat, rows * 4, logits.device())?;
     let (ids, ip) = alloc(&dev, DType::U32, rows)?;
-    let (lp, pp, v) = (ptr(&logits)?, ptr(&params)?, i32_of(vocab, "vocab")?);
+    sample_into(logits, ptr(&params)?, ip)?;
+    ids.to_vec1::<u32>()
+}
+
+/// [`sample`] with the parameters already on the device at `params` (`4 × rows` f32) and the
+/// ids written to `out` (`rows` u32): what a captured graph runs.
+pub(crate) fn sample_into(logits: &Tensor, params: u64, out: u64) -> Result<()> {
+    let dev = cuda(logits.device())?;
+    let logits = logits.to_dtype(DType::F32)?.contiguous()?;
+    let (rows, vocab) = logits.dims2()?;
+    let (lp, v) = (ptr(&logits)?, i32_of(vocab, "vocab")?);
     let f = dev.get_or_load_custom_func("sample_rows", MODULE, PTX)?;
     let mut b = f.builder();
-    b.arg(&lp).arg(&pp).arg(&ip).arg(&v);
+    b.arg(&lp).arg(&params).arg(&out).arg(&v);
     unsafe { b.launch(cfg((rows as u32, 1), 1024)) }.w()?;
-    ids.to_vec1::<u32>()
+    Ok(())
 }

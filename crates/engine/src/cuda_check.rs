@@ -1,7 +1,8 @@
 //! On-device checks of goodput's CUDA kernels against candle's reference ops on the same GPU,
 //! for what the end-to-end greedy comparison does not reach: paged attention over contexts
-//! long enough to split into partitions, mixed with short and long prefill chunks, in f32 and
-//! bf16; and the sampler's cuts and distribution. Run by `goodput engine-check`.
+//! long enough to split into partitions (at the default split, at 512 positions and unsplit),
+//! mixed with short and long prefill chunks, in f32 and bf16; each small-batch matmul kernel;
+//! and the sampler's cuts and distribution. Run by `goodput engine-check`.
 
 #[cfg(feature = "cuda")]
 use crate::cuda::{self, Heads, StepDevice};
@@ -53,9 +54,10 @@ fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
 
 #[cfg(feature = "cuda")]
 /// Paged attention (kernel path) against the gather reference, both on `dev`, for a step of a
-/// long decode (3 partitions), a short decode, a short chunk, a long chunk (the cuBLAS path)
-/// and a decode at exactly one partition.
-fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64) -> Result<KernelCheck> {
+/// long decode, a short decode, a short chunk, a long chunk (the cuBLAS path) and a decode of
+/// 512 positions, with the context split into partitions of `part_len` (default: the split
+/// [`cuda::part_len`] picks).
+fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64, part_len: Option<usize>) -> Result<KernelCheck> {
     let (bs, hkv, hq) = (16, 2, 8);
     let seqs: [(usize, usize); 5] = [(1, 1300), (1, 10), (5, 21), (70, 90), (1, 512)];
     let mut next = 1u32;
@@ -80,11 +82,14 @@ fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64) -> Result<Ker
     let q = rand((t, hq, d), 3, dtype, dev)?;
     let scale = 1.0 / (d as f32).sqrt();
     let positions = vec![0u32; t];
-    let step = StepDevice::upload(&positions, &meta, dev)?;
+    let step = StepDevice::upload(&positions, &meta, hkv, part_len, dev)?;
     let got = cuda::attention(&q, &k_pool, &v_pool, &step, Heads { hq, hkv, d }, scale)?;
     let want = gather_attention(&q, &k_pool, &v_pool, &meta, scale)?;
     Ok(check(
-        format!("paged attention d{d} {dtype:?} (decode 1300/10/512, chunks 5 and 70)"),
+        format!(
+            "paged attention d{d} {dtype:?} (decode 1300/10/512, chunks 5 and 70), partitions of {}",
+            part_len.map_or("the default length".into(), |l| format!("{l} positions"))
+        ),
         max_diff(&got, &want)?,
         tolerance,
     ))
@@ -127,22 +132,32 @@ fn sampling(dev: &Device) -> Result<Vec<KernelCheck>> {
     Ok(out)
 }
 
-/// The small-batch matmul against candle's (cuBLAS) for 1 to 4 rows, bf16, 14336 wide (an 8B
-/// model's down projection width, 512 of its rows).
+/// Each small-batch matmul kernel against candle's (cuBLAS) for 1 to 4 rows, bf16: an 8B
+/// model's down projection width (512 of its rows), a width and a row count that leave tails
+/// (4104 = 513 × 8, 1001 rows), and SmolLM2's 576.
 #[cfg(feature = "cuda")]
-fn gemv(dev: &Device) -> Result<KernelCheck> {
-    let (n, k) = (512, 14_336);
-    let w = Tensor::from_vec(values(n * k, 11), (n, k), dev)?.to_dtype(DType::BF16)?;
-    let mut worst = 0f64;
-    for m in 1..=cuda::GEMV_MAX_ROWS {
-        let x = Tensor::from_vec(values(m * k, 12 + m as u64), (m, k), dev)?.to_dtype(DType::BF16)?;
-        let Some(got) = cuda::gemv(&x, &w)? else { candle_core::bail!("gemv refused {m} rows") };
-        let want = x.matmul(&w.t()?)?;
-        // Relative to the output's scale (sums of 14336 products of values in [-1, 1]).
-        let scale = want.to_dtype(DType::F32)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64;
-        worst = worst.max(max_diff(&got, &want)? / scale.max(1e-9));
+fn gemv(dev: &Device) -> Result<Vec<KernelCheck>> {
+    let mut out = Vec::new();
+    for kernel in [cuda::GemvKernel::GemvT, cuda::GemvKernel::U4, cuda::GemvKernel::U8] {
+        let mut worst = 0f64;
+        for (i, (n, k)) in [(512, 14_336), (1001, 4104), (576, 576)].into_iter().enumerate() {
+            let w = Tensor::from_vec(values(n * k, 11 + i as u64), (n, k), dev)?.to_dtype(DType::BF16)?;
+            for m in 1..=cuda::GEMV_MAX_ROWS {
+                let x = Tensor::from_vec(values(m * k, 12 + m as u64), (m, k), dev)?.to_dtype(DType::BF16)?;
+                let got = cuda::gemv_with(&x, &w, kernel)?;
+                let want = x.matmul(&w.t()?)?;
+                // Relative to the output's scale (sums of k products of values in [-1, 1]).
+                let scale = want.to_dtype(DType::F32)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64;
+                worst = worst.max(max_diff(&got, &want)? / scale.max(1e-9));
+            }
+        }
+        out.push(check(
+            format!("{} 1–4 rows × (14336 → 512, 4104 → 1001, 576 → 576), bf16 (max |Δ| / max |y|)", kernel.name()),
+            worst,
+            1e-2,
+        ));
     }
-    Ok(check("gemv 1–4 rows × 14336 → 512, bf16 (max |Δ| / max |y|)", worst, 1e-2))
+    Ok(out)
 }
 
 /// Every kernel check on `dev`; none on devices without goodput's kernels.
@@ -159,10 +174,13 @@ pub fn run(dev: &Device) -> Result<Vec<KernelCheck>> {
     }
     let mut out = Vec::new();
     for d in [64, 128] {
-        out.push(attention(dev, DType::F32, d, 1e-4)?);
-        out.push(attention(dev, DType::BF16, d, 3e-2)?);
+        // The default split, the old fixed 512 and one partition for every context.
+        for part_len in [None, Some(cuda::MAX_PART_LEN), Some(1 << 20)] {
+            out.push(attention(dev, DType::F32, d, 1e-4, part_len)?);
+            out.push(attention(dev, DType::BF16, d, 3e-2, part_len)?);
+        }
     }
-    out.push(gemv(dev)?);
+    out.extend(gemv(dev)?);
     out.extend(sampling(dev)?);
     Ok(out)
 }

@@ -44,6 +44,13 @@ pub fn probe_decode(model: &Llama, batch: usize, context: usize, iters: usize) -
     if !model.device.is_cuda() || batch == 0 || context == 0 || iters == 0 {
         return Ok(None);
     }
+    let (kv, step) = decode_step(model, batch, context)?;
+    probe(model, &step, &kv, iters).map(Some)
+}
+
+/// A fresh KV pool and a decode step of `batch` sequences, each at `context` tokens with its
+/// own blocks (block 0 unused).
+pub(crate) fn decode_step(model: &Llama, batch: usize, context: usize) -> Result<(KvCache, StepBatch)> {
     let bs = 16;
     let per_seq = (context + 1).div_ceil(bs);
     let kv = KvCache::new(&model.spec, batch * per_seq + 1, bs, model.dtype, &model.device)
@@ -53,7 +60,7 @@ pub fn probe_decode(model: &Llama, batch: usize, context: usize, iters: usize) -
         let table: Vec<u32> = (0..per_seq).map(|j| (1 + i * per_seq + j) as u32).collect();
         step.push(&[7 + i as u32], context, &table, true);
     }
-    probe(model, &step, &kv, iters).map(Some)
+    Ok((kv, step))
 }
 
 /// Times `iters` eager steps of `batch`, then tries to capture and replay it.

@@ -9,6 +9,12 @@ pub mod core;
 pub mod cuda;
 pub mod cuda_check;
 pub mod cuda_graph;
+#[cfg(feature = "cuda")]
+pub mod cuda_graph_serve;
+pub mod cuda_profile;
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub mod cuda_step;
+pub mod cuda_tune;
 pub mod encoder;
 pub mod engine;
 pub mod error;

@@ -267,7 +267,7 @@ impl Llama {
             angles.extend(inv.iter().map(|f| (p as f64 * f) as f32));
         }
         let angles = Tensor::from_vec(angles, (max_len, d / 2), device)?;
-        Ok(Self {
+        let model = Self {
             spec: spec.clone(),
             embed,
             layers,
@@ -280,7 +280,12 @@ impl Llama {
             dtype,
             act_dtype: act,
             attention: AttentionImpl::Paged,
-        })
+        };
+        #[cfg(feature = "cuda")]
+        if model.uses_cuda_kernels() && matches!(dtype, DType::BF16 | DType::F16) {
+            model.tune_cuda();
+        }
+        Ok(model)
     }
 
     fn layer_linears(&self) -> impl Iterator<Item = &Linear> {

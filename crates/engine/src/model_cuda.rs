@@ -28,15 +28,98 @@ impl Linear {
 }
 
 impl Llama {
+    /// Measures which kernel multiplies each weight shape at 1–4 rows on this GPU
+    /// ([`crate::cuda_tune`]): the layers' fused QKV, O, fused gate|up and down matrices and
+    /// the LM head, each shape timed over all its layers. A failure is recorded, not raised.
+    pub(crate) fn tune_cuda(&self) {
+        let mut groups: Vec<Vec<Tensor>> = Vec::new();
+        let linears = self.layers.iter().flat_map(|l| [l.qkv.as_ref(), Some(&l.o), l.gate_up.as_ref(), Some(&l.down)]);
+        for lin in linears.flatten().chain([&self.lm_head]) {
+            let QMatMul::Tensor(w) = &lin.w else { continue };
+            match groups.iter_mut().find(|g| g[0].dims() == w.dims() && g[0].dtype() == w.dtype()) {
+                Some(g) => g.push(w.clone()),
+                None => groups.push(vec![w.clone()]),
+            }
+        }
+        if let Err(e) = crate::cuda_tune::tune(&groups) {
+            crate::cuda_tune::set_error(format!("gemv tuning stopped: {e}"));
+        }
+    }
+
+    /// Weight bytes one step's `op` (a label of [`Self::forward_cuda_marked`]) reads.
+    pub(crate) fn op_weight_bytes(&self, op: &str) -> Option<u64> {
+        let sum = |f: &dyn Fn(&crate::model::Layer) -> Option<&Linear>| -> u64 {
+            self.layers.iter().filter_map(f).map(Linear::bytes).sum()
+        };
+        Some(match op {
+            "qkv matmul" => sum(&|l| l.qkv.as_ref()),
+            "o matmul" => sum(&|l| Some(&l.o)),
+            "gate|up matmul" => sum(&|l| l.gate_up.as_ref()),
+            "down matmul" => sum(&|l| Some(&l.down)),
+            "lm head" => self.lm_head.bytes(),
+            _ => return None,
+        })
+    }
+
     pub(crate) fn forward_cuda(&self, batch: &StepBatch, kv: &KvCache) -> Result<Tensor> {
+        self.forward_cuda_marked(batch, kv, &mut |_| Ok(()))
+    }
+
+    /// [`Self::forward_cuda`], calling `mark(op)` after each op is enqueued (with the op's name:
+    /// `crate::cuda_profile` records an event there).
+    pub(crate) fn forward_cuda_marked(
+        &self,
+        batch: &StepBatch,
+        kv: &KvCache,
+        mark: &mut dyn FnMut(&'static str) -> Result<()>,
+    ) -> Result<Tensor> {
+        let t = batch.tokens.len();
+        let step = StepDevice::upload(&batch.positions, &batch.meta, self.spec.num_kv_heads, None, &self.device)?;
+        let ids = Tensor::from_slice(&batch.tokens, t, &self.device)?;
+        let (x, delta) = self.layers_cuda(&step, &ids, kv, mark)?;
+        if batch.sample_rows.is_empty() {
+            return Ok(Tensor::zeros((0, self.spec.vocab_size), DType::F32, &Device::Cpu)?);
+        }
+        let rows = Tensor::from_slice(&batch.sample_rows, batch.sample_rows.len(), &self.device)?;
+        let x = x.index_select(&rows, 0)?;
+        let delta = delta.map(|dl| dl.index_select(&rows, 0)).transpose()?;
+        self.head_cuda(&x, delta.as_ref(), mark)
+    }
+
+    /// A decode step whose inputs are already on the device, every row sampled into `out`:
+    /// what a CUDA graph captures (no host transfer inside). `ids`, `params` and `out` are the
+    /// graph's static buffers, `step` its padded metadata.
+    pub(crate) fn decode_cuda_static(
+        &self,
+        step: &StepDevice,
+        ids: &Tensor,
+        kv: &KvCache,
+        params: &Tensor,
+        out: &Tensor,
+    ) -> Result<()> {
+        let mark = &mut |_| Ok(());
+        let (x, delta) = self.layers_cuda(step, ids, kv, mark)?;
+        let logits = self.head_cuda(&x, delta.as_ref(), mark)?;
+        cuda::sample_into(&logits, cuda::ptr(params)?, cuda::ptr(out)?)?;
+        Ok(())
+    }
+
+    /// The embedding and every layer: the residual stream and the last MLP output (added by
+    /// the final norm).
+    fn layers_cuda(
+        &self,
+        step: &StepDevice,
+        ids: &Tensor,
+        kv: &KvCache,
+        mark: &mut dyn FnMut(&'static str) -> Result<()>,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let spec = &self.spec;
-        let (t, d) = (batch.tokens.len(), spec.head_dim());
+        let (t, d) = (ids.dim(0)?, spec.head_dim());
         let h = Heads { hq: spec.num_heads, hkv: spec.num_kv_heads, d };
         let (eps, scale) = (spec.rms_norm_eps as f32, 1.0 / (d as f32).sqrt());
-        let step = StepDevice::upload(&batch.positions, &batch.meta, &self.device)?;
-        let ids = Tensor::from_slice(&batch.tokens, t, &self.device)?;
         let rope = Rope { cos: &self.cos, sin: &self.sin, interleaved: self.interleaved };
-        let mut x = self.embed.index_select(&ids, 0)?;
+        let mut x = self.embed.index_select(ids, 0)?;
+        mark("upload + embed")?;
         // The MLP output of the layer before, added into the residual by the next norm.
         let mut delta: Option<Tensor> = None;
         for (l, layer) in self.layers.iter().enumerate() {
@@ -44,21 +127,39 @@ impl Llama {
                 return Err(EngineError::Other(format!("layer {l} has no fused projections")));
             };
             let (x1, hn) = cuda::add_rms_norm(&x, delta.as_ref(), &layer.attn_norm, eps)?;
+            mark("add + rms norm")?;
             let qkv = qkv.forward_cuda(&hn)?;
-            let q = cuda::qkv_rope_cache(&qkv, rope, &step, &kv.k[l], &kv.v[l], h)?;
-            let a = cuda::attention(&q, &kv.k[l], &kv.v[l], &step, h, scale)?;
+            mark("qkv matmul")?;
+            let q = cuda::qkv_rope_cache(&qkv, rope, step, &kv.k[l], &kv.v[l], h)?;
+            mark("rope + kv write")?;
+            let a = cuda::attention(&q, &kv.k[l], &kv.v[l], step, h, scale)?;
+            mark("attention")?;
             let o = layer.o.forward_cuda(&a.reshape((t, h.hq * d))?)?;
+            mark("o matmul")?;
             let (x2, hn) = cuda::add_rms_norm(&x1, Some(&o), &layer.mlp_norm, eps)?;
+            mark("add + rms norm")?;
             x = x2;
-            delta = Some(layer.down.forward_cuda(&cuda::silu_mul(&gate_up.forward_cuda(&hn)?)?)?);
+            let gu = gate_up.forward_cuda(&hn)?;
+            mark("gate|up matmul")?;
+            let act = cuda::silu_mul(&gu)?;
+            mark("silu · mul")?;
+            delta = Some(layer.down.forward_cuda(&act)?);
+            mark("down matmul")?;
         }
-        if batch.sample_rows.is_empty() {
-            return Ok(Tensor::zeros((0, spec.vocab_size), DType::F32, &Device::Cpu)?);
-        }
-        let rows = Tensor::from_slice(&batch.sample_rows, batch.sample_rows.len(), &self.device)?;
-        let x = x.index_select(&rows, 0)?;
-        let delta = delta.map(|dl| dl.index_select(&rows, 0)).transpose()?;
-        let (_, hn) = cuda::add_rms_norm(&x, delta.as_ref(), &self.norm, eps)?;
-        Ok(self.lm_head.forward_cuda(&hn)?.to_dtype(DType::F32)?)
+        Ok((x, delta))
+    }
+
+    /// The final norm and the LM head: f32 logits of each row of `x`.
+    fn head_cuda(
+        &self,
+        x: &Tensor,
+        delta: Option<&Tensor>,
+        mark: &mut dyn FnMut(&'static str) -> Result<()>,
+    ) -> Result<Tensor> {
+        let (_, hn) = cuda::add_rms_norm(x, delta, &self.norm, self.spec.rms_norm_eps as f32)?;
+        mark("final norm")?;
+        let logits = self.lm_head.forward_cuda(&hn)?.to_dtype(DType::F32)?;
+        mark("lm head")?;
+        Ok(logits)
     }
 }

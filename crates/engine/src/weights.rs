@@ -56,8 +56,11 @@ pub const DUMMY_CHUNK: usize = 1 << 20;
 /// its name (drawn in chunks of [`DUMMY_CHUNK`] values, in parallel, each chunk from its own
 /// generator: an 8B model's 8·10⁹ values take seconds, not minutes, on any device — and the
 /// same values on all). Linear weights are uniform with std `1/sqrt(fan_in)` and norms are
-/// ones, so activations stay finite over long generations. Converted to the dtype on the host,
-/// then moved: a GPU receives bf16, not f32.
+/// ones, so activations stay finite over long generations. Each value is rounded to bf16, as a
+/// bf16 checkpoint holds it: every dtype then holds the same weights (bf16 values are exact in
+/// f32 and, but for the tiniest, in f16), so comparisons across dtypes (`engine-check`) measure
+/// the arithmetic, not the rounding of the weights. Converted to the dtype on the host, then
+/// moved: a GPU receives bf16, not f32.
 pub struct DummySource {
     pub seed: u64,
     pub dtype: DType,
@@ -79,7 +82,7 @@ impl TensorSource for DummySource {
                 data.par_chunks_mut(DUMMY_CHUNK).enumerate().for_each(|(i, chunk)| {
                     let mut rng =
                         rand::rngs::SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                    chunk.iter_mut().for_each(|x| *x = rng.random_range(-a..a));
+                    chunk.iter_mut().for_each(|x| *x = half::bf16::from_f32(rng.random_range(-a..a)).to_f32());
                 });
                 data
             }
