@@ -56,8 +56,10 @@ pub struct BenchArgs {
     /// replay against launching it kernel by kernel.
     #[arg(long)]
     pub graph_probe: bool,
-    /// On CUDA: the GPU time of each op of a decode step (batch 1 and 32), from events
-    /// recorded between the ops, with each matmul's achieved bandwidth.
+    /// On CUDA: the GPU time of each op of a decode step (batch 1 and 32) and of a prefill of
+    /// the first prompt length, from events recorded between the ops (launched eagerly: where
+    /// the host launches slower than the GPU runs, gaps count too), with each matmul's achieved
+    /// bandwidth.
     #[arg(long)]
     pub step_profile: bool,
     /// On CUDA: time decode steps launched kernel by kernel instead of replayed from CUDA
@@ -412,6 +414,9 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         for b in [1, 32] {
             step_profile.extend(goodput_engine::cuda_profile::profile_decode(&core.model, b, a.decode_context, 10)?);
         }
+        if let Some(&p) = a.prompt_lens.first() {
+            step_profile.extend(goodput_engine::cuda_profile::profile_prefill(&core.model, p, 3)?);
+        }
     }
     let (mut prefill, mut decode) = (prefill, decode);
     if let Some(r) = &roofline {
@@ -635,10 +640,12 @@ fn print_tuning(r: &Report) {
 }
 
 fn print_profile(p: &goodput_engine::cuda_profile::StepProfile) {
-    println!(
-        "Decode step at batch {}, context {}: GPU time per op (events between ops, mean of {} steps)",
-        p.batch, p.context, p.steps
-    );
+    let what = if p.prefill {
+        format!("Prefill of {} tokens", p.context)
+    } else {
+        format!("Decode step at batch {}, context {}", p.batch, p.context)
+    };
+    println!("{what}: GPU time per op (events between ops, launched eagerly, mean of {} steps)", p.steps);
     let mut t = table::new(&["op", "launches", "µs / step", "share", "weight GB/s"]);
     for o in &p.ops {
         t.add_row(vec![

@@ -1,5 +1,5 @@
 // goodput's CUDA kernels: what candle has no single kernel for, so that a decoder layer runs
-// in ~9 launches (add+RMSNorm, QKV matmul, QKV split+RoPE+KV write, paged attention,
+// in ~9 launches (add+RMSNorm on an f32 residual stream, QKV matmul, QKV split+RoPE+KV write, paged attention,
 // O matmul, add+RMSNorm, gate|up matmul, SwiGLU, down matmul), the small-batch matmuls stream
 // their weights (gemv_t) and sampling stays on the GPU.
 // Compiled to PTX by crates/engine/build.rs (feature `cuda`); loaded by src/cuda.rs.
@@ -83,25 +83,26 @@ __device__ unsigned block_min_u(unsigned v, unsigned* sh) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Residual add + RMSNorm. One block per row. out is (2, rows, n): out[0] = x + delta (x alone
-// when delta is null), rounded to T as candle's add would; out[1] = RMSNorm(out[0]) * w.
+// Residual add + RMSNorm, the residual stream kept in f32 (as the CPU's bf16 path keeps its
+// activations): res = x + delta (x alone when delta is null; delta, a matmul's output, is
+// widened from T), out = RMSNorm(res) * w rounded to T for the next matmul. One block per
+// row. At T = f32 this is exactly an add then candle's RMSNorm.
 template <typename T>
-__device__ void add_rms_norm(const T* x, const T* delta, const T* w, T* out, int rows, int n, float eps) {
+__device__ void add_rms_norm(const float* x, const T* delta, const T* w, float* res, T* out, int n, float eps) {
   __shared__ float sh[32];
   const size_t r = blockIdx.x;
-  const T* xr = x + r * n;
-  T* sr = out + r * n;
-  T* nr = out + (size_t)rows * n + r * n;
+  const float* xr = x + r * n;
+  float* rr = res + r * n;
+  T* orow = out + r * n;
   float ss = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const T s = delta ? from_f<T>(to_f(xr[i]) + to_f(delta[r * n + i])) : xr[i];
-    sr[i] = s;
-    const float f = to_f(s);
-    ss += f * f;
+    const float s = delta ? xr[i] + to_f(delta[r * n + i]) : xr[i];
+    rr[i] = s;
+    ss += s * s;
   }
   ss = block_sum(ss, sh);
   const float inv = rsqrtf(ss / n + eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) nr[i] = from_f<T>(to_f(sr[i]) * inv * to_f(w[i]));
+  for (int i = threadIdx.x; i < n; i += blockDim.x) orow[i] = from_f<T>(rr[i] * inv * to_f(w[i]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -157,7 +158,8 @@ __device__ void qkv_rope_cache(const T* qkv, const T* cos, const T* sin, const u
 // ---------------------------------------------------------------------------------------------
 // Paged attention for decode rows and short prefill chunks, reading K/V where the block
 // tables say. One block (4 warps) per (query row, kv head, partition of the context); the
-// block handles the `group` query heads sharing that kv head (GQA), so K/V are read once for
+// block handles the G = hq / hkv query heads sharing that kv head (GQA; G a template
+// parameter, 1 to 8, so the per-head state takes only the registers it needs), so K/V are read once for
 // them. Each warp walks every 4th visible position: lane l holds elements [l*E, l*E+E) of the
 // head, the dot product is a warp reduction, the softmax is online (running max m, sum l).
 // The 4 warps are merged in shared memory. With one partition the row is written to `out`;
@@ -184,23 +186,22 @@ __device__ __forceinline__ void load_f(const T* p, float* f) {
 }
 
 #define ATT_WARPS 4
-#define MAX_GROUP 8
 
-template <typename T, int D>
+template <typename T, int D, int G>
 __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T* out, float* part_ml, float* part_acc,
                                 const uint32_t* row_seq, const uint32_t* seq_info, const uint32_t* block_tables,
                                 int hq, int hkv, int block_size, float scale, const uint32_t* part_len_dev,
                                 int num_parts) {
   constexpr int E = D / 32;
-  __shared__ float q_sh[MAX_GROUP][D];
-  __shared__ float red_m[ATT_WARPS][MAX_GROUP];
-  __shared__ float red_l[ATT_WARPS][MAX_GROUP];
-  __shared__ float red_acc[ATT_WARPS][MAX_GROUP][D];
+  __shared__ float q_sh[G][D];
+  __shared__ float red_m[ATT_WARPS][G];
+  __shared__ float red_l[ATT_WARPS][G];
+  __shared__ float red_acc[ATT_WARPS][G][D];
 
   const int row = blockIdx.x / hkv, kh = blockIdx.x % hkv, part = blockIdx.y;
   const uint32_t si = row_seq[row];
   if (si == SKIP_ROW) return;
-  const int group = hq / hkv;
+  constexpr int group = G;
   const uint32_t* info = seq_info + 4 * si;
   const int q_start = info[0], q_len = info[1], ctx_len = info[2], bt_start = info[3];
   const int visible = ctx_len - q_len + (row - q_start) + 1;
@@ -215,9 +216,9 @@ __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T*
   __syncthreads();
 
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  float qr[MAX_GROUP][E], m[MAX_GROUP], l[MAX_GROUP], acc[MAX_GROUP][E];
+  float qr[G][E], m[G], l[G], acc[G][E];
 #pragma unroll
-  for (int g = 0; g < MAX_GROUP; g++) {
+  for (int g = 0; g < G; g++) {
     m[g] = NEG_INF;
     l[g] = 0.f;
 #pragma unroll
@@ -244,7 +245,7 @@ __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T*
       load_f<T, E>(v_pool + slot * stride + head, vn);
     }
 #pragma unroll
-    for (int g = 0; g < MAX_GROUP; g++) {
+    for (int g = 0; g < G; g++) {
       if (g < group) {
         float s = 0.f;
 #pragma unroll
@@ -266,7 +267,7 @@ __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T*
     }
   }
 #pragma unroll
-  for (int g = 0; g < MAX_GROUP; g++) {
+  for (int g = 0; g < G; g++) {
     if (g < group) {
       if (lane == 0) {
         red_m[w][g] = m[g];
@@ -600,10 +601,18 @@ GEMV_U_ENTRIES(__nv_bfloat16, bf16)
 // Entry points per dtype.
 #define FOR_DTYPES(X) X(float, f32) X(__half, f16) X(__nv_bfloat16, bf16)
 
+#define PAGED_ENTRY(T, S, D, G)                                                                                    \
+  extern "C" __global__ void paged_attention_d##D##_g##G##_##S(                                                    \
+      const T* q, const T* k, const T* v, T* out, float* pml, float* pacc, const uint32_t* row_seq,                \
+      const uint32_t* seq_info, const uint32_t* bt, int hq, int hkv, int bs, float scale, const uint32_t* part_len, \
+      int parts) {                                                                                                 \
+    paged_attention<T, D, G>(q, k, v, out, pml, pacc, row_seq, seq_info, bt, hq, hkv, bs, scale, part_len, parts); \
+  }
+
 #define ENTRY_POINTS(T, S)                                                                                         \
-  extern "C" __global__ void add_rms_norm_##S(const T* x, const T* delta, const T* w, T* out, int rows, int n,      \
-                                              float eps) {                                                         \
-    add_rms_norm<T>(x, delta, w, out, rows, n, eps);                                                               \
+  extern "C" __global__ void add_rms_norm_##S(const float* x, const T* delta, const T* w, float* res, T* out,    \
+                                              int n, float eps) {                                                  \
+    add_rms_norm<T>(x, delta, w, res, out, n, eps);                                                                \
   }                                                                                                                \
   extern "C" __global__ void silu_mul_##S(const T* gu, T* out, int rows, int inter) {                              \
     silu_mul<T>(gu, out, rows, inter);                                                                             \
@@ -616,18 +625,10 @@ GEMV_U_ENTRIES(__nv_bfloat16, bf16)
   extern "C" __global__ void causal_softmax_##S(T* s, int rows_per_head, int q_len, int ctx, float scale) {       \
     causal_softmax<T>(s, rows_per_head, q_len, ctx, scale);                                                        \
   }                                                                                                                \
-  extern "C" __global__ void paged_attention_d64_##S(                                                              \
-      const T* q, const T* k, const T* v, T* out, float* pml, float* pacc, const uint32_t* row_seq,                \
-      const uint32_t* seq_info, const uint32_t* bt, int hq, int hkv, int bs, float scale, const uint32_t* part_len, \
-      int parts) {                                                                                                 \
-    paged_attention<T, 64>(q, k, v, out, pml, pacc, row_seq, seq_info, bt, hq, hkv, bs, scale, part_len, parts);   \
-  }                                                                                                                \
-  extern "C" __global__ void paged_attention_d128_##S(                                                             \
-      const T* q, const T* k, const T* v, T* out, float* pml, float* pacc, const uint32_t* row_seq,                \
-      const uint32_t* seq_info, const uint32_t* bt, int hq, int hkv, int bs, float scale, const uint32_t* part_len, \
-      int parts) {                                                                                                 \
-    paged_attention<T, 128>(q, k, v, out, pml, pacc, row_seq, seq_info, bt, hq, hkv, bs, scale, part_len, parts);  \
-  }                                                                                                                \
+  PAGED_ENTRY(T, S, 64, 1) PAGED_ENTRY(T, S, 64, 2) PAGED_ENTRY(T, S, 64, 3) PAGED_ENTRY(T, S, 64, 4)               \
+  PAGED_ENTRY(T, S, 64, 5) PAGED_ENTRY(T, S, 64, 6) PAGED_ENTRY(T, S, 64, 7) PAGED_ENTRY(T, S, 64, 8)               \
+  PAGED_ENTRY(T, S, 128, 1) PAGED_ENTRY(T, S, 128, 2) PAGED_ENTRY(T, S, 128, 3) PAGED_ENTRY(T, S, 128, 4)           \
+  PAGED_ENTRY(T, S, 128, 5) PAGED_ENTRY(T, S, 128, 6) PAGED_ENTRY(T, S, 128, 7) PAGED_ENTRY(T, S, 128, 8)           \
   extern "C" __global__ void attn_combine_d64_##S(const float* pml, const float* pacc, const uint32_t* row_seq,    \
                                                   T* out, int hq, int parts) {                                     \
     attn_combine<T, 64>(pml, pacc, row_seq, out, hq, parts);                                                       \

@@ -106,30 +106,35 @@ fn i32_of(x: usize, what: &str) -> Result<i32> {
     i32::try_from(x).map_err(|_| candle_core::Error::Msg(format!("goodput CUDA kernel: {what} {x} exceeds i32")))
 }
 
-/// `(x + delta, RMSNorm(x + delta) * w)` for `x`, `delta` of shape `(rows, n)` (`x` alone when
-/// `delta` is `None`), in one launch.
+/// `(x + delta, RMSNorm(x + delta) * w)` for the f32 residual stream `x` and the matmul output
+/// `delta` of shape `(rows, n)` (`x` alone when `delta` is `None`), in one launch: the sum stays
+/// f32, the normed rows come in `w`'s dtype (the next matmul's input).
 pub fn add_rms_norm(x: &Tensor, delta: Option<&Tensor>, w: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
     let dev = cuda(x.device())?;
     let (rows, n) = x.dims2()?;
+    if x.dtype() != DType::F32 {
+        bail!("add_rms_norm: the residual stream is f32, not {:?}", x.dtype());
+    }
     let (x, w) = (x.contiguous()?, w.contiguous()?);
     let delta = delta.map(Tensor::contiguous).transpose()?;
     if let Some(d) = &delta {
-        if d.dims() != x.dims() || d.dtype() != x.dtype() {
-            bail!("add_rms_norm: x {:?} and delta {:?} differ", x.shape(), d.shape());
+        if d.dims() != x.dims() || d.dtype() != w.dtype() {
+            bail!("add_rms_norm: x {:?} and delta {:?} {:?} differ", x.shape(), d.shape(), d.dtype());
         }
     }
-    let (out, op) = alloc(&dev, x.dtype(), (2, rows, n))?;
+    let (res, rp) = alloc(&dev, DType::F32, (rows, n))?;
+    let (out, op) = alloc(&dev, w.dtype(), (rows, n))?;
     let (xp, wp) = (ptr(&x)?, ptr(&w)?);
     let dp = match &delta {
         Some(d) => ptr(d)?,
         None => 0u64,
     };
-    let (r, nn) = (i32_of(rows, "rows")?, i32_of(n, "width")?);
-    let f = dev.get_or_load_custom_func(&format!("add_rms_norm_{}", suffix(x.dtype())?), MODULE, PTX)?;
+    let nn = i32_of(n, "width")?;
+    let f = dev.get_or_load_custom_func(&format!("add_rms_norm_{}", suffix(w.dtype())?), MODULE, PTX)?;
     let mut b = f.builder();
-    b.arg(&xp).arg(&dp).arg(&wp).arg(&op).arg(&r).arg(&nn).arg(&eps);
+    b.arg(&xp).arg(&dp).arg(&wp).arg(&rp).arg(&op).arg(&nn).arg(&eps);
     unsafe { b.launch(cfg((rows as u32, 1), 512)) }.w()?;
-    Ok((out.get(0)?, out.get(1)?))
+    Ok((res, out))
 }
 
 /// `silu(gate) * up` for the fused gate|up projection `gu` of shape `(rows, 2 * inter)`.
@@ -316,7 +321,7 @@ impl Attn<'_> {
         let (row_seq, seq_info, bt, pl) = (step.row_seq()?, step.seq_info()?, step.block_tables()?, step.part_len()?);
         let (hq, hkv) = (i32_of(h.hq, "heads")?, i32_of(h.hkv, "kv heads")?);
         let (bs, np) = (i32_of(step.block_size, "block size")?, i32_of(parts, "partitions")?);
-        let name = format!("paged_attention_d{}_{}", h.d, suffix(q.dtype())?);
+        let name = format!("paged_attention_d{}_g{}_{}", h.d, h.hq / h.hkv, suffix(q.dtype())?);
         let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
         let mut b = f.builder();
         b.arg(&qp).arg(&kp).arg(&vp).arg(&out).arg(&mlp).arg(&accp).arg(&row_seq).arg(&seq_info).arg(&bt);

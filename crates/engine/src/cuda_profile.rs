@@ -21,9 +21,11 @@ pub struct OpTime {
     pub weight_bytes: Option<u64>,
 }
 
-/// The ops of a decode step of `batch` sequences at `context` tokens, and their sum.
+/// The ops of a step, and their sum: a decode step of `batch` sequences at `context` tokens, or
+/// (`prefill`) one sequence's prompt of `context` tokens.
 #[derive(Clone, Debug, Serialize)]
 pub struct StepProfile {
+    pub prefill: bool,
     pub batch: usize,
     pub context: usize,
     pub steps: usize,
@@ -36,27 +38,58 @@ pub struct StepProfile {
 /// step). `None` off CUDA or off goodput's kernels.
 #[cfg(feature = "cuda")]
 pub fn profile_decode(model: &Llama, batch: usize, context: usize, steps: usize) -> Result<Option<StepProfile>> {
-    use candle_core::cuda_backend::cudarc::driver::sys::CUevent_flags;
-    use candle_core::Device;
-    let Device::Cuda(dev) = &model.device else { return Ok(None) };
     if !model.uses_cuda_kernels() || batch == 0 || context == 0 || steps == 0 {
         return Ok(None);
     }
-    let err = |e: crate::error::EngineError| candle_core::Error::Msg(e.to_string());
     let (kv, step) = crate::cuda_graph::decode_step(model, batch, context)?;
+    let ops = profile(model, &kv, &step, steps)?;
+    let total_us = ops.iter().map(|o| o.us).sum();
+    Ok(Some(StepProfile { prefill: false, batch, context, steps, ops, total_us }))
+}
+
+/// Profiles `steps` prefills of one `prompt`-token sequence (after one unprofiled prefill).
+#[cfg(feature = "cuda")]
+pub fn profile_prefill(model: &Llama, prompt: usize, steps: usize) -> Result<Option<StepProfile>> {
+    if !model.uses_cuda_kernels() || prompt == 0 || steps == 0 {
+        return Ok(None);
+    }
+    let bs = 16;
+    let blocks = prompt.div_ceil(bs);
+    let kv = crate::kv_cache::KvCache::new(&model.spec, blocks + 1, bs, model.dtype, &model.device)
+        .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+    let mut step = crate::model::StepBatch::new(bs);
+    let tokens: Vec<u32> = (0..prompt as u32).map(|i| 3 + i % 1000).collect();
+    let table: Vec<u32> = (1..=blocks as u32).collect();
+    step.push(&tokens, 0, &table, true);
+    let ops = profile(model, &kv, &step, steps)?;
+    let total_us = ops.iter().map(|o| o.us).sum();
+    Ok(Some(StepProfile { prefill: true, batch: 1, context: prompt, steps, ops, total_us }))
+}
+
+#[cfg(feature = "cuda")]
+fn profile(
+    model: &Llama,
+    kv: &crate::kv_cache::KvCache,
+    step: &crate::model::StepBatch,
+    steps: usize,
+) -> Result<Vec<OpTime>> {
+    use candle_core::cuda_backend::cudarc::driver::sys::CUevent_flags;
+    use candle_core::Device;
+    let Device::Cuda(dev) = &model.device else { candle_core::bail!("profiling needs a CUDA device") };
+    let err = |e: crate::error::EngineError| candle_core::Error::Msg(e.to_string());
     let stream = dev.cuda_stream();
     let event = || {
         stream
             .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(|e| crate::error::EngineError::Other(format!("record event: {e}")))
     };
-    model.forward(&step, &kv).map_err(err)?;
+    model.forward(step, kv).map_err(err)?;
     let mut ops: Vec<OpTime> = Vec::new();
     for _ in 0..steps {
         device_sync(&model.device)?;
         let mut marks = vec![("", event().map_err(err)?)];
         model
-            .forward_cuda_marked(&step, &kv, &mut |op| {
+            .forward_cuda_marked(step, kv, &mut |op| {
                 marks.push((op, event()?));
                 Ok(())
             })
@@ -78,8 +111,7 @@ pub fn profile_decode(model: &Llama, batch: usize, context: usize, steps: usize)
         o.calls /= steps;
         o.weight_bytes = model.op_weight_bytes(o.op);
     }
-    let total_us = ops.iter().map(|o| o.us).sum();
-    Ok(Some(StepProfile { batch, context, steps, ops, total_us }))
+    Ok(ops)
 }
 
 #[cfg(feature = "cuda")]
@@ -89,5 +121,10 @@ fn device_sync(d: &candle_core::Device) -> Result<()> {
 
 #[cfg(not(feature = "cuda"))]
 pub fn profile_decode(_: &Llama, _: usize, _: usize, _: usize) -> Result<Option<StepProfile>> {
+    Ok(None)
+}
+
+#[cfg(not(feature = "cuda"))]
+pub fn profile_prefill(_: &Llama, _: usize, _: usize) -> Result<Option<StepProfile>> {
     Ok(None)
 }

@@ -28,10 +28,10 @@ pub fn set_long_chunk(rows: usize) {
 pub const MAX_PART_LEN: usize = 512;
 /// Shortest partition: 8 positions for each of the block's 4 warps.
 const MIN_PART_LEN: usize = 32;
-/// Blocks the paged kernel should launch at least (about 4 per SM of an H100/H200) before its
+/// Blocks the paged kernel should launch at least (about 8 per SM of an H100/H200) before its
 /// partitions stop shrinking: one block per (row, KV head) walks its partition serially, and a
 /// decode of one sequence would otherwise occupy a handful of SMs.
-const TARGET_BLOCKS: usize = 512;
+const TARGET_BLOCKS: usize = 1024;
 pub(crate) const SKIP_ROW: u32 = u32::MAX;
 
 /// Partitions the paged kernel's grid wants for `rows` rows of `hkv` KV heads.
@@ -292,18 +292,18 @@ mod tests {
 
     #[test]
     fn partitions_shrink_until_the_grid_is_full() {
-        // One sequence of 8 KV heads at 137 positions: 64 partitions wanted, 32 positions each.
+        // One sequence of 8 KV heads at 137 positions: 128 partitions wanted, 32 positions each.
         assert_eq!(part_len(1, 8, 137), 32);
-        // 32 × 8 blocks already: 2 partitions, 69 → 96 positions.
-        assert_eq!(part_len(32, 8, 137), 96);
+        // 32 × 8 blocks already: 4 partitions, 35 → 64 positions.
+        assert_eq!(part_len(32, 8, 137), 64);
         // Long contexts stop at MAX_PART_LEN.
         assert_eq!(part_len(4, 8, 18_000), MAX_PART_LEN);
         assert_eq!(part_len_for(64, 137), 32);
         assert_eq!(part_len_for(3, 1000), 352);
         // A graph for one row of 8 KV heads and tables of 16 blocks of 16: 256 positions.
         assert_eq!(graph_parts(1, 8, 256), 8);
-        // 64 rows of 8 heads want one partition, but 32K positions need 64 of 512.
-        assert_eq!(graph_parts(64, 8, 32_768), 64);
+        // 128 rows of 8 heads want one partition, but 32K positions need 64 of 512.
+        assert_eq!(graph_parts(128, 8, 32_768), 64);
     }
 
     #[test]

@@ -118,7 +118,8 @@ impl Llama {
         let h = Heads { hq: spec.num_heads, hkv: spec.num_kv_heads, d };
         let (eps, scale) = (spec.rms_norm_eps as f32, 1.0 / (d as f32).sqrt());
         let rope = Rope { cos: &self.cos, sin: &self.sin, interleaved: self.interleaved };
-        let mut x = self.embed.index_select(ids, 0)?;
+        // The residual stream is f32 whatever the weights' dtype (`cuda::add_rms_norm`).
+        let mut x = self.embed.index_select(ids, 0)?.to_dtype(DType::F32)?;
         mark("upload + embed")?;
         // The MLP output of the layer before, added into the residual by the next norm.
         let mut delta: Option<Tensor> = None;
