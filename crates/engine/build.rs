@@ -20,7 +20,9 @@ fn nvcc() -> PathBuf {
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-changed=kernels/goodput.cu");
+    for f in ["goodput.cu", "gemv.cuh", "sample.cuh"] {
+        println!("cargo::rerun-if-changed=kernels/{f}");
+    }
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;

@@ -1,0 +1,166 @@
+//! engine-bench's console output: the prefill and decode tables against the roofline, the
+//! graph probe, the matmul tuning table and the per-op step profiles.
+
+use super::{Report, Summary};
+use crate::table;
+
+/// n, p50, p90, p99 and stddev of a latency summary in ms, at `digits` decimals.
+fn latency_cells(s: &Summary, digits: usize) -> [String; 5] {
+    [
+        s.n.to_string(),
+        table::f(s.p50 * 1e3, digits),
+        table::f(s.p90 * 1e3, digits),
+        table::f(s.p99 * 1e3, digits),
+        table::f(s.stddev * 1e3, digits),
+    ]
+}
+
+fn floor_cells(floor: Option<f64>, of: Option<f64>) -> [String; 2] {
+    match floor.zip(of) {
+        Some((f, o)) => [table::f(f * 1e3, 2), format!("{:.0} %", o * 100.0)],
+        None => ["-".into(), "-".into()],
+    }
+}
+
+/// The prefill and decode tables and the roofline lines, on stdout.
+pub(super) fn print(r: &Report) {
+    let mut t = table::new(&[
+        "prompt",
+        "n",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "stddev ms",
+        "tokens/s",
+        "GFLOP/s",
+        "floor ms",
+        "of floor",
+    ]);
+    for p in &r.prefill {
+        let mut row = vec![p.prompt_len.to_string()];
+        row.extend(latency_cells(&p.latency_s, 1));
+        row.extend([table::f(p.tokens_per_s, 0), table::f(p.gflops_per_s, 1)]);
+        row.extend(floor_cells(p.floor_s, p.of_floor));
+        t.add_row(row);
+    }
+    println!("Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
+    let mut t = table::new(&[
+        "batch",
+        "ctx",
+        "n",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "stddev ms",
+        "tokens/s",
+        "GB/s",
+        "GFLOP/s",
+        "sched+sample",
+        "floor ms",
+        "of floor",
+    ]);
+    for d in &r.decode {
+        let mut row = vec![d.batch.to_string(), d.context.to_string()];
+        row.extend(latency_cells(&d.step_s, 2));
+        row.extend([
+            table::f(d.tokens_per_s, 1),
+            table::f(d.gbytes_per_s, 2),
+            table::f(d.gflops_per_s, 1),
+            format!("{:.2} %", d.overhead_share * 100.0),
+        ]);
+        row.extend(floor_cells(d.floor_s, d.of_floor));
+        t.add_row(row);
+    }
+    println!("Decode step\n{t}");
+    println!(
+        "weights read per step: {}; KV per token: {}",
+        table::bytes(r.weight_bytes_per_step),
+        table::bytes(r.kv_bytes_per_token)
+    );
+    if let Some(roof) = &r.roofline {
+        let peak = roof.peak_tflops.map_or(String::new(), |p| format!(", {p:.0} TFLOP/s dense"));
+        println!(
+            "roofline: {} — {:.0} GB/s{peak} ({}); floor = bytes / bandwidth (decode), max(FLOPs / peak, weights / bandwidth) (prefill)",
+            roof.device_name, roof.bandwidth_gbytes_per_s, roof.source
+        );
+    }
+    for (b, g) in &r.graph_probe {
+        match (g.captured, g.replay_ms) {
+            (true, Some(ms)) => println!(
+                "CUDA graph, decode batch {b}: eager {:.3} ms/step, replay {ms:.3} ms/step ({:.2}x); {} kernel launches per step ({} graph nodes)",
+                g.eager_ms,
+                g.eager_ms / ms,
+                g.kernel_nodes.map_or("?".into(), |n| n.to_string()),
+                g.nodes.map_or("?".into(), |n| n.to_string()),
+            ),
+            _ => println!(
+                "CUDA graph, decode batch {b}: eager {:.3} ms/step; not replayed: {}",
+                g.eager_ms,
+                g.error.as_deref().unwrap_or("?")
+            ),
+        }
+    }
+    print_tuning(r);
+    if let Some(g) = &r.cuda_graphs {
+        println!("{g}");
+    }
+    for p in &r.step_profile {
+        print_profile(p);
+    }
+    if let Some(bw) = r.machine_read_gbytes_per_s {
+        println!("machine read bandwidth (measured, best of 5 over 512 MiB): {bw:.1} GB/s");
+    }
+    if let Some(u) = r.batch1_bandwidth_utilisation {
+        println!("decode at batch 1: weight bytes / step time = {:.0} % of that bandwidth", u * 100.0);
+    }
+    if let Some(x) = r.batch16_over_batch1_throughput {
+        println!("decode throughput batch 16 / batch 1: {x:.2}x");
+    }
+}
+
+/// One line per tuned weight shape and row count: each kernel's µs per call and GB/s.
+fn print_tuning(r: &Report) {
+    for t in &r.gemv_tuning {
+        let cells: Vec<String> = t
+            .timings
+            .iter()
+            .map(|x| match (x.us, x.gbytes_per_s) {
+                (Some(us), Some(g)) => format!("{} {us:.1} µs ({g:.0} GB/s)", x.kernel.name()),
+                _ => format!("{} —: {}", x.kernel.name(), x.error.as_deref().unwrap_or("?")),
+            })
+            .collect();
+        println!(
+            "gemv tuning {}×{} at {} rows ({} matrices): {} → {}",
+            t.n,
+            t.k,
+            t.m,
+            t.matrices,
+            cells.join(", "),
+            t.chosen.name()
+        );
+    }
+    if let Some(e) = &r.gemv_tuning_error {
+        println!("gemv tuning: {e}");
+    }
+}
+
+fn print_profile(p: &goodput_engine::cuda_profile::StepProfile) {
+    let what = if p.prefill {
+        format!("Prefill of {} tokens", p.context)
+    } else {
+        format!("Decode step at batch {}, context {}", p.batch, p.context)
+    };
+    println!("{what}: GPU time per op (events between ops, launched eagerly, mean of {} steps)", p.steps);
+    let mut t = table::new(&["op", "launches", "µs / step", "share", "weight GB/s"]);
+    for o in &p.ops {
+        t.add_row(vec![
+            o.op.to_string(),
+            o.calls.to_string(),
+            table::f(o.us, 1),
+            format!("{:.1} %", 100.0 * o.us / p.total_us.max(1e-9)),
+            o.weight_bytes.map_or(String::new(), |b| table::f(b as f64 / o.us / 1e3, 0)),
+        ]);
+    }
+    println!("{t}");
+    println!("sum of ops: {:.1} µs", p.total_us);
+}
