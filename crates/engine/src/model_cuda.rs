@@ -1,9 +1,12 @@
-//! The packed step on CUDA with goodput's kernels (`crate::cuda`): per layer, add+RMSNorm,
-//! the fused QKV matmul, QKV split + RoPE + KV write, paged attention, the O matmul,
-//! add+RMSNorm, the fused gate|up matmul, SwiGLU and the down matmul (the matmuls of up to
-//! four rows streamed by `cuda::gemv`, more by cuBLAS) — 9 launches where the
-//! candle-op path (`Llama::forward` on other devices) takes ~35 and three host uploads. The
-//! step's positions, slots and block tables go to the device once, not per layer.
+//! The packed step on CUDA with goodput's kernels (`crate::cuda`): per layer, add+RMSNorm on
+//! an f32 residual stream, the fused QKV matmul, QKV split + RoPE + KV write, paged attention
+//! (and the merge of its partitions), the O matmul, add+RMSNorm, the fused gate|up matmul,
+//! SwiGLU and the down matmul (at up to four rows by whichever kernel `crate::cuda_tune`
+//! measured fastest for the shape, cuBLAS above) — 10 launches where the candle-op path
+//! (`Llama::forward` on other devices) takes ~35 and three host uploads. The step's
+//! positions, slots and block tables go to the device once, not per layer; a decode step can
+//! also run from static buffers inside a CUDA graph (`decode_cuda_static`,
+//! `crate::cuda_graph_serve`).
 
 use crate::cuda::{self, Heads, Rope, StepDevice};
 use crate::error::{EngineError, Result};
@@ -13,7 +16,7 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Tensor};
 
 impl Linear {
-    /// [`Linear::forward`], with the weights streamed by [`cuda::gemv`] for a few rows.
+    /// [`Linear::forward`], by the kernel [`cuda::gemv`] picks for a few rows.
     fn forward_cuda(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.w {
             QMatMul::Tensor(w) => cuda::gemv(x, w)?,
