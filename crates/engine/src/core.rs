@@ -109,6 +109,11 @@ pub struct EngineCore {
     pub logits_tap: Option<Vec<(RequestId, Vec<f32>)>>,
     #[cfg(feature = "cuda")]
     graphs: Option<crate::cuda_graph_serve::DecodeGraphs>,
+    /// On the CPU, when the caller is not already a compute thread (an unpinned engine, a
+    /// bench): the pool each step's forward runs in, so its ~5 parallel kernels a layer are
+    /// joins inside one pool instead of each handing off from an outside thread (a futex
+    /// wake and sleep of the caller per kernel).
+    pool: Option<rayon::ThreadPool>,
 }
 
 impl EngineCore {
@@ -120,6 +125,17 @@ impl EngineCore {
         let kv = KvCache::new(&model.spec, sc.num_blocks, sc.block_size, model.dtype, &model.device)?;
         let sched =
             Scheduler::new(sc).map_err(|e| EngineError::Config(e.to_string()))?.with_vocab_size(model.spec.vocab_size);
+        let pool = if model.device.is_cpu() && rayon::current_thread_index().is_none() {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(rayon::current_num_threads())
+                    .thread_name(|i| format!("goodput-step-{i}"))
+                    .build()
+                    .map_err(|e| EngineError::Other(format!("cannot start the compute threads: {e}")))?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
             model,
             kv,
@@ -130,6 +146,7 @@ impl EngineCore {
             logits_tap: None,
             #[cfg(feature = "cuda")]
             graphs,
+            pool,
         })
     }
 
@@ -212,7 +229,7 @@ impl EngineCore {
         let (sampled, forwarded) = match self.graph_step(&out, &batch)? {
             Some(sampled) => (sampled, self.clock.now()),
             None => {
-                let logits = self.model.forward(&batch, &self.kv)?;
+                let logits = self.forward(&batch)?;
                 // A GPU runs the step after `forward` returns: wait, so that forward_s is the
                 // step's compute and sample_s the sampling alone (a no-op on the CPU).
                 self.model.device.synchronize()?;
@@ -254,6 +271,15 @@ impl EngineCore {
         let record = StepRecord { tokens_held: self.sched.tokens_held(), ..record };
         self.steps += 1;
         Ok(Some(StepOutput { record, update }))
+    }
+
+    /// The model's forward over the pool, in [`Self::pool`] when there is one.
+    fn forward(&self, batch: &StepBatch) -> Result<Tensor> {
+        let (model, kv) = (&self.model, &self.kv);
+        match &self.pool {
+            Some(pool) => pool.install(|| model.forward(batch, kv)),
+            None => model.forward(batch, kv),
+        }
     }
 
     /// One token per sampling sequence of the step (`None` for the others): on the GPU when
