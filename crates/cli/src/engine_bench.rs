@@ -420,6 +420,9 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         if let Some(&p) = a.prompt_lens.first() {
             step_profile.extend(goodput_engine::cuda_profile::profile_prefill(&core.model, p, 3)?);
         }
+        if step_profile.is_empty() {
+            eprintln!("--step-profile: only on CUDA with goodput's kernels; nothing profiled");
+        }
     }
     let (mut prefill, mut decode) = (prefill, decode);
     if let Some(r) = &roofline {
