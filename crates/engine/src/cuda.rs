@@ -169,22 +169,11 @@ pub const GEMV_MAX_ELEMENTS: usize = 1 << 23;
 /// measured, `gemv_t` on matrices up to [`GEMV_MAX_ELEMENTS`]. `None` when cuBLAS should do
 /// it (chosen, more rows, f32, unaligned or non-contiguous operands).
 pub fn gemv(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
-    let (Ok((m, k)), Ok((n, kw))) = (x.dims2(), w.dims2()) else { return Ok(None) };
-    let dtype = x.dtype();
-    if m == 0 || m > GEMV_MAX_ROWS || k != kw || k % 8 != 0 || !matches!(dtype, DType::BF16 | DType::F16) {
-        return Ok(None);
-    }
-    if w.dtype() != dtype || !x.is_contiguous() || !w.is_contiguous() || ptr(x)? % 16 != 0 || ptr(w)? % 16 != 0 {
-        return Ok(None);
-    }
-    let kernel = crate::cuda_tune::choice(n, k, dtype, m).unwrap_or(if n * k <= GEMV_MAX_ELEMENTS {
-        GemvKernel::GemvT
-    } else {
-        GemvKernel::Cublas
-    });
-    match kernel {
+    let Some(op) = GemvOperands::of(x, w)? else { return Ok(None) };
+    let default = if op.n * op.k <= GEMV_MAX_ELEMENTS { GemvKernel::GemvT } else { GemvKernel::Cublas };
+    match crate::cuda_tune::choice(op.n, op.k, x.dtype(), op.m).unwrap_or(default) {
         GemvKernel::Cublas => Ok(None),
-        kernel => gemv_with(x, w, kernel).map(Some),
+        kernel => op.launch(x, kernel).map(Some),
     }
 }
 
@@ -194,33 +183,70 @@ pub fn gemv_with(x: &Tensor, w: &Tensor, kernel: GemvKernel) -> Result<Tensor> {
     if kernel == GemvKernel::Cublas {
         return x.matmul(&w.t()?);
     }
-    let ((m, k), (n, kw)) = (x.dims2()?, w.dims2()?);
-    let dtype = x.dtype();
-    if m == 0 || m > GEMV_MAX_ROWS || k != kw || k % 8 != 0 || w.dtype() != dtype {
-        bail!("gemv: x {:?} {dtype:?} and w {:?} {:?} do not fit {}", x.shape(), w.shape(), w.dtype(), kernel.name());
+    match GemvOperands::of(x, w)? {
+        Some(op) => op.launch(x, kernel),
+        None => bail!(
+            "gemv: x {:?} {:?} and w {:?} {:?} do not fit {} (≤ {GEMV_MAX_ROWS} rows, f16/bf16, width a multiple of 8, contiguous, 16-byte aligned)",
+            x.shape(),
+            x.dtype(),
+            w.shape(),
+            w.dtype(),
+            kernel.name()
+        ),
     }
-    let (xp, wp) = (ptr(x)?, ptr(w)?);
-    if xp % 16 != 0 || wp % 16 != 0 {
-        bail!("gemv: operands not 16-byte aligned");
+}
+
+/// The shape and device addresses of `x (m, k) · w (n, k)ᵀ` where goodput's small-batch
+/// kernels apply: 1 to [`GEMV_MAX_ROWS`] rows, f16/bf16 on both sides, `k % 8 == 0`,
+/// contiguous, 16-byte aligned.
+struct GemvOperands {
+    m: usize,
+    n: usize,
+    k: usize,
+    xp: u64,
+    wp: u64,
+}
+
+impl GemvOperands {
+    fn of(x: &Tensor, w: &Tensor) -> Result<Option<Self>> {
+        let (Ok((m, k)), Ok((n, kw))) = (x.dims2(), w.dims2()) else { return Ok(None) };
+        let dtype = x.dtype();
+        if m == 0 || m > GEMV_MAX_ROWS || k != kw || k % 8 != 0 || !matches!(dtype, DType::BF16 | DType::F16) {
+            return Ok(None);
+        }
+        if w.dtype() != dtype || !x.is_contiguous() || !w.is_contiguous() {
+            return Ok(None);
+        }
+        let (xp, wp) = (ptr(x)?, ptr(w)?);
+        Ok((xp % 16 == 0 && wp % 16 == 0).then_some(Self { m, n, k, xp, wp }))
     }
-    let dev = cuda(x.device())?;
-    let (y, yp) = alloc(&dev, dtype, (m, n))?;
-    let (mm, nn, kk) = (m as i32, i32_of(n, "rows")?, i32_of(k, "width")?);
-    let sfx = suffix(dtype)?;
-    if kernel == GemvKernel::GemvT {
-        let f = dev.get_or_load_custom_func(&format!("gemv_t_{sfx}"), MODULE, PTX)?;
-        let mut b = f.builder();
-        b.arg(&xp).arg(&wp).arg(&yp).arg(&mm).arg(&nn).arg(&kk);
-        unsafe { b.launch(cfg((n.div_ceil(8) as u32, 1), 256)) }.w()?;
-    } else {
-        let u = if kernel == GemvKernel::U4 { 4 } else { 8 };
-        let f = dev.get_or_load_custom_func(&format!("gemv_u{u}_m{m}_{sfx}"), MODULE, PTX)?;
-        let mut b = f.builder();
-        b.arg(&xp).arg(&wp).arg(&yp).arg(&nn).arg(&kk);
-        // 4 warps, one weight row each.
-        unsafe { b.launch(cfg((n.div_ceil(4) as u32, 1), 128)) }.w()?;
+
+    /// Launches `kernel` (not cuBLAS) on candle's stream; `x` gives the device and dtype.
+    fn launch(&self, x: &Tensor, kernel: GemvKernel) -> Result<Tensor> {
+        let Self { m, n, k, xp, wp } = *self;
+        let dev = cuda(x.device())?;
+        let (y, yp) = alloc(&dev, x.dtype(), (m, n))?;
+        let (mm, nn, kk) = (m as i32, i32_of(n, "rows")?, i32_of(k, "width")?);
+        let sfx = suffix(x.dtype())?;
+        match kernel {
+            GemvKernel::Cublas => bail!("gemv: cuBLAS is not a goodput kernel"),
+            GemvKernel::GemvT => {
+                let f = dev.get_or_load_custom_func(&format!("gemv_t_{sfx}"), MODULE, PTX)?;
+                let mut b = f.builder();
+                b.arg(&xp).arg(&wp).arg(&yp).arg(&mm).arg(&nn).arg(&kk);
+                unsafe { b.launch(cfg((n.div_ceil(8) as u32, 1), 256)) }.w()?;
+            }
+            GemvKernel::U4 | GemvKernel::U8 => {
+                let u = if kernel == GemvKernel::U4 { 4 } else { 8 };
+                let f = dev.get_or_load_custom_func(&format!("gemv_u{u}_m{m}_{sfx}"), MODULE, PTX)?;
+                let mut b = f.builder();
+                b.arg(&xp).arg(&wp).arg(&yp).arg(&nn).arg(&kk);
+                // 4 warps, one weight row each.
+                unsafe { b.launch(cfg((n.div_ceil(4) as u32, 1), 128)) }.w()?;
+            }
+        }
+        Ok(y)
     }
-    Ok(y)
 }
 
 /// The shape of one layer's attention.

@@ -86,7 +86,7 @@ fn profile(
     model.forward(step, kv).map_err(err)?;
     let mut ops: Vec<OpTime> = Vec::new();
     for _ in 0..steps {
-        device_sync(&model.device)?;
+        model.device.synchronize()?;
         let mut marks = vec![("", event().map_err(err)?)];
         model
             .forward_cuda_marked(step, kv, &mut |op| {
@@ -112,11 +112,6 @@ fn profile(
         o.weight_bytes = model.op_weight_bytes(o.op);
     }
     Ok(ops)
-}
-
-#[cfg(feature = "cuda")]
-fn device_sync(d: &candle_core::Device) -> Result<()> {
-    d.synchronize()
 }
 
 #[cfg(not(feature = "cuda"))]
