@@ -4,8 +4,9 @@
 #   1. correctness: `engine-check` on tiny and smollm2-135m (CUDA f32 greedy ids = CPU f32,
 #      alone, batched, prefix hits, preemption; bf16 logits vs CPU f32; kernels vs candle ops);
 #   2. engine-bench on three shapes (decode from CUDA graphs, with each op's GPU time and the
-#      small-batch matmul tuning table), llama-3.1-8b again without graphs and with prefill
-#      chunks of 128 in the paged kernel, in the same session;
+#      small-batch matmul tuning table), llama-3.1-8b again without graphs, without
+#      programmatic dependent launch (--no-pdl) and with prefill chunks of 128 in the paged
+#      kernel, in the same session;
 #   3. the sweeps: `run --device cuda --model llama-3.1-8b` short-qa and long-context with the
 #      report, and `--target http-local` at two loads;
 #   4. where nsys exists, the kernels one decode step launches with and without goodput's kernels.
@@ -54,6 +55,9 @@ if has bench; then
     --step-profile --prompt-lens 128,2048 --batch-sizes 1,8,32,128 --json "$OUT/bench-llama8b-cuda.json"
   run timeout 120 "$BIN" engine-bench --model llama-3.1-8b --device cuda --repeats 3 --decode-steps 16 --no-cuda-graphs \
     --prompt-lens 128 --batch-sizes 1,32 --json "$OUT/bench-llama8b-cuda-eager.json"
+  # Every kernel launched after the previous one has finished (PDL off): the A/B of PDL.
+  run timeout 120 "$BIN" engine-bench --model llama-3.1-8b --device cuda --repeats 3 --decode-steps 16 --no-pdl \
+    --prompt-lens 128 --batch-sizes 1,32 --json "$OUT/bench-llama8b-cuda-nopdl.json"
   # Chunks of up to 128 rows in the paged kernel instead of cuBLAS (prefill 128).
   run timeout 100 "$BIN" engine-bench --model llama-3.1-8b --device cuda --repeats 3 --cuda-long-chunk 128 \
     --prompt-lens 128 --batch-sizes 1 --decode-steps 4 --json "$OUT/bench-llama8b-cuda-chunk128.json"

@@ -161,6 +161,11 @@ pub struct EngineArgs {
     /// On CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs.
     #[arg(long)]
     pub no_cuda_graphs: bool,
+    /// On CUDA: launch every kernel after the previous one has finished, instead of with
+    /// programmatic dependent launch (overlapping each kernel's start with the previous one's
+    /// end).
+    #[arg(long)]
+    pub no_pdl: bool,
     /// Test-only: sleep this long before every engine step (a deliberately slowed engine).
     #[arg(long, hide = true, value_parser = crate::args::parse_duration_or_zero, default_value = "0s")]
     pub test_step_delay: std::time::Duration,
@@ -192,6 +197,7 @@ impl EngineArgs {
             cpus: None,
             step_delay: self.test_step_delay,
             cuda_graphs: !self.no_cuda_graphs,
+            cuda_pdl: !self.no_pdl,
         })
     }
 }

@@ -69,6 +69,10 @@ pub struct BenchArgs {
     /// graphs.
     #[arg(long)]
     pub no_cuda_graphs: bool,
+    /// On CUDA: launch every kernel after the previous one has finished, instead of with
+    /// programmatic dependent launch (from the load's matmul tuning on).
+    #[arg(long)]
+    pub no_pdl: bool,
     /// On CUDA: prefill chunks longer than this take the cuBLAS attention path instead of the
     /// paged kernel (default 32).
     #[arg(long)]
@@ -363,6 +367,8 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         #[cfg(not(feature = "cuda"))]
         bail!("--cuda-long-chunk {rows}: this build has no `cuda` feature");
     }
+    #[cfg(feature = "cuda")]
+    goodput_engine::cuda_launch::set_pdl(!a.no_pdl);
     let mut loaded = a.model.load(z.max_len)?;
     loaded.model.attention = match a.attention {
         Attention::Paged => AttentionImpl::Paged,
@@ -376,6 +382,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         enable_prefix_caching: false,
         max_model_len: Some(z.max_len),
         cuda_graphs: !a.no_cuda_graphs,
+        cuda_pdl: !a.no_pdl,
         ..Default::default()
     };
     let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);

@@ -5,9 +5,11 @@
 //! default on CUDA; bf16 weights with f32 activations on CPU) the logits of teacher-forced
 //! positions are compared with CPU f32 — random token sequences (a harsh case: flat
 //! distributions) and six English prompts continued for 32 tokens by the f32 model: top-1
-//! agreement, max |Δ| of the logits and of the log-probability of f32's top token. On CUDA, goodput's kernels are also checked against candle's
-//! ops on the GPU (long contexts split into partitions, the sampler's cuts). Exit code 1 when a
-//! check fails.
+//! agreement, max |Δ| of the logits and of the log-probability of f32's top token. On CUDA,
+//! goodput's kernels are also checked against candle's ops on the GPU (long contexts split
+//! into partitions, the small-batch matmuls with bf16 and f32 outputs, the sampler's cuts).
+//! Exit code 1 when a check fails. `--rounding-study` instead predicts, on the CPU, the
+//! agreement of each bf16 rounding scheme (`crate::rounding_study`).
 
 use crate::args::ModelArgs;
 use crate::table;
@@ -44,6 +46,12 @@ pub struct CheckArgs {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Instead of checking a device: on the CPU, the same teacher-forced sequences through an
+    /// f32 forward that rounds chosen points of the step to bf16 (matmul inputs and outputs,
+    /// q/k/v, attention scores, logits), each scheme's top-1 agreement with f32 — where a bf16
+    /// GPU step loses agreement, found without a GPU.
+    #[arg(long)]
+    pub rounding_study: bool,
 }
 
 /// Requests run together, then (a second wave) after the first wave has finished.
@@ -221,7 +229,7 @@ fn all_logits(m: &Llama, tokens: &[TokenId]) -> Result<Vec<Vec<f32>>> {
 }
 
 /// Teacher-forced sequences and the positions of each that are compared.
-type Sequences = Vec<(Vec<TokenId>, std::ops::Range<usize>)>;
+pub(crate) type Sequences = Vec<(Vec<TokenId>, std::ops::Range<usize>)>;
 
 fn random_sequences(n: usize, vocab: usize) -> Sequences {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x70b1);
@@ -292,9 +300,12 @@ pub fn run(a: CheckArgs) -> Result<()> {
     if a.max_tokens == 0 || a.sequences == 0 {
         bail!("--max-tokens and --sequences must be at least 1");
     }
+    let max_len = 256 + a.max_tokens;
+    if a.rounding_study {
+        return rounding_study(&a, max_len);
+    }
     let (device, dtype) = a.model.device_dtype()?;
     let dtype = format!("{dtype:?}").to_lowercase();
-    let max_len = 256 + a.max_tokens;
     let cpu = load(&a.model, "cpu", "f32", max_len)?;
     let dev32 = load(&a.model, &a.model.device, "f32", max_len)?;
     eprintln!("engine-check: {} on {device:?} against cpu f32; greedy at f32 …", cpu.spec.name);
@@ -321,6 +332,27 @@ pub fn run(a: CheckArgs) -> Result<()> {
     }
     if !report.passed {
         bail!("engine-check failed (see above)");
+    }
+    Ok(())
+}
+
+/// `--rounding-study`: the CPU f32 model, its sequences, each rounding scheme.
+fn rounding_study(a: &CheckArgs, max_len: usize) -> Result<()> {
+    if a.model.device != "cpu" {
+        bail!("--rounding-study runs on the CPU (it emulates bf16 rounding in f32); drop --device {}", a.model.device);
+    }
+    let loaded = load_with_tokenizer(&a.model, "cpu", "f32", max_len)?;
+    let m = &loaded.model;
+    eprintln!("engine-check: rounding study of {} on the CPU …", m.spec.name);
+    let sets = [
+        ("random tokens", random_sequences(a.sequences, m.spec.vocab_size)),
+        ("text prompts", text_sequences(m, &loaded.tokenizer)?),
+    ];
+    let results = crate::rounding_study::run(m, &sets)?;
+    crate::rounding_study::print(&m.spec.name, &results);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&results)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
     }
     Ok(())
 }

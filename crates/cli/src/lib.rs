@@ -14,6 +14,7 @@ mod models;
 mod plan;
 mod profile;
 mod report;
+mod rounding_study;
 mod run;
 mod serve;
 mod simulate;

@@ -12,6 +12,26 @@
 #include <stdint.h>
 
 #define NEG_INF __int_as_float(0xff800000)
+
+// Programmatic dependent launch (sm_90 and later; src/cuda_launch.rs launches every kernel
+// here with the attribute when it is on). A kernel may then start while the kernel before it
+// on the stream is still running. PDL_WAIT() returns once that kernel has completed and its
+// writes are visible, so every kernel calls it before its first read of a buffer another
+// kernel writes and before its first write; before it, a kernel may only read what no kernel
+// writes (the weights). PDL_TRIGGER() lets the next kernel launch (its blocks then take free
+// SM slots and run up to their own wait). Both are no-ops for a launch without the attribute.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define PDL_WAIT()
+#define PDL_TRIGGER()
+#endif
+#define PDL_START() \
+  do {              \
+    PDL_WAIT();     \
+    PDL_TRIGGER();  \
+  } while (0)
 #define SKIP_ROW 0xffffffffu
 
 __device__ __forceinline__ float to_f(float x) { return x; }
@@ -89,6 +109,7 @@ __device__ unsigned block_min_u(unsigned v, unsigned* sh) {
 // row. At T = f32 this is exactly an add then candle's RMSNorm.
 template <typename T>
 __device__ void add_rms_norm(const float* x, const T* delta, const T* w, float* res, T* out, int n, float eps) {
+  PDL_START();
   __shared__ float sh[32];
   const size_t r = blockIdx.x;
   const float* xr = x + r * n;
@@ -110,6 +131,7 @@ __device__ void add_rms_norm(const float* x, const T* delta, const T* w, float* 
 // second; out (rows, inter) = silu(gate) * up, each rounded to T as candle's silu and mul.
 template <typename T>
 __device__ void silu_mul(const T* gu, T* out, int rows, int inter) {
+  PDL_START();
   const size_t total = (size_t)rows * inter;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
     const size_t r = i / inter, c = i % inter;
@@ -129,6 +151,7 @@ __device__ void silu_mul(const T* gu, T* out, int rows, int inter) {
 template <typename T>
 __device__ void qkv_rope_cache(const T* qkv, const T* cos, const T* sin, const uint32_t* pos, const uint32_t* slots,
                                T* q_out, T* k_pool, T* v_pool, int hq, int hkv, int d, int interleaved) {
+  PDL_START();
   const size_t r = blockIdx.x;
   const int half = d / 2;
   const T* row = qkv + r * (size_t)(hq + 2 * hkv) * d;
@@ -192,6 +215,7 @@ __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T*
                                 const uint32_t* row_seq, const uint32_t* seq_info, const uint32_t* block_tables,
                                 int hq, int hkv, int block_size, float scale, const uint32_t* part_len_dev,
                                 int num_parts) {
+  PDL_START();
   constexpr int E = D / 32;
   __shared__ float q_sh[G][D];
   __shared__ float red_m[ATT_WARPS][G];
@@ -308,6 +332,7 @@ __device__ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T*
 template <typename T, int D>
 __device__ void attn_combine(const float* part_ml, const float* part_acc, const uint32_t* row_seq, T* out, int hq,
                              int num_parts) {
+  PDL_START();
   const size_t h = blockIdx.x;
   const int row = h / hq;
   if (row_seq[row] == SKIP_ROW) return;
@@ -329,14 +354,18 @@ __device__ void attn_combine(const float* part_ml, const float* part_acc, const 
 // Causal softmax in place over attention scores (heads, rows_per_head, ctx) of one long
 // prefill chunk (the cuBLAS path): row r of a head is query (r % q_len) of the chunk, which
 // sees positions 0 ..= ctx - q_len + (r % q_len); the rest get probability 0. Scores are
-// scaled here. One block per row.
-template <typename T>
-__device__ void causal_softmax(T* s, int rows_per_head, int q_len, int ctx, float scale) {
+// scaled here. One block per row. The probabilities P go to p, which may be s itself (in place,
+// S = P = T) or, for f32 scores of bf16/f16 operands (a cuBLAS product with an f32 output, as a
+// flash kernel keeps them), a separate buffer of the P·V product's dtype.
+template <typename S, typename P>
+__device__ void causal_softmax(const S* s, P* p, int rows_per_head, int q_len, int ctx, float scale) {
+  PDL_START();
   __shared__ float sh[32];
   const size_t r = blockIdx.x;
   const int i = (int)(r % rows_per_head) % q_len;
   const int vis = ctx - q_len + i + 1;
-  T* x = s + r * ctx;
+  const S* x = s + r * ctx;
+  P* y = p + r * ctx;
   float m = NEG_INF;
   for (int j = threadIdx.x; j < vis; j += blockDim.x) m = fmaxf(m, to_f(x[j]) * scale);
   m = block_max(m, sh);
@@ -345,7 +374,7 @@ __device__ void causal_softmax(T* s, int rows_per_head, int q_len, int ctx, floa
   sum = block_sum(sum, sh);
   const float inv = 1.f / sum;
   for (int j = threadIdx.x; j < ctx; j += blockDim.x)
-    x[j] = from_f<T>(j < vis ? expf(to_f(x[j]) * scale - m) * inv : 0.f);
+    y[j] = from_f<P>(j < vis ? expf(to_f(x[j]) * scale - m) * inv : 0.f);
 }
 
 #include "sample.cuh"
@@ -377,7 +406,11 @@ __device__ void causal_softmax(T* s, int rows_per_head, int q_len, int ctx, floa
     qkv_rope_cache<T>(qkv, cos, sin, pos, slots, q_out, k_pool, v_pool, hq, hkv, d, interleaved);                  \
   }                                                                                                                \
   extern "C" __global__ void causal_softmax_##S(T* s, int rows_per_head, int q_len, int ctx, float scale) {       \
-    causal_softmax<T>(s, rows_per_head, q_len, ctx, scale);                                                        \
+    causal_softmax<T, T>(s, s, rows_per_head, q_len, ctx, scale);                                                  \
+  }                                                                                                                \
+  extern "C" __global__ void causal_softmax_f32_to_##S(const float* s, T* p, int rows_per_head, int q_len,        \
+                                                       int ctx, float scale) {                                     \
+    causal_softmax<float, T>(s, p, rows_per_head, q_len, ctx, scale);                                              \
   }                                                                                                                \
   PAGED_ENTRY(T, S, 64, 1) PAGED_ENTRY(T, S, 64, 2) PAGED_ENTRY(T, S, 64, 3) PAGED_ENTRY(T, S, 64, 4)               \
   PAGED_ENTRY(T, S, 64, 5) PAGED_ENTRY(T, S, 64, 6) PAGED_ENTRY(T, S, 64, 7) PAGED_ENTRY(T, S, 64, 8)               \

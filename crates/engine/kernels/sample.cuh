@@ -17,6 +17,7 @@ __device__ __forceinline__ unsigned f_key(float f) {
 }
 
 extern "C" __global__ void sample_rows(const float* logits, const float* params, uint32_t* out, int vocab) {
+  PDL_START();
   __shared__ float sh[32];
   __shared__ unsigned shu[32];
   __shared__ float scan[32];

@@ -33,6 +33,9 @@ pub struct EngineConfig {
     /// On CUDA with goodput's kernels: serve decode steps from CUDA graphs captured per
     /// batch-size bucket (`crate::cuda_graph_serve`).
     pub cuda_graphs: bool,
+    /// On CUDA: launch goodput's kernels with programmatic dependent launch
+    /// (`crate::cuda_launch`), process-wide.
+    pub cuda_pdl: bool,
 }
 
 impl Default for EngineConfig {
@@ -48,6 +51,7 @@ impl Default for EngineConfig {
             cpus: None,
             step_delay: std::time::Duration::ZERO,
             cuda_graphs: true,
+            cuda_pdl: true,
         }
     }
 }
@@ -120,6 +124,8 @@ impl EngineCore {
     pub fn new(model: Llama, cfg: &EngineConfig, clock: Clock) -> Result<Self> {
         let sc = cfg.scheduler_config(&model)?;
         #[cfg(feature = "cuda")]
+        crate::cuda_launch::set_pdl(cfg.cuda_pdl);
+        #[cfg(feature = "cuda")]
         let graphs = (cfg.cuda_graphs && model.uses_cuda_kernels())
             .then(|| crate::cuda_graph_serve::DecodeGraphs::new(sc.max_model_len, sc.block_size));
         let kv = KvCache::new(&model.spec, sc.num_blocks, sc.block_size, model.dtype, &model.device)?;
@@ -155,8 +161,13 @@ impl EngineCore {
         #[cfg(feature = "cuda")]
         if let Some(g) = &self.graphs {
             let s = &g.stats;
+            let pdl = match crate::cuda_launch::pdl_state() {
+                (true, _) => "on".to_string(),
+                (false, None) => "off".to_string(),
+                (false, Some(why)) => format!("off ({why})"),
+            };
             return Some(format!(
-                "CUDA graphs: {} decode steps replayed; captured (rows, table width): {:?}{}",
+                "CUDA graphs: {} decode steps replayed; captured (rows, table width): {:?}{}; PDL {pdl}",
                 s.replays,
                 s.captured,
                 s.disabled.as_ref().map_or(String::new(), |e| format!("; stopped: {e}"))

@@ -8,16 +8,14 @@
 //! pins candle-core 0.10 (goodput is on 0.11). The kernels here are small, and each is checked
 //! on the device against the candle reference path by `goodput engine-check`.
 
+use crate::cuda_launch::{launch, Arg};
 use crate::cuda_step::LongSeq;
 pub use crate::cuda_step::{part_len, set_long_chunk, StepDevice, LONG_CHUNK, MAX_PART_LEN};
 pub use crate::cuda_tune::GemvKernel;
-use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
-use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
+use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig};
+use candle_core::cuda_backend::CudaStorageSlice;
 use candle_core::op::BackpropOp;
 use candle_core::{bail, CudaDevice, CudaStorage, DType, Device, Result, Shape, Storage, Tensor};
-
-const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/goodput.ptx"));
-const MODULE: &str = "goodput";
 
 /// Bytes the score matrix of one long chunk may take; longer chunks go in query slices.
 const MAX_SCORE_BYTES: usize = 1 << 30;
@@ -80,7 +78,7 @@ pub(crate) fn ptr(t: &Tensor) -> Result<u64> {
 }
 
 /// A new, uninitialised tensor of `shape` on `dev`, with its device address.
-fn alloc(dev: &CudaDevice, dtype: DType, shape: impl Into<Shape>) -> Result<(Tensor, u64)> {
+pub(crate) fn alloc(dev: &CudaDevice, dtype: DType, shape: impl Into<Shape>) -> Result<(Tensor, u64)> {
     let shape = shape.into();
     let n = shape.elem_count().max(1);
     // SAFETY: every element is written by the kernel the caller launches next.
@@ -102,7 +100,7 @@ fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
     LaunchConfig { grid_dim: (grid.0.max(1), grid.1.max(1), 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
 }
 
-fn i32_of(x: usize, what: &str) -> Result<i32> {
+pub(crate) fn i32_of(x: usize, what: &str) -> Result<i32> {
     i32::try_from(x).map_err(|_| candle_core::Error::Msg(format!("goodput CUDA kernel: {what} {x} exceeds i32")))
 }
 
@@ -130,10 +128,12 @@ pub fn add_rms_norm(x: &Tensor, delta: Option<&Tensor>, w: &Tensor, eps: f32) ->
         None => 0u64,
     };
     let nn = i32_of(n, "width")?;
-    let f = dev.get_or_load_custom_func(&format!("add_rms_norm_{}", suffix(w.dtype())?), MODULE, PTX)?;
-    let mut b = f.builder();
-    b.arg(&xp).arg(&dp).arg(&wp).arg(&rp).arg(&op).arg(&nn).arg(&eps);
-    unsafe { b.launch(cfg((rows as u32, 1), 512)) }.w()?;
+    launch(
+        &dev,
+        &format!("add_rms_norm_{}", suffix(w.dtype())?),
+        cfg((rows as u32, 1), 512),
+        &[Arg::Ptr(xp), Arg::Ptr(dp), Arg::Ptr(wp), Arg::Ptr(rp), Arg::Ptr(op), Arg::I32(nn), Arg::F32(eps)],
+    )?;
     Ok((res, out))
 }
 
@@ -147,10 +147,12 @@ pub fn silu_mul(gu: &Tensor) -> Result<Tensor> {
     let gp = ptr(&gu)?;
     let (r, i) = (i32_of(rows, "rows")?, i32_of(inter, "width")?);
     let blocks = (rows * inter).div_ceil(256).min(65_535) as u32;
-    let f = dev.get_or_load_custom_func(&format!("silu_mul_{}", suffix(gu.dtype())?), MODULE, PTX)?;
-    let mut b = f.builder();
-    b.arg(&gp).arg(&op).arg(&r).arg(&i);
-    unsafe { b.launch(cfg((blocks, 1), 256)) }.w()?;
+    launch(
+        &dev,
+        &format!("silu_mul_{}", suffix(gu.dtype())?),
+        cfg((blocks, 1), 256),
+        &[Arg::Ptr(gp), Arg::Ptr(op), Arg::I32(r), Arg::I32(i)],
+    )?;
     Ok(out)
 }
 
@@ -169,22 +171,29 @@ pub const GEMV_MAX_ELEMENTS: usize = 1 << 23;
 /// measured, `gemv_t` on matrices up to [`GEMV_MAX_ELEMENTS`]. `None` when cuBLAS should do
 /// it (chosen, more rows, f32, unaligned or non-contiguous operands).
 pub fn gemv(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
+    gemv_to(x, w, x.dtype())
+}
+
+/// [`gemv`] with the output in `out`: `x`'s dtype, or f32 where it must not be rounded (the
+/// LM head's logits).
+pub fn gemv_to(x: &Tensor, w: &Tensor, out: DType) -> Result<Option<Tensor>> {
     let Some(op) = GemvOperands::of(x, w)? else { return Ok(None) };
     let default = if op.n * op.k <= GEMV_MAX_ELEMENTS { GemvKernel::GemvT } else { GemvKernel::Cublas };
     match crate::cuda_tune::choice(op.n, op.k, x.dtype(), op.m).unwrap_or(default) {
         GemvKernel::Cublas => Ok(None),
-        kernel => op.launch(x, kernel).map(Some),
+        kernel => op.launch(x, kernel, out).map(Some),
     }
 }
 
-/// `x · wᵀ` by `kernel` (cuBLAS through candle's matmul); an error where the kernel does not
-/// apply (see [`gemv`]).
-pub fn gemv_with(x: &Tensor, w: &Tensor, kernel: GemvKernel) -> Result<Tensor> {
+/// `x · wᵀ` by `kernel` (cuBLAS: candle's matmul, or `cublasGemmEx` for an f32 output of
+/// f16/bf16 operands), the output in `out` (`x`'s dtype or f32); an error where the kernel
+/// does not apply (see [`gemv`]).
+pub fn gemv_with(x: &Tensor, w: &Tensor, kernel: GemvKernel, out: DType) -> Result<Tensor> {
     if kernel == GemvKernel::Cublas {
-        return x.matmul(&w.t()?);
+        return if out == x.dtype() { x.matmul(&w.t()?) } else { crate::cuda_blas::matmul_nt_f32(x, w) };
     }
     match GemvOperands::of(x, w)? {
-        Some(op) => op.launch(x, kernel),
+        Some(op) => op.launch(x, kernel, out),
         None => bail!(
             "gemv: x {:?} {:?} and w {:?} {:?} do not fit {} (≤ {GEMV_MAX_ROWS} rows, f16/bf16, width a multiple of 8, contiguous, 16-byte aligned)",
             x.shape(),
@@ -221,28 +230,36 @@ impl GemvOperands {
         Ok((xp % 16 == 0 && wp % 16 == 0).then_some(Self { m, n, k, xp, wp }))
     }
 
-    /// Launches `kernel` (not cuBLAS) on candle's stream; `x` gives the device and dtype.
-    fn launch(&self, x: &Tensor, kernel: GemvKernel) -> Result<Tensor> {
+    /// Launches `kernel` (not cuBLAS) on candle's stream; `x` gives the device and dtype, the
+    /// output is in `out` (`x`'s dtype or f32).
+    fn launch(&self, x: &Tensor, kernel: GemvKernel, out: DType) -> Result<Tensor> {
         let Self { m, n, k, xp, wp } = *self;
         let dev = cuda(x.device())?;
-        let (y, yp) = alloc(&dev, x.dtype(), (m, n))?;
+        let sfx = match out {
+            DType::F32 => format!("{}_of32", suffix(x.dtype())?),
+            d if d == x.dtype() => suffix(d)?.to_string(),
+            d => bail!("gemv: {d:?} output of {:?} operands", x.dtype()),
+        };
+        let (y, yp) = alloc(&dev, out, (m, n))?;
         let (mm, nn, kk) = (m as i32, i32_of(n, "rows")?, i32_of(k, "width")?);
-        let sfx = suffix(x.dtype())?;
         match kernel {
             GemvKernel::Cublas => bail!("gemv: cuBLAS is not a goodput kernel"),
             GemvKernel::GemvT => {
-                let f = dev.get_or_load_custom_func(&format!("gemv_t_{sfx}"), MODULE, PTX)?;
-                let mut b = f.builder();
-                b.arg(&xp).arg(&wp).arg(&yp).arg(&mm).arg(&nn).arg(&kk);
-                unsafe { b.launch(cfg((n.div_ceil(8) as u32, 1), 256)) }.w()?;
+                launch(
+                    &dev,
+                    &format!("gemv_t_{sfx}"),
+                    cfg((n.div_ceil(8) as u32, 1), 256),
+                    &[Arg::Ptr(xp), Arg::Ptr(wp), Arg::Ptr(yp), Arg::I32(mm), Arg::I32(nn), Arg::I32(kk)],
+                )?;
             }
             GemvKernel::U4 | GemvKernel::U8 => {
                 let u = if kernel == GemvKernel::U4 { 4 } else { 8 };
-                let f = dev.get_or_load_custom_func(&format!("gemv_u{u}_m{m}_{sfx}"), MODULE, PTX)?;
-                let mut b = f.builder();
-                b.arg(&xp).arg(&wp).arg(&yp).arg(&nn).arg(&kk);
-                // 4 warps, one weight row each.
-                unsafe { b.launch(cfg((n.div_ceil(4) as u32, 1), 128)) }.w()?;
+                launch(
+                    &dev,
+                    &format!("gemv_u{u}_m{m}_{sfx}"),
+                    cfg((n.div_ceil(4) as u32, 1), 128),
+                    &[Arg::Ptr(xp), Arg::Ptr(wp), Arg::Ptr(yp), Arg::I32(nn), Arg::I32(kk)],
+                )?;
             }
         }
         Ok(y)
@@ -288,11 +305,25 @@ pub fn qkv_rope_cache(
     let (pos, slots) = (step.positions()?, step.slots()?);
     let (hq, hkv, d) = (i32_of(h.hq, "heads")?, i32_of(h.hkv, "kv heads")?, i32_of(h.d, "head dim")?);
     let il = rope.interleaved as i32;
-    let f = dev.get_or_load_custom_func(&format!("qkv_rope_cache_{}", suffix(qkv.dtype())?), MODULE, PTX)?;
-    let mut b = f.builder();
-    b.arg(&xp).arg(&cp).arg(&sp).arg(&pos).arg(&slots).arg(&qp).arg(&kp).arg(&vp);
-    b.arg(&hq).arg(&hkv).arg(&d).arg(&il);
-    unsafe { b.launch(cfg((t as u32, 1), 256)) }.w()?;
+    launch(
+        &dev,
+        &format!("qkv_rope_cache_{}", suffix(qkv.dtype())?),
+        cfg((t as u32, 1), 256),
+        &[
+            Arg::Ptr(xp),
+            Arg::Ptr(cp),
+            Arg::Ptr(sp),
+            Arg::Ptr(pos),
+            Arg::Ptr(slots),
+            Arg::Ptr(qp),
+            Arg::Ptr(kp),
+            Arg::Ptr(vp),
+            Arg::I32(hq),
+            Arg::I32(hkv),
+            Arg::I32(d),
+            Arg::I32(il),
+        ],
+    )?;
     Ok(q)
 }
 
@@ -348,17 +379,36 @@ impl Attn<'_> {
         let (hq, hkv) = (i32_of(h.hq, "heads")?, i32_of(h.hkv, "kv heads")?);
         let (bs, np) = (i32_of(step.block_size, "block size")?, i32_of(parts, "partitions")?);
         let name = format!("paged_attention_d{}_g{}_{}", h.d, h.hq / h.hkv, suffix(q.dtype())?);
-        let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
-        let mut b = f.builder();
-        b.arg(&qp).arg(&kp).arg(&vp).arg(&out).arg(&mlp).arg(&accp).arg(&row_seq).arg(&seq_info).arg(&bt);
-        b.arg(&hq).arg(&hkv).arg(&bs).arg(&scale).arg(&pl).arg(&np);
-        unsafe { b.launch(cfg(((t * h.hkv) as u32, parts as u32), 128)) }.w()?;
+        launch(
+            &dev,
+            &name,
+            cfg(((t * h.hkv) as u32, parts as u32), 128),
+            &[
+                Arg::Ptr(qp),
+                Arg::Ptr(kp),
+                Arg::Ptr(vp),
+                Arg::Ptr(out),
+                Arg::Ptr(mlp),
+                Arg::Ptr(accp),
+                Arg::Ptr(row_seq),
+                Arg::Ptr(seq_info),
+                Arg::Ptr(bt),
+                Arg::I32(hq),
+                Arg::I32(hkv),
+                Arg::I32(bs),
+                Arg::F32(scale),
+                Arg::Ptr(pl),
+                Arg::I32(np),
+            ],
+        )?;
         if parts > 1 {
             let name = format!("attn_combine_d{}_{}", h.d, suffix(q.dtype())?);
-            let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
-            let mut b = f.builder();
-            b.arg(&mlp).arg(&accp).arg(&row_seq).arg(&out).arg(&hq).arg(&np);
-            unsafe { b.launch(cfg(((t * h.hq) as u32, 1), h.d as u32)) }.w()?;
+            launch(
+                &dev,
+                &name,
+                cfg(((t * h.hq) as u32, 1), h.d as u32),
+                &[Arg::Ptr(mlp), Arg::Ptr(accp), Arg::Ptr(row_seq), Arg::Ptr(out), Arg::I32(hq), Arg::I32(np)],
+            )?;
         }
         drop((ml, acc));
         Ok(())
@@ -370,7 +420,9 @@ impl Attn<'_> {
     fn long(&self, s: &LongSeq) -> Result<Tensor> {
         let Self { q, k_pool, v_pool, h, scale, .. } = *self;
         let group = h.hq / h.hkv;
-        let per_row = group * h.hkv * s.ctx_len * q.dtype().size_in_bytes();
+        // f32 scores, and for f16/bf16 their probabilities in the operands' dtype.
+        let score_bytes = if q.dtype() == DType::F32 { 4 } else { 4 + q.dtype().size_in_bytes() };
+        let per_row = group * h.hkv * s.ctx_len * score_bytes;
         let slice = (MAX_SCORE_BYTES / per_row.max(1)).clamp(1, s.q_len);
         let mut outs = Vec::new();
         let mut a = 0;
@@ -388,9 +440,10 @@ impl Attn<'_> {
             let slots = s.slots.narrow(0, 0, ctx)?;
             let k = k_pool.index_select(&slots, 0)?.transpose(0, 1)?.contiguous()?; // (hkv, ctx, d)
             let v = v_pool.index_select(&slots, 0)?.transpose(0, 1)?.contiguous()?;
-            let scores = qs.matmul(&k.t()?)?; // (hkv, group * ql, ctx)
-            causal_softmax(&scores, group * ql, ql, ctx, scale)?;
-            let o = scores.matmul(&v)?; // (hkv, group * ql, d)
+            let scores =
+                if q.dtype() == DType::F32 { qs.matmul(&k.t()?)? } else { crate::cuda_blas::matmul_nt_f32(&qs, &k)? }; // (hkv, group * ql, ctx) f32
+            let probs = causal_softmax(&scores, q.dtype(), group * ql, ql, ctx, scale)?;
+            let o = probs.matmul(&v)?; // (hkv, group * ql, d)
             outs.push(o.reshape((h.hkv, group, ql, h.d))?.permute((2, 0, 1, 3))?.reshape((ql, h.hq, h.d))?);
             a = b;
         }
@@ -398,17 +451,37 @@ impl Attn<'_> {
     }
 }
 
-/// In place: the scaled, causally masked softmax of `scores` `(heads, rows_per_head, ctx)`.
-fn causal_softmax(scores: &Tensor, rows_per_head: usize, q_len: usize, ctx: usize, scale: f32) -> Result<()> {
+/// The scaled, causally masked softmax of the f32 `scores` `(heads, rows_per_head, ctx)` as
+/// probabilities in `dtype` (in place when that is f32).
+fn causal_softmax(
+    scores: &Tensor,
+    dtype: DType,
+    rows_per_head: usize,
+    q_len: usize,
+    ctx: usize,
+    scale: f32,
+) -> Result<Tensor> {
     let dev = cuda(scores.device())?;
     let rows = scores.elem_count() / ctx;
     let sp = ptr(scores)?;
     let (rph, ql, c) = (i32_of(rows_per_head, "rows")?, i32_of(q_len, "chunk")?, i32_of(ctx, "context")?);
-    let f = dev.get_or_load_custom_func(&format!("causal_softmax_{}", suffix(scores.dtype())?), MODULE, PTX)?;
-    let mut b = f.builder();
-    b.arg(&sp).arg(&rph).arg(&ql).arg(&c).arg(&scale);
-    unsafe { b.launch(cfg((rows as u32, 1), 256)) }.w()?;
-    Ok(())
+    if dtype == DType::F32 {
+        launch(
+            &dev,
+            "causal_softmax_f32",
+            cfg((rows as u32, 1), 256),
+            &[Arg::Ptr(sp), Arg::I32(rph), Arg::I32(ql), Arg::I32(c), Arg::F32(scale)],
+        )?;
+        return Ok(scores.clone());
+    }
+    let (probs, pp) = alloc(&dev, dtype, scores.shape().clone())?;
+    launch(
+        &dev,
+        &format!("causal_softmax_f32_to_{}", suffix(dtype)?),
+        cfg((rows as u32, 1), 256),
+        &[Arg::Ptr(sp), Arg::Ptr(pp), Arg::I32(rph), Arg::I32(ql), Arg::I32(c), Arg::F32(scale)],
+    )?;
+    Ok(probs)
 }
 
 /// Samples one token per row of `logits` `(rows, vocab)` on the GPU; `params` per row:
@@ -437,9 +510,11 @@ pub(crate) fn sample_into(logits: &Tensor, params: u64, out: u64) -> Result<()> 
     let logits = logits.to_dtype(DType::F32)?.contiguous()?;
     let (rows, vocab) = logits.dims2()?;
     let (lp, v) = (ptr(&logits)?, i32_of(vocab, "vocab")?);
-    let f = dev.get_or_load_custom_func("sample_rows", MODULE, PTX)?;
-    let mut b = f.builder();
-    b.arg(&lp).arg(&params).arg(&out).arg(&v);
-    unsafe { b.launch(cfg((rows as u32, 1), 1024)) }.w()?;
+    launch(
+        &dev,
+        "sample_rows",
+        cfg((rows as u32, 1), 1024),
+        &[Arg::Ptr(lp), Arg::Ptr(params), Arg::Ptr(out), Arg::I32(v)],
+    )?;
     Ok(())
 }

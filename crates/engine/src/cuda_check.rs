@@ -134,27 +134,40 @@ fn sampling(dev: &Device) -> Result<Vec<KernelCheck>> {
 
 /// Each small-batch matmul kernel against candle's (cuBLAS) for 1 to 4 rows, bf16: an 8B
 /// model's down projection width (512 of its rows), a width and a row count that leave tails
-/// (4104 = 513 × 8, 1001 rows), and SmolLM2's 576.
+/// (4104 = 513 × 8, 1001 rows), and SmolLM2's 576. With an f32 output (the LM head's), each
+/// kernel and cuBLAS's `GemmEx` against the product of the operands widened to f32, to a
+/// tolerance a bf16 output fails (its rounding alone is up to 2⁻⁹ of |y|).
 #[cfg(feature = "cuda")]
 fn gemv(dev: &Device) -> Result<Vec<KernelCheck>> {
+    use cuda::GemvKernel::{Cublas, GemvT, U4, U8};
     let mut out = Vec::new();
-    for kernel in [cuda::GemvKernel::GemvT, cuda::GemvKernel::U4, cuda::GemvKernel::U8] {
+    for (kernel, dtype) in [(GemvT, DType::BF16), (U4, DType::BF16), (U8, DType::BF16)]
+        .into_iter()
+        .chain([GemvT, U4, U8, Cublas].map(|k| (k, DType::F32)))
+    {
         let mut worst = 0f64;
         for (i, (n, k)) in [(512, 14_336), (1001, 4104), (576, 576)].into_iter().enumerate() {
             let w = Tensor::from_vec(values(n * k, 11 + i as u64), (n, k), dev)?.to_dtype(DType::BF16)?;
             for m in 1..=cuda::GEMV_MAX_ROWS {
                 let x = Tensor::from_vec(values(m * k, 12 + m as u64), (m, k), dev)?.to_dtype(DType::BF16)?;
-                let got = cuda::gemv_with(&x, &w, kernel)?;
-                let want = x.matmul(&w.t()?)?;
+                let got = cuda::gemv_with(&x, &w, kernel, dtype)?;
+                let want = match dtype {
+                    DType::F32 => x.to_dtype(DType::F32)?.matmul(&w.to_dtype(DType::F32)?.t()?)?,
+                    _ => x.matmul(&w.t()?)?,
+                };
                 // Relative to the output's scale (sums of k products of values in [-1, 1]).
                 let scale = want.to_dtype(DType::F32)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64;
                 worst = worst.max(max_diff(&got, &want)? / scale.max(1e-9));
             }
         }
+        let (what, tolerance) = match dtype {
+            DType::F32 => ("f32 output", 2e-4),
+            _ => ("bf16", 1e-2),
+        };
         out.push(check(
-            format!("{} 1–4 rows × (14336 → 512, 4104 → 1001, 576 → 576), bf16 (max |Δ| / max |y|)", kernel.name()),
+            format!("{} 1–4 rows × (14336 → 512, 4104 → 1001, 576 → 576), {what} (max |Δ| / max |y|)", kernel.name()),
             worst,
-            1e-2,
+            tolerance,
         ));
     }
     Ok(out)

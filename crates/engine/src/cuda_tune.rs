@@ -157,7 +157,7 @@ fn tune_shape(ws: &[Tensor], m: usize) -> Result<TuneRow> {
 #[cfg(feature = "cuda")]
 /// Checks `kernel` against cuBLAS's `want`, then returns its median µs per call.
 fn measure(ws: &[Tensor], x: &Tensor, kernel: GemvKernel, want: &Tensor, scale: f64) -> Result<f64> {
-    let got = crate::cuda::gemv_with(x, &ws[0], kernel)?.to_dtype(DType::F32)?;
+    let got = crate::cuda::gemv_with(x, &ws[0], kernel, x.dtype())?.to_dtype(DType::F32)?;
     let diff = (got - want)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64 / scale.max(1e-9);
     if diff.is_nan() || diff > 1e-2 {
         candle_core::bail!("differs from cuBLAS by {diff:.2e} of max |y|");
@@ -169,7 +169,7 @@ fn measure(ws: &[Tensor], x: &Tensor, kernel: GemvKernel, want: &Tensor, scale: 
         sync()?;
         let t = std::time::Instant::now();
         for i in 0..calls {
-            crate::cuda::gemv_with(x, &ws[i % ws.len()], kernel)?;
+            crate::cuda::gemv_with(x, &ws[i % ws.len()], kernel, x.dtype())?;
         }
         sync()?;
         Ok(t.elapsed().as_secs_f64() * 1e6 / calls as f64)

@@ -7,10 +7,13 @@ pub mod bf16;
 pub mod core;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+pub mod cuda_blas;
 pub mod cuda_check;
 pub mod cuda_graph;
 #[cfg(feature = "cuda")]
 pub mod cuda_graph_serve;
+pub mod cuda_launch;
 pub mod cuda_profile;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub mod cuda_step;
@@ -25,6 +28,7 @@ pub mod model;
 #[cfg(feature = "cuda")]
 mod model_cuda;
 pub mod model_files;
+pub mod numerics;
 pub mod paged_attention;
 pub mod reference;
 pub mod sampler;

@@ -28,6 +28,26 @@ impl Linear {
             (None, _) => self.forward(x),
         }
     }
+
+    /// [`Self::forward_cuda`] with the output in f32, not rounded to the weights' dtype: the
+    /// LM head, whose bf16 logits cost the most top-1 agreement with f32 of any rounding in a
+    /// bf16 step (`crate::numerics`). f32 accumulation either way; the extra bytes written
+    /// are the logits' (vocab × rows × 2).
+    fn forward_cuda_f32(&self, x: &Tensor) -> Result<Tensor> {
+        let y = match &self.w {
+            QMatMul::Tensor(w) if w.dtype() != DType::F32 && w.dtype() == x.dtype() => {
+                match cuda::gemv_to(x, w, DType::F32)? {
+                    Some(y) => y,
+                    None => crate::cuda_blas::matmul_nt_f32(x, w)?,
+                }
+            }
+            _ => self.forward(x)?.to_dtype(DType::F32)?,
+        };
+        match &self.b {
+            Some(b) => Ok(y.broadcast_add(&b.to_dtype(DType::F32)?)?),
+            None => Ok(y),
+        }
+    }
 }
 
 impl Llama {
@@ -153,7 +173,7 @@ impl Llama {
         Ok((x, delta))
     }
 
-    /// The final norm and the LM head: f32 logits of each row of `x`.
+    /// The final norm and the LM head: f32 logits of each row of `x`, never rounded to bf16.
     fn head_cuda(
         &self,
         x: &Tensor,
@@ -162,7 +182,7 @@ impl Llama {
     ) -> Result<Tensor> {
         let (_, hn) = cuda::add_rms_norm(x, delta, &self.norm, self.spec.rms_norm_eps as f32)?;
         mark("final norm")?;
-        let logits = self.lm_head.forward_cuda(&hn)?.to_dtype(DType::F32)?;
+        let logits = self.lm_head.forward_cuda_f32(&hn)?;
         mark("lm head")?;
         Ok(logits)
     }
