@@ -1,6 +1,7 @@
 //! Engine step costs: attention (paged kernel over f32 and bf16 pools, gather path, contiguous
 //! cache) at decode and prefill shapes of SmolLM2; the bf16-weight matmul against the f32 one
-//! and candle's bf16 matmul at SmolLM2's shapes; whole decode and prefill steps of the `tiny`
+//! (its `vdpbf16ps` path and its f32-activation panels at 512 rows, where the CPU has AVX-512
+//! BF16) and candle's bf16 matmul at SmolLM2's shapes; whole decode and prefill steps of the `tiny`
 //! model in f32 and bf16.
 //!
 //! `cargo bench --bench engine` (add `-- attention_decode` to run one group).
@@ -122,6 +123,12 @@ fn matmul(c: &mut Criterion) {
                 });
                 if bf16_weights {
                     g.bench_function(id("bf16"), |b| b.iter(|| bf16::matmul_t(&x, &wb).unwrap().unwrap()));
+                    if m > bf16::SKINNY_ROWS && goodput_engine::bf16_dot::available() {
+                        // The auto path above is vdpbf16ps here; the f32-activation panels too.
+                        g.bench_function(id("bf16_panels"), |b| {
+                            b.iter(|| bf16::matmul_t_via(&x, &wb, bf16::Path::Panels).unwrap().unwrap())
+                        });
+                    }
                     g.bench_function(id("candle_bf16"), |b| b.iter(|| xb.matmul(&wb.t().unwrap()).unwrap()));
                 } else {
                     g.bench_function(id("f32"), |b| {

@@ -18,11 +18,11 @@ fn main() {
     let d = Device::Cpu;
     for (k, nn) in [(256usize, 32000usize), (576, 49152), (576, 3072), (1536, 576), (576, 960)] {
         let w = Tensor::randn(0f32, 1.0, (nn, k), &d).unwrap();
-        for m in [1usize, 4, 8, 12, 16] {
+        for m in [1usize, 4, 8, 12, 16, 512] {
             let x = Tensor::randn(0f32, 1.0, (m, k), &d).unwrap();
             bench(&format!("k{k} n{nn} m{m} x@w.t"), || x.matmul(&w.t().unwrap()).unwrap());
             let wb = w.to_dtype(candle_core::DType::BF16).unwrap();
-            for path in [Path::FewRows, Path::Panels] {
+            for path in [Path::FewRows, Path::Panels, Path::Dot] {
                 bench(&format!("k{k} n{nn} m{m} bf16 {path:?}"), || {
                     bf16::matmul_t_via(&x, &wb, path).unwrap().unwrap()
                 });

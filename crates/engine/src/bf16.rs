@@ -10,9 +10,11 @@
 //!   weights: of each 32-bit pair of bf16 values, a shift left by 16 gives the even element and
 //!   a mask the odd one, so `x` is laid out once per call with each 16-block's even elements
 //!   first and its odd ones after ([`pair_layout`]).
-//! - **Many rows** (prefill): the weight is cut into panels of rows sized for L2; each task
-//!   widens its panel to f32 once and multiplies it with gemm's f32 kernel (single-threaded
-//!   per panel, panels in parallel). Widening is one pass over the panel for `m` rows of FMAs.
+//! - **Many rows** (prefill): on CPUs with AVX-512 BF16, a blocked GEMM on `vdpbf16ps`
+//!   with `x` rounded to bf16 (`crate::bf16_dot`, twice the products per instruction of f32
+//!   FMA). Elsewhere the weight is cut into panels of rows sized for L2; each task widens its
+//!   panel to f32 once and multiplies it with gemm's f32 kernel (single-threaded per panel,
+//!   panels in parallel). Widening is one pass over the panel for `m` rows of FMAs.
 //!
 //! Why not candle's bf16 matmul: it runs gemm's generic bf16 path, which converts inside the
 //! microkernel and is far slower than f32 (measured on SmolLM2-135M, 2 threads: prefill of 512
@@ -61,10 +63,15 @@ fn block_kernel() -> BlockFn {
 /// Which of the two paths runs a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {
-    /// By row count: [`Path::FewRows`] up to the limit for the matrix, else [`Path::Panels`].
+    /// By row count: [`Path::FewRows`] up to the limit for the matrix, else [`Path::Dot`]
+    /// where the CPU has AVX-512 BF16, else [`Path::Panels`].
     Auto,
     FewRows,
+    /// Widened f32 panels and gemm's f32 kernel (f32 activations).
     Panels,
+    /// `vdpbf16ps` on `x` rounded to bf16 (`crate::bf16_dot`); [`Path::Panels`] on CPUs
+    /// without AVX-512 BF16.
+    Dot,
 }
 
 /// `x · wᵀ` for `x (…, k)` in f32 and `w (n, k)` in bf16, on CPU; the result is f32
@@ -105,11 +112,17 @@ impl CustomOp2 for Bf16Matmul {
         let (m, k) = xl.shape().dims2()?;
         let (n, _) = wl.shape().dims2()?;
         let (x, w) = (&x[x0..x1], w[w0..w1].reinterpret_cast());
-        let few = match self.0 {
-            Path::Auto => m <= few_rows_limit(n * k),
-            p => p == Path::FewRows,
+        let path = match self.0 {
+            Path::Auto if m <= few_rows_limit(n * k) => Path::FewRows,
+            Path::Auto | Path::Dot if crate::bf16_dot::available() => Path::Dot,
+            Path::Auto | Path::Dot => Path::Panels,
+            p => p,
         };
-        let out = if few { few_rows(x, w, m, k, n) } else { panels(x, w, m, k, n) };
+        let out = match path {
+            Path::FewRows => few_rows(x, w, m, k, n),
+            Path::Dot => crate::bf16_dot::matmul(x, w, m, k, n),
+            _ => panels(x, w, m, k, n),
+        };
         Ok((CpuStorage::F32(out), Shape::from((m, n))))
     }
 }
@@ -339,7 +352,9 @@ mod tests {
         let x = Tensor::from_vec((0..m * k).map(|_| next()).collect::<Vec<_>>(), (m, k), &dev).unwrap();
         let w = Tensor::from_vec((0..n * k).map(|_| next()).collect::<Vec<_>>(), (n, k), &dev).unwrap();
         let w = w.to_dtype(DType::BF16).unwrap();
-        let got = matmul_t(&x, &w).unwrap().expect("f32 x, bf16 w on the CPU").to_dtype(DType::F64).unwrap();
+        // The f32-activation paths (the bf16-activation one has its own tests in bf16_dot).
+        let path = if m <= few_rows_limit(n * k) { Path::FewRows } else { Path::Panels };
+        let got = matmul_t_via(&x, &w, path).unwrap().expect("f32 x, bf16 w on the CPU").to_dtype(DType::F64).unwrap();
         assert_eq!(got.dims(), &[m, n]);
         let d = (got - reference(&x, &w)).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f64>().unwrap();
         // f32 accumulation of k products of magnitude ≤ 1.

@@ -4,6 +4,7 @@
 
 pub mod affinity;
 pub mod bf16;
+pub mod bf16_dot;
 pub mod core;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -1,0 +1,257 @@
+//! The many-rows (prefill) path of `x · Wᵀ` on CPUs with AVX-512 BF16: a blocked GEMM on
+//! `vdpbf16ps`, which multiplies 32 pairs of bf16 values into 16 f32 sums per instruction —
+//! twice the products of an f32 FMA of the same width.
+//!
+//! Layout (as oneDNN's bf16 GEMM, which vLLM's CPU build runs): `x` is rounded to bf16 once
+//! per call and kept as pairs `(x[2p], x[2p+1])` in one 32-bit word per pair; each task packs
+//! a panel of [`NR`] weight rows as, for every pair index `p`, the `NR` rows' pairs side by
+//! side (64 bytes per 16 rows: one vector). A register tile of [`MR`] rows of `x` × `NR`
+//! columns then broadcasts one pair of each row and issues two `vdpbf16ps` per row and pair,
+//! with 16 f32 accumulators in registers. Products are exact in f32 and accumulate in f32;
+//! what differs from the f32-activation path (`crate::bf16`) is the rounding of `x` to bf16,
+//! as in every bf16 GEMM (the rounding study, `crate::numerics`, measures what that costs).
+
+use rayon::prelude::*;
+use std::sync::OnceLock;
+
+/// Weight rows (output columns) of one packed panel: two vectors of 16 f32 sums.
+pub const NR: usize = 32;
+/// Rows of `x` per register tile.
+pub const MR: usize = 8;
+
+/// Whether this CPU has `vdpbf16ps` (AVX-512 BF16 with AVX-512F).
+pub fn available() -> bool {
+    static A: OnceLock<bool> = OnceLock::new();
+    *A.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::is_x86_feature_detected!("avx512bf16") && std::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
+}
+
+/// `x` (`m` rows of `k` f32) rounded to bf16 (nearest, ties to even) as `k.div_ceil(2)` pairs
+/// per row, the low half the even element; an odd `k` pads each row with a zero. Rows in
+/// parallel, 32 values per `vcvtne2ps2bf16` where the CPU has it.
+pub fn pack_x(x: &[f32], m: usize, k: usize) -> Vec<u32> {
+    let k2 = k.div_ceil(2);
+    let mut out = vec![0u32; m * k2];
+    out.par_chunks_mut(k2).zip(x[..m * k].par_chunks(k)).for_each(|(dst, row)| {
+        let mut p0 = 0;
+        #[cfg(target_arch = "x86_64")]
+        if available() {
+            // SAFETY: AVX-512 BF16 was detected; the kernel reads and writes whole blocks of
+            // 32 values (16 pairs) within the row and returns how many pairs it wrote.
+            p0 = unsafe { x86::round_pairs(row, dst) };
+        }
+        let bits = |v: f32| half::bf16::from_f32(v).to_bits() as u32;
+        for (p, d) in dst.iter_mut().enumerate().skip(p0) {
+            let hi = if 2 * p + 1 < k { bits(row[2 * p + 1]) } else { 0 };
+            *d = bits(row[2 * p]) | (hi << 16);
+        }
+    });
+    out
+}
+
+/// Packs weight rows `w` (`rows ≤ NR` rows of `k` bf16) into `out`: pair `p` of row `c` at
+/// `p * NR + c`, rows beyond `rows` and the odd tail zero.
+pub fn pack_w(w: &[u16], rows: usize, k: usize, out: &mut Vec<u32>) {
+    let k2 = k.div_ceil(2);
+    out.clear();
+    out.resize(k2 * NR, 0);
+    for c in 0..rows {
+        let wr = &w[c * k..(c + 1) * k];
+        for p in 0..k2 {
+            let hi = if 2 * p + 1 < k { wr[2 * p + 1] as u32 } else { 0 };
+            out[p * NR + c] = wr[2 * p] as u32 | (hi << 16);
+        }
+    }
+}
+
+/// A pointer the panel tasks write disjoint columns through.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: every task writes its own columns of the output (see `matmul`).
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+impl OutPtr {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// `x · wᵀ` for `x` (`m × k` f32) and `w` (`n × k` bf16 bits), `m × n` f32; panels of [`NR`]
+/// weight rows in parallel. Needs [`available`].
+pub fn matmul(x: &[f32], w: &[u16], m: usize, k: usize, n: usize) -> Vec<f32> {
+    assert!(available(), "bf16_dot::matmul needs AVX-512 BF16");
+    let xa = pack_x(x, m, k);
+    let mut out = vec![0f32; m * n];
+    let dst = OutPtr(out.as_mut_ptr());
+    (0..n.div_ceil(NR)).into_par_iter().for_each_init(Vec::new, |panel: &mut Vec<u32>, j| {
+        let c0 = j * NR;
+        let cols = NR.min(n - c0);
+        pack_w(&w[c0 * k..(c0 + cols) * k], cols, k, panel);
+        // SAFETY: AVX-512 BF16 was detected; xa holds m × k2 pairs, the panel k2 × NR; this
+        // task writes columns c0..c0 + cols of the m × n output only.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            x86::panel(&xa, m, k.div_ceil(2), panel, dst.get().add(c0), n, cols)
+        }
+    });
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_op_in_unsafe_fn)]
+mod x86 {
+    use super::{MR, NR};
+    use std::arch::x86_64::*;
+
+    /// The first `row.len() / 32 * 16` pairs of `row` rounded to bf16 into `dst`; returns that
+    /// count.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    pub(super) unsafe fn round_pairs(row: &[f32], dst: &mut [u32]) -> usize {
+        let blocks = row.len() / 32;
+        debug_assert!(dst.len() >= blocks * 16);
+        for b in 0..blocks {
+            let lo = _mm512_loadu_ps(row.as_ptr().add(32 * b));
+            let hi = _mm512_loadu_ps(row.as_ptr().add(32 * b + 16));
+            // Words 0..16 come from the second operand, 16..32 from the first.
+            let v: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
+            _mm512_storeu_si512(dst.as_mut_ptr().add(16 * b).cast(), v);
+        }
+        blocks * 16
+    }
+
+    /// Every row of `xa` (`m` rows of `k2` pairs) against one packed panel, into `out` (row
+    /// stride `ldo`, `cols ≤ NR` columns).
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    pub(super) unsafe fn panel(xa: &[u32], m: usize, k2: usize, b: &[u32], out: *mut f32, ldo: usize, cols: usize) {
+        debug_assert!(xa.len() >= m * k2 && b.len() >= k2 * NR);
+        let (a, b) = (xa.as_ptr(), b.as_ptr());
+        let mut i = 0;
+        while i + MR <= m {
+            tile::<MR>(a.add(i * k2), k2, b, out.add(i * ldo), ldo, cols);
+            i += MR;
+        }
+        let a = a.add(i * k2);
+        let o = out.add(i * ldo);
+        match m - i {
+            7 => tile::<7>(a, k2, b, o, ldo, cols),
+            6 => tile::<6>(a, k2, b, o, ldo, cols),
+            5 => tile::<5>(a, k2, b, o, ldo, cols),
+            4 => tile::<4>(a, k2, b, o, ldo, cols),
+            3 => tile::<3>(a, k2, b, o, ldo, cols),
+            2 => tile::<2>(a, k2, b, o, ldo, cols),
+            1 => tile::<1>(a, k2, b, o, ldo, cols),
+            _ => {}
+        }
+    }
+
+    /// `R` rows × `NR` columns: per pair index, two panel vectors and one broadcast pair per
+    /// row, `2·R` `vdpbf16ps` into `2·R` accumulators.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    unsafe fn tile<const R: usize>(a: *const u32, k2: usize, b: *const u32, out: *mut f32, ldo: usize, cols: usize) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        for p in 0..k2 {
+            let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(p * NR).cast()));
+            let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(p * NR + 16).cast()));
+            for (r, ar) in acc.iter_mut().enumerate() {
+                let x: __m512bh = std::mem::transmute(_mm512_set1_epi32(*a.add(r * k2 + p) as i32));
+                ar[0] = _mm512_dpbf16_ps(ar[0], x, b0);
+                ar[1] = _mm512_dpbf16_ps(ar[1], x, b1);
+            }
+        }
+        for (r, ar) in acc.iter().enumerate() {
+            let o = out.add(r * ldo);
+            if cols == NR {
+                _mm512_storeu_ps(o, ar[0]);
+                _mm512_storeu_ps(o.add(16), ar[1]);
+            } else {
+                let mut t = [0f32; NR];
+                _mm512_storeu_ps(t.as_mut_ptr(), ar[0]);
+                _mm512_storeu_ps(t.as_mut_ptr().add(16), ar[1]);
+                std::ptr::copy_nonoverlapping(t.as_ptr(), o, cols);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::bf16;
+    use proptest::prelude::*;
+
+    /// The f64 product of `x` rounded to bf16 and `w`: exactly what the kernel approximates
+    /// (its products are exact; only the f32 accumulation order differs).
+    fn check(m: usize, k: usize, n: usize, seed: u64) {
+        let mut s = seed | 1;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % 2001) as f32 / 1000.0 - 1.0
+        };
+        let x: Vec<f32> = (0..m * k).map(|_| next()).collect();
+        let w: Vec<u16> = (0..n * k).map(|_| bf16::from_f32(next()).to_bits()).collect();
+        let got = matmul(&x, &w, m, k, n);
+        for i in 0..m {
+            for j in 0..n {
+                let want: f64 = (0..k)
+                    .map(|t| bf16::from_f32(x[i * k + t]).to_f64() * bf16::from_bits(w[j * k + t]).to_f64())
+                    .sum();
+                let d = (got[i * n + j] as f64 - want).abs();
+                assert!(d < 1e-5 * k as f64, "{m}×{k}×{n} at ({i}, {j}): {} vs {want}", got[i * n + j]);
+            }
+        }
+    }
+
+    #[test]
+    fn simd_rounding_equals_the_scalar_one() {
+        let (m, k) = (3usize, 77usize);
+        let x: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.713).sin() * 3.0 + 1.0 / 256.0).collect();
+        let want: Vec<u32> = (0..m)
+            .flat_map(|r| {
+                let x = &x;
+                (0..k.div_ceil(2)).map(move |p| {
+                    let b = |t: usize| if t < k { bf16::from_f32(x[r * k + t]).to_bits() as u32 } else { 0 };
+                    b(2 * p) | (b(2 * p + 1) << 16)
+                })
+            })
+            .collect();
+        assert_eq!(pack_x(&x, m, k), want);
+    }
+
+    #[test]
+    fn packing_pairs_rows_and_rounds_to_nearest_even() {
+        // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even, 1.0 (0x3f80).
+        assert_eq!(pack_x(&[1.0 + 1.0 / 256.0, -2.0, 3.0], 1, 3), vec![0x3f80 | (0xc000 << 16), 0x4040]);
+        let mut p = Vec::new();
+        pack_w(&[1, 2, 3, 4, 5, 6], 2, 3, &mut p);
+        assert_eq!((p.len(), p[0], p[1], p[2], p[NR], p[NR + 1]), (2 * NR, 1 | 2 << 16, 4 | 5 << 16, 0, 3, 6));
+    }
+
+    #[test]
+    fn tiles_and_tails_match_the_f64_product() {
+        if !available() {
+            eprintln!("no AVX-512 BF16 on this CPU: the kernel is not run");
+            return;
+        }
+        for (m, k, n) in [(1, 2, 1), (8, 64, 32), (9, 13, 33), (17, 576, 70), (64, 31, 5), (23, 1536, 96)] {
+            check(m, k, n, (m * 31 + k * 7 + n) as u64);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        #[test]
+        fn any_shape_matches_the_f64_product(m in 1usize..40, k in 1usize..200, n in 1usize..100, seed in any::<u64>()) {
+            if available() {
+                check(m, k, n, seed);
+            }
+        }
+    }
+}
