@@ -61,11 +61,31 @@ pub fn pack_w(w: &[u16], rows: usize, k: usize, out: &mut Vec<u32>) {
     let k2 = k.div_ceil(2);
     out.clear();
     out.resize(k2 * NR, 0);
-    for c in 0..rows {
-        let wr = &w[c * k..(c + 1) * k];
-        for p in 0..k2 {
-            let hi = if 2 * p + 1 < k { wr[2 * p + 1] as u32 } else { 0 };
-            out[p * NR + c] = wr[2 * p] as u32 | (hi << 16);
+    // Pair index outer: the output is written in order and the `rows` input rows are read
+    // side by side (a cache line each), instead of a stride of NR words through the whole
+    // panel per row.
+    let full = k / 2;
+    #[cfg(target_arch = "x86_64")]
+    if rows == NR && available() && NR * k < i32::MAX as usize {
+        // SAFETY: AVX-512 was detected; `w` holds NR rows of k values and every gathered pair
+        // (2p, 2p + 1) with p < k / 2 lies within its row; `out` holds k2 · NR words.
+        unsafe { x86::pack_pairs(w, k, full, out) };
+        if k % 2 == 1 {
+            for c in 0..rows {
+                out[full * NR + c] = w[c * k + k - 1] as u32;
+            }
+        }
+        return;
+    }
+    for (p, dst) in out.chunks_exact_mut(NR).take(full).enumerate() {
+        for (c, d) in dst[..rows].iter_mut().enumerate() {
+            let i = c * k + 2 * p;
+            *d = w[i] as u32 | (w[i + 1] as u32) << 16;
+        }
+    }
+    if k % 2 == 1 {
+        for c in 0..rows {
+            out[full * NR + c] = w[c * k + k - 1] as u32;
         }
     }
 }
@@ -108,6 +128,29 @@ pub fn matmul(x: &[f32], w: &[u16], m: usize, k: usize, n: usize) -> Vec<f32> {
 mod x86 {
     use super::{MR, NR};
     use std::arch::x86_64::*;
+
+    /// Pairs `0..full` of `NR` rows of `k` bf16 (`w`) into `out` (`p · NR + c`): each vector of
+    /// 16 rows' pair `p` is one gather of 32-bit words at 2-byte-aligned addresses.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn pack_pairs(w: &[u16], k: usize, full: usize, out: &mut [u32]) {
+        debug_assert!(w.len() >= NR * k && out.len() >= full * NR);
+        // The gathers add scale × index bytes to this address; it is never dereferenced as an i32.
+        let base = w.as_ptr().cast::<i32>();
+        let step = _mm512_set1_epi32(2);
+        let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        // Element offsets of pair 0 in rows 0..16 and 16..32 (gathers scale them by 2 bytes).
+        let mut lo = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(k as i32));
+        let mut hi = _mm512_add_epi32(lo, _mm512_set1_epi32(16 * k as i32));
+        let o = out.as_mut_ptr();
+        for p in 0..full {
+            let a = _mm512_i32gather_epi32::<2>(lo, base);
+            let b = _mm512_i32gather_epi32::<2>(hi, base);
+            _mm512_storeu_si512(o.add(p * NR).cast(), a);
+            _mm512_storeu_si512(o.add(p * NR + 16).cast(), b);
+            lo = _mm512_add_epi32(lo, step);
+            hi = _mm512_add_epi32(hi, step);
+        }
+    }
 
     /// The first `row.len() / 32 * 16` pairs of `row` rounded to bf16 into `dst`; returns that
     /// count.
@@ -223,6 +266,21 @@ mod tests {
             })
             .collect();
         assert_eq!(pack_x(&x, m, k), want);
+    }
+
+    #[test]
+    fn a_full_panel_packs_as_the_scalar_loop_does() {
+        for k in [2usize, 7, 64, 577] {
+            let w: Vec<u16> = (0..NR * k).map(|i| (i * 2654435761usize % 65521) as u16).collect();
+            let mut got = Vec::new();
+            pack_w(&w, NR, k, &mut got);
+            for p in 0..k.div_ceil(2) {
+                for c in 0..NR {
+                    let hi = if 2 * p + 1 < k { w[c * k + 2 * p + 1] as u32 } else { 0 };
+                    assert_eq!(got[p * NR + c], w[c * k + 2 * p] as u32 | hi << 16, "k {k}, pair {p}, row {c}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -82,12 +82,31 @@ fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
 
 /// A KV pool element the kernel reads: f32, or bf16 as raw bits (widened in the products).
 trait KvElem: Copy + Send + Sync {
+    /// Whether the softmax weights use [`exp_poly`] (vectorized) instead of libm's `expf`:
+    /// for bf16 pools, whose results need not match anything bit for bit; f32 keeps `expf`.
+    const POLY_EXP: bool;
     fn dot(q: &[f32], k: &[Self]) -> f32;
     fn axpy(w: f32, v: &[Self], acc: &mut [f32]);
     fn from_f32(x: f32) -> Self;
 }
 
+/// `e^x` for `x ≤ 0` (softmax weights) in arithmetic the compiler vectorizes: `x = n ln 2 + r`
+/// with `|r| ≤ ln 2 / 2`, a degree-6 Taylor polynomial of `e^r` (relative error < 3e-7 on
+/// that interval, about 2 ulp), times `2^n` built in the exponent bits. Below −87 it gives
+/// ~1e-38 instead of a denormal or 0.
+fn exp_poly(x: f32) -> f32 {
+    // Rounding by adding and subtracting 1.5 · 2^23 (nearest, ties to even; |x| < 2^22),
+    // not `round()`, which is a libm call on baseline x86-64 and stops vectorization.
+    const SHIFT: f32 = 12_582_912.0;
+    let x = x.max(-87.0);
+    let n = (x * std::f32::consts::LOG2_E + SHIFT) - SHIFT;
+    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
 impl KvElem for f32 {
+    const POLY_EXP: bool = false;
     fn dot(q: &[f32], k: &[f32]) -> f32 {
         simd::dot(q, k)
     }
@@ -100,6 +119,7 @@ impl KvElem for f32 {
 }
 
 impl KvElem for u16 {
+    const POLY_EXP: bool = true;
     fn dot(q: &[f32], k: &[u16]) -> f32 {
         simd::dot_bf16(q, k)
     }
@@ -297,8 +317,12 @@ impl PagedAttention<'_> {
                     acc.iter_mut().for_each(|a| *a *= c);
                     m = bmax;
                 }
-                for (j, &sc) in scores[..n].iter().enumerate() {
-                    let w = (sc - m).exp();
+                if E::POLY_EXP {
+                    scores[..n].iter_mut().for_each(|sc| *sc = exp_poly(*sc - m));
+                } else {
+                    scores[..n].iter_mut().for_each(|sc| *sc = (*sc - m).exp());
+                }
+                for (j, &w) in scores[..n].iter().enumerate() {
                     l += w;
                     let off = ((base + j) * hkv + kh) * d;
                     E::axpy(w, &v[off..off + d], acc);
@@ -445,6 +469,19 @@ pub fn contiguous_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f32) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_polynomial_exp_is_within_a_few_ulp_of_expf() {
+        let mut worst = 0f64;
+        for i in 0..=20_000 {
+            let x = -30.0 * i as f32 / 20_000.0;
+            let (got, want) = (exp_poly(x) as f64, (x as f64).exp());
+            worst = worst.max((got - want).abs() / want);
+        }
+        assert!(worst < 5e-7, "relative error {worst}");
+        assert_eq!(exp_poly(0.0), 1.0);
+        assert!(exp_poly(f32::NEG_INFINITY) < 1e-37);
+    }
     use candle_core::Device;
 
     fn rand(shape: (usize, usize, usize), seed: u64) -> Tensor {
