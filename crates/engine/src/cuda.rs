@@ -380,7 +380,7 @@ impl Attn<'_> {
         let (bs, np) = (i32_of(step.block_size, "block size")?, i32_of(parts, "partitions")?);
         let name = format!("paged_attention_d{}_g{}_{}", h.d, h.hq / h.hkv, suffix(q.dtype())?);
         launch(
-            &dev,
+            dev,
             &name,
             cfg(((t * h.hkv) as u32, parts as u32), 128),
             &[
@@ -404,7 +404,7 @@ impl Attn<'_> {
         if parts > 1 {
             let name = format!("attn_combine_d{}_{}", h.d, suffix(q.dtype())?);
             launch(
-                &dev,
+                dev,
                 &name,
                 cfg(((t * h.hq) as u32, 1), h.d as u32),
                 &[Arg::Ptr(mlp), Arg::Ptr(accp), Arg::Ptr(row_seq), Arg::Ptr(out), Arg::I32(hq), Arg::I32(np)],
