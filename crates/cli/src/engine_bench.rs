@@ -367,7 +367,6 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         #[cfg(not(feature = "cuda"))]
         bail!("--cuda-long-chunk {rows}: this build has no `cuda` feature");
     }
-    #[cfg(feature = "cuda")]
     goodput_engine::cuda_launch::set_pdl(!a.no_pdl);
     let mut loaded = a.model.load(z.max_len)?;
     loaded.model.attention = match a.attention {

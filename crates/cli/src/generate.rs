@@ -48,6 +48,7 @@ pub struct GenerateArgs {
 pub fn run(a: GenerateArgs) -> Result<()> {
     let spec = a.model.spec()?;
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings);
+    a.engine.apply_before_load();
     let loaded = a.model.load(max_len)?;
     let tok = &loaded.tokenizer;
     let prompt: Vec<u32> = match (&a.prompt, &a.prompt_ids) {

@@ -139,6 +139,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let spec = a.model.spec()?;
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
+    a.engine.apply_before_load();
     let loaded = a.model.load(max_len)?;
     let name = a.served_model_name.clone().unwrap_or_else(|| spec.name.clone());
     let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), None)?;

@@ -28,14 +28,19 @@ use std::sync::OnceLock;
 /// Largest row count of the few-rows kernel; above it, widened panels and gemm.
 pub const SKINNY_ROWS: usize = 16;
 
-/// Largest row count of the few-rows kernel for a weight of `elems` values: on large
-/// matrices (an LM head) the panels win from 16 rows on (`examples/mm.rs`, SmolLM2's LM head
-/// 49152 × 576 at 16 rows: 16.1 ms against 19.0 ms; at 12 rows they tie).
+/// Largest row count of the few-rows kernel for a weight of `elems` values. Without AVX-512
+/// BF16: on large matrices (an LM head) the panels win from 16 rows on (`examples/mm.rs`,
+/// SmolLM2's LM head 49152 × 576 at 16 rows: 16.1 ms against 19.0 ms; at 12 rows they tie).
+/// With it, `vdpbf16ps` wins from 9 rows on SmolLM2's layer matrices (12 rows: gate|up 0.26
+/// against 0.33 ms, down 0.16 against 0.21 ms; 8 rows: 0.24 against 0.20, 0.15 against 0.11)
+/// and from 13 on its LM head (16 rows: 5.6 against 8.8 ms; 12 rows: 5.2 against 4.9 ms).
 fn few_rows_limit(elems: usize) -> usize {
-    if elems > 1 << 22 {
-        SKINNY_ROWS - 4
-    } else {
-        SKINNY_ROWS
+    let large = elems > 1 << 22;
+    match (crate::bf16_dot::available(), large) {
+        (true, false) => 8,
+        (true, true) => 12,
+        (false, false) => SKINNY_ROWS,
+        (false, true) => SKINNY_ROWS - 4,
     }
 }
 

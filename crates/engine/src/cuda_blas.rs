@@ -29,6 +29,10 @@ pub fn matmul_nt_f32(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         bail!("matmul_nt_f32: {:?} {:?} · ({:?} {:?})ᵀ do not fit", a.shape(), a.dtype(), b.shape(), b.dtype());
     }
     let dev = cuda(a.device())?;
+    dev.cuda_stream()
+        .context()
+        .bind_to_thread()
+        .map_err(|e| candle_core::Error::Msg(format!("matmul_nt_f32: {e:?}")))?;
     let (a, b) = (a.contiguous()?, b.contiguous()?);
     let (c, cp) = alloc(&dev, DType::F32, (batch, m, n))?;
     let (ap, bp, ty) = (ptr(&a)?, ptr(&b)?, data_type(a.dtype())?);

@@ -9,9 +9,10 @@
 //! kernel waits there before it touches another kernel's output (see `kernels/goodput.cu`).
 //! TensorRT-LLM and FlashInfer launch their decode kernels this way on Hopper.
 //!
-//! On by default; [`set_pdl`] turns it off (`--no-pdl`). A launch the driver refuses with the
-//! attribute is retried without it, and PDL stays off for the process, with the reason kept
-//! ([`pdl_state`]).
+//! On by default where both the PTX (its `griddepcontrol` waits) and the device are compute
+//! capability 9.0 or later; [`set_pdl`] turns it off (`--no-pdl`). A launch the driver refuses
+//! with the attribute (not supported, invalid value) is retried without it, and PDL stays off
+//! for the process, with the reason kept ([`pdl_state`]); other launch errors are returned.
 
 #[cfg(feature = "cuda")]
 use candle_core::cuda_backend::cudarc::driver::{sys, LaunchConfig};
@@ -26,8 +27,13 @@ use std::sync::Mutex;
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/goodput.ptx"));
 #[cfg(feature = "cuda")]
 const MODULE: &str = "goodput";
+/// The compute capability the PTX was built for (`CUDA_COMPUTE_CAP`, build.rs).
+#[cfg(feature = "cuda")]
+const PTX_CAP: &str = env!("GOODPUT_PTX_CAP");
 
 static PDL: AtomicBool = AtomicBool::new(true);
+/// Whether the PTX and the device can take PDL (known after the first launch).
+static CAPABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 static PDL_OFF_BECAUSE: Mutex<Option<String>> = Mutex::new(None);
 
 /// Turns programmatic dependent launch on or off for the kernels launched from now on.
@@ -37,7 +43,8 @@ pub fn set_pdl(on: bool) {
 
 /// Whether kernels launch with PDL, and if the driver refused it, why.
 pub fn pdl_state() -> (bool, Option<String>) {
-    (PDL.load(Ordering::Relaxed), PDL_OFF_BECAUSE.lock().ok().and_then(|r| r.clone()))
+    let on = PDL.load(Ordering::Relaxed) && CAPABLE.get() != Some(&false);
+    (on, PDL_OFF_BECAUSE.lock().ok().and_then(|r| r.clone()))
 }
 
 /// One kernel argument: a device address, an `int` or a `float`.
@@ -66,12 +73,15 @@ impl Arg {
 /// parameter order.
 #[cfg(feature = "cuda")]
 pub(crate) fn launch(dev: &CudaDevice, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
+    let ctx = dev.cuda_stream().context().clone();
+    // As cudarc's own launches do: the raw driver calls below need the context current.
+    ctx.bind_to_thread().map_err(|e| candle_core::Error::Msg(format!("launching {name}: {e:?}")))?;
     let f = dev.get_or_load_custom_func(name, MODULE, PTX)?;
     let mut slots: Vec<u64> = args.iter().map(|a| a.slot()).collect();
     let mut params: Vec<*mut c_void> = slots.iter_mut().map(|s| (s as *mut u64).cast::<c_void>()).collect();
     let stream = dev.cuda_stream().cu_stream();
     let (g, b) = (cfg.grid_dim, cfg.block_dim);
-    if PDL.load(Ordering::Relaxed) {
+    if PDL.load(Ordering::Relaxed) && pdl_capable(&ctx) {
         let mut attr = sys::CUlaunchAttribute {
             id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
             pad: [0; 4],
@@ -94,8 +104,11 @@ pub(crate) fn launch(dev: &CudaDevice, name: &str, cfg: LaunchConfig, args: &[Ar
         // SAFETY: `params` points at one slot per kernel parameter, alive for the call (the
         // driver copies them at launch); the buffers behind the addresses are stream-ordered.
         let r = unsafe { sys::cuLaunchKernelEx(&config, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) };
-        if r == sys::cudaError_enum::CUDA_SUCCESS {
-            return Ok(());
+        use sys::cudaError_enum::{CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CUDA_SUCCESS};
+        match r {
+            CUDA_SUCCESS => return Ok(()),
+            CUDA_ERROR_NOT_SUPPORTED | CUDA_ERROR_INVALID_VALUE => {}
+            e => bail!("launching goodput kernel {name} with PDL: {e:?}"),
         }
         PDL.store(false, Ordering::Relaxed);
         if let Ok(mut why) = PDL_OFF_BECAUSE.lock() {
@@ -122,6 +135,24 @@ pub(crate) fn launch(dev: &CudaDevice, name: &str, cfg: LaunchConfig, args: &[Ar
         bail!("launching goodput kernel {name}: {r:?}");
     }
     Ok(())
+}
+
+/// Whether PDL can be used: the PTX was built for compute capability 9.0 or later (else its
+/// kernels have no `griddepcontrol.wait`, and an early start would read unfinished results)
+/// and so is the device.
+#[cfg(feature = "cuda")]
+fn pdl_capable(ctx: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaContext>) -> bool {
+    *CAPABLE.get_or_init(|| {
+        let ptx = PTX_CAP.parse::<u32>().unwrap_or(0) >= 90;
+        let major = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+        let device = matches!(major, Ok(m) if m >= 9);
+        if !(ptx && device) {
+            if let Ok(mut why) = PDL_OFF_BECAUSE.lock() {
+                why.get_or_insert_with(|| format!("PTX for compute capability {PTX_CAP}, device {major:?}: PDL needs 9.0"));
+            }
+        }
+        ptx && device
+    })
 }
 
 #[cfg(test)]

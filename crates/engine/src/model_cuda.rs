@@ -41,7 +41,8 @@ impl Linear {
                     None => crate::cuda_blas::matmul_nt_f32(x, w)?,
                 }
             }
-            _ => self.forward(x)?.to_dtype(DType::F32)?,
+            // `forward` adds the bias itself.
+            _ => return Ok(self.forward(x)?.to_dtype(DType::F32)?),
         };
         match &self.b {
             Some(b) => Ok(y.broadcast_add(&b.to_dtype(DType::F32)?)?),

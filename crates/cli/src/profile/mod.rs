@@ -136,6 +136,7 @@ fn read_baseline(a: &ProfileArgs) -> Result<Option<Profile>> {
 /// The grid, measured on the engine thread pinned as asked.
 fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings);
+    a.engine.apply_before_load();
     let loaded = a.model.load(max_len)?;
     let dtype = format!("{:?}", loaded.model.dtype).to_lowercase();
     let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };

@@ -86,6 +86,7 @@ fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
             device: "remote".into(),
         });
     }
+    a.engine.apply_before_load();
     let l = a.model.load(plan.max_len)?;
     let device = if l.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", l.model.device) };
     Ok(Model {
