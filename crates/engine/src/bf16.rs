@@ -87,6 +87,18 @@ pub fn matmul_t(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
 
 /// [`matmul_t`] through the given path (benchmarks compare them).
 pub fn matmul_t_via(x: &Tensor, w: &Tensor, path: Path) -> Result<Option<Tensor>> {
+    matmul_t_packed(x, w, None, path)
+}
+
+/// [`matmul_t_via`] with `w` also packed for `vdpbf16ps` ([`crate::bf16_dot::Packed`], made
+/// at load): the `Dot` path then reads it instead of packing `w` per call, and takes every
+/// product above [`PACKED_FEW_ROWS`] rows.
+pub fn matmul_t_packed(
+    x: &Tensor,
+    w: &Tensor,
+    packed: Option<std::sync::Arc<crate::bf16_dot::Packed>>,
+    path: Path,
+) -> Result<Option<Tensor>> {
     if !x.device().is_cpu() || x.dtype() != DType::F32 || w.dtype() != DType::BF16 {
         return Ok(None);
     }
@@ -97,10 +109,15 @@ pub fn matmul_t_via(x: &Tensor, w: &Tensor, path: Path) -> Result<Option<Tensor>
     let mut out_dims = x.dims().to_vec();
     *out_dims.last_mut().expect("x has a last dimension") = n;
     let x2 = x.reshape((x.elem_count() / k, k))?.contiguous()?;
-    Ok(Some(x2.apply_op2_no_bwd(w, &Bf16Matmul(path))?.reshape(out_dims)?))
+    let packed = packed.filter(|p| p.dims() == (n, k));
+    Ok(Some(x2.apply_op2_no_bwd(w, &Bf16Matmul(path, packed))?.reshape(out_dims)?))
 }
 
-struct Bf16Matmul(Path);
+/// Rows up to which the f32-activation few-rows kernel runs even where the weight is packed:
+/// there both stream the weight once, and f32 activations round nothing.
+pub const PACKED_FEW_ROWS: usize = 4;
+
+struct Bf16Matmul(Path, Option<std::sync::Arc<crate::bf16_dot::Packed>>);
 
 impl CustomOp2 for Bf16Matmul {
     fn name(&self) -> &'static str {
@@ -117,15 +134,19 @@ impl CustomOp2 for Bf16Matmul {
         let (m, k) = xl.shape().dims2()?;
         let (n, _) = wl.shape().dims2()?;
         let (x, w) = (&x[x0..x1], w[w0..w1].reinterpret_cast());
+        let limit = if self.1.is_some() { PACKED_FEW_ROWS } else { few_rows_limit(n * k) };
         let path = match self.0 {
-            Path::Auto if m <= few_rows_limit(n * k) => Path::FewRows,
+            Path::Auto if m <= limit => Path::FewRows,
             Path::Auto | Path::Dot if crate::bf16_dot::available() => Path::Dot,
             Path::Auto | Path::Dot => Path::Panels,
             p => p,
         };
         let out = match path {
             Path::FewRows => few_rows(x, w, m, k, n),
-            Path::Dot => crate::bf16_dot::matmul(x, w, m, k, n),
+            Path::Dot => match &self.1 {
+                Some(p) => crate::bf16_dot::matmul_packed(x, p, m),
+                None => crate::bf16_dot::matmul(x, w, m, k, n),
+            },
             _ => panels(x, w, m, k, n),
         };
         Ok((CpuStorage::F32(out), Shape::from((m, n))))

@@ -102,8 +102,59 @@ impl OutPtr {
     }
 }
 
+/// A weight matrix packed once (at load) into [`NR`]-row panels of pairs, so products with it
+/// skip [`pack_w`]: decode-sized products read each weight once, as a stream.
+pub struct Packed {
+    n: usize,
+    k: usize,
+    data: Vec<u32>,
+}
+
+impl Packed {
+    /// Packs `w` (`n × k` bf16 bits), panels in parallel.
+    pub fn new(w: &[u16], n: usize, k: usize) -> Self {
+        let per = k.div_ceil(2) * NR;
+        let mut data = vec![0u32; n.div_ceil(NR) * per];
+        data.par_chunks_mut(per.max(1)).enumerate().for_each_init(Vec::new, |buf: &mut Vec<u32>, (j, dst)| {
+            let c0 = j * NR;
+            let cols = NR.min(n - c0);
+            pack_w(&w[c0 * k..(c0 + cols) * k], cols, k, buf);
+            dst.copy_from_slice(buf);
+        });
+        Self { n, k, data }
+    }
+
+    /// `(rows, columns)` of the weight: `(n, k)`.
+    pub fn dims(&self) -> (usize, usize) {
+        (self.n, self.k)
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 4
+    }
+}
+
+/// `x · wᵀ` for `x` (`m × k` f32) and a packed `w`, `m × n` f32. Needs [`available`].
+pub fn matmul_packed(x: &[f32], w: &Packed, m: usize) -> Vec<f32> {
+    assert!(available(), "bf16_dot::matmul_packed needs AVX-512 BF16");
+    let (n, k) = (w.n, w.k);
+    let (k2, xa) = (k.div_ceil(2), pack_x(x, m, k));
+    let mut out = vec![0f32; m * n];
+    let dst = OutPtr(out.as_mut_ptr());
+    w.data.par_chunks(k2 * NR).enumerate().for_each(|(j, panel)| {
+        let c0 = j * NR;
+        // SAFETY: as in `matmul`; the panel was packed by `pack_w` for these rows.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            x86::panel(&xa, m, k2, panel, dst.get().add(c0), n, NR.min(n - c0))
+        }
+    });
+    out
+}
+
 /// `x · wᵀ` for `x` (`m × k` f32) and `w` (`n × k` bf16 bits), `m × n` f32; panels of [`NR`]
-/// weight rows in parallel. Needs [`available`].
+/// weight rows in parallel, each packed by the task that multiplies it. Needs [`available`].
 pub fn matmul(x: &[f32], w: &[u16], m: usize, k: usize, n: usize) -> Vec<f32> {
     assert!(available(), "bf16_dot::matmul needs AVX-512 BF16");
     let xa = pack_x(x, m, k);
@@ -266,6 +317,20 @@ mod tests {
             })
             .collect();
         assert_eq!(pack_x(&x, m, k), want);
+    }
+
+    #[test]
+    fn a_weight_packed_once_gives_the_same_product() {
+        if !available() {
+            return;
+        }
+        for (m, k, n) in [(1usize, 9usize, 70usize), (5, 576, 33), (16, 64, 96)] {
+            let x: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.37).sin()).collect();
+            let w: Vec<u16> = (0..n * k).map(|i| bf16::from_f32((i as f32 * 0.11).cos()).to_bits()).collect();
+            let p = Packed::new(&w, n, k);
+            assert_eq!(p.dims(), (n, k));
+            assert_eq!(matmul_packed(&x, &p, m), matmul(&x, &w, m, k, n), "{m}×{k}×{n}");
+        }
     }
 
     #[test]

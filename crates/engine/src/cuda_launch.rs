@@ -148,7 +148,9 @@ fn pdl_capable(ctx: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::C
         let device = matches!(major, Ok(m) if m >= 9);
         if !(ptx && device) {
             if let Ok(mut why) = PDL_OFF_BECAUSE.lock() {
-                why.get_or_insert_with(|| format!("PTX for compute capability {PTX_CAP}, device {major:?}: PDL needs 9.0"));
+                why.get_or_insert_with(|| {
+                    format!("PTX for compute capability {PTX_CAP}, device {major:?}: PDL needs 9.0")
+                });
             }
         }
         ptx && device

@@ -16,6 +16,9 @@ use goodput_core::ModelSpec;
 pub struct Linear {
     pub(crate) w: QMatMul,
     pub(crate) b: Option<Tensor>,
+    /// bf16 weights packed for `vdpbf16ps` on CPUs with AVX-512 BF16 ([`Linear::pack`]): a
+    /// second copy, so prefill and batched decode products skip packing per call.
+    pub(crate) packed: Option<std::sync::Arc<crate::bf16_dot::Packed>>,
 }
 
 impl Linear {
@@ -46,12 +49,29 @@ impl Linear {
         } else {
             None
         };
-        Ok(Self { w, b })
+        Ok(Self { w, b, packed: None })
+    }
+
+    /// Packs a bf16 weight on the CPU for `vdpbf16ps` where the CPU has it (a no-op
+    /// elsewhere). Bytes added.
+    pub(crate) fn pack(&mut self) -> Result<usize> {
+        let QMatMul::Tensor(w) = &self.w else { return Ok(0) };
+        if !w.device().is_cpu() || w.dtype() != DType::BF16 || !crate::bf16_dot::available() {
+            return Ok(0);
+        }
+        let (n, k) = w.dims2()?;
+        let bits: Vec<u16> = w.flatten_all()?.to_vec1::<half::bf16>()?.iter().map(|b| b.to_bits()).collect();
+        let p = crate::bf16_dot::Packed::new(&bits, n, k);
+        let bytes = p.bytes();
+        self.packed = Some(std::sync::Arc::new(p));
+        Ok(bytes)
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let fast = match &self.w {
-            QMatMul::Tensor(w) if w.dtype() == DType::BF16 && x.dtype() == DType::F32 => crate::bf16::matmul_t(x, w)?,
+            QMatMul::Tensor(w) if w.dtype() == DType::BF16 && x.dtype() == DType::F32 => {
+                crate::bf16::matmul_t_packed(x, w, self.packed.clone(), crate::bf16::Path::Auto)?
+            }
             QMatMul::Tensor(w) => crate::skinny::matmul_t(x, w)?,
             _ => None,
         };
@@ -86,6 +106,24 @@ pub(crate) struct Layer {
 }
 
 impl Layer {
+    /// Packs the linears a step multiplies by (the fused ones where they exist) for
+    /// `vdpbf16ps` ([`Linear::pack`]; a no-op but for bf16 weights on CPUs with AVX-512 BF16).
+    pub(crate) fn pack(&mut self) -> Result<()> {
+        let mut used: Vec<&mut Linear> = vec![&mut self.o, &mut self.down];
+        match self.qkv.as_mut() {
+            Some(f) => used.push(f),
+            None => used.extend([&mut self.q, &mut self.k, &mut self.v]),
+        }
+        match self.gate_up.as_mut() {
+            Some(f) => used.push(f),
+            None => used.extend([&mut self.gate, &mut self.up]),
+        }
+        for l in used {
+            l.pack()?;
+        }
+        Ok(())
+    }
+
     /// Concatenates q|k|v and gate|up into one weight each (dense weights only; quantized
     /// ones stay apart), leaving the parts as views of the fused tensors: no extra memory.
     pub(crate) fn fuse(&mut self) -> Result<()> {
@@ -120,7 +158,7 @@ fn fuse<const N: usize>(parts: [&mut Linear; N]) -> Result<Option<Linear>> {
         p.b = b.as_ref().map(|b| b.narrow(0, row, n)).transpose()?;
         row += n;
     }
-    Ok(Some(Linear { w: QMatMul::Tensor(w), b }))
+    Ok(Some(Linear { w: QMatMul::Tensor(w), b, packed: None }))
 }
 
 /// How attention reads the paged pool (the kernel, or the gather reference).
@@ -249,17 +287,23 @@ impl Llama {
             if device.is_cuda() || act != dtype {
                 layer.fuse()?;
             }
+            if device.is_cpu() {
+                layer.pack()?;
+            }
             layers.push(layer);
         }
         let norm = src.tensor("model.norm.weight", &[h], Init::Ones)?.to_dtype(act)?;
-        let lm_head = if spec.tie_word_embeddings && !src.contains("lm_head.weight") {
+        let mut lm_head = if spec.tie_word_embeddings && !src.contains("lm_head.weight") {
             match src.tied_lm_head(spec.vocab_size, h) {
-                Some(w) => Linear { w: w?, b: None },
-                None => Linear { w: QMatMul::Tensor(embed.clone()), b: None },
+                Some(w) => Linear { w: w?, b: None, packed: None },
+                None => Linear { w: QMatMul::Tensor(embed.clone()), b: None, packed: None },
             }
         } else {
             Linear::load(src, "lm_head", spec.vocab_size, h, false, act)?
         };
+        if device.is_cpu() {
+            lm_head.pack()?;
+        }
         let inv = rope_inv_freq(spec);
         let max_len = max_len.max(1);
         let mut angles = Vec::with_capacity(max_len * d / 2);
@@ -460,19 +504,22 @@ mod tests {
             q: Linear {
                 w: m.layers[0].q.w.clone(),
                 b: Some(Tensor::ones(spec.hidden_size, DType::F32, &Device::Cpu).unwrap()),
+                packed: None,
             },
             k: Linear {
                 w: m.layers[0].k.w.clone(),
                 b: Some(Tensor::zeros(spec.num_kv_heads * spec.head_dim(), DType::F32, &Device::Cpu).unwrap()),
+                packed: None,
             },
             v: Linear {
                 w: m.layers[0].v.w.clone(),
                 b: Some(Tensor::full(2f32, spec.num_kv_heads * spec.head_dim(), &Device::Cpu).unwrap()),
+                packed: None,
             },
-            o: Linear { w: m.layers[0].o.w.clone(), b: None },
-            gate: Linear { w: m.layers[0].gate.w.clone(), b: None },
-            up: Linear { w: m.layers[0].up.w.clone(), b: None },
-            down: Linear { w: m.layers[0].down.w.clone(), b: None },
+            o: Linear { w: m.layers[0].o.w.clone(), b: None, packed: None },
+            gate: Linear { w: m.layers[0].gate.w.clone(), b: None, packed: None },
+            up: Linear { w: m.layers[0].up.w.clone(), b: None, packed: None },
+            down: Linear { w: m.layers[0].down.w.clone(), b: None, packed: None },
             attn_norm: m.layers[0].attn_norm.clone(),
             mlp_norm: m.layers[0].mlp_norm.clone(),
             qkv: None,
