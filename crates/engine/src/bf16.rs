@@ -193,14 +193,14 @@ fn panel_rows(k: usize) -> usize {
     ((PANEL_BYTES / 4 / k.max(1)) / 8 * 8).clamp(16, 256)
 }
 
-/// A pointer the panel tasks write disjoint columns through.
+/// A pointer the panel tasks write disjoint columns through (here and in `crate::bf16_dot`).
 #[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: every task writes its own columns of the output (see `panels`).
+pub(crate) struct OutPtr(pub(crate) *mut f32);
+// SAFETY: every task writes its own columns of the output (see `panels`, `bf16_dot::matmul`).
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 impl OutPtr {
-    fn get(self) -> *mut f32 {
+    pub(crate) fn get(self) -> *mut f32 {
         self.0
     }
 }
@@ -352,6 +352,19 @@ mod x86 {
     }
 }
 
+/// Values in [-1, 1] from a xorshift generator seeded by `seed` (tests of this module and
+/// `crate::bf16_dot`).
+#[cfg(test)]
+pub(crate) fn test_values(seed: u64) -> impl FnMut() -> f32 {
+    let mut s = seed | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % 2001) as f32 / 1000.0 - 1.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,13 +381,7 @@ mod tests {
 
     fn check(m: usize, k: usize, n: usize, seed: u64) {
         let dev = Device::Cpu;
-        let mut s = seed | 1;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 2001) as f32 / 1000.0 - 1.0
-        };
+        let mut next = test_values(seed);
         let x = Tensor::from_vec((0..m * k).map(|_| next()).collect::<Vec<_>>(), (m, k), &dev).unwrap();
         let w = Tensor::from_vec((0..n * k).map(|_| next()).collect::<Vec<_>>(), (n, k), &dev).unwrap();
         let w = w.to_dtype(DType::BF16).unwrap();

@@ -11,6 +11,7 @@
 //! what differs from the f32-activation path (`crate::bf16`) is the rounding of `x` to bf16,
 //! as in every bf16 GEMM (the rounding study, `crate::numerics`, measures what that costs).
 
+use crate::bf16::OutPtr;
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
@@ -87,18 +88,6 @@ pub fn pack_w(w: &[u16], rows: usize, k: usize, out: &mut Vec<u32>) {
         for c in 0..rows {
             out[full * NR + c] = w[c * k + k - 1] as u32;
         }
-    }
-}
-
-/// A pointer the panel tasks write disjoint columns through.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: every task writes its own columns of the output (see `matmul`).
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-impl OutPtr {
-    fn get(self) -> *mut f32 {
-        self.0
     }
 }
 
@@ -282,13 +271,7 @@ mod tests {
     /// The f64 product of `x` rounded to bf16 and `w`: exactly what the kernel approximates
     /// (its products are exact; only the f32 accumulation order differs).
     fn check(m: usize, k: usize, n: usize, seed: u64) {
-        let mut s = seed | 1;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 2001) as f32 / 1000.0 - 1.0
-        };
+        let mut next = crate::bf16::test_values(seed);
         let x: Vec<f32> = (0..m * k).map(|_| next()).collect();
         let w: Vec<u16> = (0..n * k).map(|_| bf16::from_f32(next()).to_bits()).collect();
         let got = matmul(&x, &w, m, k, n);
