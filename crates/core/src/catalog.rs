@@ -294,7 +294,8 @@ impl Catalog {
     }
 
     pub fn from_path(path: &Path) -> Result<Self, CatalogError> {
-        let text = std::fs::read_to_string(path).map_err(|err| CatalogError::Io { path: path.to_path_buf(), err })?;
+        let text = crate::input::read_to_string(path, "model catalog", crate::input::MAX_WHOLE_FILE)
+            .map_err(|err| CatalogError::Io { path: path.to_path_buf(), err })?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -6,6 +6,7 @@ pub mod client;
 pub mod clock;
 pub mod hf_config;
 pub mod http;
+pub mod input;
 pub mod request;
 pub mod target;
 

@@ -156,7 +156,18 @@ pub fn compare(a: &[&ClientRecord], b: &[&ClientRecord], keys: &[Key], rounds: u
     compare_repeats(&[a.to_vec()], &[b.to_vec()], keys, rounds)
 }
 
-/// Compares `keys` between one level's records in the repeats of two sides.
+/// b / a, where a change from 0 is infinite (an error rate from 0 % to 100 % is worse without
+/// bound, never NaN) and 0 to 0 is no change.
+fn ratio(a: f64, b: f64) -> f64 {
+    match (a, b) {
+        (a, b) if a == 0.0 && b == 0.0 => 1.0,
+        (a, b) if a == 0.0 => b.signum() * f64::INFINITY,
+        _ => b / a,
+    }
+}
+
+/// Compares `keys` between one level's records in the repeats of two sides; a key that a
+/// side has no value for (no request of the level has the metric) gives no row.
 pub fn compare_repeats(a: &[Vec<&ClientRecord>], b: &[Vec<&ClientRecord>], keys: &[Key], rounds: usize) -> Vec<Row> {
     keys.iter()
         .filter_map(|&k| {
@@ -168,7 +179,7 @@ pub fn compare_repeats(a: &[Vec<&ClientRecord>], b: &[Vec<&ClientRecord>], keys:
                 key: k.name(),
                 a: va,
                 b: vb,
-                ratio: if va != 0.0 { vb / va } else { f64::NAN },
+                ratio: ratio(va, vb),
                 a_interval: ia,
                 b_interval: ib,
                 beyond_noise,
@@ -227,9 +238,14 @@ fn parse_threshold(part: &str) -> Result<Threshold, ThresholdError> {
     Ok(Threshold { key, worse_by: pct.abs() / 100.0 })
 }
 
-/// Whether `row` breaks `t`.
+/// Whether `row` breaks `t`. A row whose values are not numbers breaks every threshold on its
+/// key: a gate fails closed.
 pub fn breaks(row: &Row, t: &Threshold) -> bool {
-    row.key == t.key.name() && row.worse && row.beyond_noise && row.change().abs() > t.worse_by
+    if row.key != t.key.name() {
+        return false;
+    }
+    let judged = row.a.is_finite() && row.b.is_finite() && !row.ratio.is_nan();
+    !judged || (row.worse && row.beyond_noise && row.change().abs() > t.worse_by)
 }
 
 #[cfg(test)]
@@ -285,5 +301,27 @@ mod tests {
         let rows = compare_repeats(&[ra.clone(), rd], std::slice::from_ref(&rb), &keys[..1], 200);
         assert!((rows[0].a - 0.1345).abs() < 1e-9, "{:?}", rows[0]);
         assert!(rows[0].a_interval.1 > 0.145, "{:?}", rows[0]);
+    }
+
+    #[test]
+    fn a_rate_from_zero_is_an_infinite_change_and_breaks_its_gate() {
+        let a: Vec<ClientRecord> = (0..20).map(|i| rec(i, 100)).collect();
+        let b: Vec<ClientRecord> = (0..20)
+            .map(|i| {
+                let mut r = rec(i, 100);
+                r.outcome = Outcome::error(goodput_core::FailureKind::Http(500), "HTTP 500");
+                r
+            })
+            .collect();
+        let (ra, rb): (Vec<&ClientRecord>, Vec<&ClientRecord>) = (a.iter().collect(), b.iter().collect());
+        let rows = compare(&ra, &rb, &[Key::parse("error_rate").unwrap()], 100);
+        let row = &rows[0];
+        assert_eq!((row.a, row.b, row.ratio), (0.0, 1.0, f64::INFINITY));
+        assert!(row.worse && row.beyond_noise);
+        assert!(breaks(row, &parse_thresholds("error_rate=+1%").unwrap()[0]));
+        let same = compare(&ra, &ra, &[Key::parse("error_rate").unwrap()], 100);
+        assert_eq!(same[0].ratio, 1.0, "0 → 0 is no change");
+        let nan = Row { a: f64::NAN, ..row.clone() };
+        assert!(breaks(&nan, &parse_thresholds("error_rate=+50%").unwrap()[0]), "not a number fails closed");
     }
 }

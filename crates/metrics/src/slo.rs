@@ -290,7 +290,8 @@ pub fn parse_secs(s: &str) -> Option<f64> {
         return None;
     };
     let v: f64 = num.trim().parse().ok()?;
-    (v.is_finite() && v >= 0.0).then_some(v * scale)
+    let secs = v * scale;
+    (secs.is_finite() && secs >= 0.0).then_some(secs)
 }
 
 #[cfg(test)]

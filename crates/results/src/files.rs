@@ -23,12 +23,91 @@ pub const REQUESTS: &str = "requests.csv";
 pub const STEPS: &str = "steps.jsonl";
 pub const SERIES: &str = "timeseries.csv";
 pub const CONCLUSION: &str = "conclusion.txt";
+pub const REPORT: &str = "report.html";
+pub const PREDICTION: &str = "prediction.json";
+
+/// Every file a run (and `report`, `plan --check` on it) writes into its directory: what
+/// `--overwrite` may remove.
+const RUN_FILES: [&str; 8] = [SUMMARY, RECORDS, REQUESTS, STEPS, SERIES, CONCLUSION, REPORT, PREDICTION];
 
 type Result<T> = std::result::Result<T, ResultsError>;
 
+/// A new file `name` in `dir`: never an existing one, never through a symbolic link
+/// (`O_CREAT | O_EXCL`, which refuses a link planted at the name instead of following it).
 fn create(dir: &Path, name: &str) -> Result<File> {
     let path = dir.join(name);
-    File::create(&path).map_err(|source| ResultsError::Io { path, source })
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|source| ResultsError::Io { path, source })
+}
+
+/// Writes `bytes` as `dir/name` whole: into a new temporary file beside it (never through a
+/// link), then renamed over the name (a rename replaces a link, it does not follow it), so a
+/// reader sees the old file or the new one, never half of one.
+pub fn write_whole(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let tmp_name = format!(".{name}.{}.tmp", std::process::id());
+    let tmp = dir.join(&tmp_name);
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&tmp)(e)),
+        _ => {}
+    }
+    let mut f = create(dir, &tmp_name)?;
+    f.write_all(bytes).and_then(|()| f.sync_data()).map_err(io(&tmp))?;
+    let path = dir.join(name);
+    std::fs::rename(&tmp, &path).map_err(io(&path))
+}
+
+/// Whether `dir` can take a new run: it does not exist, or is empty, or (with `overwrite`)
+/// holds nothing but a run's own files. Checked before anything runs; [`RunWriter::create`]
+/// checks again and removes the old run's files.
+pub fn check_out_dir(dir: &Path, overwrite: bool) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(ResultsError::Io { path: dir.to_path_buf(), source }),
+    };
+    let mut found: Vec<String> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io(dir))?;
+        found.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    found.sort();
+    if found.is_empty() {
+        return Ok(());
+    }
+    if !overwrite {
+        return Err(ResultsError::NotEmpty { dir: dir.to_path_buf(), found: shorten(found) });
+    }
+    let is_run_file = |n: &String| RUN_FILES.contains(&n.as_str()) || (n.starts_with('.') && n.ends_with(".tmp"));
+    let foreign: Vec<String> = found.into_iter().filter(|n| !is_run_file(n)).collect();
+    if !foreign.is_empty() {
+        return Err(ResultsError::Foreign { dir: dir.to_path_buf(), found: shorten(foreign) });
+    }
+    Ok(())
+}
+
+/// At most five names, then how many more.
+fn shorten(mut names: Vec<String>) -> Vec<String> {
+    if names.len() > 5 {
+        let more = names.len() - 5;
+        names.truncate(5);
+        names.push(format!("{more} more"));
+    }
+    names
+}
+
+/// Removes the run files of `dir` (links themselves, never what they point to).
+fn remove_run_files(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let entry = entry.map_err(io(dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if RUN_FILES.contains(&name.as_str()) || (name.starts_with('.') && name.ends_with(".tmp")) {
+            std::fs::remove_file(entry.path()).map_err(io(&entry.path()))?;
+        }
+    }
+    Ok(())
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResultsError + '_ {
@@ -104,10 +183,14 @@ pub struct RunWriter {
 }
 
 impl RunWriter {
-    /// Creates `dir` and its files (emptied if they exist); the record log goes to whoever
-    /// collects the requests as they finish.
-    pub fn create(dir: &Path) -> Result<(RunWriter, RecordLog)> {
+    /// Creates `dir` and its files. A directory that holds files is refused, unless
+    /// `overwrite`, where an earlier run's files are removed first (anything else there is
+    /// refused: see [`check_out_dir`]), so no file of another run is left beside this one's.
+    /// The record log goes to whoever collects the requests as they finish.
+    pub fn create(dir: &Path, overwrite: bool) -> Result<(RunWriter, RecordLog)> {
+        check_out_dir(dir, overwrite)?;
         std::fs::create_dir_all(dir).map_err(io(dir))?;
+        remove_run_files(dir)?;
         let requests = csv_with_header(dir, REQUESTS, &REQUEST_COLUMNS)?;
         let log = RecordLog {
             dir: dir.to_path_buf(),
@@ -151,20 +234,17 @@ impl RunWriter {
     /// Rewrites `summary.json` (through a temporary file and a rename).
     pub fn write_summary(&self, summary: &RunSummary) -> Result<()> {
         let path = self.dir.join(SUMMARY);
-        let tmp = self.dir.join("summary.json.tmp");
         let text = serde_json::to_vec_pretty(summary).map_err(|source| ResultsError::Json {
             path: path.clone(),
             line: None,
             source,
         })?;
-        std::fs::write(&tmp, text).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))
+        write_whole(&self.dir, SUMMARY, &text)
     }
 
     /// Writes the conclusion as text.
     pub fn write_conclusion(&self, text: &str) -> Result<()> {
-        let path = self.dir.join(CONCLUSION);
-        std::fs::write(&path, text).map_err(io(&path))
+        write_whole(&self.dir, CONCLUSION, text.as_bytes())
     }
 }
 

@@ -36,6 +36,22 @@ pub enum ResultsError {
     Csv { path: PathBuf, source: csv::Error },
     #[error("{}: written by a newer goodput (results format {format}; this one reads up to {FORMAT})", path.display())]
     TooNew { path: PathBuf, format: u32 },
+    /// `--out` names a directory that already holds files: a run never mixes its files with
+    /// another's.
+    #[error(
+        "{}: not empty (it holds {}); choose another --out, or pass --overwrite to replace the run in it",
+        dir.display(),
+        found.join(", ")
+    )]
+    NotEmpty { dir: PathBuf, found: Vec<String> },
+    /// With `--overwrite`, files that no run writes are never deleted.
+    #[error(
+        "{}: holds files a goodput run does not write ({}); --overwrite only replaces a run's own files, \
+         so choose another --out",
+        dir.display(),
+        found.join(", ")
+    )]
+    Foreign { dir: PathBuf, found: Vec<String> },
 }
 
 #[cfg(test)]

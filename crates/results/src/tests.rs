@@ -143,7 +143,7 @@ fn a_run_written_and_read_back_is_the_same_run() {
     let dir = temp("roundtrip");
     let (s, levels) = two_levels();
     assert_eq!(s.levels[0].summary.load, 1.0, "levels stay by load ascending");
-    let (mut w, mut log) = RunWriter::create(&dir).unwrap();
+    let (mut w, mut log) = RunWriter::create(&dir, true).unwrap();
     let steps = [step(0, 1), step(3, 2)];
     let series = goodput_metrics::engine::series(&steps, Stamp(0), 0.002);
     for (load, records) in &levels {
@@ -195,7 +195,7 @@ fn the_stored_verdict_is_the_one_computed_from_the_levels() {
 #[test]
 fn a_record_cut_short_by_a_killed_run_is_left_out_and_a_broken_one_is_named() {
     let dir = temp("cut");
-    let (_, mut log) = RunWriter::create(&dir).unwrap();
+    let (_, mut log) = RunWriter::create(&dir, true).unwrap();
     log.append(1.0, Phase::Warmup, &record(0, 20, 4, 0)).unwrap();
     log.append(1.0, Phase::Measured, &record(1, 20, 4, 0)).unwrap();
     log.flush().unwrap();
@@ -219,7 +219,7 @@ fn missing_and_newer_results_are_refused_by_name() {
     assert!(err.to_string().contains("not a goodput results directory"), "{err}");
     let mut s = run_summary();
     s.format = FORMAT + 1;
-    let (w, _) = RunWriter::create(&dir).unwrap();
+    let (w, _) = RunWriter::create(&dir, true).unwrap();
     w.write_summary(&s).unwrap();
     let err = read_summary(&dir).unwrap_err();
     assert!(err.to_string().contains("written by a newer goodput"), "{err}");
@@ -284,7 +284,7 @@ fn the_headers_written_at_creation_are_the_rows_fields() {
     assert_eq!(header(&|w| w.serialize(&p).unwrap()), crate::rows::SERIES_COLUMNS.join(","));
     // A run that ends before its first request still leaves readable, empty tables.
     let dir = temp("headers");
-    let _ = RunWriter::create(&dir).unwrap();
+    let _ = RunWriter::create(&dir, true).unwrap();
     assert!(read_csv::<RequestRow>(&dir.join(REQUESTS)).unwrap().is_empty());
     assert!(read_csv::<SeriesRow>(&dir.join(SERIES)).unwrap().is_empty());
     let _ = std::fs::remove_dir_all(&dir);

@@ -209,7 +209,8 @@ impl HardwareCatalog {
 
     /// Reads and validates the catalog at `path`.
     pub fn from_path(path: &Path) -> Result<Self, HardwareError> {
-        let text = std::fs::read_to_string(path).map_err(|err| HardwareError::Io { path: path.to_path_buf(), err })?;
+        let text = goodput_core::input::read_to_string(path, "hardware catalog", goodput_core::input::MAX_WHOLE_FILE)
+            .map_err(|err| HardwareError::Io { path: path.to_path_buf(), err })?;
         Self::parse(&text, &path.display().to_string())
     }
 

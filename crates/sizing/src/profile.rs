@@ -138,7 +138,8 @@ impl Profile {
     /// Reads and checks a profile.
     pub fn read(path: &Path) -> Result<Self, ProfileError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| ProfileError::Io { path: p.clone(), err })?;
+        let text = goodput_core::input::read_to_string(path, "profile", goodput_core::input::MAX_WHOLE_FILE)
+            .map_err(|err| ProfileError::Io { path: p.clone(), err })?;
         Self::parse(&text, &p)
     }
 

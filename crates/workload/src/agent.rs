@@ -6,13 +6,24 @@
 use crate::drive::{closed_loop, Collector};
 use crate::plan::{LevelRun, UnitPlan};
 use crate::runner::send;
-use crate::scenario::{random_tokens, LengthDist};
+use crate::scenario::{random_tokens, LengthDist, MAX_LATENCY_MS};
 use goodput_core::{ClientRecord, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
+
+fn check_latency(latency_ms: &LengthDist, what: &str) -> Result<(), String> {
+    latency_ms.validate(what)?;
+    if latency_ms.max() > MAX_LATENCY_MS {
+        return Err(format!(
+            "{what}: latency_ms reaches {} ms; a step may wait at most {MAX_LATENCY_MS} ms (an hour)",
+            latency_ms.max()
+        ));
+    }
+    Ok(())
+}
 
 /// One step of an agent task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -149,7 +160,8 @@ impl Agent {
         self.steps.iter().enumerate().any(|(i, s)| s.after.is_some() && s.after.as_deref() != Some(&[i][..]))
     }
 
-    /// Whether the sessions fit a model of `max_model_len` positions.
+    /// Whether the sessions fit a model of `max_model_len` positions, and every step's
+    /// latency is at most [`MAX_LATENCY_MS`].
     pub fn validate(&self, max_model_len: usize) -> Result<(), crate::WorkloadError> {
         self.check(max_model_len).map_err(crate::WorkloadError::Invalid)
     }
@@ -169,11 +181,11 @@ impl Agent {
             match &node.step {
                 AgentStep::Llm { output } => output.validate(&what)?,
                 AgentStep::Tool { latency_ms, result_tokens } => {
-                    latency_ms.validate(&what)?;
+                    check_latency(latency_ms, &what)?;
                     result_tokens.validate(&what)?
                 }
                 AgentStep::Retrieve { latency_ms, tokens } => {
-                    latency_ms.validate(&what)?;
+                    check_latency(latency_ms, &what)?;
                     tokens.validate(&what)?
                 }
             }
@@ -467,5 +479,14 @@ mod tests {
         let mut merge: Vec<usize> = prompts.iter().filter(|(id, _)| id % 2 == 1).map(|p| p.1).collect();
         merge.sort();
         assert_eq!(merge, [68, 68], "system + question + plan output + both tool results");
+    }
+
+    #[test]
+    fn a_tool_that_waits_beyond_an_hour_is_refused() {
+        let mut a = fan_out();
+        a.validate(2048).unwrap();
+        a.steps[1].step = AgentStep::Tool { latency_ms: fixed(i64::MAX as usize), result_tokens: fixed(3) };
+        let err = a.validate(2048).unwrap_err().to_string();
+        assert!(err.contains("agent step 2 (tool)") && err.contains("at most 3600000 ms"), "{err}");
     }
 }

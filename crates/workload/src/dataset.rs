@@ -12,7 +12,7 @@ use crate::plan::{LevelRun, UnitPlan};
 use crate::rag::TextTokenizer;
 use crate::runner::send;
 use crate::WorkloadError;
-use goodput_core::{SamplingParams, Target, TokenId, WorkRequest};
+use goodput_core::{input, SamplingParams, Target, TokenId, WorkRequest};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -87,29 +87,37 @@ fn turns_of(messages: Vec<Message>, output_tokens: Option<usize>) -> Vec<Turn> {
 /// Reads the conversations of `path`; each has at least one user turn (others are skipped).
 pub fn read(path: &Path, format: DatasetFormat) -> Result<Vec<Vec<Turn>>, WorkloadError> {
     let bad = |reason: String| WorkloadError::Data { what: "dataset", path: path.to_path_buf(), reason };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let format = match format {
-        DatasetFormat::Auto if text.trim_start().starts_with('{') => DatasetFormat::Jsonl,
-        DatasetFormat::Auto => DatasetFormat::Sharegpt,
+        DatasetFormat::Auto => {
+            let head = input::head(path, 64 << 10).map_err(|e| bad(e.to_string()))?;
+            match head.iter().find(|b| !b.is_ascii_whitespace()) {
+                Some(b'{') => DatasetFormat::Jsonl,
+                _ => DatasetFormat::Sharegpt,
+            }
+        }
         f => f,
     };
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
     let conversations: Vec<Vec<Turn>> = match format {
         DatasetFormat::Sharegpt => {
-            let entries: Vec<ShareGptEntry> =
-                serde_json::from_str(&text).map_err(|e| bad(format!("not a ShareGPT JSON array: {e}")))?;
+            // Parsed from the stream: a file that is not JSON fails at its first bytes.
+            let entries: Vec<ShareGptEntry> = serde_json::from_reader(std::io::BufReader::new(file))
+                .map_err(|e| bad(format!("not a ShareGPT JSON array: {e}")))?;
             entries.into_iter().map(|e| turns_of(e.conversations, None)).collect()
         }
         _ => {
             let mut out = Vec::new();
-            for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-                let e: JsonlEntry = serde_json::from_str(line).map_err(|e| bad(format!("line {}: {e}", i + 1)))?;
+            input::for_each_line(file, |i, line| {
+                let e: JsonlEntry = serde_json::from_str(line).map_err(|e| format!("line {i}: {e}"))?;
                 let turns = match (e.prompt, e.messages) {
                     (Some(p), None) => vec![Turn { user: p, reply: None, output_tokens: e.output_tokens }],
                     (None, Some(m)) => turns_of(m, e.output_tokens),
-                    _ => return Err(bad(format!("line {}: needs exactly one of `prompt` and `messages`", i + 1))),
+                    _ => return Err(format!("line {i}: needs exactly one of `prompt` and `messages`")),
                 };
                 out.push(turns);
-            }
+                Ok(())
+            })
+            .map_err(|e| bad(e.to_string()))?;
             out
         }
     };
@@ -177,7 +185,7 @@ impl Dataset {
                     (None, None, None) => 128,
                 }
                 .max(1);
-                context += prompt.len() + output;
+                context = context.saturating_add(prompt.len()).saturating_add(output);
                 let too_long = options.max_input.is_some_and(|m| prompt.len() > m) || context > max_model_len;
                 if prompt.len() < options.min_input || too_long {
                     break;
@@ -345,5 +353,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("none of its 2"));
+    }
+
+    #[test]
+    fn boundary_output_tokens_are_left_out_not_wrapped() {
+        let text = format!(
+            "{{\"prompt\": \"a b c d\", \"output_tokens\": {}}}\n{{\"prompt\": \"a b c d\", \"output_tokens\": 2}}\n",
+            u64::MAX
+        );
+        let convs = read(&file("max.jsonl", &text), DatasetFormat::Auto).unwrap();
+        let opts = DatasetOptions { output_tokens: None, min_input: 1, max_input: None, sessions: true };
+        let d = Dataset::build("max".into(), convs, &Words, opts, 2048, 0).unwrap();
+        assert_eq!((d.conversations.len(), d.filtered), (1, 1));
+        assert_eq!(d.conversations[0][0].output, 2);
+        let huge = format!("{{\"prompt\": \"a\", \"output_tokens\": 1{}}}\n", "0".repeat(30));
+        let err = read(&file("huge.jsonl", &huge), DatasetFormat::Auto).unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
     }
 }

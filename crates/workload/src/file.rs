@@ -57,7 +57,8 @@ impl ScenarioFile {
 /// Reads a scenario file; the error names the file and, from the TOML parser, the field.
 pub fn load_scenario(path: &Path) -> Result<ScenarioFile, crate::WorkloadError> {
     let fail = |reason: String| crate::WorkloadError::File { path: path.to_path_buf(), reason };
-    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let text = goodput_core::input::read_to_string(path, "scenario file", goodput_core::input::MAX_WHOLE_FILE)
+        .map_err(|e| fail(e.to_string()))?;
     let mut table: toml::Table = toml::from_str(&text).map_err(|e: toml::de::Error| fail(e.message().to_string()))?;
     table.entry("kind").or_insert_with(|| toml::Value::String("single".into()));
     if !table.contains_key("name") && table.get("kind").and_then(|k| k.as_str()) == Some("single") {

@@ -59,6 +59,13 @@ impl MultiTurn {
         if self.turns == 0 {
             return Err("multi-turn: turns must be at least 1".into());
         }
+        if self.think_ms > crate::scenario::MAX_LATENCY_MS as u64 {
+            return Err(format!(
+                "multi-turn: think_ms is {}; at most {} ms (an hour)",
+                self.think_ms,
+                crate::scenario::MAX_LATENCY_MS
+            ));
+        }
         self.user.validate("multi-turn user messages")?;
         self.output.validate("multi-turn answers")?;
         if self.max_context() > max_model_len {

@@ -176,7 +176,9 @@ impl<T: Target> Level<T> {
         let t0 = tokio::time::Instant::now();
         let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
         for i in 0..total {
-            let due = t0 + Duration::from_secs_f64(at(i));
+            // Clamped to a year: the front ends bound rates and speedups, and no schedule may
+            // turn into a Duration that panics or an Instant that overflows.
+            let due = t0 + Duration::from_secs_f64(at(i).clamp(0.0, 366.0 * 86_400.0));
             if deadline.is_some_and(|d| due.into_std() >= d) || self.plan.stop.raised() {
                 break;
             }

@@ -15,6 +15,14 @@ pub(crate) fn random_tokens(rng: &mut impl Rng, n: usize, vocab: usize) -> Vec<T
     (0..n).map(|_| rng.random_range(3..hi)).collect()
 }
 
+/// The longest a tool, retrieval or think time may wait (an hour): a longer one holds the run.
+pub const MAX_LATENCY_MS: usize = 3_600_000;
+
+/// The largest mean, median or normal spread a length distribution may state (2^32).
+pub const MAX_CENTRE: f64 = 4_294_967_296.0;
+/// The widest log-normal sigma a length distribution may state.
+pub const MAX_SIGMA: f64 = 16.0;
+
 /// A distribution of token counts, clamped to `[min, max]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
@@ -42,15 +50,31 @@ pub enum LengthDist {
 }
 
 impl LengthDist {
+    /// Checks the distribution's own bounds: `1 ≤ min ≤ max`, a centre (mean, median) that is
+    /// a finite number of tokens in `[0, 2^32]`, and a spread that is finite and non-negative,
+    /// at most 2^32 tokens for a normal and at most [`MAX_SIGMA`] for a log-normal (e^16 ≈ 9
+    /// million times the median: anything wider is a typo, not a workload).
     pub fn validate(&self, what: &str) -> Result<(), String> {
-        let bad = |m: &str| Err(format!("{what}: {m}"));
+        let bad = |m: String| Err(format!("{what}: {m}"));
+        let centre_ok = |c: f64| c.is_finite() && (0.0..=MAX_CENTRE).contains(&c);
         match *self {
-            LengthDist::Fixed { n: 0 } => bad("a fixed length must be at least 1"),
-            LengthDist::Uniform { min, max } if min == 0 || min > max => bad("uniform needs 1 ≤ min ≤ max"),
-            LengthDist::Normal { std, min, max, .. } | LengthDist::LogNormal { sigma: std, min, max, .. }
-                if min == 0 || min > max || !(std.is_finite() && std >= 0.0) =>
+            LengthDist::Fixed { n: 0 } => bad("a fixed length must be at least 1".into()),
+            LengthDist::Uniform { min, max } if min == 0 || min > max => bad("uniform needs 1 ≤ min ≤ max".into()),
+            LengthDist::Normal { min, max, .. } | LengthDist::LogNormal { min, max, .. } if min == 0 || min > max => {
+                bad(format!("needs 1 ≤ min ≤ max (min {min}, max {max})"))
+            }
+            LengthDist::Normal { mean, std, .. }
+                if !centre_ok(mean) || !(std.is_finite() && (0.0..=MAX_CENTRE).contains(&std)) =>
             {
-                bad("needs 1 ≤ min ≤ max and a finite, non-negative spread")
+                bad(format!("normal needs a mean and std between 0 and {MAX_CENTRE} (mean {mean}, std {std})"))
+            }
+            LengthDist::LogNormal { median, sigma, .. }
+                if !centre_ok(median) || !(sigma.is_finite() && (0.0..=MAX_SIGMA).contains(&sigma)) =>
+            {
+                bad(format!(
+                    "lognormal needs a median between 0 and {MAX_CENTRE} and a sigma between 0 and {MAX_SIGMA} \
+                     (median {median}, sigma {sigma})"
+                ))
             }
             _ => Ok(()),
         }
@@ -103,6 +127,10 @@ pub struct Scenario {
     /// Tokens every prompt starts with (the cache-hit case, reported as such); 0 = unique prompts.
     #[serde(default)]
     pub shared_prefix: usize,
+    /// How a built-in was fitted to the model (stated wherever the lengths are); never read
+    /// from a file.
+    #[serde(skip)]
+    pub note: Option<String>,
 }
 
 impl Scenario {
@@ -116,20 +144,17 @@ impl Scenario {
                 input: LengthDist::Uniform { min: 50, max: 200 },
                 output: LengthDist::Uniform { min: 50, max: 100 },
                 shared_prefix: 0,
+                note: None,
             },
             // Long generation: ≈500 in, ≥1500 out.
-            "long-gen" => Scenario {
-                name: name.into(),
-                input: LengthDist::Normal { mean: 500.0, std: 50.0, min: 400, max: 600 },
-                output: LengthDist::Uniform { min: 1500, max: 1600 },
-                shared_prefix: 0,
-            },
+            "long-gen" => Self::long_gen(max_model_len)?,
             // Long context: 8K–32K in, within the model's limit.
             "long-context" => {
                 let max_in = 32_768.min(max_model_len.saturating_sub(256));
                 if max_in < 8192 {
                     return Err(crate::WorkloadError::Invalid(format!(
-                        "scenario long-context needs 8K–32K input tokens but the model's context is {max_model_len}"
+                        "scenario long-context needs 8K–32K input tokens but the model's context is {max_model_len}: \
+                         run it on a model of at least 8448 positions, e.g. `--model qwen2.5-0.5b` (32768)"
                     )));
                 }
                 Scenario {
@@ -137,11 +162,39 @@ impl Scenario {
                     input: LengthDist::Uniform { min: 8192, max: max_in },
                     output: LengthDist::Uniform { min: 100, max: 200 },
                     shared_prefix: 0,
+                    note: None,
                 }
             }
             _ => return Err(crate::WorkloadError::Unknown { name: name.into() }),
         };
         Ok(s)
+    }
+
+    /// Long generation: ≈500 tokens in (400–600), 1500–1600 out. On a model whose context
+    /// holds less than 2200 positions (the built-in `tiny` has 2048) the output keeps its
+    /// length — it is what the scenario measures — and the input shrinks to fit, with the
+    /// scaling stated in [`Scenario::note`]; below 1800 positions it is refused.
+    fn long_gen(max_model_len: usize) -> Result<Self, crate::WorkloadError> {
+        let (out_min, out_max) = (1500, 1600);
+        let room = max_model_len.saturating_sub(out_max).min(600);
+        if room < 200 {
+            return Err(crate::WorkloadError::Invalid(format!(
+                "scenario long-gen needs about 500 input and 1600 output tokens but the model's context is \
+                 {max_model_len}: run it on a model of at least 1800 positions, e.g. `--model smollm2-135m` (8192)"
+            )));
+        }
+        let (min, max) = (room * 2 / 3, room);
+        let input = LengthDist::Normal { mean: room as f64 * 5.0 / 6.0, std: room as f64 / 12.0, min, max };
+        let note = (room < 600).then(|| {
+            format!("input scaled from 400–600 to {min}–{max} tokens to fit the model's context of {max_model_len}")
+        });
+        Ok(Scenario {
+            name: "long-gen".into(),
+            input,
+            output: LengthDist::Uniform { min: out_min, max: out_max },
+            shared_prefix: 0,
+            note,
+        })
     }
 
     /// Checks the scenario against the model before anything runs.
@@ -153,7 +206,7 @@ impl Scenario {
     fn check(&self, max_model_len: usize) -> Result<(), String> {
         self.input.validate(&format!("scenario {} input", self.name))?;
         self.output.validate(&format!("scenario {} output", self.name))?;
-        let longest = self.input.max() + self.output.max();
+        let longest = self.input.max().saturating_add(self.output.max());
         if longest > max_model_len {
             return Err(format!(
                 "scenario {}: up to {} input + {} output tokens exceeds the model's context of {max_model_len}",
@@ -191,6 +244,9 @@ impl Scenario {
         let mut s = format!("input {}, output {} tokens", self.input.describe(), self.output.describe());
         if self.shared_prefix > 0 {
             s.push_str(&format!(", shared prefix {}", self.shared_prefix));
+        }
+        if let Some(note) = &self.note {
+            s.push_str(&format!(" ({note})"));
         }
         s
     }
@@ -233,9 +289,18 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("exceeds"));
-        assert!(Scenario::builtin("long-context", 2048).unwrap_err().to_string().contains("8K"));
+        let err = Scenario::builtin("long-context", 2048).unwrap_err().to_string();
+        assert!(err.contains("8K") && err.contains("--model qwen2.5-0.5b"), "{err}");
         assert!(Scenario::builtin("chat", 2048).unwrap_err().to_string().contains("unknown scenario"));
         assert!(LengthDist::Uniform { min: 5, max: 2 }.validate("x").is_err());
+        for (mean, std) in [(f64::NAN, 1.0), (f64::INFINITY, 1.0), (-5.0, 1.0), (10.0, 1e308), (10.0, -1.0)] {
+            let err = LengthDist::Normal { mean, std, min: 1, max: 9 }.validate("input").unwrap_err();
+            assert!(err.starts_with("input: normal needs"), "{mean} {std}: {err}");
+        }
+        for (median, sigma) in [(f64::NAN, 0.5), (-1.0, 0.5), (100.0, 1e308), (100.0, f64::NAN)] {
+            assert!(LengthDist::LogNormal { median, sigma, min: 1, max: 9 }.validate("x").is_err(), "{median} {sigma}");
+        }
+        LengthDist::LogNormal { median: 150.0, sigma: 0.5, min: 20, max: 1000 }.validate("x").unwrap();
     }
 
     #[test]
@@ -248,5 +313,17 @@ mod tests {
         sorted.sort();
         let median = sorted[1000] as f64;
         assert!((80.0..125.0).contains(&median), "median {median}");
+    }
+
+    #[test]
+    fn long_gen_keeps_its_output_and_fits_its_input_to_the_context() {
+        let full = Scenario::builtin("long-gen", 4096).unwrap();
+        assert_eq!((full.input.max(), full.output.max(), full.note.as_deref()), (600, 1600, None));
+        let tiny = Scenario::builtin("long-gen", 2048).unwrap();
+        tiny.validate(2048).unwrap();
+        assert_eq!((tiny.input.max(), tiny.output.max()), (448, 1600));
+        assert!(tiny.describe().contains("scaled from 400–600 to 298–448"), "{}", tiny.describe());
+        let err = Scenario::builtin("long-gen", 1024).unwrap_err().to_string();
+        assert!(err.contains("at least 1800") && err.contains("smollm2-135m"), "{err}");
     }
 }

@@ -12,7 +12,7 @@
 
 use crate::scenario::random_tokens;
 use crate::WorkloadError;
-use goodput_core::{SamplingParams, TokenId, WorkRequest};
+use goodput_core::{input, SamplingParams, TokenId, WorkRequest};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -64,7 +64,11 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
     let mut t = time.trim_end_matches('Z').split(':');
     let (hh, mm) = (t.next()?.parse::<i64>().ok()?, t.next()?.parse::<i64>().ok()?);
     let ss: f64 = t.next()?.parse().ok()?;
-    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || !(0.0..61.0).contains(&ss) {
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days_in_month = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let date_ok =
+        (1..=9999).contains(&y) && (1..=12).contains(&m) && (1..=days_in_month[(m - 1) as usize]).contains(&day);
+    if !date_ok || !(0..=23).contains(&hh) || !(0..=59).contains(&mm) || !(0.0..61.0).contains(&ss) {
         return None;
     }
     // Days from the civil date (Howard Hinnant's algorithm).
@@ -77,19 +81,30 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
     Some((days * 86_400 + hh * 3600 + mm * 60) as f64 + ss)
 }
 
-/// Reads a trace: its requests by time, the first at 0.
+/// The longest span a trace may have (a year): beyond it a replay would wait for ever.
+const MAX_SPAN_S: f64 = 366.0 * 86_400.0;
+
+/// Reads a trace: its requests by time, the first at 0. Read as a stream (a malformed line is
+/// reported without reading the rest of the file).
 pub fn read(path: &Path, format: TraceFormat) -> Result<Vec<TraceEntry>, WorkloadError> {
     let bad = |reason: String| WorkloadError::Data { what: "trace", path: path.to_path_buf(), reason };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let format = match format {
-        TraceFormat::Auto if text.lines().next().is_some_and(|l| l.contains("TIMESTAMP")) => TraceFormat::Azure,
-        TraceFormat::Auto => TraceFormat::Mooncake,
+        TraceFormat::Auto => {
+            let head = input::head(path, 4096).map_err(|e| bad(e.to_string()))?;
+            let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
+            if String::from_utf8_lossy(first).contains("TIMESTAMP") {
+                TraceFormat::Azure
+            } else {
+                TraceFormat::Mooncake
+            }
+        }
         f => f,
     };
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
     let mut entries: Vec<TraceEntry> = Vec::new();
     match format {
         TraceFormat::Azure => {
-            let mut r = csv::Reader::from_reader(text.as_bytes());
+            let mut r = csv::Reader::from_reader(std::io::BufReader::new(file));
             for (i, row) in r.deserialize::<AzureRow>().enumerate() {
                 let row = row.map_err(|e| bad(format!("row {}: {e}", i + 1)))?;
                 let at = parse_timestamp(&row.timestamp)
@@ -97,16 +112,16 @@ pub fn read(path: &Path, format: TraceFormat) -> Result<Vec<TraceEntry>, Workloa
                 entries.push(TraceEntry { at_s: at, input: row.context, output: row.generated, hash_ids: Vec::new() });
             }
         }
-        _ => {
-            for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-                let l: MooncakeLine = serde_json::from_str(line).map_err(|e| bad(format!("line {}: {e}", i + 1)))?;
-                if !l.timestamp.is_finite() {
-                    return Err(bad(format!("line {}: the timestamp is not a number", i + 1)));
-                }
-                let (input, output, hash_ids) = (l.input_length, l.output_length, l.hash_ids);
-                entries.push(TraceEntry { at_s: l.timestamp / 1e3, input, output, hash_ids });
+        _ => input::for_each_line(file, |i, line| {
+            let l: MooncakeLine = serde_json::from_str(line).map_err(|e| format!("line {i}: {e}"))?;
+            if !(l.timestamp.is_finite() && l.timestamp >= 0.0) {
+                return Err(format!("line {i}: the timestamp is not a number of milliseconds from 0"));
             }
-        }
+            let (input, output, hash_ids) = (l.input_length, l.output_length, l.hash_ids);
+            entries.push(TraceEntry { at_s: l.timestamp / 1e3, input, output, hash_ids });
+            Ok(())
+        })
+        .map_err(|e| bad(e.to_string()))?,
     }
     if entries.is_empty() {
         return Err(bad("no requests".into()));
@@ -114,6 +129,10 @@ pub fn read(path: &Path, format: TraceFormat) -> Result<Vec<TraceEntry>, Workloa
     entries.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
     let t0 = entries[0].at_s;
     entries.iter_mut().for_each(|e| e.at_s -= t0);
+    let span = entries.last().map_or(0.0, |e| e.at_s);
+    if span > MAX_SPAN_S {
+        return Err(bad(format!("its requests span {span:.0} s; a trace may span at most a year ({MAX_SPAN_S:.0} s)")));
+    }
     Ok(entries)
 }
 
@@ -157,7 +176,9 @@ impl Trace {
         let n = inside.len();
         let entries: Vec<TraceEntry> = inside
             .into_iter()
-            .filter(|e| e.input >= 1 && e.output >= 1 && e.input + e.output <= max_model_len)
+            .filter(|e| {
+                e.input >= 1 && e.output >= 1 && e.input.checked_add(e.output).is_some_and(|n| n <= max_model_len)
+            })
             .map(|e| TraceEntry { at_s: e.at_s - from, ..e })
             .collect();
         if entries.is_empty() {
@@ -237,6 +258,10 @@ mod tests {
         assert!((t - (19_677.0 * 86_400.0 + 18.0 * 3600.0 + 15.0 * 60.0 + 46.68059)).abs() < 1e-6, "{t}");
         assert_eq!(parse_timestamp("2024-02-29T00:00:00Z"), Some(19_782.0 * 86_400.0));
         assert_eq!(parse_timestamp("2023-13-01 00:00:00"), None);
+        for impossible in ["2023-02-31 00:00:00", "2023-02-29 00:00:00", "2023-04-31 00:00:00", "2023-01-01 -1:00:00"] {
+            assert_eq!(parse_timestamp(impossible), None, "{impossible}");
+        }
+        assert_eq!(parse_timestamp("99999999999999999-01-01 00:00:00"), None, "no overflow");
         assert_eq!(parse_timestamp("yesterday"), None);
     }
 
@@ -272,5 +297,24 @@ mod tests {
         assert!(read(&file("b.csv", bad), TraceFormat::Azure).unwrap_err().to_string().contains("row 1"));
         let err = read(&file("c.jsonl", "{\"timestamp\": 1}\n"), TraceFormat::Mooncake).unwrap_err();
         assert!(err.to_string().contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn boundary_lengths_are_left_out_not_wrapped() {
+        let max = u64::MAX;
+        let text = format!(
+            "{{\"timestamp\":0,\"input_length\":{max},\"output_length\":1}}\n\
+             {{\"timestamp\":1,\"input_length\":1,\"output_length\":{max}}}\n\
+             {{\"timestamp\":2,\"input_length\":3,\"output_length\":4}}\n"
+        );
+        let all = read(&file("max.jsonl", &text), TraceFormat::Auto).unwrap();
+        let t = Trace::new("max".into(), all, TraceOptions { window: (0.0, None), block_size: 4 }, 2048, 1).unwrap();
+        assert_eq!((t.entries.len(), t.too_long), (1, 2));
+        let far = "{\"timestamp\":0,\"input_length\":1,\"output_length\":1}\n\
+                   {\"timestamp\":1e300,\"input_length\":1,\"output_length\":1}\n";
+        let err = read(&file("far.jsonl", far), TraceFormat::Auto).unwrap_err().to_string();
+        assert!(err.contains("at most a year"), "{err}");
+        let neg = "{\"timestamp\":-5,\"input_length\":1,\"output_length\":1}\n";
+        assert!(read(&file("neg.jsonl", neg), TraceFormat::Auto).is_err());
     }
 }
