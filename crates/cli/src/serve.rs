@@ -35,8 +35,10 @@ pub struct ServeArgs {
     /// what the open-file limit allows (it less 64 for the engine's own files), else 1024.
     #[arg(long)]
     pub max_connections: Option<usize>,
-    /// A connection must send its request head within this (and may idle this long between
-    /// requests).
+    /// A connection with no request in flight for this long is closed: it must send its first
+    /// request (the whole head, for HTTP/1) within it, and each next one within it of the
+    /// previous response, over HTTP/1, HTTP/2 or TLS alike (a TLS handshake too). HTTP/2
+    /// connections are pinged this often and closed when a ping goes unanswered this long.
     #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration)]
     pub header_timeout: Duration,
     /// A request body must arrive within this (408 otherwise).
@@ -49,6 +51,16 @@ pub struct ServeArgs {
     /// half-sent connections close at once. A second signal ends them all at once.
     #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration)]
     pub shutdown_grace: Duration,
+    /// Also serve requests whose Host (HTTP/2 `:authority`) is one of these names
+    /// (comma-separated; `.example.com` also serves its subdomains). IP literals, `localhost`
+    /// and `*.localhost` are always served. A loopback --host answers other names 403 (a guard
+    /// against DNS rebinding, as Jupyter's and vite's); any other --host (0.0.0.0, ::, an
+    /// interface's address) serves every name unless this list is given.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub allowed_hosts: Vec<String>,
+    /// Serve any Host, also on loopback (turns the DNS-rebinding guard off).
+    #[arg(long, conflicts_with = "allowed_hosts")]
+    pub allow_any_host: bool,
     /// Serve HTTPS with this certificate chain (PEM, the leaf first); needs --tls-key.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,
@@ -79,11 +91,20 @@ impl ServeArgs {
         if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
             bail!("--header-timeout and --body-timeout must be positive");
         }
+        if let Some(bad) =
+            self.allowed_hosts.iter().find(|n| n.trim_matches('.').is_empty() || n.contains([':', '/', ' ']))
+        {
+            bail!("--allowed-hosts `{bad}`: give host names without ports or schemes, e.g. `gpu1.example.com,.corp.example`");
+        }
         Ok(Policy {
             max_waiting: self.max_waiting,
             api_key: self.api_key.clone(),
             body_timeout: self.body_timeout,
             max_body_bytes: usize::try_from(self.max_body).unwrap_or(usize::MAX),
+            allowed_hosts: goodput_server::hosts::AllowedHosts {
+                any: self.allow_any_host,
+                names: self.allowed_hosts.clone(),
+            },
         })
     }
 

@@ -12,8 +12,9 @@
 //! `x-time-per-token`, … in milliseconds).
 //!
 //! Every error status has OpenAI's JSON body: malformed JSON or wrong types 400, a prompt
-//! beyond the context 400, a missing or wrong API key 401 (with [`Policy::api_key`]), an
-//! unknown model or route 404, a wrong method 405, a body slower than
+//! beyond the context 400, a field the engine does not implement 400 (naming it, see
+//! [`openai::UNSUPPORTED`]), a missing or wrong API key 401 (with [`Policy::api_key`]), a host
+//! that is not the server's 403 (a DNS-rebinding guard, [`hosts`]), an unknown model or route 404, a wrong method 405, a body slower than
 //! [`Policy::body_timeout`] 408, a body beyond [`Policy::max_body_bytes`] 413, a body that is
 //! not `application/json` 415 (so a web page cannot post a "simple" cross-origin request), a
 //! waiting queue at [`Policy::max_waiting`] 429 (counted atomically at submission), a stopping
@@ -22,6 +23,8 @@
 //! Connections, their deadlines and shutdown are [`listen`]'s.
 
 pub mod chat;
+pub mod hosts;
+mod idle;
 pub mod listen;
 pub mod metrics;
 pub mod mock;
@@ -58,11 +61,20 @@ pub struct Policy {
     pub body_timeout: Duration,
     /// A request body may not exceed this many bytes (413).
     pub max_body_bytes: usize,
+    /// The host names served (403 otherwise), checked against the bound address by the
+    /// accept loop ([`hosts`]).
+    pub allowed_hosts: hosts::AllowedHosts,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy { max_waiting: None, api_key: None, body_timeout: Duration::from_secs(30), max_body_bytes: 16 << 20 }
+        Policy {
+            max_waiting: None,
+            api_key: None,
+            body_timeout: Duration::from_secs(30),
+            max_body_bytes: 16 << 20,
+            allowed_hosts: hosts::AllowedHosts::default(),
+        }
     }
 }
 
@@ -121,6 +133,7 @@ impl AppState {
         if s.n.is_some_and(|n| n != 1) {
             return Err(ApiError::bad_request("only n = 1 is supported", Some("n")));
         }
+        s.unsupported.refuse()?;
         let top_k = match s.top_k {
             None | Some(-1) | Some(0) => 0,
             Some(k) if k > 0 => k as usize,
@@ -214,15 +227,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// The credentials of `Authorization: Bearer <token>`. The scheme is case-insensitive and may
+/// be followed by more than one space (RFC 7235 §2.1), so `bearer KEY` is the same key.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_start_matches(' '))
+}
+
 /// Refuses a `/v1` request without the server's key (401), comparing in constant time.
 async fn authorize(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let Some(key) = &st.policy.api_key else { return next.run(req).await };
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+    let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer).unwrap_or("");
     let same = given.len() == key.len() && given.bytes().zip(key.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
     if same {
         next.run(req).await

@@ -1,29 +1,36 @@
-//! The accept loop: every connection under a limit, a deadline for its request head, and a
-//! shutdown that cannot be held open.
+//! The accept loop: every connection under a limit, a deadline for each of its requests, a
+//! host check, and a shutdown that cannot be held open.
 //!
-//! Written over hyper directly rather than `axum::serve`, which offers none of the three:
+//! Written over hyper directly rather than `axum::serve`, which offers none of these:
 //! - **`max_connections`**: beyond it a connection is answered `503` (OpenAI's error body,
 //!   `connection: close`) and closed, so a flood of idle or slow sockets cannot starve the
 //!   process of file descriptors while requests wait unanswered;
-//! - **`header_timeout`**: a connection that has not sent a whole request head within it is
-//!   closed (hyper's header-read timeout; it also bounds an idle keep-alive connection);
-//! - **shutdown**: the listener closes, idle connections close at once, requests in flight get
-//!   `grace`; then the engine ends what is left (those streams end with an error event and
-//!   `[DONE]`), a second later every connection still open is dropped — including one that
-//!   sent half a request head and nothing more.
+//! - **`header_timeout`**: a connection with no request in flight for that long is closed,
+//!   whatever it is doing: silent from the start (plain, after its TLS handshake, or after an
+//!   HTTP/2 preface), idle between requests (HTTP/1 keep-alive or HTTP/2), or sending a request
+//!   head that never ends ([`crate::idle`] says why hyper's own timeouts do not cover these).
+//!   HTTP/2 connections are also pinged every `header_timeout`, and closed when a ping goes
+//!   unanswered that long, so a peer that vanished during a long stream is found;
+//! - **hosts**: a request for a host that is not the server's gets 403 ([`crate::hosts`]);
+//! - **shutdown**: the listener closes; every connection is asked to close (HTTP/1 after its
+//!   response, HTTP/2 by GOAWAY); a connection with no request in flight is dropped after
+//!   [`LINGER`] whether or not its peer answers (an idle one, one that sent half a request
+//!   head, a TLS handshake); requests in flight get `grace`; then the engine ends what is
+//!   left (those streams end with an error event and `[DONE]`), and [`LAST_WORDS`] later every
+//!   connection still open is dropped.
 //!
 //! With a TLS configuration ([`crate::tls`]) each connection is counted, then its handshake
 //! must end within `header_timeout`, then it is served as above.
 
+use crate::idle::{self, Activity, Watched};
 use crate::openai::ApiError;
 use crate::AppState;
 use axum::http::{header, HeaderValue};
 use axum::response::IntoResponse;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
+use prometheus_client::metrics::gauge::Gauge;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -37,8 +44,9 @@ pub struct ListenLimits {
     pub grace: Duration,
     /// Connections served at once; more are answered 503 and closed.
     pub max_connections: usize,
-    /// A connection must send a whole request head within this (and may stay idle this long
-    /// between requests).
+    /// A connection with no request in flight for this long is closed: it must send its first
+    /// request (its whole head, for HTTP/1) within it, and the next one within it of the
+    /// previous response. A TLS handshake must also end within it.
     pub header_timeout: Duration,
 }
 
@@ -51,6 +59,11 @@ impl Default for ListenLimits {
 /// How long the streams ended at the grace deadline get to send their error event.
 const LAST_WORDS: Duration = Duration::from_secs(1);
 
+/// At shutdown (or at the header timeout), how long a connection with no request in flight
+/// gets to close by itself after being asked to (an HTTP/2 client's answer to GOAWAY takes a
+/// round trip) before it is dropped.
+pub const LINGER: Duration = Duration::from_millis(200);
+
 /// Serves `state` on `listener` until `shutdown` resolves, then shuts down as the module
 /// describes. Returns once no connection is left.
 pub async fn serve(
@@ -60,6 +73,15 @@ pub async fn serve(
     limits: ListenLimits,
 ) -> std::io::Result<()> {
     serve_tls(listener, state, shutdown, limits, None).await
+}
+
+/// What every connection task shares.
+#[derive(Clone)]
+struct Shared {
+    builder: auto::Builder<TokioExecutor>,
+    app: axum::Router,
+    stop: watch::Receiver<bool>,
+    limits: ListenLimits,
 }
 
 /// [`serve`], over TLS when `tls` is given (HTTPS only: a plain-HTTP request fails the
@@ -73,11 +95,13 @@ pub async fn serve_tls(
 ) -> std::io::Result<()> {
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let engine = state.engine.clone();
-    let app = crate::router(state);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
-    let open = Arc::new(AtomicUsize::new(0));
+    let open = state.metrics.connections();
+    let mut app = crate::router(state.clone());
+    if let Some(check) = state.policy.allowed_hosts.check_for(listener.local_addr()?) {
+        app = app.layer(axum::middleware::from_fn_with_state(Arc::new(check), crate::hosts::guard));
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
+    let shared = Shared { builder: builder(&limits), app, stop: stop_rx, limits };
     let mut conns = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -93,20 +117,9 @@ pub async fn serve_tls(
                 };
                 // Small SSE events go out as they are written (no Nagle delay).
                 let _ = tcp.set_nodelay(true);
-                let over = open.load(Ordering::Relaxed) >= limits.max_connections;
+                let over = usize::try_from(open.get()).unwrap_or(0) >= limits.max_connections;
                 let slot = (!over).then(|| Slot::take(&open));
-                let (b, app, stop) = (builder.clone(), app.clone(), stop_rx.clone());
-                match &acceptor {
-                    None => conns.spawn(accepted_conn(b, tcp, app, stop, slot, limits)),
-                    Some(a) => {
-                        let handshake = tokio::time::timeout(limits.header_timeout, a.accept(tcp));
-                        conns.spawn(async move {
-                            if let Ok(Ok(tls)) = handshake.await {
-                                accepted_conn(b, tls, app, stop, slot, limits).await;
-                            }
-                        })
-                    }
-                };
+                conns.spawn(handle(shared.clone(), tcp, acceptor.clone(), slot));
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -119,6 +132,18 @@ pub async fn serve_tls(
         conns.abort_all();
     }
     Ok(())
+}
+
+/// The connection builder: HTTP/1 with hyper's header-read timeout (a second guard for heads
+/// that trickle in), HTTP/2 with keep-alive pings.
+fn builder(limits: &ListenLimits) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    b.http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.header_timeout)
+        .keep_alive_timeout(limits.header_timeout);
+    b
 }
 
 async fn drain(conns: &mut JoinSet<()>) {
@@ -134,64 +159,82 @@ async fn accept_failed(e: std::io::Error) {
 }
 
 /// One counted connection; the count drops with it.
-struct Slot(Arc<AtomicUsize>);
+struct Slot(Gauge);
 
 impl Slot {
-    fn take(open: &Arc<AtomicUsize>) -> Self {
-        open.fetch_add(1, Ordering::Relaxed);
+    fn take(open: &Gauge) -> Self {
+        open.inc();
         Slot(open.clone())
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.dec();
     }
 }
 
-/// Serves a connection under its slot, or refuses it when over the limit (no slot).
-async fn accepted_conn<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
-    builder: auto::Builder<TokioExecutor>,
-    io: S,
-    app: axum::Router,
-    stop: watch::Receiver<bool>,
+/// Resolves when shutdown begins (or the accept loop is gone).
+async fn stopping(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// A connection from accept on: its TLS handshake (within the header timeout, and given up
+/// at shutdown), then served under its slot, or refused when over the limit (no slot).
+async fn handle(
+    shared: Shared,
+    tcp: tokio::net::TcpStream,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
     slot: Option<Slot>,
-    limits: ListenLimits,
 ) {
-    match slot {
-        Some(slot) => connection(builder, io, app, stop, slot).await,
-        None => refuse(builder, io, limits).await,
+    let Some(acceptor) = acceptor else { return served(shared, tcp, slot).await };
+    let handshake = tokio::time::timeout(shared.limits.header_timeout, acceptor.accept(tcp));
+    tokio::select! {
+        tls = handshake => {
+            if let Ok(Ok(tls)) = tls {
+                served(shared, tls, slot).await;
+            }
+        }
+        _ = stopping(shared.stop.clone()) => {}
     }
 }
 
-async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
-    builder: auto::Builder<TokioExecutor>,
-    tcp: S,
-    app: axum::Router,
-    mut stop: watch::Receiver<bool>,
-    _slot: Slot,
-) {
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), TowerToHyperService::new(app));
+async fn served<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(shared: Shared, io: S, slot: Option<Slot>) {
+    match slot {
+        Some(slot) => connection(shared, io, slot).await,
+        None => refuse(shared, io).await,
+    }
+}
+
+/// Serves one connection until it closes, has been quiet for the header timeout, or shutdown
+/// begins; then asks it to close, and drops it once it has been quiet for [`LINGER`].
+async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(shared: Shared, io: S, _slot: Slot) {
+    let activity = Activity::new();
+    let svc = idle::service(shared.app, activity.clone());
+    let io = TokioIo::new(Watched::new(io, activity.clone()));
+    let conn = shared.builder.serve_connection_with_upgrades(io, svc);
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
-        _ = stop.wait_for(|stopping| *stopping) => conn.as_mut().graceful_shutdown(),
+        _ = stopping(shared.stop) => {}
+        _ = activity.quiet_for(shared.limits.header_timeout) => {}
     }
-    let _ = conn.await;
+    conn.as_mut().graceful_shutdown();
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = activity.quiet_for(LINGER) => {}
+    }
 }
 
 /// An over-limit connection gets at most this long to send its request head.
 const REFUSE_WITHIN: Duration = Duration::from_secs(1);
 
 /// Answers the request of an over-limit connection with 503 and closes it; a connection that
-/// sends no whole head within [`REFUSE_WITHIN`] (or the header timeout, if shorter) is closed
-/// without an answer, so refused sockets do not hold file descriptors for long.
-async fn refuse<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
-    builder: auto::Builder<TokioExecutor>,
-    tcp: S,
-    limits: ListenLimits,
-) {
-    let max = limits.max_connections;
+/// sends no whole head within [`REFUSE_WITHIN`] (or the header timeout, if shorter), or is
+/// still there at shutdown, is closed without an answer, so refused sockets do not hold file
+/// descriptors for long.
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(shared: Shared, io: S) {
+    let max = shared.limits.max_connections;
     let svc = hyper::service::service_fn(move |_req| async move {
         let mut r = ApiError::unavailable(format!(
             "the server has {max} connections open (its --max-connections); retry later"
@@ -200,6 +243,9 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
         Ok::<_, Infallible>(r)
     });
-    let within = limits.header_timeout.min(REFUSE_WITHIN);
-    let _ = tokio::time::timeout(within, builder.serve_connection(TokioIo::new(tcp), svc)).await;
+    let within = shared.limits.header_timeout.min(REFUSE_WITHIN);
+    tokio::select! {
+        _ = tokio::time::timeout(within, shared.builder.serve_connection(TokioIo::new(io), svc)) => {}
+        _ = stopping(shared.stop) => {}
+    }
 }

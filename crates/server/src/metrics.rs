@@ -43,6 +43,8 @@ pub struct Metrics {
     preemptions: Counter,
     prefix_queries: Counter,
     prefix_hits: Counter,
+    /// Connections open, each counted against `max_connections` by the accept loop.
+    connections: Gauge,
     /// Serialises scrapes (the engine's cumulative counters are copied in as deltas).
     scrape: Mutex<()>,
 }
@@ -69,6 +71,7 @@ impl Metrics {
             preemptions: Counter::default(),
             prefix_queries: Counter::default(),
             prefix_hits: Counter::default(),
+            connections: Gauge::default(),
             registry: Registry::default(),
             scrape: Mutex::new(()),
         };
@@ -102,7 +105,23 @@ impl Metrics {
         r.register("num_preemptions", "Cumulative number of preemptions", m.preemptions.clone());
         r.register("prefix_cache_queries", "Prompt tokens looked up in the prefix cache", m.prefix_queries.clone());
         r.register("prefix_cache_hits", "Prompt tokens found in the prefix cache", m.prefix_hits.clone());
+        r.register(
+            "http_connections",
+            "HTTP connections open (counted against --max-connections)",
+            m.connections.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// HTTP connections served now, idle ones and TLS handshakes included (an over-limit
+    /// connection, answered 503, is not counted).
+    pub fn open_connections(&self) -> i64 {
+        self.connections.get()
+    }
+
+    /// The gauge the accept loop counts its connections in.
+    pub(crate) fn connections(&self) -> Gauge {
+        self.connections.clone()
     }
 
     /// Records a finished request received at `received`.

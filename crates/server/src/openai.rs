@@ -1,9 +1,15 @@
 //! The OpenAI request and response bodies the server reads and writes, with vLLM's extensions
 //! (`ignore_eos`, `min_tokens`, `top_k`, `stop_token_ids`), and OpenAI's error format.
+//!
+//! Fields the engine does not implement (`logprobs`, `echo`, `best_of`, `stop` strings,
+//! penalties, …, see [`UNSUPPORTED`]) are refused with a 400 naming the field rather than
+//! ignored, which would return something other than what was asked for; their no-op values
+//! (`null`, `false`, `best_of: 1`, `[]`, …) are accepted, since SDKs send them.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// A prompt: text, token ids, or a one-element list of either.
 #[derive(Clone, Debug, Deserialize)]
@@ -43,6 +49,87 @@ pub struct Sampling {
     /// vLLM's extension: each choice carries the ids of the tokens it holds (`token_ids`).
     #[serde(default)]
     pub return_token_ids: bool,
+    /// The fields of [`UNSUPPORTED`] (`null` reads as absent).
+    #[serde(flatten)]
+    pub unsupported: Unsupported,
+}
+
+/// Fields the server reads only to refuse them unless they hold a no-op value.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Unsupported {
+    logprobs: Option<Value>,
+    top_logprobs: Option<Value>,
+    prompt_logprobs: Option<Value>,
+    echo: Option<Value>,
+    best_of: Option<Value>,
+    logit_bias: Option<Value>,
+    stop: Option<Value>,
+    suffix: Option<Value>,
+    presence_penalty: Option<Value>,
+    frequency_penalty: Option<Value>,
+    repetition_penalty: Option<Value>,
+    response_format: Option<Value>,
+    tools: Option<Value>,
+}
+
+/// A field the engine does not implement, and the values of it that ask for nothing.
+pub struct UnsupportedField {
+    pub name: &'static str,
+    /// The no-op value besides `null`, as the error message states it (none when empty).
+    pub accepted: &'static str,
+    get: fn(&Unsupported) -> &Option<Value>,
+    no_op: fn(&Value) -> bool,
+}
+
+fn num(v: &Value, x: f64) -> bool {
+    v.as_f64() == Some(x)
+}
+fn empty_array(v: &Value) -> bool {
+    v.as_array().is_some_and(Vec::is_empty)
+}
+
+macro_rules! field {
+    ($name:ident, $accepted:literal, $no_op:expr) => {
+        UnsupportedField { name: stringify!($name), accepted: $accepted, get: |u| &u.$name, no_op: $no_op }
+    };
+}
+
+/// Every field the server refuses unless it is absent, `null` or the value stated.
+pub const UNSUPPORTED: &[UnsupportedField] = &[
+    // Completions take a count (0 asks for the sampled token's), chat a boolean.
+    field!(logprobs, "false", |v| v == &Value::Bool(false)),
+    field!(top_logprobs, "0", |v| num(v, 0.0)),
+    field!(prompt_logprobs, "", |_| false),
+    field!(echo, "false", |v| v == &Value::Bool(false)),
+    field!(best_of, "1", |v| num(v, 1.0)),
+    field!(logit_bias, "{}", |v| v.as_object().is_some_and(|o| o.is_empty())),
+    // Stop strings; `stop_token_ids` is supported.
+    field!(stop, "[]", empty_array),
+    field!(suffix, "\"\"", |v| v.as_str() == Some("")),
+    field!(presence_penalty, "0", |v| num(v, 0.0)),
+    field!(frequency_penalty, "0", |v| num(v, 0.0)),
+    field!(repetition_penalty, "1", |v| num(v, 1.0)),
+    field!(response_format, "{\"type\": \"text\"}", |v| v == &serde_json::json!({"type": "text"})),
+    field!(tools, "[]", empty_array),
+];
+
+impl Unsupported {
+    /// A 400 naming the first field that asks for something the engine does not do.
+    pub fn refuse(&self) -> Result<(), ApiError> {
+        for f in UNSUPPORTED {
+            if let Some(v) = (f.get)(self) {
+                if !(f.no_op)(v) {
+                    let or = if f.accepted.is_empty() { String::new() } else { format!(" or {}", f.accepted) };
+                    let msg = format!(
+                        "`{}` is not supported by this server (got {v}); leave it out, or send null{or}",
+                        f.name
+                    );
+                    return Err(ApiError::bad_request(msg, Some(f.name)));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -159,6 +246,9 @@ impl ApiError {
     }
     pub fn unauthorized(message: impl Into<String>) -> Self {
         ApiError { kind: "authentication_error", ..Self::status(StatusCode::UNAUTHORIZED, message) }
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError { kind: "permission_error", ..Self::status(StatusCode::FORBIDDEN, message) }
     }
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::status(StatusCode::REQUEST_TIMEOUT, message)

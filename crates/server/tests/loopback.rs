@@ -252,3 +252,55 @@ async fn the_http_target_stamps_a_request_and_reads_the_engine_s_timings() {
     );
     s.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_the_engine_does_not_implement_are_refused_by_name_and_their_no_op_values_accepted() {
+    let s = start(None, 8, Duration::from_secs(5)).await;
+    let (cmpl, chat) = ("/v1/completions", "/v1/chat/completions");
+    let body = |path: &str, extra: &str| {
+        let what = if path == cmpl { r#""prompt":"a""# } else { r#""messages":[{"role":"user","content":"a"}]"# };
+        format!(r#"{{"model":"tiny",{what},"max_tokens":2,{extra}}}"#)
+    };
+    let refused = [
+        (cmpl, r#""logprobs":1"#, "logprobs"),
+        (cmpl, r#""logprobs":0"#, "logprobs"),
+        (chat, r#""logprobs":true"#, "logprobs"),
+        (chat, r#""top_logprobs":3"#, "top_logprobs"),
+        (cmpl, r#""prompt_logprobs":1"#, "prompt_logprobs"),
+        (cmpl, r#""echo":true"#, "echo"),
+        (cmpl, r#""best_of":2"#, "best_of"),
+        (chat, r#""n":2"#, "n"),
+        (cmpl, r#""logit_bias":{"50":100}"#, "logit_bias"),
+        (cmpl, r#""stop":["\n"]"#, "stop"),
+        (chat, r#""stop":"x""#, "stop"),
+        (cmpl, r#""suffix":"end""#, "suffix"),
+        (chat, r#""presence_penalty":0.5"#, "presence_penalty"),
+        (chat, r#""frequency_penalty":1"#, "frequency_penalty"),
+        (cmpl, r#""repetition_penalty":1.2"#, "repetition_penalty"),
+        (chat, r#""response_format":{"type":"json_object"}"#, "response_format"),
+        (chat, r#""tools":[{"type":"function","function":{"name":"f"}}]"#, "tools"),
+    ];
+    for (path, extra, field) in refused {
+        let (st, _, text) = post(&s.url(path), &body(path, extra)).await;
+        assert_eq!(st, 400, "{extra}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["param"], field, "{extra}: {text}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(&format!("`{field}`")) || field == "n", "{text}");
+    }
+    // What SDKs send by default asks for nothing, and is served.
+    let no_ops = [
+        (
+            cmpl,
+            r#""logprobs":null,"echo":false,"best_of":1,"n":1,"logit_bias":{},"stop":[],"suffix":"","prompt_logprobs":null,"presence_penalty":0,"frequency_penalty":0.0,"repetition_penalty":1"#,
+        ),
+        (
+            chat,
+            r#""logprobs":false,"top_logprobs":0,"stop":null,"n":null,"response_format":{"type":"text"},"tools":[],"logit_bias":null"#,
+        ),
+    ];
+    for (path, extra) in no_ops {
+        let (st, _, text) = post(&s.url(path), &body(path, extra)).await;
+        assert_eq!(st, 200, "{extra}: {text}");
+    }
+    s.shutdown().await;
+}
