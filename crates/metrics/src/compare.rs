@@ -159,10 +159,12 @@ pub fn compare(a: &[&ClientRecord], b: &[&ClientRecord], keys: &[Key], rounds: u
 /// b / a, where a change from 0 is infinite (an error rate from 0 % to 100 % is worse without
 /// bound, never NaN) and 0 to 0 is no change.
 fn ratio(a: f64, b: f64) -> f64 {
-    match (a, b) {
-        (a, b) if a == 0.0 && b == 0.0 => 1.0,
-        (a, b) if a == 0.0 => b.signum() * f64::INFINITY,
-        _ => b / a,
+    if a != 0.0 {
+        b / a
+    } else if b == 0.0 {
+        1.0
+    } else {
+        b.signum() * f64::INFINITY
     }
 }
 
