@@ -14,7 +14,11 @@ same on every run whatever the scheduling:
 - ``disconnect``   a completion (streamed or whole) whose socket we close right after sending;
 - ``bad_body``     malformed JSON, wrong types, an empty body (400), an unknown model (404),
                    or a text/plain content type (415);
-- ``oversized``    a prompt longer than the context, or prompt + max_tokens beyond it (400).
+- ``oversized``    a prompt longer than the context, or prompt + max_tokens beyond it (400);
+- ``silent``       a connection that sends nothing, ``h2_idle`` one that sends the HTTP/2 (h2c)
+                   preface and an empty SETTINGS frame and nothing more, ``half_head`` one that
+                   sends half a request head: the server must close each within
+                   ``--header-timeout`` (2 s in soak.sh) plus a second, holding no slot.
 
 Prompts are short random words, a third of them behind a shared preamble (prefix-cache hits);
 max_tokens is small (1-MAX_TOKENS) so 10,000 requests fit in minutes on two cores. Any
@@ -57,10 +61,15 @@ WORDS = ("alpha beta gamma delta kernel cache block token batch queue prefill de
 MIX = [  # (kind, weight)
     ("stream", 30), ("whole", 12), ("chat_stream", 10), ("chat_whole", 6),
     ("abort_stream", 12), ("disconnect", 8), ("bad_body", 14), ("oversized", 8),
+    ("silent", 2), ("h2_idle", 2), ("half_head", 2),
 ]
+HEADER_TIMEOUT_S = 2.0  # soak.sh's --header-timeout
+CLOSE_SLACK_S = 1.5
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 GAUGES = {"running": "goodput_num_requests_running",
           "waiting": "goodput_num_requests_waiting",
           "kv": "goodput_kv_cache_usage_perc"}
+CONNECTIONS = "goodput_http_connections"
 
 
 class Unexpected(Exception):
@@ -274,7 +283,35 @@ async def run_refused(port, path, body, ctype, expected):
         close(writer)
 
 
+async def run_idle_probe(port, first_bytes):
+    """Opens a connection, writes `first_bytes` (maybe none) and waits for the server to close
+    it: "closed" within the header timeout and its slack, else unexpected."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    t0 = time.monotonic()
+    try:
+        if first_bytes:
+            writer.write(first_bytes)
+            await writer.drain()
+        limit = HEADER_TIMEOUT_S + CLOSE_SLACK_S
+        try:
+            while await asyncio.wait_for(reader.read(4096), limit - (time.monotonic() - t0)):
+                pass  # an h2 server's SETTINGS, GOAWAY, or an HTTP/1 408 before the close
+        except asyncio.TimeoutError:
+            raise Unexpected(f"still open after {limit} s") from None
+        except ConnectionResetError:
+            pass
+        return "closed"
+    finally:
+        close(writer)
+
+
 async def one_request(kind, rng, port, max_len):
+    if kind == "silent":
+        return await run_idle_probe(port, b"")
+    if kind == "h2_idle":
+        return await run_idle_probe(port, H2_PREFACE)
+    if kind == "half_head":
+        return await run_idle_probe(port, f"POST /v1/completions HTTP/1.1\r\nHost: {HOST}:{port}\r\n".encode())
     if kind == "stream":
         return await run_stream(port, "/v1/completions", completion_body(rng, True))
     if kind == "whole":
@@ -411,6 +448,9 @@ async def scrape(port):
     if status != 200:
         raise RuntimeError(f"/metrics answered {status}")
     gauges = parse_gauges(body.decode())
+    m = re.search("^" + CONNECTIONS + r"(?:\{[^}]*\})?\s+(\S+)", body.decode(), re.M)
+    if m:
+        gauges["connections"] = float(m.group(1))
     missing = set(GAUGES) - set(gauges)
     if missing:
         raise RuntimeError(f"/metrics lacks {sorted(missing)}")
@@ -456,7 +496,9 @@ async def wait_idle(port):
     end = time.monotonic() + IDLE_WAIT_S
     while True:
         g = await scrape(port)
-        if (g["running"], g["waiting"], g["kv"]) == (0, 0, 0) or time.monotonic() >= end:
+        # The scrape's own connection is the one left open.
+        quiet = g.get("connections", 1) <= 1
+        if ((g["running"], g["waiting"], g["kv"]) == (0, 0, 0) and quiet) or time.monotonic() >= end:
             return g
         await asyncio.sleep(0.1)
 
@@ -493,6 +535,8 @@ def checks(load, all_, idle, rss0, rss1, log_path):
         ("final running == 0", idle["running"] == 0, str(idle["running"])),
         ("final waiting == 0", idle["waiting"] == 0, str(idle["waiting"])),
         ("final KV usage == 0", idle["kv"] == 0, str(idle["kv"])),
+        ("final open connections <= 1 (the scrape's own)", idle.get("connections", 1) <= 1,
+         str(idle.get("connections", "not exposed"))),
         ("RSS growth after warm-up < 5 %", growth < RSS_GROWTH_LIMIT,
          f"{rss0} -> {rss1} KiB ({growth * 100:+.2f} %)"),
         ("no panic in server.log", not found, found[0] if found else "none"),

@@ -2,7 +2,8 @@
 # Soak test of `goodput serve` (a command, not a CI test): starts the server on a free loopback
 # port with the tiny model (dummy weights), a small admission queue and a short shutdown grace,
 # drives it with scripts/soak.py (a fixed-seed mix of streamed, whole, chat, aborted,
-# disconnected, malformed and oversized requests from C concurrent clients), checks that the
+# disconnected, malformed and oversized requests, and silent, h2c-preface-only and half-sent
+# connections that must be closed at the header timeout, from C concurrent clients), checks that the
 # engine ends idle with no KV blocks in use, no RSS growth after warm-up, no 5xx and no panic,
 # then SIGTERMs the server and checks that it exits within 5 s.
 #
@@ -59,7 +60,7 @@ echo "soak: $BIN serve on 127.0.0.1:$PORT (KV pool $KV_MEMORY); results in $OUT"
 # is what the growth check is about. Set MIMALLOC_PURGE_DELAY yourself to soak the defaults.
 export MIMALLOC_PURGE_DELAY="${MIMALLOC_PURGE_DELAY:-0}" MIMALLOC_PURGE_DECOMMITS="${MIMALLOC_PURGE_DECOMMITS:-1}"
 "$BIN" serve --model tiny --host 127.0.0.1 --port "$PORT" --max-waiting 8 --max-num-seqs 16 \
-  --shutdown-grace 2s --kv-memory "$KV_MEMORY" >"$OUT/server.stdout" 2>"$OUT/server.log" &
+  --shutdown-grace 2s --header-timeout 2s --kv-memory "$KV_MEMORY" >"$OUT/server.stdout" 2>"$OUT/server.log" &
 PID=$!
 trap 'kill -0 $PID 2>/dev/null && kill -KILL $PID' EXIT
 
