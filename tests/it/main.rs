@@ -9,6 +9,8 @@ mod common;
 mod bad_input;
 mod deploy;
 mod engine_check;
+mod hostile_servers;
+mod misuse;
 mod models;
 mod reliability;
 mod report;

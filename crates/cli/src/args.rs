@@ -261,18 +261,24 @@ pub fn parse_stage(s: &str) -> Result<(usize, Duration), String> {
     Ok((users, parse_duration(d)?))
 }
 
+/// The longest duration any flag takes (a year; the run's own bounds are tighter): beyond it
+/// a `Duration` cannot even hold some values (`1e300s`).
+const MAX_FLAG_SECS: f64 = 366.0 * 86_400.0;
+
+fn duration_within(s: &str, secs: Option<f64>, example: &str) -> Result<Duration, String> {
+    match secs {
+        Some(x) if x > MAX_FLAG_SECS => Err(format!("`{s}` is longer than a year, the longest duration goodput takes")),
+        Some(x) => Duration::try_from_secs_f64(x).map_err(|_| format!("`{s}` is not a duration ({example})")),
+        None => Err(format!("`{s}` is not a duration ({example})")),
+    }
+}
+
 pub(crate) fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
-    parse_secs(s)
-        .filter(|x| *x >= 0.0 && x.is_finite())
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("`{s}` is not a duration (0s, 500ms)"))
+    duration_within(s, parse_secs(s).filter(|x| *x >= 0.0), "0s, 500ms")
 }
 
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    parse_secs(s)
-        .filter(|x| *x > 0.0)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("`{s}` is not a duration (120s, 500ms)"))
+    duration_within(s, parse_secs(s).filter(|x| *x > 0.0), "120s, 500ms")
 }
 
 #[cfg(test)]
@@ -284,5 +290,10 @@ mod tests {
         assert_eq!(parse_bytes("2GiB").unwrap(), 2 << 30);
         assert_eq!(parse_bytes("512MiB").unwrap(), 512 << 20);
         assert!(parse_bytes("lots").unwrap_err().contains("not a size"));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("1e300s").unwrap_err().contains("longer than a year"));
+        assert!(parse_duration("1e308m").unwrap_err().contains("not a duration"), "∞ after scaling");
+        assert!(parse_duration("0s").is_err() && parse_duration_or_zero("0s").unwrap().is_zero());
+        assert!(parse_duration_or_zero("-1s").is_err() && parse_duration("NaNs").is_err());
     }
 }

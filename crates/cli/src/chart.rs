@@ -99,8 +99,39 @@ fn log2_x(c: &Chart) -> Chart {
     out
 }
 
-/// The chart as SVG.
+/// The largest magnitude drawn: no measured quantity of a run comes near it (10^15 tok/s or
+/// ms), and beyond it plotters' axis arithmetic overflows (an axis to 1.4e308 × 1.3 is
+/// infinite, and its tick search never ends).
+const MAX_PLOTTED: f64 = 1e15;
+
+/// `c` without the points, marks and limits no axis can hold (not finite, or beyond
+/// [`MAX_PLOTTED`]), its title saying how many were left out.
+fn plottable(c: &Chart) -> Chart {
+    let ok = |v: f64| v.is_finite() && v.abs() <= MAX_PLOTTED;
+    let mut out = c.clone();
+    let mut dropped = 0;
+    for s in &mut out.series {
+        let n = s.points.len();
+        s.points.retain(|p| ok(p.0) && ok(p.1) && ok(p.0 + p.1));
+        dropped += n - s.points.len();
+    }
+    if c.kind == Kind::Timeline {
+        out.series.retain(|s| !s.points.is_empty());
+    }
+    let n = out.marks.len() + out.limits.len();
+    out.marks.retain(|m| ok(m.0));
+    out.limits.retain(|l| ok(l.0));
+    dropped += n - out.marks.len() - out.limits.len();
+    if dropped > 0 {
+        out.title = format!("{} ({dropped} values beyond the plottable range left out)", c.title);
+    }
+    out
+}
+
+/// The chart as SVG; values no axis can hold are left out (and counted in the title).
 pub fn svg(c: &Chart) -> Result<String> {
+    let log = if c.x_log2 { Some(log2_x(c)) } else { None };
+    let c = &plottable(log.as_ref().unwrap_or(c));
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (WIDTH as u32, 400)).into_drawing_area();
@@ -112,11 +143,7 @@ pub fn svg(c: &Chart) -> Result<String> {
                 let items = legend_items(c);
                 let (head, body) = root.split_vertically(legend_height(&items));
                 head_band(&head, &c.title, &items)?;
-                if c.x_log2 {
-                    lines(&body, &log2_x(c))?
-                } else {
-                    lines(&body, c)?
-                }
+                lines(&body, c)?
             }
         }
         root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -299,4 +326,39 @@ fn head_band(area: &Area, title: &str, items: &[Item]) -> Result<()> {
         area.draw(&Text::new(name.clone(), (x + 22, y), style)).map_err(e)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart(points: Vec<(f64, f64)>, limits: Vec<(f64, String)>) -> Chart {
+        Chart {
+            id: "t".into(),
+            title: "throughput".into(),
+            caption: String::new(),
+            x_label: "users".into(),
+            x_log2: true,
+            y_label: "tok/s".into(),
+            y2_label: None,
+            kind: Kind::Lines,
+            series: vec![Series { name: "out".into(), points, right: false }],
+            marks: vec![(f64::INFINITY, "knee".into())],
+            limits,
+        }
+    }
+
+    #[test]
+    fn values_beyond_any_axis_are_left_out_and_counted() {
+        // 1.5e308 × the headroom is infinite: before, the axis's tick search never ended.
+        let c = chart(vec![(1.0, 10.0), (2.0, 1.5e308), (4.0, f64::NAN), (0.0, 3.0)], vec![(f64::MAX, "SLO".into())]);
+        let p = plottable(&log2_x(&c));
+        // x = 0 has no log2; 1.5e308 and NaN are beyond; the mark at ∞ and the limit too.
+        assert_eq!(p.series[0].points, [(0.0, 10.0)]);
+        assert!(p.title.ends_with("(5 values beyond the plottable range left out)"), "{}", p.title);
+        let svg = svg(&c).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("5 values beyond"));
+        let fine = chart(vec![(1.0, 10.0), (2.0, 20.0)], Vec::new());
+        assert_eq!(plottable(&Chart { marks: Vec::new(), ..fine.clone() }).title, "throughput");
+    }
 }

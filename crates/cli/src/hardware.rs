@@ -4,6 +4,7 @@ use crate::table;
 use anyhow::Result;
 use clap::Args;
 use goodput_sizing::hardware::HardwareCatalog;
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -23,7 +24,7 @@ pub fn run(a: HardwareArgs) -> Result<()> {
     }
     if a.json {
         let gpus: Vec<_> = cat.gpus.values().collect();
-        println!("{}", serde_json::to_string_pretty(&gpus)?);
+        writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&gpus)?)?;
         return Ok(());
     }
     let mut t = table::new(&[
@@ -48,9 +49,10 @@ pub fn run(a: HardwareArgs) -> Result<()> {
             g.description.clone(),
         ]);
     }
-    println!(
+    writeln!(
+        std::io::stdout().lock(),
         "GPU catalog ({}; dense FLOP/s, link bandwidth per GPU one way; sources in hardware.toml)\n{t}",
         cat.origin
-    );
+    )?;
     Ok(())
 }

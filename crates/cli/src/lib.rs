@@ -78,6 +78,7 @@ enum Command {
 /// exit 3 when a level measured no completed request and 130 when interrupted. Errors are printed with their
 /// chain; a closed stdout (`goodput models | head`) ends quietly.
 pub fn main() -> i32 {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let error_code = if matches!(cli.command, Command::Compare(_)) { 2 } else { 1 };
     let result = match cli.command {
@@ -104,13 +105,29 @@ pub fn main() -> i32 {
             if broken_pipe {
                 return 0;
             }
-            eprintln!("error: {e}");
+            // No URL's user:password@ is printed, whichever message carries it.
+            eprintln!("error: {}", goodput_client::redact_url(&e.to_string()));
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                eprintln!("  caused by: {}", goodput_client::redact_url(&cause.to_string()));
             }
             error_code
         }
     }
+}
+
+/// `println!` panics when stdout is a closed pipe (`goodput run | head -1`); every such
+/// panic, on any thread, ends the process quietly with status 0, as ripgrep does on a broken
+/// pipe. Every other panic reaches the default hook as before.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload.downcast_ref::<String>().map(String::as_str).or(payload.downcast_ref::<&str>().copied());
+        if text.is_some_and(|t| t.starts_with("failed printing to stdout") && t.contains("Broken pipe")) {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use crate::table;
 use anyhow::Result;
 use clap::Args;
 use goodput_core::Catalog;
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -33,7 +34,7 @@ pub fn run(a: ModelsArgs) -> Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(());
     }
     let mut t = table::new(&[
@@ -66,7 +67,8 @@ pub fn run(a: ModelsArgs) -> Result<()> {
             m.hf_repo.clone().unwrap_or_else(|| "dummy only".into()),
         ]);
     }
-    println!("catalog: {}\n{t}", cat.origin);
-    println!("All models run with dummy weights by default (--weights dummy); see --weights for real ones.");
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "catalog: {}\n{t}", cat.origin)?;
+    writeln!(out, "All models run with dummy weights by default (--weights dummy); see --weights for real ones.")?;
     Ok(())
 }

@@ -113,8 +113,9 @@ fn parse_window(s: &str) -> Result<(f64, Option<f64>), String> {
 /// `--trace`, read and cut to its window: `None` without one.
 pub fn read_trace(a: &TraceArgs, max_len: usize, seed: u64) -> Result<Option<Arc<Trace>>> {
     let Some(path) = &a.trace else { return Ok(None) };
-    if a.trace_speedup.is_empty() || a.trace_speedup.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
-        bail!("--trace-speedup: every speedup must be a positive number, got {:?}", a.trace_speedup);
+    if a.trace_speedup.is_empty() || a.trace_speedup.iter().any(|x| !(x.is_finite() && (0.001..=10_000.0).contains(x)))
+    {
+        bail!("--trace-speedup: every speedup must be a number from 0.001 to 10000, got {:?}", a.trace_speedup);
     }
     let format = match a.trace_format.as_str() {
         "mooncake" => TraceFormat::Mooncake,
@@ -233,4 +234,20 @@ pub fn default_encoder_dir() -> PathBuf {
             .join("goodput")
     });
     cache.join("minilm")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every built-in runs on the built-in `tiny` (2048 positions), fitted to it where it has
+    /// to be, or names the model to use.
+    #[test]
+    fn every_builtin_fits_the_default_model_or_names_one_that_it_does() {
+        for name in ["short-qa", "long-gen", "multi-turn", "agent", "rag"] {
+            build_workload(name, None, false, 2048).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        }
+        let err = build_workload("long-context", None, false, 2048).err().expect("refused").to_string();
+        assert!(err.contains("--model qwen2.5-0.5b"), "{err}");
+    }
 }

@@ -1,6 +1,8 @@
 //! How the client reaches a server: TLS (rustls: the system's roots and webpki-roots, a CA
 //! file added to them, or no verification with `insecure`), headers sent with every request,
-//! and the API key as `Authorization: Bearer`.
+//! the API key as `Authorization: Bearer`, a URL's `user:password@` as `Authorization: Basic`
+//! (taken out of the URL, so the URL can be shown), and no redirects followed (curl's default:
+//! a hop to another server would carry the headers there and be timed as the server's).
 
 use crate::ClientError;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
@@ -32,6 +34,9 @@ impl std::fmt::Display for Secret {
     }
 }
 
+/// Credentials for `Authorization: Basic`: a user and maybe a password.
+pub type BasicAuth = (Secret, Option<Secret>);
+
 /// TLS and what every request carries beside its body.
 #[derive(Clone, Debug, Default)]
 pub struct Connection {
@@ -39,6 +44,9 @@ pub struct Connection {
     pub headers: Vec<(String, Secret)>,
     /// Sent as `Authorization: Bearer KEY`.
     pub api_key: Option<Secret>,
+    /// Sent as `Authorization: Basic` (user, password): a URL's `user:password@`, taken out of
+    /// it by [`split_credentials`].
+    pub basic_auth: Option<BasicAuth>,
     /// Accept any certificate and host name (self-signed test servers).
     pub insecure: bool,
     /// PEM certificates trusted beside the system's roots (a private CA).
@@ -51,25 +59,80 @@ pub fn is_sensitive(name: &str) -> bool {
     ["authorization", "cookie", "key", "token", "secret", "password", "session", "auth"].iter().any(|s| n.contains(s))
 }
 
-/// `scheme://user:password@host…` without the password.
-pub fn redact_url(s: &str) -> String {
-    let Some((scheme, rest)) = s.split_once("://") else { return s.to_string() };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{scheme}://{user}:<redacted>@{host}{}", &rest[authority_end..])
-        }
-        None => s.to_string(),
+/// `text` with the userinfo of every URL in it (`scheme://user:password@host…`) replaced by
+/// `<redacted>`: for a URL, a command-line argument or a message that holds URLs. Everything
+/// after `://` up to the last `@` before the first `?`, `#`, space or quote goes, so a
+/// password with an unescaped `/` or `@` goes too.
+pub fn redact_url(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail.find(|c: char| matches!(c, '?' | '#' | '"' | '\'') || c.is_whitespace()).unwrap_or(tail.len());
+        rest = match tail[..end].rfind('@') {
+            Some(at) => {
+                out.push_str("<redacted>");
+                &tail[at..]
+            }
+            None => tail,
+        };
     }
+    out.push_str(rest);
+    out
+}
+
+/// `url` without its `user:password@`, and those (percent-decoded) for `Authorization: Basic`.
+/// A URL without them, or one that does not parse, comes back as it is.
+pub fn split_credentials(url: &str) -> (String, Option<BasicAuth>) {
+    let Ok(mut parsed) = reqwest::Url::parse(url) else { return (url.to_string(), None) };
+    if parsed.username().is_empty() && parsed.password().is_none() {
+        return (url.to_string(), None);
+    }
+    let user = Secret::new(percent_decode(parsed.username()));
+    let password = parsed.password().map(|p| Secret::new(percent_decode(p)));
+    // A URL with an authority (`http`, `https`) can always lose its userinfo.
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    let mut clean = parsed.to_string();
+    // The parser adds `/` to a bare host; the caller's URL had none.
+    if !url.ends_with('/') && parsed.path() == "/" && parsed.query().is_none() {
+        clean.pop();
+    }
+    (clean, Some((user, password)))
+}
+
+/// `%XX` escapes decoded (invalid UTF-8 replaced): how a URL carries `@`, `:` or `/` in a
+/// password.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .filter(|h| b[i] == b'%' && h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hex {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl Connection {
     /// Parses a `--header` argument, `Name: value`.
     pub fn parse_header(s: &str) -> Result<(String, Secret), String> {
-        let (name, value) = s.split_once(':').ok_or_else(|| {
-            format!("header `{}`: expected `Name: value`", if is_sensitive(s) { "<redacted>" } else { s })
-        })?;
+        // Not echoed: what was meant as a value may be a credential.
+        let (name, value) = s.split_once(':').ok_or("a header without `:`: expected `Name: value`")?;
         let name = name.trim();
         HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| format!("header name `{name}` is not a valid HTTP name"))?;
@@ -90,6 +153,11 @@ impl Connection {
             v.set_sensitive(is_sensitive(name));
             map.append(n, v);
         }
+        if self.basic_auth.is_some() && (self.api_key.is_some() || map.contains_key(AUTHORIZATION)) {
+            return Err(bad(
+                "both a user:password@ in the URL and --api-key or an Authorization header given; keep one".into(),
+            ));
+        }
         if let Some(key) = &self.api_key {
             if map.contains_key(AUTHORIZATION) {
                 return Err(bad("both --api-key and an Authorization header given; keep one".into()));
@@ -102,9 +170,11 @@ impl Connection {
         Ok(map)
     }
 
-    /// The HTTP client: keep-alive pools without a cap, no Nagle delay, these headers and TLS.
+    /// The HTTP client: keep-alive pools without a cap, no Nagle delay, these headers and TLS,
+    /// and no redirects followed (the 3xx comes back; [`crate::redirect`] says why it stops).
     pub fn client(&self) -> Result<reqwest::Client, ClientError> {
         let mut b = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(usize::MAX)
             .tcp_nodelay(true)
             .default_headers(self.header_map()?)
@@ -154,5 +224,35 @@ mod tests {
         assert!(!format!("{c:?}").contains("sk-1"));
         c.headers.push(("authorization".into(), Secret::new("Bearer other")));
         assert!(c.header_map().unwrap_err().to_string().contains("both --api-key"));
+    }
+
+    #[test]
+    fn a_urls_user_and_password_are_redacted_wherever_it_is_written() {
+        assert_eq!(redact_url("https://u:pw@h:1/v1"), "https://<redacted>@h:1/v1");
+        assert_eq!(redact_url("--target=http://admin@h"), "--target=http://<redacted>@h");
+        assert_eq!(redact_url("http://h:1/v1?x=a@b"), "http://h:1/v1?x=a@b");
+        // An unescaped `/` or `@` in the password, and two URLs in one message.
+        let msg = redact_url("POST http://a:p/w@x@h/v1: see http://b:q@g (http://g/)");
+        assert_eq!(msg, "POST http://<redacted>@h/v1: see http://<redacted>@g (http://g/)");
+        assert_eq!(redact_url("no url here"), "no url here");
+    }
+
+    #[test]
+    fn credentials_leave_the_url_for_basic_auth() {
+        let (url, auth) = split_credentials("http://ad%40min:p%3Aw@127.0.0.1:8000");
+        assert_eq!(url, "http://127.0.0.1:8000");
+        let (user, pw) = auth.unwrap();
+        assert_eq!((user.expose(), pw.unwrap().expose()), ("ad@min", "p:w"));
+        let (url, auth) = split_credentials("https://tok@h/prefix/");
+        assert_eq!((url.as_str(), auth.unwrap().1), ("https://h/prefix/", None));
+        assert_eq!(split_credentials("http://h:1").0, "http://h:1");
+        assert!(split_credentials("http://h:1").1.is_none());
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        let c = Connection {
+            basic_auth: Some((Secret::new("u"), None)),
+            api_key: Some(Secret::new("k")),
+            ..Default::default()
+        };
+        assert!(c.header_map().unwrap_err().to_string().contains("user:password@"));
     }
 }

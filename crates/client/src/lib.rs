@@ -4,28 +4,42 @@
 //!
 //! Per request it stamps the intended and the actual send, the response headers, the first
 //! byte, every content chunk (not role-only or empty deltas, not SSE comments, not usage-only
-//! chunks) and the end marker. Token counts come from the server's `usage` when it sends one,
-//! cross-checked against the client's own tokenizer when one is given. Parsing is a plain
-//! state machine ([`StreamParser`]) fed with SSE events, so recorded streams can be replayed.
+//! chunks) and the end marker. Token counts come from the server's `usage` when it sends one
+//! and it agrees with the stream, the prompt and `max_tokens` (`trust`: a refused figure is
+//! recorded as an [`goodput_core::Anomaly`] and the client's own count stands in). Parsing is
+//! a plain state machine ([`StreamParser`]) fed with SSE events by goodput's own linear-time
+//! decoder ([`SseDecoder`]), so recorded streams can be replayed.
+//!
+//! What a server can make the client hold is bounded: an SSE event at [`MAX_EVENT_BYTES`], an
+//! error body at [`MAX_ERROR_BODY`], a `/metrics` page at [`MAX_SCRAPE_BYTES`] and
+//! [`MAX_SCRAPE_LINES`]; past a bound the request (or scrape) fails saying which.
 //!
 //! The connection ([`Connection`]): HTTPS through rustls (the system's roots and
 //! webpki-roots, plus a CA file, or no verification at all when asked), extra headers, and an
-//! API key sent as `Authorization: Bearer` that no `Debug` output shows.
+//! API key sent as `Authorization: Bearer` that no `Debug` output shows; a URL's
+//! `user:password@` is taken out of it (sent as `Authorization: Basic`), so every URL the client
+//! prints is free of it. Redirects are not followed. Every side request (`/v1/models`,
+//! `/metrics`) has one deadline, [`HttpConfig::timeout`], and fails naming its URL past it.
 
+mod body;
 mod connection;
 mod scrape;
+mod sse;
 mod stream;
+mod trust;
 
-pub use connection::{is_sensitive, redact_url, Connection, Secret};
-pub use scrape::{parse_metrics, ServerScrape};
+pub use body::{MAX_ERROR_BODY, MAX_SCRAPE_BYTES};
+pub use connection::{is_sensitive, redact_url, split_credentials, BasicAuth, Connection, Secret};
+pub use scrape::{parse_metrics, ServerScrape, MAX_SCRAPE_LINES};
+pub use sse::{SseDecoder, SseError, MAX_EVENT_BYTES};
 pub use stream::{Step, StreamParser};
+pub use trust::{tolerance, COUNT_TOLERANCE_SHARE, COUNT_TOLERANCE_TOKENS, TEMPLATE_TOKENS};
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use goodput_core::{ClientRecord, Clock, FailureKind, Outcome, Stamp, Target, TokenId, WorkRequest};
 use serde_json::{json, Value};
+use std::future::Future;
 use std::sync::Arc;
-use stream::clip;
+use std::time::Duration;
 
 /// Text ↔ token ids, for chat prompts, counting received tokens and multi-turn history.
 pub trait TextCodec: Send + Sync + 'static {
@@ -71,6 +85,11 @@ pub struct HttpConfig {
     pub extra_body: serde_json::Map<String, Value>,
     /// TLS, headers and the API key.
     pub connection: Connection,
+    /// The deadline of a side request (`/v1/models`, a `/metrics` scrape), from sending until
+    /// its whole body arrived: past it the request fails naming its URL and this. Measured
+    /// requests are cut at the load generator's `--timeout` (recorded as timed out); give the
+    /// same value here.
+    pub timeout: Duration,
 }
 
 impl HttpConfig {
@@ -89,6 +108,7 @@ impl HttpConfig {
             server_stamps: true,
             extra_body: Default::default(),
             connection: Connection::default(),
+            timeout: Duration::from_secs(120),
         }
     }
 }
@@ -98,6 +118,8 @@ pub struct HttpTarget {
     cfg: HttpConfig,
     client: reqwest::Client,
     clock: Clock,
+    /// Why scrapes of `/metrics` are off for the rest of the run (the page passed a bound).
+    scrapes_off: std::sync::OnceLock<String>,
 }
 
 /// Why the HTTP target could not be built, or a side request (models, /metrics) failed.
@@ -115,35 +137,73 @@ pub enum ClientError {
     Get { url: String, source: reqwest::Error },
     #[error("GET {url}: HTTP {status}")]
     Status { url: String, status: reqwest::StatusCode },
+    #[error("GET {url}: {why}")]
+    Redirect { url: String, why: String },
+    /// The answer passed a size bound ([`MAX_SCRAPE_BYTES`], [`MAX_SCRAPE_LINES`]).
+    #[error("GET {url}: {why}")]
+    Oversize { url: String, why: String },
+    #[error("GET {url}: no complete answer within {timeout:?} (--timeout)")]
+    Timeout { url: String, timeout: Duration },
     #[error("parsing /metrics: {0}")]
     Metrics(String),
 }
 
 impl HttpTarget {
     /// A target stamping with `clock` (share the server's clock when it runs in-process).
-    pub fn new(cfg: HttpConfig, clock: Clock) -> Result<Self, ClientError> {
+    /// A `user:password@` in the URL moves to [`Connection::basic_auth`].
+    pub fn new(mut cfg: HttpConfig, clock: Clock) -> Result<Self, ClientError> {
         if matches!(cfg.api, Api::Chat | Api::CompletionsText) && cfg.codec.is_none() {
             return Err(ClientError::NoCodec);
         }
         check_extra_body(&cfg.extra_body)?;
+        let (base_url, credentials) = split_credentials(&cfg.base_url);
+        if let Some(c) = credentials {
+            if cfg.connection.basic_auth.is_some() {
+                return Err(ClientError::Connection("credentials in the URL and in the connection; keep one".into()));
+            }
+            cfg.connection.basic_auth = Some(c);
+        }
+        cfg.base_url = base_url.trim_end_matches('/').to_string();
         let client = cfg.connection.client()?;
-        Ok(HttpTarget {
-            cfg: HttpConfig { base_url: cfg.base_url.trim_end_matches('/').to_string(), ..cfg },
-            client,
-            clock,
-        })
+        Ok(HttpTarget { cfg, client, clock, scrapes_off: Default::default() })
     }
 
     pub fn config(&self) -> &HttpConfig {
         &self.cfg
     }
 
-    /// The models the server lists (`GET /v1/models`).
+    /// The models the server lists (`GET /v1/models`), within [`HttpConfig::timeout`].
     pub async fn models(&self) -> Result<Vec<String>, ClientError> {
         let url = format!("{}/v1/models", self.cfg.base_url);
-        let resp = self.get(&url).await?;
-        let v: Value = resp.json().await.map_err(|source| ClientError::Get { url, source })?;
-        Ok(v["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str().map(String::from)).collect())
+        self.within(&url, async {
+            let mut resp = self.get(&url).await?;
+            let text = body::read_side(&mut resp, &url).await?;
+            let v: Value = serde_json::from_str(&text)
+                .map_err(|e| ClientError::Connection(format!("GET {url}: the model list is not JSON: {e}")))?;
+            Ok(v["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str().map(String::from)).collect())
+        })
+        .await
+    }
+
+    /// `side`, a side request to `url`, failed once [`HttpConfig::timeout`] has passed.
+    pub(crate) async fn within<T>(
+        &self,
+        url: &str,
+        side: impl Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        let timeout = self.cfg.timeout;
+        tokio::time::timeout(timeout, side)
+            .await
+            .unwrap_or_else(|_| Err(ClientError::Timeout { url: url.to_string(), timeout }))
+    }
+
+    /// A request to `url` with the URL's credentials, if it had any.
+    pub(crate) fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
+        let b = self.client.request(method, url);
+        match &self.cfg.connection.basic_auth {
+            Some((user, password)) => b.basic_auth(user.expose(), password.as_ref().map(Secret::expose)),
+            None => b,
+        }
     }
 
     fn body(&self, req: &WorkRequest) -> Result<(String, Value), String> {
@@ -237,6 +297,25 @@ pub fn causes(e: &dyn std::error::Error) -> String {
     out
 }
 
+/// Why a redirect is not followed, naming where it pointed; `None` for an answer that is not
+/// one. Following it would send the request's headers (keys included) to wherever the server
+/// points, and time the extra hop as the server's.
+pub(crate) fn redirect(resp: &reqwest::Response) -> Option<String> {
+    let status = resp.status();
+    if !status.is_redirection() {
+        return None;
+    }
+    let to = match resp.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()) {
+        Some(l) => redact_url(resp.url().join(l).map_or(l.to_string(), |u| u.to_string()).as_str()),
+        None => "nowhere (no Location)".into(),
+    };
+    Some(format!(
+        "server answered {} redirect to {to}; goodput does not follow redirects (the request's headers would go \
+         there and the hop would be timed as the server's): give the final URL as --target",
+        status.as_u16()
+    ))
+}
+
 /// Fields of the body only goodput writes: the stream it measures, the prompt it drew, the
 /// model it was told.
 const OWN_FIELDS: [&str; 5] = ["stream", "prompt", "messages", "model", "stream_options"];
@@ -293,13 +372,8 @@ impl Target for HttpTarget {
         if !self.cfg.server_stamps {
             p.http.server = None;
         }
-        if let Some(t) = &p.http.server {
-            rec.engine = Some(t.to_record(id));
-        }
-        let counted: usize = p.chunks.iter().map(|c| c.tokens as usize).sum();
-        // The server's count of the prompt it processed (its template and BOS included).
-        rec.input_tokens = p.http.usage_prompt_tokens.unwrap_or(rec.input_tokens);
-        rec.output_tokens = p.http.usage_completion_tokens.unwrap_or(counted);
+        p.http.same_clock = self.cfg.same_clock;
+        let exact = p.token_ids.as_ref().map(Vec::len).or((p.native_tokens > 0).then_some(p.native_tokens));
         if let Some(ids) = p.token_ids.take() {
             p.http.client_counted_tokens = Some(ids.len());
             rec.output_ids = ids;
@@ -309,8 +383,20 @@ impl Target for HttpTarget {
                 rec.output_ids = ids;
             }
         }
+        // The server's counts where they stand (its prompt count includes its template and
+        // BOS), else the prompt's length and the stream's count.
+        let sent = trust::Sent {
+            at: rec.sent,
+            prompt_tokens: input,
+            text_prompt: self.cfg.api != Api::Completions,
+            max_tokens: body.get("max_tokens").and_then(Value::as_u64).map(|m| m as usize),
+        };
+        let got = trust::Received { chunks: &p.chunks, exact, counted: p.http.client_counted_tokens };
+        (rec.input_tokens, rec.output_tokens) = trust::settle(&mut p.http, &sent, &got);
+        if let Some(t) = &p.http.server {
+            rec.engine = Some(t.to_record(id));
+        }
         rec.chunks = p.chunks;
-        p.http.same_clock = self.cfg.same_clock;
         rec.http = Some(p.http);
         rec
     }
@@ -318,7 +404,7 @@ impl Target for HttpTarget {
 
 impl HttpTarget {
     async fn follow(&self, id: u64, url: &str, body: &Value, p: &mut StreamParser) -> Outcome {
-        let post = self.client.post(url).header("x-request-id", request_id(id)).json(body);
+        let post = self.request(reqwest::Method::POST, url).header("x-request-id", request_id(id)).json(body);
         let resp = match post.send().await {
             Ok(r) => r,
             Err(e) => return Outcome::error(FailureKind::Connect, format!("POST {url}: {}", causes(&e))),
@@ -326,61 +412,13 @@ impl HttpTarget {
         p.http.headers = Some(self.clock.now());
         let status = resp.status();
         p.http.status = status.as_u16();
+        if let Some(why) = redirect(&resp) {
+            return Outcome::refused(FailureKind::Http(status.as_u16()), why);
+        }
         if !status.is_success() {
-            let text = resp.text().await.unwrap_or_default();
-            let msg = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| {
-                    v.pointer("/error/message").or_else(|| v.get("message")).and_then(Value::as_str).map(String::from)
-                })
-                .unwrap_or_else(|| clip(&text).to_string());
-            let why = format!("HTTP {}: {msg}", status.as_u16());
-            // Overload and server errors may pass; other client errors will not.
-            let kind = FailureKind::Http(status.as_u16());
-            return if status.as_u16() == 429 || status.is_server_error() {
-                Outcome::error(kind, why)
-            } else {
-                Outcome::refused(kind, why)
-            };
+            return body::error_outcome(resp).await;
         }
-        let clock = self.clock;
-        let mut first_byte = None;
-        let bytes = resp.bytes_stream().inspect(|_| {
-            first_byte.get_or_insert_with(|| clock.now());
-        });
-        let mut events = bytes.eventsource();
-        loop {
-            match events.next().await {
-                Some(Ok(ev)) => {
-                    let at = clock.now();
-                    match p.event(&ev.data, at) {
-                        Step::More => {}
-                        Step::Done => break,
-                        Step::Failed(kind, e) => {
-                            p.http.first_byte = first_byte;
-                            return Outcome::error(kind, e);
-                        }
-                    }
-                }
-                Some(Err(e)) => {
-                    p.http.first_byte = first_byte;
-                    return Outcome::error(
-                        FailureKind::StreamBroken,
-                        format!("the stream broke after {} content chunks: {e}", p.chunks.len()),
-                    );
-                }
-                None => {
-                    p.http.first_byte = first_byte;
-                    return Outcome::error(
-                        FailureKind::NoEndMarker,
-                        format!("the stream ended without its end marker after {} content chunks", p.chunks.len()),
-                    );
-                }
-            }
-        }
-        drop(events);
-        p.http.first_byte = first_byte;
-        Outcome::Ok
+        stream::read_stream(resp, url, self.clock, p).await
     }
 }
 

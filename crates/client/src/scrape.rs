@@ -1,5 +1,7 @@
 //! A server's `/metrics`: Prometheus text parsed with `prometheus-parse`, its series named
-//! without the server's prefix.
+//! without the server's prefix. A page over [`crate::MAX_SCRAPE_BYTES`] or
+//! [`MAX_SCRAPE_LINES`] is refused, and scrapes of that server stop for the run (the run goes
+//! on without its server-side numbers, saying why).
 
 use crate::{ClientError, HttpTarget};
 use goodput_core::Stamp;
@@ -9,6 +11,20 @@ pub use goodput_core::ServerScrape;
 /// What a `:` in a metric name becomes for `prometheus-parse`, whose name pattern is `\w+`
 /// (colons are legal in Prometheus names, and vLLM's all have one).
 const COLON: &str = "__colon__";
+
+/// The most non-empty lines a `/metrics` page may hold (its series, and their HELP and TYPE
+/// lines): one vLLM engine exposes about 1,500, so this is room for dozens of engines or
+/// adapters. Each parsed line costs the client a few hundred bytes; a page of 1,000,000 series
+/// took 464 MB.
+pub const MAX_SCRAPE_LINES: usize = 100_000;
+
+/// Why `text` is refused for its number of lines, if it is.
+fn over_lines(text: &str) -> Option<String> {
+    let n = text.lines().filter(|l| !l.trim().is_empty()).take(MAX_SCRAPE_LINES + 1).count();
+    (n > MAX_SCRAPE_LINES).then(|| {
+        format!("/metrics holds more than {MAX_SCRAPE_LINES} lines (series, HELP and TYPE), goodput's bound for it")
+    })
+}
 
 /// The name without a server's prefix: after the last `:`, or without `goodput_`.
 fn bare(name: &str) -> &str {
@@ -37,8 +53,12 @@ fn map_colons(line: &str) -> String {
     format!("{}{rest}", head.replace(':', COLON))
 }
 
-/// Parses Prometheus text exposition (or OpenMetrics) with `prometheus-parse`.
+/// Parses Prometheus text exposition (or OpenMetrics) with `prometheus-parse`; refuses text
+/// of more than [`MAX_SCRAPE_LINES`] lines.
 pub fn parse_metrics(text: &str, at: Stamp) -> Result<ServerScrape, String> {
+    if let Some(why) = over_lines(text) {
+        return Err(why);
+    }
     let lines = text.lines().filter(|l| l.trim() != "# EOF").map(|l| Ok(map_colons(l)));
     let scrape = prometheus_parse::Scrape::parse(lines).map_err(|e| format!("parsing /metrics: {e}"))?;
     let mut out = ServerScrape { at, ..Default::default() };
@@ -79,17 +99,39 @@ pub fn parse_metrics(text: &str, at: Stamp) -> Result<ServerScrape, String> {
 }
 
 impl HttpTarget {
-    /// Scrapes the server's `/metrics`.
+    /// Scrapes the server's `/metrics`, within [`crate::HttpConfig::timeout`]. A page over a
+    /// size bound fails with [`ClientError::Oversize`], and so does every later scrape, without
+    /// a request.
     pub async fn scrape(&self) -> Result<ServerScrape, ClientError> {
         let url = format!("{}/metrics", self.cfg.base_url);
-        let resp = self.get(&url).await?;
-        let text = resp.text().await.map_err(|source| ClientError::Get { url, source })?;
-        parse_metrics(&text, self.clock.now()).map_err(ClientError::Metrics)
+        if let Some(why) = self.scrapes_off.get() {
+            return Err(ClientError::Oversize { url, why: why.clone() });
+        }
+        let scrape = self.within(&url, async {
+            let mut resp = self.get(&url).await?;
+            let text = crate::body::read_side(&mut resp, &url).await?;
+            if let Some(why) = over_lines(&text) {
+                return Err(ClientError::Oversize { url: url.clone(), why });
+            }
+            parse_metrics(&text, self.clock.now()).map_err(ClientError::Metrics)
+        });
+        scrape.await.map_err(|e| match e {
+            ClientError::Oversize { url, why } => {
+                let why = format!("{why}: not scraped again this run");
+                let _ = self.scrapes_off.set(why.clone());
+                ClientError::Oversize { url, why }
+            }
+            e => e,
+        })
     }
 
     /// `GET url`, a success status or the error naming it.
     pub(crate) async fn get(&self, url: &str) -> Result<reqwest::Response, ClientError> {
-        let resp = self.client.get(url).send().await.map_err(|source| ClientError::Get { url: url.into(), source })?;
+        let resp = self.request(reqwest::Method::GET, url).send().await;
+        let resp = resp.map_err(|source| ClientError::Get { url: url.into(), source })?;
+        if let Some(why) = crate::redirect(&resp) {
+            return Err(ClientError::Redirect { url: url.into(), why });
+        }
         if !resp.status().is_success() {
             return Err(ClientError::Status { url: url.into(), status: resp.status() });
         }

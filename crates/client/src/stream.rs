@@ -1,8 +1,12 @@
 //! The state of one streamed response: a plain state machine fed with SSE events (so recorded
-//! streams replay), for OpenAI-style chunks and TGI's native `generate_stream` alike.
+//! streams replay), for OpenAI-style chunks and TGI's native `generate_stream` alike, and the
+//! loop that feeds it a response's events ([`read_stream`]), each at most
+//! [`MAX_EVENT_BYTES`].
 
-use goodput_core::{Chunk, FailureKind, HttpStamps, ServerTimings, Stamp, TokenId};
+use crate::sse::{SseDecoder, MAX_EVENT_BYTES};
+use goodput_core::{Chunk, Clock, FailureKind, HttpStamps, Outcome, ServerTimings, Stamp, TokenId};
 use serde_json::Value;
+use std::ops::ControlFlow;
 
 /// What a stream event meant.
 #[derive(Debug, PartialEq)]
@@ -103,6 +107,43 @@ impl StreamParser {
     fn content(&mut self, text: &str, at: Stamp) {
         self.text.push_str(text);
         self.chunks.push(Chunk { at, tokens: 1 });
+    }
+}
+
+/// Reads the events of `resp` (a 2xx answer to `url`) into `p` until the end marker; every
+/// event is stamped when its chunk was decoded, the first byte when the first chunk came.
+pub(crate) async fn read_stream(mut resp: reqwest::Response, url: &str, clock: Clock, p: &mut StreamParser) -> Outcome {
+    let mut sse = SseDecoder::new(MAX_EVENT_BYTES);
+    loop {
+        let chunk = match resp.chunk().await {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                let n = p.chunks.len();
+                let why = format!("the stream ended without its end marker after {n} content chunks");
+                return Outcome::error(FailureKind::NoEndMarker, why);
+            }
+            Err(e) => {
+                let why = format!("the stream broke after {} content chunks: {}", p.chunks.len(), crate::causes(&e));
+                return Outcome::error(FailureKind::StreamBroken, why);
+            }
+        };
+        p.http.first_byte.get_or_insert_with(|| clock.now());
+        let mut end = None;
+        let fed = sse.feed(&chunk, |data| match p.event(data, clock.now()) {
+            Step::More => ControlFlow::Continue(()),
+            step => {
+                end = Some(step);
+                ControlFlow::Break(())
+            }
+        });
+        match (end, fed) {
+            (Some(Step::Done), _) => return Outcome::Ok,
+            (Some(Step::Failed(kind, why)), _) => return Outcome::error(kind, why),
+            (_, Err(e)) => {
+                return Outcome::error(FailureKind::BadEvent, format!("{e} from {}", crate::redact_url(url)))
+            }
+            _ => {}
+        }
     }
 }
 

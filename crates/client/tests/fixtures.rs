@@ -2,27 +2,32 @@
 //! and native generate_stream, an error event, a cut stream) through the SSE parser and the
 //! client's stream state machine, fed in odd-sized byte chunks as a network delivers them.
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
-use goodput_client::{Step, StreamParser};
+use goodput_client::{SseDecoder, Step, StreamParser, MAX_EVENT_BYTES};
 use goodput_core::Stamp;
+use std::ops::ControlFlow;
 
 /// Feeds `name` in chunks of 7 bytes; returns the parser, how it ended and the events seen.
 async fn replay(name: &str) -> (StreamParser, Option<Step>) {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
     let raw = std::fs::read(&path).unwrap();
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = raw.chunks(7).map(|c| Ok(c.to_vec())).collect();
-    let mut events = futures_util::stream::iter(chunks).eventsource();
-    let mut p = StreamParser::default();
-    let mut t = 0;
-    while let Some(ev) = events.next().await {
-        t += 1;
-        match p.event(&ev.unwrap().data, Stamp(t)) {
-            Step::More => {}
-            end => return (p, Some(end)),
+    let mut sse = SseDecoder::new(MAX_EVENT_BYTES);
+    let (mut p, mut t, mut end) = (StreamParser::default(), 0, None);
+    for chunk in raw.chunks(7) {
+        let flow = sse.feed(chunk, |data| {
+            t += 1;
+            match p.event(data, Stamp(t)) {
+                Step::More => ControlFlow::Continue(()),
+                step => {
+                    end = Some(step);
+                    ControlFlow::Break(())
+                }
+            }
+        });
+        if flow.unwrap().is_break() {
+            break;
         }
     }
-    (p, None)
+    (p, end)
 }
 
 #[tokio::test]

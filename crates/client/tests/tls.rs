@@ -135,6 +135,7 @@ async fn a_trusted_ca_carries_the_key_and_headers_on_every_request() {
         api_key: Some(Secret::new("sk-live-1")),
         insecure: false,
         ca_cert: Some(path),
+        ..Default::default()
     };
     let t = target(format!("https://127.0.0.1:{port}"), connection).unwrap();
     assert_eq!(t.models().await.unwrap(), ["m"]);

@@ -34,6 +34,52 @@ pub struct HttpStamps {
     pub client_counted_tokens: Option<usize>,
     /// The engine timings returned by goodput's server (`goodput` object), when present.
     pub server: Option<ServerTimings>,
+    /// The server's figures the client refused for this request (they contradict what it sent
+    /// or received): each refused field above is `None`, and the record's counts are the
+    /// client's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub anomalies: Vec<Anomaly>,
+}
+
+/// A figure a server reported that the client did not use, and why. The refused value lives
+/// only in `message`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anomaly {
+    pub kind: AnomalyKind,
+    /// What the server said and what it contradicts, e.g. `usage.completion_tokens
+    /// 1000000000000000 above max_tokens 100 (12 tokens streamed)`.
+    pub message: String,
+}
+
+/// What a server reported wrongly about one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnomalyKind {
+    /// `usage.completion_tokens` contradicts the stream or `max_tokens`: the client's count of
+    /// streamed tokens is the request's output length.
+    CompletionTokens,
+    /// `usage.prompt_tokens` contradicts the prompt sent: the prompt's length is used.
+    PromptTokens,
+    /// More prompt tokens cached than the prompt holds: no cache figure for the request.
+    CachedTokens,
+    /// The per-request engine stamps (`goodput` object) go back in time or contradict the
+    /// request's counts: dropped, no engine record for the request.
+    ServerTimings,
+    /// More output tokens streamed than `max_tokens` allows: the server ignored it (the
+    /// counterpart of a short output; the lengths are not the scenario's).
+    OverMaxTokens,
+}
+
+impl std::fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AnomalyKind::CompletionTokens => "usage.completion_tokens refused",
+            AnomalyKind::PromptTokens => "usage.prompt_tokens refused",
+            AnomalyKind::CachedTokens => "cached tokens refused",
+            AnomalyKind::ServerTimings => "server stamps refused",
+            AnomalyKind::OverMaxTokens => "outputs over max_tokens",
+        })
+    }
 }
 
 /// One request's engine stamps as goodput's server returns them: the `goodput` object of the

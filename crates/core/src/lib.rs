@@ -13,6 +13,6 @@ pub mod target;
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsError, WeightsSource};
 pub use client::{Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};
-pub use http::{HttpStamps, ServerScrape, ServerTimings};
+pub use http::{Anomaly, AnomalyKind, HttpStamps, ServerScrape, ServerTimings};
 pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};
 pub use target::{Target, WorkRequest};

@@ -3,6 +3,10 @@
 //! its cache (the same prompts, the same seed) is measured mostly from the cache; this says
 //! so, and [`PrefixHits::contaminated`] says when a workload meant to have unique prompts has
 //! too many hits to be read as a cold measurement.
+//!
+//! A hit rate is a share: a request that says more of its prompt was cached than the prompt
+//! held is refused (left out and counted in [`PrefixHits::refused`]), and counts that still
+//! make no share in [0, 1] give no rate at all; nothing is clamped into range.
 
 use crate::server::PrefixCache;
 use goodput_core::ClientRecord;
@@ -36,6 +40,9 @@ pub struct PrefixHits {
     pub requests_with_hits: Option<usize>,
     /// Requests counted (`None` from /metrics counters).
     pub requests: Option<usize>,
+    /// Requests left out because they said more prompt tokens were cached than they had.
+    #[serde(default)]
+    pub refused: usize,
 }
 
 /// A workload of unique prompts may still share a chat template's opening or a system
@@ -43,14 +50,17 @@ pub struct PrefixHits {
 pub const CONTAMINATION_SHARE: f64 = 0.10;
 
 impl PrefixHits {
-    /// Σ cached ÷ Σ prompt tokens; `None` without prompt tokens.
+    /// `prefix_hit_rate` = Σ cached ÷ Σ prompt tokens, in [0, 1]; `None` without prompt
+    /// tokens, or when the counts make no share (more cached than prompt tokens, negative or
+    /// not finite: the server's counters are wrong, and the rate is refused, not clamped).
     pub fn hit_rate(&self) -> Option<f64> {
-        (self.prompt_tokens > 0.0).then(|| self.cached_tokens / self.prompt_tokens)
+        let (c, p) = (self.cached_tokens, self.prompt_tokens);
+        (p.is_finite() && p > 0.0 && c >= 0.0 && c <= p).then(|| c / p)
     }
 
     /// Over the measured requests that say how many of their prompt tokens were cached: the
     /// engine's counts where every such request has them, else the server's `usage` details.
-    /// `None` when no request says.
+    /// A request with more cached than prompt tokens is refused. `None` when no request says.
     pub fn of_records(records: &[&ClientRecord]) -> Option<Self> {
         let engine: Vec<(usize, usize)> =
             records.iter().filter_map(|r| r.engine.as_ref().map(|e| (e.cached_tokens, e.prompt_tokens))).collect();
@@ -66,12 +76,15 @@ impl PrefixHits {
             (true, false) => (HitSource::Usage, usage),
             (true, true) => return None,
         };
+        let all = counts.len();
+        let counts: Vec<(usize, usize)> = counts.into_iter().filter(|(cached, prompt)| cached <= prompt).collect();
         Some(PrefixHits {
             source,
             cached_tokens: counts.iter().map(|c| c.0 as f64).sum(),
             prompt_tokens: counts.iter().map(|c| c.1 as f64).sum(),
             requests_with_hits: Some(counts.iter().filter(|c| c.0 > 0).count()),
             requests: Some(counts.len()),
+            refused: all - counts.len(),
         })
     }
 
@@ -83,6 +96,7 @@ impl PrefixHits {
             prompt_tokens: p.queried_tokens,
             requests_with_hits: None,
             requests: None,
+            refused: 0,
         }
     }
 
@@ -146,5 +160,34 @@ mod tests {
         let h = PrefixHits::of_level(&none.iter().collect::<Vec<_>>(), Some(&p)).unwrap();
         assert_eq!((h.source, h.hit_rate(), h.requests), (HitSource::Metrics, Some(0.5), None));
         assert_eq!(PrefixHits::of_level(&none.iter().collect::<Vec<_>>(), None), None);
+    }
+
+    #[test]
+    fn counts_that_make_no_share_are_refused_not_clamped() {
+        // 10⁹ cached of a 164-token prompt (a "609756098 %" hit rate): that request is left out;
+        // the other two, 32 and 0 cached of 128 each, give 32 / 256 = 12.5 %.
+        let rs = [
+            rec(164, None, Some((1_000_000_000, 164))),
+            rec(128, None, Some((32, 128))),
+            rec(128, None, Some((0, 128))),
+        ];
+        let h = PrefixHits::of_records(&rs.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!((h.cached_tokens, h.prompt_tokens, h.refused, h.requests), (32.0, 256.0, 1, Some(2)));
+        assert_eq!(h.hit_rate(), Some(0.125));
+        // Only such requests: nothing counted, no rate.
+        let h = PrefixHits::of_records(&[&rs[0]]).unwrap();
+        assert_eq!((h.refused, h.hit_rate()), (1, None));
+        // The engine's counts likewise.
+        let h = PrefixHits::of_records(&[&rec(10, Some((11, 10)), None)]).unwrap();
+        assert_eq!((h.source, h.refused, h.hit_rate()), (HitSource::Engine, 1, None));
+        // Server counters with more hits than lookups, or not finite: no rate.
+        for (hit, queried) in [(2000.0, 1000.0), (f64::NAN, 1000.0), (-1.0, 1000.0), (1.0, f64::INFINITY)] {
+            let p = PrefixCache { queried_tokens: queried, hit_tokens: hit };
+            assert_eq!(PrefixHits::of_server(&p).hit_rate(), None, "{hit} of {queried}");
+            assert!(!PrefixHits::of_server(&p).contaminated());
+        }
+        // The edges of the range hold.
+        let full = PrefixHits::of_server(&PrefixCache { queried_tokens: 8.0, hit_tokens: 8.0 });
+        assert_eq!(full.hit_rate(), Some(1.0));
     }
 }

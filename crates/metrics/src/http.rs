@@ -21,12 +21,34 @@
 //!
 //! `beyond_engine` = ttft − (handoff + queue + prefill + hold): everything the HTTP layer adds
 //! to what the engine did (the handoff is the engine's: a request that arrives mid-step waits
-//! for the step to end, in-process as much as over HTTP). E2E adds `decode` (last token − first token, engine) and `stream_tail` (client end −
-//! last token).
+//! for the step to end, in-process as much as over HTTP). E2E adds `decode` (last token − first
+//! token, engine) and `stream_tail` (client end − last token).
+//!
+//! Stamps out of their order (a server's bug, or a hostile one) would make negative parts: a
+//! request whose engine stamps are not in order has no decomposition ([`stamps_in_order`]),
+//! and is counted in [`Breakdown::refused_stamps`]. The figures the client refused when the
+//! request came in are counted by [`anomalies`].
 
 use crate::stats::Summary;
-use goodput_core::ClientRecord;
+use goodput_core::{AnomalyKind, ClientRecord, ServerTimings};
 use serde::{Deserialize, Serialize};
+
+/// Whether a request's engine stamps are in the order the engine makes them: received ≤
+/// arrival ≤ queued ≤ first scheduled ≤ first token ≤ first text ≤ last token ≤ finished
+/// (absent stamps skipped). Only then are its parts durations.
+pub fn stamps_in_order(t: &ServerTimings) -> bool {
+    let order = [
+        Some(t.received),
+        Some(t.arrival),
+        Some(t.queued),
+        t.first_scheduled,
+        t.first_token,
+        t.first_text,
+        t.last_token,
+        Some(t.finished),
+    ];
+    order.iter().flatten().zip(order.iter().flatten().skip(1)).all(|(a, b)| a <= b)
+}
 
 /// One request's TTFT and E2E parts, in seconds.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,7 +71,7 @@ pub struct Parts {
 /// The parts of `r`, when it came over HTTP from goodput's server and produced a token.
 pub fn parts(r: &ClientRecord) -> Option<Parts> {
     let h = r.http.as_ref()?;
-    let t = h.server.as_ref()?;
+    let t = h.server.as_ref().filter(|t| stamps_in_order(t))?;
     let first = r.first_token()?;
     let (fs, ft, lt) = (t.first_scheduled?, t.first_token?, t.last_token?);
     let ttft = first.secs_since(r.intended);
@@ -101,6 +123,9 @@ pub struct Breakdown {
     /// those where the two disagree.
     pub usage_checked: usize,
     pub usage_mismatches: usize,
+    /// Requests whose engine stamps were out of order ([`stamps_in_order`]): no decomposition.
+    #[serde(default)]
+    pub refused_stamps: usize,
 }
 
 /// The breakdown of `records` (`None` when none came over HTTP).
@@ -139,7 +164,43 @@ pub fn breakdown(records: &[&ClientRecord]) -> Option<Breakdown> {
         stream_tail: s(|x| x.stream_tail),
         usage_checked: checked.len(),
         usage_mismatches: checked.iter().filter(|(u, c)| u != c).count(),
+        refused_stamps: http
+            .iter()
+            .filter_map(|r| r.http.as_ref()?.server.as_ref())
+            .filter(|t| !stamps_in_order(t))
+            .count(),
     })
+}
+
+/// How many requests had one kind of server figure refused, with the first one's message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnomalyCount {
+    pub kind: AnomalyKind,
+    pub count: usize,
+    pub example: String,
+}
+
+/// `server_anomalies`: the requests whose server-reported figures the client refused when
+/// they came in (`HttpStamps::anomalies`: counts beyond the stream, the prompt or
+/// `max_tokens`, cached tokens above the prompt, stamps out of order), counted by kind (a
+/// request once per kind), most frequent first, ties by kind.
+pub fn anomalies(records: &[&ClientRecord]) -> Vec<AnomalyCount> {
+    let mut by_kind: std::collections::BTreeMap<AnomalyKind, AnomalyCount> = Default::default();
+    for r in records {
+        let Some(h) = r.http.as_ref() else { continue };
+        let mut seen: Vec<AnomalyKind> = Vec::new();
+        for a in &h.anomalies {
+            if seen.contains(&a.kind) {
+                continue;
+            }
+            seen.push(a.kind);
+            let new = || AnomalyCount { kind: a.kind, count: 0, example: a.message.clone() };
+            by_kind.entry(a.kind).or_insert_with(new).count += 1;
+        }
+    }
+    let mut v: Vec<AnomalyCount> = by_kind.into_values().collect();
+    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.kind.cmp(&b.kind)));
+    v
 }
 
 #[cfg(test)]
@@ -209,5 +270,57 @@ mod tests {
         // Not over HTTP: no breakdown.
         let plain = ClientRecord::unanswered(2, us(0), 10, us(10), Outcome::Ok);
         assert!(breakdown(&[&plain]).is_none());
+    }
+
+    #[test]
+    fn stamps_out_of_order_give_no_parts_and_are_counted() {
+        // first_scheduled (25 µs) before queued (30 µs) would be a queue time of −5 µs.
+        let server = ServerTimings {
+            received: us(10),
+            arrival: us(20),
+            queued: us(30),
+            first_scheduled: Some(us(25)),
+            first_token: Some(us(50)),
+            first_text: None,
+            last_token: Some(us(90)),
+            finished: us(95),
+            prompt_tokens: 10,
+            cached_tokens: 0,
+            generated_tokens: 2,
+            preemptions: 0,
+            finish_reason: FinishReason::Length,
+        };
+        assert!(!stamps_in_order(&server));
+        let mut r = ClientRecord::unanswered(1, us(0), 10, us(100), Outcome::Ok);
+        r.chunks = vec![Chunk { at: us(60), tokens: 1 }, Chunk { at: us(99), tokens: 1 }];
+        r.http = Some(HttpStamps { server: Some(server.clone()), ..Default::default() });
+        assert_eq!(parts(&r), None);
+        let b = breakdown(&[&r]).unwrap();
+        assert_eq!((b.n, b.refused_stamps, b.queue.is_none()), (0, 1, true));
+        // In order (first scheduled at 40 µs): parts again, queue 10 µs.
+        r.http.as_mut().unwrap().server = Some(ServerTimings { first_scheduled: Some(us(40)), ..server });
+        let p = parts(&r).unwrap();
+        assert!((p.queue - 0.00001).abs() < 1e-12);
+        assert_eq!(breakdown(&[&r]).unwrap().refused_stamps, 0);
+    }
+
+    #[test]
+    fn anomalies_are_counted_once_per_request_and_kind() {
+        use goodput_core::{Anomaly, AnomalyKind as K};
+        let with = |id, kinds: &[(K, &str)]| {
+            let mut r = ClientRecord::unanswered(id, us(0), 10, us(10), Outcome::Ok);
+            let anomalies = kinds.iter().map(|(kind, m)| Anomaly { kind: *kind, message: m.to_string() }).collect();
+            r.http = Some(HttpStamps { anomalies, ..Default::default() });
+            r
+        };
+        let a =
+            with(1, &[(K::CompletionTokens, "usage 10^15"), (K::OverMaxTokens, "over"), (K::CompletionTokens, "x")]);
+        let b = with(2, &[(K::CompletionTokens, "usage 0")]);
+        let c = with(3, &[]);
+        let plain = ClientRecord::unanswered(4, us(0), 10, us(10), Outcome::Ok);
+        let got: Vec<(K, usize, String)> =
+            anomalies(&[&a, &b, &c, &plain]).into_iter().map(|x| (x.kind, x.count, x.example)).collect();
+        assert_eq!(got, [(K::CompletionTokens, 2, "usage 10^15".into()), (K::OverMaxTokens, 1, "over".into())]);
+        assert!(anomalies(&[&c, &plain]).is_empty());
     }
 }

@@ -90,6 +90,12 @@ pub struct LevelSummary {
     pub short_outputs: usize,
     #[serde(with = "crate::nan")]
     pub short_output_rate: f64,
+    /// `server_anomalies`: measured requests whose server-reported figures the client refused
+    /// (counts beyond the stream, the prompt or `max_tokens`, cached tokens above the prompt,
+    /// engine stamps out of order), by kind, most frequent first ([`crate::http::anomalies`]).
+    /// Their counts are the client's own; non-empty means the server's numbers are not to be
+    /// trusted.
+    pub server_anomalies: Vec<crate::http::AnomalyCount>,
     /// Requests meeting every SLO, per second of the window (errors are not good).
     #[serde(with = "crate::nan")]
     pub goodput: f64,
@@ -227,6 +233,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     s.mean_output_tokens = ok.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / ok.len().max(1) as f64;
     s.short_outputs = ok.iter().filter(|r| r.required_output_tokens.is_some_and(|n| r.output_tokens < n)).count();
     s.short_output_rate = s.short_outputs as f64 / ok.len().max(1) as f64;
+    s.server_anomalies = crate::http::anomalies(records);
     // Latencies and per-user figures of completed requests only.
     let collect = |m: Metric| -> Option<Summary> {
         let v: Vec<f64> = ok.iter().flat_map(|r| per_request(m, r)).collect();

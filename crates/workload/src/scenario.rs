@@ -64,12 +64,12 @@ impl LengthDist {
                 bad(format!("needs 1 ≤ min ≤ max (min {min}, max {max})"))
             }
             LengthDist::Normal { mean, std, .. }
-                if !centre_ok(mean) || !(std.is_finite() && (0.0..=MAX_CENTRE).contains(&std)) =>
+                if !(centre_ok(mean) && std.is_finite() && (0.0..=MAX_CENTRE).contains(&std)) =>
             {
                 bad(format!("normal needs a mean and std between 0 and {MAX_CENTRE} (mean {mean}, std {std})"))
             }
             LengthDist::LogNormal { median, sigma, .. }
-                if !centre_ok(median) || !(sigma.is_finite() && (0.0..=MAX_SIGMA).contains(&sigma)) =>
+                if !(centre_ok(median) && sigma.is_finite() && (0.0..=MAX_SIGMA).contains(&sigma)) =>
             {
                 bad(format!(
                     "lognormal needs a median between 0 and {MAX_CENTRE} and a sigma between 0 and {MAX_SIGMA} \

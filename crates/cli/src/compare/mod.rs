@@ -131,7 +131,7 @@ pub fn run(a: CompareArgs) -> Result<i32> {
     if outcome.failures.is_empty() {
         return Ok(0);
     }
-    eprintln!("regression beyond --fail-on:\n  {}", outcome.failures.join("\n  "));
+    eprintln!("regression beyond --fail-on, or a gate that cannot judge:\n  {}", outcome.failures.join("\n  "));
     Ok(1)
 }
 
@@ -163,7 +163,13 @@ fn load_run(dir: &Path) -> Result<Loaded> {
         bail!("{}: not a goodput run directory (no records.jsonl)", dir.display());
     }
     let rows = read_jsonl::<RecordRow>(&path)?;
-    let summary = goodput_results::read_summary(dir).ok();
+    // A run killed before its first level ended has no summary; one that cannot be read (cut,
+    // corrupt, from a newer goodput) is an error, never taken for a missing one.
+    let summary = match goodput_results::read_summary(dir) {
+        Ok(s) => Some(s),
+        Err(goodput_results::ResultsError::NotResults { .. }) => None,
+        Err(e) => return Err(e).with_context(|| format!("{}: its summary cannot be read", dir.display())),
+    };
     let note = goodput_results::incomplete_note(summary.as_ref(), &rows).map(|n| format!("`{}`: {n}", dir.display()));
     let mut levels: BTreeMap<String, Vec<ClientRecord>> = BTreeMap::new();
     for row in rows.into_iter().filter(|r| r.phase == Phase::Measured) {
@@ -176,7 +182,9 @@ fn load_run(dir: &Path) -> Result<Loaded> {
 }
 
 fn fmt(key: &str, x: f64) -> String {
-    if key.contains("throughput") || key == "goodput" || key.starts_with("per_user_tps") {
+    if !x.is_finite() {
+        format!("{x}")
+    } else if key.contains("throughput") || key == "goodput" || key.starts_with("per_user_tps") {
         format!("{x:.2}")
     } else if key.starts_with("error_rate") || key.starts_with("timeout_rate") {
         format!("{:.2} %", x * 100.0)
@@ -225,20 +233,67 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
         );
     }
     shared.sort_by(|x, y| x.parse::<f64>().unwrap_or(0.0).total_cmp(&y.parse::<f64>().unwrap_or(0.0)));
-    let warnings: String = notes.iter().map(|n| format!("> **Incomplete run:** {n}\n\n")).collect();
+    let unshared = unshared_levels(&ra, &rb);
+    let warnings: String = notes
+        .iter()
+        .map(|n| format!("> **Incomplete run:** {n}\n\n"))
+        .chain(unshared.iter().map(|u| format!("> **Not compared:** {u}\n\n")))
+        .collect();
     let mut out = Outcome::new(format!(
         "### goodput compare\n\n{warnings}A: `{}` · B: `{}` · 95 % bootstrap intervals over each run's measured requests\n\n| load | metric | A | B | B − A | B / A | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
         path_list(&a.a),
         path_list(&a.b)
     ));
+    if !thresholds.is_empty() {
+        // A gate fails closed: a level it cannot see is a level it cannot pass.
+        out.failures.extend(unshared.iter().map(|u| format!("{u}: --fail-on cannot judge it")));
+    }
     for level in shared {
         let xa: Vec<Vec<&ClientRecord>> = ra.iter().map(|r| r[level].iter().collect()).collect();
         let xb: Vec<Vec<&ClientRecord>> = rb.iter().map(|r| r[level].iter().collect()).collect();
-        for r in compare_repeats(&xa, &xb, &keys, a.bootstrap) {
-            add_row(&mut out, level, &r, &thresholds);
+        let rows = compare_repeats(&xa, &xb, &keys, a.bootstrap);
+        for r in &rows {
+            add_row(&mut out, level, r, &thresholds);
+        }
+        for t in thresholds.iter().filter(|t| !rows.iter().any(|r| r.key == t.key.name())) {
+            out.failures.push(unjudged(level, t.key, &xa, &xb));
         }
     }
     Ok(out)
+}
+
+/// Levels one side ran and another did not, in words.
+fn unshared_levels(
+    ra: &[BTreeMap<String, Vec<ClientRecord>>],
+    rb: &[BTreeMap<String, Vec<ClientRecord>>],
+) -> Vec<String> {
+    let all: std::collections::BTreeSet<&String> = ra.iter().chain(rb).flat_map(|r| r.keys()).collect();
+    let mut out = Vec::new();
+    for level in all {
+        let side = |runs: &[BTreeMap<String, Vec<ClientRecord>>]| runs.iter().all(|r| r.contains_key(level));
+        match (side(ra), side(rb)) {
+            (true, true) => {}
+            (true, false) => out.push(format!("load {level} has measured requests in A but not in B")),
+            (false, true) => out.push(format!("load {level} has measured requests in B but not in A")),
+            (false, false) => out.push(format!("load {level} is missing from some repeats of both sides")),
+        }
+    }
+    out
+}
+
+/// Why a gated key has no row at `level`: which side has no value for it.
+fn unjudged(level: &str, key: Key, xa: &[Vec<&ClientRecord>], xb: &[Vec<&ClientRecord>]) -> String {
+    let missing = |x: &[Vec<&ClientRecord>]| x.iter().any(|r| key.value(r).is_none_or(|v| !v.is_finite()));
+    let side = match (missing(xa), missing(xb)) {
+        (true, true) => "A and B have",
+        (true, false) => "A has",
+        _ => "B has",
+    };
+    format!(
+        "{} at load {level}: {side} no value (no measured request of the level has it: every one failed, or too few \
+         tokens); --fail-on cannot judge it",
+        key.name()
+    )
 }
 
 fn add_row(out: &mut Outcome, level: &str, r: &Row, thresholds: &[Threshold]) {
@@ -250,25 +305,28 @@ fn add_row(out: &mut Outcome, level: &str, r: &Row, thresholds: &[Threshold]) {
         _ => Verdict::WithinNoise,
     };
     for t in broken {
+        let change = if r.ratio.is_finite() { format!("{:+.1} %", r.change() * 100.0) } else { "from 0".into() };
         out.failures.push(format!(
-            "{} at load {level}: {} → {} ({:+.1} %, limit {}{:.0} %)",
+            "{} at load {level}: {} → {} ({change}, limit {}{:.0} %)",
             r.key,
             fmt(&r.key, r.a),
             fmt(&r.key, r.b),
-            r.change() * 100.0,
             if t.key.higher_is_better() { "-" } else { "+" },
             t.worse_by * 100.0
         ));
     }
+    let ratio = if r.ratio.is_finite() {
+        format!("{:.3} ({:+.1} %)", r.ratio, r.change() * 100.0)
+    } else {
+        "— (from 0)".to_string()
+    };
     out.markdown.push_str(&format!(
-        "| {level} | {} | {} | {} | {}{} | {:.3} ({:+.1} %) | {}–{} | {}–{} | {} |\n",
+        "| {level} | {} | {} | {} | {}{} | {ratio} | {}–{} | {}–{} | {} |\n",
         r.key,
         fmt(&r.key, r.a),
         fmt(&r.key, r.b),
         if r.b >= r.a { "+" } else { "" },
         fmt(&r.key, r.b - r.a),
-        r.ratio,
-        r.change() * 100.0,
         fmt(&r.key, r.a_interval.0),
         fmt(&r.key, r.a_interval.1),
         fmt(&r.key, r.b_interval.0),

@@ -95,8 +95,9 @@ pub fn run(dir: &Path, profile: &Path) -> Result<()> {
     }
     let _ = std::fs::remove_dir_all(&out);
     println!("{}", crate::table::prediction(&summary, &prediction, summary.load_unit));
-    let path = dir.join("prediction.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&prediction)? + "\n")
+    let path = dir.join(goodput_results::files::PREDICTION);
+    let text = serde_json::to_string_pretty(&prediction)? + "\n";
+    goodput_results::files::write_whole(dir, goodput_results::files::PREDICTION, text.as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
     eprintln!("prediction written to {} (simulated run exit status {status})", path.display());
     Ok(())

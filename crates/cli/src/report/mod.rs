@@ -76,7 +76,7 @@ pub fn run(a: ReportArgs) -> Result<()> {
     if let Some(note) = r.incomplete() {
         eprintln!("warning: incomplete run: {note}");
     }
-    let out = a.out.clone().unwrap_or_else(|| a.dir.join("report.html"));
+    let out = a.out.clone().unwrap_or_else(|| a.dir.join(goodput_results::files::REPORT));
     write(&r, &out)?;
     eprintln!("report: {}", out.display());
     Ok(())
@@ -84,5 +84,10 @@ pub fn run(a: ReportArgs) -> Result<()> {
 
 pub fn write(r: &Results, out: &Path) -> Result<()> {
     let page = html(r)?;
-    std::fs::write(out, page).with_context(|| format!("writing {}", out.display()))
+    let (dir, name) = match (out.parent(), out.file_name()) {
+        (Some(d), Some(n)) => (if d.as_os_str().is_empty() { Path::new(".") } else { d }, n.to_string_lossy()),
+        _ => anyhow::bail!("{}: not a file name to write the report to", out.display()),
+    };
+    goodput_results::files::write_whole(dir, &name, page.as_bytes())
+        .with_context(|| format!("writing {}", out.display()))
 }

@@ -86,7 +86,8 @@ pub struct RunArgs {
     /// finishes) and left out: a count, or a duration before the end of sending (5s).
     #[arg(long, value_parser = parse_span, default_value = "0")]
     pub cooldown: Span,
-    /// A request without its end marker after this long times out.
+    /// A request without its end marker after this long times out; a side request to an HTTP
+    /// target (/v1/models, a /metrics scrape) without its whole answer fails, naming its URL.
     #[arg(long, default_value = "120s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Retry a failed or timed-out request up to this many times (refusals are not retried).
@@ -131,8 +132,15 @@ pub struct RunArgs {
     pub seed: Option<u64>,
     /// Write records (JSONL, CSV), engine steps and the summary JSON here: each request as it
     /// finishes, the rest level by level.
+    /// A directory that does not exist or is empty: a run never mixes its files with another
+    /// run's (see --overwrite).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replace the run in --out: its files (summary, records, steps, series, conclusion,
+    /// report, prediction) are removed before this run writes its own; a directory holding
+    /// other files is still refused.
+    #[arg(long, requires = "out")]
+    pub overwrite: bool,
     /// Also write the summary as JSON here (as summary.json), after each level.
     #[arg(long)]
     pub export_json: Option<PathBuf>,

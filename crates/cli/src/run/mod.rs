@@ -61,7 +61,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let rig = rig::Rig::build(&a, &plan)?;
     let twin =
         a.predict.as_ref().map(|p| rig::Rig::simulated(&a, &plan, p, Some(rig.tokenizer.clone()))).transpose()?;
-    let stop = interrupt::install(&rig.rt);
+    let stop = interrupt::install();
     let mut sweep = Sweep::start(&a, &plan, &rig, stop.clone())?;
     while !stop.raised() {
         let Some(level) = sweep.next_level() else { break };

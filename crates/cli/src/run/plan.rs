@@ -111,9 +111,10 @@ impl RunPlan {
             _ => (LoadUnit::Users, RefineKind::None),
         };
         let levels = match &workload.trace {
-            Some(t) => trace_levels(a, t),
+            Some(t) => trace_levels(a, t)?,
             None => levels(a, burstiness)?,
         };
+        check_distinct(&levels)?;
         if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
             bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
         }
@@ -122,8 +123,12 @@ impl RunPlan {
     }
 }
 
-/// Export files go into directories that exist: found out now, not after the first level.
+/// Export files go into directories that exist, and `--out` takes no second run: found out
+/// now, not after the first level.
 fn check_exports(a: &RunArgs) -> Result<()> {
+    if let Some(dir) = &a.out {
+        goodput_results::files::check_out_dir(dir, a.overwrite)?;
+    }
     let exports =
         [("--export-json", &a.export_json), ("--export-csv", &a.export_csv), ("--export-markdown", &a.export_markdown)];
     for (flag, path) in exports.into_iter().filter_map(|(f, p)| Some((f, p.as_deref()?))) {
@@ -188,6 +193,12 @@ fn check_bounds(a: &RunArgs) -> Result<()> {
     let stage_users: Vec<usize> = a.stages.iter().flatten().map(|s| s.0).collect();
     most("--stages", &stage_users, MAX_USERS)?;
     most("--requests", a.requests.as_slice(), MAX_REQUESTS)?;
+    if a.requests == Some(0) {
+        bail!("--requests: a level must measure at least 1 request");
+    }
+    if !(1e-3..=1e3).contains(&a.burstiness) {
+        bail!("--burstiness: {} is outside 0.001–1000 (1 = Poisson, below 1 burstier)", a.burstiness);
+    }
     most("--warmup", &[a.warmup.map_or(0, Span::count)], MAX_REQUESTS)?;
     most("--cooldown", &[a.cooldown.count()], MAX_REQUESTS)?;
     if let Some(r) = a.rate.iter().flatten().find(|&&r| r > MAX_RATE) {
@@ -210,8 +221,8 @@ fn check_bounds(a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// A trace's levels: one per speedup, by the rate it offers.
-fn trace_levels(a: &RunArgs, t: &goodput_workload::Trace) -> VecDeque<LevelSpec> {
+/// A trace's levels: one per speedup, by the rate it offers (at most [`MAX_RATE`]).
+fn trace_levels(a: &RunArgs, t: &goodput_workload::Trace) -> Result<VecDeque<LevelSpec>> {
     let (rate, requests) = (t.rate(), t.entries.len());
     a.trace
         .trace_speedup
@@ -219,10 +230,27 @@ fn trace_levels(a: &RunArgs, t: &goodput_workload::Trace) -> VecDeque<LevelSpec>
         .map(|&speedup| {
             // Offered requests per second, to the thousandth (a level's name in every table).
             let offered = (rate * speedup * 1e3).round() / 1e3;
+            if offered > MAX_RATE {
+                bail!(
+                    "--trace-speedup {speedup}: the trace would offer {offered} requests per second, beyond what \
+                     goodput offers (at most {MAX_RATE})"
+                );
+            }
             let arrival = Arrival::Trace { speedup, rate: offered, requests };
-            LevelSpec { load: arrival.load(), arrival, duration: a.duration }
+            Ok(LevelSpec { load: arrival.load(), arrival, duration: a.duration })
         })
         .collect()
+}
+
+/// Each load once: levels are named by their load in every table, file and comparison, so a
+/// second level of the same load would be mixed with the first.
+fn check_distinct(levels: &VecDeque<LevelSpec>) -> Result<()> {
+    for (i, l) in levels.iter().enumerate() {
+        if levels.iter().take(i).any(|m| m.load == l.load) {
+            bail!("the load {} is given twice; each level of a sweep must have a load of its own", l.load);
+        }
+    }
+    Ok(())
 }
 
 /// The sweep's levels from `--burst`, `--stages`, `--rate` or `--concurrency`.
@@ -242,8 +270,8 @@ fn levels(a: &RunArgs, burstiness: Option<f64>) -> Result<VecDeque<LevelSpec>> {
             stages.iter().map(|&(u, d)| level(Arrival::Closed { users: u, think: a.think }, Some(d))).collect()
         }
         (None, None, Some(rates)) => {
-            if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-                bail!("--rate: every rate must be a positive number of requests per second, got {rates:?}");
+            if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r >= 0.001)) {
+                bail!("--rate: every rate must be at least 0.001 requests per second, got {rates:?}");
             }
             rates.iter().map(|&r| level(Arrival::Rate { rate: r, burstiness }, a.duration)).collect()
         }

@@ -86,7 +86,7 @@ mod tests {
     #[test]
     fn records_reach_the_file_by_the_time_sync_returns() {
         let dir = std::env::temp_dir().join(format!("goodput-records-{}", std::process::id()));
-        let (_, log) = RunWriter::create(&dir).unwrap();
+        let (_, log) = RunWriter::create(&dir, true).unwrap();
         let mut w = RecordWriter::spawn(log).unwrap();
         let sender = w.sender();
         let rec = |id| ClientRecord::unanswered(id, Stamp(id), 10, Stamp(id + 5), Outcome::Timeout);

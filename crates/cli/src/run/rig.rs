@@ -347,6 +347,7 @@ fn http_config(a: &RunArgs, plan: &RunPlan, base_url: String, tokenizer: &Arc<To
         strict_openai: a.connection.strict_openai,
         extra_body: a.connection.extra_body.clone().unwrap_or_default(),
         connection: a.connection.connection()?,
+        timeout: a.timeout,
     })
 }
 

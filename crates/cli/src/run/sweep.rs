@@ -64,7 +64,7 @@ impl<'a> Sweep<'a> {
         };
         let files = match &a.out {
             Some(dir) => {
-                let (writer, log) = RunWriter::create(dir)?;
+                let (writer, log) = RunWriter::create(dir, a.overwrite)?;
                 Some((writer, RecordWriter::spawn(log)?))
             }
             None => None,
@@ -196,6 +196,14 @@ impl<'a> Sweep<'a> {
                 true,
             );
         }
+        if !r.summary.server_anomalies.is_empty() {
+            let what = anomaly_text(&r.summary.server_anomalies);
+            let line = format!(
+                "warning: {} {unit}: the server's own figures contradict what was sent or streamed: {what}, of {} measured requests; refused figures are not used (the client's own counts stand in)",
+                r.summary.load, r.summary.requests
+            );
+            self.log(line, true);
+        }
         self.log(table::level_line(r, unit), false);
         if !r.summary.failures.is_empty() {
             let (failed, n) = (r.summary.requests - r.summary.completed, r.summary.requests);
@@ -293,7 +301,7 @@ impl<'a> Sweep<'a> {
         if let Some((writer, _)) = &self.files {
             writer.write_conclusion(&conclusion)?;
             if self.a.report {
-                let page = writer.dir().join("report.html");
+                let page = writer.dir().join(goodput_results::files::REPORT);
                 crate::report::write(&goodput_results::Results::read(writer.dir())?, &page)?;
                 eprintln!("report in {}", page.display());
             }
@@ -324,6 +332,12 @@ impl<'a> Sweep<'a> {
 
 /// `12 http-503 ("the server is overloaded…"), 3 timeout`: the kinds of failure, most
 /// frequent first, with the first message of the most frequent.
+/// `2 usage.completion_tokens refused ("…"), 1 outputs over max_tokens ("…")`.
+fn anomaly_text(anomalies: &[goodput_metrics::http::AnomalyCount]) -> String {
+    let example = |a: &goodput_metrics::http::AnomalyCount| a.example.chars().take(160).collect::<String>();
+    anomalies.iter().map(|a| format!("{} {} (\"{}\")", a.count, a.kind, example(a))).collect::<Vec<_>>().join(", ")
+}
+
 fn failure_text(failures: &[goodput_metrics::level::FailureCount]) -> String {
     let mut parts: Vec<String> = failures.iter().map(|f| format!("{} {}", f.count, f.kind)).collect();
     if let (Some(first), Some(top)) = (parts.first_mut(), failures.first()) {
