@@ -4,8 +4,10 @@
 #![allow(dead_code)] // each binary uses its own subset
 
 use serde_json::Value;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Runs `goodput ARGS`; returns (success, stdout, stderr). Backtraces are off, as a user sees it.
 pub fn goodput(args: &[&str]) -> (bool, String, String) {
@@ -152,4 +154,48 @@ impl goodput_engine::weights::TensorSource for Recorder {
     fn contains(&self, name: &str) -> bool {
         self.0.contains(name)
     }
+}
+
+/// `goodput ARGS` as a child process: stdout discarded, stderr piped, no backtraces and no
+/// `OPENAI_API_KEY` from the environment.
+pub fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_goodput"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("OPENAI_API_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the goodput binary")
+}
+
+/// Sends `sig` (`-INT`, `-TERM`, `-KILL`) to `child`.
+pub fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success();
+    assert!(ok, "kill {sig}");
+}
+
+/// Waits for `child` to exit within `limit`: its exit code (signal deaths have none) and
+/// stderr; `None` when it was still running then (it is killed).
+pub fn wait_within(mut child: Child, limit: Duration) -> Option<(Option<i32>, String)> {
+    let t = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            return Some((status.code(), err));
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// [`wait_within`], failing the test when the child outlives `limit`.
+#[track_caller]
+pub fn wait(child: Child, limit: Duration) -> (Option<i32>, String) {
+    wait_within(child, limit).unwrap_or_else(|| panic!("still running after {limit:?}"))
 }

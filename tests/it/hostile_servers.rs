@@ -5,11 +5,11 @@
 //! line reaches a file, a message or the other server). Each test is a few requests and is
 //! bounded in time; the servers are plain threads that answer by hand.
 
-use crate::common::{goodput_code, summary_of, temp};
+use crate::common::{goodput_code, signal, spawn, summary_of, temp, wait};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -87,41 +87,6 @@ fn serve(conn: TcpStream, answer: Answer, seen: mpsc::Sender<String>) {
                 return;
             }
         }
-    }
-}
-
-fn spawn(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("OPENAI_API_KEY")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success();
-    assert!(ok, "kill {sig}");
-}
-
-/// Waits for `child` to exit within `limit` (killed and failed past it); its exit code and
-/// stderr.
-fn wait(mut child: Child, limit: Duration) -> (Option<i32>, String) {
-    let t = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            return (status.code(), err);
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

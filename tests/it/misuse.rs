@@ -3,14 +3,14 @@
 //! no axis holds, a closed stdout, and numeric inputs beyond any bound. Every run is the tiny
 //! model in-process (or a closed loopback port), a few requests, bounded in time.
 
-use crate::common::{goodput, goodput_code, records, summary_of, temp};
+use crate::common::{goodput, goodput_code, records, spawn, summary_of, temp, wait, wait_within};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A small run's flags, each unless `extra` gives it.
 const SMALL: [(&str, &str); 4] = [("--concurrency", "1"), ("--requests", "3"), ("--warmup", "0"), ("--refine", "0")];
@@ -22,30 +22,6 @@ fn run_into(dir: &Path, extra: &[&str]) -> (i32, String, String) {
     }
     args.extend_from_slice(extra);
     goodput_code(&args)
-}
-
-/// Runs `goodput ARGS` and kills it past `limit`; returns (exit code, stderr, elapsed).
-fn bounded(args: &[&str], limit: Duration) -> (Option<i32>, String, Duration) {
-    let t0 = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the goodput binary");
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-            return (status.code(), err, t0.elapsed());
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return (None, String::new(), t0.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -62,8 +38,7 @@ fn a_second_run_never_mixes_with_the_first_in_its_out_directory() {
     // A second run killed before its first level ends leaves no file of the first beside it.
     let d = dir.to_str().unwrap();
     let slow = ["run", "--out", d, "--overwrite", "--concurrency", "4", "--requests", "400", "--seed", "2"];
-    let (code, _, _) = bounded(&slow, Duration::from_secs(3));
-    assert_eq!(code, None, "killed while its first level ran");
+    assert!(wait_within(spawn(&slow), Duration::from_secs(3)).is_none(), "killed while its first level ran");
     for stale in ["report.html", "conclusion.txt", "summary.json"] {
         assert!(!dir.join(stale).exists(), "{stale} of the first run is gone");
     }
@@ -193,8 +168,8 @@ fn a_report_of_numbers_beyond_any_axis_ends_and_says_so() {
     }
     std::fs::write(dir.join("summary.json"), serde_json::to_vec(&s).unwrap()).unwrap();
     // Before: the chart's axis to 1.5e308 × 1.3 = ∞ never finished its ticks.
-    let (code, err, took) = bounded(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
-    assert_eq!(code, Some(0), "{err} after {took:?}");
+    let (code, err) = wait(spawn(&["report", dir.to_str().unwrap()]), Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
     let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(page.contains("beyond the plottable range left out"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -2,45 +2,13 @@
 //! server sent a half request at shutdown: the real `goodput` binary on loopback, bounded in
 //! count and time.
 
-use crate::common::{check_schema, goodput, goodput_code, records, summary_of, temp};
+use crate::common::{check_schema, goodput, goodput_code, records, signal, spawn, summary_of, temp, wait};
 use goodput_results::RecordRow;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+
 use std::time::{Duration, Instant};
-
-fn spawn(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_goodput"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success();
-    assert!(ok, "kill {sig}");
-}
-
-/// Waits for `child` to exit within `limit`; its exit code (signal deaths have none) and stderr.
-fn wait(mut child: Child, limit: Duration) -> (Option<i32>, String) {
-    let t = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            return (status.code(), err);
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            panic!("still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Lines of a file (none when it does not exist yet).
 fn lines(path: &Path) -> Vec<String> {

@@ -179,7 +179,7 @@ impl Scenario {
         let room = max_model_len.saturating_sub(out_max).min(600);
         if room < 200 {
             return Err(crate::WorkloadError::Invalid(format!(
-                "scenario long-gen needs about 500 input and 1600 output tokens but the model's context is \
+                "scenario long-gen needs about 500 input and 1600 output tokens, which exceeds the model's context of \
                  {max_model_len}: run it on a model of at least 1800 positions, e.g. `--model smollm2-135m` (8192)"
             )));
         }

@@ -271,7 +271,9 @@ fn levels(a: &RunArgs, burstiness: Option<f64>) -> Result<VecDeque<LevelSpec>> {
         }
         (None, None, Some(rates)) => {
             if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r >= 0.001)) {
-                bail!("--rate: every rate must be at least 0.001 requests per second, got {rates:?}");
+                bail!(
+                    "--rate: every rate must be a positive number, at least 0.001 requests per second, got {rates:?}"
+                );
             }
             rates.iter().map(|&r| level(Arrival::Rate { rate: r, burstiness }, a.duration)).collect()
         }
