@@ -184,7 +184,7 @@ impl Scenario {
             )));
         }
         let (min, max) = (room * 2 / 3, room);
-        let input = LengthDist::Normal { mean: room as f64 * 5.0 / 6.0, std: room as f64 / 12.0, min, max };
+        let input = LengthDist::Normal { mean: (room * 5 / 6) as f64, std: (room / 12) as f64, min, max };
         let note = (room < 600).then(|| {
             format!("input scaled from 400–600 to {min}–{max} tokens to fit the model's context of {max_model_len}")
         });
