@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each binary uses its own subset
 
 use serde_json::Value;
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -198,4 +198,27 @@ pub fn wait_within(mut child: Child, limit: Duration) -> Option<(Option<i32>, St
 #[track_caller]
 pub fn wait(child: Child, limit: Duration) -> (Option<i32>, String) {
     wait_within(child, limit).unwrap_or_else(|| panic!("still running after {limit:?}"))
+}
+
+/// One HTTP/1.1 request read by hand off `reader` (for the tests' hand-written servers): its
+/// head (request line and headers, without the blank line), its body read and dropped; `None`
+/// at the end of the connection or on a broken read.
+pub fn read_request(reader: &mut impl BufRead) -> Option<String> {
+    let (mut head, mut length) = (String::new(), 0usize);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(head)
 }

@@ -5,8 +5,8 @@
 //! line reaches a file, a message or the other server). Each test is a few requests and is
 //! bounded in time; the servers are plain threads that answer by hand.
 
-use crate::common::{goodput_code, signal, spawn, summary_of, temp, wait};
-use std::io::{BufRead, BufReader, Read, Write};
+use crate::common::{goodput_code, read_request, signal, spawn, summary_of, temp, wait};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 
@@ -44,24 +44,7 @@ fn serve(conn: TcpStream, answer: Answer, seen: mpsc::Sender<String>) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut writer = conn;
     loop {
-        let (mut head, mut length) = (String::new(), 0usize);
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap_or(0);
-            }
-            if line == "\r\n" {
-                break;
-            }
-            head.push_str(&line);
-        }
-        let mut body = vec![0u8; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+        let Some(head) = read_request(&mut reader) else { return };
         let _ = seen.send(head.clone());
         let reply = |w: &mut TcpStream, status: &str, extra: &str, body: &str| {
             let _ = write!(w, "HTTP/1.1 {status}\r\n{extra}content-length: {}\r\n\r\n{body}", body.len());

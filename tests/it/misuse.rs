@@ -3,8 +3,8 @@
 //! no axis holds, a closed stdout, and numeric inputs beyond any bound. Every run is the tiny
 //! model in-process (or a closed loopback port), a few requests, bounded in time.
 
-use crate::common::{goodput, goodput_code, records, spawn, summary_of, temp, wait, wait_within};
-use std::io::{BufRead, BufReader, Write};
+use crate::common::{goodput, goodput_code, read_request, records, spawn, summary_of, temp, wait, wait_within};
+use std::io::{BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -88,13 +88,8 @@ fn failing_server(stop: Arc<AtomicBool>) -> (String, std::thread::JoinHandle<()>
             conn.set_nonblocking(false).unwrap();
             conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let mut reader = BufReader::new(conn);
-            let mut first = String::new();
-            let _ = reader.read_line(&mut first);
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                line.clear();
-            }
-            let (status, body) = if first.contains("/v1/models") {
+            let head = read_request(&mut reader).unwrap_or_default();
+            let (status, body) = if head.lines().next().is_some_and(|l| l.contains("/v1/models")) {
                 ("200 OK", r#"{"object":"list","data":[{"id":"tiny","object":"model"}]}"#)
             } else {
                 ("500 Internal Server Error", r#"{"error":{"message":"broken","type":"server_error"}}"#)

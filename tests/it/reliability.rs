@@ -2,9 +2,11 @@
 //! server sent a half request at shutdown: the real `goodput` binary on loopback, bounded in
 //! count and time.
 
-use crate::common::{check_schema, goodput, goodput_code, records, signal, spawn, summary_of, temp, wait};
+use crate::common::{
+    check_schema, goodput, goodput_code, read_request, records, signal, spawn, summary_of, temp, wait,
+};
 use goodput_results::RecordRow;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 
@@ -130,24 +132,7 @@ fn serve_broken(conn: TcpStream, tokens: usize) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut writer = conn;
     loop {
-        let (mut head, mut length) = (String::new(), 0usize);
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap_or(0);
-            }
-            if line == "\r\n" {
-                break;
-            }
-            head.push_str(&line);
-        }
-        let mut body = vec![0u8; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+        let Some(head) = read_request(&mut reader) else { return };
         let reply = |w: &mut TcpStream, status: &str, ctype: &str, body: &str| {
             let _ =
                 write!(w, "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n\r\n{body}", body.len());

@@ -11,6 +11,7 @@
 
 use goodput_workload::Stop;
 use std::time::Duration;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// How long after the first signal the run may take to end by itself: the grace of the
 /// requests in flight, then time to stop the local server and write the level, the summary
@@ -18,25 +19,38 @@ use std::time::Duration;
 pub const QUIT_AFTER: Duration = Duration::from_secs(super::level::INTERRUPT_GRACE.as_secs() + 10);
 
 /// Watches for the signals for as long as the process lives; raises the returned [`Stop`] on
-/// the first. Without a thread for them (the system refused one) the signals keep their
-/// default: the first ends the process.
+/// the first. The handlers are registered before this returns (a signal the moment after is
+/// seen, not taken by its default, which ends the process); they are then watched on a thread
+/// of their own. Without a runtime or a thread for them the signals keep their default: the
+/// first ends the process.
 pub fn install() -> Stop {
     let stop = Stop::default();
-    let raised = stop.clone();
-    let watcher = std::thread::Builder::new().name("goodput-interrupt".into()).spawn(move || {
-        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(rt) => rt.block_on(watch(raised)),
-            Err(e) => eprintln!("warning: no handling of Ctrl-C ({e}): an interrupt ends the run at once"),
-        }
-    });
-    if let Err(e) = watcher {
+    if let Err(e) = try_install(stop.clone()) {
         eprintln!("warning: no handling of Ctrl-C ({e}): an interrupt ends the run at once");
     }
     stop
 }
 
-async fn watch(raised: Stop) {
-    crate::serve::signal().await;
+fn try_install(raised: Stop) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let signals = {
+        let _in_rt = rt.enter();
+        (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?)
+    };
+    std::thread::Builder::new().name("goodput-interrupt".into()).spawn(move || rt.block_on(watch(signals, raised)))?;
+    Ok(())
+}
+
+/// Resolves at the next SIGINT or SIGTERM.
+async fn next((int, term): &mut (Signal, Signal)) {
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn watch(mut signals: (Signal, Signal), raised: Stop) {
+    next(&mut signals).await;
     eprintln!(
         "\ngoodput run: interrupted: sending nothing more; requests in flight get {:?} to finish, and goodput \
          quits at the latest {:?} from now (interrupt again to quit now)",
@@ -45,7 +59,7 @@ async fn watch(raised: Stop) {
     );
     raised.raise();
     tokio::select! {
-        _ = crate::serve::signal() => {
+        _ = next(&mut signals) => {
             eprintln!("goodput run: interrupted again: quitting; every request that had finished is in records.jsonl");
         }
         _ = tokio::time::sleep(QUIT_AFTER) => {
