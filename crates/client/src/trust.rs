@@ -139,23 +139,8 @@ fn timings_refusal(
     same_clock: bool,
     first_chunk: Option<Stamp>,
 ) -> Option<String> {
-    let order = [
-        ("received", Some(t.received)),
-        ("arrival", Some(t.arrival)),
-        ("queued", Some(t.queued)),
-        ("first_scheduled", t.first_scheduled),
-        ("first_token", t.first_token),
-        ("first_text", t.first_text),
-        ("last_token", t.last_token),
-        ("finished", Some(t.finished)),
-    ];
-    let mut last: Option<(&str, Stamp)> = None;
-    for (name, at) in order {
-        let Some(at) = at else { continue };
-        if let Some((before, b)) = last.filter(|(_, b)| at < *b) {
-            return Some(format!("server stamps out of order: {name} {} ns before {before} {} ns", at.0, b.0));
-        }
-        last = Some((name, at));
+    if let Some((name, at, before, b)) = t.out_of_order() {
+        return Some(format!("server stamps out of order: {name} {} ns before {before} {} ns", at.0, b.0));
     }
     if same_clock {
         if t.received < sent.at {

@@ -126,6 +126,25 @@ impl ServerTimings {
         }
     }
 
+    /// The first pair of stamps out of the order the engine makes them — received ≤ arrival ≤
+    /// queued ≤ first scheduled ≤ first token ≤ first text ≤ last token ≤ finished, absent
+    /// stamps skipped — as `(later name, its stamp, earlier name, its stamp)`; `None` when in
+    /// order (only then are differences of them durations).
+    pub fn out_of_order(&self) -> Option<(&'static str, Stamp, &'static str, Stamp)> {
+        let order = [
+            ("received", Some(self.received)),
+            ("arrival", Some(self.arrival)),
+            ("queued", Some(self.queued)),
+            ("first_scheduled", self.first_scheduled),
+            ("first_token", self.first_token),
+            ("first_text", self.first_text),
+            ("last_token", self.last_token),
+            ("finished", Some(self.finished)),
+        ];
+        let present: Vec<(&'static str, Stamp)> = order.into_iter().filter_map(|(n, at)| Some((n, at?))).collect();
+        present.windows(2).find(|w| w[1].1 < w[0].1).map(|w| (w[1].0, w[1].1, w[0].0, w[0].1))
+    }
+
     /// The engine record these timings describe (token times: the first and the last only).
     pub fn to_record(&self, id: RequestId) -> EngineRecord {
         let mut token_times: Vec<Stamp> = self.first_token.into_iter().collect();

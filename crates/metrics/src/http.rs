@@ -37,17 +37,7 @@ use serde::{Deserialize, Serialize};
 /// arrival ≤ queued ≤ first scheduled ≤ first token ≤ first text ≤ last token ≤ finished
 /// (absent stamps skipped). Only then are its parts durations.
 pub fn stamps_in_order(t: &ServerTimings) -> bool {
-    let order = [
-        Some(t.received),
-        Some(t.arrival),
-        Some(t.queued),
-        t.first_scheduled,
-        t.first_token,
-        t.first_text,
-        t.last_token,
-        Some(t.finished),
-    ];
-    order.iter().flatten().zip(order.iter().flatten().skip(1)).all(|(a, b)| a <= b)
+    t.out_of_order().is_none()
 }
 
 /// One request's TTFT and E2E parts, in seconds.
