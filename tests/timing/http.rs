@@ -152,9 +152,8 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
         // 6 measured requests, each waiting well under a second. The histograms are the
         // difference of the scrapes after the last warm-up end and after the last measured end
         // (`goodput_metrics::server::bracket`); a queue time is observed when its request is
-        // scheduled, so with U users up to U measured requests fall outside: the U − 1 already
-        // in flight when the last warm-up one ended, and the one its user sends at once, which
-        // the engine may schedule before that scrape is read (seen once at 1 user: 5 of 6).
+        // scheduled, so with U users up to U measured ones fall outside (U − 1 in flight as the
+        // last warm-up ends, and the one its user sends then, scheduled before that scrape).
         let users = l["summary"]["load"].as_f64().unwrap();
         assert!(q["count"].as_f64().unwrap() >= 6.0 - users, "{q} at {users} users");
         assert!((0.0..1.0).contains(&q["mean"].as_f64().unwrap()), "{q}");
