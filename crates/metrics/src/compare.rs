@@ -5,6 +5,7 @@
 //! repeats. A change is beyond the noise when the two sides' intervals do not overlap.
 
 use crate::level::{stat_value, summarize};
+use crate::resample::Bootstrap;
 use crate::slo::{parse_key, KeyError, Metric, Stat};
 use goodput_core::ClientRecord;
 use serde::Serialize;
@@ -84,15 +85,6 @@ pub fn bootstrap(records: &[&ClientRecord], key: Key, rounds: usize, seed: u64) 
     if records.is_empty() {
         return None;
     }
-    // SplitMix64: a resampling stream, reproducible from the seed.
-    let mut state = seed;
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
     let n = records.len();
     // Throughputs are per second of the level's window: a resample keeps the original window
     // (its own could only be shorter, biasing throughput up).
@@ -104,9 +96,10 @@ pub fn bootstrap(records: &[&ClientRecord], key: Key, rounds: usize, seed: u64) 
     let per_second = !matches!(key, Key::Stat(..));
     let mut values: Vec<f64> = Vec::with_capacity(rounds);
     let mut sample: Vec<&ClientRecord> = Vec::with_capacity(n);
+    let mut draws = Bootstrap::new(n, seed);
     for _ in 0..rounds {
         sample.clear();
-        sample.extend((0..n).map(|_| records[(next() % n as u64) as usize]));
+        sample.extend(draws.next_sample().iter().map(|&i| records[i]));
         if let Some(v) = key.value(&sample) {
             values.push(if per_second { v * window(&sample) / full } else { v });
         }

@@ -14,6 +14,7 @@ pub mod occupancy;
 pub mod peaks;
 pub mod prom;
 pub mod request;
+pub mod resample;
 pub mod server;
 pub mod slo;
 pub mod stats;

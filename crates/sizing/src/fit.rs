@@ -8,9 +8,9 @@
 
 use crate::cost::StepCost;
 use crate::cost::{LinearCost, StepWork, Term};
+use goodput_metrics::resample::Bootstrap;
 use goodput_metrics::stats::percentile;
 use nalgebra::{DMatrix, DVector};
-use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 /// One measured step: what it did and how long it took (start to end, seconds).
@@ -138,11 +138,10 @@ fn solve(x: &[Vec<f64>], y: &[f64], idx: &[usize], cols: &[usize]) -> Result<Vec
 
 /// Coefficients of resampled fits, per column.
 fn bootstrap(x: &[Vec<f64>], y: &[f64], cols: &[usize], opts: &FitOptions) -> Result<Vec<Vec<f64>>, FitError> {
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(opts.seed);
+    let mut draws = Bootstrap::new(y.len(), opts.seed);
     let mut per_col = vec![Vec::with_capacity(opts.bootstrap); cols.len()];
     for _ in 0..opts.bootstrap {
-        let idx: Vec<usize> = (0..y.len()).map(|_| rng.random_range(0..y.len())).collect();
-        for (j, c) in solve(x, y, &idx, cols)?.into_iter().enumerate() {
+        for (j, c) in solve(x, y, draws.next_sample(), cols)?.into_iter().enumerate() {
             per_col[j].push(c);
         }
     }

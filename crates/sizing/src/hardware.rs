@@ -16,6 +16,7 @@
 //!   all links together, in one direction while receiving as much: the rate an all-reduce can
 //!   use (NVLink 4: 450, half the bidirectional 900 of the datasheet; PCIe Gen5 x16: 64).
 
+use crate::error::SizingError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -40,8 +41,8 @@ pub enum HardwareError {
     #[error("hardware catalog {origin}: no [gpus.<name>] table")]
     NoGpus { origin: String },
     /// One entry is malformed; `message` names the field.
-    #[error("hardware catalog {origin}: gpu `{gpu}`: {message}")]
-    Entry { origin: String, gpu: String, message: String },
+    #[error("hardware catalog {origin}: gpu `{gpu}`: {err}")]
+    Entry { origin: String, gpu: String, err: SizingError },
     /// [`HardwareCatalog::get`] was asked for a name the catalog lacks.
     #[error("unknown gpu `{name}`; the hardware catalog has: {available}")]
     UnknownGpu { name: String, available: String },
@@ -166,12 +167,12 @@ impl Gpu {
     }
 
     /// Checks every field; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SizingError> {
         for (field, text) in
             [("vendor", &self.vendor), ("description", &self.description), ("interconnect", &self.interconnect)]
         {
             if text.trim().is_empty() {
-                return Err(format!("field `{field}` must not be empty"));
+                return Err(SizingError::EmptyField { field });
             }
         }
         let required = [
@@ -185,7 +186,7 @@ impl Gpu {
         let present = optional.into_iter().filter_map(|(field, v)| v.map(|v| (field, v)));
         for (field, v) in required.into_iter().chain(present) {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!("field `{field}` must be a positive finite number, got {v}"));
+                return Err(SizingError::NotPositive { field, value: v });
             }
         }
         Ok(())
@@ -228,10 +229,10 @@ impl HardwareCatalog {
         };
         let mut gpus = BTreeMap::new();
         for (name, value) in entries {
-            let gpu = parse_entry(name, value).map_err(|message| HardwareError::Entry {
+            let gpu = parse_entry(name, value).map_err(|err| HardwareError::Entry {
                 origin: origin.clone(),
                 gpu: name.clone(),
-                message,
+                err,
             })?;
             gpus.insert(name.clone(), gpu);
         }
@@ -272,14 +273,14 @@ impl HardwareCatalog {
 }
 
 /// One `[gpus.<name>]` table to a validated [`Gpu`]; the error message names the field.
-fn parse_entry(name: &str, value: &toml::Value) -> Result<Gpu, String> {
+fn parse_entry(name: &str, value: &toml::Value) -> Result<Gpu, SizingError> {
     if name.is_empty() || name.chars().any(|c| c.is_ascii_uppercase() || c.is_whitespace()) {
-        return Err("the name must be lowercase, without spaces (`--gpu` looks names up in lowercase)".into());
+        return Err(SizingError::GpuName);
     }
     // Through text rather than `Value::try_into`, whose errors have no span: the span gives the
     // field a type error is about ("invalid type: string, expected f64" alone names none).
-    let text = toml::to_string(value).map_err(|e| e.to_string())?;
-    let mut gpu: Gpu = toml::from_str(&text).map_err(|e| with_field(&text, &e))?;
+    let text = toml::to_string(value).map_err(|e| SizingError::Entry(e.to_string()))?;
+    let mut gpu: Gpu = toml::from_str(&text).map_err(|e| SizingError::Entry(with_field(&text, &e)))?;
     gpu.name = name.to_string();
     gpu.validate()?;
     Ok(gpu)

@@ -4,8 +4,11 @@
 //! the plans built on them. No candle, no tokio: plain data and arithmetic.
 
 pub mod cost;
+pub mod error;
 pub mod fit;
 pub mod hardware;
 pub mod profile;
 pub mod roofline;
 pub mod sim;
+
+pub use error::SizingError;

@@ -4,6 +4,7 @@
 //! goodput's version.
 
 use crate::cost::{LinearCost, Term};
+use crate::error::SizingError;
 use crate::fit::Fit;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -132,6 +133,8 @@ pub enum ProfileError {
     Format { path: String, found: u32 },
     #[error("{path}: {reason}")]
     Invalid { path: String, reason: String },
+    #[error("{path}: {err}")]
+    Check { path: String, err: SizingError },
 }
 
 impl Profile {
@@ -168,37 +171,33 @@ impl Profile {
         }
         let profile: Profile = serde_json::from_str(text)
             .map_err(|e| ProfileError::Invalid { path: path.clone(), reason: e.to_string() })?;
-        profile.check().map_err(|reason| ProfileError::Invalid { path, reason })?;
+        profile.check().map_err(|err| ProfileError::Check { path, err })?;
         Ok(profile)
     }
 
     /// Checks the numbers: finite, non-negative coefficients, at least one measured term.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), SizingError> {
         if self.fit.terms.is_empty() || !self.fit.terms.iter().any(|t| t.measured && t.coefficient > 0.0) {
-            return Err("the fit has no measured term with a positive coefficient".into());
+            return Err(SizingError::NoMeasuredTerm);
         }
         let mut seen = std::collections::HashSet::new();
         for t in &self.fit.terms {
             if !(t.coefficient.is_finite() && t.coefficient >= 0.0) {
-                return Err(format!(
-                    "coefficient of `{}` is {} (must be finite and ≥ 0)",
-                    t.term.name(),
-                    t.coefficient
-                ));
+                return Err(SizingError::Coefficient { term: t.term.name(), value: t.coefficient });
             }
             if matches!(t.term, Term::Tokens(0) | Term::Rows(0)) {
-                return Err(format!("`{}`: a table's knots start at 1", t.term.name()));
+                return Err(SizingError::KnotAtZero { term: t.term.name() });
             }
             if !seen.insert(t.term) {
-                return Err(format!("`{}` appears twice", t.term.name()));
+                return Err(SizingError::TermTwice { term: t.term.name() });
             }
         }
         if !(self.gap_s.is_finite() && self.gap_s >= 0.0) {
-            return Err(format!("gap_s is {} (must be finite and ≥ 0)", self.gap_s));
+            return Err(SizingError::Gap(self.gap_s));
         }
         let e = &self.engine;
         if e.block_size == 0 || e.num_blocks < 2 || e.max_num_batched_tokens == 0 || e.max_num_seqs == 0 {
-            return Err("engine settings: block size, batched tokens and sequences must be positive, blocks ≥ 2".into());
+            return Err(SizingError::EngineSettings);
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 //! Units: bytes, FLOPs, seconds. A multiply-add is 2 FLOPs.
 
 use crate::cost::{StepCost, StepWork, Term};
+use crate::error::SizingError;
 use goodput_core::ModelSpec;
 use serde::{Deserialize, Serialize};
 
@@ -201,10 +202,10 @@ impl StepCost for ProjectedCost {
 /// batches' measured ÷ roofline ratios ([`crate::profile::MachineRoofline`]) for memory and
 /// compute, its prefill attention's for attention. Links cannot be measured on one device, nor
 /// a GPU engine's per-step overhead on a CPU: their defaults stay.
-pub fn calibrated(p: &crate::profile::Profile) -> Result<Efficiencies, String> {
-    let r = p.roofline.as_ref().ok_or("the profile has no roofline (profile again without --no-roofline)")?;
-    let ok = |e: Option<f64>, what: &str| {
-        e.filter(|e| e.is_finite() && *e > 0.0).ok_or_else(|| format!("the profile did not measure {what}"))
+pub fn calibrated(p: &crate::profile::Profile) -> Result<Efficiencies, SizingError> {
+    let r = p.roofline.as_ref().ok_or(SizingError::NoRoofline)?;
+    let ok = |e: Option<f64>, what: &'static str| {
+        e.filter(|e| e.is_finite() && *e > 0.0).ok_or(SizingError::NotMeasured { what })
     };
     let d = Efficiencies::default();
     Ok(Efficiencies {

@@ -10,6 +10,7 @@
 //! list of timed arrivals; goodput's front end drives the same engine from the workload code.
 
 use crate::cost::{StepCost, StepWork};
+use crate::error::SizingError;
 use goodput_core::{EngineRecord, FinishReason, RequestId, Stamp, StepRecord, TokenId};
 use goodput_scheduler::{AdmissionError, NewRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepUpdate};
 use std::sync::Arc;
@@ -42,10 +43,10 @@ fn nanos(seconds: f64) -> u64 {
 }
 
 impl SimEngine {
-    pub fn new(cfg: SchedulerConfig, cost: Arc<dyn StepCost>) -> Result<Self, String> {
-        cfg.validate()?;
+    pub fn new(cfg: SchedulerConfig, cost: Arc<dyn StepCost>) -> Result<Self, SizingError> {
+        cfg.validate().map_err(SizingError::Scheduler)?;
         let token = if cfg.eos_token_id == Some(0) { 1 } else { 0 };
-        let sched = Scheduler::new(cfg).map_err(|e| e.to_string())?;
+        let sched = Scheduler::new(cfg).map_err(|e| SizingError::Scheduler(e.to_string()))?;
         Ok(Self { sched, cost, steps: 0, token })
     }
 

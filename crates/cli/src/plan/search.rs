@@ -10,6 +10,7 @@ use goodput_metrics::slo::Slo;
 use goodput_scheduler::{NewRequest, SchedulerConfig};
 use goodput_sizing::cost::StepCost;
 use goodput_sizing::sim::{drive, ClosedLoop, SimEngine, Timed};
+use goodput_sizing::SizingError;
 use goodput_workload::{Gaps, Scenario};
 use serde::Serialize;
 use std::sync::Arc;
@@ -74,7 +75,7 @@ impl Sim<'_> {
     /// 50 000. An open-loop level that completes requests slower than 85 % of its arrival
     /// rate is overloaded whatever its percentiles say (its queue only grows; the margin
     /// leaves room for the drain of the last requests inside the measured window).
-    pub fn level(&self, load: Load) -> Result<Level, String> {
+    pub fn level(&self, load: Load) -> Result<Level, SizingError> {
         let requests = match load {
             Load::Rate(r) => self.requests.max((r * 30.0) as usize),
             Load::Users(u) => self.requests.max(8 * u),
@@ -129,7 +130,7 @@ impl Sim<'_> {
     /// steps), the first failing level, and the last passing one. Users stop doubling past
     /// 4 × the engine's sequence cap, or once output throughput gains under 2 % (more users
     /// only queue: throughput is at its limit, whatever a lenient SLO says).
-    pub fn capacity(&self, start: Load, refine: usize) -> Result<(Option<Level>, Option<Level>), String> {
+    pub fn capacity(&self, start: Load, refine: usize) -> Result<(Option<Level>, Option<Level>), SizingError> {
         let mut pass: Option<Level> = None;
         let mut fail: Option<Level> = None;
         let mut x = start.value();

@@ -1,5 +1,6 @@
 use super::*;
 use crate::cost::StepCost;
+use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
 const TRUE: [f64; 6] = [5e-4, 2e-5, 2e-9, 3e-5, 2e-8, 1e-5];
