@@ -54,9 +54,9 @@ fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
 }
 
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        a.path().is_ident("cfg") && a.meta.require_list().is_ok_and(|l| l.tokens.to_string().trim() == "test")
-    })
+    attrs
+        .iter()
+        .any(|a| a.path().is_ident("cfg") && a.meta.require_list().is_ok_and(|l| l.tokens.to_string().trim() == "test"))
 }
 
 /// Collects the crate-relative paths a file names, as absolute module paths.
@@ -278,7 +278,8 @@ fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 
 fn crate_circles() -> Vec<String> {
     let mut out = Vec::new();
-    let mut crates: Vec<PathBuf> = std::fs::read_dir(root().join("crates")).unwrap().flatten().map(|e| e.path()).collect();
+    let mut crates: Vec<PathBuf> =
+        std::fs::read_dir(root().join("crates")).unwrap().flatten().map(|e| e.path()).collect();
     crates.sort();
     for c in crates {
         let src = c.join("src");
