@@ -94,7 +94,7 @@ impl From<FailureRepr> for Failure {
 }
 
 /// The kinds of failure a run counts apart, from the client's side of the request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(into = "String", try_from = "String")]
 pub enum FailureKind {
     /// No end marker within the request timeout.

@@ -52,7 +52,7 @@ pub struct Anomaly {
 }
 
 /// What a server reported wrongly about one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AnomalyKind {
     /// `usage.completion_tokens` contradicts the stream or `max_tokens`: the client's count of

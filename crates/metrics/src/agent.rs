@@ -8,7 +8,7 @@ use goodput_core::TaskRecord;
 use serde::{Deserialize, Serialize};
 
 /// One step position of the task plan, over all tasks.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepSummary {
     pub index: usize,
     pub kind: String,
@@ -16,7 +16,7 @@ pub struct StepSummary {
 }
 
 /// The tasks of one level: an agent's tasks or a RAG workload's queries.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskSummary {
     pub tasks: usize,
     pub completed: usize,

@@ -13,7 +13,7 @@ use goodput_core::ClientRecord;
 use serde::{Deserialize, Serialize};
 
 /// Where a level's hit counts come from, most exact first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HitSource {
     /// The engine's `cached_tokens` of each request (goodput's engine in-process, or its
@@ -28,7 +28,7 @@ pub enum HitSource {
 }
 
 /// Prompt tokens served from the prefix cache, and of how many.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PrefixHits {
     pub source: HitSource,
     /// Prompt tokens served from the cache.

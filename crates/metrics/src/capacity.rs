@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What a capacity decision needs of one load level.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LevelOutcome {
     /// The load: concurrency or request rate.
     pub load: f64,
@@ -16,7 +16,7 @@ pub struct LevelOutcome {
 }
 
 /// Where a level's queue time comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueSource {
     /// The median of the requests' own waits (`engine_wait` = first_scheduled − arrival:
@@ -98,7 +98,7 @@ pub fn pass_fail(levels: &[LevelOutcome]) -> Option<(f64, f64)> {
 
 /// A sweep's capacity verdict: computed once, when a run writes its results, and stored with
 /// them, so every reader (report, compare, conclusion) shows the same figures.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     /// [`usable_capacity`].
     pub usable: Option<f64>,
@@ -139,7 +139,7 @@ impl Verdict {
 }
 
 /// A level's retry share: retries / attempts at that load.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RetryShare {
     pub load: f64,
     /// Retries / (requests + retries): the share of attempts that were retries.

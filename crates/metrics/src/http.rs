@@ -92,7 +92,7 @@ pub fn parts(r: &ClientRecord) -> Option<Parts> {
 }
 
 /// A level's decomposition: each part over the requests that have one.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Breakdown {
     pub n: usize,
     pub ttft: Option<Summary>,
@@ -163,7 +163,7 @@ pub fn breakdown(records: &[&ClientRecord]) -> Option<Breakdown> {
 }
 
 /// How many requests had one kind of server figure refused, with the first one's message.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AnomalyCount {
     pub kind: AnomalyKind,
     pub count: usize,

@@ -8,7 +8,7 @@ use goodput_core::{ClientRecord, FailureKind, Outcome};
 use serde::{Deserialize, Serialize};
 
 /// An SLO checked at one level.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SloResult {
     pub slo: Slo,
     pub value: Option<f64>,
@@ -16,7 +16,7 @@ pub struct SloResult {
 }
 
 /// How many measured requests failed one way, with the first one's message as an example.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FailureCount {
     pub kind: FailureKind,
     pub count: usize,
@@ -39,10 +39,10 @@ pub fn failures(records: &[&ClientRecord]) -> Vec<FailureCount> {
 
 /// Everything measured at one load level. Times in seconds, throughputs per second. Fields
 /// added since the first results format read as their defaults from older files.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct LevelSummary {
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub load: f64,
     /// Measured requests (warm-up excluded), and how they ended.
     pub requests: usize,
@@ -50,16 +50,16 @@ pub struct LevelSummary {
     pub errors: usize,
     pub timeouts: usize,
     /// From the first measured request's intended send to the last one's end.
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub window_s: f64,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub request_throughput: f64,
     /// Prompt tokens of completed requests per second of the window.
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub input_throughput: f64,
     /// Output tokens of completed requests per second of the window: a failed request's
     /// tokens are not throughput (they are counted in `failed_output_tokens`).
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub output_throughput: f64,
     /// Output tokens received by requests that did not complete.
     pub failed_output_tokens: usize,
@@ -68,27 +68,27 @@ pub struct LevelSummary {
     pub total_output_tokens: usize,
     /// The requests that did not complete, by kind of failure, most frequent first.
     pub failures: Vec<FailureCount>,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub mean_input_tokens: f64,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub mean_output_tokens: f64,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub error_rate: f64,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub timeout_rate: f64,
     /// Retries made by the retry policy (not counted in `requests`), the requests that needed
     /// any, and `retry_share` = retries / (requests + retries): the share of attempts that
     /// were retries.
     pub retries: usize,
     pub retried_requests: usize,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub retry_share: f64,
     /// `short_outputs`: completed requests that returned fewer output tokens than their
     /// workload required (`ClientRecord::required_output_tokens`: a server that ignores
     /// `ignore_eos`/`min_tokens`, or cuts requests short). `short_output_rate` = short outputs
     /// / completed. Non-zero means the lengths, TPOT and throughput are not the scenario's.
     pub short_outputs: usize,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub short_output_rate: f64,
     /// `server_anomalies`: measured requests whose server-reported figures the client refused
     /// (counts beyond the stream, the prompt or `max_tokens`, cached tokens above the prompt,
@@ -97,7 +97,7 @@ pub struct LevelSummary {
     /// trusted.
     pub server_anomalies: Vec<crate::http::AnomalyCount>,
     /// Requests meeting every SLO, per second of the window (errors are not good).
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub goodput: f64,
     pub ttft: Option<Summary>,
     pub tpot: Option<Summary>,

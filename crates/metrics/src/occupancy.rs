@@ -9,7 +9,7 @@ use goodput_core::StepRecord;
 use serde::{Deserialize, Serialize};
 
 /// The engine's side of one level, from its step records.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EngineLevel {
     pub steps: usize,
     pub kv_block_usage_max: f64,
@@ -54,23 +54,23 @@ impl EngineLevel {
 
 /// A level's occupancy: running and waiting requests and KV-cache block usage (a fraction).
 /// NaN (written as `null`) where the source does not say.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Occupancy {
     /// The engine's steps in this process (means weighted by step time), or the server's
     /// /metrics gauges at each scrape (plain means over the scrapes), over the level's
     /// measured window (a warm-up burst left out).
     pub from_server: bool,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub running_mean: f64,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub running_max: f64,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub waiting_mean: f64,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub waiting_max: f64,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub kv_mean: f64,
-    #[serde(with = "crate::nan")]
+    #[serde(with = "crate::nan::Nullable")]
     pub kv_max: f64,
     /// Counted from the engine's steps only.
     pub preemptions: Option<usize>,

@@ -43,7 +43,7 @@ pub fn delta(before: &Buckets, after: &Buckets) -> Vec<(f64, f64)> {
 }
 
 /// A histogram's requests over a window.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HistogramStats {
     pub count: f64,
     /// `histogram_quantile` of the window: only as fine as the buckets.

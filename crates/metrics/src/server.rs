@@ -9,7 +9,7 @@ use goodput_core::{ServerScrape, Stamp};
 use serde::{Deserialize, Serialize};
 
 /// The server's histograms over a level's measured requests, by their Prometheus names.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerHistograms {
     #[serde(rename = "time_to_first_token_seconds", default, skip_serializing_if = "Option::is_none")]
     pub ttft: Option<HistogramStats>,
@@ -51,7 +51,7 @@ impl ServerHistograms {
 }
 
 /// The server's gauges at one scrape; `None` where its /metrics has no such gauge.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(from = "GaugeRepr")]
 pub struct GaugePoint {
     /// Seconds since the level's first scrape.
@@ -67,7 +67,7 @@ pub struct GaugePoint {
 
 /// A gauge point as written: named, or the `[t, running, waiting, kv]` array of results
 /// written before the points were named.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum GaugeRepr {
     Named {
@@ -95,7 +95,7 @@ impl From<GaugeRepr> for GaugePoint {
 }
 
 /// What a server's /metrics said about one level.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerSide {
     pub scrapes: usize,
     /// The two scrapes the histograms are the difference of, in seconds since the level's
@@ -184,7 +184,7 @@ impl GaugePoint {
 
 /// The server's prefix cache over a window: prompt tokens looked up and found (the
 /// difference of its counters between two scrapes).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PrefixCache {
     pub queried_tokens: f64,
     pub hit_tokens: f64,

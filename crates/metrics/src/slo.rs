@@ -38,7 +38,7 @@ pub enum SloError {
 }
 
 /// Metrics an SLO may name (the contract's names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     Ttft,
@@ -108,7 +108,7 @@ impl Metric {
 }
 
 /// The statistic of an SLO.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stat {
     /// Percentile 0–100 (linear interpolation, see `stats`).
@@ -122,7 +122,7 @@ pub enum Stat {
 /// One objective: `stat(metric) ≤ bound` (or `≥` when higher is better). Read back from its
 /// fields, or from its display form (`"ttft_p95 <= 1s"`, as results files before the typed
 /// summary stored their SLO list).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "SloRepr")]
 pub struct Slo {
     pub metric: Metric,
@@ -132,7 +132,7 @@ pub struct Slo {
 }
 
 /// An SLO as written: its fields, or its display form.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum SloRepr {
     Fields { metric: Metric, stat: Stat, bound: f64 },

@@ -29,7 +29,7 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
 }
 
 /// Count, mean, spread and the usual percentiles of a set of samples.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Number of samples the statistics are computed from.
     pub n: usize,

@@ -8,7 +8,7 @@ use goodput_core::ClientRecord;
 use serde::{Deserialize, Serialize};
 
 /// The requests of one turn index across sessions.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TurnSummary {
     pub turn: u32,
     pub n: usize,

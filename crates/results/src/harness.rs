@@ -5,14 +5,14 @@
 use serde::{Deserialize, Serialize};
 
 /// The load generator's own side of a level: its CPU cost and whether it kept its schedule.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Harness {
     pub cpu: CpuUse,
     /// Harness CPU per request (all requests of the level, warm-up included), in seconds.
-    #[serde(with = "goodput_metrics::nan")]
+    #[serde(with = "goodput_metrics::nan::Nullable")]
     pub cpu_per_request_s: f64,
     /// P99 of (actual − intended send time) over the measured requests, in seconds.
-    #[serde(with = "goodput_metrics::nan")]
+    #[serde(with = "goodput_metrics::nan::Nullable")]
     pub send_lag_p99_s: f64,
     /// Open loop: requests actually sent per second over the sending period, and the target.
     pub achieved_rate: Option<f64>,
@@ -24,16 +24,16 @@ pub struct Harness {
 }
 
 /// CPU used between two readings, in seconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuUse {
     /// Of the harness (the load generator's thread).
-    #[serde(with = "goodput_metrics::nan")]
+    #[serde(with = "goodput_metrics::nan::Nullable")]
     pub harness_s: f64,
     /// Of the whole process (engine threads included).
-    #[serde(with = "goodput_metrics::nan")]
+    #[serde(with = "goodput_metrics::nan::Nullable")]
     pub process_s: f64,
     /// Wall-clock seconds of the measurement.
-    #[serde(default, with = "goodput_metrics::nan")]
+    #[serde(default, with = "goodput_metrics::nan::Nullable")]
     pub wall_s: f64,
 }
 

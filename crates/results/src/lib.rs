@@ -10,6 +10,7 @@ pub mod files;
 pub mod harness;
 pub mod prediction;
 pub mod rows;
+pub mod schema;
 pub mod summary;
 
 pub use conclusion::Conclusion;

@@ -7,7 +7,7 @@ use goodput_metrics::capacity::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// The simulated twins of a run's levels.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Prediction {
     /// The path of the profile they were simulated with.
     pub profile: String,
@@ -36,7 +36,7 @@ impl Prediction {
 }
 
 /// One metric, measured and predicted.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Compared {
     /// The metric contract's name with its statistic (`output_throughput`, `ttft_p95`, …).
     pub metric: String,

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub const FORMAT: u32 = 2;
 
 /// Everything `summary.json` holds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSummary {
     /// [`FORMAT`] of the goodput that wrote it (1 when absent).
     #[serde(default = "format_1")]
@@ -79,7 +79,7 @@ fn yes() -> bool {
 }
 
 /// The engine's settings (block size, pool, budgets).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EngineSettings {
     pub block_size: usize,
     pub kv_blocks: Option<usize>,
@@ -91,7 +91,7 @@ pub struct EngineSettings {
 }
 
 /// The machine the run measured.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Machine {
     pub cpu: String,
     pub logical_cpus: usize,
@@ -100,21 +100,21 @@ pub struct Machine {
 }
 
 /// Where the engine and the harness were pinned.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pinning {
     pub engine: Option<String>,
     pub harness: Option<String>,
 }
 
 /// The retry policy of the run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RetrySetting {
     pub max: u32,
     pub backoff_s: f64,
 }
 
 /// The workload as a reader names it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkloadInfo {
     /// `short-qa`, `multi-turn`, `agent`, `rag`, or a scenario file's name.
     pub name: String,
@@ -125,7 +125,7 @@ pub struct WorkloadInfo {
 }
 
 /// What a level's load counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum LoadUnit {
     /// Closed loop: concurrent virtual users.
     #[default]
@@ -164,7 +164,7 @@ impl std::fmt::Display for LoadUnit {
 }
 
 /// One finished level: the service summary, the engine's side and the harness's own.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LevelReport {
     pub summary: LevelSummary,
     /// The level was cut short (the run was interrupted during it): its numbers cover the
@@ -266,7 +266,7 @@ macro_rules! vllm_keys_struct {
         /// vLLM `bench serve`'s keys of a level, written beside the contract's names: counts and
         /// rates as vLLM names them, latencies in milliseconds with `mean_/median_/std_/pNN_`
         /// prefixes. Keys goodput does not know are ignored on reading.
-        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
         pub struct VllmKeys {
             #[serde(default)]
             pub completed: usize,
@@ -327,7 +327,7 @@ vllm_keys_struct!(
 );
 
 /// vLLM's `request_rate`: a number, or `"inf"` when requests are not paced by a rate.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RequestRate {
     PerSecond(f64),
@@ -335,7 +335,7 @@ pub enum RequestRate {
 }
 
 /// The string `"inf"`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Inf {
     #[serde(rename = "inf")]
     Inf,
