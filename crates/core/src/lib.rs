@@ -1,6 +1,7 @@
 //! Plain data types shared by every goodput crate: the run clock, request specifications,
 //! engine records and the model catalog. No candle, no tokio, no HTTP.
 
+pub mod builder;
 pub mod catalog;
 pub mod client;
 pub mod clock;
@@ -10,6 +11,7 @@ pub mod input;
 pub mod request;
 pub mod target;
 
+pub use builder::RecordBuilder;
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsError, WeightsSource};
 pub use client::{Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};

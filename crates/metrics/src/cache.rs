@@ -114,10 +114,10 @@ impl PrefixHits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_core::{EngineRecord, FinishReason, HttpStamps, Outcome, Stamp};
+    use goodput_core::{EngineRecord, FinishReason, HttpStamps, RecordBuilder, Stamp};
 
     fn rec(input: usize, engine: Option<(usize, usize)>, usage: Option<(usize, usize)>) -> ClientRecord {
-        let mut r = ClientRecord::unanswered(1, Stamp(0), input, Stamp(0), Outcome::Ok);
+        let mut r = RecordBuilder::new(1).input(input).build();
         r.engine = engine.map(|(cached, prompt)| EngineRecord {
             id: 1,
             arrival: Stamp(0),

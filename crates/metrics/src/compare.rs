@@ -246,15 +246,12 @@ pub fn breaks(row: &Row, t: &Threshold) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_core::{Chunk, Outcome, Stamp};
+    use goodput_core::{Outcome, RecordBuilder, Stamp};
 
     /// A request of `ttft_ms` to its first of 11 tokens, 10 ms apart.
     fn rec(id: u64, ttft_ms: u64) -> ClientRecord {
         let ms = |x: u64| Stamp(x * 1_000_000);
-        let mut r = ClientRecord::unanswered(id, ms(0), 10, ms(ttft_ms + 100), Outcome::Ok);
-        r.chunks = (0..11).map(|i| Chunk { at: ms(ttft_ms + 10 * i), tokens: 1 }).collect();
-        r.output_tokens = 11;
-        r
+        RecordBuilder::new(id).input(10).end(ms(ttft_ms + 100)).tokens_at((0..11).map(|i| ms(ttft_ms + 10 * i))).build()
     }
 
     #[test]

@@ -267,7 +267,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
 mod tests {
     use super::*;
     use crate::slo::parse_slos;
-    use goodput_core::{Chunk, Stamp};
+    use goodput_core::{RecordBuilder, Stamp};
 
     fn ms(x: u64) -> Stamp {
         Stamp(x * 1_000_000)
@@ -278,25 +278,9 @@ mod tests {
             vec![]
         } else {
             let step = if out > 1 { (end - first) / (out as u64 - 1) } else { 0 };
-            (0..out as u64).map(|i| Chunk { at: ms(first + i * step), tokens: 1 }).collect()
+            (0..out as u64).map(|i| ms(first + i * step)).collect()
         };
-        ClientRecord {
-            id,
-            intended: ms(start),
-            sent: ms(start),
-            chunks,
-            end: ms(end),
-            input_tokens: 100,
-            output_tokens: out,
-            outcome,
-            retries: 0,
-            engine: None,
-            output_ids: Vec::new(),
-            session: None,
-            turn: None,
-            http: None,
-            required_output_tokens: None,
-        }
+        RecordBuilder::new(id).intended(ms(start)).tokens_at(chunks).end(ms(end)).input(100).outcome(outcome).build()
     }
 
     #[test]

@@ -42,17 +42,21 @@ pub fn max_concurrent_requests(records: &[&ClientRecord]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_core::{Chunk, Outcome, Stamp};
+    use goodput_core::{Outcome, RecordBuilder, Stamp};
 
     const S: u64 = 1_000_000_000;
 
     fn rec(sent: f64, end: f64, chunks: &[(f64, u32)], ok: bool) -> ClientRecord {
         let at = |s: f64| Stamp((s * S as f64) as u64);
         let outcome = if ok { Outcome::Ok } else { Outcome::Timeout };
-        let mut r = ClientRecord::unanswered(1, at(sent), 10, at(sent), outcome);
-        r.end = at(end);
-        r.chunks = chunks.iter().map(|&(t, n)| Chunk { at: at(t), tokens: n }).collect();
-        r
+        RecordBuilder::new(1)
+            .intended(at(sent))
+            .input(10)
+            .end(at(end))
+            .chunks(chunks.iter().map(|&(t, n)| (at(t), n)))
+            .output(0)
+            .outcome(outcome)
+            .build()
     }
 
     #[test]

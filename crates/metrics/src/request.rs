@@ -54,30 +54,21 @@ pub fn send_lag(r: &ClientRecord) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_core::{Chunk, Outcome, Stamp};
+    use goodput_core::{Outcome, RecordBuilder, Stamp};
 
     fn ms(x: u64) -> Stamp {
         Stamp(x * 1_000_000)
     }
 
     fn rec(chunks: &[(u64, u32)], end: u64, out: usize) -> ClientRecord {
-        ClientRecord {
-            id: 0,
-            intended: ms(100),
-            sent: ms(103),
-            chunks: chunks.iter().map(|&(at, tokens)| Chunk { at: ms(at), tokens }).collect(),
-            end: ms(end),
-            input_tokens: 10,
-            output_tokens: out,
-            outcome: Outcome::Ok,
-            retries: 0,
-            engine: None,
-            output_ids: Vec::new(),
-            session: None,
-            turn: None,
-            http: None,
-            required_output_tokens: None,
-        }
+        RecordBuilder::new(0)
+            .intended(ms(100))
+            .sent(ms(103))
+            .chunks(chunks.iter().map(|&(at, tokens)| (ms(at), tokens)))
+            .end(ms(end))
+            .input(10)
+            .output(out)
+            .build()
     }
 
     #[test]

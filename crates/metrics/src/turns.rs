@@ -53,39 +53,25 @@ pub fn by_turn(records: &[&ClientRecord]) -> Vec<TurnSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_core::{Chunk, EngineRecord, FinishReason, Outcome, Stamp};
+    use goodput_core::{EngineRecord, FinishReason, RecordBuilder, Stamp};
 
     fn rec(turn: u32, prompt: usize, cached: usize, ttft_ms: u64) -> ClientRecord {
-        ClientRecord {
+        let at = Stamp(ttft_ms * 1_000_000);
+        let engine = EngineRecord {
             id: 0,
-            intended: Stamp(0),
-            sent: Stamp(0),
-            chunks: vec![Chunk { at: Stamp(ttft_ms * 1_000_000), tokens: 1 }],
-            end: Stamp(ttft_ms * 1_000_000),
-            input_tokens: prompt,
-            output_tokens: 1,
-            outcome: Outcome::Ok,
-            retries: 0,
-            engine: Some(EngineRecord {
-                id: 0,
-                arrival: Stamp(0),
-                queued: Stamp(0),
-                first_scheduled: Some(Stamp(0)),
-                first_token: Some(Stamp(ttft_ms * 1_000_000)),
-                token_times: vec![],
-                finished: Stamp(0),
-                prompt_tokens: prompt,
-                cached_tokens: cached,
-                generated_tokens: 1,
-                preemptions: 0,
-                finish_reason: FinishReason::Length,
-            }),
-            output_ids: vec![],
-            session: Some(1),
-            turn: Some(turn),
-            http: None,
-            required_output_tokens: None,
-        }
+            arrival: Stamp(0),
+            queued: Stamp(0),
+            first_scheduled: Some(Stamp(0)),
+            first_token: Some(at),
+            token_times: vec![],
+            finished: Stamp(0),
+            prompt_tokens: prompt,
+            cached_tokens: cached,
+            generated_tokens: 1,
+            preemptions: 0,
+            finish_reason: FinishReason::Length,
+        };
+        RecordBuilder::new(0).tokens_at([at]).end(at).input(prompt).engine(engine).turn(1, turn).build()
     }
 
     #[test]

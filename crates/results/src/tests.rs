@@ -5,7 +5,7 @@ use crate::files::{read_csv, read_jsonl, read_summary, Results, RunWriter, RECOR
 use crate::rows::{RecordRow, RequestRow, SeriesRow, StepRow};
 use crate::summary::*;
 use crate::{export, CpuUse, Harness, ResultsError};
-use goodput_core::{Chunk, ClientRecord, EngineRecord, FinishReason, Outcome, Phase, Stamp, StepRecord};
+use goodput_core::{ClientRecord, EngineRecord, FinishReason, Outcome, Phase, RecordBuilder, Stamp, StepRecord};
 use goodput_metrics::engine::SeriesPoint;
 use goodput_metrics::level::summarize;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
@@ -24,36 +24,31 @@ const MS: u64 = 1_000_000;
 fn record(id: u64, ttft: u64, n: u64, wait: u64) -> ClientRecord {
     let t0 = id * 1000 * MS;
     let times: Vec<Stamp> = (0..n).map(|i| Stamp(t0 + (ttft + 10 * i) * MS)).collect();
-    ClientRecord {
+    let outcome = if id % 5 == 4 { Outcome::error(goodput_core::FailureKind::Http(503), "boom") } else { Outcome::Ok };
+    let engine = EngineRecord {
         id,
-        intended: Stamp(t0),
-        sent: Stamp(t0 + MS / 10),
-        chunks: times.iter().map(|&at| Chunk { at, tokens: 1 }).collect(),
-        end: *times.last().unwrap(),
-        input_tokens: 100,
-        output_tokens: n as usize,
-        outcome: if id % 5 == 4 { Outcome::error(goodput_core::FailureKind::Http(503), "boom") } else { Outcome::Ok },
-        retries: 0,
-        engine: Some(EngineRecord {
-            id,
-            arrival: Stamp(t0 + MS),
-            queued: Stamp(t0 + 2 * MS),
-            first_scheduled: Some(Stamp(t0 + (2 + wait) * MS)),
-            first_token: times.first().copied(),
-            token_times: times.clone(),
-            finished: *times.last().unwrap(),
-            prompt_tokens: 100,
-            cached_tokens: 16,
-            generated_tokens: n as usize,
-            preemptions: 0,
-            finish_reason: FinishReason::Length,
-        }),
-        output_ids: Vec::new(),
-        session: None,
-        turn: None,
-        http: None,
-        required_output_tokens: Some(n as usize),
-    }
+        arrival: Stamp(t0 + MS),
+        queued: Stamp(t0 + 2 * MS),
+        first_scheduled: Some(Stamp(t0 + (2 + wait) * MS)),
+        first_token: times.first().copied(),
+        token_times: times.clone(),
+        finished: *times.last().unwrap(),
+        prompt_tokens: 100,
+        cached_tokens: 16,
+        generated_tokens: n as usize,
+        preemptions: 0,
+        finish_reason: FinishReason::Length,
+    };
+    RecordBuilder::new(id)
+        .intended(Stamp(t0))
+        .sent(Stamp(t0 + MS / 10))
+        .end(*times.last().unwrap())
+        .tokens_at(times)
+        .input(100)
+        .outcome(outcome)
+        .engine(engine)
+        .required_output(n as usize)
+        .build()
 }
 
 fn step(at: u64, running: usize) -> StepRecord {

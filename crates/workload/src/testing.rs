@@ -1,7 +1,7 @@
 //! Test targets and plans shared by the drivers' tests.
 
 use crate::plan::{RetryPolicy, UnitPlan};
-use goodput_core::{Chunk, ClientRecord, Clock, Outcome, Stamp, Target, WorkRequest};
+use goodput_core::{ClientRecord, Clock, RecordBuilder, Stamp, Target, WorkRequest};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,23 +29,13 @@ impl Target for Fake {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         let end = self.clock.now();
         let n = req.params.max_tokens;
-        ClientRecord {
-            id: req.id,
-            intended,
-            sent,
-            chunks: vec![Chunk { at: end, tokens: n as u32 }],
-            end,
-            input_tokens: req.prompt.len(),
-            output_tokens: n,
-            outcome: Outcome::Ok,
-            retries: 0,
-            engine: None,
-            output_ids: Vec::new(),
-            session: None,
-            turn: None,
-            http: None,
-            required_output_tokens: None,
-        }
+        RecordBuilder::new(req.id)
+            .intended(intended)
+            .sent(sent)
+            .chunks([(end, n as u32)])
+            .end(end)
+            .input(req.prompt.len())
+            .build()
     }
 }
 

@@ -3,7 +3,7 @@
 //! (the real scheduler, the roofline step cost) — doubling the load until an SLO breaks, then
 //! bisecting.
 
-use goodput_core::{Chunk, ClientRecord, Outcome, Stamp};
+use goodput_core::{ClientRecord, Outcome, RecordBuilder, Stamp};
 use goodput_metrics::level::{summarize, LevelSummary};
 
 use goodput_metrics::slo::Slo;
@@ -170,12 +170,15 @@ impl Sim<'_> {
 /// A simulated request as its client would have seen it: sent when due, each token at its
 /// engine stamp, ended with the last.
 fn client_record(r: &goodput_core::EngineRecord) -> ClientRecord {
-    let mut c = ClientRecord::unanswered(r.id, r.arrival, r.prompt_tokens, r.finished, Outcome::Ok);
-    c.chunks = r.token_times.iter().map(|&at| Chunk { at, tokens: 1 }).collect();
-    c.output_tokens = r.generated_tokens;
-    c.required_output_tokens = Some(r.generated_tokens);
-    c.engine = Some(r.clone());
-    c
+    RecordBuilder::new(r.id)
+        .intended(r.arrival)
+        .input(r.prompt_tokens)
+        .end(r.finished)
+        .tokens_at(r.token_times.iter().copied())
+        .output(r.generated_tokens)
+        .required_output(r.generated_tokens)
+        .engine(r.clone())
+        .build()
 }
 
 /// What breaks first at a failing level: the SLOs that do not hold, and the KV pool when
