@@ -76,30 +76,26 @@ impl TargetSpec {
     /// `--target` (with the engine and HTTP flags it takes) checked: each flag that has no
     /// place with the target is refused, then the engine's and the client's settings checked.
     pub(super) fn new(a: &RunArgs, model: &ModelSpec) -> Result<Self> {
-        let t = a.target.as_str();
-        let url = t.starts_with("http://") || t.starts_with("https://");
-        if !(url || t == "in-process" || t == "http-local") {
-            bail!("--target {t}: expected in-process, http-local or http://HOST:PORT");
-        }
-        let http_only = a.connection.http_only_flags();
-        if t == "in-process" && !http_only.is_empty() {
-            bail!("{} apply to HTTP targets; with --target in-process there is no HTTP", http_only.join(", "));
-        }
-        if url && a.engine_cpus.is_some() {
-            bail!("--engine-cpus pins goodput's own engine; with --target {t} there is none in this process");
-        }
-        if t != "in-process" && (a.simulate.is_some() || a.predict.is_some()) {
-            bail!(
-                "--simulate and --predict model goodput's in-process engine (its scheduler and a profile of its steps), not the HTTP path of --target {t}; drop --target"
-            );
-        }
         let engine = || -> Result<EngineConfig> {
             let mut cfg = a.engine.config()?;
             cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
             Ok(cfg)
         };
-        Ok(match t {
+        let no_simulation = || -> Result<()> {
+            if a.simulate.is_some() || a.predict.is_some() {
+                bail!(
+                    "--simulate and --predict model goodput's in-process engine (its scheduler and a profile of its steps), not the HTTP path of --target {}; drop --target",
+                    a.target
+                );
+            }
+            Ok(())
+        };
+        Ok(match a.target.as_str() {
             "in-process" => {
+                let http_only = a.connection.http_only_flags();
+                if !http_only.is_empty() {
+                    bail!("{} apply to HTTP targets; with --target in-process there is no HTTP", http_only.join(", "));
+                }
                 let simulation = match (&a.simulate, &a.predict) {
                     (Some(p), _) => Some(Simulation::Simulate(p.clone())),
                     (None, Some(p)) => Some(Simulation::Predict(p.clone())),
@@ -107,11 +103,19 @@ impl TargetSpec {
                 };
                 TargetSpec::InProcess { engine: engine()?, simulation }
             }
-            "http-local" => TargetSpec::HttpLocal { engine: engine()?, http: HttpSpec::new(a, model, true)? },
-            _ => {
+            "http-local" => {
+                no_simulation()?;
+                TargetSpec::HttpLocal { engine: engine()?, http: HttpSpec::new(a, model, true)? }
+            }
+            t if t.starts_with("http://") || t.starts_with("https://") => {
+                if a.engine_cpus.is_some() {
+                    bail!("--engine-cpus pins goodput's own engine; with --target {t} there is none in this process");
+                }
+                no_simulation()?;
                 let (url, given) = (t.trim_end_matches('/').to_string(), t.to_string());
                 TargetSpec::Url { url, given, http: HttpSpec::new(a, model, false)? }
             }
+            t => bail!("--target {t}: expected in-process, http-local or http://HOST:PORT"),
         })
     }
 
