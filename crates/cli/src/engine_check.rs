@@ -12,6 +12,7 @@
 //! agreement of each bf16 rounding scheme (`crate::rounding_study`).
 
 use crate::args::ModelArgs;
+use crate::rounding_study::Sequences;
 use crate::table;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -227,9 +228,6 @@ fn all_logits(m: &Llama, tokens: &[TokenId]) -> Result<Vec<Vec<f32>>> {
     batch.sample_rows = (0..tokens.len() as u32).collect();
     Ok(Llama::logits_rows(&m.forward(&batch, &kv)?)?)
 }
-
-/// Teacher-forced sequences and the positions of each that are compared.
-pub(crate) type Sequences = Vec<(Vec<TokenId>, std::ops::Range<usize>)>;
 
 fn random_sequences(n: usize, vocab: usize) -> Sequences {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x70b1);

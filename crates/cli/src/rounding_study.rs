@@ -3,12 +3,16 @@
 //! sequences as the logits comparison and reports each scheme against f32 on the same weights,
 //! so a GPU's agreement can be predicted, and its losses placed, on a machine without one.
 
-use crate::engine_check::Sequences;
 use crate::table;
 use anyhow::Result;
+use goodput_core::TokenId;
 use goodput_engine::numerics::{agreement, Rounding};
 use goodput_engine::Llama;
 use serde::Serialize;
+
+/// Teacher-forced sequences: each one's tokens and the positions whose logits are compared
+/// (what `engine_check` builds and hands over; this module imports nothing of it).
+pub type Sequences = Vec<(Vec<TokenId>, std::ops::Range<usize>)>;
 
 /// One scheme on one kind of sequence.
 #[derive(Serialize)]

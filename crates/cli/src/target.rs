@@ -42,18 +42,6 @@ impl Target for AnyTarget {
     }
 }
 
-/// The model's tokenizer as the HTTP client's codec.
-pub struct Codec(pub std::sync::Arc<goodput_engine::tokenizer::Tokenizer>);
-
-impl goodput_client::TextCodec for Codec {
-    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        self.0.encode(text).map_err(|e| e.to_string())
-    }
-    fn decode(&self, ids: &[u32]) -> Result<String, String> {
-        self.0.decode(ids).map_err(|e| e.to_string())
-    }
-}
-
 /// Scrapes an HTTP server's /metrics before a level, every `interval` during it, and after it.
 pub struct Scraper {
     target: Arc<HttpTarget>,

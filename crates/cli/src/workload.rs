@@ -1,8 +1,10 @@
 //! What `goodput run` sends: the scenario named by `--scenario` (built in or a TOML file),
-//! checked against the model, and the adapters the RAG workload needs from the engine.
+//! checked against the model, and the adapters the workloads and the HTTP client need from
+//! the engine (its sentence encoder, its tokenizer).
 
 use anyhow::{bail, Result};
-use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile, TextTokenizer};
+use goodput_core::TextCodec;
+use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile};
 use goodput_workload::{DatasetFormat, DatasetOptions, Trace, TraceFormat, TraceOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -217,11 +219,15 @@ impl Embedder for EncoderEmbedder {
     }
 }
 
-/// The model's tokenizer as the workload's prompt tokenizer.
-pub struct LlmTokenizer(pub Arc<goodput_engine::tokenizer::Tokenizer>);
-impl TextTokenizer for LlmTokenizer {
+/// The model's tokenizer as text ↔ token ids: the HTTP client's codec (text prompts, counts
+/// of what it receives) and the workloads' (RAG's assembled prompts, a dataset's lengths).
+pub struct ModelCodec(pub Arc<goodput_engine::tokenizer::Tokenizer>);
+impl TextCodec for ModelCodec {
     fn encode(&self, text: &str) -> std::result::Result<Vec<u32>, String> {
         self.0.encode(text).map_err(|e| e.to_string())
+    }
+    fn decode(&self, ids: &[u32]) -> std::result::Result<String, String> {
+        self.0.decode(ids).map_err(|e| e.to_string())
     }
 }
 

@@ -30,6 +30,8 @@ mod trust;
 
 pub use body::{MAX_ERROR_BODY, MAX_SCRAPE_BYTES};
 pub use connection::{is_sensitive, redact_url, split_credentials, BasicAuth, Connection, Secret};
+/// The codec of [`HttpConfig::codec`] (defined in goodput-core, shared with the workloads).
+pub use goodput_core::TextCodec;
 pub use scrape::{parse_metrics, ServerScrape, MAX_SCRAPE_LINES};
 pub use sse::{SseDecoder, SseError, MAX_EVENT_BYTES};
 pub use stream::{Step, StreamParser};
@@ -40,12 +42,6 @@ use serde_json::{json, Value};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Text ↔ token ids, for chat prompts, counting received tokens and multi-turn history.
-pub trait TextCodec: Send + Sync + 'static {
-    fn encode(&self, text: &str) -> Result<Vec<TokenId>, String>;
-    fn decode(&self, ids: &[TokenId]) -> Result<String, String>;
-}
 
 /// Which API the requests go to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

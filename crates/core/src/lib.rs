@@ -1,10 +1,13 @@
 //! Plain data types shared by every goodput crate: the run clock, request specifications,
-//! engine records and the model catalog. No candle, no tokio, no HTTP.
+//! engine records and the model catalog, and the two traits the crates meet at: [`Target`]
+//! (what load generators drive) and [`TextCodec`] (text ↔ token ids). No candle, no tokio, no
+//! HTTP.
 
 pub mod builder;
 pub mod catalog;
 pub mod client;
 pub mod clock;
+pub mod codec;
 pub mod hf_config;
 pub mod http;
 pub mod input;
@@ -15,6 +18,7 @@ pub use builder::RecordBuilder;
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsError, WeightsSource};
 pub use client::{Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};
+pub use codec::TextCodec;
 pub use http::{Anomaly, AnomalyKind, HttpStamps, ServerScrape, ServerTimings};
 pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};
 pub use target::{Target, WorkRequest};

@@ -3,9 +3,8 @@
 //! every earlier output and tool result), so calls grow, and the prefix cache can serve what
 //! was already seen. Tool and retrieval latencies are drawn from distributions (milliseconds).
 
-use crate::drive::{closed_loop, Collector};
-use crate::plan::{LevelRun, UnitPlan};
-use crate::runner::send;
+use crate::drive::{closed_loop, send, Collector};
+use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::{random_tokens, LengthDist, MAX_LATENCY_MS};
 use goodput_core::{ClientRecord, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::SeedableRng;

@@ -7,12 +7,11 @@
 //! output length (or `output_tokens`, or a fixed override), as vLLM's ShareGPT dataset does;
 //! as sessions, every turn is sent with the history before it (the target's own answers).
 
-use crate::drive::{closed_loop, Collector};
-use crate::plan::{LevelRun, UnitPlan};
-use crate::rag::TextTokenizer;
-use crate::runner::send;
+use crate::drive::{closed_loop, send, Collector};
+use crate::level::{LevelRun, UnitPlan};
+use crate::prompts::Prompts;
 use crate::WorkloadError;
-use goodput_core::{input, SamplingParams, Target, TokenId, WorkRequest};
+use goodput_core::{input, SamplingParams, Target, TextCodec, TokenId, WorkRequest};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -166,7 +165,7 @@ impl Dataset {
     pub fn build(
         name: String,
         conversations: Vec<Vec<Turn>>,
-        tok: &dyn TextTokenizer,
+        tok: &dyn TextCodec,
         options: DatasetOptions,
         max_model_len: usize,
         seed: u64,
@@ -282,15 +281,25 @@ pub async fn run_dataset_sessions<T: Target>(target: Arc<T>, data: Arc<Dataset>,
     sessions.collector.finish(start, clock.now(), |_| window).0
 }
 
+impl Prompts for Dataset {
+    /// The dataset was shuffled with the run's seed when it was built.
+    fn request(&self, _seed: u64, id: u64, _index: u64, _vocab: usize) -> WorkRequest {
+        Dataset::request(self, id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// One token per whitespace-separated word.
+    /// One token per whitespace-separated word (decoded as one word per id).
     struct Words;
-    impl TextTokenizer for Words {
+    impl TextCodec for Words {
         fn encode(&self, text: &str) -> Result<Vec<TokenId>, String> {
             Ok(text.split_whitespace().map(|w| w.len() as TokenId + 3).collect())
+        }
+        fn decode(&self, ids: &[TokenId]) -> Result<String, String> {
+            Ok(vec!["w"; ids.len()].join(" "))
         }
     }
 

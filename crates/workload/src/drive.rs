@@ -1,47 +1,59 @@
-//! What every driver shares: the closed loop of N virtual users, and the collector that
-//! gathers a level's records from every user and reports each one to the caller's sink as
-//! soon as its phase is certain (oha's manner: workers hand raw records to one collector;
-//! the records still come back whole with the level).
+//! What every driver shares: sending one request (its timeout and retries), the closed loop
+//! of N virtual users, and the collector that gathers a level's records from every user and
+//! reports each one to the caller's sink as soon as its phase is certain (oha's manner:
+//! workers hand raw records to one collector; the records still come back whole with the
+//! level). The drivers (`runner`, `multiturn`, `agent`, `rag`, `dataset`) import this; it
+//! imports none of them.
 
-use crate::plan::{LevelRun, Stop, Window};
-use goodput_core::{ClientRecord, Phase, Stamp, TaskRecord};
+use crate::level::{LevelRun, RecordSink, RetryPolicy, Stop, Window};
+use goodput_core::{ClientRecord, Outcome, Phase, Stamp, Target, TaskRecord, WorkRequest};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
-/// Where a level reports each record as it finishes, with its final [`Phase`]: at once when
-/// the phase is already certain, else when the level ends (see [`crate::LevelPlan`]: only a
-/// time trim at the end of a level bounded by count waits, as its end of sending is the last
-/// intended send).
-///
-/// A callback rather than a channel: it costs nothing when the caller needs only a count or a
-/// field, clones a record only when the caller does, and a channel is one closure away
-/// (`RecordSink::new(move |r, p| { let _ = tx.send((r.clone(), p)); })`). It is called on the
-/// load generator's own tasks, from several at once: keep it short and never block in it.
-#[derive(Clone)]
-pub struct RecordSink(Arc<Report>);
-
-/// What a [`RecordSink`] calls.
-type Report = dyn Fn(&ClientRecord, Phase) + Send + Sync;
-
-impl RecordSink {
-    /// A sink calling `f` once per record.
-    pub fn new(f: impl Fn(&ClientRecord, Phase) + Send + Sync + 'static) -> Self {
-        Self(Arc::new(f))
-    }
-
-    /// Reports `record`, which belongs to `phase`.
-    pub fn report(&self, record: &ClientRecord, phase: Phase) {
-        (self.0)(record, phase)
-    }
+/// Sends `req` and follows it, giving up on an attempt after `timeout` (it is then abandoned
+/// and recorded as timed out), and retrying as `retry` allows. The record keeps the first
+/// attempt's intended and sent times and counts the retries.
+pub(crate) async fn send<T: Target>(
+    target: &T,
+    req: WorkRequest,
+    intended: Stamp,
+    timeout: Duration,
+    retry: RetryPolicy,
+) -> ClientRecord {
+    let mut first_sent = None;
+    let mut attempt = 0u32;
+    let mut rec = loop {
+        // The last possible attempt takes the request; earlier ones send a copy (with retries
+        // off, a prompt is never copied).
+        if attempt >= retry.max {
+            break attempt_once(target, req, intended, timeout).await;
+        }
+        let rec = attempt_once(target, req.clone(), intended, timeout).await;
+        first_sent.get_or_insert(rec.sent);
+        if rec.is_ok() || !rec.outcome.retryable() {
+            break rec;
+        }
+        attempt += 1;
+        tokio::time::sleep(retry.backoff.saturating_mul(1 << (attempt - 1).min(16))).await;
+    };
+    rec.intended = intended;
+    rec.sent = first_sent.unwrap_or(rec.sent);
+    rec.retries = attempt;
+    rec
 }
 
-impl std::fmt::Debug for RecordSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RecordSink")
-    }
+/// One attempt, abandoned after `timeout` (then recorded as timed out, sent at `intended`).
+async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, timeout: Duration) -> ClientRecord {
+    let (id, input, required) = (req.id, req.prompt.len(), req.params.required_output_tokens());
+    let mut rec = match tokio::time::timeout(timeout, target.run(req, intended)).await {
+        Ok(rec) => rec,
+        Err(_) => ClientRecord::unanswered(id, intended, input, target.clock().now(), Outcome::Timeout),
+    };
+    rec.required_output_tokens = required;
+    rec
 }
 
 /// Runs units `0..total` over `users` closed-loop users (at least one): each user takes the
@@ -152,8 +164,6 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_core::Outcome;
-    use std::time::Duration;
 
     fn rec(id: u64, ms: u64) -> ClientRecord {
         let at = Stamp(ms * 1_000_000);

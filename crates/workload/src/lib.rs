@@ -6,8 +6,9 @@ pub mod agent;
 pub mod dataset;
 mod drive;
 pub mod file;
+pub mod level;
 pub mod multiturn;
-pub mod plan;
+mod prompts;
 pub mod rag;
 pub mod runner;
 pub mod scenario;
@@ -18,7 +19,6 @@ pub mod workload;
 
 pub use agent::{run_tasks, Agent, AgentNode, AgentStep};
 pub use dataset::{Dataset, DatasetFormat, DatasetOptions};
-pub use drive::RecordSink;
 pub use file::{load_scenario, ScenarioFile};
 pub use goodput_core::Phase;
 
@@ -38,10 +38,11 @@ pub enum WorkloadError {
     #[error("embedding the RAG corpus: {0}")]
     Embed(String),
 }
+pub use level::{Arrival, LevelPlan, LevelRun, RecordSink, RetryPolicy, Stop, Trim, UnitPlan, Window};
 pub use multiturn::{run_sessions, MultiTurn};
-pub use plan::{Arrival, LevelPlan, LevelRun, RetryPolicy, Stop, Trim, UnitPlan, Window};
-pub use rag::{run_rag, Embedder, HashEmbedder, Rag, RagIndex, RagSetup, TextTokenizer, EMBED_ID_BIT};
-pub use runner::{run_level, Gaps, Prompts};
+pub use prompts::Prompts;
+pub use rag::{run_rag, Embedder, HashEmbedder, Rag, RagIndex, RagSetup, EMBED_ID_BIT};
+pub use runner::{run_level, Gaps};
 pub use scenario::{LengthDist, Scenario};
 pub use trace::{Trace, TraceFormat, TraceOptions};
 pub use workload::{LevelOutput, Workload};

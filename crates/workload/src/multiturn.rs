@@ -3,9 +3,8 @@
 //! cache can serve the part already seen. The system prompt is shared by all sessions, as in
 //! a deployed assistant.
 
-use crate::drive::{closed_loop, Collector};
-use crate::plan::{LevelRun, UnitPlan};
-use crate::runner::send;
+use crate::drive::{closed_loop, send, Collector};
+use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::{random_tokens, LengthDist};
 use goodput_core::{SamplingParams, Target, TokenId, WorkRequest};
 use rand::SeedableRng;

@@ -15,11 +15,12 @@
 //! [`HashEmbedder`] (feature hashing of the words): the stage's cost is a real forward pass,
 //! the retrieval still finds the right chunks.
 
-use crate::drive::{closed_loop, Collector};
-use crate::plan::{LevelRun, UnitPlan};
-use crate::runner::send;
+use crate::drive::{closed_loop, send, Collector};
+use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::LengthDist;
-use goodput_core::{ClientRecord, Outcome, SamplingParams, Stamp, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
+use goodput_core::{
+    ClientRecord, Outcome, SamplingParams, Stamp, Target, TaskRecord, TaskStep, TextCodec, TokenId, WorkRequest,
+};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -55,11 +56,6 @@ impl Embedder for HashEmbedder {
             })
             .collect())
     }
-}
-
-/// Text → the model's token ids (to assemble the prompt).
-pub trait TextTokenizer: Send + Sync + 'static {
-    fn encode(&self, text: &str) -> Result<Vec<TokenId>, String>;
 }
 
 /// A RAG scenario: the synthetic corpus, the query, retrieval and the answer's length.
@@ -250,7 +246,7 @@ pub struct RagSetup {
     /// Embeds each query (the same embedder as the corpus's).
     pub embedder: Arc<dyn Embedder>,
     /// Turns the assembled prompt (and, without an encoder, the query) into token ids.
-    pub tokenizer: Arc<dyn TextTokenizer>,
+    pub tokenizer: Arc<dyn TextCodec>,
     /// The sentence encoder's directory; `None`: no encoder, the embed stage is a
     /// prefill-only pass of the query through the target (and `embedder` is a
     /// [`HashEmbedder`]).
@@ -263,7 +259,7 @@ impl RagSetup {
     pub fn build(
         rag: Rag,
         embedder: Arc<dyn Embedder>,
-        tokenizer: Arc<dyn TextTokenizer>,
+        tokenizer: Arc<dyn TextCodec>,
         encoder: Option<PathBuf>,
         seed: u64,
     ) -> Result<Self, crate::WorkloadError> {

@@ -8,10 +8,10 @@
 //! and sent times, so a retried request's latency includes every attempt, and counts its
 //! retries.
 
-use crate::drive::{closed_loop, join_all, Collector};
-use crate::plan::{Arrival, LevelPlan, LevelRun, RetryPolicy, UnitPlan, Window};
-use crate::scenario::Scenario;
-use goodput_core::{ClientRecord, Outcome, Stamp, Target, WorkRequest};
+use crate::drive::{closed_loop, join_all, send, Collector};
+use crate::level::{Arrival, LevelPlan, LevelRun, UnitPlan, Window};
+use crate::prompts::Prompts;
+use goodput_core::{ClientRecord, Stamp, Target};
 use rand::SeedableRng;
 use rand_distr::{Distribution, Gamma};
 use std::sync::Arc;
@@ -39,84 +39,6 @@ impl Gaps {
             Some(g) => g.sample(&mut self.rng),
             None => 1.0 / self.rate,
         }
-    }
-}
-
-/// Sends `req` and follows it, giving up on an attempt after `timeout` (it is then abandoned
-/// and recorded as timed out), and retrying as `retry` allows. The record keeps the first
-/// attempt's intended and sent times and counts the retries.
-pub(crate) async fn send<T: Target>(
-    target: &T,
-    req: WorkRequest,
-    intended: Stamp,
-    timeout: Duration,
-    retry: RetryPolicy,
-) -> ClientRecord {
-    let mut first_sent = None;
-    let mut attempt = 0u32;
-    let mut rec = loop {
-        // The last possible attempt takes the request; earlier ones send a copy (with retries
-        // off, a prompt is never copied).
-        if attempt >= retry.max {
-            break attempt_once(target, req, intended, timeout).await;
-        }
-        let rec = attempt_once(target, req.clone(), intended, timeout).await;
-        first_sent.get_or_insert(rec.sent);
-        if rec.is_ok() || !rec.outcome.retryable() {
-            break rec;
-        }
-        attempt += 1;
-        tokio::time::sleep(retry.backoff.saturating_mul(1 << (attempt - 1).min(16))).await;
-    };
-    rec.intended = intended;
-    rec.sent = first_sent.unwrap_or(rec.sent);
-    rec.retries = attempt;
-    rec
-}
-
-/// One attempt, abandoned after `timeout` (then recorded as timed out, sent at `intended`).
-async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, timeout: Duration) -> ClientRecord {
-    let (id, input, required) = (req.id, req.prompt.len(), req.params.required_output_tokens());
-    let mut rec = match tokio::time::timeout(timeout, target.run(req, intended)).await {
-        Ok(rec) => rec,
-        Err(_) => ClientRecord::unanswered(id, intended, input, target.clock().now(), Outcome::Timeout),
-    };
-    rec.required_output_tokens = required;
-    rec
-}
-
-/// Where a level's single requests come from: a scenario's synthetic prompts or a dataset's.
-pub trait Prompts: Send + Sync + 'static {
-    /// Request `id` (the `index`-th of its level) of a run seeded with `seed`, prompts drawn
-    /// from `vocab` ids.
-    fn request(&self, seed: u64, id: u64, index: u64, vocab: usize) -> WorkRequest;
-
-    /// Seconds from the level's start at which its `index`-th request is due at `speedup`,
-    /// for prompts with times of their own (a trace).
-    fn due(&self, _index: u64, _speedup: f64) -> Option<f64> {
-        None
-    }
-}
-
-impl Prompts for Scenario {
-    fn request(&self, seed: u64, id: u64, _index: u64, vocab: usize) -> WorkRequest {
-        Scenario::request(self, seed, id, vocab)
-    }
-}
-
-impl Prompts for crate::dataset::Dataset {
-    /// The dataset was shuffled with the run's seed when it was built.
-    fn request(&self, _seed: u64, id: u64, _index: u64, _vocab: usize) -> WorkRequest {
-        crate::dataset::Dataset::request(self, id)
-    }
-}
-
-impl Prompts for crate::trace::Trace {
-    fn request(&self, _seed: u64, id: u64, index: u64, vocab: usize) -> WorkRequest {
-        crate::trace::Trace::request(self, id, index as usize, vocab)
-    }
-    fn due(&self, index: u64, speedup: f64) -> Option<f64> {
-        Some(crate::trace::Trace::due(self, index as usize, speedup))
     }
 }
 
@@ -234,9 +156,10 @@ pub async fn run_level<T: Target>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Trim;
+    use crate::level::{RetryPolicy, Trim};
+    use crate::scenario::Scenario;
     use crate::testing::{fake, units};
-    use goodput_core::{Clock, Phase, WorkRequest};
+    use goodput_core::{Clock, Outcome, Phase, WorkRequest};
     use std::sync::atomic::Ordering;
     use std::sync::Mutex;
 

@@ -4,6 +4,7 @@
 //! nothing hits the prefix cache by accident; `shared_prefix` puts the same first tokens in
 //! every prompt to measure the cache-hit case on purpose.
 
+use crate::prompts::Prompts;
 use goodput_core::{SamplingParams, TokenId, WorkRequest};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Normal};
@@ -249,6 +250,12 @@ impl Scenario {
             s.push_str(&format!(" ({note})"));
         }
         s
+    }
+}
+
+impl Prompts for Scenario {
+    fn request(&self, seed: u64, id: u64, _index: u64, vocab: usize) -> WorkRequest {
+        Scenario::request(self, seed, id, vocab)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Test targets and plans shared by the drivers' tests.
 
-use crate::plan::{RetryPolicy, UnitPlan};
+use crate::level::{RetryPolicy, UnitPlan};
 use goodput_core::{ClientRecord, Clock, RecordBuilder, Stamp, Target, WorkRequest};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

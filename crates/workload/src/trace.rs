@@ -10,6 +10,7 @@
 //!
 //! Latency counts from each request's intended time (its trace time), as for any open loop.
 
+use crate::prompts::Prompts;
 use crate::scenario::random_tokens;
 use crate::WorkloadError;
 use goodput_core::{input, SamplingParams, TokenId, WorkRequest};
@@ -237,6 +238,15 @@ impl Trace {
             mean(|e| e.input),
             mean(|e| e.output)
         )
+    }
+}
+
+impl Prompts for Trace {
+    fn request(&self, _seed: u64, id: u64, index: u64, vocab: usize) -> WorkRequest {
+        Trace::request(self, id, index as usize, vocab)
+    }
+    fn due(&self, index: u64, speedup: f64) -> Option<f64> {
+        Some(Trace::due(self, index as usize, speedup))
     }
 }
 

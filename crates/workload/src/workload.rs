@@ -6,8 +6,8 @@
 
 use crate::agent::{run_tasks, Agent};
 use crate::file::ScenarioFile;
+use crate::level::{LevelPlan, LevelRun};
 use crate::multiturn::{run_sessions, MultiTurn};
-use crate::plan::{LevelPlan, LevelRun};
 use crate::rag::{run_rag, Rag, RagSetup};
 use crate::runner::run_level;
 use crate::scenario::Scenario;
@@ -172,11 +172,12 @@ impl Workload {
 mod tests {
     use super::*;
     use crate::agent::{AgentNode, AgentStep};
-    use crate::plan::{Arrival, Trim, UnitPlan};
-    use crate::rag::{HashEmbedder, TextTokenizer};
+    use crate::level::{Arrival, Trim, UnitPlan};
+    use crate::rag::HashEmbedder;
     use crate::scenario::LengthDist;
     use crate::testing::{fake, units, Fake};
     use crate::RecordSink;
+    use goodput_core::TextCodec;
     use goodput_core::{Phase, Stamp};
     use std::collections::HashMap;
     use std::sync::Mutex;
@@ -297,9 +298,12 @@ mod tests {
 
     /// One token per byte.
     struct Bytes;
-    impl TextTokenizer for Bytes {
+    impl TextCodec for Bytes {
         fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
             Ok(text.bytes().map(u32::from).collect())
+        }
+        fn decode(&self, ids: &[u32]) -> Result<String, String> {
+            Ok(ids.iter().map(|&i| char::from(i as u8)).collect())
         }
     }
 

@@ -13,12 +13,12 @@
 //! session context wrapped the same way. Both are checked additions now (the minimal inputs
 //! are unit tests in `trace.rs` and `dataset.rs`).
 
+use goodput_core::TextCodec;
 use goodput_core::TokenId;
 use goodput_fuzzing::json::{edge_int, mutated};
 use goodput_fuzzing::{config, temp_path};
 use goodput_workload::dataset::{self, Dataset, DatasetFormat, DatasetOptions};
 use goodput_workload::trace::{self, Trace, TraceFormat, TraceOptions};
-use goodput_workload::TextTokenizer;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -54,11 +54,14 @@ fn dataset_seeds() -> Vec<Value> {
     ]
 }
 
-/// One token per whitespace-separated word.
+/// One token per whitespace-separated word (decoded as one word per id).
 struct Words;
-impl TextTokenizer for Words {
+impl TextCodec for Words {
     fn encode(&self, text: &str) -> Result<Vec<TokenId>, String> {
         Ok(text.split_whitespace().map(|w| w.len() as TokenId + 3).collect())
+    }
+    fn decode(&self, ids: &[TokenId]) -> Result<String, String> {
+        Ok(vec!["w"; ids.len()].join(" "))
     }
 }
 

@@ -1,5 +1,6 @@
 //! The arguments of `goodput run` and `goodput capacity` (clap derive; doc comments are the
-//! help text). [`super::plan::RunPlan`] turns them into a checked plan.
+//! help text), as clap leaves them: `run::spec` consumes them into the checked `RunSpec`, and
+//! nothing after it reads them. This module imports nothing from the rest of `run`.
 
 use crate::args::{parse_cpus, parse_duration, parse_duration_or_zero, parse_span, parse_stage, CpuList, Span};
 use crate::args::{EngineArgs, ModelArgs};

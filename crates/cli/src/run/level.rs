@@ -2,9 +2,8 @@
 //! the service summary of its measured requests, the engine's side from its steps (or the
 //! server's from its /metrics), the harness's own cost, and the task-level numbers.
 
-use super::args::RunArgs;
-use super::plan::{Counts, LevelSpec, RunPlan};
 use super::rig::Rig;
+use super::spec::{Counts, LevelSpec, RunSpec};
 use crate::target::Scraper;
 use goodput_core::{ClientRecord, Phase, Stamp, StepRecord};
 use goodput_metrics::cache::{HitSource, PrefixHits};
@@ -35,8 +34,7 @@ pub fn id_span(level: &LevelSpec, counts: &Counts, workload: &Workload) -> u64 {
 
 /// The workload's plan of a level.
 pub fn level_plan(
-    a: &RunArgs,
-    plan: &RunPlan,
+    spec: &RunSpec,
     level: &LevelSpec,
     counts: &Counts,
     first_id: u64,
@@ -52,9 +50,9 @@ pub fn level_plan(
             units: counts.requests,
             warmup: counts.warmup,
             cooldown: counts.cooldown,
-            timeout: a.timeout,
-            retry: plan.retry,
-            seed: plan.seed,
+            timeout: spec.timeout,
+            retry: spec.retry,
+            seed: spec.seed,
             first_id,
             sink,
             stop,
@@ -122,17 +120,9 @@ fn drive(rig: &Rig, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Ran {
 
 /// Runs one level: the workload against the target (its /metrics scraped around it for an
 /// HTTP target), then the level's report over its measured window.
-pub fn run(
-    rig: &Rig,
-    a: &RunArgs,
-    plan: &RunPlan,
-    level: &LevelSpec,
-    lp: LevelPlan,
-    stop: &Stop,
-    seen: &Seen,
-) -> Finished {
+pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Finished {
     let _ = rig.steps.drain();
-    let scraper = rig.http().map(|h| Scraper::start(&rig.rt, h, a.scrape_interval));
+    let scraper = rig.http().map(|h| Scraper::start(&rig.rt, h, spec.scrape_interval));
     let (ran, cpu) = crate::cpu::measure(|| drive(rig, lp, stop, seen));
     let measured = ran.measured();
     // The engine's and the server's state over the measured window (the summary's): from the
@@ -144,7 +134,7 @@ pub fn run(
     let measured_ends = last_end(Phase::Measured).map(|end| (last_end(Phase::Warmup), end));
     let server = scraper.map(|s| s.finish(&rig.rt, measured_ends, window));
     let steps: Vec<StepRecord> = rig.steps.drain().collect();
-    let summary = summarize(level.load, &measured, &plan.slos);
+    let summary = summarize(level.load, &measured, &spec.slos);
     let open_loop = match level.arrival {
         Arrival::Rate { rate, .. } => Some(rate),
         // A trace's gaps are its own, not a steady rate's: nothing to hold the sends against.
@@ -166,7 +156,7 @@ pub fn run(
     let engine = EngineLevel::of(&in_window(&steps, window));
     let prefix_cache = PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref()));
     if let Some(h) = prefix_cache.filter(|h| h.contaminated() && rig.workload.unique_prompts()) {
-        warn_cache_hits(level.load, &h, plan, &rig.workload);
+        warn_cache_hits(level.load, &h, spec.seed_drawn, &rig.workload);
     }
     let report = LevelReport {
         prefix_cache,
@@ -183,7 +173,7 @@ pub fn run(
         rag,
         partial: ran.partial,
     };
-    let series = goodput_metrics::engine::series(&steps, ran.start, a.series_interval.as_secs_f64());
+    let series = goodput_metrics::engine::series(&steps, ran.start, spec.series_interval.as_secs_f64());
     Finished { report, steps, series }
 }
 
@@ -206,13 +196,13 @@ fn vllm_load(arrival: &Arrival, measured: &[&ClientRecord]) -> VllmLoad {
 }
 
 /// A workload of unique prompts served from the prefix cache: the level measured the cache.
-fn warn_cache_hits(load: f64, h: &PrefixHits, plan: &RunPlan, workload: &Workload) {
+fn warn_cache_hits(load: f64, h: &PrefixHits, seed_drawn: bool, workload: &Workload) {
     let why = match workload {
         Workload::Dataset(d) => format!(
             "the dataset's {} prompts repeat once the run has sent them all: give a larger dataset or fewer --requests",
             d.conversations.len()
         ),
-        _ if plan.seed_drawn => {
+        _ if seed_drawn => {
             "its prompts are this run's own, so the server shares prefixes across them (or reports hits it did not have)"
                 .into()
         }

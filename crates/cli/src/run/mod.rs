@@ -1,15 +1,17 @@
 //! `goodput run`: a scenario through a sweep of load levels against the in-process engine or
 //! an HTTP server, with the three layers of numbers per level, SLO checks, usable and limit
 //! capacity, the queueing knee, and the written conclusion of the seeds. In steps: the
-//! arguments become a checked [`plan`], the [`rig`] sets up the model, engine and target, each
-//! [`level`] runs and is reported, and the [`sweep`] writes, refines and concludes.
+//! [`args`] are consumed once into a checked [`spec`], the [`rig`] sets up the model, engine
+//! and target, each [`level`] runs and is reported, and the [`sweep`] writes, refines and
+//! concludes. Only `goodput run` and `goodput capacity` read the arguments; the rig, the sweep
+//! and the levels take the spec.
 
 mod args;
 mod interrupt;
 mod level;
-mod plan;
 mod records;
 mod rig;
+mod spec;
 mod sweep;
 
 pub use args::{CapacityArgs, RunArgs};
@@ -28,8 +30,8 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
     if a.trace.trace.is_some() {
         bail!("goodput capacity searches over users; a trace sends at its own times: use `run --trace F --trace-speedup 1,2,4`");
     }
-    if c.max_users == 0 || c.max_users > plan::MAX_USERS {
-        bail!("--max-users must be between 1 and {}, got {}", plan::MAX_USERS, c.max_users);
+    if c.max_users == 0 || c.max_users > spec::MAX_USERS {
+        bail!("--max-users must be between 1 and {}, got {}", spec::MAX_USERS, c.max_users);
     }
     a.concurrency =
         std::iter::successors(Some(1usize), |&u| u.checked_mul(2)).take_while(|&u| u <= c.max_users).collect();
@@ -47,22 +49,19 @@ pub const EXIT_NOTHING_COMPLETED: i32 = 3;
 /// Interrupted (SIGINT or SIGTERM): what finished is written, the run marked incomplete.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
-/// `goodput run`: the plan checked, the rig set up, the levels run one by one (each written
+/// `goodput run`: the arguments checked into a spec, the rig set up, the levels run one by one (each written
 /// as it finishes), refinement levels added, then the tables, the conclusion and the report.
 /// Returns the exit status: [`EXIT_OK`], [`EXIT_NOTHING_COMPLETED`] or [`EXIT_INTERRUPTED`].
 pub fn run(a: RunArgs) -> Result<i32> {
-    let plan = plan::RunPlan::new(&a)?;
-    if (a.simulate.is_some() || a.predict.is_some()) && a.target != "in-process" {
-        bail!(
-            "--simulate and --predict model goodput's in-process engine (its scheduler and a profile of its steps), not the HTTP path of --target {}; drop --target",
-            a.target
-        );
-    }
-    let rig = rig::Rig::build(&a, &plan)?;
-    let twin =
-        a.predict.as_ref().map(|p| rig::Rig::simulated(&a, &plan, p, Some(rig.tokenizer.clone()))).transpose()?;
+    let spec = spec::RunSpec::new(a)?;
+    let rig = rig::Rig::build(&spec)?;
+    let twin = spec
+        .target
+        .predict()
+        .map(|(engine, p)| rig::Rig::simulated(&spec, engine, p, Some(rig.tokenizer.clone())))
+        .transpose()?;
     let stop = interrupt::install();
-    let mut sweep = Sweep::start(&a, &plan, &rig, stop.clone())?;
+    let mut sweep = Sweep::start(&spec, &rig, stop.clone())?;
     while !stop.raised() {
         let Some(level) = sweep.next_level() else { break };
         let finished = sweep.run_level(&rig, &level)?;

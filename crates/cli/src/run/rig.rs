@@ -3,16 +3,16 @@
 //! goodput's own server on loopback, or an external server), the RAG index, the engine's step
 //! channel and the load generator's runtime. Dropping the rig stops the server and the engine.
 
-use super::args::RunArgs;
-use super::plan::RunPlan;
-use crate::target::{AnyTarget, Codec, LocalServer};
-use crate::workload::{EncoderEmbedder, LlmTokenizer, WorkloadSpec};
+use super::spec::{HttpSpec, RunSpec, Simulation, TargetSpec};
+use crate::target::{AnyTarget, LocalServer};
+use crate::workload::{EncoderEmbedder, ModelCodec};
 use anyhow::{bail, Context, Result};
 use goodput_client::{Api, HttpConfig, HttpTarget};
-use goodput_core::{Clock, StepRecord, Target};
+use goodput_core::{Clock, StepRecord, Target, TextCodec};
 use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::Engine;
-use goodput_results::{EngineSettings, Machine, Pinning};
+use goodput_engine::EngineConfig;
+use goodput_results::{Machine, Pinning};
 use goodput_workload::{Dataset, Embedder, RagSetup, Workload};
 use std::sync::Arc;
 
@@ -61,21 +61,22 @@ struct Model {
     device: String,
 }
 
-fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
-    if plan.url.is_some() {
+fn load_model(s: &RunSpec) -> Result<Model> {
+    if let TargetSpec::Url { http, .. } = &s.target {
         // An external server: prompts need only the vocabulary (and a tokenizer for text).
-        let tokenizer = match a.model.client_tokenizer()? {
+        let tokenizer = match s.model_args.client_tokenizer()? {
             Some(t) => t,
             None => {
-                if a.api != "completions" {
+                if http.config.api != Api::Completions {
                     eprintln!(
                         "warning: no tokenizer of `{}` here (give --tokenizer, or --model as a directory or a \
                          repository in the local Hugging Face cache): the --api {} prompts are byte-level text, so \
                          their lengths under the server's tokenizer are approximate",
-                        plan.spec.name, a.api
+                        s.model.name,
+                        http.api_flag()
                     );
                 }
-                Tokenizer::try_byte_level(plan.spec.vocab_size).map_err(|e| anyhow::anyhow!("{e}"))?
+                Tokenizer::try_byte_level(s.model.vocab_size).map_err(|e| anyhow::anyhow!("{e}"))?
             }
         };
         return Ok(Model {
@@ -86,8 +87,8 @@ fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
             device: "remote".into(),
         });
     }
-    a.engine.apply_before_load();
-    let l = a.model.load(plan.max_len)?;
+    s.engine.apply_before_load();
+    let l = s.model_args.load(s.max_len)?;
     let device = if l.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", l.model.device) };
     Ok(Model {
         weights: format!("{} ({})", l.weights_kind, l.weights_origin),
@@ -99,15 +100,10 @@ fn load_model(a: &RunArgs, plan: &RunPlan) -> Result<Model> {
 }
 
 /// The workload to run: the scenario's, with RAG's encoder loaded and its corpus embedded.
-fn workload(
-    a: &RunArgs,
-    spec: &WorkloadSpec,
-    seed: u64,
-    tokenizer: &Arc<Tokenizer>,
-    max_len: usize,
-) -> Result<Workload> {
+fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>) -> Result<Workload> {
+    let (spec, seed, max_len) = (&s.workload, s.seed, s.max_len);
     if let Some(t) = &spec.trace {
-        if !a.quiet {
+        if !s.quiet {
             eprintln!("trace: {}", t.describe());
         }
         return Ok(Workload::Trace(t.clone()));
@@ -119,9 +115,9 @@ fn workload(
                 d.name
             );
         }
-        let tok = LlmTokenizer(tokenizer.clone());
+        let tok = ModelCodec(tokenizer.clone());
         let data = Dataset::build(d.name.clone(), d.conversations.clone(), &tok, d.options.clone(), max_len, seed)?;
-        if !a.quiet {
+        if !s.quiet {
             eprintln!("dataset: {}", data.describe());
         }
         return Ok(Workload::Dataset(Arc::new(data)));
@@ -133,9 +129,9 @@ fn workload(
             Some(d) => Arc::new(EncoderEmbedder(goodput_engine::encoder::Encoder::load(d, &candle_core::Device::Cpu)?)),
             None => Arc::new(goodput_workload::HashEmbedder { dims: 384 }),
         };
-        let tokenizer = Arc::new(LlmTokenizer(tokenizer.clone()));
-        let setup = RagSetup::build(rag, embedder, tokenizer, dir, seed)?;
-        if !a.quiet {
+        let codec: Arc<dyn TextCodec> = Arc::new(ModelCodec(tokenizer.clone()));
+        let setup = RagSetup::build(rag, embedder, codec, dir, seed)?;
+        if !s.quiet {
             let with = setup.encoder.as_ref().map_or("hashed bag-of-words vectors".into(), |d| d.display().to_string());
             let n = setup.index.chunks.len();
             eprintln!("rag: embedded {n} corpus chunks with {with} in {:.2} s", t.elapsed().as_secs_f64());
@@ -150,26 +146,24 @@ impl Rig {
         self.local.block_on(&self.rt, fut)
     }
 
-    pub fn build(a: &RunArgs, plan: &RunPlan) -> Result<Rig> {
-        if let Some(path) = &a.simulate {
-            return Self::simulated(a, plan, path, None);
+    pub fn build(s: &RunSpec) -> Result<Rig> {
+        if let TargetSpec::InProcess { engine, simulation: Some(Simulation::Simulate(path)) } = &s.target {
+            return Self::simulated(s, engine, path, None);
         }
-        let mut m = load_model(a, plan)?;
-        let workload = workload(a, &plan.workload, plan.seed, &m.tokenizer, plan.max_len)?;
+        let mut m = load_model(s)?;
+        let workload = workload(s, &m.tokenizer)?;
         let (step_tx, steps) = flume::unbounded();
-        let (target, engine) = match m.model.take() {
-            Some(model) => {
-                let mut cfg = a.engine.config()?;
-                cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
-                let engine = Engine::start(model, cfg, Clock::new(), Some(step_tx))?;
+        let (target, engine) = match (&s.target, m.model.take()) {
+            (TargetSpec::InProcess { engine: cfg, .. } | TargetSpec::HttpLocal { engine: cfg, .. }, Some(model)) => {
+                let engine = Engine::start(model, cfg.clone(), Clock::new(), Some(step_tx))?;
                 (AnyTarget::Engine(engine.handle()), Some(engine))
             }
             // Against another process's server: no engine here.
-            None => {
-                let url = plan.url.clone().context("no engine and no server to send requests to")?;
-                let http = HttpTarget::new(http_config(a, plan, url, &m.tokenizer)?, Clock::new())?;
+            (TargetSpec::Url { url, http, .. }, None) => {
+                let http = HttpTarget::new(http_config(http, url.clone(), &m.tokenizer), Clock::new())?;
                 (AnyTarget::Http(Arc::new(http)), None)
             }
+            _ => bail!("no engine and no server to send requests to"),
         };
         let mut rig = Rig {
             rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
@@ -178,69 +172,66 @@ impl Rig {
             tokenizer: m.tokenizer.clone(),
             target: Arc::new(target),
             workload,
-            vocab: plan.spec.vocab_size,
+            vocab: s.model.vocab_size,
             steps,
             weights: m.weights,
             device: m.device,
-            pinning: pinning(a),
+            pinning: pinning(s),
             engine,
             server: None,
         };
-        if a.target == "http-local" {
-            rig.serve_locally(a, plan, &m.tokenizer, m.chat)?;
+        if let TargetSpec::HttpLocal { http, .. } = &s.target {
+            rig.serve_locally(s, http, &m.tokenizer, m.chat)?;
         }
-        rig.pin_harness(a)?;
-        if plan.url.is_some() {
-            rig.check_served(a, plan)?;
+        rig.pin_harness(s)?;
+        if let TargetSpec::Url { http, .. } = &s.target {
+            rig.check_served(s, http)?;
         }
         Ok(rig)
     }
 
-    /// The simulated engine of `profile` in place of the model: the run's engine settings, the
-    /// profile's step costs, virtual time. `tokenizer`: the measured rig's, so a twin's
-    /// prompts (RAG's, built from text) are the measured run's.
+    /// The simulated engine of `profile` in place of the in-process engine of `engine`: the
+    /// run's engine settings, the profile's step costs, virtual time. `tokenizer`: the measured
+    /// rig's, so a twin's prompts (RAG's, built from text) are the measured run's.
     pub fn simulated(
-        a: &RunArgs,
-        plan: &RunPlan,
+        s: &RunSpec,
+        engine: &EngineConfig,
         path: &std::path::Path,
         tokenizer: Option<Arc<Tokenizer>>,
     ) -> Result<Rig> {
-        if plan.url.is_some() || a.target != "in-process" {
-            bail!("a simulation stands for the in-process engine; drop --target {}", a.target);
-        }
         let profile = goodput_sizing::profile::Profile::read(path)?;
-        if profile.model != plan.spec.name {
-            bail!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, plan.spec.name);
+        if profile.model != s.model.name {
+            bail!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, s.model.name);
         }
-        warn_if_elsewhere(a, &profile, path);
+        warn_if_elsewhere(s, &profile, path);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()?;
         let clock = crate::simulate::clock(&rt);
-        let sc = sim_config(a, plan)?;
+        let sc = sim_config(s, engine)?;
         let engine = goodput_sizing::sim::SimEngine::new(sc, Arc::new(profile.cost()))
             .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
         let tokenizer = match tokenizer {
             Some(t) => t,
-            None if plan.spec.vocab_size >= 259 => Arc::new(Tokenizer::byte_level(plan.spec.vocab_size)),
+            None if s.model.vocab_size >= 259 => Arc::new(Tokenizer::byte_level(s.model.vocab_size)),
             None => bail!("a simulation needs a vocabulary of at least 259 tokens (bytes and specials)"),
         };
-        let workload = workload(a, &plan.workload, plan.seed, &tokenizer, plan.max_len)?;
+        let workload = workload(s, &tokenizer)?;
         let (step_tx, steps) = flume::unbounded();
         let local = tokio::task::LocalSet::new();
         let description = format!("simulated engine ({})", path.display());
-        let sim = crate::simulate::SimTarget::start(&local, engine, clock, plan.spec.vocab_size, step_tx, description);
+        let sim = crate::simulate::SimTarget::start(&local, engine, clock, s.model.vocab_size, step_tx, description);
         Ok(Rig {
             rt,
             local,
             target: Arc::new(AnyTarget::Sim(sim)),
             workload,
-            vocab: plan.spec.vocab_size,
+            vocab: s.model.vocab_size,
             steps,
             weights: format!("simulated from {} ({})", path.display(), profile.source),
             device: format!(
                 "simulated {} ({}, {} CPUs)",
                 profile.fingerprint.device, profile.fingerprint.cpu, profile.fingerprint.logical_cpus
             ),
-            pinning: pinning(a),
+            pinning: pinning(s),
             simulated: true,
             tokenizer,
             engine: None,
@@ -252,33 +243,28 @@ impl Rig {
     /// the load generator's), driven over HTTP.
     fn serve_locally(
         &mut self,
-        a: &RunArgs,
-        plan: &RunPlan,
+        s: &RunSpec,
+        http: &HttpSpec,
         tokenizer: &Arc<Tokenizer>,
         template: goodput_engine::loader::ChatFormat,
     ) -> Result<()> {
         let e = self.engine.as_ref().context("http-local needs the engine")?;
-        let st = crate::serve::state(
-            e,
-            tokenizer.clone(),
-            served_name(a, plan),
-            template,
-            goodput_server::Policy::default(),
-        )?;
-        let server = LocalServer::start(st, a.harness_cpus.as_ref().map(|c| c.0.clone()))?;
-        let http = HttpTarget::new(http_config(a, plan, server.url.clone(), tokenizer)?, e.handle().clock())?;
+        let name = http.config.model.clone();
+        let st = crate::serve::state(e, tokenizer.clone(), name, template, goodput_server::Policy::default())?;
+        let server = LocalServer::start(st, s.harness_cpus.clone())?;
+        let http = HttpTarget::new(http_config(http, server.url.clone(), tokenizer), e.handle().clock())?;
         self.server = Some(server);
         self.target = Arc::new(AnyTarget::Http(Arc::new(http)));
         Ok(())
     }
 
     /// The engine thread is pinned by now; this thread (the load generator) follows.
-    fn pin_harness(&self, a: &RunArgs) -> Result<()> {
-        if let Some(h) = &a.harness_cpus {
-            goodput_engine::affinity::pin_current(&h.0)?;
+    fn pin_harness(&self, s: &RunSpec) -> Result<()> {
+        if let Some(h) = &s.harness_cpus {
+            goodput_engine::affinity::pin_current(h)?;
         }
-        if let (Some(e), Some(h)) = (&a.engine_cpus, &a.harness_cpus) {
-            if e.0.iter().any(|c| h.0.contains(c)) {
+        if let (Some(e), Some(h)) = (&s.engine_cpus, &s.harness_cpus) {
+            if e.iter().any(|c| h.contains(c)) {
                 eprintln!(
                     "warning: --engine-cpus and --harness-cpus share CPUs; the harness competes with the engine there"
                 );
@@ -289,16 +275,16 @@ impl Rig {
 
     /// Checks that the server serves the model; without --served-model-name, a server that
     /// serves one model only is asked for its name (`GET /v1/models`).
-    fn check_served(&mut self, a: &RunArgs, plan: &RunPlan) -> Result<()> {
+    fn check_served(&mut self, s: &RunSpec, http: &HttpSpec) -> Result<()> {
         let Some(h) = self.http() else { return Ok(()) };
         let models = self.block_on(h.models()).context("asking the server for its models")?;
-        let name = served_name(a, plan);
-        if models.contains(&name) {
+        let name = &http.config.model;
+        if models.contains(name) {
             return Ok(());
         }
         match models.as_slice() {
-            [only] if a.served_model_name.is_none() => {
-                if !a.quiet {
+            [only] if !http.name_given => {
+                if !s.quiet {
                     eprintln!("the server serves `{only}` (GET /v1/models); sending that as the model name");
                 }
                 let cfg = HttpConfig { model: only.clone(), ..h.config().clone() };
@@ -326,41 +312,22 @@ impl Rig {
     }
 }
 
-fn served_name(a: &RunArgs, plan: &RunPlan) -> String {
-    a.served_model_name.clone().unwrap_or_else(|| plan.spec.name.clone())
+/// The client's settings of `http` completed: the server at `base_url`, the model's tokenizer
+/// as the codec.
+fn http_config(http: &HttpSpec, base_url: String, tokenizer: &Arc<Tokenizer>) -> HttpConfig {
+    HttpConfig { base_url, codec: Some(Arc::new(ModelCodec(tokenizer.clone()))), ..http.config.clone() }
 }
 
-fn http_config(a: &RunArgs, plan: &RunPlan, base_url: String, tokenizer: &Arc<Tokenizer>) -> Result<HttpConfig> {
-    Ok(HttpConfig {
-        base_url,
-        model: served_name(a, plan),
-        api: match a.api.as_str() {
-            "chat" => Api::Chat,
-            "completions-text" => Api::CompletionsText,
-            _ => Api::Completions,
-        },
-        exact_lengths: true,
-        return_token_ids: plan.url.is_none(),
-        same_clock: plan.url.is_none(),
-        codec: Some(Arc::new(Codec(tokenizer.clone()))),
-        server_stamps: !a.ignore_server_stamps,
-        strict_openai: a.connection.strict_openai,
-        extra_body: a.connection.extra_body.clone().unwrap_or_default(),
-        connection: a.connection.connection()?,
-        timeout: a.timeout,
-    })
-}
-
-fn pinning(a: &RunArgs) -> Pinning {
-    let list = |c: &Option<crate::args::CpuList>| c.as_ref().map(|c| goodput_engine::affinity::format_cpu_list(&c.0));
-    Pinning { engine: list(&a.engine_cpus), harness: list(&a.harness_cpus) }
+fn pinning(s: &RunSpec) -> Pinning {
+    let list = |c: &Option<Vec<usize>>| c.as_deref().map(goodput_engine::affinity::format_cpu_list);
+    Pinning { engine: list(&s.engine_cpus), harness: list(&s.harness_cpus) }
 }
 
 /// Warns when the profile was measured on another machine, or pinned otherwise, than this run.
-fn warn_if_elsewhere(a: &RunArgs, profile: &goodput_sizing::profile::Profile, path: &std::path::Path) {
+fn warn_if_elsewhere(s: &RunSpec, profile: &goodput_sizing::profile::Profile, path: &std::path::Path) {
     let here = machine();
     let f = &profile.fingerprint;
-    let engine_cpus = a.engine_cpus.as_ref().map(|c| goodput_engine::affinity::format_cpu_list(&c.0));
+    let engine_cpus = s.engine_cpus.as_deref().map(goodput_engine::affinity::format_cpu_list);
     if f.cpu != here.cpu || f.logical_cpus != here.logical_cpus {
         eprintln!(
             "warning: {} was measured on {} ({} CPUs), this is {} ({} CPUs): its step costs stand for that machine",
@@ -370,7 +337,7 @@ fn warn_if_elsewhere(a: &RunArgs, profile: &goodput_sizing::profile::Profile, pa
             here.cpu,
             here.logical_cpus
         );
-    } else if a.predict.is_some() && f.engine_cpus != engine_cpus {
+    } else if s.target.predict().is_some() && f.engine_cpus != engine_cpus {
         eprintln!(
             "warning: {} was measured with the engine on CPUs {:?}, this run pins it to {:?}: pin both alike",
             path.display(),
@@ -380,14 +347,13 @@ fn warn_if_elsewhere(a: &RunArgs, profile: &goodput_sizing::profile::Profile, pa
     }
 }
 
-/// The scheduler of a simulation: the run's engine settings over the model, the KV pool sized
-/// at the run's dtype.
-fn sim_config(a: &RunArgs, plan: &RunPlan) -> Result<goodput_scheduler::SchedulerConfig> {
-    let cfg = a.engine.config()?;
-    let (_, dtype) = a.model.device_dtype()?;
+/// The scheduler of a simulation: the run's engine settings (`cfg`) over the model, the KV
+/// pool sized at the run's dtype.
+fn sim_config(s: &RunSpec, cfg: &EngineConfig) -> Result<goodput_scheduler::SchedulerConfig> {
+    let (_, dtype) = s.model_args.device_dtype()?;
     let num_blocks = match cfg.num_blocks {
         Some(n) => n,
-        None => goodput_engine::kv_cache::KvCache::blocks_for_bytes(&plan.spec, cfg.block_size, dtype, cfg.kv_memory),
+        None => goodput_engine::kv_cache::KvCache::blocks_for_bytes(&s.model, cfg.block_size, dtype, cfg.kv_memory),
     };
     let sc = goodput_scheduler::SchedulerConfig {
         max_num_batched_tokens: cfg.max_num_batched_tokens,
@@ -395,25 +361,11 @@ fn sim_config(a: &RunArgs, plan: &RunPlan) -> Result<goodput_scheduler::Schedule
         num_blocks,
         block_size: cfg.block_size,
         enable_prefix_caching: cfg.enable_prefix_caching,
-        max_model_len: plan.max_len,
-        eos_token_id: plan.spec.eos_token_id,
+        max_model_len: s.max_len,
+        eos_token_id: s.model.eos_token_id,
     };
     sc.validate().map_err(|e| anyhow::anyhow!("{e}: raise --kv-blocks or --kv-memory, or check the engine flags"))?;
     Ok(sc)
-}
-
-/// The engine's settings as given (for the setup).
-pub fn engine_settings(a: &RunArgs, plan: &RunPlan) -> EngineSettings {
-    let e = &a.engine;
-    EngineSettings {
-        block_size: e.block_size,
-        kv_blocks: e.kv_blocks,
-        kv_memory_bytes: Some(e.kv_memory),
-        max_num_batched_tokens: e.max_num_batched_tokens,
-        max_num_seqs: e.max_num_seqs,
-        max_model_len: plan.max_len,
-        prefix_caching: !e.no_prefix_caching,
-    }
 }
 
 /// CPU model, logical CPUs, memory and kernel of this machine, for the report's setup.

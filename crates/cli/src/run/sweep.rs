@@ -3,11 +3,10 @@
 //! failure keeps the earlier levels), refinement levels added between the last passing and
 //! the first failing level, and at the end the tables, the conclusion and the report.
 
-use super::args::RunArgs;
 use super::level::{self, Finished};
-use super::plan::{Counts, LevelSpec, RunPlan};
 use super::records::RecordWriter;
-use super::rig::{engine_settings, machine, Rig};
+use super::rig::{machine, Rig};
+use super::spec::{LevelSpec, RunSpec};
 use crate::table;
 use anyhow::Result;
 use goodput_results::{export, Conclusion, RetrySetting, RunSummary, RunWriter, WorkloadInfo, FORMAT};
@@ -16,8 +15,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 pub struct Sweep<'a> {
-    a: &'a RunArgs,
-    plan: &'a RunPlan,
+    spec: &'a RunSpec,
     summary: RunSummary,
     files: Option<(RunWriter, RecordWriter)>,
     queue: VecDeque<LevelSpec>,
@@ -37,43 +35,43 @@ pub struct Sweep<'a> {
 }
 
 impl<'a> Sweep<'a> {
-    pub fn start(a: &'a RunArgs, plan: &'a RunPlan, rig: &Rig, stop: Stop) -> Result<Self> {
+    pub fn start(spec: &'a RunSpec, rig: &Rig, stop: Stop) -> Result<Self> {
         let w = &rig.workload;
         let summary = RunSummary {
             format: FORMAT,
             goodput_version: env!("CARGO_PKG_VERSION").into(),
-            model: plan.spec.name.clone(),
+            model: spec.model.name.clone(),
             weights: rig.weights.clone(),
             device: rig.device.clone(),
-            seed: plan.seed,
-            seed_drawn: plan.seed_drawn,
-            target: goodput_client::redact_url(&a.target),
-            engine: engine_settings(a, plan),
+            seed: spec.seed,
+            seed_drawn: spec.seed_drawn,
+            target: goodput_client::redact_url(spec.target.label()),
+            engine: spec.engine_settings(),
             machine: machine(),
             cpus: rig.pinning.clone(),
-            retry: RetrySetting { max: plan.retry.max, backoff_s: plan.retry.backoff.as_secs_f64() },
+            retry: RetrySetting { max: spec.retry.max, backoff_s: spec.retry.backoff.as_secs_f64() },
             scenario: w.to_json(),
             workload: WorkloadInfo { name: w.name(), description: w.describe(), lengths: w.describe_lengths() },
-            load_unit: plan.unit,
-            slos: plan.slos.clone(),
+            load_unit: spec.unit,
+            slos: spec.slos.clone(),
             levels: Vec::new(),
             capacity: None,
             complete: false,
             prediction: None,
             command: crate::connect::redacted_command(std::env::args()),
         };
-        let files = match &a.out {
-            Some(dir) => {
-                let (writer, log) = RunWriter::create(dir, a.overwrite)?;
+        let files = match &spec.outputs.out {
+            Some(out) => {
+                let (writer, log) = RunWriter::create(&out.dir, out.overwrite)?;
                 Some((writer, RecordWriter::spawn(log)?))
             }
             None => None,
         };
-        if !a.quiet {
-            let slos: Vec<String> = plan.slos.iter().map(|s| s.to_string()).collect();
+        if !spec.quiet {
+            let slos: Vec<String> = spec.slos.iter().map(|s| s.to_string()).collect();
             eprintln!(
                 "goodput run: {} on {} ({}), {}; {}; SLOs: {}",
-                plan.spec.name,
+                spec.model.name,
                 rig.device,
                 rig.weights,
                 goodput_core::Target::describe(&*rig.target),
@@ -82,19 +80,19 @@ impl<'a> Sweep<'a> {
             );
         }
         // Progress on stderr; indicatif hides it when stderr is not a terminal.
-        let bar = if a.quiet {
+        let bar = if spec.quiet {
             indicatif::ProgressBar::hidden()
         } else {
-            indicatif::ProgressBar::new(plan.levels.len() as u64)
+            indicatif::ProgressBar::new(spec.levels.len() as u64)
         };
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {pos}/{len}: {msg}")
                 .expect("a valid progress template"),
         );
         bar.enable_steady_tick(Duration::from_millis(120));
-        let queue = plan.levels.clone();
+        let queue = spec.levels.clone();
         let mut summary = summary;
-        summary.prediction = a.predict.as_ref().map(|p| goodput_results::prediction::Prediction {
+        summary.prediction = spec.target.predict().map(|(_, p)| goodput_results::prediction::Prediction {
             profile: p.display().to_string(),
             levels: Vec::new(),
             capacity: RunSummary::verdict_of(&[]),
@@ -102,12 +100,11 @@ impl<'a> Sweep<'a> {
             speedup: 0.0,
         });
         Ok(Sweep {
-            a,
-            plan,
+            spec,
             summary,
             files,
             queue,
-            refine_left: a.refine,
+            refine_left: spec.refine_levels,
             first_id: 0,
             bar,
             stop,
@@ -122,7 +119,7 @@ impl<'a> Sweep<'a> {
     fn log(&self, line: String, warning: bool) {
         if !self.bar.is_hidden() {
             self.bar.println(line);
-        } else if warning || !self.a.quiet {
+        } else if warning || !self.spec.quiet {
             eprintln!("{line}");
         }
     }
@@ -137,14 +134,14 @@ impl<'a> Sweep<'a> {
         }
         self.refine_left -= 1;
         let outcomes: Vec<_> = self.summary.levels.iter().map(|l| l.outcome()).collect();
-        let next = self.plan.refine.next(&outcomes)?;
+        let next = self.spec.refine.next(&outcomes)?;
         self.bar.inc_length(1);
         Some(next)
     }
 
     pub fn run_level(&mut self, rig: &Rig, level: &LevelSpec) -> Result<Finished> {
-        self.bar.set_message(format!("{} {}", level.load, self.plan.unit));
-        let counts = Counts::of(self.a, level, rig.workload.is_sessions());
+        self.bar.set_message(format!("{} {}", level.load, self.spec.unit));
+        let counts = self.spec.counts(level, rig.workload.is_sessions());
         // Every record goes to the files as it finishes, and is kept for a level cut short:
         // one shared copy for both.
         let seen = level::Seen::default();
@@ -156,19 +153,19 @@ impl<'a> Sweep<'a> {
             }
             keep.lock().unwrap_or_else(|e| e.into_inner()).push((phase, r));
         });
-        let lp = level::level_plan(self.a, self.plan, level, &counts, self.first_id, Some(sink), self.stop.clone());
+        let lp = level::level_plan(self.spec, level, &counts, self.first_id, Some(sink), self.stop.clone());
         self.level_first_id = self.first_id;
         self.first_id += level::id_span(level, &counts, &rig.workload);
-        Ok(level::run(rig, self.a, self.plan, level, lp, &self.stop, &seen))
+        Ok(level::run(rig, self.spec, level, lp, &self.stop, &seen))
     }
 
     /// The simulated twin of the level just run: the same plan (ids, seed, counts) on the
     /// simulated engine; kept in the summary's prediction.
     pub fn run_twin(&mut self, twin: &Rig, level: &LevelSpec) {
-        let counts = Counts::of(self.a, level, twin.workload.is_sessions());
-        let lp = level::level_plan(self.a, self.plan, level, &counts, self.level_first_id, None, self.stop.clone());
+        let counts = self.spec.counts(level, twin.workload.is_sessions());
+        let lp = level::level_plan(self.spec, level, &counts, self.level_first_id, None, self.stop.clone());
         let t = std::time::Instant::now();
-        let f = level::run(twin, self.a, self.plan, level, lp, &self.stop, &level::Seen::default());
+        let f = level::run(twin, self.spec, level, lp, &self.stop, &level::Seen::default());
         let wall = t.elapsed().as_secs_f64();
         let simulated = f.report.summary.window_s;
         let (w, s, n) = &mut self.twin_cost;
@@ -183,7 +180,7 @@ impl<'a> Sweep<'a> {
 
     /// Warns, prints and writes a finished level; a capacity search stops at its first failure.
     pub fn finish_level(&mut self, f: Finished) -> Result<()> {
-        let (r, unit) = (&f.report, self.plan.unit);
+        let (r, unit) = (&f.report, self.spec.unit);
         for w in r.harness.warnings().into_iter().filter(|_| !self.simulated) {
             self.log(format!("warning: {} {unit}: {w}", r.summary.load), true);
         }
@@ -226,7 +223,7 @@ impl<'a> Sweep<'a> {
             writer.write_summary(&self.summary)?;
         }
         self.export()?;
-        if failed && self.a.stop_at_first_failure {
+        if failed && self.spec.stop_at_first_failure {
             // A capacity search: nothing above a failing level needs running; refinement
             // still bisects below it.
             self.bar.set_length(self.bar.position());
@@ -237,14 +234,14 @@ impl<'a> Sweep<'a> {
 
     /// `--export-json`, `--export-csv`, `--export-markdown`: rewritten after every level.
     fn export(&self) -> Result<()> {
-        let s = &self.summary;
-        if let Some(p) = &self.a.export_json {
+        let (s, o) = (&self.summary, &self.spec.outputs);
+        if let Some(p) = &o.export_json {
             export::json(p, s)?;
         }
-        if let Some(p) = &self.a.export_csv {
+        if let Some(p) = &o.export_csv {
             export::csv(p, s)?;
         }
-        if let Some(p) = &self.a.export_markdown {
+        if let Some(p) = &o.export_markdown {
             export::markdown(p, s)?;
         }
         Ok(())
@@ -260,7 +257,7 @@ impl<'a> Sweep<'a> {
             writer.write_summary(&self.summary)?;
         }
         self.export()?;
-        let (s, unit) = (&self.summary, self.plan.unit);
+        let (s, unit) = (&self.summary, self.spec.unit);
         if let Some(storm) = s.verdict().retry_storm {
             let shares: Vec<String> =
                 storm.iter().map(|r| format!("{:.0} % at {} {unit}", r.share * 100.0, r.load)).collect();
@@ -300,7 +297,7 @@ impl<'a> Sweep<'a> {
         println!("{conclusion}");
         if let Some((writer, _)) = &self.files {
             writer.write_conclusion(&conclusion)?;
-            if self.a.report {
+            if self.spec.outputs.out.as_ref().is_some_and(|o| o.report) {
                 let page = writer.dir().join(goodput_results::files::REPORT);
                 crate::report::write(&goodput_results::Results::read(writer.dir())?, &page)?;
                 eprintln!("report in {}", page.display());
@@ -316,7 +313,7 @@ impl<'a> Sweep<'a> {
             eprintln!("goodput run: interrupted; the summary is marked incomplete");
             return super::EXIT_INTERRUPTED;
         }
-        let unit = self.plan.unit;
+        let unit = self.spec.unit;
         let empty: Vec<_> = self.summary.levels.iter().filter(|l| l.summary.completed == 0).collect();
         for l in &empty {
             let why = failure_text(&l.summary.failures);

@@ -1,13 +1,14 @@
 //! What one load level is asked to do and what it produced: the arrival process, the plan of
 //! a level (warm-up, measured and cool-down counts, a time trim, timeouts, retries, the
-//! record sink), the steady window and the level's records.
+//! record sink, the stop signal), the steady window and the level's records. Plain
+//! descriptions: this module imports no other module of the crate; the drivers import it.
 //!
 //! Warm-up and cool-down requests (by count, or by their intended send time) are run but left
 //! out of the statistics, as the seeds ask; [`LevelRun::phase`] says which is which. Like
 //! vLLM's `bench serve` and oha, a level keeps every raw record and derives the window after.
 
-use crate::drive::RecordSink;
 use goodput_core::{ClientRecord, Phase, Stamp};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How requests arrive.
@@ -115,6 +116,39 @@ impl Window {
         } else {
             Phase::Measured
         }
+    }
+}
+
+/// Where a level reports each record as it finishes, with its final [`Phase`]: at once when
+/// the phase is already certain, else when the level ends (see [`crate::LevelPlan`]: only a
+/// time trim at the end of a level bounded by count waits, as its end of sending is the last
+/// intended send).
+///
+/// A callback rather than a channel: it costs nothing when the caller needs only a count or a
+/// field, clones a record only when the caller does, and a channel is one closure away
+/// (`RecordSink::new(move |r, p| { let _ = tx.send((r.clone(), p)); })`). It is called on the
+/// load generator's own tasks, from several at once: keep it short and never block in it.
+#[derive(Clone)]
+pub struct RecordSink(Arc<Report>);
+
+/// What a [`RecordSink`] calls.
+type Report = dyn Fn(&ClientRecord, Phase) + Send + Sync;
+
+impl RecordSink {
+    /// A sink calling `f` once per record.
+    pub fn new(f: impl Fn(&ClientRecord, Phase) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Reports `record`, which belongs to `phase`.
+    pub fn report(&self, record: &ClientRecord, phase: Phase) {
+        (self.0)(record, phase)
+    }
+}
+
+impl std::fmt::Debug for RecordSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecordSink")
     }
 }
 

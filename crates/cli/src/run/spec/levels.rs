@@ -1,0 +1,191 @@
+//! The sweep's load levels, checked: one [`LevelSpec`] per level given (`--concurrency`,
+//! `--rate`, `--burst`, `--stages`, a trace's speedups), the bounds every level keeps, how
+//! refinement adds levels between the last passing and the first failing one, and the counts
+//! of requests a level measures and leaves out.
+
+use crate::args::Span;
+use crate::run::args::RunArgs;
+use anyhow::{bail, Result};
+use goodput_metrics::capacity::{pass_fail, LevelOutcome};
+use goodput_workload::{Arrival, Trim};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// One level to run: its load, how requests arrive, and how long it lasts (if by time).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelSpec {
+    pub load: f64,
+    pub arrival: Arrival,
+    pub duration: Option<Duration>,
+}
+
+/// How refinement levels are made: integer users, rates, or not at all (stages, durations).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RefineKind {
+    Users(Duration),
+    Burst,
+    Rate { burstiness: Option<f64> },
+    None,
+}
+
+impl RefineKind {
+    /// The next level between the last passing and the first failing level, if there is room:
+    /// a whole number of users strictly between them, or a rate more than 10 % from both.
+    pub fn next(self, outcomes: &[LevelOutcome]) -> Option<LevelSpec> {
+        let (pass, fail) = pass_fail(outcomes)?;
+        let mid = ((pass + fail) / 2.0).floor();
+        let between = mid > pass && mid < fail;
+        let arrival = match self {
+            RefineKind::Users(think) if between => Arrival::Closed { users: mid as usize, think },
+            RefineKind::Burst if between => Arrival::Burst { size: mid as usize },
+            RefineKind::Rate { burstiness } if (fail - pass) / fail > 0.1 => {
+                Arrival::Rate { rate: (pass + fail) / 2.0, burstiness }
+            }
+            _ => return None,
+        };
+        Some(LevelSpec { load: arrival.load(), arrival, duration: None })
+    }
+}
+
+/// The most virtual users (or burst requests) one level may have: far beyond what one load
+/// generator drives, and small enough that a typo cannot exhaust memory.
+pub const MAX_USERS: usize = 100_000;
+/// The highest request rate one level may offer (requests per second).
+pub const MAX_RATE: f64 = 100_000.0;
+/// The most measured requests (sessions, tasks) per level.
+pub const MAX_REQUESTS: usize = 10_000_000;
+/// The longest level, warm-up or think time.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A trace's levels: one per speedup, by the rate it offers (at most [`MAX_RATE`]).
+pub(super) fn trace_levels(a: &RunArgs, t: &goodput_workload::Trace) -> Result<VecDeque<LevelSpec>> {
+    let (rate, requests) = (t.rate(), t.entries.len());
+    a.trace
+        .trace_speedup
+        .iter()
+        .map(|&speedup| {
+            // Offered requests per second, to the thousandth (a level's name in every table).
+            let offered = (rate * speedup * 1e3).round() / 1e3;
+            if offered > MAX_RATE {
+                bail!(
+                    "--trace-speedup {speedup}: the trace would offer {offered} requests per second, beyond what \
+                     goodput offers (at most {MAX_RATE})"
+                );
+            }
+            let arrival = Arrival::Trace { speedup, rate: offered, requests };
+            Ok(LevelSpec { load: arrival.load(), arrival, duration: a.duration })
+        })
+        .collect()
+}
+
+/// Each load once: levels are named by their load in every table, file and comparison, so a
+/// second level of the same load would be mixed with the first.
+pub(super) fn check_distinct(levels: &VecDeque<LevelSpec>) -> Result<()> {
+    for (i, l) in levels.iter().enumerate() {
+        if levels.iter().take(i).any(|m| m.load == l.load) {
+            bail!("the load {} is given twice; each level of a sweep must have a load of its own", l.load);
+        }
+    }
+    Ok(())
+}
+
+/// The sweep's levels from `--burst`, `--stages`, `--rate` or `--concurrency`.
+pub(super) fn levels(a: &RunArgs, burstiness: Option<f64>) -> Result<VecDeque<LevelSpec>> {
+    let level = |arrival: Arrival, duration: Option<Duration>| LevelSpec { load: arrival.load(), arrival, duration };
+    Ok(match (&a.burst, &a.stages, &a.rate) {
+        (Some(sizes), _, _) => {
+            if sizes.is_empty() || sizes.contains(&0) {
+                bail!("--burst: every level must send at least 1 request, got {sizes:?}");
+            }
+            sizes.iter().map(|&n| level(Arrival::Burst { size: n }, None)).collect()
+        }
+        (None, Some(stages), _) => {
+            if stages.is_empty() {
+                bail!("--stages: give at least one USERSxDURATION stage");
+            }
+            stages.iter().map(|&(u, d)| level(Arrival::Closed { users: u, think: a.think }, Some(d))).collect()
+        }
+        (None, None, Some(rates)) => {
+            if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r >= 0.001)) {
+                bail!(
+                    "--rate: every rate must be a positive number, at least 0.001 requests per second, got {rates:?}"
+                );
+            }
+            rates.iter().map(|&r| level(Arrival::Rate { rate: r, burstiness }, a.duration)).collect()
+        }
+        (None, None, None) => {
+            if a.concurrency.is_empty() || a.concurrency.contains(&0) {
+                bail!("--concurrency: every level must be at least 1 user, got {:?}", a.concurrency);
+            }
+            a.concurrency.iter().map(|&c| level(Arrival::Closed { users: c, think: a.think }, a.duration)).collect()
+        }
+    })
+}
+
+/// What each level measures and leaves out, as given (`--requests`, `--warmup`,
+/// `--cooldown`); [`RunSpec::counts`] makes a level's counts of them.
+#[derive(Clone, Copy, Debug)]
+pub struct PerLevel {
+    pub requests: Option<usize>,
+    pub warmup: Option<Span>,
+    pub cooldown: Span,
+}
+
+/// How many requests (or units) a level measures, warms up with and cools down with.
+pub struct Counts {
+    pub requests: usize,
+    pub warmup: usize,
+    pub cooldown: usize,
+    pub trim: Trim,
+}
+
+impl Counts {
+    pub fn of(a: &PerLevel, level: &LevelSpec, sessions: bool) -> Counts {
+        // With a duration, the request count only caps the level.
+        let requests = match (&level.duration, &level.arrival) {
+            // The window's requests, once (not beyond: the times would start over), even
+            // with a duration (which then only cuts the replay short).
+            (_, Arrival::Trace { requests, .. }) => a.requests.map_or(*requests, |r| r.min(*requests)),
+            (Some(_), _) => usize::MAX / 2,
+            (None, Arrival::Burst { size }) => *size,
+            (None, Arrival::Closed { users, .. }) if sessions => a.requests.unwrap_or((2 * users).max(2)),
+            (None, Arrival::Closed { users, .. }) => a.requests.unwrap_or((4 * users).max(8)),
+            (None, Arrival::Rate { rate, .. }) => a.requests.unwrap_or(((10.0 * rate).ceil() as usize).max(8)),
+        };
+        let warmup = match (a.warmup, &level.arrival) {
+            (_, Arrival::Burst { .. }) => 0,
+            (None, Arrival::Trace { .. }) => 0,
+            (Some(w), _) => w.count(),
+            (None, Arrival::Closed { users, .. }) => *users,
+            (None, _) => 2,
+        };
+        let trim = Trim { start: a.warmup.map_or(Duration::ZERO, Span::time), end: a.cooldown.time() };
+        Counts { requests, warmup, cooldown: a.cooldown.count(), trim }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(load: f64, slos_hold: bool) -> LevelOutcome {
+        LevelOutcome { load, slos_hold, output_throughput: load, queue_time: None }
+    }
+
+    #[test]
+    fn refinement_bisects_between_the_last_pass_and_the_first_failure() {
+        let levels = [outcome(1.0, true), outcome(2.0, true), outcome(8.0, false), outcome(16.0, false)];
+        let users = RefineKind::Users(Duration::ZERO).next(&levels).unwrap();
+        assert_eq!(users.arrival, Arrival::Closed { users: 5, think: Duration::ZERO });
+        assert_eq!(RefineKind::Burst.next(&levels).unwrap().load, 5.0);
+        let rate = RefineKind::Rate { burstiness: Some(1.0) }.next(&levels).unwrap();
+        assert_eq!(rate.load, 5.0);
+        // No whole number between 2 and 3 users; 10.0 and 10.5 req/s are within 10 %.
+        assert!(RefineKind::Users(Duration::ZERO).next(&[outcome(2.0, true), outcome(3.0, false)]).is_none());
+        assert!(RefineKind::Rate { burstiness: None }.next(&[outcome(10.0, true), outcome(10.5, false)]).is_none());
+        assert!(RefineKind::None.next(&levels).is_none());
+        // Nothing failed, or nothing passed: nothing to bisect.
+        assert!(RefineKind::Users(Duration::ZERO).next(&levels[..2]).is_none());
+        assert!(RefineKind::Users(Duration::ZERO).next(&levels[2..]).is_none());
+    }
+}

@@ -1,0 +1,267 @@
+//! What `goodput run` will do, checked once before anything is loaded (ripgrep's "low args →
+//! high args" step): clap's `RunArgs` are consumed into one [`RunSpec`] that owns everything
+//! the rig, the sweep and each level need — the SLOs, the model's shape, the workload, the
+//! target ([`TargetSpec`]: the in-process engine, goodput's own server on loopback, or a
+//! server's URL, each with what it needs), the load levels and how refinement adds levels,
+//! and the files to write. Nothing after this step reads the arguments.
+//!
+//! Here: the run as a whole and the checks across flags; [`levels`]: the sweep's levels, their
+//! bounds and counts; [`target`]: the target. The rest of `run` imports the checked types from
+//! here; nothing here imports the rest of `run` but its arguments (`run::args`), which import
+//! nothing from here.
+
+mod levels;
+mod target;
+
+pub use levels::{Counts, LevelSpec, PerLevel, RefineKind, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_USERS};
+pub use target::{HttpSpec, Simulation, TargetSpec};
+
+use super::args::RunArgs;
+use crate::args::{EngineArgs, ModelArgs, Span};
+use crate::workload::{build_workload, WorkloadSpec};
+use anyhow::{bail, Context, Result};
+use goodput_core::ModelSpec;
+use goodput_metrics::slo::{parse_slos, Slo};
+use goodput_results::{EngineSettings, LoadUnit};
+use goodput_workload::RetryPolicy;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The run's files: its directory (`--out`) and the exports rewritten after every level.
+pub struct Outputs {
+    /// `--out`, with `--overwrite` and `--report`.
+    pub out: Option<OutDir>,
+    pub export_json: Option<PathBuf>,
+    pub export_csv: Option<PathBuf>,
+    pub export_markdown: Option<PathBuf>,
+}
+
+/// The run's directory.
+pub struct OutDir {
+    pub dir: PathBuf,
+    /// Replace the run there.
+    pub overwrite: bool,
+    /// Write `report.html` at the end.
+    pub report: bool,
+}
+
+/// A validated `goodput run`: everything the rig, the sweep and its levels need.
+pub struct RunSpec {
+    pub slos: Vec<Slo>,
+    pub model: ModelSpec,
+    /// How the model is loaded (its files, tokenizer, device and dtype), as given.
+    pub model_args: ModelArgs,
+    /// The engine's flags as given: the setup's settings, and what must hold before a model
+    /// loads (the checked configuration is the target's).
+    pub engine: EngineArgs,
+    /// The longest sequence the engine (or the prompts) may reach.
+    pub max_len: usize,
+    pub workload: WorkloadSpec,
+    pub target: TargetSpec,
+    pub unit: LoadUnit,
+    /// The sweep's levels, in the order given.
+    pub levels: VecDeque<LevelSpec>,
+    pub refine: RefineKind,
+    /// The most refinement levels to add (`--refine`).
+    pub refine_levels: usize,
+    /// Stop the sweep at the first level whose SLOs break (`goodput capacity`).
+    pub stop_at_first_failure: bool,
+    pub per_level: PerLevel,
+    pub retry: RetryPolicy,
+    /// A request without its end marker after this long times out.
+    pub timeout: Duration,
+    /// CPUs the engine thread (with its compute threads) and the load generator are pinned to.
+    pub engine_cpus: Option<Vec<usize>>,
+    pub harness_cpus: Option<Vec<usize>>,
+    /// HTTP targets: how often /metrics is scraped during a level.
+    pub scrape_interval: Duration,
+    /// Interval of the engine time series.
+    pub series_interval: Duration,
+    /// The run's seed: `--seed`, or drawn for this run ([`RunSpec::seed_drawn`]).
+    pub seed: u64,
+    pub seed_drawn: bool,
+    pub outputs: Outputs,
+    /// Print only the final table and conclusion.
+    pub quiet: bool,
+}
+
+impl RunSpec {
+    /// Checks `a` and takes what every later step needs from it.
+    pub fn new(a: RunArgs) -> Result<RunSpec> {
+        let slos = parse_slos(&a.slo).context("--slo")?;
+        let model = a.model.spec()?;
+        if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
+            bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);
+        }
+        check_bounds(&a)?;
+        check_spans(&a)?;
+        check_exports(&a)?;
+        let max_len =
+            a.engine.max_model_len.unwrap_or(model.max_position_embeddings).min(model.max_position_embeddings);
+        // A nonce per run unless told: the same prompts twice meet a warm prefix cache.
+        let (seed, seed_drawn) = match a.seed {
+            Some(s) => (s, false),
+            None => (u64::from(rand::random::<u32>()), true),
+        };
+        let mut workload = build_workload(&a.scenario, a.encoder.as_deref(), a.rate.is_some(), max_len)?;
+        workload.dataset = crate::workload::read_dataset(&a.dataset, a.rate.is_some())?;
+        workload.trace = crate::workload::read_trace(&a.trace, max_len, seed)?;
+        check_workload(&a, &workload)?;
+        let target = TargetSpec::new(&a, &model)?;
+        let burstiness = (!a.constant_rate).then_some(a.burstiness);
+        let (unit, refine) = match (&a.rate, &a.stages) {
+            _ if workload.trace.is_some() => (LoadUnit::Rate, RefineKind::None),
+            _ if a.burst.is_some() => (LoadUnit::Burst, RefineKind::Burst),
+            (Some(_), None) => (LoadUnit::Rate, RefineKind::Rate { burstiness }),
+            (None, None) if a.duration.is_none() => (LoadUnit::Users, RefineKind::Users(a.think)),
+            _ => (LoadUnit::Users, RefineKind::None),
+        };
+        let levels = match &workload.trace {
+            Some(t) => levels::trace_levels(&a, t)?,
+            None => levels::levels(&a, burstiness)?,
+        };
+        levels::check_distinct(&levels)?;
+        if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
+            bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
+        }
+        let cpus = |c: Option<crate::args::CpuList>| c.map(|c| c.0);
+        Ok(RunSpec {
+            slos,
+            model,
+            model_args: a.model,
+            engine: a.engine,
+            max_len,
+            workload,
+            target,
+            unit,
+            levels,
+            refine,
+            refine_levels: a.refine,
+            stop_at_first_failure: a.stop_at_first_failure,
+            per_level: PerLevel { requests: a.requests, warmup: a.warmup, cooldown: a.cooldown },
+            retry: RetryPolicy { max: a.retries, backoff: a.retry_backoff },
+            timeout: a.timeout,
+            engine_cpus: cpus(a.engine_cpus),
+            harness_cpus: cpus(a.harness_cpus),
+            scrape_interval: a.scrape_interval,
+            series_interval: a.series_interval,
+            seed,
+            seed_drawn,
+            outputs: Outputs {
+                out: a.out.map(|dir| OutDir { dir, overwrite: a.overwrite, report: a.report }),
+                export_json: a.export_json,
+                export_csv: a.export_csv,
+                export_markdown: a.export_markdown,
+            },
+            quiet: a.quiet,
+        })
+    }
+
+    /// The engine's settings as given (for the setup).
+    pub fn engine_settings(&self) -> EngineSettings {
+        let e = &self.engine;
+        EngineSettings {
+            block_size: e.block_size,
+            kv_blocks: e.kv_blocks,
+            kv_memory_bytes: Some(e.kv_memory),
+            max_num_batched_tokens: e.max_num_batched_tokens,
+            max_num_seqs: e.max_num_seqs,
+            max_model_len: self.max_len,
+            prefix_caching: !e.no_prefix_caching,
+        }
+    }
+
+    /// How many requests (or units) `level` measures, warms up with and cools down with.
+    pub fn counts(&self, level: &LevelSpec, sessions: bool) -> Counts {
+        Counts::of(&self.per_level, level, sessions)
+    }
+}
+
+/// Export files go into directories that exist, and `--out` takes no second run: found out
+/// now, not after the first level.
+fn check_exports(a: &RunArgs) -> Result<()> {
+    if let Some(dir) = &a.out {
+        goodput_results::files::check_out_dir(dir, a.overwrite)?;
+    }
+    let exports =
+        [("--export-json", &a.export_json), ("--export-csv", &a.export_csv), ("--export-markdown", &a.export_markdown)];
+    for (flag, path) in exports.into_iter().filter_map(|(f, p)| Some((f, p.as_deref()?))) {
+        let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        if !(dir.as_os_str().is_empty() || dir.is_dir()) {
+            bail!("{flag} {}: no directory {} to write it in", path.display(), dir.display());
+        }
+    }
+    Ok(())
+}
+
+fn check_spans(a: &RunArgs) -> Result<()> {
+    if a.burst.is_some() && !(a.warmup.is_none_or(Span::is_zero) && a.cooldown.is_zero()) {
+        bail!("--burst is a cold start: every request is measured, so --warmup and --cooldown do not apply");
+    }
+    if (a.duration.is_some() || a.stages.is_some()) && a.cooldown.count() > 0 {
+        bail!("--cooldown {}: a level bounded by time has no fixed last request; give the cool-down as a duration (e.g. 5s)", a.cooldown.count());
+    }
+    Ok(())
+}
+
+/// What only single-request scenarios take.
+fn check_workload(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
+    if !w.is_sessions() {
+        return Ok(());
+    }
+    if !a.think.is_zero() {
+        bail!("--think applies to single-request scenarios; {} has its own think time in its scenario file", w.name());
+    }
+    if a.warmup.is_some_and(|w| !w.time().is_zero()) || !a.cooldown.time().is_zero() {
+        bail!(
+            "--warmup and --cooldown as durations apply to single-request scenarios; give a count of {} units",
+            w.name()
+        );
+    }
+    if a.burst.is_some() {
+        bail!("--burst applies to single-request scenarios; {} runs closed-loop with --concurrency", w.name());
+    }
+    Ok(())
+}
+
+/// Upper bounds on counts, rates and times, each refused with its flag and its limit.
+fn check_bounds(a: &RunArgs) -> Result<()> {
+    let most = |flag: &str, values: &[usize], max: usize| -> Result<()> {
+        match values.iter().find(|&&v| v > max) {
+            Some(v) => bail!("{flag}: {v} is more than goodput drives in one level (at most {max})"),
+            None => Ok(()),
+        }
+    };
+    most("--concurrency", &a.concurrency, MAX_USERS)?;
+    most("--burst", a.burst.as_deref().unwrap_or(&[]), MAX_USERS)?;
+    let stage_users: Vec<usize> = a.stages.iter().flatten().map(|s| s.0).collect();
+    most("--stages", &stage_users, MAX_USERS)?;
+    most("--requests", a.requests.as_slice(), MAX_REQUESTS)?;
+    if a.requests == Some(0) {
+        bail!("--requests: a level must measure at least 1 request");
+    }
+    if !(1e-3..=1e3).contains(&a.burstiness) {
+        bail!("--burstiness: {} is outside 0.001–1000 (1 = Poisson, below 1 burstier)", a.burstiness);
+    }
+    most("--warmup", &[a.warmup.map_or(0, Span::count)], MAX_REQUESTS)?;
+    most("--cooldown", &[a.cooldown.count()], MAX_REQUESTS)?;
+    if let Some(r) = a.rate.iter().flatten().find(|&&r| r > MAX_RATE) {
+        bail!("--rate: {r} requests per second is beyond what goodput offers (at most {MAX_RATE})");
+    }
+    let times = [
+        ("--duration", a.duration.unwrap_or_default()),
+        ("--think", a.think),
+        ("--warmup", a.warmup.map_or(Duration::ZERO, Span::time)),
+        ("--cooldown", a.cooldown.time()),
+        ("--timeout", a.timeout),
+    ];
+    let stage_times = a.stages.iter().flatten().map(|s| ("--stages", s.1));
+    if let Some((flag, d)) = times.into_iter().chain(stage_times).find(|(_, d)| *d > MAX_DURATION) {
+        bail!("{flag}: {d:?} is longer than a week, the longest goodput accepts");
+    }
+    if a.retries > 100 {
+        bail!("--retries: {} retries per request is beyond any sensible policy (at most 100)", a.retries);
+    }
+    Ok(())
+}

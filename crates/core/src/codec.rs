@@ -1,0 +1,12 @@
+//! Text ↔ token ids: what the HTTP client needs to write prompts as text and count what it
+//! receives, and what the workloads need to build prompts from text (RAG's assembled prompt,
+//! a dataset's conversations). The model's tokenizer lives in the engine; a front end hands
+//! it over as a [`TextCodec`], so neither the client nor the workloads depend on the engine.
+
+use crate::request::TokenId;
+
+/// Text ↔ token ids, for text prompts, counting received tokens and conversation history.
+pub trait TextCodec: Send + Sync + 'static {
+    fn encode(&self, text: &str) -> Result<Vec<TokenId>, String>;
+    fn decode(&self, ids: &[TokenId]) -> Result<String, String>;
+}
