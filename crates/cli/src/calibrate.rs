@@ -4,11 +4,11 @@
 //! it wrote each chunk; the client stamps when it read it; the difference is the client's own
 //! delay (loopback, HTTP, SSE parsing, scheduling), reported with the client's CPU per token.
 
-use crate::table;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{Clock, Target};
 use goodput_metrics::Summary;
+use goodput_report::console as table;
 use goodput_server::mock::Mock;
 use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, RetryPolicy, Scenario, Trim, UnitPlan};
 use std::collections::HashMap;

@@ -12,7 +12,6 @@
 //! agreement of each bf16 rounding scheme (`crate::rounding_study`).
 
 use crate::args::ModelArgs;
-use crate::table;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{Clock, RequestId, SamplingParams, TokenId};
@@ -22,6 +21,7 @@ use goodput_engine::loader::LoadedModel;
 use goodput_engine::reference::{argmax, ReferenceRunner};
 use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::{EngineConfig, EngineCore, Llama, StepBatch};
+use goodput_report::console as table;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;

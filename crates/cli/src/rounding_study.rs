@@ -4,10 +4,10 @@
 //! so a GPU's agreement can be predicted, and its losses placed, on a machine without one.
 
 use crate::engine_check::Sequences;
-use crate::table;
 use anyhow::Result;
 use goodput_engine::numerics::{agreement, Rounding};
 use goodput_engine::Llama;
+use goodput_report::console as table;
 use serde::Serialize;
 
 /// One scheme on one kind of sequence.
