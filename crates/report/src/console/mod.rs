@@ -4,7 +4,7 @@
 //! multi-turn, agent and RAG tables and predicted against measured.
 //!
 //! Only strings come out: printing them (stdout for results, stderr for progress) is the
-//! cli's. Nothing below this folder imports from it but the cli.
+//! cli's, the only caller: no other module of this crate imports from this folder.
 
 mod http;
 mod predicted;
