@@ -6,7 +6,7 @@ use crate::common::{check_schema, goodput_code, run_ok, summary_of, temp};
 use goodput_core::ClientRecord;
 use goodput_metrics::capacity::{LevelOutcome, QueueSource, RetryShare, Verdict};
 use goodput_metrics::level::summarize;
-use goodput_results::export::LevelRow;
+use goodput_report::export::LevelRow;
 use goodput_results::files::read_csv;
 use goodput_results::{Results, RunSummary};
 

@@ -4,11 +4,12 @@
 //! it wrote each chunk; the client stamps when it read it; the difference is the client's own
 //! delay (loopback, HTTP, SSE parsing, scheduling), reported with the client's CPU per token.
 
-use crate::table;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{Clock, Target};
 use goodput_metrics::Summary;
+use goodput_report::console as table;
+use goodput_report::text::{ms, num};
 use goodput_server::mock::Mock;
 use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, RetryPolicy, Scenario, Trim, UnitPlan};
 use std::collections::HashMap;
@@ -183,20 +184,19 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         "client CPU share",
         "wall",
     ]);
-    let ms =
-        |s: &Option<Summary>, f: fn(&Summary) -> f64| s.as_ref().map_or("-".into(), |x| format!("{:.3}", f(x) * 1e3));
+    let ms3 = |s: &Option<Summary>, f: fn(&Summary) -> f64| num(ms(s, f), 3);
     for l in &levels {
         t.add_row(vec![
             l.streams.to_string(),
             l.requests.to_string(),
             l.failed.to_string(),
             l.tokens.to_string(),
-            ms(&l.chunk_delay, |x| x.p50),
-            ms(&l.chunk_delay, |x| x.p99),
-            ms(&l.chunk_delay, |x| x.max),
-            ms(&l.ttft_error, |x| x.p50),
-            ms(&l.ttft_error, |x| x.p99),
-            ms(&l.itl_error, |x| x.p99),
+            ms3(&l.chunk_delay, |x| x.p50),
+            ms3(&l.chunk_delay, |x| x.p99),
+            ms3(&l.chunk_delay, |x| x.max),
+            ms3(&l.ttft_error, |x| x.p50),
+            ms3(&l.ttft_error, |x| x.p99),
+            ms3(&l.itl_error, |x| x.p99),
             format!("{:.1} µs", l.cpu_per_token_s * 1e6),
             format!("{:.0} %", l.cpu_share * 100.0),
             format!("{:.1} s", l.wall_s),

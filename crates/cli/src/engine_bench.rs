@@ -5,13 +5,13 @@
 //! machine's measured read bandwidth).
 
 use crate::args::ModelArgs;
-use crate::table;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use goodput_core::{Clock, SamplingParams, StepRecord};
 use goodput_engine::{AttentionImpl, EngineConfig, EngineCore, Llama};
 use goodput_metrics::engine::step_time;
 use goodput_metrics::Summary;
+use goodput_report::console as table;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::path::PathBuf;

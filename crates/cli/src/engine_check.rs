@@ -13,7 +13,6 @@
 
 use crate::args::ModelArgs;
 use crate::rounding_study::Sequences;
-use crate::table;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{Clock, RequestId, SamplingParams, TokenId};
@@ -23,6 +22,7 @@ use goodput_engine::loader::LoadedModel;
 use goodput_engine::reference::{argmax, ReferenceRunner};
 use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::{EngineConfig, EngineCore, Llama, StepBatch};
+use goodput_report::console as table;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -1,8 +1,8 @@
 //! `goodput hardware`: the GPU catalog the roofline and `plan` use.
 
-use crate::table;
 use anyhow::Result;
 use clap::Args;
+use goodput_report::console as table;
 use goodput_sizing::hardware::HardwareCatalog;
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,8 +1,11 @@
-//! The `goodput` command line: clap front end and the wiring of the other crates.
+//! The `goodput` command line: the clap front end and the wiring of the other crates — each
+//! command's arguments checked once, then handed to the crates that do the work. The top
+//! floor: it may import every goodput crate and none imports it. What a person reads of a
+//! run (tables, the report page, exports, the conclusion) is written by `goodput-report`;
+//! the cli only prints it or names the file it goes to.
 
 mod args;
 mod calibrate;
-mod chart;
 mod compare;
 mod connect;
 mod cpu;
@@ -18,7 +21,6 @@ mod rounding_study;
 mod run;
 mod serve;
 mod simulate;
-mod table;
 mod target;
 mod workload;
 

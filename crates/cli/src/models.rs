@@ -1,9 +1,9 @@
 //! `goodput models`: the catalog with parameter counts, weight and KV bytes.
 
-use crate::table;
 use anyhow::Result;
 use clap::Args;
 use goodput_core::Catalog;
+use goodput_report::console as table;
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -3,11 +3,11 @@
 //! sequences as the logits comparison and reports each scheme against f32 on the same weights,
 //! so a GPU's agreement can be predicted, and its losses placed, on a machine without one.
 
-use crate::table;
 use anyhow::Result;
 use goodput_core::TokenId;
 use goodput_engine::numerics::{agreement, Rounding};
 use goodput_engine::Llama;
+use goodput_report::console as table;
 use serde::Serialize;
 
 /// Teacher-forced sequences: each one's tokens and the positions whose logits are compared

@@ -5,7 +5,6 @@
 //! level through a rename, so it is never seen half-written (hyperfine's exports, oha's
 //! collector).
 
-use crate::conclusion::Conclusion;
 use crate::rows::{RecordRow, RequestRow, SeriesRow, StepRow, REQUEST_COLUMNS, SERIES_COLUMNS};
 use crate::summary::{RunSummary, WorkloadInfo, FORMAT};
 use crate::ResultsError;
@@ -257,7 +256,10 @@ pub struct Results {
     pub records: Vec<RecordRow>,
     /// The engine's time series (empty for a target whose engine is another process's).
     pub series: Vec<SeriesRow>,
-    /// The written conclusion (one paragraph, without its heading), built from the summary.
+    /// `conclusion.txt` as the run wrote it: one paragraph, without its heading; empty when
+    /// the run wrote none (killed before it ended). The report builds the one it shows from
+    /// the summary (`goodput_report::Conclusion`) and takes this text only for results of
+    /// format 1, which lack what it is built from.
     pub conclusion: String,
 }
 
@@ -304,14 +306,8 @@ impl Results {
         let summary = read_summary(dir)?;
         let records = read_jsonl(&dir.join(RECORDS))?;
         let series = read_csv(&dir.join(SERIES))?;
-        // Results before the typed summary lack what the conclusion is built from; their
-        // own text stands.
-        let conclusion = if summary.format >= FORMAT {
-            Conclusion::of(&summary).body()
-        } else {
-            let text = std::fs::read_to_string(dir.join(CONCLUSION)).unwrap_or_default();
-            text.trim().trim_start_matches("Conclusion").trim().to_string()
-        };
+        let text = std::fs::read_to_string(dir.join(CONCLUSION)).unwrap_or_default();
+        let conclusion = text.trim().trim_start_matches("Conclusion").trim().to_string();
         Ok(Results { dir: dir.to_path_buf(), summary, records, series, conclusion })
     }
 

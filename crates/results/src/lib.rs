@@ -1,26 +1,31 @@
 //! goodput's results, typed end to end: what `goodput run` writes and what `report`,
-//! `compare` and the conclusion read, through one writer and one reader per file
-//! ([`files`]), one serde struct per row ([`rows`]) and the [`RunSummary`] with its stored
-//! capacity verdict ([`summary`]). Readers never walk untyped JSON or re-parse our own files
+//! `compare` and `plan --check` read, through one writer and one reader per file
+//! ([`files`]), one serde struct per row ([`rows`]) and the [`RunSummary`] with its levels
+//! ([`level`]), their vLLM-compatible keys ([`vllm`]), the simulated twin ([`prediction`]) and
+//! the capacity verdict stored once. Readers never walk untyped JSON or re-parse our own files
 //! by position (hyperfine keeps its `export/` apart from benchmarking the same way).
+//!
+//! Data only, on the floor above `core` and `metrics`: no sentence, table, chart or export
+//! format is written here — presentation is `goodput-report`'s, the floor above, and nothing
+//! here may import from it (or from any crate but `core` and `metrics`).
 
-pub mod conclusion;
-pub mod export;
 pub mod files;
 pub mod harness;
+pub mod level;
 pub mod prediction;
 pub mod rows;
 pub mod schema;
 pub mod summary;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod vllm;
 
-pub use conclusion::Conclusion;
 pub use files::{incomplete_note, read_summary, RecordLog, Results, RunWriter};
 pub use harness::{CpuUse, Harness};
+pub use level::LevelReport;
 pub use rows::{RecordRow, RequestRow, SeriesRow, StepRow};
-pub use summary::{
-    occupancy_text, prefix_text, vllm_keys, EngineSettings, Inf, LevelReport, LoadUnit, Machine, Pinning, RequestRate,
-    RetrySetting, RunSummary, VllmKeys, VllmLoad, WorkloadInfo, FORMAT,
-};
+pub use summary::{EngineSettings, LoadUnit, Machine, Pinning, RetrySetting, RunSummary, WorkloadInfo, FORMAT};
+pub use vllm::{vllm_keys, Inf, RequestRate, VllmKeys, VllmLoad};
 
 use std::path::PathBuf;
 

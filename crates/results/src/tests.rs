@@ -4,133 +4,17 @@
 use crate::files::{read_csv, read_jsonl, read_summary, Results, RunWriter, RECORDS, REQUESTS, SERIES, STEPS};
 use crate::rows::{RecordRow, RequestRow, SeriesRow, StepRow};
 use crate::summary::*;
-use crate::{export, CpuUse, Harness, ResultsError};
-use goodput_core::{ClientRecord, EngineRecord, FinishReason, Outcome, Phase, RecordBuilder, Stamp, StepRecord};
+use crate::testing::{record, run_summary, step, two_levels};
+use crate::vllm::*;
+use crate::ResultsError;
+use goodput_core::{ClientRecord, Phase, Stamp};
 use goodput_metrics::engine::SeriesPoint;
-use goodput_metrics::level::summarize;
-use goodput_metrics::occupancy::{EngineLevel, Occupancy};
-use goodput_metrics::slo::parse_slos;
 use std::path::{Path, PathBuf};
 
 fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("goodput-results-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
-}
-
-const MS: u64 = 1_000_000;
-
-/// A request of `n` tokens, one every 10 ms after a first token at `ttft` ms, waiting `wait` ms.
-fn record(id: u64, ttft: u64, n: u64, wait: u64) -> ClientRecord {
-    let t0 = id * 1000 * MS;
-    let times: Vec<Stamp> = (0..n).map(|i| Stamp(t0 + (ttft + 10 * i) * MS)).collect();
-    let outcome = if id % 5 == 4 { Outcome::error(goodput_core::FailureKind::Http(503), "boom") } else { Outcome::Ok };
-    let engine = EngineRecord {
-        id,
-        arrival: Stamp(t0 + MS),
-        queued: Stamp(t0 + 2 * MS),
-        first_scheduled: Some(Stamp(t0 + (2 + wait) * MS)),
-        first_token: times.first().copied(),
-        token_times: times.clone(),
-        finished: *times.last().unwrap(),
-        prompt_tokens: 100,
-        cached_tokens: 16,
-        generated_tokens: n as usize,
-        preemptions: 0,
-        finish_reason: FinishReason::Length,
-    };
-    RecordBuilder::new(id)
-        .intended(Stamp(t0))
-        .sent(Stamp(t0 + MS / 10))
-        .end(*times.last().unwrap())
-        .tokens_at(times)
-        .input(100)
-        .outcome(outcome)
-        .engine(engine)
-        .required_output(n as usize)
-        .build()
-}
-
-fn step(at: u64, running: usize) -> StepRecord {
-    StepRecord {
-        start: Stamp(at * MS),
-        end: Stamp((at + 3) * MS),
-        running,
-        usable_blocks: 64,
-        blocks_used: running * 2,
-        block_size: 16,
-        ..Default::default()
-    }
-}
-
-fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
-    let slos = parse_slos("ttft_p95=100ms,error_rate=30%").unwrap();
-    let measured: Vec<&ClientRecord> = records.iter().collect();
-    let summary = summarize(load, &measured, &slos);
-    let engine = EngineLevel::of(&[step(0, 1), step(3, load as usize)]);
-    LevelReport {
-        vllm: vllm_keys(&summary, Default::default()),
-        turns: goodput_metrics::turns::by_turn(&measured),
-        summary,
-        warmup_requests: 1,
-        cooldown_requests: 0,
-        occupancy: Occupancy::of(&engine, None),
-        engine,
-        server: None,
-        harness: Harness::new(CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 2.0 }, 6, 0.0001, None, true),
-        agent: None,
-        rag: None,
-        partial: false,
-        prefix_cache: None,
-    }
-}
-
-fn run_summary() -> RunSummary {
-    RunSummary {
-        format: FORMAT,
-        goodput_version: "0.1.0".into(),
-        model: "tiny".into(),
-        weights: "dummy".into(),
-        device: "cpu".into(),
-        seed: 3,
-        seed_drawn: false,
-        target: "in-process".into(),
-        engine: EngineSettings {
-            block_size: 16,
-            kv_memory_bytes: Some(1 << 30),
-            max_num_batched_tokens: 2048,
-            max_num_seqs: 256,
-            max_model_len: 2048,
-            prefix_caching: true,
-            ..Default::default()
-        },
-        machine: Machine { cpu: "test".into(), logical_cpus: 2, memory_gib: 23.5, kernel: "6".into() },
-        cpus: Pinning::default(),
-        retry: RetrySetting { max: 0, backoff_s: 0.1 },
-        scenario: serde_json::json!({"name": "short-qa"}),
-        workload: WorkloadInfo {
-            name: "short-qa".into(),
-            description: "short-qa: …".into(),
-            lengths: "input 50–200".into(),
-        },
-        load_unit: LoadUnit::Users,
-        slos: parse_slos("ttft_p95=100ms,error_rate=30%").unwrap(),
-        levels: Vec::new(),
-        complete: true,
-        prediction: None,
-        command: Vec::new(),
-        capacity: None,
-    }
-}
-
-/// Two levels: 1 user fast (TTFT 20 ms, no wait), 2 users slow (TTFT 150 ms, 40 ms wait).
-fn two_levels() -> (RunSummary, Vec<(f64, Vec<ClientRecord>)>) {
-    let fast: Vec<ClientRecord> = (0..5).map(|i| record(i, 20, 8, 0)).collect();
-    let slow: Vec<ClientRecord> = (10..15).map(|i| record(i, 150, 8, 40)).collect();
-    let mut s = run_summary();
-    s.push_level(level(2.0, &slow));
-    s.push_level(level(1.0, &fast));
-    (s, vec![(1.0, fast), (2.0, slow)])
 }
 
 #[test]
@@ -181,10 +65,6 @@ fn the_stored_verdict_is_the_one_computed_from_the_levels() {
     assert_eq!(v, RunSummary::verdict_of(&s.levels));
     // The knee on engine wait: 1 ms at 1 user, 41 ms at 2 users.
     assert_eq!(v.knee, Some(2.0));
-    let conclusion = crate::Conclusion::of(&s).render();
-    assert!(conclusion.contains("recommended stable load is 1 users"), "{conclusion}");
-    assert!(conclusion.contains("median 41 ms of handoff and queue"), "{conclusion}");
-    assert!(conclusion.contains("At 2 users the SLOs break: ttft_p95 <= 100ms"), "{conclusion}");
 }
 
 #[test]
@@ -246,24 +126,6 @@ fn results_of_the_previous_release_read_with_their_verdict_computed_once() {
             assert_eq!(r.measured(l.summary.load).count(), l.summary.requests, "{name}");
         }
     }
-}
-
-#[test]
-fn exports_hold_the_levels() {
-    let dir = temp("export");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (s, _) = two_levels();
-    export::csv(&dir.join("l.csv"), &s).unwrap();
-    let rows: Vec<export::LevelRow> = read_csv(&dir.join("l.csv")).unwrap();
-    assert_eq!(rows, s.levels.iter().map(export::LevelRow::of).collect::<Vec<_>>());
-    assert!(!rows[1].slos_hold && rows[0].slos_hold);
-    let md = export::markdown_table(&s);
-    assert_eq!(md.lines().count(), 4, "{md}");
-    assert!(md.lines().nth(3).unwrap().ends_with("| broken |"), "{md}");
-    export::json(&dir.join("s.json"), &s).unwrap();
-    let back: RunSummary = serde_json::from_slice(&std::fs::read(dir.join("s.json")).unwrap()).unwrap();
-    assert_eq!(back, s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

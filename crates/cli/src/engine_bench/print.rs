@@ -2,7 +2,7 @@
 //! graph probe, the matmul tuning table and the per-op step profiles.
 
 use super::{Report, Summary};
-use crate::table;
+use goodput_report::console as table;
 
 /// n, p50, p90, p99 and stddev of a latency summary in ms, at `digits` decimals.
 fn latency_cells(s: &Summary, digits: usize) -> [String; 5] {

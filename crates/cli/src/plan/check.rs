@@ -94,7 +94,7 @@ pub fn run(dir: &Path, profile: &Path) -> Result<()> {
         prediction.push_level(l);
     }
     let _ = std::fs::remove_dir_all(&out);
-    println!("{}", crate::table::prediction(&summary, &prediction, summary.load_unit));
+    println!("{}", goodput_report::console::prediction(&summary, &prediction, summary.load_unit));
     let path = dir.join(goodput_results::files::PREDICTION);
     let text = serde_json::to_string_pretty(&prediction)? + "\n";
     goodput_results::files::write_whole(dir, goodput_results::files::PREDICTION, text.as_bytes())

@@ -6,11 +6,11 @@ mod grid;
 mod machine;
 
 use crate::args::{CpuList, EngineArgs, ModelArgs};
-use crate::table;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{Clock, ModelSpec, StepRecord};
 use goodput_engine::Engine;
+use goodput_report::console as table;
 use goodput_sizing::cost::{StepWork, Term};
 use goodput_sizing::fit::{fit, Fit, FitOptions, Sample};
 use goodput_sizing::profile::{

@@ -1,11 +1,15 @@
 //! A chart of the report: its data (kept as JSON beside the drawing) and its SVG, drawn with
 //! plotters' SVG backend — lines with optional right axis, stacked bands, or a timeline of
-//! bars — with vertical marks (knee, capacities) and horizontal limits (SLOs).
+//! bars — with vertical marks (knee, capacities) and horizontal limits (SLOs). Knows nothing
+//! of runs (what a chart shows is decided by the `charts` module) and imports none of its
+//! siblings.
 
-use anyhow::Result;
+use crate::ReportError;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
+
+type Result<T> = std::result::Result<T, ReportError>;
 
 /// One line (or band) of a chart.
 #[derive(Clone, Debug, Serialize)]
@@ -135,7 +139,7 @@ pub fn svg(c: &Chart) -> Result<String> {
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (WIDTH as u32, 400)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        root.fill(&WHITE).map_err(|e| ReportError::Draw(format!("{e}")))?;
         match c.kind {
             Kind::Timeline => timeline(&root, c)?,
             Kind::Lines | Kind::Stacked => {
@@ -146,7 +150,7 @@ pub fn svg(c: &Chart) -> Result<String> {
                 lines(&body, c)?
             }
         }
-        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+        root.present().map_err(|e| ReportError::Draw(format!("{e}")))?;
     }
     Ok(buf)
 }
@@ -155,7 +159,7 @@ type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
 /// Horizontal bars, one row per series, laid along x.
 fn timeline(root: &Area, c: &Chart) -> Result<()> {
-    let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing {}: {e:?}", c.id);
+    let e = |e: DrawingAreaErrorKind<_>| ReportError::Draw(format!("drawing {}: {e:?}", c.id));
     let end = c.series.iter().map(|s| s.points[0].0 + s.points[0].1).fold(0.0, f64::max).max(1e-9);
     let n = c.series.len().max(1);
     let mut ch = ChartBuilder::on(root)
@@ -189,7 +193,7 @@ fn timeline(root: &Area, c: &Chart) -> Result<()> {
 
 /// Lines (with an optional right axis) or stacked bands, marks and limits.
 fn lines(root: &Area, c: &Chart) -> Result<()> {
-    let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing {}: {e:?}", c.id);
+    let e = |e: DrawingAreaErrorKind<_>| ReportError::Draw(format!("drawing {}: {e:?}", c.id));
     let left: Vec<&Series> = c.series.iter().filter(|s| !s.right).collect();
     let right: Vec<&Series> = c.series.iter().filter(|s| s.right).collect();
     let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(c.marks.iter().map(|m| m.0));
@@ -312,7 +316,7 @@ fn legend_height(items: &[Item]) -> i32 {
 
 /// The chart's title and, under it, its legend.
 fn head_band(area: &Area, title: &str, items: &[Item]) -> Result<()> {
-    let e = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing the legend of {title}: {e:?}");
+    let e = |e: DrawingAreaErrorKind<_>| ReportError::Draw(format!("drawing the legend of {title}: {e:?}"));
     let centre = ("sans-serif", 18).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
     area.draw(&Text::new(title.to_string(), (WIDTH / 2, 6), centre)).map_err(e)?;
     for ((name, color, band), (x, row)) in items.iter().zip(legend_layout(items)) {

@@ -1,24 +1,18 @@
-//! The report's HTML tables: the sweep, each level's three layers (folded in `<details>`),
-//! and the setup as two readable columns.
+//! The report's HTML tables: the sweep (the level columns as the page shows them), each
+//! level's three layers (folded in `<details>`), and the setup as two readable columns.
 
-use super::esc;
+use super::escape;
+use crate::columns::{self, stat_cells, Output, LAYERS, STAT_HEADER};
+use crate::text::{num, occupancy_text, prefix_text};
 use goodput_metrics::prom::HistogramStats;
 use goodput_metrics::Summary;
 use goodput_results::{LevelReport, LoadUnit, RunSummary};
-
-fn num(x: Option<f64>, d: usize) -> String {
-    x.filter(|v| v.is_finite()).map_or("-".into(), |v| format!("{v:.d$}"))
-}
-
-fn ms(s: &Option<Summary>, f: fn(&Summary) -> f64) -> String {
-    num(s.as_ref().map(|x| f(x) * 1e3), 1)
-}
 
 fn row(cells: &[String], left: usize) -> String {
     let mut out = String::from("<tr>");
     for (i, c) in cells.iter().enumerate() {
         let class = if i < left { " class=\"l\"" } else { "" };
-        out.push_str(&format!("<td{class}>{}</td>", esc(c)));
+        out.push_str(&format!("<td{class}>{}</td>", escape(c)));
     }
     out.push_str("</tr>\n");
     out
@@ -27,7 +21,7 @@ fn row(cells: &[String], left: usize) -> String {
 fn header(cols: &[&str]) -> String {
     let mut out = String::from("<tr>");
     for c in cols {
-        out.push_str(&format!("<th>{}</th>", esc(c)));
+        out.push_str(&format!("<th>{}</th>", escape(c)));
     }
     out.push_str("</tr>\n");
     out
@@ -36,45 +30,10 @@ fn header(cols: &[&str]) -> String {
 /// One row per level: the service layer and the engine's occupancy side by side.
 pub fn sweep(s: &RunSummary) -> String {
     let mut t = String::from("<table>");
-    t.push_str(&header(&[
-        &format!("load ({})", s.load_unit),
-        "requests",
-        "req/s",
-        "out tok/s",
-        "goodput",
-        "TTFT p50",
-        "TTFT p95",
-        "TPOT p50",
-        "TPOT p95",
-        "E2E p95",
-        "engine wait p95",
-        "queue p95",
-        "prefill p95",
-        "KV max",
-        "SLOs",
-    ]));
+    let cols: Vec<String> = columns::shown(Output::Html).map(|c| c.header(Output::Html, s.load_unit)).collect();
+    t.push_str(&header(&cols.iter().map(String::as_str).collect::<Vec<_>>()));
     for l in &s.levels {
-        let m = &l.summary;
-        t.push_str(&row(
-            &[
-                m.load.to_string(),
-                m.requests.to_string(),
-                num(Some(m.request_throughput), 2),
-                num(Some(m.output_throughput), 0),
-                num(Some(m.goodput), 2),
-                ms(&m.ttft, |x| x.p50),
-                ms(&m.ttft, |x| x.p95),
-                ms(&m.tpot, |x| x.p50),
-                ms(&m.tpot, |x| x.p95),
-                ms(&m.e2e, |x| x.p95),
-                ms(&m.engine_wait, |x| x.p95),
-                ms(&m.queue_time, |x| x.p95),
-                ms(&m.prefill_time, |x| x.p95),
-                l.occupancy.as_ref().map_or("-".into(), |o| format!("{} %", num(Some(o.kv_max * 100.0), 0))),
-                if m.slos_hold() { "hold".into() } else { "broken".into() },
-            ],
-            0,
-        ));
+        t.push_str(&row(&columns::shown(Output::Html).map(|c| c.text(Output::Html, l)).collect::<Vec<_>>(), 0));
     }
     t.push_str(
         "</table>\n<p>Times in ms; percentiles over all measured requests of a level (linear interpolation).</p>\n",
@@ -83,21 +42,9 @@ pub fn sweep(s: &RunSummary) -> String {
 }
 
 fn stat_row(layer: &str, name: &str, x: &Option<Summary>, scale: f64) -> String {
-    let cell = |f: fn(&Summary) -> f64| num(x.as_ref().map(|s| f(s) * scale), 2);
-    row(
-        &[
-            layer.into(),
-            name.into(),
-            x.as_ref().map_or("0".into(), |s| s.n.to_string()),
-            cell(|s| s.mean),
-            cell(|s| s.p50),
-            cell(|s| s.p90),
-            cell(|s| s.p95),
-            cell(|s| s.p99),
-            cell(|s| s.max),
-        ],
-        2,
-    )
+    let mut cells = vec![layer.to_string(), name.to_string()];
+    cells.extend(stat_cells(x, scale, 2));
+    row(&cells, 2)
 }
 
 /// Histogram quantiles (bucket-interpolated), the exact mean; no P95 or max.
@@ -130,21 +77,9 @@ pub fn level(l: &LevelReport, unit: LoadUnit) -> String {
         num(Some(m.output_throughput), 0),
         if m.slos_hold() { "hold" } else { "broken" }
     );
-    t.push_str(&header(&["layer", "metric", "n", "mean", "p50", "p90", "p95", "p99", "max"]));
-    for (layer, name, x, scale) in [
-        ("user", "TTFT (ms)", &m.ttft, 1e3),
-        ("user", "TPOT (ms)", &m.tpot, 1e3),
-        ("user", "ITL (ms)", &m.itl, 1e3),
-        ("user", "E2E (ms)", &m.e2e, 1e3),
-        ("user", "per-user tok/s", &m.per_user_tps, 1.0),
-        ("engine", "engine wait (ms)", &m.engine_wait, 1e3),
-        ("engine", "queue (ms)", &m.queue_time, 1e3),
-        ("engine", "prefill (ms)", &m.prefill_time, 1e3),
-        ("engine", "decode (ms)", &m.decode_time, 1e3),
-        ("engine", "inference (ms)", &m.inference_time, 1e3),
-        ("engine", "step (ms)", &l.engine.step_time, 1e3),
-    ] {
-        t.push_str(&stat_row(layer, name, x, scale));
+    t.push_str(&header(&STAT_HEADER));
+    for r in &LAYERS {
+        t.push_str(&stat_row(r.layer, r.name, (r.get)(l), r.scale));
     }
     // Over HTTP: TTFT's parts by the server's stamps, and the server's own /metrics.
     if let Some(h) = &m.http {
@@ -170,15 +105,14 @@ pub fn level(l: &LevelReport, unit: LoadUnit) -> String {
             }
         }
     }
-    t.push_str(&format!("</table>\n<p>{}</p>\n</details>\n", esc(&system(l))));
+    t.push_str(&format!("</table>\n<p>{}</p>\n</details>\n", escape(&system(l))));
     t
 }
 
 /// The system line of a level: throughput, occupancy, how requests ended.
 fn system(l: &LevelReport) -> String {
     let m = &l.summary;
-    let occupancy =
-        goodput_results::occupancy_text(l.occupancy.as_ref()) + &goodput_results::prefix_text(l.prefix_cache.as_ref());
+    let occupancy = occupancy_text(l.occupancy.as_ref()) + &prefix_text(l.prefix_cache.as_ref());
     format!(
         "system: {} req/s, {} in + {} out tok/s, goodput {} req/s; {occupancy}; {} ok, {} errors, {} timeouts, {} retries; {} warm-up and {} cool-down requests left out.",
         num(Some(m.request_throughput), 2),
@@ -241,7 +175,7 @@ pub fn setup(s: &RunSummary) -> String {
     ];
     let mut t = String::from("<table>");
     for (k, v) in rows {
-        t.push_str(&format!("<tr><th class=\"l\">{}</th><td class=\"l\">{}</td></tr>\n", esc(k), esc(&v)));
+        t.push_str(&format!("<tr><th class=\"l\">{}</th><td class=\"l\">{}</td></tr>\n", escape(k), escape(&v)));
     }
     t.push_str("</table>\n");
     t

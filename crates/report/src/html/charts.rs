@@ -1,77 +1,19 @@
 //! The report's charts, as data, from a typed results directory: what each shows and from
-//! which stored numbers. Drawing is [`crate::chart`]'s.
+//! which stored numbers, the answer first. Drawing is [`super::svg`]'s.
 
-use super::timelines::{by_turn, engine_timeline, task_timelines, ttft_cdf};
-use crate::chart::{Chart, Kind, Series};
+use super::context::{by_load, right, series, stat, Ctx};
+use super::svg::{Chart, Kind};
+use super::timelines::{by_turn, engine_timeline, offered_and_served, task_timelines, ttft_cdf};
 use goodput_metrics::server::ServerHistograms;
 use goodput_metrics::Summary;
 use goodput_results::{LevelReport, Results};
-
-pub(super) fn series(name: &str, points: Vec<(f64, f64)>) -> Series {
-    Series { name: name.into(), points, right: false }
-}
-
-pub(super) fn right(name: &str, points: Vec<(f64, f64)>) -> Series {
-    Series { right: true, ..series(name, points) }
-}
-
-/// `(load, value × scale)` of every level where `get` has a value.
-fn by_load(levels: &[LevelReport], scale: f64, get: impl Fn(&LevelReport) -> Option<f64>) -> Vec<(f64, f64)> {
-    levels.iter().filter_map(|l| Some((l.summary.load, get(l)? * scale))).collect()
-}
-
-fn stat(s: &Option<Summary>, f: fn(&Summary) -> f64) -> Option<f64> {
-    s.as_ref().map(f)
-}
-
-/// What every chart of a run shares: its levels, unit, title words and capacity marks.
-pub(super) struct Ctx<'a> {
-    pub(super) levels: &'a [LevelReport],
-    x_label: String,
-    workload: String,
-    pub(super) unit: String,
-    log2: bool,
-}
-
-impl Ctx<'_> {
-    pub(super) fn chart(
-        &self,
-        id: &str,
-        title: &str,
-        caption: String,
-        y_label: &str,
-        kind: Kind,
-        series: Vec<Series>,
-    ) -> Chart {
-        Chart {
-            id: id.into(),
-            title: title.into(),
-            caption: format!("{}: {caption}", self.workload),
-            x_label: self.x_label.clone(),
-            x_log2: self.log2,
-            y_label: y_label.into(),
-            y2_label: None,
-            kind,
-            series,
-            marks: Vec::new(),
-            limits: Vec::new(),
-        }
-    }
-}
 
 /// The charts of a run (those its data allows), the answer first: capacity, TTFT
 /// decomposition, percentiles with SLO lines; then the engine, multi-turn, agent and RAG
 /// timelines and the TTFT distributions.
 pub fn charts(r: &Results) -> Vec<Chart> {
     let s = &r.summary;
-    let loads: Vec<f64> = s.levels.iter().map(|l| l.summary.load).collect();
-    let cx = Ctx {
-        levels: &s.levels,
-        x_label: format!("load ({})", s.load_unit),
-        workload: format!("{}, {}", s.model, s.workload.name),
-        unit: s.load_unit.to_string(),
-        log2: goodput_results::LoadUnit::doubling(&loads),
-    };
+    let cx = Ctx::of(s);
     let v = s.verdict();
     let mut marks = Vec::new();
     for (x, name) in [(v.knee, "knee"), (v.usable, "usable"), (v.limit, "limit")] {
@@ -107,7 +49,7 @@ pub fn charts(r: &Results) -> Vec<Chart> {
         out.push(c);
     }
     out.extend(engine_timeline(&cx, r));
-    out.extend(super::timelines::offered_and_served(&cx, r));
+    out.extend(offered_and_served(&cx, r));
     if let Some(p) = &s.prediction {
         out.extend(super::predicted::charts(&cx, p));
     }

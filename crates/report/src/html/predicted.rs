@@ -1,17 +1,13 @@
 //! The predicted-vs-measured charts of a run with `--predict`: each level's measured numbers
 //! beside its simulated twin's, so how far the profile can be trusted reads off the page.
 
-use super::charts::{right, series, Ctx};
-use crate::chart::{Chart, Kind};
+use super::context::{by_load, right, series, Ctx};
+use super::svg::{Chart, Kind};
 use goodput_results::prediction::Prediction;
 use goodput_results::LevelReport;
 
-fn points(levels: &[LevelReport], scale: f64, get: fn(&LevelReport) -> Option<f64>) -> Vec<(f64, f64)> {
-    levels.iter().filter_map(|l| Some((l.summary.load, get(l)? * scale))).collect()
-}
-
 /// Output throughput and TPOT P95, then TTFT and E2E P95: measured against predicted.
-pub(super) fn charts(cx: &Ctx, p: &Prediction) -> Vec<Chart> {
+pub fn charts(cx: &Ctx, p: &Prediction) -> Vec<Chart> {
     let (m, s) = (cx.levels, p.levels.as_slice());
     let tput: fn(&LevelReport) -> Option<f64> = |l| Some(l.summary.output_throughput);
     let tpot: fn(&LevelReport) -> Option<f64> = |l| l.summary.tpot.as_ref().map(|x| x.p95);
@@ -27,10 +23,10 @@ pub(super) fn charts(cx: &Ctx, p: &Prediction) -> Vec<Chart> {
         "output tok/s",
         Kind::Lines,
         vec![
-            series("measured output tok/s", points(m, 1.0, tput)),
-            series("predicted output tok/s", points(s, 1.0, tput)),
-            right("measured TPOT p95 (ms)", points(m, 1e3, tpot)),
-            right("predicted TPOT p95 (ms)", points(s, 1e3, tpot)),
+            series("measured output tok/s", by_load(m, 1.0, tput)),
+            series("predicted output tok/s", by_load(s, 1.0, tput)),
+            right("measured TPOT p95 (ms)", by_load(m, 1e3, tpot)),
+            right("predicted TPOT p95 (ms)", by_load(s, 1e3, tpot)),
         ],
     );
     first.y2_label = Some("TPOT p95 ms".into());
@@ -41,10 +37,10 @@ pub(super) fn charts(cx: &Ctx, p: &Prediction) -> Vec<Chart> {
         "ms",
         Kind::Lines,
         vec![
-            series("measured TTFT p95", points(m, 1e3, ttft)),
-            series("predicted TTFT p95", points(s, 1e3, ttft)),
-            series("measured E2E p95", points(m, 1e3, e2e)),
-            series("predicted E2E p95", points(s, 1e3, e2e)),
+            series("measured TTFT p95", by_load(m, 1e3, ttft)),
+            series("predicted TTFT p95", by_load(s, 1e3, ttft)),
+            series("measured E2E p95", by_load(m, 1e3, e2e)),
+            series("predicted E2E p95", by_load(s, 1e3, e2e)),
         ],
     );
     vec![first, second]

@@ -1,8 +1,8 @@
 //! The report's charts over time and over a task: the engine's state level after level, a
 //! session's turns, an agent's or a RAG query's steps, and each level's TTFT distribution.
 
-use super::charts::{right, series, Ctx};
-use crate::chart::{Chart, Kind, Series};
+use super::context::{right, series, Ctx};
+use super::svg::{Chart, Kind, Series};
 use goodput_core::Phase;
 use goodput_results::{LevelReport, Results};
 

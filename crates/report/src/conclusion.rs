@@ -1,12 +1,14 @@
 //! The written conclusion of seed 000 §10, built from the typed run summary and its stored
 //! capacity verdict: scenario and lengths, the recommended level's P95 TTFT/TPOT and
 //! throughput, where waiting starts, usable and limit capacity, and what breaks next; for
-//! multi-turn, agent and RAG runs their own sentence.
+//! multi-turn, agent and RAG runs their own sentence. Written once here for the console,
+//! `conclusion.txt` and the report.
 
-use crate::summary::{LevelReport, RunSummary};
+use crate::text::ms;
 use goodput_metrics::capacity::{QueueSource, Verdict};
 use goodput_metrics::level::SloResult;
 use goodput_metrics::Summary;
+use goodput_results::{LevelReport, Results, RunSummary, FORMAT};
 
 /// A run's conclusion: the summary it is written from.
 pub struct Conclusion<'a> {
@@ -14,12 +16,24 @@ pub struct Conclusion<'a> {
     v: Verdict,
 }
 
-fn ms(s: &Option<Summary>, f: fn(&Summary) -> f64) -> String {
-    s.as_ref().map_or("-".into(), |x| format!("{:.0} ms", f(x) * 1e3))
+/// A time in whole milliseconds with its unit, `-` when unknown.
+fn whole_ms(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.0} ms"))
 }
 
 fn p50_ms(x: &Option<Summary>) -> f64 {
-    x.as_ref().map_or(f64::NAN, |d| d.p50 * 1e3)
+    ms(x, |d| d.p50).unwrap_or(f64::NAN)
+}
+
+/// The conclusion the report shows of `r`: built from its summary, or for results written
+/// before the typed summary (format 1), which lack what it is built from, their own
+/// `conclusion.txt`.
+pub fn shown(r: &Results) -> String {
+    if r.summary.format >= FORMAT {
+        Conclusion::of(&r.summary).body()
+    } else {
+        r.conclusion.clone()
+    }
 }
 
 impl<'a> Conclusion<'a> {
@@ -75,8 +89,8 @@ impl<'a> Conclusion<'a> {
             s.mean_input_tokens,
             s.mean_output_tokens,
             s.load,
-            ms(&s.ttft, |x| x.p95),
-            ms(&s.tpot, |x| x.p95),
+            whole_ms(ms(&s.ttft, |x| x.p95)),
+            whole_ms(ms(&s.tpot, |x| x.p95)),
             s.per_user_tps.as_ref().map_or(0.0, |x| x.p50),
             s.output_throughput,
             s.request_throughput,

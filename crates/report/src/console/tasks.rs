@@ -1,0 +1,85 @@
+//! The task layer on the console: multi-turn by turn, agent tasks by step, the RAG stage
+//! timeline.
+
+use super::new;
+use crate::text::{f, ms, num};
+use goodput_metrics::agent::TaskSummary;
+use goodput_metrics::level::LevelSummary;
+use goodput_metrics::turns::TurnSummary;
+use goodput_metrics::Summary;
+use goodput_results::LoadUnit;
+
+/// Multi-turn: one row per turn index of a level.
+pub fn turns(turns: &[TurnSummary], load: f64, unit: LoadUnit) -> String {
+    let mut t = new(&["turn", "n", "prompt tokens", "cached", "new prefill", "TTFT p50", "TTFT p95", "prefill p50"]);
+    for x in turns {
+        t.add_row(vec![
+            x.turn.to_string(),
+            x.n.to_string(),
+            f(x.prompt_tokens, 0),
+            f(x.cached_tokens, 0),
+            f(x.new_prefill_tokens, 0),
+            num(ms(&x.ttft, |s| s.p50), 1),
+            num(ms(&x.ttft, |s| s.p95), 1),
+            num(ms(&x.prefill_time, |s| s.p50), 1),
+        ]);
+    }
+    format!("By turn at {load} {unit} (times in ms; cached = prompt tokens served by the prefix cache)\n{t}")
+}
+
+/// Agent: the task-level numbers and one row per step of the plan.
+pub fn agent(a: &TaskSummary, load: f64, unit: LoadUnit) -> String {
+    let mut t = new(&["step", "kind", "n", "mean ms", "p50 ms", "p95 ms"]);
+    for s in &a.steps {
+        t.add_row(vec![
+            s.index.to_string(),
+            s.kind.clone(),
+            s.duration.as_ref().map_or("0".into(), |d| d.n.to_string()),
+            num(ms(&s.duration, |d| d.mean), 1),
+            num(ms(&s.duration, |d| d.p50), 1),
+            num(ms(&s.duration, |d| d.p95), 1),
+        ]);
+    }
+    format!(
+        "Agent tasks at {load} {unit}: {} tasks ({} completed), task E2E p50 {} ms, p95 {} ms; amplification {:.2} model calls/task, {:.2} tool calls/task, tool-wait share {:.0} %\n{t}",
+        a.tasks,
+        a.completed,
+        num(ms(&a.task_e2e, |d| d.p50), 1),
+        num(ms(&a.task_e2e, |d| d.p95), 1),
+        a.amplification,
+        a.tool_calls_per_task,
+        a.tool_wait_share * 100.0
+    )
+}
+
+/// RAG: the stage timeline of a level (the seeds' embed / retrieve / rerank / assemble /
+/// queue / prefill / decode), median and P95 per stage.
+pub fn rag(r: &TaskSummary, s: &LevelSummary, unit: LoadUnit) -> String {
+    let mut t = new(&["stage", "n", "p50 ms", "p95 ms", "mean ms"]);
+    for st in r.steps.iter().filter(|x| x.kind != "llm") {
+        // Retrieval, reranking and assembly take microseconds here: three decimals.
+        let us = |f: fn(&Summary) -> f64| num(ms(&st.duration, f), 3);
+        t.add_row(vec![
+            st.kind.clone(),
+            st.duration.as_ref().map_or("0".into(), |d| d.n.to_string()),
+            us(|d| d.p50),
+            us(|d| d.p95),
+            us(|d| d.mean),
+        ]);
+    }
+    for (name, x) in [("queue", &s.queue_time), ("prefill", &s.prefill_time), ("decode", &s.decode_time)] {
+        t.add_row(vec![
+            name.to_string(),
+            x.as_ref().map_or("0".into(), |d| d.n.to_string()),
+            num(ms(x, |d| d.p50), 1),
+            num(ms(x, |d| d.p95), 1),
+            num(ms(x, |d| d.mean), 1),
+        ]);
+    }
+    format!(
+        "RAG stage timeline at {} {unit}: query E2E p50 {} ms, p95 {} ms\n{t}",
+        s.load,
+        num(ms(&r.task_e2e, |d| d.p50), 1),
+        num(ms(&r.task_e2e, |d| d.p95), 1)
+    )
+}

@@ -1,0 +1,101 @@
+//! The conclusion's sentences, the exports and the level columns, on a run of two hand-made
+//! levels (`goodput_results::testing`) and the checked-in fixtures.
+
+use crate::columns::{self, Output, LEVEL};
+use crate::export::{self, LevelRow};
+use crate::Conclusion;
+use goodput_results::files::read_csv;
+use goodput_results::testing::two_levels;
+use goodput_results::{Results, RunSummary};
+use std::path::{Path, PathBuf};
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("goodput-report-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name)
+}
+
+#[test]
+fn the_conclusion_says_the_stored_verdict() {
+    let (s, _) = two_levels();
+    let conclusion = Conclusion::of(&s).render();
+    assert!(conclusion.contains("recommended stable load is 1 users"), "{conclusion}");
+    assert!(conclusion.contains("median 41 ms of handoff and queue"), "{conclusion}");
+    assert!(conclusion.contains("At 2 users the SLOs break: ttft_p95 <= 100ms"), "{conclusion}");
+}
+
+#[test]
+fn results_of_the_previous_release_show_their_own_conclusion() {
+    for name in ["run-small", "run-v0.1"] {
+        let r = Results::read(&fixture(name)).unwrap();
+        assert_eq!(crate::conclusion::shown(&r), r.conclusion, "{name}: format 1 keeps its conclusion.txt");
+        assert!(r.conclusion.starts_with("In the short-qa scenario"), "{name}");
+    }
+}
+
+#[test]
+fn exports_hold_the_levels() {
+    let dir = temp("export");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (s, _) = two_levels();
+    export::csv(&dir.join("l.csv"), &s).unwrap();
+    let rows: Vec<LevelRow> = read_csv(&dir.join("l.csv")).unwrap();
+    assert_eq!(rows, s.levels.iter().map(LevelRow::of).collect::<Vec<_>>());
+    assert!(!rows[1].slos_hold && rows[0].slos_hold);
+    // Hand-computed: 5 requests a level, the fifth an error; TTFT 20 ms at 1 user, 150 at 2.
+    assert_eq!((rows[0].requests, rows[0].completed, rows[0].load), (5, 4, 1.0));
+    assert!((rows[0].ttft_p50_ms.unwrap() - 20.0).abs() < 1e-9, "{:?}", rows[0]);
+    assert!((rows[1].ttft_p95_ms.unwrap() - 150.0).abs() < 1e-9, "{:?}", rows[1]);
+    assert!((rows[0].error_rate - 0.2).abs() < 1e-12);
+    let md = export::markdown_table(&s);
+    assert_eq!(md.lines().count(), 4, "{md}");
+    assert!(md.lines().nth(3).unwrap().ends_with("| broken |"), "{md}");
+    assert!(md.starts_with("| load (users) | requests | req/s |"), "{md}");
+    export::json(&dir.join("s.json"), &s).unwrap();
+    let back: RunSummary = serde_json::from_slice(&std::fs::read(dir.join("s.json")).unwrap()).unwrap();
+    assert_eq!(back, s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_csv_columns_are_the_level_row_s_fields_in_order() {
+    let (s, _) = two_levels();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.serialize(LevelRow::of(&s.levels[0])).unwrap();
+    let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+    let keys: Vec<&str> = columns::shown(Output::Csv).map(|c| c.key).collect();
+    assert_eq!(text.lines().next().unwrap(), keys.join(","));
+    // Every column is named once, and a time's key says its unit.
+    for (i, c) in LEVEL.iter().enumerate() {
+        assert!(LEVEL[..i].iter().all(|d| d.key != c.key), "{} twice", c.key);
+        assert_eq!(c.unit == "ms", c.key.ends_with("_ms"), "{}", c.key);
+    }
+}
+
+#[test]
+fn each_output_shows_its_own_columns() {
+    let headers = |out| {
+        columns::shown(out).map(|c| c.header(out, goodput_results::LoadUnit::Users)).collect::<Vec<_>>().join("|")
+    };
+    assert_eq!(
+        headers(Output::Console),
+        "load (users)|n|ok|req/s|out tok/s|goodput|TTFT p50|TTFT p95|TPOT p50|TPOT p95|E2E p95|user tok/s|wait p95|queue p95|prefill p95|KV max|run/wait max|preempt|harness CPU|lag p99|SLOs"
+    );
+    assert_eq!(
+        headers(Output::Html),
+        "load (users)|requests|req/s|out tok/s|goodput|TTFT p50|TTFT p95|TPOT p50|TPOT p95|E2E p95|engine wait p95|queue p95|prefill p95|KV max|SLOs"
+    );
+    assert_eq!(
+        headers(Output::Markdown),
+        "load (users)|requests|req/s|out tok/s|goodput|TTFT p50|TTFT p95|TPOT p50|TPOT p95|E2E p95|engine wait p95|queue p95|KV max|SLOs"
+    );
+}
+
+#[test]
+fn html_escaping_covers_attributes() {
+    assert_eq!(crate::html::escape(r#"<a href="x">&</a>"#), "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;");
+}

@@ -1,0 +1,68 @@
+//! How every output writes a number, a time and a level's occupancy: one helper each, for the
+//! console, the page, the Markdown export and the conclusion alike.
+
+use goodput_metrics::cache::{HitSource, PrefixHits};
+use goodput_metrics::occupancy::Occupancy;
+use goodput_metrics::Summary;
+
+/// `x` with `d` decimals; `-` when unknown or not finite.
+pub fn num(x: Option<f64>, d: usize) -> String {
+    x.filter(|v| v.is_finite()).map_or("-".into(), |v| format!("{v:.d$}"))
+}
+
+/// A number with `d` decimals (`-` when not finite): the console's cells.
+pub fn f(x: f64, d: usize) -> String {
+    num(Some(x), d)
+}
+
+/// A statistic of a distribution of seconds, in milliseconds (none when there is no
+/// distribution).
+pub fn ms(s: &Option<Summary>, f: fn(&Summary) -> f64) -> Option<f64> {
+    s.as_ref().map(|x| f(x) * 1e3)
+}
+
+/// Bytes in the largest binary unit that keeps the number ≥ 1.
+pub fn bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    format!("{x:.1} {}", units[u])
+}
+
+/// A level's prefix-cache hits in words, after a `; ` (nothing when unknown).
+pub fn prefix_text(h: Option<&PrefixHits>) -> String {
+    let Some(h) = h else { return String::new() };
+    let Some(rate) = h.hit_rate() else { return String::new() };
+    let source = match h.source {
+        HitSource::Engine => "engine",
+        HitSource::Usage => "usage",
+        HitSource::Metrics => "/metrics",
+    };
+    let requests = match (h.requests_with_hits, h.requests) {
+        (Some(hit), Some(n)) => format!(", {hit} of {n} requests hit"),
+        _ => String::new(),
+    };
+    format!("; prefix cache {:.1} % of prompt tokens ({source}{requests})", rate * 100.0)
+}
+
+/// A level's occupancy in words, for the console and the report: running and waiting
+/// (means and maxima), KV blocks, preemptions, and where the numbers came from.
+pub fn occupancy_text(o: Option<&Occupancy>) -> String {
+    let Some(o) = o else { return "occupancy unknown (no engine in this process, no /metrics)".into() };
+    let n = f;
+    format!(
+        "running mean {} (max {}), waiting mean {} (max {}), KV blocks mean {} % (max {} %), {}{}",
+        n(o.running_mean, 1),
+        n(o.running_max, 0),
+        n(o.waiting_mean, 1),
+        n(o.waiting_max, 0),
+        n(o.kv_mean * 100.0, 0),
+        n(o.kv_max * 100.0, 0),
+        o.preemptions.map_or("preemptions unknown".into(), |p| format!("{p} preemptions")),
+        if o.from_server { " (from the server's /metrics)" } else { "" },
+    )
+}
