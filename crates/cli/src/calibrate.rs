@@ -6,10 +6,11 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use goodput_core::{Clock, Target};
+use goodput_core::{ClientRecord, Clock, Stamp, Target};
 use goodput_metrics::Summary;
 use goodput_report::console as table;
 use goodput_report::text::{ms, num};
+use goodput_results::CpuUse;
 use goodput_server::mock::Mock;
 use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, RetryPolicy, Scenario, Trim, UnitPlan};
 use std::collections::HashMap;
@@ -73,17 +74,7 @@ fn raise_fd_limit() -> u64 {
 }
 
 pub fn run(a: CalibrateArgs) -> Result<()> {
-    if a.concurrency.is_empty() || a.concurrency.contains(&0) {
-        bail!("--concurrency: every level needs at least 1 stream, got {:?}", a.concurrency);
-    }
-    if a.tokens == 0 || a.requests_per_stream == 0 {
-        bail!("--tokens and --requests-per-stream must be at least 1");
-    }
-    let fds = raise_fd_limit();
-    let need = 2 * a.concurrency.iter().max().copied().unwrap_or(0) as u64 + 64;
-    if fds > 0 && fds < need {
-        bail!("{} streams need about {need} open files (client and server sockets); the limit is {fds}", need / 2);
-    }
+    check(&a)?;
     let clock = Clock::new();
     let mock = Arc::new(Mock { clock, ttft: a.ttft, itl: a.itl, tokens: a.tokens, sent: Mutex::new(HashMap::new()) });
     // The mock on a thread of its own; the client on this one (its CPU is the client's).
@@ -112,55 +103,13 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let mut levels = Vec::new();
     let mut first_id = 0u64;
     for &c in &a.concurrency {
-        let requests = c * a.requests_per_stream;
-        let plan = LevelPlan {
-            arrival: Arrival::Closed { users: c, think: Duration::ZERO },
-            duration: None,
-            trim: Trim::default(),
-            unit: UnitPlan {
-                users: c,
-                units: requests,
-                warmup: 0,
-                cooldown: 0,
-                timeout: a.ttft + a.itl * a.tokens as u32 + Duration::from_secs(60),
-                retry: RetryPolicy::default(),
-                seed: 0,
-                first_id,
-                sink: None,
-                stop: Default::default(),
-            },
-        };
-        first_id += requests as u64;
+        let plan = level_plan(&a, c, first_id);
+        first_id += plan.unit.units as u64;
         let t = std::time::Instant::now();
         let (run, cpu) = crate::cpu::measure(|| rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)));
         let wall_s = t.elapsed().as_secs_f64();
         let sent = std::mem::take(&mut *mock.sent.lock().unwrap_or_else(|e| e.into_inner()));
-        let (mut delay, mut ttft_err, mut itl_err) = (Vec::new(), Vec::new(), Vec::new());
-        let mut tokens = 0;
-        for r in run.records.iter().filter(|r| r.is_ok()) {
-            tokens += r.chunks.len();
-            if let Some(first) = r.first_token() {
-                ttft_err.push(first.secs_since(r.intended) - a.ttft.as_secs_f64());
-            }
-            for w in r.chunks.windows(2) {
-                itl_err.push(w[1].at.secs_since(w[0].at) - a.itl.as_secs_f64());
-            }
-            if let Some(s) = sent.get(&goodput_client::request_id(r.id)) {
-                delay.extend(r.chunks.iter().zip(s).map(|(c, s)| c.at.secs_since(*s)));
-            }
-        }
-        let level = CalibrationLevel {
-            streams: c,
-            requests: run.records.len(),
-            failed: run.records.iter().filter(|r| !r.is_ok()).count(),
-            tokens,
-            chunk_delay: Summary::of(&delay),
-            ttft_error: Summary::of(&ttft_err),
-            itl_error: Summary::of(&itl_err),
-            cpu_per_token_s: cpu.harness_s / tokens.max(1) as f64,
-            cpu_share: cpu.share(),
-            wall_s,
-        };
+        let level = measure(&a, c, &run.records, &sent, cpu, wall_s);
         eprintln!(
             "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token",
             level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
@@ -169,6 +118,88 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         levels.push(level);
         let _ = target.describe();
     }
+    print_levels(&a, &levels);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_vec_pretty(&levels)?).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The flags' own bounds, and enough open files for every stream's two sockets.
+fn check(a: &CalibrateArgs) -> Result<()> {
+    if a.concurrency.is_empty() || a.concurrency.contains(&0) {
+        bail!("--concurrency: every level needs at least 1 stream, got {:?}", a.concurrency);
+    }
+    if a.tokens == 0 || a.requests_per_stream == 0 {
+        bail!("--tokens and --requests-per-stream must be at least 1");
+    }
+    let fds = raise_fd_limit();
+    let need = 2 * a.concurrency.iter().max().copied().unwrap_or(0) as u64 + 64;
+    if fds > 0 && fds < need {
+        bail!("{} streams need about {need} open files (client and server sockets); the limit is {fds}", need / 2);
+    }
+    Ok(())
+}
+
+/// `c` closed-loop streams, each sending `--requests-per-stream` requests, ids from `first_id`.
+fn level_plan(a: &CalibrateArgs, c: usize, first_id: u64) -> LevelPlan {
+    LevelPlan {
+        arrival: Arrival::Closed { users: c, think: Duration::ZERO },
+        duration: None,
+        trim: Trim::default(),
+        unit: UnitPlan {
+            users: c,
+            units: c * a.requests_per_stream,
+            warmup: 0,
+            cooldown: 0,
+            timeout: a.ttft + a.itl * a.tokens as u32 + Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            seed: 0,
+            first_id,
+            sink: None,
+            stop: Default::default(),
+        },
+    }
+}
+
+/// One level's client-side errors against what the mock was told to do and when it wrote.
+fn measure(
+    a: &CalibrateArgs,
+    streams: usize,
+    records: &[ClientRecord],
+    sent: &HashMap<String, Vec<Stamp>>,
+    cpu: CpuUse,
+    wall_s: f64,
+) -> CalibrationLevel {
+    let (mut delay, mut ttft_err, mut itl_err) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tokens = 0;
+    for r in records.iter().filter(|r| r.is_ok()) {
+        tokens += r.chunks.len();
+        if let Some(first) = r.first_token() {
+            ttft_err.push(first.secs_since(r.intended) - a.ttft.as_secs_f64());
+        }
+        for w in r.chunks.windows(2) {
+            itl_err.push(w[1].at.secs_since(w[0].at) - a.itl.as_secs_f64());
+        }
+        if let Some(s) = sent.get(&goodput_client::request_id(r.id)) {
+            delay.extend(r.chunks.iter().zip(s).map(|(c, s)| c.at.secs_since(*s)));
+        }
+    }
+    CalibrationLevel {
+        streams,
+        requests: records.len(),
+        failed: records.iter().filter(|r| !r.is_ok()).count(),
+        tokens,
+        chunk_delay: Summary::of(&delay),
+        ttft_error: Summary::of(&ttft_err),
+        itl_error: Summary::of(&itl_err),
+        cpu_per_token_s: cpu.harness_s / tokens.max(1) as f64,
+        cpu_share: cpu.share(),
+        wall_s,
+    }
+}
+
+fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
     let mut t = table::new(&[
         "streams",
         "requests",
@@ -185,7 +216,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         "wall",
     ]);
     let ms3 = |s: &Option<Summary>, f: fn(&Summary) -> f64| num(ms(s, f), 3);
-    for l in &levels {
+    for l in levels {
         t.add_row(vec![
             l.streams.to_string(),
             l.requests.to_string(),
@@ -206,10 +237,6 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         "Client calibration against a mock server (TTFT {:?}, ITL {:?}, {} tokens; times in ms; chunk delay = client read − mock write)\n{t}",
         a.ttft, a.itl, a.tokens
     );
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_vec_pretty(&levels)?).with_context(|| format!("writing {}", p.display()))?;
-    }
-    Ok(())
 }
 
 /// The client's settings against the mock: token-id prompts, nothing beyond OpenAI's fields.
