@@ -1,12 +1,13 @@
 //! `goodput engine-check --rounding-study`: which bf16 rounding of a step costs how much top-1
-//! agreement with f32, on the CPU (`goodput_engine::numerics`). It uses the same teacher-forced
+//! agreement with f32, on the CPU (`goodput_engine::check::numerics`). It uses the same teacher-forced
 //! sequences as the logits comparison and reports each scheme against f32 on the same weights,
 //! so a GPU's agreement can be predicted, and its losses placed, on a machine without one.
 
 use crate::engine_check::Sequences;
 use crate::table;
 use anyhow::Result;
-use goodput_engine::numerics::{agreement, Rounding};
+use goodput_engine::check::numerics::agreement;
+use goodput_engine::check::reference::Rounding;
 use goodput_engine::Llama;
 use serde::Serialize;
 

@@ -1,7 +1,9 @@
 //! The two inner loops of paged attention (dot product, scaled add) with AVX2+FMA chosen at
-//! run time. Written by hand because candle's CPU vec-ops use SIMD only when the whole crate
-//! is compiled for the target CPU, which a portable binary is not.
+//! run time, each written once over the load of its second operand (f32, or bf16 widened).
+//! Written by hand because candle's CPU vec-ops use SIMD only when the whole crate is compiled
+//! for the target CPU, which a portable binary is not.
 
+use crate::cpu::common::widen;
 use std::sync::OnceLock;
 
 type DotFn = unsafe fn(&[f32], &[f32]) -> f32;
@@ -22,13 +24,18 @@ fn kernels() -> &'static Kernels {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             return Kernels {
-                dot: x86::dot_avx2,
-                axpy: x86::axpy_avx2,
-                dot_bf16: x86::dot_bf16_avx2,
-                axpy_bf16: x86::axpy_bf16_avx2,
+                dot: x86::dot_avx2::<f32>,
+                axpy: x86::axpy_avx2::<f32>,
+                dot_bf16: x86::dot_avx2::<u16>,
+                axpy_bf16: x86::axpy_avx2::<u16>,
             };
         }
-        Kernels { dot: dot_scalar, axpy: axpy_scalar, dot_bf16: dot_bf16_scalar, axpy_bf16: axpy_bf16_scalar }
+        Kernels {
+            dot: dot_scalar::<f32>,
+            axpy: axpy_scalar::<f32>,
+            dot_bf16: dot_scalar::<u16>,
+            axpy_bf16: axpy_scalar::<u16>,
+        }
     })
 }
 
@@ -66,63 +73,79 @@ pub fn axpy_bf16(alpha: f32, x: &[u16], y: &mut [f32]) {
     unsafe { (kernels().axpy_bf16)(alpha, &x[..n], &mut y[..n]) }
 }
 
-/// A bf16 value (raw bits) as f32: exact, bf16 is the top half of an f32.
-pub(crate) fn widen(b: u16) -> f32 {
-    f32::from_bits(u32::from(b) << 16)
+/// What the kernels read the second operand as: f32, or bf16 as raw bits, widened exactly.
+/// The loops below are written once over it; only the load differs.
+trait Lane: Copy {
+    fn to_f32(self) -> f32;
 }
 
-fn dot_bf16_scalar(a: &[f32], b: &[u16]) -> f32 {
+impl Lane for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+impl Lane for u16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        widen(self)
+    }
+}
+
+fn dot_scalar<T: Lane>(a: &[f32], b: &[T]) -> f32 {
     let mut acc = [0f32; 8];
     let ca = a.chunks_exact(8);
     let cb = b.chunks_exact(8);
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, &y)| x * widen(y)).sum();
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, &y)| x * y.to_f32()).sum();
     for (x, y) in ca.zip(cb) {
         for k in 0..8 {
-            acc[k] += x[k] * widen(y[k]);
+            acc[k] += x[k] * y[k].to_f32();
         }
     }
     acc.iter().sum::<f32>() + tail
 }
 
-fn axpy_bf16_scalar(alpha: f32, x: &[u16], y: &mut [f32]) {
+fn axpy_scalar<T: Lane>(alpha: f32, x: &[T], y: &mut [f32]) {
     for (yi, &xi) in y.iter_mut().zip(x) {
-        *yi += alpha * widen(xi);
-    }
-}
-
-fn dot_scalar(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let ca = a.chunks_exact(8);
-    let cb = b.chunks_exact(8);
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
-fn axpy_scalar(alpha: f32, x: &[f32], y: &mut [f32]) {
-    for (yi, xi) in y.iter_mut().zip(x) {
-        *yi += alpha * xi;
+        *yi += alpha * xi.to_f32();
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod x86 {
+mod x86 {
+    use super::Lane;
+    use crate::cpu::common::x86::hsum;
     use std::arch::x86_64::*;
 
-    /// The sum of the 8 lanes (the same order everywhere: halves, pairs, then the last two).
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) fn hsum(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
+    /// 8 consecutive values at `p` as f32 lanes (exact).
+    pub(super) trait Load8: Lane {
+        /// # Safety
+        /// AVX2 must be available and 8 values readable at `p`.
+        unsafe fn load8(p: *const Self) -> __m256;
+    }
+
+    impl Load8 for f32 {
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn load8(p: *const f32) -> __m256 {
+            // SAFETY: the caller guarantees 8 readable values at p.
+            unsafe { _mm256_loadu_ps(p) }
+        }
+    }
+
+    impl Load8 for u16 {
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn load8(p: *const u16) -> __m256 {
+            // SAFETY: the caller guarantees 8 readable values at p.
+            let h = unsafe { _mm_loadu_si128(p.cast::<__m128i>()) };
+            _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+        }
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    pub(super) unsafe fn dot_avx2<T: Load8>(a: &[f32], b: &[T]) -> f32 {
         let n = a.len();
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
         let mut acc0 = _mm256_setzero_ps();
@@ -131,27 +154,27 @@ pub(crate) mod x86 {
         // SAFETY (all loads): i + 16 <= n or i + 8 <= n, and both slices hold n elements.
         while i + 16 <= n {
             unsafe {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
-                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), _mm256_loadu_ps(pb.add(i + 8)), acc1);
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), T::load8(pb.add(i)), acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), T::load8(pb.add(i + 8)), acc1);
             }
             i += 16;
         }
         while i + 8 <= n {
             unsafe {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), T::load8(pb.add(i)), acc0);
             }
             i += 8;
         }
         let mut r = hsum(_mm256_add_ps(acc0, acc1));
         while i < n {
-            r += a[i] * b[i];
+            r += a[i] * b[i].to_f32();
             i += 1;
         }
         r
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn axpy_avx2(alpha: f32, x: &[f32], y: &mut [f32]) {
+    pub(super) unsafe fn axpy_avx2<T: Load8>(alpha: f32, x: &[T], y: &mut [f32]) {
         let n = x.len();
         let va = _mm256_set1_ps(alpha);
         let (px, py) = (x.as_ptr(), y.as_mut_ptr());
@@ -159,70 +182,13 @@ pub(crate) mod x86 {
         while i + 8 <= n {
             // SAFETY: i + 8 <= n and both slices hold n elements.
             unsafe {
-                let r = _mm256_fmadd_ps(va, _mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(py.add(i)));
+                let r = _mm256_fmadd_ps(va, T::load8(px.add(i)), _mm256_loadu_ps(py.add(i)));
                 _mm256_storeu_ps(py.add(i), r);
             }
             i += 8;
         }
         while i < n {
-            y[i] += alpha * x[i];
-            i += 1;
-        }
-    }
-
-    /// 8 bf16 values at `p` as f32 (exact).
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn widen8(p: *const u16) -> __m256 {
-        // SAFETY: the caller guarantees 8 readable values at p.
-        let h = unsafe { _mm_loadu_si128(p.cast::<__m128i>()) };
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn dot_bf16_avx2(a: &[f32], b: &[u16]) -> f32 {
-        let n = a.len();
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut acc0 = _mm256_setzero_ps();
-        let mut acc1 = _mm256_setzero_ps();
-        let mut i = 0;
-        // SAFETY (all loads): i + 16 <= n or i + 8 <= n, and both slices hold n elements.
-        while i + 16 <= n {
-            unsafe {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), widen8(pb.add(i)), acc0);
-                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), widen8(pb.add(i + 8)), acc1);
-            }
-            i += 16;
-        }
-        while i + 8 <= n {
-            unsafe {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), widen8(pb.add(i)), acc0);
-            }
-            i += 8;
-        }
-        let mut r = hsum(_mm256_add_ps(acc0, acc1));
-        while i < n {
-            r += a[i] * super::widen(b[i]);
-            i += 1;
-        }
-        r
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn axpy_bf16_avx2(alpha: f32, x: &[u16], y: &mut [f32]) {
-        let n = x.len();
-        let va = _mm256_set1_ps(alpha);
-        let (px, py) = (x.as_ptr(), y.as_mut_ptr());
-        let mut i = 0;
-        while i + 8 <= n {
-            // SAFETY: i + 8 <= n and both slices hold n elements.
-            unsafe {
-                let r = _mm256_fmadd_ps(va, widen8(px.add(i)), _mm256_loadu_ps(py.add(i)));
-                _mm256_storeu_ps(py.add(i), r);
-            }
-            i += 8;
-        }
-        while i < n {
-            y[i] += alpha * super::widen(x[i]);
+            y[i] += alpha * x[i].to_f32();
             i += 1;
         }
     }
@@ -257,10 +223,10 @@ mod tests {
             let bw: Vec<f32> = b.iter().map(|&x| widen(x)).collect();
             let want = dot(&a, &bw);
             assert!((dot_bf16(&a, &b) - want).abs() < 1e-4, "n={n}");
-            assert!((dot_bf16_scalar(&a, &b) - want).abs() < 1e-4, "n={n}");
+            assert!((dot_scalar(&a, &b) - want).abs() < 1e-4, "n={n}");
             let (mut y, mut y_scalar, mut y_f32) = (a.clone(), a.clone(), a.clone());
             axpy_bf16(0.5, &b, &mut y);
-            axpy_bf16_scalar(0.5, &b, &mut y_scalar);
+            axpy_scalar(0.5, &b, &mut y_scalar);
             axpy(0.5, &bw, &mut y_f32);
             for i in 0..n {
                 assert!((y[i] - y_f32[i]).abs() < 1e-6 && (y_scalar[i] - y_f32[i]).abs() < 1e-6);
