@@ -19,13 +19,12 @@ fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
     }
 }
 
-/// A KV pool element the kernel reads: f32, or bf16 as raw bits (widened in the products).
-trait KvElem: Copy + Send + Sync {
+/// A KV pool element the kernel reads: f32, or bf16 as raw bits (widened in the products by
+/// `simd`'s loops).
+trait KvElem: simd::Lane + Send + Sync {
     /// Whether the softmax weights use [`exp_poly`] (vectorized) instead of libm's `expf`:
     /// for bf16 pools, whose results need not match anything bit for bit; f32 keeps `expf`.
     const POLY_EXP: bool;
-    fn dot(q: &[f32], k: &[Self]) -> f32;
-    fn axpy(w: f32, v: &[Self], acc: &mut [f32]);
     fn from_f32(x: f32) -> Self;
 }
 
@@ -46,12 +45,6 @@ fn exp_poly(x: f32) -> f32 {
 
 impl KvElem for f32 {
     const POLY_EXP: bool = false;
-    fn dot(q: &[f32], k: &[f32]) -> f32 {
-        simd::dot(q, k)
-    }
-    fn axpy(w: f32, v: &[f32], acc: &mut [f32]) {
-        simd::axpy(w, v, acc)
-    }
     fn from_f32(x: f32) -> Self {
         x
     }
@@ -59,12 +52,6 @@ impl KvElem for f32 {
 
 impl KvElem for u16 {
     const POLY_EXP: bool = true;
-    fn dot(q: &[f32], k: &[u16]) -> f32 {
-        simd::dot_bf16(q, k)
-    }
-    fn axpy(w: f32, v: &[u16], acc: &mut [f32]) {
-        simd::axpy_bf16(w, v, acc)
-    }
     fn from_f32(x: f32) -> Self {
         half::bf16::from_f32(x).to_bits()
     }
@@ -233,7 +220,7 @@ impl PagedAttention<'_> {
                 let mut bmax = f32::NEG_INFINITY;
                 for (j, slot) in scores[..n].iter_mut().enumerate() {
                     let off = ((base + j) * hkv + kh) * d;
-                    let sc = E::dot(qrow, &k[off..off + d]) * scale;
+                    let sc = simd::dot(qrow, &k[off..off + d]) * scale;
                     *slot = sc;
                     bmax = bmax.max(sc);
                 }
@@ -251,7 +238,7 @@ impl PagedAttention<'_> {
                 for (j, &w) in scores[..n].iter().enumerate() {
                     l += w;
                     let off = ((base + j) * hkv + kh) * d;
-                    E::axpy(w, &v[off..off + d], acc);
+                    simd::axpy(w, &v[off..off + d], acc);
                 }
                 p0 += n;
             }

@@ -3,93 +3,98 @@
 //! Written by hand because candle's CPU vec-ops use SIMD only when the whole crate is compiled
 //! for the target CPU, which a portable binary is not.
 
-use crate::cpu::common::widen;
 use std::sync::OnceLock;
 
-type DotFn = unsafe fn(&[f32], &[f32]) -> f32;
-type AxpyFn = unsafe fn(f32, &[f32], &mut [f32]);
-type DotBf16Fn = unsafe fn(&[f32], &[u16]) -> f32;
-type AxpyBf16Fn = unsafe fn(f32, &[u16], &mut [f32]);
-
-struct Kernels {
-    dot: DotFn,
-    axpy: AxpyFn,
-    dot_bf16: DotBf16Fn,
-    axpy_bf16: AxpyBf16Fn,
-}
-
-fn kernels() -> &'static Kernels {
-    static K: OnceLock<Kernels> = OnceLock::new();
-    K.get_or_init(|| {
+/// Whether this CPU has AVX2 and FMA (detected once).
+fn avx2() -> bool {
+    static A: OnceLock<bool> = OnceLock::new();
+    *A.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            return Kernels {
-                dot: x86::dot_avx2::<f32>,
-                axpy: x86::axpy_avx2::<f32>,
-                dot_bf16: x86::dot_avx2::<u16>,
-                axpy_bf16: x86::axpy_avx2::<u16>,
-            };
+        {
+            std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
         }
-        Kernels {
-            dot: dot_scalar::<f32>,
-            axpy: axpy_scalar::<f32>,
-            dot_bf16: dot_scalar::<u16>,
-            axpy_bf16: axpy_scalar::<u16>,
-        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
     })
 }
 
-/// Σ a[i]·b[i] over `a.len()` elements (`b` at least as long).
+/// Σ a[i]·b[i] over `a.len()` elements (`b` at least as long), accumulated in f32; `b` in f32
+/// or in bf16 (raw bits, `u16`).
 #[inline]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot<T: Lane>(a: &[f32], b: &[T]) -> f32 {
     debug_assert!(b.len() >= a.len());
-    // SAFETY: the chosen kernel's CPU features were detected at run time; lengths are checked.
-    unsafe { (kernels().dot)(a, &b[..a.len()]) }
-}
-
-/// y[i] += alpha·x[i].
-#[inline]
-pub fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
-    debug_assert_eq!(x.len(), y.len());
-    let n = x.len().min(y.len());
-    // SAFETY: as in `dot`.
-    unsafe { (kernels().axpy)(alpha, &x[..n], &mut y[..n]) }
-}
-
-/// Σ a[i]·b[i] with `b` in bf16 (raw bits), accumulated in f32 (`b` at least as long).
-#[inline]
-pub fn dot_bf16(a: &[f32], b: &[u16]) -> f32 {
-    debug_assert!(b.len() >= a.len());
-    // SAFETY: as in `dot`.
-    unsafe { (kernels().dot_bf16)(a, &b[..a.len()]) }
-}
-
-/// y[i] += alpha·x[i] with `x` in bf16 (raw bits).
-#[inline]
-pub fn axpy_bf16(alpha: f32, x: &[u16], y: &mut [f32]) {
-    debug_assert_eq!(x.len(), y.len());
-    let n = x.len().min(y.len());
-    // SAFETY: as in `dot`.
-    unsafe { (kernels().axpy_bf16)(alpha, &x[..n], &mut y[..n]) }
-}
-
-/// What the kernels read the second operand as: f32, or bf16 as raw bits, widened exactly.
-/// The loops below are written once over it; only the load differs.
-trait Lane: Copy {
-    fn to_f32(self) -> f32;
-}
-
-impl Lane for f32 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        self
+    let b = &b[..a.len()];
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: AVX2 and FMA were detected at run time; both slices hold a.len() values.
+        return unsafe { x86::dot_avx2(a, b) };
     }
+    dot_scalar(a, b)
 }
 
-impl Lane for u16 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        widen(self)
+/// y[i] += alpha·x[i], `x` in f32 or in bf16 (raw bits, `u16`).
+#[inline]
+pub fn axpy<T: Lane>(alpha: f32, x: &[T], y: &mut [f32]) {
+    debug_assert_eq!(x.len(), y.len());
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &mut y[..n]);
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: as in `dot`.
+        return unsafe { x86::axpy_avx2(alpha, x, y) };
+    }
+    axpy_scalar(alpha, x, y)
+}
+
+/// What [`dot`] and [`axpy`] read their second operand as: `f32`, or `u16` holding bf16 bits
+/// (widened exactly, bf16 being the top half of an f32). The loops are written once over it;
+/// only the load differs. Sealed: implemented for these two alone.
+pub trait Lane: sealed::Load {}
+impl Lane for f32 {}
+impl Lane for u16 {}
+
+mod sealed {
+    use crate::cpu::common::widen;
+    #[cfg(target_arch = "x86_64")]
+    use std::arch::x86_64::*;
+
+    pub trait Load: Copy {
+        fn to_f32(self) -> f32;
+        /// 8 consecutive values at `p` as f32 lanes.
+        ///
+        /// # Safety
+        /// AVX2 must be available and 8 values readable at `p`.
+        #[cfg(target_arch = "x86_64")]
+        unsafe fn load8(p: *const Self) -> __m256;
+    }
+
+    impl Load for f32 {
+        #[inline(always)]
+        fn to_f32(self) -> f32 {
+            self
+        }
+        #[cfg(target_arch = "x86_64")]
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn load8(p: *const f32) -> __m256 {
+            // SAFETY: the caller guarantees 8 readable values at p.
+            unsafe { _mm256_loadu_ps(p) }
+        }
+    }
+
+    impl Load for u16 {
+        #[inline(always)]
+        fn to_f32(self) -> f32 {
+            widen(self)
+        }
+        #[cfg(target_arch = "x86_64")]
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn load8(p: *const u16) -> __m256 {
+            // SAFETY: the caller guarantees 8 readable values at p.
+            let h = unsafe { _mm_loadu_si128(p.cast::<__m128i>()) };
+            _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+        }
     }
 }
 
@@ -118,34 +123,8 @@ mod x86 {
     use crate::cpu::common::x86::hsum;
     use std::arch::x86_64::*;
 
-    /// 8 consecutive values at `p` as f32 lanes (exact).
-    pub(super) trait Load8: Lane {
-        /// # Safety
-        /// AVX2 must be available and 8 values readable at `p`.
-        unsafe fn load8(p: *const Self) -> __m256;
-    }
-
-    impl Load8 for f32 {
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn load8(p: *const f32) -> __m256 {
-            // SAFETY: the caller guarantees 8 readable values at p.
-            unsafe { _mm256_loadu_ps(p) }
-        }
-    }
-
-    impl Load8 for u16 {
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn load8(p: *const u16) -> __m256 {
-            // SAFETY: the caller guarantees 8 readable values at p.
-            let h = unsafe { _mm_loadu_si128(p.cast::<__m128i>()) };
-            _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-        }
-    }
-
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn dot_avx2<T: Load8>(a: &[f32], b: &[T]) -> f32 {
+    pub(super) unsafe fn dot_avx2<T: Lane>(a: &[f32], b: &[T]) -> f32 {
         let n = a.len();
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
         let mut acc0 = _mm256_setzero_ps();
@@ -174,7 +153,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn axpy_avx2<T: Load8>(alpha: f32, x: &[T], y: &mut [f32]) {
+    pub(super) unsafe fn axpy_avx2<T: Lane>(alpha: f32, x: &[T], y: &mut [f32]) {
         let n = x.len();
         let va = _mm256_set1_ps(alpha);
         let (px, py) = (x.as_ptr(), y.as_mut_ptr());
@@ -197,6 +176,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::common::widen;
 
     #[test]
     fn simd_matches_scalar() {
@@ -222,10 +202,10 @@ mod tests {
             let b: Vec<u16> = (0..n).map(|i| half::bf16::from_f32((i as f32 * 0.11).cos()).to_bits()).collect();
             let bw: Vec<f32> = b.iter().map(|&x| widen(x)).collect();
             let want = dot(&a, &bw);
-            assert!((dot_bf16(&a, &b) - want).abs() < 1e-4, "n={n}");
+            assert!((dot(&a, &b) - want).abs() < 1e-4, "n={n}");
             assert!((dot_scalar(&a, &b) - want).abs() < 1e-4, "n={n}");
             let (mut y, mut y_scalar, mut y_f32) = (a.clone(), a.clone(), a.clone());
-            axpy_bf16(0.5, &b, &mut y);
+            axpy(0.5, &b, &mut y);
             axpy_scalar(0.5, &b, &mut y_scalar);
             axpy(0.5, &bw, &mut y_f32);
             for i in 0..n {
