@@ -382,16 +382,21 @@ impl Llama {
     }
 
     pub(crate) fn mlp(&self, layer: &Layer, x: &Tensor) -> Result<Tensor> {
-        let h = self.rms_norm(x, &layer.mlp_norm)?;
-        let (g, u) = match &layer.gate_up {
+        let (g, u) = self.gate_up(layer, &self.rms_norm(x, &layer.mlp_norm)?)?;
+        layer.down.forward(&(candle_nn::ops::silu(&g)? * u)?)
+    }
+
+    /// The gate and up projections of the normed rows `h`, with one matmul where the layer's
+    /// projections are fused.
+    pub(crate) fn gate_up(&self, layer: &Layer, h: &Tensor) -> Result<(Tensor, Tensor)> {
+        Ok(match &layer.gate_up {
             Some(f) => {
-                let y = f.forward(&h)?;
+                let y = f.forward(h)?;
                 let i = self.spec.intermediate_size;
                 (y.narrow(1, 0, i)?, y.narrow(1, i, i)?)
             }
-            None => (layer.gate.forward(&h)?, layer.up.forward(&h)?),
-        };
-        layer.down.forward(&(candle_nn::ops::silu(&g)? * u)?)
+            None => (layer.gate.forward(h)?, layer.up.forward(h)?),
+        })
     }
 
     /// q, k and v of `h` (`(tokens, hidden)`) as `(tokens, heads, head_dim)`, with one matmul

@@ -166,14 +166,7 @@ impl<'a> ReferenceRunner<'a> {
     fn mlp(&self, layer: &Layer, x: &Tensor) -> Result<Tensor> {
         let (m, r) = (self.model, self.rounding);
         let h = round(m.rms_norm(x, &layer.mlp_norm)?, r.matmul_in)?;
-        let (g, u) = match &layer.gate_up {
-            Some(f) => {
-                let y = f.forward(&h)?;
-                let i = m.spec.intermediate_size;
-                (y.narrow(1, 0, i)?, y.narrow(1, i, i)?)
-            }
-            None => (layer.gate.forward(&h)?, layer.up.forward(&h)?),
-        };
+        let (g, u) = m.gate_up(layer, &h)?;
         let (g, u) = (round(g, r.matmul_out)?, round(u, r.matmul_out)?);
         let act = round((candle_nn::ops::silu(&g)? * u)?, r.matmul_in)?;
         round(layer.down.forward(&act)?, r.matmul_out)
