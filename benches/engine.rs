@@ -9,11 +9,12 @@
 use candle_core::{DType, Device, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use goodput_core::{Catalog, Clock, FinishReason, SamplingParams};
-use goodput_engine::paged_attention::{
-    contiguous_attention, gather_attention, paged_attention, paged_attention_kernel, write_kv, AttnMeta,
-};
+use goodput_engine::attention::{contiguous_attention, gather_attention, paged_attention, write_kv};
+use goodput_engine::cpu::paged_attention::paged_attention_kernel;
+use goodput_engine::cpu::{bf16, bf16_dot, skinny};
+use goodput_engine::kv_cache::AttnMeta;
 use goodput_engine::weights::DummySource;
-use goodput_engine::{bf16, skinny, EngineConfig, EngineCore, Llama};
+use goodput_engine::{EngineConfig, EngineCore, Llama};
 use std::time::Duration;
 
 /// SmolLM2-135M attention: 9 query heads, 3 KV heads, head dim 64.
@@ -123,7 +124,7 @@ fn matmul(c: &mut Criterion) {
                 });
                 if bf16_weights {
                     g.bench_function(id("bf16"), |b| b.iter(|| bf16::matmul_t(&x, &wb).unwrap().unwrap()));
-                    if m > bf16::SKINNY_ROWS && goodput_engine::bf16_dot::available() {
+                    if m > bf16::SKINNY_ROWS && bf16_dot::available() {
                         // The auto path above is vdpbf16ps here; the f32-activation panels too.
                         g.bench_function(id("bf16_panels"), |b| {
                             b.iter(|| bf16::matmul_t_via(&x, &wb, bf16::Path::Panels).unwrap().unwrap())

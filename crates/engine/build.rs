@@ -29,7 +29,7 @@ fn main() {
     }
     let cap = std::env::var("CUDA_COMPUTE_CAP").unwrap_or_else(|_| "90".into());
     let cap = cap.trim_end_matches(|c: char| !c.is_ascii_digit());
-    // The kernels' PDL waits exist only in PTX for 9.0 and later (src/cuda_launch.rs).
+    // The kernels' PDL waits exist only in PTX for 9.0 and later (src/cuda/launch.rs).
     println!("cargo::rustc-env=GOODPUT_PTX_CAP={cap}");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("goodput.ptx");
     let nvcc = nvcc();

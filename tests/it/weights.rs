@@ -5,8 +5,8 @@
 use crate::common::Recorder;
 use candle_core::{DType, Device, Tensor};
 use goodput_core::{Catalog, ModelSpec, WeightsSource};
+use goodput_engine::check::reference::ReferenceRunner;
 use goodput_engine::loader;
-use goodput_engine::reference::ReferenceRunner;
 use goodput_engine::weights::DummySource;
 use goodput_engine::Llama;
 use std::collections::HashMap;

@@ -175,7 +175,7 @@ impl EngineArgs {
     /// Process-wide settings that must hold before a model loads (on CUDA the load times the
     /// matmul kernels by launching them): programmatic dependent launch on or off.
     pub fn apply_before_load(&self) {
-        goodput_engine::cuda_launch::set_pdl(!self.no_pdl);
+        goodput_engine::cuda::set_pdl(!self.no_pdl);
     }
 
     pub fn config(&self) -> Result<EngineConfig> {

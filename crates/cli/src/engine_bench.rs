@@ -146,12 +146,12 @@ struct Report {
     batch1_bandwidth_utilisation: Option<f64>,
     roofline: Option<Roofline>,
     /// `--graph-probe`: (batch, result).
-    graph_probe: Vec<(usize, goodput_engine::cuda_graph::GraphProbe)>,
+    graph_probe: Vec<(usize, goodput_engine::cuda::GraphProbe)>,
     /// On CUDA: the small-batch matmul kernels timed per weight shape at load, and the choice.
-    gemv_tuning: Vec<goodput_engine::cuda_tune::TuneRow>,
+    gemv_tuning: Vec<goodput_engine::cuda::TuneRow>,
     gemv_tuning_error: Option<String>,
     /// `--step-profile`: each op's GPU time in a decode step.
-    step_profile: Vec<goodput_engine::cuda_profile::StepProfile>,
+    step_profile: Vec<goodput_engine::cuda::StepTiming>,
     /// What CUDA graph serving did in the decode benchmark (None when off).
     cuda_graphs: Option<String>,
 }
@@ -367,7 +367,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         #[cfg(not(feature = "cuda"))]
         bail!("--cuda-long-chunk {rows}: this build has no `cuda` feature");
     }
-    goodput_engine::cuda_launch::set_pdl(!a.no_pdl);
+    goodput_engine::cuda::set_pdl(!a.no_pdl);
     let mut loaded = a.model.load(z.max_len)?;
     loaded.model.attention = match a.attention {
         Attention::Paged => AttentionImpl::Paged,
@@ -413,7 +413,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     let mut graph_probe = Vec::new();
     if a.graph_probe {
         for b in [1, 32] {
-            if let Some(p) = goodput_engine::cuda_graph::probe_decode(&core.model, b, a.decode_context, 20)? {
+            if let Some(p) = goodput_engine::cuda::probe_decode(&core.model, b, a.decode_context, 20)? {
                 graph_probe.push((b, p));
             }
         }
@@ -421,10 +421,10 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     let mut step_profile = Vec::new();
     if a.step_profile {
         for b in [1, 32] {
-            step_profile.extend(goodput_engine::cuda_profile::profile_decode(&core.model, b, a.decode_context, 10)?);
+            step_profile.extend(goodput_engine::cuda::time_decode(&core.model, b, a.decode_context, 10)?);
         }
         if let Some(&p) = a.prompt_lens.first() {
-            step_profile.extend(goodput_engine::cuda_profile::profile_prefill(&core.model, p, 3)?);
+            step_profile.extend(goodput_engine::cuda::time_prefill(&core.model, p, 3)?);
         }
         if step_profile.is_empty() {
             eprintln!("--step-profile: only on CUDA with goodput's kernels; nothing profiled");
@@ -449,8 +449,8 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         batch1_bandwidth_utilisation: util,
         roofline,
         graph_probe,
-        gemv_tuning: goodput_engine::cuda_tune::results(),
-        gemv_tuning_error: goodput_engine::cuda_tune::error(),
+        gemv_tuning: goodput_engine::cuda::gemv_table::results(),
+        gemv_tuning_error: goodput_engine::cuda::gemv_table::error(),
         step_profile,
         cuda_graphs: core.graph_summary(),
     };

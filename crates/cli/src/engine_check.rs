@@ -16,10 +16,11 @@ use crate::rounding_study::Sequences;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{Clock, RequestId, SamplingParams, TokenId};
-use goodput_engine::cuda_check::KernelCheck;
+use goodput_engine::check::reference::ReferenceRunner;
+use goodput_engine::cuda::KernelCheck;
 use goodput_engine::kv_cache::KvCache;
 use goodput_engine::loader::LoadedModel;
-use goodput_engine::reference::{argmax, ReferenceRunner};
+use goodput_engine::sampler::argmax;
 use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::{EngineConfig, EngineCore, Llama, StepBatch};
 use goodput_report::console as table;
@@ -316,7 +317,7 @@ pub fn run(a: CheckArgs) -> Result<()> {
         logits(&cpu, &dev, "random tokens", &random_sequences(a.sequences, cpu.spec.vocab_size))?,
         logits(&cpu, &dev, "text prompts", &text_sequences(&cpu, &loaded.tokenizer)?)?,
     ];
-    let kernels = goodput_engine::cuda_check::run(&device)?;
+    let kernels = goodput_engine::cuda::check_kernels(&device)?;
     let kernels_ok = kernels.iter().all(|k| k.passed);
     let passed = greedy.iter().all(|g| g.equal == g.requests)
         && logits.iter().all(|l| l.top1_agreement >= a.min_top1)

@@ -1,11 +1,12 @@
 //! `goodput engine-check --rounding-study`: which bf16 rounding of a step costs how much top-1
-//! agreement with f32, on the CPU (`goodput_engine::numerics`). It uses the same teacher-forced
+//! agreement with f32, on the CPU (`goodput_engine::check::numerics`). It uses the same teacher-forced
 //! sequences as the logits comparison and reports each scheme against f32 on the same weights,
 //! so a GPU's agreement can be predicted, and its losses placed, on a machine without one.
 
 use anyhow::Result;
 use goodput_core::TokenId;
-use goodput_engine::numerics::{agreement, Rounding};
+use goodput_engine::check::numerics::agreement;
+use goodput_engine::check::reference::Rounding;
 use goodput_engine::Llama;
 use goodput_report::console as table;
 use serde::Serialize;

@@ -1,7 +1,8 @@
 //! Skinny-matmul kernel against candle's gemm for decode-sized row counts, and the two paths
 //! of the bf16-weight matmul.
 use candle_core::{Device, Tensor};
-use goodput_engine::bf16::{self, Path};
+use goodput_engine::cpu::bf16::{self, Path};
+use goodput_engine::cpu::skinny;
 use std::time::Instant;
 fn bench(name: &str, f: impl Fn() -> Tensor) {
     for _ in 0..3 {
@@ -27,10 +28,8 @@ fn main() {
                     bf16::matmul_t_via(&x, &wb, path).unwrap().unwrap()
                 });
             }
-            if let Ok(Some(_)) = goodput_engine::skinny::matmul_t(&x, &w) {
-                bench(&format!("k{k} n{nn} m{m} skinny"), || {
-                    goodput_engine::skinny::matmul_t(&x, &w).unwrap().unwrap()
-                });
+            if let Ok(Some(_)) = skinny::matmul_t(&x, &w) {
+                bench(&format!("k{k} n{nn} m{m} skinny"), || skinny::matmul_t(&x, &w).unwrap().unwrap());
             }
         }
     }

@@ -1,9 +1,9 @@
 //! The engine thread and its cloneable handle: submit requests, receive each request's token
 //! events with their stamps and its final record, abort, shut down, and follow step records.
 
-use crate::core::{EngineConfig, EngineCore};
 use crate::error::{EngineError, Result};
 use crate::model::Llama;
+use crate::step::{EngineConfig, EngineCore};
 use flume::{unbounded, Receiver, Sender};
 use goodput_core::{
     Clock, EngineRecord, FailureKind, FinishReason, RequestId, SamplingParams, Stamp, StepRecord, TokenId,

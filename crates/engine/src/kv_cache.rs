@@ -1,6 +1,11 @@
 //! The paged KV pool: per layer, K and V tensors of `num_blocks × block_size` slots. The block
 //! allocator (`goodput-scheduler`) decides which slots each sequence's tokens occupy; this is
-//! where they really are.
+//! where they really are, and [`AttnMeta`] is one step's map into them (each sequence's query
+//! rows, context and block table, each new token's slot), read by every attention backend.
+//!
+//! The pool of one layer is a tensor `(num_blocks * block_size, num_kv_heads, head_dim)`:
+//! the K (or V) of position `p` of a sequence lives in slot
+//! `block_table[p / block_size] * block_size + p % block_size`.
 
 use crate::error::{EngineError, Result};
 use candle_core::{DType, Device, Tensor};
@@ -48,5 +53,62 @@ impl KvCache {
             v.push(Tensor::zeros(shape, dtype, device)?);
         }
         Ok(Self { k, v, num_blocks, block_size })
+    }
+}
+
+/// Where each sequence's queries and K/V are.
+#[derive(Clone, Debug, Default)]
+pub struct AttnMeta {
+    pub block_size: usize,
+    pub seqs: Vec<AttnSeq>,
+    /// Every sequence's block table, one after the other.
+    pub block_tables: Vec<u32>,
+    /// Pool slot of each new token (where its K/V are written).
+    pub slot_mapping: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttnSeq {
+    /// First row of this sequence in the packed query tensor.
+    pub q_start: usize,
+    /// New tokens (query rows) of this sequence.
+    pub q_len: usize,
+    /// Positions with K/V after this step (the new tokens included).
+    pub ctx_len: usize,
+    /// Its block table is `block_tables[bt_start..bt_start + bt_len]`.
+    pub bt_start: usize,
+    pub bt_len: usize,
+}
+
+impl AttnMeta {
+    pub fn new(block_size: usize) -> Self {
+        Self { block_size, ..Default::default() }
+    }
+
+    /// Adds a sequence whose new tokens are the next `q_len` query rows.
+    pub fn push(&mut self, q_len: usize, ctx_len: usize, block_table: &[u32]) {
+        let bs = self.block_size;
+        for p in ctx_len - q_len..ctx_len {
+            self.slot_mapping.push(block_table[p / bs] * bs as u32 + (p % bs) as u32);
+        }
+        self.push_seq(q_len, ctx_len, block_table);
+    }
+
+    /// Adds a sequence without slot mapping (attention only, its K/V already written).
+    pub fn push_seq(&mut self, q_len: usize, ctx_len: usize, block_table: &[u32]) {
+        let q_start = self.seqs.last().map_or(0, |s| s.q_start + s.q_len);
+        let bt_start = self.block_tables.len();
+        self.block_tables.extend_from_slice(block_table);
+        self.seqs.push(AttnSeq { q_start, q_len, ctx_len, bt_start, bt_len: block_table.len() });
+    }
+
+    pub fn num_tokens(&self) -> usize {
+        self.seqs.last().map_or(0, |s| s.q_start + s.q_len)
+    }
+
+    /// Pool slot of position `pos` of sequence `s`.
+    pub(crate) fn slot(&self, s: &AttnSeq, pos: usize) -> usize {
+        let bs = self.block_size;
+        self.block_tables[s.bt_start + pos / bs] as usize * bs + pos % bs
     }
 }

@@ -1,24 +1,27 @@
 //! goodput's instrumented inference engine: a Llama-family model on candle, run as a packed
 //! ("varlen") step over a paged KV cache, driven by the continuous-batching scheduler of
 //! `goodput-scheduler`. The only crate that knows candle.
+//!
+//! Laid out by backend. At the top, the engine proper: the engine thread (`engine`) around
+//! the synchronous step (`step`), the model and its packed forward on candle ops
+//! (`model`), attention over the paged pool (`attention`) and the pool itself (`kv_cache`),
+//! sampling, loading (`loader`, `model_files`, `weights`, `tokenizer`) and the embedding
+//! encoder. Below it, `cpu/` holds the CPU kernels and `cuda/` the CUDA backend (its kernels,
+//! the CUDA step, graphs, tuning and on-device measurements); beside it, `check/` holds what
+//! the engine is checked against (the dense reference forward, the rounding study).
+//!
+//! `cuda/` is compiled only with the `cuda` feature; without it, `cuda/off.rs` takes its place
+//! with the same public names doing nothing (as candle-core's dummy CUDA backend does), so this
+//! declaration is the crate's one `cfg(feature = "cuda")`. Imports run one way: `cpu/` imports
+//! only the pool's step map, the engine proper imports the backends, `check/` imports the
+//! model, and no backend imports the engine proper's step or thread.
 
 pub mod affinity;
-pub mod bf16;
-pub mod bf16_dot;
-pub mod core;
-#[cfg(feature = "cuda")]
+pub mod attention;
+pub mod check;
+pub mod cpu;
+#[cfg_attr(not(feature = "cuda"), path = "cuda/off.rs")]
 pub mod cuda;
-#[cfg(feature = "cuda")]
-pub mod cuda_blas;
-pub mod cuda_check;
-pub mod cuda_graph;
-#[cfg(feature = "cuda")]
-pub mod cuda_graph_serve;
-pub mod cuda_launch;
-pub mod cuda_profile;
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub mod cuda_step;
-pub mod cuda_tune;
 pub mod encoder;
 pub mod engine;
 pub mod error;
@@ -26,19 +29,13 @@ pub mod guard;
 pub mod kv_cache;
 pub mod loader;
 pub mod model;
-#[cfg(feature = "cuda")]
-mod model_cuda;
 pub mod model_files;
-pub mod numerics;
-pub mod paged_attention;
-pub mod reference;
 pub mod sampler;
-pub mod simd;
-pub mod skinny;
+pub mod step;
 pub mod tokenizer;
 pub mod weights;
 
-pub use crate::core::{EngineConfig, EngineCore, StepOutput};
 pub use engine::{Engine, EngineHandle, EngineStats, RequestEvent, RequestStream};
 pub use error::{EngineError, Result};
 pub use model::{AttentionImpl, Llama, StepBatch};
+pub use step::{EngineConfig, EngineCore, StepOutput};

@@ -261,15 +261,7 @@ fn check_gguf_shape(spec: &ModelSpec, src: &GgufSource, path: &Path) -> Result<(
 
 /// The accelerator's name as its driver reports it (`NVIDIA H200`); `None` on the CPU.
 pub fn device_name(device: &Device) -> Option<String> {
-    #[cfg(feature = "cuda")]
-    {
-        crate::cuda::device_name(device)
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = device;
-        None
-    }
+    crate::cuda::device_name(device)
 }
 
 #[cfg(test)]

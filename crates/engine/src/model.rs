@@ -3,10 +3,18 @@
 //! tokens together — go through each linear layer as one `(tokens, hidden)` matrix; RoPE uses
 //! each token's own position; attention runs per sequence over its K/V in the paged pool; the
 //! LM head runs only on the rows that sample.
+//!
+//! This is the step on candle ops and goodput's CPU kernels (`crate::cpu`). Where goodput's
+//! CUDA kernels apply ([`Llama::uses_cuda_kernels`]), [`Llama::forward`] hands the step to
+//! `forward_cuda`, and [`Llama::load`] tunes the small-batch matmuls (`tune_cuda`): methods
+//! the `cuda` module adds to [`Llama`] (its stub, in builds without the feature, says no
+//! kernels apply). This file names no CUDA item.
 
+use crate::attention::{gather_attention, paged_attention, write_kv};
+use crate::cpu::bf16_dot::{self, Packed};
+use crate::cpu::{bf16, skinny};
 use crate::error::{EngineError, Result};
-use crate::kv_cache::KvCache;
-use crate::paged_attention::{gather_attention, paged_attention, AttnMeta};
+use crate::kv_cache::{AttnMeta, KvCache};
 use crate::weights::{Init, TensorSource};
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Tensor, D};
@@ -18,7 +26,7 @@ pub struct Linear {
     pub(crate) b: Option<Tensor>,
     /// bf16 weights packed for `vdpbf16ps` on CPUs with AVX-512 BF16 ([`Linear::pack`]): a
     /// second copy, so prefill and batched decode products skip packing per call.
-    pub(crate) packed: Option<std::sync::Arc<crate::bf16_dot::Packed>>,
+    pub(crate) packed: Option<std::sync::Arc<Packed>>,
 }
 
 impl Linear {
@@ -56,12 +64,12 @@ impl Linear {
     /// elsewhere). Bytes added.
     pub(crate) fn pack(&mut self) -> Result<usize> {
         let QMatMul::Tensor(w) = &self.w else { return Ok(0) };
-        if !w.device().is_cpu() || w.dtype() != DType::BF16 || !crate::bf16_dot::available() {
+        if !w.device().is_cpu() || w.dtype() != DType::BF16 || !bf16_dot::available() {
             return Ok(0);
         }
         let (n, k) = w.dims2()?;
         let bits: Vec<u16> = w.flatten_all()?.to_vec1::<half::bf16>()?.iter().map(|b| b.to_bits()).collect();
-        let p = crate::bf16_dot::Packed::new(&bits, n, k);
+        let p = Packed::new(&bits, n, k);
         let bytes = p.bytes();
         self.packed = Some(std::sync::Arc::new(p));
         Ok(bytes)
@@ -70,9 +78,9 @@ impl Linear {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let fast = match &self.w {
             QMatMul::Tensor(w) if w.dtype() == DType::BF16 && x.dtype() == DType::F32 => {
-                crate::bf16::matmul_t_packed(x, w, self.packed.clone(), crate::bf16::Path::Auto)?
+                bf16::matmul_t_packed(x, w, self.packed.clone(), bf16::Path::Auto)?
             }
-            QMatMul::Tensor(w) => crate::skinny::matmul_t(x, w)?,
+            QMatMul::Tensor(w) => skinny::matmul_t(x, w)?,
             _ => None,
         };
         let y = match fast {
@@ -325,7 +333,6 @@ impl Llama {
             act_dtype: act,
             attention: AttentionImpl::Paged,
         };
-        #[cfg(feature = "cuda")]
         if model.uses_cuda_kernels() && matches!(dtype, DType::BF16 | DType::F16) {
             model.tune_cuda();
         }
@@ -375,16 +382,21 @@ impl Llama {
     }
 
     pub(crate) fn mlp(&self, layer: &Layer, x: &Tensor) -> Result<Tensor> {
-        let h = self.rms_norm(x, &layer.mlp_norm)?;
-        let (g, u) = match &layer.gate_up {
+        let (g, u) = self.gate_up(layer, &self.rms_norm(x, &layer.mlp_norm)?)?;
+        layer.down.forward(&(candle_nn::ops::silu(&g)? * u)?)
+    }
+
+    /// The gate and up projections of the normed rows `h`, with one matmul where the layer's
+    /// projections are fused.
+    pub(crate) fn gate_up(&self, layer: &Layer, h: &Tensor) -> Result<(Tensor, Tensor)> {
+        Ok(match &layer.gate_up {
             Some(f) => {
-                let y = f.forward(&h)?;
+                let y = f.forward(h)?;
                 let i = self.spec.intermediate_size;
                 (y.narrow(1, 0, i)?, y.narrow(1, i, i)?)
             }
-            None => (layer.gate.forward(&h)?, layer.up.forward(&h)?),
-        };
-        layer.down.forward(&(candle_nn::ops::silu(&g)? * u)?)
+            None => (layer.gate.forward(h)?, layer.up.forward(h)?),
+        })
     }
 
     /// q, k and v of `h` (`(tokens, hidden)`) as `(tokens, heads, head_dim)`, with one matmul
@@ -401,22 +413,6 @@ impl Llama {
             None => (layer.q.forward(h)?, layer.k.forward(h)?, layer.v.forward(h)?),
         };
         Ok((q.reshape((t, s.num_heads, d))?, k.reshape((t, s.num_kv_heads, d))?, v.reshape((t, s.num_kv_heads, d))?))
-    }
-
-    /// Whether steps run goodput's CUDA kernels (fused layer, paged attention on the GPU,
-    /// on-device sampling): on a CUDA device, with the paged attention implementation, dense
-    /// weights and an attention shape the kernels cover. Otherwise candle ops (the reference).
-    pub fn uses_cuda_kernels(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        {
-            let s = &self.spec;
-            self.device.is_cuda()
-                && self.attention == AttentionImpl::Paged
-                && self.layers.iter().all(|l| l.qkv.is_some() && l.gate_up.is_some())
-                && crate::cuda::supports(s.head_dim(), s.num_heads, s.num_kv_heads, self.dtype)
-        }
-        #[cfg(not(feature = "cuda"))]
-        false
     }
 
     /// Runs one packed step: writes the new tokens' K/V into the pool and returns the logits
@@ -436,7 +432,6 @@ impl Llama {
                 )));
             }
         }
-        #[cfg(feature = "cuda")]
         if self.uses_cuda_kernels() {
             return self.forward_cuda(batch, kv);
         }
@@ -451,7 +446,7 @@ impl Llama {
             let (q, k, v) = self.qkv(layer, &h)?;
             let q = self.rope(&q, &cos, &sin)?;
             let k = self.rope(&k, &cos, &sin)?;
-            crate::paged_attention::write_kv(&kv.k[l], &kv.v[l], &k, &v, &batch.meta)?;
+            write_kv(&kv.k[l], &kv.v[l], &k, &v, &batch.meta)?;
             let a = match self.attention {
                 AttentionImpl::Paged => paged_attention(&q, &kv.k[l], &kv.v[l], &batch.meta, scale)?,
                 AttentionImpl::Gather => gather_attention(&q, &kv.k[l], &kv.v[l], &batch.meta, scale)?,

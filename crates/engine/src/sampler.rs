@@ -22,7 +22,7 @@ impl Sampler {
         }
     }
 
-    /// This request's parameters for the GPU sampler (`crate::cuda::sample`):
+    /// This request's parameters for the GPU sampler (`sample_rows`, `cuda/kernels.rs`):
     /// `[temperature, top_k, top_p, u]`, drawing `u` from the request's generator exactly when
     /// [`Sampler::sample`] would draw (never for greedy), so a seed means the same stream.
     pub fn device_params(&mut self) -> [f32; 4] {
@@ -36,7 +36,7 @@ impl Sampler {
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         // Below 1e-5, logits / T overflow: that is greedy in all but name.
         if self.temperature < 1e-5 || self.top_k == 1 {
-            return crate::reference::argmax(logits);
+            return argmax(logits);
         }
         let inv_t = 1.0 / self.temperature;
         let c = &mut self.scratch;
@@ -79,6 +79,17 @@ impl Sampler {
         }
         c[c.len() - 1].1
     }
+}
+
+/// Index of the largest value (first on ties): the greedy choice.
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
 }
 
 #[cfg(test)]

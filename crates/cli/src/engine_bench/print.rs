@@ -144,7 +144,7 @@ fn print_tuning(r: &Report) {
     }
 }
 
-fn print_profile(p: &goodput_engine::cuda_profile::StepProfile) {
+fn print_profile(p: &goodput_engine::cuda::StepTiming) {
     let what = if p.prefill {
         format!("Prefill of {} tokens", p.context)
     } else {

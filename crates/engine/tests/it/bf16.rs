@@ -5,7 +5,8 @@
 
 use candle_core::{DType, Device, Tensor};
 use goodput_core::{Catalog, Clock, ModelSpec, SamplingParams};
-use goodput_engine::reference::{argmax, ReferenceRunner};
+use goodput_engine::check::reference::ReferenceRunner;
+use goodput_engine::sampler::argmax;
 use goodput_engine::weights::{DummySource, Init, TensorSource};
 use goodput_engine::{EngineConfig, EngineCore, Llama};
 use std::collections::HashMap;

@@ -5,7 +5,7 @@
 
 use candle_core::{DType, Device};
 use goodput_core::{Catalog, Clock, FinishReason, ModelSpec, SamplingParams};
-use goodput_engine::reference::ReferenceRunner;
+use goodput_engine::check::reference::ReferenceRunner;
 use goodput_engine::weights::{DummySource, Init, TensorSource};
 use goodput_engine::{AttentionImpl, EngineConfig, EngineCore, Llama};
 use std::collections::HashMap;

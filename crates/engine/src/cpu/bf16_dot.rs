@@ -8,10 +8,10 @@
 //! side (64 bytes per 16 rows: one vector). A register tile of [`MR`] rows of `x` × `NR`
 //! columns then broadcasts one pair of each row and issues two `vdpbf16ps` per row and pair,
 //! with 16 f32 accumulators in registers. Products are exact in f32 and accumulate in f32;
-//! what differs from the f32-activation path (`crate::bf16`) is the rounding of `x` to bf16,
-//! as in every bf16 GEMM (the rounding study, `crate::numerics`, measures what that costs).
+//! what differs from the f32-activation path (`bf16.rs`) is the rounding of `x` to bf16, as in
+//! every bf16 GEMM (the rounding study, `check/numerics.rs`, measures what that costs).
 
-use crate::bf16::OutPtr;
+use crate::cpu::common::OutPtr;
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
@@ -271,7 +271,7 @@ mod tests {
     /// The f64 product of `x` rounded to bf16 and `w`: exactly what the kernel approximates
     /// (its products are exact; only the f32 accumulation order differs).
     fn check(m: usize, k: usize, n: usize, seed: u64) {
-        let mut next = crate::bf16::test_values(seed);
+        let mut next = crate::cpu::common::test_values(seed);
         let x: Vec<f32> = (0..m * k).map(|_| next()).collect();
         let w: Vec<u16> = (0..n * k).map(|_| bf16::from_f32(next()).to_bits()).collect();
         let got = matmul(&x, &w, m, k, n);

@@ -1,7 +1,9 @@
 //! The engine's step, synchronous: scheduler → packed forward over the paged pool → sampling
 //! → stamps. [`EngineCore`] owns everything and has no thread; [`crate::Engine`] wraps it in
-//! one. Benches and tests drive it directly.
+//! one. Benches and tests drive it directly. (The module is named for what it runs: "core" is
+//! the `goodput-core` crate and the standard library, and "engine" is the crate.)
 
+use crate::cuda::{self, DecodeGraphs};
 use crate::error::{EngineError, Result};
 use crate::kv_cache::KvCache;
 use crate::model::{Llama, StepBatch};
@@ -31,10 +33,10 @@ pub struct EngineConfig {
     /// regression checks of `goodput compare`).
     pub step_delay: std::time::Duration,
     /// On CUDA with goodput's kernels: serve decode steps from CUDA graphs captured per
-    /// batch-size bucket (`crate::cuda_graph_serve`).
+    /// batch-size bucket (`cuda/graph_serve.rs`).
     pub cuda_graphs: bool,
     /// On CUDA: launch goodput's kernels with programmatic dependent launch
-    /// (`crate::cuda_launch`), process-wide.
+    /// (`cuda/launch.rs`), process-wide.
     pub cuda_pdl: bool,
 }
 
@@ -111,8 +113,8 @@ pub struct EngineCore {
     steps: u64,
     /// When set, every sampled row of logits is kept here (tests compare them with the reference).
     pub logits_tap: Option<Vec<(RequestId, Vec<f32>)>>,
-    #[cfg(feature = "cuda")]
-    graphs: Option<crate::cuda_graph_serve::DecodeGraphs>,
+    /// Decode steps served from CUDA graphs, when on and the model runs goodput's kernels.
+    graphs: Option<DecodeGraphs>,
     /// On the CPU, when the caller is not already a compute thread (an unpinned engine, a
     /// bench): the pool each step's forward runs in, so its ~5 parallel kernels a layer are
     /// joins inside one pool instead of each handing off from an outside thread (a futex
@@ -123,11 +125,8 @@ pub struct EngineCore {
 impl EngineCore {
     pub fn new(model: Llama, cfg: &EngineConfig, clock: Clock) -> Result<Self> {
         let sc = cfg.scheduler_config(&model)?;
-        #[cfg(feature = "cuda")]
-        crate::cuda_launch::set_pdl(cfg.cuda_pdl);
-        #[cfg(feature = "cuda")]
-        let graphs = (cfg.cuda_graphs && model.uses_cuda_kernels())
-            .then(|| crate::cuda_graph_serve::DecodeGraphs::new(sc.max_model_len, sc.block_size));
+        cuda::set_pdl(cfg.cuda_pdl);
+        let graphs = DecodeGraphs::for_model(&model, cfg.cuda_graphs, sc.max_model_len, sc.block_size);
         let kv = KvCache::new(&model.spec, sc.num_blocks, sc.block_size, model.dtype, &model.device)?;
         let sched =
             Scheduler::new(sc).map_err(|e| EngineError::Config(e.to_string()))?.with_vocab_size(model.spec.vocab_size);
@@ -142,38 +141,12 @@ impl EngineCore {
         } else {
             None
         };
-        Ok(Self {
-            model,
-            kv,
-            sched,
-            samplers: HashMap::new(),
-            clock,
-            steps: 0,
-            logits_tap: None,
-            #[cfg(feature = "cuda")]
-            graphs,
-            pool,
-        })
+        Ok(Self { model, kv, sched, samplers: HashMap::new(), clock, steps: 0, logits_tap: None, graphs, pool })
     }
 
     /// What CUDA graph serving did (buckets captured, replays, why it stopped), when it is on.
     pub fn graph_summary(&self) -> Option<String> {
-        #[cfg(feature = "cuda")]
-        if let Some(g) = &self.graphs {
-            let s = &g.stats;
-            let pdl = match crate::cuda_launch::pdl_state() {
-                (true, _) => "on".to_string(),
-                (false, None) => "off".to_string(),
-                (false, Some(why)) => format!("off ({why})"),
-            };
-            return Some(format!(
-                "CUDA graphs: {} decode steps replayed; captured (rows, table width): {:?}{}; PDL {pdl}",
-                s.replays,
-                s.captured,
-                s.disabled.as_ref().map_or(String::new(), |e| format!("; stopped: {e}"))
-            ));
-        }
-        None
+        self.graphs.as_ref().map(DecodeGraphs::summary)
     }
 
     /// The model back, the engine's KV pool and scheduler dropped (to run it again under
@@ -320,7 +293,6 @@ impl EngineCore {
 
     /// The step from a CUDA graph when it is a decode step that fits one (eagerly, with the
     /// same sampling draws, if the graph fails); `None` to run it the usual way.
-    #[cfg(feature = "cuda")]
     fn graph_step(&mut self, out: &SchedulerOutput, batch: &StepBatch) -> Result<Option<Vec<Option<TokenId>>>> {
         let fits = self.logits_tap.is_none() && self.graphs.as_ref().is_some_and(|g| g.fits(batch));
         if !fits {
@@ -336,11 +308,6 @@ impl EngineCore {
             None => device_sample(&self.model.forward(batch, &self.kv)?, &params)?,
         };
         Ok(Some(ids.into_iter().map(Some).collect()))
-    }
-
-    #[cfg(not(feature = "cuda"))]
-    fn graph_step(&mut self, _: &SchedulerOutput, _: &StepBatch) -> Result<Option<Vec<Option<TokenId>>>> {
-        Ok(None)
     }
 
     fn sampler(&mut self, id: RequestId) -> Result<&mut Sampler> {
@@ -359,12 +326,7 @@ impl EngineCore {
     }
 }
 
-#[cfg(feature = "cuda")]
+/// Samples each row of `logits` on the GPU with its `params` (`cuda::sample`).
 fn device_sample(logits: &Tensor, params: &[[f32; 4]]) -> Result<Vec<TokenId>> {
-    Ok(crate::cuda::sample(logits, params)?)
-}
-
-#[cfg(not(feature = "cuda"))]
-fn device_sample(_: &Tensor, _: &[[f32; 4]]) -> Result<Vec<TokenId>> {
-    Err(EngineError::Other("on-device sampling needs the `cuda` feature".into()))
+    Ok(cuda::sample(logits, params)?)
 }

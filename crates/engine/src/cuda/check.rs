@@ -4,30 +4,21 @@
 //! mixed with short and long prefill chunks, in f32 and bf16; each small-batch matmul kernel;
 //! and the sampler's cuts and distribution. Run by `goodput engine-check`.
 
-#[cfg(feature = "cuda")]
-use crate::cuda::{self, Heads, StepDevice};
-#[cfg(feature = "cuda")]
-use crate::paged_attention::{gather_attention, write_kv, AttnMeta};
-#[cfg(feature = "cuda")]
-use candle_core::{DType, Tensor};
-use candle_core::{Device, Result};
-use serde::Serialize;
+use crate::attention::{gather_attention, write_kv};
+use crate::cuda::gemv::{gemv_with, GEMV_MAX_ROWS};
+use crate::cuda::gemv_table::GemvKernel;
+use crate::cuda::kernels::{self, Heads};
+use crate::cuda::layout::MAX_PART_LEN;
+use crate::cuda::meta::StepDevice;
+use crate::cuda::report::KernelCheck;
+use crate::kv_cache::AttnMeta;
+use crate::sampler::argmax;
+use candle_core::{DType, Device, Result, Tensor};
 
-/// One kernel check: the largest absolute difference from the reference and the bound.
-#[derive(Clone, Debug, Serialize)]
-pub struct KernelCheck {
-    pub name: String,
-    pub max_abs_diff: f64,
-    pub tolerance: f64,
-    pub passed: bool,
-}
-
-#[cfg(feature = "cuda")]
 fn check(name: impl Into<String>, diff: f64, tolerance: f64) -> KernelCheck {
     KernelCheck { name: name.into(), max_abs_diff: diff, tolerance, passed: diff.is_finite() && diff <= tolerance }
 }
 
-#[cfg(feature = "cuda")]
 /// Deterministic values in [-1, 1].
 fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -41,22 +32,19 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-#[cfg(feature = "cuda")]
 fn rand(shape: (usize, usize, usize), seed: u64, dtype: DType, dev: &Device) -> Result<Tensor> {
     Tensor::from_vec(values(shape.0 * shape.1 * shape.2, seed), shape, dev)?.to_dtype(dtype)
 }
 
-#[cfg(feature = "cuda")]
 fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
     let d = (a.to_dtype(DType::F32)? - b.to_dtype(DType::F32)?)?.abs()?;
     Ok(d.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64)
 }
 
-#[cfg(feature = "cuda")]
 /// Paged attention (kernel path) against the gather reference, both on `dev`, for a step of a
 /// long decode, a short decode, a short chunk, a long chunk (the cuBLAS path) and a decode of
 /// 512 positions, with the context split into partitions of `part_len` (default: the split
-/// [`cuda::part_len`] picks).
+/// `layout::part_len` picks).
 fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64, part_len: Option<usize>) -> Result<KernelCheck> {
     let (bs, hkv, hq) = (16, 2, 8);
     let seqs: [(usize, usize); 5] = [(1, 1300), (1, 10), (5, 21), (70, 90), (1, 512)];
@@ -83,7 +71,7 @@ fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64, part_len: Opt
     let scale = 1.0 / (d as f32).sqrt();
     let positions = vec![0u32; t];
     let step = StepDevice::upload(&positions, &meta, hkv, part_len, dev)?;
-    let got = cuda::attention(&q, &k_pool, &v_pool, &step, Heads { hq, hkv, d }, scale)?;
+    let got = kernels::attention(&q, &k_pool, &v_pool, &step, Heads { hq, hkv, d }, scale)?;
     let want = gather_attention(&q, &k_pool, &v_pool, &meta, scale)?;
     Ok(check(
         format!(
@@ -95,7 +83,6 @@ fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64, part_len: Opt
     ))
 }
 
-#[cfg(feature = "cuda")]
 /// The sampler: top-k 1 and temperature 0 give the argmax; over a grid of uniform draws, the
 /// share of each token matches its probability after the top-k and top-p cuts.
 fn sampling(dev: &Device) -> Result<Vec<KernelCheck>> {
@@ -106,15 +93,15 @@ fn sampling(dev: &Device) -> Result<Vec<KernelCheck>> {
     logits[b] = 19.5;
     logits[c] = 19.0;
     let row = Tensor::from_vec(logits.clone(), (1, vocab), dev)?;
-    let argmax = crate::reference::argmax(&logits);
+    let argmax = argmax(&logits);
     let mut out = Vec::new();
-    let greedy = cuda::sample(&row, &[[0.0, 0.0, 1.0, 0.5]])?[0];
+    let greedy = kernels::sample(&row, &[[0.0, 0.0, 1.0, 0.5]])?[0];
     out.push(check("sample: temperature 0 = argmax", (greedy != argmax) as u32 as f64, 0.0));
     // top-k 3 at temperature 1: only a, b, c, in proportion e^20 : e^19.5 : e^19.
     let draws = 1000;
     let rows = Tensor::from_vec(logits.repeat(draws), (draws, vocab), dev)?;
     let params: Vec<[f32; 4]> = (0..draws).map(|i| [1.0, 3.0, 1.0, (i as f32 + 0.5) / draws as f32]).collect();
-    let ids = cuda::sample(&rows, &params)?;
+    let ids = kernels::sample(&rows, &params)?;
     let w = [20.0f64.exp(), 19.5f64.exp(), 19.0f64.exp()];
     let total: f64 = w.iter().sum();
     let mut worst = 0.0f64;
@@ -126,7 +113,7 @@ fn sampling(dev: &Device) -> Result<Vec<KernelCheck>> {
     out.push(check("sample: top-k 3, token shares vs probabilities", worst.max(outside), 0.01));
     // top-p 0.4: a alone holds e^20 / (e^20 + e^19.5 + e^19 + the rest) ≈ 0.51, so only a.
     let params: Vec<[f32; 4]> = (0..draws).map(|i| [1.0, 0.0, 0.4, (i as f32 + 0.5) / draws as f32]).collect();
-    let ids = cuda::sample(&rows, &params)?;
+    let ids = kernels::sample(&rows, &params)?;
     let not_a = ids.iter().filter(|&&x| x as usize != a).count() as f64;
     out.push(check("sample: top-p 0.4 keeps the top token alone", not_a, 0.0));
     Ok(out)
@@ -137,9 +124,8 @@ fn sampling(dev: &Device) -> Result<Vec<KernelCheck>> {
 /// (4104 = 513 × 8, 1001 rows), and SmolLM2's 576. With an f32 output (the LM head's), each
 /// kernel and cuBLAS's `GemmEx` against the product of the operands widened to f32, to a
 /// tolerance a bf16 output fails (its rounding alone is up to 2⁻⁹ of |y|).
-#[cfg(feature = "cuda")]
 fn gemv(dev: &Device) -> Result<Vec<KernelCheck>> {
-    use cuda::GemvKernel::{Cublas, GemvT, U4, U8};
+    use GemvKernel::{Cublas, GemvT, U4, U8};
     let mut out = Vec::new();
     for (kernel, dtype) in [(GemvT, DType::BF16), (U4, DType::BF16), (U8, DType::BF16)]
         .into_iter()
@@ -148,9 +134,9 @@ fn gemv(dev: &Device) -> Result<Vec<KernelCheck>> {
         let mut worst = 0f64;
         for (i, (n, k)) in [(512, 14_336), (1001, 4104), (576, 576)].into_iter().enumerate() {
             let w = Tensor::from_vec(values(n * k, 11 + i as u64), (n, k), dev)?.to_dtype(DType::BF16)?;
-            for m in 1..=cuda::GEMV_MAX_ROWS {
+            for m in 1..=GEMV_MAX_ROWS {
                 let x = Tensor::from_vec(values(m * k, 12 + m as u64), (m, k), dev)?.to_dtype(DType::BF16)?;
-                let got = cuda::gemv_with(&x, &w, kernel, dtype)?;
+                let got = gemv_with(&x, &w, kernel, dtype)?;
                 let want = match dtype {
                     DType::F32 => x.to_dtype(DType::F32)?.matmul(&w.to_dtype(DType::F32)?.t()?)?,
                     _ => x.matmul(&w.t()?)?,
@@ -174,21 +160,14 @@ fn gemv(dev: &Device) -> Result<Vec<KernelCheck>> {
 }
 
 /// Every kernel check on `dev`; none on devices without goodput's kernels.
-#[cfg(not(feature = "cuda"))]
-pub fn run(_dev: &Device) -> Result<Vec<KernelCheck>> {
-    Ok(Vec::new())
-}
-
-/// Every kernel check on `dev`; none on devices without goodput's kernels.
-#[cfg(feature = "cuda")]
-pub fn run(dev: &Device) -> Result<Vec<KernelCheck>> {
+pub fn check_kernels(dev: &Device) -> Result<Vec<KernelCheck>> {
     if !dev.is_cuda() {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     for d in [64, 128] {
         // The default split, the old fixed 512 and one partition for every context.
-        for part_len in [None, Some(cuda::MAX_PART_LEN), Some(1 << 20)] {
+        for part_len in [None, Some(MAX_PART_LEN), Some(1 << 20)] {
             out.push(attention(dev, DType::F32, d, 1e-4, part_len)?);
             out.push(attention(dev, DType::BF16, d, 3e-2, part_len)?);
         }

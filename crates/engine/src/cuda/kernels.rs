@@ -1,108 +1,23 @@
 //! goodput's own CUDA kernels (`kernels/goodput.cu`, compiled to PTX by `build.rs`), launched
 //! on candle's stream: residual add + RMSNorm, SwiGLU, QKV split + RoPE + KV-cache write, paged
 //! attention (decode rows and short chunks, split over the context for long ones), causal
-//! softmax for the cuBLAS path of long prefill chunks, the small-batch matmul, and sampling.
+//! softmax for the cuBLAS path of long prefill chunks, and sampling (the small-batch matmul is
+//! `gemv.rs`).
 //!
 //! Why our own: candle-flash-attn (FlashAttention-2) takes hours to compile on the 2-core
 //! machines goodput is built on and has no paged decode; mistral.rs's `mistralrs-paged-attn`
 //! pins candle-core 0.10 (goodput is on 0.11). The kernels here are small, and each is checked
-//! on the device against the candle reference path by `goodput engine-check`.
+//! on the device against the candle reference path by `goodput engine-check` (`check.rs`).
 
-use crate::cuda_launch::{launch, Arg};
-use crate::cuda_step::LongSeq;
-pub use crate::cuda_step::{part_len, set_long_chunk, StepDevice, LONG_CHUNK, MAX_PART_LEN};
-pub use crate::cuda_tune::GemvKernel;
-use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig};
-use candle_core::cuda_backend::CudaStorageSlice;
-use candle_core::op::BackpropOp;
-use candle_core::{bail, CudaDevice, CudaStorage, DType, Device, Result, Shape, Storage, Tensor};
+use crate::cuda::blas::matmul_nt_f32;
+use crate::cuda::device::{alloc, cfg, cuda, i32_of, ptr, suffix};
+use crate::cuda::launch::launch;
+use crate::cuda::meta::{LongSeq, StepDevice};
+use crate::cuda::params::Arg;
+use candle_core::{bail, CudaDevice, DType, Result, Tensor};
 
 /// Bytes the score matrix of one long chunk may take; longer chunks go in query slices.
 const MAX_SCORE_BYTES: usize = 1 << 30;
-
-/// Whether the kernels cover this attention shape (head dim 64 or 128, at most 8 query heads
-/// per KV head) and dtype.
-pub fn supports(head_dim: usize, num_heads: usize, num_kv_heads: usize, dtype: DType) -> bool {
-    matches!(head_dim, 64 | 128)
-        && num_kv_heads > 0
-        && num_heads.is_multiple_of(num_kv_heads)
-        && num_heads / num_kv_heads <= 8
-        && matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
-}
-
-/// The GPU's name as the driver reports it (`NVIDIA H200`).
-pub fn device_name(device: &Device) -> Option<String> {
-    match device {
-        Device::Cuda(d) => d.cuda_stream().context().name().ok(),
-        _ => None,
-    }
-}
-
-pub(crate) fn cuda(device: &Device) -> Result<CudaDevice> {
-    match device {
-        Device::Cuda(d) => Ok(d.clone()),
-        _ => bail!("goodput CUDA kernel called on {device:?}"),
-    }
-}
-
-fn suffix(dtype: DType) -> Result<&'static str> {
-    Ok(match dtype {
-        DType::F32 => "f32",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        d => bail!("goodput CUDA kernels take f32, f16 or bf16, not {d:?}"),
-    })
-}
-
-pub(crate) fn slice_ptr(s: &CudaStorage) -> Result<(u64, usize)> {
-    let stream = s.device.cuda_stream();
-    Ok(match &s.slice {
-        CudaStorageSlice::F32(x) => (x.device_ptr(&stream).0, 4),
-        CudaStorageSlice::F16(x) => (x.device_ptr(&stream).0, 2),
-        CudaStorageSlice::BF16(x) => (x.device_ptr(&stream).0, 2),
-        CudaStorageSlice::U32(x) => (x.device_ptr(&stream).0, 4),
-        _ => bail!("goodput CUDA kernels take f32, f16, bf16 or u32 buffers"),
-    })
-}
-
-/// Device address of the first element of a contiguous CUDA tensor. The tensor must outlive
-/// the launch that uses it (it does: launches are stream-ordered before any later free).
-pub(crate) fn ptr(t: &Tensor) -> Result<u64> {
-    let (st, l) = t.storage_and_layout();
-    let Storage::Cuda(s) = &*st else { bail!("goodput CUDA kernel: a tensor is not on the GPU") };
-    if !l.is_contiguous() {
-        bail!("goodput CUDA kernel: a tensor of shape {:?} is not contiguous", l.shape());
-    }
-    let (base, size) = slice_ptr(s)?;
-    Ok(base + (l.start_offset() * size) as u64)
-}
-
-/// A new, uninitialised tensor of `shape` on `dev`, with its device address.
-pub(crate) fn alloc(dev: &CudaDevice, dtype: DType, shape: impl Into<Shape>) -> Result<(Tensor, u64)> {
-    let shape = shape.into();
-    let n = shape.elem_count().max(1);
-    // SAFETY: every element is written by the kernel the caller launches next.
-    let slice = unsafe {
-        match dtype {
-            DType::F32 => CudaStorageSlice::F32(dev.alloc::<f32>(n)?),
-            DType::F16 => CudaStorageSlice::F16(dev.alloc::<half::f16>(n)?),
-            DType::BF16 => CudaStorageSlice::BF16(dev.alloc::<half::bf16>(n)?),
-            DType::U32 => CudaStorageSlice::U32(dev.alloc::<u32>(n)?),
-            d => bail!("goodput CUDA kernels: cannot allocate {d:?}"),
-        }
-    };
-    let s = CudaStorage { slice, device: dev.clone() };
-    let (p, _) = slice_ptr(&s)?;
-    Ok((Tensor::from_storage(Storage::Cuda(s), shape, BackpropOp::none(), false), p))
-}
-
-fn cfg(grid: (u32, u32), block: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (grid.0.max(1), grid.1.max(1), 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
-}
-
-pub(crate) fn i32_of(x: usize, what: &str) -> Result<i32> {
-    i32::try_from(x).map_err(|_| candle_core::Error::Msg(format!("goodput CUDA kernel: {what} {x} exceeds i32")))
-}
 
 /// `(x + delta, RMSNorm(x + delta) * w)` for the f32 residual stream `x` and the matmul output
 /// `delta` of shape `(rows, n)` (`x` alone when `delta` is `None`), in one launch: the sum stays
@@ -154,116 +69,6 @@ pub fn silu_mul(gu: &Tensor) -> Result<Tensor> {
         &[Arg::Ptr(gp), Arg::Ptr(op), Arg::I32(r), Arg::I32(i)],
     )?;
     Ok(out)
-}
-
-/// Rows of `x` up to which [`gemv`] takes a matmul from cuBLAS.
-pub const GEMV_MAX_ROWS: usize = 4;
-/// Largest weight matrix (elements) [`gemv`] gives `gemv_t` when the shape was not tuned
-/// ([`crate::cuda_tune`]). Measured on an H200 (docs/results): for
-/// SmolLM2-135M's matrices (≤ 28 M elements) the kernel's lower fixed cost wins (decode at
-/// batch 1: 2.82 → 2.23 ms per step); for Llama-3.1-8B's (25–525 M) cuBLAS streams faster
-/// (6.71 ms against 10.99 ms), the kernel reaching ~1.4 TB/s to cuBLAS's ~2.2. The break-even,
-/// ~5 µs of fixed cost over that bandwidth gap, is near 16 MB of bf16.
-pub const GEMV_MAX_ELEMENTS: usize = 1 << 23;
-
-/// `x · wᵀ` for `x` `(m, k)` and `w` `(n, k)` in f16/bf16 with `m ≤ GEMV_MAX_ROWS`, by the
-/// kernel measured fastest for this shape at load ([`crate::cuda_tune`]), or for shapes not
-/// measured, `gemv_t` on matrices up to [`GEMV_MAX_ELEMENTS`]. `None` when cuBLAS should do
-/// it (chosen, more rows, f32, unaligned or non-contiguous operands).
-pub fn gemv(x: &Tensor, w: &Tensor) -> Result<Option<Tensor>> {
-    gemv_to(x, w, x.dtype())
-}
-
-/// [`gemv`] with the output in `out`: `x`'s dtype, or f32 where it must not be rounded (the
-/// LM head's logits).
-pub fn gemv_to(x: &Tensor, w: &Tensor, out: DType) -> Result<Option<Tensor>> {
-    let Some(op) = GemvOperands::of(x, w)? else { return Ok(None) };
-    let default = if op.n * op.k <= GEMV_MAX_ELEMENTS { GemvKernel::GemvT } else { GemvKernel::Cublas };
-    match crate::cuda_tune::choice(op.n, op.k, x.dtype(), op.m).unwrap_or(default) {
-        GemvKernel::Cublas => Ok(None),
-        kernel => op.launch(x, kernel, out).map(Some),
-    }
-}
-
-/// `x · wᵀ` by `kernel` (cuBLAS: candle's matmul, or `cublasGemmEx` for an f32 output of
-/// f16/bf16 operands), the output in `out` (`x`'s dtype or f32); an error where the kernel
-/// does not apply (see [`gemv`]).
-pub fn gemv_with(x: &Tensor, w: &Tensor, kernel: GemvKernel, out: DType) -> Result<Tensor> {
-    if kernel == GemvKernel::Cublas {
-        return if out == x.dtype() { x.matmul(&w.t()?) } else { crate::cuda_blas::matmul_nt_f32(x, w) };
-    }
-    match GemvOperands::of(x, w)? {
-        Some(op) => op.launch(x, kernel, out),
-        None => bail!(
-            "gemv: x {:?} {:?} and w {:?} {:?} do not fit {} (≤ {GEMV_MAX_ROWS} rows, f16/bf16, width a multiple of 8, contiguous, 16-byte aligned)",
-            x.shape(),
-            x.dtype(),
-            w.shape(),
-            w.dtype(),
-            kernel.name()
-        ),
-    }
-}
-
-/// The shape and device addresses of `x (m, k) · w (n, k)ᵀ` where goodput's small-batch
-/// kernels apply: 1 to [`GEMV_MAX_ROWS`] rows, f16/bf16 on both sides, `k % 8 == 0`,
-/// contiguous, 16-byte aligned.
-struct GemvOperands {
-    m: usize,
-    n: usize,
-    k: usize,
-    xp: u64,
-    wp: u64,
-}
-
-impl GemvOperands {
-    fn of(x: &Tensor, w: &Tensor) -> Result<Option<Self>> {
-        let (Ok((m, k)), Ok((n, kw))) = (x.dims2(), w.dims2()) else { return Ok(None) };
-        let dtype = x.dtype();
-        if m == 0 || m > GEMV_MAX_ROWS || k != kw || k % 8 != 0 || !matches!(dtype, DType::BF16 | DType::F16) {
-            return Ok(None);
-        }
-        if w.dtype() != dtype || !x.is_contiguous() || !w.is_contiguous() {
-            return Ok(None);
-        }
-        let (xp, wp) = (ptr(x)?, ptr(w)?);
-        Ok((xp % 16 == 0 && wp % 16 == 0).then_some(Self { m, n, k, xp, wp }))
-    }
-
-    /// Launches `kernel` (not cuBLAS) on candle's stream; `x` gives the device and dtype, the
-    /// output is in `out` (`x`'s dtype or f32).
-    fn launch(&self, x: &Tensor, kernel: GemvKernel, out: DType) -> Result<Tensor> {
-        let Self { m, n, k, xp, wp } = *self;
-        let dev = cuda(x.device())?;
-        let sfx = match out {
-            DType::F32 => format!("{}_of32", suffix(x.dtype())?),
-            d if d == x.dtype() => suffix(d)?.to_string(),
-            d => bail!("gemv: {d:?} output of {:?} operands", x.dtype()),
-        };
-        let (y, yp) = alloc(&dev, out, (m, n))?;
-        let (mm, nn, kk) = (m as i32, i32_of(n, "rows")?, i32_of(k, "width")?);
-        match kernel {
-            GemvKernel::Cublas => bail!("gemv: cuBLAS is not a goodput kernel"),
-            GemvKernel::GemvT => {
-                launch(
-                    &dev,
-                    &format!("gemv_t_{sfx}"),
-                    cfg((n.div_ceil(8) as u32, 1), 256),
-                    &[Arg::Ptr(xp), Arg::Ptr(wp), Arg::Ptr(yp), Arg::I32(mm), Arg::I32(nn), Arg::I32(kk)],
-                )?;
-            }
-            GemvKernel::U4 | GemvKernel::U8 => {
-                let u = if kernel == GemvKernel::U4 { 4 } else { 8 };
-                launch(
-                    &dev,
-                    &format!("gemv_u{u}_m{m}_{sfx}"),
-                    cfg((n.div_ceil(4) as u32, 1), 128),
-                    &[Arg::Ptr(xp), Arg::Ptr(wp), Arg::Ptr(yp), Arg::I32(nn), Arg::I32(kk)],
-                )?;
-            }
-        }
-        Ok(y)
-    }
 }
 
 /// The shape of one layer's attention.
@@ -440,8 +245,7 @@ impl Attn<'_> {
             let slots = s.slots.narrow(0, 0, ctx)?;
             let k = k_pool.index_select(&slots, 0)?.transpose(0, 1)?.contiguous()?; // (hkv, ctx, d)
             let v = v_pool.index_select(&slots, 0)?.transpose(0, 1)?.contiguous()?;
-            let scores =
-                if q.dtype() == DType::F32 { qs.matmul(&k.t()?)? } else { crate::cuda_blas::matmul_nt_f32(&qs, &k)? }; // (hkv, group * ql, ctx) f32
+            let scores = if q.dtype() == DType::F32 { qs.matmul(&k.t()?)? } else { matmul_nt_f32(&qs, &k)? }; // (hkv, group * ql, ctx) f32
             let probs = causal_softmax(&scores, q.dtype(), group * ql, ql, ctx, scale)?;
             let o = probs.matmul(&v)?; // (hkv, group * ql, d)
             outs.push(o.reshape((h.hkv, group, ql, h.d))?.permute((2, 0, 1, 3))?.reshape((ql, h.hq, h.d))?);

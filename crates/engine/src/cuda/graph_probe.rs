@@ -8,34 +8,12 @@
 //! replays it; it measures, it does not serve (a serving graph would need static input buffers
 //! per batch-size bucket, as vLLM keeps).
 
+use crate::cuda::report::GraphProbe;
 use crate::kv_cache::KvCache;
 use crate::model::{Llama, StepBatch};
-#[cfg(feature = "cuda")]
-use candle_core::cuda_backend::cudarc::driver::sys;
-#[cfg(feature = "cuda")]
-use candle_core::Device;
-use candle_core::Result;
-use serde::Serialize;
-#[cfg(feature = "cuda")]
+use candle_core::cuda_backend::cudarc::driver::{sys, CudaGraph};
+use candle_core::{Device, Result};
 use std::time::Instant;
-
-#[derive(Clone, Debug, Serialize)]
-pub struct GraphProbe {
-    /// Mean time of one step launched kernel by kernel, synchronised at the end, in ms.
-    pub eager_ms: f64,
-    /// Whether capture and instantiation succeeded.
-    pub captured: bool,
-    /// Why not, or what failed on replay.
-    pub error: Option<String>,
-    /// Mean time of one replay of the captured step, in ms.
-    pub replay_ms: Option<f64>,
-    /// Kernel launches in the captured step (kernel nodes of the graph): the launch count of
-    /// one decode step, measured.
-    pub kernel_nodes: Option<usize>,
-    /// Every node of the captured step (kernels, copies, memsets, allocations, frees).
-    pub nodes: Option<usize>,
-    pub iterations: usize,
-}
 
 /// A decode step of `batch` sequences at `context` tokens (fresh KV pool, fixed inputs):
 /// eager against captured, on goodput's kernels or on the candle-op path, whichever the model
@@ -64,7 +42,6 @@ pub(crate) fn decode_step(model: &Llama, batch: usize, context: usize) -> Result
 }
 
 /// Times `iters` eager steps of `batch`, then tries to capture and replay it.
-#[cfg(feature = "cuda")]
 fn probe(model: &Llama, batch: &StepBatch, kv: &KvCache, iters: usize) -> Result<GraphProbe> {
     let Device::Cuda(dev) = &model.device else { candle_core::bail!("the graph probe needs a CUDA device") };
     let stream = dev.cuda_stream();
@@ -138,14 +115,8 @@ fn probe(model: &Llama, batch: &StepBatch, kv: &KvCache, iters: usize) -> Result
     Ok(out)
 }
 
-#[cfg(not(feature = "cuda"))]
-fn probe(_: &Llama, _: &StepBatch, _: &KvCache, _: usize) -> Result<GraphProbe> {
-    candle_core::bail!("CUDA graphs need the `cuda` feature")
-}
-
 /// (all nodes, kernel nodes) of a captured graph.
-#[cfg(feature = "cuda")]
-fn count_nodes(g: &candle_core::cuda_backend::cudarc::driver::CudaGraph) -> Option<(usize, usize)> {
+fn count_nodes(g: &CudaGraph) -> Option<(usize, usize)> {
     let mut n = 0usize;
     // SAFETY: the graph is alive; a null array asks for the count only.
     let ok = unsafe { sys::cuGraphGetNodes(g.cu_graph(), std::ptr::null_mut(), &mut n) };

@@ -11,6 +11,7 @@
 //! large matrices, past 16 on small ones. Used only on CPU, f32, with AVX2+FMA; everything
 //! else goes to candle's matmul.
 
+use crate::cpu::common::untranspose;
 use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -87,26 +88,12 @@ impl CustomOp2 for SkinnyMatmul {
     }
 }
 
-/// `(m, n)` row-major from the `(n, m)` the few-rows kernels write (each task a contiguous run).
-pub(crate) fn untranspose(out_t: Vec<f32>, m: usize, n: usize) -> Vec<f32> {
-    if m == 1 {
-        return out_t;
-    }
-    let mut out = vec![0f32; m * n];
-    for (j, row) in out_t.chunks_exact(m).enumerate() {
-        for (i, &v) in row.iter().enumerate() {
-            out[i * n + j] = v;
-        }
-    }
-    out
-}
-
 // Raw SIMD over pointers whose bounds `block` establishes from the slice lengths (checked
 // in debug builds); every function here needs AVX2+FMA, which `available()` verified.
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_op_in_unsafe_fn)]
 mod x86 {
-    use crate::simd::x86::hsum;
+    use crate::cpu::common::x86::hsum;
     use std::arch::x86_64::*;
 
     /// Dot products of one weight row with one or two rows of `x`, 4 accumulators each

@@ -1,76 +1,15 @@
-//! Attention over the paged KV pool.
-//!
-//! The pool of one layer is a tensor `(num_blocks * block_size, num_kv_heads, head_dim)`:
-//! the K (or V) of position `p` of a sequence lives in slot
-//! `block_table[p / block_size] * block_size + p % block_size`.
-//!
-//! [`paged_attention`] is a CPU kernel (a candle custom op) that reads every sequence's K/V
-//! where the block table says, with an online softmax per query row, for decode rows and
-//! prefill chunks alike (causal: query `i` of a chunk of `q_len` new tokens in a context of
-//! `ctx_len` sees positions `0..=ctx_len - q_len + i`). [`gather_attention`] copies each
-//! sequence's blocks into a contiguous tensor and runs plain candle ops: it is the reference
-//! in tests and the path on devices without a kernel.
+//! The CPU kernel of attention over the paged KV pool: a candle custom op that reads every
+//! sequence's K/V in place where the block table says (f32 pools, or bf16 widened in the
+//! products), with an online softmax per query row, for decode rows and prefill chunks alike
+//! (causal: query `i` of a chunk of `q_len` new tokens in a context of `ctx_len` sees positions
+//! `0..=ctx_len - q_len + i`); and the in-place write of new K/V into a CPU pool. The pool
+//! layout is `kv_cache.rs`'s; which path a step takes is `attention.rs`'s.
 
-use crate::simd;
-use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
+use crate::cpu::simd;
+use crate::kv_cache::AttnMeta;
+use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
-
-/// Where each sequence's queries and K/V are.
-#[derive(Clone, Debug, Default)]
-pub struct AttnMeta {
-    pub block_size: usize,
-    pub seqs: Vec<AttnSeq>,
-    /// Every sequence's block table, one after the other.
-    pub block_tables: Vec<u32>,
-    /// Pool slot of each new token (where its K/V are written).
-    pub slot_mapping: Vec<u32>,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AttnSeq {
-    /// First row of this sequence in the packed query tensor.
-    pub q_start: usize,
-    /// New tokens (query rows) of this sequence.
-    pub q_len: usize,
-    /// Positions with K/V after this step (the new tokens included).
-    pub ctx_len: usize,
-    /// Its block table is `block_tables[bt_start..bt_start + bt_len]`.
-    pub bt_start: usize,
-    pub bt_len: usize,
-}
-
-impl AttnMeta {
-    pub fn new(block_size: usize) -> Self {
-        Self { block_size, ..Default::default() }
-    }
-
-    /// Adds a sequence whose new tokens are the next `q_len` query rows.
-    pub fn push(&mut self, q_len: usize, ctx_len: usize, block_table: &[u32]) {
-        let bs = self.block_size;
-        for p in ctx_len - q_len..ctx_len {
-            self.slot_mapping.push(block_table[p / bs] * bs as u32 + (p % bs) as u32);
-        }
-        self.push_seq(q_len, ctx_len, block_table);
-    }
-
-    /// Adds a sequence without slot mapping (attention only, its K/V already written).
-    pub fn push_seq(&mut self, q_len: usize, ctx_len: usize, block_table: &[u32]) {
-        let q_start = self.seqs.last().map_or(0, |s| s.q_start + s.q_len);
-        let bt_start = self.block_tables.len();
-        self.block_tables.extend_from_slice(block_table);
-        self.seqs.push(AttnSeq { q_start, q_len, ctx_len, bt_start, bt_len: block_table.len() });
-    }
-
-    pub fn num_tokens(&self) -> usize {
-        self.seqs.last().map_or(0, |s| s.q_start + s.q_len)
-    }
-
-    fn slot(&self, s: &AttnSeq, pos: usize) -> usize {
-        let bs = self.block_size;
-        self.block_tables[s.bt_start + pos / bs] as usize * bs + pos % bs
-    }
-}
 
 fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
     let CpuStorage::F32(data) = s else { candle_core::bail!("paged attention: {what} must be f32") };
@@ -80,13 +19,12 @@ fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
     }
 }
 
-/// A KV pool element the kernel reads: f32, or bf16 as raw bits (widened in the products).
-trait KvElem: Copy + Send + Sync {
+/// A KV pool element the kernel reads: f32, or bf16 as raw bits (widened in the products by
+/// `simd`'s loops).
+trait KvElem: simd::Lane + Send + Sync {
     /// Whether the softmax weights use [`exp_poly`] (vectorized) instead of libm's `expf`:
     /// for bf16 pools, whose results need not match anything bit for bit; f32 keeps `expf`.
     const POLY_EXP: bool;
-    fn dot(q: &[f32], k: &[Self]) -> f32;
-    fn axpy(w: f32, v: &[Self], acc: &mut [f32]);
     fn from_f32(x: f32) -> Self;
 }
 
@@ -107,12 +45,6 @@ fn exp_poly(x: f32) -> f32 {
 
 impl KvElem for f32 {
     const POLY_EXP: bool = false;
-    fn dot(q: &[f32], k: &[f32]) -> f32 {
-        simd::dot(q, k)
-    }
-    fn axpy(w: f32, v: &[f32], acc: &mut [f32]) {
-        simd::axpy(w, v, acc)
-    }
     fn from_f32(x: f32) -> Self {
         x
     }
@@ -120,12 +52,6 @@ impl KvElem for f32 {
 
 impl KvElem for u16 {
     const POLY_EXP: bool = true;
-    fn dot(q: &[f32], k: &[u16]) -> f32 {
-        simd::dot_bf16(q, k)
-    }
-    fn axpy(w: f32, v: &[u16], acc: &mut [f32]) {
-        simd::axpy_bf16(w, v, acc)
-    }
     fn from_f32(x: f32) -> Self {
         half::bf16::from_f32(x).to_bits()
     }
@@ -194,24 +120,11 @@ impl candle_core::InplaceOp2 for WriteSlots<'_> {
     }
 }
 
-/// Stores `k` and `v` (`(tokens, kv_heads, head_dim)`) of the new tokens in the layer's pools,
-/// converted to the pools' dtype.
-pub fn write_kv(k_pool: &Tensor, v_pool: &Tensor, k: &Tensor, v: &Tensor, meta: &AttnMeta) -> Result<()> {
-    if k_pool.device().is_cpu() && matches!(k_pool.dtype(), DType::F32 | DType::BF16) && k.dtype() == DType::F32 {
-        let k = k.contiguous()?;
-        let v = v.contiguous()?;
-        k_pool.inplace_op2(&k, &WriteSlots { slots: &meta.slot_mapping })?;
-        v_pool.inplace_op2(&v, &WriteSlots { slots: &meta.slot_mapping })?;
-        return Ok(());
-    }
-    let (t, h, d) = k.dims3()?;
-    let idx = Tensor::from_slice(&meta.slot_mapping, t, k.device())?
-        .reshape((t, 1, 1))?
-        .broadcast_as((t, h, d))?
-        .contiguous()?;
-    k_pool.scatter_set(&idx, &k.to_dtype(k_pool.dtype())?.contiguous()?, 0)?;
-    v_pool.scatter_set(&idx, &v.to_dtype(v_pool.dtype())?.contiguous()?, 0)?;
-    Ok(())
+/// Writes `k` and `v` (`(tokens, kv_heads, head_dim)`, f32, contiguous) into the slots of a
+/// CPU pool of f32 or bf16, converting.
+pub(crate) fn write_slots(k_pool: &Tensor, v_pool: &Tensor, k: &Tensor, v: &Tensor, slots: &[u32]) -> Result<()> {
+    k_pool.inplace_op2(k, &WriteSlots { slots })?;
+    v_pool.inplace_op2(v, &WriteSlots { slots })
 }
 
 struct PagedAttention<'a> {
@@ -307,7 +220,7 @@ impl PagedAttention<'_> {
                 let mut bmax = f32::NEG_INFINITY;
                 for (j, slot) in scores[..n].iter_mut().enumerate() {
                     let off = ((base + j) * hkv + kh) * d;
-                    let sc = E::dot(qrow, &k[off..off + d]) * scale;
+                    let sc = simd::dot(qrow, &k[off..off + d]) * scale;
                     *slot = sc;
                     bmax = bmax.max(sc);
                 }
@@ -325,7 +238,7 @@ impl PagedAttention<'_> {
                 for (j, &w) in scores[..n].iter().enumerate() {
                     l += w;
                     let off = ((base + j) * hkv + kh) * d;
-                    E::axpy(w, &v[off..off + d], acc);
+                    simd::axpy(w, &v[off..off + d], acc);
                 }
                 p0 += n;
             }
@@ -334,20 +247,6 @@ impl PagedAttention<'_> {
         });
         Ok(out)
     }
-}
-
-/// Causal attention of the packed queries `q` (`(tokens, heads, head_dim)`, f32) over the
-/// paged pools (f32, or bf16 widened in the dot products), read in place by the kernel for
-/// decode rows and prefill chunks alike. On other devices or dtypes, the gather path. Returns `(tokens, heads, head_dim)`.
-///
-/// The kernel beats gathering + candle's matmul/softmax even for long prefill chunks
-/// (`cargo bench --bench engine -- attention`, SmolLM2 shape, one layer: 2048-token prefill
-/// 0.19 s against 0.39 s; decode at 2048 context 0.33 ms against 9.7 ms).
-pub fn paged_attention(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, meta: &AttnMeta, scale: f32) -> Result<Tensor> {
-    if !q.device().is_cpu() || q.dtype() != DType::F32 || !matches!(k_pool.dtype(), DType::F32 | DType::BF16) {
-        return gather_attention(q, k_pool, v_pool, meta, scale);
-    }
-    paged_attention_kernel(q, k_pool, v_pool, meta, scale)
 }
 
 /// The kernel alone, for every sequence whatever its length (CPU, f32).
@@ -361,114 +260,10 @@ pub fn paged_attention_kernel(
     q.contiguous()?.apply_op3_no_bwd(k_pool, v_pool, &PagedAttention { meta, scale })
 }
 
-/// The same attention by gathering each sequence's K/V into a contiguous tensor and using
-/// plain candle ops (matmul, mask, softmax). Reference path and non-CPU fallback.
-pub fn gather_attention(q: &Tensor, k_pool: &Tensor, v_pool: &Tensor, meta: &AttnMeta, scale: f32) -> Result<Tensor> {
-    // Decode rows (one query each) are gathered and computed together, in one batched
-    // matmul: per-sequence ops would cost a handful of kernel launches per sequence and layer
-    // on a GPU. Longer chunks go one by one.
-    let decodes: Vec<usize> = (0..meta.seqs.len()).filter(|&i| meta.seqs[i].q_len == 1).collect();
-    let batched =
-        if decodes.len() > 1 { Some(gather_decodes(q, k_pool, v_pool, meta, &decodes, scale)?) } else { None };
-    let mut outs = Vec::with_capacity(meta.seqs.len());
-    let mut d = 0;
-    for (i, s) in meta.seqs.iter().enumerate() {
-        match &batched {
-            Some(b) if decodes.get(d) == Some(&i) => {
-                outs.push(b.narrow(0, d, 1)?);
-                d += 1;
-            }
-            _ => outs.push(gather_one(q, k_pool, v_pool, meta, s, scale)?),
-        }
-    }
-    Tensor::cat(&outs, 0)?.contiguous()
-}
-
-/// Single-query sequences `which` at once: their contexts gathered into a padded
-/// `(batch, kv_heads, max_ctx, head_dim)`, padding masked. Returns `(batch, heads, head_dim)`.
-fn gather_decodes(
-    q: &Tensor,
-    k_pool: &Tensor,
-    v_pool: &Tensor,
-    meta: &AttnMeta,
-    which: &[usize],
-    scale: f32,
-) -> Result<Tensor> {
-    let (_, hq, d) = q.dims3()?;
-    let hkv = k_pool.dim(1)?;
-    let group = hq / hkv;
-    let b = which.len();
-    let max_ctx = which.iter().map(|&i| meta.seqs[i].ctx_len).max().unwrap_or(1);
-    let mut slots = Vec::with_capacity(b * max_ctx);
-    let mut mask = Vec::with_capacity(b * max_ctx);
-    let mut rows = Vec::with_capacity(b);
-    for &i in which {
-        let s = &meta.seqs[i];
-        rows.push(s.q_start as u32);
-        for p in 0..max_ctx {
-            // Padding reads slot 0 (the null block) and is masked out.
-            slots.push(if p < s.ctx_len { meta.slot(s, p) as u32 } else { 0 });
-            mask.push(if p < s.ctx_len { 0f32 } else { f32::NEG_INFINITY });
-        }
-    }
-    let dev = q.device();
-    let idx = Tensor::from_vec(slots, b * max_ctx, dev)?;
-    let gather = |pool: &Tensor| -> Result<Tensor> {
-        pool.index_select(&idx, 0)?.to_dtype(q.dtype())?.reshape((b, max_ctx, hkv, d))?.transpose(1, 2)?.contiguous()
-    };
-    let (k, v) = (gather(k_pool)?, gather(v_pool)?); // (b, hkv, ctx, d)
-    let rows = Tensor::from_vec(rows, b, dev)?;
-    let qb = q.index_select(&rows, 0)?.reshape((b, hkv, group, d))?;
-    let att = (qb.matmul(&k.transpose(2, 3)?.contiguous()?)? * scale as f64)?; // (b, hkv, group, ctx)
-    let mask = Tensor::from_vec(mask, (b, 1, 1, max_ctx), dev)?.to_dtype(att.dtype())?;
-    let att = candle_nn::ops::softmax_last_dim(&att.broadcast_add(&mask)?)?;
-    att.matmul(&v)?.reshape((b, hq, d))
-}
-
-/// One sequence's attention by gathering its K/V: `(q_len, heads, head_dim)`.
-fn gather_one(
-    q: &Tensor,
-    k_pool: &Tensor,
-    v_pool: &Tensor,
-    meta: &AttnMeta,
-    s: &AttnSeq,
-    scale: f32,
-) -> Result<Tensor> {
-    let slots: Vec<u32> = (0..s.ctx_len).map(|p| meta.slot(s, p) as u32).collect();
-    let idx = Tensor::from_vec(slots, s.ctx_len, q.device())?;
-    let k = k_pool.index_select(&idx, 0)?.to_dtype(q.dtype())?; // (ctx, hkv, d)
-    let v = v_pool.index_select(&idx, 0)?.to_dtype(q.dtype())?;
-    contiguous_attention(&q.narrow(0, s.q_start, s.q_len)?, &k, &v, scale)
-}
-
-/// Causal attention of `q` (`(q_len, heads, head_dim)`, the last `q_len` positions) over a
-/// contiguous `k`, `v` (`(ctx, kv_heads, head_dim)`) with plain candle ops: matmul, mask,
-/// softmax, matmul. Returns `(q_len, heads, head_dim)`.
-pub fn contiguous_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f32) -> Result<Tensor> {
-    let (q_len, hq, d) = q.dims3()?;
-    let (ctx, hkv, _) = k.dims3()?;
-    let group = hq / hkv;
-    let expand = |x: &Tensor| -> Result<Tensor> {
-        // (ctx, hkv, d) → (hq, ctx, d), each kv head repeated for its group of query heads.
-        let x = x.transpose(0, 1)?; // (hkv, ctx, d)
-        x.unsqueeze(1)?.broadcast_as((hkv, group, ctx, d))?.reshape((hq, ctx, d))
-    };
-    let k = expand(k)?;
-    let v = expand(v)?;
-    let qs = q.transpose(0, 1)?.contiguous()?; // (hq, q_len, d)
-    let att = (qs.matmul(&k.t()?.contiguous()?)? * scale as f64)?; // (hq, q_len, ctx)
-    let offset = ctx - q_len;
-    let mask: Vec<f32> =
-        (0..q_len).flat_map(|i| (0..ctx).map(move |j| if j <= offset + i { 0.0 } else { f32::NEG_INFINITY })).collect();
-    let mask = Tensor::from_vec(mask, (1, q_len, ctx), q.device())?.to_dtype(att.dtype())?;
-    let att = candle_nn::ops::softmax_last_dim(&att.broadcast_add(&mask)?)?;
-    let o = att.matmul(&v.contiguous()?)?; // (hq, q_len, d)
-    o.transpose(0, 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention::{gather_attention, paged_attention, write_kv};
 
     #[test]
     fn the_polynomial_exp_is_within_a_few_ulp_of_expf() {
@@ -482,7 +277,7 @@ mod tests {
         assert_eq!(exp_poly(0.0), 1.0);
         assert!(exp_poly(f32::NEG_INFINITY) < 1e-37);
     }
-    use candle_core::Device;
+    use candle_core::{DType, Device};
 
     fn rand(shape: (usize, usize, usize), seed: u64) -> Tensor {
         let n = shape.0 * shape.1 * shape.2;

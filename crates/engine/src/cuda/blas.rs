@@ -1,11 +1,11 @@
 //! cuBLAS products of bf16/f16 operands with an f32 output (`cublasGemmStridedBatchedEx`,
 //! f32 accumulation), for the two products whose output must not be rounded to the operands'
 //! dtype: the LM head's logits and the attention scores of long prefill chunks. The rounding
-//! study (`crate::numerics`, `goodput engine-check --rounding-study`) finds bf16 logits cost
+//! study (`check/numerics.rs`, `goodput engine-check --rounding-study`) finds bf16 logits cost
 //! the most top-1 agreement with f32 of any rounding in a bf16 step, and bf16 scores the most
 //! on real weights' outlier activations; vLLM's flash kernels keep scores in f32 too.
 
-use crate::cuda::{alloc, cuda, i32_of, ptr};
+use crate::cuda::device::{alloc, cuda, i32_of, ptr};
 use candle_core::cuda_backend::cudarc::cublas::{result::gemm_strided_batched_ex, sys};
 use candle_core::{bail, DType, Result, Tensor};
 use std::ffi::c_void;

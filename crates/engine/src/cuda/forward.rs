@@ -1,25 +1,34 @@
-//! The packed step on CUDA with goodput's kernels (`crate::cuda`): per layer, add+RMSNorm on
-//! an f32 residual stream, the fused QKV matmul, QKV split + RoPE + KV write, paged attention
-//! (and the merge of its partitions), the O matmul, add+RMSNorm, the fused gate|up matmul,
-//! SwiGLU and the down matmul (at up to four rows by whichever kernel `crate::cuda_tune`
-//! measured fastest for the shape, cuBLAS above) — 10 launches where the candle-op path
-//! (`Llama::forward` on other devices) takes ~35 and three host uploads. The step's
+//! The packed step on CUDA with goodput's kernels (`kernels.rs`, `gemv.rs`): per layer,
+//! add+RMSNorm on an f32 residual stream, the fused QKV matmul, QKV split + RoPE + KV write,
+//! paged attention (and the merge of its partitions), the O matmul, add+RMSNorm, the fused
+//! gate|up matmul, SwiGLU and the down matmul (at up to four rows by whichever kernel
+//! `tune.rs` measured fastest for the shape, cuBLAS above) — 10 launches where the candle-op
+//! path (`Llama::forward` on other devices) takes ~35 and three host uploads. The step's
 //! positions, slots and block tables go to the device once, not per layer; a decode step can
-//! also run from static buffers inside a CUDA graph (`decode_cuda_static`,
-//! `crate::cuda_graph_serve`).
+//! also run from static buffers inside a CUDA graph (`decode_cuda_static`, `graph_serve.rs`).
+//!
+//! These are methods on the model's own types: `Llama::forward` and `Llama::load` (model.rs)
+//! call [`Llama::uses_cuda_kernels`], `forward_cuda` and `tune_cuda`, which the stub of builds
+//! without the feature (`off.rs`) also defines.
 
-use crate::cuda::{self, Heads, Rope, StepDevice};
+use crate::cuda::blas::matmul_nt_f32;
+use crate::cuda::device::{ptr, supports};
+use crate::cuda::gemv::{gemv, gemv_to};
+use crate::cuda::gemv_table;
+use crate::cuda::kernels::{self, add_rms_norm, qkv_rope_cache, silu_mul, Heads, Rope};
+use crate::cuda::meta::StepDevice;
+use crate::cuda::tune::tune;
 use crate::error::{EngineError, Result};
 use crate::kv_cache::KvCache;
-use crate::model::{Linear, Llama, StepBatch};
+use crate::model::{AttentionImpl, Layer, Linear, Llama, StepBatch};
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Tensor};
 
 impl Linear {
-    /// [`Linear::forward`], by the kernel [`cuda::gemv`] picks for a few rows.
+    /// [`Linear::forward`], by the kernel [`gemv`] picks for a few rows.
     fn forward_cuda(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.w {
-            QMatMul::Tensor(w) => cuda::gemv(x, w)?,
+            QMatMul::Tensor(w) => gemv(x, w)?,
             _ => None,
         };
         match (y, &self.b) {
@@ -31,14 +40,14 @@ impl Linear {
 
     /// [`Self::forward_cuda`] with the output in f32, not rounded to the weights' dtype: the
     /// LM head, whose bf16 logits cost the most top-1 agreement with f32 of any rounding in a
-    /// bf16 step (`crate::numerics`). f32 accumulation either way; the extra bytes written
+    /// bf16 step (`check/numerics.rs`). f32 accumulation either way; the extra bytes written
     /// are the logits' (vocab × rows × 2).
     fn forward_cuda_f32(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.w {
             QMatMul::Tensor(w) if w.dtype() != DType::F32 && w.dtype() == x.dtype() => {
-                match cuda::gemv_to(x, w, DType::F32)? {
+                match gemv_to(x, w, DType::F32)? {
                     Some(y) => y,
-                    None => crate::cuda_blas::matmul_nt_f32(x, w)?,
+                    None => matmul_nt_f32(x, w)?,
                 }
             }
             // `forward` adds the bias itself.
@@ -52,8 +61,19 @@ impl Linear {
 }
 
 impl Llama {
+    /// Whether steps run goodput's CUDA kernels (fused layer, paged attention on the GPU,
+    /// on-device sampling): on a CUDA device, with the paged attention implementation, dense
+    /// weights and an attention shape the kernels cover. Otherwise candle ops (the reference).
+    pub fn uses_cuda_kernels(&self) -> bool {
+        let s = &self.spec;
+        self.device.is_cuda()
+            && self.attention == AttentionImpl::Paged
+            && self.layers.iter().all(|l| l.qkv.is_some() && l.gate_up.is_some())
+            && supports(s.head_dim(), s.num_heads, s.num_kv_heads, self.dtype)
+    }
+
     /// Measures which kernel multiplies each weight shape at 1–4 rows on this GPU
-    /// ([`crate::cuda_tune`]): the layers' fused QKV, O, fused gate|up and down matrices and
+    /// (`tune.rs`): the layers' fused QKV, O, fused gate|up and down matrices and
     /// the LM head, each shape timed over all its layers. A failure is recorded, not raised.
     pub(crate) fn tune_cuda(&self) {
         let mut groups: Vec<Vec<Tensor>> = Vec::new();
@@ -65,14 +85,14 @@ impl Llama {
                 None => groups.push(vec![w.clone()]),
             }
         }
-        if let Err(e) = crate::cuda_tune::tune(&groups) {
-            crate::cuda_tune::set_error(format!("gemv tuning stopped: {e}"));
+        if let Err(e) = tune(&groups) {
+            gemv_table::set_error(format!("gemv tuning stopped: {e}"));
         }
     }
 
     /// Weight bytes one step's `op` (a label of [`Self::forward_cuda_marked`]) reads.
     pub(crate) fn op_weight_bytes(&self, op: &str) -> Option<u64> {
-        let sum = |f: &dyn Fn(&crate::model::Layer) -> Option<&Linear>| -> u64 {
+        let sum = |f: &dyn Fn(&Layer) -> Option<&Linear>| -> u64 {
             self.layers.iter().filter_map(f).map(Linear::bytes).sum()
         };
         Some(match op {
@@ -90,7 +110,7 @@ impl Llama {
     }
 
     /// [`Self::forward_cuda`], calling `mark(op)` after each op is enqueued (with the op's name:
-    /// `crate::cuda_profile` records an event there).
+    /// `kernel_timing.rs` records an event there).
     pub(crate) fn forward_cuda_marked(
         &self,
         batch: &StepBatch,
@@ -124,7 +144,7 @@ impl Llama {
         let mark = &mut |_| Ok(());
         let (x, delta) = self.layers_cuda(step, ids, kv, mark)?;
         let logits = self.head_cuda(&x, delta.as_ref(), mark)?;
-        cuda::sample_into(&logits, cuda::ptr(params)?, cuda::ptr(out)?)?;
+        kernels::sample_into(&logits, ptr(params)?, ptr(out)?)?;
         Ok(())
     }
 
@@ -142,7 +162,7 @@ impl Llama {
         let h = Heads { hq: spec.num_heads, hkv: spec.num_kv_heads, d };
         let (eps, scale) = (spec.rms_norm_eps as f32, 1.0 / (d as f32).sqrt());
         let rope = Rope { cos: &self.cos, sin: &self.sin, interleaved: self.interleaved };
-        // The residual stream is f32 whatever the weights' dtype (`cuda::add_rms_norm`).
+        // The residual stream is f32 whatever the weights' dtype (`add_rms_norm`).
         let mut x = self.embed.index_select(ids, 0)?.to_dtype(DType::F32)?;
         mark("upload + embed")?;
         // The MLP output of the layer before, added into the residual by the next norm.
@@ -151,22 +171,22 @@ impl Llama {
             let (Some(qkv), Some(gate_up)) = (&layer.qkv, &layer.gate_up) else {
                 return Err(EngineError::Other(format!("layer {l} has no fused projections")));
             };
-            let (x1, hn) = cuda::add_rms_norm(&x, delta.as_ref(), &layer.attn_norm, eps)?;
+            let (x1, hn) = add_rms_norm(&x, delta.as_ref(), &layer.attn_norm, eps)?;
             mark("add + rms norm")?;
             let qkv = qkv.forward_cuda(&hn)?;
             mark("qkv matmul")?;
-            let q = cuda::qkv_rope_cache(&qkv, rope, step, &kv.k[l], &kv.v[l], h)?;
+            let q = qkv_rope_cache(&qkv, rope, step, &kv.k[l], &kv.v[l], h)?;
             mark("rope + kv write")?;
-            let a = cuda::attention(&q, &kv.k[l], &kv.v[l], step, h, scale)?;
+            let a = kernels::attention(&q, &kv.k[l], &kv.v[l], step, h, scale)?;
             mark("attention")?;
             let o = layer.o.forward_cuda(&a.reshape((t, h.hq * d))?)?;
             mark("o matmul")?;
-            let (x2, hn) = cuda::add_rms_norm(&x1, Some(&o), &layer.mlp_norm, eps)?;
+            let (x2, hn) = add_rms_norm(&x1, Some(&o), &layer.mlp_norm, eps)?;
             mark("add + rms norm")?;
             x = x2;
             let gu = gate_up.forward_cuda(&hn)?;
             mark("gate|up matmul")?;
-            let act = cuda::silu_mul(&gu)?;
+            let act = silu_mul(&gu)?;
             mark("silu · mul")?;
             delta = Some(layer.down.forward_cuda(&act)?);
             mark("down matmul")?;
@@ -181,7 +201,7 @@ impl Llama {
         delta: Option<&Tensor>,
         mark: &mut dyn FnMut(&'static str) -> Result<()>,
     ) -> Result<Tensor> {
-        let (_, hn) = cuda::add_rms_norm(x, delta, &self.norm, self.spec.rms_norm_eps as f32)?;
+        let (_, hn) = add_rms_norm(x, delta, &self.norm, self.spec.rms_norm_eps as f32)?;
         mark("final norm")?;
         let logits = self.lm_head.forward_cuda_f32(&hn)?;
         mark("lm head")?;

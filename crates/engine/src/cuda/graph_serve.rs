@@ -3,7 +3,7 @@
 //! holds it (its padding rows write no KV and are skipped by attention), with room for its
 //! longest block table rounded up to a power of two.
 //!
-//! Each graph owns static buffers (token ids, the padded step metadata of `crate::cuda_step`,
+//! Each graph owns static buffers (token ids, the padded step metadata of `layout.rs`,
 //! the sampling parameters, the sampled ids); before a replay the step's inputs are copied
 //! into them and after it the ids come back, nothing else crosses. The graph's intermediates
 //! are its own memory (candle's stream-ordered allocations become memory nodes). The paged
@@ -16,7 +16,10 @@
 //! [`GraphStats::disabled`]) and steps run eagerly: a graph is a speed-up, never a
 //! requirement.
 
-use crate::cuda_step::{graph_parts, host_padded, padded_len, Padded, StepDevice};
+use crate::cuda::device::ptr;
+use crate::cuda::layout::{graph_parts, host_padded, padded_len, Padded};
+use crate::cuda::meta::StepDevice;
+use crate::cuda::params::pdl_state;
 use crate::kv_cache::KvCache;
 use crate::model::{Llama, StepBatch};
 use candle_core::cuda_backend::cudarc::driver::{result, sys, CudaGraph};
@@ -55,6 +58,29 @@ pub struct DecodeGraphs {
 }
 
 impl DecodeGraphs {
+    /// Graph serving for `model` when `on` and the model runs goodput's kernels (graphs capture
+    /// those), else `None`.
+    pub fn for_model(model: &Llama, on: bool, max_model_len: usize, block_size: usize) -> Option<Self> {
+        (on && model.uses_cuda_kernels()).then(|| Self::new(max_model_len, block_size))
+    }
+
+    /// What graph serving did (buckets captured, replays, why it stopped), and whether kernels
+    /// launch with PDL, in one line.
+    pub fn summary(&self) -> String {
+        let s = &self.stats;
+        let pdl = match pdl_state() {
+            (true, _) => "on".to_string(),
+            (false, None) => "off".to_string(),
+            (false, Some(why)) => format!("off ({why})"),
+        };
+        format!(
+            "CUDA graphs: {} decode steps replayed; captured (rows, table width): {:?}{}; PDL {pdl}",
+            s.replays,
+            s.captured,
+            s.disabled.as_ref().map_or(String::new(), |e| format!("; stopped: {e}"))
+        )
+    }
+
     /// Graphs for sequences of up to `max_model_len` tokens in blocks of `block_size`.
     pub fn new(max_model_len: usize, block_size: usize) -> Self {
         Self {
@@ -142,7 +168,7 @@ fn write<T: candle_core::WithDType>(dst: &Tensor, src: &[T]) -> Result<()> {
         bail!("graph input of {} values does not fit its buffer {:?} {:?}", src.len(), dst.shape(), dst.dtype());
     }
     let Device::Cuda(dev) = dst.device() else { bail!("graph buffers live on the GPU") };
-    let p = crate::cuda::ptr(dst)?;
+    let p = ptr(dst)?;
     // SAFETY: `dst` is a live device buffer of at least `src.len()` elements of T; the copy is
     // ordered on candle's stream before the kernels that read it.
     unsafe { result::memcpy_htod_async(p, src, dev.cuda_stream().cu_stream()) }

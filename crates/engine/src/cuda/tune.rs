@@ -9,97 +9,12 @@
 //! then timed over every layer's matrix of that shape in turn (so the weights stream from
 //! memory, as in a step, rather than sitting in L2), three times; the median wins. The table
 //! is per process and per (rows, columns, dtype); shapes it has not seen keep the default
-//! ([`crate::cuda::GEMV_MAX_ELEMENTS`]).
+//! (`gemv.rs`).
 
-use candle_core::DType;
-#[cfg(feature = "cuda")]
-use candle_core::{Result, Tensor};
-use serde::Serialize;
-use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use crate::cuda::gemv::{gemv_with, GEMV_MAX_ROWS};
+use crate::cuda::gemv_table::{self, GemvKernel, Timing, TuneRow};
+use candle_core::{DType, Result, Tensor};
 
-/// A kernel for `x (m, k) · w (n, k)ᵀ` with `m ≤ 4`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GemvKernel {
-    Cublas,
-    GemvT,
-    /// `gemv_u` with 4 loads of 16 bytes in flight per lane.
-    U4,
-    /// `gemv_u` with 8.
-    U8,
-}
-
-impl GemvKernel {
-    pub const ALL: [GemvKernel; 4] = [GemvKernel::Cublas, GemvKernel::GemvT, GemvKernel::U4, GemvKernel::U8];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            GemvKernel::Cublas => "cublas",
-            GemvKernel::GemvT => "gemv_t",
-            GemvKernel::U4 => "gemv_u4",
-            GemvKernel::U8 => "gemv_u8",
-        }
-    }
-}
-
-/// One candidate's measurement for a shape and row count.
-#[derive(Clone, Debug, Serialize)]
-pub struct Timing {
-    pub kernel: GemvKernel,
-    /// Median time per call in µs, over every layer's matrix of the shape.
-    pub us: Option<f64>,
-    /// Weight bytes / time, in GB/s.
-    pub gbytes_per_s: Option<f64>,
-    /// Why it was not timed: a launch error, or its product differs from cuBLAS's.
-    pub error: Option<String>,
-}
-
-/// The measurements of one weight shape at one row count, and the kernel chosen.
-#[derive(Clone, Debug, Serialize)]
-pub struct TuneRow {
-    /// Output features (weight rows).
-    pub n: usize,
-    /// Input features.
-    pub k: usize,
-    /// Rows of `x`.
-    pub m: usize,
-    /// Matrices of this shape timed in turn (one per layer).
-    pub matrices: usize,
-    pub timings: Vec<Timing>,
-    pub chosen: GemvKernel,
-}
-
-type Key = (usize, usize, DType);
-
-static TABLE: RwLock<Option<HashMap<Key, [GemvKernel; 4]>>> = RwLock::new(None);
-static RESULTS: Mutex<Vec<TuneRow>> = Mutex::new(Vec::new());
-static ERROR: Mutex<Option<String>> = Mutex::new(None);
-
-/// Why the last tuning stopped early, if it did (its shapes keep the default).
-pub fn error() -> Option<String> {
-    ERROR.lock().ok()?.clone()
-}
-
-/// Records a tuning failure (the model still loads: untuned shapes keep the default).
-pub fn set_error(e: String) {
-    if let Ok(mut x) = ERROR.lock() {
-        *x = Some(e);
-    }
-}
-
-/// The kernel measured fastest for `m` rows times a `(n, k)` weight, if this shape was tuned.
-pub fn choice(n: usize, k: usize, dtype: DType, m: usize) -> Option<GemvKernel> {
-    let t = TABLE.read().ok()?;
-    t.as_ref()?.get(&(n, k, dtype)).and_then(|c| c.get(m.checked_sub(1)?).copied())
-}
-
-/// Every row measured so far in this process (for engine-bench's report).
-pub fn results() -> Vec<TuneRow> {
-    RESULTS.lock().map(|r| r.clone()).unwrap_or_default()
-}
-
-#[cfg(feature = "cuda")]
 /// Tunes each group of same-shaped f16/bf16 weights `(n, k)` for 1–4 rows and records the
 /// choices. Failures of single candidates are recorded, not returned: cuBLAS always remains.
 pub fn tune(groups: &[Vec<Tensor>]) -> Result<Vec<TuneRow>> {
@@ -112,21 +27,17 @@ pub fn tune(groups: &[Vec<Tensor>]) -> Result<Vec<TuneRow>> {
             continue;
         }
         let mut chosen = [GemvKernel::Cublas; 4];
-        for m in 1..=crate::cuda::GEMV_MAX_ROWS {
+        for m in 1..=GEMV_MAX_ROWS {
             let row = tune_shape(ws, m)?;
             chosen[m - 1] = row.chosen;
             rows.push(row);
         }
-        let mut t = TABLE.write().map_err(|_| candle_core::Error::Msg("gemv tuning table poisoned".into()))?;
-        t.get_or_insert_with(HashMap::new).insert((n, k, dtype), chosen);
+        gemv_table::set_choice(n, k, dtype, chosen)?;
     }
-    if let Ok(mut r) = RESULTS.lock() {
-        r.extend(rows.iter().cloned());
-    }
+    gemv_table::keep(&rows);
     Ok(rows)
 }
 
-#[cfg(feature = "cuda")]
 fn tune_shape(ws: &[Tensor], m: usize) -> Result<TuneRow> {
     let w0 = &ws[0];
     let (n, k) = w0.dims2()?;
@@ -154,10 +65,9 @@ fn tune_shape(ws: &[Tensor], m: usize) -> Result<TuneRow> {
     Ok(TuneRow { n, k, m, matrices: ws.len(), timings, chosen })
 }
 
-#[cfg(feature = "cuda")]
 /// Checks `kernel` against cuBLAS's `want`, then returns its median µs per call.
 fn measure(ws: &[Tensor], x: &Tensor, kernel: GemvKernel, want: &Tensor, scale: f64) -> Result<f64> {
-    let got = crate::cuda::gemv_with(x, &ws[0], kernel, x.dtype())?.to_dtype(DType::F32)?;
+    let got = gemv_with(x, &ws[0], kernel, x.dtype())?.to_dtype(DType::F32)?;
     let diff = (got - want)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64 / scale.max(1e-9);
     if diff.is_nan() || diff > 1e-2 {
         candle_core::bail!("differs from cuBLAS by {diff:.2e} of max |y|");
@@ -169,7 +79,7 @@ fn measure(ws: &[Tensor], x: &Tensor, kernel: GemvKernel, want: &Tensor, scale: 
         sync()?;
         let t = std::time::Instant::now();
         for i in 0..calls {
-            crate::cuda::gemv_with(x, &ws[i % ws.len()], kernel, x.dtype())?;
+            gemv_with(x, &ws[i % ws.len()], kernel, x.dtype())?;
         }
         sync()?;
         Ok(t.elapsed().as_secs_f64() * 1e6 / calls as f64)

@@ -10,68 +10,25 @@
 //! TensorRT-LLM and FlashInfer launch their decode kernels this way on Hopper.
 //!
 //! On by default where both the PTX (its `griddepcontrol` waits) and the device are compute
-//! capability 9.0 or later; [`set_pdl`] turns it off (`--no-pdl`). A launch the driver refuses
-//! with the attribute (not supported, invalid value) is retried without it, and PDL stays off
-//! for the process, with the reason kept ([`pdl_state`]); other launch errors are returned.
+//! capability 9.0 or later; `set_pdl` (`params.rs`) turns it off (`--no-pdl`). A launch the
+//! driver refuses with the attribute (not supported, invalid value) is retried without it, and
+//! PDL stays off for the process, with the reason kept (`pdl_state`); other launch errors are
+//! returned.
 
-#[cfg(feature = "cuda")]
-use candle_core::cuda_backend::cudarc::driver::{sys, LaunchConfig};
-#[cfg(feature = "cuda")]
+use crate::cuda::params::{Arg, CAPABLE, PDL, PDL_OFF_BECAUSE};
+use candle_core::cuda_backend::cudarc::driver::{sys, CudaContext, LaunchConfig};
 use candle_core::{bail, CudaDevice, Result};
-#[cfg(feature = "cuda")]
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-#[cfg(feature = "cuda")]
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/goodput.ptx"));
-#[cfg(feature = "cuda")]
 const MODULE: &str = "goodput";
 /// The compute capability the PTX was built for (`CUDA_COMPUTE_CAP`, build.rs).
-#[cfg(feature = "cuda")]
 const PTX_CAP: &str = env!("GOODPUT_PTX_CAP");
-
-static PDL: AtomicBool = AtomicBool::new(true);
-/// Whether the PTX and the device can take PDL (known after the first launch).
-static CAPABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-static PDL_OFF_BECAUSE: Mutex<Option<String>> = Mutex::new(None);
-
-/// Turns programmatic dependent launch on or off for the kernels launched from now on.
-pub fn set_pdl(on: bool) {
-    PDL.store(on, Ordering::Relaxed);
-}
-
-/// Whether kernels launch with PDL, and if the driver refused it, why.
-pub fn pdl_state() -> (bool, Option<String>) {
-    let on = PDL.load(Ordering::Relaxed) && CAPABLE.get() != Some(&false);
-    (on, PDL_OFF_BECAUSE.lock().ok().and_then(|r| r.clone()))
-}
-
-/// One kernel argument: a device address, an `int` or a `float`.
-#[derive(Clone, Copy, Debug)]
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub(crate) enum Arg {
-    Ptr(u64),
-    I32(i32),
-    F32(f32),
-}
-
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-impl Arg {
-    /// The argument's bytes at the start of an 8-byte slot (x86-64 and aarch64 are little-
-    /// endian: the driver reads the parameter's own size from the slot's address).
-    fn slot(self) -> u64 {
-        match self {
-            Arg::Ptr(p) => p,
-            Arg::I32(x) => x as u32 as u64,
-            Arg::F32(x) => x.to_bits() as u64,
-        }
-    }
-}
 
 /// Launches `name` from goodput's module on `dev`'s stream with `args` in the kernel's
 /// parameter order.
-#[cfg(feature = "cuda")]
 pub(crate) fn launch(dev: &CudaDevice, name: &str, cfg: LaunchConfig, args: &[Arg]) -> Result<()> {
     let ctx = dev.cuda_stream().context().clone();
     // As cudarc's own launches do: the raw driver calls below need the context current.
@@ -140,8 +97,7 @@ pub(crate) fn launch(dev: &CudaDevice, name: &str, cfg: LaunchConfig, args: &[Ar
 /// Whether PDL can be used: the PTX was built for compute capability 9.0 or later (else its
 /// kernels have no `griddepcontrol.wait`, and an early start would read unfinished results)
 /// and so is the device.
-#[cfg(feature = "cuda")]
-fn pdl_capable(ctx: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaContext>) -> bool {
+fn pdl_capable(ctx: &Arc<CudaContext>) -> bool {
     *CAPABLE.get_or_init(|| {
         let ptx = PTX_CAP.parse::<u32>().unwrap_or(0) >= 90;
         let major = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
@@ -155,28 +111,4 @@ fn pdl_capable(ctx: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::C
         }
         ptx && device
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The driver reads each parameter's own size from the start of its slot.
-    #[test]
-    fn each_argument_sits_at_the_start_of_its_slot() {
-        let bytes = |a: Arg| a.slot().to_ne_bytes();
-        let b = bytes(Arg::I32(-7));
-        assert_eq!(i32::from_ne_bytes([b[0], b[1], b[2], b[3]]), -7);
-        let b = bytes(Arg::F32(0.125));
-        assert_eq!(f32::from_ne_bytes([b[0], b[1], b[2], b[3]]), 0.125);
-        assert_eq!(Arg::Ptr(0xdead_beef_0000_0010).slot(), 0xdead_beef_0000_0010);
-    }
-
-    #[test]
-    fn pdl_can_be_turned_off_and_on() {
-        set_pdl(false);
-        assert!(!pdl_state().0);
-        set_pdl(true);
-        assert!(pdl_state().0);
-    }
 }

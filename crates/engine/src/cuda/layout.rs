@@ -1,16 +1,15 @@
-//! A step's attention metadata on the device, built once per step and read by every layer's
-//! kernels: one u32 buffer
-//! `[positions | slots | row_seq | seq_info | block_tables | part_len]`.
+//! A step's attention metadata as goodput's CUDA kernels read it, built on the host: one u32
+//! buffer `[positions | slots | row_seq | seq_info | block_tables | part_len]`, and how the
+//! paged kernel's grid splits each context into partitions (flash-decoding).
 //!
 //! Eagerly, each section is as long as the step needs. For a decode step replayed from a
-//! CUDA graph (`crate::cuda_graph_serve`) the layout is padded to the graph's fixed shape:
-//! `rows` rows and sequences, `max_blocks` table entries per sequence, a fixed partition count;
-//! padding rows write no KV (slot `SKIP_ROW`) and are skipped by attention.
+//! CUDA graph (`graph_serve.rs`) the layout is padded to the graph's fixed shape: `rows` rows
+//! and sequences, `max_blocks` table entries per sequence, a fixed partition count; padding
+//! rows write no KV (slot `SKIP_ROW`) and are skipped by attention. Plain host code, the same
+//! in every build (its tests run without CUDA); `meta.rs` uploads it.
 
-#[cfg(feature = "cuda")]
-use crate::cuda::ptr;
-use crate::paged_attention::AttnMeta;
-use candle_core::{bail, Device, Result, Tensor};
+use crate::kv_cache::AttnMeta;
+use candle_core::{bail, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Prefill chunks longer than this go through cuBLAS (matmul, causal softmax, matmul); shorter
@@ -62,15 +61,6 @@ fn part_len_for(parts: usize, max_ctx: usize) -> usize {
     max_ctx.div_ceil(parts.max(1)).next_multiple_of(MIN_PART_LEN).max(MIN_PART_LEN)
 }
 
-/// One long chunk attention computes with cuBLAS.
-pub(crate) struct LongSeq {
-    pub q_start: usize,
-    pub q_len: usize,
-    pub ctx_len: usize,
-    /// Pool slot of each of its `ctx_len` positions, on the device.
-    pub slots: Tensor,
-}
-
 /// The fixed shape of a captured decode graph's metadata.
 #[derive(Clone, Copy, Debug)]
 pub struct Padded {
@@ -82,22 +72,7 @@ pub struct Padded {
     pub parts: usize,
 }
 
-/// The step's metadata on the device, and where each section starts.
-pub struct StepDevice {
-    pub(crate) meta: Tensor,
-    pub(crate) tokens: usize,
-    /// Entries of the seq_info section (sequences, or the padded row count).
-    seq_slots: usize,
-    bt_len: usize,
-    pub(crate) block_size: usize,
-    pub(crate) long: Vec<LongSeq>,
-    /// Rows the paged kernel computes (0: no launch).
-    pub(crate) paged_rows: usize,
-    /// Partitions of the paged kernel's grid.
-    pub(crate) parts: usize,
-}
-
-/// The host side of [`StepDevice`]: the buffer and its shape, before upload.
+/// The host side of `meta::StepDevice`: the buffer and its shape, before upload.
 pub(crate) struct HostStep {
     pub buf: Vec<u32>,
     pub tokens: usize,
@@ -107,79 +82,6 @@ pub(crate) struct HostStep {
     pub parts: usize,
     /// Long chunks: (q_start, q_len, ctx_len, slots).
     pub long: Vec<(usize, usize, usize, Vec<u32>)>,
-}
-
-impl StepDevice {
-    /// Uploads the step's metadata for `hkv` KV heads, split as [`part_len`] says (or in
-    /// partitions of `force_part_len`, for checks).
-    pub fn upload(
-        positions: &[u32],
-        meta: &AttnMeta,
-        hkv: usize,
-        force_part_len: Option<usize>,
-        device: &Device,
-    ) -> Result<Self> {
-        let h = host(positions, meta, hkv, force_part_len, None)?;
-        let mut long = Vec::with_capacity(h.long.len());
-        for (q_start, q_len, ctx_len, slots) in h.long {
-            long.push(LongSeq { q_start, q_len, ctx_len, slots: Tensor::from_vec(slots, ctx_len, device)? });
-        }
-        let n = h.buf.len();
-        Ok(Self {
-            meta: Tensor::from_vec(h.buf, n, device)?,
-            tokens: h.tokens,
-            seq_slots: h.seq_slots,
-            bt_len: h.bt_len,
-            block_size: meta.block_size,
-            long,
-            paged_rows: h.paged_rows,
-            parts: h.parts,
-        })
-    }
-
-    /// A graph's metadata: `meta` is its static buffer (filled by [`host_padded`] before each
-    /// replay).
-    pub(crate) fn padded(meta: Tensor, p: Padded, block_size: usize) -> Self {
-        Self {
-            meta,
-            tokens: p.rows,
-            seq_slots: p.rows,
-            bt_len: p.rows * p.max_blocks,
-            block_size,
-            long: Vec::new(),
-            paged_rows: p.rows,
-            parts: p.parts,
-        }
-    }
-
-    #[cfg(feature = "cuda")]
-    fn at(&self, offset: usize) -> Result<u64> {
-        Ok(ptr(&self.meta)? + 4 * offset as u64)
-    }
-    #[cfg(feature = "cuda")]
-    pub(crate) fn positions(&self) -> Result<u64> {
-        self.at(0)
-    }
-    #[cfg(feature = "cuda")]
-    pub(crate) fn slots(&self) -> Result<u64> {
-        self.at(self.tokens)
-    }
-    #[cfg(feature = "cuda")]
-    pub(crate) fn row_seq(&self) -> Result<u64> {
-        self.at(2 * self.tokens)
-    }
-    #[cfg(feature = "cuda")]
-    pub(crate) fn seq_info(&self) -> Result<u64> {
-        self.at(3 * self.tokens)
-    }
-    #[cfg(feature = "cuda")]
-    pub(crate) fn block_tables(&self) -> Result<u64> {
-        self.at(3 * self.tokens + 4 * self.seq_slots)
-    }
-    #[cfg(feature = "cuda")]
-    pub(crate) fn part_len(&self) -> Result<u64> {
-        self.at(3 * self.tokens + 4 * self.seq_slots + self.bt_len)
-    }
 }
 
 /// The length of a padded metadata buffer.
@@ -196,7 +98,7 @@ pub(crate) fn host_padded(positions: &[u32], meta: &AttnMeta, p: Padded) -> Opti
 
 /// Builds the buffer. With `pad`, the step must be decode rows only (q_len 1) with at most
 /// `pad.rows` sequences of at most `pad.max_blocks` blocks.
-fn host(
+pub(crate) fn host(
     positions: &[u32],
     meta: &AttnMeta,
     hkv: usize,

@@ -11,7 +11,7 @@
 //!   a mask the odd one, so `x` is laid out once per call with each 16-block's even elements
 //!   first and its odd ones after ([`pair_layout`]).
 //! - **Many rows** (prefill): on CPUs with AVX-512 BF16, a blocked GEMM on `vdpbf16ps`
-//!   with `x` rounded to bf16 (`crate::bf16_dot`, twice the products per instruction of f32
+//!   with `x` rounded to bf16 (`bf16_dot.rs`, twice the products per instruction of f32
 //!   FMA). Elsewhere the weight is cut into panels of rows sized for L2; each task widens its
 //!   panel to f32 once and multiplies it with gemm's f32 kernel (single-threaded per panel,
 //!   panels in parallel). Widening is one pass over the panel for `m` rows of FMAs.
@@ -20,6 +20,8 @@
 //! microkernel and is far slower than f32 (measured on SmolLM2-135M, 2 threads: prefill of 512
 //! tokens 4.07 s in bf16 against 1.51 s in f32, decode at batch 1 112 ms against 25 ms).
 
+use crate::cpu::bf16_dot::{self, Packed};
+use crate::cpu::common::{untranspose, widen, OutPtr};
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
@@ -36,7 +38,7 @@ pub const SKINNY_ROWS: usize = 16;
 /// and from 13 on its LM head (16 rows: 5.6 against 8.8 ms; 12 rows: 5.2 against 4.9 ms).
 fn few_rows_limit(elems: usize) -> usize {
     let large = elems > 1 << 22;
-    match (crate::bf16_dot::available(), large) {
+    match (bf16_dot::available(), large) {
         (true, false) => 8,
         (true, true) => 12,
         (false, false) => SKINNY_ROWS,
@@ -74,7 +76,7 @@ pub enum Path {
     FewRows,
     /// Widened f32 panels and gemm's f32 kernel (f32 activations).
     Panels,
-    /// `vdpbf16ps` on `x` rounded to bf16 (`crate::bf16_dot`); [`Path::Panels`] on CPUs
+    /// `vdpbf16ps` on `x` rounded to bf16 (`bf16_dot.rs`); [`Path::Panels`] on CPUs
     /// without AVX-512 BF16.
     Dot,
 }
@@ -90,13 +92,13 @@ pub fn matmul_t_via(x: &Tensor, w: &Tensor, path: Path) -> Result<Option<Tensor>
     matmul_t_packed(x, w, None, path)
 }
 
-/// [`matmul_t_via`] with `w` also packed for `vdpbf16ps` ([`crate::bf16_dot::Packed`], made
+/// [`matmul_t_via`] with `w` also packed for `vdpbf16ps` ([`Packed`], made
 /// at load): the `Dot` path then reads it instead of packing `w` per call, and takes every
 /// product above [`PACKED_FEW_ROWS`] rows.
 pub fn matmul_t_packed(
     x: &Tensor,
     w: &Tensor,
-    packed: Option<std::sync::Arc<crate::bf16_dot::Packed>>,
+    packed: Option<std::sync::Arc<Packed>>,
     path: Path,
 ) -> Result<Option<Tensor>> {
     if !x.device().is_cpu() || x.dtype() != DType::F32 || w.dtype() != DType::BF16 {
@@ -117,7 +119,7 @@ pub fn matmul_t_packed(
 /// there both stream the weight once, and f32 activations round nothing.
 pub const PACKED_FEW_ROWS: usize = 4;
 
-struct Bf16Matmul(Path, Option<std::sync::Arc<crate::bf16_dot::Packed>>);
+struct Bf16Matmul(Path, Option<std::sync::Arc<Packed>>);
 
 impl CustomOp2 for Bf16Matmul {
     fn name(&self) -> &'static str {
@@ -137,23 +139,21 @@ impl CustomOp2 for Bf16Matmul {
         let limit = if self.1.is_some() { PACKED_FEW_ROWS } else { few_rows_limit(n * k) };
         let path = match self.0 {
             Path::Auto if m <= limit => Path::FewRows,
-            Path::Auto | Path::Dot if crate::bf16_dot::available() => Path::Dot,
+            Path::Auto | Path::Dot if bf16_dot::available() => Path::Dot,
             Path::Auto | Path::Dot => Path::Panels,
             p => p,
         };
         let out = match path {
             Path::FewRows => few_rows(x, w, m, k, n),
             Path::Dot => match &self.1 {
-                Some(p) => crate::bf16_dot::matmul_packed(x, p, m),
-                None => crate::bf16_dot::matmul(x, w, m, k, n),
+                Some(p) => bf16_dot::matmul_packed(x, p, m),
+                None => bf16_dot::matmul(x, w, m, k, n),
             },
             _ => panels(x, w, m, k, n),
         };
         Ok((CpuStorage::F32(out), Shape::from((m, n))))
     }
 }
-
-use crate::simd::widen;
 
 /// `x` (`m` rows of `k`) with each full block of 16 values of a row reordered as its 8 even
 /// elements then its 8 odd ones (the order the kernels widen a block of 16 bf16 weights in);
@@ -185,24 +185,12 @@ fn few_rows(x: &[f32], w: &[u16], m: usize, k: usize, n: usize) -> Vec<f32> {
         // `x` m × k and `out` rows × m values.
         unsafe { kernel(x, m, k, &w[r0 * k..(r0 + rows) * k], out) }
     });
-    crate::skinny::untranspose(out_t, m, n)
+    untranspose(out_t, m, n)
 }
 
 /// Rows of one widened panel for a reduction of `k`: a multiple of 8, at least 16.
 fn panel_rows(k: usize) -> usize {
     ((PANEL_BYTES / 4 / k.max(1)) / 8 * 8).clamp(16, 256)
-}
-
-/// A pointer the panel tasks write disjoint columns through (here and in `crate::bf16_dot`).
-#[derive(Clone, Copy)]
-pub(crate) struct OutPtr(pub(crate) *mut f32);
-// SAFETY: every task writes its own columns of the output (see `panels`, `bf16_dot::matmul`).
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-impl OutPtr {
-    pub(crate) fn get(self) -> *mut f32 {
-        self.0
-    }
 }
 
 /// The many-rows path: panels of weight rows widened to f32, each multiplied by gemm.
@@ -273,7 +261,7 @@ unsafe fn block_scalar(x: &[f32], m: usize, k: usize, w: &[u16], out: &mut [f32]
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_op_in_unsafe_fn)]
 mod x86 {
-    use crate::simd::x86::hsum;
+    use crate::cpu::common::x86::hsum;
     use std::arch::x86_64::*;
 
     /// 16 bf16 values at `p` as two f32 vectors: the even elements and the odd ones (exact:
@@ -352,22 +340,10 @@ mod x86 {
     }
 }
 
-/// Values in [-1, 1] from a xorshift generator seeded by `seed` (tests of this module and
-/// `crate::bf16_dot`).
-#[cfg(test)]
-pub(crate) fn test_values(seed: u64) -> impl FnMut() -> f32 {
-    let mut s = seed | 1;
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s % 2001) as f32 / 1000.0 - 1.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::common::test_values;
     use candle_core::Device;
     use half::bf16;
     use proptest::prelude::*;

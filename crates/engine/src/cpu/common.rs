@@ -1,0 +1,62 @@
+//! The small pieces several CPU kernels share: bf16 widening, the AVX2 horizontal sum, the
+//! pointer parallel tasks write disjoint parts of one output through, and the turn back of
+//! the few-rows kernels' transposed output. A leaf: it imports no other module of the crate.
+
+/// A bf16 value (raw bits) as f32: exact, bf16 is the top half of an f32.
+pub(crate) fn widen(b: u16) -> f32 {
+    f32::from_bits(u32::from(b) << 16)
+}
+
+/// A pointer the parallel tasks of one product write disjoint columns through (the panels of
+/// `bf16.rs`, the tiles of `bf16_dot.rs`).
+#[derive(Clone, Copy)]
+pub(crate) struct OutPtr(pub(crate) *mut f32);
+// SAFETY: every task writes its own columns of the output (see `bf16::panels`,
+// `bf16_dot::matmul`).
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+impl OutPtr {
+    pub(crate) fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// `(m, n)` row-major from the `(n, m)` the few-rows kernels write (each task a contiguous run).
+pub(crate) fn untranspose(out_t: Vec<f32>, m: usize, n: usize) -> Vec<f32> {
+    if m == 1 {
+        return out_t;
+    }
+    let mut out = vec![0f32; m * n];
+    for (j, row) in out_t.chunks_exact(m).enumerate() {
+        for (i, &v) in row.iter().enumerate() {
+            out[i * n + j] = v;
+        }
+    }
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86 {
+    use std::arch::x86_64::*;
+
+    /// The sum of the 8 lanes (the same order everywhere: halves, pairs, then the last two).
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) fn hsum(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
+    }
+}
+
+/// Values in [-1, 1] from a xorshift generator seeded by `seed` (tests of `bf16.rs` and
+/// `bf16_dot.rs`).
+#[cfg(test)]
+pub(crate) fn test_values(seed: u64) -> impl FnMut() -> f32 {
+    let mut s = seed | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % 2001) as f32 / 1000.0 - 1.0
+    }
+}

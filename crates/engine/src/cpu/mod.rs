@@ -1,0 +1,16 @@
+//! goodput's CPU kernels, chosen at run time by the CPU's features (AVX2+FMA, AVX-512 BF16):
+//! the few-rows f32 matmul (`skinny`), the bf16-weight matmuls (`bf16`, and `bf16_dot` on
+//! `vdpbf16ps`), the paged attention kernel and KV write (`paged_attention`), and the SIMD
+//! inner loops they share (`simd`, `common`).
+//!
+//! Only kernels live here: slices in, slices out, wrapped as candle custom ops. They may import
+//! each other (a DAG: `common` is the leaf) and, of the rest of the crate, only the step's map
+//! into the KV pool (`crate::kv_cache::AttnMeta`). Nothing here may import the model, the
+//! engine, the CUDA backend or the checks; the model decides which kernel a product takes.
+
+pub mod bf16;
+pub mod bf16_dot;
+pub(crate) mod common;
+pub mod paged_attention;
+pub mod simd;
+pub mod skinny;
