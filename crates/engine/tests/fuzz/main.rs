@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 mod config_json;
 mod gguf;
+mod gguf_file;
 
 // ---------------------------------------------------------------------------------------------
 // Bounds: the largest single allocation of the test's thread, and the time of a case.
