@@ -410,26 +410,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     let util =
         bw.zip(decode.iter().find(|d| d.batch == 1)).map(|(bw, d)| c.weight_bytes as f64 / d.step_s.p50 / 1e9 / bw);
     let roofline = roofline(&core.model, bw);
-    let mut graph_probe = Vec::new();
-    if a.graph_probe {
-        for b in [1, 32] {
-            if let Some(p) = goodput_engine::cuda::probe_decode(&core.model, b, a.decode_context, 20)? {
-                graph_probe.push((b, p));
-            }
-        }
-    }
-    let mut step_profile = Vec::new();
-    if a.step_profile {
-        for b in [1, 32] {
-            step_profile.extend(goodput_engine::cuda::time_decode(&core.model, b, a.decode_context, 10)?);
-        }
-        if let Some(&p) = a.prompt_lens.first() {
-            step_profile.extend(goodput_engine::cuda::time_prefill(&core.model, p, 3)?);
-        }
-        if step_profile.is_empty() {
-            eprintln!("--step-profile: only on CUDA with goodput's kernels; nothing profiled");
-        }
-    }
+    let (graph_probe, step_profile) = cuda_probes(&core.model, &a)?;
     let (mut prefill, mut decode) = (prefill, decode);
     if let Some(r) = &roofline {
         apply_floors(r, &c, &mut prefill, &mut decode);
@@ -460,6 +441,35 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// What [`cuda_probes`] found: graph probes by batch, and kernel timings.
+type Probes = (Vec<(usize, goodput_engine::cuda::GraphProbe)>, Vec<goodput_engine::cuda::StepTiming>);
+
+/// `--graph-probe` and `--step-profile`: what CUDA graphs and goodput's kernels do at batch 1
+/// and 32 (and a prefill of the first prompt length); nothing on other devices.
+fn cuda_probes(model: &Llama, a: &BenchArgs) -> Result<Probes> {
+    let mut graph_probe = Vec::new();
+    if a.graph_probe {
+        for b in [1, 32] {
+            if let Some(p) = goodput_engine::cuda::probe_decode(model, b, a.decode_context, 20)? {
+                graph_probe.push((b, p));
+            }
+        }
+    }
+    let mut step_profile = Vec::new();
+    if a.step_profile {
+        for b in [1, 32] {
+            step_profile.extend(goodput_engine::cuda::time_decode(model, b, a.decode_context, 10)?);
+        }
+        if let Some(&p) = a.prompt_lens.first() {
+            step_profile.extend(goodput_engine::cuda::time_prefill(model, p, 3)?);
+        }
+        if step_profile.is_empty() {
+            eprintln!("--step-profile: only on CUDA with goodput's kernels; nothing profiled");
+        }
+    }
+    Ok((graph_probe, step_profile))
 }
 
 /// The roofline of the model's device: a GPU's datasheet bandwidth and dense peak from the

@@ -96,6 +96,7 @@ impl From<FailureRepr> for Failure {
 /// The kinds of failure a run counts apart, from the client's side of the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(into = "String", try_from = "String")]
+#[schemars(extend("pattern" = "^(timeout|connect|http-[0-9]{3}|stream-broken|no-end-marker|bad-event|error-event|invalid|engine|other)$"))]
 pub enum FailureKind {
     /// No end marker within the request timeout.
     Timeout,

@@ -143,6 +143,7 @@ impl Verdict {
 pub struct RetryShare {
     pub load: f64,
     /// Retries / (requests + retries): the share of attempts that were retries.
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub share: f64,
 }
 

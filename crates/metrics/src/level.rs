@@ -43,6 +43,7 @@ pub fn failures(records: &[&ClientRecord]) -> Vec<FailureCount> {
 #[serde(default)]
 pub struct LevelSummary {
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub load: f64,
     /// Measured requests (warm-up excluded), and how they ended.
     pub requests: usize,
@@ -51,15 +52,19 @@ pub struct LevelSummary {
     pub timeouts: usize,
     /// From the first measured request's intended send to the last one's end.
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0))]
     pub window_s: f64,
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0))]
     pub request_throughput: f64,
     /// Prompt tokens of completed requests per second of the window.
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0))]
     pub input_throughput: f64,
     /// Output tokens of completed requests per second of the window: a failed request's
     /// tokens are not throughput (they are counted in `failed_output_tokens`).
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0))]
     pub output_throughput: f64,
     /// Output tokens received by requests that did not complete.
     pub failed_output_tokens: usize,
@@ -73,8 +78,10 @@ pub struct LevelSummary {
     #[serde(with = "crate::nan::Nullable")]
     pub mean_output_tokens: f64,
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub error_rate: f64,
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub timeout_rate: f64,
     /// Retries made by the retry policy (not counted in `requests`), the requests that needed
     /// any, and `retry_share` = retries / (requests + retries): the share of attempts that
@@ -82,6 +89,7 @@ pub struct LevelSummary {
     pub retries: usize,
     pub retried_requests: usize,
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub retry_share: f64,
     /// `short_outputs`: completed requests that returned fewer output tokens than their
     /// workload required (`ClientRecord::required_output_tokens`: a server that ignores
@@ -89,6 +97,7 @@ pub struct LevelSummary {
     /// / completed. Non-zero means the lengths, TPOT and throughput are not the scenario's.
     pub short_outputs: usize,
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub short_output_rate: f64,
     /// `server_anomalies`: measured requests whose server-reported figures the client refused
     /// (counts beyond the stream, the prompt or `max_tokens`, cached tokens above the prompt,
@@ -98,6 +107,7 @@ pub struct LevelSummary {
     pub server_anomalies: Vec<crate::http::AnomalyCount>,
     /// Requests meeting every SLO, per second of the window (errors are not good).
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0))]
     pub goodput: f64,
     pub ttft: Option<Summary>,
     pub tpot: Option<Summary>,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EngineLevel {
     pub steps: usize,
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub kv_block_usage_max: f64,
     pub kv_token_usage_max: f64,
     pub running_max: usize,
@@ -19,6 +20,7 @@ pub struct EngineLevel {
     /// Means over the level's steps, weighted by step duration (busy time).
     pub running_mean: f64,
     pub waiting_mean: f64,
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub kv_block_usage_mean: f64,
     pub preemptions: usize,
     pub prefix_hit_tokens: usize,
@@ -71,6 +73,7 @@ pub struct Occupancy {
     #[serde(with = "crate::nan::Nullable")]
     pub kv_mean: f64,
     #[serde(with = "crate::nan::Nullable")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub kv_max: f64,
     /// Counted from the engine's steps only.
     pub preemptions: Option<usize>,

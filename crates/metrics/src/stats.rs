@@ -32,9 +32,11 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Number of samples the statistics are computed from.
+    #[schemars(range(min = 1))]
     pub n: usize,
     pub mean: f64,
     /// Sample standard deviation (n − 1 in the denominator; 0 for one sample).
+    #[schemars(range(min = 0.0))]
     pub stddev: f64,
     pub min: f64,
     pub p50: f64,

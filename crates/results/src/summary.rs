@@ -17,6 +17,7 @@ pub const FORMAT: u32 = 2;
 pub struct RunSummary {
     /// [`FORMAT`] of the goodput that wrote it (1 when absent).
     #[serde(default = "format_1")]
+    #[schemars(range(min = 2))]
     pub format: u32,
     pub goodput_version: String,
     /// The model's catalog name.

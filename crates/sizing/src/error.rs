@@ -1,6 +1,6 @@
 //! Why a profile, a GPU entry or a simulator's settings cannot be used. The sizing crate's
-//! checks return it, typed; its readers ([`crate::profile::ProfileError`],
-//! [`crate::hardware::HardwareError`]) wrap it with the file it came from. A leaf: it imports
+//! checks return it, typed; its readers (`ProfileError` of `profile`,
+//! `HardwareError` of `hardware`) wrap it with the file it came from. A leaf: it imports
 //! nothing of the crate.
 
 /// A sizing input that fails its checks; the message names the field or the term.
