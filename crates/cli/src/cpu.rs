@@ -37,18 +37,21 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, CpuUse) {
 
 #[cfg(test)]
 mod tests {
+    /// Busy until the thread has used 50 ms of CPU (however long a loaded machine takes to
+    /// give it, at most 10 s): the thread and the process both count it, and the share of the
+    /// wall time is a fraction.
     #[test]
     fn busy_work_shows_up_on_the_thread_and_the_process() {
         let (_, cpu) = super::measure(|| {
-            let t = std::time::Instant::now();
+            let (t, c0) = (std::time::Instant::now(), super::thread_cpu_secs());
             let mut x = 0u64;
-            while t.elapsed().as_millis() < 50 {
+            while super::thread_cpu_secs() - c0 < 0.05 && t.elapsed().as_secs() < 10 {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
             }
             x
         });
-        assert!(cpu.harness_s > 0.03, "{cpu:?}");
+        assert!(cpu.harness_s >= 0.05, "{cpu:?}");
         assert!(cpu.process_s >= cpu.harness_s * 0.9, "{cpu:?}");
-        assert!(cpu.share() > 0.5 && cpu.share() <= 1.2);
+        assert!(cpu.share() > 0.0 && cpu.share() <= 1.2, "{cpu:?}");
     }
 }
