@@ -375,7 +375,14 @@ impl Target for HttpTarget {
             rec.output_ids = ids;
         } else if let Some(codec) = &self.cfg.codec {
             if let Ok(ids) = codec.encode(&p.text) {
-                p.http.client_counted_tokens = Some(ids.len());
+                // Reasoning is output too (`usage.completion_tokens` includes it); the answer's
+                // ids alone are what a conversation re-sends.
+                let thought =
+                    if p.reasoning.is_empty() { Some(0) } else { codec.encode(&p.reasoning).ok().map(|r| r.len()) };
+                if let Some(r) = thought {
+                    p.http.client_counted_tokens = Some(ids.len() + r);
+                    p.http.client_counted_reasoning_tokens = (r > 0).then_some(r);
+                }
                 rec.output_ids = ids;
             }
         }

@@ -22,8 +22,12 @@ pub enum Step {
 /// The state of one streamed response, fed event by event.
 #[derive(Debug, Default)]
 pub struct StreamParser {
+    /// Every token chunk, reasoning and answer alike, in arrival order.
     pub chunks: Vec<Chunk>,
+    /// The answer's text (what a conversation's history keeps).
     pub text: String,
+    /// A reasoning model's reasoning text, apart from the answer.
+    pub reasoning: String,
     /// Token ids the server sent with its chunks (`return_token_ids`), if it did.
     pub token_ids: Option<Vec<TokenId>>,
     pub http: HttpStamps,
@@ -59,6 +63,11 @@ impl StreamParser {
             if let Some(c) = u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64) {
                 self.http.usage_cached_tokens = Some(c as usize);
             }
+            let reasoning =
+                u.pointer("/completion_tokens_details/reasoning_tokens").or_else(|| u.get("reasoning_tokens"));
+            if let Some(r) = reasoning.and_then(Value::as_u64) {
+                self.http.usage_reasoning_tokens = Some(r as usize);
+            }
         }
         if let Some(t) = v.get("goodput").filter(|t| !t.is_null()) {
             self.http.server = serde_json::from_value::<ServerTimings>(t.clone()).ok();
@@ -84,16 +93,26 @@ impl StreamParser {
         }
         let choice = v.pointer("/choices/0");
         let text = choice.and_then(|c| c.get("text").or_else(|| c.pointer("/delta/content"))).and_then(Value::as_str);
+        // vLLM's name since October 2025, and the older one SGLang and llama.cpp still send.
+        let reasoning = choice
+            .and_then(|c| c.pointer("/delta/reasoning").or_else(|| c.pointer("/delta/reasoning_content")))
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty());
         let ids: Option<Vec<TokenId>> =
             choice.and_then(|c| c.get("token_ids")).and_then(|t| serde_json::from_value(t.clone()).ok());
+        if let Some(r) = reasoning {
+            self.reasoning(r, at);
+        }
+        let text = text.filter(|t| !t.is_empty());
         match text {
-            Some(t) if !t.is_empty() => self.content(t, at),
-            _ => self.http.empty_events += 1,
+            Some(t) => self.content(t, at),
+            None if reasoning.is_none() => self.http.empty_events += 1,
+            None => {}
         }
         if let Some(ids) = ids {
             // Tokens of a chunk: its ids; ids without text join the chunk before.
             if let Some(last) = self.chunks.last_mut().filter(|_| !ids.is_empty()) {
-                if text.is_some_and(|t| !t.is_empty()) {
+                if text.is_some() || reasoning.is_some() {
                     last.tokens = ids.len() as u32;
                 } else {
                     last.tokens += ids.len() as u32;
@@ -107,6 +126,17 @@ impl StreamParser {
     fn content(&mut self, text: &str, at: Stamp) {
         self.text.push_str(text);
         self.chunks.push(Chunk { at, tokens: 1 });
+        self.http.first_answer.get_or_insert(at);
+    }
+
+    /// A reasoning delta: a token chunk like the answer's, its text kept apart.
+    fn reasoning(&mut self, text: &str, at: Stamp) {
+        self.reasoning.push_str(text);
+        self.chunks.push(Chunk { at, tokens: 1 });
+        self.http.reasoning_chunks += 1;
+        if self.http.first_answer.is_some() {
+            self.http.reasoning_after_answer += 1;
+        }
     }
 }
 

@@ -88,12 +88,27 @@ pub(crate) fn settle(h: &mut HttpStamps, sent: &Sent, got: &Received) -> (usize,
         flag(h, AnomalyKind::CachedTokens, format!("usage cached_tokens {c} above the {bound} prompt tokens"));
         h.usage_cached_tokens = None;
     }
+    let output = h.usage_completion_tokens.unwrap_or(streamed);
+    if let Some(why) = h.usage_reasoning_tokens.and_then(|r| reasoning_refusal(r, output, h.reasoning_chunks)) {
+        flag(h, AnomalyKind::ReasoningTokens, format!("usage reasoning_tokens {why}"));
+        h.usage_reasoning_tokens = None;
+    }
     let first_chunk = got.chunks.first().map(|c| c.at);
     if let Some(why) = h.server.as_ref().and_then(|t| timings_refusal(t, sent, got, h.same_clock, first_chunk)) {
         flag(h, AnomalyKind::ServerTimings, why);
         h.server = None;
     }
     (h.usage_prompt_tokens.unwrap_or(sent.prompt_tokens), h.usage_completion_tokens.unwrap_or(streamed))
+}
+
+/// Why a server's count `r` of reasoning tokens cannot be right: more than the request's
+/// `output` tokens (reasoning is part of them), or fewer than the reasoning chunks streamed
+/// (each carries a token); each beyond [`tolerance`].
+fn reasoning_refusal(r: usize, output: usize, chunks: usize) -> Option<String> {
+    if r > output + tolerance(output) {
+        return Some(format!("{r} above the {output} output tokens it is part of"));
+    }
+    (r + tolerance(chunks) < chunks).then(|| format!("{r} below the {chunks} reasoning chunks streamed"))
 }
 
 fn flag(h: &mut HttpStamps, kind: AnomalyKind, message: String) {
@@ -232,6 +247,29 @@ mod tests {
         let mut h = HttpStamps { usage_completion_tokens: Some(17), ..Default::default() };
         assert_eq!(settle(&mut h, &sent(100, 20), &exact), (100, 12));
         assert!(h.anomalies[0].message.contains("against the 12 token ids"), "{:?}", h.anomalies);
+    }
+
+    /// Reasoning counts: 30 of 40 output tokens stands; 60 of 40, or 10 against 30 reasoning
+    /// chunks streamed (tolerance 4), is refused and dropped.
+    #[test]
+    fn a_reasoning_count_beyond_the_output_or_below_its_chunks_is_refused() {
+        let c = chunks(40);
+        let got = Received { chunks: &c, exact: None, counted: None };
+        let with = |r| HttpStamps {
+            usage_completion_tokens: Some(40),
+            usage_reasoning_tokens: Some(r),
+            reasoning_chunks: 30,
+            ..Default::default()
+        };
+        let mut ok = with(30);
+        settle(&mut ok, &sent(10, 64), &got);
+        assert_eq!((ok.usage_reasoning_tokens, kinds(&ok)), (Some(30), vec![]));
+        for (r, why) in [(60, "60 above the 40 output tokens"), (10, "10 below the 30 reasoning chunks")] {
+            let mut h = with(r);
+            settle(&mut h, &sent(10, 64), &got);
+            assert_eq!((h.usage_reasoning_tokens, kinds(&h)), (None, vec![AnomalyKind::ReasoningTokens]));
+            assert!(h.anomalies[0].message.contains(why), "{}", h.anomalies[0].message);
+        }
     }
 
     #[test]

@@ -132,3 +132,45 @@ fn request_ids_are_version_4_uuids_that_keep_the_id() {
         assert!(groups[2].starts_with('4') && matches!(&groups[3][..1], "8" | "9" | "a" | "b"), "{s}");
     }
 }
+
+/// vLLM with a reasoning parser (2026: `delta.reasoning`): reasoning deltas are tokens, the
+/// first of them the first token; the answer starts at event 5; usage says 3 of the 5 output
+/// tokens were reasoning.
+#[tokio::test]
+async fn vllm_reasoning_deltas_are_tokens_and_the_answer_starts_later() {
+    let (p, end) = replay("vllm-reasoning.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    assert_eq!((p.text.as_str(), p.reasoning.as_str()), ("Four now", "Let me think."));
+    assert_eq!(p.chunks.iter().map(|c| c.at.0).collect::<Vec<_>>(), [2, 3, 4, 5, 6]);
+    assert_eq!(p.http.first_answer, Some(Stamp(5)));
+    assert_eq!((p.http.reasoning_chunks, p.http.reasoning_after_answer), (3, 0));
+    assert_eq!((p.http.usage_completion_tokens, p.http.usage_reasoning_tokens), (Some(5), Some(3)));
+    // The role-only first event and the usage-only last one carry no token.
+    assert_eq!(p.http.empty_events, 2);
+}
+
+/// SGLang (`delta.reasoning_content`, top-level `usage.reasoning_tokens`), in a stream that
+/// goes back to reasoning after the answer started: still tokens, and counted.
+#[tokio::test]
+async fn sglang_reasoning_content_and_a_switch_back_to_reasoning_are_counted() {
+    let (p, end) = replay("sglang-reasoning-switch.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    assert_eq!((p.text.as_str(), p.reasoning.as_str()), ("Yes!", "Hmm, wait"));
+    assert_eq!(p.chunks.iter().map(|c| c.at.0).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+    assert_eq!(p.http.first_answer, Some(Stamp(3)));
+    assert_eq!((p.http.reasoning_chunks, p.http.reasoning_after_answer), (3, 1));
+    assert_eq!(p.http.usage_reasoning_tokens, Some(3));
+    assert_eq!(p.http.empty_events, 1);
+}
+
+/// llama.cpp (`reasoning_content`) cut by `max_tokens` before any answer: two tokens, no
+/// answer start.
+#[tokio::test]
+async fn reasoning_without_an_answer_has_tokens_and_no_answer_start() {
+    let (p, end) = replay("llamacpp-reasoning-only.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    assert_eq!((p.text.as_str(), p.reasoning.as_str()), ("", "Thinking"));
+    assert_eq!(p.chunks.len(), 2);
+    assert_eq!((p.http.first_answer, p.http.reasoning_chunks), (None, 2));
+    assert_eq!(p.http.empty_events, 1);
+}

@@ -26,6 +26,10 @@ use serde_json::{json, Value};
 // SSE event data.
 
 const KEYS: &[&str] = &[
+    "reasoning",
+    "reasoning_content",
+    "reasoning_tokens",
+    "completion_tokens_details",
     "id",
     "object",
     "created",
@@ -96,6 +100,12 @@ fn chunk_seeds() -> Vec<Value> {
                "generated_text": null, "details": null}),
         json!({"index": 3, "token": {"id": 2, "text": "</s>", "logprob": -0.05, "special": true},
                "generated_text": "Hello world", "details": {"finish_reason": "eos_token", "generated_tokens": 3, "seed": null}}),
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m",
+               "choices": [{"index": 0, "delta": {"reasoning": "Let me"}, "finish_reason": null}]}),
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m",
+               "choices": [{"index": 0, "delta": {"reasoning_content": " think", "content": "So"}}]}),
+        json!({"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 9,
+               "completion_tokens_details": {"reasoning_tokens": 6}}}),
     ]
 }
 
@@ -114,8 +124,12 @@ fn feed(events: &[String]) -> Result<(), TestCaseError> {
     for (i, data) in events.iter().enumerate() {
         let at = Stamp(i as u64 + 1);
         let step = p.event(data, at);
-        prop_assert!(p.chunks.len() <= i + 1, "at most one content chunk per event");
-        prop_assert!(p.text.len() >= p.chunks.len(), "every content chunk carries text");
+        prop_assert!(p.chunks.len() <= 2 * (i + 1), "at most a reasoning and an answer chunk per event");
+        prop_assert!(p.text.len() + p.reasoning.len() >= p.chunks.len(), "every token chunk carries text");
+        prop_assert!(p.http.reasoning_chunks <= p.chunks.len());
+        prop_assert!(p.http.reasoning_after_answer <= p.http.reasoning_chunks);
+        prop_assert_eq!(p.http.first_answer.is_some(), !p.text.is_empty(), "the answer starts with its text");
+        prop_assert_eq!(p.reasoning.is_empty(), p.http.reasoning_chunks == 0);
         prop_assert!(p.chunks.windows(2).all(|w| w[0].at <= w[1].at));
         match step {
             Step::More => {}
@@ -148,6 +162,16 @@ fn the_seed_chunks_are_taken_as_content_usage_timings_errors_and_ends() {
     assert_eq!(tgi.event(&events[7], Stamp(1)), Step::More);
     assert_eq!(tgi.event(&events[8], Stamp(2)), Step::Done);
     assert_eq!(tgi.native_tokens, 2);
+    // Reasoning under either name: tokens before the answer, one event may carry both.
+    let mut r = StreamParser::default();
+    for (i, e) in events[9..12].iter().enumerate() {
+        assert_eq!(r.event(e, Stamp(i as u64 + 1)), Step::More, "{e}");
+    }
+    assert_eq!((r.reasoning.as_str(), r.text.as_str(), r.chunks.len()), ("Let me think", "So", 3));
+    assert_eq!(
+        (r.http.reasoning_chunks, r.http.first_answer, r.http.usage_reasoning_tokens),
+        (2, Some(Stamp(2)), Some(6))
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

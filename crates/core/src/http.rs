@@ -34,6 +34,26 @@ pub struct HttpStamps {
     pub client_counted_tokens: Option<usize>,
     /// The engine timings returned by goodput's server (`goodput` object), when present.
     pub server: Option<ServerTimings>,
+    /// Reasoning models: the first answer (not reasoning) content chunk. The record's first
+    /// chunk, of either kind, is its first token; this one starts the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_answer: Option<Stamp>,
+    /// Chunks of reasoning (`delta.reasoning`, or `delta.reasoning_content` as SGLang and
+    /// llama.cpp send it): output tokens like the answer's, counted apart.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_chunks: usize,
+    /// Reasoning chunks that came after the answer had started (a stream that switched back):
+    /// counted, still tokens.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_after_answer: usize,
+    /// The server's reasoning token count: `usage.completion_tokens_details.reasoning_tokens`
+    /// (OpenAI, vLLM), or SGLang's `usage.reasoning_tokens`; part of `usage_completion_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_reasoning_tokens: Option<usize>,
+    /// Reasoning tokens counted by the client's tokenizer over the received reasoning text
+    /// (included in `client_counted_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_counted_reasoning_tokens: Option<usize>,
     /// The server's figures the client refused for this request (they contradict what it sent
     /// or received): each refused field above is `None`, and the record's counts are the
     /// client's own.
@@ -68,6 +88,9 @@ pub enum AnomalyKind {
     /// More output tokens streamed than `max_tokens` allows: the server ignored it (the
     /// counterpart of a short output; the lengths are not the scenario's).
     OverMaxTokens,
+    /// The server's reasoning token count is more than the request's output, or fewer than
+    /// the reasoning chunks streamed: no reasoning count from the server for the request.
+    ReasoningTokens,
 }
 
 impl std::fmt::Display for AnomalyKind {
@@ -76,6 +99,7 @@ impl std::fmt::Display for AnomalyKind {
             AnomalyKind::CompletionTokens => "usage.completion_tokens refused",
             AnomalyKind::PromptTokens => "usage.prompt_tokens refused",
             AnomalyKind::CachedTokens => "cached tokens refused",
+            AnomalyKind::ReasoningTokens => "reasoning tokens refused",
             AnomalyKind::ServerTimings => "server stamps refused",
             AnomalyKind::OverMaxTokens => "outputs over max_tokens",
         })
@@ -193,4 +217,8 @@ impl ServerScrape {
         let (n, max) = self.label_sets.get(name).copied().unwrap_or((1, sum));
         Some((sum / n.max(1) as f64, max))
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
