@@ -110,6 +110,20 @@ pub struct LevelSummary {
     #[schemars(range(min = 0.0))]
     pub goodput: f64,
     pub ttft: Option<Summary>,
+    /// Reasoning models: time to the first answer token, over the requests that reasoned and
+    /// those that did not alike; absent when no request of the level reasoned (it is `ttft`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo: Option<Summary>,
+    /// Reasoning models: the reasoning phase of the requests that reasoned and answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_time: Option<Summary>,
+    /// Reasoning models: reasoning tokens per request that reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<Summary>,
+    /// Reasoning models: reasoning tokens ÷ output tokens over the completed requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub reasoning_share: Option<f64>,
     pub tpot: Option<Summary>,
     /// Over every inter-chunk gap of every request.
     pub itl: Option<Summary>,
@@ -140,6 +154,8 @@ impl LevelSummary {
     pub fn metric(&self, m: Metric) -> Option<&Summary> {
         match m {
             Metric::Ttft => self.ttft.as_ref(),
+            Metric::Ttfo => self.ttfo.as_ref().or(self.ttft.as_ref()),
+            Metric::ReasoningTime => self.reasoning_time.as_ref(),
             Metric::Tpot => self.tpot.as_ref(),
             Metric::Itl => self.itl.as_ref(),
             Metric::E2e => self.e2e.as_ref(),
@@ -155,11 +171,25 @@ impl LevelSummary {
     }
 }
 
+/// The reasoning figures of a level, set only when some completed request reasoned.
+fn reasoning(s: &mut LevelSummary, ok: &[&&ClientRecord], ttfo: Option<Summary>, time: Option<Summary>) {
+    let counts: Vec<f64> = ok.iter().filter_map(|r| rm::reasoning_tokens(r)).map(|n| n as f64).collect();
+    if counts.is_empty() {
+        return;
+    }
+    let output: usize = ok.iter().map(|r| r.output_tokens).sum();
+    s.reasoning_share = (output > 0).then(|| (counts.iter().sum::<f64>() / output as f64).min(1.0));
+    s.reasoning_tokens = Summary::of(&counts);
+    (s.ttfo, s.reasoning_time) = (ttfo, time);
+}
+
 fn per_request(m: Metric, r: &ClientRecord) -> Vec<f64> {
     let eng = r.engine.as_ref();
     let one = |x: Option<f64>| x.into_iter().collect();
     match m {
         Metric::Ttft => one(rm::ttft(r)),
+        Metric::Ttfo => one(rm::ttfo(r)),
+        Metric::ReasoningTime => one(rm::reasoning_time(r)),
         Metric::Tpot => one(rm::tpot(r)),
         Metric::Itl => rm::itl(r).into_iter().map(|(g, _)| g).collect(),
         Metric::E2e => one(rm::e2e(r)),
@@ -250,6 +280,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
         Summary::of(&v)
     };
     s.ttft = collect(Metric::Ttft);
+    reasoning(&mut s, &ok, collect(Metric::Ttfo), collect(Metric::ReasoningTime));
     s.tpot = collect(Metric::Tpot);
     s.itl = collect(Metric::Itl);
     s.e2e = collect(Metric::E2e);
@@ -277,7 +308,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
 mod tests {
     use super::*;
     use crate::slo::parse_slos;
-    use goodput_core::{RecordBuilder, Stamp};
+    use goodput_core::{HttpStamps, RecordBuilder, Stamp};
 
     fn ms(x: u64) -> Stamp {
         Stamp(x * 1_000_000)
@@ -386,5 +417,41 @@ mod tests {
         let s = summarize(1.0, &[], &parse_slos("ttft_p95=1s").unwrap());
         assert!(!s.slos_hold());
         assert_eq!(s.requests, 0);
+    }
+
+    /// A reasoning request (reasoning tokens at 100 and 200 ms, the answer at 300 and 400 ms,
+    /// usage: 2 reasoning tokens) and a plain one (tokens at 50 and 150 ms), both due at 0:
+    /// ttft 100 / 50 ms, ttfo 300 / 50 ms (the plain request's is its ttft), reasoning time
+    /// 200 ms for the first only, 2 reasoning tokens of the 6 output tokens (share 1/3).
+    #[test]
+    fn hand_computed_reasoning_figures() {
+        let http = HttpStamps {
+            first_answer: Some(ms(300)),
+            reasoning_chunks: 2,
+            usage_reasoning_tokens: Some(2),
+            ..Default::default()
+        };
+        let thinking =
+            RecordBuilder::new(1).tokens_at([ms(100), ms(200), ms(300), ms(400)]).end(ms(400)).http(http).build();
+        let plain = RecordBuilder::new(2).tokens_at([ms(50), ms(150)]).end(ms(150)).build();
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12);
+        assert!(close(rm::ttfo(&thinking), 0.3) && close(rm::ttft(&thinking), 0.1));
+        assert_eq!(rm::reasoning_time(&thinking).map(|t| (t * 1e3).round()), Some(200.0));
+        assert!(close(rm::ttfo(&plain), 0.05) && rm::reasoning_time(&plain).is_none());
+        assert_eq!((rm::reasoning_tokens(&thinking), rm::reasoning_tokens(&plain)), (Some(2), None));
+        let slos = parse_slos("ttfo_p95=1s").unwrap();
+        let s = summarize(2.0, &[&thinking, &plain], &slos);
+        let ttfo = s.ttfo.as_ref().unwrap();
+        assert_eq!(ttfo.n, 2);
+        assert!((ttfo.mean - 0.175).abs() < 1e-12 && (ttfo.max - 0.3).abs() < 1e-12);
+        let time = s.reasoning_time.as_ref().unwrap();
+        assert!(time.n == 1 && (time.mean - 0.2).abs() < 1e-12);
+        assert_eq!(s.reasoning_tokens.as_ref().map(|t| (t.n, t.mean)), Some((1, 2.0)));
+        assert!((s.reasoning_share.unwrap() - 1.0 / 3.0).abs() < 1e-12);
+        assert!(s.slos_hold());
+        // A level where nobody reasoned: no reasoning figures; an SLO on ttfo reads ttft.
+        let s = summarize(1.0, &[&plain], &slos);
+        assert!(s.ttfo.is_none() && s.reasoning_time.is_none() && s.reasoning_share.is_none());
+        assert_eq!(s.metric(Metric::Ttfo), s.ttft.as_ref());
     }
 }

@@ -42,6 +42,10 @@ pub enum SloError {
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     Ttft,
+    /// Time to the first answer token (reasoning models; `ttft` otherwise).
+    Ttfo,
+    /// The reasoning phase: first reasoning token to first answer token.
+    ReasoningTime,
     Tpot,
     Itl,
     E2e,
@@ -57,8 +61,10 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 15] = [
         Metric::Ttft,
+        Metric::Ttfo,
+        Metric::ReasoningTime,
         Metric::Tpot,
         Metric::Itl,
         Metric::E2e,
@@ -76,6 +82,8 @@ impl Metric {
     pub fn name(self) -> &'static str {
         match self {
             Metric::Ttft => "ttft",
+            Metric::Ttfo => "ttfo",
+            Metric::ReasoningTime => "reasoning_time",
             Metric::Tpot => "tpot",
             Metric::Itl => "itl",
             Metric::E2e => "e2e",
