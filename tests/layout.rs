@@ -172,6 +172,11 @@ impl<'ast> Visit<'ast> for Names<'_> {
             syn::visit::visit_item_fn(self, f);
         }
     }
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_cfg_test(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         if !is_cfg_test(&u.attrs) {
             self.use_tree(&mut Vec::new(), &u.tree);
