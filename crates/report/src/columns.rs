@@ -125,6 +125,9 @@ pub struct Column {
     pub shown: Shown,
     /// The level's value.
     pub get: fn(&LevelReport) -> Value,
+    /// A column only some runs have (reasoning models'): shown when this holds of at least
+    /// one level of the table; `None` shows it always.
+    pub when: Option<fn(&LevelReport) -> bool>,
 }
 
 impl Column {
@@ -148,9 +151,16 @@ impl Column {
     }
 }
 
-/// The columns `out` shows, in order.
-pub fn shown(out: Output) -> impl Iterator<Item = &'static Column> {
-    LEVEL.iter().filter(move |c| c.shown.shows(out))
+/// The columns `out` shows for a table of `levels`, in order: those it shows, less the
+/// conditional ones ([`Column::when`]) no level has.
+pub fn shown(out: Output, levels: &[LevelReport]) -> Vec<&'static Column> {
+    LEVEL.iter().filter(move |c| c.shown.shows(out) && c.when.is_none_or(|when| levels.iter().any(when))).collect()
+}
+
+/// Whether a level's requests reasoned (its summary has `ttfo`): the reasoning columns' and
+/// rows' condition.
+pub fn reasoned(l: &LevelReport) -> bool {
+    l.summary.ttfo.is_some()
 }
 
 const fn column(
@@ -171,6 +181,7 @@ const fn column(
         align: Align::Right,
         shown,
         get,
+        when: None,
     }
 }
 
@@ -182,7 +193,7 @@ macro_rules! time {
 }
 
 /// Every column of the level table, in the order every output shows its own.
-pub static LEVEL: [Column; 22] = [
+pub static LEVEL: [Column; 25] = [
     column("load", "load ({unit})", "", 0, EVERY, |l| Value::Load(l.summary.load)),
     Column {
         console_header: Some("n"),
@@ -197,6 +208,19 @@ pub static LEVEL: [Column; 22] = [
     column("goodput", "goodput", "req/s", 2, EVERY, |l| Value::Number(Some(l.summary.goodput))),
     time!("ttft_p50_ms", "TTFT p50", ttft.p50, EVERY),
     time!("ttft_p95_ms", "TTFT p95", ttft.p95, EVERY),
+    Column { when: Some(reasoned), ..time!("ttfo_p95_ms", "TTFO p95", ttfo.p95, EVERY) },
+    Column {
+        console_header: Some("think p50"),
+        when: Some(reasoned),
+        ..time!("reasoning_time_p50_ms", "reasoning p50", reasoning_time.p50, EVERY)
+    },
+    Column {
+        console_header: Some("think share"),
+        when: Some(reasoned),
+        ..column("reasoning_share", "reasoning share", "fraction", 0, EVERY, |l| {
+            Value::Percent(l.summary.reasoning_share)
+        })
+    },
     Column { markdown_decimals: Some(2), ..time!("tpot_p50_ms", "TPOT p50", tpot.p50, EVERY) },
     Column { markdown_decimals: Some(2), ..time!("tpot_p95_ms", "TPOT p95", tpot.p95, EVERY) },
     Column { markdown_decimals: Some(0), ..time!("e2e_p95_ms", "E2E p95", e2e.p95, EVERY) },
@@ -235,24 +259,93 @@ pub struct Stat {
     /// The console's decimals (the page writes two everywhere).
     pub decimals: usize,
     pub get: fn(&LevelReport) -> &Option<Summary>,
+    /// Shown only where the level has the distribution (reasoning models' rows); the others
+    /// show dashes without one.
+    pub optional: bool,
+}
+
+impl Stat {
+    /// Whether level `l`'s table has this row.
+    pub fn shown(&self, l: &LevelReport) -> bool {
+        !self.optional || (self.get)(l).is_some()
+    }
 }
 
 /// The header of a three-layer table.
 pub const STAT_HEADER: [&str; 9] = ["layer", "metric", "n", "mean", "p50", "p90", "p95", "p99", "max"];
 
 /// The rows of a level's three-layer table that every level has, users' first.
-pub static LAYERS: [Stat; 11] = [
-    Stat { layer: "user", name: "TTFT (ms)", scale: 1e3, decimals: 1, get: |l| &l.summary.ttft },
-    Stat { layer: "user", name: "TPOT (ms)", scale: 1e3, decimals: 2, get: |l| &l.summary.tpot },
-    Stat { layer: "user", name: "ITL (ms)", scale: 1e3, decimals: 2, get: |l| &l.summary.itl },
-    Stat { layer: "user", name: "E2E (ms)", scale: 1e3, decimals: 0, get: |l| &l.summary.e2e },
-    Stat { layer: "user", name: "per-user tok/s", scale: 1.0, decimals: 1, get: |l| &l.summary.per_user_tps },
-    Stat { layer: "engine", name: "engine wait (ms)", scale: 1e3, decimals: 1, get: |l| &l.summary.engine_wait },
-    Stat { layer: "engine", name: "queue (ms)", scale: 1e3, decimals: 1, get: |l| &l.summary.queue_time },
-    Stat { layer: "engine", name: "prefill (ms)", scale: 1e3, decimals: 1, get: |l| &l.summary.prefill_time },
-    Stat { layer: "engine", name: "decode (ms)", scale: 1e3, decimals: 0, get: |l| &l.summary.decode_time },
-    Stat { layer: "engine", name: "inference (ms)", scale: 1e3, decimals: 0, get: |l| &l.summary.inference_time },
-    Stat { layer: "engine", name: "step (ms)", scale: 1e3, decimals: 2, get: |l| &l.engine.step_time },
+pub static LAYERS: [Stat; 14] = [
+    Stat { layer: "user", name: "TTFT (ms)", scale: 1e3, decimals: 1, get: |l| &l.summary.ttft, optional: false },
+    Stat { layer: "user", name: "TTFO (ms)", scale: 1e3, decimals: 1, get: |l| &l.summary.ttfo, optional: true },
+    Stat {
+        layer: "user",
+        name: "reasoning (ms)",
+        scale: 1e3,
+        decimals: 1,
+        get: |l| &l.summary.reasoning_time,
+        optional: true,
+    },
+    Stat {
+        layer: "user",
+        name: "reasoning tokens",
+        scale: 1.0,
+        decimals: 0,
+        get: |l| &l.summary.reasoning_tokens,
+        optional: true,
+    },
+    Stat { layer: "user", name: "TPOT (ms)", scale: 1e3, decimals: 2, get: |l| &l.summary.tpot, optional: false },
+    Stat { layer: "user", name: "ITL (ms)", scale: 1e3, decimals: 2, get: |l| &l.summary.itl, optional: false },
+    Stat { layer: "user", name: "E2E (ms)", scale: 1e3, decimals: 0, get: |l| &l.summary.e2e, optional: false },
+    Stat {
+        layer: "user",
+        name: "per-user tok/s",
+        scale: 1.0,
+        decimals: 1,
+        get: |l| &l.summary.per_user_tps,
+        optional: false,
+    },
+    Stat {
+        layer: "engine",
+        name: "engine wait (ms)",
+        scale: 1e3,
+        decimals: 1,
+        get: |l| &l.summary.engine_wait,
+        optional: false,
+    },
+    Stat {
+        layer: "engine",
+        name: "queue (ms)",
+        scale: 1e3,
+        decimals: 1,
+        get: |l| &l.summary.queue_time,
+        optional: false,
+    },
+    Stat {
+        layer: "engine",
+        name: "prefill (ms)",
+        scale: 1e3,
+        decimals: 1,
+        get: |l| &l.summary.prefill_time,
+        optional: false,
+    },
+    Stat {
+        layer: "engine",
+        name: "decode (ms)",
+        scale: 1e3,
+        decimals: 0,
+        get: |l| &l.summary.decode_time,
+        optional: false,
+    },
+    Stat {
+        layer: "engine",
+        name: "inference (ms)",
+        scale: 1e3,
+        decimals: 0,
+        get: |l| &l.summary.inference_time,
+        optional: false,
+    },
+    Stat { layer: "engine", name: "step (ms)", scale: 1e3, decimals: 2, get: |l| &l.engine.step_time, optional: false },
 ];
 
 /// The cells after a stat row's layer and name: n, then mean, P50, P90, P95, P99 and max

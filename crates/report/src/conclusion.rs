@@ -62,6 +62,7 @@ impl<'a> Conclusion<'a> {
             "This run ended early (interrupted or killed); what follows covers the levels it finished. ".into()
         };
         out.push_str(&self.headline(shown));
+        out.push_str(&Self::reasoning(shown));
         for part in [self.queueing(), self.capacity(), self.short_outputs(), self.failures()] {
             out.push_str(&part);
         }
@@ -95,6 +96,21 @@ impl<'a> Conclusion<'a> {
             s.output_throughput,
             s.request_throughput,
             s.requests,
+        )
+    }
+
+    /// Reasoning models: how long users wait for the answer to start, and how much of that is
+    /// thinking (medians, so the two parts are of the same requests' kind).
+    fn reasoning(shown: &LevelReport) -> String {
+        let s = &shown.summary;
+        let (Some(ttfo), Some(think)) = (&s.ttfo, &s.reasoning_time) else { return String::new() };
+        let tokens = s.reasoning_tokens.as_ref().map_or(String::new(), |t| format!(", {:.0} tokens", t.p50));
+        let share = s
+            .reasoning_share
+            .map_or(String::new(), |x| format!("; reasoning is {:.0} % of the output tokens", x * 100.0));
+        format!(
+            " Users wait {:.2} s (median; P95 {:.2} s) for the answer to start, of which {:.2} s is thinking (median reasoning time{tokens}){share}.",
+            ttfo.p50, ttfo.p95, think.p50
         )
     }
 

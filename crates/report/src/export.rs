@@ -21,6 +21,14 @@ pub struct LevelRow {
     pub goodput: f64,
     pub ttft_p50_ms: Option<f64>,
     pub ttft_p95_ms: Option<f64>,
+    /// Reasoning models' columns, written only when a level reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo_p95_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_time_p50_ms: Option<f64>,
+    /// Reasoning tokens ÷ output tokens, a fraction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_share: Option<f64>,
     pub tpot_p50_ms: Option<f64>,
     pub tpot_p95_ms: Option<f64>,
     pub e2e_p95_ms: Option<f64>,
@@ -61,11 +69,12 @@ pub fn json(path: &Path, s: &RunSummary) -> Result<(), ReportError> {
 /// all without a level).
 fn csv_bytes(levels: &[LevelReport]) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
+    let cols = columns::shown(Output::Csv, levels);
     if !levels.is_empty() {
-        w.write_record(columns::shown(Output::Csv).map(|c| c.key))?;
+        w.write_record(cols.iter().map(|c| c.key))?;
     }
     for l in levels {
-        w.serialize(columns::shown(Output::Csv).map(|c| (c.get)(l)).collect::<Vec<Value>>())?;
+        w.serialize(cols.iter().map(|c| (c.get)(l)).collect::<Vec<Value>>())?;
     }
     w.into_inner().map_err(|e| e.into_error().into())
 }
@@ -84,7 +93,7 @@ pub fn markdown(path: &Path, s: &RunSummary) -> Result<(), ReportError> {
 /// The Markdown table of the sweep (times in ms).
 pub fn markdown_table(s: &RunSummary) -> String {
     let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
-    let cols: Vec<&columns::Column> = columns::shown(Output::Markdown).collect();
+    let cols = columns::shown(Output::Markdown, &s.levels);
     let mut out = line(cols.iter().map(|c| c.header(Output::Markdown, s.load_unit)).collect());
     let rule: Vec<&str> = cols.iter().map(|c| if c.align == Align::Left { "---" } else { "---:" }).collect();
     out.push_str(&format!("|{}|\n", rule.join("|")));

@@ -5,7 +5,7 @@ use crate::columns::{self, Output, LEVEL};
 use crate::export::{self, LevelRow};
 use crate::Conclusion;
 use goodput_results::files::read_csv;
-use goodput_results::testing::two_levels;
+use goodput_results::testing::{thinking_levels, two_levels};
 use goodput_results::{Results, RunSummary};
 use std::path::{Path, PathBuf};
 
@@ -67,7 +67,7 @@ fn the_csv_columns_are_the_level_row_s_fields_in_order() {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.serialize(LevelRow::of(&s.levels[0])).unwrap();
     let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
-    let keys: Vec<&str> = columns::shown(Output::Csv).map(|c| c.key).collect();
+    let keys: Vec<&str> = columns::shown(Output::Csv, &s.levels).iter().map(|c| c.key).collect();
     assert_eq!(text.lines().next().unwrap(), keys.join(","));
     // Every column is named once, and a time's key says its unit.
     for (i, c) in LEVEL.iter().enumerate() {
@@ -78,8 +78,10 @@ fn the_csv_columns_are_the_level_row_s_fields_in_order() {
 
 #[test]
 fn each_output_shows_its_own_columns() {
+    let levels = two_levels().0.levels;
     let headers = |out| {
-        columns::shown(out).map(|c| c.header(out, goodput_results::LoadUnit::Users)).collect::<Vec<_>>().join("|")
+        let cols = columns::shown(out, &levels);
+        cols.iter().map(|c| c.header(out, goodput_results::LoadUnit::Users)).collect::<Vec<_>>().join("|")
     };
     assert_eq!(
         headers(Output::Console),
@@ -98,4 +100,47 @@ fn each_output_shows_its_own_columns() {
 #[test]
 fn html_escaping_covers_attributes() {
     assert_eq!(crate::html::escape(r#"<a href="x">&</a>"#), "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;");
+}
+
+#[test]
+fn a_reasoning_run_shows_ttfo_and_thinking_everywhere() {
+    let s = thinking_levels();
+    // Hand-computed: tokens at ttft + 10 ms·i, the answer from token 6 on, so TTFO = TTFT + 60
+    // ms and reasoning time 60 ms; 6 of 8 tokens are reasoning (75 %).
+    let l = &s.levels[0];
+    assert_eq!(l.summary.load, 1.0);
+    let console = crate::console::levels(&s.levels, s.load_unit, "tiny", "reasoning");
+    assert!(
+        console.contains("TTFO p95") && console.contains("think p50") && console.contains("think share"),
+        "{console}"
+    );
+    assert!(console.contains(" 80.0 ┆") && console.contains(" 60.0 ┆") && console.contains("75 % ┆"), "{console}");
+    let layers = crate::console::layers(l, s.load_unit);
+    assert!(layers.contains("TTFO (ms)") && layers.contains("reasoning tokens"), "{layers}");
+    // The CSV has the columns and reads them back; a run without reasoning has none.
+    let row = LevelRow::of(l);
+    assert_eq!((row.ttfo_p95_ms, row.reasoning_time_p50_ms, row.reasoning_share), (Some(80.0), Some(60.0), Some(0.75)));
+    let plain = two_levels().0;
+    assert!(!crate::console::levels(&plain.levels, plain.load_unit, "tiny", "short-qa").contains("TTFO"));
+    assert!(!crate::console::layers(&plain.levels[0], plain.load_unit).contains("TTFO"));
+    assert!(export::markdown_table(&s).contains("| TTFO p95 |"));
+    // The conclusion: the answer starts after 80 ms (median), 60 ms of it thinking.
+    let c = Conclusion::of(&s).body();
+    assert!(
+        c.contains("Users wait 0.08 s (median; P95 0.08 s) for the answer to start, of which 0.06 s is thinking (median reasoning time, 6 tokens); reasoning is 75 % of the output tokens."),
+        "{c}"
+    );
+    assert!(!Conclusion::of(&plain).body().contains("thinking"));
+    // The page has the TTFT vs TTFO chart; a run without reasoning has not.
+    let has_chart = |s: &RunSummary| {
+        let r = Results {
+            dir: PathBuf::new(),
+            summary: s.clone(),
+            records: vec![],
+            series: vec![],
+            conclusion: String::new(),
+        };
+        crate::html::charts(&r).iter().any(|c| c.id == "ttft-vs-ttfo")
+    };
+    assert!(has_chart(&s) && !has_chart(&plain));
 }

@@ -50,6 +50,10 @@ pub struct LevelReport {
     /// `summary` ([`crate::vllm_keys`]); nothing of goodput reads them.
     #[serde(flatten)]
     pub vllm: VllmKeys,
+    /// AIPerf's names for the same quantities (`time_to_first_output_token`, …), written from
+    /// `summary` ([`crate::aiperf_keys`]); nothing of goodput reads them.
+    #[serde(default)]
+    pub aiperf: crate::aiperf::AiperfKeys,
 }
 
 impl LevelReport {

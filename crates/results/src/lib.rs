@@ -1,7 +1,7 @@
 //! goodput's results, typed end to end: what `goodput run` writes and what `report`,
 //! `compare` and `plan --check` read, through one writer and one reader per file
 //! ([`files`]), one serde struct per row ([`rows`]) and the [`RunSummary`] with its levels
-//! ([`level`]), their vLLM-compatible keys ([`vllm`]), the simulated twin ([`prediction`]) and
+//! ([`level`]), their vLLM- and AIPerf-compatible keys ([`vllm`], [`aiperf`]), the simulated twin ([`prediction`]) and
 //! the capacity verdict stored once. Readers never walk untyped JSON or re-parse our own files
 //! by position (hyperfine keeps its `export/` apart from benchmarking the same way).
 //!
@@ -9,6 +9,7 @@
 //! format is written here — presentation is `goodput-report`'s, the floor above, and nothing
 //! here may import from it (or from any crate but `core` and `metrics`).
 
+pub mod aiperf;
 pub mod files;
 pub mod harness;
 pub mod level;
@@ -20,6 +21,7 @@ pub mod summary;
 pub mod testing;
 pub mod vllm;
 
+pub use aiperf::{aiperf_keys, AiperfKeys, AiperfMetric};
 pub use files::{incomplete_note, read_summary, RecordLog, Results, RunWriter};
 pub use harness::{CpuUse, Harness};
 pub use level::LevelReport;

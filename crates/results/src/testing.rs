@@ -62,6 +62,7 @@ pub fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
     let engine = EngineLevel::of(&[step(0, 1), step(3, load as usize)]);
     LevelReport {
         vllm: vllm_keys(&summary, Default::default()),
+        aiperf: crate::aiperf::aiperf_keys(&summary),
         turns: goodput_metrics::turns::by_turn(&measured),
         summary,
         warmup_requests: 1,
@@ -113,6 +114,31 @@ pub fn run_summary() -> RunSummary {
         command: Vec::new(),
         capacity: None,
     }
+}
+
+/// `record(id, ttft, n, wait)` of a reasoning model: its first `reasoning` tokens are
+/// reasoning (streamed as reasoning chunks, counted so by usage), the answer starts after.
+pub fn thinking_record(id: u64, ttft: u64, n: u64, reasoning: u64) -> ClientRecord {
+    let mut r = record(id, ttft, n, 0);
+    let first_answer = r.chunks.get(reasoning as usize).map(|c| c.at);
+    r.http = Some(goodput_core::HttpStamps {
+        first_answer,
+        reasoning_chunks: reasoning as usize,
+        usage_reasoning_tokens: Some(reasoning as usize),
+        ..Default::default()
+    });
+    r
+}
+
+/// Two levels of a reasoning model: requests of 8 tokens, 6 of them reasoning (10 ms apart),
+/// TTFT 20 ms (1 user) and 150 ms (2 users).
+pub fn thinking_levels() -> RunSummary {
+    let mut s = run_summary();
+    for (load, ttft, ids) in [(1.0, 20, 0..5), (2.0, 150, 10..15)] {
+        let records: Vec<ClientRecord> = ids.map(|i| thinking_record(i, ttft, 8, 6)).collect();
+        s.push_level(level(load, &records));
+    }
+    s
 }
 
 /// Two levels: 1 user fast (TTFT 20 ms, no wait), 2 users slow (TTFT 150 ms, 40 ms wait).

@@ -209,3 +209,29 @@ fn vllm_keys_mean_what_vllm_s_mean() {
     let open = vllm_keys(&s, VllmLoad { request_rate: Some(RequestRate::PerSecond(2.5)), ..Default::default() });
     assert_eq!(serde_json::to_value(&open).unwrap()["request_rate"].as_f64(), Some(2.5));
 }
+
+#[test]
+fn aiperf_keys_name_the_contract_s_figures_in_aiperf_s_units() {
+    let s = crate::testing::thinking_levels();
+    let v = serde_json::to_value(&s.levels[0]).unwrap();
+    let a = &v["aiperf"];
+    // Hand-computed (testing::thinking_levels, 1 user): 4 completed requests of 8 tokens, TTFT
+    // 20 ms, answer after 6 reasoning tokens 10 ms apart, tokens every 10 ms.
+    assert_eq!(a["time_to_first_token"]["unit"], "ms");
+    assert_eq!(a["time_to_first_token"]["p50"].as_f64().map(f64::round), Some(20.0));
+    assert_eq!(a["time_to_first_output_token"]["avg"].as_f64().map(f64::round), Some(80.0));
+    assert_eq!(a["inter_token_latency"]["p99"].as_f64().map(f64::round), Some(10.0));
+    assert_eq!(a["request_latency"]["max"].as_f64().map(f64::round), Some(90.0));
+    assert_eq!(
+        (a["reasoning_token_count"]["unit"].as_str(), a["reasoning_token_count"]["avg"].as_f64()),
+        (Some("tokens"), Some(6.0))
+    );
+    assert_eq!(a["reasoning_token_count"]["std"].as_f64(), Some(0.0));
+    // Without reasoning: no time to first output token, no reasoning count.
+    let plain = serde_json::to_value(&crate::testing::two_levels().0.levels[0]).unwrap();
+    assert!(
+        plain["aiperf"].get("time_to_first_output_token").is_none()
+            && plain["aiperf"].get("reasoning_token_count").is_none()
+    );
+    assert!(plain["aiperf"]["time_to_first_token"].is_object());
+}

@@ -161,6 +161,7 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     let report = LevelReport {
         prefix_cache,
         vllm: vllm_keys(&summary, vllm_load(&level.arrival, &measured)),
+        aiperf: goodput_results::aiperf_keys(&summary),
         turns: goodput_metrics::turns::by_turn(&measured),
         summary,
         warmup_requests: ran.count(Phase::Warmup),

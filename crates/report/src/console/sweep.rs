@@ -10,8 +10,9 @@ use goodput_results::{LevelReport, LoadUnit};
 pub fn level_line(l: &LevelReport, unit: LoadUnit) -> String {
     let s = &l.summary;
     let p95 = |x| num(ms(x, |x| x.p95), 1);
+    let ttfo = s.ttfo.as_ref().map_or(String::new(), |_| format!(" (TTFO p95 {} ms)", p95(&s.ttfo)));
     format!(
-        "  {} {unit}: {} requests, {:.0} out tok/s, TTFT p95 {} ms, TPOT p95 {} ms, engine wait p95 {} ms (queue {} ms), SLOs {}",
+        "  {} {unit}: {} requests, {:.0} out tok/s, TTFT p95 {} ms{ttfo}, TPOT p95 {} ms, engine wait p95 {} ms (queue {} ms), SLOs {}",
         s.load,
         s.requests,
         s.output_throughput,
@@ -26,10 +27,11 @@ pub fn level_line(l: &LevelReport, unit: LoadUnit) -> String {
 /// The table of a sweep: service layer (TTFT, TPOT, E2E, throughput, goodput) and engine
 /// layer (queue, prefill, KV occupancy, running/waiting, preemptions) side by side.
 pub fn levels(levels: &[LevelReport], unit: LoadUnit, model: &str, scenario: &str) -> String {
-    let header: Vec<String> = columns::shown(Output::Console).map(|c| c.header(Output::Console, unit)).collect();
+    let cols = columns::shown(Output::Console, levels);
+    let header: Vec<String> = cols.iter().map(|c| c.header(Output::Console, unit)).collect();
     let mut t = new(&header.iter().map(String::as_str).collect::<Vec<_>>());
     for l in levels {
-        t.add_row(columns::shown(Output::Console).map(|c| c.text(Output::Console, l)).collect::<Vec<_>>());
+        t.add_row(cols.iter().map(|c| c.text(Output::Console, l)).collect::<Vec<_>>());
     }
     format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level)\n{t}")
 }
@@ -41,7 +43,7 @@ pub fn levels(levels: &[LevelReport], unit: LoadUnit, model: &str, scenario: &st
 pub fn layers(l: &LevelReport, unit: LoadUnit) -> String {
     let s = &l.summary;
     let mut t = new(&STAT_HEADER);
-    for row in &LAYERS {
+    for row in LAYERS.iter().filter(|r| r.shown(l)) {
         let mut cells = vec![row.layer.to_string(), row.name.to_string()];
         cells.extend(stat_cells((row.get)(l), row.scale, row.decimals));
         t.add_row(cells);

@@ -22,6 +22,7 @@ pub fn charts(r: &Results) -> Vec<Chart> {
         }
     }
     let mut out = vec![capacity(&cx, marks.clone()), ttft_decomposition(&cx)];
+    out.extend(ttft_vs_ttfo(&cx));
     let capacity_marks: Vec<(f64, String)> = marks.into_iter().filter(|m| !m.1.starts_with("knee")).collect();
     for (metric, name, get) in [
         ("ttft", "TTFT", (|l: &LevelReport| &l.summary.ttft) as fn(&LevelReport) -> &Option<Summary>),
@@ -59,6 +60,32 @@ pub fn charts(r: &Results) -> Vec<Chart> {
     }
     out.extend(ttft_cdf(&cx, r));
     out
+}
+
+/// Reasoning models: when the first token of any kind came (TTFT) against when the answer
+/// began (TTFO), P50 and P95 per level, and the median thinking between them; none for a run
+/// whose requests did not reason.
+fn ttft_vs_ttfo(cx: &Ctx) -> Option<Chart> {
+    if !cx.levels.iter().any(|l| l.summary.ttfo.is_some()) {
+        return None;
+    }
+    let p = |get: fn(&LevelReport) -> &Option<Summary>, f: fn(&Summary) -> f64| {
+        by_load(cx.levels, 1e3, move |l| stat(get(l), f))
+    };
+    Some(cx.chart(
+        "ttft-vs-ttfo",
+        "TTFT vs TTFO: thinking before the answer",
+        "per level: TTFT (the first token of any kind, reasoning included) against TTFO (the first answer token), P50 and P95 in ms, and the median reasoning time (first reasoning token to first answer token). The gap is what a reasoning model's users wait beyond TTFT before they read anything.".into(),
+        "ms",
+        Kind::Lines,
+        vec![
+            series("TTFT p50", p(|l| &l.summary.ttft, |x| x.p50)),
+            series("TTFO p50", p(|l| &l.summary.ttfo, |x| x.p50)),
+            series("TTFT p95", p(|l| &l.summary.ttft, |x| x.p95)),
+            series("TTFO p95", p(|l| &l.summary.ttfo, |x| x.p95)),
+            series("reasoning time p50", p(|l| &l.summary.reasoning_time, |x| x.p50)),
+        ],
+    ))
 }
 
 /// Total and per-user throughput vs load, with the knee, usable and limit capacity marked.

@@ -30,10 +30,11 @@ fn header(cols: &[&str]) -> String {
 /// One row per level: the service layer and the engine's occupancy side by side.
 pub fn sweep(s: &RunSummary) -> String {
     let mut t = String::from("<table>");
-    let cols: Vec<String> = columns::shown(Output::Html).map(|c| c.header(Output::Html, s.load_unit)).collect();
-    t.push_str(&header(&cols.iter().map(String::as_str).collect::<Vec<_>>()));
+    let cols = columns::shown(Output::Html, &s.levels);
+    let names: Vec<String> = cols.iter().map(|c| c.header(Output::Html, s.load_unit)).collect();
+    t.push_str(&header(&names.iter().map(String::as_str).collect::<Vec<_>>()));
     for l in &s.levels {
-        t.push_str(&row(&columns::shown(Output::Html).map(|c| c.text(Output::Html, l)).collect::<Vec<_>>(), 0));
+        t.push_str(&row(&cols.iter().map(|c| c.text(Output::Html, l)).collect::<Vec<_>>(), 0));
     }
     t.push_str(
         "</table>\n<p>Times in ms; percentiles over all measured requests of a level (linear interpolation).</p>\n",
@@ -78,7 +79,7 @@ pub fn level(l: &LevelReport, unit: LoadUnit) -> String {
         if m.slos_hold() { "hold" } else { "broken" }
     );
     t.push_str(&header(&STAT_HEADER));
-    for r in &LAYERS {
+    for r in LAYERS.iter().filter(|r| r.shown(l)) {
         t.push_str(&stat_row(r.layer, r.name, (r.get)(l), r.scale));
     }
     // Over HTTP: TTFT's parts by the server's stamps, and the server's own /metrics.
