@@ -53,6 +53,35 @@ pub enum Api {
     CompletionsText,
     /// `POST /v1/chat/completions` with the prompt decoded to text, as one user message.
     Chat,
+    /// `POST /v1/responses` (OpenAI's Responses API) with the prompt decoded to text as its
+    /// `input`: streamed as typed events (`response.output_text.delta`,
+    /// `response.reasoning_text.delta`, …, `response.completed` with the usage).
+    Responses,
+}
+
+/// The body field that carries the output length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MaxTokensField {
+    /// Each API's current name: `max_tokens` for completions, `max_completion_tokens` for chat
+    /// (OpenAI deprecated `max_tokens` there and refuses it for its reasoning models; vLLM,
+    /// SGLang and TGI take both), `max_output_tokens` for responses.
+    #[default]
+    Auto,
+    /// `max_tokens` everywhere but responses (older servers' only chat name).
+    MaxTokens,
+    /// `max_completion_tokens` for chat; completions and responses keep their own name.
+    MaxCompletionTokens,
+}
+
+impl MaxTokensField {
+    /// The field's name for `api`.
+    pub fn name(self, api: Api) -> &'static str {
+        match (api, self) {
+            (Api::Responses, _) => "max_output_tokens",
+            (Api::Chat, MaxTokensField::Auto | MaxTokensField::MaxCompletionTokens) => "max_completion_tokens",
+            _ => "max_tokens",
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -62,6 +91,8 @@ pub struct HttpConfig {
     /// The served model name.
     pub model: String,
     pub api: Api,
+    /// The body field of the output length.
+    pub max_tokens_field: MaxTokensField,
     /// Send vLLM's `ignore_eos` and `min_tokens` so outputs have the requested length.
     pub exact_lengths: bool,
     /// Send only OpenAI's own fields: none of vLLM's extensions (`ignore_eos`, `min_tokens`,
@@ -96,6 +127,7 @@ impl HttpConfig {
             base_url: base_url.into(),
             model: model.into(),
             api: Api::Completions,
+            max_tokens_field: MaxTokensField::Auto,
             exact_lengths: true,
             strict_openai: false,
             return_token_ids: false,
@@ -206,13 +238,16 @@ impl HttpTarget {
         let p = &req.params;
         let mut body = json!({
             "model": self.cfg.model,
-            "max_tokens": p.max_tokens,
             "temperature": p.temperature,
             "top_p": p.top_p,
-            "seed": p.seed,
             "stream": true,
-            "stream_options": { "include_usage": true },
         });
+        body[self.cfg.max_tokens_field.name(self.cfg.api)] = json!(p.max_tokens);
+        // The Responses API has no seed and always streams its usage.
+        if self.cfg.api != Api::Responses {
+            body["seed"] = json!(p.seed);
+            body["stream_options"] = json!({ "include_usage": true });
+        }
         // vLLM's extensions (SGLang and goodput take them too), unless strictly OpenAI.
         if !self.cfg.strict_openai {
             if p.top_k > 0 {
@@ -222,8 +257,13 @@ impl HttpTarget {
                 body["ignore_eos"] = json!(p.ignore_eos);
                 body["min_tokens"] = json!(p.min_tokens);
             }
-            if self.cfg.return_token_ids {
+            if self.cfg.return_token_ids && self.cfg.api != Api::Responses {
                 body["return_token_ids"] = json!(true);
+            }
+            // goodput's own extension: the first N output tokens are reasoning (the
+            // `reasoning` scenario on weights that do not think); other servers ignore it.
+            if p.reasoning_tokens > 0 {
+                body["goodput"] = json!({ "reasoning_tokens": p.reasoning_tokens });
             }
         }
         let text = || -> Result<String, String> {
@@ -242,6 +282,10 @@ impl HttpTarget {
             Api::Chat => {
                 body["messages"] = json!([{ "role": "user", "content": text()? }]);
                 "/v1/chat/completions"
+            }
+            Api::Responses => {
+                body["input"] = json!(text()?);
+                "/v1/responses"
             }
         };
         if let Some(obj) = body.as_object_mut() {
@@ -345,6 +389,7 @@ impl Target for HttpTarget {
             Api::Completions => "completions (token ids)",
             Api::CompletionsText => "completions (text)",
             Api::Chat => "chat completions",
+            Api::Responses => "responses",
         };
         format!("HTTP {} ({api}, model {})", redact_url(&self.cfg.base_url), self.cfg.model)
     }
@@ -392,10 +437,24 @@ impl Target for HttpTarget {
             at: rec.sent,
             prompt_tokens: input,
             text_prompt: self.cfg.api != Api::Completions,
-            max_tokens: body.get("max_tokens").and_then(Value::as_u64).map(|m| m as usize),
+            max_tokens: body
+                .get(self.cfg.max_tokens_field.name(self.cfg.api))
+                .and_then(Value::as_u64)
+                .map(|m| m as usize),
         };
-        let got = trust::Received { chunks: &p.chunks, exact, counted: p.http.client_counted_tokens };
+        let got = trust::Received {
+            chunks: &p.chunks,
+            exact,
+            counted: p.http.client_counted_tokens,
+            reasoning_chunks: p.split.chunks,
+        };
         (rec.input_tokens, rec.output_tokens) = trust::settle(&mut p.http, &sent, &got);
+        // Reasoning streamed, or hidden (OpenAI's o-series): counted by usage alone, the
+        // answer's first chunk the record's first.
+        let tokens = p.http.usage_reasoning_tokens.or(p.http.client_counted_reasoning_tokens);
+        if p.split.chunks > 0 || tokens.is_some_and(|t| t > 0) {
+            rec.reasoning = Some(goodput_core::Reasoning { tokens, ..p.split });
+        }
         if let Some(t) = &p.http.server {
             rec.engine = Some(t.to_record(id));
         }
@@ -458,6 +517,59 @@ mod tests {
         }
         assert_eq!(strict["max_tokens"], 4);
         assert_eq!(strict["stream_options"]["include_usage"], true);
+    }
+
+    /// Each API's length field by default (`max_completion_tokens` for chat), or the one
+    /// chosen; the Responses API's own shape; goodput's reasoning extension unless strict; and
+    /// reasoning-effort fields passed through `--extra-body`.
+    #[test]
+    fn the_length_field_the_responses_shape_and_the_reasoning_extension() {
+        struct Ids;
+        impl TextCodec for Ids {
+            fn encode(&self, text: &str) -> Result<Vec<TokenId>, String> {
+                Ok(text.split(' ').map(|w| w.parse().unwrap_or(0)).collect())
+            }
+            fn decode(&self, ids: &[TokenId]) -> Result<String, String> {
+                Ok(ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(" "))
+            }
+        }
+        let with = |api, field, strict, extra: Value| {
+            let cfg = HttpConfig {
+                api,
+                max_tokens_field: field,
+                strict_openai: strict,
+                codec: Some(Arc::new(Ids)),
+                extra_body: extra.as_object().cloned().unwrap_or_default(),
+                ..HttpConfig::new("http://127.0.0.1:1", "m")
+            };
+            let params = SamplingParams { reasoning_tokens: 3, ..SamplingParams::greedy_exact(9) };
+            HttpTarget::new(cfg, Clock::new())
+                .unwrap()
+                .body(&WorkRequest { id: 1, prompt: vec![4, 5], params })
+                .unwrap()
+        };
+        let (url, chat) = with(Api::Chat, MaxTokensField::Auto, false, json!({}));
+        assert!(url.ends_with("/v1/chat/completions") && chat.get("max_tokens").is_none(), "{chat}");
+        assert_eq!(
+            (chat["max_completion_tokens"].as_u64(), chat["goodput"]["reasoning_tokens"].as_u64()),
+            (Some(9), Some(3))
+        );
+        let (_, old) = with(Api::Chat, MaxTokensField::MaxTokens, false, json!({}));
+        assert!(old["max_tokens"] == 9 && old.get("max_completion_tokens").is_none(), "{old}");
+        let (_, cmpl) = with(Api::Completions, MaxTokensField::MaxCompletionTokens, true, json!({}));
+        assert!(cmpl["max_tokens"] == 9 && cmpl.get("goodput").is_none(), "{cmpl}");
+        let effort = json!({"reasoning_effort": "low", "chat_template_kwargs": {"enable_thinking": true, "thinking_budget": 64}});
+        let (url, resp) = with(Api::Responses, MaxTokensField::Auto, false, effort);
+        assert!(url.ends_with("/v1/responses"), "{url}");
+        assert_eq!((resp["input"].as_str(), resp["max_output_tokens"].as_u64()), (Some("4 5"), Some(9)));
+        assert!(
+            resp.get("seed").is_none() && resp.get("stream_options").is_none() && resp.get("messages").is_none(),
+            "{resp}"
+        );
+        assert_eq!(
+            (resp["reasoning_effort"].as_str(), resp["chat_template_kwargs"]["thinking_budget"].as_u64()),
+            (Some("low"), Some(64))
+        );
     }
 
     /// Each id decodes to one letter; the text encodes in pairs of letters (and drops id 0).

@@ -4,7 +4,7 @@
 //! [`MAX_EVENT_BYTES`].
 
 use crate::sse::{SseDecoder, MAX_EVENT_BYTES};
-use goodput_core::{Chunk, Clock, FailureKind, HttpStamps, Outcome, ServerTimings, Stamp, TokenId};
+use goodput_core::{Chunk, Clock, FailureKind, HttpStamps, Outcome, Reasoning, ServerTimings, Stamp, TokenId};
 use serde_json::Value;
 use std::ops::ControlFlow;
 
@@ -28,6 +28,9 @@ pub struct StreamParser {
     pub text: String,
     /// A reasoning model's reasoning text, apart from the answer.
     pub reasoning: String,
+    /// How the chunks split into reasoning and answer (its `tokens` are settled after the
+    /// stream, from usage or the client's count).
+    pub split: Reasoning,
     /// Token ids the server sent with its chunks (`return_token_ids`), if it did.
     pub token_ids: Option<Vec<TokenId>>,
     pub http: HttpStamps,
@@ -53,6 +56,11 @@ impl StreamParser {
                 return Step::Failed(FailureKind::BadEvent, format!("an event is not JSON ({e}): {}", clip(data)))
             }
         };
+        if let Some(kind) =
+            v.get("type").and_then(Value::as_str).filter(|t| t.starts_with("response.") || *t == "error")
+        {
+            return self.responses_event(kind, &v, at);
+        }
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
             let msg = err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), String::from);
             return Step::Failed(FailureKind::ErrorEvent, msg);
@@ -123,19 +131,56 @@ impl StreamParser {
         Step::More
     }
 
+    /// An event of OpenAI's Responses API (`type` = `kind`): answer and reasoning text deltas
+    /// are token chunks; `response.completed`, or `response.incomplete` (the output length
+    /// reached), ends the stream with the response's usage; `response.failed` and `error` fail
+    /// it; the other events (created, in progress, items and parts opening and closing) carry
+    /// no token.
+    fn responses_event(&mut self, kind: &str, v: &Value, at: Stamp) -> Step {
+        let delta = || v.get("delta").and_then(Value::as_str).filter(|t| !t.is_empty());
+        match kind {
+            "response.output_text.delta" => match delta() {
+                Some(t) => self.content(t, at),
+                None => self.http.empty_events += 1,
+            },
+            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => match delta() {
+                Some(t) => self.reasoning(t, at),
+                None => self.http.empty_events += 1,
+            },
+            "response.completed" | "response.incomplete" => {
+                if let Some(u) = v.pointer("/response/usage").filter(|u| !u.is_null()) {
+                    let n = |p: &str| u.pointer(p).and_then(Value::as_u64).map(|x| x as usize);
+                    self.http.usage_prompt_tokens = n("/input_tokens");
+                    self.http.usage_completion_tokens = n("/output_tokens");
+                    self.http.usage_cached_tokens = n("/input_tokens_details/cached_tokens");
+                    self.http.usage_reasoning_tokens = n("/output_tokens_details/reasoning_tokens");
+                }
+                self.http.done = Some(at);
+                return Step::Done;
+            }
+            "response.failed" | "error" => {
+                let err = v.pointer("/response/error").filter(|e| !e.is_null()).unwrap_or(v);
+                let msg = err.get("message").and_then(Value::as_str).map_or_else(|| err.to_string(), String::from);
+                return Step::Failed(FailureKind::ErrorEvent, msg);
+            }
+            _ => {}
+        }
+        Step::More
+    }
+
     fn content(&mut self, text: &str, at: Stamp) {
         self.text.push_str(text);
         self.chunks.push(Chunk { at, tokens: 1 });
-        self.http.first_answer.get_or_insert(at);
+        self.split.first_answer.get_or_insert(at);
     }
 
     /// A reasoning delta: a token chunk like the answer's, its text kept apart.
     fn reasoning(&mut self, text: &str, at: Stamp) {
         self.reasoning.push_str(text);
         self.chunks.push(Chunk { at, tokens: 1 });
-        self.http.reasoning_chunks += 1;
-        if self.http.first_answer.is_some() {
-            self.http.reasoning_after_answer += 1;
+        self.split.chunks += 1;
+        if self.split.first_answer.is_some() {
+            self.split.after_answer += 1;
         }
     }
 }

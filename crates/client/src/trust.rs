@@ -52,6 +52,8 @@ pub(crate) struct Received<'a> {
     pub exact: Option<usize>,
     /// The client's tokenizer count of the received text, when it has a tokenizer.
     pub counted: Option<usize>,
+    /// Of the chunks, those that were reasoning.
+    pub reasoning_chunks: usize,
 }
 
 impl Received<'_> {
@@ -89,7 +91,7 @@ pub(crate) fn settle(h: &mut HttpStamps, sent: &Sent, got: &Received) -> (usize,
         h.usage_cached_tokens = None;
     }
     let output = h.usage_completion_tokens.unwrap_or(streamed);
-    if let Some(why) = h.usage_reasoning_tokens.and_then(|r| reasoning_refusal(r, output, h.reasoning_chunks)) {
+    if let Some(why) = h.usage_reasoning_tokens.and_then(|r| reasoning_refusal(r, output, got.reasoning_chunks)) {
         flag(h, AnomalyKind::ReasoningTokens, format!("usage reasoning_tokens {why}"));
         h.usage_reasoning_tokens = None;
     }
@@ -211,7 +213,7 @@ mod tests {
         let mut h =
             HttpStamps { usage_completion_tokens: Some(13), usage_prompt_tokens: Some(100), ..Default::default() };
         h.usage_cached_tokens = Some(100);
-        let got = Received { chunks: &c, exact: None, counted: None };
+        let got = Received { chunks: &c, exact: None, counted: None, reasoning_chunks: 0 };
         assert_eq!(settle(&mut h, &sent(100, 16), &got), (100, 13));
         assert!(h.anomalies.is_empty(), "{:?}", h.anomalies);
         // Nothing from the server: the prompt's length and the stream's count.
@@ -222,7 +224,7 @@ mod tests {
     #[test]
     fn a_completion_count_no_stream_can_have_is_refused() {
         let c = chunks(12);
-        let got = Received { chunks: &c, exact: None, counted: None };
+        let got = Received { chunks: &c, exact: None, counted: None, reasoning_chunks: 0 };
         // 10¹⁵ against max_tokens 16: refused, the 12 streamed tokens stand.
         let mut h = HttpStamps { usage_completion_tokens: Some(1_000_000_000_000_000), ..Default::default() };
         assert_eq!(settle(&mut h, &sent(100, 16), &got), (100, 12));
@@ -243,7 +245,7 @@ mod tests {
             assert_eq!((h.anomalies.is_empty(), out), (!refused, if refused { 12 } else { 5 }), "counted {counted}");
         }
         // Token ids say 12: usage 17 is within max_tokens but off the ids by more than 4.
-        let exact = Received { chunks: &c, exact: Some(12), counted: None };
+        let exact = Received { chunks: &c, exact: Some(12), counted: None, reasoning_chunks: 0 };
         let mut h = HttpStamps { usage_completion_tokens: Some(17), ..Default::default() };
         assert_eq!(settle(&mut h, &sent(100, 20), &exact), (100, 12));
         assert!(h.anomalies[0].message.contains("against the 12 token ids"), "{:?}", h.anomalies);
@@ -254,13 +256,9 @@ mod tests {
     #[test]
     fn a_reasoning_count_beyond_the_output_or_below_its_chunks_is_refused() {
         let c = chunks(40);
-        let got = Received { chunks: &c, exact: None, counted: None };
-        let with = |r| HttpStamps {
-            usage_completion_tokens: Some(40),
-            usage_reasoning_tokens: Some(r),
-            reasoning_chunks: 30,
-            ..Default::default()
-        };
+        let got = Received { chunks: &c, exact: None, counted: None, reasoning_chunks: 30 };
+        let with =
+            |r| HttpStamps { usage_completion_tokens: Some(40), usage_reasoning_tokens: Some(r), ..Default::default() };
         let mut ok = with(30);
         settle(&mut ok, &sent(10, 64), &got);
         assert_eq!((ok.usage_reasoning_tokens, kinds(&ok)), (Some(30), vec![]));
@@ -276,7 +274,7 @@ mod tests {
     fn a_stream_past_max_tokens_is_flagged_and_counted_as_streamed() {
         // 76,925 content chunks against max_tokens 100; usage agrees with the stream.
         let c = chunks(76_925);
-        let got = Received { chunks: &c, exact: None, counted: None };
+        let got = Received { chunks: &c, exact: None, counted: None, reasoning_chunks: 0 };
         let mut h = HttpStamps { usage_completion_tokens: Some(76_925), ..Default::default() };
         assert_eq!(settle(&mut h, &sent(10, 100), &got), (10, 76_925));
         assert_eq!(kinds(&h), [AnomalyKind::OverMaxTokens]);
@@ -286,7 +284,7 @@ mod tests {
     #[test]
     fn prompt_and_cached_counts_are_bounded_by_the_prompt_sent() {
         let c = chunks(4);
-        let got = Received { chunks: &c, exact: None, counted: None };
+        let got = Received { chunks: &c, exact: None, counted: None, reasoning_chunks: 0 };
         // Token ids: 128 sent; 132 passes (tolerance 13), 142 does not.
         for (n, refused) in [(132, false), (141, false), (142, true), (115, false), (114, true)] {
             let mut h = HttpStamps { usage_prompt_tokens: Some(n), ..Default::default() };
@@ -329,7 +327,7 @@ mod tests {
     #[test]
     fn engine_stamps_out_of_order_or_contradicting_the_request_are_dropped() {
         let c = chunks(4);
-        let got = Received { chunks: &c, exact: None, counted: None };
+        let got = Received { chunks: &c, exact: None, counted: None, reasoning_chunks: 0 };
         let check = |t: ServerTimings, same_clock: bool| {
             let mut h = HttpStamps { server: Some(t), same_clock, ..Default::default() };
             settle(&mut h, &sent(164, 4), &got);

@@ -142,8 +142,8 @@ async fn vllm_reasoning_deltas_are_tokens_and_the_answer_starts_later() {
     assert_eq!(end, Some(Step::Done));
     assert_eq!((p.text.as_str(), p.reasoning.as_str()), ("Four now", "Let me think."));
     assert_eq!(p.chunks.iter().map(|c| c.at.0).collect::<Vec<_>>(), [2, 3, 4, 5, 6]);
-    assert_eq!(p.http.first_answer, Some(Stamp(5)));
-    assert_eq!((p.http.reasoning_chunks, p.http.reasoning_after_answer), (3, 0));
+    assert_eq!(p.split.first_answer, Some(Stamp(5)));
+    assert_eq!((p.split.chunks, p.split.after_answer), (3, 0));
     assert_eq!((p.http.usage_completion_tokens, p.http.usage_reasoning_tokens), (Some(5), Some(3)));
     // The role-only first event and the usage-only last one carry no token.
     assert_eq!(p.http.empty_events, 2);
@@ -157,8 +157,8 @@ async fn sglang_reasoning_content_and_a_switch_back_to_reasoning_are_counted() {
     assert_eq!(end, Some(Step::Done));
     assert_eq!((p.text.as_str(), p.reasoning.as_str()), ("Yes!", "Hmm, wait"));
     assert_eq!(p.chunks.iter().map(|c| c.at.0).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
-    assert_eq!(p.http.first_answer, Some(Stamp(3)));
-    assert_eq!((p.http.reasoning_chunks, p.http.reasoning_after_answer), (3, 1));
+    assert_eq!(p.split.first_answer, Some(Stamp(3)));
+    assert_eq!((p.split.chunks, p.split.after_answer), (3, 1));
     assert_eq!(p.http.usage_reasoning_tokens, Some(3));
     assert_eq!(p.http.empty_events, 1);
 }
@@ -171,6 +171,46 @@ async fn reasoning_without_an_answer_has_tokens_and_no_answer_start() {
     assert_eq!(end, Some(Step::Done));
     assert_eq!((p.text.as_str(), p.reasoning.as_str()), ("", "Thinking"));
     assert_eq!(p.chunks.len(), 2);
-    assert_eq!((p.http.first_answer, p.http.reasoning_chunks), (None, 2));
+    assert_eq!((p.split.first_answer, p.split.chunks), (None, 2));
     assert_eq!(p.http.empty_events, 1);
+}
+
+/// OpenAI's chat with a reasoning model (o-series): the reasoning is hidden — no reasoning
+/// delta — and only usage counts it (64 of 66 output tokens). TTFT is the first content chunk
+/// (event 2) and holds the thinking; the output is usage's 66.
+#[tokio::test]
+async fn openai_chat_hides_reasoning_and_counts_it_in_usage() {
+    let (p, end) = replay("openai-chat-hidden-reasoning.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    assert_eq!((p.text.as_str(), p.reasoning.as_str()), ("Paris.", ""));
+    assert_eq!(p.chunks.iter().map(|c| c.at.0).collect::<Vec<_>>(), [2, 3]);
+    assert_eq!((p.split.first_answer, p.split.chunks), (Some(Stamp(2)), 0));
+    assert_eq!((p.http.usage_completion_tokens, p.http.usage_reasoning_tokens), (Some(66), Some(64)));
+    assert_eq!(p.http.usage_cached_tokens, Some(0));
+    // Role-only opener, the finish chunk with an empty delta, the usage chunk.
+    assert_eq!(p.http.empty_events, 3);
+}
+
+/// OpenAI's Responses API: typed events; reasoning text and summary deltas are tokens
+/// (events 4–6), the answer starts at event 10; the bookkeeping events carry none; the
+/// stream ends at `response.completed` (no `[DONE]`) with usage's input, cached, output and
+/// reasoning counts.
+#[tokio::test]
+async fn responses_events_split_reasoning_from_the_answer_and_end_with_usage() {
+    let (p, end) = replay("openai-responses.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    assert_eq!((p.text.as_str(), p.reasoning.as_str()), ("Paris.", "Capital of FranceRecalled it."));
+    assert_eq!(p.chunks.iter().map(|c| c.at.0).collect::<Vec<_>>(), [4, 5, 6, 10, 11]);
+    assert_eq!((p.split.first_answer, p.split.chunks, p.split.after_answer), (Some(Stamp(10)), 3, 0));
+    assert_eq!((p.http.usage_prompt_tokens, p.http.usage_cached_tokens), (Some(14), Some(8)));
+    assert_eq!((p.http.usage_completion_tokens, p.http.usage_reasoning_tokens), (Some(7), Some(5)));
+    assert_eq!((p.http.done, p.http.empty_events), (Some(Stamp(13)), 0));
+}
+
+/// A Responses stream that fails midway: the failure's own message, the token before kept.
+#[tokio::test]
+async fn a_failed_response_event_fails_the_request_with_its_message() {
+    let (p, end) = replay("openai-responses-failed.sse").await;
+    assert_eq!(end, Some(Step::Failed(goodput_core::FailureKind::ErrorEvent, "The model ran out of memory".into())));
+    assert_eq!((p.text.as_str(), p.chunks.len()), ("Par", 1));
 }

@@ -71,6 +71,14 @@ const KEYS: &[&str] = &[
     "details",
     "length",
     "stop",
+    "type",
+    "delta",
+    "response",
+    "response.output_text.delta",
+    "response.reasoning_text.delta",
+    "response.completed",
+    "output_tokens",
+    "output_tokens_details",
 ];
 
 fn timings() -> Value {
@@ -106,6 +114,15 @@ fn chunk_seeds() -> Vec<Value> {
                "choices": [{"index": 0, "delta": {"reasoning_content": " think", "content": "So"}}]}),
         json!({"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 9,
                "completion_tokens_details": {"reasoning_tokens": 6}}}),
+        // OpenAI's Responses API.
+        json!({"type": "response.created", "sequence_number": 0, "response": {"id": "resp_1", "status": "in_progress", "usage": null}}),
+        json!({"type": "response.reasoning_text.delta", "sequence_number": 1, "item_id": "rs_1", "delta": "Hmm"}),
+        json!({"type": "response.reasoning_summary_text.delta", "sequence_number": 2, "item_id": "rs_1", "delta": "ok"}),
+        json!({"type": "response.output_text.delta", "sequence_number": 3, "item_id": "msg_1", "delta": "Yes"}),
+        json!({"type": "response.completed", "sequence_number": 4, "response": {"usage": {"input_tokens": 3,
+               "input_tokens_details": {"cached_tokens": 1}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 2}}}}),
+        json!({"type": "response.failed", "response": {"error": {"code": "server_error", "message": "down"}}}),
+        json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down"}),
     ]
 }
 
@@ -126,10 +143,10 @@ fn feed(events: &[String]) -> Result<(), TestCaseError> {
         let step = p.event(data, at);
         prop_assert!(p.chunks.len() <= 2 * (i + 1), "at most a reasoning and an answer chunk per event");
         prop_assert!(p.text.len() + p.reasoning.len() >= p.chunks.len(), "every token chunk carries text");
-        prop_assert!(p.http.reasoning_chunks <= p.chunks.len());
-        prop_assert!(p.http.reasoning_after_answer <= p.http.reasoning_chunks);
-        prop_assert_eq!(p.http.first_answer.is_some(), !p.text.is_empty(), "the answer starts with its text");
-        prop_assert_eq!(p.reasoning.is_empty(), p.http.reasoning_chunks == 0);
+        prop_assert!(p.split.chunks <= p.chunks.len());
+        prop_assert!(p.split.after_answer <= p.split.chunks);
+        prop_assert_eq!(p.split.first_answer.is_some(), !p.text.is_empty(), "the answer starts with its text");
+        prop_assert_eq!(p.reasoning.is_empty(), p.split.chunks == 0);
         prop_assert!(p.chunks.windows(2).all(|w| w[0].at <= w[1].at));
         match step {
             Step::More => {}
@@ -168,10 +185,7 @@ fn the_seed_chunks_are_taken_as_content_usage_timings_errors_and_ends() {
         assert_eq!(r.event(e, Stamp(i as u64 + 1)), Step::More, "{e}");
     }
     assert_eq!((r.reasoning.as_str(), r.text.as_str(), r.chunks.len()), ("Let me think", "So", 3));
-    assert_eq!(
-        (r.http.reasoning_chunks, r.http.first_answer, r.http.usage_reasoning_tokens),
-        (2, Some(Stamp(2)), Some(6))
-    );
+    assert_eq!((r.split.chunks, r.split.first_answer, r.http.usage_reasoning_tokens), (2, Some(Stamp(2)), Some(6)));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -65,8 +65,9 @@ async fn reasoning_tokens_are_output_counted_with_the_answer_and_kept_out_of_the
     let http = rec.http.as_ref().unwrap();
     // Three reasoning chunks, then two of the answer: five output tokens, as usage says.
     assert_eq!((rec.chunks.len(), rec.output_tokens), (5, 5));
-    assert_eq!((http.reasoning_chunks, http.usage_reasoning_tokens), (3, Some(3)));
-    assert_eq!(http.first_answer, Some(rec.chunks[3].at));
+    let split = rec.reasoning.as_ref().unwrap();
+    assert_eq!((split.chunks, split.tokens, http.usage_reasoning_tokens), (3, Some(3), Some(3)));
+    assert_eq!(split.first_answer, Some(rec.chunks[3].at));
     // "Let me think." is 3 words, "Four now" 2: the client's count is all 5.
     assert_eq!((http.client_counted_tokens, http.client_counted_reasoning_tokens), (Some(5), Some(3)));
     assert!(http.anomalies.is_empty(), "{:?}", http.anomalies);

@@ -77,6 +77,11 @@ impl RecordBuilder {
         self
     }
 
+    pub fn reasoning(mut self, reasoning: crate::client::Reasoning) -> Self {
+        self.0.reasoning = Some(reasoning);
+        self
+    }
+
     /// Multi-turn: the session and the 1-based turn.
     pub fn turn(mut self, session: u64, turn: u32) -> Self {
         self.0.session = Some(session);

@@ -167,6 +167,46 @@ impl TryFrom<String> for FailureKind {
     }
 }
 
+/// A reasoning model's request: how its output split into reasoning and answer. The record's
+/// chunks hold both kinds in arrival order; its first chunk is the first token of any kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// The first answer (not reasoning) chunk; `None` when the answer never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_answer: Option<Stamp>,
+    /// Chunks of reasoning (over HTTP `delta.reasoning`, or `delta.reasoning_content` as
+    /// SGLang and llama.cpp send it): output tokens like the answer's, counted apart.
+    pub chunks: usize,
+    /// Reasoning chunks after the answer had started (a stream that switched back): counted,
+    /// still tokens.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub after_answer: usize,
+    /// The reasoning tokens: the server's count where it sent one the client accepts
+    /// (usage's `reasoning_tokens`), else the client's tokenizer count over the reasoning
+    /// text, else the engine's own (in-process); `None`: only the chunks are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<usize>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl Reasoning {
+    /// The first `k` of `chunks` (one token each) as reasoning, the rest as the answer: what
+    /// a target that knows the split (the in-process engine, the simulator) records. `None`
+    /// for `k` = 0 or no chunks.
+    pub fn prefix(chunks: &[Chunk], k: usize) -> Option<Reasoning> {
+        let n = chunks.len().min(k);
+        (n > 0).then(|| Reasoning {
+            first_answer: chunks.get(n).map(|c| c.at),
+            chunks: n,
+            after_answer: 0,
+            tokens: Some(chunks[..n].iter().map(|c| c.tokens as usize).sum()),
+        })
+    }
+}
+
 /// The raw record of one request as the client saw it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClientRecord {
@@ -199,6 +239,10 @@ pub struct ClientRecord {
     /// HTTP targets: the response's own stamps and counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<crate::http::HttpStamps>,
+    /// Reasoning models: the split of the output into reasoning and answer; `None` for a
+    /// request that did not reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
     /// The output length the workload required ([`SamplingParams::required_output_tokens`]),
     /// set by the load generator; a completed request with fewer is a short output.
     ///
@@ -226,6 +270,7 @@ impl ClientRecord {
             session: None,
             turn: None,
             http: None,
+            reasoning: None,
             required_output_tokens: None,
         }
     }

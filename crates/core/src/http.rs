@@ -34,18 +34,6 @@ pub struct HttpStamps {
     pub client_counted_tokens: Option<usize>,
     /// The engine timings returned by goodput's server (`goodput` object), when present.
     pub server: Option<ServerTimings>,
-    /// Reasoning models: the first answer (not reasoning) content chunk. The record's first
-    /// chunk, of either kind, is its first token; this one starts the answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_answer: Option<Stamp>,
-    /// Chunks of reasoning (`delta.reasoning`, or `delta.reasoning_content` as SGLang and
-    /// llama.cpp send it): output tokens like the answer's, counted apart.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub reasoning_chunks: usize,
-    /// Reasoning chunks that came after the answer had started (a stream that switched back):
-    /// counted, still tokens.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub reasoning_after_answer: usize,
     /// The server's reasoning token count: `usage.completion_tokens_details.reasoning_tokens`
     /// (OpenAI, vLLM), or SGLang's `usage.reasoning_tokens`; part of `usage_completion_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -217,8 +205,4 @@ impl ServerScrape {
         let (n, max) = self.label_sets.get(name).copied().unwrap_or((1, sum));
         Some((sum / n.max(1) as f64, max))
     }
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }

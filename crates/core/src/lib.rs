@@ -16,7 +16,7 @@ pub mod target;
 
 pub use builder::RecordBuilder;
 pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsError, WeightsSource};
-pub use client::{Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, TaskRecord, TaskStep};
+pub use client::{Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, Reasoning, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};
 pub use codec::TextCodec;
 pub use http::{Anomaly, AnomalyKind, HttpStamps, ServerScrape, ServerTimings};

@@ -29,6 +29,12 @@ pub struct SamplingParams {
     pub ignore_eos: bool,
     /// Extra token ids that end generation (the stop token is kept in the output).
     pub stop_token_ids: Vec<TokenId>,
+    /// goodput's extension for reasoning workloads on weights that do not think (dummy
+    /// weights, the `reasoning` scenario): the first this many output tokens are the
+    /// reasoning phase. The engine ignores it; goodput's server streams them as reasoning
+    /// (`delta.reasoning`, counted in usage's `reasoning_tokens`) and the in-process target
+    /// records them so. 0: none.
+    pub reasoning_tokens: usize,
 }
 
 impl SamplingParams {
@@ -52,6 +58,7 @@ impl Default for SamplingParams {
             seed: 0,
             ignore_eos: false,
             stop_token_ids: Vec::new(),
+            reasoning_tokens: 0,
         }
     }
 }

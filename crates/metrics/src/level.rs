@@ -308,7 +308,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
 mod tests {
     use super::*;
     use crate::slo::parse_slos;
-    use goodput_core::{HttpStamps, RecordBuilder, Stamp};
+    use goodput_core::{Reasoning, RecordBuilder, Stamp};
 
     fn ms(x: u64) -> Stamp {
         Stamp(x * 1_000_000)
@@ -425,14 +425,12 @@ mod tests {
     /// 200 ms for the first only, 2 reasoning tokens of the 6 output tokens (share 1/3).
     #[test]
     fn hand_computed_reasoning_figures() {
-        let http = HttpStamps {
-            first_answer: Some(ms(300)),
-            reasoning_chunks: 2,
-            usage_reasoning_tokens: Some(2),
-            ..Default::default()
-        };
-        let thinking =
-            RecordBuilder::new(1).tokens_at([ms(100), ms(200), ms(300), ms(400)]).end(ms(400)).http(http).build();
+        let reasoning = Reasoning { first_answer: Some(ms(300)), chunks: 2, after_answer: 0, tokens: Some(2) };
+        let thinking = RecordBuilder::new(1)
+            .tokens_at([ms(100), ms(200), ms(300), ms(400)])
+            .end(ms(400))
+            .reasoning(reasoning)
+            .build();
         let plain = RecordBuilder::new(2).tokens_at([ms(50), ms(150)]).end(ms(150)).build();
         let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12);
         assert!(close(rm::ttfo(&thinking), 0.3) && close(rm::ttft(&thinking), 0.1));

@@ -9,37 +9,38 @@ pub fn ttft(r: &ClientRecord) -> Option<f64> {
     Some(r.first_token()?.secs_since(r.intended))
 }
 
-/// Whether a reasoning model thought aloud in this request's stream (any reasoning chunk).
-fn reasoned(r: &ClientRecord) -> bool {
-    r.http.as_ref().is_some_and(|h| h.reasoning_chunks > 0)
+/// The request's reasoning, when a reasoning model thought in it: aloud (reasoning chunks),
+/// or hidden (OpenAI's o-series streams none, and only its usage counts reasoning tokens).
+fn reasoning(r: &ClientRecord) -> Option<&goodput_core::Reasoning> {
+    r.reasoning.as_ref().filter(|x| x.chunks > 0 || x.tokens.is_some_and(|t| t > 0))
 }
 
 /// `ttfo` = first *answer* token received − start, in seconds (AIPerf's time to first output
 /// token): when a reasoning model's user sees the answer begin, after its reasoning tokens.
 /// Equal to `ttft` for a stream without reasoning. `None` when no answer token arrived.
 pub fn ttfo(r: &ClientRecord) -> Option<f64> {
-    if !reasoned(r) {
-        return ttft(r);
+    match reasoning(r) {
+        None => ttft(r),
+        Some(x) => Some(x.first_answer?.secs_since(r.intended)),
     }
-    Some(r.http.as_ref()?.first_answer?.secs_since(r.intended))
 }
 
 /// `reasoning_time` = ttfo − ttft, in seconds: the reasoning phase, from the first reasoning
-/// token to the first answer token. `None` for a request that did not reason, or whose
-/// answer never started.
+/// token to the first answer token. `None` for a request that did not reason, whose answer
+/// never started, or whose reasoning was hidden (no reasoning chunk: its time is inside TTFT,
+/// where nothing measures it apart).
 pub fn reasoning_time(r: &ClientRecord) -> Option<f64> {
-    if !reasoned(r) {
-        return None;
-    }
+    reasoning(r).filter(|x| x.chunks > 0)?;
     Some(ttfo(r)? - ttft(r)?)
 }
 
-/// `reasoning_tokens`: the request's output tokens that were reasoning — the server's count
-/// (`usage`'s reasoning tokens, checked), else the client's tokenizer count, else the
-/// reasoning chunks streamed. `None` for a request that did not reason.
+/// `reasoning_tokens`: the request's output tokens that were reasoning — the target's count
+/// ([`goodput_core::Reasoning::tokens`]: the server's usage, checked, else the client's
+/// tokenizer count, else the engine's), else the reasoning chunks streamed. `None` for a
+/// request that did not reason.
 pub fn reasoning_tokens(r: &ClientRecord) -> Option<usize> {
-    let h = r.http.as_ref().filter(|h| h.reasoning_chunks > 0)?;
-    Some(h.usage_reasoning_tokens.or(h.client_counted_reasoning_tokens).unwrap_or(h.reasoning_chunks))
+    let x = reasoning(r)?;
+    Some(x.tokens.unwrap_or(x.chunks))
 }
 
 /// `e2e` = end-of-stream marker received − start, in seconds (the seeds' FT). `None` unless

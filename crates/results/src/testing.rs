@@ -120,13 +120,7 @@ pub fn run_summary() -> RunSummary {
 /// reasoning (streamed as reasoning chunks, counted so by usage), the answer starts after.
 pub fn thinking_record(id: u64, ttft: u64, n: u64, reasoning: u64) -> ClientRecord {
     let mut r = record(id, ttft, n, 0);
-    let first_answer = r.chunks.get(reasoning as usize).map(|c| c.at);
-    r.http = Some(goodput_core::HttpStamps {
-        first_answer,
-        reasoning_chunks: reasoning as usize,
-        usage_reasoning_tokens: Some(reasoning as usize),
-        ..Default::default()
-    });
+    r.reasoning = goodput_core::Reasoning::prefix(&r.chunks, reasoning as usize);
     r
 }
 

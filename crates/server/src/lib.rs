@@ -6,6 +6,10 @@
 //!   usage chunk before it), or whole;
 //! - `GET /v1/models`, `GET /health`, `GET /metrics` (vLLM's metric names, [`metrics`]).
 //!
+//! Chat outputs of a reasoning model split into `delta.reasoning` and `delta.content` as
+//! vLLM's reasoning parsers split them ([`reasoning`]: `<think>` tags, or goodput's
+//! `"goodput": {"reasoning_tokens": N}` request extension for weights that do not think).
+//!
 //! Every response carries the engine's stamps of its request: a `goodput` object (see
 //! [`goodput_core::ServerTimings`]) in the last streamed chunk or in the whole response, and
 //! for whole responses TGI's timing headers (`x-queue-time`, `x-inference-time`,
@@ -29,6 +33,7 @@ pub mod listen;
 pub mod metrics;
 pub mod mock;
 pub mod openai;
+pub mod reasoning;
 mod respond;
 pub mod tls;
 
@@ -88,6 +93,8 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
     pub policy: Policy,
     pub clock: Clock,
+    /// How chat outputs split into reasoning and answer ([`reasoning`]).
+    pub reasoning: reasoning::ReasoningParser,
 }
 
 /// Why the server's state could not be built.
@@ -114,7 +121,13 @@ impl AppState {
             model_name,
             chat,
             policy,
+            reasoning: Default::default(),
         })
+    }
+
+    /// With a reasoning parser for chat outputs.
+    pub fn with_reasoning(self, reasoning: reasoning::ReasoningParser) -> Self {
+        AppState { reasoning, ..self }
     }
 
     fn check_model(&self, model: &str) -> Result<(), ApiError> {
@@ -150,6 +163,7 @@ impl AppState {
             seed: s.seed.unwrap_or(0),
             ignore_eos: s.ignore_eos,
             stop_token_ids: s.stop_token_ids.clone(),
+            reasoning_tokens: s.goodput.as_ref().map_or(0, |g| g.reasoning_tokens),
         };
         p.validate().map_err(|e| ApiError::bad_request(e, None))?;
         Ok(p)

@@ -49,9 +49,23 @@ pub struct Sampling {
     /// vLLM's extension: each choice carries the ids of the tokens it holds (`token_ids`).
     #[serde(default)]
     pub return_token_ids: bool,
+    /// goodput's own extension fields ([`GoodputFields`]).
+    pub goodput: Option<GoodputFields>,
     /// The fields of [`UNSUPPORTED`] (`null` reads as absent).
     #[serde(flatten)]
     pub unsupported: Unsupported,
+}
+
+/// goodput's request extension, `"goodput": {...}`; other servers ignore it (and
+/// `goodput run --strict-openai` never sends it).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoodputFields {
+    /// Chat: the first this many output tokens are reasoning — streamed as
+    /// `delta.reasoning`, counted in usage's `reasoning_tokens` — whatever the model's
+    /// tokens are (the `reasoning` scenario on weights that do not think).
+    #[serde(default)]
+    pub reasoning_tokens: usize,
 }
 
 /// Fields the server reads only to refuse them unless they hold a no-op value.
@@ -196,6 +210,15 @@ pub struct Usage {
     pub total_tokens: usize,
     /// OpenAI's `{"cached_tokens": n}`: prompt tokens taken from the prefix cache.
     pub prompt_tokens_details: PromptTokensDetails,
+    /// OpenAI's `{"reasoning_tokens": n}`: of the completion tokens, those that were
+    /// reasoning; only for a response with a reasoning split.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CompletionTokensDetails {
+    pub reasoning_tokens: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -210,7 +233,13 @@ impl Usage {
             completion_tokens: completion,
             total_tokens: prompt + completion,
             prompt_tokens_details: PromptTokensDetails { cached_tokens: cached },
+            completion_tokens_details: None,
         }
+    }
+
+    /// With the reasoning tokens of a split response.
+    pub fn with_reasoning(self, reasoning: Option<usize>) -> Self {
+        Usage { completion_tokens_details: reasoning.map(|r| CompletionTokensDetails { reasoning_tokens: r }), ..self }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Writing a response: whole (with TGI's timing headers) or streamed as server-sent events.
 
 use crate::openai::{ApiError, Sampling, Usage};
+use crate::reasoning::{Part, Split};
 use crate::AppState;
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::sse::{Event, Sse};
@@ -20,6 +21,8 @@ pub(crate) struct Options {
     stream: bool,
     include_usage: bool,
     token_ids: bool,
+    /// goodput's extension: the first this many output tokens are reasoning.
+    reasoning_prefix: usize,
 }
 
 impl Options {
@@ -28,6 +31,7 @@ impl Options {
             stream: s.stream,
             include_usage: s.stream_options.as_ref().is_some_and(|o| o.include_usage),
             token_ids: s.return_token_ids,
+            reasoning_prefix: s.goodput.as_ref().map_or(0, |g| g.reasoning_tokens),
         }
     }
 }
@@ -69,30 +73,33 @@ impl Meta {
         Meta { kind, id, created: unix_now(), model: model.to_string(), token_ids }
     }
 
-    /// A streamed chunk with `text` and the ids of its tokens (or, for chat, the role-only
-    /// opener when `role`).
-    fn chunk(&self, text: Option<&str>, ids: &[TokenId], role: bool, finish: Option<&str>) -> Value {
-        let mut v = self.chunk_inner(text, role, finish);
-        if self.token_ids && !role {
+    /// A streamed chunk with `text` (reasoning or answer, as `part` says) and the ids of its
+    /// tokens; a chat stream's first chunk also carries the role (it is sent with the first
+    /// token, never before: a client may take any chunk for a token).
+    fn chunk(&self, text: Option<&str>, ids: &[TokenId], part: Part, first: bool, finish: Option<&str>) -> Value {
+        let mut v = self.chunk_inner(text, part, first, finish);
+        if self.token_ids {
             v["choices"][0]["token_ids"] = json!(ids);
         }
         v
     }
 
-    fn chunk_inner(&self, text: Option<&str>, role: bool, finish: Option<&str>) -> Value {
+    fn chunk_inner(&self, text: Option<&str>, part: Part, first: bool, finish: Option<&str>) -> Value {
         match self.kind {
             Kind::Completion => json!({
                 "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
                 "choices": [{ "index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish }],
             }),
             Kind::Chat => {
-                let delta = if role {
-                    json!({ "role": "assistant", "content": "" })
-                } else if let Some(t) = text {
-                    json!({ "content": t })
-                } else {
-                    json!({})
-                };
+                let mut delta = json!({});
+                match (text, part) {
+                    (Some(t), Part::Answer) => delta["content"] = json!(t),
+                    (Some(t), _) => delta["reasoning"] = json!(t),
+                    (None, _) => {}
+                }
+                if first {
+                    delta["role"] = json!("assistant");
+                }
                 json!({
                     "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
                     "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
@@ -106,10 +113,13 @@ impl Meta {
         json!({ "id": self.id, "object": object, "created": self.created, "model": self.model, "choices": [], "usage": usage })
     }
 
-    fn whole(&self, text: &str, ids: &[TokenId], finish: &str, usage: &Usage, timings: &ServerTimings) -> Value {
-        let mut v = self.whole_inner(text, finish, usage, timings);
+    fn whole(&self, text: &Answer, ids: &[TokenId], finish: &str, usage: &Usage, timings: &ServerTimings) -> Value {
+        let mut v = self.whole_inner(&text.answer, finish, usage, timings);
         if self.token_ids {
             v["choices"][0]["token_ids"] = json!(ids);
+        }
+        if let Some(r) = &text.reasoning {
+            v["choices"][0]["message"]["reasoning"] = json!(r);
         }
         v
     }
@@ -127,6 +137,29 @@ impl Meta {
                 "usage": usage, "goodput": timings,
             }),
         }
+    }
+}
+
+/// A whole response's text: the answer, and the reasoning of a split chat response.
+struct Answer {
+    answer: String,
+    reasoning: Option<String>,
+}
+
+impl Answer {
+    /// `tokens` split by `split` and decoded (the think tags carry no text).
+    fn of(tokenizer: &Tokenizer, tokens: &[TokenId], mut split: Split) -> (Self, Option<usize>) {
+        let (mut answer, mut reasoning) = (Vec::new(), Vec::new());
+        for &t in tokens {
+            match split.next(t) {
+                Part::Answer => answer.push(t),
+                Part::Reasoning => reasoning.push(t),
+                Part::Tag => {}
+            }
+        }
+        let text = |ids: &[TokenId]| tokenizer.decode(ids).unwrap_or_default();
+        let count = split.reasoning_tokens();
+        (Answer { answer: text(&answer), reasoning: count.map(|_| text(&reasoning)) }, count)
     }
 }
 
@@ -150,15 +183,23 @@ pub(crate) async fn respond(
     prompt_tokens: usize,
 ) -> Response {
     let meta = Meta::new(kind, gen.id, &st.model_name, o.token_ids);
+    let split = Split::new(st.reasoning, o.reasoning_prefix, kind == Kind::Chat);
     if o.stream {
-        sse(st, gen, meta, o.include_usage, received, prompt_tokens).into_response()
+        sse(st, gen, meta, split, o.include_usage, received, prompt_tokens).into_response()
     } else {
-        whole(st, gen, meta, received, prompt_tokens).await
+        whole(st, gen, meta, split, received, prompt_tokens).await
     }
 }
 
 /// A whole (non-streamed) response, with TGI's timing headers.
-async fn whole(st: Arc<AppState>, gen: RequestStream, meta: Meta, received: Stamp, prompt_tokens: usize) -> Response {
+async fn whole(
+    st: Arc<AppState>,
+    gen: RequestStream,
+    meta: Meta,
+    split: Split,
+    received: Stamp,
+    prompt_tokens: usize,
+) -> Response {
     loop {
         match gen.events.recv_async().await {
             Ok(RequestEvent::Token { .. }) => {}
@@ -167,8 +208,8 @@ async fn whole(st: Arc<AppState>, gen: RequestStream, meta: Meta, received: Stam
                 if !matches!(record.finish_reason, FinishReason::Length | FinishReason::Stop) {
                     return aborted_error(&record).into_response();
                 }
-                let text = st.tokenizer.decode(&tokens).unwrap_or_default();
-                let usage = Usage::new(prompt_tokens, tokens.len(), record.cached_tokens);
+                let (text, reasoning) = Answer::of(&st.tokenizer, &tokens, split);
+                let usage = Usage::new(prompt_tokens, tokens.len(), record.cached_tokens).with_reasoning(reasoning);
                 let timings = ServerTimings::new(received, &record);
                 let body = meta.whole(&text, &tokens, finish_reason(record.finish_reason), &usage, &timings);
                 let mut headers = HeaderMap::new();
@@ -213,6 +254,9 @@ struct Streaming {
     gen: RequestStream,
     decoder: DecodeStream<Arc<Tokenizer>>,
     meta: Meta,
+    split: Split,
+    /// The part of the tokens held (reasoning or answer): text is sent with its part.
+    held_part: Part,
     include_usage: bool,
     received: Stamp,
     prompt_tokens: usize,
@@ -231,9 +275,12 @@ impl Streaming {
             self.pending.push_back(data(&aborted_error(&record).body()));
         } else {
             let timings = ServerTimings { first_text: self.first_text, ..ServerTimings::new(self.received, &record) };
-            let usage = Usage::new(self.prompt_tokens, tokens.len(), record.cached_tokens);
+            let usage = Usage::new(self.prompt_tokens, tokens.len(), record.cached_tokens)
+                .with_reasoning(self.split.reasoning_tokens());
             let held = std::mem::take(&mut self.held);
-            let mut last = self.meta.chunk(None, &held, false, Some(finish_reason(record.finish_reason)));
+            let first = self.first_text.is_none();
+            let finish = Some(finish_reason(record.finish_reason));
+            let mut last = self.meta.chunk(None, &held, self.held_part, first, finish);
             if self.include_usage {
                 self.pending.push_back(data(&last));
                 last = self.meta.usage_chunk(&usage);
@@ -246,24 +293,47 @@ impl Streaming {
     }
 }
 
+impl Streaming {
+    /// One generated token: its text, when it completes some, goes out as a chunk of its part
+    /// (a think tag's text is never sent; its id joins the next chunk's).
+    fn token(&mut self, token: TokenId, time: Stamp) {
+        self.held.push(token);
+        let part = self.split.next(token);
+        if part == Part::Tag {
+            return;
+        }
+        // Text still held across a switch (an unfinished UTF-8 sequence) goes with the new part.
+        self.held_part = part;
+        if let Ok(Some(text)) = self.decoder.step(token) {
+            let first = self.first_text.is_none();
+            self.first_text.get_or_insert(time);
+            let ids = std::mem::take(&mut self.held);
+            let c = self.meta.chunk(Some(&text), &ids, part, first, None);
+            self.pending.push_back(data(&c));
+        }
+    }
+}
+
 fn sse(
     st: Arc<AppState>,
     gen: RequestStream,
     meta: Meta,
+    split: Split,
     include_usage: bool,
     received: Stamp,
     prompt_tokens: usize,
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
-    let mut pending = VecDeque::new();
-    if meta.kind == Kind::Chat {
-        pending.push_back(data(&meta.chunk(None, &[], true, None)));
-    }
+    // Nothing is sent before the first token (no role-only opener: some clients, vLLM's
+    // `bench serve` among them, take any chunk for the first token).
+    let pending = VecDeque::new();
     let decoder = DecodeStream::new(st.tokenizer.clone());
     let state = Streaming {
         st,
         gen,
         decoder,
         meta,
+        split,
+        held_part: Part::Answer,
         include_usage,
         received,
         prompt_tokens,
@@ -283,15 +353,7 @@ fn sse(
                 return None;
             }
             match s.gen.events.recv_async().await {
-                Ok(RequestEvent::Token { token, time, .. }) => {
-                    s.held.push(token);
-                    if let Ok(Some(text)) = s.decoder.step(token) {
-                        s.first_text.get_or_insert(time);
-                        let ids = std::mem::take(&mut s.held);
-                        let c = s.meta.chunk(Some(&text), &ids, false, None);
-                        s.pending.push_back(data(&c));
-                    }
-                }
+                Ok(RequestEvent::Token { token, time, .. }) => s.token(token, time),
                 Ok(RequestEvent::Finished { record, tokens }) => s.end(record, tokens),
                 Ok(RequestEvent::Error(e)) => {
                     s.pending.push_back(data(&ApiError::internal(e).body()));

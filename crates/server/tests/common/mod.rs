@@ -44,12 +44,38 @@ pub async fn start_tls(policy: Policy, limits: ListenLimits) -> Server {
     start_full(policy, limits, 8, Duration::ZERO, Some(cfg)).await
 }
 
+/// A plain server whose tokenizer is `tok` and whose chat outputs split by `reasoning`.
+pub async fn start_with_tokenizer(
+    tok: Arc<Tokenizer>,
+    reasoning: goodput_server::reasoning::ReasoningParser,
+) -> Server {
+    let opts = Opts { tok: Some(tok), reasoning };
+    start_opts(Policy::default(), ListenLimits::default(), 8, Duration::ZERO, None, opts).await
+}
+
+#[derive(Default)]
+struct Opts {
+    tok: Option<Arc<Tokenizer>>,
+    reasoning: goodput_server::reasoning::ReasoningParser,
+}
+
 async fn start_full(
     policy: Policy,
     limits: ListenLimits,
     max_num_seqs: usize,
     step_delay: Duration,
     tls: Option<Arc<rustls::ServerConfig>>,
+) -> Server {
+    start_opts(policy, limits, max_num_seqs, step_delay, tls, Opts::default()).await
+}
+
+async fn start_opts(
+    policy: Policy,
+    limits: ListenLimits,
+    max_num_seqs: usize,
+    step_delay: Duration,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    opts: Opts,
 ) -> Server {
     let spec = Catalog::builtin().get("tiny").unwrap().clone();
     let mut src = DummySource { seed: 5, dtype: DType::F32, device: Device::Cpu };
@@ -62,8 +88,9 @@ async fn start_full(
         ..Default::default()
     };
     let engine = Engine::start(model, cfg, Clock::new(), None).unwrap();
-    let tok = Arc::new(Tokenizer::byte_level(spec.vocab_size));
-    let state = Arc::new(AppState::new(engine.handle(), tok, "tiny".into(), Default::default(), policy).unwrap());
+    let tok = opts.tok.unwrap_or_else(|| Arc::new(Tokenizer::byte_level(spec.vocab_size)));
+    let state = AppState::new(engine.handle(), tok, "tiny".into(), Default::default(), policy).unwrap();
+    let state = Arc::new(state.with_reasoning(opts.reasoning));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
