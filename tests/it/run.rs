@@ -516,3 +516,40 @@ fn scenario_files_run_like_the_built_in_ones() {
     assert!(!ok && err.contains("exceeds the model's context"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The `reasoning` scenario on dummy weights, in-process and over HTTP (goodput's server
+/// splits the asked-for reasoning prefix into `delta.reasoning`, chat by default): TTFO after
+/// TTFT by the reasoning time, three quarters of the output reasoning, AIPerf's keys written,
+/// the conclusion's sentence.
+#[test]
+fn the_reasoning_scenario_measures_ttfo_in_process_and_over_http() {
+    for target in ["in-process", "http-local"] {
+        let dir = temp(&format!("reasoning-{target}"));
+        let args =
+            ["run", "--target", target, "--scenario", "reasoning", "--max-model-len", "480", "--concurrency", "2"];
+        let (ok, out, err) =
+            goodput(&[&args[..], &["--requests", "4", "--warmup", "2", "--out", dir.to_str().unwrap()]].concat());
+        assert!(ok, "{target}: {err}");
+        assert!(out.contains("TTFO p95") && out.contains("for the answer to start, of which"), "{target}: {out}");
+        let summary: Value = summary_of(&dir);
+        let l = &summary["levels"][0];
+        let s = &l["summary"];
+        assert_eq!(s["completed"], 4, "{target}: {s}");
+        // 480 − 64 positions at 1:8: 46 in, 369 out, 277 of them reasoning (75.07 %).
+        assert!((s["reasoning_share"].as_f64().unwrap() - 277.0 / 369.0).abs() < 1e-9, "{target}: {s}");
+        assert_eq!(s["reasoning_tokens"]["p50"], 277.0, "{target}");
+        let (ttft, ttfo, think) = (
+            s["ttft"]["p50"].as_f64().unwrap(),
+            s["ttfo"]["p50"].as_f64().unwrap(),
+            s["reasoning_time"]["p50"].as_f64().unwrap(),
+        );
+        assert!(ttfo > ttft + 0.5 * think && think > 0.0, "{target}: ttft {ttft} ttfo {ttfo} think {think}");
+        assert_eq!(l["aiperf"]["time_to_first_output_token"]["unit"], "ms", "{target}: {l}");
+        assert_eq!(l["aiperf"]["reasoning_token_count"]["avg"], 277.0, "{target}");
+        for r in records(&dir).iter().filter(|r| r["outcome"]["kind"] == "ok") {
+            assert_eq!(r["reasoning"]["chunks"].as_u64().map(|c| c <= 277), Some(true), "{target}: {r}");
+            assert_eq!(r["reasoning"]["tokens"], 277, "{target}: {r}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

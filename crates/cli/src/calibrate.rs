@@ -93,6 +93,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         input: LengthDist::Fixed { n: 4 },
         output: LengthDist::Fixed { n: a.tokens },
         shared_prefix: 0,
+        reasoning_share: None,
         note: None,
     });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

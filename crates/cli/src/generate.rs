@@ -75,6 +75,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         seed: a.seed,
         ignore_eos: a.ignore_eos,
         stop_token_ids: Vec::new(),
+        reasoning_tokens: 0,
     };
     let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), None)?;
     let stream = engine.handle().submit(prompt.clone(), params)?;

@@ -70,6 +70,13 @@ pub struct ServeArgs {
     /// Server threads (the engine has its own).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// How chat outputs split into reasoning (`delta.reasoning`, usage's `reasoning_tokens`)
+    /// and answer: `none`, or `think-tags` (Qwen3 / DeepSeek-R1 style, as vLLM's
+    /// `deepseek_r1`: the output before `</think>` is reasoning; needs a tokenizer with that
+    /// token). Whatever this says, a request's `"goodput": {"reasoning_tokens": N}` marks its
+    /// first N output tokens as reasoning (the `reasoning` scenario on dummy weights).
+    #[arg(long, default_value = "none", value_parser = ["none", "think-tags"])]
+    pub reasoning_parser: String,
 }
 
 /// Builds the server's state over a started engine.
@@ -79,8 +86,9 @@ pub fn state(
     name: String,
     chat: goodput_engine::loader::ChatFormat,
     policy: Policy,
+    reasoning: goodput_server::reasoning::ReasoningParser,
 ) -> Result<Arc<AppState>> {
-    Ok(Arc::new(AppState::new(engine.handle(), loaded_tokenizer, name, chat, policy)?))
+    Ok(Arc::new(AppState::new(engine.handle(), loaded_tokenizer, name, chat, policy)?.with_reasoning(reasoning)))
 }
 
 impl ServeArgs {
@@ -165,7 +173,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let name = a.served_model_name.clone().unwrap_or_else(|| spec.name.clone());
     let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), None)?;
     let has_template = loaded.chat.template.is_some();
-    let st = state(&engine, Arc::new(loaded.tokenizer), name.clone(), loaded.chat, policy)?;
+    let tokenizer = Arc::new(loaded.tokenizer);
+    let parser = goodput_server::reasoning::ReasoningParser::named(&a.reasoning_parser, &tokenizer)?;
+    let st = state(&engine, tokenizer, name.clone(), loaded.chat, policy, parser)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(a.threads.max(1)).enable_all().build()?;
     let addr = format!("{}:{}", a.host, a.port);
     rt.block_on(async {

@@ -33,12 +33,20 @@ impl Target for AnyTarget {
         }
     }
 
+    /// The record of `req`; the engine and the simulator know which of their tokens a
+    /// reasoning workload asked to be reasoning ([`SamplingParams::reasoning_tokens`]), an HTTP
+    /// server says so in its stream.
+    ///
+    /// [`SamplingParams::reasoning_tokens`]: goodput_core::SamplingParams::reasoning_tokens
     async fn run(&self, req: WorkRequest, intended: Stamp) -> ClientRecord {
-        match self {
+        let reasoning = req.params.reasoning_tokens;
+        let mut rec = match self {
             AnyTarget::Engine(e) => e.run(req, intended).await,
-            AnyTarget::Http(h) => h.run(req, intended).await,
+            AnyTarget::Http(h) => return h.run(req, intended).await,
             AnyTarget::Sim(s) => s.run(req, intended).await,
-        }
+        };
+        rec.reasoning = goodput_core::Reasoning::prefix(&rec.chunks, reasoning);
+        rec
     }
 }
 

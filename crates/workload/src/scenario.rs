@@ -128,6 +128,12 @@ pub struct Scenario {
     /// Tokens every prompt starts with (the cache-hit case, reported as such); 0 = unique prompts.
     #[serde(default)]
     pub shared_prefix: usize,
+    /// Reasoning workloads: the share of each output that is reasoning — the first
+    /// round(share × output) tokens, asked for through `SamplingParams::reasoning_tokens`
+    /// (goodput's server streams them as reasoning; the in-process engine records them so). A
+    /// model that reasons on its own ignores it. `None`: no reasoning asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_share: Option<f64>,
     /// How a built-in was fitted to the model (stated wherever the lengths are); never read
     /// from a file.
     #[serde(skip)]
@@ -145,8 +151,11 @@ impl Scenario {
                 input: LengthDist::Uniform { min: 50, max: 200 },
                 output: LengthDist::Uniform { min: 50, max: 100 },
                 shared_prefix: 0,
+                reasoning_share: None,
                 note: None,
             },
+            // A reasoning model's answer: 1K in, 8K out, three quarters of it thinking.
+            "reasoning" => Self::reasoning(max_model_len)?,
             // Long generation: ≈500 in, ≥1500 out.
             "long-gen" => Self::long_gen(max_model_len)?,
             // Long context: 8K–32K in, within the model's limit.
@@ -163,6 +172,7 @@ impl Scenario {
                     input: LengthDist::Uniform { min: 8192, max: max_in },
                     output: LengthDist::Uniform { min: 100, max: 200 },
                     shared_prefix: 0,
+                    reasoning_share: None,
                     note: None,
                 }
             }
@@ -194,6 +204,38 @@ impl Scenario {
             input,
             output: LengthDist::Uniform { min: out_min, max: out_max },
             shared_prefix: 0,
+            reasoning_share: None,
+            note,
+        })
+    }
+
+    /// The share of a `reasoning` scenario's output that is reasoning.
+    pub const REASONING_SHARE: f64 = 0.75;
+
+    /// A reasoning model's request, InferenceMAX's reasoning shape: 1024 tokens in, 8192 out,
+    /// of which [`Self::REASONING_SHARE`] is reasoning. On a model whose context holds less
+    /// than 9216 positions both lengths shrink by the same factor (keeping 1:8) to fit it less
+    /// 64 positions (room for a chat template: reasoning is split in chat streams), stated in
+    /// [`Scenario::note`]; below 352 positions (32 in, 256 out) it is refused.
+    fn reasoning(max_model_len: usize) -> Result<Self, crate::WorkloadError> {
+        let (full_in, full_out) = (1024usize, 8192usize);
+        let room = if max_model_len >= full_in + full_out { max_model_len } else { max_model_len.saturating_sub(64) };
+        let scale = (room as f64 / (full_in + full_out) as f64).min(1.0);
+        let (n_in, n_out) = ((full_in as f64 * scale) as usize, (full_out as f64 * scale) as usize);
+        if n_in < 32 {
+            return Err(crate::WorkloadError::Invalid(format!(
+                "scenario reasoning needs 1024 input and 8192 output tokens (at least 32 and 256 scaled down),                  which exceeds the model's context of {max_model_len}"
+            )));
+        }
+        let note = (scale < 1.0).then(|| {
+            format!("scaled from 1024 in / 8192 out to {n_in} / {n_out} to fit the model's context of {max_model_len}")
+        });
+        Ok(Scenario {
+            name: "reasoning".into(),
+            input: LengthDist::Fixed { n: n_in },
+            output: LengthDist::Fixed { n: n_out },
+            shared_prefix: 0,
+            reasoning_share: Some(Self::REASONING_SHARE),
             note,
         })
     }
@@ -219,6 +261,9 @@ impl Scenario {
         if self.shared_prefix >= self.input.max() {
             return Err(format!("scenario {}: shared_prefix must be shorter than the inputs", self.name));
         }
+        if let Some(r) = self.reasoning_share.filter(|r| !(r.is_finite() && (0.0..=1.0).contains(r))) {
+            return Err(format!("scenario {}: reasoning_share must be between 0 and 1, got {r}", self.name));
+        }
         Ok(())
     }
 
@@ -233,7 +278,9 @@ impl Scenario {
         let mut prefix_rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0x5EED);
         let mut prompt: Vec<TokenId> = (0..self.shared_prefix).map(|_| prefix_rng.random_range(3..hi)).collect();
         prompt.extend((self.shared_prefix..n_in).map(|_| rng.random_range(3..hi)));
-        WorkRequest { id, prompt, params: SamplingParams::greedy_exact(n_out) }
+        let mut params = SamplingParams::greedy_exact(n_out);
+        params.reasoning_tokens = self.reasoning_share.map_or(0, |r| ((r * n_out as f64).round() as usize).min(n_out));
+        WorkRequest { id, prompt, params }
     }
 
     pub fn describe(&self) -> String {
@@ -245,6 +292,9 @@ impl Scenario {
         let mut s = format!("input {}, output {} tokens", self.input.describe(), self.output.describe());
         if self.shared_prefix > 0 {
             s.push_str(&format!(", shared prefix {}", self.shared_prefix));
+        }
+        if let Some(r) = self.reasoning_share {
+            s.push_str(&format!(", {:.0} % of each output reasoning", r * 100.0));
         }
         if let Some(note) = &self.note {
             s.push_str(&format!(" ({note})"));
@@ -320,6 +370,31 @@ mod tests {
         sorted.sort();
         let median = sorted[1000] as f64;
         assert!((80.0..125.0).contains(&median), "median {median}");
+    }
+
+    #[test]
+    fn reasoning_is_1k_in_8k_out_three_quarters_thinking_scaled_to_the_context() {
+        let full = Scenario::builtin("reasoning", 32_768).unwrap();
+        full.validate(32_768).unwrap();
+        let r = full.request(1, 1, 32_000);
+        assert_eq!((r.prompt.len(), r.params.max_tokens, r.params.reasoning_tokens), (1024, 8192, 6144));
+        assert!(
+            full.note.is_none() && full.describe().contains("75 % of each output reasoning"),
+            "{}",
+            full.describe()
+        );
+        // The tiny model's 2048 positions less 64 for a chat template: 1:8 kept, 220 in and
+        // 1763 out, 1322 thinking.
+        let tiny = Scenario::builtin("reasoning", 2048).unwrap();
+        tiny.validate(2048).unwrap();
+        let r = tiny.request(1, 1, 32_000);
+        assert_eq!((r.prompt.len(), r.params.max_tokens, r.params.reasoning_tokens), (220, 1763, 1322));
+        assert!(tiny.describe().contains("scaled from 1024 in / 8192 out to 220 / 1763"), "{}", tiny.describe());
+        assert!(Scenario::builtin("reasoning", 200).is_err());
+        let bad = Scenario { reasoning_share: Some(1.5), ..tiny.clone() };
+        assert!(bad.validate(2048).unwrap_err().to_string().contains("reasoning_share must be between 0 and 1"));
+        // Without a share nothing is asked.
+        assert_eq!(Scenario::builtin("short-qa", 2048).unwrap().request(1, 1, 100).params.reasoning_tokens, 0);
     }
 
     #[test]

@@ -27,10 +27,21 @@ pub struct RunArgs {
     #[arg(long)]
     pub served_model_name: Option<String>,
     /// HTTP API: `completions` (prompts as token ids, exact lengths), `completions-text`
-    /// (prompts decoded to text, for servers that take no token ids, as llama.cpp's) or `chat`
-    /// (prompts as text in one user message, through the server's chat template).
-    #[arg(long, default_value = "completions", value_parser = ["completions", "completions-text", "chat"])]
-    pub api: String,
+    /// (prompts decoded to text, for servers that take no token ids, as llama.cpp's), `chat`
+    /// (prompts as text in one user message, through the server's chat template; a reasoning
+    /// model's `delta.reasoning` is split out there) or `responses` (OpenAI's Responses API:
+    /// the prompt as text `input`, streamed as typed events). Default: completions, or chat
+    /// for a scenario that asks for reasoning (`reasoning`).
+    #[arg(long, value_parser = ["completions", "completions-text", "chat", "responses"])]
+    pub api: Option<String>,
+    /// HTTP targets: the body field of the output length. `auto`: each API's current name —
+    /// `max_completion_tokens` for chat (OpenAI deprecated `max_tokens` there and refuses it
+    /// for reasoning models; vLLM, SGLang and TGI take both), `max_tokens` for completions,
+    /// `max_output_tokens` for responses; `max_tokens` for chat servers that know only the old
+    /// name. Reasoning effort and thinking budgets are the server's own fields: pass them with
+    /// --extra-body ('{"reasoning_effort":"low"}', '{"chat_template_kwargs":{"thinking_budget":512}}').
+    #[arg(long, default_value = "auto", value_parser = ["auto", "max_tokens", "max_completion_tokens"])]
+    pub max_tokens_field: String,
     /// HTTP targets: ignore the per-request engine stamps a server returns (goodput's own
     /// `goodput` object), as for a server that returns none (vLLM, SGLang, TGI's OpenAI
     /// route): queue and prefill then come only from its /metrics. Checks what an HTTP-only
@@ -44,7 +55,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub trace: crate::workload::TraceArgs,
     /// Scenario: a TOML file (see `goodput_workload::file`), or built in: short-qa, long-gen,
-    /// long-context, multi-turn (--requests counts sessions),
+    /// long-context, reasoning (1K in / 8K out, 75 % of each output reasoning — asked of
+    /// goodput's engine and server through its `reasoning_tokens` extension, so it runs on
+    /// dummy weights; scaled to fit smaller contexts), multi-turn (--requests counts sessions),
     /// agent (--requests counts tasks), rag (needs the encoder of scripts/fetch-minilm.sh).
     #[arg(long, default_value = "short-qa")]
     pub scenario: String,

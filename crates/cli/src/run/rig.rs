@@ -250,7 +250,7 @@ impl Rig {
     ) -> Result<()> {
         let e = self.engine.as_ref().context("http-local needs the engine")?;
         let name = http.config.model.clone();
-        let st = crate::serve::state(e, tokenizer.clone(), name, template, goodput_server::Policy::default())?;
+        let st = crate::serve::state(e, tokenizer.clone(), name, template, Default::default(), Default::default())?;
         let server = LocalServer::start(st, s.harness_cpus.clone())?;
         let http = HttpTarget::new(http_config(http, server.url.clone(), tokenizer), e.handle().clock())?;
         self.server = Some(server);

@@ -108,7 +108,9 @@ impl RunSpec {
         workload.dataset = crate::workload::read_dataset(&a.dataset, a.rate.is_some())?;
         workload.trace = crate::workload::read_trace(&a.trace, max_len, seed)?;
         check_workload(&a, &workload)?;
-        let target = TargetSpec::new(&a, &model)?;
+        let reasons =
+            matches!(&workload.file, goodput_workload::file::ScenarioFile::Single(s) if s.reasoning_share.is_some());
+        let target = TargetSpec::new(&a, &model, reasons)?;
         let burstiness = (!a.constant_rate).then_some(a.burstiness);
         let (unit, refine) = match (&a.rate, &a.stages) {
             _ if workload.trace.is_some() => (LoadUnit::Rate, RefineKind::None),

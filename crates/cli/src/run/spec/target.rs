@@ -4,7 +4,7 @@
 
 use crate::run::args::RunArgs;
 use anyhow::{bail, Result};
-use goodput_client::{Api, HttpConfig};
+use goodput_client::{Api, HttpConfig, MaxTokensField};
 use goodput_core::ModelSpec;
 use goodput_engine::EngineConfig;
 use std::path::{Path, PathBuf};
@@ -47,14 +47,32 @@ pub struct HttpSpec {
 }
 
 /// `--api`'s values and the API each names.
-const APIS: [(&str, Api); 3] =
-    [("completions", Api::Completions), ("completions-text", Api::CompletionsText), ("chat", Api::Chat)];
+const APIS: [(&str, Api); 4] = [
+    ("completions", Api::Completions),
+    ("completions-text", Api::CompletionsText),
+    ("chat", Api::Chat),
+    ("responses", Api::Responses),
+];
+
+/// `--max-tokens-field`'s values.
+const MAX_TOKENS_FIELDS: [(&str, MaxTokensField); 3] = [
+    ("auto", MaxTokensField::Auto),
+    ("max_tokens", MaxTokensField::MaxTokens),
+    ("max_completion_tokens", MaxTokensField::MaxCompletionTokens),
+];
 
 impl HttpSpec {
-    fn new(a: &RunArgs, model: &ModelSpec, in_process: bool) -> Result<Self> {
+    /// `reasons`: the scenario asks for reasoning, which servers split out of chat streams
+    /// only, so `--api` defaults to chat for it.
+    fn new(a: &RunArgs, model: &ModelSpec, in_process: bool, reasons: bool) -> Result<Self> {
         let mut config =
             HttpConfig::new(String::new(), a.served_model_name.clone().unwrap_or_else(|| model.name.clone()));
-        config.api = APIS.iter().find(|(flag, _)| *flag == a.api).map_or(Api::Completions, |&(_, api)| api);
+        let api = a.api.as_deref().unwrap_or(if reasons { "chat" } else { "completions" });
+        config.api = APIS.iter().find(|(flag, _)| *flag == api).map_or(Api::Completions, |&(_, api)| api);
+        config.max_tokens_field = MAX_TOKENS_FIELDS
+            .iter()
+            .find(|(flag, _)| *flag == a.max_tokens_field)
+            .map_or_else(Default::default, |f| f.1);
         config.exact_lengths = true;
         // goodput's own server returns token ids and stamps with this process's clock.
         (config.return_token_ids, config.same_clock) = (in_process, in_process);
@@ -75,7 +93,7 @@ impl HttpSpec {
 impl TargetSpec {
     /// `--target` (with the engine and HTTP flags it takes) checked: each flag that has no
     /// place with the target is refused, then the engine's and the client's settings checked.
-    pub(super) fn new(a: &RunArgs, model: &ModelSpec) -> Result<Self> {
+    pub(super) fn new(a: &RunArgs, model: &ModelSpec, reasons: bool) -> Result<Self> {
         let engine = || -> Result<EngineConfig> {
             let mut cfg = a.engine.config()?;
             cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
@@ -105,7 +123,7 @@ impl TargetSpec {
             }
             "http-local" => {
                 no_simulation()?;
-                TargetSpec::HttpLocal { engine: engine()?, http: HttpSpec::new(a, model, true)? }
+                TargetSpec::HttpLocal { engine: engine()?, http: HttpSpec::new(a, model, true, reasons)? }
             }
             t if t.starts_with("http://") || t.starts_with("https://") => {
                 if a.engine_cpus.is_some() {
@@ -113,7 +131,7 @@ impl TargetSpec {
                 }
                 no_simulation()?;
                 let (url, given) = (t.trim_end_matches('/').to_string(), t.to_string());
-                TargetSpec::Url { url, given, http: HttpSpec::new(a, model, false)? }
+                TargetSpec::Url { url, given, http: HttpSpec::new(a, model, false, reasons)? }
             }
             t => bail!("--target {t}: expected in-process, http-local or http://HOST:PORT"),
         })
