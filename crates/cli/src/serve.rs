@@ -77,6 +77,50 @@ pub struct ServeArgs {
     /// first N output tokens as reasoning (the `reasoning` scenario on dummy weights).
     #[arg(long, default_value = "none", value_parser = ["none", "think-tags"])]
     pub reasoning_parser: String,
+    /// Pin the engine thread and its compute threads to these CPUs (0-1, 0,2). The HTTP
+    /// runtime then stays off them (the CPUs left, unless --http-cpus says), as production
+    /// servers keep their API front end off the engine's cores (vLLM v1 runs it as its own
+    /// process): parsing, tokenizing and writing every stream's chunks never take a step's time.
+    #[arg(long, value_parser = crate::args::parse_cpus)]
+    pub engine_cpus: Option<crate::args::CpuList>,
+    /// Pin the HTTP runtime's threads (accepting, parsing, tokenizing, writing streams) to
+    /// these CPUs. Overlapping --engine-cpus is allowed but said, since the two then compete.
+    #[arg(long, value_parser = crate::args::parse_cpus)]
+    pub http_cpus: Option<crate::args::CpuList>,
+}
+
+/// Where the engine and the HTTP runtime run: the given sets, the HTTP runtime defaulting to
+/// the allowed CPUs less the engine's (none left: unpinned, said); a warning when they overlap.
+pub fn placement(
+    engine: Option<&[usize]>,
+    http: Option<&[usize]>,
+    allowed: &[usize],
+) -> (Option<Vec<usize>>, Option<String>) {
+    let fmt = goodput_engine::affinity::format_cpu_list;
+    match (engine, http) {
+        (Some(e), Some(h)) if h.iter().any(|c| e.contains(c)) => (
+            Some(h.to_vec()),
+            Some(format!(
+                "--http-cpus {} overlaps --engine-cpus {}: HTTP work competes with the engine's steps",
+                fmt(h),
+                fmt(e)
+            )),
+        ),
+        (_, Some(h)) => (Some(h.to_vec()), None),
+        (Some(e), None) => {
+            let rest: Vec<usize> = allowed.iter().copied().filter(|c| !e.contains(c)).collect();
+            if rest.is_empty() {
+                let why = format!(
+                    "--engine-cpus {} leaves no CPU for the HTTP runtime: it runs unpinned, sharing them",
+                    fmt(e)
+                );
+                (None, Some(why))
+            } else {
+                (Some(rest), None)
+            }
+        }
+        (None, None) => (None, None),
+    }
 }
 
 /// Builds the server's state over a started engine.
@@ -171,12 +215,40 @@ pub fn run(a: ServeArgs) -> Result<()> {
     a.engine.apply_before_load();
     let loaded = a.model.load(max_len)?;
     let name = a.served_model_name.clone().unwrap_or_else(|| spec.name.clone());
-    let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), None)?;
+    let mut cfg = a.engine.config()?;
+    cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
+    let allowed = goodput_engine::affinity::allowed();
+    let (http_cpus, warning) =
+        placement(a.engine_cpus.as_ref().map(|c| &c.0[..]), a.http_cpus.as_ref().map(|c| &c.0[..]), &allowed);
+    if let Some(w) = warning {
+        eprintln!("goodput serve: warning: {w}");
+    }
+    let engine = Engine::start(loaded.model, cfg, Clock::new(), None)?;
     let has_template = loaded.chat.template.is_some();
     let tokenizer = Arc::new(loaded.tokenizer);
     let parser = goodput_server::reasoning::ReasoningParser::named(&a.reasoning_parser, &tokenizer)?;
     let st = state(&engine, tokenizer, name.clone(), loaded.chat, policy, parser)?;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(a.threads.max(1)).enable_all().build()?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.worker_threads(a.threads.max(1)).enable_all();
+    if let Some(cpus) = http_cpus.clone() {
+        // Every runtime thread (workers and blocking ones) pins itself as it starts; a failure
+        // there (the set was checked against the allowed CPUs) leaves that thread unpinned.
+        rt.on_thread_start(move || {
+            let _ = goodput_engine::affinity::pin_current(&cpus);
+        });
+    }
+    let rt = rt.build()?;
+    if let Some(cpus) = &http_cpus {
+        // This thread runs the accept loop (block_on); the engine's threads are started and
+        // pinned already.
+        goodput_engine::affinity::pin_current(cpus)?;
+    }
+    let fmt = |c: Option<&[usize]>| c.map_or("any CPU".to_string(), goodput_engine::affinity::format_cpu_list);
+    eprintln!(
+        "goodput serve: engine on {}, HTTP runtime on {}",
+        fmt(a.engine_cpus.as_ref().map(|c| &c.0[..])),
+        fmt(http_cpus.as_deref())
+    );
     let addr = format!("{}:{}", a.host, a.port);
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("listening on {addr}"))?;
@@ -203,4 +275,23 @@ pub fn run(a: ServeArgs) -> Result<()> {
     eprintln!("goodput serve: stopped");
     engine.shutdown(false);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::placement;
+
+    #[test]
+    fn the_http_runtime_keeps_off_the_engine_s_cpus() {
+        let all = [0, 1, 2, 3];
+        assert_eq!(placement(Some(&[0]), None, &all), (Some(vec![1, 2, 3]), None));
+        assert_eq!(placement(Some(&[0]), Some(&[2]), &all), (Some(vec![2]), None));
+        assert_eq!(placement(None, Some(&[1]), &all), (Some(vec![1]), None));
+        assert_eq!(placement(None, None, &all), (None, None));
+        let (cpus, w) = placement(Some(&[0, 1]), Some(&[1, 2]), &all);
+        assert_eq!(cpus, Some(vec![1, 2]));
+        assert!(w.unwrap().contains("--http-cpus 1-2 overlaps --engine-cpus 0-1"));
+        let (cpus, w) = placement(Some(&[0, 1]), None, &[0, 1]);
+        assert!(cpus.is_none() && w.unwrap().contains("leaves no CPU for the HTTP runtime"));
+    }
 }
