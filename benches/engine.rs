@@ -2,7 +2,7 @@
 //! cache) at decode and prefill shapes of SmolLM2; the bf16-weight matmul against the f32 one
 //! (its `vdpbf16ps` path and its f32-activation panels at 512 rows, where the CPU has AVX-512
 //! BF16) and candle's bf16 matmul at SmolLM2's shapes; whole decode and prefill steps of the `tiny`
-//! model in f32 and bf16.
+//! model in f32 and bf16; the sampler (greedy, temperature, top-k, top-p).
 //!
 //! `cargo bench --bench engine` (add `-- attention_decode` to run one group).
 
@@ -200,5 +200,53 @@ fn prefill_steps(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, attention, matmul, decode_steps, prefill_steps);
+/// Choosing one token from a row of logits (the tiny model's 32,000 ids, SmolLM2's 49,152):
+/// greedy, temperature 1 over every id (the OpenAI default a client gets when it sends no
+/// temperature), top-k 50, top-p 0.95.
+fn sampling(c: &mut Criterion) {
+    use goodput_engine::sampler::Sampler;
+    let mut g = c.benchmark_group("sampler");
+    g.sample_size(30).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    for vocab in [32_000usize, 49_152] {
+        let logits: Vec<f32> = Tensor::randn(0f32, 2.0, vocab, &Device::Cpu).unwrap().to_vec1().unwrap();
+        g.throughput(Throughput::Elements(vocab as u64));
+        for (name, p) in [
+            ("greedy", SamplingParams::default()),
+            ("temperature-1", SamplingParams { temperature: 1.0, ..Default::default() }),
+            ("top-k-50", SamplingParams { temperature: 1.0, top_k: 50, ..Default::default() }),
+            ("top-p-0.95", SamplingParams { temperature: 1.0, top_p: 0.95, ..Default::default() }),
+        ] {
+            let mut s = Sampler::new(&p);
+            g.bench_with_input(BenchmarkId::new(name, vocab), &vocab, |b, _| b.iter(|| s.sample(&logits)));
+        }
+        // The baseline the sampler replaced: tempered logits with their ids, the whole row
+        // sorted, softmax, then the draw (what a temperature-1 request cost before).
+        let mut row: Vec<(f32, u32)> = Vec::with_capacity(vocab);
+        g.bench_with_input(BenchmarkId::new("sort-the-row-baseline", vocab), &vocab, |b, _| {
+            b.iter(|| {
+                row.clear();
+                row.extend(logits.iter().enumerate().map(|(i, &l)| (l, i as u32)));
+                row.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+                let max = row[0].0;
+                let sum: f32 = row
+                    .iter_mut()
+                    .map(|x| {
+                        x.0 = (x.0 - max).exp();
+                        x.0
+                    })
+                    .sum();
+                let mut r = 0.5 * sum;
+                row.iter()
+                    .find(|x| {
+                        r -= x.0;
+                        r <= 0.0
+                    })
+                    .map_or(0, |x| x.1)
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, attention, matmul, decode_steps, prefill_steps, sampling);
 criterion_main!(benches);
