@@ -157,10 +157,10 @@ pub fn shown(out: Output, levels: &[LevelReport]) -> Vec<&'static Column> {
     LEVEL.iter().filter(move |c| c.shown.shows(out) && c.when.is_none_or(|when| levels.iter().any(when))).collect()
 }
 
-/// Whether a level's requests reasoned (its summary has `ttfo`): the reasoning columns' and
-/// rows' condition.
+/// Whether a level's requests reasoned (its summary counts reasoning tokens; their answer
+/// may never have started): the reasoning columns' condition.
 pub fn reasoned(l: &LevelReport) -> bool {
-    l.summary.ttfo.is_some()
+    l.summary.reasoning_tokens.is_some()
 }
 
 const fn column(

@@ -103,8 +103,23 @@ impl<'a> Conclusion<'a> {
     /// thinking (medians, so the two parts are of the same requests' kind).
     fn reasoning(shown: &LevelReport) -> String {
         let s = &shown.summary;
-        let (Some(ttfo), Some(think)) = (&s.ttfo, &s.reasoning_time) else { return String::new() };
-        let tokens = s.reasoning_tokens.as_ref().map_or(String::new(), |t| format!(", {:.0} tokens", t.p50));
+        let Some(counted) = &s.reasoning_tokens else { return String::new() };
+        let (ttfo, think) = match (&s.ttfo, &s.reasoning_time) {
+            (Some(ttfo), Some(think)) => (ttfo, think),
+            (Some(ttfo), None) => {
+                return format!(
+                    " Users wait {:.2} s (median; P95 {:.2} s) for the answer to start; the reasoning (median {:.0} tokens, counted by the server's usage) was not streamed, so its time is inside TTFT.",
+                    ttfo.p50, ttfo.p95, counted.p50
+                )
+            }
+            (None, _) => {
+                return format!(
+                    " No answer started: the requests spent their output on reasoning (median {:.0} reasoning tokens) and ended before an answer token came.",
+                    counted.p50
+                )
+            }
+        };
+        let tokens = format!(", {:.0} tokens", counted.p50);
         let share = s
             .reasoning_share
             .map_or(String::new(), |x| format!("; reasoning is {:.0} % of the output tokens", x * 100.0));

@@ -131,6 +131,15 @@ fn a_reasoning_run_shows_ttfo_and_thinking_everywhere() {
         "{c}"
     );
     assert!(!Conclusion::of(&plain).body().contains("thinking"));
+    // Reasoning cut by max_tokens before any answer (vLLM's deepseek_r1 parser on dummy
+    // weights): the columns stay, TTFO shows a dash, the conclusion says no answer started.
+    let mut cut = s.clone();
+    for l in &mut cut.levels {
+        (l.summary.ttfo, l.summary.reasoning_time) = (None, None);
+    }
+    let c = Conclusion::of(&cut).body();
+    assert!(c.contains("No answer started") && c.contains("median 6 reasoning tokens"), "{c}");
+    assert!(crate::console::levels(&cut.levels, cut.load_unit, "tiny", "r").contains("TTFO p95"));
     // The page has the TTFT vs TTFO chart; a run without reasoning has not.
     let has_chart = |s: &RunSummary| {
         let r = Results {

@@ -66,7 +66,7 @@ pub fn charts(r: &Results) -> Vec<Chart> {
 /// began (TTFO), P50 and P95 per level, and the median thinking between them; none for a run
 /// whose requests did not reason.
 fn ttft_vs_ttfo(cx: &Ctx) -> Option<Chart> {
-    if !cx.levels.iter().any(|l| l.summary.ttfo.is_some()) {
+    if !cx.levels.iter().any(|l| l.summary.reasoning_tokens.is_some()) {
         return None;
     }
     let p = |get: fn(&LevelReport) -> &Option<Summary>, f: fn(&Summary) -> f64| {
