@@ -215,11 +215,12 @@ impl Scenario {
     /// A reasoning model's request, InferenceMAX's reasoning shape: 1024 tokens in, 8192 out,
     /// of which [`Self::REASONING_SHARE`] is reasoning. On a model whose context holds less
     /// than 9216 positions both lengths shrink by the same factor (keeping 1:8) to fit it less
-    /// 64 positions (room for a chat template: reasoning is split in chat streams), stated in
-    /// [`Scenario::note`]; below 352 positions (32 in, 256 out) it is refused.
+    /// 128 positions (room for a chat template and a text prompt's re-tokenization: reasoning
+    /// is split in chat streams), stated in [`Scenario::note`]; below 416 positions (32 in,
+    /// 256 out) it is refused.
     fn reasoning(max_model_len: usize) -> Result<Self, crate::WorkloadError> {
         let (full_in, full_out) = (1024usize, 8192usize);
-        let room = if max_model_len >= full_in + full_out { max_model_len } else { max_model_len.saturating_sub(64) };
+        let room = if max_model_len >= full_in + full_out { max_model_len } else { max_model_len.saturating_sub(128) };
         let scale = (room as f64 / (full_in + full_out) as f64).min(1.0);
         let (n_in, n_out) = ((full_in as f64 * scale) as usize, (full_out as f64 * scale) as usize);
         if n_in < 32 {
@@ -383,13 +384,13 @@ mod tests {
             "{}",
             full.describe()
         );
-        // The tiny model's 2048 positions less 64 for a chat template: 1:8 kept, 220 in and
-        // 1763 out, 1322 thinking.
+        // The tiny model's 2048 positions less 128 for a chat template: 1:8 kept, 213 in and
+        // 1706 out, 1280 thinking.
         let tiny = Scenario::builtin("reasoning", 2048).unwrap();
         tiny.validate(2048).unwrap();
         let r = tiny.request(1, 1, 32_000);
-        assert_eq!((r.prompt.len(), r.params.max_tokens, r.params.reasoning_tokens), (220, 1763, 1322));
-        assert!(tiny.describe().contains("scaled from 1024 in / 8192 out to 220 / 1763"), "{}", tiny.describe());
+        assert_eq!((r.prompt.len(), r.params.max_tokens, r.params.reasoning_tokens), (213, 1706, 1280));
+        assert!(tiny.describe().contains("scaled from 1024 in / 8192 out to 213 / 1706"), "{}", tiny.describe());
         assert!(Scenario::builtin("reasoning", 200).is_err());
         let bad = Scenario { reasoning_share: Some(1.5), ..tiny.clone() };
         assert!(bad.validate(2048).unwrap_err().to_string().contains("reasoning_share must be between 0 and 1"));
