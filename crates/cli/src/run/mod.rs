@@ -9,6 +9,7 @@
 mod args;
 mod interrupt;
 mod level;
+mod live;
 mod records;
 mod rig;
 mod spec;
@@ -42,6 +43,26 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
     run(a)
 }
 
+/// Raises the open-file limit to what the largest level's connections need; when the hard
+/// limit is lower, says so once, with the numbers (connections past it fail with EMFILE).
+fn raise_open_files(spec: &spec::RunSpec) {
+    let Some((need, level, in_flight, bounded)) = spec.open_files() else { return };
+    let Some(limit) = crate::fds::raise_for(need).filter(|l| l.soft < need) else { return };
+    let per_request = (need.saturating_sub(crate::fds::MARGIN) / in_flight.max(1)).max(1);
+    let room = limit.soft.saturating_sub(crate::fds::MARGIN) / per_request;
+    let what = if bounded {
+        format!("{in_flight} requests in flight")
+    } else {
+        format!(
+            "up to {in_flight} requests in flight if they last until their --timeout (--max-concurrency bounds them)"
+        )
+    };
+    eprintln!(
+        "warning: the open-file limit is {} (hard limit {}), and the level at {} {} may have {what}, needing about {need} open files: past about {room} requests in flight new connections fail with \"Too many open files\"; raise the hard limit (`ulimit -Hn`, LimitNOFILE= for a service)",
+        limit.soft, limit.hard, level.load, spec.unit
+    );
+}
+
 /// `goodput run`'s exit status when every level measured a completed request.
 pub const EXIT_OK: i32 = 0;
 /// A level measured no completed request: its numbers describe failures only.
@@ -54,6 +75,7 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// Returns the exit status: [`EXIT_OK`], [`EXIT_NOTHING_COMPLETED`] or [`EXIT_INTERRUPTED`].
 pub fn run(a: RunArgs) -> Result<i32> {
     let spec = spec::RunSpec::new(a)?;
+    raise_open_files(&spec);
     let rig = rig::Rig::build(&spec)?;
     let twin = spec
         .target
