@@ -109,8 +109,12 @@ impl Live {
     /// The bar's style for this level: `msg` (the level's load) then the view.
     pub fn style(&self) -> indicatif::ProgressStyle {
         let live = self.clone();
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {pos}/{len}: {msg} │ {live}")
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {level}/{len}: {msg} │ {live}")
             .expect("a valid progress template")
+            // The level running, where the bar's position counts the levels finished.
+            .with_key("level", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{}", (s.pos() + 1).min(s.len().unwrap_or(u64::MAX)));
+            })
             .with_key("live", move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
                 let _ = w.write_str(&live.line());
             })
@@ -122,7 +126,11 @@ impl Live {
 fn render(rolling: &Rolling, goal: Goal, done: [usize; 3], errors: usize, now: f64) -> String {
     let [warm, measured, cool] = done;
     let rate = rolling.rate(now);
-    let ms = |tpot: bool, p: f64| rolling.percentile(tpot, p).map_or("-".into(), |x| format!("{:.0}", x * 1e3));
+    // TTFT in whole milliseconds, TPOT (a few ms a token) with one decimal.
+    let ms = |tpot: bool, p: f64| {
+        let d = usize::from(tpot);
+        rolling.percentile(tpot, p).map_or("-".into(), |x| format!("{:.d$}", x * 1e3))
+    };
     let (progress, eta) = match goal {
         Goal::Requests { measured: target, cooldown } => {
             let left = (target + cooldown).saturating_sub(measured + cool);
@@ -184,7 +192,7 @@ mod tests {
         let line = render(&r, goal, [4, 6, 0], 1, 10.0);
         assert_eq!(
             line,
-            "6/20 measured (+4 warm-up) │ 1.0 req/s │ TTFT p50/p95 200/200 ms │ TPOT p50/p95 50/50 ms (last 200) │ 1 errors │ ETA 16 s"
+            "6/20 measured (+4 warm-up) │ 1.0 req/s │ TTFT p50/p95 200/200 ms │ TPOT p50/p95 50.0/50.0 ms (last 200) │ 1 errors │ ETA 16 s"
         );
         let line = render(&r, Goal::Duration(Duration::from_secs(30)), [0, 10, 0], 0, 12.0);
         assert!(line.starts_with("12/30 s │ 0.8 req/s") && line.ends_with("ETA 18 s"), "{line}");
