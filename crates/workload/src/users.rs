@@ -63,8 +63,16 @@ struct Counter {
     next: u64,
     /// Unbounded until the warm-up is decided.
     limit: u64,
+    /// Until then, units beyond a user's first stop here (see [`EARLY_UNITS`]).
+    early: u64,
     warm: Option<u64>,
 }
+
+/// Units per user a closed loop runs at most, on average, before every user has ended its
+/// first: past it, users that have ended theirs wait for the last. Only a target that
+/// answers some users at once (failing them, say) and keeps another waiting gets there;
+/// without it their warm-up would grow without end.
+pub(crate) const EARLY_UNITS: u64 = 8;
 
 /// What the users share.
 struct Shared {
@@ -83,16 +91,22 @@ struct Shared {
 struct Joins {
     ends: Vec<Duration>,
     over: bool,
+    /// The warm-up is decided (users waiting for it go on).
+    decided: bool,
 }
 
 impl Shared {
-    /// The next unit number to run, if any is left.
-    fn take(&self) -> Option<u64> {
+    /// The next unit number to run, if any is left: `Err(())` when none is until the warm-up
+    /// is decided. A user's `first` unit is always given before then.
+    fn take(&self, first: bool) -> Result<Option<u64>, ()> {
         let mut c = self.units.lock().unwrap_or_else(PoisonError::into_inner);
-        (c.next < c.limit).then(|| {
+        if c.warm.is_none() && !first && c.next >= c.early {
+            return Err(());
+        }
+        Ok((c.next < c.limit).then(|| {
             c.next += 1;
             c.next - 1
-        })
+        }))
     }
 
     /// One user has ended its first unit (or left without one); the last one decides the
@@ -113,6 +127,7 @@ impl Shared {
         let w = users.warmup.max(c.next);
         (c.limit, c.warm) = (w.saturating_add(users.after), Some(w));
         on_warm(w);
+        self.joins.send_modify(|j| j.decided = true);
         w
     }
 }
@@ -134,7 +149,8 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     let n = users.users.max(1);
-    let units = Mutex::new(Counter { next: 0, limit: u64::MAX, warm: None });
+    let early = users.warmup.max(n as u64).saturating_add(EARLY_UNITS.saturating_mul(n as u64));
+    let units = Mutex::new(Counter { next: 0, limit: u64::MAX, early, warm: None });
     let (joins, _) = tokio::sync::watch::channel(Joins::default());
     let starts = Mutex::new(vec![None; n]);
     let shared = Arc::new(Shared { units, first_left: AtomicUsize::new(n), joins, starts });
@@ -184,8 +200,19 @@ async fn user<C, F, Fut>(
     }
     let mut first = true;
     while joined && open() {
-        let Some(i) = shared.take() else { break };
+        let i = match shared.take(first) {
+            Ok(Some(i)) => i,
+            Ok(None) => break,
+            Err(()) => {
+                let mut rx = shared.joins.subscribe();
+                let _ = rx.wait_for(|j| j.decided).await;
+                continue;
+            }
+        };
         unit(ctx.clone(), i).await;
+        // A unit that ends at once (a refused connection) must not keep the worker from the
+        // rest of the level's tasks and timers.
+        tokio::task::coop::consume_budget().await;
         shared.joins.send_if_modified(|j| {
             let more = j.ends.len() < n;
             if more {
@@ -312,6 +339,16 @@ mod tests {
         // An explicit warm-up beyond that stands.
         let (s, log, _) = run(users(3, Ramp::Over(Duration::ZERO), 7, 2), |_| 1000).await;
         assert_eq!((s.warmup, log.len()), (7, 9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn users_answered_at_once_wait_for_one_kept_waiting_instead_of_warming_up_without_end() {
+        // Unit 2 (user 2's first) takes 10 s, every other 1 ms: users 0 and 1 run units until
+        // 3 + 8 · 3 = 27 are taken, then wait for it; then 5 measured units.
+        let (s, log, warm) = run(users(3, Ramp::Over(Duration::ZERO), 0, 5), |i| if i == 2 { 10_000 } else { 1 }).await;
+        assert_eq!((s.warmup, warm), (27, Some(27)));
+        assert_eq!(log.len(), 32);
+        assert!(log.iter().filter(|x| x.0 >= 27).all(|x| x.1 >= 10_000), "{log:?}");
     }
 
     #[tokio::test(start_paused = true)]

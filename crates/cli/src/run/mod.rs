@@ -43,13 +43,17 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
     run(a)
 }
 
-/// Raises the open-file limit to what the largest level's connections need; when the hard
-/// limit is lower, says so once, with the numbers (connections past it fail with EMFILE).
+/// Raises the open-file limit toward what the largest level's connections need (generously:
+/// [`crate::fds::needed`]); when even the hard limit leaves too little room for them beside
+/// the files open now, says so once, with the numbers (connections past it fail with EMFILE).
 fn raise_open_files(spec: &spec::RunSpec) {
-    let Some((need, level, in_flight, bounded)) = spec.open_files() else { return };
-    let Some(limit) = crate::fds::raise_for(need).filter(|l| l.soft < need) else { return };
-    let per_request = (need.saturating_sub(crate::fds::MARGIN) / in_flight.max(1)).max(1);
-    let room = limit.soft.saturating_sub(crate::fds::MARGIN) / per_request;
+    let Some((level, in_flight, bounded, sides)) = spec.connections() else { return };
+    let Some(limit) = crate::fds::raise_for(crate::fds::needed(in_flight, sides)) else { return };
+    let open = crate::fds::open_now().unwrap_or(crate::fds::MARGIN);
+    let room = crate::fds::room(limit.soft, open, sides);
+    if room >= in_flight {
+        return;
+    }
     let what = if bounded {
         format!("{in_flight} requests in flight")
     } else {
@@ -57,8 +61,9 @@ fn raise_open_files(spec: &spec::RunSpec) {
             "up to {in_flight} requests in flight if they last until their --timeout (--max-concurrency bounds them)"
         )
     };
+    let each = if sides == 2 { "a socket on each side" } else { "a socket" };
     eprintln!(
-        "warning: the open-file limit is {} (hard limit {}), and the level at {} {} may have {what}, needing about {need} open files: past about {room} requests in flight new connections fail with \"Too many open files\"; raise the hard limit (`ulimit -Hn`, LimitNOFILE= for a service)",
+        "warning: the open-file limit is {} (hard limit {}, {open} open now), and the level at {} {} may have {what}, each holding {each}: past about {room} in flight new connections fail with \"Too many open files\"; raise the hard limit (`ulimit -Hn`, LimitNOFILE= for a service)",
         limit.soft, limit.hard, level.load, spec.unit
     );
 }

@@ -189,22 +189,19 @@ impl RunSpec {
         Counts::of(&self.per_level, level, sessions)
     }
 
-    /// The open files the run's largest level needs, with that level, its requests in flight
-    /// and whether those are a bound ([`load::in_flight`]); `None` without HTTP connections
-    /// (the in-process engine).
-    pub fn open_files(&self) -> Option<(u64, &LevelSpec, u64, bool)> {
+    /// The largest level's connections: the level, its requests in flight, whether those are
+    /// a bound ([`load::in_flight`]), and the sockets each holds in this process (1 against
+    /// another process's server, 2 against goodput's own); `None` without HTTP (the
+    /// in-process engine).
+    pub fn connections(&self) -> Option<(&LevelSpec, u64, bool, u64)> {
         let sides = match &self.target {
             TargetSpec::InProcess { .. } => return None,
             TargetSpec::HttpLocal { .. } => 2,
             TargetSpec::Url { .. } => 1,
         };
-        let most = self
-            .levels
-            .iter()
-            .map(|l| (l, load::in_flight(l, self.pacing.max_in_flight, self.timeout)))
-            .max_by_key(|(_, (n, _))| *n)?;
-        let (level, (n, bounded)) = most;
-        Some((crate::fds::needed(n, sides), level, n, bounded))
+        let with_flight = |l| (l, load::in_flight(l, self.pacing.max_in_flight, self.timeout));
+        let (level, (n, bounded)) = self.levels.iter().map(with_flight).max_by_key(|(_, (n, _))| *n)?;
+        Some((level, n, bounded, sides))
     }
 }
 
