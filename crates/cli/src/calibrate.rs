@@ -12,7 +12,7 @@ use goodput_report::console as table;
 use goodput_report::text::{ms, num};
 use goodput_results::CpuUse;
 use goodput_server::mock::Mock;
-use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, Ramp, RetryPolicy, Scenario, UnitPlan};
+use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, LevelRun, Ramp, RetryPolicy, Scenario, UnitPlan};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -95,7 +95,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         first_id = run.records.iter().map(|r| r.id + 1).max().unwrap_or(first_id);
         let wall_s = t.elapsed().as_secs_f64();
         let sent = std::mem::take(&mut *mock.sent.lock().unwrap_or_else(|e| e.into_inner()));
-        let level = measure(&a, c, &run.records, &sent, cpu, wall_s);
+        let level = measure(&a, c, &run, &sent, cpu, wall_s);
         eprintln!(
             "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token",
             level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
@@ -128,8 +128,8 @@ fn check(a: &CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
-/// `c` closed-loop streams, each sending `--requests-per-stream` requests (after its first,
-/// the closed loop's warm-up), all starting at once, ids from `first_id`.
+/// `c` closed-loop streams, each sending `--requests-per-stream` measured requests after the
+/// closed loop's warm-up (each stream's first), all starting at once, ids from `first_id`.
 fn level_plan(a: &CalibrateArgs, c: usize, first_id: u64) -> LevelPlan {
     LevelPlan::new(
         Arrival::Closed { users: c, think: Duration::ZERO },
@@ -150,16 +150,20 @@ fn level_plan(a: &CalibrateArgs, c: usize, first_id: u64) -> LevelPlan {
     )
 }
 
-/// One level's client-side errors against what the mock was told to do and when it wrote.
+/// One level's client-side errors against what the mock was told to do and when it wrote,
+/// over its measured requests (each stream's first, its connection's cold start, is warm-up);
+/// the client's CPU per token over all of them (the CPU was measured over all).
 fn measure(
     a: &CalibrateArgs,
     streams: usize,
-    records: &[ClientRecord],
+    run: &LevelRun,
     sent: &HashMap<String, Vec<Stamp>>,
     cpu: CpuUse,
     wall_s: f64,
 ) -> CalibrationLevel {
     let (mut delay, mut ttft_err, mut itl_err) = (Vec::new(), Vec::new(), Vec::new());
+    let records: Vec<&ClientRecord> = run.measured().collect();
+    let all_tokens: usize = run.records.iter().filter(|r| r.is_ok()).map(|r| r.chunks.len()).sum();
     let mut tokens = 0;
     for r in records.iter().filter(|r| r.is_ok()) {
         tokens += r.chunks.len();
@@ -181,7 +185,7 @@ fn measure(
         chunk_delay: Summary::of(&delay),
         ttft_error: Summary::of(&ttft_err),
         itl_error: Summary::of(&itl_err),
-        cpu_per_token_s: cpu.harness_s / tokens.max(1) as f64,
+        cpu_per_token_s: cpu.harness_s / all_tokens.max(1) as f64,
         cpu_share: cpu.share(),
         wall_s,
     }

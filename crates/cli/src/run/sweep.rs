@@ -350,7 +350,13 @@ impl<'a> Sweep<'a> {
         let unit = self.spec.unit;
         let empty: Vec<_> = self.summary.levels.iter().filter(|l| l.summary.completed == 0).collect();
         for l in &empty {
-            let why = failure_text(&l.summary.failures);
+            let mut why = failure_text(&l.summary.failures);
+            if l.summary.requests == 0 && l.warmup_requests > 0 && l.harness.ramp_s.is_some() {
+                why = format!(
+                    "all {} requests were warm-up: the level ended before every user had ended its first request (the ramp and the first wave are warm-up); give it longer (--duration, --stages), or --ramp 0",
+                    l.warmup_requests
+                );
+            }
             eprintln!("error: at {} {unit} no measured request completed: {why}", l.summary.load);
         }
         if empty.is_empty() {
