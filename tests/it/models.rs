@@ -208,16 +208,19 @@ fn datasets_of_sharegpt_and_jsonl_replay_their_lengths_and_their_conversations()
     };
     let (recs, s, err) = run("first-turns", &["--dataset", sharegpt.to_str().unwrap(), "--requests", "4"]);
     assert!(err.contains("2 conversations (1 of 3 read left out by length)"), "{err}");
+    // The measured ones (the user's first request is warm-up).
+    let measured = recs.iter().filter(|r| r["phase"] == "measured");
     let mut lens: Vec<(u64, u64)> =
-        recs.iter().map(|r| (r["input_tokens"].as_u64().unwrap(), r["output_tokens"].as_u64().unwrap())).collect();
+        measured.map(|r| (r["input_tokens"].as_u64().unwrap(), r["output_tokens"].as_u64().unwrap())).collect();
     lens.sort_unstable();
     assert_eq!(lens, [(20, 5), (20, 5), (30, 7), (30, 7)], "first turns, the replies' lengths, cycled");
     assert_eq!(s["workload"]["name"], "sharegpt.json");
     // As sessions: the second turn carries the first, the answer and its own words.
     let (recs, _, _) =
         run("sessions", &["--dataset", sharegpt.to_str().unwrap(), "--dataset-sessions", "--requests", "2"]);
+    let measured = recs.iter().filter(|r| r["phase"] == "measured");
     let mut turns: Vec<(u64, u64)> =
-        recs.iter().map(|r| (r["turn"].as_u64().unwrap(), r["input_tokens"].as_u64().unwrap())).collect();
+        measured.map(|r| (r["turn"].as_u64().unwrap(), r["input_tokens"].as_u64().unwrap())).collect();
     turns.sort_unstable();
     assert_eq!(turns, [(1, 20), (1, 30), (2, 20 + 5 + 10), (2, 30 + 7 + 12)]);
     // JSONL with a fixed output override.

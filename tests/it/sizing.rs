@@ -264,9 +264,10 @@ fn constant_profile(path: &std::path::Path, step_s: f64) {
 
 #[test]
 fn the_simulated_engine_in_virtual_time_agrees_with_the_plain_discrete_event_loop() {
-    // The same closed loop (8 users, 64 short-qa requests, no warm-up) through the workload
-    // code on the paused runtime and through `sizing::sim::drive`, for steps of a fraction of
-    // a millisecond (inside one timer tick) and of several: the same stamps, in a causal order.
+    // The same closed loop (8 users all at once, 64 short-qa requests measured after the
+    // first wave's warm-up) through the workload code on the paused runtime and through
+    // `sizing::sim::drive` with as many requests, for steps of a fraction of a millisecond
+    // (inside one timer tick) and of several: the same stamps, in a causal order.
     use goodput_sizing::sim::{drive, ClosedLoop};
     let dir = temp("sim-time");
     std::fs::create_dir_all(&dir).unwrap();
@@ -285,6 +286,8 @@ fn the_simulated_engine_in_virtual_time_agrees_with_the_plain_discrete_event_loo
             "64",
             "--warmup",
             "0",
+            "--ramp",
+            "0",
             "--refine",
             "0",
             "--seed",
@@ -295,7 +298,8 @@ fn the_simulated_engine_in_virtual_time_agrees_with_the_plain_discrete_event_loo
         let (ok, _, err) = goodput(&args);
         assert!(ok, "{err}");
         let recs = crate::common::records(&out);
-        assert_eq!(recs.len(), 64);
+        assert_eq!(recs.iter().filter(|r| r["phase"] == "measured").count(), 64);
+        assert!(recs.len() >= 72, "the first wave of 8 is warm-up");
         let mut e2e_run: Vec<u64> = Vec::new();
         for r in &recs {
             let e = &r["engine"];
@@ -316,7 +320,7 @@ fn the_simulated_engine_in_virtual_time_agrees_with_the_plain_discrete_event_loo
             Arc::new(goodput_sizing::cost::LinearCost::classic([step_s, 0.0, 0.0, 0.0, 0.0, 0.0], 0.0)),
         )
         .unwrap();
-        let mut src = ClosedLoop::new(8, 64, std::time::Duration::ZERO, |i, at| {
+        let mut src = ClosedLoop::new(8, recs.len() as u64, std::time::Duration::ZERO, |i, at| {
             let w = scenario.request(0, i, 32000);
             NewRequest { id: i, prompt: w.prompt, params: w.params, arrival: at }
         });

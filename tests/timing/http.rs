@@ -115,13 +115,17 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
     let url = format!("http://{addr}");
     let out = run_ok(&dir, &["--target", &url, "--concurrency", "2", "--requests", "6", "--refine", "0"]);
     assert!(out.contains("TTFT over HTTP"), "{out}");
-    let s = &summary_of(&dir)["levels"][0]["summary"];
+    let level = &summary_of(&dir)["levels"][0];
+    let s = &level["summary"];
     assert_eq!(s["completed"], 6);
     // Another process: engine durations come from the server, cross-clock parts do not.
     assert!(s["http"]["beyond_engine"]["p50"].is_number() && s["http"]["request_path"].is_null(), "{}", s["http"]);
     assert!(s["prefill_time"]["p50"].as_f64().unwrap() > 0.0);
     let m = get(&addr, "/metrics");
-    assert!(m.contains("goodput_e2e_request_latency_seconds_count{model_name=\"tiny\"} 8"), "{m}");
+    // The server counted every request: the 6 measured and the warm-up (both users' first
+    // requests, and any sent before the second of them ended).
+    let all = 6 + level["warmup_requests"].as_u64().unwrap();
+    assert!(m.contains(&format!("goodput_e2e_request_latency_seconds_count{{model_name=\"tiny\"}} {all}")), "{m}");
     // The same server seen as an HTTP-only one (as vLLM is): no per-request stamps, so queue
     // and prefill come from its /metrics, in the table, the conclusion and the report.
     let bare = temp("bare");

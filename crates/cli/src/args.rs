@@ -273,7 +273,11 @@ fn duration_within(s: &str, secs: Option<f64>, example: &str) -> Result<Duration
     }
 }
 
+/// A duration or zero; zero needs no unit (`0`, `0s`).
 pub(crate) fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
     duration_within(s, parse_secs(s).filter(|x| *x >= 0.0), "0s, 500ms")
 }
 
@@ -287,6 +291,9 @@ mod tests {
 
     #[test]
     fn friendly_values() {
+        assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration_or_zero("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration_or_zero("5").is_err(), "a unit for anything but zero");
         assert_eq!(parse_bytes("2GiB").unwrap(), 2 << 30);
         assert_eq!(parse_bytes("512MiB").unwrap(), 512 << 20);
         assert!(parse_bytes("lots").unwrap_err().contains("not a size"));

@@ -12,7 +12,7 @@ use goodput_report::console as table;
 use goodput_report::text::{ms, num};
 use goodput_results::CpuUse;
 use goodput_server::mock::Mock;
-use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, RetryPolicy, Scenario, Trim, UnitPlan};
+use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, LevelRun, Ramp, RetryPolicy, Scenario, UnitPlan};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -59,20 +59,6 @@ pub struct CalibrationLevel {
     pub wall_s: f64,
 }
 
-/// Raises the open-files limit to the hard limit (each stream is a socket on both sides).
-fn raise_fd_limit() -> u64 {
-    // SAFETY: getrlimit/setrlimit with a valid out-pointer and value.
-    unsafe {
-        let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 0;
-        }
-        r.rlim_cur = r.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        r.rlim_cur
-    }
-}
-
 pub fn run(a: CalibrateArgs) -> Result<()> {
     check(&a)?;
     let clock = Clock::new();
@@ -105,12 +91,12 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let mut first_id = 0u64;
     for &c in &a.concurrency {
         let plan = level_plan(&a, c, first_id);
-        first_id += plan.unit.units as u64;
         let t = std::time::Instant::now();
         let (run, cpu) = crate::cpu::measure(|| rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)));
+        first_id = run.records.iter().map(|r| r.id + 1).max().unwrap_or(first_id);
         let wall_s = t.elapsed().as_secs_f64();
         let sent = std::mem::take(&mut *mock.sent.lock().unwrap_or_else(|e| e.into_inner()));
-        let level = measure(&a, c, &run.records, &sent, cpu, wall_s);
+        let level = measure(&a, c, &run, &sent, cpu, wall_s);
         eprintln!(
             "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token",
             level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
@@ -134,21 +120,21 @@ fn check(a: &CalibrateArgs) -> Result<()> {
     if a.tokens == 0 || a.requests_per_stream == 0 {
         bail!("--tokens and --requests-per-stream must be at least 1");
     }
-    let fds = raise_fd_limit();
-    let need = 2 * a.concurrency.iter().max().copied().unwrap_or(0) as u64 + 64;
-    if fds > 0 && fds < need {
-        bail!("{} streams need about {need} open files (client and server sockets); the limit is {fds}", need / 2);
+    // Each stream is a socket on both sides: the mock server runs in this process.
+    let streams = a.concurrency.iter().max().copied().unwrap_or(0) as u64;
+    let need = crate::fds::needed(streams, 2);
+    if let Some(l) = crate::fds::raise_for(need).filter(|l| l.soft < need) {
+        bail!("{streams} streams need about {need} open files (client and server sockets); the limit is {}", l.soft);
     }
     Ok(())
 }
 
-/// `c` closed-loop streams, each sending `--requests-per-stream` requests, ids from `first_id`.
+/// `c` closed-loop streams, each sending `--requests-per-stream` measured requests after the
+/// closed loop's warm-up (each stream's first), all starting at once, ids from `first_id`.
 fn level_plan(a: &CalibrateArgs, c: usize, first_id: u64) -> LevelPlan {
-    LevelPlan {
-        arrival: Arrival::Closed { users: c, think: Duration::ZERO },
-        duration: None,
-        trim: Trim::default(),
-        unit: UnitPlan {
+    LevelPlan::new(
+        Arrival::Closed { users: c, think: Duration::ZERO },
+        UnitPlan {
             users: c,
             units: c * a.requests_per_stream,
             warmup: 0,
@@ -159,20 +145,26 @@ fn level_plan(a: &CalibrateArgs, c: usize, first_id: u64) -> LevelPlan {
             first_id,
             sink: None,
             stop: Default::default(),
+            ramp: Ramp::Over(Duration::ZERO),
+            progress: None,
         },
-    }
+    )
 }
 
-/// One level's client-side errors against what the mock was told to do and when it wrote.
+/// One level's client-side errors against what the mock was told to do and when it wrote,
+/// over its measured requests (each stream's first, its connection's cold start, is warm-up);
+/// the client's CPU per token over all of them (the CPU was measured over all).
 fn measure(
     a: &CalibrateArgs,
     streams: usize,
-    records: &[ClientRecord],
+    run: &LevelRun,
     sent: &HashMap<String, Vec<Stamp>>,
     cpu: CpuUse,
     wall_s: f64,
 ) -> CalibrationLevel {
     let (mut delay, mut ttft_err, mut itl_err) = (Vec::new(), Vec::new(), Vec::new());
+    let records: Vec<&ClientRecord> = run.measured().collect();
+    let all_tokens: usize = run.records.iter().filter(|r| r.is_ok()).map(|r| r.chunks.len()).sum();
     let mut tokens = 0;
     for r in records.iter().filter(|r| r.is_ok()) {
         tokens += r.chunks.len();
@@ -194,7 +186,7 @@ fn measure(
         chunk_delay: Summary::of(&delay),
         ttft_error: Summary::of(&ttft_err),
         itl_error: Summary::of(&itl_err),
-        cpu_per_token_s: cpu.harness_s / tokens.max(1) as f64,
+        cpu_per_token_s: cpu.harness_s / all_tokens.max(1) as f64,
         cpu_share: cpu.share(),
         wall_s,
     }

@@ -11,6 +11,7 @@ mod connect;
 mod cpu;
 mod engine_bench;
 mod engine_check;
+mod fds;
 mod generate;
 mod hardware;
 mod models;

@@ -161,7 +161,7 @@ impl ServeArgs {
     }
 
     fn limits(&self) -> Result<ListenLimits> {
-        let files = open_file_limit();
+        let files = crate::fds::soft_limit();
         // Room for the engine's own files, the listener and the log.
         let room = files.map(|n| n.saturating_sub(64) as usize);
         let max_connections = match (self.max_connections, room) {
@@ -175,16 +175,6 @@ impl ServeArgs {
         };
         Ok(ListenLimits { grace: self.shutdown_grace, max_connections, header_timeout: self.header_timeout })
     }
-}
-
-/// The soft limit on open files, where the platform has one.
-fn open_file_limit() -> Option<u64> {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
-    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
-    // rlim_t is u64 on Linux and macOS, but not on every platform libc serves.
-    #[allow(clippy::unnecessary_cast)]
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
 }
 
 /// Resolves on SIGINT or SIGTERM.

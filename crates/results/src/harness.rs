@@ -1,6 +1,8 @@
 //! The load generator's own side of a level: its CPU cost (it runs on one thread, so that
-//! thread's CPU time is its whole cost) and whether it kept to its schedule — the seeds'
-//! warning that the load generator can itself be the bottleneck.
+//! thread's CPU time is its whole cost), whether it kept to its schedule — the seeds'
+//! warning that the load generator can itself be the bottleneck — and how it paced the
+//! level: a cap on requests in flight, the ramp its users started over, and whether their
+//! sends came in waves ([`wave_share`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,22 @@ pub struct Harness {
     /// is the harness's share of the process CPU a share taken from the engine.
     #[serde(default)]
     pub engine_in_process: bool,
+    /// Open loop: at most this many requests were in flight (`--max-concurrency`); an arrival
+    /// that found them busy waited, its wait in its latency and its send lag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<usize>,
+    /// Closed loop: the users started staggered over this many seconds (0: all at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub ramp_s: Option<f64>,
+    /// Closed loop of enough users and sends: the share of measured sends that came in a
+    /// wave ([`wave_share`]); at [`WAVE_WARN`] or more the users march in lock-step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub wave_share: Option<f64>,
+    /// The users of that closed loop (what [`wave_share`] was measured against).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<usize>,
 }
 
 /// CPU used between two readings, in seconds.
@@ -88,7 +106,15 @@ impl Harness {
             achieved_rate,
             target_rate,
             engine_in_process,
+            ..Harness::default()
         }
+    }
+
+    /// A closed loop of `users`: its ramp (seconds) and the wave share of its measured send
+    /// stamps `sent` (seconds).
+    pub fn closed_loop(mut self, users: usize, ramp_s: f64, sent: &[f64]) -> Self {
+        (self.users, self.ramp_s, self.wave_share) = (Some(users), Some(ramp_s), wave_share(sent, users));
+        self
     }
 
     /// The harness's CPU for the tables: per request, and as a share of the process where the
@@ -118,12 +144,29 @@ impl Harness {
                 self.cpu.harness_s
             ));
         }
-        if self.send_lag_p99_s > SEND_LAG_WARN_S {
-            w.push(format!("the load generator fell behind: send lag p99 {:.1} ms", self.send_lag_p99_s * 1e3));
+        let lag_ms = self.send_lag_p99_s * 1e3;
+        match self.max_concurrency {
+            _ if self.send_lag_p99_s <= SEND_LAG_WARN_S => {}
+            Some(n) => w.push(format!(
+                "arrivals waited for one of the {n} slots of --max-concurrency: send lag p99 {lag_ms:.1} ms (the rate needs more than {n} in flight; the waits are in the latencies)"
+            )),
+            None => w.push(format!("the load generator fell behind: send lag p99 {lag_ms:.1} ms")),
         }
         if let (Some(a), Some(t)) = (self.achieved_rate, self.target_rate) {
             if a < 0.95 * t {
-                w.push(format!("achieved {a:.2} req/s of the {t} req/s target (< 95 %)"));
+                let why = self
+                    .max_concurrency
+                    .map_or(String::new(), |n| format!("; the {n} slots of --max-concurrency held it back"));
+                w.push(format!("achieved {a:.2} req/s of the {t} req/s target (< 95 %){why}"));
+            }
+        }
+        if let (Some(share), Some(users)) = (self.wave_share, self.users) {
+            if share >= WAVE_WARN {
+                w.push(format!(
+                    "the users sent in waves: {:.0} % of the measured sends came within half a mean gap of at least {} other users' (lock-step; the first wave's timing repeats): give a longer --ramp or a --think-jitter",
+                    share * 100.0,
+                    wave_quorum(users)
+                ));
             }
         }
         w
@@ -139,6 +182,48 @@ pub fn achieved_rate(sent: &[f64]) -> f64 {
     } else {
         f64::NAN
     }
+}
+
+/// [`wave_share`] at or above which a level's sends came in waves.
+pub const WAVE_WARN: f64 = 0.5;
+
+/// The other sends that make a wave around one of `users` users' sends: half the users, and
+/// at least 3 (with fewer users a chance coincidence would pass for one).
+pub fn wave_quorum(users: usize) -> usize {
+    users.div_ceil(2).max(3)
+}
+
+/// How much a closed loop's sends cluster in waves: the share of `sent` (send stamps,
+/// seconds) with at least [`wave_quorum`]`(users)` other sends within `g / 2` of it, where
+/// `g = (last − first) / (n − 1)` is the mean gap between sends. Users whose sends are spread
+/// over their cycle (each user sends once per `N · g`) have about one other send within a
+/// window of width `g` — Poisson(1) when random, none when evenly staggered — so few sends
+/// reach the quorum; users in lock-step send all `N` within a moment, once per cycle, and
+/// every send does. `None` with fewer than 4 users or fewer than two sends per user (no
+/// repeating pattern to see).
+pub fn wave_share(sent: &[f64], users: usize) -> Option<f64> {
+    let n = sent.len();
+    if users < 4 || n < 2 * users || sent.iter().any(|t| !t.is_finite()) {
+        return None;
+    }
+    let mut t = sent.to_vec();
+    t.sort_by(f64::total_cmp);
+    let half = (t[n - 1] - t[0]) / (n - 1) as f64 / 2.0;
+    let quorum = wave_quorum(users);
+    // A window [t_i − half, t_i + half] sliding over the sorted stamps.
+    let (mut lo, mut hi, mut in_wave) = (0, 0, 0usize);
+    for i in 0..n {
+        while t[i] - t[lo] > half {
+            lo += 1;
+        }
+        while hi + 1 < n && t[hi + 1] - t[i] <= half {
+            hi += 1;
+        }
+        if hi - lo >= quorum {
+            in_wave += 1;
+        }
+    }
+    Some(in_wave as f64 / n as f64)
 }
 
 #[cfg(test)]
@@ -159,5 +244,50 @@ mod tests {
         let quiet = Harness::new(CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 1.0 }, 10, 0.001, None, false);
         assert!(quiet.warnings().is_empty());
         assert_eq!(quiet.cpu_text(), "1.00 ms/req (1 % busy)");
+        // The same lag under a cap on requests in flight is the cap's, not the generator's.
+        let capped = Harness { max_concurrency: Some(2), ..h };
+        let w = capped.warnings();
+        assert!(w.iter().any(|w| w.contains("2 slots of --max-concurrency: send lag p99 6.0 ms")), "{w:?}");
+        assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
+    }
+
+    #[test]
+    fn lock_step_sends_are_waves_and_staggered_ones_are_not() {
+        // 8 users, 4 cycles of 1 s. Lock-step: each cycle's 8 sends 10 ms apart. Mean gap
+        // (3.07 − 0) / 31 ≈ 99 ms, half of it ≈ 50 ms: each send has at least 4 others of its
+        // wave within it (the quorum of 8 users): all 32 are in a wave.
+        let lock_step: Vec<f64> = (0..4).flat_map(|c| (0..8).map(move |k| c as f64 + k as f64 * 0.01)).collect();
+        assert_eq!(wave_share(&lock_step, 8), Some(1.0));
+        // Staggered over the cycle: user k sends at k/8 s each cycle; gaps of 125 ms, so no
+        // other send within 62.5 ms of any: none.
+        let staggered: Vec<f64> = (0..32).map(|i| i as f64 * 0.125).collect();
+        assert_eq!(wave_share(&staggered, 8), Some(0.0));
+        // Staggered over half the cycle (a ramp of half a request time): sends 62.5 ms apart
+        // in the first half of each second; the half window (≈ 62 ms) holds at most the 2
+        // neighbours, short of the quorum of 4.
+        let half: Vec<f64> = (0..4).flat_map(|c| (0..8).map(move |k| c as f64 + k as f64 * 0.0625)).collect();
+        assert_eq!(wave_share(&half, 8), Some(0.0));
+        // A wave of 5 users and 3 staggered ones a cycle (at 625, 750, 875 ms; mean gap 125 ms):
+        // each wave send has the 4 others within 4 ms, a staggered one none: 20 of 32.
+        let mixed: Vec<f64> = (0..4)
+            .flat_map(|c| (0..8).map(move |k| c as f64 + if k < 5 { k as f64 * 0.001 } else { k as f64 * 0.125 }))
+            .collect();
+        assert_eq!(wave_share(&mixed, 8), Some(0.625));
+        // Sends at random (uniform over 10 s, 16 users, 160 sends): about Poisson(1) others in
+        // a window, far short of the quorum of 8.
+        let mut x = 12345u64;
+        let random: Vec<f64> = (0..160)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 11) as f64 / (1u64 << 53) as f64 * 10.0
+            })
+            .collect();
+        assert!(wave_share(&random, 16).unwrap() < 0.05);
+        // Too few users or sends to tell.
+        assert_eq!(wave_share(&lock_step[..12], 8), None);
+        assert_eq!(wave_share(&lock_step, 3), None);
+        let h = Harness::default().closed_loop(8, 0.0, &lock_step);
+        assert!(h.warnings().iter().any(|w| w.contains("100 % of the measured sends") && w.contains("--ramp")));
+        assert!(Harness::default().closed_loop(8, 0.5, &staggered).warnings().is_empty());
     }
 }

@@ -3,9 +3,10 @@
 //! every earlier output and tool result), so calls grow, and the prefix cache can serve what
 //! was already seen. Tool and retrieval latencies are drawn from distributions (milliseconds).
 
-use crate::drive::{closed_loop, send, Collector};
+use crate::drive::{send, Collector};
 use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::{random_tokens, LengthDist, MAX_LATENCY_MS};
+use crate::users::{closed_loop, Users};
 use goodput_core::{ClientRecord, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -373,13 +374,15 @@ pub async fn run_tasks<T: Target>(
     let window = plan.window(calls, start);
     let mut sys_rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ 0xA6E7);
     let system = random_tokens(&mut sys_rng, agent.system, vocab);
-    let collector = Collector::new(window, false, plan.sink.clone());
-    let (users, total, stop) = (plan.users, plan.total(), plan.stop.clone());
-    let first_task = plan.first_id / calls.max(1) + plan.warmup as u64;
-    let measured = first_task..first_task + plan.units as u64;
+    let collector = Collector::new(window, false, &plan).closed(calls);
+    let users = Users::of(&plan, None);
+    let (first_task, units) = (plan.first_id / calls.max(1), plan.units as u64);
     let tasks = Arc::new(Tasks { target, agent, vocab, plan, system, collector });
-    closed_loop(users, total, None, &stop, tasks.clone(), Tasks::task).await;
-    let (run, mut tasks) = tasks.collector.finish(start, clock.now(), |_| window);
+    let t = tasks.clone();
+    let started = closed_loop(users, tasks.clone(), move |w| t.collector.warmed(w), Tasks::task).await;
+    let (mut run, mut tasks) = tasks.collector.finish(start, clock.now(), |_| window);
+    run.ramp = Some(started.ramp);
+    let measured = first_task + started.warmup..first_task + started.warmup + units;
     tasks.retain(|t| measured.contains(&t.task));
     (run, tasks)
 }
@@ -462,8 +465,10 @@ mod tests {
         let target = Arc::new(Echo { clock: Clock::new(), prompts: Mutex::new(Vec::new()) });
         let plan = UnitPlan { first_id: 0, ..crate::testing::units(1, 2, 0) };
         let (run, tasks) = run_tasks(target.clone(), Arc::new(fan_out()), 1000, plan).await;
-        assert_eq!(run.records.len(), 4);
-        assert_eq!(tasks.len(), 2);
+        // The user's first task is warm-up (a closed loop's first wave always is): 3 tasks of
+        // 2 calls, the last 2 measured.
+        assert_eq!(run.records.len(), 6);
+        assert_eq!(tasks.iter().map(|t| t.task).collect::<Vec<_>>(), [1, 2]);
         for t in &tasks {
             assert!(t.ok);
             assert_eq!(t.steps.iter().map(|s| s.kind.as_str()).collect::<Vec<_>>(), ["llm", "tool", "tool", "llm"]);
@@ -477,7 +482,7 @@ mod tests {
         let prompts = target.prompts.lock().unwrap();
         let mut merge: Vec<usize> = prompts.iter().filter(|(id, _)| id % 2 == 1).map(|p| p.1).collect();
         merge.sort();
-        assert_eq!(merge, [68, 68], "system + question + plan output + both tool results");
+        assert_eq!(merge, [68, 68, 68], "system + question + plan output + both tool results");
     }
 
     #[test]

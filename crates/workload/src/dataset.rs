@@ -7,9 +7,10 @@
 //! output length (or `output_tokens`, or a fixed override), as vLLM's ShareGPT dataset does;
 //! as sessions, every turn is sent with the history before it (the target's own answers).
 
-use crate::drive::{closed_loop, send, Collector};
+use crate::drive::{send, Collector};
 use crate::level::{LevelRun, UnitPlan};
 use crate::prompts::Prompts;
+use crate::users::{closed_loop, Users};
 use crate::WorkloadError;
 use goodput_core::{input, SamplingParams, Target, TextCodec, TokenId, WorkRequest};
 use rand::seq::SliceRandom;
@@ -274,11 +275,14 @@ pub async fn run_dataset_sessions<T: Target>(target: Arc<T>, data: Arc<Dataset>,
     let clock = target.clock();
     let start = clock.now();
     let window = plan.window(data.max_turns() as u64, start);
-    let collector = Collector::new(window, false, plan.sink.clone());
-    let (users, total, stop) = (plan.users, plan.total(), plan.stop.clone());
+    let collector = Collector::new(window, false, &plan).closed(data.max_turns() as u64);
+    let users = Users::of(&plan, None);
     let sessions = Arc::new(Sessions { target, data, plan, collector });
-    closed_loop(users, total, None, &stop, sessions.clone(), Sessions::session).await;
-    sessions.collector.finish(start, clock.now(), |_| window).0
+    let s = sessions.clone();
+    let started = closed_loop(users, sessions.clone(), move |w| s.collector.warmed(w), Sessions::session).await;
+    let mut run = sessions.collector.finish(start, clock.now(), |_| window).0;
+    run.ramp = Some(started.ramp);
+    run
 }
 
 impl Prompts for Dataset {

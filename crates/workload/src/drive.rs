@@ -1,16 +1,13 @@
-//! What every driver shares: sending one request (its timeout and retries), the closed loop
-//! of N virtual users, and the collector that gathers a level's records from every user and
-//! reports each one to the caller's sink as soon as its phase is certain (oha's manner:
-//! workers hand raw records to one collector; the records still come back whole with the
-//! level). The drivers (`runner`, `multiturn`, `agent`, `rag`, `dataset`) import this; it
-//! imports none of them.
+//! What every driver shares: sending one request (its timeout and retries), and the collector
+//! that gathers a level's records from every user and reports each one to the caller's sink
+//! as soon as its phase is certain (oha's manner: workers hand raw records to one collector;
+//! the records still come back whole with the level). The drivers (`runner`, `multiturn`,
+//! `agent`, `rag`, `dataset`) import this and the closed loop (`users`); it imports neither.
 
-use crate::level::{LevelRun, RecordSink, RetryPolicy, Stop, Window};
+use crate::level::{LevelRun, RecordSink, RetryPolicy, UnitPlan, Window};
 use goodput_core::{ClientRecord, Outcome, Phase, Stamp, Target, TaskRecord, WorkRequest};
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// Sends `req` and follows it, giving up on an attempt after `timeout` (it is then abandoned
@@ -56,39 +53,6 @@ async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, 
     rec
 }
 
-/// Runs units `0..total` over `users` closed-loop users (at least one): each user takes the
-/// next unit number as soon as its previous unit ended, until all are taken, `stop` is raised
-/// or, with a `deadline`, until it passed (units in progress finish). `unit(ctx, i)` runs
-/// unit `i`.
-pub(crate) async fn closed_loop<C, F, Fut>(
-    users: usize,
-    total: u64,
-    deadline: Option<Instant>,
-    stop: &Stop,
-    ctx: Arc<C>,
-    unit: F,
-) where
-    C: Send + Sync + 'static,
-    F: Fn(Arc<C>, u64) -> Fut + Copy + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let next = Arc::new(AtomicU64::new(0));
-    let users = (0..users.max(1)).map(|_| {
-        let (next, ctx, stop) = (next.clone(), ctx.clone(), stop.clone());
-        tokio::spawn(async move {
-            // The runtime's time: virtual when a simulation runs on a paused runtime.
-            while deadline.is_none_or(|d| tokio::time::Instant::now().into_std() < d) && !stop.raised() {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total {
-                    break;
-                }
-                unit(ctx.clone(), i).await;
-            }
-        })
-    });
-    join_all(users.collect()).await;
-}
-
 /// Waits for every task (a task that panicked has nothing more to give).
 pub(crate) async fn join_all(tasks: Vec<JoinHandle<()>>) {
     for t in tasks {
@@ -99,14 +63,26 @@ pub(crate) async fn join_all(tasks: Vec<JoinHandle<()>>) {
 /// Gathers a level's records and tasks from all its users, and hands each record to the
 /// sink with its final phase: at once when `early` already decides it, else at the end.
 pub(crate) struct Collector {
-    /// The window as known when the level starts.
-    early: Window,
+    phases: Mutex<Phases>,
     /// The end of the window is not known until the level ends (a time trim before the last
     /// intended send): records `early` would call measured wait for [`Collector::finish`].
     open_end: bool,
     sink: Option<RecordSink>,
+    progress: Option<RecordSink>,
     records: Mutex<Vec<ClientRecord>>,
     tasks: Mutex<Vec<TaskRecord>>,
+}
+
+/// What decides a record's phase while the level runs.
+struct Phases {
+    /// The window as known so far.
+    early: Window,
+    /// A closed loop whose warm-up is not decided yet ([`Collector::closed`]): every record
+    /// that ends before it is decided is warm-up.
+    pending: bool,
+    /// Request ids per unit, and the first id of the level (to place a decided warm-up).
+    per_unit: u64,
+    first_id: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -114,22 +90,57 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Collector {
-    /// A collector for a level whose window is `early` when it starts; with `open_end`, the
-    /// window's `to` is not known yet (and `early.to` is ignored).
-    pub fn new(early: Window, open_end: bool, sink: Option<RecordSink>) -> Self {
+    /// A collector for a level of `plan` whose window is `early` when it starts; with
+    /// `open_end`, the window's `to` is not known yet (and `early.to` is ignored).
+    pub fn new(early: Window, open_end: bool, plan: &UnitPlan) -> Self {
         let early = Window { to: if open_end { None } else { early.to }, ..early };
-        Self { early, open_end, sink, records: Mutex::default(), tasks: Mutex::default() }
+        let phases = Phases { early, pending: false, per_unit: 1, first_id: plan.first_id };
+        Self {
+            phases: Mutex::new(phases),
+            open_end,
+            sink: plan.sink.clone(),
+            progress: plan.progress.clone(),
+            records: Mutex::default(),
+            tasks: Mutex::default(),
+        }
+    }
+
+    /// The collector of a closed loop of units of `per_unit` request ids: its warm-up is
+    /// decided while it runs ([`Collector::warmed`]).
+    pub fn closed(self, per_unit: u64) -> Self {
+        {
+            let mut p = lock(&self.phases);
+            (p.pending, p.per_unit) = (true, per_unit.max(1));
+        }
+        self
+    }
+
+    /// The closed loop's warm-up is decided: units below `units` are warm-up; the measured
+    /// ids follow them.
+    pub fn warmed(&self, units: u64) {
+        let mut p = lock(&self.phases);
+        let from = p.first_id.saturating_add(units.saturating_mul(p.per_unit));
+        p.early = shifted(p.early, from);
+        p.pending = false;
     }
 
     /// The phase of `r` if it is certain before the level ends.
     fn certain(&self, r: &ClientRecord) -> Option<Phase> {
-        let p = self.early.phase(r);
-        (!self.open_end || p != Phase::Measured).then_some(p)
+        let p = lock(&self.phases);
+        if p.pending {
+            return Some(Phase::Warmup);
+        }
+        let phase = p.early.phase(r);
+        (!self.open_end || phase != Phase::Measured).then_some(phase)
     }
 
     /// Keeps a finished request's record, reporting it now if its phase is certain.
     pub fn push(&self, record: ClientRecord) {
-        if let (Some(sink), Some(phase)) = (&self.sink, self.certain(&record)) {
+        let certain = self.certain(&record);
+        if let Some(progress) = &self.progress {
+            progress.report(&record, certain.unwrap_or(Phase::Measured));
+        }
+        if let (Some(sink), Some(phase)) = (&self.sink, certain) {
             sink.report(&record, phase);
         }
         lock(&self.records).push(record);
@@ -140,9 +151,9 @@ impl Collector {
         lock(&self.tasks).push(task);
     }
 
-    /// Ends the level: its window, computed by `window` from every record, and the records
-    /// held back, reported now with their phase in it. Returns the level and its tasks, in
-    /// completion order.
+    /// Ends the level: its window, computed by `window` from every record (its ids moved
+    /// past a closed loop's decided warm-up), and the records held back, reported now with
+    /// their phase in it. Returns the level and its tasks, in completion order.
     pub fn finish(
         &self,
         start: Stamp,
@@ -150,20 +161,27 @@ impl Collector {
         window: impl FnOnce(&[ClientRecord]) -> Window,
     ) -> (LevelRun, Vec<TaskRecord>) {
         let records = std::mem::take(&mut *lock(&self.records));
-        let window = window(&records);
+        let window = shifted(window(&records), lock(&self.phases).early.from_id);
         if let Some(sink) = &self.sink {
             for r in records.iter().filter(|r| self.certain(r).is_none()) {
                 sink.report(r, window.phase(r));
             }
         }
         let tasks = std::mem::take(&mut *lock(&self.tasks));
-        (LevelRun { records, window, start, end }, tasks)
+        (LevelRun { records, window, start, end, ramp: None }, tasks)
     }
+}
+
+/// `w` with its measured ids starting at `from_id` (as many as before).
+fn shifted(w: Window, from_id: u64) -> Window {
+    Window { from_id, to_id: from_id.saturating_add(w.to_id - w.from_id), ..w }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::level::Trim;
+    use std::sync::Arc;
 
     fn rec(id: u64, ms: u64) -> ClientRecord {
         let at = Stamp(ms * 1_000_000);
@@ -185,7 +203,9 @@ mod tests {
         let trim = crate::Trim { start: Duration::from_millis(5), end: Duration::from_millis(5) };
         let window = |rs: &[ClientRecord]| Window::new(0, 10, 10, trim, Stamp(0), None, rs);
         let (sink, seen) = collecting();
-        let c = Collector::new(window(&[]), true, Some(sink));
+        let (progress, live) = collecting();
+        let plan = UnitPlan { sink: Some(sink), progress: Some(progress), ..crate::testing::units(1, 10, 10) };
+        let c = Collector::new(window(&[]), true, &plan);
         c.push(rec(3, 50)); // warm-up by id
         c.push(rec(12, 2)); // warm-up by time
         c.push(rec(25, 50)); // cool-down by id
@@ -196,6 +216,9 @@ mod tests {
         assert_eq!(run.window.to, Some(Stamp(53_000_000)), "5 ms before the last send, at 58 ms");
         assert_eq!(seen.lock().unwrap()[3..], [(13, Phase::Measured), (14, Phase::Cooldown)]);
         assert_eq!(run.records.len(), 5);
+        // The live view saw all five as they ended, the held ones as measured.
+        assert_eq!(live.lock().unwrap().len(), 5);
+        assert_eq!(live.lock().unwrap()[3..], [(13, Phase::Measured), (14, Phase::Measured)]);
     }
 
     #[test]
@@ -205,31 +228,24 @@ mod tests {
         assert_eq!(serde_json::from_str::<crate::Phase>("\"cooldown\"").unwrap(), Phase::Cooldown);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_closed_loop_runs_every_unit_once_and_stops_at_its_deadline() {
-        let done = Arc::new(Mutex::new(Vec::new()));
-        let go = Stop::default();
-        closed_loop(3, 10, None, &go, done.clone(), |d, i| async move { d.lock().unwrap().push(i) }).await;
-        let mut units = done.lock().unwrap().clone();
-        units.sort();
-        assert_eq!(units, (0..10).collect::<Vec<_>>());
-        let count = Arc::new(AtomicU64::new(0));
-        let deadline = Some(Instant::now());
-        closed_loop(3, 10, deadline, &go, count.clone(), |c, _| async move {
-            c.fetch_add(1, Ordering::Relaxed);
-        })
-        .await;
-        assert_eq!(count.load(Ordering::Relaxed), 0);
-        // Raised after the fourth unit: no unit starts after it.
-        let (stop, done) = (Stop::default(), Arc::new(AtomicU64::new(0)));
-        let ctx = Arc::new((stop.clone(), done.clone()));
-        closed_loop(1, 10, None, &stop, ctx, |c, i| async move {
-            c.1.fetch_add(1, Ordering::Relaxed);
-            if i == 3 {
-                c.0.raise();
-            }
-        })
-        .await;
-        assert_eq!(done.load(Ordering::Relaxed), 4);
+    #[test]
+    fn a_closed_loop_s_records_are_warm_up_until_its_warm_up_is_decided() {
+        // Units of 2 ids from id 100; planned: 1 warm-up unit, 3 measured (ids 102..108).
+        let window = Window::new(100, 2, 6, Trim::default(), Stamp(0), None, &[]);
+        let (sink, seen) = collecting();
+        let (progress, live) = collecting();
+        let plan = UnitPlan { sink: Some(sink), progress: Some(progress), ..crate::testing::units(2, 3, 1) };
+        let c = Collector::new(window, false, &plan).closed(2);
+        c.push(rec(104, 1)); // before the decision: warm-up, whatever its id
+        c.warmed(3); // units 0..3 (ids 100..106) are warm-up; ids 106..112 measured
+        c.push(rec(105, 2));
+        c.push(rec(106, 3));
+        c.push(rec(112, 4));
+        let want = [(104, Phase::Warmup), (105, Phase::Warmup), (106, Phase::Measured), (112, Phase::Cooldown)];
+        assert_eq!(*seen.lock().unwrap(), want);
+        assert_eq!(*live.lock().unwrap(), want, "progress sees every record as it ends");
+        let (run, _) = c.finish(Stamp(0), Stamp(1), |_| window);
+        assert_eq!((run.window.from_id, run.window.to_id), (106, 112));
+        assert_eq!(run.measured().count(), 1);
     }
 }

@@ -50,6 +50,30 @@ impl Arrival {
     }
 }
 
+/// How a closed loop's users start. All at once, N users send their first requests in the
+/// same instant and, with requests of one shape, finish and send again together, wave after
+/// wave (a request started later ends later by as much, so the first wave's spread is the one
+/// the level keeps); staggered starts keep their sends spread over each request's time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Ramp {
+    /// User `k` of `N` starts `k · d / N` after the level's start (`d` zero: all at once).
+    Over(Duration),
+    /// Users join one per ended unit: user 0 at once, user `k` once the level's `k`-th unit
+    /// has ended, after a seeded random share of the time since the one before ended. The
+    /// ramp paces itself by the target: one that serves requests one after another (a
+    /// saturated core) gets a new user per request time, so the users' starts spread over
+    /// about one request time at the full load; one whose request time does not grow with
+    /// load over a few (≈ ln N) request times.
+    Paced,
+}
+
+impl Default for Ramp {
+    /// All at once.
+    fn default() -> Self {
+        Ramp::Over(Duration::ZERO)
+    }
+}
+
 /// A retry policy: after a retryable failure ([`goodput_core::Outcome::retryable`]: an error
 /// or a timeout, not a refusal), wait `backoff · 2^(k−1)` before attempt `k + 1`, at most
 /// `max` times. Off (`max = 0`) by default, as a benchmark should see failures as they are.
@@ -163,7 +187,9 @@ pub struct UnitPlan {
     pub users: usize,
     /// Measured units (the most, for a level with a duration).
     pub units: usize,
-    /// Units run first and left out of the statistics.
+    /// Units run first and left out of the statistics. In a closed loop, at least: every
+    /// user's first unit, and every unit taken before the last of those ended, is warm-up too
+    /// (see [`UnitPlan::total`]), so no cold first-wave request is measured.
     pub warmup: usize,
     /// Units run after the measured ones (keeping the load up while those finish) and left
     /// out of the statistics.
@@ -182,6 +208,13 @@ pub struct UnitPlan {
     /// Raised by the caller to end the level early (an interrupted run): no unit starts after
     /// it, units in progress run on.
     pub stop: Stop,
+    /// Closed loops: how the users start.
+    pub ramp: Ramp,
+    /// Called with every record the moment it ends, whatever is certain of its phase then (for
+    /// a live view): its phase as known at that moment, `Measured` for one a time trim at the
+    /// end may still make cool-down. The [`UnitPlan::sink`] rules do not apply; the same
+    /// manners do (short, never blocking).
+    pub progress: Option<RecordSink>,
 }
 
 /// A request to stop sending, shared by the caller and a level's users: once raised, no new
@@ -200,7 +233,8 @@ impl Stop {
 }
 
 impl UnitPlan {
-    /// Units run in all: warm-up, measured and cool-down.
+    /// Units run in all: warm-up, measured and cool-down. A closed loop runs more when its
+    /// warm-up grows to cover every user's first unit (the level's window says how many).
     pub fn total(&self) -> u64 {
         (self.warmup as u64).saturating_add(self.units as u64).saturating_add(self.cooldown as u64)
     }
@@ -224,8 +258,24 @@ pub struct LevelPlan {
     pub duration: Option<Duration>,
     /// Warm-up and cool-down by time. Single requests only.
     pub trim: Trim,
+    /// Closed loop of single requests: each think time drawn uniformly from
+    /// `think · (1 ± think_jitter)` (0: exactly `think`), seeded by the plan's seed and the
+    /// request's id. Between 0 and 1.
+    pub think_jitter: f64,
+    /// Open loops (a rate, a trace): at most this many requests in flight. An arrival that
+    /// finds them all busy waits for one to end (vLLM `bench serve --max-concurrency`); its
+    /// latency still starts at its scheduled time, and the wait shows in its send lag.
+    pub max_in_flight: Option<usize>,
     /// The counts, timeout, retries, seed, first id and sink.
     pub unit: UnitPlan,
+}
+
+impl LevelPlan {
+    /// `unit`'s requests arriving as `arrival`, bounded by count: no time trim, think jitter
+    /// or cap on requests in flight.
+    pub fn new(arrival: Arrival, unit: UnitPlan) -> Self {
+        LevelPlan { arrival, duration: None, trim: Trim::default(), think_jitter: 0.0, max_in_flight: None, unit }
+    }
 }
 
 /// What a level produced.
@@ -239,6 +289,8 @@ pub struct LevelRun {
     pub start: Stamp,
     /// When its last request ended.
     pub end: Stamp,
+    /// Closed loops: the ramp the users started over (zero: all at once); `None` otherwise.
+    pub ramp: Option<Duration>,
 }
 
 impl LevelRun {

@@ -15,6 +15,7 @@ pub mod scenario;
 #[cfg(test)]
 mod testing;
 pub mod trace;
+mod users;
 pub mod workload;
 
 pub use agent::{run_tasks, Agent, AgentNode, AgentStep};
@@ -38,7 +39,7 @@ pub enum WorkloadError {
     #[error("embedding the RAG corpus: {0}")]
     Embed(String),
 }
-pub use level::{Arrival, LevelPlan, LevelRun, RecordSink, RetryPolicy, Stop, Trim, UnitPlan, Window};
+pub use level::{Arrival, LevelPlan, LevelRun, Ramp, RecordSink, RetryPolicy, Stop, Trim, UnitPlan, Window};
 pub use multiturn::{run_sessions, MultiTurn};
 pub use prompts::Prompts;
 pub use rag::{run_rag, Embedder, HashEmbedder, Rag, RagIndex, RagSetup, EMBED_ID_BIT};

@@ -3,9 +3,10 @@
 //! cache can serve the part already seen. The system prompt is shared by all sessions, as in
 //! a deployed assistant.
 
-use crate::drive::{closed_loop, send, Collector};
+use crate::drive::{send, Collector};
 use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::{random_tokens, LengthDist};
+use crate::users::{closed_loop, Users};
 use goodput_core::{SamplingParams, Target, TokenId, WorkRequest};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -142,9 +143,12 @@ pub async fn run_sessions<T: Target>(target: Arc<T>, mt: Arc<MultiTurn>, vocab: 
     let window = plan.window(mt.turns as u64, start);
     let mut sys_rng = rand::rngs::SmallRng::seed_from_u64(plan.seed ^ 0x5757);
     let system = random_tokens(&mut sys_rng, mt.system, vocab);
-    let collector = Collector::new(window, false, plan.sink.clone());
-    let (users, total, stop) = (plan.users, plan.total(), plan.stop.clone());
+    let collector = Collector::new(window, false, &plan).closed(mt.turns as u64);
+    let users = Users::of(&plan, None);
     let sessions = Arc::new(Sessions { target, mt, vocab, plan, system, collector });
-    closed_loop(users, total, None, &stop, sessions.clone(), Sessions::session).await;
-    sessions.collector.finish(start, clock.now(), |_| window).0
+    let s = sessions.clone();
+    let started = closed_loop(users, sessions.clone(), move |w| s.collector.warmed(w), Sessions::session).await;
+    let mut run = sessions.collector.finish(start, clock.now(), |_| window).0;
+    run.ramp = Some(started.ramp);
+    run
 }

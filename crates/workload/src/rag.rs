@@ -15,9 +15,10 @@
 //! [`HashEmbedder`] (feature hashing of the words): the stage's cost is a real forward pass,
 //! the retrieval still finds the right chunks.
 
-use crate::drive::{closed_loop, send, Collector};
+use crate::drive::{send, Collector};
 use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::LengthDist;
+use crate::users::{closed_loop, Users};
 use goodput_core::{
     ClientRecord, Outcome, SamplingParams, Stamp, Target, TaskRecord, TaskStep, TextCodec, TokenId, WorkRequest,
 };
@@ -387,12 +388,14 @@ pub async fn run_rag<T: Target>(target: Arc<T>, setup: Arc<RagSetup>, plan: Unit
     let clock = target.clock();
     let start = clock.now();
     let window = plan.window(1, start);
-    let collector = Collector::new(window, false, plan.sink.clone());
-    let (users, total, stop) = (plan.users, plan.total(), plan.stop.clone());
+    let collector = Collector::new(window, false, &plan).closed(1);
+    let users = Users::of(&plan, None);
     let queries = Arc::new(Queries { target, setup, plan, collector });
-    closed_loop(users, total, None, &stop, queries.clone(), Queries::query).await;
-    let (run, mut tasks) = queries.collector.finish(start, clock.now(), |_| window);
-    tasks.retain(|t| (window.from_id..window.to_id).contains(&t.task));
+    let q = queries.clone();
+    let started = closed_loop(users, queries.clone(), move |w| q.collector.warmed(w), Queries::query).await;
+    let (mut run, mut tasks) = queries.collector.finish(start, clock.now(), |_| window);
+    run.ramp = Some(started.ramp);
+    tasks.retain(|t| (run.window.from_id..run.window.to_id).contains(&t.task));
     (run, tasks)
 }
 

@@ -4,15 +4,20 @@
 //! hide its queueing by slowing the generator down (no coordinated omission, as in wrk2 and
 //! oha); the actual send lag is recorded beside it.
 //!
+//! A closed loop's users start over a ramp and may jitter their think time; an open loop may
+//! cap the requests in flight (an arrival then waits for a free slot, its latency still
+//! counted from its scheduled time).
+//!
 //! An optional retry policy sends failed requests again; the record keeps the first intended
 //! and sent times, so a retried request's latency includes every attempt, and counts its
 //! retries.
 
-use crate::drive::{closed_loop, join_all, send, Collector};
+use crate::drive::{join_all, send, Collector};
 use crate::level::{Arrival, LevelPlan, LevelRun, UnitPlan, Window};
 use crate::prompts::Prompts;
+use crate::users::{closed_loop, Users};
 use goodput_core::{ClientRecord, Stamp, Target};
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Gamma};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,27 +54,42 @@ struct Level<T> {
     vocab: usize,
     plan: UnitPlan,
     collector: Collector,
+    /// Open loops: one permit per request in flight (`LevelPlan::max_in_flight`).
+    slots: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl<T: Target> Level<T> {
-    /// Sends request number `i` of the level, due at `intended`, and keeps its record.
+    /// Sends request number `i` of the level, due at `intended`, and keeps its record. With
+    /// a cap on requests in flight it first waits for a free slot (the wait is part of its
+    /// latency, which starts at `intended`, and of its send lag).
     async fn request(&self, i: u64, intended: Stamp) {
+        let _slot = match &self.slots {
+            Some(s) => s.clone().acquire_owned().await.ok(),
+            None => None,
+        };
         let req = self.scenario.request(self.plan.seed, self.plan.first_id + i, i, self.vocab);
         let rec = send(&*self.target, req, intended, self.plan.timeout, self.plan.retry).await;
         self.collector.push(rec);
     }
 
     /// Closed loop: each user's next request is due the moment its previous one ended (plus
-    /// `think`).
-    async fn closed(self: &Arc<Self>, users: usize, think: Duration, deadline: Option<Instant>) {
-        let total = self.plan.total();
-        closed_loop(users, total, deadline, &self.plan.stop, self.clone(), move |level, i| async move {
+    /// a think time, jittered by `jitter`). Returns the warm-up and ramp of the loop.
+    async fn closed(
+        self: &Arc<Self>,
+        think: Duration,
+        jitter: f64,
+        deadline: Option<Instant>,
+    ) -> crate::users::Started {
+        let level = self.clone();
+        let on_warm = move |w| level.collector.warmed(w);
+        closed_loop(Users::of(&self.plan, deadline), self.clone(), on_warm, move |level, i| async move {
             level.request(i, level.target.clock().now()).await;
+            let think = jittered(think, jitter, level.plan.seed, level.plan.first_id + i);
             if !think.is_zero() {
                 tokio::time::sleep(think).await;
             }
         })
-        .await;
+        .await
     }
 
     /// Open loop: requests due on the arrival process's schedule, whatever the target does.
@@ -124,6 +144,17 @@ impl<T: Target> Level<T> {
     }
 }
 
+/// `think` drawn uniformly from `think · (1 ± jitter)`, the same for the same seed and request
+/// id whichever user sends it; exactly `think` without jitter.
+pub fn jittered(think: Duration, jitter: f64, seed: u64, id: u64) -> Duration {
+    if think.is_zero() || jitter <= 0.0 {
+        return think;
+    }
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ id.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x7415);
+    let j = jitter.min(1.0);
+    think.mul_f64(rng.random_range(1.0 - j..=1.0 + j))
+}
+
 /// Runs `plan` with requests of `scenario` against `target`; returns when every request has
 /// ended. A closed loop takes its users from `plan.arrival`.
 pub async fn run_level<T: Target>(
@@ -142,15 +173,31 @@ pub async fn run_level<T: Target>(
     };
     // Without a known end of sending, a time trim at the end waits for the last send.
     let open_end = sending_end.is_none() && !trim.end.is_zero();
-    let collector = Collector::new(window(&[]), open_end, u.sink.clone());
-    let level = Arc::new(Level { target, scenario, vocab, plan: u.clone(), collector });
-    match plan.arrival {
-        Arrival::Closed { users, think } => level.closed(users, think, deadline).await,
-        Arrival::Rate { rate, burstiness } => level.open(rate, burstiness, deadline).await,
-        Arrival::Burst { .. } => level.burst(start).await,
-        Arrival::Trace { speedup, .. } => level.traced(speedup, deadline).await,
-    }
-    level.collector.finish(start, clock.now(), window).0
+    let collector = Collector::new(window(&[]), open_end, u);
+    let closed = matches!(plan.arrival, Arrival::Closed { .. });
+    let collector = if closed { collector.closed(1) } else { collector };
+    let open = matches!(plan.arrival, Arrival::Rate { .. } | Arrival::Trace { .. });
+    let slots = plan.max_in_flight.filter(|_| open).map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1))));
+    let plan_unit = UnitPlan { users: plan.arrival.users(), ..u.clone() };
+    let level = Arc::new(Level { target, scenario, vocab, plan: plan_unit, collector, slots });
+    let ramp = match plan.arrival {
+        Arrival::Closed { think, .. } => Some(level.closed(think, plan.think_jitter, deadline).await.ramp),
+        Arrival::Rate { rate, burstiness } => {
+            level.open(rate, burstiness, deadline).await;
+            None
+        }
+        Arrival::Burst { .. } => {
+            level.burst(start).await;
+            None
+        }
+        Arrival::Trace { speedup, .. } => {
+            level.traced(speedup, deadline).await;
+            None
+        }
+    };
+    let mut run = level.collector.finish(start, clock.now(), window).0;
+    run.ramp = ramp;
+    run
 }
 
 #[cfg(test)]
@@ -165,7 +212,7 @@ mod tests {
 
     fn plan(arrival: Arrival, requests: usize, warmup: usize) -> LevelPlan {
         let unit = units(arrival.users(), requests, warmup);
-        LevelPlan { arrival, trim: Trim::default(), duration: None, unit }
+        LevelPlan::new(arrival, unit)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -189,15 +236,19 @@ mod tests {
         let mut p = plan(Arrival::Closed { users: 2, think: Duration::ZERO }, 6, 2);
         p.unit.cooldown = 3;
         let run = run_level(t, s, 1000, p).await;
-        assert_eq!(run.records.len(), 11);
-        assert_eq!(run.excluded(), (2, 3));
+        // Two users' first requests are warm-up, and so is one a user took before the other's
+        // first had ended (they end together: it may or may not have).
+        let (warm, cool) = run.excluded();
+        assert!((2..=3).contains(&warm) && cool == 3, "{:?}", run.excluded());
+        assert_eq!(run.records.len(), warm + 6 + 3);
+        let from = 100 + warm as u64;
         let mut measured: Vec<u64> = run.measured().map(|r| r.id).collect();
         measured.sort();
-        assert_eq!(measured, (102..108).collect::<Vec<_>>());
+        assert_eq!(measured, (from..from + 6).collect::<Vec<_>>());
         for r in &run.records {
             let want = match r.id {
-                100..=101 => Phase::Warmup,
-                102..=107 => Phase::Measured,
+                id if id < from => Phase::Warmup,
+                id if id < from + 6 => Phase::Measured,
                 _ => Phase::Cooldown,
             };
             assert_eq!(run.phase(r), want, "request {}", r.id);
@@ -289,13 +340,15 @@ mod tests {
         let t = fake(20);
         let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
         let run = run_level(t.clone(), s, 1000, plan(Arrival::Closed { users: 4, think: Duration::ZERO }, 12, 4)).await;
-        assert_eq!(run.records.len(), 16);
+        let warm = run.excluded().0;
+        assert!((4..=7).contains(&warm), "the first wave, and what users took before it ended: {warm}");
+        assert_eq!(run.records.len(), warm + 12);
         assert_eq!(run.measured().count(), 12);
         assert_eq!(t.peak.load(Ordering::SeqCst), 4);
         let mut ids: Vec<u64> = run.records.iter().map(|r| r.id).collect();
         ids.sort();
-        assert_eq!(ids, (100..116).collect::<Vec<_>>());
-        // 16 requests of 20 ms over 4 users: about 80 ms.
+        assert_eq!(ids, (100..100 + ids.len() as u64).collect::<Vec<_>>());
+        // 16 or so requests of 20 ms over 4 users: about 80 ms.
         let secs = run.end.secs_since(run.start);
         assert!((0.075..0.5).contains(&secs), "{secs}");
     }
@@ -316,6 +369,80 @@ mod tests {
         for r in &run.records {
             assert!(r.sent >= r.intended);
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_capped_open_loop_keeps_its_schedule_with_at_most_n_in_flight() {
+        let t = fake(100);
+        let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
+        // 100 req/s evenly, 8 requests of 100 ms each, at most 2 in flight: arrivals at 0, 10,
+        // …, 70 ms; they are served two at a time, in four rounds of 100 ms.
+        let mut p = plan(Arrival::Rate { rate: 100.0, burstiness: None }, 8, 0);
+        p.max_in_flight = Some(2);
+        let run = run_level(t.clone(), s, 1000, p).await;
+        assert_eq!(run.records.len(), 8);
+        assert_eq!(t.peak.load(Ordering::SeqCst), 2, "never more than 2 in flight");
+        let mut recs = run.records.clone();
+        recs.sort_by_key(|r| r.intended);
+        for (i, r) in recs.iter().enumerate() {
+            // The schedule stands: latency runs from the arrival, not from the free slot.
+            let due = r.intended.secs_since(run.start);
+            assert!((due - i as f64 * 0.01).abs() < 0.005, "request {i} intended at {due}");
+        }
+        // The last arrival (70 ms) waited for the fourth round (from about 300 ms): its wait
+        // is in its send lag and its latency.
+        let last = recs.last().unwrap();
+        assert!(last.sent.secs_since(last.intended) > 0.2, "{}", last.sent.secs_since(last.intended));
+        assert!(last.end.secs_since(last.intended) > 0.3);
+        // A closed loop has no cap to apply: its users are its concurrency.
+        let mut p = plan(Arrival::Closed { users: 3, think: Duration::ZERO }, 6, 3);
+        p.max_in_flight = Some(1);
+        let t = fake(20);
+        run_level(t.clone(), Arc::new(Scenario::builtin("short-qa", 2048).unwrap()), 1000, p).await;
+        assert_eq!(t.peak.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_loop_ramps_its_users_and_never_measures_the_first_wave() {
+        // 16 users all at once, an explicit warm-up of 4: still, no request sent before the
+        // last user's first request ended is measured.
+        let t = fake(30);
+        let s = Arc::new(Scenario::builtin("short-qa", 2048).unwrap());
+        let run =
+            run_level(t.clone(), s.clone(), 1000, plan(Arrival::Closed { users: 16, think: Duration::ZERO }, 32, 4))
+                .await;
+        assert_eq!(run.ramp, Some(Duration::ZERO));
+        assert_eq!(run.measured().count(), 32);
+        let first_wave: Vec<&ClientRecord> = run.records.iter().filter(|r| r.id < 116).collect();
+        assert!(first_wave.iter().all(|r| run.phase(r) == Phase::Warmup));
+        let wave_end = first_wave.iter().map(|r| r.end).max().unwrap();
+        assert!(run.measured().all(|r| r.intended >= wave_end));
+        // Over a ramp of 80 ms, 4 users' first requests are due 0, 20, 40, 60 ms in.
+        let mut p = plan(Arrival::Closed { users: 4, think: Duration::ZERO }, 4, 4);
+        p.unit.ramp = crate::Ramp::Over(Duration::from_millis(80));
+        let run = run_level(fake(200), s, 1000, p).await;
+        assert_eq!(run.ramp, Some(Duration::from_millis(80)));
+        let mut first: Vec<f64> =
+            run.records.iter().filter(|r| r.id < 104).map(|r| r.intended.secs_since(run.start)).collect();
+        first.sort_by(f64::total_cmp);
+        for (k, x) in first.iter().enumerate() {
+            assert!((x - k as f64 * 0.02).abs() < 0.01, "user {k} started at {x}");
+        }
+    }
+
+    #[test]
+    fn jittered_think_times_stay_in_their_band_and_repeat_with_the_seed() {
+        let think = Duration::from_millis(100);
+        assert_eq!(jittered(think, 0.0, 1, 5), think);
+        assert_eq!(jittered(Duration::ZERO, 0.5, 1, 5), Duration::ZERO);
+        let xs: Vec<f64> = (0..10_000).map(|id| jittered(think, 0.5, 7, id).as_secs_f64()).collect();
+        assert!(xs.iter().all(|x| (0.05..=0.15).contains(x)), "within 100 ms · (1 ± 0.5)");
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        assert!((mean - 0.1).abs() < 0.002, "uniform about the think time: {mean}");
+        // Both halves of the band are used.
+        assert!(xs.iter().any(|&x| x < 0.06) && xs.iter().any(|&x| x > 0.14));
+        assert_eq!(jittered(think, 0.5, 7, 42), jittered(think, 0.5, 7, 42));
+        assert_ne!(jittered(think, 0.5, 7, 42), jittered(think, 0.5, 8, 42), "another seed, another draw");
     }
 
     #[test]
@@ -361,7 +488,7 @@ mod tests {
         let mut p = plan(Arrival::Closed { users: 2, think: Duration::ZERO }, 2, 0);
         p.unit.timeout = Duration::from_millis(50);
         let run = run_level(t, s, 1000, p).await;
-        assert_eq!(run.records.len(), 2);
+        assert_eq!(run.measured().count(), 2);
         assert!(run.records.iter().all(|r| r.outcome == Outcome::Timeout));
     }
 }

@@ -49,7 +49,8 @@ pub fn fake(ms: u64) -> Arc<Fake> {
     })
 }
 
-/// `warmup + units` units over `users` users from id 100, no cool-down, retries or sink.
+/// `warmup + units` units over `users` users from id 100, all at once, no cool-down, retries,
+/// sink or progress.
 pub fn units(users: usize, units: usize, warmup: usize) -> UnitPlan {
     UnitPlan {
         users,
@@ -62,5 +63,7 @@ pub fn units(users: usize, units: usize, warmup: usize) -> UnitPlan {
         first_id: 100,
         sink: None,
         stop: Default::default(),
+        ramp: Default::default(),
+        progress: None,
     }
 }

@@ -5,6 +5,7 @@
 use crate::args::{parse_cpus, parse_duration, parse_duration_or_zero, parse_span, parse_stage, CpuList, Span};
 use crate::args::{EngineArgs, ModelArgs};
 use clap::Args;
+use goodput_report::console::latency::{parse_percentile, Latency};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -68,9 +69,32 @@ pub struct RunArgs {
     /// request (think time; 0 by default).
     #[arg(long, value_parser = parse_duration_or_zero, default_value = "0s", conflicts_with_all = ["rate", "burst"])]
     pub think: Duration,
+    /// Closed loop with --think: draw each think time uniformly from think × (1 ± F), F
+    /// between 0 and 1, seeded by --seed (the same run draws the same times), so that users
+    /// who happen to send together drift apart.
+    #[arg(long, value_name = "F", default_value_t = 0.0, conflicts_with_all = ["rate", "burst"])]
+    pub think_jitter: f64,
+    /// Closed loop: start the users staggered over this long, user k of N at k × ramp / N
+    /// (0: all at once). Users that start together send together and, with requests of one
+    /// shape, go on doing so, wave after wave. Default: users join one per ended request —
+    /// user 0 at once, user k once the level's k-th request ended, after a seeded random
+    /// share of the time since the one before — so the ramp paces itself: a target that
+    /// serves requests one after another (a saturated core) gets a new user per request time,
+    /// the starts spreading over about one request time at the full load; one whose request
+    /// time does not grow with load, over a few. The ramp used is each level's
+    /// `harness.ramp_s`. The warm-up covers it: each user's first request, and any sent before
+    /// the last of them ended, is left out.
+    #[arg(long, value_parser = parse_duration_or_zero, conflicts_with_all = ["rate", "burst"])]
+    pub ramp: Option<Duration>,
     /// Open-loop sweep: requests per second per level (Poisson arrivals).
-    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    #[arg(long, visible_alias = "request-rate", value_delimiter = ',', allow_negative_numbers = true)]
     pub rate: Option<Vec<f64>>,
+    /// Open loop (--rate, --trace): at most N requests in flight. Arrivals keep their
+    /// schedule; one that finds N in flight waits for a slot (vLLM `bench serve
+    /// --max-concurrency`). Its latency still starts at its scheduled arrival, so the wait
+    /// is queueing the user sees; it shows in the send lag too.
+    #[arg(long, value_name = "N")]
+    pub max_concurrency: Option<usize>,
     /// Evenly spaced arrivals instead of Poisson (with --rate).
     #[arg(long, requires = "rate")]
     pub constant_rate: bool,
@@ -78,7 +102,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1.0, requires = "rate", conflicts_with = "constant_rate")]
     pub burstiness: f64,
     /// Measured requests per level (default: 4 × users, at least 8; 10 s worth with --rate).
-    #[arg(long, conflicts_with = "duration")]
+    #[arg(long, visible_alias = "num-prompts", conflicts_with = "duration")]
     pub requests: Option<usize>,
     /// Run each level for this long instead of a number of requests (e.g. 30s).
     #[arg(long, value_parser = parse_duration)]
@@ -93,7 +117,9 @@ pub struct RunArgs {
     pub burst: Option<Vec<usize>>,
     /// Warm-up per level, run and left out of the statistics: a count (requests; sessions,
     /// tasks or queries for those scenarios) or a duration of intended send time (5s).
-    /// Default: one per user, or 2.
+    /// Default: one per user, or 2. In a closed loop, whatever is given, every user's first
+    /// request and every request sent before the last of those ended are warm-up as well, so
+    /// no cold first-wave request is measured (the measured count stays as asked).
     #[arg(long, value_parser = parse_span)]
     pub warmup: Option<Span>,
     /// Cool-down per level, run after the measured part (keeping the load up while it
@@ -127,8 +153,27 @@ pub struct RunArgs {
     #[arg(long, default_value = "250ms", value_parser = parse_duration)]
     pub series_interval: Duration,
     /// SLOs that define usable capacity, e.g. ttft_p95=2s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%.
-    #[arg(long, default_value = DEFAULT_SLOS)]
-    pub slo: String,
+    /// A request counts toward goodput when it completed and its own values meet every
+    /// bound. [default: ttft_p95=1s,tpot_p95=50ms,e2e_p95=10s,error_rate=1%]
+    #[arg(long)]
+    pub slo: Option<String>,
+    /// vLLM `bench serve`'s goodput SLOs, METRIC:MILLISECONDS (ttft, tpot, e2el): a request
+    /// counts toward goodput only if it meets all of them. Read as --slo METRIC_max=MS: goodput
+    /// (requests meeting every bound per second) is vLLM's request_goodput, and a level's
+    /// SLOs hold when every measured request met them. Added to --slo; without it, they take
+    /// the place of the default's latency SLOs (its error_rate=1% stays).
+    #[arg(long, value_name = "METRIC:MS", num_args = 1.., value_delimiter = ' ')]
+    pub goodput: Option<Vec<String>>,
+    /// The latencies the final levels table shows percentiles of, by vLLM's names: ttft,
+    /// tpot, itl, e2el (goodput's e2e). With it (or --metric-percentiles) the table's TTFT,
+    /// TPOT and E2E columns become one column per chosen latency and percentile; without
+    /// either, the table is as always. [default with --metric-percentiles: ttft,tpot,itl]
+    #[arg(long, value_name = "METRICS", value_delimiter = ',', value_parser = parse_latency)]
+    pub percentile_metrics: Option<Vec<Latency>>,
+    /// The percentiles those columns show: 50, 90, 95, 99 (what goodput keeps of every
+    /// latency). [default with --percentile-metrics: 99]
+    #[arg(long, value_name = "PERCENTILES", value_delimiter = ',', value_parser = parse_percentile)]
+    pub metric_percentiles: Option<Vec<u32>>,
     /// After the sweep, run up to this many extra levels between the last passing and the
     /// first failing level (bisection), to pin usable capacity down.
     #[arg(long, default_value_t = 3)]
@@ -180,6 +225,10 @@ pub struct RunArgs {
     /// Print only the final table and conclusion.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+fn parse_latency(s: &str) -> Result<Latency, String> {
+    s.parse()
 }
 
 #[derive(Args, Debug)]

@@ -11,7 +11,7 @@ use goodput_metrics::engine::SeriesPoint;
 use goodput_metrics::level::summarize;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
 use goodput_results::{vllm_keys, Harness, Inf, LevelReport, RequestRate, VllmLoad};
-use goodput_workload::{Arrival, LevelOutput, LevelPlan, LevelRun, RecordSink, Stop, UnitPlan, Workload};
+use goodput_workload::{Arrival, LevelOutput, LevelPlan, LevelRun, Ramp, RecordSink, Stop, UnitPlan, Workload};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +20,9 @@ pub struct Finished {
     pub report: LevelReport,
     pub steps: Vec<StepRecord>,
     pub series: Vec<SeriesPoint>,
+    /// One past the highest request id the level used (a closed loop's warm-up may take more
+    /// ids than planned).
+    pub next_id: u64,
 }
 
 /// The request ids a level takes: one per request (a session has `turns` requests); a timed
@@ -32,19 +35,30 @@ pub fn id_span(level: &LevelSpec, counts: &Counts, workload: &Workload) -> u64 {
     }
 }
 
-/// The workload's plan of a level.
+/// Where a level's records go as they end: the sink (files, and what a level cut short keeps)
+/// and the live view.
+#[derive(Default)]
+pub struct Feeds {
+    pub sink: Option<RecordSink>,
+    pub progress: Option<RecordSink>,
+}
+
+/// The workload's plan of a level, its users started over `ramp`.
 pub fn level_plan(
     spec: &RunSpec,
     level: &LevelSpec,
     counts: &Counts,
     first_id: u64,
-    sink: Option<RecordSink>,
+    ramp: Ramp,
+    feeds: Feeds,
     stop: Stop,
 ) -> LevelPlan {
     LevelPlan {
         arrival: level.arrival.clone(),
         duration: level.duration,
         trim: counts.trim,
+        think_jitter: spec.pacing.think_jitter,
+        max_in_flight: spec.pacing.max_in_flight,
         unit: UnitPlan {
             users: level.arrival.users(),
             units: counts.requests,
@@ -54,8 +68,10 @@ pub fn level_plan(
             retry: spec.retry,
             seed: spec.seed,
             first_id,
-            sink,
+            sink: feeds.sink,
             stop,
+            ramp,
+            progress: feeds.progress,
         },
     }
 }
@@ -72,13 +88,15 @@ struct Ran {
     tasks: Vec<goodput_core::TaskRecord>,
     start: Stamp,
     partial: bool,
+    /// A closed loop's ramp, when the workload returned it.
+    ramp: Option<Duration>,
 }
 
 impl Ran {
     fn whole(out: LevelOutput, partial: bool) -> Self {
-        let LevelOutput { run: LevelRun { records, window, start, .. }, tasks } = out;
+        let LevelOutput { run: LevelRun { records, window, start, ramp, .. }, tasks } = out;
         let records = records.into_iter().map(|r| (window.phase(&r), r)).collect();
-        Ran { records, tasks, start, partial }
+        Ran { records, tasks, start, partial, ramp }
     }
 
     fn measured(&self) -> Vec<&ClientRecord> {
@@ -113,7 +131,7 @@ fn drive(rig: &Rig, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Ran {
         Err(()) => {
             let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
             let records = seen.into_iter().map(|(p, r)| (p, Arc::unwrap_or_clone(r))).collect();
-            Ran { records, tasks: Vec::new(), start, partial: true }
+            Ran { records, tasks: Vec::new(), start, partial: true, ramp: None }
         }
     }
 }
@@ -141,13 +159,20 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
         Arrival::Closed { .. } | Arrival::Burst { .. } | Arrival::Trace { .. } => None,
     };
     let sent: Vec<f64> = measured.iter().map(|r| r.sent.as_secs()).collect();
-    let harness = Harness::new(
+    let mut harness = Harness::new(
         cpu,
         ran.records.len(),
         summary.send_lag.as_ref().map_or(0.0, |x| x.p99),
         open_loop.map(|rate| (sent.as_slice(), rate)),
         rig.engine_in_process(),
     );
+    harness = match level.arrival {
+        Arrival::Closed { users, .. } => harness.closed_loop(users, ran.ramp.unwrap_or_default().as_secs_f64(), &sent),
+        Arrival::Rate { .. } | Arrival::Trace { .. } => {
+            Harness { max_concurrency: spec.pacing.max_in_flight, ..harness }
+        }
+        Arrival::Burst { .. } => harness,
+    };
     let task_summary = (!ran.tasks.is_empty()).then(|| goodput_metrics::agent::summarize_tasks(&ran.tasks));
     let (agent, rag) = match rig.workload {
         Workload::Rag(_) => (None, task_summary),
@@ -160,7 +185,7 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     }
     let report = LevelReport {
         prefix_cache,
-        vllm: vllm_keys(&summary, vllm_load(&level.arrival, &measured)),
+        vllm: vllm_keys(&summary, vllm_load(&level.arrival, spec.pacing.max_in_flight, &measured)),
         aiperf: goodput_results::aiperf_keys(&summary),
         turns: goodput_metrics::turns::by_turn(&measured),
         summary,
@@ -175,17 +200,18 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
         partial: ran.partial,
     };
     let series = goodput_metrics::engine::series(&steps, ran.start, spec.series_interval.as_secs_f64());
-    Finished { report, steps, series }
+    let next_id = ran.records.iter().map(|(_, r)| r.id + 1).max().unwrap_or(0);
+    Finished { report, steps, series, next_id }
 }
 
-/// vLLM's description of how a level was loaded (`request_rate`, `max_concurrency`,
-/// `burstiness`) and its peaks.
-fn vllm_load(arrival: &Arrival, measured: &[&ClientRecord]) -> VllmLoad {
+/// vLLM's description of how a level was loaded (`request_rate`, `max_concurrency`: a closed
+/// loop's users or an open loop's cap, `burstiness`) and its peaks.
+fn vllm_load(arrival: &Arrival, cap: Option<usize>, measured: &[&ClientRecord]) -> VllmLoad {
     let (request_rate, max_concurrency, burstiness) = match *arrival {
-        Arrival::Rate { rate, burstiness } => (RequestRate::PerSecond(rate), None, burstiness),
+        Arrival::Rate { rate, burstiness } => (RequestRate::PerSecond(rate), cap, burstiness),
         Arrival::Closed { users, .. } => (RequestRate::Unlimited(Inf::Inf), Some(users), Some(1.0)),
         Arrival::Burst { .. } => (RequestRate::Unlimited(Inf::Inf), None, Some(1.0)),
-        Arrival::Trace { rate, .. } => (RequestRate::PerSecond(rate), None, None),
+        Arrival::Trace { rate, .. } => (RequestRate::PerSecond(rate), cap, None),
     };
     VllmLoad {
         request_rate: Some(request_rate),

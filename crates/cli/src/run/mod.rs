@@ -9,6 +9,7 @@
 mod args;
 mod interrupt;
 mod level;
+mod live;
 mod records;
 mod rig;
 mod spec;
@@ -42,6 +43,31 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
     run(a)
 }
 
+/// Raises the open-file limit toward what the largest level's connections need (generously:
+/// [`crate::fds::needed`]); when even the hard limit leaves too little room for them beside
+/// the files open now, says so once, with the numbers (connections past it fail with EMFILE).
+fn raise_open_files(spec: &spec::RunSpec) {
+    let Some((level, in_flight, bounded, sides)) = spec.connections() else { return };
+    let Some(limit) = crate::fds::raise_for(crate::fds::needed(in_flight, sides)) else { return };
+    let open = crate::fds::open_now().unwrap_or(crate::fds::MARGIN);
+    let room = crate::fds::room(limit.soft, open, sides);
+    if room >= in_flight {
+        return;
+    }
+    let what = if bounded {
+        format!("{in_flight} requests in flight")
+    } else {
+        format!(
+            "up to {in_flight} requests in flight if they last until their --timeout (--max-concurrency bounds them)"
+        )
+    };
+    let each = if sides == 2 { "a socket on each side" } else { "a socket" };
+    eprintln!(
+        "warning: the open-file limit is {} (hard limit {}, {open} open now), and the level at {} {} may have {what}, each holding {each}: past about {room} in flight new connections fail with \"Too many open files\"; raise the hard limit (`ulimit -Hn`, LimitNOFILE= for a service)",
+        limit.soft, limit.hard, level.load, spec.unit
+    );
+}
+
 /// `goodput run`'s exit status when every level measured a completed request.
 pub const EXIT_OK: i32 = 0;
 /// A level measured no completed request: its numbers describe failures only.
@@ -54,6 +80,7 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// Returns the exit status: [`EXIT_OK`], [`EXIT_NOTHING_COMPLETED`] or [`EXIT_INTERRUPTED`].
 pub fn run(a: RunArgs) -> Result<i32> {
     let spec = spec::RunSpec::new(a)?;
+    raise_open_files(&spec);
     let rig = rig::Rig::build(&spec)?;
     let twin = spec
         .target

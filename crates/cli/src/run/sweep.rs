@@ -3,7 +3,8 @@
 //! failure keeps the earlier levels), refinement levels added between the last passing and
 //! the first failing level, and at the end the tables, the conclusion and the report.
 
-use super::level::{self, Finished};
+use super::level::{self, Feeds, Finished};
+use super::live::{Goal, Live};
 use super::records::RecordWriter;
 use super::rig::{machine, Rig};
 use super::spec::{LevelSpec, RunSpec};
@@ -11,7 +12,7 @@ use anyhow::Result;
 use goodput_report::console as table;
 use goodput_report::{export, Conclusion};
 use goodput_results::{RetrySetting, RunSummary, RunWriter, WorkloadInfo, FORMAT};
-use goodput_workload::{RecordSink, Stop};
+use goodput_workload::{Arrival, RecordSink, Stop};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -70,8 +71,9 @@ impl<'a> Sweep<'a> {
         };
         if !spec.quiet {
             let slos: Vec<String> = spec.slos.iter().map(|s| s.to_string()).collect();
+            let cap = spec.pacing.max_in_flight.map_or(String::new(), |n| format!("; at most {n} in flight"));
             eprintln!(
-                "goodput run: {} on {} ({}), {}; {}; SLOs: {}",
+                "goodput run: {} on {} ({}), {}; {}{cap}; SLOs: {}",
                 spec.model.name,
                 rig.device,
                 rig.weights,
@@ -79,6 +81,9 @@ impl<'a> Sweep<'a> {
                 w.describe(),
                 slos.join(", ")
             );
+            if let Some(note) = warmup_note(spec) {
+                eprintln!("note: {note}");
+            }
         }
         // Progress on stderr; indicatif hides it when stderr is not a terminal.
         let bar = if spec.quiet {
@@ -143,6 +148,16 @@ impl<'a> Sweep<'a> {
     pub fn run_level(&mut self, rig: &Rig, level: &LevelSpec) -> Result<Finished> {
         self.bar.set_message(format!("{} {}", level.load, self.spec.unit));
         let counts = self.spec.counts(level, rig.workload.is_sessions());
+        // The live view, fed only where the bar is drawn.
+        let progress = (!self.bar.is_hidden()).then(|| {
+            let goal = match level.duration {
+                Some(d) => Goal::Duration(d),
+                None => Goal::Requests { measured: counts.requests, cooldown: counts.cooldown },
+            };
+            let live = Live::new(goal);
+            self.bar.set_style(live.style());
+            live.sink()
+        });
         // Every record goes to the files as it finishes, and is kept for a level cut short:
         // one shared copy for both.
         let seen = level::Seen::default();
@@ -154,17 +169,26 @@ impl<'a> Sweep<'a> {
             }
             keep.lock().unwrap_or_else(|e| e.into_inner()).push((phase, r));
         });
-        let lp = level::level_plan(self.spec, level, &counts, self.first_id, Some(sink), self.stop.clone());
+        let feeds = Feeds { sink: Some(sink), progress };
+        let ramp = self.spec.pacing.ramp();
+        let lp = level::level_plan(self.spec, level, &counts, self.first_id, ramp, feeds, self.stop.clone());
         self.level_first_id = self.first_id;
         self.first_id += level::id_span(level, &counts, &rig.workload);
-        Ok(level::run(rig, self.spec, level, lp, &self.stop, &seen))
+        let finished = level::run(rig, self.spec, level, lp, &self.stop, &seen);
+        // A closed loop's warm-up may have taken ids beyond the plan's: the next level starts
+        // past them, at a whole unit.
+        let per_unit = rig.workload.requests_per_unit().max(1) as u64;
+        self.first_id = self.first_id.max(finished.next_id.div_ceil(per_unit) * per_unit);
+        Ok(finished)
     }
 
     /// The simulated twin of the level just run: the same plan (ids, seed, counts) on the
     /// simulated engine; kept in the summary's prediction.
     pub fn run_twin(&mut self, twin: &Rig, level: &LevelSpec) {
         let counts = self.spec.counts(level, twin.workload.is_sessions());
-        let lp = level::level_plan(self.spec, level, &counts, self.level_first_id, None, self.stop.clone());
+        let ramp = self.spec.pacing.ramp();
+        let feeds = Feeds::default();
+        let lp = level::level_plan(self.spec, level, &counts, self.level_first_id, ramp, feeds, self.stop.clone());
         let t = std::time::Instant::now();
         let f = level::run(twin, self.spec, level, lp, &self.stop, &level::Seen::default());
         let wall = t.elapsed().as_secs_f64();
@@ -203,6 +227,10 @@ impl<'a> Sweep<'a> {
             self.log(line, true);
         }
         self.log(table::level_line(r, unit), false);
+        if let Some(ramp) = r.harness.ramp_s {
+            let from = self.spec.pacing.ramp_source(self.spec.workload.is_sessions());
+            self.log(format!("  users started over a {ramp:.2} s ramp ({from})"), false);
+        }
         if !r.summary.failures.is_empty() {
             let (failed, n) = (r.summary.requests - r.summary.completed, r.summary.requests);
             let line = format!("  {failed} of {n} failed: {}", failure_text(&r.summary.failures));
@@ -267,7 +295,12 @@ impl<'a> Sweep<'a> {
                 shares.join(", ")
             );
         }
-        println!("{}", table::levels(&s.levels, unit, &s.model, &s.workload.description));
+        match &self.spec.latency_columns {
+            Some(cols) => {
+                println!("{}", table::latency::levels_with(&s.levels, unit, &s.model, &s.workload.description, cols))
+            }
+            None => println!("{}", table::levels(&s.levels, unit, &s.model, &s.workload.description)),
+        }
         for t in [table::http(&s.levels, unit), table::server(&s.levels, unit)].into_iter().flatten() {
             println!("{t}");
         }
@@ -317,7 +350,13 @@ impl<'a> Sweep<'a> {
         let unit = self.spec.unit;
         let empty: Vec<_> = self.summary.levels.iter().filter(|l| l.summary.completed == 0).collect();
         for l in &empty {
-            let why = failure_text(&l.summary.failures);
+            let mut why = failure_text(&l.summary.failures);
+            if l.summary.requests == 0 && l.warmup_requests > 0 && l.harness.ramp_s.is_some() {
+                why = format!(
+                    "all {} requests were warm-up: the level ended before every user had ended its first request (the ramp and the first wave are warm-up); give it longer (--duration, --stages), or --ramp 0",
+                    l.warmup_requests
+                );
+            }
             eprintln!("error: at {} {unit} no measured request completed: {why}", l.summary.load);
         }
         if empty.is_empty() {
@@ -326,6 +365,20 @@ impl<'a> Sweep<'a> {
             super::EXIT_NOTHING_COMPLETED
         }
     }
+}
+
+/// An explicit warm-up count below a closed-loop level's users: said once, before the run,
+/// that the first wave is left out anyway.
+fn warmup_note(spec: &RunSpec) -> Option<String> {
+    let given = spec.per_level.warmup?.count();
+    let users = spec.levels.iter().filter_map(|l| match l.arrival {
+        Arrival::Closed { users, .. } => Some(users),
+        _ => None,
+    });
+    let most = users.max().filter(|&u| u > given)?;
+    Some(format!(
+        "--warmup {given} is fewer than the {most} users of a closed-loop level: every user's first request, and any sent before the last of them ended, is warm-up too (the measured count stays as asked)"
+    ))
 }
 
 /// `12 http-503 ("the server is overloaded…"), 3 timeout`: the kinds of failure, most

@@ -1,12 +1,14 @@
 //! Console tables (comfy-table), one style for every command: [`new`] for any command's own
 //! table, and the tables of a run — the level line on stderr as each level ends, its three
-//! layers, the sweep ([`levels`], from [`crate::columns`]), the HTTP and server-side views, the
+//! layers, the sweep ([`levels`], from [`crate::columns`]; [`latency::levels_with`] with
+//! chosen latency columns), the HTTP and server-side views, the
 //! multi-turn, agent and RAG tables and predicted against measured.
 //!
 //! Only strings come out: printing them (stdout for results, stderr for progress) is the
 //! cli's, the only caller: no other module of this crate imports from this folder.
 
 mod http;
+pub mod latency;
 mod predicted;
 mod sweep;
 mod tasks;

@@ -6,22 +6,26 @@
 //! and the files to write. Nothing after this step reads the arguments.
 //!
 //! Here: the run as a whole and the checks across flags; [`levels`]: the sweep's levels, their
-//! bounds and counts; [`target`]: the target. The rest of `run` imports the checked types from
+//! bounds and counts; [`load`]: how the levels are paced, the SLOs and the latency columns;
+//! [`target`]: the target. The rest of `run` imports the checked types from
 //! here; nothing here imports the rest of `run` but its arguments (`run::args`), which import
 //! nothing from here.
 
 mod levels;
+mod load;
 mod target;
 
 pub use levels::{Counts, LevelSpec, PerLevel, RefineKind, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_USERS};
+pub use load::Pacing;
 pub use target::{HttpSpec, Simulation, TargetSpec};
 
 use super::args::RunArgs;
 use crate::args::{EngineArgs, ModelArgs, Span};
 use crate::workload::{build_workload, WorkloadSpec};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use goodput_core::ModelSpec;
-use goodput_metrics::slo::{parse_slos, Slo};
+use goodput_metrics::slo::Slo;
+use goodput_report::console::latency::LatencyColumns;
 use goodput_results::{EngineSettings, LoadUnit};
 use goodput_workload::RetryPolicy;
 use std::collections::VecDeque;
@@ -68,6 +72,10 @@ pub struct RunSpec {
     /// Stop the sweep at the first level whose SLOs break (`goodput capacity`).
     pub stop_at_first_failure: bool,
     pub per_level: PerLevel,
+    /// The cap on requests in flight, the ramp and the think jitter.
+    pub pacing: Pacing,
+    /// `--percentile-metrics`, `--metric-percentiles`: the final table's latency columns.
+    pub latency_columns: Option<LatencyColumns>,
     pub retry: RetryPolicy,
     /// A request without its end marker after this long times out.
     pub timeout: Duration,
@@ -89,7 +97,7 @@ pub struct RunSpec {
 impl RunSpec {
     /// Checks `a` and takes what every later step needs from it.
     pub fn new(a: RunArgs) -> Result<RunSpec> {
-        let slos = parse_slos(&a.slo).context("--slo")?;
+        let slos = load::slos(&a)?;
         let model = a.model.spec()?;
         if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
             bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);
@@ -124,6 +132,8 @@ impl RunSpec {
             None => levels::levels(&a, burstiness)?,
         };
         levels::check_distinct(&levels)?;
+        let pacing = Pacing::new(&a, &levels)?;
+        let latency_columns = load::latency_columns(&a);
         if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
             bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
         }
@@ -142,6 +152,8 @@ impl RunSpec {
             refine_levels: a.refine,
             stop_at_first_failure: a.stop_at_first_failure,
             per_level: PerLevel { requests: a.requests, warmup: a.warmup, cooldown: a.cooldown },
+            pacing,
+            latency_columns,
             retry: RetryPolicy { max: a.retries, backoff: a.retry_backoff },
             timeout: a.timeout,
             engine_cpus: cpus(a.engine_cpus),
@@ -177,6 +189,21 @@ impl RunSpec {
     /// How many requests (or units) `level` measures, warms up with and cools down with.
     pub fn counts(&self, level: &LevelSpec, sessions: bool) -> Counts {
         Counts::of(&self.per_level, level, sessions)
+    }
+
+    /// The largest level's connections: the level, its requests in flight, whether those are
+    /// a bound ([`load::in_flight`]), and the sockets each holds in this process (1 against
+    /// another process's server, 2 against goodput's own); `None` without HTTP (the
+    /// in-process engine).
+    pub fn connections(&self) -> Option<(&LevelSpec, u64, bool, u64)> {
+        let sides = match &self.target {
+            TargetSpec::InProcess { .. } => return None,
+            TargetSpec::HttpLocal { .. } => 2,
+            TargetSpec::Url { .. } => 1,
+        };
+        let with_flight = |l| (l, load::in_flight(l, self.pacing.max_in_flight, self.timeout));
+        let (level, (n, bounded)) = self.levels.iter().map(with_flight).max_by_key(|(_, (n, _))| *n)?;
+        Some((level, n, bounded, sides))
     }
 }
 

@@ -1,0 +1,230 @@
+//! How a run paces its load, checked: the cap on requests in flight of an open loop
+//! (`--max-concurrency`), a closed loop's ramp (`--ramp`, or users joining one per ended
+//! request) and think jitter; the SLOs with vLLM's `--goodput` read into them; the latency columns of
+//! the final table (`--percentile-metrics`, `--metric-percentiles`); and the open files a
+//! level needs.
+
+use super::levels::{LevelSpec, MAX_USERS};
+use crate::run::args::{RunArgs, DEFAULT_SLOS};
+use anyhow::{bail, Context, Result};
+use goodput_metrics::slo::{parse_slos, Metric, Slo, Stat};
+use goodput_report::console::latency::LatencyColumns;
+use goodput_workload::{Arrival, Ramp};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// The run's pacing of its levels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pacing {
+    /// Open loops: at most this many requests in flight.
+    pub max_in_flight: Option<usize>,
+    /// Closed loops: `--ramp`; `None`: users join one per ended unit ([`Ramp::Paced`]).
+    pub ramp: Option<Duration>,
+    /// Closed loops: think times drawn from think × (1 ± this).
+    pub think_jitter: f64,
+}
+
+impl Pacing {
+    /// Checks the pacing flags against the levels they apply to.
+    pub fn new(a: &RunArgs, levels: &VecDeque<LevelSpec>) -> Result<Pacing> {
+        let open = levels.iter().all(|l| matches!(l.arrival, Arrival::Rate { .. } | Arrival::Trace { .. }));
+        match a.max_concurrency {
+            Some(0) => bail!("--max-concurrency must be at least 1: it is the most requests in flight at once"),
+            Some(n) if n > MAX_USERS => {
+                bail!("--max-concurrency: {n} is more than goodput keeps in flight in one level (at most {MAX_USERS})")
+            }
+            Some(n) if !open => bail!(
+                "--max-concurrency {n} caps an open loop (--rate or --trace); a closed loop's users are its concurrency (--concurrency)"
+            ),
+            _ => {}
+        }
+        let j = a.think_jitter;
+        if !(j.is_finite() && (0.0..=1.0).contains(&j)) {
+            bail!("--think-jitter must be a fraction between 0 and 1 (0.2: think times within ±20 %), got {j}");
+        }
+        if j > 0.0 && a.think.is_zero() {
+            bail!("--think-jitter {j} jitters the think time, and there is none: give --think too");
+        }
+        if let Some(r) = a.ramp.filter(|r| *r > super::levels::MAX_DURATION) {
+            bail!("--ramp: {r:?} is longer than a week, the longest goodput accepts");
+        }
+        Ok(Pacing { max_in_flight: a.max_concurrency, ramp: a.ramp, think_jitter: j })
+    }
+
+    /// A closed loop's ramp: `--ramp`, else users joining one per ended unit.
+    pub fn ramp(&self) -> Ramp {
+        self.ramp.map_or(Ramp::Paced, Ramp::Over)
+    }
+
+    /// Where the ramp came from, for a level's line (`sessions`: units of several requests).
+    pub fn ramp_source(&self, sessions: bool) -> &'static str {
+        match (self.ramp, sessions) {
+            (Some(_), _) => "--ramp",
+            (None, false) => "one user joining per ended request",
+            (None, true) => "one user joining per ended unit",
+        }
+    }
+}
+
+/// The SLOs: `--slo` (or the default) with vLLM's `--goodput METRIC:MS` pairs read as
+/// `METRIC_max=MS` — with `--goodput` and no `--slo`, the default keeps only its rates.
+pub fn slos(a: &RunArgs) -> Result<Vec<Slo>> {
+    let mut slos = parse_slos(a.slo.as_deref().unwrap_or(DEFAULT_SLOS)).context("--slo")?;
+    let Some(pairs) = &a.goodput else { return Ok(slos) };
+    if a.slo.is_none() {
+        slos.retain(|s| s.metric.is_rate());
+    }
+    for pair in pairs.iter().filter(|p| !p.trim().is_empty()) {
+        let slo = goodput_pair(pair)?;
+        if slos.iter().any(|s| s.metric == slo.metric && s.stat == slo.stat) {
+            bail!("--goodput {pair}: {} is given twice (in --slo or --goodput)", slo);
+        }
+        slos.push(slo);
+    }
+    Ok(slos)
+}
+
+/// One of vLLM's goodput SLOs, `ttft:200`: milliseconds a request must stay within.
+fn goodput_pair(pair: &str) -> Result<Slo> {
+    let Some((key, ms)) = pair.split_once(':') else {
+        bail!("--goodput `{pair}`: expected METRIC:MILLISECONDS, e.g. ttft:200 tpot:50");
+    };
+    let metric = match key.trim() {
+        "ttft" => Metric::Ttft,
+        "tpot" => Metric::Tpot,
+        "e2el" => Metric::E2e,
+        other => bail!("--goodput `{pair}`: `{other}` is not one of vLLM's goodput metrics (ttft, tpot, e2el); use --slo for others"),
+    };
+    let bound = ms.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+    let Some(bound) = bound else { bail!("--goodput `{pair}`: `{ms}` is not a number of milliseconds") };
+    Ok(Slo { metric, stat: Stat::Max, bound: bound / 1e3 })
+}
+
+/// `--percentile-metrics` and `--metric-percentiles`: the final table's latency columns, if
+/// either was given.
+pub fn latency_columns(a: &RunArgs) -> Option<LatencyColumns> {
+    let (m, p) = (a.percentile_metrics.clone(), a.metric_percentiles.clone());
+    (m.is_some() || p.is_some()).then(|| LatencyColumns::new(m, p))
+}
+
+/// The most requests a level may have in flight at once, and whether that is a bound (a
+/// closed loop's users, a burst, a cap) or only what an uncapped open loop reaches when every
+/// request lasts until its timeout.
+pub fn in_flight(level: &LevelSpec, cap: Option<usize>, timeout: Duration) -> (u64, bool) {
+    match (&level.arrival, cap) {
+        (Arrival::Closed { users, .. }, _) => (*users as u64, true),
+        (Arrival::Burst { size }, _) => (*size as u64, true),
+        (Arrival::Rate { .. } | Arrival::Trace { .. }, Some(n)) => (n as u64, true),
+        (Arrival::Rate { rate, .. } | Arrival::Trace { rate, .. }, None) => {
+            ((rate * timeout.as_secs_f64()).ceil().min(1e9) as u64, false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::RunSpec;
+    use super::*;
+    use clap::Parser;
+
+    /// `goodput run`'s arguments as a parser of their own.
+    #[derive(Parser)]
+    struct Run {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn args(argv: &[&str]) -> Result<RunArgs, clap::Error> {
+        Ok(Run::try_parse_from(std::iter::once("goodput").chain(argv.iter().copied()))?.run)
+    }
+
+    fn spec(argv: &[&str]) -> Result<RunSpec> {
+        RunSpec::new(args(argv)?)
+    }
+
+    fn error(argv: &[&str]) -> String {
+        match spec(argv) {
+            Ok(_) => panic!("{argv:?} was taken"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn vllm_s_flags_read_as_goodput_s_own() {
+        let (vllm, ours) = (spec(&["--request-rate", "2,4"]).unwrap(), spec(&["--rate", "2,4"]).unwrap());
+        assert_eq!(vllm.levels, ours.levels);
+        let (vllm, ours) = (spec(&["--num-prompts", "12"]).unwrap(), spec(&["--requests", "12"]).unwrap());
+        assert_eq!(vllm.per_level.requests, ours.per_level.requests);
+        assert_eq!(ours.per_level.requests, Some(12));
+        // vLLM's goodput: every request within every bound, i.e. each metric's max; the
+        // default's error rate stays.
+        let vllm = spec(&["--goodput", "ttft:200", "tpot:50"]).unwrap();
+        let ours = spec(&["--slo", "ttft_max=200ms,tpot_max=50ms,error_rate=1%"]).unwrap();
+        let set = |s: &RunSpec| {
+            let mut v: Vec<String> = s.slos.iter().map(|x| x.to_string()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(set(&vllm), set(&ours));
+        assert_eq!(set(&spec(&["--goodput", "ttft:200 e2el:3000"]).unwrap()).len(), 3, "one quoted argument");
+        // With --slo, added to it.
+        let both = spec(&["--slo", "ttft_p95=1s", "--goodput", "e2el:3000"]).unwrap();
+        assert_eq!(both.slos.iter().map(|s| s.to_string()).collect::<Vec<_>>(), ["ttft_p95 <= 1s", "e2e_max <= 3s"]);
+        // The latency columns.
+        let cols =
+            spec(&["--percentile-metrics", "ttft,e2el", "--metric-percentiles", "50,99"]).unwrap().latency_columns;
+        let want = LatencyColumns::new(
+            Some(vec![goodput_report::console::latency::Latency::Ttft, goodput_report::console::latency::Latency::E2e]),
+            Some(vec![50, 99]),
+        );
+        assert_eq!(cols, Some(want));
+        assert_eq!(spec(&[]).unwrap().latency_columns, None, "the table as always");
+    }
+
+    #[test]
+    fn bad_pacing_and_vllm_flags_are_refused_with_what_to_do() {
+        assert!(error(&["--rate", "5", "--max-concurrency", "0"]).contains("--max-concurrency must be at least 1"));
+        assert!(error(&["--concurrency", "4", "--max-concurrency", "2"]).contains("caps an open loop"));
+        assert_eq!(spec(&["--rate", "5", "--max-concurrency", "2"]).unwrap().pacing.max_in_flight, Some(2));
+        assert!(error(&["--think-jitter", "0.5"]).contains("give --think too"));
+        assert!(error(&["--think", "1s", "--think-jitter", "2"]).contains("between 0 and 1"));
+        assert!(error(&["--goodput", "itl:5"]).contains("ttft, tpot, e2el"));
+        assert!(error(&["--goodput", "ttft=200"]).contains("METRIC:MILLISECONDS"));
+        assert!(error(&["--goodput", "ttft:soon"]).contains("not a number of milliseconds"));
+        assert!(error(&["--slo", "ttft_max=1s", "--goodput", "ttft:200"]).contains("given twice"));
+        let e = args(&["--metric-percentiles", "50,75"]).unwrap_err().to_string();
+        assert!(e.contains("50,90,95,99") && e.contains("75"), "{e}");
+        assert!(args(&["--percentile-metrics", "ttft,latency"])
+            .unwrap_err()
+            .to_string()
+            .contains("ttft, tpot, itl, e2el"));
+        assert!(args(&["--rate", "5", "--ramp", "2s"]).is_err(), "a ramp is a closed loop's");
+    }
+
+    #[test]
+    fn the_help_states_the_default_slos() {
+        use clap::CommandFactory;
+        let help = Run::command().render_long_help().to_string();
+        assert!(help.contains(DEFAULT_SLOS), "--slo's help names the default");
+        assert!(help.contains("--request-rate") && help.contains("--num-prompts"), "the aliases are shown");
+    }
+
+    #[test]
+    fn the_ramp_is_given_or_paced_by_the_target() {
+        let paced = spec(&["--concurrency", "4"]).unwrap().pacing;
+        assert_eq!((paced.ramp(), paced.ramp_source(false)), (Ramp::Paced, "one user joining per ended request"));
+        let given = spec(&["--concurrency", "4", "--ramp", "0"]).unwrap().pacing;
+        assert_eq!((given.ramp(), given.ramp_source(true)), (Ramp::Over(Duration::ZERO), "--ramp"));
+        assert_eq!(spec(&["--ramp", "3s"]).unwrap().pacing.ramp(), Ramp::Over(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn in_flight_is_the_users_the_cap_or_what_the_timeout_allows() {
+        let level = |arrival| LevelSpec { load: 1.0, arrival, duration: None };
+        let t = Duration::from_secs(120);
+        assert_eq!(in_flight(&level(Arrival::Closed { users: 64, think: Duration::ZERO }), None, t), (64, true));
+        assert_eq!(in_flight(&level(Arrival::Rate { rate: 10.0, burstiness: None }), Some(32), t), (32, true));
+        assert_eq!(in_flight(&level(Arrival::Rate { rate: 10.0, burstiness: None }), None, t), (1200, false));
+        assert_eq!(in_flight(&level(Arrival::Burst { size: 500 }), None, t), (500, true));
+    }
+}
