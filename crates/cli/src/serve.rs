@@ -234,11 +234,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
         goodput_engine::affinity::pin_current(cpus)?;
     }
     let fmt = |c: Option<&[usize]>| c.map_or("any CPU".to_string(), goodput_engine::affinity::format_cpu_list);
-    eprintln!(
-        "goodput serve: engine on {}, HTTP runtime on {}",
-        fmt(a.engine_cpus.as_ref().map(|c| &c.0[..])),
-        fmt(http_cpus.as_deref())
-    );
+    let placed = (a.engine_cpus.is_some() || http_cpus.is_some()).then(|| {
+        format!(
+            "goodput serve: engine on {}, HTTP runtime on {}",
+            fmt(a.engine_cpus.as_ref().map(|c| &c.0[..])),
+            fmt(http_cpus.as_deref())
+        )
+    });
     let addr = format!("{}:{}", a.host, a.port);
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("listening on {addr}"))?;
@@ -248,6 +250,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
             listener.local_addr()?,
             if has_template { "the model's" } else { "ChatML" }
         );
+        if let Some(line) = &placed {
+            eprintln!("{line}");
+        }
         // A second signal while shutting down ends everything at once.
         let grace = limits.grace;
         let shutdown = async move {

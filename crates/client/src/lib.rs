@@ -21,6 +21,7 @@
 //! prints is free of it. Redirects are not followed. Every side request (`/v1/models`,
 //! `/metrics`) has one deadline, [`HttpConfig::timeout`], and fails naming its URL past it.
 
+mod api;
 mod body;
 mod connection;
 mod scrape;
@@ -28,6 +29,7 @@ mod sse;
 mod stream;
 mod trust;
 
+pub use api::{Api, MaxTokensField};
 pub use body::{MAX_ERROR_BODY, MAX_SCRAPE_BYTES};
 pub use connection::{is_sensitive, redact_url, split_credentials, BasicAuth, Connection, Secret};
 /// The codec of [`HttpConfig::codec`] (defined in goodput-core, shared with the workloads).
@@ -42,47 +44,6 @@ use serde_json::{json, Value};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Which API the requests go to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Api {
-    /// `POST /v1/completions` with the prompt as token ids (exact lengths; vLLM, SGLang and
-    /// goodput accept them).
-    Completions,
-    /// `POST /v1/completions` with the prompt decoded to text by the client's codec.
-    CompletionsText,
-    /// `POST /v1/chat/completions` with the prompt decoded to text, as one user message.
-    Chat,
-    /// `POST /v1/responses` (OpenAI's Responses API) with the prompt decoded to text as its
-    /// `input`: streamed as typed events (`response.output_text.delta`,
-    /// `response.reasoning_text.delta`, …, `response.completed` with the usage).
-    Responses,
-}
-
-/// The body field that carries the output length.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MaxTokensField {
-    /// Each API's current name: `max_tokens` for completions, `max_completion_tokens` for chat
-    /// (OpenAI deprecated `max_tokens` there and refuses it for its reasoning models; vLLM,
-    /// SGLang and TGI take both), `max_output_tokens` for responses.
-    #[default]
-    Auto,
-    /// `max_tokens` everywhere but responses (older servers' only chat name).
-    MaxTokens,
-    /// `max_completion_tokens` for chat; completions and responses keep their own name.
-    MaxCompletionTokens,
-}
-
-impl MaxTokensField {
-    /// The field's name for `api`.
-    pub fn name(self, api: Api) -> &'static str {
-        match (api, self) {
-            (Api::Responses, _) => "max_output_tokens",
-            (Api::Chat, MaxTokensField::Auto | MaxTokensField::MaxCompletionTokens) => "max_completion_tokens",
-            _ => "max_tokens",
-        }
-    }
-}
 
 #[derive(Clone)]
 pub struct HttpConfig {
