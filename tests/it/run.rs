@@ -151,7 +151,7 @@ fn multi_turn_prompts_grow_by_turn_and_hit_the_prefix_cache() {
     // 3 measured sessions of 4 turns; both users' first sessions are warm-up, and any taken
     // before the second of them ended (user 1 joins once user 0's first session ended).
     let warm = summary["levels"][0]["warmup_requests"].as_u64().unwrap();
-    assert!(warm >= 8 && warm % 4 == 0, "{warm}");
+    assert!(warm >= 8 && warm.is_multiple_of(4), "{warm}");
     assert_eq!(recs.len() as u64, 12 + warm);
     assert!(recs.iter().all(|r| r["session"].is_u64() && r["turn"].is_u64()));
     let _ = std::fs::remove_dir_all(&dir);
