@@ -264,7 +264,23 @@ pub struct Stat {
     pub optional: bool,
 }
 
+/// A row every level's table has.
+const fn stat(
+    layer: &'static str,
+    name: &'static str,
+    scale: f64,
+    decimals: usize,
+    get: fn(&LevelReport) -> &Option<Summary>,
+) -> Stat {
+    Stat { layer, name, scale, decimals, get, optional: false }
+}
+
 impl Stat {
+    /// The row only where the level has the distribution.
+    const fn optional(self) -> Stat {
+        Stat { optional: true, ..self }
+    }
+
     /// Whether level `l`'s table has this row.
     pub fn shown(&self, l: &LevelReport) -> bool {
         !self.optional || (self.get)(l).is_some()
@@ -276,76 +292,20 @@ pub const STAT_HEADER: [&str; 9] = ["layer", "metric", "n", "mean", "p50", "p90"
 
 /// The rows of a level's three-layer table that every level has, users' first.
 pub static LAYERS: [Stat; 14] = [
-    Stat { layer: "user", name: "TTFT (ms)", scale: 1e3, decimals: 1, get: |l| &l.summary.ttft, optional: false },
-    Stat { layer: "user", name: "TTFO (ms)", scale: 1e3, decimals: 1, get: |l| &l.summary.ttfo, optional: true },
-    Stat {
-        layer: "user",
-        name: "reasoning (ms)",
-        scale: 1e3,
-        decimals: 1,
-        get: |l| &l.summary.reasoning_time,
-        optional: true,
-    },
-    Stat {
-        layer: "user",
-        name: "reasoning tokens",
-        scale: 1.0,
-        decimals: 0,
-        get: |l| &l.summary.reasoning_tokens,
-        optional: true,
-    },
-    Stat { layer: "user", name: "TPOT (ms)", scale: 1e3, decimals: 2, get: |l| &l.summary.tpot, optional: false },
-    Stat { layer: "user", name: "ITL (ms)", scale: 1e3, decimals: 2, get: |l| &l.summary.itl, optional: false },
-    Stat { layer: "user", name: "E2E (ms)", scale: 1e3, decimals: 0, get: |l| &l.summary.e2e, optional: false },
-    Stat {
-        layer: "user",
-        name: "per-user tok/s",
-        scale: 1.0,
-        decimals: 1,
-        get: |l| &l.summary.per_user_tps,
-        optional: false,
-    },
-    Stat {
-        layer: "engine",
-        name: "engine wait (ms)",
-        scale: 1e3,
-        decimals: 1,
-        get: |l| &l.summary.engine_wait,
-        optional: false,
-    },
-    Stat {
-        layer: "engine",
-        name: "queue (ms)",
-        scale: 1e3,
-        decimals: 1,
-        get: |l| &l.summary.queue_time,
-        optional: false,
-    },
-    Stat {
-        layer: "engine",
-        name: "prefill (ms)",
-        scale: 1e3,
-        decimals: 1,
-        get: |l| &l.summary.prefill_time,
-        optional: false,
-    },
-    Stat {
-        layer: "engine",
-        name: "decode (ms)",
-        scale: 1e3,
-        decimals: 0,
-        get: |l| &l.summary.decode_time,
-        optional: false,
-    },
-    Stat {
-        layer: "engine",
-        name: "inference (ms)",
-        scale: 1e3,
-        decimals: 0,
-        get: |l| &l.summary.inference_time,
-        optional: false,
-    },
-    Stat { layer: "engine", name: "step (ms)", scale: 1e3, decimals: 2, get: |l| &l.engine.step_time, optional: false },
+    stat("user", "TTFT (ms)", 1e3, 1, |l| &l.summary.ttft),
+    stat("user", "TTFO (ms)", 1e3, 1, |l| &l.summary.ttfo).optional(),
+    stat("user", "reasoning (ms)", 1e3, 1, |l| &l.summary.reasoning_time).optional(),
+    stat("user", "reasoning tokens", 1.0, 0, |l| &l.summary.reasoning_tokens).optional(),
+    stat("user", "TPOT (ms)", 1e3, 2, |l| &l.summary.tpot),
+    stat("user", "ITL (ms)", 1e3, 2, |l| &l.summary.itl),
+    stat("user", "E2E (ms)", 1e3, 0, |l| &l.summary.e2e),
+    stat("user", "per-user tok/s", 1.0, 1, |l| &l.summary.per_user_tps),
+    stat("engine", "engine wait (ms)", 1e3, 1, |l| &l.summary.engine_wait),
+    stat("engine", "queue (ms)", 1e3, 1, |l| &l.summary.queue_time),
+    stat("engine", "prefill (ms)", 1e3, 1, |l| &l.summary.prefill_time),
+    stat("engine", "decode (ms)", 1e3, 0, |l| &l.summary.decode_time),
+    stat("engine", "inference (ms)", 1e3, 0, |l| &l.summary.inference_time),
+    stat("engine", "step (ms)", 1e3, 2, |l| &l.engine.step_time),
 ];
 
 /// The cells after a stat row's layer and name: n, then mean, P50, P90, P95, P99 and max
