@@ -96,44 +96,15 @@ impl Drop for Server {
     }
 }
 
-#[test]
-fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
-    let _serial = crate::serial();
-    let mut server = Server(
-        Command::new(env!("CARGO_BIN_EXE_goodput"))
-            .args(["serve", "--port", "0", "--max-model-len", "1024", "--shutdown-grace", "2s"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let child = &mut server.0;
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let addr = first.split("http://").nth(1).and_then(|s| s.split_whitespace().next()).expect(&first).to_string();
-    assert!(get(&addr, "/health").ends_with("ok"));
-    let dir = temp("url");
-    let url = format!("http://{addr}");
-    let out = run_ok(&dir, &["--target", &url, "--concurrency", "2", "--requests", "6", "--refine", "0"]);
-    assert!(out.contains("TTFT over HTTP"), "{out}");
-    let level = &summary_of(&dir)["levels"][0];
-    let s = &level["summary"];
-    assert_eq!(s["completed"], 6);
-    // Another process: engine durations come from the server, cross-clock parts do not.
-    assert!(s["http"]["beyond_engine"]["p50"].is_number() && s["http"]["request_path"].is_null(), "{}", s["http"]);
-    assert!(s["prefill_time"]["p50"].as_f64().unwrap() > 0.0);
-    let m = get(&addr, "/metrics");
-    // The server counted every request: the 6 measured and the warm-up (both users' first
-    // requests, and any sent before the second of them ended).
-    let all = 6 + level["warmup_requests"].as_u64().unwrap();
-    assert!(m.contains(&format!("goodput_e2e_request_latency_seconds_count{{model_name=\"tiny\"}} {all}")), "{m}");
-    // The same server seen as an HTTP-only one (as vLLM is): no per-request stamps, so queue
-    // and prefill come from its /metrics, in the table, the conclusion and the report.
+/// The server at `url` seen as an HTTP-only one (as vLLM is): no per-request stamps, so queue
+/// and prefill come from its /metrics, in the table, the conclusion and the report.
+fn http_only_view_of(url: &str) {
     let bare = temp("bare");
     let out = run_ok(
         &bare,
         &[
             "--target",
-            &url,
+            url,
             "--ignore-server-stamps",
             "--scrape-interval",
             "100ms",
@@ -187,6 +158,39 @@ fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
     assert!(timeline["caption"].as_str().unwrap().contains("/metrics gauges"), "{timeline}");
     assert!(timeline["series"][0]["points"].as_array().unwrap().len() >= 4, "{timeline}");
     let _ = std::fs::remove_dir_all(&bare);
+}
+
+#[test]
+fn serve_runs_as_a_process_is_driven_by_url_scraped_and_stops_on_sigterm() {
+    let _serial = crate::serial();
+    let mut server = Server(
+        Command::new(env!("CARGO_BIN_EXE_goodput"))
+            .args(["serve", "--port", "0", "--max-model-len", "1024", "--shutdown-grace", "2s"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut server.0;
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first.split("http://").nth(1).and_then(|s| s.split_whitespace().next()).expect(&first).to_string();
+    assert!(get(&addr, "/health").ends_with("ok"));
+    let dir = temp("url");
+    let url = format!("http://{addr}");
+    let out = run_ok(&dir, &["--target", &url, "--concurrency", "2", "--requests", "6", "--refine", "0"]);
+    assert!(out.contains("TTFT over HTTP"), "{out}");
+    let level = &summary_of(&dir)["levels"][0];
+    let s = &level["summary"];
+    assert_eq!(s["completed"], 6);
+    // Another process: engine durations come from the server, cross-clock parts do not.
+    assert!(s["http"]["beyond_engine"]["p50"].is_number() && s["http"]["request_path"].is_null(), "{}", s["http"]);
+    assert!(s["prefill_time"]["p50"].as_f64().unwrap() > 0.0);
+    let m = get(&addr, "/metrics");
+    // The server counted every request: the 6 measured and the warm-up (both users' first
+    // requests, and any sent before the second of them ended).
+    let all = 6 + level["warmup_requests"].as_u64().unwrap();
+    assert!(m.contains(&format!("goodput_e2e_request_latency_seconds_count{{model_name=\"tiny\"}} {all}")), "{m}");
+    http_only_view_of(&url);
     // A wrong model name and a wrong URL are clear errors before anything runs.
     let (ok, _, err) = goodput(&["run", "--target", &url, "--served-model-name", "llama", "--requests", "1"]);
     assert!(!ok && err.contains("does not serve `llama`"), "{err}");
