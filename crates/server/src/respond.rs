@@ -291,9 +291,7 @@ impl Streaming {
         self.pending.push_back(Event::default().data("[DONE]"));
         self.done = true;
     }
-}
 
-impl Streaming {
     /// One generated token: its text, when it completes some, goes out as a chunk of its part
     /// (a think tag's text is never sent; its id joins the next chunk's).
     fn token(&mut self, token: TokenId, time: Stamp) {
