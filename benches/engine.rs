@@ -9,7 +9,7 @@
 use candle_core::{DType, Device, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use goodput_core::{Catalog, Clock, FinishReason, SamplingParams};
-use goodput_engine::attention::{contiguous_attention, gather_attention, paged_attention, write_kv};
+use goodput_engine::attention::{contiguous_attention, gather_attention, paged_attention, write_kv, AttnOpts};
 use goodput_engine::cpu::paged_attention::paged_attention_kernel;
 use goodput_engine::cpu::{bf16, bf16_dot, skinny};
 use goodput_engine::kv_cache::AttnMeta;
@@ -47,7 +47,7 @@ fn setup_dtype(ctx: usize, dtype: DType) -> (Tensor, Tensor, Vec<u32>, Tensor, T
 }
 
 fn attention(c: &mut Criterion) {
-    let scale = 1.0 / (D as f32).sqrt();
+    let scale = &AttnOpts::scaled(1.0 / (D as f32).sqrt());
     let mut g = c.benchmark_group("attention_decode");
     g.sample_size(20).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
     for ctx in [128usize, 512, 2048] {

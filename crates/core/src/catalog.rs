@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use crate::arch::{LayerKind, MlaSpec, MoeSpec, RopeScaling};
+
 const BUILTIN: &str = include_str!("../../../models.toml");
 
 #[derive(Debug, thiserror::Error)]
@@ -26,9 +28,10 @@ pub enum CatalogError {
     UnknownModel { name: String, available: String },
 }
 
-/// Decoder families the engine runs; all are the Llama block with small differences.
+/// Decoder families the engine runs: the Llama block, and the blocks of 2026 (q/k norms,
+/// routed experts, latent attention, sliding windows with sinks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Architecture {
     /// Llama 2/3, SmolLM2, TinyLlama.
     Llama,
@@ -36,18 +39,39 @@ pub enum Architecture {
     Mistral,
     /// Llama block with biases on the q, k and v projections.
     Qwen2,
+    /// Llama block with a per-head RMSNorm of q and k before RoPE.
+    Qwen3,
+    /// Qwen3's attention, routed experts (softmax, top k).
+    Qwen3Moe,
+    /// Llama's attention, eight routed experts, top 2.
+    Mixtral,
+    /// Multi-head latent attention, routed experts in groups (sigmoid) and a shared expert;
+    /// DeepSeek-V3/R1 and Kimi K2.
+    DeepseekV3,
+    /// Attention with biases and sinks, alternating sliding and full layers, biased experts
+    /// with a clamped SwiGLU.
+    GptOss,
 }
 
-/// Llama 3 RoPE frequency scaling (config.json `rope_scaling` with `rope_type = "llama3"`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RopeScaling {
-    #[serde(alias = "type")]
-    pub rope_type: String,
-    pub factor: f64,
-    pub low_freq_factor: f64,
-    pub high_freq_factor: f64,
-    pub original_max_position_embeddings: usize,
+impl Architecture {
+    /// The name a catalog and `config.json` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Mistral => "mistral",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+            Self::Qwen3Moe => "qwen3_moe",
+            Self::Mixtral => "mixtral",
+            Self::DeepseekV3 => "deepseek_v3",
+            Self::GptOss => "gpt_oss",
+        }
+    }
+
+    /// Whether the family routes to experts (a `moe` table is required).
+    pub fn is_moe(self) -> bool {
+        matches!(self, Self::Qwen3Moe | Self::Mixtral | Self::DeepseekV3 | Self::GptOss)
+    }
 }
 
 /// The largest dimension a catalog entry may give (2^31: ten thousand times today's largest).
@@ -70,6 +94,7 @@ pub struct ModelSpec {
     /// Defaults to hidden_size / num_heads.
     #[serde(default)]
     pub head_dim: Option<usize>,
+    /// The dense MLP's intermediate size (of every layer, or of a MoE model's dense layers).
     pub intermediate_size: usize,
     pub vocab_size: usize,
     pub max_position_embeddings: usize,
@@ -79,8 +104,29 @@ pub struct ModelSpec {
     /// Biases on q/k/v (Qwen2); implied by `architecture = "qwen2"`.
     #[serde(default)]
     pub qkv_bias: bool,
+    /// Biases on q, k, v and o (gpt-oss); implied by `architecture = "gpt_oss"`.
+    #[serde(default)]
+    pub attention_bias: bool,
+    /// Per-head RMSNorm of q and k before RoPE; implied by the Qwen3 families.
+    #[serde(default)]
+    pub qk_norm: bool,
+    /// A learned per-head logit that joins each softmax (gpt-oss); implied by `gpt_oss`.
+    #[serde(default)]
+    pub attention_sinks: bool,
+    /// The window of sliding layers, in positions (the query's own included).
+    #[serde(default)]
+    pub sliding_window: Option<usize>,
+    /// Each layer's attention; absent: all sliding if `sliding_window` is set, else all full.
+    #[serde(default)]
+    pub layer_types: Option<Vec<LayerKind>>,
     #[serde(default)]
     pub rope_scaling: Option<RopeScaling>,
+    /// Routed experts; required by (and only for) the MoE families.
+    #[serde(default)]
+    pub moe: Option<MoeSpec>,
+    /// Latent attention; required by (and only for) `deepseek_v3`.
+    #[serde(default)]
+    pub mla: Option<MlaSpec>,
     #[serde(default)]
     pub bos_token_id: Option<u32>,
     #[serde(default)]
@@ -94,48 +140,58 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// Query/key head dim: `head_dim`, else hidden_size / num_heads; MLA's is nope + rope.
     pub fn head_dim(&self) -> usize {
-        self.head_dim.unwrap_or(self.hidden_size / self.num_heads.max(1))
+        match &self.mla {
+            Some(m) => m.qk_nope_head_dim + m.qk_rope_head_dim,
+            None => self.head_dim.unwrap_or(self.hidden_size / self.num_heads.max(1)),
+        }
+    }
+
+    /// Dims RoPE rotates per head: all of them, or MLA's RoPE part.
+    pub fn rope_dim(&self) -> usize {
+        self.mla.as_ref().map_or(self.head_dim(), |m| m.qk_rope_head_dim)
+    }
+
+    /// Value head dim (MLA's `v_head_dim`, else the head dim).
+    pub fn v_head_dim(&self) -> usize {
+        self.mla.as_ref().map_or(self.head_dim(), |m| m.v_head_dim)
     }
 
     pub fn has_qkv_bias(&self) -> bool {
-        self.qkv_bias || self.architecture == Architecture::Qwen2
+        self.qkv_bias || self.has_attention_bias() || self.architecture == Architecture::Qwen2
     }
 
-    /// Parameters of the model (embedding, every layer, final norm, lm_head if untied), in
-    /// u128, saturating: beyond u64 only for shapes `validate` refuses.
-    fn params_wide(&self) -> u128 {
-        let mul = |a: u128, b: u128| a.saturating_mul(b);
-        let h = self.hidden_size as u128;
-        let d = self.head_dim() as u128;
-        let q = mul(self.num_heads as u128, d);
-        let kv = mul(self.num_kv_heads as u128, d);
-        let i = self.intermediate_size as u128;
-        let v = self.vocab_size as u128;
-        let bias = if self.has_qkv_bias() { q.saturating_add(mul(2, kv)) } else { 0 };
-        let attn = [mul(h, q), mul(2, mul(h, kv)), mul(q, h), bias].into_iter().fold(0u128, u128::saturating_add);
-        let layer = attn.saturating_add(mul(3, mul(h, i))).saturating_add(mul(2, h));
-        let lm_head = if self.tie_word_embeddings { 0 } else { mul(v, h) };
-        [mul(v, h), mul(self.num_layers as u128, layer), h, lm_head].into_iter().fold(0u128, u128::saturating_add)
+    /// Biases on o too (gpt-oss).
+    pub fn has_attention_bias(&self) -> bool {
+        self.attention_bias || self.architecture == Architecture::GptOss
     }
 
-    /// Parameters of the model; saturates at `u64::MAX` for shapes [`ModelSpec::validate`]
-    /// refuses, so a size computed from it never wraps to a small number.
-    pub fn param_count(&self) -> u64 {
-        u64::try_from(self.params_wide()).unwrap_or(u64::MAX)
+    pub fn has_qk_norm(&self) -> bool {
+        self.qk_norm || matches!(self.architecture, Architecture::Qwen3 | Architecture::Qwen3Moe)
     }
 
-    /// Bytes of the weights at `dtype_bytes` per parameter (saturating, as `param_count`).
-    pub fn weight_bytes(&self, dtype_bytes: usize) -> u64 {
-        u64::try_from(self.params_wide().saturating_mul(dtype_bytes as u128)).unwrap_or(u64::MAX)
+    pub fn has_sinks(&self) -> bool {
+        self.attention_sinks || self.architecture == Architecture::GptOss
     }
 
-    /// Bytes of K and V one token occupies across all layers (saturating).
-    pub fn kv_bytes_per_token(&self, dtype_bytes: usize) -> u64 {
-        let wide = [self.num_kv_heads, self.head_dim(), dtype_bytes]
-            .into_iter()
-            .fold(2 * self.num_layers as u128, |acc, x| acc.saturating_mul(x as u128));
-        u64::try_from(wide).unwrap_or(u64::MAX)
+    /// The attention of layer `i`.
+    pub fn layer_kind(&self, i: usize) -> LayerKind {
+        match (&self.layer_types, self.sliding_window) {
+            (Some(t), Some(_)) => t.get(i).copied().unwrap_or(LayerKind::Full),
+            (None, Some(_)) => LayerKind::Sliding,
+            _ => LayerKind::Full,
+        }
+    }
+
+    /// The window layer `i` attends over, if it slides.
+    pub fn window(&self, i: usize) -> Option<usize> {
+        (self.layer_kind(i) == LayerKind::Sliding).then_some(self.sliding_window).flatten()
+    }
+
+    /// Whether layer `i` routes to experts.
+    pub fn is_sparse(&self, i: usize) -> bool {
+        self.moe.as_ref().is_some_and(|m| m.is_sparse(i))
     }
 
     /// Checks the shape is consistent; the message names the field.
@@ -160,6 +216,7 @@ impl ModelSpec {
         if let Some(d) = self.head_dim.filter(|&d| d > MAX_DIM) {
             return Err(format!("field `head_dim`: {d} is beyond any model (at most {MAX_DIM})"));
         }
+        self.validate_blocks()?;
         let f32_bytes = self.params_wide().saturating_mul(4);
         if f32_bytes > MAX_WEIGHT_BYTES as u128 {
             return Err(format!(
@@ -168,13 +225,13 @@ impl ModelSpec {
                 f32_bytes
             ));
         }
-        if self.head_dim.is_none() && !self.hidden_size.is_multiple_of(self.num_heads) {
+        if self.head_dim.is_none() && self.mla.is_none() && !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(format!(
                 "field `num_heads`: {} heads do not divide hidden_size {}",
                 self.num_heads, self.hidden_size
             ));
         }
-        if !self.head_dim().is_multiple_of(2) || self.head_dim() == 0 {
+        if !self.rope_dim().is_multiple_of(2) || self.head_dim() == 0 {
             return Err(format!(
                 "field `head_dim`: {} must be even and positive (RoPE rotates pairs)",
                 self.head_dim()
@@ -193,15 +250,7 @@ impl ModelSpec {
             return Err(format!("field `rms_norm_eps` must be positive, got {}", self.rms_norm_eps));
         }
         if let Some(s) = &self.rope_scaling {
-            if s.rope_type != "llama3" {
-                return Err(format!(
-                    "field `rope_scaling.rope_type`: `{}` is not supported (only llama3)",
-                    s.rope_type
-                ));
-            }
-            if !(s.factor > 0.0 && s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor) {
-                return Err("field `rope_scaling`: needs factor > 0 and high_freq_factor > low_freq_factor > 0".into());
-            }
+            s.validate()?;
         }
         for (field, id) in [("bos_token_id", self.bos_token_id), ("eos_token_id", self.eos_token_id)] {
             if let Some(id) = id {
@@ -211,6 +260,40 @@ impl ModelSpec {
             }
         }
         Ok(())
+    }
+
+    /// The family's parts present and consistent: experts for the MoE families, latent
+    /// attention for DeepSeek-V3, windows with their layer kinds.
+    fn validate_blocks(&self) -> Result<(), String> {
+        let arch = self.architecture;
+        match (&self.moe, arch.is_moe()) {
+            (Some(m), true) => m.validate(self.num_layers)?,
+            (None, true) => return Err(format!("architecture `{}` needs a `moe` table", arch.name())),
+            (Some(_), false) => return Err(format!("field `moe`: architecture `{}` has no experts", arch.name())),
+            (None, false) => {}
+        }
+        match (&self.mla, arch == Architecture::DeepseekV3) {
+            (Some(m), true) => m.validate()?,
+            (None, true) => return Err("architecture `deepseek_v3` needs an `mla` table".into()),
+            (Some(_), false) => {
+                return Err(format!("field `mla`: architecture `{}` has no latent attention", arch.name()))
+            }
+            (None, false) => {}
+        }
+        if let Some(w) = self.sliding_window {
+            if w == 0 || w > MAX_DIM {
+                return Err(format!("field `sliding_window`: {w} must be positive"));
+            }
+        }
+        match &self.layer_types {
+            Some(t) if t.len() != self.num_layers => {
+                Err(format!("field `layer_types`: {} kinds for {} layers", t.len(), self.num_layers))
+            }
+            Some(t) if self.sliding_window.is_none() && t.contains(&LayerKind::Sliding) => {
+                Err("field `layer_types`: sliding layers without a `sliding_window`".into())
+            }
+            _ => Ok(()),
+        }
     }
 }
 

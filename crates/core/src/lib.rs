@@ -3,6 +3,7 @@
 //! (what load generators drive) and [`TextCodec`] (text ↔ token ids). No candle, no tokio, no
 //! HTTP.
 
+pub mod arch;
 pub mod builder;
 pub mod catalog;
 pub mod client;
@@ -12,13 +13,16 @@ pub mod hf_config;
 pub mod http;
 pub mod input;
 pub mod request;
+pub mod sizes;
 pub mod target;
 
+pub use arch::{LayerKind, MlaSpec, MoeSpec, RopeScaling};
 pub use builder::RecordBuilder;
-pub use catalog::{Catalog, CatalogError, ModelSpec, WeightsError, WeightsSource};
+pub use catalog::{Architecture, Catalog, CatalogError, ModelSpec, WeightsError, WeightsSource};
 pub use client::{Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, Reasoning, TaskRecord, TaskStep};
 pub use clock::{Clock, Stamp};
 pub use codec::TextCodec;
 pub use http::{Anomaly, AnomalyKind, HttpStamps, ServerScrape, ServerTimings};
 pub use request::{EngineRecord, FinishReason, RequestId, SamplingParams, StepRecord, TokenId};
+pub use sizes::{KvPerToken, Params};
 pub use target::{Target, WorkRequest};

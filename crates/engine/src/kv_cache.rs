@@ -5,7 +5,9 @@
 //!
 //! The pool of one layer is a tensor `(num_blocks * block_size, num_kv_heads, head_dim)`:
 //! the K (or V) of position `p` of a sequence lives in slot
-//! `block_table[p / block_size] * block_size + p % block_size`.
+//! `block_table[p / block_size] * block_size + p % block_size`. An MLA layer's pool is
+//! `(slots, 1, kv_lora_rank + qk_rope_head_dim)` — the latent and the RoPE key, read as both K
+//! and V — and its V pool is empty.
 
 use crate::error::{EngineError, Result};
 use candle_core::{DType, Device, Tensor};
@@ -45,12 +47,22 @@ impl KvCache {
                 )));
             }
         }
-        let shape = (num_blocks * block_size, spec.num_kv_heads, spec.head_dim());
+        let slots = num_blocks * block_size;
         let mut k = Vec::with_capacity(spec.num_layers);
         let mut v = Vec::with_capacity(spec.num_layers);
         for _ in 0..spec.num_layers {
-            k.push(Tensor::zeros(shape, dtype, device)?);
-            v.push(Tensor::zeros(shape, dtype, device)?);
+            match &spec.mla {
+                // One latent row per token (latent ‖ RoPE key), read as K and V: no V pool.
+                Some(m) => {
+                    k.push(Tensor::zeros((slots, 1, m.cache_width()), dtype, device)?);
+                    v.push(Tensor::zeros((0, 1, m.cache_width()), dtype, device)?);
+                }
+                None => {
+                    let shape = (slots, spec.num_kv_heads, spec.head_dim());
+                    k.push(Tensor::zeros(shape, dtype, device)?);
+                    v.push(Tensor::zeros(shape, dtype, device)?);
+                }
+            }
         }
         Ok(Self { k, v, num_blocks, block_size })
     }

@@ -18,6 +18,7 @@
 
 pub mod affinity;
 pub mod attention;
+pub(crate) mod block;
 pub mod check;
 pub mod cpu;
 #[cfg_attr(not(feature = "cuda"), path = "cuda/off.rs")]
@@ -27,9 +28,14 @@ pub mod engine;
 pub mod error;
 pub mod guard;
 pub mod kv_cache;
+pub mod linear;
 pub mod loader;
+pub mod mla;
 pub mod model;
 pub mod model_files;
+pub mod moe;
+pub mod mxfp4;
+pub mod rope;
 pub mod sampler;
 pub mod step;
 pub mod tokenizer;

@@ -29,6 +29,11 @@ pub trait TensorSource {
         Ok(QMatMul::Tensor(self.tensor(name, &[out, inp], Init::Std(std))?))
     }
     fn contains(&self, name: &str) -> bool;
+    /// A tensor of exactly `shape` and `dtype`, as stored (packed quantized blocks, scales),
+    /// not converted to the model dtype.
+    fn raw(&mut self, name: &str, _shape: &[usize], _dtype: DType) -> Result<Tensor> {
+        Err(EngineError::Weights(format!("tensor `{name}`: this source holds no packed tensors")))
+    }
     /// The LM head of a model with tied embeddings, when the source keeps a form of the
     /// embedding better suited to a matmul than the dense one (GGUF: the quantized table, as
     /// llama.cpp and candle's `quantized_llama` use it).
@@ -141,6 +146,17 @@ impl TensorSource for SafetensorsSource {
         let t = self.st.load(name, &self.device).map_err(|e| EngineError::Weights(format!("tensor `{name}`: {e}")))?;
         check_shape(name, shape, t.dims())?;
         Ok(t.to_dtype(self.dtype)?)
+    }
+    fn raw(&mut self, name: &str, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        if !self.names.contains(name) {
+            return Err(EngineError::Weights(format!("tensor `{name}` is missing from {}", self.origin)));
+        }
+        let t = self.st.load(name, &Device::Cpu).map_err(|e| EngineError::Weights(format!("tensor `{name}`: {e}")))?;
+        check_shape(name, shape, t.dims())?;
+        if t.dtype() != dtype {
+            return Err(EngineError::Weights(format!("tensor `{name}` is {:?}, expected {dtype:?}", t.dtype())));
+        }
+        Ok(t)
     }
     fn contains(&self, name: &str) -> bool {
         self.names.contains(name)

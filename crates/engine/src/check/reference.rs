@@ -8,8 +8,12 @@
 //! are rounded to bf16 at the chosen points, in f32 arithmetic otherwise: the rounding study
 //! (`numerics.rs`) runs this forward once per scheme.
 
+use crate::attention::{contiguous_attention, AttnOpts};
+use crate::block::{Attn, Ffn, Gqa, Layer};
 use crate::error::Result;
-use crate::model::{Layer, Llama};
+use crate::mla::{softmax_scale, Mla};
+use crate::model::Llama;
+use crate::moe::{route, Moe};
 use candle_core::{DType, Tensor};
 
 /// The points of a step whose values are rounded to bf16.
@@ -112,33 +116,45 @@ impl<'a> ReferenceRunner<'a> {
         let mut x = m.embed.index_select(&ids, 0)?.to_dtype(m.act_dtype)?;
         for (l, layer) in m.layers.iter().enumerate() {
             let h = round(m.rms_norm(&x, &layer.attn_norm)?, r.matmul_in)?;
-            let a = self.attention(l, &h, (&cos, &sin))?;
-            x = (x + round(layer.o.forward(&round(a, r.matmul_in)?)?, r.matmul_out)?)?;
-            x = (&x + self.mlp(layer, &x)?)?;
+            let a = match &layer.attn {
+                Attn::Gqa(g) => {
+                    let a = self.attention(l, g, &h, (&cos, &sin))?;
+                    round(g.o.forward(&round(a, r.matmul_in)?)?, r.matmul_out)?
+                }
+                Attn::Mla(mla) => self.latent(l, mla, &h, (&cos, &sin))?,
+            };
+            x = (x + a)?;
+            x = (&x + self.ffn(layer, &x)?)?;
         }
         self.pos += t;
         Ok(x)
     }
 
-    /// Dense causal attention of the new rows `h` of layer `l` over every position so far:
-    /// `(tokens, heads · head_dim)`.
-    fn attention(&mut self, l: usize, h: &Tensor, (cos, sin): (&Tensor, &Tensor)) -> Result<Tensor> {
+    /// Appends `new` rows to the history `prev` of a layer.
+    fn append(prev: &Option<Tensor>, new: Tensor) -> Result<Tensor> {
+        Ok(match prev {
+            Some(prev) => Tensor::cat(&[prev, &new], 0)?,
+            None => new,
+        })
+    }
+
+    /// Dense causal attention of the new rows `h` of layer `l` over every position so far (or
+    /// its window, with its sinks): `(tokens, heads · head_dim)`.
+    fn attention(&mut self, l: usize, g: &Gqa, h: &Tensor, (cos, sin): (&Tensor, &Tensor)) -> Result<Tensor> {
         let (m, r) = (self.model, self.rounding);
-        let (layer, s) = (&m.layers[l], &m.spec);
+        let s = &m.spec;
         let (t, d, group) = (h.dim(0)?, s.head_dim(), s.num_heads / s.num_kv_heads);
         let proj = |lin: &crate::model::Linear, heads: usize| -> Result<Tensor> {
             Ok(round(lin.forward(h)?, r.matmul_out)?.reshape((t, heads, d))?)
         };
-        let q = round(m.rope(&proj(&layer.q, s.num_heads)?, cos, sin)?, r.heads)?;
-        let k = round(m.rope(&proj(&layer.k, s.num_kv_heads)?, cos, sin)?, r.heads)?;
-        let v = round(proj(&layer.v, s.num_kv_heads)?, r.heads)?;
-        let append = |prev: &Option<Tensor>, new: Tensor| -> Result<Tensor> {
-            Ok(match prev {
-                Some(prev) => Tensor::cat(&[prev, &new], 0)?,
-                None => new,
-            })
-        };
-        let (k, v) = (append(&self.k[l], k)?, append(&self.v[l], v)?);
+        let (mut q, mut k) = (proj(&g.q, s.num_heads)?, proj(&g.k, s.num_kv_heads)?);
+        if let (Some(qn), Some(kn)) = (&g.q_norm, &g.k_norm) {
+            (q, k) = (m.rms_norm(&q, qn)?, m.rms_norm(&k, kn)?);
+        }
+        let q = round(m.rope(&q, cos, sin)?, r.heads)?;
+        let k = round(m.rope(&k, cos, sin)?, r.heads)?;
+        let v = round(proj(&g.v, s.num_kv_heads)?, r.heads)?;
+        let (k, v) = (Self::append(&self.k[l], k)?, Self::append(&self.v[l], v)?);
         (self.k[l], self.v[l]) = (Some(k.clone()), Some(v.clone()));
         let ctx = self.pos + t;
         // (heads, positions, d), each KV head repeated for its query heads.
@@ -151,25 +167,71 @@ impl<'a> ReferenceRunner<'a> {
         // kᵀ made contiguous: a single decode row against a transposed view takes another
         // gemm path, which sums in another order.
         let scores = round(q.matmul(&k.t()?.contiguous()?)?, r.scores)?;
-        // New row i sits at position pos + i and sees positions 0..=pos + i.
-        let pos = self.pos;
+        // New row i sits at position pos + i and sees positions 0..=pos + i (or its window).
+        let (pos, opts) = (self.pos, &g.opts);
+        let seen = |i: usize, j: usize| j <= pos + i && j >= opts.first_visible(pos + i);
         let mask: Vec<f32> =
-            (0..t).flat_map(|i| (0..ctx).map(move |j| if j <= pos + i { 0.0 } else { f32::NEG_INFINITY })).collect();
+            (0..t).flat_map(|i| (0..ctx).map(move |j| if seen(i, j) { 0.0 } else { f32::NEG_INFINITY })).collect();
         let mask = Tensor::from_vec(mask, (t, ctx), &m.device)?.to_dtype(scores.dtype())?;
-        let scores = (scores * (1.0 / (d as f64).sqrt()))?.broadcast_add(&mask)?;
-        let probs = round(candle_nn::ops::softmax_last_dim(&scores)?, r.probs)?;
+        let scores = (scores * f64::from(opts.scale))?.broadcast_add(&mask)?;
+        let probs = match &opts.sinks {
+            // Each head's sink joins the softmax as one more column, dropped after.
+            Some(sinks) => {
+                let sink = Tensor::from_slice(sinks, (s.num_heads, 1, 1), &m.device)?.to_dtype(scores.dtype())?;
+                let with = Tensor::cat(&[&scores, &sink.broadcast_as((s.num_heads, t, 1))?], 2)?;
+                candle_nn::ops::softmax_last_dim(&with.contiguous()?)?.narrow(2, 0, ctx)?
+            }
+            None => candle_nn::ops::softmax_last_dim(&scores)?,
+        };
+        let probs = round(probs, r.probs)?;
         Ok(probs.matmul(&v)?.transpose(0, 1)?.reshape((t, s.num_heads * d))?)
     }
 
-    /// The MLP's output for the residual rows `x` (gate and up by one matmul where the layer
-    /// fused them).
-    fn mlp(&self, layer: &Layer, x: &Tensor) -> Result<Tensor> {
+    /// MLA as transformers runs it: the latent rows kept, K and V decompressed per head for
+    /// every position, dense attention, `o_proj`. (The engine attends in the latent space.)
+    fn latent(&mut self, l: usize, mla: &Mla, h: &Tensor, (cos, sin): (&Tensor, &Tensor)) -> Result<Tensor> {
+        let m = self.model;
+        let t = h.dim(0)?;
+        let rows = mla.rows(h, &|x| m.rope(x, cos, sin))?;
+        let cache = Self::append(&self.k[l], rows.cache)?;
+        self.k[l] = Some(cache.clone());
+        let (k, v) = mla.decompressed(&cache)?;
+        let q = Tensor::cat(&[&rows.q_nope, &rows.q_pe], 2)?.contiguous()?;
+        let o = contiguous_attention(&q, &k, &v, &AttnOpts::scaled(softmax_scale(&m.spec)))?;
+        mla.o.forward(&o.reshape((t, ()))?)
+    }
+
+    /// The MLP's output for the residual rows `x`: the dense MLP (gate and up by one matmul
+    /// where the layer fused them), or the experts token by token.
+    fn ffn(&self, layer: &Layer, x: &Tensor) -> Result<Tensor> {
         let (m, r) = (self.model, self.rounding);
         let h = round(m.rms_norm(x, &layer.mlp_norm)?, r.matmul_in)?;
-        let (g, u) = m.gate_up(layer, &h)?;
+        let mlp = match &layer.ffn {
+            Ffn::Dense(mlp) => mlp,
+            Ffn::Moe(moe) => return Self::experts(moe, &h),
+        };
+        let (g, u) = mlp.gate_up(&h)?;
         let (g, u) = (round(g, r.matmul_out)?, round(u, r.matmul_out)?);
         let act = round((candle_nn::ops::silu(&g)? * u)?, r.matmul_in)?;
-        round(layer.down.forward(&act)?, r.matmul_out)
+        round(mlp.down.forward(&act)?, r.matmul_out)
+    }
+
+    /// Each token through its own experts, one by one (no grouping), plus the shared expert.
+    fn experts(moe: &Moe, h: &Tensor) -> Result<Tensor> {
+        let logits = moe.router.forward(h)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+        let mut rows = Vec::with_capacity(logits.len());
+        for (i, row) in logits.iter().enumerate() {
+            let x = h.narrow(0, i, 1)?;
+            let mut y = x.zeros_like()?;
+            for (e, w) in route(&moe.spec, row, moe.correction.as_deref()) {
+                y = (y + (moe.expert(&moe.experts[e], &x)? * f64::from(w))?)?;
+            }
+            if let Some(shared) = &moe.shared {
+                y = (y + moe.expert(shared, &x)?)?;
+            }
+            rows.push(y);
+        }
+        Ok(Tensor::cat(&rows, 0)?)
     }
 
     /// The final norm and the LM head of the rows `x`.

@@ -1,9 +1,12 @@
 //! The CPU kernel of attention over the paged KV pool: a candle custom op that reads every
-//! sequence's K/V in place where the block table says (f32 pools, or bf16 widened in the
-//! products), with an online softmax per query row, for decode rows and prefill chunks alike
-//! (causal: query `i` of a chunk of `q_len` new tokens in a context of `ctx_len` sees positions
-//! `0..=ctx_len - q_len + i`); and the in-place write of new K/V into a CPU pool. The pool
-//! layout is `kv_cache.rs`'s; which path a step takes is `attention.rs`'s.
+//! sequence's K/V in place where the block table says (f32 pools, or bf16 widened once per K/V
+//! row and tile), for decode rows and prefill chunks alike (causal: query `i` of a chunk of
+//! `q_len` new tokens in a context of `ctx_len` sees positions `0..=ctx_len - q_len + i`, or
+//! the last `window` of them), with an online softmax per query row and head that may start
+//! from a sink; one kernel for GQA (a tile holds a KV head's query group, so each K/V row is
+//! read once for all of them), sliding windows, sinks and MLA (one latent "KV head" whose
+//! first `dv` values are the V row). Also the in-place write of new K/V into a CPU pool. The
+//! pool layout is `kv_cache.rs`'s; which path a step takes is `attention.rs`'s.
 
 use crate::cpu::simd;
 use crate::kv_cache::AttnMeta;
@@ -26,6 +29,8 @@ trait KvElem: simd::Lane + Send + Sync {
     /// for bf16 pools, whose results need not match anything bit for bit; f32 keeps `expf`.
     const POLY_EXP: bool;
     fn from_f32(x: f32) -> Self;
+    /// The row as f32: itself, or widened into `buf` (once per tile, not once per head).
+    fn widen<'a>(row: &'a [Self], buf: &'a mut [f32]) -> &'a [f32];
 }
 
 /// `e^x` for `x ≤ 0` (softmax weights) in arithmetic the compiler vectorizes: `x = n ln 2 + r`
@@ -48,12 +53,21 @@ impl KvElem for f32 {
     fn from_f32(x: f32) -> Self {
         x
     }
+    fn widen<'a>(row: &'a [f32], _buf: &'a mut [f32]) -> &'a [f32] {
+        row
+    }
 }
 
 impl KvElem for u16 {
     const POLY_EXP: bool = true;
     fn from_f32(x: f32) -> Self {
         half::bf16::from_f32(x).to_bits()
+    }
+    fn widen<'a>(row: &'a [u16], buf: &'a mut [f32]) -> &'a [f32] {
+        for (b, &x) in buf.iter_mut().zip(row) {
+            *b = f32::from_bits(u32::from(x) << 16);
+        }
+        &buf[..row.len()]
     }
 }
 
@@ -120,17 +134,68 @@ impl candle_core::InplaceOp2 for WriteSlots<'_> {
     }
 }
 
-/// Writes `k` and `v` (`(tokens, kv_heads, head_dim)`, f32, contiguous) into the slots of a
-/// CPU pool of f32 or bf16, converting.
-pub(crate) fn write_slots(k_pool: &Tensor, v_pool: &Tensor, k: &Tensor, v: &Tensor, slots: &[u32]) -> Result<()> {
-    k_pool.inplace_op2(k, &WriteSlots { slots })?;
-    v_pool.inplace_op2(v, &WriteSlots { slots })
+/// Writes `x` (`(tokens, heads, width)`, f32, contiguous) into the slots of a CPU pool of f32
+/// or bf16, converting.
+pub(crate) fn write_slots(pool: &Tensor, x: &Tensor, slots: &[u32]) -> Result<()> {
+    pool.inplace_op2(x, &WriteSlots { slots })
+}
+
+/// What one attention call does besides the causal softmax over its sequence.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AttnOpts {
+    /// Factor on `q·k`.
+    pub scale: f32,
+    /// Positions a query sees, its own included (sliding layers): keys `p - window + 1 ..= p`.
+    pub window: Option<usize>,
+    /// A logit per query head that joins each softmax and carries no value (gpt-oss's sinks).
+    pub sinks: Option<Vec<f32>>,
+    /// Read only the first `dv` values of each V row: MLA passes its latent pool as both K
+    /// (latent and RoPE key) and V (the latent).
+    pub dv: Option<usize>,
+}
+
+impl AttnOpts {
+    pub fn scaled(scale: f32) -> Self {
+        Self { scale, ..Self::default() }
+    }
+
+    /// The first position query `i` of sequence `s` sees (0 without a window).
+    pub fn first_visible(&self, last: usize) -> usize {
+        self.window.map_or(0, |w| (last + 1).saturating_sub(w))
+    }
 }
 
 struct PagedAttention<'a> {
     meta: &'a AttnMeta,
-    scale: f32,
+    opts: &'a AttnOpts,
 }
+
+/// Query rows, query heads, KV heads, K width and V width (of a pool row, and read) of one call.
+#[derive(Clone, Copy)]
+struct Dims {
+    hq: usize,
+    hkv: usize,
+    dk: usize,
+    /// Values per V pool row (per head) and values read of each.
+    v_row: usize,
+    dv: usize,
+}
+
+/// One parallel item: `rows` query rows of one sequence from `row0`, query heads
+/// `h0..h0 + hn` of KV head `kh`. Each K and V row it reads serves all of them.
+#[derive(Clone, Copy)]
+struct Tile {
+    seq: usize,
+    row0: usize,
+    rows: usize,
+    kh: usize,
+    h0: usize,
+    hn: usize,
+}
+
+/// Query rows per tile of a prefill chunk: a K row read from the pool serves this many rows
+/// times the head group.
+const TILE_ROWS: usize = 16;
 
 impl CustomOp3 for PagedAttention<'_> {
     fn name(&self) -> &'static str {
@@ -146,124 +211,182 @@ impl CustomOp3 for PagedAttention<'_> {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (t, hq, d) = ql.shape().dims3()?;
-        let (_, hkv, dk) = kl.shape().dims3()?;
-        if dk != d || hkv == 0 || hq % hkv != 0 {
-            candle_core::bail!("paged attention: q {:?} and kv pool {:?} do not match", ql.shape(), kl.shape());
+        let (t, hq, dk) = ql.shape().dims3()?;
+        let (_, hkv, dk_pool) = kl.shape().dims3()?;
+        let (_, hkv_v, v_row) = vl.shape().dims3()?;
+        let dv = self.opts.dv.unwrap_or(v_row);
+        if dk_pool != dk || hkv == 0 || hq % hkv != 0 || hkv_v != hkv || dv > v_row || dv == 0 {
+            candle_core::bail!(
+                "paged attention: q {:?}, k pool {:?} and v pool {:?} do not match",
+                ql.shape(),
+                kl.shape(),
+                vl.shape()
+            );
+        }
+        if self.opts.sinks.as_ref().is_some_and(|s| s.len() != hq) {
+            candle_core::bail!(
+                "paged attention: {} sinks for {hq} heads",
+                self.opts.sinks.as_ref().map_or(0, Vec::len)
+            );
         }
         let q = cpu_f32(qs, ql, "q")?;
         let meta = self.meta;
-        // Row → sequence, for the parallel loop over (token, query head).
-        let mut tok_seq = vec![0u32; t];
         for (si, s) in meta.seqs.iter().enumerate() {
             if s.q_start + s.q_len > t || s.q_len > s.ctx_len || s.bt_len < s.ctx_len.div_ceil(meta.block_size) {
                 candle_core::bail!("paged attention: sequence {si} does not fit the query tensor");
             }
-            tok_seq[s.q_start..s.q_start + s.q_len].fill(si as u32);
         }
         let max_slot =
             meta.block_tables.iter().copied().max().unwrap_or(0) as usize * meta.block_size + meta.block_size;
-        let dims = Dims { t, hq, hkv, d };
+        let dims = Dims { hq, hkv, dk, v_row, dv };
         let out = match (cpu_pool(ks, kl, "k pool")?, cpu_pool(vs, vl, "v pool")?) {
-            (PoolData::F32(k), PoolData::F32(v)) => self.attend(q, k, v, dims, &tok_seq, max_slot)?,
-            (PoolData::Bf16(k), PoolData::Bf16(v)) => self.attend(q, k, v, dims, &tok_seq, max_slot)?,
+            (PoolData::F32(k), PoolData::F32(v)) => self.attend(q, k, v, dims, t, max_slot)?,
+            (PoolData::Bf16(k), PoolData::Bf16(v)) => self.attend(q, k, v, dims, t, max_slot)?,
             _ => candle_core::bail!("paged attention: the k and v pools differ in dtype"),
         };
-        Ok((CpuStorage::F32(out), Shape::from((t, hq, d))))
+        Ok((CpuStorage::F32(out), Shape::from((t, hq, dv))))
     }
-}
-
-/// Query rows, query heads, KV heads and head dim of one attention call.
-#[derive(Clone, Copy)]
-struct Dims {
-    t: usize,
-    hq: usize,
-    hkv: usize,
-    d: usize,
 }
 
 impl PagedAttention<'_> {
-    /// The kernel over pools of element `E`: one parallel item per (query row, query head),
-    /// an online softmax over its KV head's blocks.
-    fn attend<E: KvElem>(
-        &self,
-        q: &[f32],
-        k: &[E],
-        v: &[E],
-        dims: Dims,
-        tok_seq: &[u32],
-        max_slot: usize,
-    ) -> Result<Vec<f32>> {
-        let Dims { t, hq, hkv, d } = dims;
-        if max_slot * hkv * d > k.len() || k.len() != v.len() {
+    /// The tiles of a call: prefill chunks in blocks of [`TILE_ROWS`] rows; each KV head's
+    /// query group split in halves until there are a few tiles per thread (a decode of one
+    /// sequence over one latent head would otherwise be one item).
+    fn tiles(&self, d: Dims) -> Vec<Tile> {
+        let group = d.hq / d.hkv;
+        let row_tiles: usize = self.meta.seqs.iter().map(|s| s.q_len.div_ceil(TILE_ROWS)).sum();
+        let want = 4 * rayon::current_num_threads();
+        let mut hn = group;
+        while hn > 1 && row_tiles * d.hkv * group.div_ceil(hn) < want {
+            hn = hn.div_ceil(2);
+        }
+        let mut tiles = Vec::with_capacity(row_tiles * d.hkv * group.div_ceil(hn));
+        for (seq, s) in self.meta.seqs.iter().enumerate() {
+            for row0 in (s.q_start..s.q_start + s.q_len).step_by(TILE_ROWS) {
+                let rows = TILE_ROWS.min(s.q_start + s.q_len - row0);
+                for kh in 0..d.hkv {
+                    for h0 in (kh * group..(kh + 1) * group).step_by(hn) {
+                        tiles.push(Tile { seq, row0, rows, kh, h0, hn: hn.min((kh + 1) * group - h0) });
+                    }
+                }
+            }
+        }
+        tiles
+    }
+
+    /// The kernel over pools of element `E`: tiles in parallel, each an online softmax per
+    /// (query row, query head) over the K/V rows its sequence sees, every K and V row widened
+    /// once per tile.
+    fn attend<E: KvElem>(&self, q: &[f32], k: &[E], v: &[E], d: Dims, t: usize, max_slot: usize) -> Result<Vec<f32>> {
+        if max_slot * d.hkv * d.dk > k.len() || max_slot * d.hkv * d.v_row > v.len() {
             candle_core::bail!("paged attention: a block table points outside the kv pool");
         }
-        let meta = self.meta;
-        let group = hq / hkv;
-        let mut out = vec![0f32; t * hq * d];
-        let scale = self.scale;
-        // One item per (query row, query head): at decode, items are few (a batch of one has
-        // `heads` of them), so they are as small as they can be for the threads to share.
-        out.par_chunks_mut(d).enumerate().for_each(|(item, acc)| {
-            let (row, h) = (item / hq, item % hq);
-            let kh = h / group;
-            let s = &meta.seqs[tok_seq[row] as usize];
-            let i = row - s.q_start;
-            let visible = s.ctx_len - s.q_len + i + 1;
-            let mut scores = vec![0f32; meta.block_size];
-            let qrow = &q[(row * hq + h) * d..(row * hq + h + 1) * d];
-            let (mut m, mut l) = (f32::NEG_INFINITY, 0f32);
-            let mut p0 = 0;
-            while p0 < visible {
-                let n = meta.block_size.min(visible - p0);
-                let base = meta.slot(s, p0);
-                let mut bmax = f32::NEG_INFINITY;
-                for (j, slot) in scores[..n].iter_mut().enumerate() {
-                    let off = ((base + j) * hkv + kh) * d;
-                    let sc = simd::dot(qrow, &k[off..off + d]) * scale;
-                    *slot = sc;
-                    bmax = bmax.max(sc);
-                }
-                if bmax > m {
-                    let c = (m - bmax).exp();
-                    l *= c;
-                    acc.iter_mut().for_each(|a| *a *= c);
-                    m = bmax;
-                }
-                if E::POLY_EXP {
-                    scores[..n].iter_mut().for_each(|sc| *sc = exp_poly(*sc - m));
-                } else {
-                    scores[..n].iter_mut().for_each(|sc| *sc = (*sc - m).exp());
-                }
-                for (j, &w) in scores[..n].iter().enumerate() {
-                    l += w;
-                    let off = ((base + j) * hkv + kh) * d;
-                    simd::axpy(w, &v[off..off + d], acc);
-                }
-                p0 += n;
+        let tiles = self.tiles(d);
+        let outs: Vec<Vec<f32>> = tiles.par_iter().map(|tile| self.tile::<E>(q, k, v, d, tile)).collect();
+        let mut out = vec![0f32; t * d.hq * d.dv];
+        for (tile, o) in tiles.iter().zip(outs) {
+            for r in 0..tile.rows {
+                let at = ((tile.row0 + r) * d.hq + tile.h0) * d.dv;
+                out[at..at + tile.hn * d.dv].copy_from_slice(&o[r * tile.hn * d.dv..(r + 1) * tile.hn * d.dv]);
             }
-            let inv = 1.0 / l;
-            acc.iter_mut().for_each(|a| *a *= inv);
-        });
+        }
         Ok(out)
+    }
+
+    /// One tile: its `rows × hn` query vectors against the keys the sequence shows them.
+    fn tile<E: KvElem>(&self, q: &[f32], k: &[E], v: &[E], d: Dims, tile: &Tile) -> Vec<f32> {
+        let (meta, opts) = (self.meta, self.opts);
+        let s = &meta.seqs[tile.seq];
+        let nq = tile.rows * tile.hn;
+        let bs = meta.block_size;
+        // Position of the last key each row sees (its own), and of the first.
+        let last = |r: usize| s.ctx_len - s.q_len + (tile.row0 - s.q_start) + r;
+        let (lo, hi) = (opts.first_visible(last(0)), last(tile.rows - 1) + 1);
+        let qv = |i: usize| {
+            let (r, h) = (i / tile.hn, tile.h0 + i % tile.hn);
+            let at = ((tile.row0 + r) * d.hq + h) * d.dk;
+            &q[at..at + d.dk]
+        };
+        let mut m = vec![f32::NEG_INFINITY; nq];
+        let mut l = vec![0f32; nq];
+        if let Some(sinks) = &opts.sinks {
+            // The sink is a key of weight e^sink and no value: the softmax starts from it.
+            for i in 0..nq {
+                (m[i], l[i]) = (sinks[tile.h0 + i % tile.hn], 1.0);
+            }
+        }
+        let mut acc = vec![0f32; nq * d.dv];
+        let mut scores = vec![0f32; nq * bs];
+        let (mut kbuf, mut vbuf) = (vec![0f32; d.dk], vec![0f32; d.dv]);
+        let mut p0 = lo;
+        while p0 < hi {
+            let n = (bs - p0 % bs).min(hi - p0);
+            let base = meta.slot(s, p0);
+            for j in 0..n {
+                let off = ((base + j) * d.hkv + tile.kh) * d.dk;
+                let krow = E::widen(&k[off..off + d.dk], &mut kbuf);
+                let pos = p0 + j;
+                for i in 0..nq {
+                    let r = i / tile.hn;
+                    let seen = pos <= last(r) && pos >= opts.first_visible(last(r));
+                    scores[i * bs + j] = if seen { simd::dot(qv(i), krow) * opts.scale } else { f32::NEG_INFINITY };
+                }
+            }
+            for i in 0..nq {
+                let sc = &mut scores[i * bs..i * bs + n];
+                let bmax = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                if bmax > m[i] {
+                    let c = (m[i] - bmax).exp();
+                    l[i] *= c;
+                    acc[i * d.dv..(i + 1) * d.dv].iter_mut().for_each(|a| *a *= c);
+                    m[i] = bmax;
+                }
+                let mi = m[i];
+                if mi == f32::NEG_INFINITY {
+                    sc.iter_mut().for_each(|x| *x = 0.0);
+                } else if E::POLY_EXP {
+                    sc.iter_mut().for_each(|x| *x = exp_poly(*x - mi));
+                } else {
+                    sc.iter_mut().for_each(|x| *x = (*x - mi).exp());
+                }
+                l[i] += sc.iter().sum::<f32>();
+            }
+            for j in 0..n {
+                let off = ((base + j) * d.hkv + tile.kh) * d.v_row;
+                let vrow = E::widen(&v[off..off + d.dv], &mut vbuf);
+                for i in 0..nq {
+                    let w = scores[i * bs + j];
+                    if w != 0.0 {
+                        simd::axpy(w, vrow, &mut acc[i * d.dv..(i + 1) * d.dv]);
+                    }
+                }
+            }
+            p0 += n;
+        }
+        for i in 0..nq {
+            let inv = if l[i] > 0.0 { 1.0 / l[i] } else { 0.0 };
+            acc[i * d.dv..(i + 1) * d.dv].iter_mut().for_each(|a| *a *= inv);
+        }
+        acc
     }
 }
 
-/// The kernel alone, for every sequence whatever its length (CPU, f32).
+/// The kernel alone, for every sequence whatever its length (CPU, f32 queries; f32 or bf16
+/// pools). Returns `(tokens, heads, dv)`.
 pub fn paged_attention_kernel(
     q: &Tensor,
     k_pool: &Tensor,
     v_pool: &Tensor,
     meta: &AttnMeta,
-    scale: f32,
+    opts: &AttnOpts,
 ) -> Result<Tensor> {
-    q.contiguous()?.apply_op3_no_bwd(k_pool, v_pool, &PagedAttention { meta, scale })
+    q.contiguous()?.apply_op3_no_bwd(k_pool, v_pool, &PagedAttention { meta, opts })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::{gather_attention, paged_attention, write_kv};
+    use crate::attention::{gather_attention, paged_attention, write_kv, write_rows};
 
     #[test]
     fn the_polynomial_exp_is_within_a_few_ulp_of_expf() {
@@ -318,8 +441,8 @@ mod tests {
         let n = fill.num_tokens();
         write_kv(&k_pool, &v_pool, &rand((n, hkv, d), 1), &rand((n, hkv, d), 2), &fill).unwrap();
         let q = rand((meta.num_tokens(), hq, d), 3);
-        let a = paged_attention(&q, &k_pool, &v_pool, &meta, 0.25).unwrap();
-        let b = gather_attention(&q, &k_pool, &v_pool, &meta, 0.25).unwrap();
+        let a = paged_attention(&q, &k_pool, &v_pool, &meta, &AttnOpts::scaled(0.25)).unwrap();
+        let b = gather_attention(&q, &k_pool, &v_pool, &meta, &AttnOpts::scaled(0.25)).unwrap();
         assert_eq!(a.dims(), &[meta.num_tokens(), hq, d]);
         let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
         assert!(diff < 1e-5, "max abs diff {diff}");
@@ -349,13 +472,60 @@ mod tests {
         let q = rand((meta.num_tokens(), hq, d), 6);
         let max_diff =
             |a: Tensor, b: Tensor| (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-        let paged = paged_attention(&q, &kb, &vb, &meta, 0.25).unwrap();
+        let paged = paged_attention(&q, &kb, &vb, &meta, &AttnOpts::scaled(0.25)).unwrap();
         assert_eq!(paged.dtype(), DType::F32);
-        let gathered = gather_attention(&q, &kb, &vb, &meta, 0.25).unwrap();
+        let gathered = gather_attention(&q, &kb, &vb, &meta, &AttnOpts::scaled(0.25)).unwrap();
         assert!(max_diff(paged.clone(), gathered) < 1e-5);
-        let f32_out = paged_attention(&q, &kf, &vf, &meta, 0.25).unwrap();
+        let f32_out = paged_attention(&q, &kf, &vf, &meta, &AttnOpts::scaled(0.25)).unwrap();
         let d = max_diff(paged, f32_out);
         assert!(d > 0.0 && d < 2e-2, "bf16 rounding moves the output a little: {d}");
+    }
+
+    /// Sliding windows, sinks and a latent pool read as both K and V (MLA), on decode rows and
+    /// chunks longer than a tile, f32 and bf16: the kernel agrees with the gather reference.
+    #[test]
+    fn windows_sinks_and_latent_pools_match_gather() {
+        let (bs, nb) = (4, 64);
+        let seqs: Vec<(usize, usize, Vec<u32>)> =
+            vec![(1, 10, vec![3, 7, 1]), (37, 41, (20..31).collect()), (5, 5, vec![40, 41]), (1, 2, vec![5])];
+        let mut meta = AttnMeta::new(bs);
+        let mut fill = AttnMeta::new(bs);
+        for (q, c, bt) in &seqs {
+            meta.push(*q, *c, bt);
+            fill.push(*c, *c, bt);
+        }
+        let n = fill.num_tokens();
+        let max_diff =
+            |a: &Tensor, b: &Tensor| (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        for dt in [DType::F32, DType::BF16] {
+            // GQA (6 heads over 2) with a window of 6 and sinks.
+            let (hkv, hq, d) = (2, 6, 16);
+            let kp = Tensor::zeros((nb * bs, hkv, d), dt, &Device::Cpu).unwrap();
+            let vp = kp.zeros_like().unwrap();
+            write_kv(&kp, &vp, &rand((n, hkv, d), 7), &rand((n, hkv, d), 8), &fill).unwrap();
+            let q = rand((meta.num_tokens(), hq, d), 9);
+            let sinks: Vec<f32> = (0..hq).map(|h| h as f32 * 0.7 - 1.5).collect();
+            for opts in [
+                AttnOpts { window: Some(6), ..AttnOpts::scaled(0.3) },
+                AttnOpts { sinks: Some(sinks.clone()), ..AttnOpts::scaled(0.3) },
+                AttnOpts { window: Some(3), sinks: Some(sinks.clone()), ..AttnOpts::scaled(0.3) },
+            ] {
+                let a = paged_attention(&q, &kp, &vp, &meta, &opts).unwrap();
+                let b = gather_attention(&q, &kp, &vp, &meta, &opts).unwrap();
+                assert!(max_diff(&a, &b) < 1e-5, "{dt:?} {opts:?}: {}", max_diff(&a, &b));
+                let plain = paged_attention(&q, &kp, &vp, &meta, &AttnOpts::scaled(0.3)).unwrap();
+                assert!(max_diff(&a, &plain) > 1e-3, "{opts:?} changes the output");
+            }
+            // MLA: one latent head of 24 (16 latent + 8 RoPE key) read as K, its first 16 as V.
+            let lp = Tensor::zeros((nb * bs, 1, 24), dt, &Device::Cpu).unwrap();
+            write_rows(&lp, &rand((n, 1, 24), 10), &fill).unwrap();
+            let q = rand((meta.num_tokens(), 5, 24), 11);
+            let opts = AttnOpts { dv: Some(16), ..AttnOpts::scaled(0.2) };
+            let a = paged_attention(&q, &lp, &lp, &meta, &opts).unwrap();
+            assert_eq!(a.dims(), &[meta.num_tokens(), 5, 16]);
+            let b = gather_attention(&q, &lp, &lp, &meta, &opts).unwrap();
+            assert!(max_diff(&a, &b) < 1e-5, "{dt:?} latent: {}", max_diff(&a, &b));
+        }
     }
 
     #[test]
@@ -364,6 +534,6 @@ mod tests {
         let mut meta = AttnMeta::new(4);
         meta.push(1, 1, &[5]);
         let q = rand((1, 1, 8), 1);
-        assert!(paged_attention(&q, &k_pool, &k_pool, &meta, 1.0).is_err());
+        assert!(paged_attention(&q, &k_pool, &k_pool, &meta, &AttnOpts::scaled(1.0)).is_err());
     }
 }

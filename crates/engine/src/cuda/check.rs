@@ -72,7 +72,7 @@ fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64, part_len: Opt
     let positions = vec![0u32; t];
     let step = StepDevice::upload(&positions, &meta, hkv, part_len, dev)?;
     let got = kernels::attention(&q, &k_pool, &v_pool, &step, Heads { hq, hkv, d }, scale)?;
-    let want = gather_attention(&q, &k_pool, &v_pool, &meta, scale)?;
+    let want = gather_attention(&q, &k_pool, &v_pool, &meta, &crate::attention::AttnOpts::scaled(scale))?;
     Ok(check(
         format!(
             "paged attention d{d} {dtype:?} (decode 1300/10/512, chunks 5 and 70), partitions of {}",

@@ -11,6 +11,7 @@
 //! call [`Llama::uses_cuda_kernels`], `forward_cuda` and `tune_cuda`, which the stub of builds
 //! without the feature (`off.rs`) also defines.
 
+use crate::block::{Gqa, Layer, Mlp};
 use crate::cuda::blas::matmul_nt_f32;
 use crate::cuda::device::{ptr, supports};
 use crate::cuda::gemv::{gemv, gemv_to};
@@ -20,7 +21,7 @@ use crate::cuda::meta::StepDevice;
 use crate::cuda::tune::tune;
 use crate::error::{EngineError, Result};
 use crate::kv_cache::KvCache;
-use crate::model::{AttentionImpl, Layer, Linear, Llama, StepBatch};
+use crate::model::{AttentionImpl, Linear, Llama, StepBatch};
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Tensor};
 
@@ -68,7 +69,7 @@ impl Llama {
         let s = &self.spec;
         self.device.is_cuda()
             && self.attention == AttentionImpl::Paged
-            && self.layers.iter().all(|l| l.qkv.is_some() && l.gate_up.is_some())
+            && self.layers.iter().all(|l| l.llama().is_some_and(|(a, m)| a.qkv.is_some() && m.gate_up.is_some()))
             && supports(s.head_dim(), s.num_heads, s.num_kv_heads, self.dtype)
     }
 
@@ -77,7 +78,11 @@ impl Llama {
     /// the LM head, each shape timed over all its layers. A failure is recorded, not raised.
     pub(crate) fn tune_cuda(&self) {
         let mut groups: Vec<Vec<Tensor>> = Vec::new();
-        let linears = self.layers.iter().flat_map(|l| [l.qkv.as_ref(), Some(&l.o), l.gate_up.as_ref(), Some(&l.down)]);
+        let linears = self
+            .layers
+            .iter()
+            .filter_map(Layer::llama)
+            .flat_map(|(a, m)| [a.qkv.as_ref(), Some(&a.o), m.gate_up.as_ref(), Some(&m.down)]);
         for lin in linears.flatten().chain([&self.lm_head]) {
             let QMatMul::Tensor(w) = &lin.w else { continue };
             match groups.iter_mut().find(|g| g[0].dims() == w.dims() && g[0].dtype() == w.dtype()) {
@@ -92,14 +97,14 @@ impl Llama {
 
     /// Weight bytes one step's `op` (a label of [`Self::forward_cuda_marked`]) reads.
     pub(crate) fn op_weight_bytes(&self, op: &str) -> Option<u64> {
-        let sum = |f: &dyn Fn(&Layer) -> Option<&Linear>| -> u64 {
-            self.layers.iter().filter_map(f).map(Linear::bytes).sum()
+        let sum = |f: &dyn Fn((&Gqa, &Mlp)) -> Option<&Linear>| -> u64 {
+            self.layers.iter().filter_map(Layer::llama).filter_map(f).map(Linear::bytes).sum()
         };
         Some(match op {
-            "qkv matmul" => sum(&|l| l.qkv.as_ref()),
-            "o matmul" => sum(&|l| Some(&l.o)),
-            "gate|up matmul" => sum(&|l| l.gate_up.as_ref()),
-            "down matmul" => sum(&|l| Some(&l.down)),
+            "qkv matmul" => sum(&|(a, _)| a.qkv.as_ref()),
+            "o matmul" => sum(&|(a, _)| Some(&a.o)),
+            "gate|up matmul" => sum(&|(_, m)| m.gate_up.as_ref()),
+            "down matmul" => sum(&|(_, m)| Some(&m.down)),
             "lm head" => self.lm_head.bytes(),
             _ => return None,
         })
@@ -168,7 +173,10 @@ impl Llama {
         // The MLP output of the layer before, added into the residual by the next norm.
         let mut delta: Option<Tensor> = None;
         for (l, layer) in self.layers.iter().enumerate() {
-            let (Some(qkv), Some(gate_up)) = (&layer.qkv, &layer.gate_up) else {
+            let Some((attn, mlp)) = layer.llama() else {
+                return Err(EngineError::Other(format!("layer {l} is not the Llama block goodput's CUDA step runs")));
+            };
+            let (Some(qkv), Some(gate_up)) = (&attn.qkv, &mlp.gate_up) else {
                 return Err(EngineError::Other(format!("layer {l} has no fused projections")));
             };
             let (x1, hn) = add_rms_norm(&x, delta.as_ref(), &layer.attn_norm, eps)?;
@@ -179,7 +187,7 @@ impl Llama {
             mark("rope + kv write")?;
             let a = kernels::attention(&q, &kv.k[l], &kv.v[l], step, h, scale)?;
             mark("attention")?;
-            let o = layer.o.forward_cuda(&a.reshape((t, h.hq * d))?)?;
+            let o = attn.o.forward_cuda(&a.reshape((t, h.hq * d))?)?;
             mark("o matmul")?;
             let (x2, hn) = add_rms_norm(&x1, Some(&o), &layer.mlp_norm, eps)?;
             mark("add + rms norm")?;
@@ -188,7 +196,7 @@ impl Llama {
             mark("gate|up matmul")?;
             let act = silu_mul(&gu)?;
             mark("silu · mul")?;
-            delta = Some(layer.down.forward_cuda(&act)?);
+            delta = Some(mlp.down.forward_cuda(&act)?);
             mark("down matmul")?;
         }
         Ok((x, delta))

@@ -6,3 +6,4 @@ mod bf16;
 mod encoder;
 mod engine_thread;
 mod equivalence;
+mod families;

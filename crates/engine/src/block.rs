@@ -1,0 +1,305 @@
+//! One decoder layer of any family the engine runs, on the packed step: its attention
+//! (grouped-query with the options of each family — q/k norms, biases, sinks, a sliding window
+//! — or DeepSeek's latent attention) and its MLP (dense SwiGLU, or routed experts), between the
+//! two RMSNorms of the pre-norm residual block.
+
+use crate::attention::{gather_attention, paged_attention, write_kv, write_rows, AttentionImpl, AttnOpts};
+use crate::error::Result;
+use crate::kv_cache::AttnMeta;
+use crate::linear::{fuse, Linear};
+use crate::mla::Mla;
+use crate::moe::{ExpertLoad, Moe};
+use crate::rope;
+use crate::weights::{Init, TensorSource};
+use candle_core::{DType, Tensor};
+use goodput_core::ModelSpec;
+
+/// Grouped-query attention (multi-head when the KV heads are the heads).
+pub(crate) struct Gqa {
+    pub(crate) q: Linear,
+    pub(crate) k: Linear,
+    pub(crate) v: Linear,
+    pub(crate) o: Linear,
+    /// q, k and v as one matmul (their weights concatenated at load; `q`, `k`, `v` are then
+    /// views of it). Built on CUDA, where each launch costs, and for bf16 weights on CPU,
+    /// where each parallel matmul costs a fork-join of the thread pool (f32 weights on CPU stay
+    /// apart, so f32 results do not move).
+    pub(crate) qkv: Option<Linear>,
+    /// Qwen3's per-head RMSNorm weights of q and k (`head_dim`), applied before RoPE.
+    pub(crate) q_norm: Option<Tensor>,
+    pub(crate) k_norm: Option<Tensor>,
+    /// What the attention does besides the causal softmax (scale, window, sinks).
+    pub(crate) opts: AttnOpts,
+}
+
+/// The dense SwiGLU MLP.
+pub(crate) struct Mlp {
+    pub(crate) gate: Linear,
+    pub(crate) up: Linear,
+    pub(crate) down: Linear,
+    /// gate and up as one matmul, likewise.
+    pub(crate) gate_up: Option<Linear>,
+}
+
+pub(crate) enum Attn {
+    Gqa(Gqa),
+    Mla(Mla),
+}
+
+pub(crate) enum Ffn {
+    Dense(Mlp),
+    Moe(Moe),
+}
+
+pub(crate) struct Layer {
+    pub(crate) attn_norm: Tensor,
+    pub(crate) mlp_norm: Tensor,
+    pub(crate) attn: Attn,
+    pub(crate) ffn: Ffn,
+}
+
+/// What a layer's forward needs of the step besides its rows.
+pub(crate) struct StepCtx<'a> {
+    pub spec: &'a ModelSpec,
+    pub cos: &'a Tensor,
+    pub sin: &'a Tensor,
+    pub meta: &'a AttnMeta,
+    pub attention: AttentionImpl,
+    pub interleaved: bool,
+}
+
+impl StepCtx<'_> {
+    pub(crate) fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+        Ok(candle_nn::ops::rms_norm(&x.contiguous()?, w, self.spec.rms_norm_eps as f32)?)
+    }
+
+    pub(crate) fn rope(&self, x: &Tensor) -> Result<Tensor> {
+        rope::apply(x, self.cos, self.sin, self.interleaved)
+    }
+
+    pub(crate) fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, opts: &AttnOpts) -> Result<Tensor> {
+        Ok(match self.attention {
+            AttentionImpl::Paged => paged_attention(q, k, v, self.meta, opts)?,
+            AttentionImpl::Gather => gather_attention(q, k, v, self.meta, opts)?,
+        })
+    }
+}
+
+impl Layer {
+    /// The Llama block's parts, when this layer is one (no norms on q/k, no sinks or window,
+    /// no bias on o, a dense MLP): what goodput's CUDA step runs.
+    pub(crate) fn llama(&self) -> Option<(&Gqa, &Mlp)> {
+        match (&self.attn, &self.ffn) {
+            (Attn::Gqa(a), Ffn::Dense(m))
+                if a.q_norm.is_none() && a.opts.sinks.is_none() && a.opts.window.is_none() && a.o.b.is_none() =>
+            {
+                Some((a, m))
+            }
+            _ => None,
+        }
+    }
+
+    /// The residual stream after this layer, its new K/V (or latent rows) written to `pools`
+    /// (K and V; MLA's one latent pool is both).
+    pub(crate) fn forward(
+        &self,
+        x: &Tensor,
+        ctx: &StepCtx,
+        pools: (&Tensor, &Tensor),
+    ) -> Result<(Tensor, Option<ExpertLoad>)> {
+        let t = x.dim(0)?;
+        let h = ctx.rms_norm(x, &self.attn_norm)?;
+        let a = match &self.attn {
+            Attn::Gqa(g) => {
+                let (q, k, v) = g.qkv(&h, ctx)?;
+                write_kv(pools.0, pools.1, &k, &v, ctx.meta)?;
+                let a = ctx.attend(&q, pools.0, pools.1, &g.opts)?;
+                g.o.forward(&a.reshape((t, ()))?)?
+            }
+            Attn::Mla(m) => {
+                let rows = m.rows(&h, &|x| ctx.rope(x))?;
+                write_rows(pools.0, &rows.cache, ctx.meta)?;
+                let o_lat = ctx.attend(&m.absorbed_queries(&rows)?, pools.0, pools.0, &m.opts(ctx.spec))?;
+                m.output(&o_lat)?
+            }
+        };
+        let x = (x + a)?;
+        let h = ctx.rms_norm(&x, &self.mlp_norm)?;
+        let (y, load) = match &self.ffn {
+            Ffn::Dense(m) => (m.forward(&h)?, None),
+            Ffn::Moe(m) => {
+                let (y, load) = m.forward(&h)?;
+                (y, Some(load))
+            }
+        };
+        Ok(((x + y)?, load))
+    }
+
+    /// Loads layer `i`, fusing and packing its projections where that pays (see [`Gqa::qkv`]).
+    pub(crate) fn load(
+        spec: &ModelSpec,
+        src: &mut dyn TensorSource,
+        i: usize,
+        act: DType,
+        fuse_parts: bool,
+    ) -> Result<Self> {
+        let h = spec.hidden_size;
+        let p = format!("model.layers.{i}");
+        let norm = |src: &mut dyn TensorSource, n: &str| -> Result<Tensor> {
+            Ok(src.tensor(&format!("{p}.{n}.weight"), &[h], Init::Ones)?.to_dtype(act)?)
+        };
+        let attn = match spec.mla {
+            Some(_) => Attn::Mla(Mla::load(spec, src, i, act)?),
+            None => Attn::Gqa(Gqa::load(spec, src, i, act, fuse_parts)?),
+        };
+        let ffn = if spec.is_sparse(i) {
+            Ffn::Moe(Moe::load(spec, src, i, act)?)
+        } else {
+            Ffn::Dense(Mlp::load(src, &format!("{p}.mlp"), h, spec.intermediate_size, act, fuse_parts)?)
+        };
+        Ok(Self {
+            attn_norm: norm(src, "input_layernorm")?,
+            mlp_norm: norm(src, "post_attention_layernorm")?,
+            attn,
+            ffn,
+        })
+    }
+
+    /// Every linear layer (for byte and MAC counts), experts included.
+    pub(crate) fn linears(&self) -> Vec<&Linear> {
+        let mut out: Vec<&Linear> = match &self.attn {
+            Attn::Gqa(g) => vec![&g.q, &g.k, &g.v, &g.o],
+            Attn::Mla(m) => {
+                let mut v = vec![&m.q_b, &m.kv_a, &m.kv_b, &m.o];
+                v.extend(m.q_a.as_ref().map(|(a, _)| a));
+                v
+            }
+        };
+        match &self.ffn {
+            Ffn::Dense(m) => out.extend([&m.gate, &m.up, &m.down]),
+            Ffn::Moe(m) => {
+                out.push(&m.router);
+                for e in m.experts.iter().chain(&m.shared) {
+                    out.extend([&e.gate_up, &e.down]);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Gqa {
+    fn load(spec: &ModelSpec, src: &mut dyn TensorSource, i: usize, act: DType, fuse_parts: bool) -> Result<Self> {
+        let (h, d) = (spec.hidden_size, spec.head_dim());
+        let (nq, nkv) = (spec.num_heads * d, spec.num_kv_heads * d);
+        let p = format!("model.layers.{i}.self_attn");
+        let bias = spec.has_qkv_bias();
+        let mut g = Self {
+            q: Linear::load(src, &format!("{p}.q_proj"), nq, h, bias, act)?,
+            k: Linear::load(src, &format!("{p}.k_proj"), nkv, h, bias, act)?,
+            v: Linear::load(src, &format!("{p}.v_proj"), nkv, h, bias, act)?,
+            o: Linear::load(src, &format!("{p}.o_proj"), h, nq, spec.has_attention_bias(), act)?,
+            qkv: None,
+            q_norm: None,
+            k_norm: None,
+            opts: AttnOpts { window: spec.window(i), ..AttnOpts::scaled(1.0 / (d as f32).sqrt()) },
+        };
+        if spec.has_qk_norm() {
+            let n = |src: &mut dyn TensorSource, w: &str| -> Result<Tensor> {
+                Ok(src.tensor(&format!("{p}.{w}.weight"), &[d], Init::Ones)?.to_dtype(act)?)
+            };
+            (g.q_norm, g.k_norm) = (Some(n(src, "q_norm")?), Some(n(src, "k_norm")?));
+        }
+        if spec.has_sinks() {
+            let s = src.tensor(&format!("{p}.sinks"), &[spec.num_heads], Init::Std(1.0))?;
+            g.opts.sinks = Some(s.to_dtype(DType::F32)?.to_vec1::<f32>()?);
+        }
+        if fuse_parts {
+            g.qkv = fuse([&mut g.q, &mut g.k, &mut g.v])?;
+        }
+        if src_is_cpu(&g.q) {
+            match g.qkv.as_mut() {
+                Some(f) => pack(&mut [f, &mut g.o])?,
+                None => pack(&mut [&mut g.q, &mut g.k, &mut g.v, &mut g.o])?,
+            }
+        }
+        Ok(g)
+    }
+
+    /// q, k and v of `h` (`(tokens, hidden)`) as `(tokens, heads, head_dim)`, with one matmul
+    /// where the layer's projections are fused; q and k normed (Qwen3) and rotated.
+    pub(crate) fn qkv(&self, h: &Tensor, ctx: &StepCtx) -> Result<(Tensor, Tensor, Tensor)> {
+        let s = ctx.spec;
+        let (t, d) = (h.dim(0)?, s.head_dim());
+        let (nq, nkv) = (s.num_heads * d, s.num_kv_heads * d);
+        let (q, k, v) = match &self.qkv {
+            Some(f) => {
+                let y = f.forward(h)?;
+                (y.narrow(1, 0, nq)?, y.narrow(1, nq, nkv)?, y.narrow(1, nq + nkv, nkv)?)
+            }
+            None => (self.q.forward(h)?, self.k.forward(h)?, self.v.forward(h)?),
+        };
+        let mut q = q.reshape((t, s.num_heads, d))?;
+        let mut k = k.reshape((t, s.num_kv_heads, d))?;
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            (q, k) = (ctx.rms_norm(&q, qn)?, ctx.rms_norm(&k, kn)?);
+        }
+        Ok((ctx.rope(&q)?, ctx.rope(&k)?, v.reshape((t, s.num_kv_heads, d))?))
+    }
+}
+
+/// Packs the linears a step multiplies by for `vdpbf16ps` ([`Linear::pack`]; a no-op but for
+/// bf16 weights on CPUs with AVX-512 BF16).
+fn pack(ls: &mut [&mut Linear]) -> Result<()> {
+    for l in ls {
+        l.pack()?;
+    }
+    Ok(())
+}
+
+fn src_is_cpu(l: &Linear) -> bool {
+    match &l.w {
+        candle_core::quantized::QMatMul::Tensor(w) | candle_core::quantized::QMatMul::TensorF16(w) => {
+            w.device().is_cpu()
+        }
+        candle_core::quantized::QMatMul::QTensor(q) => q.device().is_cpu(),
+    }
+}
+
+impl Mlp {
+    fn load(src: &mut dyn TensorSource, p: &str, h: usize, i: usize, act: DType, fuse_parts: bool) -> Result<Self> {
+        let mut m = Self {
+            gate: Linear::load(src, &format!("{p}.gate_proj"), i, h, false, act)?,
+            up: Linear::load(src, &format!("{p}.up_proj"), i, h, false, act)?,
+            down: Linear::load(src, &format!("{p}.down_proj"), h, i, false, act)?,
+            gate_up: None,
+        };
+        if fuse_parts {
+            m.gate_up = fuse([&mut m.gate, &mut m.up])?;
+        }
+        if src_is_cpu(&m.down) {
+            match m.gate_up.as_mut() {
+                Some(f) => pack(&mut [f, &mut m.down])?,
+                None => pack(&mut [&mut m.gate, &mut m.up, &mut m.down])?,
+            }
+        }
+        Ok(m)
+    }
+
+    /// The gate and up projections of the normed rows `h`, with one matmul where fused.
+    pub(crate) fn gate_up(&self, h: &Tensor) -> Result<(Tensor, Tensor)> {
+        Ok(match &self.gate_up {
+            Some(f) => {
+                let y = f.forward(h)?;
+                let i = y.dim(1)? / 2;
+                (y.narrow(1, 0, i)?, y.narrow(1, i, i)?)
+            }
+            None => (self.gate.forward(h)?, self.up.forward(h)?),
+        })
+    }
+
+    pub(crate) fn forward(&self, h: &Tensor) -> Result<Tensor> {
+        let (g, u) = self.gate_up(h)?;
+        self.down.forward(&(candle_nn::ops::silu(&g)? * u)?)
+    }
+}
