@@ -145,6 +145,48 @@ fn matmul(c: &mut Criterion) {
     g.finish();
 }
 
+/// gpt-oss-20b's expert gate|up (5760 × 2880): MXFP4 read in place against the same weights
+/// dequantized to bf16 (goodput's bf16 kernels) and f32, at decode and prefill row counts.
+/// Bytes per call are each format's own: 4.25, 16 and 32 bits a weight.
+fn mxfp4(c: &mut Criterion) {
+    use goodput_engine::cpu::mxfp4::Mxfp4Matrix;
+    let mut g = c.benchmark_group("mxfp4_gpt_oss_expert");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    let (n, k) = (5760usize, 2880usize);
+    let mut x = 0x2545F4914F6CDD1Du64;
+    let mut byte = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as u8
+    };
+    let blocks: Vec<u8> = (0..n * k / 2).map(|_| byte()).collect();
+    let scales: Vec<u8> = (0..n * k / 32).map(|_| 119 + byte() % 3).collect();
+    let mx = Mxfp4Matrix::new(n, k, blocks, scales).unwrap();
+    let mut dense = vec![0f32; n * k];
+    for (j, row) in dense.chunks_mut(k).enumerate() {
+        mx.decode_row(j, row);
+    }
+    let w32 = Tensor::from_vec(dense, (n, k), &Device::Cpu).unwrap();
+    let wb = w32.to_dtype(DType::BF16).unwrap();
+    for m in [1usize, 4, 64] {
+        let xt = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu).unwrap();
+        let xs = xt.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        g.throughput(Throughput::Elements((n * k) as u64));
+        g.bench_with_input(BenchmarkId::new("mxfp4_in_place", m), &m, |b, &m| b.iter(|| mx.matmul_t(&xs, m)));
+        g.bench_with_input(BenchmarkId::new("bf16", m), &m, |b, _| {
+            b.iter(|| bf16::matmul_t(&xt, &wb).unwrap().unwrap())
+        });
+        g.bench_with_input(BenchmarkId::new("f32", m), &m, |b, _| {
+            b.iter(|| match skinny::matmul_t(&xt, &w32).unwrap() {
+                Some(y) => y,
+                None => xt.matmul(&w32.t().unwrap()).unwrap(),
+            })
+        });
+    }
+    g.finish();
+}
+
 fn decode_steps(c: &mut Criterion) {
     let spec = Catalog::builtin().get("tiny").unwrap().clone();
     let mut g = c.benchmark_group("decode_step_tiny");
@@ -248,5 +290,5 @@ fn sampling(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, attention, matmul, decode_steps, prefill_steps, sampling);
+criterion_group!(benches, attention, matmul, mxfp4, decode_steps, prefill_steps, sampling);
 criterion_main!(benches);

@@ -115,6 +115,12 @@ struct DecodeRow {
     floor_s: Option<f64>,
     /// floor_s / p50: 1 is at the roofline.
     of_floor: Option<f64>,
+    /// MoE models: (layer, expert) weight sets a timed step read, mean, and their share of
+    /// all the routed experts. `bytes_per_step` counts these experts, not all of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    experts_touched: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expert_share: Option<f64>,
 }
 
 /// What the figures are held against: the device's memory bandwidth and dense peak.
@@ -325,17 +331,23 @@ fn bench_decode(
     let mut decode = Vec::new();
     let mut next_id = 1_000_000u64;
     for &b in &a.batch_sizes {
-        let (mut lat, mut overhead) = (Vec::new(), Vec::new());
+        let (mut lat, mut overhead, mut experts) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..a.repeats {
             for r in decode_repeat(core, a, b, &mut next_id, rng)? {
                 let t = step_time(&r);
                 lat.push(t);
                 overhead.push((r.schedule_s + r.sample_s) / t);
+                experts.extend(r.experts);
             }
         }
         let s = Summary::of(&lat).expect("steps ≥ 1");
         let ctx = a.decode_context + a.warmup + a.decode_steps / 2;
-        let bytes = c.weight_bytes + (b * ctx) as u64 * c.kv_per_token;
+        let mean = |f: &dyn Fn(&goodput_core::ExpertStepLoad) -> f64| {
+            experts.iter().map(f).sum::<f64>() / experts.len() as f64
+        };
+        let touched = (!experts.is_empty()).then(|| mean(&|e| e.touched as f64));
+        let weights = touched.map_or(c.weight_bytes, |t| core.model.weight_bytes_touching(t) as u64);
+        let bytes = weights + (b * ctx) as u64 * c.kv_per_token;
         let flops = 2.0 * (c.layer_macs + c.head_macs) * b as f64 + b as f64 * attn_flops(&core.model, 1, ctx);
         eprintln!("  decode batch {b}: p50 {:.2} ms", s.p50 * 1e3);
         decode.push(DecodeRow {
@@ -349,6 +361,8 @@ fn bench_decode(
             step_s: s,
             floor_s: None,
             of_floor: None,
+            experts_touched: touched,
+            expert_share: touched.map(|_| mean(&|e| e.touched_share())),
         });
     }
     let p = core.scheduler().pool();

@@ -177,6 +177,39 @@ pub struct StepRecord {
     /// Rows sampled (sequences whose last position produced a token this step).
     #[serde(default)]
     pub sampled: usize,
+    /// The routed experts the step used (MoE models only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<ExpertStepLoad>,
+}
+
+/// What one step's routing did, summed over the sparse layers: how many expert weight sets
+/// it read (each expert a step touches is read once, whatever its tokens) and how evenly the
+/// tokens spread.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpertStepLoad {
+    /// Sparse layers of the model.
+    pub sparse_layers: usize,
+    /// Routed experts per sparse layer.
+    pub experts: usize,
+    /// Token-to-expert assignments (tokens × experts per token × sparse layers).
+    pub assignments: u64,
+    /// Experts that received at least one token, summed over the sparse layers: the expert
+    /// weight sets the step read.
+    pub touched: u64,
+    /// The most tokens one expert took in one layer.
+    pub max_tokens: u32,
+}
+
+impl ExpertStepLoad {
+    /// Share of all the experts' weights the step read: `touched / (sparse_layers × experts)`.
+    pub fn touched_share(&self) -> f64 {
+        let all = (self.sparse_layers * self.experts) as f64;
+        if all == 0.0 {
+            0.0
+        } else {
+            self.touched as f64 / all
+        }
+    }
 }
 
 #[cfg(test)]

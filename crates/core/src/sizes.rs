@@ -107,7 +107,8 @@ impl ModelSpec {
         let mut listed = m.dense_layers.clone();
         listed.sort_unstable();
         listed.dedup();
-        stepped - listed.iter().filter(|&&i| i < self.num_layers && m.is_sparse(i)).count()
+        let by_step = |i: usize| i < self.num_layers && i >= m.first_dense_layers && (i + 1).is_multiple_of(step);
+        stepped - listed.iter().filter(|&&i| by_step(i)).count()
     }
 
     /// Parameters by part.

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::kv_cache::AttnMeta;
 use crate::linear::{fuse, Linear};
 use crate::mla::Mla;
-use crate::moe::{ExpertLoad, Moe};
+use crate::moe::{Expert, ExpertLoad, Moe};
 use crate::rope;
 use crate::weights::{Init, TensorSource};
 use candle_core::{DType, Tensor};
@@ -165,7 +165,37 @@ impl Layer {
         })
     }
 
-    /// Every linear layer (for byte and MAC counts), experts included.
+    /// Multiply-accumulates per token: all the layer's linears, the shared expert, and the
+    /// `experts_per_token` routed experts a token is sent to.
+    pub(crate) fn macs_per_token(&self) -> u64 {
+        let linears: u64 = self.linears().iter().map(|l| l.macs()).sum();
+        match &self.ffn {
+            Ffn::Moe(m) => {
+                let one = m.experts.first().map_or(0, Expert::macs);
+                linears + m.shared.as_ref().map_or(0, Expert::macs) + one * m.spec.experts_per_token as u64
+            }
+            Ffn::Dense(_) => linears,
+        }
+    }
+
+    /// Bytes of one routed expert and of all of this layer's (`None` for a dense layer).
+    pub(crate) fn routed_bytes(&self) -> Option<(u64, u64)> {
+        let Ffn::Moe(m) = &self.ffn else { return None };
+        Some((m.experts.first().map_or(0, Expert::bytes), m.experts.iter().map(Expert::bytes).sum()))
+    }
+
+    /// Bytes of all of the layer's weights: linears, experts (routed and shared) and norms.
+    pub(crate) fn bytes(&self) -> u64 {
+        let t = |t: &Tensor| (t.elem_count() * t.dtype().size_in_bytes()) as u64;
+        let experts = match &self.ffn {
+            Ffn::Moe(m) => m.experts.iter().chain(&m.shared).map(Expert::bytes).sum(),
+            Ffn::Dense(_) => 0,
+        };
+        self.linears().iter().map(|l| l.bytes()).sum::<u64>() + experts + t(&self.attn_norm) + t(&self.mlp_norm)
+    }
+
+    /// The layer's linear layers but its experts (for byte and MAC counts): attention, the
+    /// dense MLP or the router.
     pub(crate) fn linears(&self) -> Vec<&Linear> {
         let mut out: Vec<&Linear> = match &self.attn {
             Attn::Gqa(g) => vec![&g.q, &g.k, &g.v, &g.o],
@@ -177,12 +207,7 @@ impl Layer {
         };
         match &self.ffn {
             Ffn::Dense(m) => out.extend([&m.gate, &m.up, &m.down]),
-            Ffn::Moe(m) => {
-                out.push(&m.router);
-                for e in m.experts.iter().chain(&m.shared) {
-                    out.extend([&e.gate_up, &e.down]);
-                }
-            }
+            Ffn::Moe(m) => out.push(&m.router),
         }
         out
     }
@@ -301,5 +326,77 @@ impl Mlp {
     pub(crate) fn forward(&self, h: &Tensor) -> Result<Tensor> {
         let (g, u) = self.gate_up(h)?;
         self.down.forward(&(candle_nn::ops::silu(&g)? * u)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::weights::DummySource;
+    use candle_core::quantized::QMatMul;
+    use candle_core::Device;
+    use goodput_core::Catalog;
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap()
+    }
+
+    /// Fusing q|k|v and gate|up leaves every part computing what it did (the parts are then
+    /// views of the fused weight) and the fused matmul their outputs side by side — with
+    /// Qwen2's q/k/v biases too. The dummy source gives both loads the same weights.
+    #[test]
+    fn fused_projections_equal_their_parts() {
+        let spec = ModelSpec { qkv_bias: true, ..Catalog::builtin().get("tiny").unwrap().clone() };
+        let load = |fuse| {
+            let mut src = DummySource { seed: 3, dtype: DType::F32, device: Device::Cpu };
+            Layer::load(&spec, &mut src, 0, DType::F32, fuse).unwrap()
+        };
+        let (apart, fused) = (load(false), load(true));
+        let x = Tensor::randn(0f32, 1.0, (3, spec.hidden_size), &Device::Cpu).unwrap();
+        let (Attn::Gqa(a), Attn::Gqa(f)) = (&apart.attn, &fused.attn) else { panic!("gqa") };
+        let (Ffn::Dense(am), Ffn::Dense(fm)) = (&apart.ffn, &fused.ffn) else { panic!("dense") };
+        let parts = |g: &Gqa, m: &Mlp| [&g.q, &g.k, &g.v, &m.gate, &m.up].map(|l| l.forward(&x).unwrap());
+        let (before, after) = (parts(a, am), parts(f, fm));
+        for (b, a) in before.iter().zip(&after) {
+            assert!(max_diff(b, a) < 1e-5);
+        }
+        let qkv = f.qkv.as_ref().unwrap().forward(&x).unwrap();
+        assert!(max_diff(&qkv, &Tensor::cat(&before[..3], 1).unwrap()) < 1e-5);
+        let gate_up = fm.gate_up.as_ref().unwrap().forward(&x).unwrap();
+        assert!(max_diff(&gate_up, &Tensor::cat(&before[3..], 1).unwrap()) < 1e-5);
+        // No extra memory: the parts are views of the fused weights.
+        let QMatMul::Tensor(k) = &f.k.w else { panic!("k is dense") };
+        assert_eq!(k.layout().start_offset(), spec.hidden_size * spec.hidden_size, "k starts after q's rows");
+        assert!(apart.llama().is_some() && fused.llama().is_some());
+    }
+
+    /// bf16 weights on a CPU with AVX-512 BF16: every linear a step multiplies by is packed
+    /// for `vdpbf16ps` (the fused q|k|v and gate|up, o and down).
+    #[test]
+    fn bf16_layers_are_fused_and_packed() {
+        if !crate::cpu::bf16_dot::available() {
+            return;
+        }
+        let spec = Catalog::builtin().get("tiny").unwrap().clone();
+        let mut src = DummySource { seed: 3, dtype: DType::BF16, device: Device::Cpu };
+        let l = Layer::load(&spec, &mut src, 0, DType::F32, true).unwrap();
+        let (a, m) = l.llama().unwrap();
+        for (name, lin) in
+            [("qkv", a.qkv.as_ref()), ("o", Some(&a.o)), ("gate_up", m.gate_up.as_ref()), ("down", Some(&m.down))]
+        {
+            assert!(lin.is_some_and(|l| l.packed.is_some()), "{name} is not packed");
+        }
+    }
+
+    /// A Qwen3 layer (q/k norms), a gpt-oss layer (sinks, a window, o bias) and a MoE layer are
+    /// not the Llama block the CUDA step runs.
+    #[test]
+    fn only_the_llama_block_is_llama() {
+        for (name, layer) in [("tiny-qwen3", 0), ("tiny-gpt-oss", 0), ("tiny-mixtral", 1), ("tiny-deepseek-v3", 0)] {
+            let spec = Catalog::builtin().get(name).unwrap().clone();
+            let mut src = DummySource { seed: 1, dtype: DType::F32, device: Device::Cpu };
+            let l = Layer::load(&spec, &mut src, layer, DType::F32, false).unwrap();
+            assert!(l.llama().is_none(), "{name}");
+        }
     }
 }

@@ -140,28 +140,37 @@ impl Llama {
         Ok(model)
     }
 
-    fn layer_linears(&self) -> impl Iterator<Item = &Linear> {
-        self.layers.iter().flat_map(Layer::linears)
-    }
-
     /// The expert load of the last step's sparse layers (empty for dense models).
     pub fn take_expert_load(&self) -> Vec<ExpertLoad> {
         std::mem::take(&mut *self.expert_load.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Bytes of weights one forward step reads: every layer's linear and norm weights, the
-    /// final norm and the LM head (the embedding is only gathered row by row).
+    /// final norm and the LM head (the embedding is only gathered row by row). For a MoE model,
+    /// every routed expert: a step that touches `n` experts per layer reads
+    /// [`Llama::weight_bytes_touching`].
     pub fn weight_bytes_per_step(&self) -> u64 {
         let t = |t: &Tensor| (t.elem_count() * t.dtype().size_in_bytes()) as u64;
-        self.layer_linears().map(Linear::bytes).sum::<u64>()
-            + self.layers.iter().map(|l| t(&l.attn_norm) + t(&l.mlp_norm)).sum::<u64>()
-            + t(&self.norm)
-            + self.lm_head.bytes()
+        self.layers.iter().map(Layer::bytes).sum::<u64>() + t(&self.norm) + self.lm_head.bytes()
     }
 
-    /// Multiply-accumulates of the linear layers per token, without the LM head.
+    /// Bytes of one routed expert of one layer, and of all of them (0, 0 for dense models).
+    pub fn routed_expert_bytes(&self) -> (u64, u64) {
+        let per: Vec<(u64, u64)> = self.layers.iter().filter_map(Layer::routed_bytes).collect();
+        (per.first().map_or(0, |p| p.0), per.iter().map(|p| p.1).sum())
+    }
+
+    /// Bytes of weights a step reads when it touches `touched` (layer, expert) pairs: the
+    /// dense part and that many experts' weights.
+    pub fn weight_bytes_touching(&self, touched: f64) -> f64 {
+        let (one, all) = self.routed_expert_bytes();
+        (self.weight_bytes_per_step() - all) as f64 + touched * one as f64
+    }
+
+    /// Multiply-accumulates of the linear layers per token, without the LM head (a MoE
+    /// layer's: its router, shared expert and the `experts_per_token` routed ones).
     pub fn layer_macs_per_token(&self) -> u64 {
-        self.layer_linears().map(Linear::macs).sum()
+        self.layers.iter().map(Layer::macs_per_token).sum()
     }
 
     /// Multiply-accumulates of the LM head per sampled row.

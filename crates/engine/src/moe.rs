@@ -5,6 +5,7 @@
 //! shared expert added. Weights load from the hub's per-expert tensors, transformers v5's fused
 //! 3-D ones, or gpt-oss's (interleaved gate/up, x·W orientation, MXFP4 blocks).
 
+use crate::cpu::mxfp4::Mxfp4Matrix;
 use crate::error::{EngineError, Result};
 use crate::linear::{fuse, Linear};
 use crate::mxfp4;
@@ -13,6 +14,7 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Tensor};
 use goodput_core::arch::{ExpertActivation, Scoring};
 use goodput_core::{Architecture, ModelSpec, MoeSpec};
+use std::sync::Arc;
 
 /// The experts and weights of one token: `(expert, weight)`, `experts_per_token` of them.
 pub fn route(m: &MoeSpec, logits: &[f32], correction: Option<&[f32]>) -> Vec<(usize, f32)> {
@@ -68,10 +70,58 @@ fn keep_best_groups(m: &MoeSpec, c: &mut [f32]) {
     }
 }
 
+/// One projection of an expert: a dense (or quantized) linear layer, or an MXFP4 matrix read
+/// in place with an f32 bias.
+pub(crate) enum Proj {
+    Dense(Linear),
+    Mx(Arc<Mxfp4Matrix>, Option<Tensor>),
+}
+
+impl Proj {
+    pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Proj::Dense(l) => l.forward(x),
+            Proj::Mx(w, b) => {
+                let m = x.dim(0)?;
+                let xs = x.to_dtype(DType::F32)?.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+                let y = Tensor::from_vec(w.matmul_t(&xs, m), (m, w.n), x.device())?.to_dtype(x.dtype())?;
+                Ok(match b {
+                    Some(b) => y.broadcast_add(b)?,
+                    None => y,
+                })
+            }
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        match self {
+            Proj::Dense(l) => l.bytes(),
+            Proj::Mx(w, b) => (w.bytes() + b.as_ref().map_or(0, |b| b.elem_count() * 4)) as u64,
+        }
+    }
+
+    pub(crate) fn macs(&self) -> u64 {
+        match self {
+            Proj::Dense(l) => l.macs(),
+            Proj::Mx(w, _) => (w.n * w.k) as u64,
+        }
+    }
+}
+
 /// One expert: gate|up as one matmul (gate rows first), down.
 pub(crate) struct Expert {
-    pub(crate) gate_up: Linear,
-    pub(crate) down: Linear,
+    pub(crate) gate_up: Proj,
+    pub(crate) down: Proj,
+}
+
+impl Expert {
+    pub(crate) fn bytes(&self) -> u64 {
+        self.gate_up.bytes() + self.down.bytes()
+    }
+
+    pub(crate) fn macs(&self) -> u64 {
+        self.gate_up.macs() + self.down.macs()
+    }
 }
 
 /// The experts one step used in one sparse layer.
@@ -174,13 +224,6 @@ impl Moe {
         };
         Ok(Self { spec: m, router, correction, experts, shared, layer: i })
     }
-
-    /// Bytes of the weights a step reads when it touches `distinct` experts.
-    pub(crate) fn bytes(&self) -> (u64, u64) {
-        let e = |x: &Expert| x.gate_up.bytes() + x.down.bytes();
-        let shared = self.shared.as_ref().map_or(0, e) + self.router.bytes();
-        (shared, self.experts.first().map_or(0, e))
-    }
 }
 
 /// Where a family keeps its experts.
@@ -228,7 +271,7 @@ fn per_expert(
         fuse([&mut gate, &mut up])?.ok_or_else(|| EngineError::Weights(format!("{prefix}: quantized experts")))?;
     gate_up.pack()?;
     down.pack()?;
-    Ok(Expert { gate_up, down })
+    Ok(Expert { gate_up: Proj::Dense(gate_up), down: Proj::Dense(down) })
 }
 
 /// Every routed expert of a layer, from whichever layout the source holds.
@@ -248,10 +291,10 @@ fn load_experts(spec: &ModelSpec, src: &mut dyn TensorSource, n: &Names, act: DT
     (0..e).map(|j| Ok(Expert { gate_up: dense(gu.get(j)?, None)?, down: dense(down.get(j)?, None)? })).collect()
 }
 
-fn dense(w: Tensor, b: Option<Tensor>) -> Result<Linear> {
+fn dense(w: Tensor, b: Option<Tensor>) -> Result<Proj> {
     let mut l = Linear { w: QMatMul::Tensor(w.contiguous()?), b, packed: None };
     l.pack()?;
-    Ok(l)
+    Ok(Proj::Dense(l))
 }
 
 /// gpt-oss's experts: `gate_up_proj` (E, H, 2I) used as x·W with gate and up interleaved
@@ -265,33 +308,60 @@ fn gpt_oss_experts(
     i: usize,
     act: DType,
 ) -> Result<Vec<Expert>> {
-    // The dummy source holds every name: the dense layout is its.
-    let (gu, down) = if src.contains(&format!("{p}.gate_up_proj_blocks")) && !src.contains(&format!("{p}.gate_up_proj"))
-    {
-        // Dequantized to (E, out, in) and turned to the x·W orientation of the bf16 checkpoint.
-        let gu = mxfp4::dequantize(src, &format!("{p}.gate_up_proj"), &[e, 2 * i, h])?;
-        let down = mxfp4::dequantize(src, &format!("{p}.down_proj"), &[e, h, i])?;
-        (gu.transpose(1, 2)?, down.transpose(1, 2)?)
-    } else {
-        let std = |n: usize| Init::Std((1.0 / n as f64).sqrt());
-        (
-            src.tensor(&format!("{p}.gate_up_proj"), &[e, h, 2 * i], std(h))?,
-            src.tensor(&format!("{p}.down_proj"), &[e, i, h], std(i))?,
-        )
-    };
     let gu_b = src.tensor(&format!("{p}.gate_up_proj_bias"), &[e, 2 * i], Init::Std(0.02))?.to_dtype(act)?;
     let down_b = src.tensor(&format!("{p}.down_proj_bias"), &[e, h], Init::Std(0.02))?.to_dtype(act)?;
+    let blocks = format!("{p}.gate_up_proj_blocks");
+    // Dummy weights of gpt-oss are MXFP4, as the published checkpoints are.
+    if src.contains(&blocks) && (src.is_dummy() || !src.contains(&format!("{p}.gate_up_proj"))) {
+        return gpt_oss_packed(src, p, (e, h, i), &gu_b, &down_b);
+    }
+    let std = |n: usize| Init::Std((1.0 / n as f64).sqrt());
+    let gu = src.tensor(&format!("{p}.gate_up_proj"), &[e, h, 2 * i], std(h))?;
+    let down = src.tensor(&format!("{p}.down_proj"), &[e, i, h], std(i))?;
     // De-interleave: gate = columns 0, 2, 4…; up = 1, 3, 5…; then (out, in) rows, gate first.
     let dev = gu.device().clone();
     let (even, odd) = (stride_idx(i, 0, &dev)?, stride_idx(i, 1, &dev)?);
-    let wdt = gu.dtype();
     (0..e)
         .map(|j| {
             let w = gu.get(j)?; // (H, 2I)
-            let w = Tensor::cat(&[w.index_select(&even, 1)?, w.index_select(&odd, 1)?], 1)?.t()?.to_dtype(wdt)?;
-            let b = gu_b.get(j)?;
-            let b = Tensor::cat(&[b.index_select(&even, 0)?, b.index_select(&odd, 0)?], 0)?;
-            Ok(Expert { gate_up: dense(w, Some(b))?, down: dense(down.get(j)?.t()?, Some(down_b.get(j)?))? })
+            let w = Tensor::cat(&[w.index_select(&even, 1)?, w.index_select(&odd, 1)?], 1)?.t()?;
+            Ok(Expert {
+                gate_up: dense(w, Some(deinterleave(&gu_b.get(j)?, i)?))?,
+                down: dense(down.get(j)?.t()?, Some(down_b.get(j)?))?,
+            })
+        })
+        .collect()
+}
+
+/// A bias `(2I)` with gate and up interleaved, as `(gate ‖ up)`.
+fn deinterleave(b: &Tensor, i: usize) -> Result<Tensor> {
+    let dev = b.device();
+    Ok(Tensor::cat(&[b.index_select(&stride_idx(i, 0, dev)?, 0)?, b.index_select(&stride_idx(i, 1, dev)?, 0)?], 0)?)
+}
+
+/// gpt-oss's MXFP4 experts, kept packed: `gate_up_proj_blocks` `(E, 2I, H/32, 16)` holds the
+/// matrices as (out, in) with gate and up rows interleaved (reordered here, gate rows first);
+/// `down_proj_blocks` `(E, H, I/32, 16)`.
+fn gpt_oss_packed(
+    src: &mut dyn TensorSource,
+    p: &str,
+    (e, h, i): (usize, usize, usize),
+    gu_b: &Tensor,
+    down_b: &Tensor,
+) -> Result<Vec<Expert>> {
+    let gu = mxfp4::packed(src, &format!("{p}.gate_up_proj"), e, 2 * i, h)?;
+    let down = mxfp4::packed(src, &format!("{p}.down_proj"), e, h, i)?;
+    let f32_bias = |b: Tensor| b.to_dtype(DType::F32);
+    gu.into_iter()
+        .zip(down)
+        .enumerate()
+        .map(|(j, (g, d))| {
+            let order: Vec<usize> = (0..i).map(|r| 2 * r).chain((0..i).map(|r| 2 * r + 1)).collect();
+            let g = g.rows(&order);
+            Ok(Expert {
+                gate_up: Proj::Mx(Arc::new(g), Some(f32_bias(deinterleave(&gu_b.get(j)?, i)?)?)),
+                down: Proj::Mx(Arc::new(d), Some(f32_bias(down_b.get(j)?)?)),
+            })
         })
         .collect()
 }

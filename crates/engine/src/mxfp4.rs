@@ -2,14 +2,15 @@
 //! 32 FP4 E2M1 values per block, two per byte, the even element in the low nibble) and
 //! `{name}_scales` (u8, `(…, in / 32)`: E8M0, the power of two `scale − 127`), as
 //! openai/gpt-oss-20b stores them and transformers' `convert_moe_packed_tensors` reads them.
-//! Dequantized, not run in place: the CPU matmuls take f32 or bf16 weights.
+//! The engine keeps them packed and multiplies in place (`cpu/mxfp4.rs`); [`dequantize`]
+//! expands them, for the comparison.
 
+use crate::cpu::mxfp4::Mxfp4Matrix;
 use crate::error::{EngineError, Result};
 use crate::weights::TensorSource;
 use candle_core::{DType, Tensor};
 
-/// FP4 E2M1: sign, two exponent bits, one mantissa bit.
-const FP4: [f32; 16] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];
+use crate::cpu::mxfp4::FP4;
 
 /// Values of one block of 32 from its 16 bytes and scale byte.
 pub fn block(bytes: &[u8], scale: u8) -> [f32; 32] {
@@ -41,6 +42,30 @@ pub fn dequantize(src: &mut dyn TensorSource, name: &str, shape: &[usize]) -> Re
         out.extend_from_slice(&block(b, s));
     }
     Ok(Tensor::from_vec(out, shape, &candle_core::Device::Cpu)?)
+}
+
+/// The `experts` matrices `(out, in)` of `name`, packed as stored.
+pub fn packed(
+    src: &mut dyn TensorSource,
+    name: &str,
+    experts: usize,
+    out: usize,
+    inp: usize,
+) -> Result<Vec<Mxfp4Matrix>> {
+    if inp % 32 != 0 {
+        return Err(EngineError::Weights(format!("{name}: {inp} values per row are not whole MXFP4 blocks of 32")));
+    }
+    let nb = inp / 32;
+    let blocks =
+        src.raw(&format!("{name}_blocks"), &[experts, out, nb, 16], DType::U8)?.flatten_all()?.to_vec1::<u8>()?;
+    let scales = src.raw(&format!("{name}_scales"), &[experts, out, nb], DType::U8)?.flatten_all()?.to_vec1::<u8>()?;
+    let (eb, es) = (out * inp / 2, out * nb);
+    (0..experts)
+        .map(|j| {
+            Mxfp4Matrix::new(out, inp, blocks[j * eb..(j + 1) * eb].to_vec(), scales[j * es..(j + 1) * es].to_vec())
+                .map_err(|e| EngineError::Weights(format!("{name}: {e}")))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -250,6 +250,7 @@ impl EngineCore {
             prefill_attention: out.prefill_attention(),
             decode_context: out.decode_context(),
             sampled: out.sampled(),
+            experts: expert_load(&self.model.take_expert_load(), self.model.spec.moe.as_ref()),
         };
         drop(p);
         let record = StepRecord { tokens_held: self.sched.tokens_held(), ..record };
@@ -329,4 +330,19 @@ impl EngineCore {
 /// Samples each row of `logits` on the GPU with its `params` (`cuda::sample`).
 fn device_sample(logits: &Tensor, params: &[[f32; 4]]) -> Result<Vec<TokenId>> {
     Ok(cuda::sample(logits, params)?)
+}
+
+/// The step's expert load, summed over its sparse layers (`None` for dense models).
+fn expert_load(
+    layers: &[crate::moe::ExpertLoad],
+    moe: Option<&goodput_core::MoeSpec>,
+) -> Option<goodput_core::ExpertStepLoad> {
+    let m = moe?;
+    Some(goodput_core::ExpertStepLoad {
+        sparse_layers: layers.len(),
+        experts: m.num_experts,
+        assignments: layers.iter().flat_map(|l| &l.tokens).map(|&n| u64::from(n)).sum(),
+        touched: layers.iter().map(|l| l.distinct() as u64).sum(),
+        max_tokens: layers.iter().flat_map(|l| l.tokens.iter().copied()).max().unwrap_or(0),
+    })
 }

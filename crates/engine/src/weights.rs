@@ -29,6 +29,11 @@ pub trait TensorSource {
         Ok(QMatMul::Tensor(self.tensor(name, &[out, inp], Init::Std(std))?))
     }
     fn contains(&self, name: &str) -> bool;
+    /// Whether the tensors are seeded random ones (every name is there, in the layout the
+    /// published checkpoint of the family has).
+    fn is_dummy(&self) -> bool {
+        false
+    }
     /// A tensor of exactly `shape` and `dtype`, as stored (packed quantized blocks, scales),
     /// not converted to the model dtype.
     fn raw(&mut self, name: &str, _shape: &[usize], _dtype: DType) -> Result<Tensor> {
@@ -97,6 +102,23 @@ impl TensorSource for DummySource {
     }
     fn contains(&self, _name: &str) -> bool {
         true
+    }
+    fn is_dummy(&self) -> bool {
+        true
+    }
+    /// Packed MXFP4 weights: random nibbles, and scales of 2^-7 ± 1 (`*_scales`), which give
+    /// values of std ~ 0.02 (an FP4 code's RMS is ~2.9): about `1/sqrt(fan_in)` of gpt-oss's 2880.
+    fn raw(&mut self, name: &str, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        if dtype != DType::U8 {
+            return Err(EngineError::Weights(format!("dummy `{name}`: packed tensors are bytes")));
+        }
+        let n: usize = shape.iter().product();
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(name, &mut h);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed ^ std::hash::Hasher::finish(&h));
+        let scales = name.ends_with("_scales");
+        let data: Vec<u8> = (0..n).map(|_| if scales { rng.random_range(119..=121) } else { rng.random() }).collect();
+        Ok(Tensor::from_vec(data, shape, &Device::Cpu)?)
     }
 }
 

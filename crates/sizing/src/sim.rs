@@ -115,6 +115,8 @@ impl SimEngine {
             prefill_attention: p.out.prefill_attention(),
             decode_context: p.out.decode_context(),
             sampled: p.out.sampled(),
+            // The simulator's cost model has no routing (the planner's side is issue 27's).
+            experts: None,
         };
         drop(pool);
         self.steps += 1;

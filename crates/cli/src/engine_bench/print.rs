@@ -44,7 +44,8 @@ pub(super) fn print(r: &Report) {
         t.add_row(row);
     }
     println!("Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
-    let mut t = table::new(&[
+    let moe = r.decode.iter().any(|d| d.expert_share.is_some());
+    let mut head = vec![
         "batch",
         "ctx",
         "n",
@@ -58,7 +59,11 @@ pub(super) fn print(r: &Report) {
         "sched+sample",
         "floor ms",
         "of floor",
-    ]);
+    ];
+    if moe {
+        head.push("experts read");
+    }
+    let mut t = table::new(&head);
     for d in &r.decode {
         let mut row = vec![d.batch.to_string(), d.context.to_string()];
         row.extend(latency_cells(&d.step_s, 2));
@@ -69,9 +74,18 @@ pub(super) fn print(r: &Report) {
             format!("{:.2} %", d.overhead_share * 100.0),
         ]);
         row.extend(floor_cells(d.floor_s, d.of_floor));
+        if let Some(share) = d.expert_share {
+            row.push(format!("{:.0} ({:.0} %)", d.experts_touched.unwrap_or(0.0), share * 100.0));
+        }
         t.add_row(row);
     }
     println!("Decode step\n{t}");
+    if moe {
+        println!(
+            "experts: (layer, expert) weight sets a decode step read (mean) and their share of all routed experts; \
+             the step's bytes and floor count those experts only"
+        );
+    }
     println!(
         "weights read per step: {}; KV per token: {}",
         table::bytes(r.weight_bytes_per_step),

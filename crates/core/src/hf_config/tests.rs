@@ -112,6 +112,10 @@ fn parameters_and_kv_of_the_2026_models() {
     // Mixtral: one expert is 3 × 4096 × 14336.
     assert_eq!(c.get("mixtral-8x7b").unwrap().expert_params(), 3 * 4096 * 14336);
     assert_eq!(ds.sparse_layers(), 58);
+    // Counted, not iterated: the listed dense layer is not counted.
+    let q = c.get("tiny-qwen3-moe").unwrap();
+    assert_eq!(q.sparse_layers(), (0..q.num_layers).filter(|&i| q.is_sparse(i)).count());
+    assert_eq!(q.sparse_layers(), 3);
 }
 
 /// What the families' configs may not say, refused by the key's name.

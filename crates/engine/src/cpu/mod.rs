@@ -11,6 +11,7 @@
 pub mod bf16;
 pub mod bf16_dot;
 pub(crate) mod common;
+pub mod mxfp4;
 pub mod paged_attention;
 pub mod simd;
 pub mod skinny;

@@ -32,6 +32,20 @@ pub fn dot<T: Lane>(a: &[f32], b: &[T]) -> f32 {
     dot_scalar(a, b)
 }
 
+/// Four dot products of `a[0..4]` with one f32 row `b` (all `b.len()` long): each chunk of `b`
+/// loaded once for the four, the four sums reduced together (attention's scores of a query
+/// group against one key).
+#[inline]
+pub fn dot4(a: [&[f32]; 4], b: &[f32]) -> [f32; 4] {
+    debug_assert!(a.iter().all(|x| x.len() == b.len()));
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: AVX2 and FMA were detected at run time; every slice holds b.len() values.
+        return unsafe { x86::dot4_avx2(a, b) };
+    }
+    a.map(|x| dot_scalar(x, b))
+}
+
 /// y[i] += alpha·x[i], `x` in f32 or in bf16 (raw bits, `u16`).
 #[inline]
 pub fn axpy<T: Lane>(alpha: f32, x: &[T], y: &mut [f32]) {
@@ -153,6 +167,35 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot4_avx2(a: [&[f32]; 4], b: &[f32]) -> [f32; 4] {
+        let n = b.len();
+        let pb = b.as_ptr();
+        let p = a.map(|x| x.as_ptr());
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 8 <= n {
+            // SAFETY: i + 8 <= n and every slice holds n values.
+            unsafe {
+                let vb = _mm256_loadu_ps(pb.add(i));
+                for (acc, p) in acc.iter_mut().zip(&p) {
+                    *acc = _mm256_fmadd_ps(_mm256_loadu_ps(p.add(i)), vb, *acc);
+                }
+            }
+            i += 8;
+        }
+        // [a0+a1, a2+a3, b0+b1, b2+b3 | …] twice, then once more: [Σa, Σb, Σc, Σd] per half.
+        let h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+        let s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        let mut out = [0f32; 4];
+        // SAFETY: out holds 4 f32.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), s) };
+        for (o, x) in out.iter_mut().zip(a) {
+            *o += x[i..].iter().zip(&b[i..]).map(|(x, y)| x * y).sum::<f32>();
+        }
+        out
+    }
+
+    #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn axpy_avx2<T: Lane>(alpha: f32, x: &[T], y: &mut [f32]) {
         let n = x.len();
         let va = _mm256_set1_ps(alpha);
@@ -189,6 +232,19 @@ mod tests {
             axpy(0.5, &a, &mut y);
             for i in 0..n {
                 assert!((y[i] - (b[i] + 0.5 * a[i])).abs() < 1e-6);
+            }
+        }
+    }
+
+    #[test]
+    fn dot4_is_four_dots() {
+        for n in [1, 7, 8, 16, 64, 100, 576] {
+            let rows: Vec<Vec<f32>> =
+                (0..4).map(|r| (0..n).map(|i| ((i * 7 + r) as f32 * 0.37).sin()).collect()).collect();
+            let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            let got = dot4([&rows[0], &rows[1], &rows[2], &rows[3]], &b);
+            for r in 0..4 {
+                assert!((got[r] - dot(&rows[r], &b)).abs() < 1e-4, "n={n} row {r}");
             }
         }
     }
