@@ -421,8 +421,9 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     let bw = (!a.no_bandwidth && core.model.device.is_cpu()).then(measure_read_bandwidth);
     let tps = |b: usize| decode.iter().find(|d| d.batch == b).map(|d| d.tokens_per_s);
     let ratio = tps(16).zip(tps(1)).map(|(x, y)| x / y);
+    // The bytes the step read: a MoE step's touched experts, not all of them.
     let util =
-        bw.zip(decode.iter().find(|d| d.batch == 1)).map(|(bw, d)| c.weight_bytes as f64 / d.step_s.p50 / 1e9 / bw);
+        bw.zip(decode.iter().find(|d| d.batch == 1)).map(|(bw, d)| d.bytes_per_step as f64 / d.step_s.p50 / 1e9 / bw);
     let roofline = roofline(&core.model, bw);
     let (graph_probe, step_profile) = cuda_probes(&core.model, &a)?;
     let (mut prefill, mut decode) = (prefill, decode);

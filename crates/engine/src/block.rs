@@ -88,6 +88,7 @@ impl StepCtx<'_> {
 impl Layer {
     /// The Llama block's parts, when this layer is one (no norms on q/k, no sinks or window,
     /// no bias on o, a dense MLP): what goodput's CUDA step runs.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn llama(&self) -> Option<(&Gqa, &Mlp)> {
         match (&self.attn, &self.ffn) {
             (Attn::Gqa(a), Ffn::Dense(m))

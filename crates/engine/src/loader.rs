@@ -116,8 +116,19 @@ pub fn parse_dtype(s: &str) -> Result<DType> {
     }
 }
 
+/// Bytes the weights take once loaded: gpt-oss's routed experts stay MXFP4 (4.25 bits a
+/// weight: a nibble, and a scale byte per 32), everything else in `dtype`.
+fn loaded_bytes(spec: &ModelSpec, dtype: DType) -> u64 {
+    let all = spec.weight_bytes(dtype.size_in_bytes());
+    if spec.architecture != goodput_core::Architecture::GptOss {
+        return all;
+    }
+    let experts = spec.params().routed_experts;
+    all - experts * dtype.size_in_bytes() as u64 + experts * 17 / 32
+}
+
 fn check_fits(spec: &ModelSpec, dtype: DType, device: &Device) -> Result<()> {
-    let bytes = spec.weight_bytes(dtype.size_in_bytes());
+    let bytes = loaded_bytes(spec, dtype);
     if let (true, Some(avail)) = (device.is_cpu(), mem_available()) {
         if bytes > avail {
             return Err(EngineError::Config(format!(

@@ -27,7 +27,7 @@ pub fn block(bytes: &[u8], scale: u8) -> [f32; 32] {
 /// scales, in f32.
 pub fn dequantize(src: &mut dyn TensorSource, name: &str, shape: &[usize]) -> Result<Tensor> {
     let inner = *shape.last().ok_or_else(|| EngineError::Weights(format!("{name}: no shape")))?;
-    if inner % 32 != 0 {
+    if !inner.is_multiple_of(32) {
         return Err(EngineError::Weights(format!("{name}: {inner} values per row are not whole MXFP4 blocks of 32")));
     }
     let rows: usize = shape[..shape.len() - 1].iter().product();
@@ -52,7 +52,7 @@ pub fn packed(
     out: usize,
     inp: usize,
 ) -> Result<Vec<Mxfp4Matrix>> {
-    if inp % 32 != 0 {
+    if !inp.is_multiple_of(32) {
         return Err(EngineError::Weights(format!("{name}: {inp} values per row are not whole MXFP4 blocks of 32")));
     }
     let nb = inp / 32;

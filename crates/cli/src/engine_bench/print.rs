@@ -44,48 +44,7 @@ pub(super) fn print(r: &Report) {
         t.add_row(row);
     }
     println!("Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
-    let moe = r.decode.iter().any(|d| d.expert_share.is_some());
-    let mut head = vec![
-        "batch",
-        "ctx",
-        "n",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "stddev ms",
-        "tokens/s",
-        "GB/s",
-        "GFLOP/s",
-        "sched+sample",
-        "floor ms",
-        "of floor",
-    ];
-    if moe {
-        head.push("experts read");
-    }
-    let mut t = table::new(&head);
-    for d in &r.decode {
-        let mut row = vec![d.batch.to_string(), d.context.to_string()];
-        row.extend(latency_cells(&d.step_s, 2));
-        row.extend([
-            table::f(d.tokens_per_s, 1),
-            table::f(d.gbytes_per_s, 2),
-            table::f(d.gflops_per_s, 1),
-            format!("{:.2} %", d.overhead_share * 100.0),
-        ]);
-        row.extend(floor_cells(d.floor_s, d.of_floor));
-        if let Some(share) = d.expert_share {
-            row.push(format!("{:.0} ({:.0} %)", d.experts_touched.unwrap_or(0.0), share * 100.0));
-        }
-        t.add_row(row);
-    }
-    println!("Decode step\n{t}");
-    if moe {
-        println!(
-            "experts: (layer, expert) weight sets a decode step read (mean) and their share of all routed experts; \
-             the step's bytes and floor count those experts only"
-        );
-    }
+    print_decode(r);
     println!(
         "weights read per step: {}; KV per token: {}",
         table::bytes(r.weight_bytes_per_step),
@@ -125,7 +84,7 @@ pub(super) fn print(r: &Report) {
         println!("machine read bandwidth (measured, best of 5 over 512 MiB): {bw:.1} GB/s");
     }
     if let Some(u) = r.batch1_bandwidth_utilisation {
-        println!("decode at batch 1: weight bytes / step time = {:.0} % of that bandwidth", u * 100.0);
+        println!("decode at batch 1: bytes read (weights and KV) / step time = {:.0} % of that bandwidth", u * 100.0);
     }
     if let Some(x) = r.batch16_over_batch1_throughput {
         println!("decode throughput batch 16 / batch 1: {x:.2}x");
@@ -177,4 +136,50 @@ fn print_profile(p: &goodput_engine::cuda::StepTiming) {
     }
     println!("{t}");
     println!("sum of ops: {:.1} µs", p.total_us);
+}
+
+/// The decode table (with the experts a step read, for MoE models).
+fn print_decode(r: &Report) {
+    let moe = r.decode.iter().any(|d| d.expert_share.is_some());
+    let mut head = vec![
+        "batch",
+        "ctx",
+        "n",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "stddev ms",
+        "tokens/s",
+        "GB/s",
+        "GFLOP/s",
+        "sched+sample",
+        "floor ms",
+        "of floor",
+    ];
+    if moe {
+        head.push("experts read");
+    }
+    let mut t = table::new(&head);
+    for d in &r.decode {
+        let mut row = vec![d.batch.to_string(), d.context.to_string()];
+        row.extend(latency_cells(&d.step_s, 2));
+        row.extend([
+            table::f(d.tokens_per_s, 1),
+            table::f(d.gbytes_per_s, 2),
+            table::f(d.gflops_per_s, 1),
+            format!("{:.2} %", d.overhead_share * 100.0),
+        ]);
+        row.extend(floor_cells(d.floor_s, d.of_floor));
+        if let Some(share) = d.expert_share {
+            row.push(format!("{:.0} ({:.0} %)", d.experts_touched.unwrap_or(0.0), share * 100.0));
+        }
+        t.add_row(row);
+    }
+    println!("Decode step\n{t}");
+    if moe {
+        println!(
+            "experts: (layer, expert) weight sets a decode step read (mean) and their share of all routed experts; \
+             the step's bytes and floor count those experts only"
+        );
+    }
 }

@@ -25,7 +25,7 @@ const ROWS_PER_TASK: usize = 16;
 impl Mxfp4Matrix {
     /// Checks the sizes: `k` a multiple of 32, `n·k/2` bytes and `n·k/32` scales.
     pub fn new(n: usize, k: usize, blocks: Vec<u8>, scales: Vec<u8>) -> Result<Self, String> {
-        if k % 32 != 0 || blocks.len() != n * k / 2 || scales.len() != n * k / 32 {
+        if !k.is_multiple_of(32) || blocks.len() != n * k / 2 || scales.len() != n * k / 32 {
             return Err(format!(
                 "MXFP4 matrix ({n}, {k}): {} bytes and {} scales do not make whole blocks of 32",
                 blocks.len(),
