@@ -243,11 +243,9 @@ impl Gqa {
         if fuse_parts {
             g.qkv = fuse([&mut g.q, &mut g.k, &mut g.v])?;
         }
-        if src_is_cpu(&g.q) {
-            match g.qkv.as_mut() {
-                Some(f) => pack(&mut [f, &mut g.o])?,
-                None => pack(&mut [&mut g.q, &mut g.k, &mut g.v, &mut g.o])?,
-            }
+        match g.qkv.as_mut() {
+            Some(f) => pack(&mut [f, &mut g.o])?,
+            None => pack(&mut [&mut g.q, &mut g.k, &mut g.v, &mut g.o])?,
         }
         Ok(g)
     }
@@ -275,21 +273,12 @@ impl Gqa {
 }
 
 /// Packs the linears a step multiplies by for `vdpbf16ps` ([`Linear::pack`]; a no-op but for
-/// bf16 weights on CPUs with AVX-512 BF16).
+/// bf16 weights on a CPU with AVX-512 BF16, whatever the device).
 fn pack(ls: &mut [&mut Linear]) -> Result<()> {
     for l in ls {
         l.pack()?;
     }
     Ok(())
-}
-
-fn src_is_cpu(l: &Linear) -> bool {
-    match &l.w {
-        candle_core::quantized::QMatMul::Tensor(w) | candle_core::quantized::QMatMul::TensorF16(w) => {
-            w.device().is_cpu()
-        }
-        candle_core::quantized::QMatMul::QTensor(q) => q.device().is_cpu(),
-    }
 }
 
 impl Mlp {
@@ -303,11 +292,9 @@ impl Mlp {
         if fuse_parts {
             m.gate_up = fuse([&mut m.gate, &mut m.up])?;
         }
-        if src_is_cpu(&m.down) {
-            match m.gate_up.as_mut() {
-                Some(f) => pack(&mut [f, &mut m.down])?,
-                None => pack(&mut [&mut m.gate, &mut m.up, &mut m.down])?,
-            }
+        match m.gate_up.as_mut() {
+            Some(f) => pack(&mut [f, &mut m.down])?,
+            None => pack(&mut [&mut m.gate, &mut m.up, &mut m.down])?,
         }
         Ok(m)
     }

@@ -1,48 +1,14 @@
-//! gpt-oss's MXFP4 expert weights, dequantized at load: `{name}_blocks` (u8, `(…, in / 32, 16)`:
+//! gpt-oss's MXFP4 expert weights, read as stored: `{name}_blocks` (u8, `(…, in / 32, 16)`:
 //! 32 FP4 E2M1 values per block, two per byte, the even element in the low nibble) and
 //! `{name}_scales` (u8, `(…, in / 32)`: E8M0, the power of two `scale − 127`), as
 //! openai/gpt-oss-20b stores them and transformers' `convert_moe_packed_tensors` reads them.
-//! The engine keeps them packed and multiplies in place (`cpu/mxfp4.rs`); [`dequantize`]
-//! expands them, for the comparison.
+//! The engine keeps them packed and multiplies in place (`cpu/mxfp4.rs`, whose
+//! `Mxfp4Matrix::decode_row` is the one decoder).
 
 use crate::cpu::mxfp4::Mxfp4Matrix;
 use crate::error::{EngineError, Result};
 use crate::weights::TensorSource;
-use candle_core::{DType, Tensor};
-
-use crate::cpu::mxfp4::FP4;
-
-/// Values of one block of 32 from its 16 bytes and scale byte.
-pub fn block(bytes: &[u8], scale: u8) -> [f32; 32] {
-    let f = 2f32.powi(i32::from(scale) - 127);
-    let mut out = [0f32; 32];
-    for (i, &b) in bytes.iter().enumerate().take(16) {
-        out[2 * i] = FP4[usize::from(b & 0x0f)] * f;
-        out[2 * i + 1] = FP4[usize::from(b >> 4)] * f;
-    }
-    out
-}
-
-/// The tensor `name` of `shape` (`(…, out, in)`, `in` a multiple of 32) from its blocks and
-/// scales, in f32.
-pub fn dequantize(src: &mut dyn TensorSource, name: &str, shape: &[usize]) -> Result<Tensor> {
-    let inner = *shape.last().ok_or_else(|| EngineError::Weights(format!("{name}: no shape")))?;
-    if !inner.is_multiple_of(32) {
-        return Err(EngineError::Weights(format!("{name}: {inner} values per row are not whole MXFP4 blocks of 32")));
-    }
-    let rows: usize = shape[..shape.len() - 1].iter().product();
-    let nb = inner / 32;
-    let mut bshape = shape[..shape.len() - 1].to_vec();
-    bshape.extend([nb, 16]);
-    let blocks = src.raw(&format!("{name}_blocks"), &bshape, DType::U8)?.flatten_all()?.to_vec1::<u8>()?;
-    let scales =
-        src.raw(&format!("{name}_scales"), &bshape[..bshape.len() - 1], DType::U8)?.flatten_all()?.to_vec1::<u8>()?;
-    let mut out = Vec::with_capacity(rows * inner);
-    for (b, &s) in blocks.chunks_exact(16).zip(&scales) {
-        out.extend_from_slice(&block(b, s));
-    }
-    Ok(Tensor::from_vec(out, shape, &candle_core::Device::Cpu)?)
-}
+use candle_core::DType;
 
 /// The `experts` matrices `(out, in)` of `name`, packed as stored.
 pub fn packed(
@@ -76,12 +42,17 @@ mod tests {
     /// 0xF8 holds −0 (code 8) and −6 (code 15); scale 128 doubles them, 125 divides by 4.
     #[test]
     fn nibbles_and_scales_by_hand() {
-        let mut bytes = [0u8; 16];
+        let mut bytes = vec![0u8; 16];
         bytes[0] = 0x21;
         bytes[1] = 0xF8;
-        let v = block(&bytes, 128);
-        assert_eq!(&v[..4], &[1.0, 2.0, -0.0, -12.0]);
-        assert_eq!(block(&bytes, 127)[0], 0.5);
-        assert_eq!(block(&bytes, 125)[1], 0.25);
+        let block = |scale: u8| {
+            let m = Mxfp4Matrix::new(1, 32, bytes.clone(), vec![scale]).unwrap();
+            let mut row = vec![0f32; 32];
+            m.decode_row(0, &mut row);
+            row
+        };
+        assert_eq!(&block(128)[..4], &[1.0, 2.0, -0.0, -12.0]);
+        assert_eq!(block(127)[0], 0.5);
+        assert_eq!(block(125)[1], 0.25);
     }
 }
