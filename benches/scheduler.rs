@@ -12,18 +12,25 @@ use std::time::{Duration, Instant};
 fn scheduler(c: &mut Criterion) {
     let mut g = c.benchmark_group("scheduler_step");
     g.sample_size(30).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
-    for (seqs, caching) in [(256usize, false), (256, true), (64, false)] {
-        let name = format!("{seqs}_seqs{}", if caching { "_prefix_cache" } else { "" });
+    // `hybrid`: gpt-oss's KV-cache groups, one sliding (window 128) and one full.
+    for (seqs, caching, hybrid) in [(256usize, false, false), (256, true, false), (64, false, false), (256, true, true)] {
+        let name = format!(
+            "{seqs}_seqs{}{}",
+            if caching { "_prefix_cache" } else { "" },
+            if hybrid { "_sliding_and_full" } else { "" }
+        );
+        let group_windows = if hybrid { vec![Some(128), None] } else { vec![None] };
         g.bench_function(BenchmarkId::new("decode", name), |b| {
             b.iter_custom(|iters| {
                 let cfg = SchedulerConfig {
                     max_num_batched_tokens: 8192,
                     max_num_seqs: seqs,
-                    num_blocks: seqs * (128 + iters as usize + 16).div_ceil(16) + 8,
+                    num_blocks: group_windows.len() * seqs * (128 + iters as usize + 16).div_ceil(16) + 8,
                     block_size: 16,
                     enable_prefix_caching: caching,
                     max_model_len: 1 << 20,
                     eos_token_id: Some(2),
+                    group_windows: group_windows.clone(),
                 };
                 let mut s = Scheduler::new(cfg).unwrap();
                 for id in 0..seqs as u64 {

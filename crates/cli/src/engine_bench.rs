@@ -8,7 +8,7 @@ use crate::args::ModelArgs;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use goodput_core::{Clock, SamplingParams, StepRecord};
-use goodput_engine::{AttentionImpl, EngineConfig, EngineCore, Llama};
+use goodput_engine::{AttentionImpl, EngineConfig, EngineCore, Llama, PartTimes};
 use goodput_metrics::engine::step_time;
 use goodput_metrics::Summary;
 use goodput_report::console as table;
@@ -16,7 +16,9 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::path::PathBuf;
 
+mod parts;
 mod print;
+use parts::PartsRow;
 use print::print;
 
 #[derive(Clone, Copy, Debug, ValueEnum, Serialize)]
@@ -95,6 +97,8 @@ struct PrefillRow {
     floor_s: Option<f64>,
     /// floor_s / p50: 1 is at the roofline.
     of_floor: Option<f64>,
+    /// Attention, dense MLP and MoE layers apart (CPU).
+    parts: Option<PartsRow>,
     #[serde(skip)]
     flops: f64,
 }
@@ -121,6 +125,8 @@ struct DecodeRow {
     experts_touched: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     expert_share: Option<f64>,
+    /// Attention, dense MLP and MoE layers apart (CPU).
+    parts: Option<PartsRow>,
 }
 
 /// What the figures are held against: the device's memory bandwidth and dense peak.
@@ -166,11 +172,15 @@ fn unique_prompt(rng: &mut rand::rngs::SmallRng, len: usize, vocab: usize) -> Ve
     (0..len).map(|_| rng.random_range(3..vocab as u32)).collect()
 }
 
-/// Attention FLOPs of `q` new tokens at the end of a context of `ctx` (QKᵀ and AV).
+/// Attention FLOPs of `q` new tokens at the end of a context of `ctx` (QKᵀ and AV; a sliding
+/// layer's queries see only their window).
 fn attn_flops(m: &Llama, q: usize, ctx: usize) -> f64 {
     let s = &m.spec;
-    let visible: f64 = (0..q).map(|i| (ctx - q + i + 1) as f64).sum();
-    4.0 * s.num_layers as f64 * s.num_heads as f64 * s.head_dim() as f64 * visible
+    let visible = |w: Option<usize>| -> f64 {
+        (0..q).map(|i| (ctx - q + i + 1).min(w.unwrap_or(usize::MAX)) as f64).sum()
+    };
+    let per_layer = 4.0 * s.num_heads as f64 * s.head_dim() as f64;
+    s.kv_groups().iter().map(|g| g.layers.len() as f64 * per_layer * visible(g.window)).sum()
 }
 
 /// Best-of-5 parallel read bandwidth over a 512 MiB buffer, in GB/s.
@@ -238,7 +248,9 @@ fn sizes(a: &mut BenchArgs, spec: &goodput_core::ModelSpec) -> Result<Sizes> {
         );
     }
     let bs = a.block_size;
-    let blocks = (max_b * decode_len.div_ceil(bs)).max((max_prompt + 1).div_ceil(bs)) + 2;
+    // A block table per KV-cache group (gpt-oss: a sliding and a full one).
+    let groups = spec.kv_groups().len();
+    let blocks = groups * (max_b * decode_len.div_ceil(bs)).max((max_prompt + 1).div_ceil(bs)) + 2;
     Ok(Sizes { max_b, max_prompt, max_len, blocks })
 }
 
@@ -260,7 +272,7 @@ fn bench_prefill(
     let vocab = core.model.spec.vocab_size.min(u32::MAX as usize);
     let mut prefill = Vec::new();
     for &len in &a.prompt_lens {
-        let mut lat = Vec::new();
+        let (mut lat, mut parts) = (Vec::new(), Vec::new());
         for r in 0..a.warmup + a.repeats {
             let now = core.clock().now();
             core.add_request(r as u64, unique_prompt(rng, len, vocab), SamplingParams::greedy_exact(1), now)?;
@@ -268,8 +280,10 @@ fn bench_prefill(
             if out.record.prefill_tokens != len || core.has_work() {
                 bail!("prefill of {len} tokens did not run as one step");
             }
+            let part_times = core.model.take_part_times();
             if r >= a.warmup {
                 lat.push(step_time(&out.record));
+                parts.extend(part_times.map(|p| (step_time(&out.record), p)));
             }
         }
         let s = Summary::of(&lat).expect("repeats ≥ 1");
@@ -282,21 +296,23 @@ fn bench_prefill(
             latency_s: s,
             floor_s: None,
             of_floor: None,
+            parts: PartsRow::of(&parts, None),
             flops,
         });
     }
     Ok(prefill)
 }
 
-/// The timed decode steps of one repeat at batch `b`: `b` requests prefilled, then steps that
-/// decode exactly `b` sequences (after `a.warmup` untimed ones).
+/// The timed decode steps of one repeat at batch `b` (with their layer parts' times, on the
+/// CPU): `b` requests prefilled, then steps that decode exactly `b` sequences (after
+/// `a.warmup` untimed ones).
 fn decode_repeat(
     core: &mut EngineCore,
     a: &BenchArgs,
     b: usize,
     next_id: &mut u64,
     rng: &mut rand::rngs::SmallRng,
-) -> Result<Vec<StepRecord>> {
+) -> Result<Vec<(StepRecord, Option<PartTimes>)>> {
     let vocab = core.model.spec.vocab_size.min(u32::MAX as usize);
     for _ in 0..b {
         let now = core.clock().now();
@@ -305,13 +321,14 @@ fn decode_repeat(
         *next_id += 1;
     }
     let mut decode_steps_seen = 0;
-    let mut timed: Vec<StepRecord> = Vec::new();
+    let mut timed = Vec::new();
     while timed.len() < a.decode_steps {
         let Some(out) = core.step()? else { bail!("decode batch {b}: nothing scheduled") };
+        let parts = core.model.take_part_times();
         if out.record.prefill_tokens == 0 && out.record.decode_seqs == b {
             decode_steps_seen += 1;
             if decode_steps_seen > a.warmup {
-                timed.push(out.record);
+                timed.push((out.record, parts));
             }
         } else if decode_steps_seen > 0 {
             bail!("decode batch {b}: a step ran {} sequences", out.record.num_seqs);
@@ -331,13 +348,14 @@ fn bench_decode(
     let mut decode = Vec::new();
     let mut next_id = 1_000_000u64;
     for &b in &a.batch_sizes {
-        let (mut lat, mut overhead, mut experts) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut lat, mut overhead, mut experts, mut parts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..a.repeats {
-            for r in decode_repeat(core, a, b, &mut next_id, rng)? {
+            for (r, p) in decode_repeat(core, a, b, &mut next_id, rng)? {
                 let t = step_time(&r);
                 lat.push(t);
                 overhead.push((r.schedule_s + r.sample_s) / t);
                 experts.extend(r.experts);
+                parts.extend(p.map(|p| (t, p)));
             }
         }
         let s = Summary::of(&lat).expect("steps ≥ 1");
@@ -347,7 +365,9 @@ fn bench_decode(
         };
         let touched = (!experts.is_empty()).then(|| mean(&|e| e.touched as f64));
         let weights = touched.map_or(c.weight_bytes, |t| core.model.weight_bytes_touching(t) as u64);
-        let bytes = weights + (b * ctx) as u64 * c.kv_per_token;
+        // A sliding layer reads only its window of each sequence's K/V.
+        let kv_dtype = core.kv_dtype().size_in_bytes();
+        let bytes = weights + b as u64 * core.model.spec.kv_bytes_for_context(ctx, kv_dtype);
         let flops = 2.0 * (c.layer_macs + c.head_macs) * b as f64 + b as f64 * attn_flops(&core.model, 1, ctx);
         eprintln!("  decode batch {b}: p50 {:.2} ms", s.p50 * 1e3);
         decode.push(DecodeRow {
@@ -363,6 +383,7 @@ fn bench_decode(
             of_floor: None,
             experts_touched: touched,
             expert_share: touched.map(|_| mean(&|e| e.touched_share())),
+            parts: PartsRow::of(&parts, touched.map(|t| t * core.model.routed_expert_bytes().0 as f64)),
         });
     }
     let p = core.scheduler().pool();
@@ -383,6 +404,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     }
     goodput_engine::cuda::set_pdl(!a.no_pdl);
     let mut loaded = a.model.load(z.max_len)?;
+    loaded.model.time_parts = loaded.model.device.is_cpu();
     loaded.model.attention = match a.attention {
         Attention::Paged => AttentionImpl::Paged,
         Attention::Gather => AttentionImpl::Gather,

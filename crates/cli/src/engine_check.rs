@@ -221,11 +221,9 @@ fn greedy(mut cpu: Llama, mut dev: Llama, a: &CheckArgs) -> Result<Vec<GreedyRes
 
 /// Logits `(len, vocab)` of every position of `tokens`, in one prefill step.
 fn all_logits(m: &Llama, tokens: &[TokenId]) -> Result<Vec<Vec<f32>>> {
-    let blocks = tokens.len().div_ceil(BLOCK) + 1;
-    let kv = KvCache::new(&m.spec, blocks, BLOCK, m.dtype, &m.device)?;
-    let table: Vec<u32> = (1..blocks as u32).collect();
+    let (kv, tables) = KvCache::for_one_sequence(&m.spec, tokens.len(), BLOCK, m.dtype, &m.device)?;
     let mut batch = StepBatch::new(BLOCK);
-    batch.push(tokens, 0, &table, true);
+    batch.push(tokens, 0, &tables, true);
     batch.sample_rows = (0..tokens.len() as u32).collect();
     Ok(Llama::logits_rows(&m.forward(&batch, &kv)?)?)
 }

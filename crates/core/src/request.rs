@@ -180,6 +180,20 @@ pub struct StepRecord {
     /// The routed experts the step used (MoE models only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experts: Option<ExpertStepLoad>,
+    /// The KV blocks held after the step by each kind of layer group, for models whose layers
+    /// keep their K/V differently (full layers every position, sliding ones their window).
+    /// `blocks_used` is their sum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_by_kind: Option<KvBlocksByKind>,
+}
+
+/// KV blocks held by the block tables of each kind of layer group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvBlocksByKind {
+    /// Groups of full-attention (or latent) layers: every position.
+    pub full: usize,
+    /// Groups of sliding-window layers: the blocks their windows still see.
+    pub sliding: usize,
 }
 
 /// What one step's routing did, summed over the sparse layers: how many expert weight sets

@@ -215,3 +215,66 @@ impl ModelSpec {
         narrow(sum(&[wide(kv.full, context), wide(kv.latent, context), wide(kv.sliding, window)]))
     }
 }
+
+/// Layers that share one block table in the paged KV pool: the same kind (full, or one
+/// sliding window) and as many layers as every other group, so one pool block holds the same
+/// bytes whichever group owns it (vLLM's hybrid KV-cache manager: a gpt-oss block holds 12
+/// sliding layers' K/V for a sliding group's table, or 12 full layers' for a full one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KvGroup {
+    /// The window its layers attend over; `None` for full attention (and MLA's latent).
+    pub window: Option<usize>,
+    /// Its layers, ascending. The `j`-th of them uses the pool's `j`-th tensor.
+    pub layers: Vec<usize>,
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+impl ModelSpec {
+    /// The model's KV-cache groups, ordered by their first layer. Layers of one kind are cut
+    /// into groups of `g` = the gcd of the kinds' layer counts: a uniform model is one group
+    /// of all its layers; gpt-oss (12 sliding + 12 full) is two groups of 12.
+    pub fn kv_groups(&self) -> Vec<KvGroup> {
+        let mut kinds: Vec<(Option<usize>, Vec<usize>)> = Vec::new();
+        for l in 0..self.num_layers {
+            let w = self.window(l);
+            match kinds.iter_mut().find(|(k, _)| *k == w) {
+                Some((_, layers)) => layers.push(l),
+                None => kinds.push((w, vec![l])),
+            }
+        }
+        let size = self.kv_group_size();
+        let mut groups: Vec<KvGroup> = kinds
+            .iter()
+            .flat_map(|(w, ls)| ls.chunks(size).map(|c| KvGroup { window: *w, layers: c.to_vec() }))
+            .collect();
+        groups.sort_by_key(|g| g.layers[0]);
+        groups
+    }
+
+    /// Layers per KV-cache group: the gcd of the layer counts of each kind (all the layers of a
+    /// uniform model, counted without walking them).
+    pub fn kv_group_size(&self) -> usize {
+        match &self.layer_types {
+            Some(t) if self.sliding_window.is_some() => {
+                let sliding = t.iter().filter(|&&k| k == LayerKind::Sliding).count();
+                gcd(sliding, t.len() - sliding).max(1)
+            }
+            _ => self.num_layers.max(1),
+        }
+    }
+
+    /// Bytes one block of `block_size` slots takes in the pool: the K/V (or latent) of one
+    /// group's layers for `block_size` tokens.
+    pub fn kv_block_bytes(&self, block_size: usize, dtype_bytes: usize) -> u64 {
+        let layers = self.kv_group_size();
+        let per_layer = self.kv_values_per_layer().saturating_mul(dtype_bytes as u128);
+        narrow(per_layer.saturating_mul(layers as u128).saturating_mul(block_size as u128))
+    }
+}

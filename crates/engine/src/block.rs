@@ -63,7 +63,6 @@ pub(crate) struct StepCtx<'a> {
     pub spec: &'a ModelSpec,
     pub cos: &'a Tensor,
     pub sin: &'a Tensor,
-    pub meta: &'a AttnMeta,
     pub attention: AttentionImpl,
     pub interleaved: bool,
 }
@@ -77,12 +76,33 @@ impl StepCtx<'_> {
         rope::apply(x, self.cos, self.sin, self.interleaved)
     }
 
-    pub(crate) fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, opts: &AttnOpts) -> Result<Tensor> {
+    pub(crate) fn attend(&self, q: &Tensor, kv: &LayerKv, v: &Tensor, opts: &AttnOpts) -> Result<Tensor> {
         Ok(match self.attention {
-            AttentionImpl::Paged => paged_attention(q, k, v, self.meta, opts)?,
-            AttentionImpl::Gather => gather_attention(q, k, v, self.meta, opts)?,
+            AttentionImpl::Paged => paged_attention(q, kv.k, v, kv.meta, opts)?,
+            AttentionImpl::Gather => gather_attention(q, kv.k, v, kv.meta, opts)?,
         })
     }
+}
+
+/// Seconds one step spent in each part of its layers, summed over them (on the CPU, where
+/// the forward is synchronous; [`crate::Llama::time_parts`]). The rest of the step (the
+/// embedding, final norm and LM head, scheduling, sampling) is not in it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct PartTimes {
+    /// Norm, projections, RoPE, the KV write and attention, of every layer.
+    pub attention_s: f64,
+    /// Norm and MLP of the dense layers.
+    pub dense_mlp_s: f64,
+    /// Norm, router, routed and shared experts of the sparse layers.
+    pub moe_s: f64,
+}
+
+/// A layer's place in the paged pool: its K and V pools (MLA's one latent pool is both) and
+/// the step's map into them for the layer's KV-cache group.
+pub(crate) struct LayerKv<'a> {
+    pub k: &'a Tensor,
+    pub v: &'a Tensor,
+    pub meta: &'a AttnMeta,
 }
 
 impl Layer {
@@ -100,31 +120,18 @@ impl Layer {
         }
     }
 
-    /// The residual stream after this layer, its new K/V (or latent rows) written to `pools`
-    /// (K and V; MLA's one latent pool is both).
+    /// The residual stream after this layer, its new K/V (or latent rows) written to its pools;
+    /// the time of its parts added to `times` when given.
     pub(crate) fn forward(
         &self,
         x: &Tensor,
         ctx: &StepCtx,
-        pools: (&Tensor, &Tensor),
+        kv: &LayerKv,
+        times: Option<&mut PartTimes>,
     ) -> Result<(Tensor, Option<ExpertLoad>)> {
-        let t = x.dim(0)?;
-        let h = ctx.rms_norm(x, &self.attn_norm)?;
-        let a = match &self.attn {
-            Attn::Gqa(g) => {
-                let (q, k, v) = g.qkv(&h, ctx)?;
-                write_kv(pools.0, pools.1, &k, &v, ctx.meta)?;
-                let a = ctx.attend(&q, pools.0, pools.1, &g.opts)?;
-                g.o.forward(&a.reshape((t, ()))?)?
-            }
-            Attn::Mla(m) => {
-                let rows = m.rows(&h, &|x| ctx.rope(x))?;
-                write_rows(pools.0, &rows.cache, ctx.meta)?;
-                let o_lat = ctx.attend(&m.absorbed_queries(&rows)?, pools.0, pools.0, &m.opts(ctx.spec))?;
-                m.output(&o_lat)?
-            }
-        };
-        let x = (x + a)?;
+        let start = std::time::Instant::now();
+        let x = self.attention(x, ctx, kv)?;
+        let mid = std::time::Instant::now();
         let h = ctx.rms_norm(&x, &self.mlp_norm)?;
         let (y, load) = match &self.ffn {
             Ffn::Dense(m) => (m.forward(&h)?, None),
@@ -133,7 +140,36 @@ impl Layer {
                 (y, Some(load))
             }
         };
+        if let Some(t) = times {
+            t.attention_s += mid.duration_since(start).as_secs_f64();
+            let ffn = mid.elapsed().as_secs_f64();
+            match self.ffn {
+                Ffn::Dense(_) => t.dense_mlp_s += ffn,
+                Ffn::Moe(_) => t.moe_s += ffn,
+            }
+        }
         Ok(((x + y)?, load))
+    }
+
+    /// The residual stream after the attention half of the layer.
+    fn attention(&self, x: &Tensor, ctx: &StepCtx, kv: &LayerKv) -> Result<Tensor> {
+        let t = x.dim(0)?;
+        let h = ctx.rms_norm(x, &self.attn_norm)?;
+        let a = match &self.attn {
+            Attn::Gqa(g) => {
+                let (q, k, v) = g.qkv(&h, ctx)?;
+                write_kv(kv.k, kv.v, &k, &v, kv.meta)?;
+                let a = ctx.attend(&q, kv, kv.v, &g.opts)?;
+                g.o.forward(&a.reshape((t, ()))?)?
+            }
+            Attn::Mla(m) => {
+                let rows = m.rows(&h, &|x| ctx.rope(x))?;
+                write_rows(kv.k, &rows.cache, kv.meta)?;
+                let o_lat = ctx.attend(&m.absorbed_queries(&rows)?, kv, kv.k, &m.opts(ctx.spec))?;
+                m.output(&o_lat)?
+            }
+        };
+        Ok((x + a)?)
     }
 
     /// Loads layer `i`, fusing and packing its projections where that pays (see [`Gqa::qkv`]).

@@ -48,6 +48,8 @@ pub struct EngineGauges {
     /// in the same atomic operation that checks the limit, so a burst cannot overshoot it.
     pub queued: AtomicUsize,
     pub blocks_used: AtomicUsize,
+    /// Of `blocks_used`, those held by sliding-window layers (0 without them).
+    pub blocks_sliding: AtomicUsize,
     pub usable_blocks: AtomicUsize,
     pub tokens_held: AtomicUsize,
     pub steps_total: AtomicU64,
@@ -69,6 +71,7 @@ impl EngineGauges {
         let down = before + std::mem::take(taken);
         let _ = self.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| Some((q + up).saturating_sub(down)));
         self.blocks_used.store(s.blocks_used(), Ordering::Relaxed);
+        self.blocks_sliding.store(s.kv_by_kind().map_or(0, |k| k.sliding), Ordering::Relaxed);
         self.usable_blocks.store(s.pool().usable_blocks(), Ordering::Relaxed);
         self.tokens_held.store(s.tokens_held(), Ordering::Relaxed);
     }

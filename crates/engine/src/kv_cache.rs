@@ -3,9 +3,13 @@
 //! where they really are, and [`AttnMeta`] is one step's map into them (each sequence's query
 //! rows, context and block table, each new token's slot), read by every attention backend.
 //!
-//! The pool of one layer is a tensor `(num_blocks * block_size, num_kv_heads, head_dim)`:
-//! the K (or V) of position `p` of a sequence lives in slot
-//! `block_table[p / block_size] * block_size + p % block_size`. An MLA layer's pool is
+//! Layers are cut into KV-cache groups of one kind (full attention, or one sliding window) and
+//! equal size (`ModelSpec::kv_groups`: one group of every layer for a uniform model; gpt-oss's
+//! 12 sliding and 12 full layers are two). Each sequence has a block table per group, and the
+//! `j`-th layer of every group shares pool `j`: a tensor `(num_blocks * block_size,
+//! num_kv_heads, head_dim)` where the K (or V) of position `p` lives in slot
+//! `block_table[p / block_size] * block_size + p % block_size` of the layer's group's table, so
+//! a block holds the same bytes whichever group it serves (vLLM's hybrid KV-cache layout). An MLA layer's pool is
 //! `(slots, 1, kv_lora_rank + qk_rope_head_dim)` — the latent and the RoPE key, read as both K
 //! and V — and its V pool is empty.
 
@@ -14,16 +18,21 @@ use candle_core::{DType, Device, Tensor};
 use goodput_core::ModelSpec;
 
 pub struct KvCache {
+    /// One K (and V) pool per layer of a KV-cache group: the `j`-th layer of every group
+    /// uses pool `j`, through its own group's block table (`ModelSpec::kv_groups`).
     pub k: Vec<Tensor>,
     pub v: Vec<Tensor>,
     pub num_blocks: usize,
     pub block_size: usize,
+    /// Each layer's (group, pool).
+    layer_at: Vec<(usize, usize)>,
+    groups: usize,
 }
 
 impl KvCache {
-    /// Bytes one block takes across all layers (K and V).
+    /// Bytes one block takes: the K and V (or latent) of one group's layers.
     pub fn bytes_per_block(spec: &ModelSpec, block_size: usize, dtype: DType) -> u64 {
-        spec.kv_bytes_per_token(dtype.size_in_bytes()) * block_size as u64
+        spec.kv_block_bytes(block_size, dtype.size_in_bytes())
     }
 
     /// Blocks that fit in `bytes`.
@@ -47,10 +56,18 @@ impl KvCache {
                 )));
             }
         }
+        let groups = spec.kv_groups();
+        let mut layer_at = vec![(0, 0); spec.num_layers];
+        for (g, group) in groups.iter().enumerate() {
+            for (j, &l) in group.layers.iter().enumerate() {
+                layer_at[l] = (g, j);
+            }
+        }
         let slots = num_blocks * block_size;
-        let mut k = Vec::with_capacity(spec.num_layers);
-        let mut v = Vec::with_capacity(spec.num_layers);
-        for _ in 0..spec.num_layers {
+        let per_group = groups.first().map_or(0, |g| g.layers.len());
+        let mut k = Vec::with_capacity(per_group);
+        let mut v = Vec::with_capacity(per_group);
+        for _ in 0..per_group {
             match &spec.mla {
                 // One latent row per token (latent ‖ RoPE key), read as K and V: no V pool.
                 Some(m) => {
@@ -64,7 +81,34 @@ impl KvCache {
                 }
             }
         }
-        Ok(Self { k, v, num_blocks, block_size })
+        Ok(Self { k, v, num_blocks, block_size, layer_at, groups: groups.len() })
+    }
+
+    /// A pool just large enough for one sequence of `tokens` positions, and its block table
+    /// in each group (for steps run outside the scheduler: checks, probes, tests).
+    pub fn for_one_sequence(
+        spec: &ModelSpec,
+        tokens: usize,
+        block_size: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<(Self, Vec<Vec<u32>>)> {
+        let groups = spec.kv_groups().len();
+        let per = tokens.div_ceil(block_size.max(1)).max(1);
+        let kv = Self::new(spec, groups * per + 1, block_size, dtype, device)?;
+        let tables = (0..groups).map(|g| (g * per + 1..=(g + 1) * per).map(|b| b as u32).collect()).collect();
+        Ok((kv, tables))
+    }
+
+    /// Layer `l`'s K and V pools and its KV-cache group.
+    pub fn layer(&self, l: usize) -> (&Tensor, &Tensor, usize) {
+        let (g, j) = self.layer_at[l];
+        (&self.k[j], &self.v[j], g)
+    }
+
+    /// KV-cache groups (block tables per sequence).
+    pub fn num_groups(&self) -> usize {
+        self.groups
     }
 }
 

@@ -44,4 +44,5 @@ pub mod weights;
 pub use engine::{Engine, EngineHandle, EngineStats, RequestEvent, RequestStream};
 pub use error::{EngineError, Result};
 pub use model::{AttentionImpl, Llama, StepBatch};
+pub use block::PartTimes;
 pub use step::{EngineConfig, EngineCore, StepOutput};

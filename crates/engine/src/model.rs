@@ -12,7 +12,7 @@
 //! kernels apply). This file names no CUDA item.
 
 pub use crate::attention::AttentionImpl;
-use crate::block::{Layer, StepCtx};
+use crate::block::{Layer, LayerKv, PartTimes, StepCtx};
 use crate::error::{EngineError, Result};
 use crate::kv_cache::{AttnMeta, KvCache};
 pub use crate::linear::Linear;
@@ -29,25 +29,35 @@ pub struct StepBatch {
     pub tokens: Vec<u32>,
     /// Position of each new token.
     pub positions: Vec<u32>,
-    /// Where each sequence's queries and K/V are.
-    pub meta: AttnMeta,
+    /// Where each sequence's queries and K/V are, per KV-cache group (group 0 first).
+    pub metas: Vec<AttnMeta>,
     /// Rows whose logits are wanted (the last new token of each sampling sequence).
     pub sample_rows: Vec<u32>,
 }
 
 impl StepBatch {
     pub fn new(block_size: usize) -> Self {
-        Self { tokens: Vec::new(), positions: Vec::new(), meta: AttnMeta::new(block_size), sample_rows: Vec::new() }
+        Self { tokens: Vec::new(), positions: Vec::new(), metas: vec![AttnMeta::new(block_size)], sample_rows: Vec::new() }
     }
 
-    /// Adds a sequence computing `tokens` at positions `start..`, over `block_table`.
-    pub fn push(&mut self, tokens: &[u32], start: usize, block_table: &[u32], samples: bool) {
+    /// Adds a sequence computing `tokens` at positions `start..`, over its block table in each
+    /// KV-cache group (every sequence of a step gives as many).
+    pub fn push<T: AsRef<[u32]>>(&mut self, tokens: &[u32], start: usize, block_tables: &[T], samples: bool) {
         self.tokens.extend_from_slice(tokens);
         self.positions.extend((start..start + tokens.len()).map(|p| p as u32));
-        self.meta.push(tokens.len(), start + tokens.len(), block_table);
+        let bs = self.metas[0].block_size;
+        self.metas.resize_with(block_tables.len().max(1), || AttnMeta::new(bs));
+        for (meta, table) in self.metas.iter_mut().zip(block_tables) {
+            meta.push(tokens.len(), start + tokens.len(), table.as_ref());
+        }
         if samples {
             self.sample_rows.push(self.tokens.len() as u32 - 1);
         }
+    }
+
+    /// The map into the pool of the first KV-cache group (the only one of a uniform model).
+    pub fn meta(&self) -> &AttnMeta {
+        &self.metas[0]
     }
 }
 
@@ -70,6 +80,10 @@ pub struct Llama {
     pub attention: AttentionImpl,
     /// The expert load of the last step's sparse layers ([`Llama::take_expert_load`]).
     pub(crate) expert_load: std::sync::Mutex<Vec<ExpertLoad>>,
+    /// Time each step's layer parts (attention, dense MLP, MoE) on the CPU
+    /// ([`Llama::take_part_times`]); off by default.
+    pub time_parts: bool,
+    pub(crate) part_times: std::sync::Mutex<Option<PartTimes>>,
 }
 
 /// The dtype activations run in for weights of `dtype` on `device`: on CPU, bf16 weights are
@@ -133,6 +147,8 @@ impl Llama {
             act_dtype: act,
             attention: AttentionImpl::Paged,
             expert_load: std::sync::Mutex::new(Vec::new()),
+            time_parts: false,
+            part_times: std::sync::Mutex::new(None),
         };
         if model.uses_cuda_kernels() && matches!(dtype, DType::BF16 | DType::F16) {
             model.tune_cuda();
@@ -143,6 +159,12 @@ impl Llama {
     /// The expert load of the last step's sparse layers (empty for dense models).
     pub fn take_expert_load(&self) -> Vec<ExpertLoad> {
         std::mem::take(&mut *self.expert_load.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The time of the last step's layer parts, when [`Llama::time_parts`] is on and the step
+    /// ran on the CPU.
+    pub fn take_part_times(&self) -> Option<PartTimes> {
+        self.part_times.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Bytes of weights one forward step reads: every layer's linear and norm weights, the
@@ -216,17 +238,22 @@ impl Llama {
             spec,
             cos: &cos,
             sin: &sin,
-            meta: &batch.meta,
             attention: self.attention,
             interleaved: self.interleaved,
         };
         let mut loads = Vec::new();
+        let mut times = self.time_parts.then(PartTimes::default);
         for (l, layer) in self.layers.iter().enumerate() {
-            let (y, load) = layer.forward(&x, &ctx, (&kv.k[l], &kv.v[l]))?;
+            let (k, v, group) = kv.layer(l);
+            let meta = batch.metas.get(group).ok_or_else(|| {
+                EngineError::Other(format!("the step has block tables for {} KV groups, layer {l} is in group {group}", batch.metas.len()))
+            })?;
+            let (y, load) = layer.forward(&x, &ctx, &LayerKv { k, v, meta }, times.as_mut())?;
             x = y;
             loads.extend(load);
         }
         *self.expert_load.lock().unwrap_or_else(|e| e.into_inner()) = loads;
+        *self.part_times.lock().unwrap_or_else(|e| e.into_inner()) = times;
         if batch.sample_rows.is_empty() {
             // A step of prefill chunks only: nothing to sample (and no zero-sized kernels).
             return Ok(Tensor::zeros((0, spec.vocab_size), DType::F32, &Device::Cpu)?);

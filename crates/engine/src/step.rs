@@ -92,6 +92,7 @@ impl EngineConfig {
             enable_prefix_caching: self.enable_prefix_caching,
             max_model_len,
             eos_token_id: model.spec.eos_token_id,
+            group_windows: model.spec.kv_groups().iter().map(|g| g.window).collect(),
         })
     }
 }
@@ -207,7 +208,7 @@ impl EngineCore {
         }
         let mut batch = StepBatch::new(self.sched.config().block_size);
         for s in &out.seqs {
-            batch.push(&s.tokens, s.start, &s.block_table, s.samples);
+            batch.push(&s.tokens, s.start, &s.block_tables, s.samples);
         }
         // A decode step replayed from a CUDA graph samples inside it: its forward_s holds both.
         let (sampled, forwarded) = match self.graph_step(&out, &batch)? {
@@ -251,9 +252,10 @@ impl EngineCore {
             decode_context: out.decode_context(),
             sampled: out.sampled(),
             experts: expert_load(&self.model.take_expert_load(), self.model.spec.moe.as_ref()),
+            kv_by_kind: None,
         };
         drop(p);
-        let record = StepRecord { tokens_held: self.sched.tokens_held(), ..record };
+        let record = StepRecord { tokens_held: self.sched.tokens_held(), kv_by_kind: self.sched.kv_by_kind(), ..record };
         self.steps += 1;
         Ok(Some(StepOutput { record, update }))
     }

@@ -52,6 +52,14 @@ pub fn kv_block_usage(s: &StepRecord) -> f64 {
     }
 }
 
+/// `kv_sliding_block_usage` = blocks held by sliding-window layer groups / usable_blocks,
+/// after the step: the part of `kv_block_usage` that sliding layers hold (only their window's
+/// blocks); the rest is full (or latent) layers'. `None` for a model without sliding layers.
+pub fn kv_sliding_block_usage(s: &StepRecord) -> Option<f64> {
+    let k = s.kv_by_kind?;
+    Some(if s.usable_blocks == 0 { 0.0 } else { k.sliding as f64 / s.usable_blocks as f64 })
+}
+
 /// `kv_token_usage` = tokens held / (usable_blocks × block_size), after the step: how full
 /// the held blocks really are (the last block of each sequence is partly empty).
 pub fn kv_token_usage(s: &StepRecord) -> f64 {
@@ -223,6 +231,10 @@ mod tests {
         };
         assert_eq!(kv_block_usage(&s), 0.25);
         assert_eq!(kv_token_usage(&s), 420.0 / 1920.0);
+        assert_eq!(kv_sliding_block_usage(&s), None);
+        // 30 blocks: 24 full layers' and 6 sliding layers' → 6 / 120.
+        let hybrid = StepRecord { kv_by_kind: Some(goodput_core::KvBlocksByKind { full: 24, sliding: 6 }), ..s.clone() };
+        assert_eq!(kv_sliding_block_usage(&hybrid), Some(0.05));
         assert!((step_time(&s) - 0.005).abs() < 1e-12);
     }
 }

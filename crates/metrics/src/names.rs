@@ -22,6 +22,9 @@ pub const RUNNING: &str = "num_requests_running";
 pub const WAITING: &str = "num_requests_waiting";
 /// Gauge: KV-cache block usage, 1 is full (vLLM v1's name).
 pub const KV_USAGE: &str = "kv_cache_usage_perc";
+/// Gauge: the part of [`KV_USAGE`] held by sliding-window layers (goodput's own; 0 for
+/// models without them).
+pub const KV_SLIDING_USAGE: &str = "kv_cache_sliding_usage_perc";
 /// Gauge: KV-cache block usage under vLLM v0's name.
 pub const KV_USAGE_V0: &str = "gpu_cache_usage_perc";
 

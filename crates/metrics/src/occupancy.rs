@@ -22,6 +22,12 @@ pub struct EngineLevel {
     pub waiting_mean: f64,
     #[schemars(range(min = 0.0, max = 1.0))]
     pub kv_block_usage_mean: f64,
+    /// The share of the pool held by sliding-window layers (mean weighted by step time, and
+    /// max); absent for models without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_sliding_block_usage_mean: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_sliding_block_usage_max: Option<f64>,
     pub preemptions: usize,
     pub prefix_hit_tokens: usize,
     pub step_time: Option<Summary>,
@@ -42,6 +48,11 @@ impl EngineLevel {
             running_mean: mean(&|s| s.running as f64),
             waiting_mean: mean(&|s| s.waiting as f64),
             kv_block_usage_mean: mean(&em::kv_block_usage),
+            kv_sliding_block_usage_mean: steps
+                .iter()
+                .any(|s| s.kv_by_kind.is_some())
+                .then(|| mean(&|s| em::kv_sliding_block_usage(s).unwrap_or(0.0))),
+            kv_sliding_block_usage_max: steps.iter().filter_map(em::kv_sliding_block_usage).reduce(f64::max),
             steps: steps.len(),
             kv_block_usage_max: steps.iter().map(em::kv_block_usage).fold(0.0, f64::max),
             kv_token_usage_max: steps.iter().map(em::kv_token_usage).fold(0.0, f64::max),
@@ -186,6 +197,15 @@ mod tests {
         assert!((e.running_mean - 2.0).abs() < 1e-12);
         assert_eq!((e.running_max, e.steps), (5, 2));
         assert!((e.kv_block_usage_max - 0.5).abs() < 1e-12);
+        assert_eq!((e.kv_sliding_block_usage_mean, e.kv_sliding_block_usage_max), (None, None));
+        // Sliding layers hold 1 block for 3 ms and 3 blocks for 1 ms (of 10): mean 0.15, max 0.3.
+        let hybrid = |s: StepRecord, sliding| StepRecord {
+            kv_by_kind: Some(goodput_core::KvBlocksByKind { full: s.blocks_used - sliding, sliding }),
+            ..s
+        };
+        let h = EngineLevel::of(&[hybrid(step(0, 3_000_000, 1), 1), hybrid(step(3_000_000, 4_000_000, 5), 3)]);
+        assert!((h.kv_sliding_block_usage_mean.unwrap() - 0.15).abs() < 1e-12);
+        assert_eq!(h.kv_sliding_block_usage_max, Some(0.3));
         let o = Occupancy::of(&e, None).unwrap();
         assert!(!o.from_server && o.preemptions == Some(0));
     }

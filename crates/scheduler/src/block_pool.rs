@@ -40,6 +40,18 @@ impl BlockHash {
         let hi = sip64(b"goodput/kv-block/hi", parent, tokens);
         BlockHash((u128::from(hi) << 64) | u128::from(lo))
     }
+
+    /// The hash this block is cached under in KV-cache group `group`: the same tokens in
+    /// another group's layers are another block. Group 0 keeps the plain hash.
+    pub fn in_group(self, group: usize) -> BlockHash {
+        if group == 0 {
+            return self;
+        }
+        let g = [group as u32];
+        let lo = sip64(b"goodput/kv-group/lo", Some(self), &g);
+        let hi = sip64(b"goodput/kv-group/hi", Some(self), &g);
+        BlockHash((u128::from(hi) << 64) | u128::from(lo))
+    }
 }
 
 /// One 64-bit SipHash over an unambiguous little-endian encoding of (domain, parent, tokens).

@@ -4,10 +4,12 @@
 
 pub mod block_pool;
 pub mod block_table;
+pub mod config;
 pub mod scheduler;
+pub mod seq_blocks;
 
 pub use block_pool::{BlockHash, BlockId, BlockPool, PoolError};
 pub use block_table::{BlockTable, SharedPool};
-pub use scheduler::{
-    AdmissionError, NewRequest, ScheduledSeq, Scheduler, SchedulerConfig, SchedulerOutput, StepUpdate,
-};
+pub use config::{AdmissionError, SchedulerConfig};
+pub use scheduler::{NewRequest, ScheduledSeq, Scheduler, SchedulerOutput, StepUpdate};
+pub use seq_blocks::SeqBlocks;

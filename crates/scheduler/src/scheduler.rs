@@ -10,119 +10,14 @@
 //! The scheduler only decides; the caller runs the model over [`SchedulerOutput`] and hands
 //! back one sampled token per sequence that samples ([`Scheduler::update`]).
 
+pub use crate::config::{AdmissionError, SchedulerConfig};
 use crate::block_pool::{hash_full_blocks, BlockHash, BlockPool, PoolError};
-use crate::block_table::{BlockTable, SharedPool};
-use goodput_core::{EngineRecord, FinishReason, RequestId, SamplingParams, Stamp, TokenId};
+use crate::block_table::SharedPool;
+use crate::seq_blocks::{self, SeqBlocks};
+use goodput_core::{EngineRecord, FinishReason, KvBlocksByKind, RequestId, SamplingParams, Stamp, TokenId};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
-
-/// Limits of the scheduler and the size of the KV pool.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SchedulerConfig {
-    /// Token budget of one step (prefill chunk tokens + one per decode).
-    pub max_num_batched_tokens: usize,
-    /// Most sequences running at once.
-    pub max_num_seqs: usize,
-    /// Blocks in the pool, including the reserved null block.
-    pub num_blocks: usize,
-    /// Token slots per block.
-    pub block_size: usize,
-    pub enable_prefix_caching: bool,
-    /// Longest sequence (prompt + generated) the model accepts.
-    pub max_model_len: usize,
-    /// End-of-sequence token of the model, if it has one.
-    pub eos_token_id: Option<TokenId>,
-}
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        Self {
-            max_num_batched_tokens: 2048,
-            max_num_seqs: 256,
-            num_blocks: 1024,
-            block_size: 16,
-            enable_prefix_caching: true,
-            max_model_len: 2048,
-            eos_token_id: None,
-        }
-    }
-}
-
-impl SchedulerConfig {
-    /// Checks the limits themselves: every budget positive, a pool of at least two blocks
-    /// (one is the reserved null block). The message names the setting.
-    pub fn validate(&self) -> Result<(), String> {
-        let positive = [
-            ("block size", self.block_size),
-            ("max batched tokens", self.max_num_batched_tokens),
-            ("max sequences", self.max_num_seqs),
-            ("max model length", self.max_model_len),
-        ];
-        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("the {name} must be at least 1"));
-        }
-        if self.num_blocks < 2 {
-            return Err(format!("the KV pool has {} blocks; it needs at least 2 (one is reserved)", self.num_blocks));
-        }
-        Ok(())
-    }
-
-    /// Checks a request against the model and the pool, without queueing it.
-    pub fn check(&self, prompt_len: usize, params: &SamplingParams) -> Result<(), AdmissionError> {
-        if prompt_len == 0 {
-            return Err(AdmissionError::EmptyPrompt);
-        }
-        params.validate().map_err(AdmissionError::InvalidParams)?;
-        let max = self.max_model_len;
-        if prompt_len >= max {
-            return Err(AdmissionError::PromptTooLong { prompt: prompt_len, max_model_len: max });
-        }
-        if prompt_len.checked_add(params.max_tokens).is_none_or(|n| n > max) {
-            return Err(AdmissionError::ContextTooLong {
-                prompt: prompt_len,
-                max_tokens: params.max_tokens,
-                max_model_len: max,
-            });
-        }
-        // The last generated token is never fed back, so a sequence holds at most
-        // prompt + max_tokens - 1 tokens of K/V. It must fit alone, or it would preempt itself forever.
-        let needed = (prompt_len + params.max_tokens - 1).div_ceil(self.block_size);
-        let usable = self.num_blocks.saturating_sub(1);
-        if needed > usable {
-            return Err(AdmissionError::ExceedsPool {
-                needed,
-                usable,
-                prompt: prompt_len,
-                max_tokens: params.max_tokens,
-            });
-        }
-        Ok(())
-    }
-}
-
-/// Why a request was refused before it was queued.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AdmissionError {
-    #[error("the prompt is empty")]
-    EmptyPrompt,
-    #[error("invalid sampling parameters: {0}")]
-    InvalidParams(String),
-    #[error("the prompt has {prompt} tokens but the model's context is {max_model_len} tokens")]
-    PromptTooLong { prompt: usize, max_model_len: usize },
-    #[error(
-        "prompt ({prompt} tokens) + max_tokens ({max_tokens}) exceeds the model's context of {max_model_len} tokens"
-    )]
-    ContextTooLong { prompt: usize, max_tokens: usize, max_model_len: usize },
-    #[error(
-        "the request needs {needed} KV blocks (prompt {prompt} + max_tokens {max_tokens} tokens) but the whole pool has {usable}; raise --kv-blocks or --kv-memory"
-    )]
-    ExceedsPool { needed: usize, usable: usize, prompt: usize, max_tokens: usize },
-    #[error("request id {0} is already in the engine")]
-    DuplicateId(RequestId),
-    #[error("token id {token} is outside the vocabulary ({vocab})")]
-    TokenOutOfVocab { token: TokenId, vocab: usize },
-}
 
 /// A request handed to the scheduler.
 #[derive(Clone, Debug)]
@@ -142,7 +37,8 @@ struct Sequence {
     tokens: Vec<TokenId>,
     /// Tokens whose K/V are in the pool.
     num_computed: usize,
-    blocks: BlockTable,
+    /// A block table per KV-cache group.
+    blocks: SeqBlocks,
     /// Hashes of the full blocks cached so far (prefix caching only).
     block_hashes: Vec<BlockHash>,
     params: SamplingParams,
@@ -162,8 +58,9 @@ pub struct ScheduledSeq {
     /// Position of the first new token (= tokens already in the KV cache).
     pub start: usize,
     pub tokens: Vec<TokenId>,
-    /// Blocks covering positions `0..start + tokens.len()`.
-    pub block_table: Vec<u32>,
+    /// Per KV-cache group (group 0 first), the blocks covering positions
+    /// `0..start + tokens.len()` (a sliding group's: the null block before its window).
+    pub block_tables: Vec<Vec<u32>>,
     /// Whether a token is sampled from the last position (the prompt is complete after this step).
     pub samples: bool,
     /// Whether this is a single-token decode step (vs a prefill or recompute chunk).
@@ -174,6 +71,11 @@ impl ScheduledSeq {
     /// Context length after this step.
     pub fn context_len(&self) -> usize {
         self.start + self.tokens.len()
+    }
+
+    /// The block table of the first KV-cache group (the only one of a uniform model).
+    pub fn block_table(&self) -> &[u32] {
+        &self.block_tables[0]
     }
 }
 
@@ -313,7 +215,7 @@ impl Scheduler {
             prompt_len: tokens.len(),
             tokens,
             num_computed: 0,
-            blocks: BlockTable::new(self.pool.clone()),
+            blocks: SeqBlocks::new(&self.pool, self.cfg.group_windows.len()),
             block_hashes: Vec::new(),
             params: req.params,
             record,
@@ -355,9 +257,47 @@ impl Scheduler {
         self.waiting.push_front(seq);
     }
 
-    /// Blocks a sequence needs beyond those it has, to hold `num_computed + n` tokens.
-    fn blocks_needed(&self, seq: &Sequence, n: usize) -> usize {
-        (seq.num_computed + n).div_ceil(self.cfg.block_size).saturating_sub(seq.blocks.len())
+
+    /// Moves the front waiting sequence to running with its prefix-cache hits and the blocks of
+    /// its first chunk (at most `budget` tokens); the chunk's length, or `None` when the pool
+    /// is short (or nothing waits).
+    fn admit_front(&mut self, budget: usize, now: Stamp, out: &mut SchedulerOutput) -> Option<usize> {
+        let bs = self.cfg.block_size;
+        let seq = self.waiting.front_mut()?;
+        let (mut k, mut hits) = (0, Vec::new());
+        if self.cfg.enable_prefix_caching && seq.num_computed == 0 {
+            // Never serve the last token from the cache: it must be computed to sample.
+            let max_blocks = (seq.tokens.len() - 1) / bs;
+            let hashes = hash_full_blocks(&seq.tokens[..max_blocks * bs], bs);
+            (k, hits) = seq_blocks::lookup(&self.pool.borrow(), &hashes, &self.cfg.group_windows, bs);
+            seq.block_hashes = hashes;
+            seq.block_hashes.truncate(k);
+        }
+        let cached = k * bs;
+        let n = (seq.tokens.len() - cached).min(budget);
+        let need = (cached + n).div_ceil(bs).saturating_sub(k) * self.cfg.group_windows.len();
+        {
+            let pool = self.pool.borrow();
+            let hits_free = hits.iter().flatten().filter(|&&b| b != BlockPool::NULL_BLOCK && pool.ref_count(b) == 0);
+            if pool.num_free_blocks() < need + hits_free.count() {
+                return None;
+            }
+        }
+        let mut seq = self.waiting.pop_front().expect("front exists");
+        if self.cfg.enable_prefix_caching {
+            out.prefix_query_tokens += seq.tokens.len();
+        }
+        seq.blocks.push_cached(&hits);
+        let grown = seq.blocks.grow_to(cached + n, bs, &self.pool);
+        debug_assert!(grown, "free blocks were counted above");
+        seq.num_computed = cached;
+        if seq.record.first_scheduled.is_none() {
+            seq.record.first_scheduled = Some(now);
+            seq.record.cached_tokens = cached.min(seq.prompt_len);
+        }
+        out.prefix_hit_tokens += cached;
+        self.running.push(seq);
+        Some(n)
     }
 
     /// Chooses this step's batch and allocates its blocks.
@@ -377,8 +317,8 @@ impl Scheduler {
             }
             let mut scheduled = false;
             loop {
-                let need = self.blocks_needed(&self.running[i], n);
-                if self.running[i].blocks.grow(need) {
+                let (bs, seq) = (self.cfg.block_size, &mut self.running[i]);
+                if seq.blocks.grow_to(seq.num_computed + n, bs, &self.pool) {
                     scheduled = true;
                     break;
                 }
@@ -402,44 +342,7 @@ impl Scheduler {
         // Admit waiting sequences only when nothing had to be preempted (as vLLM v1 does).
         if out.preempted.is_empty() {
             while budget > 0 && self.running.len() < self.cfg.max_num_seqs {
-                let Some(seq) = self.waiting.front_mut() else {
-                    break;
-                };
-                let bs = self.cfg.block_size;
-                let mut hits = Vec::new();
-                if self.cfg.enable_prefix_caching && seq.num_computed == 0 {
-                    // Never serve the last token from the cache: it must be computed to sample.
-                    let max_blocks = (seq.tokens.len() - 1) / bs;
-                    let hashes = hash_full_blocks(&seq.tokens[..max_blocks * bs], bs);
-                    hits = self.pool.borrow().lookup(&hashes);
-                    seq.block_hashes = hashes;
-                    seq.block_hashes.truncate(hits.len());
-                }
-                let cached = hits.len() * bs;
-                let n = (seq.tokens.len() - cached).min(budget);
-                let total_blocks = (cached + n).div_ceil(bs);
-                let need = total_blocks - hits.len();
-                {
-                    let pool = self.pool.borrow();
-                    let hits_free = hits.iter().filter(|&&b| pool.ref_count(b) == 0).count();
-                    if pool.num_free_blocks() < need + hits_free {
-                        break;
-                    }
-                }
-                let mut seq = self.waiting.pop_front().expect("front exists");
-                if self.cfg.enable_prefix_caching {
-                    out.prefix_query_tokens += seq.tokens.len();
-                }
-                seq.blocks.push_cached(&hits);
-                let grown = seq.blocks.grow(need);
-                debug_assert!(grown, "free blocks were counted above");
-                seq.num_computed = cached;
-                if seq.record.first_scheduled.is_none() {
-                    seq.record.first_scheduled = Some(now);
-                    seq.record.cached_tokens = cached.min(seq.prompt_len);
-                }
-                out.prefix_hit_tokens += cached;
-                self.running.push(seq);
+                let Some(n) = self.admit_front(budget, now, &mut out) else { break };
                 picked.push((self.running.len() - 1, n));
                 budget -= n;
             }
@@ -462,7 +365,7 @@ impl Scheduler {
                 id: seq.id,
                 start,
                 tokens: seq.tokens[start..start + n].to_vec(),
-                block_table: seq.blocks.ids().to_vec(),
+                block_tables: seq.blocks.ids(),
                 samples,
                 is_decode,
             });
@@ -488,44 +391,21 @@ impl Scheduler {
             let seq = &mut self.running[idx];
             seq.num_computed = s.start + s.tokens.len();
             if self.cfg.enable_prefix_caching {
-                let full = seq.num_computed / bs;
-                let mut pool = self.pool.borrow_mut();
-                while seq.block_hashes.len() < full {
-                    let j = seq.block_hashes.len();
-                    let h = BlockHash::chain(seq.block_hashes.last().copied(), &seq.tokens[j * bs..(j + 1) * bs]);
-                    pool.cache_block(seq.blocks.ids()[j], h);
-                    seq.block_hashes.push(h);
+                Self::cache_full_blocks(seq, &self.pool, bs);
+            }
+            if s.samples {
+                match sampled.get(k).copied().flatten() {
+                    Some(token) => {
+                        if let Some(reason) = Self::push_token(seq, token, &self.cfg, now, &mut upd) {
+                            done.push((seq.id, reason));
+                        }
+                    }
+                    // No token came back: recompute the last position next step rather than
+                    // leaving the sequence with nothing to do.
+                    None => seq.num_computed = seq.tokens.len() - 1,
                 }
             }
-            if !s.samples {
-                continue;
-            }
-            let Some(token) = sampled.get(k).copied().flatten() else {
-                // No token came back: recompute the last position next step rather than
-                // leaving the sequence with nothing to do.
-                seq.num_computed = seq.tokens.len() - 1;
-                continue;
-            };
-            seq.tokens.push(token);
-            seq.record.token_times.push(now);
-            if seq.record.first_token.is_none() {
-                seq.record.first_token = Some(now);
-            }
-            let generated = seq.generated();
-            upd.tokens.push((seq.id, token, generated - 1));
-            let p = &seq.params;
-            let stop_allowed = generated >= p.min_tokens;
-            let is_eos = !p.ignore_eos && Some(token) == self.cfg.eos_token_id;
-            let reason = if stop_allowed && (is_eos || p.stop_token_ids.contains(&token)) {
-                Some(FinishReason::Stop)
-            } else if generated >= p.max_tokens || seq.tokens.len() >= self.cfg.max_model_len {
-                Some(FinishReason::Length)
-            } else {
-                None
-            };
-            if let Some(r) = reason {
-                done.push((seq.id, r));
-            }
+            seq.blocks.free_out_of_window(seq.num_computed, &self.cfg.group_windows, bs);
         }
         for (id, reason) in done {
             if let Some(i) = self.running.iter().position(|q| q.id == id) {
@@ -534,6 +414,50 @@ impl Scheduler {
             }
         }
         upd
+    }
+
+    /// Registers the sequence's newly full blocks in the prefix cache, in every group.
+    fn cache_full_blocks(seq: &mut Sequence, pool: &SharedPool, bs: usize) {
+        let full = seq.num_computed / bs;
+        let mut pool = pool.borrow_mut();
+        while seq.block_hashes.len() < full {
+            let j = seq.block_hashes.len();
+            let h = BlockHash::chain(seq.block_hashes.last().copied(), &seq.tokens[j * bs..(j + 1) * bs]);
+            for (g, t) in seq.blocks.tables().iter().enumerate() {
+                let b = t.ids()[j];
+                if b != BlockPool::NULL_BLOCK {
+                    pool.cache_block(b, h.in_group(g));
+                }
+            }
+            seq.block_hashes.push(h);
+        }
+    }
+
+    /// Appends a sampled token to the sequence and its record; why it finishes, if it does.
+    fn push_token(
+        seq: &mut Sequence,
+        token: TokenId,
+        cfg: &SchedulerConfig,
+        now: Stamp,
+        upd: &mut StepUpdate,
+    ) -> Option<FinishReason> {
+        seq.tokens.push(token);
+        seq.record.token_times.push(now);
+        if seq.record.first_token.is_none() {
+            seq.record.first_token = Some(now);
+        }
+        let generated = seq.generated();
+        upd.tokens.push((seq.id, token, generated - 1));
+        let p = &seq.params;
+        let stop_allowed = generated >= p.min_tokens;
+        let is_eos = !p.ignore_eos && Some(token) == cfg.eos_token_id;
+        if stop_allowed && (is_eos || p.stop_token_ids.contains(&token)) {
+            Some(FinishReason::Stop)
+        } else if generated >= p.max_tokens || seq.tokens.len() >= cfg.max_model_len {
+            Some(FinishReason::Length)
+        } else {
+            None
+        }
     }
 
     /// KV blocks referenced by requests.
@@ -549,13 +473,34 @@ impl Scheduler {
         let bs = self.cfg.block_size;
         let mut held = 0.0f64;
         for s in &self.running {
-            for (j, &b) in s.blocks.ids().iter().enumerate() {
-                let filled = s.num_computed.saturating_sub(j * bs).min(bs);
-                let refs = pool.ref_count(b).max(1);
-                held += filled as f64 / refs as f64;
+            for t in s.blocks.tables() {
+                for (j, &b) in t.ids().iter().enumerate().filter(|(_, &b)| b != BlockPool::NULL_BLOCK) {
+                    let filled = s.num_computed.saturating_sub(j * bs).min(bs);
+                    let refs = pool.ref_count(b).max(1);
+                    held += filled as f64 / refs as f64;
+                }
             }
         }
         held.round() as usize
+    }
+
+    /// The blocks held by full and by sliding groups' tables (a block shared by several
+    /// requests counted once); `None` for a model with no sliding group.
+    pub fn kv_by_kind(&self) -> Option<KvBlocksByKind> {
+        let windows = &self.cfg.group_windows;
+        if windows.iter().all(Option::is_none) {
+            return None;
+        }
+        let mut sliding: Vec<u32> = Vec::new();
+        for s in &self.running {
+            for (t, _) in s.blocks.tables().iter().zip(windows).filter(|(_, w)| w.is_some()) {
+                sliding.extend(t.held());
+            }
+        }
+        sliding.sort_unstable();
+        sliding.dedup();
+        let sliding = sliding.len();
+        Some(KvBlocksByKind { full: self.blocks_used().saturating_sub(sliding), sliding })
     }
 }
 

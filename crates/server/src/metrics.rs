@@ -40,6 +40,8 @@ pub struct Metrics {
     running: Gauge,
     waiting: Gauge,
     kv_usage: Gauge<f64, AtomicU64>,
+    /// The part of `kv_usage` held by sliding-window layers (0 for models without them).
+    kv_sliding_usage: Gauge<f64, AtomicU64>,
     preemptions: Counter,
     prefix_queries: Counter,
     prefix_hits: Counter,
@@ -68,6 +70,7 @@ impl Metrics {
             running: Gauge::default(),
             waiting: Gauge::default(),
             kv_usage: Gauge::default(),
+            kv_sliding_usage: Gauge::default(),
             preemptions: Counter::default(),
             prefix_queries: Counter::default(),
             prefix_hits: Counter::default(),
@@ -102,6 +105,11 @@ impl Metrics {
         r.register(names::RUNNING, "Requests in the running batch", m.running.clone());
         r.register(names::WAITING, "Requests waiting to be scheduled", m.waiting.clone());
         r.register(names::KV_USAGE, "KV-cache block usage: 1 is full", m.kv_usage.clone());
+        r.register(
+            names::KV_SLIDING_USAGE,
+            "KV-cache blocks held by sliding-window layers, as a share of the pool (within kv_cache_usage_perc)",
+            m.kv_sliding_usage.clone(),
+        );
         r.register("num_preemptions", "Cumulative number of preemptions", m.preemptions.clone());
         r.register("prefix_cache_queries", "Prompt tokens looked up in the prefix cache", m.prefix_queries.clone());
         r.register("prefix_cache_hits", "Prompt tokens found in the prefix cache", m.prefix_hits.clone());
@@ -157,7 +165,9 @@ impl Metrics {
         self.running.set(load(&g.running) as i64);
         self.waiting.set(load(&g.waiting) as i64);
         let usable = load(&g.usable_blocks);
-        self.kv_usage.set(if usable == 0 { 0.0 } else { load(&g.blocks_used) as f64 / usable as f64 });
+        let share = |blocks: usize| if usable == 0 { 0.0 } else { blocks as f64 / usable as f64 };
+        self.kv_usage.set(share(load(&g.blocks_used)));
+        self.kv_sliding_usage.set(share(load(&g.blocks_sliding)));
         let catch_up = |c: &Counter, total: &AtomicU64| {
             let t = total.load(Ordering::Relaxed);
             c.inc_by(t.saturating_sub(c.get()));

@@ -154,6 +154,8 @@ async fn a_client_that_goes_away_frees_its_blocks_at_once() {
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     let m = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
     assert!(m.contains("goodput_kv_cache_usage_perc{model_name=\"tiny\"} 0.0"), "{m}");
+    // No sliding layers in this model: none of the pool is theirs.
+    assert!(m.contains("goodput_kv_cache_sliding_usage_perc{model_name=\"tiny\"} 0.0"), "{m}");
     s.shutdown().await;
 }
 
@@ -178,6 +180,7 @@ async fn metrics_use_vllm_s_names_and_count_what_ran() {
         "goodput_num_requests_running",
         "goodput_num_requests_waiting",
         "goodput_kv_cache_usage_perc",
+        "goodput_kv_cache_sliding_usage_perc",
         "goodput_prefix_cache_queries_total",
         "goodput_prefix_cache_hits_total",
         "goodput_num_preemptions_total",

@@ -117,6 +117,7 @@ impl SimEngine {
             sampled: p.out.sampled(),
             // The simulator's cost model has no routing (the planner's side is issue 27's).
             experts: None,
+            kv_by_kind: self.sched.kv_by_kind(),
         };
         drop(pool);
         self.steps += 1;

@@ -45,6 +45,7 @@ pub(super) fn print(r: &Report) {
     }
     println!("Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
     print_decode(r);
+    print_parts(r);
     println!(
         "weights read per step: {}; KV per token: {}",
         table::bytes(r.weight_bytes_per_step),
@@ -89,6 +90,35 @@ pub(super) fn print(r: &Report) {
     if let Some(x) = r.batch16_over_batch1_throughput {
         println!("decode throughput batch 16 / batch 1: {x:.2}x");
     }
+}
+
+/// Where each row's step time goes, layer parts apart (CPU runs).
+fn print_parts(r: &Report) {
+    let rows: Vec<(String, &super::PartsRow, f64)> = r
+        .prefill
+        .iter()
+        .filter_map(|p| p.parts.as_ref().map(|x| (format!("prefill {}", p.prompt_len), x, p.latency_s.p50)))
+        .chain(r.decode.iter().filter_map(|d| d.parts.as_ref().map(|x| (format!("decode batch {}", d.batch), x, d.step_s.p50))))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let moe = rows.iter().any(|(_, p, _)| p.moe_s > 0.0);
+    let mut head = vec!["step", "attention ms", "dense MLP ms", "MoE ms", "rest ms", "attention share"];
+    if moe {
+        head.extend(["MoE share", "MoE experts GB/s"]);
+    }
+    let mut t = table::new(&head);
+    for (name, p, total) in rows {
+        let share = |x: f64| format!("{:.0} %", 100.0 * x / total.max(1e-12));
+        let mut row = vec![name, table::f(p.attention_s * 1e3, 2), table::f(p.dense_mlp_s * 1e3, 2)];
+        row.extend([table::f(p.moe_s * 1e3, 2), table::f(p.rest_s * 1e3, 2), share(p.attention_s)]);
+        if moe {
+            row.extend([share(p.moe_s), p.moe_gbytes_per_s.map_or("-".into(), |g| table::f(g, 1))]);
+        }
+        t.add_row(row);
+    }
+    println!("Where the step goes (p50 of each part over the timed steps; rest: embedding, LM head, scheduling, sampling)\n{t}");
 }
 
 /// One line per tuned weight shape and row count: each kernel's µs per call and GB/s.

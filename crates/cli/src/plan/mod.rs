@@ -336,6 +336,8 @@ fn evaluate(
         enable_prefix_caching: true,
         max_model_len: spec.max_position_embeddings,
         eos_token_id: spec.eos_token_id,
+        // The planner's KV is counted per token over every layer, as one full group.
+        group_windows: vec![None],
     };
     let device = DeviceLimits { bandwidth: g.bandwidth_bytes_per_s(), flops, link: g.link_bytes_per_s() };
     let cost = ProjectedCost { roofline: RooflineCost { work, device, eff: eff.clone() }, tp };

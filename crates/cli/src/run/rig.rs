@@ -363,6 +363,7 @@ fn sim_config(s: &RunSpec, cfg: &EngineConfig) -> Result<goodput_scheduler::Sche
         enable_prefix_caching: cfg.enable_prefix_caching,
         max_model_len: s.max_len,
         eos_token_id: s.model.eos_token_id,
+        group_windows: s.model.kv_groups().iter().map(|g| g.window).collect(),
     };
     sc.validate().map_err(|e| anyhow::anyhow!("{e}: raise --kv-blocks or --kv-memory, or check the engine flags"))?;
     Ok(sc)

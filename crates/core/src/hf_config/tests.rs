@@ -1,4 +1,4 @@
-use crate::{Catalog, ModelSpec};
+use crate::{Catalog, LayerKind, ModelSpec};
 
 /// Llama 3.1 8B's config.json as transformers writes it.
 const LLAMA31_8B: &str = r#"{
@@ -107,6 +107,26 @@ fn parameters_and_kv_of_the_2026_models() {
     assert_eq!((oss.kv_per_token(2).full, oss.kv_per_token(2).sliding), (12 * per_layer, 12 * per_layer));
     assert_eq!(oss.kv_bytes_for_context(4096, 2), 12 * per_layer * 4096 + 12 * per_layer * 128);
     assert_eq!(oss.kv_bytes_for_context(100, 2), 24 * per_layer * 100);
+    // Its pool: a sliding group (even layers) and a full one (odd), a block of 16 slots holding
+    // 12 layers' K/V for 16 tokens; a uniform model is one group of all its layers.
+    let groups = oss.kv_groups();
+    assert_eq!(groups.len(), 2);
+    assert_eq!((groups[0].window, groups[0].layers[..3].to_vec()), (Some(128), vec![0, 2, 4]));
+    assert_eq!((groups[1].window, groups[1].layers.len()), (None, 12));
+    assert_eq!(oss.kv_block_bytes(16, 2), 12 * per_layer * 16);
+    assert_eq!(ds.kv_groups().len(), 1);
+    assert_eq!(ds.kv_block_bytes(16, 2), 70_272 * 16);
+    // Unequal kinds: 2 full and 4 sliding layers, cut by their gcd into groups of 2.
+    let mut odd = oss.clone();
+    odd.num_layers = 6;
+    odd.layer_types = Some([LayerKind::Full, LayerKind::Sliding, LayerKind::Sliding, LayerKind::Full]
+        .into_iter().chain([LayerKind::Sliding; 2]).collect());
+    let g = odd.kv_groups();
+    assert_eq!(g.iter().map(|g| (g.window, g.layers.clone())).collect::<Vec<_>>(), vec![
+        (None, vec![0, 3]),
+        (Some(128), vec![1, 2]),
+        (Some(128), vec![4, 5]),
+    ]);
     // Qwen3-30B-A3B: 48 × 2 × 4 × 128 × 2.
     assert_eq!(c.get("qwen3-30b-a3b").unwrap().kv_bytes_per_token(2), 48 * 2 * 4 * 128 * 2);
     // Mixtral: one expert is 3 × 4096 × 14336.

@@ -91,9 +91,9 @@ mod tests {
     fn rounding_nothing_gives_the_paged_engines_logits() {
         let m = model();
         let toks = tokens();
-        let kv = KvCache::new(&m.spec, 12, 4, DType::F32, &Device::Cpu).unwrap();
+        let (kv, tables) = KvCache::for_one_sequence(&m.spec, toks.len(), 4, DType::F32, &Device::Cpu).unwrap();
         let mut batch = StepBatch::new(4);
-        batch.push(&toks, 0, &(1..11).collect::<Vec<u32>>(), true);
+        batch.push(&toks, 0, &tables, true);
         batch.sample_rows = (0..toks.len() as u32).collect();
         let paged = Llama::logits_rows(&m.forward(&batch, &kv).unwrap()).unwrap();
         let dense = m.logits_rounded(&toks, Rounding::NONE).unwrap();

@@ -123,7 +123,7 @@ impl Llama {
         mark: &mut dyn FnMut(&'static str) -> Result<()>,
     ) -> Result<Tensor> {
         let t = batch.tokens.len();
-        let step = StepDevice::upload(&batch.positions, &batch.meta, self.spec.num_kv_heads, None, &self.device)?;
+        let step = StepDevice::upload(&batch.positions, batch.meta(), self.spec.num_kv_heads, None, &self.device)?;
         let ids = Tensor::from_slice(&batch.tokens, t, &self.device)?;
         let (x, delta) = self.layers_cuda(&step, &ids, kv, mark)?;
         if batch.sample_rows.is_empty() {
@@ -183,9 +183,11 @@ impl Llama {
             mark("add + rms norm")?;
             let qkv = qkv.forward_cuda(&hn)?;
             mark("qkv matmul")?;
-            let q = qkv_rope_cache(&qkv, rope, step, &kv.k[l], &kv.v[l], h)?;
+            // Llama layers only: one KV-cache group, layer l in pool l.
+            let (k_pool, v_pool, _) = kv.layer(l);
+            let q = qkv_rope_cache(&qkv, rope, step, k_pool, v_pool, h)?;
             mark("rope + kv write")?;
-            let a = kernels::attention(&q, &kv.k[l], &kv.v[l], step, h, scale)?;
+            let a = kernels::attention(&q, k_pool, v_pool, step, h, scale)?;
             mark("attention")?;
             let o = attn.o.forward_cuda(&a.reshape((t, h.hq * d))?)?;
             mark("o matmul")?;

@@ -36,7 +36,7 @@ pub(crate) fn decode_step(model: &Llama, batch: usize, context: usize) -> Result
     let mut step = StepBatch::new(bs);
     for i in 0..batch {
         let table: Vec<u32> = (0..per_seq).map(|j| (1 + i * per_seq + j) as u32).collect();
-        step.push(&[7 + i as u32], context, &table, true);
+        step.push(&[7 + i as u32], context, std::slice::from_ref(&table), true);
     }
     Ok((kv, step))
 }

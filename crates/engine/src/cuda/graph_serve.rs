@@ -98,7 +98,7 @@ impl DecodeGraphs {
             && n > 0
             && n <= BUCKETS[BUCKETS.len() - 1]
             && batch.sample_rows.len() == n
-            && batch.meta.seqs.iter().all(|s| s.q_len == 1 && s.bt_len <= self.max_blocks)
+            && batch.meta().seqs.iter().all(|s| s.q_len == 1 && s.bt_len <= self.max_blocks)
     }
 
     /// Runs `batch` (which [`Self::fits`]) from its bucket's graph and returns the sampled ids;
@@ -129,11 +129,11 @@ impl DecodeGraphs {
         let Some(&rows) = BUCKETS.iter().find(|&&b| b >= n) else { return Ok(None) };
         // Table entries per sequence: the step's longest, to a power of two (≥ 16), so the
         // metadata uploaded per step stays near what the step needs.
-        let need = batch.meta.seqs.iter().map(|s| s.bt_len).max().unwrap_or(1);
+        let need = batch.meta().seqs.iter().map(|s| s.bt_len).max().unwrap_or(1);
         let max_blocks = need.next_power_of_two().max(16).min(self.max_blocks);
         let parts = graph_parts(rows, model.spec.num_kv_heads, max_blocks * self.block_size);
         let pad = Padded { rows, max_blocks, parts };
-        let Some(meta) = host_padded(&batch.positions, &batch.meta, pad) else { return Ok(None) };
+        let Some(meta) = host_padded(&batch.positions, batch.meta(), pad) else { return Ok(None) };
         let mut ids = batch.tokens.clone();
         ids.resize(rows, 0);
         // Padding rows: temperature 0 (argmax of whatever they computed, then dropped).

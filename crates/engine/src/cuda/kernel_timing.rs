@@ -38,7 +38,7 @@ pub fn time_prefill(model: &Llama, prompt: usize, steps: usize) -> Result<Option
     let mut step = StepBatch::new(bs);
     let tokens: Vec<u32> = (0..prompt as u32).map(|i| 3 + i % 1000).collect();
     let table: Vec<u32> = (1..=blocks as u32).collect();
-    step.push(&tokens, 0, &table, true);
+    step.push(&tokens, 0, std::slice::from_ref(&table), true);
     let ops = time_ops(model, &kv, &step, steps)?;
     let total_us = ops.iter().map(|o| o.us).sum();
     Ok(Some(StepTiming { prefill: true, batch: 1, context: prompt, steps, ops, total_us }))

@@ -60,11 +60,9 @@ fn argmax(x: &[f32]) -> u32 {
 /// One packed prefill over `tokens` with every row sampled: the teacher-forced logits.
 fn teacher_forced(m: &Llama, tokens: &[u32]) -> Vec<Vec<f32>> {
     let bs = 4;
-    let blocks = tokens.len().div_ceil(bs) + 1;
-    let kv = KvCache::new(&m.spec, blocks + 1, bs, m.dtype, &Device::Cpu).unwrap();
-    let table: Vec<u32> = (1..=blocks as u32).collect();
+    let (kv, tables) = KvCache::for_one_sequence(&m.spec, tokens.len(), bs, m.dtype, &Device::Cpu).unwrap();
     let mut batch = StepBatch::new(bs);
-    batch.push(tokens, 0, &table, true);
+    batch.push(tokens, 0, &tables, true);
     batch.sample_rows = (0..tokens.len() as u32).collect();
     Llama::logits_rows(&m.forward(&batch, &kv).unwrap()).unwrap()
 }
@@ -123,9 +121,15 @@ fn every_family_generates_transformers_greedy_ids_alone_batched_cached_and_preem
             ..Default::default()
         };
         assert_eq!(engine_greedy(load(family, DType::F32), &cfg, &all).0, want, "{family} batched");
-        // A pool too small for all three at full length: preemption and recompute.
-        let cfg =
-            EngineConfig { block_size: 4, num_blocks: Some(20), enable_prefix_caching: false, ..Default::default() };
+        // A pool too small for all three at full length: preemption and recompute (gpt-oss's
+        // sliding group needs blocks of its own: a recompute of 52 positions holds 13 of them).
+        let blocks = if load(family, DType::F32).spec.kv_groups().len() > 1 { 28 } else { 20 };
+        let cfg = EngineConfig {
+            block_size: 4,
+            num_blocks: Some(blocks),
+            enable_prefix_caching: false,
+            ..Default::default()
+        };
         let (got, preempted) = engine_greedy(load(family, DType::F32), &cfg, &all);
         assert_eq!(got, want, "{family} with preemption");
         assert!(preempted > 0, "{family}: the pool forces preemption");
@@ -142,6 +146,30 @@ fn every_family_generates_transformers_greedy_ids_alone_batched_cached_and_preem
             }
         }
     }
+}
+
+/// gpt-oss's sliding layers (window 8) keep only the blocks their window sees while its full
+/// layers keep every one, and the step records say so by kind.
+#[test]
+fn sliding_layers_hold_only_their_window_in_the_pool() {
+    let m = load("gpt_oss", DType::F32);
+    assert_eq!(m.spec.kv_groups().iter().map(|g| g.window).collect::<Vec<_>>(), [Some(8), None]);
+    let cfg = EngineConfig { block_size: 4, num_blocks: Some(64), enable_prefix_caching: false, ..Default::default() };
+    let mut core = EngineCore::new(m, &cfg, Clock::new()).unwrap();
+    let prompt = cases("gpt_oss")[2].prompt.clone();
+    core.add_request(0, prompt.clone(), SamplingParams::greedy_exact(32), core.clock().now()).unwrap();
+    let mut ctx = prompt.len();
+    while let Some(step) = core.step().unwrap() {
+        let by_kind = step.record.kv_by_kind.expect("a hybrid model reports KV by kind");
+        assert_eq!(by_kind.full + by_kind.sliding, step.record.blocks_used);
+        if step.update.finished.is_empty() {
+            // The next query (at `ctx`) sees ctx-7..=ctx: at most 3 blocks of 4 hold that.
+            assert_eq!(by_kind.full, ctx.div_ceil(4), "full layers keep every position");
+            assert!(by_kind.sliding <= 3, "sliding layers hold {} blocks at context {ctx}", by_kind.sliding);
+            ctx += 1;
+        }
+    }
+    assert_eq!(core.scheduler().blocks_used(), 0);
 }
 
 /// bf16 weights (f32 activations on CPU): how often the teacher-forced top-1 is

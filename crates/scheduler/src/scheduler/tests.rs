@@ -1,38 +1,70 @@
 use super::*;
+use crate::seq_blocks;
 use proptest::prelude::*;
 use std::collections::HashMap;
 
-/// A fake model over a fake KV pool: it writes each new token into the slot its block table
-/// names and samples a token that depends on the whole context read back through the block
-/// table. A wrong position, a lost token, a bad recompute or a prefix-cache block holding other
-/// tokens changes the output.
+/// A fake model over a fake KV pool: it writes each new token into the slot each KV-cache
+/// group's block table names, checks that every new position reads back, through each
+/// group's table, the tokens it sees (a sliding group: its window), and samples a token that
+/// depends on what the last position sees in every group. A wrong position, a lost token, a
+/// bad recompute, a block freed while a window still sees it, or a prefix-cache block holding
+/// other tokens changes the output or fails the check.
 struct FakeRunner {
     slots: HashMap<usize, TokenId>,
     vocab: u32,
-    block_size: usize,
+    /// Each request's tokens as the runner was given them (the truth the tables must hold).
+    history: HashMap<RequestId, Vec<TokenId>>,
 }
 
 impl FakeRunner {
     fn new(vocab: u32) -> Self {
-        Self { slots: HashMap::new(), vocab, block_size: 0 }
+        Self { slots: HashMap::new(), vocab, history: HashMap::new() }
     }
-    fn step(&mut self, out: &SchedulerOutput, block_size: usize) -> Vec<Option<TokenId>> {
-        self.block_size = block_size;
-        let slot = |bt: &[u32], pos: usize| bt[pos / block_size] as usize * block_size + pos % block_size;
+    fn step(&mut self, out: &SchedulerOutput, cfg: &SchedulerConfig) -> Vec<Option<TokenId>> {
+        let bs = cfg.block_size;
+        let slot = |bt: &[u32], pos: usize| {
+            assert_ne!(bt[pos / bs], BlockPool::NULL_BLOCK, "position {pos} is read from the null block");
+            bt[pos / bs] as usize * bs + pos % bs
+        };
         out.seqs
             .iter()
             .map(|s| {
-                for (i, &t) in s.tokens.iter().enumerate() {
-                    self.slots.insert(slot(&s.block_table, s.start + i), t);
+                let h = self.history.entry(s.id).or_default();
+                // Positions served from the prefix cache that this request never sent are
+                // unknown here (checked through the sampled tokens instead).
+                h.resize(s.start, UNKNOWN);
+                h.extend(&s.tokens);
+                for (g, bt) in s.block_tables.iter().enumerate() {
+                    for (i, &t) in s.tokens.iter().enumerate() {
+                        self.slots.insert(g << 40 | slot(bt, s.start + i), t);
+                    }
                 }
-                s.samples.then(|| {
-                    let ctx: Vec<TokenId> =
-                        (0..s.context_len()).map(|p| self.slots[&slot(&s.block_table, p)]).collect();
-                    next_token(&ctx, self.vocab)
-                })
+                let mut seen = Vec::new();
+                for p in s.start..s.context_len() {
+                    seen.clear();
+                    for (g, (bt, w)) in s.block_tables.iter().zip(&cfg.group_windows).enumerate() {
+                        let from = w.map_or(0, |w| seq_blocks::first_seen(p, w));
+                        for (q, &truth) in h.iter().enumerate().take(p + 1).skip(from) {
+                            let t = self.slots[&(g << 40 | slot(bt, q))];
+                            if truth != UNKNOWN {
+                                assert_eq!(t, truth, "request {} group {g} reads position {q}", s.id);
+                            }
+                            seen.push(t);
+                        }
+                    }
+                }
+                s.samples.then(|| next_token(&seen, self.vocab))
             })
             .collect()
     }
+}
+
+const UNKNOWN: TokenId = TokenId::MAX;
+
+/// What the last position of `ctx` sees in each group, one group after the other.
+fn visible(ctx: &[TokenId], windows: &[Option<usize>]) -> Vec<TokenId> {
+    let p = ctx.len() - 1;
+    windows.iter().flat_map(|w| &ctx[w.map_or(0, |w| seq_blocks::first_seen(p, w))..]).copied().collect()
 }
 
 fn next_token(ctx: &[TokenId], vocab: u32) -> TokenId {
@@ -43,12 +75,23 @@ fn next_token(ctx: &[TokenId], vocab: u32) -> TokenId {
     (h % vocab as u64) as TokenId
 }
 
-/// Greedy output of the fake model for one request alone.
+/// Greedy output of the fake model for one request alone (one full group).
 fn reference(prompt: &[TokenId], p: &SamplingParams, eos: Option<TokenId>, vocab: u32) -> Vec<TokenId> {
+    reference_in(prompt, p, eos, vocab, &[None])
+}
+
+/// Greedy output of the fake model for one request alone over groups of `windows`.
+fn reference_in(
+    prompt: &[TokenId],
+    p: &SamplingParams,
+    eos: Option<TokenId>,
+    vocab: u32,
+    windows: &[Option<usize>],
+) -> Vec<TokenId> {
     let mut ctx = prompt.to_vec();
     let mut out = Vec::new();
     loop {
-        let t = next_token(&ctx, vocab);
+        let t = next_token(&visible(&ctx, windows), vocab);
         ctx.push(t);
         out.push(t);
         let ok = out.len() >= p.min_tokens;
@@ -72,6 +115,7 @@ fn cfg(num_blocks: usize, block_size: usize, budget: usize, max_seqs: usize) -> 
         enable_prefix_caching: false,
         max_model_len: 4096,
         eos_token_id: None,
+        group_windows: vec![None],
     }
 }
 
@@ -94,11 +138,11 @@ fn run_to_end(
         assert!(s.num_running() <= s.config().max_num_seqs);
         for q in &out.seqs {
             assert!(!q.tokens.is_empty());
-            assert!(q.block_table.len() * s.config().block_size >= q.context_len());
-            assert!(!q.block_table.contains(&BlockPool::NULL_BLOCK));
+            assert!(q.block_table().len() * s.config().block_size >= q.context_len());
+            assert!(!q.block_table().contains(&BlockPool::NULL_BLOCK));
         }
         s.pool().check_invariants().unwrap();
-        let sampled = runner.step(&out, s.config().block_size);
+        let sampled = runner.step(&out, s.config());
         t += 10;
         let upd = s.update(&out, &sampled, Stamp(t));
         s.pool().check_invariants().unwrap();
@@ -120,8 +164,8 @@ fn one_request_prefills_then_decodes_with_stamps() {
     let out = s.schedule(Stamp(60));
     assert_eq!(out.seqs.len(), 1);
     assert_eq!((out.prefill_tokens, out.decode_seqs), (10, 0));
-    assert_eq!(out.seqs[0].block_table.len(), 3); // 10 tokens in blocks of 4
-    let sampled = r.step(&out, s.config().block_size);
+    assert_eq!(out.seqs[0].block_table().len(), 3); // 10 tokens in blocks of 4
+    let sampled = r.step(&out, s.config());
     let upd = s.update(&out, &sampled, Stamp(70));
     assert_eq!(upd.tokens.len(), 1);
     let out = s.schedule(Stamp(80));
@@ -145,12 +189,12 @@ fn a_step_reports_its_attention_work() {
     let out = s.schedule(Stamp(1));
     // 8 tokens at positions 1..=8 attend 1 + 2 + … + 8 = 36 positions; nothing is sampled.
     assert_eq!((out.prefill_attention(), out.decode_context(), out.sampled()), (36, 0, 0));
-    let upd = s.update(&out, &r.step(&out, 4), Stamp(2));
+    let upd = s.update(&out, &r.step(&out, &s.config().clone()), Stamp(2));
     assert!(upd.tokens.is_empty());
     let out = s.schedule(Stamp(3));
     // The last 2 prompt tokens after 8 cached: 2·8 + 3 = 19, and the first token is sampled.
     assert_eq!((out.prefill_attention(), out.decode_context(), out.sampled()), (19, 0, 1));
-    s.update(&out, &r.step(&out, 4), Stamp(4));
+    s.update(&out, &r.step(&out, &s.config().clone()), Stamp(4));
     s.add(req(2, vec![6; 5], 2), Stamp(5)).unwrap();
     let out = s.schedule(Stamp(6));
     // Request 1 decodes at context 11; request 2 prefills 5 tokens (15) and samples.
@@ -163,7 +207,7 @@ fn long_prompt_is_prefilled_in_chunks_beside_decodes() {
     let mut r = FakeRunner::new(100);
     s.add(req(1, vec![1; 5], 20), Stamp(0)).unwrap();
     let out = s.schedule(Stamp(1));
-    let sampled = r.step(&out, s.config().block_size);
+    let sampled = r.step(&out, s.config());
     s.update(&out, &sampled, Stamp(2));
     s.add(req(2, (0..100).collect(), 2), Stamp(3)).unwrap();
     let mut chunks = Vec::new();
@@ -172,7 +216,7 @@ fn long_prompt_is_prefilled_in_chunks_beside_decodes() {
         assert_eq!(out.decode_seqs, 1, "the decode runs in every step");
         let p = out.seqs.iter().find(|q| q.id == 2).unwrap();
         chunks.push((p.start, p.tokens.len(), p.samples));
-        let sampled = r.step(&out, s.config().block_size);
+        let sampled = r.step(&out, s.config());
         s.update(&out, &sampled, Stamp(20 + t));
     }
     assert_eq!(chunks, vec![(0, 31, false), (31, 31, false), (62, 31, false), (93, 7, true)]);
@@ -191,7 +235,7 @@ fn max_num_seqs_and_budget_limit_admission() {
     assert_eq!(out.seqs.len(), 3);
     assert_eq!(s.num_waiting(), 2);
     let mut r = FakeRunner::new(50);
-    let sampled = r.step(&out, s.config().block_size);
+    let sampled = r.step(&out, s.config());
     s.update(&out, &sampled, Stamp(2));
     let done = run_to_end(&mut s, &mut r, 100);
     assert_eq!(done.len(), 5);
@@ -231,7 +275,7 @@ fn prefix_cache_hits_are_capped_before_the_last_token() {
     let out = s.schedule(Stamp(1));
     assert_eq!((out.prefix_hit_tokens, out.prefix_query_tokens), (32, 40));
     assert_eq!((out.seqs[0].start, out.seqs[0].tokens.len()), (32, 8));
-    let sampled = r.step(&out, s.config().block_size);
+    let sampled = r.step(&out, s.config());
     s.update(&out, &sampled, Stamp(2));
     let done = run_to_end(&mut s, &mut r, 10);
     assert_eq!(done[&2].0.cached_tokens, 32);
@@ -298,7 +342,7 @@ fn abort_returns_blocks_at_once() {
     s.add(req(1, vec![1; 20], 5), Stamp(0)).unwrap();
     s.add(req(2, vec![2; 20], 5), Stamp(0)).unwrap();
     let out = s.schedule(Stamp(1));
-    let sampled = r.step(&out, s.config().block_size);
+    let sampled = r.step(&out, s.config());
     s.update(&out, &sampled, Stamp(2));
     assert_eq!(s.blocks_used(), 10); // 20 prompt tokens each in blocks of 4
     assert_eq!(s.tokens_held(), 40);
@@ -319,42 +363,58 @@ fn shared_prefix_blocks_count_once_in_tokens_held() {
     let mut r = FakeRunner::new(10);
     s.add(req(1, vec![7; 9], 1), Stamp(0)).unwrap();
     let out = s.schedule(Stamp(1));
-    let sampled = r.step(&out, s.config().block_size);
+    let sampled = r.step(&out, s.config());
     s.update(&out, &sampled, Stamp(2)); // finished; its 2 full blocks stay cached
     s.add(req(2, vec![7; 9], 5), Stamp(0)).unwrap();
     s.add(req(3, vec![7; 9], 5), Stamp(0)).unwrap();
     let out = s.schedule(Stamp(3));
     assert_eq!(out.prefix_hit_tokens, 16);
-    let sampled = r.step(&out, s.config().block_size);
+    let sampled = r.step(&out, s.config());
     s.update(&out, &sampled, Stamp(4));
     // 8 shared tokens + 1 own token each.
     assert_eq!(s.tokens_held(), 10);
     assert_eq!(s.blocks_used(), 4);
 }
 
+/// KV-cache groups: one full group, one sliding, or a mix (gpt-oss-like and more).
+fn arb_windows() -> impl Strategy<Value = Vec<Option<usize>>> {
+    prop_oneof![
+        Just(vec![None]),
+        (1usize..12).prop_map(|w| vec![Some(w)]),
+        (1usize..12).prop_map(|w| vec![Some(w), None]),
+        (1usize..12, 1usize..12).prop_map(|(a, b)| vec![None, Some(a), Some(b)]),
+    ]
+}
+
 fn arb_case() -> impl Strategy<Value = (SchedulerConfig, Vec<(Vec<TokenId>, usize, u64)>)> {
-    (2usize..40, 1usize..6, 1usize..64, 1usize..6, any::<bool>()).prop_flat_map(|(nb, bs, budget, seqs, cache)| {
-        let usable_tokens = (nb - 1) * bs;
-        let reqs = prop::collection::vec((prop::collection::vec(0u32..4, 1..20), 1usize..12, 0u64..30), 1..12)
-            .prop_map(move |v| v.into_iter().filter(|(p, m, _)| p.len() + m - 1 <= usable_tokens).collect::<Vec<_>>());
-        let c = SchedulerConfig {
-            max_num_batched_tokens: budget,
-            max_num_seqs: seqs,
-            num_blocks: nb,
-            block_size: bs,
-            enable_prefix_caching: cache,
-            max_model_len: 4096,
-            eos_token_id: Some(3),
-        };
-        (Just(c), reqs)
-    })
+    (2usize..40, 1usize..6, 1usize..64, 1usize..6, any::<bool>(), arb_windows()).prop_flat_map(
+        |(nb, bs, budget, seqs, cache, windows)| {
+            let c = SchedulerConfig {
+                max_num_batched_tokens: budget,
+                max_num_seqs: seqs,
+                num_blocks: nb,
+                block_size: bs,
+                enable_prefix_caching: cache,
+                max_model_len: 4096,
+                eos_token_id: Some(3),
+                group_windows: windows,
+            };
+            let fits = c.clone();
+            let reqs = prop::collection::vec((prop::collection::vec(0u32..4, 1..20), 1usize..12, 0u64..30), 1..12)
+                .prop_map(move |v| {
+                    v.into_iter().filter(|(p, m, _)| fits.blocks_alone(p.len() + m - 1) < fits.num_blocks).collect()
+                });
+            (Just(c), reqs)
+        },
+    )
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
-    /// Whatever the pool size, budget, caching and arrival order: every admitted request
-    /// finishes, its output equals the single-request reference, no step breaks the limits,
-    /// and every block is free at the end.
+    /// Whatever the pool size, budget, caching, KV-cache groups and arrival order: every
+    /// admitted request finishes, its output equals the single-request reference, no step
+    /// breaks the limits, a sliding group never holds more than its window needs, and every
+    /// block is free at the end.
     #[test]
     fn any_workload_finishes_with_reference_outputs((c, reqs) in arb_case()) {
         let mut s = Scheduler::new(c.clone()).unwrap();
@@ -370,7 +430,7 @@ proptest! {
                 if x.3 > step { break; }
                 let (id, p, m, _) = pending.remove(0);
                 let params = SamplingParams { max_tokens: m, ..Default::default() };
-                expected.insert(id, reference(&p, &params, Some(3), 5));
+                expected.insert(id, reference_in(&p, &params, Some(3), 5, &c.group_windows));
                 s.add(NewRequest { id, prompt: p, params, arrival: Stamp(t) }, Stamp(t)).unwrap();
             }
             if !s.has_work() && pending.is_empty() { break; }
@@ -379,9 +439,22 @@ proptest! {
             prop_assert!(out.num_tokens() <= c.max_num_batched_tokens);
             prop_assert!(s.num_running() <= c.max_num_seqs);
             s.pool().check_invariants().map_err(TestCaseError::fail)?;
-            let sampled = runner.step(&out, s.config().block_size);
+            for q in &out.seqs {
+                for (bt, w) in q.block_tables.iter().zip(&c.group_windows) {
+                    let held = bt.iter().filter(|&&b| b != BlockPool::NULL_BLOCK).count();
+                    let most = w.map_or(bt.len(), |w| (w - 1 + q.tokens.len()).div_ceil(c.block_size) + 1);
+                    prop_assert!(held <= most, "a window of {:?} holds {} blocks", w, held);
+                }
+            }
+            let sampled = runner.step(&out, s.config());
             t += 1;
-            for (rec, toks) in s.update(&out, &sampled, Stamp(t)).finished {
+            let upd = s.update(&out, &sampled, Stamp(t));
+            let by_kind = s.kv_by_kind();
+            prop_assert_eq!(by_kind.is_some(), c.group_windows.iter().any(Option::is_some));
+            if let Some(k) = by_kind {
+                prop_assert_eq!(k.full + k.sliding, s.blocks_used());
+            }
+            for (rec, toks) in upd.finished {
                     prop_assert!(rec.first_scheduled.unwrap() >= rec.queued);
                 prop_assert!(rec.first_token.unwrap() >= rec.first_scheduled.unwrap());
                 done.insert(rec.id, toks);
