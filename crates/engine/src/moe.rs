@@ -130,12 +130,20 @@ pub struct ExpertLoad {
     pub layer: usize,
     /// Tokens routed to each expert (`experts_per_token` per token in all).
     pub tokens: Vec<u32>,
+    /// The experts each token went to, ascending, `experts_per_token` per token, token by
+    /// token (what a routing comparison between two runs reads).
+    pub choices: Vec<u32>,
 }
 
 impl ExpertLoad {
     /// Experts that received at least one token: each of them had its weights read.
     pub fn distinct(&self) -> usize {
         self.tokens.iter().filter(|&&n| n > 0).count()
+    }
+
+    /// The experts token `i` went to (ascending).
+    pub fn chosen(&self, i: usize, per_token: usize) -> &[u32] {
+        self.choices.get(i * per_token..(i + 1) * per_token).unwrap_or(&[])
     }
 }
 
@@ -155,11 +163,15 @@ impl Moe {
         let (t, hidden) = h.dims2()?;
         let logits = self.router.forward(h)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
         let mut by_expert: Vec<(Vec<u32>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); self.experts.len()];
+        let mut choices = Vec::with_capacity(t * self.spec.experts_per_token);
         for (tok, row) in logits.iter().enumerate() {
+            let at = choices.len();
             for (e, w) in route(&self.spec, row, self.correction.as_deref()) {
                 by_expert[e].0.push(tok as u32);
                 by_expert[e].1.push(w);
+                choices.push(e as u32);
             }
+            choices[at..].sort_unstable();
         }
         let mut out = vec![0f32; t * hidden];
         for (e, (toks, ws)) in by_expert.iter().enumerate().filter(|(_, (toks, _))| !toks.is_empty()) {
@@ -175,7 +187,8 @@ impl Moe {
         if let Some(shared) = &self.shared {
             y = (y + self.expert(shared, h)?)?;
         }
-        let load = ExpertLoad { layer: self.layer, tokens: by_expert.iter().map(|(t, _)| t.len() as u32).collect() };
+        let tokens = by_expert.iter().map(|(t, _)| t.len() as u32).collect();
+        let load = ExpertLoad { layer: self.layer, tokens, choices };
         Ok((y, load))
     }
 

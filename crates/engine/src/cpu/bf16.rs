@@ -195,6 +195,19 @@ fn panel_rows(k: usize) -> usize {
 
 /// The many-rows path: panels of weight rows widened to f32, each multiplied by gemm.
 fn panels(x: &[f32], w: &[u16], m: usize, k: usize, n: usize) -> Vec<f32> {
+    panels_with(x, m, k, n, |r0, rows, buf| buf.extend(w[r0 * k..(r0 + rows) * k].iter().map(|&b| widen(b))))
+}
+
+/// `x · Wᵀ` (`x` `m × k`, `W` `n × k`) by panels of weight rows sized for L2: in parallel,
+/// each task has `widen(r0, rows, buf)` append rows `r0..r0 + rows` of `W` to `buf` as f32
+/// (a bf16 widening, an MXFP4 decoding), then multiplies them with gemm's f32 kernel.
+pub(crate) fn panels_with(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    widen: impl Fn(usize, usize, &mut Vec<f32>) + Sync,
+) -> Vec<f32> {
     let mut out = vec![0f32; m * n];
     let nb = panel_rows(k);
     let dst = OutPtr(out.as_mut_ptr());
@@ -202,7 +215,8 @@ fn panels(x: &[f32], w: &[u16], m: usize, k: usize, n: usize) -> Vec<f32> {
         let r0 = p * nb;
         let rows = nb.min(n - r0);
         buf.clear();
-        buf.extend(w[r0 * k..(r0 + rows) * k].iter().map(|&b| widen(b)));
+        widen(r0, rows, buf);
+        debug_assert_eq!(buf.len(), rows * k);
         // SAFETY: dst is m × n (row stride n) and this task writes its columns r0..r0 + rows
         // only; x is m × k row-major; the panel is rows × k row-major, read as the k × rows
         // right-hand side (row stride 1, column stride k).

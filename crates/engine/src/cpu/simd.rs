@@ -5,6 +5,11 @@
 
 use std::sync::OnceLock;
 
+/// Whether this CPU has AVX2 and FMA (detected once), for the other kernels' dispatch.
+pub fn has_avx2() -> bool {
+    avx2()
+}
+
 /// Whether this CPU has AVX2 and FMA (detected once).
 fn avx2() -> bool {
     static A: OnceLock<bool> = OnceLock::new();
