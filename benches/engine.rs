@@ -72,6 +72,29 @@ fn attention(c: &mut Criterion) {
         });
     }
     g.finish();
+    // A decode step's attention at batch 16 (each sequence 137 positions, as engine-bench's
+    // decode rows): one query row per sequence over its own blocks.
+    let mut g = c.benchmark_group("attention_decode_batch");
+    g.sample_size(30).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(3));
+    for (dtype, name) in [(DType::F32, "paged"), (DType::BF16, "paged_bf16")] {
+        let (batch, ctx) = (16usize, 137usize);
+        let per = ctx.div_ceil(BS);
+        let k_pool = Tensor::zeros((batch * per * BS + BS, HKV, D), dtype, &Device::Cpu).unwrap();
+        let v_pool = k_pool.zeros_like().unwrap();
+        let (mut meta, mut fill) = (AttnMeta::new(BS), AttnMeta::new(BS));
+        for s in 0..batch {
+            let table: Vec<u32> = (0..per).map(|b| (1 + b * batch + s) as u32).collect();
+            meta.push(1, ctx, &table);
+            fill.push(ctx, ctx, &table);
+        }
+        let kv = |_| rand((batch * ctx, HKV, D)).to_dtype(dtype).unwrap();
+        write_kv(&k_pool, &v_pool, &kv(0), &kv(1), &fill).unwrap();
+        let q = rand((batch, HQ, D));
+        g.bench_function(BenchmarkId::new(name, batch), |b| {
+            b.iter(|| paged_attention(&q, &k_pool, &v_pool, &meta, scale).unwrap())
+        });
+    }
+    g.finish();
     let mut g = c.benchmark_group("attention_prefill");
     g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(3));
     for ctx in [128usize, 512, 2048] {

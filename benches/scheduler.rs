@@ -13,7 +13,8 @@ fn scheduler(c: &mut Criterion) {
     let mut g = c.benchmark_group("scheduler_step");
     g.sample_size(30).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
     // `hybrid`: gpt-oss's KV-cache groups, one sliding (window 128) and one full.
-    for (seqs, caching, hybrid) in [(256usize, false, false), (256, true, false), (64, false, false), (256, true, true)] {
+    for (seqs, caching, hybrid) in [(256usize, false, false), (256, true, false), (64, false, false), (256, true, true)]
+    {
         let name = format!(
             "{seqs}_seqs{}{}",
             if caching { "_prefix_cache" } else { "" },

@@ -176,9 +176,8 @@ fn unique_prompt(rng: &mut rand::rngs::SmallRng, len: usize, vocab: usize) -> Ve
 /// layer's queries see only their window).
 fn attn_flops(m: &Llama, q: usize, ctx: usize) -> f64 {
     let s = &m.spec;
-    let visible = |w: Option<usize>| -> f64 {
-        (0..q).map(|i| (ctx - q + i + 1).min(w.unwrap_or(usize::MAX)) as f64).sum()
-    };
+    let visible =
+        |w: Option<usize>| -> f64 { (0..q).map(|i| (ctx - q + i + 1).min(w.unwrap_or(usize::MAX)) as f64).sum() };
     let per_layer = 4.0 * s.num_heads as f64 * s.head_dim() as f64;
     s.kv_groups().iter().map(|g| g.layers.len() as f64 * per_layer * visible(g.window)).sum()
 }

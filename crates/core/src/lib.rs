@@ -23,6 +23,8 @@ pub use client::{Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, Reas
 pub use clock::{Clock, Stamp};
 pub use codec::TextCodec;
 pub use http::{Anomaly, AnomalyKind, HttpStamps, ServerScrape, ServerTimings};
-pub use request::{EngineRecord, ExpertStepLoad, FinishReason, KvBlocksByKind, RequestId, SamplingParams, StepRecord, TokenId};
+pub use request::{
+    EngineRecord, ExpertStepLoad, FinishReason, KvBlocksByKind, RequestId, SamplingParams, StepRecord, TokenId,
+};
 pub use sizes::{KvGroup, KvPerToken, Params};
 pub use target::{Target, WorkRequest};

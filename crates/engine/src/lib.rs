@@ -41,8 +41,8 @@ pub mod step;
 pub mod tokenizer;
 pub mod weights;
 
+pub use block::PartTimes;
 pub use engine::{Engine, EngineHandle, EngineStats, RequestEvent, RequestStream};
 pub use error::{EngineError, Result};
 pub use model::{AttentionImpl, Llama, StepBatch};
-pub use block::PartTimes;
 pub use step::{EngineConfig, EngineCore, StepOutput};

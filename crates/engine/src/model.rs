@@ -37,7 +37,12 @@ pub struct StepBatch {
 
 impl StepBatch {
     pub fn new(block_size: usize) -> Self {
-        Self { tokens: Vec::new(), positions: Vec::new(), metas: vec![AttnMeta::new(block_size)], sample_rows: Vec::new() }
+        Self {
+            tokens: Vec::new(),
+            positions: Vec::new(),
+            metas: vec![AttnMeta::new(block_size)],
+            sample_rows: Vec::new(),
+        }
     }
 
     /// Adds a sequence computing `tokens` at positions `start..`, over its block table in each
@@ -234,19 +239,16 @@ impl Llama {
         let cos = self.cos.index_select(&pos, 0)?;
         let sin = self.sin.index_select(&pos, 0)?;
         let mut x = self.embed.index_select(&ids, 0)?.to_dtype(self.act_dtype)?;
-        let ctx = StepCtx {
-            spec,
-            cos: &cos,
-            sin: &sin,
-            attention: self.attention,
-            interleaved: self.interleaved,
-        };
+        let ctx = StepCtx { spec, cos: &cos, sin: &sin, attention: self.attention, interleaved: self.interleaved };
         let mut loads = Vec::new();
         let mut times = self.time_parts.then(PartTimes::default);
         for (l, layer) in self.layers.iter().enumerate() {
             let (k, v, group) = kv.layer(l);
             let meta = batch.metas.get(group).ok_or_else(|| {
-                EngineError::Other(format!("the step has block tables for {} KV groups, layer {l} is in group {group}", batch.metas.len()))
+                EngineError::Other(format!(
+                    "the step has block tables for {} KV groups, layer {l} is in group {group}",
+                    batch.metas.len()
+                ))
             })?;
             let (y, load) = layer.forward(&x, &ctx, &LayerKv { k, v, meta }, times.as_mut())?;
             x = y;

@@ -255,7 +255,8 @@ impl EngineCore {
             kv_by_kind: None,
         };
         drop(p);
-        let record = StepRecord { tokens_held: self.sched.tokens_held(), kv_by_kind: self.sched.kv_by_kind(), ..record };
+        let record =
+            StepRecord { tokens_held: self.sched.tokens_held(), kv_by_kind: self.sched.kv_by_kind(), ..record };
         self.steps += 1;
         Ok(Some(StepOutput { record, update }))
     }

@@ -233,7 +233,8 @@ mod tests {
         assert_eq!(kv_token_usage(&s), 420.0 / 1920.0);
         assert_eq!(kv_sliding_block_usage(&s), None);
         // 30 blocks: 24 full layers' and 6 sliding layers' → 6 / 120.
-        let hybrid = StepRecord { kv_by_kind: Some(goodput_core::KvBlocksByKind { full: 24, sliding: 6 }), ..s.clone() };
+        let hybrid =
+            StepRecord { kv_by_kind: Some(goodput_core::KvBlocksByKind { full: 24, sliding: 6 }), ..s.clone() };
         assert_eq!(kv_sliding_block_usage(&hybrid), Some(0.05));
         assert!((step_time(&s) - 0.005).abs() < 1e-12);
     }

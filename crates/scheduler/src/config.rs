@@ -135,4 +135,3 @@ pub enum AdmissionError {
     #[error("token id {token} is outside the vocabulary ({vocab})")]
     TokenOutOfVocab { token: TokenId, vocab: usize },
 }
-

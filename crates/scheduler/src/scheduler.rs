@@ -10,9 +10,9 @@
 //! The scheduler only decides; the caller runs the model over [`SchedulerOutput`] and hands
 //! back one sampled token per sequence that samples ([`Scheduler::update`]).
 
-pub use crate::config::{AdmissionError, SchedulerConfig};
 use crate::block_pool::{hash_full_blocks, BlockHash, BlockPool, PoolError};
 use crate::block_table::SharedPool;
+pub use crate::config::{AdmissionError, SchedulerConfig};
 use crate::seq_blocks::{self, SeqBlocks};
 use goodput_core::{EngineRecord, FinishReason, KvBlocksByKind, RequestId, SamplingParams, Stamp, TokenId};
 use std::cell::RefCell;
@@ -256,7 +256,6 @@ impl Scheduler {
         seq.record.preemptions += 1;
         self.waiting.push_front(seq);
     }
-
 
     /// Moves the front waiting sequence to running with its prefix-cache hits and the blocks of
     /// its first chunk (at most `budget` tokens); the chunk's length, or `None` when the pool

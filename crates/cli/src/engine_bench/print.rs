@@ -98,7 +98,11 @@ fn print_parts(r: &Report) {
         .prefill
         .iter()
         .filter_map(|p| p.parts.as_ref().map(|x| (format!("prefill {}", p.prompt_len), x, p.latency_s.p50)))
-        .chain(r.decode.iter().filter_map(|d| d.parts.as_ref().map(|x| (format!("decode batch {}", d.batch), x, d.step_s.p50))))
+        .chain(
+            r.decode
+                .iter()
+                .filter_map(|d| d.parts.as_ref().map(|x| (format!("decode batch {}", d.batch), x, d.step_s.p50))),
+        )
         .collect();
     if rows.is_empty() {
         return;

@@ -119,14 +119,17 @@ fn parameters_and_kv_of_the_2026_models() {
     // Unequal kinds: 2 full and 4 sliding layers, cut by their gcd into groups of 2.
     let mut odd = oss.clone();
     odd.num_layers = 6;
-    odd.layer_types = Some([LayerKind::Full, LayerKind::Sliding, LayerKind::Sliding, LayerKind::Full]
-        .into_iter().chain([LayerKind::Sliding; 2]).collect());
+    odd.layer_types = Some(
+        [LayerKind::Full, LayerKind::Sliding, LayerKind::Sliding, LayerKind::Full]
+            .into_iter()
+            .chain([LayerKind::Sliding; 2])
+            .collect(),
+    );
     let g = odd.kv_groups();
-    assert_eq!(g.iter().map(|g| (g.window, g.layers.clone())).collect::<Vec<_>>(), vec![
-        (None, vec![0, 3]),
-        (Some(128), vec![1, 2]),
-        (Some(128), vec![4, 5]),
-    ]);
+    assert_eq!(
+        g.iter().map(|g| (g.window, g.layers.clone())).collect::<Vec<_>>(),
+        vec![(None, vec![0, 3]), (Some(128), vec![1, 2]), (Some(128), vec![4, 5]),]
+    );
     // Qwen3-30B-A3B: 48 × 2 × 4 × 128 × 2.
     assert_eq!(c.get("qwen3-30b-a3b").unwrap().kv_bytes_per_token(2), 48 * 2 * 4 * 128 * 2);
     // Mixtral: one expert is 3 × 4096 × 14336.

@@ -96,7 +96,8 @@ impl Mxfp4Matrix {
             out_t.par_chunks_mut(ROWS_PER_TASK * m).enumerate().for_each(|(task, chunk)| {
                 for (i, out) in chunk.chunks_mut(m).enumerate() {
                     let j = task * ROWS_PER_TASK + i;
-                    let (bytes, scales) = (&self.blocks[j * k / 2..(j + 1) * k / 2], &self.scales[j * k / 32..(j + 1) * k / 32]);
+                    let (bytes, scales) =
+                        (&self.blocks[j * k / 2..(j + 1) * k / 2], &self.scales[j * k / 32..(j + 1) * k / 32]);
                     // SAFETY: AVX2 and FMA were detected; every x row holds k = 32 · scales values.
                     unsafe { x86::dot_rows(bytes, scales, x, k, out) };
                 }
@@ -245,7 +246,11 @@ mod tests {
         for j in 0..n {
             w.decode_row(j, &mut fast);
             let nb = k / 32;
-            Mxfp4Matrix::decode_row_scalar(&w.blocks[j * k / 2..(j + 1) * k / 2], &w.scales[j * nb..(j + 1) * nb], &mut slow);
+            Mxfp4Matrix::decode_row_scalar(
+                &w.blocks[j * k / 2..(j + 1) * k / 2],
+                &w.scales[j * nb..(j + 1) * nb],
+                &mut slow,
+            );
             assert_eq!(fast, slow, "row {j}");
         }
         // Products under scales that keep every sum finite.
@@ -265,7 +270,8 @@ mod tests {
         for r in 0..m {
             for j in 0..n {
                 w.decode_row(j, &mut slow);
-                let want: f64 = x[r * k..(r + 1) * k].iter().zip(&slow).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                let want: f64 =
+                    x[r * k..(r + 1) * k].iter().zip(&slow).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
                 let tol = 1e-5 * slow.iter().map(|v| f64::from(v.abs())).sum::<f64>().max(1.0);
                 assert!((f64::from(y[r * n + j]) - want).abs() <= tol, "{m} rows: row {r} col {j}");
             }

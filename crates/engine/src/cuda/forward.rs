@@ -97,7 +97,7 @@ impl Llama {
 
     /// Weight bytes one step's `op` (a label of [`Self::forward_cuda_marked`]) reads.
     pub(crate) fn op_weight_bytes(&self, op: &str) -> Option<u64> {
-        let sum = |f: &dyn Fn((&Gqa, &Mlp)) -> Option<&Linear>| -> u64 {
+        let sum = |f: &dyn for<'a> Fn((&'a Gqa, &'a Mlp)) -> Option<&'a Linear>| -> u64 {
             self.layers.iter().filter_map(Layer::llama).filter_map(f).map(Linear::bytes).sum()
         };
         Some(match op {
