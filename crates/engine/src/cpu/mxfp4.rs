@@ -6,6 +6,7 @@
 //! a weight this way instead of 16 (bf16) or 32 (f32): gpt-oss-20b's experts in 10 GiB.
 //! Output rows are split across threads.
 
+use crate::cpu::common::untranspose;
 use crate::cpu::simd;
 use rayon::prelude::*;
 
@@ -102,7 +103,7 @@ impl Mxfp4Matrix {
                     unsafe { x86::dot_rows(bytes, scales, x, k, out) };
                 }
             });
-            return transpose(out_t, m, n);
+            return untranspose(out_t, m, n);
         }
         if m >= PANEL_FROM {
             // Many rows (prefill): panels of rows decoded to f32 once, multiplied by gemm.
@@ -128,26 +129,13 @@ impl Mxfp4Matrix {
                 }
             }
         });
-        transpose(out_t, m, n)
+        untranspose(out_t, m, n)
     }
-}
-
-/// `(n, m)` row-major to `(m, n)`.
-fn transpose(out_t: Vec<f32>, m: usize, n: usize) -> Vec<f32> {
-    if m == 1 {
-        return out_t;
-    }
-    let mut out = vec![0f32; m * n];
-    for (j, col) in out_t.chunks(m).enumerate() {
-        for (r, &v) in col.iter().enumerate() {
-            out[r * n + j] = v;
-        }
-    }
-    out
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use crate::cpu::common::x86::hsum;
     use std::arch::x86_64::*;
 
     /// FP4 E2M1 codes as twice their value (all integers): the shuffle's table.
@@ -200,9 +188,7 @@ mod x86 {
                 }
             }
             for (o, a) in out.iter_mut().zip(acc) {
-                let s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-                let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-                *o = _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+                *o = hsum(a);
             }
         }
     }
