@@ -94,6 +94,34 @@ fn attention(c: &mut Criterion) {
             b.iter(|| paged_attention(&q, &k_pool, &v_pool, &meta, scale).unwrap())
         });
     }
+    // The same over 30 layers' pools of 2048 blocks each, one after the other, as a decode
+    // step of SmolLM2 reads them (each pool cold in the caches when its turn comes; each
+    // sequence's blocks consecutive, as the scheduler hands them out).
+    let (batch, ctx, layers, blocks) = (16usize, 137usize, 30usize, 2048usize);
+    let per = ctx.div_ceil(BS);
+    let (mut meta, mut fill) = (AttnMeta::new(BS), AttnMeta::new(BS));
+    for s in 0..batch {
+        let table: Vec<u32> = (0..per).map(|b| (1 + s * per + b) as u32).collect();
+        meta.push(1, ctx, &table);
+        fill.push(ctx, ctx, &table);
+    }
+    let pools: Vec<(Tensor, Tensor)> = (0..layers)
+        .map(|_| {
+            let k = Tensor::zeros((blocks * BS, HKV, D), DType::BF16, &Device::Cpu).unwrap();
+            let v = k.zeros_like().unwrap();
+            let kv = || rand((batch * ctx, HKV, D)).to_dtype(DType::BF16).unwrap();
+            write_kv(&k, &v, &kv(), &kv(), &fill).unwrap();
+            (k, v)
+        })
+        .collect();
+    let q = rand((batch, HQ, D));
+    g.bench_function(BenchmarkId::new("paged_bf16_30_layers_cold", batch), |b| {
+        b.iter(|| {
+            for (k, v) in &pools {
+                paged_attention(&q, k, v, &meta, scale).unwrap();
+            }
+        })
+    });
     g.finish();
     let mut g = c.benchmark_group("attention_prefill");
     g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(3));
