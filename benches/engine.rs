@@ -220,7 +220,7 @@ fn mxfp4(c: &mut Criterion) {
     }
     let w32 = Tensor::from_vec(dense, (n, k), &Device::Cpu).unwrap();
     let wb = w32.to_dtype(DType::BF16).unwrap();
-    for m in [1usize, 4, 64] {
+    for m in [1usize, 4, 8, 12, 64] {
         let xt = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu).unwrap();
         let xs = xt.flatten_all().unwrap().to_vec1::<f32>().unwrap();
         g.throughput(Throughput::Elements((n * k) as u64));

@@ -1,10 +1,11 @@
-//! `x · Wᵀ` with `W` in MXFP4, read in place: each weight row's blocks of 32 FP4 E2M1 values
-//! (two per byte, the even element in the low nibble) and its E8M0 scales are decoded once
-//! into an f32 row in L1 (with AVX2 where the CPU has it: a byte shuffle looks the 16 codes
-//! up as small integers, 32 values in a few instructions), then dotted with every row of `x`,
-//! four rows of `x` per pass over the decoded row. A gpt-oss expert takes 4.25 bits
-//! a weight this way instead of 16 (bf16) or 32 (f32): gpt-oss-20b's experts in 10 GiB.
-//! Output rows are split across threads.
+//! `x · Wᵀ` with `W` in MXFP4, read in place: blocks of 32 FP4 E2M1 values per weight row (two
+//! per byte, the even element in the low nibble), each with an E8M0 scale, decoded with AVX2
+//! where the CPU has it (a byte shuffle looks the 16 codes up as small integers, 32 values in a
+//! few instructions). Up to 15 rows of `x`, each block is decoded in registers and dotted at
+//! once with four rows at a time; from 16 rows, panels of weight rows are decoded for gemm;
+//! without AVX2, each row is decoded once into L1 and dotted with every row of `x`. A gpt-oss
+//! expert takes 4.25 bits a weight this way instead of 16 (bf16) or 32 (f32): gpt-oss-20b's
+//! experts in 10 GiB. Output rows are split across threads.
 
 use crate::cpu::common::untranspose;
 use crate::cpu::simd;
@@ -24,6 +25,12 @@ pub struct Mxfp4Matrix {
 
 /// Weight rows per parallel task.
 const ROWS_PER_TASK: usize = 16;
+
+/// Rows of `x` up to which each weight block is decoded in registers, once per four rows
+/// (`cargo bench --bench engine -- mxfp4`, one gpt-oss-20b expert: 8 rows 3.2 ms and 12 rows
+/// 4.6 ms this way, against 4.4 and 6.4 ms decoding each row once and dotting it four rows at a
+/// time); from [`PANEL_FROM`] on, panels for gemm.
+const FUSED_UPTO: usize = PANEL_FROM - 1;
 
 /// Rows of `x` from which the weight is decoded by panels and multiplied by gemm (below, each
 /// decoded row is dotted with four rows of `x` at a time).
@@ -91,16 +98,18 @@ impl Mxfp4Matrix {
         // Column-major while computing (each task owns whole weight rows), then turned.
         let mut out_t = vec![0f32; n * m];
         #[cfg(target_arch = "x86_64")]
-        if m <= 4 && simd::has_avx2() {
-            // Few rows of x (decode steps): each weight block decoded in registers and used at
-            // once, never stored.
+        if m <= FUSED_UPTO && simd::has_avx2() {
+            // Few rows of x (decode steps, an expert's share of a short prefill): each weight
+            // block decoded in registers and used at once, never stored.
             out_t.par_chunks_mut(ROWS_PER_TASK * m).enumerate().for_each(|(task, chunk)| {
                 for (i, out) in chunk.chunks_mut(m).enumerate() {
                     let j = task * ROWS_PER_TASK + i;
                     let (bytes, scales) =
                         (&self.blocks[j * k / 2..(j + 1) * k / 2], &self.scales[j * k / 32..(j + 1) * k / 32]);
-                    // SAFETY: AVX2 and FMA were detected; every x row holds k = 32 · scales values.
-                    unsafe { x86::dot_rows(bytes, scales, x, k, out) };
+                    for (c, o) in out.chunks_mut(4).enumerate() {
+                        // SAFETY: AVX2 and FMA were detected; every x row holds k = 32 · scales values.
+                        unsafe { x86::dot_rows(bytes, scales, &x[4 * c * k..], k, o) };
+                    }
                 }
             });
             return untranspose(out_t, m, n);
