@@ -72,8 +72,38 @@ fn attention(c: &mut Criterion) {
         });
     }
     g.finish();
+    let mut g = c.benchmark_group("attention_prefill");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(3));
+    for ctx in [128usize, 512, 2048] {
+        let (kp, vp, table, k, v) = setup(ctx);
+        let mut meta = AttnMeta::new(BS);
+        meta.push(ctx, ctx, &table);
+        let q = rand((ctx, HQ, D));
+        g.bench_with_input(BenchmarkId::new("kernel", ctx), &ctx, |b, _| {
+            b.iter(|| paged_attention_kernel(&q, &kp, &vp, &meta, scale).unwrap())
+        });
+        let (kb, vb, table_b, _, _) = setup_dtype(ctx, DType::BF16);
+        let mut meta_b = AttnMeta::new(BS);
+        meta_b.push(ctx, ctx, &table_b);
+        g.bench_with_input(BenchmarkId::new("kernel_bf16", ctx), &ctx, |b, _| {
+            b.iter(|| paged_attention_kernel(&q, &kb, &vb, &meta_b, scale).unwrap())
+        });
+        g.bench_with_input(BenchmarkId::new("gather", ctx), &ctx, |b, _| {
+            b.iter(|| gather_attention(&q, &kp, &vp, &meta, scale).unwrap())
+        });
+        g.bench_with_input(BenchmarkId::new("contiguous", ctx), &ctx, |b, _| {
+            b.iter(|| contiguous_attention(&q, &k, &v, scale).unwrap().contiguous().unwrap())
+        });
+    }
+    g.finish();
+}
+
+/// A decode step's attention at batch 16: one layer's pool re-read (cache-hot), and 30 layers'
+/// pools one after the other (cold, as a step reads them).
+fn attention_decode_batch(c: &mut Criterion) {
     // A decode step's attention at batch 16 (each sequence 137 positions, as engine-bench's
     // decode rows): one query row per sequence over its own blocks.
+    let scale = &AttnOpts::scaled(1.0 / (D as f32).sqrt());
     let mut g = c.benchmark_group("attention_decode_batch");
     g.sample_size(30).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(3));
     for (dtype, name) in [(DType::F32, "paged"), (DType::BF16, "paged_bf16")] {
@@ -122,30 +152,6 @@ fn attention(c: &mut Criterion) {
             }
         })
     });
-    g.finish();
-    let mut g = c.benchmark_group("attention_prefill");
-    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(3));
-    for ctx in [128usize, 512, 2048] {
-        let (kp, vp, table, k, v) = setup(ctx);
-        let mut meta = AttnMeta::new(BS);
-        meta.push(ctx, ctx, &table);
-        let q = rand((ctx, HQ, D));
-        g.bench_with_input(BenchmarkId::new("kernel", ctx), &ctx, |b, _| {
-            b.iter(|| paged_attention_kernel(&q, &kp, &vp, &meta, scale).unwrap())
-        });
-        let (kb, vb, table_b, _, _) = setup_dtype(ctx, DType::BF16);
-        let mut meta_b = AttnMeta::new(BS);
-        meta_b.push(ctx, ctx, &table_b);
-        g.bench_with_input(BenchmarkId::new("kernel_bf16", ctx), &ctx, |b, _| {
-            b.iter(|| paged_attention_kernel(&q, &kb, &vb, &meta_b, scale).unwrap())
-        });
-        g.bench_with_input(BenchmarkId::new("gather", ctx), &ctx, |b, _| {
-            b.iter(|| gather_attention(&q, &kp, &vp, &meta, scale).unwrap())
-        });
-        g.bench_with_input(BenchmarkId::new("contiguous", ctx), &ctx, |b, _| {
-            b.iter(|| contiguous_attention(&q, &k, &v, scale).unwrap().contiguous().unwrap())
-        });
-    }
     g.finish();
 }
 
@@ -341,5 +347,5 @@ fn sampling(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, attention, matmul, mxfp4, decode_steps, prefill_steps, sampling);
+criterion_group!(benches, attention, attention_decode_batch, matmul, mxfp4, decode_steps, prefill_steps, sampling);
 criterion_main!(benches);
