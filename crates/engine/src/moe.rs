@@ -14,7 +14,6 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Tensor};
 use goodput_core::arch::{ExpertActivation, Scoring};
 use goodput_core::{Architecture, ModelSpec, MoeSpec};
-use std::sync::Arc;
 
 /// The experts and weights of one token: `(expert, weight)`, `experts_per_token` of them.
 pub fn route(m: &MoeSpec, logits: &[f32], correction: Option<&[f32]>) -> Vec<(usize, f32)> {
@@ -74,7 +73,7 @@ fn keep_best_groups(m: &MoeSpec, c: &mut [f32]) {
 /// in place with an f32 bias.
 pub(crate) enum Proj {
     Dense(Linear),
-    Mx(Arc<Mxfp4Matrix>, Option<Tensor>),
+    Mx(Box<Mxfp4Matrix>, Option<Tensor>),
 }
 
 impl Proj {
@@ -365,15 +364,14 @@ fn gpt_oss_packed(
     let gu = mxfp4::packed(src, &format!("{p}.gate_up_proj"), e, 2 * i, h)?;
     let down = mxfp4::packed(src, &format!("{p}.down_proj"), e, h, i)?;
     let f32_bias = |b: Tensor| b.to_dtype(DType::F32);
+    let order: Vec<usize> = (0..i).map(|r| 2 * r).chain((0..i).map(|r| 2 * r + 1)).collect();
     gu.into_iter()
         .zip(down)
         .enumerate()
         .map(|(j, (g, d))| {
-            let order: Vec<usize> = (0..i).map(|r| 2 * r).chain((0..i).map(|r| 2 * r + 1)).collect();
-            let g = g.rows(&order);
             Ok(Expert {
-                gate_up: Proj::Mx(Arc::new(g), Some(f32_bias(deinterleave(&gu_b.get(j)?, i)?)?)),
-                down: Proj::Mx(Arc::new(d), Some(f32_bias(down_b.get(j)?)?)),
+                gate_up: Proj::Mx(Box::new(g.rows(&order)), Some(f32_bias(deinterleave(&gu_b.get(j)?, i)?)?)),
+                down: Proj::Mx(Box::new(d), Some(f32_bias(down_b.get(j)?)?)),
             })
         })
         .collect()

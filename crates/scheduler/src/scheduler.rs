@@ -490,16 +490,18 @@ impl Scheduler {
         if windows.iter().all(Option::is_none) {
             return None;
         }
-        let mut sliding: Vec<u32> = Vec::new();
+        // Every holder of a block is a table of the one group it was allocated to: a block
+        // counts 1/refs per holder, once in all.
+        let pool = self.pool.borrow();
+        let mut held = 0.0f64;
         for s in &self.running {
             for (t, _) in s.blocks.tables().iter().zip(windows).filter(|(_, w)| w.is_some()) {
-                sliding.extend(t.held());
+                held += t.held().map(|b| 1.0 / f64::from(pool.ref_count(b).max(1))).sum::<f64>();
             }
         }
-        sliding.sort_unstable();
-        sliding.dedup();
-        let sliding = sliding.len();
-        Some(KvBlocksByKind { full: self.blocks_used().saturating_sub(sliding), sliding })
+        let sliding = held.round() as usize;
+        let used = pool.usable_blocks() - pool.num_free_blocks();
+        Some(KvBlocksByKind { full: used.saturating_sub(sliding), sliding })
     }
 }
 

@@ -4,6 +4,9 @@
 use super::{Report, Summary};
 use goodput_report::console as table;
 
+/// The columns of [`latency_cells`].
+const LATENCY_HEAD: [&str; 5] = ["n", "p50 ms", "p90 ms", "p99 ms", "stddev ms"];
+
 /// n, p50, p90, p99 and stddev of a latency summary in ms, at `digits` decimals.
 fn latency_cells(s: &Summary, digits: usize) -> [String; 5] {
     [
@@ -24,18 +27,10 @@ fn floor_cells(floor: Option<f64>, of: Option<f64>) -> [String; 2] {
 
 /// The prefill and decode tables and the roofline lines, on stdout.
 pub(super) fn print(r: &Report) {
-    let mut t = table::new(&[
-        "prompt",
-        "n",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "stddev ms",
-        "tokens/s",
-        "GFLOP/s",
-        "floor ms",
-        "of floor",
-    ]);
+    let mut head = vec!["prompt"];
+    head.extend(LATENCY_HEAD);
+    head.extend(["tokens/s", "GFLOP/s", "floor ms", "of floor"]);
+    let mut t = table::new(&head);
     for p in &r.prefill {
         let mut row = vec![p.prompt_len.to_string()];
         row.extend(latency_cells(&p.latency_s, 1));
@@ -175,21 +170,9 @@ fn print_profile(p: &goodput_engine::cuda::StepTiming) {
 /// The decode table (with the experts a step read, for MoE models).
 fn print_decode(r: &Report) {
     let moe = r.decode.iter().any(|d| d.expert_share.is_some());
-    let mut head = vec![
-        "batch",
-        "ctx",
-        "n",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "stddev ms",
-        "tokens/s",
-        "GB/s",
-        "GFLOP/s",
-        "sched+sample",
-        "floor ms",
-        "of floor",
-    ];
+    let mut head = vec!["batch", "ctx"];
+    head.extend(LATENCY_HEAD);
+    head.extend(["tokens/s", "GB/s", "GFLOP/s", "sched+sample", "floor ms", "of floor"]);
     if moe {
         head.push("experts read");
     }

@@ -216,7 +216,8 @@ pub(crate) fn panels_with(
         let rows = nb.min(n - r0);
         buf.clear();
         widen(r0, rows, buf);
-        debug_assert_eq!(buf.len(), rows * k);
+        // gemm below reads rows × k values from buf: a widener that wrote fewer is a bug of ours.
+        assert_eq!(buf.len(), rows * k, "a widened panel of {rows} rows × {k}");
         // SAFETY: dst is m × n (row stride n) and this task writes its columns r0..r0 + rows
         // only; x is m × k row-major; the panel is rows × k row-major, read as the k × rows
         // right-hand side (row stride 1, column stride k).

@@ -5,13 +5,8 @@
 
 use std::sync::OnceLock;
 
-/// Whether this CPU has AVX2 and FMA (detected once), for the other kernels' dispatch.
+/// Whether this CPU has AVX2 and FMA (detected once); the other kernels dispatch on it too.
 pub fn has_avx2() -> bool {
-    avx2()
-}
-
-/// Whether this CPU has AVX2 and FMA (detected once).
-fn avx2() -> bool {
     static A: OnceLock<bool> = OnceLock::new();
     *A.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
@@ -30,7 +25,7 @@ pub fn dot<T: Lane>(a: &[f32], b: &[T]) -> f32 {
     debug_assert!(b.len() >= a.len());
     let b = &b[..a.len()];
     #[cfg(target_arch = "x86_64")]
-    if avx2() {
+    if has_avx2() {
         // SAFETY: AVX2 and FMA were detected at run time; both slices hold a.len() values.
         return unsafe { x86::dot_avx2(a, b) };
     }
@@ -44,7 +39,7 @@ pub fn dot<T: Lane>(a: &[f32], b: &[T]) -> f32 {
 pub fn dot4(a: [&[f32]; 4], b: &[f32]) -> [f32; 4] {
     debug_assert!(a.iter().all(|x| x.len() == b.len()));
     #[cfg(target_arch = "x86_64")]
-    if avx2() {
+    if has_avx2() {
         // SAFETY: AVX2 and FMA were detected at run time; every slice holds b.len() values.
         return unsafe { x86::dot4_avx2(a, b) };
     }
@@ -58,7 +53,7 @@ pub fn axpy<T: Lane>(alpha: f32, x: &[T], y: &mut [f32]) {
     let n = x.len().min(y.len());
     let (x, y) = (&x[..n], &mut y[..n]);
     #[cfg(target_arch = "x86_64")]
-    if avx2() {
+    if has_avx2() {
         // SAFETY: as in `dot`.
         return unsafe { x86::axpy_avx2(alpha, x, y) };
     }

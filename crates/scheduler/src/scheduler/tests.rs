@@ -453,6 +453,17 @@ proptest! {
             prop_assert_eq!(by_kind.is_some(), c.group_windows.iter().any(Option::is_some));
             if let Some(k) = by_kind {
                 prop_assert_eq!(k.full + k.sliding, s.blocks_used());
+                // The distinct blocks of the running sequences' sliding tables, counted apart.
+                let mut sliding: Vec<u32> = s
+                    .running
+                    .iter()
+                    .flat_map(|q| q.blocks.tables().iter().zip(&c.group_windows))
+                    .filter(|(_, w)| w.is_some())
+                    .flat_map(|(t, _)| t.held())
+                    .collect();
+                sliding.sort_unstable();
+                sliding.dedup();
+                prop_assert_eq!(k.sliding, sliding.len());
             }
             for (rec, toks) in upd.finished {
                     prop_assert!(rec.first_scheduled.unwrap() >= rec.queued);
