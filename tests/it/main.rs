@@ -12,6 +12,7 @@ mod engine_check;
 mod hostile_servers;
 mod misuse;
 mod models;
+mod plan_moe;
 mod reliability;
 mod report;
 mod results;

@@ -258,6 +258,7 @@ fn constant_profile(path: &std::path::Path, step_s: f64) {
         fit: Fit { terms: vec![fixed], r2: 1.0, residuals: Residuals::default(), samples: 1 },
         gap_s: 0.0,
         roofline: None,
+        projection: None,
     };
     p.write(path).unwrap();
 }

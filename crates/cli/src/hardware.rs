@@ -33,8 +33,11 @@ pub fn run(a: HardwareArgs) -> Result<()> {
         "bandwidth GB/s",
         "bf16 TFLOP/s",
         "fp8 TFLOP/s",
+        "fp4 TFLOP/s",
         "link",
         "link GB/s",
+        "GPUs/node",
+        "between nodes GB/s",
         "description",
     ]);
     for g in cat.gpus.values() {
@@ -44,8 +47,14 @@ pub fn run(a: HardwareArgs) -> Result<()> {
             table::f(g.memory_bandwidth_gbps, 0),
             table::f(g.bf16_tflops, 0),
             g.fp8_tflops.map_or("-".into(), |x| table::f(x, 0)),
+            g.fp4_tflops.map_or("-".into(), |x| table::f(x, 0)),
             g.interconnect.clone(),
             table::f(g.interconnect_gbps, 0),
+            g.gpus_per_node.to_string(),
+            match (&g.internode, g.internode_gbps) {
+                (Some(n), Some(b)) => format!("{} ({n})", table::f(b, 0)),
+                _ => "-".into(),
+            },
             g.description.clone(),
         ]);
     }

@@ -60,19 +60,34 @@ pub enum DType {
     Fp8,
     /// IEEE single precision, 4 bytes; the catalog gives no f32 peak.
     F32,
+    /// OCP microscaling FP4 (E2M1) in blocks of 32 with one E8M0 byte of scale: 4.25 bits per
+    /// weight (gpt-oss's experts as published). Weights only.
+    Mxfp4,
+    /// NVIDIA's FP4 (E2M1) in blocks of 16 with one E4M3 byte of scale (and one f32 per
+    /// tensor, not counted): 4.5 bits per weight. Weights only.
+    Nvfp4,
 }
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 4] = [DType::Bf16, DType::Fp16, DType::Fp8, DType::F32];
+    pub const ALL: [DType; 6] = [DType::Bf16, DType::Fp16, DType::Fp8, DType::F32, DType::Mxfp4, DType::Nvfp4];
 
-    /// Bytes one element occupies.
-    pub fn bytes(self) -> usize {
+    /// Bytes one element occupies, its share of block scales included: MXFP4 one byte per 32
+    /// (4.25 bits); NVFP4 one byte per 16 (4.5 bits). FP8's scales are per tensor (DeepSeek's
+    /// 128×128 f32 block scales would add 0.02 %, left out).
+    pub fn bytes(self) -> f64 {
         match self {
-            DType::Bf16 | DType::Fp16 => 2,
-            DType::Fp8 => 1,
-            DType::F32 => 4,
+            DType::Bf16 | DType::Fp16 => 2.0,
+            DType::Fp8 => 1.0,
+            DType::F32 => 4.0,
+            DType::Mxfp4 => 4.25 / 8.0,
+            DType::Nvfp4 => 4.5 / 8.0,
         }
+    }
+
+    /// A 4-bit weight format (no KV cache or activations in it).
+    pub fn is_fp4(self) -> bool {
+        matches!(self, DType::Mxfp4 | DType::Nvfp4)
     }
 
     /// The lowercase name, as written on the command line and in JSON.
@@ -82,6 +97,8 @@ impl DType {
             DType::Fp16 => "fp16",
             DType::Fp8 => "fp8",
             DType::F32 => "f32",
+            DType::Mxfp4 => "mxfp4",
+            DType::Nvfp4 => "nvfp4",
         }
     }
 }
@@ -94,13 +111,13 @@ impl fmt::Display for DType {
 
 /// A dtype name [`DType::from_str`] does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown dtype `{0}`: expected bf16, fp16, fp8 or f32")]
+#[error("unknown dtype `{0}`: expected bf16, fp16, fp8, f32, mxfp4 or nvfp4")]
 pub struct UnknownDType(pub String);
 
 impl FromStr for DType {
     type Err = UnknownDType;
 
-    /// Parses `bf16`, `fp16`, `fp8` or `f32` (exactly, lowercase).
+    /// Parses `bf16`, `fp16`, `fp8`, `f32`, `mxfp4` or `nvfp4` (exactly, lowercase).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         DType::ALL.into_iter().find(|d| d.as_str() == s).ok_or_else(|| UnknownDType(s.to_string()))
     }
@@ -128,14 +145,34 @@ pub struct Gpu {
     /// Dense fp8 tensor peak, TFLOP/s; `None` where the GPU has no fp8 tensor cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp8_tflops: Option<f64>,
+    /// Dense FP4 tensor peak (NVFP4/MXFP4 matmuls), TFLOP/s; `None` before Blackwell, where FP4
+    /// weights can only be unpacked to a wider type (the planner then refuses them unless
+    /// asked to emulate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp4_tflops: Option<f64>,
     /// Link kind between GPUs of a node (`nvlink4`, `pcie5`, `infinity-fabric`, …).
     pub interconnect: String,
     /// Per-GPU unidirectional bandwidth to its peers, decimal GB/s.
     pub interconnect_gbps: f64,
+    /// GPUs of one node joined by `interconnect`; 8 (an HGX/DGX board) when the entry omits it.
+    #[serde(default = "eight")]
+    pub gpus_per_node: usize,
+    /// The network between nodes (`infiniband-ndr`, `roce`, …); `None` where the catalog
+    /// knows no reference multi-node system, and the planner stays within one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internode: Option<String>,
+    /// Per-GPU unidirectional bandwidth to other nodes, decimal GB/s (one 400 Gb/s NIC per
+    /// GPU: 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internode_gbps: Option<f64>,
     /// Price of one GPU-hour in USD, if the file gives one. The builtin catalog gives none; a
     /// price on the command line takes precedence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_per_hour: Option<f64>,
+}
+
+fn eight() -> usize {
+    8
 }
 
 impl Gpu {
@@ -149,14 +186,15 @@ impl Gpu {
         self.memory_bandwidth_gbps * 1e9
     }
 
-    /// Dense tensor peak for `dtype` in FLOP/s; `None` for fp8 on GPUs without it and for f32,
-    /// which the catalog does not carry.
+    /// Dense tensor peak for `dtype` in FLOP/s; `None` for fp8 or fp4 on GPUs without them and
+    /// for f32, which the catalog does not carry.
     pub fn flops_per_s(&self, dtype: DType) -> Option<f64> {
         let tflops = match dtype {
             DType::Bf16 => Some(self.bf16_tflops),
             DType::Fp16 => Some(self.fp16_tflops),
             DType::Fp8 => self.fp8_tflops,
             DType::F32 => None,
+            DType::Mxfp4 | DType::Nvfp4 => self.fp4_tflops,
         };
         tflops.map(|t| t * 1e12)
     }
@@ -164,6 +202,11 @@ impl Gpu {
     /// Per-GPU unidirectional link bandwidth in bytes per second (`interconnect_gbps` × 10⁹).
     pub fn link_bytes_per_s(&self) -> f64 {
         self.interconnect_gbps * 1e9
+    }
+
+    /// Per-GPU unidirectional bandwidth to other nodes in bytes per second; `None` without one.
+    pub fn internode_bytes_per_s(&self) -> Option<f64> {
+        self.internode_gbps.map(|g| g * 1e9)
     }
 
     /// Checks every field; the message names the field.
@@ -182,12 +225,23 @@ impl Gpu {
             ("fp16_tflops", self.fp16_tflops),
             ("interconnect_gbps", self.interconnect_gbps),
         ];
-        let optional = [("fp8_tflops", self.fp8_tflops), ("price_per_hour", self.price_per_hour)];
+        let optional = [
+            ("fp8_tflops", self.fp8_tflops),
+            ("fp4_tflops", self.fp4_tflops),
+            ("internode_gbps", self.internode_gbps),
+            ("price_per_hour", self.price_per_hour),
+        ];
         let present = optional.into_iter().filter_map(|(field, v)| v.map(|v| (field, v)));
         for (field, v) in required.into_iter().chain(present) {
             if !(v.is_finite() && v > 0.0) {
                 return Err(SizingError::NotPositive { field, value: v });
             }
+        }
+        if self.gpus_per_node == 0 || self.gpus_per_node > 576 {
+            return Err(SizingError::Entry(format!("field `gpus_per_node` must be 1–576, got {}", self.gpus_per_node)));
+        }
+        if self.internode.is_some() != self.internode_gbps.is_some() {
+            return Err(SizingError::Entry("`internode` and `internode_gbps` come together or not at all".into()));
         }
         Ok(())
     }

@@ -7,8 +7,11 @@ pub mod cost;
 pub mod error;
 pub mod fit;
 pub mod hardware;
+pub mod layout;
 pub mod profile;
 pub mod roofline;
+pub mod routing;
 pub mod sim;
+pub mod work;
 
 pub use error::SizingError;

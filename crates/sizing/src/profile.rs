@@ -3,9 +3,10 @@
 //! fingerprint, the fit's intervals and residuals, each term against its roofline floor, and
 //! goodput's version.
 
-use crate::cost::{LinearCost, Term};
+use crate::cost::{LinearCost, StepCost, Term};
 use crate::error::SizingError;
 use crate::fit::Fit;
+use crate::roofline::Efficiencies;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -118,6 +119,11 @@ pub struct Profile {
     /// the engine's work between steps already, and writes 0.
     pub gap_s: f64,
     pub roofline: Option<MachineRoofline>,
+    /// Roofline step costs of a device the profile was not measured on (`goodput plan
+    /// --export-profile`): a projection. When present the simulator runs it, not the fit
+    /// (which is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<crate::roofline::ProjectedCost>,
 }
 
 /// Why a profile cannot be used.
@@ -177,6 +183,9 @@ impl Profile {
 
     /// Checks the numbers: finite, non-negative coefficients, at least one measured term.
     pub fn check(&self) -> Result<(), SizingError> {
+        if let Some(p) = &self.projection {
+            return check_projection(p, &self.engine);
+        }
         if self.fit.terms.is_empty() || !self.fit.terms.iter().any(|t| t.measured && t.coefficient > 0.0) {
             return Err(SizingError::NoMeasuredTerm);
         }
@@ -211,6 +220,14 @@ impl Profile {
     /// The fitted model, with the gap between busy steps.
     pub fn cost(&self) -> LinearCost {
         self.fit.cost(self.gap_s)
+    }
+
+    /// What the simulator runs: the projection if there is one, else the fitted model.
+    pub fn step_cost(&self) -> std::sync::Arc<dyn StepCost> {
+        match &self.projection {
+            Some(p) => std::sync::Arc::new(p.clone()),
+            None => std::sync::Arc::new(self.cost()),
+        }
     }
 
     /// Where `self` (newer) drifted from `earlier` of the same machine, model and settings:
@@ -249,6 +266,52 @@ impl Profile {
             && self.dtype == other.dtype
             && self.engine == other.engine
     }
+}
+
+/// Efficiencies carried over from a measured profile: its decode step's and its large
+/// batches' measured ÷ roofline ratios ([`MachineRoofline`]) for memory and
+/// compute, its prefill attention's for attention. Links cannot be measured on one device, nor
+/// a GPU engine's per-step overhead on a CPU: their defaults stay.
+pub fn calibrated(p: &Profile) -> Result<Efficiencies, SizingError> {
+    let r = p.roofline.as_ref().ok_or(SizingError::NoRoofline)?;
+    let ok = |e: Option<f64>, what: &'static str| {
+        e.filter(|e| e.is_finite() && *e > 0.0).ok_or(SizingError::NotMeasured { what })
+    };
+    let d = Efficiencies::default();
+    Ok(Efficiencies {
+        memory: ok(r.memory_efficiency, "a one-token decode step")?.min(1.0),
+        compute: ok(r.compute_efficiency, "large batches")?.min(1.0),
+        attention: r
+            .efficiency(Term::PrefillAttention)
+            .filter(|e| e.is_finite() && *e > 0.0)
+            .unwrap_or(d.attention)
+            .min(1.0),
+        source: format!("calibrated from the profile of {} on {} ({})", p.model, p.fingerprint.cpu, p.source),
+        ..d
+    })
+}
+
+/// A projection's numbers: positive, finite limits and work, and valid engine settings.
+fn check_projection(p: &crate::roofline::ProjectedCost, e: &ProfileEngine) -> Result<(), SizingError> {
+    let d = &p.roofline.device;
+    let w = &p.roofline.work;
+    let positive = [
+        ("device.bandwidth", d.bandwidth),
+        ("device.flops", d.flops),
+        ("device.expert_flops", d.expert_flops),
+        ("device.attention_flops", d.attention_flops),
+        ("device.link", d.link),
+        ("work.read_bytes", w.read_bytes),
+    ];
+    for (field, v) in positive {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(SizingError::NotPositive { field, value: v });
+        }
+    }
+    if e.block_size == 0 || e.num_blocks < 2 || e.max_num_batched_tokens == 0 || e.max_num_seqs == 0 {
+        return Err(SizingError::EngineSettings);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

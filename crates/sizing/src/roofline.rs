@@ -6,95 +6,90 @@
 //! Units: bytes, FLOPs, seconds. A multiply-add is 2 FLOPs.
 
 use crate::cost::{StepCost, StepWork, Term};
-use crate::error::SizingError;
-use goodput_core::ModelSpec;
+use crate::hardware::{DType, Gpu};
+use crate::layout::Layout;
+use crate::work::Precision;
 use serde::{Deserialize, Serialize};
 
-/// Per-token and per-step work of a model, for one GPU of a tensor-parallel group of `tp`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModelWork {
-    /// Weight bytes each GPU holds (its shard, the embedding table replicated).
-    pub weight_bytes: f64,
-    /// Weight bytes each GPU reads every step: all but an untied embedding table, of which a
-    /// step gathers only its tokens' rows (for an untied 8B Llama the usual "weights ÷
-    /// bandwidth" floor is ~7 % too high; for a tiny model with a large vocabulary, 40 %).
-    pub read_bytes: f64,
-    /// KV bytes one token of context occupies on each GPU (all layers, K and V).
-    pub kv_bytes_per_token: f64,
-    /// FLOPs of the linear layers for one token (attention projections and MLP).
-    pub linear_flops_per_token: f64,
-    /// FLOPs of attention for one query-key pair across all layers (QKᵀ and PV).
-    pub attention_flops_per_pair: f64,
-    /// FLOPs of the LM head for one sampled row.
-    pub lm_head_flops_per_row: f64,
-    /// Bytes of activations all-reduced per token per step (2 per layer), 0 without TP.
-    pub allreduce_bytes_per_token: f64,
-    /// All-reduces per step (2 per layer), 0 without TP.
-    pub allreduces_per_step: f64,
-}
-
-/// Why a model cannot be split `tp` ways.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ShardError {
-    #[error("tensor parallelism must be at least 1")]
-    Zero,
-    #[error("TP {tp} does not divide {model}'s {heads} attention heads")]
-    Heads { model: String, tp: usize, heads: usize },
-    #[error("TP {tp} does not divide {model}'s {kv} KV heads (nor do the KV heads divide it, to replicate them)")]
-    KvHeads { model: String, tp: usize, kv: usize },
-}
-
-impl ModelWork {
-    /// The work of `m` at `bytes` per weight and per KV element, sharded over `tp` GPUs the way
-    /// vLLM does it (heads, MLP columns, the LM head and the embedding split; KV heads split,
-    /// or replicated when fewer than `tp`).
-    pub fn of(m: &ModelSpec, bytes: f64, tp: usize) -> Result<Self, ShardError> {
-        if tp == 0 {
-            return Err(ShardError::Zero);
-        }
-        if !m.num_heads.is_multiple_of(tp) {
-            return Err(ShardError::Heads { model: m.name.clone(), tp, heads: m.num_heads });
-        }
-        if !m.num_kv_heads.is_multiple_of(tp) && !tp.is_multiple_of(m.num_kv_heads) {
-            return Err(ShardError::KvHeads { model: m.name.clone(), tp, kv: m.num_kv_heads });
-        }
-        let (h, d, l) = (m.hidden_size as f64, m.head_dim() as f64, m.num_layers as f64);
-        let (q, kv_heads) = (m.num_heads as f64 * d, m.num_kv_heads as f64);
-        let i = m.intermediate_size as f64;
-        let v = m.vocab_size as f64;
-        let t = tp as f64;
-        // KV heads split, or one whole head per GPU when there are fewer heads than GPUs.
-        let kv_per_gpu = (kv_heads / t).max(1.0);
-        // Per layer: q and o projections (h×q each) and the MLP (3 × h×i) split t ways; k and
-        // v (h × d per KV head each) for this GPU's KV heads; two norms replicated.
-        let layer_params = (2.0 * h * q + 3.0 * h * i) / t + 2.0 * h * kv_per_gpu * d + 2.0 * h;
-        let lm_head = v * h / t;
-        // The embedding is split by vocabulary as the LM head is (vLLM's
-        // VocabParallelEmbedding), or is the LM head itself when tied.
-        let embed = if m.tie_word_embeddings { 0.0 } else { v * h / t };
-        let read = l * layer_params + lm_head + h;
-        Ok(Self {
-            weight_bytes: (read + embed) * bytes,
-            read_bytes: read * bytes,
-            kv_bytes_per_token: 2.0 * l * kv_per_gpu * d * bytes,
-            linear_flops_per_token: 2.0 * l * (layer_params - 2.0 * h),
-            attention_flops_per_pair: 4.0 * l * (m.num_heads as f64 / t) * d,
-            lm_head_flops_per_row: 2.0 * lm_head,
-            allreduce_bytes_per_token: if tp > 1 { 2.0 * l * h * bytes } else { 0.0 },
-            allreduces_per_step: if tp > 1 { 2.0 * l } else { 0.0 },
-        })
-    }
-}
+pub use crate::layout::ShardError;
+pub use crate::work::ModelWork;
 
 /// A device's limits as the roofline uses them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceLimits {
     /// Memory bandwidth, bytes/s.
     pub bandwidth: f64,
-    /// Peak dense FLOP/s at the dtype.
+    /// Peak dense FLOP/s of the non-expert linear layers' math.
     pub flops: f64,
-    /// Per-GPU link bandwidth for all-reduce (unidirectional), bytes/s.
+    /// Peak FLOP/s of the routed experts' math.
+    #[serde(default)]
+    pub expert_flops: f64,
+    /// Peak FLOP/s of attention (bf16, or fp8 with an fp8 KV cache) and of the LM head.
+    #[serde(default)]
+    pub attention_flops: f64,
+    /// Per-GPU link bandwidth within a node (unidirectional), bytes/s.
     pub link: f64,
+    /// Per-GPU bandwidth to other nodes (unidirectional), bytes/s; 0 without a network.
+    #[serde(default)]
+    pub internode: f64,
+    /// What the peaks are, in words (native or emulated).
+    #[serde(default)]
+    pub math: String,
+}
+
+impl DeviceLimits {
+    /// One peak for everything, one link, no network: a machine measured as a whole.
+    pub fn uniform(bandwidth: f64, flops: f64, link: f64) -> Self {
+        Self {
+            bandwidth,
+            flops,
+            expert_flops: flops,
+            attention_flops: flops,
+            link,
+            internode: 0.0,
+            math: String::new(),
+        }
+    }
+
+    /// `gpu`'s limits for `prec`. A weight dtype the GPU has no tensor cores for (FP8 before
+    /// Hopper and Ada, FP4 before Blackwell) is refused, or with `emulate` run as vLLM's
+    /// weight-only kernels do (Marlin): the weights read at their size, the math in bf16.
+    pub fn of(gpu: &Gpu, prec: Precision, emulate: bool) -> Result<Self, String> {
+        let peak = |d: DType| -> Result<(f64, bool), String> {
+            match gpu.flops_per_s(d) {
+                Some(f) => Ok((f, false)),
+                None if emulate => Ok((gpu.bf16_tflops * 1e12, true)),
+                None => Err(format!(
+                    "{} has no {} tensor cores{}; --emulate runs {} weights on bf16 math (weight-only kernels)",
+                    gpu.name,
+                    d,
+                    if d.is_fp4() { " (Blackwell has)" } else { "" },
+                    d
+                )),
+            }
+        };
+        let (dense, expert) = prec.math();
+        let (flops, e1) = peak(dense)?;
+        let (expert_flops, e2) = peak(expert)?;
+        let attention_flops = match prec.kv {
+            DType::Fp8 => gpu.flops_per_s(DType::Fp8).unwrap_or(gpu.bf16_tflops * 1e12),
+            _ => gpu.bf16_tflops * 1e12,
+        };
+        let math = if e1 || e2 {
+            format!("{} weights emulated on bf16 math", prec.weights)
+        } else {
+            format!("{} tensor cores", expert)
+        };
+        Ok(Self {
+            bandwidth: gpu.bandwidth_bytes_per_s(),
+            flops,
+            expert_flops,
+            attention_flops,
+            link: gpu.link_bytes_per_s(),
+            internode: gpu.internode_bytes_per_s().unwrap_or(0.0),
+            math,
+        })
+    }
 }
 
 /// The floor of each term on `dev`: seconds per unit of the term at 100 % of the device.
@@ -127,8 +122,30 @@ pub struct Efficiencies {
     pub allreduce_latency_s: f64,
     /// The engine's own time per step beyond the roofline (scheduling, sampling, launch).
     pub step_overhead_s: f64,
+    /// Of the network's bandwidth in an all-to-all across nodes (DeepEP's normal kernels
+    /// measure 43–58 GB/s of RDMA on 400 Gb/s NICs; 0.85 of 50 GB/s is 42.5).
+    #[serde(default = "internode_default")]
+    pub internode: f64,
+    /// Latency of one dispatch or one combine, seconds (DeepEP's low-latency kernels: tens of
+    /// µs at EP8–EP64).
+    #[serde(default = "a2a_latency_default")]
+    pub all_to_all_latency_s: f64,
+    /// Routing, permutation and launch time per MoE layer beyond its bytes and FLOPs, seconds
+    /// (BLIS's per-MoE-layer overhead term).
+    #[serde(default = "moe_overhead_default")]
+    pub moe_layer_overhead_s: f64,
     /// Where these figures come from.
     pub source: String,
+}
+
+fn internode_default() -> f64 {
+    0.85
+}
+fn a2a_latency_default() -> f64 {
+    20e-6
+}
+fn moe_overhead_default() -> f64 {
+    2e-6
 }
 
 impl Default for Efficiencies {
@@ -140,12 +157,49 @@ impl Default for Efficiencies {
             link: 0.75,
             allreduce_latency_s: 10e-6,
             step_overhead_s: 1e-3,
+            internode: internode_default(),
+            all_to_all_latency_s: a2a_latency_default(),
+            moe_layer_overhead_s: moe_overhead_default(),
             source: "stated defaults".into(),
         }
     }
 }
 
-/// Roofline step cost: `max(bytes / (bandwidth·e), FLOPs / (peak·e)) + all-reduce + overhead`.
+/// The seconds of one part of a step: reading its bytes and doing its FLOPs, overlapped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PartTime {
+    pub memory_s: f64,
+    pub compute_s: f64,
+}
+
+impl PartTime {
+    pub fn seconds(&self) -> f64 {
+        self.memory_s.max(self.compute_s)
+    }
+}
+
+/// A step's time by part, on one GPU of one stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct StepParts {
+    /// Non-expert weights and linear layers, the LM head.
+    pub dense: PartTime,
+    /// KV reads and attention FLOPs.
+    pub attention: PartTime,
+    /// Routed experts: the distinct experts' weights read, the assignments' FLOPs, and the
+    /// per-layer overhead (in `compute_s`).
+    pub experts: PartTime,
+    /// All-reduces and all-to-alls, not overlapped with compute.
+    pub communication_s: f64,
+}
+
+impl StepParts {
+    pub fn seconds(&self) -> f64 {
+        self.dense.seconds() + self.attention.seconds() + self.experts.seconds() + self.communication_s
+    }
+}
+
+/// Roofline step cost: each part at `max(bytes / (bandwidth·e), FLOPs / (peak·e))`, the parts
+/// in sequence (separate kernels), plus the collectives and the engine's overhead.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RooflineCost {
     pub work: ModelWork,
@@ -154,71 +208,117 @@ pub struct RooflineCost {
 }
 
 impl RooflineCost {
-    /// Seconds reading memory in a step doing `w`.
-    pub fn memory_seconds(&self, w: &StepWork) -> f64 {
-        let bytes = self.work.read_bytes + self.work.kv_bytes_per_token * (w.decode_context + w.prefill_tokens);
-        bytes / (self.device.bandwidth * self.eff.memory)
+    /// The step's parts on one GPU of the slowest stage. Sliding layers see at most their
+    /// window per query: decode context min(Σ context, sequences × window), prefill pairs
+    /// min(Σ pairs, tokens × window) (exact once every sequence is past its window).
+    pub fn parts(&self, w: &StepWork) -> StepParts {
+        let (m, d, e) = (&self.work, &self.device, &self.eff);
+        let tokens = w.prefill_tokens + w.decode_seqs;
+        let (dc_window, pa_window) = match m.window {
+            Some(win) => (w.decode_context.min(w.decode_seqs * win), w.prefill_attention.min(w.prefill_tokens * win)),
+            None => (0.0, 0.0),
+        };
+        let dense = PartTime {
+            memory_s: m.read_bytes / (d.bandwidth * e.memory),
+            compute_s: m.linear_flops_per_token * tokens / (d.flops * e.compute)
+                + m.lm_head_flops_per_row * w.sampled / (d.attention_flops * e.compute),
+        };
+        let kv = m.kv_bytes_per_token * (w.decode_context + w.prefill_tokens)
+            + m.sliding_kv_bytes_per_token * (dc_window + w.prefill_tokens);
+        let pairs = m.attention_flops_per_pair * w.prefill_attention
+            + m.decode_attention_flops_per_pair * w.decode_context
+            + m.sliding_attention_flops_per_pair * (pa_window + dc_window);
+        let attention =
+            PartTime { memory_s: kv / (d.bandwidth * e.memory), compute_s: pairs / (d.attention_flops * e.attention) };
+        let (experts, a2a) = self.experts(tokens);
+        StepParts { dense, attention, experts, communication_s: self.allreduce_seconds(tokens) + a2a }
     }
 
-    /// Seconds computing in a step doing `w`.
-    pub fn compute_seconds(&self, w: &StepWork) -> f64 {
+    /// The experts' part and their all-to-all seconds for `tokens` tokens of the group.
+    fn experts(&self, tokens: f64) -> (PartTime, f64) {
+        let (d, e) = (&self.device, &self.eff);
+        let Some(x) = &self.work.experts else { return (PartTime::default(), 0.0) };
+        if tokens <= 0.0 {
+            return (PartTime::default(), 0.0);
+        }
+        let load = x.routing.busiest_rank(tokens * x.tokens_per_token, x.ep);
+        let part = PartTime {
+            memory_s: x.layers * load.touched * x.bytes_per_expert / (d.bandwidth * e.memory),
+            compute_s: x.layers * load.assignments * x.flops_per_assignment / (d.expert_flops * e.compute)
+                + x.layers * e.moe_layer_overhead_s,
+        };
+        if x.all_to_all_bytes_per_destination <= 0.0 {
+            return (part, 0.0);
+        }
+        let bytes = tokens / x.senders * x.destinations_per_token * x.all_to_all_bytes_per_destination * x.layers;
+        let on = bytes * (1.0 - x.off_node_fraction) / (d.link * e.link);
+        let off = if x.off_node_fraction > 0.0 {
+            bytes * x.off_node_fraction / (d.internode.max(1.0) * e.internode)
+        } else {
+            0.0
+        };
+        (part, on.max(off) + 2.0 * x.layers * e.all_to_all_latency_s)
+    }
+
+    /// Seconds in all-reduces for `tokens` tokens (ring: 2(TP−1)/TP of the bytes cross each
+    /// link); `tp` is read from the work (no all-reduces without TP).
+    fn allreduce_seconds(&self, tokens: f64) -> f64 {
         let m = &self.work;
-        let linear =
-            m.linear_flops_per_token * (w.prefill_tokens + w.decode_seqs) + m.lm_head_flops_per_row * w.sampled;
-        let attention = m.attention_flops_per_pair * (w.prefill_attention + w.decode_context);
-        linear / (self.device.flops * self.eff.compute) + attention / (self.device.flops * self.eff.attention)
-    }
-
-    /// Seconds in all-reduces in a step doing `w` (ring: 2(TP−1)/TP of the bytes cross each link).
-    pub fn allreduce_seconds(&self, w: &StepWork, tp: usize) -> f64 {
-        if tp <= 1 {
+        if m.allreduces_per_step == 0.0 {
             return 0.0;
         }
-        let ring = 2.0 * (tp as f64 - 1.0) / tp as f64;
-        let tokens = w.prefill_tokens + w.decode_seqs;
-        let bytes = self.work.allreduce_bytes_per_token * tokens * ring;
-        bytes / (self.device.link * self.eff.link) + self.work.allreduces_per_step * self.eff.allreduce_latency_s
+        let tp = m.tp.max(2) as f64;
+        let ring = 2.0 * (tp - 1.0) / tp;
+        let bytes = m.allreduce_bytes_per_token * tokens * ring;
+        bytes / (self.device.link * self.eff.link) + m.allreduces_per_step * self.eff.allreduce_latency_s
+    }
+
+    /// Seconds reading memory in a step doing `w`, all parts.
+    pub fn memory_seconds(&self, w: &StepWork) -> f64 {
+        let p = self.parts(w);
+        p.dense.memory_s + p.attention.memory_s + p.experts.memory_s
+    }
+
+    /// Seconds computing in a step doing `w`, all parts.
+    pub fn compute_seconds(&self, w: &StepWork) -> f64 {
+        let p = self.parts(w);
+        p.dense.compute_s + p.attention.compute_s + p.experts.compute_s
     }
 }
 
-/// A [`RooflineCost`] for a TP group: the step cost the simulator runs.
+/// A [`RooflineCost`] for a replica's layout: the step cost the simulator runs for one of its
+/// attention groups. With pipeline stages, one step passes every stage in turn at the pace of
+/// the slowest (the others idle: the bubble of unequal stages), each hand-over a hop over the
+/// link; the replica runs `pp` such groups' steps at once (vLLM's virtual engines).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProjectedCost {
     pub roofline: RooflineCost,
-    pub tp: usize,
+    pub layout: Layout,
+    /// Whether the stages' hand-overs cross nodes.
+    #[serde(default)]
+    pub stages_across_nodes: bool,
+}
+
+impl ProjectedCost {
+    /// Seconds of one hand-over between stages for `tokens` tokens.
+    fn hop_seconds(&self, tokens: f64) -> f64 {
+        let r = &self.roofline;
+        let link = if self.stages_across_nodes { r.device.internode.max(1.0) } else { r.device.link };
+        tokens * r.work.stage_bytes_per_token / link + r.eff.allreduce_latency_s
+    }
 }
 
 impl StepCost for ProjectedCost {
     fn step_seconds(&self, w: &StepWork) -> f64 {
         let r = &self.roofline;
-        r.memory_seconds(w).max(r.compute_seconds(w)) + r.allreduce_seconds(w, self.tp) + r.eff.step_overhead_s
+        let stage = r.parts(w).seconds();
+        let pp = self.layout.pp.max(1) as f64;
+        let hops = (pp - 1.0) * self.hop_seconds(w.prefill_tokens + w.decode_seqs);
+        pp * stage + hops + r.eff.step_overhead_s
     }
     fn gap_seconds(&self) -> f64 {
         0.0
     }
-}
-
-/// Efficiencies carried over from a measured profile: its decode step's and its large
-/// batches' measured ÷ roofline ratios ([`crate::profile::MachineRoofline`]) for memory and
-/// compute, its prefill attention's for attention. Links cannot be measured on one device, nor
-/// a GPU engine's per-step overhead on a CPU: their defaults stay.
-pub fn calibrated(p: &crate::profile::Profile) -> Result<Efficiencies, SizingError> {
-    let r = p.roofline.as_ref().ok_or(SizingError::NoRoofline)?;
-    let ok = |e: Option<f64>, what: &'static str| {
-        e.filter(|e| e.is_finite() && *e > 0.0).ok_or(SizingError::NotMeasured { what })
-    };
-    let d = Efficiencies::default();
-    Ok(Efficiencies {
-        memory: ok(r.memory_efficiency, "a one-token decode step")?.min(1.0),
-        compute: ok(r.compute_efficiency, "large batches")?.min(1.0),
-        attention: r
-            .efficiency(Term::PrefillAttention)
-            .filter(|e| e.is_finite() && *e > 0.0)
-            .unwrap_or(d.attention)
-            .min(1.0),
-        source: format!("calibrated from the profile of {} on {} ({})", p.model, p.fingerprint.cpu, p.source),
-        ..d
-    })
 }
 
 #[cfg(test)]

@@ -2,12 +2,9 @@
 //! and the same as a self-contained HTML page.
 
 use super::search::Load;
-use super::{Plan, PlanArgs, Row};
-use goodput_core::ModelSpec;
-use goodput_metrics::slo::Slo;
+use super::{Plan, PlanArgs, Row, Setting};
 use goodput_report::console as table;
 use goodput_report::html::escape;
-use goodput_sizing::roofline::Efficiencies;
 
 fn load_text(load: Load) -> String {
     match load {
@@ -34,21 +31,12 @@ fn best(rows: &[Row]) -> Option<&Row> {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn assemble(
-    a: &PlanArgs,
-    spec: &ModelSpec,
-    load: Load,
-    slos: &[Slo],
-    eff: &Efficiencies,
-    (mean_in, mean_out): (f64, f64),
-    rows: Vec<Row>,
-    error_bar: &str,
-) -> Plan {
-    let slo_text: Vec<String> = slos.iter().map(|s| s.to_string()).collect();
+pub fn assemble(a: &PlanArgs, set: &Setting, load: Load, rows: Vec<Row>) -> Plan {
+    let slo_text: Vec<String> = set.slos.iter().map(|s| s.to_string()).collect();
+    let (mean_in, mean_out) = (set.mean_in, set.mean_out);
     let answer = match best(&rows) {
         Some(r) => format!(
-            "To serve {} of {} ({:.0} tokens in, {:.0} out on average) within {} you need {}× {} (TP{}, {} replica{}); the binding limit is {} above {} {} per replica ({:.0} output tok/s there), sized with {:.0} % headroom{}. Error bar: {}.",
+            "To serve {} of {} ({:.0} tokens in, {:.0} out on average) within {} you need {}× {} ({}, {} replica{} of {} GPU{}); the binding limit is {} above {} {} per replica ({:.0} output tok/s there), sized with {:.0} % headroom{}. Error bar: {}.",
             load_text(load),
             a.scenario,
             mean_in,
@@ -56,56 +44,89 @@ pub fn assemble(
             slo_text.join(", "),
             r.gpus.unwrap_or(0),
             r.gpu,
-            r.tp,
+            r.layout_label,
             r.replicas.unwrap_or(0),
             if r.replicas == Some(1) { "" } else { "s" },
+            r.gpus_per_replica,
+            if r.gpus_per_replica == 1 { "" } else { "s" },
             r.bound,
             fmt_cap(r.capacity),
             unit(load),
             r.capacity_output_tps.unwrap_or(0.0),
             a.headroom * 100.0,
             r.cost_per_hour.map_or(String::new(), |c| format!(", at ${c:.2}/hour")),
-            error_bar,
+            set.error_bar,
         ),
         None => format!(
             "No configuration tried serves {} of {} with {} within {}: see why per row.",
             load_text(load),
             a.scenario,
-            spec.name,
+            set.spec.name,
             slo_text.join(", ")
         ),
     };
-    let assumptions = vec![
-        format!(
-            "Step time = max(weights + KV read ÷ (bandwidth × {:.2}), FLOPs ÷ (dense peak × {:.2}; attention × {:.2})) + all-reduces (ring, link × {:.2}, {:.0} µs each) + {:.0} µs per step ({}).",
-            eff.memory, eff.compute, eff.attention, eff.link, eff.allreduce_latency_s * 1e6, eff.step_overhead_s * 1e6, eff.source
-        ),
-        format!(
-            "Memory: {:.0} % of the GPU for the engine; weights in {}; activations of one {}-token step reserved; the rest is KV.",
-            a.memory_utilization * 100.0,
-            a.dtype,
-            a.max_num_batched_tokens
-        ),
-        format!(
-            "Each replica runs continuous batching with {} batched tokens, {} sequences, blocks of {} and prefix caching (goodput's scheduler, simulated with {} measured requests per level).",
-            a.max_num_batched_tokens, a.max_num_seqs, a.block_size, a.requests
-        ),
-        "Datasheet figures from hardware.toml (dense, no sparsity); load balanced evenly over replicas.".into(),
-    ];
+    let precision = super::config::precision(a);
     Plan {
-        model: spec.name.clone(),
+        model: set.spec.name.clone(),
         scenario: a.scenario.clone(),
         load,
         slos: slo_text,
         dtype: a.dtype,
+        kv_dtype: precision.kv,
+        expert_skew: a.expert_skew,
         headroom: a.headroom,
-        efficiencies: eff.clone(),
+        efficiencies: set.eff.clone(),
         mean_input_tokens: mean_in,
         mean_output_tokens: mean_out,
         rows,
         answer,
-        assumptions,
+        assumptions: assumptions(a, set),
     }
+}
+
+/// What every row of a plan takes as given, in words.
+pub fn assumptions(a: &PlanArgs, set: &Setting) -> Vec<String> {
+    let eff = &set.eff;
+    let precision = super::config::precision(a);
+    let mut out = vec![
+        format!(
+            "Step time on one GPU of the slowest pipeline stage = dense part + attention + experts, each max(bytes ÷ (bandwidth × {:.2}), FLOPs ÷ (dense peak × {:.2}; attention × {:.2})), + all-reduces (ring, link × {:.2}, {:.0} µs each) + {:.0} µs per step ({}).",
+            eff.memory, eff.compute, eff.attention, eff.link, eff.allreduce_latency_s * 1e6, eff.step_overhead_s * 1e6, eff.source
+        ),
+        format!(
+            "Weights {} ({}), KV cache {}; {:.0} % of the GPU for the engine; activations of one {}-token step reserved; the rest is KV.{}",
+            a.dtype,
+            match a.dtype {
+                goodput_sizing::hardware::DType::Fp8 => "every linear layer; embedding, LM head, norms and routers bf16",
+                goodput_sizing::hardware::DType::Mxfp4 => "the routed experts at 4.25 bits with their scales, the rest bf16",
+                goodput_sizing::hardware::DType::Nvfp4 => "every linear layer at 4.5 bits with their scales; embedding, LM head, norms and routers bf16",
+                _ => "every weight",
+            },
+            precision.kv,
+            a.memory_utilization * 100.0,
+            a.max_num_batched_tokens,
+            if a.emulate { " Weights without tensor cores on a GPU run on bf16 math (--emulate)." } else { "" }
+        ),
+        format!(
+            "Each engine runs continuous batching with {} batched tokens, {} sequences, blocks of {} and prefix caching (goodput's scheduler, simulated with {} measured requests per level); a replica of DP attention groups × PP slots runs that many engines, the load split evenly.",
+            a.max_num_batched_tokens, a.max_num_seqs, a.block_size, a.requests
+        ),
+        "Datasheet figures from hardware.toml (dense, no sparsity); load balanced evenly over replicas.".into(),
+    ];
+    if set.spec.moe.is_some() {
+        out.push(format!(
+            "Experts: the distinct experts a step's tokens reach are read (N·(1 − (1 − k/N)^B) under uniform routing{}), their FLOPs from the assignments, on the busiest EP rank, + {:.0} µs per MoE layer; EP/DP dispatch in FP8 and combine in bf16 over NVLink (× {:.2}) or the network (× {:.2}), {:.0} µs each, not overlapped with compute (SGLang's two-batch overlap would hide part).",
+            if a.expert_skew > 0.0 { format!("; here popularity ∝ rank^−{}", a.expert_skew) } else { String::new() },
+            eff.moe_layer_overhead_s * 1e6,
+            eff.link,
+            eff.internode,
+            eff.all_to_all_latency_s * 1e6
+        ));
+    }
+    if set.spec.sliding_window.is_some() || set.spec.mla.is_some() || set.spec.has_sinks() {
+        out.push("Attention: sliding layers read and attend at most their window; MLA caches its latent whole on every GPU of a TP group and decodes absorbed (attending over the latent); attention sinks (one logit per head) cost nothing measurable and are left out.".into());
+    }
+    out
 }
 
 fn fmt_cap(c: Option<f64>) -> String {
@@ -116,7 +137,7 @@ fn cells(r: &Row, load: Load) -> Vec<String> {
     let opt = |x: Option<f64>, d: usize| x.map_or("-".into(), |x| table::f(x, d));
     vec![
         r.gpu.clone(),
-        r.tp.to_string(),
+        r.layout_label.clone(),
         table::f(r.weight_gb_per_gpu, 1),
         if r.kv_tokens > 0 { format!("{} ({:.0} seqs)", r.kv_tokens, r.kv_sequences) } else { "-".into() },
         match (r.capacity_other, load) {
@@ -134,7 +155,7 @@ fn cells(r: &Row, load: Load) -> Vec<String> {
 
 const HEADER: [&str; 10] = [
     "GPU",
-    "TP",
+    "layout",
     "weights GB/GPU",
     "KV tokens",
     "usable / replica",

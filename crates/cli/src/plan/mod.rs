@@ -7,15 +7,18 @@
 
 mod answer;
 mod check;
+mod config;
+mod curve;
+mod export;
 mod search;
 
 use crate::args::parse_bytes;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{Catalog, ModelSpec};
-use goodput_scheduler::SchedulerConfig;
 use goodput_sizing::hardware::{DType, Gpu, HardwareCatalog};
-use goodput_sizing::roofline::{DeviceLimits, Efficiencies, ModelWork, ProjectedCost, RooflineCost};
+use goodput_sizing::layout::Layout;
+use goodput_sizing::roofline::Efficiencies;
 use goodput_workload::Scenario;
 use search::{Load, Sim};
 use serde::Serialize;
@@ -46,12 +49,50 @@ pub struct PlanArgs {
     /// GPUs to consider (`goodput hardware` lists them).
     #[arg(long, value_delimiter = ',', default_value = "h100-sxm,h100-pcie,h200,a100-80gb,l40s")]
     pub gpus: Vec<String>,
-    /// Tensor-parallel sizes to consider.
+    /// Tensor-parallel sizes to consider (within a node).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     pub tp: Vec<usize>,
-    /// Weights, activations and KV dtype: bf16, fp16, fp8.
+    /// Attention data-parallel groups per stage to consider (the wide-EP layout: each group its
+    /// own batch and KV cache, the experts shared).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub dp_attention: Vec<usize>,
+    /// Expert-parallel degrees to consider: a number, or `all` (EP over every GPU of a
+    /// stage). Ignored for dense models.
+    #[arg(long, value_delimiter = ',', default_value = "1,all", value_parser = parse_ep)]
+    pub ep: Vec<Ep>,
+    /// Pipeline-parallel stages to consider.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub pp: Vec<usize>,
+    /// Most nodes one replica may span (across nodes: the catalog's network between them).
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
+    /// Weight dtype: bf16, fp16, fp8 (every linear layer), mxfp4 (the experts, as gpt-oss),
+    /// nvfp4 (every linear layer).
     #[arg(long, default_value = "bf16")]
     pub dtype: DType,
+    /// KV-cache dtype: bf16, fp16 or fp8 (default: fp8 with fp8 weights, else bf16).
+    #[arg(long)]
+    pub kv_dtype: Option<DType>,
+    /// Run weights the GPU has no tensor cores for (FP8 before Hopper, FP4 before Blackwell)
+    /// on bf16 math, as vLLM's weight-only kernels do, instead of refusing them.
+    #[arg(long)]
+    pub emulate: bool,
+    /// Power-law exponent of expert popularity (0: uniform routing; 1: the most popular
+    /// expert twice as busy as the second).
+    #[arg(long, default_value_t = 0.0)]
+    pub expert_skew: f64,
+    /// Instead of a capacity per configuration: sweep concurrency on each and write output
+    /// throughput per GPU against tokens per second per user and against TTFT P95, with the
+    /// Pareto frontier across configurations.
+    #[arg(long)]
+    pub curve: bool,
+    /// Instead of planning: write the roofline step costs of this GPU (with one --tp, --ep,
+    /// --dp-attention, --pp and --dtype) as a profile for `goodput run --simulate`.
+    #[arg(long, value_name = "GPU", requires = "out")]
+    pub export_profile: Option<String>,
+    /// The profile `--export-profile` writes.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Price per GPU-hour, `GPU=USD` (e.g. h100-sxm=2.5,l40s=0.9).
     #[arg(long, value_delimiter = ',')]
     pub price: Vec<String>,
@@ -99,18 +140,43 @@ pub struct PlanArgs {
     pub extra_reserve: u64,
 }
 
-/// One GPU × TP configuration of the plan.
+/// An expert-parallel degree of `--ep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ep {
+    /// Over every GPU of a stage.
+    All,
+    Ways(usize),
+}
+
+fn parse_ep(s: &str) -> Result<Ep, String> {
+    match s.trim() {
+        "all" => Ok(Ep::All),
+        n => match n.parse::<usize>() {
+            Ok(n) if (1..=1024).contains(&n) => Ok(Ep::Ways(n)),
+            _ => Err(format!("`{s}`: an expert-parallel degree is a number from 1 to 1024, or `all`")),
+        },
+    }
+}
+
+/// One GPU × layout configuration of the plan.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
     pub gpu: String,
     pub tp: usize,
+    pub layout: Layout,
+    /// `TP8`, `TP1·DP8·EP8`, …
+    pub layout_label: String,
+    pub gpus_per_replica: usize,
+    /// Attention groups × pipeline slots: the engines one replica runs side by side.
+    pub engines_per_replica: usize,
     /// Why it cannot serve the model (does not fit, TP does not divide, no such dtype).
     pub unfit: Option<String>,
     pub weight_gb_per_gpu: f64,
+    /// KV tokens of one engine.
     pub kv_tokens: usize,
-    /// Sequences of the scenario's mean length the KV holds.
+    /// Sequences of the scenario's mean length one engine's KV holds.
     pub kv_sequences: f64,
-    /// Usable capacity of one replica (req/s or users) and the output tok/s there.
+    /// Usable capacity of one replica (req/s or users, all its engines) and the output tok/s there.
     pub capacity: Option<f64>,
     pub capacity_output_tps: Option<f64>,
     /// The same capacity in the other unit: concurrent requests in flight at the capacity rate
@@ -132,6 +198,8 @@ pub struct Plan {
     pub load: Load,
     pub slos: Vec<String>,
     pub dtype: DType,
+    pub kv_dtype: DType,
+    pub expert_skew: f64,
     pub headroom: f64,
     pub efficiencies: Efficiencies,
     pub mean_input_tokens: f64,
@@ -141,19 +209,54 @@ pub struct Plan {
     pub assumptions: Vec<String>,
 }
 
-pub fn run(a: PlanArgs) -> Result<()> {
-    if let Some(dir) = &a.check {
-        return check::run(dir, a.profile.as_ref().context("--check needs --profile")?);
-    }
-    let load = match (a.rate, a.users) {
-        (Some(r), None) if r.is_finite() && r > 0.0 => Load::Rate(r),
-        (None, Some(u)) if u > 0 => Load::Users(u),
-        (None, None) => bail!("give the load to serve: --rate REQ_PER_S or --users N"),
-        _ => bail!("--rate must be a positive number of requests per second, --users a positive count"),
-    };
+/// What every plan needs: the model, the GPUs, the efficiencies and the scenario.
+pub struct Setting {
+    pub spec: ModelSpec,
+    pub hw: HardwareCatalog,
+    pub eff: Efficiencies,
+    pub error_bar: String,
+    pub scenario: Scenario,
+    pub slos: Vec<goodput_metrics::slo::Slo>,
+    pub prices: std::collections::HashMap<String, f64>,
+    pub mean_in: f64,
+    pub mean_out: f64,
+}
+
+fn check_args(a: &PlanArgs) -> Result<()> {
     if !(0.0..=10.0).contains(&a.headroom) || !(0.05..=1.0).contains(&a.memory_utilization) {
         bail!("--headroom must be within 0–10 and --memory-utilization within 0.05–1");
     }
+    let degrees = |v: &[usize]| v.is_empty() || v.iter().any(|&t| t == 0 || t > 1024);
+    if a.tp.iter().any(|&t| t > 64) || degrees(&a.tp) {
+        bail!("--tp: tensor-parallel sizes between 1 and 64");
+    }
+    if degrees(&a.dp_attention) || degrees(&a.pp) || a.ep.is_empty() {
+        bail!("--dp-attention and --pp: degrees between 1 and 1024; --ep: at least one degree");
+    }
+    if a.nodes == 0 || a.nodes > 128 {
+        bail!("--nodes: between 1 and 128 nodes per replica");
+    }
+    if !(a.expert_skew.is_finite() && (0.0..=4.0).contains(&a.expert_skew)) {
+        bail!("--expert-skew: a power-law exponent between 0 (uniform) and 4");
+    }
+    if let Some(kv) = a.kv_dtype {
+        if !matches!(kv, DType::Bf16 | DType::Fp16 | DType::Fp8) {
+            bail!("--kv-dtype {kv}: a KV cache is bf16, fp16 or fp8");
+        }
+    }
+    if a.dtype == DType::F32 {
+        bail!("--dtype f32: the hardware catalog gives no f32 tensor peak; plan in bf16, fp16, fp8, mxfp4 or nvfp4");
+    }
+    if a.block_size == 0 || a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 {
+        bail!("--block-size, --max-num-seqs and --max-num-batched-tokens must be at least 1");
+    }
+    if a.requests == 0 || a.requests > 50_000 {
+        bail!("--requests: between 1 and 50000 measured requests per simulated level");
+    }
+    Ok(())
+}
+
+fn setting(a: &PlanArgs) -> Result<Setting> {
     let catalog = match &a.catalog {
         Some(p) => Catalog::from_path(p)?,
         None => Catalog::builtin(),
@@ -163,23 +266,19 @@ pub fn run(a: PlanArgs) -> Result<()> {
     if let Some(p) = &a.hardware {
         hw.extend(HardwareCatalog::from_path(p)?);
     }
-    let gpus: Vec<Gpu> = a.gpus.iter().map(|g| hw.get(g).cloned()).collect::<Result<_, _>>()?;
-    if a.tp.is_empty() || a.tp.iter().any(|&t| t == 0 || t > 64) {
-        bail!("--tp: tensor-parallel sizes between 1 and 64");
-    }
-    if a.block_size == 0 || a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 {
-        bail!("--block-size, --max-num-seqs and --max-num-batched-tokens must be at least 1");
-    }
-    if a.requests == 0 || a.requests > 50_000 {
-        bail!("--requests: between 1 and 50000 measured requests per simulated level");
-    }
     let prices = parse_prices(&a.price, &hw)?;
     let scenario = scenario(&a.scenario, spec.max_position_embeddings)?;
     let slos = goodput_metrics::slo::parse_slos(&a.slo)?;
-    let (eff, error_bar) = match &a.calibrate {
+    let (eff, error_bar) = efficiencies(a)?;
+    let (mean_in, mean_out) = mean_lengths(&scenario, spec.vocab_size, a.seed);
+    Ok(Setting { spec, hw, eff, error_bar, scenario, slos, prices, mean_in, mean_out })
+}
+
+fn efficiencies(a: &PlanArgs) -> Result<(Efficiencies, String)> {
+    Ok(match &a.calibrate {
         Some(p) => {
             let profile = goodput_sizing::profile::Profile::read(p)?;
-            let eff = goodput_sizing::roofline::calibrated(&profile).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            let eff = goodput_sizing::profile::calibrated(&profile).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             let r = &profile.fit.residuals;
             let bar = format!(
                 "the calibrating profile's step times are within {:.0} % (P50) and {:.0} % (P90) on the machine it measured; the carry-over to these GPUs is not itself validated",
@@ -192,19 +291,39 @@ pub fn run(a: PlanArgs) -> Result<()> {
             Efficiencies::default(),
             "none measured — stated efficiencies, not validated against a measurement of these GPUs (calibrate with --calibrate PROFILE; check a run with plan --check)".to_string(),
         ),
+    })
+}
+
+pub fn run(a: PlanArgs) -> Result<()> {
+    if let Some(dir) = &a.check {
+        return check::run(dir, a.profile.as_ref().context("--check needs --profile")?);
+    }
+    check_args(&a)?;
+    let set = setting(&a)?;
+    if let Some(gpu) = &a.export_profile {
+        return export::run(&a, &set, set.hw.get(gpu)?);
+    }
+    let gpus: Vec<Gpu> = a.gpus.iter().map(|g| set.hw.get(g).cloned()).collect::<Result<_, _>>()?;
+    if a.curve {
+        return curve::run(&a, &set, &gpus);
+    }
+    let load = match (a.rate, a.users) {
+        (Some(r), None) if r.is_finite() && r > 0.0 => Load::Rate(r),
+        (None, Some(u)) if u > 0 => Load::Users(u),
+        (None, None) => bail!("give the load to serve: --rate REQ_PER_S or --users N"),
+        _ => bail!("--rate must be a positive number of requests per second, --users a positive count"),
     };
-    let (mean_in, mean_out) = mean_lengths(&scenario, spec.vocab_size, a.seed);
     let mut rows = Vec::new();
     for g in &gpus {
-        for &tp in &a.tp {
-            eprint!("\rplan: {} TP{tp}        ", g.name);
-            let mut row = evaluate(&a, &spec, g, tp, &eff, &scenario, &slos, load, mean_in + mean_out);
-            cost(&mut row, load, a.headroom, prices.get(&g.name).copied(), mean_out);
+        for layout in config::layouts(&a, &set.spec, g) {
+            eprint!("\rplan: {} {layout}        ", g.name);
+            let mut row = evaluate(&a, &set, g, layout, load);
+            cost(&mut row, load, a.headroom, set.prices.get(&g.name).copied(), set.mean_out);
             rows.push(row);
         }
     }
     eprintln!();
-    let plan = answer::assemble(&a, &spec, load, &slos, &eff, (mean_in, mean_out), rows, &error_bar);
+    let plan = answer::assemble(&a, &set, load, rows);
     answer::print(&plan);
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&plan)? + "\n")
@@ -265,31 +384,14 @@ fn mean_lengths(s: &Scenario, vocab: usize, seed: u64) -> (f64, f64) {
     (i as f64 / n as f64, o as f64 / n as f64)
 }
 
-/// Peak activation memory of one step of the token budget (hidden states, attention and MLP
-/// intermediates in the dtype, f32 logits of the sampled rows): an estimate of what vLLM's
-/// profiling run reserves.
-fn activation_reserve(spec: &ModelSpec, a: &PlanArgs, tp: usize, bytes: f64) -> f64 {
-    let per_token = (4 * spec.hidden_size + 2 * spec.intermediate_size / tp) as f64 * bytes;
-    a.max_num_batched_tokens as f64 * per_token
-        + (a.max_num_seqs * spec.vocab_size / tp) as f64 * 4.0
-        + a.extra_reserve as f64
-}
-
-#[allow(clippy::too_many_arguments)]
-fn evaluate(
-    a: &PlanArgs,
-    spec: &ModelSpec,
-    g: &Gpu,
-    tp: usize,
-    eff: &Efficiencies,
-    scenario: &Scenario,
-    slos: &[goodput_metrics::slo::Slo],
-    load: Load,
-    mean_len: f64,
-) -> Row {
-    let mut row = Row {
+fn empty_row(g: &Gpu, layout: Layout) -> Row {
+    Row {
         gpu: g.name.clone(),
-        tp,
+        tp: layout.tp,
+        layout,
+        layout_label: layout.label(),
+        gpus_per_replica: layout.gpus(),
+        engines_per_replica: layout.dp * layout.pp,
         unfit: None,
         weight_gb_per_gpu: 0.0,
         kv_tokens: 0,
@@ -302,47 +404,32 @@ fn evaluate(
         gpus: None,
         cost_per_hour: None,
         cost_per_million_output_tokens: None,
-    };
-    let bytes = a.dtype.bytes() as f64;
-    let work = match ModelWork::of(spec, bytes, tp) {
-        Ok(w) => w,
-        Err(e) => {
-            row.unfit = Some(e.to_string());
+    }
+}
+
+/// One configuration's usable capacity: one engine simulated to its capacity under the SLOs,
+/// times the engines of a replica (each takes an equal share of the load).
+fn evaluate(a: &PlanArgs, set: &Setting, g: &Gpu, layout: Layout, load: Load) -> Row {
+    let mut row = empty_row(g, layout);
+    let p = match config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out) {
+        Ok(p) => p,
+        Err(why) => {
+            row.unfit = Some(why);
             return row;
         }
     };
-    let Some(flops) = g.flops_per_s(a.dtype) else {
-        row.unfit = Some(format!("{} has no {} tensor cores", g.name, a.dtype));
-        return row;
+    row.weight_gb_per_gpu = p.weight_gb_per_gpu;
+    row.kv_tokens = p.kv_tokens;
+    row.kv_sequences = p.kv_sequences;
+    let sim = Sim {
+        cost: Arc::new(p.cost),
+        sched: p.sched,
+        scenario: &set.scenario,
+        vocab: set.spec.vocab_size,
+        slos: &set.slos,
+        requests: a.requests,
+        seed: a.seed,
     };
-    row.weight_gb_per_gpu = work.weight_bytes / 1e9;
-    let kv_bytes = g.memory_bytes() * a.memory_utilization - work.weight_bytes - activation_reserve(spec, a, tp, bytes);
-    if kv_bytes <= 0.0 {
-        row.unfit = Some(format!(
-            "does not fit: {:.1} GB of weights + activations exceed {:.0} % of {:.0} GB",
-            work.weight_bytes / 1e9,
-            a.memory_utilization * 100.0,
-            g.memory_gb
-        ));
-        return row;
-    }
-    row.kv_tokens = (kv_bytes / work.kv_bytes_per_token) as usize;
-    row.kv_sequences = row.kv_tokens as f64 / mean_len;
-    let sched = SchedulerConfig {
-        max_num_batched_tokens: a.max_num_batched_tokens,
-        max_num_seqs: a.max_num_seqs,
-        num_blocks: row.kv_tokens / a.block_size + 1,
-        block_size: a.block_size,
-        enable_prefix_caching: true,
-        max_model_len: spec.max_position_embeddings,
-        eos_token_id: spec.eos_token_id,
-        // The planner's KV is counted per token over every layer, as one full group.
-        group_windows: vec![None],
-    };
-    let device = DeviceLimits { bandwidth: g.bandwidth_bytes_per_s(), flops, link: g.link_bytes_per_s() };
-    let cost = ProjectedCost { roofline: RooflineCost { work, device, eff: eff.clone() }, tp };
-    let sim =
-        Sim { cost: Arc::new(cost), sched, scenario, vocab: spec.vocab_size, slos, requests: a.requests, seed: a.seed };
     let start = match load {
         Load::Rate(_) => Load::Rate(0.5),
         Load::Users(_) => Load::Users(1),
@@ -354,11 +441,12 @@ fn evaluate(
             return row;
         }
     };
-    row.capacity = pass.as_ref().map(|p| p.summary.load);
-    row.capacity_output_tps = pass.as_ref().map(|p| p.summary.output_throughput);
+    let n = p.engines as f64;
+    row.capacity = pass.as_ref().map(|p| p.summary.load * n);
+    row.capacity_output_tps = pass.as_ref().map(|p| p.summary.output_throughput * n);
     row.capacity_other = pass.as_ref().and_then(|p| match load {
-        Load::Rate(_) => Some(p.summary.load * p.summary.e2e.as_ref()?.mean),
-        Load::Users(_) => Some(p.summary.request_throughput),
+        Load::Rate(_) => Some(p.summary.load * n * p.summary.e2e.as_ref()?.mean),
+        Load::Users(_) => Some(p.summary.request_throughput * n),
     });
     row.bound = match &fail {
         Some(f) => search::binding(f),
@@ -378,9 +466,9 @@ fn cost(row: &mut Row, load: Load, headroom: f64, price: Option<f64>, mean_out: 
     let Some(cap) = row.capacity.filter(|c| *c > 0.0) else { return };
     let replicas = (load.value() * (1.0 + headroom) / cap).ceil().max(1.0) as usize;
     row.replicas = Some(replicas);
-    row.gpus = Some(replicas * row.tp);
+    row.gpus = Some(replicas * row.gpus_per_replica);
     if let Some(p) = price {
-        let per_hour = p * (replicas * row.tp) as f64;
+        let per_hour = p * (replicas * row.gpus_per_replica) as f64;
         row.cost_per_hour = Some(per_hour);
         // Output tokens per hour at the load served: req/s × mean output, or the users'
         // throughput scaled from one replica's at capacity.

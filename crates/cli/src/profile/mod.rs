@@ -113,6 +113,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         gap_s: 0.0,
         fit,
         roofline,
+        projection: None,
     };
     print(&profile, gap);
     if let Some(old) = &baseline {
@@ -326,7 +327,7 @@ fn roofline(a: &ProfileArgs, spec: &ModelSpec, dtype: &str, fit: &Fit) -> Option
         "f16" | "bf16" => 2.0,
         _ => 4.0,
     };
-    let dev = DeviceLimits { bandwidth, flops, link: 0.0 };
+    let dev = DeviceLimits::uniform(bandwidth, flops, 0.0);
     let work = ModelWork::of(spec, bytes, 1).ok()?;
     let terms = fit
         .terms

@@ -203,11 +203,25 @@ impl Rig {
         if profile.model != s.model.name {
             bail!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, s.model.name);
         }
-        warn_if_elsewhere(s, &profile, path);
+        let projected = profile.projection.is_some();
+        if projected {
+            eprintln!(
+                "note: {} is a projection ({}): roofline step costs of a GPU goodput has not measured",
+                path.display(),
+                profile.source
+            );
+        } else {
+            warn_if_elsewhere(s, &profile, path);
+        }
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()?;
         let clock = crate::simulate::clock(&rt);
-        let sc = sim_config(s, engine)?;
-        let engine = goodput_sizing::sim::SimEngine::new(sc, Arc::new(profile.cost()))
+        let mut cfg = engine.clone();
+        if projected && cfg.num_blocks.is_none() {
+            // The projected GPU's KV pool, not this machine's.
+            (cfg.num_blocks, cfg.block_size) = (Some(profile.engine.num_blocks), profile.engine.block_size);
+        }
+        let sc = sim_config(s, &cfg)?;
+        let engine = goodput_sizing::sim::SimEngine::new(sc, profile.step_cost())
             .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
         let tokenizer = match tokenizer {
             Some(t) => t,
@@ -227,10 +241,14 @@ impl Rig {
             vocab: s.model.vocab_size,
             steps,
             weights: format!("simulated from {} ({})", path.display(), profile.source),
-            device: format!(
-                "simulated {} ({}, {} CPUs)",
-                profile.fingerprint.device, profile.fingerprint.cpu, profile.fingerprint.logical_cpus
-            ),
+            device: if projected {
+                format!("projected {} — a roofline projection, not a measurement", profile.fingerprint.device)
+            } else {
+                format!(
+                    "simulated {} ({}, {} CPUs)",
+                    profile.fingerprint.device, profile.fingerprint.cpu, profile.fingerprint.logical_cpus
+                )
+            },
             pinning: pinning(s),
             simulated: true,
             tokenizer,

@@ -158,10 +158,15 @@ fn dtype_names_and_sizes() {
         assert_eq!(d.as_str().parse::<DType>(), Ok(d));
         assert_eq!(serde_json::to_value(d).unwrap(), d.to_string());
     }
-    assert_eq!([DType::Bf16, DType::Fp16, DType::Fp8, DType::F32].map(DType::bytes), [2, 2, 1, 4]);
+    assert_eq!([DType::Bf16, DType::Fp16, DType::F32].map(DType::bytes), [2.0, 2.0, 4.0]);
+    // FP8 per-tensor scaled; MXFP4 4 bits + 1 byte per 32; NVFP4 per 16.
+    assert_eq!(DType::Fp8.bytes(), 1.0);
+    assert_eq!(DType::Mxfp4.bytes(), 0.53125);
+    assert_eq!(DType::Nvfp4.bytes(), 0.5625);
+    assert!(DType::Nvfp4.is_fp4() && !DType::Fp8.is_fp4());
     assert_eq!(serde_json::from_str::<DType>("\"fp8\"").unwrap(), DType::Fp8);
     let e = "int4".parse::<DType>().unwrap_err().to_string();
-    assert!(e.contains("int4") && e.contains("bf16, fp16, fp8 or f32"), "{e}");
+    assert!(e.contains("int4") && e.contains("fp8, f32, mxfp4 or nvfp4"), "{e}");
 }
 
 #[test]
@@ -178,4 +183,27 @@ fn driver_names_find_their_catalog_entry() {
     assert_eq!(name("NVIDIA A10"), Some("a10"));
     assert_eq!(name("NVIDIA GeForce RTX 4090"), None);
     assert_eq!(name("cpu"), None);
+}
+
+#[test]
+fn fp4_peaks_only_on_blackwell_and_nodes_by_their_network() {
+    let c = HardwareCatalog::builtin();
+    assert_eq!(c.get("b200").unwrap().flops_per_s(DType::Nvfp4), Some(9000e12));
+    assert_eq!(c.get("b200").unwrap().flops_per_s(DType::Mxfp4), Some(9000e12));
+    for hopper in ["h100-sxm", "h200", "h100-pcie", "a100-80gb", "mi300x"] {
+        assert_eq!(c.get(hopper).unwrap().flops_per_s(DType::Mxfp4), None, "{hopper}");
+    }
+    for g in c.gpus.values() {
+        assert_eq!(g.gpus_per_node, 8, "{}", g.name);
+    }
+    assert_eq!(c.get("h200").unwrap().internode_bytes_per_s(), Some(50e9));
+    assert_eq!(c.get("a100-80gb").unwrap().internode_bytes_per_s(), Some(25e9));
+    assert_eq!(c.get("l40s").unwrap().internode_bytes_per_s(), None);
+    // An entry may omit the node (8 GPUs) but not give half a network.
+    let g = HardwareCatalog::parse(&entry("", ""), "t").unwrap();
+    assert_eq!(g.get("g").unwrap().gpus_per_node, 8);
+    let half = parse_err(&entry("internode_gbps = 50.0\n", ""));
+    assert!(half.contains("internode"), "{half}");
+    let zero = parse_err(&entry("gpus_per_node = 0\n", ""));
+    assert!(zero.contains("gpus_per_node"), "{zero}");
 }

@@ -1,6 +1,6 @@
 use super::*;
 use crate::hardware::{DType, HardwareCatalog};
-use goodput_core::Catalog;
+use goodput_core::{Catalog, ModelSpec};
 
 fn llama8b() -> ModelSpec {
     Catalog::builtin().get("llama-3.1-8b").unwrap().clone()
@@ -8,11 +8,7 @@ fn llama8b() -> ModelSpec {
 
 fn h100() -> DeviceLimits {
     let g = HardwareCatalog::builtin().get("h100-sxm").unwrap().clone();
-    DeviceLimits {
-        bandwidth: g.bandwidth_bytes_per_s(),
-        flops: g.flops_per_s(DType::Bf16).unwrap(),
-        link: g.link_bytes_per_s(),
-    }
+    DeviceLimits::uniform(g.bandwidth_bytes_per_s(), g.flops_per_s(DType::Bf16).unwrap(), g.link_bytes_per_s())
 }
 
 #[test]
@@ -68,7 +64,8 @@ fn a_projected_step_is_bound_by_memory_at_small_batch_and_by_compute_when_large(
             device: h100(),
             eff: Efficiencies { step_overhead_s: 0.0, ..Efficiencies::default() },
         },
-        tp: 1,
+        layout: Layout::tp(1),
+        stages_across_nodes: false,
     };
     let decode = StepWork { decode_seqs: 1.0, decode_context: 1000.0, sampled: 1.0, ..Default::default() };
     // (15.01 GB read + 1000 · 128 KiB) / (3.35 TB/s · 0.8)
@@ -83,5 +80,7 @@ fn a_projected_step_is_bound_by_memory_at_small_batch_and_by_compute_when_large(
     };
     let r = &cost.roofline;
     assert!(r.compute_seconds(&prefill) > r.memory_seconds(&prefill));
+    let p = r.parts(&prefill);
+    assert!(p.dense.compute_s > p.dense.memory_s && p.attention.compute_s > p.attention.memory_s);
     assert_eq!(cost.step_seconds(&prefill), r.compute_seconds(&prefill));
 }

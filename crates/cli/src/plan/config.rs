@@ -1,0 +1,124 @@
+//! One configuration of a plan made concrete: a GPU and a layout turned into the roofline step
+//! cost, the memory left for KV and the scheduler of one simulated attention group — or the
+//! reason it cannot be.
+
+use super::PlanArgs;
+use goodput_core::ModelSpec;
+use goodput_scheduler::SchedulerConfig;
+use goodput_sizing::hardware::{DType, Gpu};
+use goodput_sizing::layout::Layout;
+use goodput_sizing::roofline::{DeviceLimits, Efficiencies, ModelWork, ProjectedCost, RooflineCost};
+use goodput_sizing::work::{Deployment, Precision};
+
+/// A configuration ready to simulate.
+pub struct Prepared {
+    pub cost: ProjectedCost,
+    /// The scheduler of one simulated engine (one attention group of one pipeline slot).
+    pub sched: SchedulerConfig,
+    /// Simulated engines per replica: attention groups × pipeline slots.
+    pub engines: usize,
+    pub weight_gb_per_gpu: f64,
+    /// KV tokens one engine holds (as if every layer kept them), and sequences of the
+    /// scenario's mean length (sliding layers keeping only their window).
+    pub kv_tokens: usize,
+    pub kv_sequences: f64,
+}
+
+/// The precision of a plan: `--dtype` weights, `--kv-dtype` (or fp8 with fp8 weights, else bf16).
+pub fn precision(a: &PlanArgs) -> Precision {
+    let kv = a.kv_dtype.unwrap_or(if a.dtype == DType::Fp8 { DType::Fp8 } else { DType::Bf16 });
+    Precision { weights: a.dtype, kv }
+}
+
+/// Peak activation memory of one step of the token budget (hidden states, attention and MLP
+/// intermediates in bf16, f32 logits of the sampled rows): an estimate of what vLLM's
+/// profiling run reserves.
+fn activation_reserve(spec: &ModelSpec, a: &PlanArgs, tp: usize) -> f64 {
+    let mlp = match &spec.moe {
+        Some(m) => spec.intermediate_size.max(m.expert_intermediate_size * m.experts_per_token),
+        None => spec.intermediate_size,
+    };
+    let per_token = (4 * spec.hidden_size + 2 * mlp / tp) as f64 * 2.0;
+    a.max_num_batched_tokens as f64 * per_token
+        + (a.max_num_seqs * spec.vocab_size / tp) as f64 * 4.0
+        + a.extra_reserve as f64
+}
+
+/// `spec` on `g` laid out as `layout`, or why not.
+pub fn prepare(
+    a: &PlanArgs,
+    spec: &ModelSpec,
+    g: &Gpu,
+    layout: Layout,
+    eff: &Efficiencies,
+    mean_len: f64,
+) -> Result<Prepared, String> {
+    layout.check(spec, g.gpus_per_node, g.internode.is_some()).map_err(|e| e.to_string())?;
+    let precision = precision(a);
+    let deploy = Deployment { precision, layout, skew: a.expert_skew, gpus_per_node: g.gpus_per_node };
+    let work = ModelWork::build(spec, &deploy).map_err(|e| e.to_string())?;
+    let device = DeviceLimits::of(g, precision, a.emulate)?;
+    let free = g.memory_bytes() * a.memory_utilization - work.weight_bytes - activation_reserve(spec, a, layout.tp);
+    if free <= 0.0 {
+        return Err(format!(
+            "does not fit: {:.1} GB of weights + activations per GPU exceed {:.0} % of {:.0} GB",
+            work.weight_bytes / 1e9,
+            a.memory_utilization * 100.0,
+            g.memory_gb
+        ));
+    }
+    // The pipeline's slots share each stage's KV memory.
+    let per_engine = free / layout.pp as f64;
+    let groups = spec.kv_groups();
+    let per_token = work.kv_bytes_per_token + work.sliding_kv_bytes_per_token;
+    let block_bytes = a.block_size as f64 * per_token / groups.len() as f64;
+    let num_blocks = (per_engine / block_bytes) as usize + 1;
+    let window = work.window.unwrap_or(mean_len).min(mean_len);
+    let kv_sequences = per_engine / (work.kv_bytes_per_token * mean_len + work.sliding_kv_bytes_per_token * window);
+    let sched = SchedulerConfig {
+        max_num_batched_tokens: a.max_num_batched_tokens,
+        max_num_seqs: a.max_num_seqs,
+        num_blocks,
+        block_size: a.block_size,
+        enable_prefix_caching: true,
+        max_model_len: spec.max_position_embeddings,
+        eos_token_id: spec.eos_token_id,
+        group_windows: groups.iter().map(|g| g.window).collect(),
+    };
+    let stages_across_nodes = layout.pp > 1 && layout.nodes(g.gpus_per_node) > 1;
+    let weight_gb_per_gpu = work.weight_bytes / 1e9;
+    let cost = ProjectedCost { roofline: RooflineCost { work, device, eff: eff.clone() }, layout, stages_across_nodes };
+    Ok(Prepared {
+        cost,
+        sched,
+        engines: layout.dp * layout.pp,
+        weight_gb_per_gpu,
+        kv_tokens: (per_engine / per_token) as usize,
+        kv_sequences,
+    })
+}
+
+/// The layouts `a` asks for on `g`, each once: TP × DP × EP × PP within `--nodes` nodes. EP is
+/// left out for a dense model; `all` is EP over every GPU of a stage.
+pub fn layouts(a: &PlanArgs, spec: &ModelSpec, g: &Gpu) -> Vec<Layout> {
+    let mut out: Vec<Layout> = Vec::new();
+    for &tp in &a.tp {
+        for &dp in &a.dp_attention {
+            for &pp in &a.pp {
+                for ep in &a.ep {
+                    let ep = match ep {
+                        super::Ep::All => tp * dp,
+                        super::Ep::Ways(n) => *n,
+                    };
+                    let l = Layout { tp, dp, ep, pp };
+                    let dense_ep = spec.moe.is_none() && ep > 1;
+                    if dense_ep || l.nodes(g.gpus_per_node) > a.nodes || out.contains(&l) {
+                        continue;
+                    }
+                    out.push(l);
+                }
+            }
+        }
+    }
+    out
+}

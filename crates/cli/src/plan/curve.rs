@@ -1,0 +1,268 @@
+//! `goodput plan --curve`: the interactivity curve the field reads (SemiAnalysis'
+//! InferenceMAX, MLPerf's interactive scenario): for each configuration, concurrency swept in
+//! doublings, and at each level the throughput per GPU (input + output, and output alone)
+//! against the tokens per second each user sees (the median of `per_user_tps`) and against
+//! TTFT P95. The Pareto frontier across configurations is marked: no other point gives both
+//! more throughput per GPU and more speed per user. The answer is the frontier point that
+//! meets the SLOs at the least cost per output token (or the most output per GPU, unpriced).
+
+use super::search::{Load, Sim};
+use super::{config, PlanArgs, Setting};
+use anyhow::{Context, Result};
+use goodput_report::console as table;
+use goodput_report::html::escape;
+use goodput_report::html::svg::{self, Chart, Kind, Series};
+use goodput_sizing::hardware::Gpu;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// One simulated level of one configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    pub gpu: String,
+    pub layout: String,
+    pub gpus_per_replica: usize,
+    /// Concurrent users per replica (all its engines).
+    pub users: usize,
+    pub output_tps_per_gpu: f64,
+    pub total_tps_per_gpu: f64,
+    /// Median output tokens per second one user sees.
+    pub tps_per_user: f64,
+    pub ttft_p95_s: f64,
+    pub slos_hold: bool,
+    /// On the Pareto frontier of throughput per GPU against tokens per second per user.
+    pub frontier: bool,
+    pub cost_per_million_output_tokens: Option<f64>,
+}
+
+/// The curve of every configuration, as written to JSON.
+#[derive(Debug, Serialize)]
+pub struct Curve {
+    pub model: String,
+    pub scenario: String,
+    pub slos: Vec<String>,
+    pub points: Vec<Point>,
+    /// Configurations that cannot run, and why.
+    pub unfit: Vec<(String, String, String)>,
+    pub answer: String,
+    pub assumptions: Vec<String>,
+}
+
+/// Concurrency levels per engine: 1, 2, 4, … up to the engine's sequence cap.
+fn levels(max_seqs: usize) -> Vec<usize> {
+    std::iter::successors(Some(1usize), |u| Some(u * 2)).take_while(|&u| u <= max_seqs.max(1)).collect()
+}
+
+fn sweep(a: &PlanArgs, set: &Setting, g: &Gpu, p: config::Prepared, layout: String) -> Result<Vec<Point>> {
+    let engines = p.engines;
+    let gpus = p.cost.layout.gpus() as f64;
+    let sim = Sim {
+        cost: Arc::new(p.cost),
+        sched: p.sched,
+        scenario: &set.scenario,
+        vocab: set.spec.vocab_size,
+        slos: &set.slos,
+        requests: a.requests,
+        seed: a.seed,
+    };
+    let price = set.prices.get(&g.name).copied();
+    let mut out = Vec::new();
+    for u in levels(a.max_num_seqs) {
+        let l = sim.level(Load::Users(u)).map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
+        let s = &l.summary;
+        let per_gpu = |tps: f64| tps * engines as f64 / gpus;
+        let output = per_gpu(s.output_throughput);
+        out.push(Point {
+            gpu: g.name.clone(),
+            layout: layout.clone(),
+            gpus_per_replica: gpus as usize,
+            users: u * engines,
+            output_tps_per_gpu: output,
+            total_tps_per_gpu: per_gpu(s.output_throughput + s.input_throughput),
+            tps_per_user: s.per_user_tps.as_ref().map_or(0.0, |x| x.p50),
+            ttft_p95_s: s.ttft.as_ref().map_or(f64::NAN, |x| x.p95),
+            slos_hold: l.holds(),
+            frontier: false,
+            cost_per_million_output_tokens: price.filter(|_| output > 0.0).map(|p| p / (output * 3600.0) * 1e6),
+        });
+    }
+    Ok(out)
+}
+
+/// Marks the points no other point beats on both axes.
+fn mark_frontier(points: &mut [Point]) {
+    let dominated = |p: &Point, all: &[Point]| {
+        all.iter().any(|q| {
+            q.output_tps_per_gpu >= p.output_tps_per_gpu
+                && q.tps_per_user >= p.tps_per_user
+                && (q.output_tps_per_gpu > p.output_tps_per_gpu || q.tps_per_user > p.tps_per_user)
+        })
+    };
+    let flags: Vec<bool> = points.iter().map(|p| !dominated(p, points)).collect();
+    for (p, f) in points.iter_mut().zip(flags) {
+        p.frontier = f;
+    }
+}
+
+/// The frontier point meeting the SLOs at the least cost (or the most output per GPU).
+fn choice(points: &[Point]) -> Option<&Point> {
+    points.iter().filter(|p| p.frontier && p.slos_hold).min_by(|a, b| {
+        match (a.cost_per_million_output_tokens, b.cost_per_million_output_tokens) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            _ => b.output_tps_per_gpu.total_cmp(&a.output_tps_per_gpu),
+        }
+    })
+}
+
+pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<()> {
+    let mut points = Vec::new();
+    let mut unfit = Vec::new();
+    for g in gpus {
+        for layout in config::layouts(a, &set.spec, g) {
+            eprint!("\rplan --curve: {} {layout}        ", g.name);
+            match config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out) {
+                Ok(p) => points.extend(sweep(a, set, g, p, layout.label())?),
+                Err(why) => unfit.push((g.name.clone(), layout.label(), why)),
+            }
+        }
+    }
+    eprintln!();
+    mark_frontier(&mut points);
+    let slos: Vec<String> = set.slos.iter().map(|s| s.to_string()).collect();
+    let answer = match choice(&points) {
+        Some(p) => format!(
+            "On the frontier and within {}: {} {} at {} users per replica — {:.0} output tok/s per GPU ({:.0} input + output), {:.1} tok/s per user, TTFT P95 {:.2} s{}. Error bar: {}.",
+            slos.join(", "),
+            p.gpu,
+            p.layout,
+            p.users,
+            p.output_tps_per_gpu,
+            p.total_tps_per_gpu,
+            p.tps_per_user,
+            p.ttft_p95_s,
+            p.cost_per_million_output_tokens.map_or(String::new(), |c| format!(", ${c:.3} per million output tokens")),
+            set.error_bar
+        ),
+        None => format!("No point of any configuration meets {}: see the curve.", slos.join(", ")),
+    };
+    let curve = Curve {
+        model: set.spec.name.clone(),
+        scenario: a.scenario.clone(),
+        slos,
+        points,
+        unfit,
+        answer,
+        assumptions: super::answer::assumptions(a, set),
+    };
+    print(&curve);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&curve)? + "\n")
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.html {
+        std::fs::write(p, html(&curve)?).with_context(|| format!("writing {}", p.display()))?;
+        eprintln!("curve page in {}", p.display());
+    }
+    Ok(())
+}
+
+const HEADER: [&str; 9] =
+    ["GPU", "layout", "users", "out tok/s/GPU", "total tok/s/GPU", "tok/s/user", "TTFT P95 s", "SLOs", "frontier"];
+
+fn cells(p: &Point) -> Vec<String> {
+    vec![
+        p.gpu.clone(),
+        p.layout.clone(),
+        p.users.to_string(),
+        table::f(p.output_tps_per_gpu, 0),
+        table::f(p.total_tps_per_gpu, 0),
+        table::f(p.tps_per_user, 1),
+        table::f(p.ttft_p95_s, 2),
+        if p.slos_hold { "hold" } else { "miss" }.into(),
+        if p.frontier { "◆" } else { "" }.into(),
+    ]
+}
+
+fn print(c: &Curve) {
+    let mut t = table::new(&HEADER);
+    for p in &c.points {
+        t.add_row(cells(p));
+    }
+    println!("Interactivity curve: {} on {}, SLOs {}\n{t}", c.model, c.scenario, c.slos.join(", "));
+    for (g, l, why) in &c.unfit {
+        println!("  {g} {l}: {why}");
+    }
+    println!("{}", c.answer);
+    for a in &c.assumptions {
+        println!("  - {a}");
+    }
+}
+
+/// One line per configuration, and the frontier.
+fn chart(c: &Curve, id: &str, x_label: &str, x: fn(&Point) -> f64) -> Chart {
+    let mut series: Vec<Series> = Vec::new();
+    for p in &c.points {
+        let name = format!("{} {}", p.gpu, p.layout);
+        match series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push((x(p), p.output_tps_per_gpu)),
+            None => series.push(Series { name, points: vec![(x(p), p.output_tps_per_gpu)], right: false }),
+        }
+    }
+    let mut frontier: Vec<(f64, f64)> =
+        c.points.iter().filter(|p| p.frontier).map(|p| (x(p), p.output_tps_per_gpu)).collect();
+    frontier.sort_by(|a, b| a.0.total_cmp(&b.0));
+    series.push(Series { name: "Pareto frontier".into(), points: frontier, right: false });
+    Chart {
+        id: id.into(),
+        title: format!("Output tok/s per GPU against {x_label}"),
+        caption: "Each line one configuration, concurrency doubling along it; the frontier joins the points no other beats on both axes.".into(),
+        x_label: x_label.into(),
+        x_log2: false,
+        y_label: "output tok/s per GPU".into(),
+        y2_label: None,
+        kind: Kind::Lines,
+        series,
+        marks: Vec::new(),
+        limits: Vec::new(),
+    }
+}
+
+fn html(c: &Curve) -> Result<String> {
+    let interactivity = svg::svg(&chart(c, "interactivity", "tok/s per user", |p| p.tps_per_user))?;
+    let ttft = svg::svg(&chart(c, "ttft", "TTFT P95 (s)", |p| p.ttft_p95_s))?;
+    let head: String = HEADER.iter().map(|h| format!("<th>{}</th>", escape(h))).collect();
+    let rows: String = c
+        .points
+        .iter()
+        .map(|p| {
+            format!("<tr>{}</tr>\n", cells(p).iter().map(|x| format!("<td>{}</td>", escape(x))).collect::<String>())
+        })
+        .collect();
+    let assumptions: String = c.assumptions.iter().map(|a| format!("<li>{}</li>", escape(a))).collect();
+    Ok(format!(
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>goodput plan --curve: {model}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }}
+.answer {{ font-size: 1.1em; background: #f3f7fb; border-left: 4px solid #2b6cb0; padding: 0.8em 1em; }}
+table {{ border-collapse: collapse; width: 100%; font-size: 0.9em; }}
+th, td {{ border-bottom: 1px solid #ddd; padding: 0.3em 0.5em; text-align: right; }}
+</style></head><body>
+<h1>{model}: throughput per GPU against interactivity ({scenario})</h1>
+<p class="answer">{answer}</p>
+{interactivity}
+{ttft}
+<h2>Every level</h2>
+<table><thead><tr>{head}</tr></thead><tbody>
+{rows}</tbody></table>
+<h2>Assumptions</h2><ul>{assumptions}</ul>
+<p>SLOs: {slos}. Generated by goodput {version}.</p>
+</body></html>
+"#,
+        model = escape(&c.model),
+        scenario = escape(&c.scenario),
+        answer = escape(&c.answer),
+        slos = escape(&c.slos.join(", ")),
+        version = env!("CARGO_PKG_VERSION"),
+    ))
+}
