@@ -1,14 +1,23 @@
 //! The sizing simulator's speed: simulated engine steps per second of the plain driver (the
-//! real scheduler, a linear step cost, 2 000 open-loop requests of short-qa lengths at a rate
-//! that keeps 30–60 sequences running). Criterion reports it as elements (steps) per second.
+//! real scheduler, a step cost, 2 000 open-loop requests of short-qa lengths at a rate that
+//! keeps 30–60 sequences running). Criterion reports it as elements (steps) per second. The
+//! step costs: a dense linear profile; a mixture of experts' fitted profile (qwen3-30b-a3b's
+//! 128 experts, the expected expert reads of every step); DeepSeek-V3's roofline projection on
+//! 8 × H200 (TP8·EP8, FP8), routed uniformly and with a power-law skew (the busiest rank
+//! summed over 256 experts each step).
 //!
 //! `cargo bench --bench simulator`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use goodput_core::Catalog;
 use goodput_core::{SamplingParams, Stamp};
 use goodput_scheduler::{NewRequest, SchedulerConfig};
-use goodput_sizing::cost::LinearCost;
+use goodput_sizing::cost::{ExpertShape, LinearCost, StepCost, Term};
+use goodput_sizing::hardware::{DType, HardwareCatalog};
+use goodput_sizing::layout::Layout;
+use goodput_sizing::roofline::{DeviceLimits, Efficiencies, ModelWork, ProjectedCost, RooflineCost};
 use goodput_sizing::sim::{run_arrivals, SimEngine};
+use goodput_sizing::work::{Deployment, Precision};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,21 +33,53 @@ fn workload() -> Vec<(Stamp, NewRequest)> {
         .collect()
 }
 
-fn engine() -> SimEngine {
+fn engine(cost: Arc<dyn StepCost>) -> SimEngine {
     let cfg = SchedulerConfig { num_blocks: 8192, max_model_len: 4096, ..SchedulerConfig::default() };
-    // The tiny model's CPU profile, roughly: 2 ms per step, 160 µs per prefill token, …
-    let cost = LinearCost::classic([2e-3, 1.6e-4, 2.6e-7, 0.0, 1.2e-6, 6e-4], 4e-5);
-    SimEngine::new(cfg, Arc::new(cost)).unwrap()
+    SimEngine::new(cfg, cost).unwrap()
+}
+
+/// The tiny model's CPU profile, roughly: 2 ms per step, 160 µs per prefill token, …
+fn dense() -> Arc<dyn StepCost> {
+    Arc::new(LinearCost::classic([2e-3, 1.6e-4, 2.6e-7, 0.0, 1.2e-6, 6e-4], 4e-5))
+}
+
+/// A fitted MoE profile: the classic terms and 20 µs per expert read.
+fn moe_fitted() -> Arc<dyn StepCost> {
+    let spec = Catalog::builtin().get("qwen3-30b-a3b").unwrap().clone();
+    let mut terms = Term::ALL.to_vec();
+    terms.push(Term::ExpertsTouched);
+    let cost = LinearCost::new(terms, vec![2e-3, 1.6e-4, 2.6e-7, 0.0, 1.2e-6, 6e-4, 2e-5], 4e-5);
+    Arc::new(cost.with_experts(ExpertShape::of(&spec)))
+}
+
+/// DeepSeek-V3 on 8 × H200, TP8·EP8, FP8, as `goodput plan` prices it.
+fn moe_projected(skew: f64) -> Arc<dyn StepCost> {
+    let spec = Catalog::builtin().get("deepseek-v3").unwrap().clone();
+    let gpu = HardwareCatalog::builtin().get("h200").unwrap().clone();
+    let precision = Precision { weights: DType::Fp8, kv: DType::Fp8 };
+    let layout = Layout { tp: 8, dp: 1, ep: 8, pp: 1 };
+    let work = ModelWork::build(&spec, &Deployment { precision, layout, skew, gpus_per_node: 8 }).unwrap();
+    let device = DeviceLimits::of(&gpu, precision, false).unwrap();
+    let roofline = RooflineCost { work, device, eff: Efficiencies::default() };
+    Arc::new(ProjectedCost { roofline, layout, stages_across_nodes: false })
 }
 
 fn simulator(c: &mut Criterion) {
-    let steps = run_arrivals(&mut engine(), workload()).steps.len() as u64;
     let mut g = c.benchmark_group("simulator");
     g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(5));
-    g.throughput(Throughput::Elements(steps));
-    g.bench_function("short_qa_2000_requests_steps", |b| {
-        b.iter(|| std::hint::black_box(run_arrivals(&mut engine(), workload()).steps.len()))
-    });
+    let costs: [(&str, fn() -> Arc<dyn StepCost>); 4] = [
+        ("short_qa_2000_requests_steps", dense),
+        ("moe_fitted_2000_requests_steps", moe_fitted),
+        ("moe_projected_deepseek_v3_h200_steps", || moe_projected(0.0)),
+        ("moe_projected_skewed_deepseek_v3_h200_steps", || moe_projected(0.8)),
+    ];
+    for (name, cost) in costs {
+        let steps = run_arrivals(&mut engine(cost()), workload()).steps.len() as u64;
+        g.throughput(Throughput::Elements(steps));
+        g.bench_function(name, |b| {
+            b.iter(|| std::hint::black_box(run_arrivals(&mut engine(cost()), workload()).steps.len()))
+        });
+    }
     g.finish();
 }
 

@@ -205,3 +205,47 @@ fn a_gpu_this_machine_lacks_runs_any_scenario_as_a_projection() {
     assert!(tpot > 5e-3 && tpot < 0.1, "{tpot}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_mixture_of_experts_is_profiled_and_predicted_on_this_machine() {
+    use goodput_results::files::{read_jsonl, STEPS};
+    use goodput_results::StepRow;
+    use goodput_sizing::cost::ExpertShape;
+    use goodput_sizing::profile::Profile;
+    let dir = temp("plan-moe-profile");
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("moe.json");
+    let p = profile.to_str().unwrap();
+    let (ok, out, err) =
+        goodput(&["profile", "-m", "tiny-qwen3-moe", "--time", "5s", "--bootstrap", "10", "--out", p, "-q"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("experts_touched"), "{out}");
+    let prof = Profile::read(&profile).unwrap();
+    let shape = prof.experts.expect("a MoE profile carries its experts' shape");
+    assert_eq!((shape.routing.experts, shape.routing.top_k, shape.sparse_layers), (16, 4, 3));
+    let term = prof.fit.term(goodput_sizing::cost::Term::ExpertsTouched).unwrap();
+    assert!(term.measured, "{term:?}");
+    // Measured with its simulated twin.
+    let run = dir.join("run");
+    let args =
+        ["run", "-m", "tiny-qwen3-moe", "--predict", p, "--concurrency", "1,8", "--requests", "16", "--warmup", "2"];
+    let (ok, out, err) = goodput(&[&args[..], &["--out", run.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    assert!(out.contains("Predicted against measured"), "{out}");
+    assert_eq!(summary_of(&run)["prediction"]["levels"].as_array().unwrap().len(), 2);
+    // What the simulated steps expect is what the engine's steps recorded: 8 tokens reach
+    // 3 · 16 · (1 − (12/16)^8) = 43.19 experts (dummy weights route about uniformly).
+    let steps: Vec<StepRow> = read_jsonl(&run.join(STEPS)).unwrap();
+    let at8: Vec<f64> = steps
+        .iter()
+        .filter(|s| s.step.prefill_tokens + s.step.decode_seqs == 8)
+        .filter_map(|s| s.step.experts.as_ref().map(|e| e.touched as f64))
+        .collect();
+    assert!(at8.len() >= 20, "{} steps of 8 tokens", at8.len());
+    let mean = at8.iter().sum::<f64>() / at8.len() as f64;
+    let expected = ExpertShape::of(&goodput_core::Catalog::builtin().get("tiny-qwen3-moe").unwrap().clone())
+        .unwrap()
+        .expected_touched(8.0);
+    assert!((expected - 43.19).abs() < 0.01 && (mean / expected - 1.0).abs() < 0.05, "{mean} vs {expected}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

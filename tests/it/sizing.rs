@@ -259,6 +259,7 @@ fn constant_profile(path: &std::path::Path, step_s: f64) {
         gap_s: 0.0,
         roofline: None,
         projection: None,
+        experts: None,
     };
     p.write(path).unwrap();
 }

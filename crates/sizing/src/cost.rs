@@ -1,7 +1,8 @@
 //! What a step costs: the step's contents as the terms of a linear model, and the models that
 //! turn them into seconds (fitted from measured steps, or projected from the roofline).
 
-use goodput_core::StepRecord;
+use crate::routing::Routing;
+use goodput_core::{ModelSpec, StepRecord};
 use goodput_scheduler::SchedulerOutput;
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,12 @@ pub enum Term {
     Tokens(u32),
     /// The sampled-rows table's knot at this many rows.
     Rows(u32),
+    /// Distinct routed experts the step's tokens reached, summed over the sparse layers: the
+    /// expert weight sets it read (a mixture of experts' step grows with it, not with its
+    /// tokens alone: B tokens reach N·(1 − (1 − k/N)^B) experts). The engine records it; a
+    /// simulated step takes its expectation. The experts' FLOPs grow with the assignments,
+    /// k per token and layer, which the tokens terms already carry.
+    ExpertsTouched,
 }
 
 impl Term {
@@ -72,6 +79,7 @@ impl Term {
             Term::SampledRows => "sampled_rows".into(),
             Term::Tokens(k) => format!("tokens@{k}"),
             Term::Rows(k) => format!("rows@{k}"),
+            Term::ExpertsTouched => "experts_touched".into(),
         }
     }
 
@@ -86,6 +94,7 @@ impl Term {
             Term::SampledRows => "sampled row",
             Term::Tokens(_) => "step at this many tokens",
             Term::Rows(_) => "step at this many rows",
+            Term::ExpertsTouched => "expert read (one layer)",
         }
     }
 }
@@ -135,6 +144,36 @@ pub struct StepWork {
     pub decode_seqs: f64,
     pub decode_context: f64,
     pub sampled: f64,
+    /// Distinct experts reached, summed over the sparse layers, as the engine recorded it;
+    /// `None` for a planned step (a cost model with an [`ExpertShape`] takes the expectation).
+    pub experts_touched: Option<f64>,
+}
+
+/// What a cost model needs to expect a step's expert reads: the routing and the sparse layers.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExpertShape {
+    pub routing: Routing,
+    pub sparse_layers: usize,
+}
+
+impl ExpertShape {
+    /// The shape of `m`'s experts, routed uniformly; `None` for a dense model.
+    pub fn of(m: &ModelSpec) -> Option<Self> {
+        let moe = m.moe.as_ref()?;
+        let routing = Routing {
+            experts: moe.num_experts,
+            top_k: moe.experts_per_token,
+            skew: 0.0,
+            groups: moe.n_group,
+            groups_kept: moe.topk_group,
+        };
+        Some(Self { routing, sparse_layers: m.sparse_layers() })
+    }
+
+    /// Expected distinct experts `tokens` tokens reach, summed over the sparse layers.
+    pub fn expected_touched(&self, tokens: f64) -> f64 {
+        self.sparse_layers as f64 * self.routing.touched(tokens)
+    }
 }
 
 impl StepWork {
@@ -146,6 +185,7 @@ impl StepWork {
             decode_seqs: r.decode_seqs as f64,
             decode_context: r.decode_context as f64,
             sampled: r.sampled as f64,
+            experts_touched: r.experts.as_ref().map(|e| e.touched as f64),
         }
     }
 
@@ -157,6 +197,7 @@ impl StepWork {
             decode_seqs: o.decode_seqs as f64,
             decode_context: o.decode_context() as f64,
             sampled: o.sampled() as f64,
+            experts_touched: None,
         }
     }
 
@@ -176,6 +217,7 @@ impl StepWork {
             Term::SampledRows => self.sampled,
             Term::Tokens(k) => hat(k, &tables.tokens, self.prefill_tokens + self.decode_seqs),
             Term::Rows(k) => hat(k, &tables.rows, self.sampled),
+            Term::ExpertsTouched => self.experts_touched.unwrap_or(0.0),
         }
     }
 
@@ -224,12 +266,20 @@ pub struct LinearCost {
     pub coefficients: Vec<f64>,
     pub gap_s: f64,
     tables: Tables,
+    /// The experts of the model, to expect a planned step's expert reads.
+    experts: Option<ExpertShape>,
 }
 
 impl LinearCost {
     pub fn new(terms: Vec<Term>, coefficients: Vec<f64>, gap_s: f64) -> Self {
         let tables = Tables::of(&terms);
-        Self { terms, coefficients, gap_s, tables }
+        Self { terms, coefficients, gap_s, tables, experts: None }
+    }
+
+    /// The same model, expecting the expert reads of steps that do not carry them from `shape`.
+    pub fn with_experts(mut self, shape: Option<ExpertShape>) -> Self {
+        self.experts = shape;
+        self
     }
 
     /// The classic six terms with these coefficients.
@@ -245,6 +295,10 @@ impl LinearCost {
 impl StepCost for LinearCost {
     fn step_seconds(&self, w: &StepWork) -> f64 {
         let tables = &self.tables;
+        let mut w = *w;
+        if let (None, Some(shape)) = (w.experts_touched, &self.experts) {
+            w.experts_touched = Some(shape.expected_touched(w.prefill_tokens + w.decode_seqs));
+        }
         self.terms.iter().zip(&self.coefficients).map(|(&t, c)| w.value(t, tables) * c).sum::<f64>().max(0.0)
     }
     fn gap_seconds(&self) -> f64 {
@@ -257,6 +311,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_planned_step_expects_the_experts_a_recorded_one_counts() {
+        // 2 sparse layers of 8 experts, top 2: 4 tokens reach 8·(1 − (6/8)^4) = 5.46875 each.
+        let shape = ExpertShape { routing: Routing::uniform(8, 2), sparse_layers: 2 };
+        let c =
+            LinearCost::new(vec![Term::Fixed, Term::ExpertsTouched], vec![1e-3, 1e-4], 0.0).with_experts(Some(shape));
+        let planned = StepWork { decode_seqs: 4.0, ..Default::default() };
+        assert!((c.step_seconds(&planned) - (1e-3 + 1e-4 * 2.0 * 5.468_75)).abs() < 1e-12);
+        let recorded = StepWork { experts_touched: Some(3.0), ..planned };
+        assert!((c.step_seconds(&recorded) - (1e-3 + 3e-4)).abs() < 1e-12);
+        // A dense model's cost ignores the term.
+        let dense = LinearCost::new(vec![Term::Fixed, Term::ExpertsTouched], vec![1e-3, 1e-4], 0.0);
+        assert_eq!(dense.step_seconds(&planned), 1e-3);
+        assert_eq!(Term::ExpertsTouched.name(), "experts_touched");
+    }
+
+    #[test]
     fn a_linear_cost_is_the_sum_of_its_terms() {
         let c = LinearCost::classic([1e-3, 1e-5, 1e-9, 2e-5, 1e-8, 3e-5], 5e-5);
         let w = StepWork {
@@ -265,6 +335,7 @@ mod tests {
             decode_seqs: 4.0,
             decode_context: 400.0,
             sampled: 5.0,
+            experts_touched: None,
         };
         // 1 ms + 100·10 µs + 5050 ns + 4·20 µs + 400·10 ns + 5·30 µs
         let want = 1e-3 + 1e-3 + 5.05e-6 + 8e-5 + 4e-6 + 1.5e-4;

@@ -124,6 +124,10 @@ pub struct Profile {
     /// (which is then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub projection: Option<crate::roofline::ProjectedCost>,
+    /// The model's experts, so a simulated step expects the expert reads its fit prices
+    /// (`experts_touched`); `None` for a dense model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<crate::cost::ExpertShape>,
 }
 
 /// Why a profile cannot be used.
@@ -219,7 +223,7 @@ impl Profile {
 
     /// The fitted model, with the gap between busy steps.
     pub fn cost(&self) -> LinearCost {
-        self.fit.cost(self.gap_s)
+        self.fit.cost(self.gap_s).with_experts(self.experts)
     }
 
     /// What the simulator runs: the projection if there is one, else the fitted model.

@@ -94,15 +94,20 @@ impl DeviceLimits {
 
 /// The floor of each term on `dev`: seconds per unit of the term at 100 % of the device.
 pub fn term_floor(term: Term, w: &ModelWork, dev: &DeviceLimits) -> f64 {
+    // A token's FLOPs through its k experts in every sparse layer join the dense layers'.
+    let experts = w.experts.as_ref().map_or(0.0, |x| x.routing.top_k as f64 * x.layers * x.flops_per_assignment);
+    let per_token = w.linear_flops_per_token + experts;
     match term {
         Term::Fixed => w.read_bytes / dev.bandwidth,
-        Term::PrefillTokens | Term::DecodeSeqs => w.linear_flops_per_token / dev.flops,
+        Term::PrefillTokens | Term::DecodeSeqs => per_token / dev.flops,
         Term::PrefillAttention => w.attention_flops_per_pair / dev.flops,
         Term::DecodeContext => w.kv_bytes_per_token / dev.bandwidth,
         Term::SampledRows => w.lm_head_flops_per_row / dev.flops,
-        // A step at k tokens reads every weight and computes k tokens' linear layers.
-        Term::Tokens(k) => (w.read_bytes / dev.bandwidth).max(k as f64 * w.linear_flops_per_token / dev.flops),
+        // A step at k tokens reads every dense weight and computes k tokens' linear layers.
+        Term::Tokens(k) => (w.read_bytes / dev.bandwidth).max(k as f64 * per_token / dev.flops),
         Term::Rows(k) => k as f64 * w.lm_head_flops_per_row / dev.flops,
+        // One expert's weights, read once in one layer.
+        Term::ExpertsTouched => w.experts.as_ref().map_or(0.0, |x| x.bytes_per_expert / dev.bandwidth),
     }
 }
 

@@ -62,6 +62,7 @@ pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
         gap_s: 0.0,
         roofline: None,
         projection: Some(p.cost.clone()),
+        experts: None,
     };
     profile.check().map_err(|e| anyhow::anyhow!("the projection: {e}"))?;
     profile.write(out).with_context(|| format!("writing {}", out.display()))?;

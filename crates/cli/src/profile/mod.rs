@@ -94,7 +94,13 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     // Tables over the batch shapes the steps reached (kernels switch with the batch).
     let max_tokens = m.steps.iter().map(|s| s.prefill_tokens + s.decode_seqs).max().unwrap_or(1);
     let max_rows = m.steps.iter().map(|s| s.sampled).max().unwrap_or(1);
-    let terms = Term::table(max_tokens, max_rows);
+    let mut terms = Term::table(max_tokens, max_rows);
+    // A mixture of experts reads the experts its tokens reach: recorded per step, expected
+    // when simulated.
+    let experts = goodput_sizing::cost::ExpertShape::of(&spec);
+    if experts.is_some() {
+        terms.push(Term::ExpertsTouched);
+    }
     let fit = fit(&samples, &terms, &FitOptions { bootstrap: a.bootstrap, seed: a.seed })
         .with_context(|| format!("fitting {} steps", samples.len()))?;
     let roofline = if !a.no_roofline && m.device == "cpu" { roofline(&a, &spec, &m.dtype, &fit) } else { None };
@@ -114,6 +120,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         fit,
         roofline,
         projection: None,
+        experts,
     };
     print(&profile, gap);
     if let Some(old) = &baseline {
@@ -336,7 +343,7 @@ fn roofline(a: &ProfileArgs, spec: &ModelSpec, dtype: &str, fit: &Fit) -> Option
             let floor_s = term_floor(f.term, &work, &dev);
             let efficiency = (f.measured && f.coefficient > 0.0).then(|| floor_s / f.coefficient);
             let memory = match f.term {
-                Term::Fixed | Term::DecodeContext => true,
+                Term::Fixed | Term::DecodeContext | Term::ExpertsTouched => true,
                 Term::Tokens(k) => work.read_bytes / bandwidth >= k as f64 * work.linear_flops_per_token / flops,
                 _ => false,
             };

@@ -38,6 +38,7 @@ fn grid() -> Vec<StepWork> {
                 decode_seqs: b,
                 decode_context: b * ctx,
                 sampled: b + 1.0,
+                experts_touched: None,
             });
         }
     }

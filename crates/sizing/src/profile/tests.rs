@@ -44,6 +44,7 @@ pub(crate) fn fixture() -> Profile {
         gap_s: 5e-5,
         roofline: None,
         projection: None,
+        experts: None,
     }
 }
 
