@@ -64,10 +64,13 @@ fn moe_projected(skew: f64) -> Arc<dyn StepCost> {
     Arc::new(ProjectedCost { roofline, layout, stages_across_nodes: false })
 }
 
+/// A named step cost of the bench.
+type Named = (&'static str, fn() -> Arc<dyn StepCost>);
+
 fn simulator(c: &mut Criterion) {
     let mut g = c.benchmark_group("simulator");
     g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(5));
-    let costs: [(&str, fn() -> Arc<dyn StepCost>); 4] = [
+    let costs: [Named; 4] = [
         ("short_qa_2000_requests_steps", dense),
         ("moe_fitted_2000_requests_steps", moe_fitted),
         ("moe_projected_deepseek_v3_h200_steps", || moe_projected(0.0)),
