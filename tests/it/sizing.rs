@@ -341,3 +341,80 @@ fn the_simulated_engine_in_virtual_time_agrees_with_the_plain_discrete_event_loo
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_h200_bench_calibrates_the_plan_and_its_sweep_is_checked() {
+    let dir = temp("h200-bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/results/gpu-h200");
+    let benches: Vec<String> = ["run2", "run3", "run4"]
+        .iter()
+        .map(|r| results.join(r).join("bench-llama8b-cuda.json").display().to_string())
+        .collect();
+    let profile = dir.join("h200.json");
+    let p = profile.to_str().unwrap();
+    let (ok, out, err) = goodput(&[
+        "profile",
+        "-m",
+        "llama-3.1-8b",
+        "--from-bench",
+        &benches.join(","),
+        "--out",
+        p,
+        "--bootstrap",
+        "50",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("18 bench rows") && out.contains("MBU"), "{out}");
+    let prof = Profile::read(&profile).unwrap();
+    let roof = prof.roofline.as_ref().unwrap();
+    // The batch-1 decode rows reach 0.63–0.64 of bytes ÷ 4.8 TB/s; the 2048-token prompts 0.43
+    // of FLOPs ÷ 989 TFLOP/s (the bench's own of_floor, median over the three runs).
+    assert!((roof.memory_efficiency.unwrap() - 0.636).abs() < 0.01, "{roof:?}");
+    assert!((roof.compute_efficiency.unwrap() - 0.43).abs() < 0.02, "{roof:?}");
+    // A bench of another model is refused.
+    let (ok, _, err) = goodput(&["profile", "-m", "llama-3.2-1b", "--from-bench", &benches[0], "--out", p]);
+    assert!(!ok && err.contains("benchmarks `llama-3.1-8b`"), "{err}");
+
+    // The measured H200 sweep, simulated with the fitted rows: within 20 % of the measured
+    // output throughput at every level.
+    let run = dir.join("run");
+    let src = results.join("run4/run-llama8b-short-qa");
+    std::fs::create_dir_all(&run).unwrap();
+    for f in ["summary.json", "conclusion.txt"] {
+        std::fs::copy(src.join(f), run.join(f)).unwrap();
+    }
+    let (ok, out, err) = goodput(&["plan", "--check", run.to_str().unwrap(), "--profile", p]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Predicted against measured"), "{out}");
+    let pred: goodput_results::prediction::Prediction =
+        serde_json::from_str(&std::fs::read_to_string(run.join("prediction.json")).unwrap()).unwrap();
+    let measured = goodput_results::read_summary(&run).unwrap();
+    assert_eq!(pred.levels.len(), measured.levels.len());
+    for (m, p) in measured.levels.iter().zip(&pred.levels) {
+        let (m, p) = (m.summary.output_throughput, p.summary.output_throughput);
+        assert!((p / m - 1.0).abs() < 0.2, "{m} measured, {p} predicted");
+    }
+    // Its efficiencies carried to a plan of the same GPU.
+    let (ok, out, err) = goodput(&[
+        "plan",
+        "-m",
+        "llama-3.1-8b",
+        "--rate",
+        "5",
+        "--gpus",
+        "h200",
+        "--tp",
+        "1",
+        "--requests",
+        "50",
+        "--calibrate",
+        p,
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("bandwidth × 0.63") && out.contains("calibrated from the profile of llama-3.1-8b on NVIDIA H200"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -138,14 +138,18 @@ impl ModelArgs {
     }
 }
 
+/// The KV memory when `--kv-memory` is not given.
+pub const DEFAULT_KV_MEMORY: u64 = 1 << 30;
+
 #[derive(Args, Debug, Clone)]
 pub struct EngineArgs {
     /// KV pool size in blocks (including the reserved null block).
     #[arg(long)]
     pub kv_blocks: Option<usize>,
-    /// KV pool size as memory, e.g. 2GiB (used when --kv-blocks is not given).
-    #[arg(long, value_parser = parse_bytes, default_value = "1GiB")]
-    pub kv_memory: u64,
+    /// KV pool size as memory, e.g. 2GiB (used when --kv-blocks is not given; 1GiB by
+    /// default, or a projection's own pool under `--simulate`).
+    #[arg(long, value_parser = parse_bytes)]
+    pub kv_memory: Option<u64>,
     /// Tokens per KV block.
     #[arg(long, default_value_t = 16)]
     pub block_size: usize,
@@ -175,6 +179,11 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
+    /// `--kv-memory`, or its default.
+    pub fn kv_memory_bytes(&self) -> u64 {
+        self.kv_memory.unwrap_or(DEFAULT_KV_MEMORY)
+    }
+
     /// Process-wide settings that must hold before a model loads (on CUDA the load times the
     /// matmul kernels by launching them): programmatic dependent launch on or off.
     pub fn apply_before_load(&self) {
@@ -198,7 +207,7 @@ impl EngineArgs {
         Ok(EngineConfig {
             block_size: self.block_size,
             num_blocks: self.kv_blocks,
-            kv_memory: self.kv_memory,
+            kv_memory: self.kv_memory_bytes(),
             max_num_batched_tokens: self.max_num_batched_tokens,
             max_num_seqs: self.max_num_seqs,
             enable_prefix_caching: !self.no_prefix_caching,

@@ -13,7 +13,7 @@ use goodput_metrics::engine::step_time;
 use goodput_metrics::Summary;
 use goodput_report::console as table;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 mod parts;
@@ -87,59 +87,74 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
 }
 
-#[derive(Serialize)]
-struct PrefillRow {
-    prompt_len: usize,
-    latency_s: Summary,
-    tokens_per_s: f64,
-    gflops_per_s: f64,
+/// A prefill row of the bench (one prompt alone).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct PrefillRow {
+    pub(crate) prompt_len: usize,
+    pub(crate) latency_s: Summary,
+    pub(crate) tokens_per_s: f64,
+    pub(crate) gflops_per_s: f64,
     /// FLOPs / peak or weight bytes / bandwidth, whichever is longer (GPU roofline).
-    floor_s: Option<f64>,
+    pub(crate) floor_s: Option<f64>,
     /// floor_s / p50: 1 is at the roofline.
-    of_floor: Option<f64>,
+    pub(crate) of_floor: Option<f64>,
     /// Attention, dense MLP and MoE layers apart (CPU).
-    parts: Option<PartsRow>,
+    pub(crate) parts: Option<PartsRow>,
     #[serde(skip)]
-    flops: f64,
+    pub(crate) flops: f64,
 }
 
-#[derive(Serialize)]
-struct DecodeRow {
-    batch: usize,
-    context: usize,
-    step_s: Summary,
-    tokens_per_s: f64,
+/// A decode row of the bench (a batch at a context).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct DecodeRow {
+    pub(crate) batch: usize,
+    pub(crate) context: usize,
+    pub(crate) step_s: Summary,
+    pub(crate) tokens_per_s: f64,
     /// Weight + KV bytes one step reads.
-    bytes_per_step: u64,
-    gbytes_per_s: f64,
-    gflops_per_s: f64,
+    pub(crate) bytes_per_step: u64,
+    pub(crate) gbytes_per_s: f64,
+    pub(crate) gflops_per_s: f64,
     /// Scheduler + sampling/update time as a share of the step.
-    overhead_share: f64,
+    pub(crate) overhead_share: f64,
     /// Bytes per step / bandwidth (the GPU's datasheet, or the CPU's measured read bandwidth).
-    floor_s: Option<f64>,
+    pub(crate) floor_s: Option<f64>,
     /// floor_s / p50: 1 is at the roofline.
-    of_floor: Option<f64>,
+    pub(crate) of_floor: Option<f64>,
     /// MoE models: (layer, expert) weight sets a timed step read, mean, and their share of
     /// all the routed experts. `bytes_per_step` counts these experts, not all of them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    experts_touched: Option<f64>,
+    pub(crate) experts_touched: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    expert_share: Option<f64>,
+    pub(crate) expert_share: Option<f64>,
     /// Attention, dense MLP and MoE layers apart (CPU).
-    parts: Option<PartsRow>,
+    pub(crate) parts: Option<PartsRow>,
 }
 
 /// What the figures are held against: the device's memory bandwidth and dense peak.
-#[derive(Serialize)]
-struct Roofline {
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Roofline {
     /// The GPU's name as its driver reports it, or `cpu`.
-    device_name: String,
+    pub(crate) device_name: String,
     /// The hardware catalog's entry (`goodput hardware`), when one matches.
-    catalog_entry: Option<String>,
-    bandwidth_gbytes_per_s: f64,
+    pub(crate) catalog_entry: Option<String>,
+    pub(crate) bandwidth_gbytes_per_s: f64,
     /// Dense tensor peak at the model's dtype (none for f32 or the CPU).
-    peak_tflops: Option<f64>,
-    source: String,
+    pub(crate) peak_tflops: Option<f64>,
+    pub(crate) source: String,
+}
+
+/// What `goodput profile --from-bench` reads of an `engine-bench --json` file: the rows and the
+/// roofline they were held against (the other fields are left unread).
+#[derive(Deserialize)]
+pub(crate) struct BenchFile {
+    pub(crate) model: String,
+    pub(crate) weights: String,
+    pub(crate) device: String,
+    pub(crate) dtype: String,
+    pub(crate) prefill: Vec<PrefillRow>,
+    pub(crate) decode: Vec<DecodeRow>,
+    pub(crate) roofline: Option<Roofline>,
 }
 
 #[derive(Serialize)]

@@ -290,7 +290,12 @@ pub fn calibrated(p: &Profile) -> Result<Efficiencies, SizingError> {
             .filter(|e| e.is_finite() && *e > 0.0)
             .unwrap_or(d.attention)
             .min(1.0),
-        source: format!("calibrated from the profile of {} on {} ({})", p.model, p.fingerprint.cpu, p.source),
+        source: format!(
+            "calibrated from the profile of {} on {} ({})",
+            p.model,
+            if p.fingerprint.cpu.is_empty() { &p.fingerprint.device } else { &p.fingerprint.cpu },
+            p.source
+        ),
         ..d
     })
 }

@@ -43,9 +43,18 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
         LoadUnit::Users => {
             a.concurrency = loads.iter().map(|&l| l as usize).collect();
             a.stages = None;
+            // A run from before closed loops recorded their ramp started its users at once.
+            if a.ramp.is_none() && summary.levels.iter().all(|l| l.harness.ramp_s.is_none()) {
+                a.ramp = Some(std::time::Duration::ZERO);
+            }
         }
         LoadUnit::Rate => a.rate = Some(loads),
         LoadUnit::Burst => a.burst = Some(loads.iter().map(|&l| l as usize).collect()),
+    }
+    // A GPU run is simulated here on the CPU build, its KV pool at the dtype it ran in.
+    if a.model.device != "cpu" {
+        a.model.dtype.get_or_insert_with(|| "bf16".into());
+        a.model.device = "cpu".into();
     }
     a.simulate = Some(profile.to_path_buf());
     a.predict = None;

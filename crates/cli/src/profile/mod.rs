@@ -2,6 +2,7 @@
 //! from a run's steps.jsonl), fitted into a step-cost model with intervals, residuals and each
 //! term against this machine's roofline, and written as `profile.json` for the simulator.
 
+mod bench;
 mod grid;
 mod machine;
 
@@ -41,6 +42,10 @@ pub struct ProfileArgs {
     /// Fit the steps of this run (its steps.jsonl) instead of measuring the grid.
     #[arg(long, value_name = "RUN_DIR")]
     pub from: Option<PathBuf>,
+    /// Fit the rows of these `engine-bench --json` files (a GPU's, measured elsewhere)
+    /// instead of measuring the grid.
+    #[arg(long, value_name = "FILE", value_delimiter = ',', num_args = 1.., conflicts_with = "from")]
+    pub from_bench: Vec<PathBuf>,
     /// Time spent measuring the grid (whole probes; the fit uses every round begun).
     #[arg(long, value_parser = crate::args::parse_duration, default_value = "60s")]
     pub time: Duration,
@@ -81,6 +86,9 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         bail!("--bootstrap: {} resamples is more than needed (at most 10000)", a.bootstrap);
     }
     let spec = a.model.spec()?;
+    if !a.from_bench.is_empty() {
+        return bench::run(&a, &spec);
+    }
     let baseline = read_baseline(&a)?;
     let m = match &a.from {
         Some(dir) => from_run(&a, dir, &spec)?,

@@ -216,8 +216,8 @@ impl Rig {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()?;
         let clock = crate::simulate::clock(&rt);
         let mut cfg = engine.clone();
-        if projected && cfg.num_blocks.is_none() {
-            // The projected GPU's KV pool, not this machine's.
+        if projected && s.engine.kv_blocks.is_none() && s.engine.kv_memory.is_none() {
+            // The projected GPU's KV pool, unless the run sizes its own.
             (cfg.num_blocks, cfg.block_size) = (Some(profile.engine.num_blocks), profile.engine.block_size);
         }
         let sc = sim_config(s, &cfg)?;
@@ -345,6 +345,10 @@ fn pinning(s: &RunSpec) -> Pinning {
 fn warn_if_elsewhere(s: &RunSpec, profile: &goodput_sizing::profile::Profile, path: &std::path::Path) {
     let here = machine();
     let f = &profile.fingerprint;
+    if f.logical_cpus == 0 {
+        // Fitted from a GPU's bench rows: no CPU to compare.
+        return;
+    }
     let engine_cpus = s.engine_cpus.as_deref().map(goodput_engine::affinity::format_cpu_list);
     if f.cpu != here.cpu || f.logical_cpus != here.logical_cpus {
         eprintln!(

@@ -178,7 +178,7 @@ impl RunSpec {
         EngineSettings {
             block_size: e.block_size,
             kv_blocks: e.kv_blocks,
-            kv_memory_bytes: Some(e.kv_memory),
+            kv_memory_bytes: Some(e.kv_memory_bytes()),
             max_num_batched_tokens: e.max_num_batched_tokens,
             max_num_seqs: e.max_num_seqs,
             max_model_len: self.max_len,

@@ -1,0 +1,174 @@
+//! `goodput profile --from-bench FILE…`: a profile fitted from `engine-bench --json` files
+//! (the H200 runs of `docs/results/gpu-h200/`) rather than from steps measured here. A bench
+//! times whole engine steps of a few shapes — one prompt alone at a few lengths, a decode
+//! batch of a few sizes at one context — so the fit takes only the terms those shapes tell
+//! apart: the fixed step, prefill tokens, decode sequences, and prefill attention or decode
+//! context only where the lengths or contexts vary. The roofline is the bench's own (the
+//! catalog GPU it was held against): a batch-1 decode step against its bytes ÷ bandwidth
+//! (MBU) and the longest prompt against its FLOPs ÷ peak (MFU), which `plan --calibrate`
+//! carries over.
+
+use super::ProfileArgs;
+use crate::engine_bench::BenchFile;
+use anyhow::{bail, Context, Result};
+use goodput_core::ModelSpec;
+use goodput_sizing::cost::{StepWork, Term};
+use goodput_sizing::fit::{fit, FitOptions, Sample};
+use goodput_sizing::profile::{
+    Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor, PROFILE_FORMAT, PROFILE_KIND,
+};
+use goodput_sizing::roofline::{term_floor, DeviceLimits, ModelWork};
+use std::path::PathBuf;
+
+fn read(path: &PathBuf, spec: &ModelSpec) -> Result<BenchFile> {
+    let text = goodput_core::input::read_to_string(path, "engine-bench file", goodput_core::input::MAX_WHOLE_FILE)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let b: BenchFile = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not an `engine-bench --json` file", path.display()))?;
+    if b.model != spec.name {
+        bail!("{} benchmarks `{}`, not --model `{}`", path.display(), b.model, spec.name);
+    }
+    Ok(b)
+}
+
+/// Every row of every file as a step sample (its median time).
+fn samples(files: &[BenchFile]) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for b in files {
+        for p in &b.prefill {
+            let l = p.prompt_len as f64;
+            let work = StepWork {
+                prefill_tokens: l,
+                prefill_attention: l * (l + 1.0) / 2.0,
+                sampled: 1.0,
+                ..Default::default()
+            };
+            out.push(Sample { work, seconds: p.latency_s.p50 });
+        }
+        for d in &b.decode {
+            let (n, c) = (d.batch as f64, d.context as f64);
+            let work = StepWork { decode_seqs: n, decode_context: n * c, sampled: n, ..Default::default() };
+            out.push(Sample { work, seconds: d.step_s.p50 });
+        }
+    }
+    out
+}
+
+/// The terms the rows tell apart.
+fn terms(files: &[BenchFile]) -> Vec<Term> {
+    let distinct = |xs: Vec<usize>| {
+        let mut xs = xs;
+        xs.sort_unstable();
+        xs.dedup();
+        xs.len()
+    };
+    let lens = distinct(files.iter().flat_map(|b| b.prefill.iter().map(|p| p.prompt_len)).collect());
+    let contexts = distinct(files.iter().flat_map(|b| b.decode.iter().map(|d| d.context)).collect());
+    let mut t = vec![Term::Fixed, Term::PrefillTokens, Term::DecodeSeqs];
+    if lens >= 3 {
+        t.push(Term::PrefillAttention);
+    }
+    if contexts >= 2 {
+        t.push(Term::DecodeContext);
+    }
+    t
+}
+
+pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
+    let files: Vec<BenchFile> = a.from_bench.iter().map(|p| read(p, spec)).collect::<Result<_>>()?;
+    let first = &files[0];
+    let Some(roof) = first.roofline.as_ref().filter(|r| r.peak_tflops.is_some() && r.catalog_entry.is_some()) else {
+        bail!(
+            "{}: the bench has no GPU roofline (a catalog GPU and its peak); profile a CPU by measuring it here",
+            a.from_bench[0].display()
+        );
+    };
+    if files
+        .iter()
+        .any(|b| b.dtype != first.dtype || b.roofline.as_ref().map(|r| &r.device_name) != Some(&roof.device_name))
+    {
+        bail!("--from-bench: the files must bench one dtype on one GPU");
+    }
+    let samples = samples(&files);
+    let terms = terms(&files);
+    let fit = fit(&samples, &terms, &FitOptions { bootstrap: a.bootstrap, seed: a.seed })
+        .with_context(|| format!("fitting {} bench rows", samples.len()))?;
+    let (bandwidth, flops) = (roof.bandwidth_gbytes_per_s * 1e9, roof.peak_tflops.unwrap_or(0.0) * 1e12);
+    let dev = DeviceLimits::uniform(bandwidth, flops, 0.0);
+    let bytes = if first.dtype.eq_ignore_ascii_case("f32") { 4.0 } else { 2.0 };
+    let work = ModelWork::of(spec, bytes, 1).context("pricing the model's roofline")?;
+    let floors = fit
+        .terms
+        .iter()
+        .map(|f| {
+            let floor_s = term_floor(f.term, &work, &dev);
+            let memory = matches!(f.term, Term::Fixed | Term::DecodeContext);
+            TermFloor {
+                term: f.term,
+                floor_s,
+                efficiency: (f.measured && f.coefficient > 0.0).then(|| floor_s / f.coefficient),
+                bound: if memory { "memory" } else { "compute" }.into(),
+            }
+        })
+        .collect();
+    let all_decode = || files.iter().flat_map(|b| b.decode.iter());
+    let mbu = median(all_decode().filter(|d| d.batch == 1).filter_map(|d| d.of_floor).collect());
+    let longest = files.iter().flat_map(|b| b.prefill.iter()).map(|p| p.prompt_len).max().unwrap_or(0);
+    let mfu_rows = files.iter().flat_map(|b| b.prefill.iter()).filter(|p| p.prompt_len == longest);
+    let mfu = median(mfu_rows.filter_map(|p| p.of_floor).collect());
+    let how = format!("{} ({}), as the bench held its rows against it", roof.source, roof.device_name);
+    let roofline =
+        MachineRoofline { bandwidth, flops, how, terms: floors, memory_efficiency: mbu, compute_efficiency: mfu };
+    let max_batch = all_decode().map(|d| d.batch).max().unwrap_or(1);
+    let max_ctx = all_decode().map(|d| d.context).max().unwrap_or(1);
+    let profile = Profile {
+        kind: PROFILE_KIND.into(),
+        format: PROFILE_FORMAT,
+        goodput_version: env!("CARGO_PKG_VERSION").into(),
+        created_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        model: spec.name.clone(),
+        dtype: first.dtype.to_ascii_lowercase(),
+        weights: first.weights.clone(),
+        engine: ProfileEngine {
+            block_size: 16,
+            num_blocks: (max_batch * (max_ctx + 1)).div_ceil(16) + 1,
+            max_num_batched_tokens: longest.max(max_batch),
+            max_num_seqs: max_batch,
+            max_model_len: spec.max_position_embeddings,
+            prefix_caching: true,
+        },
+        fingerprint: Fingerprint {
+            cpu: String::new(),
+            logical_cpus: 0,
+            memory_gib: 0.0,
+            kernel: String::new(),
+            device: format!("{} ({})", roof.device_name, first.device),
+            engine_cpus: None,
+        },
+        source: format!(
+            "{} engine-bench rows of {} ({})",
+            samples.len(),
+            a.from_bench.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            first.device
+        ),
+        fit,
+        gap_s: 0.0,
+        roofline: Some(roofline),
+        projection: None,
+        experts: goodput_sizing::cost::ExpertShape::of(spec),
+    };
+    super::print(&profile, 0.0);
+    profile.write(&a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    println!(
+        "profile written to {} (fitted from {} bench rows: a thin sample of shapes)",
+        a.out.display(),
+        samples.len()
+    );
+    Ok(())
+}
+
+fn median(mut xs: Vec<f64>) -> Option<f64> {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    (n > 0).then(|| if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 })
+}
