@@ -18,9 +18,9 @@ use goodput_sizing::profile::{
     Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor, PROFILE_FORMAT, PROFILE_KIND,
 };
 use goodput_sizing::roofline::{term_floor, DeviceLimits, ModelWork};
-use std::path::PathBuf;
+use std::path::Path;
 
-fn read(path: &PathBuf, spec: &ModelSpec) -> Result<BenchFile> {
+fn read(path: &Path, spec: &ModelSpec) -> Result<BenchFile> {
     let text = goodput_core::input::read_to_string(path, "engine-bench file", goodput_core::input::MAX_WHOLE_FILE)
         .with_context(|| format!("reading {}", path.display()))?;
     let b: BenchFile = serde_json::from_str(&text)
