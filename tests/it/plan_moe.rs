@@ -141,6 +141,12 @@ fn the_interactivity_curve_marks_its_frontier_and_answers_from_it() {
     assert!(f(tp1[4], "output_tps_per_gpu") > f(tp1[0], "output_tps_per_gpu"));
     assert!(f(tp1[4], "tps_per_user") < f(tp1[0], "tps_per_user"));
     assert!(f(tp1[0], "total_tps_per_gpu") > f(tp1[0], "output_tps_per_gpu"));
+    // Priced: the answer is on the cost frontier, the cheapest point there that holds.
+    let cheap: Vec<&serde_json::Value> = points.iter().filter(|p| p["cost_frontier"] == true).collect();
+    assert!(!cheap.is_empty());
+    let holding = cheap.iter().filter(|p| p["slos_hold"] == true);
+    let best = holding.map(|p| f(p, "cost_per_million_output_tokens")).fold(f64::INFINITY, f64::min);
+    assert!(c["answer"].as_str().unwrap().contains(&format!("${best:.3} per million")), "{}", c["answer"]);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("<svg") && html.contains("Pareto frontier") && html.contains("tok/s per user"));
     std::fs::remove_dir_all(&dir).unwrap();

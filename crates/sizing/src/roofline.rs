@@ -255,13 +255,9 @@ impl RooflineCost {
         if x.all_to_all_bytes_per_destination <= 0.0 {
             return (part, 0.0);
         }
-        let bytes = tokens / x.senders * x.destinations_per_token * x.all_to_all_bytes_per_destination * x.layers;
-        let on = bytes * (1.0 - x.off_node_fraction) / (d.link * e.link);
-        let off = if x.off_node_fraction > 0.0 {
-            bytes * x.off_node_fraction / (d.internode.max(1.0) * e.internode)
-        } else {
-            0.0
-        };
+        let per_destination = tokens / x.senders * x.all_to_all_bytes_per_destination * x.layers;
+        let on = per_destination * x.nvlink_destinations_per_token / (d.link * e.link);
+        let off = per_destination * x.network_destinations_per_token / (d.internode.max(1.0) * e.internode);
         (part, on.max(off) + 2.0 * x.layers * e.all_to_all_latency_s)
     }
 

@@ -69,10 +69,13 @@ pub struct ExpertWork {
     /// Bytes one GPU sends per token and destination GPU in each sparse layer's dispatch
     /// (FP8, as DeepEP) and combine (bf16); 0 when no all-to-all runs (EP 1, DP 1).
     pub all_to_all_bytes_per_destination: f64,
-    /// Destination GPUs per token other than its own (EP ranks reached × expert TP).
-    pub destinations_per_token: f64,
-    /// The fraction of those on other nodes.
-    pub off_node_fraction: f64,
+    /// Destination GPUs per token on the sender's node, other than itself: the EP ranks of
+    /// the node the token reaches, each its expert-TP slices.
+    pub nvlink_destinations_per_token: f64,
+    /// Other nodes per token: DeepEP sends a token once to each node it reaches and forwards
+    /// it there over NVLink, so the network carries nodes, not ranks (DeepSeek's routing keeps
+    /// a token to at most 4 nodes' experts).
+    pub network_destinations_per_token: f64,
     /// GPUs sharing one attention group's tokens for the dispatch (TP).
     pub senders: f64,
 }
@@ -282,16 +285,21 @@ fn expert_work(m: &ModelSpec, d: &Deployment, sparse: f64, bytes: f64) -> Option
     let etp = layout.expert_tp() as f64;
     let g = layout.stage_gpus();
     let a2a = layout.ep > 1 || layout.dp > 1;
-    // Each EP rank a token reaches is `etp` GPUs; its own rank's other `etp − 1` GPUs too when
-    // the token's experts include one of its own rank's (as likely as any other rank's).
-    let (remote, own) = if layout.ep > 1 {
-        let r = routing.remote_ranks_per_token(layout.ep);
-        (r, r / (layout.ep - 1) as f64)
+    let per_node = d.gpus_per_node.max(1);
+    let nodes = g.div_ceil(per_node);
+    let (nvlink, network) = if !a2a {
+        (0.0, 0.0)
+    } else if layout.ep == 1 {
+        // Experts sliced over every GPU of the stage: each token to all of them.
+        ((g.min(per_node) - 1) as f64, (nodes - 1) as f64)
     } else {
-        (0.0, 1.0)
+        // A given other rank is reached as often as any: remote ranks ÷ other ranks. Each EP
+        // rank is `etp` GPUs, the sender's own rank's other slices included.
+        let hit = routing.remote_ranks_per_token(layout.ep) / (layout.ep - 1) as f64;
+        let ranks_here = (layout.ep as f64 / nodes as f64).max(1.0);
+        let nvlink = (ranks_here - 1.0) * hit * etp + (etp - 1.0) * hit;
+        (nvlink, if nodes > 1 { routing.remote_ranks_per_token(nodes) } else { 0.0 })
     };
-    let destinations = if a2a { remote * etp + (etp - 1.0) * own } else { 0.0 };
-    let per_node = d.gpus_per_node;
     Some(ExpertWork {
         routing,
         ep: layout.ep,
@@ -300,8 +308,8 @@ fn expert_work(m: &ModelSpec, d: &Deployment, sparse: f64, bytes: f64) -> Option
         flops_per_assignment: 2.0 * m.expert_params() as f64 / etp,
         tokens_per_token: layout.dp as f64,
         all_to_all_bytes_per_destination: if a2a { m.hidden_size as f64 * (1.0 + 2.0) } else { 0.0 },
-        destinations_per_token: destinations,
-        off_node_fraction: if g > per_node { (g - per_node) as f64 / (g - 1) as f64 } else { 0.0 },
+        nvlink_destinations_per_token: nvlink,
+        network_destinations_per_token: network,
         senders: layout.tp as f64,
     })
 }

@@ -3,8 +3,11 @@
 //! doublings, and at each level the throughput per GPU (input + output, and output alone)
 //! against the tokens per second each user sees (the median of `per_user_tps`) and against
 //! TTFT P95. The Pareto frontier across configurations is marked: no other point gives both
-//! more throughput per GPU and more speed per user. The answer is the frontier point that
-//! meets the SLOs at the least cost per output token (or the most output per GPU, unpriced).
+//! more throughput per GPU and more speed per user. With prices, a second frontier: cost per
+//! output token against speed per user, across the priced configurations (a cheaper GPU can
+//! win there while never reaching the throughput frontier). The answer is the point of that
+//! cost frontier that meets the SLOs at the least cost; unpriced, the throughput frontier's
+//! point of most output per GPU that meets them.
 
 use super::search::{Load, Sim};
 use super::{config, PlanArgs, Setting};
@@ -32,6 +35,9 @@ pub struct Point {
     pub slos_hold: bool,
     /// On the Pareto frontier of throughput per GPU against tokens per second per user.
     pub frontier: bool,
+    /// On the Pareto frontier of cost per output token (lower) against tokens per second per
+    /// user, across the priced configurations.
+    pub cost_frontier: bool,
     pub cost_per_million_output_tokens: Option<f64>,
 }
 
@@ -83,34 +89,52 @@ fn sweep(a: &PlanArgs, set: &Setting, g: &Gpu, p: config::Prepared, layout: Stri
             ttft_p95_s: s.ttft.as_ref().map_or(f64::NAN, |x| x.p95),
             slos_hold: l.holds(),
             frontier: false,
+            cost_frontier: false,
             cost_per_million_output_tokens: price.filter(|_| output > 0.0).map(|p| p / (output * 3600.0) * 1e6),
         });
     }
     Ok(out)
 }
 
-/// Marks the points no other point beats on both axes.
+/// Whether `q` beats `p` on both axes (at least as good on each, better on one); `better`
+/// reads each point's first axis, higher being better.
+fn beats(q: &Point, p: &Point, better: fn(&Point) -> f64) -> bool {
+    let (bq, bp) = (better(q), better(p));
+    bq >= bp && q.tps_per_user >= p.tps_per_user && (bq > bp || q.tps_per_user > p.tps_per_user)
+}
+
+/// Marks the points no other point beats: on throughput per GPU, and (priced points) on cost
+/// per output token, each against tokens per second per user.
 fn mark_frontier(points: &mut [Point]) {
-    let dominated = |p: &Point, all: &[Point]| {
-        all.iter().any(|q| {
-            q.output_tps_per_gpu >= p.output_tps_per_gpu
-                && q.tps_per_user >= p.tps_per_user
-                && (q.output_tps_per_gpu > p.output_tps_per_gpu || q.tps_per_user > p.tps_per_user)
+    let throughput: fn(&Point) -> f64 = |p| p.output_tps_per_gpu;
+    let cheapness: fn(&Point) -> f64 = |p| -p.cost_per_million_output_tokens.unwrap_or(f64::INFINITY);
+    let flags: Vec<(bool, bool)> = points
+        .iter()
+        .map(|p| {
+            let frontier = !points.iter().any(|q| beats(q, p, throughput));
+            let priced = p.cost_per_million_output_tokens.is_some();
+            (
+                frontier,
+                priced && !points.iter().any(|q| q.cost_per_million_output_tokens.is_some() && beats(q, p, cheapness)),
+            )
         })
-    };
-    let flags: Vec<bool> = points.iter().map(|p| !dominated(p, points)).collect();
-    for (p, f) in points.iter_mut().zip(flags) {
-        p.frontier = f;
+        .collect();
+    for (p, (f, c)) in points.iter_mut().zip(flags) {
+        (p.frontier, p.cost_frontier) = (f, c);
     }
 }
 
-/// The frontier point meeting the SLOs at the least cost (or the most output per GPU).
+/// The point meeting the SLOs at the least cost per output token on the cost frontier, or,
+/// unpriced, the one of the most output per GPU on the throughput frontier.
 fn choice(points: &[Point]) -> Option<&Point> {
-    points.iter().filter(|p| p.frontier && p.slos_hold).min_by(|a, b| {
-        match (a.cost_per_million_output_tokens, b.cost_per_million_output_tokens) {
-            (Some(x), Some(y)) => x.total_cmp(&y),
-            _ => b.output_tps_per_gpu.total_cmp(&a.output_tps_per_gpu),
-        }
+    let holding = || points.iter().filter(|p| p.slos_hold);
+    let cheapest = holding().filter(|p| p.cost_frontier).min_by(|a, b| {
+        a.cost_per_million_output_tokens
+            .unwrap_or(f64::INFINITY)
+            .total_cmp(&b.cost_per_million_output_tokens.unwrap_or(f64::INFINITY))
+    });
+    cheapest.or_else(|| {
+        holding().filter(|p| p.frontier).max_by(|a, b| a.output_tps_per_gpu.total_cmp(&b.output_tps_per_gpu))
     })
 }
 
@@ -166,8 +190,19 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<()> {
     Ok(())
 }
 
-const HEADER: [&str; 9] =
-    ["GPU", "layout", "users", "out tok/s/GPU", "total tok/s/GPU", "tok/s/user", "TTFT P95 s", "SLOs", "frontier"];
+const HEADER: [&str; 11] = [
+    "GPU",
+    "layout",
+    "users",
+    "out tok/s/GPU",
+    "total tok/s/GPU",
+    "tok/s/user",
+    "TTFT P95 s",
+    "$/M out tok",
+    "SLOs",
+    "frontier",
+    "cost frontier",
+];
 
 fn cells(p: &Point) -> Vec<String> {
     vec![
@@ -178,8 +213,10 @@ fn cells(p: &Point) -> Vec<String> {
         table::f(p.total_tps_per_gpu, 0),
         table::f(p.tps_per_user, 1),
         table::f(p.ttft_p95_s, 2),
+        p.cost_per_million_output_tokens.map_or("-".into(), |c| table::f(c, 3)),
         if p.slos_hold { "hold" } else { "miss" }.into(),
         if p.frontier { "◆" } else { "" }.into(),
+        if p.cost_frontier { "◆" } else { "" }.into(),
     ]
 }
 

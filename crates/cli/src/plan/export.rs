@@ -10,6 +10,7 @@ use goodput_sizing::cost::{StepCost, StepWork};
 use goodput_sizing::fit::{Fit, Residuals};
 use goodput_sizing::hardware::Gpu;
 use goodput_sizing::profile::{Fingerprint, Profile, ProfileEngine, PROFILE_FORMAT, PROFILE_KIND};
+use serde::Serialize;
 
 pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
     let out = a.out.as_ref().context("--export-profile needs --out FILE")?;
@@ -66,28 +67,113 @@ pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
     };
     profile.check().map_err(|e| anyhow::anyhow!("the projection: {e}"))?;
     profile.write(out).with_context(|| format!("writing {}", out.display()))?;
-    let step = |w: StepWork| p.cost.step_seconds(&w) * 1e3;
-    let decode = |b: f64| StepWork { decode_seqs: b, decode_context: b * 1024.0, sampled: b, ..Default::default() };
-    let prefill = StepWork {
-        prefill_tokens: 2048.0,
-        prefill_attention: 2048.0 * 2049.0 / 2.0,
-        sampled: 1.0,
-        ..Default::default()
-    };
     println!(
-        "Projection of {} on {device}: {:.1} GB of weights and {} KV tokens per engine, {} engine{} per replica.\n  step: decode 1 × 1k context {:.2} ms, 64 × 1k {:.2} ms, 256 × 1k {:.2} ms; prefill 2048 tokens {:.1} ms.\nWritten to {} — run any scenario on it with `goodput run -m {} --simulate {}` (each run says it is a projection).",
+        "Projection of {} on {device}: {:.1} GB of weights and {} KV tokens per engine, {} engine{} per replica.",
         set.spec.name,
         p.weight_gb_per_gpu,
         p.kv_tokens,
         p.engines,
         if p.engines == 1 { "" } else { "s" },
-        step(decode(1.0)),
-        step(decode(64.0)),
-        step(decode(256.0)),
-        step(prefill),
+    );
+    let rows = phases(a, set, &p);
+    println!("{}", phase_table(&rows));
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!(
+        "Written to {} — run any scenario on it with `goodput run -m {} --simulate {}` (each run says it is a projection).",
         out.display(),
         set.spec.name,
         out.display()
     );
     Ok(())
+}
+
+/// One phase alone on one GPU: a decode batch, or a prefill step.
+#[derive(Debug, Serialize)]
+pub struct PhaseRow {
+    /// `decode` or `prefill`.
+    pub phase: &'static str,
+    /// Sequences decoded, or prompts prefilled, in the step.
+    pub batch: usize,
+    /// Context of each decode sequence (0 for prefill).
+    pub context: usize,
+    /// Tokens of each prompt (prefill), else 0.
+    pub prompt_tokens: usize,
+    pub step_s: f64,
+    /// Output (decode) or input (prefill) tokens per second per GPU.
+    pub tokens_per_s_per_gpu: f64,
+    /// The most sequences of this context the KV holds.
+    pub kv_full: bool,
+}
+
+/// Each phase alone on one GPU, without SLOs or a scheduler: decode steps of a batch at the
+/// scenario's mean context (its prompt and half its output), and a prefill step of the
+/// engine's whole token budget in prompts of the scenario's mean input.
+fn phases(a: &PlanArgs, set: &Setting, p: &config::Prepared) -> Vec<PhaseRow> {
+    let tp = p.cost.layout.tp as f64;
+    let step = |w: StepWork| p.cost.step_seconds(&w);
+    let context = (set.mean_in + set.mean_out / 2.0).round();
+    // Batches of 1, 4, 16, … and the most sequences of that context the KV holds.
+    let full = ((p.kv_tokens as f64 / context).floor() as usize).min(a.max_num_seqs);
+    let mut batches: Vec<usize> =
+        std::iter::successors(Some(1usize), |b| Some(b * 4)).take_while(|&b| b <= full).collect();
+    if batches.last() != Some(&full) && full > 0 {
+        batches.push(full);
+    }
+    let mut out: Vec<PhaseRow> = batches
+        .into_iter()
+        .map(|b| {
+            let n = b as f64;
+            let s = step(StepWork { decode_seqs: n, decode_context: n * context, sampled: n, ..Default::default() });
+            PhaseRow {
+                phase: "decode",
+                batch: b,
+                context: context as usize,
+                prompt_tokens: 0,
+                step_s: s,
+                tokens_per_s_per_gpu: n / s / tp,
+                kv_full: b == full,
+            }
+        })
+        .collect();
+    let len = set.mean_in.round().max(1.0);
+    let prompts = (a.max_num_batched_tokens as f64 / len).floor().max(1.0);
+    let tokens = prompts * len;
+    let s = step(StepWork {
+        prefill_tokens: tokens,
+        prefill_attention: prompts * len * (len + 1.0) / 2.0,
+        sampled: prompts,
+        ..Default::default()
+    });
+    out.push(PhaseRow {
+        phase: "prefill",
+        batch: prompts as usize,
+        context: 0,
+        prompt_tokens: len as usize,
+        step_s: s,
+        tokens_per_s_per_gpu: tokens / s / tp,
+        kv_full: false,
+    });
+    out
+}
+
+fn phase_table(rows: &[PhaseRow]) -> String {
+    let mut t = goodput_report::console::new(&["phase", "batch", "context", "step (ms)", "tok/s per GPU"]);
+    for r in rows {
+        let batch = match (r.phase, r.kv_full) {
+            ("prefill", _) => format!("{} × {}", r.batch, r.prompt_tokens),
+            (_, true) => format!("{} (KV full)", r.batch),
+            _ => r.batch.to_string(),
+        };
+        t.add_row(vec![
+            r.phase.into(),
+            batch,
+            r.context.to_string(),
+            format!("{:.2}", r.step_s * 1e3),
+            format!("{:.0}", r.tokens_per_s_per_gpu),
+        ]);
+    }
+    format!("Each phase alone (one engine's steps; tok/s per GPU = the engine's ÷ its TP; no SLOs):\n{t}")
 }

@@ -51,17 +51,26 @@ fn deepseek_v3_all_to_all_bytes_of_one_step_at_ep8() {
     let x = w.experts.clone().unwrap();
     // 3.175 other ranks per token (group-limited routing, see routing's tests); 7168 bytes
     // out in FP8 and 2 · 7168 back in bf16 per destination and layer.
-    assert!((x.destinations_per_token - 3.175_385).abs() < 1e-5);
+    assert!((x.nvlink_destinations_per_token - 3.175_385).abs() < 1e-5);
     assert_eq!(x.all_to_all_bytes_per_destination, 3.0 * 7168.0);
-    assert_eq!((x.senders, x.tokens_per_token, x.off_node_fraction), (1.0, 8.0, 0.0));
+    assert_eq!((x.senders, x.tokens_per_token, x.network_destinations_per_token), (1.0, 8.0, 0.0));
     // A decode step of 128 sequences per GPU: 128 · 3.175385 · 21 504 · 58 = 507 MB.
-    let bytes = 128.0 * x.destinations_per_token * x.all_to_all_bytes_per_destination * x.layers;
+    let bytes = 128.0 * x.nvlink_destinations_per_token * x.all_to_all_bytes_per_destination * x.layers;
     assert!((bytes - 506_948_000.0).abs() < 1e5, "{bytes}");
     // No TP: no all-reduce; the MoE layers combine by all-to-all.
     assert_eq!(w.allreduces_per_step, 0.0);
-    // EP 16 across two nodes: half the other ranks are on the other node (8 of 15).
+    // EP 16 over two nodes of 4 groups each. The token keeps h of the other node's groups
+    // with C(4,h)·C(4,4−h)/C(8,4) = 1, 16, 36, 16, 1 in 70, and then misses them with
+    // C(128 − 32h, 8)/C(128, 8) = 1, 0.092747, 0.0030959, 0.0000074, 0: it reaches the other
+    // node with 1 − 0.037079 = 0.962921. The network carries it there once; NVLink carries
+    // it to the ranks of its own node it reaches.
     let two = ModelWork::build(&m, &deploy(DType::Fp8, DType::Bf16, 1, 16, 16, 1)).unwrap();
-    assert!((two.experts.unwrap().off_node_fraction - 8.0 / 15.0).abs() < 1e-12);
+    let x = two.experts.unwrap();
+    let other = x.routing.remote_ranks_per_token(2);
+    assert!((other - 0.962_921).abs() < 1e-6, "{other}");
+    assert_eq!(x.network_destinations_per_token, other);
+    let hit = x.routing.remote_ranks_per_token(16) / 15.0;
+    assert!((x.nvlink_destinations_per_token - 7.0 * hit).abs() < 1e-12);
 }
 
 #[test]
