@@ -61,7 +61,7 @@ fn moe_projected(skew: f64) -> Arc<dyn StepCost> {
     let work = ModelWork::build(&spec, &Deployment { precision, layout, skew, gpus_per_node: 8 }).unwrap();
     let device = DeviceLimits::of(&gpu, precision, false).unwrap();
     let roofline = RooflineCost { work, device, eff: Efficiencies::default() };
-    Arc::new(ProjectedCost { roofline, layout, stages_across_nodes: false })
+    Arc::new(ProjectedCost { roofline, layout, network_hops: 0 })
 }
 
 /// A named step cost of the bench.

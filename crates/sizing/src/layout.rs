@@ -44,8 +44,10 @@ pub enum ShardError {
     ExpertWidth { model: String, etp: usize, width: usize },
     #[error("PP {pp} exceeds {model}'s {layers} layers")]
     Stages { model: String, pp: usize, layers: usize },
-    #[error("TP {tp} spans nodes of {per_node} GPUs (tensor parallelism stays on NVLink)")]
+    #[error("TP {tp} groups would span nodes of {per_node} GPUs (tensor parallelism stays within a node)")]
     TpAcrossNodes { tp: usize, per_node: usize },
+    #[error("stages of {gpus} GPUs do not line up with nodes of {per_node} (a stage fills whole nodes, or a node whole stages)")]
+    StageAcrossNodes { gpus: usize, per_node: usize },
     #[error("{gpus} GPUs span {nodes} nodes, but the catalog gives this GPU no network between nodes")]
     NoNetwork { gpus: usize, nodes: usize },
 }
@@ -121,8 +123,12 @@ impl Layout {
         if pp > m.num_layers {
             return Err(ShardError::Stages { model: model(), pp, layers: m.num_layers });
         }
-        if tp > per_node {
+        if tp > per_node || !per_node.is_multiple_of(tp) {
             return Err(ShardError::TpAcrossNodes { tp, per_node });
+        }
+        let g = self.stage_gpus();
+        if self.gpus() > per_node && !(g.is_multiple_of(per_node) || per_node.is_multiple_of(g)) {
+            return Err(ShardError::StageAcrossNodes { gpus: g, per_node });
         }
         if self.nodes(per_node) > 1 && !networked {
             return Err(ShardError::NoNetwork { gpus: self.gpus(), nodes: self.nodes(per_node) });

@@ -309,6 +309,7 @@ fn check_projection(p: &crate::roofline::ProjectedCost, e: &ProfileEngine) -> Re
         ("device.flops", d.flops),
         ("device.expert_flops", d.expert_flops),
         ("device.attention_flops", d.attention_flops),
+        ("device.lm_head_flops", d.lm_head_flops),
         ("device.link", d.link),
         ("work.read_bytes", w.read_bytes),
     ];

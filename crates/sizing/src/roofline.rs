@@ -24,9 +24,12 @@ pub struct DeviceLimits {
     /// Peak FLOP/s of the routed experts' math.
     #[serde(default)]
     pub expert_flops: f64,
-    /// Peak FLOP/s of attention (bf16, or fp8 with an fp8 KV cache) and of the LM head.
+    /// Peak FLOP/s of attention (bf16, or fp8 with an fp8 KV cache).
     #[serde(default)]
     pub attention_flops: f64,
+    /// Peak FLOP/s of the LM head, kept in bf16 whatever the weights.
+    #[serde(default)]
+    pub lm_head_flops: f64,
     /// Per-GPU link bandwidth within a node (unidirectional), bytes/s.
     pub link: f64,
     /// Per-GPU bandwidth to other nodes (unidirectional), bytes/s; 0 without a network.
@@ -45,6 +48,7 @@ impl DeviceLimits {
             flops,
             expert_flops: flops,
             attention_flops: flops,
+            lm_head_flops: flops,
             link,
             internode: 0.0,
             math: String::new(),
@@ -85,6 +89,7 @@ impl DeviceLimits {
             flops,
             expert_flops,
             attention_flops,
+            lm_head_flops: gpu.bf16_tflops * 1e12,
             link: gpu.link_bytes_per_s(),
             internode: gpu.internode_bytes_per_s().unwrap_or(0.0),
             math,
@@ -226,7 +231,7 @@ impl RooflineCost {
         let dense = PartTime {
             memory_s: m.read_bytes / (d.bandwidth * e.memory),
             compute_s: m.linear_flops_per_token * tokens / (d.flops * e.compute)
-                + m.lm_head_flops_per_row * w.sampled / (d.attention_flops * e.compute),
+                + m.lm_head_flops_per_row * w.sampled / (d.lm_head_flops * e.compute),
         };
         let kv = m.kv_bytes_per_token * (w.decode_context + w.prefill_tokens)
             + m.sliding_kv_bytes_per_token * (dc_window + w.prefill_tokens);
@@ -295,17 +300,21 @@ impl RooflineCost {
 pub struct ProjectedCost {
     pub roofline: RooflineCost,
     pub layout: Layout,
-    /// Whether the stages' hand-overs cross nodes.
+    /// Hand-overs between stages that cross nodes (the others stay on the node's links).
     #[serde(default)]
-    pub stages_across_nodes: bool,
+    pub network_hops: usize,
 }
 
 impl ProjectedCost {
-    /// Seconds of one hand-over between stages for `tokens` tokens.
-    fn hop_seconds(&self, tokens: f64) -> f64 {
+    /// Seconds of the hand-overs between stages for `tokens` tokens.
+    fn hops_seconds(&self, tokens: f64) -> f64 {
         let r = &self.roofline;
-        let link = if self.stages_across_nodes { r.device.internode.max(1.0) } else { r.device.link };
-        tokens * r.work.stage_bytes_per_token / link + r.eff.allreduce_latency_s
+        let hops = self.layout.pp.saturating_sub(1);
+        let network = self.network_hops.min(hops);
+        let bytes = tokens * r.work.stage_bytes_per_token;
+        let link = (hops - network) as f64 * bytes / r.device.link;
+        let net = network as f64 * bytes / r.device.internode.max(1.0);
+        link + net + hops as f64 * r.eff.allreduce_latency_s
     }
 }
 
@@ -314,8 +323,7 @@ impl StepCost for ProjectedCost {
         let r = &self.roofline;
         let stage = r.parts(w).seconds();
         let pp = self.layout.pp.max(1) as f64;
-        let hops = (pp - 1.0) * self.hop_seconds(w.prefill_tokens + w.decode_seqs);
-        pp * stage + hops + r.eff.step_overhead_s
+        pp * stage + self.hops_seconds(w.prefill_tokens + w.decode_seqs) + r.eff.step_overhead_s
     }
     fn gap_seconds(&self) -> f64 {
         0.0

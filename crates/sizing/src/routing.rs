@@ -44,14 +44,32 @@ impl Routing {
         Self { experts, top_k, skew: 0.0, groups: 1, groups_kept: 1 }
     }
 
-    /// Per-token probability of reaching each expert, most popular first (they sum to k
-    /// unless the cap at 1 bites).
+    /// Per-token probability of reaching each expert, most popular first, summing to k: the
+    /// power-law shares scaled to k, any above 1 capped there and their excess handed to the
+    /// others in proportion to their shares (a token reaches k distinct experts).
     fn hit_probabilities(&self) -> Vec<f64> {
         let n = self.experts.max(1);
         let k = self.top_k.min(n) as f64;
         let weights: Vec<f64> = (0..n).map(|i| ((i + 1) as f64).powf(-self.skew)).collect();
-        let total: f64 = weights.iter().sum();
-        weights.iter().map(|w| (k * w / total).min(1.0)).collect()
+        let mut q = vec![0.0; n];
+        let mut capped = vec![false; n];
+        // Each round caps at least one more expert or ends: at most n rounds.
+        for _ in 0..n {
+            let left = k - capped.iter().filter(|&&c| c).count() as f64;
+            let free: f64 = weights.iter().zip(&capped).filter(|(_, &c)| !c).map(|(w, _)| w).sum();
+            let mut again = false;
+            for i in 0..n {
+                q[i] = if capped[i] { 1.0 } else { left * weights[i] / free };
+                if q[i] > 1.0 {
+                    capped[i] = true;
+                    again = true;
+                }
+            }
+            if !again {
+                break;
+            }
+        }
+        q.iter().map(|&x| x.min(1.0)).collect()
     }
 
     /// The busiest of `ranks` ranks (experts `i ≡ r mod ranks` on rank `r`) when `tokens`

@@ -150,7 +150,8 @@ impl ModelWork {
     /// `goodput profile` prices its roofline.
     pub fn of(m: &ModelSpec, bytes: f64, tp: usize) -> Result<Self, ShardError> {
         let bf16 = Precision { weights: DType::Bf16, kv: DType::Bf16 };
-        let d = Deployment { precision: bf16, layout: Layout::tp(tp), skew: 0.0, gpus_per_node: usize::MAX };
+        // One machine: a node of exactly its GPUs.
+        let d = Deployment { precision: bf16, layout: Layout::tp(tp), skew: 0.0, gpus_per_node: tp.max(1) };
         let mut w = Self::build(m, &d)?;
         let s = bytes / 2.0;
         for x in [&mut w.weight_bytes, &mut w.read_bytes, &mut w.kv_bytes_per_token, &mut w.sliding_kv_bytes_per_token]
@@ -295,10 +296,18 @@ fn expert_work(m: &ModelSpec, d: &Deployment, sparse: f64, bytes: f64) -> Option
     } else {
         // A given other rank is reached as often as any: remote ranks ÷ other ranks. Each EP
         // rank is `etp` GPUs, the sender's own rank's other slices included.
-        let hit = routing.remote_ranks_per_token(layout.ep) / (layout.ep - 1) as f64;
-        let ranks_here = (layout.ep as f64 / nodes as f64).max(1.0);
-        let nvlink = (ranks_here - 1.0) * hit * etp + (etp - 1.0) * hit;
-        (nvlink, if nodes > 1 { routing.remote_ranks_per_token(nodes) } else { 0.0 })
+        let remote = routing.remote_ranks_per_token(layout.ep);
+        let hit = remote / (layout.ep - 1) as f64;
+        if layout.ep >= nodes {
+            let ranks_here = (layout.ep / nodes) as f64;
+            let nvlink = (ranks_here - 1.0) * hit * etp + (etp - 1.0) * hit;
+            (nvlink, if nodes > 1 { routing.remote_ranks_per_token(nodes) } else { 0.0 })
+        } else {
+            // Fewer ranks than nodes: a rank's slices fill whole nodes, its own node's other
+            // GPUs among them; each rank reached is every one of its nodes.
+            let per_rank = (nodes / layout.ep) as f64;
+            ((per_node.min(g) - 1) as f64 * hit, remote * per_rank + (per_rank - 1.0) * hit)
+        }
     };
     Some(ExpertWork {
         routing,

@@ -20,7 +20,8 @@ fn unit(load: Load) -> &'static str {
     }
 }
 
-/// The cheapest row that serves the load: fewest GPUs, then lowest cost, then most capacity.
+/// The row that serves the load at the least cost per hour (priced rows before unpriced ones),
+/// then with the fewest GPUs, then with the most capacity.
 fn best(rows: &[Row]) -> Option<&Row> {
     rows.iter().filter(|r| r.gpus.is_some()).min_by(|a, b| {
         let key = |r: &Row| (r.cost_per_hour.unwrap_or(f64::INFINITY), r.gpus.unwrap_or(usize::MAX));
@@ -115,7 +116,7 @@ pub fn assumptions(a: &PlanArgs, set: &Setting) -> Vec<String> {
     ];
     if set.spec.moe.is_some() {
         out.push(format!(
-            "Experts: the distinct experts a step's tokens reach are read (N·(1 − (1 − k/N)^B) under uniform routing{}), their FLOPs from the assignments, on the busiest EP rank, + {:.0} µs per MoE layer; EP/DP dispatch in FP8 and combine in bf16 over NVLink (× {:.2}) or the network (× {:.2}), {:.0} µs each, not overlapped with compute (SGLang's two-batch overlap would hide part).",
+            "Experts: the distinct experts a step's tokens reach are read (N·(1 − (1 − k/N)^B) under uniform routing{}), their FLOPs from the assignments, on the busiest EP rank, + {:.0} µs per MoE layer; EP/DP dispatch in FP8 and combine in bf16 over the node's links (× {:.2}) and once to each other node over the network (× {:.2}), {:.0} µs each, not overlapped with compute (SGLang's two-batch overlap would hide part).",
             if a.expert_skew > 0.0 { format!("; here popularity ∝ rank^−{}", a.expert_skew) } else { String::new() },
             eff.moe_layer_overhead_s * 1e6,
             eff.link,

@@ -54,6 +54,13 @@ pub fn prepare(
     mean_len: f64,
 ) -> Result<Prepared, String> {
     layout.check(spec, g.gpus_per_node, g.internode.is_some()).map_err(|e| e.to_string())?;
+    let nodes = layout.nodes(g.gpus_per_node);
+    if nodes > a.nodes {
+        return Err(format!(
+            "needs {nodes} nodes of {} GPUs, beyond --nodes {} (raise it to consider them)",
+            g.gpus_per_node, a.nodes
+        ));
+    }
     let precision = precision(a);
     let deploy = Deployment { precision, layout, skew: a.expert_skew, gpus_per_node: g.gpus_per_node };
     let work = ModelWork::build(spec, &deploy).map_err(|e| e.to_string())?;
@@ -85,9 +92,10 @@ pub fn prepare(
         eos_token_id: spec.eos_token_id,
         group_windows: groups.iter().map(|g| g.window).collect(),
     };
-    let stages_across_nodes = layout.pp > 1 && layout.nodes(g.gpus_per_node) > 1;
+    // Stages fill nodes in turn: the hand-overs between nodes are the nodes less one.
+    let network_hops = (layout.pp - 1).min(nodes - 1);
     let weight_gb_per_gpu = work.weight_bytes / 1e9;
-    let cost = ProjectedCost { roofline: RooflineCost { work, device, eff: eff.clone() }, layout, stages_across_nodes };
+    let cost = ProjectedCost { roofline: RooflineCost { work, device, eff: eff.clone() }, layout, network_hops };
     Ok(Prepared {
         cost,
         sched,
@@ -98,24 +106,24 @@ pub fn prepare(
     })
 }
 
-/// The layouts `a` asks for on `g`, each once: TP × DP × EP × PP within `--nodes` nodes. EP is
-/// left out for a dense model; `all` is EP over every GPU of a stage.
-pub fn layouts(a: &PlanArgs, spec: &ModelSpec, g: &Gpu) -> Vec<Layout> {
+/// The layouts `a` asks for, each once: TP × DP × EP × PP (those beyond `--nodes` are refused
+/// by [`prepare`], by name). EP is 1 for a dense model; `all` is EP over every GPU of a stage.
+pub fn layouts(a: &PlanArgs, spec: &ModelSpec) -> Vec<Layout> {
     let mut out: Vec<Layout> = Vec::new();
     for &tp in &a.tp {
         for &dp in &a.dp_attention {
             for &pp in &a.pp {
                 for ep in &a.ep {
-                    let ep = match ep {
-                        super::Ep::All => tp * dp,
-                        super::Ep::Ways(n) => *n,
+                    // A dense model has no experts to split: EP is 1 whatever was asked.
+                    let ep = match (ep, spec.moe.is_some()) {
+                        (_, false) => 1,
+                        (super::Ep::All, true) => tp * dp,
+                        (super::Ep::Ways(n), true) => *n,
                     };
                     let l = Layout { tp, dp, ep, pp };
-                    let dense_ep = spec.moe.is_none() && ep > 1;
-                    if dense_ep || l.nodes(g.gpus_per_node) > a.nodes || out.contains(&l) {
-                        continue;
+                    if !out.contains(&l) {
+                        out.push(l);
                     }
-                    out.push(l);
                 }
             }
         }

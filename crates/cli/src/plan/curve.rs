@@ -6,8 +6,8 @@
 //! more throughput per GPU and more speed per user. With prices, a second frontier: cost per
 //! output token against speed per user, across the priced configurations (a cheaper GPU can
 //! win there while never reaching the throughput frontier). The answer is the point of that
-//! cost frontier that meets the SLOs at the least cost; unpriced, the throughput frontier's
-//! point of most output per GPU that meets them.
+//! cost frontier of the points that meet the SLOs, the cheapest; unpriced, the point of most
+//! output per GPU among those that meet them.
 
 use super::search::{Load, Sim};
 use super::{config, PlanArgs, Setting};
@@ -38,6 +38,8 @@ pub struct Point {
     /// On the Pareto frontier of cost per output token (lower) against tokens per second per
     /// user, across the priced configurations.
     pub cost_frontier: bool,
+    /// On the Pareto frontier of throughput per GPU against TTFT P95 (lower).
+    pub ttft_frontier: bool,
     pub cost_per_million_output_tokens: Option<f64>,
 }
 
@@ -90,62 +92,65 @@ fn sweep(a: &PlanArgs, set: &Setting, g: &Gpu, p: config::Prepared, layout: Stri
             slos_hold: l.holds(),
             frontier: false,
             cost_frontier: false,
+            ttft_frontier: false,
             cost_per_million_output_tokens: price.filter(|_| output > 0.0).map(|p| p / (output * 3600.0) * 1e6),
         });
     }
     Ok(out)
 }
 
-/// Whether `q` beats `p` on both axes (at least as good on each, better on one); `better`
-/// reads each point's first axis, higher being better.
-fn beats(q: &Point, p: &Point, better: fn(&Point) -> f64) -> bool {
-    let (bq, bp) = (better(q), better(p));
-    bq >= bp && q.tps_per_user >= p.tps_per_user && (bq > bp || q.tps_per_user > p.tps_per_user)
+/// Whether `q` beats `p` on both axes (at least as good on each, better on one), higher being
+/// better on both.
+fn beats(q: &Point, p: &Point, axes: fn(&Point) -> (f64, f64)) -> bool {
+    let ((q0, q1), (p0, p1)) = (axes(q), axes(p));
+    q0 >= p0 && q1 >= p1 && (q0 > p0 || q1 > p1)
 }
 
-/// Marks the points no other point beats: on throughput per GPU, and (priced points) on cost
-/// per output token, each against tokens per second per user.
+/// Marks the points no other point beats: throughput per GPU against tokens per second per
+/// user and against TTFT P95, and (priced points) cost per output token against tokens per
+/// second per user.
 fn mark_frontier(points: &mut [Point]) {
-    let throughput: fn(&Point) -> f64 = |p| p.output_tps_per_gpu;
-    let cheapness: fn(&Point) -> f64 = |p| -p.cost_per_million_output_tokens.unwrap_or(f64::INFINITY);
-    let flags: Vec<(bool, bool)> = points
+    let speed: fn(&Point) -> (f64, f64) = |p| (p.output_tps_per_gpu, p.tps_per_user);
+    let ttft: fn(&Point) -> (f64, f64) =
+        |p| (p.output_tps_per_gpu, if p.ttft_p95_s.is_finite() { -p.ttft_p95_s } else { f64::NEG_INFINITY });
+    let cost: fn(&Point) -> (f64, f64) =
+        |p| (-p.cost_per_million_output_tokens.unwrap_or(f64::INFINITY), p.tps_per_user);
+    let on = |p: &Point, axes| !points.iter().any(|q| beats(q, p, axes));
+    let priced: Vec<Point> = points.iter().filter(|p| p.cost_per_million_output_tokens.is_some()).cloned().collect();
+    let flags: Vec<[bool; 3]> = points
         .iter()
         .map(|p| {
-            let frontier = !points.iter().any(|q| beats(q, p, throughput));
-            let priced = p.cost_per_million_output_tokens.is_some();
-            (
-                frontier,
-                priced && !points.iter().any(|q| q.cost_per_million_output_tokens.is_some() && beats(q, p, cheapness)),
-            )
+            let cheap = p.cost_per_million_output_tokens.is_some() && !priced.iter().any(|q| beats(q, p, cost));
+            [on(p, speed), on(p, ttft), cheap]
         })
         .collect();
-    for (p, (f, c)) in points.iter_mut().zip(flags) {
-        (p.frontier, p.cost_frontier) = (f, c);
+    for (p, [f, t, c]) in points.iter_mut().zip(flags) {
+        (p.frontier, p.ttft_frontier, p.cost_frontier) = (f, t, c);
     }
 }
 
-/// The point meeting the SLOs at the least cost per output token on the cost frontier, or,
-/// unpriced, the one of the most output per GPU on the throughput frontier.
+/// The point that meets the SLOs at the least cost per output token (the cost frontier of
+/// the points that hold), or, unpriced, the holding point of most output per GPU. Points that
+/// miss the SLOs may sit on the frontiers drawn, but are never the answer.
 fn choice(points: &[Point]) -> Option<&Point> {
     let holding = || points.iter().filter(|p| p.slos_hold);
-    let cheapest = holding().filter(|p| p.cost_frontier).min_by(|a, b| {
-        a.cost_per_million_output_tokens
-            .unwrap_or(f64::INFINITY)
-            .total_cmp(&b.cost_per_million_output_tokens.unwrap_or(f64::INFINITY))
+    let cheapest = holding().filter(|p| p.cost_per_million_output_tokens.is_some()).min_by(|a, b| {
+        let cost = |p: &Point| p.cost_per_million_output_tokens.unwrap_or(f64::INFINITY);
+        cost(a).total_cmp(&cost(b)).then(b.tps_per_user.total_cmp(&a.tps_per_user))
     });
-    cheapest.or_else(|| {
-        holding().filter(|p| p.frontier).max_by(|a, b| a.output_tps_per_gpu.total_cmp(&b.output_tps_per_gpu))
-    })
+    cheapest.or_else(|| holding().max_by(|a, b| a.output_tps_per_gpu.total_cmp(&b.output_tps_per_gpu)))
 }
 
 pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<()> {
     let mut points = Vec::new();
     let mut unfit = Vec::new();
     for g in gpus {
-        for layout in config::layouts(a, &set.spec, g) {
+        for layout in config::layouts(a, &set.spec) {
             eprint!("\rplan --curve: {} {layout}        ", g.name);
-            match config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out) {
-                Ok(p) => points.extend(sweep(a, set, g, p, layout.label())?),
+            let swept = config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out)
+                .and_then(|p| sweep(a, set, g, p, layout.label()).map_err(|e| e.to_string()));
+            match swept {
+                Ok(p) => points.extend(p),
                 Err(why) => unfit.push((g.name.clone(), layout.label(), why)),
             }
         }
@@ -155,7 +160,7 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<()> {
     let slos: Vec<String> = set.slos.iter().map(|s| s.to_string()).collect();
     let answer = match choice(&points) {
         Some(p) => format!(
-            "On the frontier and within {}: {} {} at {} users per replica — {:.0} output tok/s per GPU ({:.0} input + output), {:.1} tok/s per user, TTFT P95 {:.2} s{}. Error bar: {}.",
+            "Meeting {} at the least cost (the most output per GPU, unpriced): {} {} at {} users per replica — {:.0} output tok/s per GPU ({:.0} input + output), {:.1} tok/s per user, TTFT P95 {:.2} s{}. Error bar: {}.",
             slos.join(", "),
             p.gpu,
             p.layout,
@@ -236,7 +241,7 @@ fn print(c: &Curve) {
 }
 
 /// One line per configuration, and the frontier.
-fn chart(c: &Curve, id: &str, x_label: &str, x: fn(&Point) -> f64) -> Chart {
+fn chart(c: &Curve, id: &str, x_label: &str, x_log2: bool, x: fn(&Point) -> f64, on: fn(&Point) -> bool) -> Chart {
     let mut series: Vec<Series> = Vec::new();
     for p in &c.points {
         let name = format!("{} {}", p.gpu, p.layout);
@@ -246,7 +251,7 @@ fn chart(c: &Curve, id: &str, x_label: &str, x: fn(&Point) -> f64) -> Chart {
         }
     }
     let mut frontier: Vec<(f64, f64)> =
-        c.points.iter().filter(|p| p.frontier).map(|p| (x(p), p.output_tps_per_gpu)).collect();
+        c.points.iter().filter(|p| on(p)).map(|p| (x(p), p.output_tps_per_gpu)).collect();
     frontier.sort_by(|a, b| a.0.total_cmp(&b.0));
     series.push(Series { name: "Pareto frontier".into(), points: frontier, right: false });
     Chart {
@@ -254,7 +259,7 @@ fn chart(c: &Curve, id: &str, x_label: &str, x: fn(&Point) -> f64) -> Chart {
         title: format!("Output tok/s per GPU against {x_label}"),
         caption: "Each line one configuration, concurrency doubling along it; the frontier joins the points no other beats on both axes.".into(),
         x_label: x_label.into(),
-        x_log2: false,
+        x_log2,
         y_label: "output tok/s per GPU".into(),
         y2_label: None,
         kind: Kind::Lines,
@@ -265,8 +270,10 @@ fn chart(c: &Curve, id: &str, x_label: &str, x: fn(&Point) -> f64) -> Chart {
 }
 
 fn html(c: &Curve) -> Result<String> {
-    let interactivity = svg::svg(&chart(c, "interactivity", "tok/s per user", |p| p.tps_per_user))?;
-    let ttft = svg::svg(&chart(c, "ttft", "TTFT P95 (s)", |p| p.ttft_p95_s))?;
+    let interactivity =
+        svg::svg(&chart(c, "interactivity", "tok/s per user", false, |p| p.tps_per_user, |p| p.frontier))?;
+    // TTFT spans milliseconds to the minutes of an overloaded level: a log axis.
+    let ttft = svg::svg(&chart(c, "ttft", "TTFT P95 (s, log scale)", true, |p| p.ttft_p95_s, |p| p.ttft_frontier))?;
     let head: String = HEADER.iter().map(|h| format!("<th>{}</th>", escape(h))).collect();
     let rows: String = c
         .points

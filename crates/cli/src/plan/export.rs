@@ -14,7 +14,7 @@ use serde::Serialize;
 
 pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
     let out = a.out.as_ref().context("--export-profile needs --out FILE")?;
-    let layouts = config::layouts(a, &set.spec, g);
+    let layouts = config::layouts(a, &set.spec);
     let layout = match layouts.as_slice() {
         [l] => *l,
         [] => bail!("no layout within --nodes {} for {} on {}", a.nodes, set.spec.name, g.name),

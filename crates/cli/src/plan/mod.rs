@@ -57,7 +57,7 @@ pub struct PlanArgs {
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub dp_attention: Vec<usize>,
     /// Expert-parallel degrees to consider: a number, or `all` (EP over every GPU of a
-    /// stage). Ignored for dense models.
+    /// stage). A dense model has EP 1 whatever is given.
     #[arg(long, value_delimiter = ',', default_value = "1,all", value_parser = parse_ep)]
     pub ep: Vec<Ep>,
     /// Pipeline-parallel stages to consider.
@@ -315,7 +315,7 @@ pub fn run(a: PlanArgs) -> Result<()> {
     };
     let mut rows = Vec::new();
     for g in &gpus {
-        for layout in config::layouts(&a, &set.spec, g) {
+        for layout in config::layouts(&a, &set.spec) {
             eprint!("\rplan: {} {layout}        ", g.name);
             let mut row = evaluate(&a, &set, g, layout, load);
             cost(&mut row, load, a.headroom, set.prices.get(&g.name).copied(), set.mean_out);

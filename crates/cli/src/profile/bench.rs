@@ -5,14 +5,15 @@
 //! apart: the fixed step, prefill tokens, decode sequences, and prefill attention or decode
 //! context only where the lengths or contexts vary. The roofline is the bench's own (the
 //! catalog GPU it was held against): a batch-1 decode step against its bytes ÷ bandwidth
-//! (MBU) and the longest prompt against its FLOPs ÷ peak (MFU), which `plan --calibrate`
-//! carries over.
+//! (MBU) and the longest prompt's FLOPs per second against the peak (MFU), which `plan
+//! --calibrate` carries over. A mixture of experts' decode rows carry the expert reads the
+//! bench recorded, fitted as `experts_touched`.
 
 use super::ProfileArgs;
 use crate::engine_bench::BenchFile;
 use anyhow::{bail, Context, Result};
 use goodput_core::ModelSpec;
-use goodput_sizing::cost::{StepWork, Term};
+use goodput_sizing::cost::{ExpertShape, StepWork, Term};
 use goodput_sizing::fit::{fit, FitOptions, Sample};
 use goodput_sizing::profile::{
     Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor, PROFILE_FORMAT, PROFILE_KIND,
@@ -31,8 +32,9 @@ fn read(path: &Path, spec: &ModelSpec) -> Result<BenchFile> {
     Ok(b)
 }
 
-/// Every row of every file as a step sample (its median time).
-fn samples(files: &[BenchFile]) -> Vec<Sample> {
+/// Every row of every file as a step sample (its median time). A MoE model's decode rows
+/// carry the expert reads the bench recorded; its prompts, their expectation.
+fn samples(files: &[BenchFile], experts: Option<&ExpertShape>) -> Vec<Sample> {
     let mut out = Vec::new();
     for b in files {
         for p in &b.prefill {
@@ -41,13 +43,21 @@ fn samples(files: &[BenchFile]) -> Vec<Sample> {
                 prefill_tokens: l,
                 prefill_attention: l * (l + 1.0) / 2.0,
                 sampled: 1.0,
+                experts_touched: experts.map(|e| e.expected_touched(l)),
                 ..Default::default()
             };
             out.push(Sample { work, seconds: p.latency_s.p50 });
         }
         for d in &b.decode {
             let (n, c) = (d.batch as f64, d.context as f64);
-            let work = StepWork { decode_seqs: n, decode_context: n * c, sampled: n, ..Default::default() };
+            let touched = experts.map(|e| d.experts_touched.unwrap_or_else(|| e.expected_touched(n)));
+            let work = StepWork {
+                decode_seqs: n,
+                decode_context: n * c,
+                sampled: n,
+                experts_touched: touched,
+                ..Default::default()
+            };
             out.push(Sample { work, seconds: d.step_s.p50 });
         }
     }
@@ -55,7 +65,7 @@ fn samples(files: &[BenchFile]) -> Vec<Sample> {
 }
 
 /// The terms the rows tell apart.
-fn terms(files: &[BenchFile]) -> Vec<Term> {
+fn terms(files: &[BenchFile], moe: bool) -> Vec<Term> {
     let distinct = |xs: Vec<usize>| {
         let mut xs = xs;
         xs.sort_unstable();
@@ -70,6 +80,9 @@ fn terms(files: &[BenchFile]) -> Vec<Term> {
     }
     if contexts >= 2 {
         t.push(Term::DecodeContext);
+    }
+    if moe {
+        t.push(Term::ExpertsTouched);
     }
     t
 }
@@ -89,8 +102,9 @@ pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
     {
         bail!("--from-bench: the files must bench one dtype on one GPU");
     }
-    let samples = samples(&files);
-    let terms = terms(&files);
+    let experts = ExpertShape::of(spec);
+    let samples = samples(&files, experts.as_ref());
+    let terms = terms(&files, experts.is_some());
     let fit = fit(&samples, &terms, &FitOptions { bootstrap: a.bootstrap, seed: a.seed })
         .with_context(|| format!("fitting {} bench rows", samples.len()))?;
     let (bandwidth, flops) = (roof.bandwidth_gbytes_per_s * 1e9, roof.peak_tflops.unwrap_or(0.0) * 1e12);
@@ -114,8 +128,10 @@ pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
     let all_decode = || files.iter().flat_map(|b| b.decode.iter());
     let mbu = median(all_decode().filter(|d| d.batch == 1).filter_map(|d| d.of_floor).collect());
     let longest = files.iter().flat_map(|b| b.prefill.iter()).map(|p| p.prompt_len).max().unwrap_or(0);
+    // FLOPs ÷ peak of the longest prompts (the bench's own floor is the longer of that and the
+    // weights' read, which at short prompts is bandwidth, not MFU).
     let mfu_rows = files.iter().flat_map(|b| b.prefill.iter()).filter(|p| p.prompt_len == longest);
-    let mfu = median(mfu_rows.filter_map(|p| p.of_floor).collect());
+    let mfu = median(mfu_rows.map(|p| p.gflops_per_s * 1e9 / flops).filter(|x| x.is_finite() && *x > 0.0).collect());
     let how = format!("{} ({}), as the bench held its rows against it", roof.source, roof.device_name);
     let roofline =
         MachineRoofline { bandwidth, flops, how, terms: floors, memory_efficiency: mbu, compute_efficiency: mfu };
@@ -155,7 +171,7 @@ pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
         gap_s: 0.0,
         roofline: Some(roofline),
         projection: None,
-        experts: goodput_sizing::cost::ExpertShape::of(spec),
+        experts,
     };
     super::print(&profile, 0.0);
     profile.write(&a.out).with_context(|| format!("writing {}", a.out.display()))?;

@@ -216,6 +216,13 @@ impl Rig {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()?;
         let clock = crate::simulate::clock(&rt);
         let mut cfg = engine.clone();
+        let pe = &profile.engine;
+        if projected && (cfg.max_num_seqs, cfg.max_num_batched_tokens) != (pe.max_num_seqs, pe.max_num_batched_tokens) {
+            eprintln!(
+                "note: the projection's KV pool was sized for {} sequences and {} batched tokens a step; this run takes {} and {} (give --max-num-seqs and --max-num-batched-tokens as the plan had them)",
+                pe.max_num_seqs, pe.max_num_batched_tokens, cfg.max_num_seqs, cfg.max_num_batched_tokens
+            );
+        }
         if projected && s.engine.kv_blocks.is_none() && s.engine.kv_memory.is_none() {
             // The projected GPU's KV pool, unless the run sizes its own.
             (cfg.num_blocks, cfg.block_size) = (Some(profile.engine.num_blocks), profile.engine.block_size);

@@ -65,7 +65,7 @@ fn a_projected_step_is_bound_by_memory_at_small_batch_and_by_compute_when_large(
             eff: Efficiencies { step_overhead_s: 0.0, ..Efficiencies::default() },
         },
         layout: Layout::tp(1),
-        stages_across_nodes: false,
+        network_hops: 0,
     };
     let decode = StepWork { decode_seqs: 1.0, decode_context: 1000.0, sampled: 1.0, ..Default::default() };
     // (15.01 GB read + 1000 · 128 KiB) / (3.35 TB/s · 0.8)

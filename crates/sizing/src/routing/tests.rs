@@ -59,3 +59,15 @@ fn dispatch_reaches_fewer_ranks_under_group_limited_routing() {
     // Group sums are coherent across layouts: EP16 spreads each group over two ranks.
     assert!(deepseek().remote_ranks_per_token(16) > deepseek().remote_ranks_per_token(8));
 }
+
+#[test]
+fn a_steep_skew_caps_the_hottest_experts_and_keeps_k_per_token() {
+    // DeepSeek-V3 at s = 2: the two hottest experts would take 4.87 and 1.22 of a token's 8;
+    // capped at 1 each, their excess goes to the rest, and a token still reaches 8.
+    let r = Routing { skew: 2.0, ..deepseek() };
+    let q = r.hit_probabilities();
+    assert!((q.iter().sum::<f64>() - 8.0).abs() < 1e-9, "{}", q.iter().sum::<f64>());
+    assert!(q.iter().all(|&p| p <= 1.0) && q[0] == 1.0 && q[1] == 1.0);
+    let (u, s) = (deepseek().busiest_rank(64.0, 8), r.busiest_rank(64.0, 8));
+    assert!(s.assignments > u.assignments * 1.2, "{s:?} vs {u:?}");
+}

@@ -125,4 +125,10 @@ fn layouts_that_cannot_be_are_refused_by_name() {
     assert!(matches!(e, ShardError::TpAcrossNodes { tp: 16, per_node: 8 }), "{e}");
     let e = ModelWork::build(&llama, &deploy(DType::Bf16, DType::Bf16, 1, 1, 1, 33)).unwrap_err();
     assert!(matches!(e, ShardError::Stages { .. }), "{e}");
+    // TP 4 fits a node of 8 twice; TP 6 would leave a group across two nodes.
+    let e = ModelWork::build(&model("qwen3-235b-a22b"), &deploy(DType::Fp8, DType::Fp8, 6, 2, 1, 1)).unwrap_err();
+    assert!(matches!(e, ShardError::Heads { .. } | ShardError::TpAcrossNodes { .. }), "{e}");
+    // Stages of 6 GPUs on nodes of 8: the second stage would straddle them.
+    let e = ModelWork::build(&llama, &deploy(DType::Bf16, DType::Bf16, 2, 3, 1, 2)).unwrap_err();
+    assert!(matches!(e, ShardError::StageAcrossNodes { gpus: 6, per_node: 8 }), "{e}");
 }
