@@ -9,7 +9,7 @@
 //! cost frontier of the points that meet the SLOs, the cheapest; unpriced, the point of most
 //! output per GPU among those that meet them.
 
-use super::search::{Load, Sim};
+use super::search::Load;
 use super::{config, PlanArgs, Setting};
 use anyhow::{Context, Result};
 use goodput_report::console as table;
@@ -17,7 +17,6 @@ use goodput_report::html::escape;
 use goodput_report::html::svg::{self, Chart, Kind, Series};
 use goodput_sizing::hardware::Gpu;
 use serde::Serialize;
-use std::sync::Arc;
 
 /// One simulated level of one configuration.
 #[derive(Clone, Debug, Serialize)]
@@ -64,15 +63,7 @@ fn levels(max_seqs: usize) -> Vec<usize> {
 fn sweep(a: &PlanArgs, set: &Setting, g: &Gpu, p: config::Prepared, layout: String) -> Result<Vec<Point>> {
     let engines = p.engines;
     let gpus = p.cost.layout.gpus() as f64;
-    let sim = Sim {
-        cost: Arc::new(p.cost),
-        sched: p.sched,
-        scenario: &set.scenario,
-        vocab: set.spec.vocab_size,
-        slos: &set.slos,
-        requests: a.requests,
-        seed: a.seed,
-    };
+    let sim = set.sim(a, p.cost, p.sched);
     let price = set.prices.get(&g.name).copied();
     let mut out = Vec::new();
     for u in levels(a.max_num_seqs) {

@@ -18,7 +18,7 @@ use clap::Args;
 use goodput_core::{Catalog, ModelSpec};
 use goodput_sizing::hardware::{DType, Gpu, HardwareCatalog};
 use goodput_sizing::layout::Layout;
-use goodput_sizing::roofline::Efficiencies;
+use goodput_sizing::roofline::{Efficiencies, ProjectedCost};
 use goodput_workload::Scenario;
 use search::{Load, Sim};
 use serde::Serialize;
@@ -222,6 +222,21 @@ pub struct Setting {
     pub mean_out: f64,
 }
 
+impl Setting {
+    /// One engine of a configuration, simulated on this setting's scenario and SLOs.
+    pub fn sim(&self, a: &PlanArgs, cost: ProjectedCost, sched: goodput_scheduler::SchedulerConfig) -> Sim<'_> {
+        Sim {
+            cost: Arc::new(cost),
+            sched,
+            scenario: &self.scenario,
+            vocab: self.spec.vocab_size,
+            slos: &self.slos,
+            requests: a.requests,
+            seed: a.seed,
+        }
+    }
+}
+
 fn check_args(a: &PlanArgs) -> Result<()> {
     if !(0.0..=10.0).contains(&a.headroom) || !(0.05..=1.0).contains(&a.memory_utilization) {
         bail!("--headroom must be within 0–10 and --memory-utilization within 0.05–1");
@@ -421,15 +436,7 @@ fn evaluate(a: &PlanArgs, set: &Setting, g: &Gpu, layout: Layout, load: Load) ->
     row.weight_gb_per_gpu = p.weight_gb_per_gpu;
     row.kv_tokens = p.kv_tokens;
     row.kv_sequences = p.kv_sequences;
-    let sim = Sim {
-        cost: Arc::new(p.cost),
-        sched: p.sched,
-        scenario: &set.scenario,
-        vocab: set.spec.vocab_size,
-        slos: &set.slos,
-        requests: a.requests,
-        seed: a.seed,
-    };
+    let sim = set.sim(a, p.cost, p.sched);
     let start = match load {
         Load::Rate(_) => Load::Rate(0.5),
         Load::Users(_) => Load::Users(1),
