@@ -4,7 +4,8 @@
 //! step costs: a dense linear profile; a mixture of experts' fitted profile (qwen3-30b-a3b's
 //! 128 experts, the expected expert reads of every step); DeepSeek-V3's roofline projection on
 //! 8 × H200 (TP8·EP8, FP8), routed uniformly and with a power-law skew (the busiest rank
-//! summed over 256 experts each step).
+//! summed over 256 experts each step); and fleets of eight replicas behind round-robin,
+//! least-loaded and cache-aware routers (the same requests at 8× the rate).
 //!
 //! `cargo bench --bench simulator`.
 
@@ -13,10 +14,12 @@ use goodput_core::Catalog;
 use goodput_core::{SamplingParams, Stamp};
 use goodput_scheduler::{NewRequest, SchedulerConfig};
 use goodput_sizing::cost::{ExpertShape, LinearCost, StepCost, Term};
+use goodput_sizing::fleet::router::{Policy, Router};
+use goodput_sizing::fleet::{drive_fleet, Fleet};
 use goodput_sizing::hardware::{DType, HardwareCatalog};
 use goodput_sizing::layout::Layout;
 use goodput_sizing::roofline::{DeviceLimits, Efficiencies, ModelWork, ProjectedCost, RooflineCost};
-use goodput_sizing::sim::{run_arrivals, SimEngine};
+use goodput_sizing::sim::{run_arrivals, SimEngine, Timed};
 use goodput_sizing::work::{Deployment, Precision};
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,6 +84,28 @@ fn simulator(c: &mut Criterion) {
         g.throughput(Throughput::Elements(steps));
         g.bench_function(name, |b| {
             b.iter(|| std::hint::black_box(run_arrivals(&mut engine(cost()), workload()).steps.len()))
+        });
+    }
+    // Eight replicas behind each router, the same 2 000 requests at 8× the rate.
+    let fast = || -> Vec<(Stamp, NewRequest)> {
+        workload()
+            .into_iter()
+            .map(|(at, mut r)| {
+                r.arrival = Stamp(at.0 / 8);
+                (Stamp(at.0 / 8), r)
+            })
+            .collect()
+    };
+    for policy in [Policy::RoundRobin, Policy::LeastLoaded, Policy::cache_aware()] {
+        let run = || {
+            let engines = (0..8).map(|_| engine(dense())).collect();
+            let mut f = Fleet::new(engines, Router::new(policy.clone(), 8, 0), Duration::from_secs(1));
+            drive_fleet(&mut f, &mut Timed::new(fast()))
+        };
+        let steps: u64 = run().replicas.iter().map(|r| r.steps.len() as u64).sum();
+        g.throughput(Throughput::Elements(steps));
+        g.bench_function(format!("fleet_8_replicas_{}_steps", policy.name()), |b| {
+            b.iter(|| std::hint::black_box(run().routed.len()))
         });
     }
     g.finish();

@@ -6,6 +6,7 @@
 pub mod cost;
 pub mod error;
 pub mod fit;
+pub mod fleet;
 pub mod hardware;
 pub mod layout;
 pub mod profile;

@@ -1,0 +1,154 @@
+//! A fleet in the simulator: replicas, each the real scheduler with its step-cost model
+//! ([`SimEngine`]), on one virtual clock behind a [`router::Router`], driven by any
+//! [`Source`] — so open-loop traces and closed-loop users route alike.
+//!
+//! Each replica keeps the order of the single-engine loop ([`crate::sim::drive`]): requests
+//! are taken between its steps, and whoever a step's tokens wake reacts while its next step
+//! runs. The router sees the replicas' engine load as of its last scrape, every
+//! `scrape_interval` of virtual time, as a real router polling the replicas does; its own
+//! in-flight counts are always current.
+
+pub mod router;
+
+use crate::sim::{Planned, SimEngine, SimOutput, Source};
+use goodput_core::{EngineRecord, FinishReason, RequestId, Stamp};
+use router::{Load, Router};
+
+/// Where one request went.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Routed {
+    pub id: RequestId,
+    pub replica: usize,
+    pub at: Stamp,
+    /// The share of its prompt the router's tree held on that replica (cache-aware only).
+    pub tree_hit: f64,
+}
+
+/// Every replica's records and steps, and where each request went.
+#[derive(Debug, Default)]
+pub struct FleetOutput {
+    pub replicas: Vec<SimOutput>,
+    pub routed: Vec<Routed>,
+}
+
+/// Replicas behind a router.
+pub struct Fleet {
+    pub engines: Vec<SimEngine>,
+    pub router: Router,
+    /// Nanoseconds between two scrapes of the replicas' load (≥ 1).
+    pub scrape_ns: u64,
+}
+
+struct Replica {
+    busy: Option<Planned>,
+    /// Requests routed here while a step ran: the engine takes them between steps.
+    inbox: Vec<(goodput_scheduler::NewRequest, Stamp)>,
+    /// Requests that ended in its last step, told to the source once its next step began.
+    ended: Vec<EngineRecord>,
+}
+
+impl Fleet {
+    pub fn new(engines: Vec<SimEngine>, router: Router, scrape_interval: std::time::Duration) -> Self {
+        Self { engines, router, scrape_ns: (scrape_interval.as_nanos() as u64).max(1) }
+    }
+
+    fn loads(&self) -> Vec<Load> {
+        self.engines
+            .iter()
+            .map(|e| Load { running: e.scheduler().num_running(), waiting: e.scheduler().num_waiting() })
+            .collect()
+    }
+
+    /// Routes every request due at `now` into its replica's inbox.
+    fn route(&mut self, source: &mut dyn Source, now: Stamp, reps: &mut [Replica], out: &mut FleetOutput) {
+        while let Some(req) = source.due(now) {
+            let (r, tree_hit) = self.router.route(&req.prompt);
+            out.routed.push(Routed { id: req.id, replica: r, at: now, tree_hit });
+            reps[r].inbox.push((req, now));
+        }
+    }
+
+    /// Queues replica `r`'s inbox in its engine at `now` (between two of its steps).
+    fn take(&mut self, r: usize, rep: &mut Replica, source: &mut dyn Source, now: Stamp, out: &mut FleetOutput) {
+        for (req, _) in rep.inbox.drain(..) {
+            let (id, arrival, prompt) = (req.id, req.arrival, req.prompt.len());
+            if let Err(e) = self.engines[r].add(req, now) {
+                self.router.finished(r);
+                let record = refused(id, arrival, prompt, now);
+                source.finished(&record, now);
+                out.replicas[r].refused.push((id, e));
+            }
+        }
+    }
+}
+
+/// Runs `source` through `fleet` until it has nothing more and every request ended.
+pub fn drive_fleet(fleet: &mut Fleet, source: &mut dyn Source) -> FleetOutput {
+    let n = fleet.engines.len();
+    let mut out = FleetOutput { replicas: (0..n).map(|_| SimOutput::default()).collect(), routed: Vec::new() };
+    let mut reps: Vec<Replica> = (0..n).map(|_| Replica { busy: None, inbox: Vec::new(), ended: Vec::new() }).collect();
+    let mut now = Stamp(0);
+    let mut next_scrape = Stamp(0);
+    loop {
+        if now >= next_scrape {
+            let loads = fleet.loads();
+            fleet.router.scrape(&loads);
+            next_scrape = Stamp(now.0 - now.0 % fleet.scrape_ns + fleet.scrape_ns);
+        }
+        // Steps ending now apply their tokens.
+        for (r, rep) in reps.iter_mut().enumerate() {
+            if rep.busy.as_ref().is_some_and(|p| p.next <= now) {
+                let p = rep.busy.take().expect("checked");
+                let (step, update) = fleet.engines[r].end(p);
+                out.replicas[r].steps.push(step);
+                rep.ended.extend(update.finished.into_iter().map(|(rec, _)| rec));
+            }
+        }
+        fleet.route(source, now, &mut reps, &mut out);
+        for (r, rep) in reps.iter_mut().enumerate() {
+            if rep.busy.is_none() {
+                fleet.take(r, rep, source, now, &mut out);
+                let e = &mut fleet.engines[r];
+                if e.has_work() {
+                    rep.busy = e.begin(now);
+                }
+            }
+            for rec in rep.ended.drain(..) {
+                fleet.router.finished(r);
+                source.finished(&rec, rec.finished);
+                out.replicas[r].records.push(rec);
+            }
+        }
+        let step_end = reps.iter().filter_map(|r| r.busy.as_ref().map(|p| p.next)).min();
+        let next = match (step_end, source.next_due()) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => break,
+        };
+        // The next step end or arrival, or a scrape before it (a pass that only scrapes).
+        now = now.max(next.min(next_scrape));
+    }
+    out
+}
+
+/// The record of a request a replica refused at `at`.
+fn refused(id: RequestId, arrival: Stamp, prompt_tokens: usize, at: Stamp) -> EngineRecord {
+    EngineRecord {
+        id,
+        arrival,
+        queued: at,
+        first_scheduled: None,
+        first_token: None,
+        token_times: Vec::new(),
+        finished: at,
+        prompt_tokens,
+        cached_tokens: 0,
+        generated_tokens: 0,
+        preemptions: 0,
+        finish_reason: FinishReason::Error,
+    }
+}
+
+#[cfg(test)]
+#[path = "fleet/tests.rs"]
+mod tests;
