@@ -11,7 +11,7 @@
 pub mod router;
 
 use crate::sim::{Planned, SimEngine, SimOutput, Source};
-use goodput_core::{EngineRecord, FinishReason, RequestId, Stamp};
+use goodput_core::{EngineRecord, RequestId, Stamp};
 use router::{Load, Router};
 
 /// Where one request went.
@@ -74,7 +74,7 @@ impl Fleet {
             let (id, arrival, prompt) = (req.id, req.arrival, req.prompt.len());
             if let Err(e) = self.engines[r].add(req, now) {
                 self.router.finished(r);
-                let record = refused(id, arrival, prompt, now);
+                let record = crate::sim::refused_record(id, arrival, prompt, now);
                 source.finished(&record, now);
                 out.replicas[r].refused.push((id, e));
             }
@@ -129,24 +129,6 @@ pub fn drive_fleet(fleet: &mut Fleet, source: &mut dyn Source) -> FleetOutput {
         now = now.max(next.min(next_scrape));
     }
     out
-}
-
-/// The record of a request a replica refused at `at`.
-fn refused(id: RequestId, arrival: Stamp, prompt_tokens: usize, at: Stamp) -> EngineRecord {
-    EngineRecord {
-        id,
-        arrival,
-        queued: at,
-        first_scheduled: None,
-        first_token: None,
-        token_times: Vec::new(),
-        finished: at,
-        prompt_tokens,
-        cached_tokens: 0,
-        generated_tokens: 0,
-        preemptions: 0,
-        finish_reason: FinishReason::Error,
-    }
 }
 
 #[cfg(test)]

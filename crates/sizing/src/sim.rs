@@ -240,7 +240,7 @@ impl<F: FnMut(u64, Stamp) -> NewRequest> Source for ClosedLoop<F> {
 }
 
 /// The record of a request refused at `at`: no token, finished at once.
-fn refused_record(id: RequestId, arrival: Stamp, prompt_tokens: usize, at: Stamp) -> EngineRecord {
+pub(crate) fn refused_record(id: RequestId, arrival: Stamp, prompt_tokens: usize, at: Stamp) -> EngineRecord {
     EngineRecord {
         id,
         arrival,
