@@ -113,3 +113,33 @@ fn an_azure_trace_runs_a_level_per_speedup_and_bad_traces_are_named() {
     assert!(!ok && err.contains("--trace-speedup"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_synthetic_day_keeps_its_diurnal_shape_through_the_azure_reader() {
+    use goodput_workload::trace::{read, TraceFormat};
+    // `scripts/synthetic-day.py --mean-rate 0.1 --hours 24 --out examples/traces/synthetic-day-sample.csv`
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/traces/synthetic-day-sample.csv");
+    let day = read(&path, TraceFormat::Auto).unwrap();
+    assert_eq!(day.len(), 8621);
+    let span = day.last().unwrap().at_s - day[0].at_s;
+    assert!(span > 23.9 * 3600.0 && span < 24.0 * 3600.0, "{span}");
+    let mut hourly = [0usize; 24];
+    // Times are from the first request (at 8.9 s past midnight): within a second of the hour.
+    for e in &day {
+        hourly[((e.at_s / 3600.0) as usize).min(23)] += 1;
+    }
+    // The stated shape: 0.4 × the mean around 03:00, 1.6 × (and the morning bump) in the
+    // afternoon; 0.1 req/s is 360 an hour on average.
+    let night: usize = hourly[1..=5].iter().sum();
+    let afternoon: usize = hourly[13..=17].iter().sum();
+    assert!(afternoon > 3 * night, "{hourly:?}");
+    assert!((150..=1000).contains(&hourly[15]) && hourly[3] < 250, "{hourly:?}");
+    // Lengths within their caps, medians near the stated 1020 and 180.
+    let mut ctx: Vec<usize> = day.iter().map(|e| e.input).collect();
+    let mut gen: Vec<usize> = day.iter().map(|e| e.output).collect();
+    ctx.sort_unstable();
+    gen.sort_unstable();
+    let (c, g) = (ctx[ctx.len() / 2], gen[gen.len() / 2]);
+    assert!((900..1150).contains(&c) && (160..200).contains(&g), "medians {c} {g}");
+    assert!(*ctx.last().unwrap() <= 8000 && *gen.last().unwrap() <= 2000);
+}
