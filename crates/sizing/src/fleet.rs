@@ -8,9 +8,11 @@
 //! `scrape_interval` of virtual time, as a real router polling the replicas does; its own
 //! in-flight counts are always current.
 
+pub mod autoscale;
 pub mod router;
 
 use crate::sim::{Planned, SimEngine, SimOutput, Source};
+use autoscale::{Scaler, Signal};
 use goodput_core::{EngineRecord, RequestId, Stamp};
 use router::{Load, Router};
 
@@ -37,6 +39,8 @@ pub struct Fleet {
     pub router: Router,
     /// Nanoseconds between two scrapes of the replicas' load (≥ 1).
     pub scrape_ns: u64,
+    /// Adds and removes replicas by a rule; without one every replica serves throughout.
+    pub scaler: Option<Scaler>,
 }
 
 struct Replica {
@@ -49,7 +53,45 @@ struct Replica {
 
 impl Fleet {
     pub fn new(engines: Vec<SimEngine>, router: Router, scrape_interval: std::time::Duration) -> Self {
-        Self { engines, router, scrape_ns: (scrape_interval.as_nanos() as u64).max(1) }
+        Self { engines, router, scrape_ns: (scrape_interval.as_nanos() as u64).max(1), scaler: None }
+    }
+
+    /// The same fleet under `scaler`: only its serving replicas take requests.
+    pub fn with_scaler(mut self, scaler: Scaler) -> Self {
+        for r in 0..self.engines.len() {
+            self.router.set_active(r, scaler.serving(r));
+        }
+        self.scaler = Some(scaler);
+        self
+    }
+
+    /// The autoscaler's turn at `now`: start-ups that ended, drains that finished, and the
+    /// rule when due.
+    fn autoscale(&mut self, reps: &[Replica], now: Stamp) {
+        let Fleet { engines, router, scaler, .. } = self;
+        let Some(s) = scaler else { return };
+        let idle = |r: usize| !engines[r].has_work() && reps[r].busy.is_none() && reps[r].inbox.is_empty();
+        for (r, on) in s.advance(now, idle) {
+            router.set_active(r, on);
+        }
+        if now < s.next_eval {
+            return;
+        }
+        let serving: Vec<usize> = (0..engines.len()).filter(|&r| s.serving(r)).collect();
+        let value = |r: &usize| {
+            let e = engines[*r].scheduler();
+            match s.rule.signal {
+                Signal::Requests => (e.num_running() + e.num_waiting() + reps[*r].inbox.len()) as f64,
+                Signal::KvUsage => {
+                    let pool = e.pool();
+                    (pool.usable_blocks() - pool.num_free_blocks()) as f64 / pool.usable_blocks().max(1) as f64
+                }
+            }
+        };
+        let mean = serving.iter().map(value).sum::<f64>() / serving.len().max(1) as f64;
+        for (r, on) in s.evaluate(now, mean, router.in_flight()) {
+            router.set_active(r, on);
+        }
     }
 
     fn loads(&self) -> Vec<Load> {
@@ -95,6 +137,7 @@ pub fn drive_fleet(fleet: &mut Fleet, source: &mut dyn Source) -> FleetOutput {
             fleet.router.scrape(&loads);
             next_scrape = Stamp(now.0 - now.0 % fleet.scrape_ns + fleet.scrape_ns);
         }
+        fleet.autoscale(&reps, now);
         // Steps ending now apply their tokens.
         for (r, rep) in reps.iter_mut().enumerate() {
             if rep.busy.as_ref().is_some_and(|p| p.next <= now) {
@@ -125,8 +168,12 @@ pub fn drive_fleet(fleet: &mut Fleet, source: &mut dyn Source) -> FleetOutput {
             (Some(a), None) | (None, Some(a)) => a,
             (None, None) => break,
         };
-        // The next step end or arrival, or a scrape before it (a pass that only scrapes).
-        now = now.max(next.min(next_scrape));
+        let scaler = fleet.scaler.as_ref().map_or(next, |s| s.next_event());
+        // The next step end or arrival, or a scrape or the autoscaler's turn before it.
+        now = now.max(next.min(next_scrape).min(scaler));
+    }
+    if let Some(s) = &mut fleet.scaler {
+        s.close(now);
     }
     out
 }

@@ -134,6 +134,8 @@ pub struct Router {
     scraped: Vec<Load>,
     trees: Vec<Tree>,
     clock: u64,
+    /// Replicas that take new requests.
+    active: Vec<bool>,
 }
 
 impl Router {
@@ -147,6 +149,7 @@ impl Router {
             scraped: vec![Load::default(); n],
             trees: (0..n).map(|_| Tree::default()).collect(),
             clock: 0,
+            active: vec![true; n],
         }
     }
 
@@ -173,24 +176,44 @@ impl Router {
         }
     }
 
+    /// Whether replica `r` takes new requests (an autoscaler starting or draining it).
+    pub fn set_active(&mut self, r: usize, active: bool) {
+        if let Some(a) = self.active.get_mut(r) {
+            *a = active;
+        }
+    }
+
+    /// The replicas that take new requests (all, if none is marked active).
+    fn candidates(&self) -> Vec<usize> {
+        let ids: Vec<usize> = (0..self.replicas()).filter(|&i| self.active[i]).collect();
+        if ids.is_empty() {
+            (0..self.replicas()).collect()
+        } else {
+            ids
+        }
+    }
+
     /// The replica that takes a request of `prompt`, and the share of its prompt the
     /// router's tree held there (cache-aware only; 0 otherwise).
     pub fn route(&mut self, prompt: &[u32]) -> (usize, f64) {
-        let n = self.replicas();
+        let ids = self.candidates();
+        let n = ids.len();
         let (r, matched) = match self.policy.clone() {
             Policy::RoundRobin => {
-                self.next = (self.next + 1) % n;
-                ((self.next + n - 1) % n, 0.0)
+                self.next = self.next.wrapping_add(1);
+                (ids[(self.next - 1) % n], 0.0)
             }
-            Policy::Random => (self.rng.random_range(0..n), 0.0),
+            Policy::Random => (ids[self.rng.random_range(0..n)], 0.0),
             Policy::PowerOfTwo => {
-                let (a, b) = (self.rng.random_range(0..n), self.rng.random_range(0..n));
+                let (a, b) = (ids[self.rng.random_range(0..n)], ids[self.rng.random_range(0..n)]);
                 (if self.scraped[b].score() < self.scraped[a].score() { b } else { a }, 0.0)
             }
-            Policy::LeastLoaded => ((0..n).min_by_key(|&i| (self.scraped[i].score(), i)).unwrap_or(0), 0.0),
+            Policy::LeastLoaded => {
+                (ids.iter().copied().min_by_key(|&i| (self.scraped[i].score(), i)).unwrap_or(0), 0.0)
+            }
             Policy::CacheAware { threshold, balance_abs, balance_rel, max_blocks } => {
                 let hashes = block_hashes(prompt);
-                let r = self.cache_aware(prompt.len(), &hashes, threshold, balance_abs, balance_rel);
+                let r = self.cache_aware(&ids, prompt.len(), &hashes, (threshold, balance_abs, balance_rel));
                 let matched = self.trees[r].matched(&hashes) as f64 * TREE_BLOCK as f64 / prompt.len().max(1) as f64;
                 self.trees[r].insert(&hashes, &mut self.clock, max_blocks);
                 (r, matched.min(1.0))
@@ -200,21 +223,27 @@ impl Router {
         (r, matched)
     }
 
-    /// sglang-router's choice: shortest queue when imbalanced, else the best match above the
-    /// threshold, else the smallest tree.
-    fn cache_aware(&self, len: usize, hashes: &[u64], threshold: f64, abs: usize, rel: f64) -> usize {
-        let n = self.replicas();
-        let (min, max) =
-            (self.in_flight.iter().min().copied().unwrap_or(0), self.in_flight.iter().max().copied().unwrap_or(0));
+    /// sglang-router's choice among `ids`: shortest queue when imbalanced, else the best
+    /// match above the threshold, else the smallest tree.
+    fn cache_aware(
+        &self,
+        ids: &[usize],
+        len: usize,
+        hashes: &[u64],
+        (threshold, abs, rel): (f64, usize, f64),
+    ) -> usize {
+        let load = |i: &usize| self.in_flight[*i];
+        let (min, max) = (ids.iter().map(load).min().unwrap_or(0), ids.iter().map(load).max().unwrap_or(0));
         if max - min > abs && max as f64 > rel * min as f64 {
-            return (0..n).min_by_key(|&i| (self.in_flight[i], i)).unwrap_or(0);
+            return ids.iter().copied().min_by_key(|&i| (self.in_flight[i], i)).unwrap_or(0);
         }
-        let best = (0..n).max_by_key(|&i| (self.trees[i].matched(hashes), std::cmp::Reverse(i))).unwrap_or(0);
+        let best =
+            ids.iter().copied().max_by_key(|&i| (self.trees[i].matched(hashes), std::cmp::Reverse(i))).unwrap_or(0);
         let rate = self.trees[best].matched(hashes) as f64 * TREE_BLOCK as f64 / len.max(1) as f64;
         if rate > threshold {
             best
         } else {
-            (0..n).min_by_key(|&i| (self.trees[i].used.len(), i)).unwrap_or(0)
+            ids.iter().copied().min_by_key(|&i| (self.trees[i].used.len(), i)).unwrap_or(0)
         }
     }
 }

@@ -116,3 +116,45 @@ fn a_stale_load_view_herds_a_burst_onto_one_replica() {
     let per: Vec<usize> = (0..4).map(|r| out.routed.iter().filter(|x| x.replica == r).count()).collect();
     assert!(per.iter().all(|&c| c >= 8), "{per:?}");
 }
+
+#[test]
+fn an_autoscaled_fleet_follows_the_load_after_its_start_up() {
+    use super::autoscale::{Rule, Scaler, Signal};
+    // 10 req/s for 20 s, 300 req/s for 30 s (beyond one replica, about 240), 10 req/s for 30 s.
+    let mut t = 0.0;
+    let mut arrivals = Vec::new();
+    let mut i = 0;
+    while t < 80.0 {
+        let rate = if (20.0..50.0).contains(&t) { 300.0 } else { 10.0 };
+        t += 1.0 / rate;
+        let at = Stamp((t * 1e9) as u64);
+        arrivals.push((at, request(i, 61, at)));
+        i += 1;
+    }
+    let total = arrivals.len();
+    let rule = Rule {
+        signal: Signal::Requests,
+        target: 6.0,
+        min: 1,
+        max: 4,
+        interval: Duration::from_secs(2),
+        cooldown: Duration::from_secs(5),
+        startup: Duration::from_secs(3),
+    };
+    let mut f = fleet(4, Policy::LeastLoaded, Duration::from_millis(500)).with_scaler(Scaler::new(rule, 4, 1));
+    let out = drive_fleet(&mut f, &mut Timed::new(arrivals));
+    let s = f.scaler.as_ref().unwrap();
+    let ended: usize = out.replicas.iter().map(|r| r.records.len()).sum();
+    assert_eq!(ended, total);
+    // It grew after the rise and shrank after the fall.
+    let peak = s.events.iter().map(|e| e.replicas).max().unwrap();
+    let first_up = s.events.iter().find(|e| e.replicas > 1).unwrap();
+    assert!(peak >= 2 && first_up.at_s >= 20.0, "{:?}", s.events);
+    assert_eq!(s.events.last().unwrap().replicas, 1, "{:?}", s.events);
+    // No replica but the first took a request before its start-up ended.
+    let ready = first_up.at_s + 3.0;
+    assert!(out.routed.iter().filter(|r| r.replica > 0).all(|r| r.at.0 as f64 / 1e9 >= ready - 1e-9));
+    // Billed between one replica throughout and four throughout.
+    let end = out.replicas.iter().flat_map(|r| r.records.iter().map(|x| x.finished.0)).max().unwrap() as f64 / 1e9;
+    assert!(s.billed_s > end && s.billed_s < 4.0 * end, "{} of {end}", s.billed_s);
+}
