@@ -9,6 +9,7 @@ mod common;
 mod bad_input;
 mod deploy;
 mod engine_check;
+mod fleet;
 mod hostile_servers;
 mod misuse;
 mod models;

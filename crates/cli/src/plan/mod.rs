@@ -10,6 +10,7 @@ mod check;
 mod config;
 mod curve;
 mod export;
+mod fleet;
 mod search;
 
 use crate::args::parse_bytes;
@@ -93,6 +94,27 @@ pub struct PlanArgs {
     /// The profile `--export-profile` writes.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Instead of one replica's capacity: serve this trace (Azure CSV or Mooncake JSONL) with a
+    /// fleet of one configuration behind each `--router`, and say per router how many
+    /// requests met the SLOs, on how many GPU-hours.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// `--trace`: the routers to compare.
+    #[arg(long, value_delimiter = ',', default_value = "round-robin,least-loaded,cache-aware", value_parser = fleet::parse_policy)]
+    pub router: Vec<goodput_sizing::fleet::router::Policy>,
+    /// `--trace`: replicas (with `--autoscale`, those serving at the start).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// `--trace`: add and remove replicas by a rule, e.g.
+    /// `requests=6,min=1,max=8,interval=15s,cooldown=60s,startup=120s` (or `kv=0.7,…`).
+    #[arg(long, value_parser = fleet::parse_rule)]
+    pub autoscale: Option<goodput_sizing::fleet::autoscale::Rule>,
+    /// `--trace`: how often routers read the replicas' load.
+    #[arg(long, value_parser = crate::args::parse_duration, default_value = "5s")]
+    pub scrape_interval: std::time::Duration,
+    /// `--trace`: replay the trace this many times faster.
+    #[arg(long, default_value_t = 1.0)]
+    pub speedup: f64,
     /// Price per GPU-hour, `GPU=USD` (e.g. h100-sxm=2.5,l40s=0.9).
     #[arg(long, value_delimiter = ',')]
     pub price: Vec<String>,
@@ -319,6 +341,9 @@ pub fn run(a: PlanArgs) -> Result<()> {
         return export::run(&a, &set, set.hw.get(gpu)?);
     }
     let gpus: Vec<Gpu> = a.gpus.iter().map(|g| set.hw.get(g).cloned()).collect::<Result<_, _>>()?;
+    if let Some(trace) = &a.trace {
+        return fleet::run(&a, &set, &gpus, trace);
+    }
     if a.curve {
         return curve::run(&a, &set, &gpus);
     }

@@ -169,7 +169,7 @@ impl Sim<'_> {
 
 /// A simulated request as its client would have seen it: sent when due, each token at its
 /// engine stamp, ended with the last.
-fn client_record(r: &goodput_core::EngineRecord) -> ClientRecord {
+pub(super) fn client_record(r: &goodput_core::EngineRecord) -> ClientRecord {
     RecordBuilder::new(r.id)
         .intended(r.arrival)
         .input(r.prompt_tokens)

@@ -1,0 +1,276 @@
+//! `goodput plan --trace FILE --router … [--replicas N] [--autoscale RULE]`: a trace served by
+//! a fleet of replicas of one configuration, simulated behind each router. Each replica is the
+//! real scheduler with the configuration's roofline step cost, on one virtual clock. The
+//! answer, per router, is the requests, how many met the SLOs (per hour and in all), GPU-hours,
+//! peak GPUs, prefix hits and how evenly the replicas were loaded.
+
+use super::search::client_record;
+use super::{config, PlanArgs, Setting};
+use anyhow::{bail, Context, Result};
+use goodput_core::{ClientRecord, Stamp};
+use goodput_metrics::cache::PrefixHits;
+use goodput_metrics::level::request_is_good;
+use goodput_report::console as table;
+use goodput_scheduler::NewRequest;
+use goodput_sizing::fleet::autoscale::{Rule, Scaler, Signal};
+use goodput_sizing::fleet::router::{Policy, Router};
+use goodput_sizing::fleet::{drive_fleet, Fleet};
+use goodput_sizing::hardware::Gpu;
+use goodput_sizing::sim::{SimEngine, Timed};
+use goodput_workload::trace::{Trace, TraceFormat, TraceOptions};
+use serde::Serialize;
+use std::time::Duration;
+
+/// A router's name on the command line.
+pub fn parse_policy(s: &str) -> Result<Policy, String> {
+    match s.trim() {
+        "round-robin" => Ok(Policy::RoundRobin),
+        "random" => Ok(Policy::Random),
+        "power-of-two" => Ok(Policy::PowerOfTwo),
+        "least-loaded" => Ok(Policy::LeastLoaded),
+        "cache-aware" => Ok(Policy::cache_aware()),
+        other => Err(format!("`{other}`: a router is round-robin, random, power-of-two, least-loaded or cache-aware")),
+    }
+}
+
+/// `requests=6,min=1,max=8,interval=15s,cooldown=60s,startup=120s` (or `kv=0.7,…`).
+pub fn parse_rule(s: &str) -> Result<Rule, String> {
+    let mut rule = Rule {
+        signal: Signal::Requests,
+        target: 0.0,
+        min: 1,
+        max: 0,
+        interval: Duration::from_secs(15),
+        cooldown: Duration::from_secs(60),
+        startup: Duration::from_secs(120),
+    };
+    for part in s.split(',') {
+        let (k, v) = part.split_once('=').ok_or_else(|| format!("--autoscale `{part}`: expected KEY=VALUE"))?;
+        let num = || v.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0);
+        let count = || v.trim().parse::<usize>().ok().filter(|&x| x >= 1);
+        let dur = || crate::args::parse_duration_or_zero(v.trim());
+        let bad = |what: &str| format!("--autoscale {k}=`{v}`: {what}");
+        match k.trim() {
+            "requests" => {
+                (rule.signal, rule.target) = (Signal::Requests, num().ok_or_else(|| bad("a positive number"))?)
+            }
+            "kv" => {
+                (rule.signal, rule.target) =
+                    (Signal::KvUsage, num().filter(|x| *x <= 1.0).ok_or_else(|| bad("a share in (0, 1]"))?)
+            }
+            "min" => rule.min = count().ok_or_else(|| bad("at least 1"))?,
+            "max" => rule.max = count().ok_or_else(|| bad("at least 1"))?,
+            "interval" => rule.interval = dur()?,
+            "cooldown" => rule.cooldown = dur()?,
+            "startup" => rule.startup = dur()?,
+            other => {
+                return Err(format!(
+                    "--autoscale: unknown key `{other}` (requests, kv, min, max, interval, cooldown, startup)"
+                ))
+            }
+        }
+    }
+    if rule.target <= 0.0 || rule.max == 0 || rule.min > rule.max || rule.interval.is_zero() {
+        return Err("--autoscale needs a target (requests=N or kv=F), max ≥ min ≥ 1 and a non-zero interval".into());
+    }
+    Ok(rule)
+}
+
+/// One router's run over the trace.
+#[derive(Debug, Serialize)]
+pub struct PolicyRun {
+    pub router: String,
+    pub requests: usize,
+    /// Requests that met every SLO.
+    pub good: usize,
+    pub gpu_hours: f64,
+    pub peak_gpus: usize,
+    pub prefix_hit_rate: Option<f64>,
+    /// Requests each replica took, as shares of all.
+    pub replica_shares: Vec<f64>,
+    /// Per hour of the trace: requests that arrived, and those of them that met the SLOs.
+    pub hours: Vec<(usize, usize)>,
+    pub ttft_p95_s: Option<f64>,
+    pub e2e_p95_s: Option<f64>,
+}
+
+/// The fleet plan, as written to JSON.
+#[derive(Debug, Serialize)]
+pub struct FleetPlan {
+    pub model: String,
+    pub gpu: String,
+    pub layout: String,
+    pub trace: String,
+    pub replicas: usize,
+    pub autoscale: Option<Rule>,
+    pub slos: Vec<String>,
+    pub runs: Vec<PolicyRun>,
+    pub answer: String,
+}
+
+fn arrivals(trace: &Trace, speedup: f64, vocab: usize) -> Vec<(Stamp, NewRequest)> {
+    (0..trace.entries.len())
+        .map(|i| {
+            let at = Stamp((trace.due(i, speedup) * 1e9) as u64);
+            let w = trace.request(i as u64, i, vocab);
+            (at, NewRequest { id: w.id, prompt: w.prompt, params: w.params, arrival: at })
+        })
+        .collect()
+}
+
+fn simulate(a: &PlanArgs, set: &Setting, p: &config::Prepared, policy: Policy, trace: &Trace) -> Result<PolicyRun> {
+    let n = a.autoscale.as_ref().map_or(a.replicas, |r| r.max);
+    let engines = (0..n)
+        .map(|_| SimEngine::new(p.sched.clone(), std::sync::Arc::new(p.cost.clone())))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
+    let scrape = a.scrape_interval;
+    let mut fleet = Fleet::new(engines, Router::new(policy.clone(), n, a.seed), scrape);
+    if let Some(rule) = &a.autoscale {
+        fleet = fleet.with_scaler(Scaler::new(rule.clone(), n, a.replicas.min(n)));
+    }
+    let out = drive_fleet(&mut fleet, &mut Timed::new(arrivals(trace, a.speedup, set.spec.vocab_size)));
+    let records: Vec<ClientRecord> = out.replicas.iter().flat_map(|r| r.records.iter().map(client_record)).collect();
+    let refs: Vec<&ClientRecord> = records.iter().collect();
+    let good = |r: &ClientRecord| request_is_good(r, &set.slos);
+    let hours_n = (trace.span_s / a.speedup / 3600.0).floor() as usize + 1;
+    let mut hours = vec![(0usize, 0usize); hours_n];
+    for r in &records {
+        let h = ((r.intended.0 as f64 / 1e9 / 3600.0) as usize).min(hours_n - 1);
+        hours[h].0 += 1;
+        hours[h].1 += usize::from(good(r));
+    }
+    let end = records.iter().map(|r| r.end.0).max().unwrap_or(0) as f64 / 1e9;
+    let gpus = p.cost.layout.gpus();
+    let (replica_s, peak) = match &fleet.scaler {
+        Some(s) => (s.billed_s, s.events.iter().map(|e| e.replicas).max().unwrap_or(0).max(a.replicas.min(n))),
+        None => (n as f64 * end, n),
+    };
+    let summary = goodput_metrics::level::summarize(0.0, &refs, &set.slos);
+    let total = out.routed.len().max(1) as f64;
+    Ok(PolicyRun {
+        router: policy.name().into(),
+        requests: records.len(),
+        good: records.iter().filter(|r| good(r)).count(),
+        gpu_hours: replica_s * gpus as f64 / 3600.0,
+        peak_gpus: peak * gpus,
+        prefix_hit_rate: PrefixHits::of_records(&refs).and_then(|h| h.hit_rate()),
+        replica_shares: (0..n).map(|r| out.routed.iter().filter(|x| x.replica == r).count() as f64 / total).collect(),
+        hours,
+        ttft_p95_s: summary.ttft.as_ref().map(|s| s.p95),
+        e2e_p95_s: summary.e2e.as_ref().map(|s| s.p95),
+    })
+}
+
+pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path) -> Result<()> {
+    let [g] = gpus else { bail!("--trace plans one GPU: give one --gpus") };
+    let layout = match config::layouts(a, &set.spec).as_slice() {
+        [l] => *l,
+        many => bail!(
+            "--trace plans one layout; these flags give {}: give one --tp, --ep, --dp-attention, --pp",
+            many.len()
+        ),
+    };
+    if layout.dp * layout.pp != 1 {
+        bail!("--trace: a fleet of {layout} replicas (several engines each) is not simulated yet; use DP 1 and PP 1");
+    }
+    if !((1..=4096).contains(&a.replicas) && a.speedup.is_finite() && a.speedup > 0.0) {
+        bail!("--replicas: 1 to 4096; --speedup: a positive factor");
+    }
+    let p = config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out)
+        .map_err(|why| anyhow::anyhow!("{} on {} {layout}: {why}", set.spec.name, g.name))?;
+    let entries = goodput_workload::trace::read(path, TraceFormat::Auto)?;
+    let options = TraceOptions { window: (0.0, None), block_size: a.block_size };
+    let trace = Trace::new(path.display().to_string(), entries, options, set.spec.max_position_embeddings, a.seed)?;
+    eprintln!("plan --trace: {}", trace.describe());
+    let mut runs = Vec::new();
+    for policy in &a.router {
+        eprint!("\rplan --trace: {} …        ", policy.name());
+        runs.push(simulate(a, set, &p, policy.clone(), &trace)?);
+    }
+    eprintln!();
+    let plan = FleetPlan {
+        model: set.spec.name.clone(),
+        gpu: g.name.clone(),
+        layout: layout.label(),
+        trace: trace.name.clone(),
+        replicas: a.replicas,
+        autoscale: a.autoscale.clone(),
+        slos: set.slos.iter().map(|s| s.to_string()).collect(),
+        answer: answer(&runs, g, layout.label(), &set.error_bar),
+        runs,
+    };
+    print(&plan);
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&plan)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn answer(runs: &[PolicyRun], g: &Gpu, layout: String, error_bar: &str) -> String {
+    let share = |r: &PolicyRun| r.good as f64 / r.requests.max(1) as f64;
+    // The most requests within the SLOs, then the fewest GPU-hours, then the lowest TTFT P95;
+    // on a tie the router listed first.
+    let key = |r: &PolicyRun| (share(r), -r.gpu_hours, -r.ttft_p95_s.unwrap_or(f64::INFINITY));
+    let better = |a: &PolicyRun, b: &PolicyRun| {
+        let (x, y) = (key(a), key(b));
+        x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.total_cmp(&y.2))
+    };
+    let Some(best) = runs.iter().rev().max_by(|a, b| better(a, b)) else {
+        return "No router was simulated.".into();
+    };
+    format!(
+        "Behind {} the fleet of {} {layout} meets the SLOs for {:.1} % of {} requests ({} missed) on {:.2} GPU-hours, {} GPUs at the peak{}. Error bar: {}.",
+        best.router,
+        g.name,
+        share(best) * 100.0,
+        best.requests,
+        best.requests - best.good,
+        best.gpu_hours,
+        best.peak_gpus,
+        best.prefix_hit_rate.map_or(String::new(), |h| format!(", {:.0} % of prompt tokens from the prefix cache", h * 100.0)),
+        error_bar
+    )
+}
+
+fn print(p: &FleetPlan) {
+    let mut t = table::new(&[
+        "router",
+        "requests",
+        "met SLOs",
+        "GPU-hours",
+        "peak GPUs",
+        "prefix hits",
+        "TTFT P95 s",
+        "E2E P95 s",
+        "replica shares",
+    ]);
+    for r in &p.runs {
+        let (lo, hi) = r.replica_shares.iter().fold((1.0f64, 0.0f64), |(l, h), &s| (l.min(s), h.max(s)));
+        t.add_row(vec![
+            r.router.clone(),
+            r.requests.to_string(),
+            format!("{:.1} %", r.good as f64 / r.requests.max(1) as f64 * 100.0),
+            table::f(r.gpu_hours, 2),
+            r.peak_gpus.to_string(),
+            r.prefix_hit_rate.map_or("-".into(), |h| format!("{:.1} %", h * 100.0)),
+            r.ttft_p95_s.map_or("-".into(), |x| table::f(x, 2)),
+            r.e2e_p95_s.map_or("-".into(), |x| table::f(x, 2)),
+            format!("{:.1}–{:.1} %", lo * 100.0, hi * 100.0),
+        ]);
+    }
+    println!("Fleet plan: {} on {} {}, trace {}, SLOs {}\n{t}", p.model, p.gpu, p.layout, p.trace, p.slos.join(", "));
+    if let Some(first) = p.runs.first().filter(|r| r.hours.len() > 1) {
+        let mut h = table::new(&["hour", "requests", "met SLOs"]);
+        for (i, (n, good)) in first.hours.iter().enumerate() {
+            h.add_row(vec![
+                i.to_string(),
+                n.to_string(),
+                format!("{:.1} %", *good as f64 / (*n).max(1) as f64 * 100.0),
+            ]);
+        }
+        println!("By hour, behind {}:\n{h}", first.router);
+    }
+    println!("{}", p.answer);
+}

@@ -1,0 +1,103 @@
+//! `goodput plan --trace`: a trace served by a simulated fleet behind each router, with and
+//! without an autoscaler, and its refusals.
+
+use crate::common::{goodput, temp};
+
+/// A Mooncake trace of 240 requests, one every 50 ms, each sharing one of 23 four-block
+/// prefixes (16 tokens a block) before a block of its own.
+fn shared_prefix_trace(dir: &std::path::Path) -> std::path::PathBuf {
+    let lines: Vec<String> = (0..240u64)
+        .map(|i| {
+            let g = (i * 37) % 23;
+            let ids: Vec<String> =
+                (1..=4).map(|b| (g * 10 + b).to_string()).chain([(10_000 + i).to_string()]).collect();
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": 80, \"output_length\": 16, \"hash_ids\": [{}]}}",
+                i * 50,
+                ids.join(", ")
+            )
+        })
+        .collect();
+    let path = dir.join("shared.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+#[test]
+fn routers_are_compared_on_a_trace_and_cache_aware_keeps_the_prefixes() {
+    let dir = temp("fleet");
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = shared_prefix_trace(&dir);
+    let json = dir.join("fleet.json");
+    let args = [
+        "plan",
+        "-m",
+        "llama-3.1-8b",
+        "--gpus",
+        "h100-sxm",
+        "--tp",
+        "1",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--replicas",
+        "4",
+        "--router",
+        "round-robin,cache-aware",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let (ok, out, err) = goodput(&args);
+    assert!(ok, "{err}");
+    assert!(out.contains("Fleet plan") && out.contains("cache-aware"), "{out}");
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = plan["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap();
+    for r in runs {
+        assert_eq!(r["requests"], 240, "{r}");
+        let shares: f64 = r["replica_shares"].as_array().unwrap().iter().map(|s| s.as_f64().unwrap()).sum();
+        assert!((shares - 1.0).abs() < 1e-9, "{r}");
+        // 4 replicas for the trace's 12 s.
+        assert!(f(r, "gpu_hours") > 4.0 * 11.9 / 3600.0 && r["peak_gpus"] == 4, "{r}");
+    }
+    // 64 of 80 prompt tokens are shared. Round-robin makes each replica compute each prefix;
+    // cache-aware computes each prefix once.
+    let (rr, ca) = (f(&runs[0], "prefix_hit_rate"), f(&runs[1], "prefix_hit_rate"));
+    assert!(ca > rr + 0.1 && ca <= 0.8 + 1e-9, "round-robin {rr}, cache-aware {ca}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_autoscaled_fleet_bills_what_it_ran_and_bad_rules_are_named() {
+    let dir = temp("fleet-scale");
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = shared_prefix_trace(&dir);
+    let t = trace.to_str().unwrap();
+    let base =
+        ["plan", "-m", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--trace", t, "--router", "least-loaded"];
+    let json = dir.join("scaled.json");
+    let rule = "--autoscale=requests=50,min=1,max=4,interval=1s,cooldown=2s,startup=2s";
+    let (ok, out, err) = goodput(&[&base[..], &[rule, "--json", json.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    assert!(out.contains("least-loaded"), "{out}");
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = &plan["runs"][0];
+    // A light load (20 req/s on an H100) stays on the one replica it starts with: billed one
+    // replica for the trace's 12 s, not four.
+    assert_eq!(r["peak_gpus"], 1, "{r}");
+    assert!(r["gpu_hours"].as_f64().unwrap() < 13.0 / 3600.0, "{r}");
+    for (bad, says) in [
+        ("--autoscale=min=1,max=4", "needs a target"),
+        ("--autoscale=requests=6,max=2,min=3", "max ≥ min"),
+        ("--autoscale=requests=6,max=4,size=3", "unknown key `size`"),
+        ("--autoscale=kv=1.5,max=4", "a share in (0, 1]"),
+    ] {
+        let (ok, _, err) = goodput(&[&base[..], &[bad]].concat());
+        assert!(!ok && err.contains(says), "{bad}: {err}");
+    }
+    let (ok, _, err) = goodput(&[&base[..], &["--router", "fastest"]].concat());
+    assert!(!ok && err.contains("a router is round-robin"), "{err}");
+    let (ok, _, err) = goodput(&["plan", "--trace", t, "--gpus", "h100-sxm,h200", "--tp", "1"]);
+    assert!(!ok && err.contains("one GPU"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
