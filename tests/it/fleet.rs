@@ -75,11 +75,14 @@ fn an_autoscaled_fleet_bills_what_it_ran_and_bad_rules_are_named() {
     let t = trace.to_str().unwrap();
     let base =
         ["plan", "-m", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--trace", t, "--router", "least-loaded"];
-    let json = dir.join("scaled.json");
+    let (json, page) = (dir.join("scaled.json"), dir.join("scaled.html"));
     let rule = "--autoscale=requests=50,min=1,max=4,interval=1s,cooldown=2s,startup=2s";
-    let (ok, out, err) = goodput(&[&base[..], &[rule, "--json", json.to_str().unwrap()]].concat());
+    let files = ["--json", json.to_str().unwrap(), "--html", page.to_str().unwrap()];
+    let (ok, out, err) = goodput(&[&base[..], &[rule], &files[..]].concat());
     assert!(ok, "{err}");
     assert!(out.contains("least-loaded"), "{out}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<svg") && html.contains("hour by hour"), "{html}");
     let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let r = &plan["runs"][0];
     // A light load (20 req/s on an H100) stays on the one replica it starts with: billed one
