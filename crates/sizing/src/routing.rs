@@ -47,7 +47,7 @@ impl Routing {
     /// Per-token probability of reaching each expert, most popular first, summing to k: the
     /// power-law shares scaled to k, any above 1 capped there and their excess handed to the
     /// others in proportion to their shares (a token reaches k distinct experts).
-    fn hit_probabilities(&self) -> Vec<f64> {
+    pub fn hit_probabilities(&self) -> Vec<f64> {
         let n = self.experts.max(1);
         let k = self.top_k.min(n) as f64;
         let weights: Vec<f64> = (0..n).map(|i| ((i + 1) as f64).powf(-self.skew)).collect();
@@ -75,6 +75,14 @@ impl Routing {
     /// The busiest of `ranks` ranks (experts `i ≡ r mod ranks` on rank `r`) when `tokens`
     /// tokens route. Fractional token counts (an average batch) are allowed.
     pub fn busiest_rank(&self, tokens: f64, ranks: usize) -> RankLoad {
+        let q = if self.skew == 0.0 { Vec::new() } else { self.hit_probabilities() };
+        self.busiest_rank_of(&q, tokens, ranks)
+    }
+
+    /// [`Routing::busiest_rank`] with the skewed routing's [`Routing::hit_probabilities`]
+    /// computed once by the caller (they do not change from step to step); `q` is unread
+    /// under uniform routing.
+    pub fn busiest_rank_of(&self, q: &[f64], tokens: f64, ranks: usize) -> RankLoad {
         let ranks = ranks.max(1);
         let tokens = tokens.max(0.0);
         if self.skew == 0.0 {
@@ -85,7 +93,6 @@ impl Routing {
                 assignments: tokens * k / ranks as f64,
             };
         }
-        let q = self.hit_probabilities();
         let rank = |r: usize| {
             let mine = q.iter().skip(r).step_by(ranks);
             mine.fold(RankLoad { touched: 0.0, assignments: 0.0 }, |acc, &p| RankLoad {

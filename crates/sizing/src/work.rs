@@ -78,6 +78,10 @@ pub struct ExpertWork {
     pub network_destinations_per_token: f64,
     /// GPUs sharing one attention group's tokens for the dispatch (TP).
     pub senders: f64,
+    /// The skewed routing's per-expert hit probabilities, computed on first use (every step
+    /// of a simulation reads them).
+    #[serde(skip)]
+    pub hit_probabilities: std::sync::OnceLock<Vec<f64>>,
 }
 
 /// Per-token and per-step work of a model on one GPU.
@@ -320,6 +324,7 @@ fn expert_work(m: &ModelSpec, d: &Deployment, sparse: f64, bytes: f64) -> Option
         nvlink_destinations_per_token: nvlink,
         network_destinations_per_token: network,
         senders: layout.tp as f64,
+        hit_probabilities: std::sync::OnceLock::new(),
     })
 }
 
