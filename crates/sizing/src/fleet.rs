@@ -140,8 +140,7 @@ pub fn drive_fleet(fleet: &mut Fleet, source: &mut dyn Source) -> FleetOutput {
         fleet.autoscale(&reps, now);
         // Steps ending now apply their tokens.
         for (r, rep) in reps.iter_mut().enumerate() {
-            if rep.busy.as_ref().is_some_and(|p| p.next <= now) {
-                let p = rep.busy.take().expect("checked");
+            if let Some(p) = rep.busy.take_if(|p| p.next <= now) {
                 let (step, update) = fleet.engines[r].end(p);
                 out.replicas[r].steps.push(step);
                 rep.ended.extend(update.finished.into_iter().map(|(rec, _)| rec));

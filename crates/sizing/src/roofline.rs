@@ -251,11 +251,8 @@ impl RooflineCost {
         if tokens <= 0.0 {
             return (PartTime::default(), 0.0);
         }
-        let q: &[f64] = if x.routing.skew == 0.0 {
-            &[]
-        } else {
-            x.hit_probabilities.get_or_init(|| x.routing.hit_probabilities())
-        };
+        let q: &[f64] =
+            if x.routing.skew == 0.0 { &[] } else { x.hit_probabilities.get_or_init(|| x.routing.hit_probabilities()) };
         let load = x.routing.busiest_rank_of(q, tokens * x.tokens_per_token, x.ep);
         let part = PartTime {
             memory_s: x.layers * load.touched * x.bytes_per_expert / (d.bandwidth * e.memory),

@@ -126,6 +126,7 @@ pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
         })
         .collect();
     let all_decode = || files.iter().flat_map(|b| b.decode.iter());
+    let median = |xs: Vec<f64>| goodput_metrics::stats::percentile(&xs, 50.0);
     let mbu = median(all_decode().filter(|d| d.batch == 1).filter_map(|d| d.of_floor).collect());
     let longest = files.iter().flat_map(|b| b.prefill.iter()).map(|p| p.prompt_len).max().unwrap_or(0);
     // FLOPs ÷ peak of the longest prompts (the bench's own floor is the longer of that and the
@@ -181,10 +182,4 @@ pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
         samples.len()
     );
     Ok(())
-}
-
-fn median(mut xs: Vec<f64>) -> Option<f64> {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    (n > 0).then(|| if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 })
 }
