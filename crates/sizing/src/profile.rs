@@ -148,6 +148,30 @@ pub enum ProfileError {
 }
 
 impl Profile {
+    /// A profile of `model` written now by this goodput: its kind, format, version and time
+    /// filled in, the rest to be given (`Profile { dtype: …, ..Profile::now(model, fit) }`).
+    pub fn now(model: String, fit: Fit) -> Self {
+        Self {
+            kind: PROFILE_KIND.into(),
+            format: PROFILE_FORMAT,
+            goodput_version: env!("CARGO_PKG_VERSION").into(),
+            created_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            model,
+            dtype: String::new(),
+            weights: String::new(),
+            engine: ProfileEngine::default(),
+            fingerprint: Fingerprint::default(),
+            source: String::new(),
+            fit,
+            gap_s: 0.0,
+            roofline: None,
+            projection: None,
+            experts: None,
+        }
+    }
+
     /// Reads and checks a profile.
     pub fn read(path: &Path) -> Result<Self, ProfileError> {
         let p = path.display().to_string();

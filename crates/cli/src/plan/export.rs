@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use goodput_sizing::cost::{StepCost, StepWork};
 use goodput_sizing::fit::{Fit, Residuals};
 use goodput_sizing::hardware::Gpu;
-use goodput_sizing::profile::{Fingerprint, Profile, ProfileEngine, PROFILE_FORMAT, PROFILE_KIND};
+use goodput_sizing::profile::{Fingerprint, Profile, ProfileEngine};
 use serde::Serialize;
 
 pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
@@ -27,14 +27,15 @@ pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
     let p = config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out)
         .map_err(|why| anyhow::anyhow!("{} on {} {layout}: {why}", set.spec.name, g.name))?;
     let precision = config::precision(a);
-    let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let device = format!("{} ×{} ({layout}, {} weights, {} KV)", g.name, layout.gpus(), a.dtype, precision.kv);
+    // No fit: the projection is the step cost.
+    let empty = Fit {
+        terms: Vec::new(),
+        r2: 0.0,
+        residuals: Residuals { p50: 0.0, p90: 0.0, p99: 0.0, bias: 0.0 },
+        samples: 0,
+    };
     let profile = Profile {
-        kind: PROFILE_KIND.into(),
-        format: PROFILE_FORMAT,
-        goodput_version: env!("CARGO_PKG_VERSION").into(),
-        created_unix_s: created,
-        model: set.spec.name.clone(),
         dtype: a.dtype.to_string(),
         weights: "none: roofline projection".into(),
         engine: ProfileEngine {
@@ -47,23 +48,13 @@ pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
         },
         fingerprint: Fingerprint {
             cpu: g.description.clone(),
-            logical_cpus: 0,
             memory_gib: g.memory_bytes() / (1u64 << 30) as f64,
-            kernel: String::new(),
             device: device.clone(),
-            engine_cpus: None,
+            ..Default::default()
         },
         source: format!("goodput plan --export-profile: roofline of {device}, {}", set.eff.source),
-        fit: Fit {
-            terms: Vec::new(),
-            r2: 0.0,
-            residuals: Residuals { p50: 0.0, p90: 0.0, p99: 0.0, bias: 0.0 },
-            samples: 0,
-        },
-        gap_s: 0.0,
-        roofline: None,
         projection: Some(p.cost.clone()),
-        experts: None,
+        ..Profile::now(set.spec.name.clone(), empty)
     };
     profile.check().map_err(|e| anyhow::anyhow!("the projection: {e}"))?;
     profile.write(out).with_context(|| format!("writing {}", out.display()))?;

@@ -15,9 +15,7 @@ use anyhow::{bail, Context, Result};
 use goodput_core::ModelSpec;
 use goodput_sizing::cost::{ExpertShape, StepWork, Term};
 use goodput_sizing::fit::{fit, FitOptions, Sample};
-use goodput_sizing::profile::{
-    Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor, PROFILE_FORMAT, PROFILE_KIND,
-};
+use goodput_sizing::profile::{Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor};
 use goodput_sizing::roofline::{term_floor, DeviceLimits, ModelWork};
 use std::path::Path;
 
@@ -138,12 +136,8 @@ pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
         MachineRoofline { bandwidth, flops, how, terms: floors, memory_efficiency: mbu, compute_efficiency: mfu };
     let max_batch = all_decode().map(|d| d.batch).max().unwrap_or(1);
     let max_ctx = all_decode().map(|d| d.context).max().unwrap_or(1);
+    let samples_n = samples.len();
     let profile = Profile {
-        kind: PROFILE_KIND.into(),
-        format: PROFILE_FORMAT,
-        goodput_version: env!("CARGO_PKG_VERSION").into(),
-        created_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-        model: spec.name.clone(),
         dtype: first.dtype.to_ascii_lowercase(),
         weights: first.weights.clone(),
         engine: ProfileEngine {
@@ -154,25 +148,16 @@ pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
             max_model_len: spec.max_position_embeddings,
             prefix_caching: true,
         },
-        fingerprint: Fingerprint {
-            cpu: String::new(),
-            logical_cpus: 0,
-            memory_gib: 0.0,
-            kernel: String::new(),
-            device: format!("{} ({})", roof.device_name, first.device),
-            engine_cpus: None,
-        },
+        fingerprint: Fingerprint { device: format!("{} ({})", roof.device_name, first.device), ..Default::default() },
         source: format!(
             "{} engine-bench rows of {} ({})",
-            samples.len(),
+            samples_n,
             a.from_bench.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
             first.device
         ),
-        fit,
-        gap_s: 0.0,
         roofline: Some(roofline),
-        projection: None,
         experts,
+        ..Profile::now(spec.name.clone(), fit)
     };
     super::print(&profile, 0.0);
     profile.write(&a.out).with_context(|| format!("writing {}", a.out.display()))?;

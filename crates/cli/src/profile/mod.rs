@@ -14,9 +14,7 @@ use goodput_engine::Engine;
 use goodput_report::console as table;
 use goodput_sizing::cost::{StepWork, Term};
 use goodput_sizing::fit::{fit, Fit, FitOptions, Sample};
-use goodput_sizing::profile::{
-    Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor, PROFILE_FORMAT, PROFILE_KIND,
-};
+use goodput_sizing::profile::{Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor};
 use goodput_sizing::roofline::{term_floor, DeviceLimits, ModelWork};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -113,22 +111,15 @@ pub fn run(a: ProfileArgs) -> Result<()> {
         .with_context(|| format!("fitting {} steps", samples.len()))?;
     let roofline = if !a.no_roofline && m.device == "cpu" { roofline(&a, &spec, &m.dtype, &fit) } else { None };
     let profile = Profile {
-        kind: PROFILE_KIND.into(),
-        format: PROFILE_FORMAT,
-        goodput_version: env!("CARGO_PKG_VERSION").into(),
-        created_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-        model: spec.name.clone(),
         dtype: m.dtype.clone(),
         weights: m.weights.clone(),
         engine: m.engine.clone(),
         fingerprint: m.fingerprint.clone().unwrap_or_else(|| fingerprint(&a, &m.device)),
         source: m.source.clone(),
-        // The fit's target is the step period, which holds the gap already.
-        gap_s: 0.0,
-        fit,
+        // The fit's target is the step period, which holds the gap already (gap_s 0).
         roofline,
-        projection: None,
         experts,
+        ..Profile::now(spec.name.clone(), fit)
     };
     print(&profile, gap);
     if let Some(old) = &baseline {
