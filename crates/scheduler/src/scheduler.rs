@@ -43,6 +43,9 @@ struct Sequence {
     block_hashes: Vec<BlockHash>,
     params: SamplingParams,
     record: EngineRecord,
+    /// Its prompt's K/V and first token came from elsewhere ([`Scheduler::add_prefilled`]):
+    /// admitted as a decode. A preemption drops it (the K/V is then recomputed here).
+    prefilled: bool,
 }
 
 impl Sequence {
@@ -174,6 +177,11 @@ impl Scheduler {
         self.waiting.len()
     }
 
+    /// When the longest-waiting queued request was queued (`None` when none waits).
+    pub fn oldest_waiting(&self) -> Option<Stamp> {
+        self.waiting.iter().map(|s| s.record.queued).min()
+    }
+
     pub fn has_work(&self) -> bool {
         !self.running.is_empty() || !self.waiting.is_empty()
     }
@@ -185,7 +193,23 @@ impl Scheduler {
 
     /// Queues a request (FCFS) after checking it.
     pub fn add(&mut self, req: NewRequest, now: Stamp) -> Result<(), AdmissionError> {
+        self.queue(req, None, now)
+    }
+
+    /// Queues a request whose prompt was prefilled by another engine, which also sampled its
+    /// first token `first` (prefill/decode disaggregation: the K/V arrives with it). It is
+    /// admitted as a decode once the pool has blocks for its prompt and that token; its
+    /// record counts `first` among its generated tokens but holds no stamp for it (the other
+    /// engine's record has that).
+    pub fn add_prefilled(&mut self, req: NewRequest, first: TokenId, now: Stamp) -> Result<(), AdmissionError> {
+        self.queue(req, Some(first), now)
+    }
+
+    fn queue(&mut self, req: NewRequest, first: Option<TokenId>, now: Stamp) -> Result<(), AdmissionError> {
         self.check(req.prompt.len(), &req.params)?;
+        if first.is_some() && req.params.max_tokens < 2 {
+            return Err(AdmissionError::InvalidParams("a prefilled request has its one token already".into()));
+        }
         if let Some(vocab) = self.vocab_size {
             if let Some(&token) = req.prompt.iter().find(|&&t| t as usize >= vocab) {
                 return Err(AdmissionError::TokenOutOfVocab { token, vocab });
@@ -210,15 +234,18 @@ impl Scheduler {
         };
         let mut tokens = req.prompt;
         tokens.reserve(req.params.max_tokens.min(self.cfg.max_model_len));
+        let prompt_len = tokens.len();
+        tokens.extend(first);
         self.waiting.push_back(Sequence {
             id: req.id,
-            prompt_len: tokens.len(),
+            prompt_len,
             tokens,
             num_computed: 0,
             blocks: SeqBlocks::new(&self.pool, self.cfg.group_windows.len()),
             block_hashes: Vec::new(),
             params: req.params,
             record,
+            prefilled: first.is_some(),
         });
         Ok(())
     }
@@ -253,6 +280,7 @@ impl Scheduler {
         seq.blocks.release();
         seq.block_hashes.clear();
         seq.num_computed = 0;
+        seq.prefilled = false;
         seq.record.preemptions += 1;
         self.waiting.push_front(seq);
     }
@@ -263,6 +291,9 @@ impl Scheduler {
     fn admit_front(&mut self, budget: usize, now: Stamp, out: &mut SchedulerOutput) -> Option<usize> {
         let bs = self.cfg.block_size;
         let seq = self.waiting.front_mut()?;
+        if seq.prefilled {
+            return self.admit_prefilled(now);
+        }
         let (mut k, mut hits) = (0, Vec::new());
         if self.cfg.enable_prefix_caching && seq.num_computed == 0 {
             // Never serve the last token from the cache: it must be computed to sample.
@@ -297,6 +328,23 @@ impl Scheduler {
         out.prefix_hit_tokens += cached;
         self.running.push(seq);
         Some(n)
+    }
+
+    /// Admits the front waiting sequence, prefilled elsewhere, as a decode: blocks for all of
+    /// its positions, all but the last computed. `None` when the pool is short.
+    fn admit_prefilled(&mut self, now: Stamp) -> Option<usize> {
+        let bs = self.cfg.block_size;
+        let seq = self.waiting.front()?;
+        if self.pool.borrow().num_free_blocks() < seq.blocks.needed(seq.tokens.len(), bs) {
+            return None;
+        }
+        let mut seq = self.waiting.pop_front().expect("front exists");
+        let grown = seq.blocks.grow_to(seq.tokens.len(), bs, &self.pool);
+        debug_assert!(grown, "free blocks were counted above");
+        seq.num_computed = seq.tokens.len() - 1;
+        seq.record.first_scheduled.get_or_insert(now);
+        self.running.push(seq);
+        Some(1)
     }
 
     /// Chooses this step's batch and allocates its blocks.
@@ -504,6 +552,8 @@ impl Scheduler {
         Some(KvBlocksByKind { full: used.saturating_sub(sliding), sliding })
     }
 }
+
+mod decode_run;
 
 #[cfg(test)]
 mod tests;

@@ -235,7 +235,7 @@ impl Model {
         ok(p);
         assert_eq!(free_list(p), Vec::from(self.free_q.clone()), "free-list order");
         assert_eq!(p.num_free_blocks(), self.free_q.len());
-        assert_eq!(p.cached, self.cache, "cache map");
+        assert_eq!(p.cached.clone().into_iter().collect::<HashMap<_, _>>(), self.cache, "cache map");
         assert_eq!(p.num_cached_blocks(), self.cache.len());
         let mut holders = vec![0u32; p.num_blocks()];
         for s in &self.seqs {
