@@ -229,6 +229,13 @@ impl TextCodec for ModelCodec {
     fn decode(&self, ids: &[u32]) -> std::result::Result<String, String> {
         self.0.decode(ids).map_err(|e| e.to_string())
     }
+    fn writable(&self, ids: &[u32]) -> Vec<u32> {
+        if self.0.kind() != "bytes" {
+            return ids.to_vec();
+        }
+        // The byte scheme's id of byte b is 3 + b: onto the 95 printable ASCII bytes.
+        ids.iter().map(|&id| 3 + 32 + id % 95).collect()
+    }
 }
 
 /// Where scripts/fetch-minilm.sh puts the encoder.
@@ -255,5 +262,19 @@ mod tests {
         }
         let err = build_workload("long-context", None, false, 2048).err().expect("refused").to_string();
         assert!(err.contains("--model qwen2.5-0.5b"), "{err}");
+    }
+
+    /// Random ids written as byte-scheme text read back as themselves, one token a byte, and
+    /// equal ids stay equal: a prefix shared by token is shared by text.
+    #[test]
+    fn byte_scheme_prompts_round_trip_as_text() {
+        let codec = ModelCodec(Arc::new(goodput_engine::tokenizer::Tokenizer::byte_level(32_000)));
+        let ids: Vec<u32> = (0..400).map(|i| (i * 7919 + 13) % 32_000).collect();
+        let w = codec.writable(&ids);
+        let text = codec.decode(&w).unwrap();
+        assert_eq!(codec.encode(&text).unwrap(), w);
+        assert_eq!(text.len(), 400);
+        let other = codec.writable(&[&ids[..200], &[5, 6, 7]].concat());
+        assert_eq!(other[..200], w[..200]);
     }
 }

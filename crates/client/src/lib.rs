@@ -216,7 +216,11 @@ impl HttpTarget {
             }
             if self.cfg.exact_lengths {
                 body["ignore_eos"] = json!(p.ignore_eos);
-                body["min_tokens"] = json!(p.min_tokens);
+                // 0 is the default everywhere, and sglang-router refuses it (`min_tokens`
+                // must be at least 1 there): sent only when it says something.
+                if p.min_tokens > 0 {
+                    body["min_tokens"] = json!(p.min_tokens);
+                }
             }
             if self.cfg.return_token_ids && self.cfg.api != Api::Responses {
                 body["return_token_ids"] = json!(true);
@@ -229,7 +233,7 @@ impl HttpTarget {
         }
         let text = || -> Result<String, String> {
             let codec = self.cfg.codec.as_ref().ok_or("no tokenizer to write the prompt as text")?;
-            Ok(exact_text(codec.as_ref(), &req.prompt)?.0)
+            Ok(exact_text(codec.as_ref(), &codec.writable(&req.prompt))?.0)
         };
         let path = match self.cfg.api {
             Api::Completions => {
@@ -478,6 +482,10 @@ mod tests {
         }
         assert_eq!(strict["max_tokens"], 4);
         assert_eq!(strict["stream_options"]["include_usage"], true);
+        // No minimum, none sent (sglang-router refuses `min_tokens: 0`).
+        let t = target(false, json!({})).unwrap();
+        let b = t.body(&WorkRequest { id: 1, prompt: vec![1], params: SamplingParams::greedy_exact(4) }).unwrap().1;
+        assert!(b.get("min_tokens").is_none() && b["ignore_eos"] == true, "{b}");
     }
 
     /// Each API's length field by default (`max_completion_tokens` for chat), or the one

@@ -9,4 +9,12 @@ use crate::request::TokenId;
 pub trait TextCodec: Send + Sync + 'static {
     fn encode(&self, text: &str) -> Result<Vec<TokenId>, String>;
     fn decode(&self, ids: &[TokenId]) -> Result<String, String>;
+    /// A prompt's ids as they are to be written as text: a codec whose decoding loses
+    /// arbitrary ids (the byte scheme of dummy models: bytes that are not UTF-8 become U+FFFD,
+    /// so random prompts would read back as runs of one character, shared by every request)
+    /// maps each onto an id that reads back as itself. Equal ids stay equal, so prefixes
+    /// shared by token stay shared by text. Others keep the ids.
+    fn writable(&self, ids: &[TokenId]) -> Vec<TokenId> {
+        ids.to_vec()
+    }
 }

@@ -222,13 +222,17 @@ fn is_length_limit(e: &axum::Error) -> bool {
     false
 }
 
-/// The routes, over `state`: `/v1/*` behind the API key when there is one; `/health` and
-/// `/metrics` open (as vLLM's). Unknown routes and methods get OpenAI error bodies.
+/// The routes, over `state`: `/v1/*` and `/model_info` (SGLang's, for its router) behind the
+/// API key when there is one; `/health` and `/metrics` open (as vLLM's). Unknown routes and methods get OpenAI error bodies.
 pub fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
+        .route("/model_info", get(model_info))
+        .route("/get_model_info", get(model_info))
+        .route("/server_info", get(model_info))
+        .route("/get_server_info", get(model_info))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), authorize));
     Router::new()
         .merge(v1)
@@ -270,6 +274,18 @@ async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
             "owned_by": "goodput",
             "max_model_len": st.engine.limits().max_model_len,
         }]
+    }))
+}
+
+/// SGLang's model and server descriptions (the fields a router reads of them), which
+/// sglang-router asks for when a worker registers: without them it lists the model as
+/// `unknown`, and clients checking `/v1/models` through it find nothing they asked for.
+async fn model_info(State(st): State<Arc<AppState>>) -> Json<Value> {
+    Json(json!({
+        "model_path": st.model_name,
+        "served_model_name": st.model_name,
+        "is_generation": true,
+        "max_model_len": st.engine.limits().max_model_len,
     }))
 }
 

@@ -76,6 +76,15 @@ async fn completions_and_chat_whole_and_streamed() {
     // Models and health.
     let models: Value = reqwest::get(s.url("/v1/models")).await.unwrap().json().await.unwrap();
     assert_eq!(models["data"][0]["id"], "tiny");
+    // SGLang's model description, as sglang-router reads it when a worker registers.
+    for path in ["/model_info", "/get_model_info", "/server_info", "/get_server_info"] {
+        let info: Value = reqwest::get(s.url(path)).await.unwrap().json().await.unwrap();
+        assert_eq!(
+            (info["model_path"].as_str(), info["is_generation"].as_bool()),
+            (Some("tiny"), Some(true)),
+            "{path}"
+        );
+    }
     assert_eq!(reqwest::get(s.url("/health")).await.unwrap().status(), 200);
     s.wait_idle().await;
     s.shutdown().await;
