@@ -39,6 +39,8 @@ fn routers_are_compared_on_a_trace_and_cache_aware_keeps_the_prefixes() {
         "1",
         "--trace",
         trace.to_str().unwrap(),
+        "--trace-block-size",
+        "16",
         "--replicas",
         "4",
         "--router",
@@ -73,8 +75,21 @@ fn an_autoscaled_fleet_bills_what_it_ran_and_bad_rules_are_named() {
     std::fs::create_dir_all(&dir).unwrap();
     let trace = shared_prefix_trace(&dir);
     let t = trace.to_str().unwrap();
-    let base =
-        ["plan", "-m", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--trace", t, "--router", "least-loaded"];
+    let base = [
+        "plan",
+        "-m",
+        "llama-3.1-8b",
+        "--gpus",
+        "h100-sxm",
+        "--tp",
+        "1",
+        "--trace",
+        t,
+        "--trace-block-size",
+        "16",
+        "--router",
+        "least-loaded",
+    ];
     let (json, page) = (dir.join("scaled.json"), dir.join("scaled.html"));
     let rule = "--autoscale=requests=50,min=1,max=4,interval=1s,cooldown=2s,startup=2s";
     let files = ["--json", json.to_str().unwrap(), "--html", page.to_str().unwrap()];

@@ -9,7 +9,7 @@
 use crate::cost::StepCost;
 use crate::cost::{LinearCost, StepWork, Term};
 use goodput_metrics::resample::Bootstrap;
-use goodput_metrics::stats::percentile;
+use goodput_metrics::stats::{percentile, percentile_sorted};
 use nalgebra::{DMatrix, DVector};
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +58,11 @@ pub struct Residuals {
     pub p99: f64,
     /// Median signed relative residual (> 0: the model predicts too long).
     pub bias: f64,
+    /// Measured ÷ predicted step time at the 0th, 1st, …, 100th percentile: what the
+    /// simulator draws each step's spread from ([`crate::sampled::Sampled`]). Empty in
+    /// profiles written before it was kept (their steps take the fitted time).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<f64>,
 }
 
 /// A fitted step-cost model with its uncertainty.
@@ -170,17 +175,28 @@ pub fn quality(samples: &[Sample], cost: &LinearCost) -> (f64, Residuals) {
     let mean = samples.iter().map(|s| s.seconds).sum::<f64>() / n;
     let (mut ss_res, mut ss_tot) = (0.0, 0.0);
     let mut rel = Vec::with_capacity(samples.len());
+    let mut ratios = Vec::with_capacity(samples.len());
     for s in samples {
         let p = cost.step_seconds(&s.work);
         ss_res += (p - s.seconds).powi(2);
         ss_tot += (s.seconds - mean).powi(2);
         rel.push((p - s.seconds) / s.seconds);
+        if p > 0.0 && s.seconds > 0.0 {
+            ratios.push(s.seconds / p);
+        }
     }
     // Undefined when every step took the same time; 0 then (nothing explained beyond the mean).
     let r2 = if ss_tot > 0.0 { 1.0 - ss_res / ss_tot } else { 0.0 };
     let abs: Vec<f64> = rel.iter().map(|r| r.abs()).collect();
     let p = |xs: &[f64], q| percentile(xs, q).unwrap_or(f64::NAN);
-    (r2, Residuals { p50: p(&abs, 50.0), p90: p(&abs, 90.0), p99: p(&abs, 99.0), bias: p(&rel, 50.0) })
+    ratios.sort_by(f64::total_cmp);
+    let ratios = if ratios.is_empty() {
+        Vec::new()
+    } else {
+        (0..crate::sampled::RATIO_PERCENTILES).filter_map(|q| percentile_sorted(&ratios, q as f64)).collect()
+    };
+    let residuals = Residuals { p50: p(&abs, 50.0), p90: p(&abs, 90.0), p99: p(&abs, 99.0), bias: p(&rel, 50.0), ratios };
+    (r2, residuals)
 }
 
 /// Non-negative least squares, `min ‖Ax − b‖ subject to x ≥ 0`, by Lawson and Hanson's

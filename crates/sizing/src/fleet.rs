@@ -9,12 +9,16 @@
 //! in-flight counts are always current.
 
 pub mod autoscale;
+pub mod disagg;
 pub mod router;
 
 use crate::sim::{Planned, SimEngine, SimOutput, Source};
 use autoscale::{Scaler, Signal};
 use goodput_core::{EngineRecord, RequestId, Stamp};
 use router::{Load, Router};
+
+/// The most steps one decode run takes (its stamps are kept until it ends).
+const MAX_RUN: usize = 1024;
 
 /// Where one request went.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -41,6 +45,11 @@ pub struct Fleet {
     pub scrape_ns: u64,
     /// Adds and removes replicas by a rule; without one every replica serves throughout.
     pub scaler: Option<Scaler>,
+    /// Whether [`FleetOutput`] keeps every step's record (a day of 32 replicas makes
+    /// hundreds of millions; the planner keeps none). Without them, stretches of pure
+    /// decode steps run as one event ([`SimEngine::begin_run`]), the same tokens at the same
+    /// times.
+    pub keep_steps: bool,
 }
 
 struct Replica {
@@ -53,7 +62,7 @@ struct Replica {
 
 impl Fleet {
     pub fn new(engines: Vec<SimEngine>, router: Router, scrape_interval: std::time::Duration) -> Self {
-        Self { engines, router, scrape_ns: (scrape_interval.as_nanos() as u64).max(1), scaler: None }
+        Self { engines, router, scrape_ns: (scrape_interval.as_nanos() as u64).max(1), scaler: None, keep_steps: true }
     }
 
     /// The same fleet under `scaler`: only its serving replicas take requests.
@@ -86,6 +95,10 @@ impl Fleet {
                     let pool = e.pool();
                     (pool.usable_blocks() - pool.num_free_blocks()) as f64 / pool.usable_blocks().max(1) as f64
                 }
+                Signal::QueueTime => {
+                    let queued = e.oldest_waiting().into_iter().chain(reps[*r].inbox.iter().map(|(_, at)| *at));
+                    queued.min().map_or(0.0, |t| now.secs_since(t))
+                }
             }
         };
         let mean = serving.iter().map(value).sum::<f64>() / serving.len().max(1) as f64;
@@ -107,6 +120,9 @@ impl Fleet {
             let (r, tree_hit) = self.router.route(&req.prompt);
             out.routed.push(Routed { id: req.id, replica: r, at: now, tree_hit });
             reps[r].inbox.push((req, now));
+            if let Some(p) = &mut reps[r].busy {
+                p.cut_before(now);
+            }
         }
     }
 
@@ -124,8 +140,25 @@ impl Fleet {
     }
 }
 
-/// Runs `source` through `fleet` until it has nothing more and every request ended.
+/// Runs `source` through `fleet` until it has nothing more and every request ended, keeping
+/// every request's record in its replica's output.
 pub fn drive_fleet(fleet: &mut Fleet, source: &mut dyn Source) -> FleetOutput {
+    let mut records: Vec<(usize, EngineRecord)> = Vec::new();
+    let mut out = drive_fleet_into(fleet, source, &mut |r, rec| records.push((r, rec)));
+    for (r, rec) in records {
+        out.replicas[r].records.push(rec);
+    }
+    out
+}
+
+/// [`drive_fleet`], handing each request's record to `sink` (with its replica) as it ends
+/// instead of keeping it: a day-long trace's records (every token's time) need not all be
+/// held at once.
+pub fn drive_fleet_into(
+    fleet: &mut Fleet,
+    source: &mut dyn Source,
+    sink: &mut dyn FnMut(usize, EngineRecord),
+) -> FleetOutput {
     let n = fleet.engines.len();
     let mut out = FleetOutput { replicas: (0..n).map(|_| SimOutput::default()).collect(), routed: Vec::new() };
     let mut reps: Vec<Replica> = (0..n).map(|_| Replica { busy: None, inbox: Vec::new(), ended: Vec::new() }).collect();
@@ -141,24 +174,35 @@ pub fn drive_fleet(fleet: &mut Fleet, source: &mut dyn Source) -> FleetOutput {
         // Steps ending now apply their tokens.
         for (r, rep) in reps.iter_mut().enumerate() {
             if let Some(p) = rep.busy.take_if(|p| p.next <= now) {
-                let (step, update) = fleet.engines[r].end(p);
-                out.replicas[r].steps.push(step);
+                let update = if fleet.keep_steps {
+                    let (step, update) = fleet.engines[r].end(p);
+                    out.replicas[r].steps.push(step);
+                    update
+                } else {
+                    fleet.engines[r].end_quiet(p)
+                };
                 rep.ended.extend(update.finished.into_iter().map(|(rec, _)| rec));
             }
         }
         fleet.route(source, now, &mut reps, &mut out);
+        // A run stops before the autoscaler reads KV usage (a run's blocks are taken at its
+        // end); the other signals and the router's scrapes see the same counts throughout.
+        let horizon = match &fleet.scaler {
+            Some(s) if s.rule.signal == Signal::KvUsage => s.next_event(),
+            _ => Stamp(u64::MAX),
+        };
         for (r, rep) in reps.iter_mut().enumerate() {
             if rep.busy.is_none() {
                 fleet.take(r, rep, source, now, &mut out);
                 let e = &mut fleet.engines[r];
                 if e.has_work() {
-                    rep.busy = e.begin(now);
+                    rep.busy = if fleet.keep_steps { e.begin(now) } else { e.begin_run(now, horizon, MAX_RUN) };
                 }
             }
             for rec in rep.ended.drain(..) {
                 fleet.router.finished(r);
                 source.finished(&rec, rec.finished);
-                out.replicas[r].records.push(rec);
+                sink(r, rec);
             }
         }
         let step_end = reps.iter().filter_map(|r| r.busy.as_ref().map(|p| p.next)).min();

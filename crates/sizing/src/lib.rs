@@ -12,6 +12,7 @@ pub mod layout;
 pub mod profile;
 pub mod roofline;
 pub mod routing;
+pub mod sampled;
 pub mod sim;
 pub mod work;
 

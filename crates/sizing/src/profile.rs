@@ -130,6 +130,9 @@ pub struct Profile {
     pub experts: Option<crate::cost::ExpertShape>,
 }
 
+/// The seed of the simulated steps' spread.
+pub const SPREAD_SEED: u64 = 0x5eed_0f_57e9;
+
 /// Why a profile cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
@@ -250,10 +253,17 @@ impl Profile {
         self.fit.cost(self.gap_s).with_experts(self.experts)
     }
 
-    /// What the simulator runs: the projection if there is one, else the fitted model.
+    /// What the simulator runs: the projection if there is one, else the fitted model with
+    /// each step's time drawn from the measured spread around it (seeded: the same run
+    /// simulated twice draws alike), or the fitted time alone for a profile that kept no
+    /// spread.
     pub fn step_cost(&self) -> std::sync::Arc<dyn StepCost> {
-        match &self.projection {
-            Some(p) => std::sync::Arc::new(p.clone()),
+        if let Some(p) = &self.projection {
+            return std::sync::Arc::new(p.clone());
+        }
+        let ratios = self.fit.residuals.ratios.clone();
+        match crate::sampled::Sampled::new(self.cost(), ratios, SPREAD_SEED) {
+            Some(sampled) => std::sync::Arc::new(sampled),
             None => std::sync::Arc::new(self.cost()),
         }
     }

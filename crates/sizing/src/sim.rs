@@ -15,14 +15,36 @@ use goodput_core::{EngineRecord, FinishReason, RequestId, Stamp, StepRecord, Tok
 use goodput_scheduler::{AdmissionError, NewRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepUpdate};
 use std::sync::Arc;
 
-/// A scheduled step, running until `end`.
+/// A scheduled step, running until `end`, or a decode run of several.
 #[derive(Debug)]
 pub struct Planned {
     out: SchedulerOutput,
+    /// A decode run's steps, (start, end) each; empty for a single step.
+    run: Vec<(Stamp, Stamp)>,
+    gap_ns: u64,
     pub start: Stamp,
     pub end: Stamp,
     /// When the next step may start (end + the gap between busy steps).
     pub next: Stamp,
+}
+
+impl Planned {
+    /// Steps planned (a decode run's count, else 1).
+    pub fn steps(&self) -> usize {
+        self.run.len().max(1)
+    }
+
+    /// Cuts a decode run to the steps begun before `now`: a request that reaches the
+    /// replica at `now` joins the step after the one running, as it would between single
+    /// steps. A single step is left whole.
+    pub fn cut_before(&mut self, now: Stamp) {
+        if self.run.len() > 1 {
+            let keep = self.run.partition_point(|(start, _)| *start < now).max(1);
+            self.run.truncate(keep);
+            self.end = self.run[keep - 1].1;
+            self.next = Stamp(self.end.0.saturating_add(self.gap_ns));
+        }
+    }
 }
 
 /// The scheduler and a step-cost model, stepped in virtual time by the caller.
@@ -67,6 +89,12 @@ impl SimEngine {
         self.sched.add(req, now)
     }
 
+    /// Queues a request prefilled on another engine, whose first token it arrives with
+    /// (`Scheduler::add_prefilled`; the token is this engine's, as it would have sampled it).
+    pub fn add_prefilled(&mut self, req: NewRequest, now: Stamp) -> Result<(), AdmissionError> {
+        self.sched.add_prefilled(req, self.token, now)
+    }
+
     pub fn abort(&mut self, id: RequestId, now: Stamp) -> Option<(EngineRecord, Vec<TokenId>)> {
         self.sched.abort(id, now)
     }
@@ -83,15 +111,77 @@ impl SimEngine {
         }
         let busy = nanos(self.cost.step_seconds(&StepWork::of_output(&out))).max(1);
         let end = Stamp(now.0.saturating_add(busy));
-        let next = Stamp(end.0.saturating_add(nanos(self.cost.gap_seconds())));
-        Some(Planned { out, start: now, end, next })
+        let gap_ns = nanos(self.cost.gap_seconds());
+        let next = Stamp(end.0.saturating_add(gap_ns));
+        Some(Planned { out, run: Vec::new(), gap_ns, start: now, end, next })
+    }
+
+    /// [`SimEngine::begin`], or, when the next steps are pure decodes that would go alike
+    /// one by one (`Scheduler::decode_run_len`), a run of up to `max` of them, none starting
+    /// at or after `horizon`. Each step of a run costs what the same step alone would.
+    pub fn begin_run(&mut self, now: Stamp, horizon: Stamp, max: usize) -> Option<Planned> {
+        let k = self.sched.decode_run_len(self.token, max);
+        if k < 2 {
+            return self.begin(now);
+        }
+        let n = self.sched.num_running() as f64;
+        let c0 = self.sched.decode_context_next() as f64;
+        let gap_ns = nanos(self.cost.gap_seconds());
+        let mut run = Vec::with_capacity(k);
+        let mut start = now;
+        for j in 0..k {
+            let work = StepWork {
+                prefill_tokens: 0.0,
+                prefill_attention: 0.0,
+                decode_seqs: n,
+                decode_context: c0 + j as f64 * n,
+                sampled: n,
+                experts_touched: None,
+            };
+            let end = Stamp(start.0.saturating_add(nanos(self.cost.step_seconds(&work)).max(1)));
+            run.push((start, end));
+            start = Stamp(end.0.saturating_add(gap_ns));
+            if start >= horizon {
+                break;
+            }
+        }
+        let (first, end) = (run[0].0, run[run.len() - 1].1);
+        let out = SchedulerOutput::default();
+        Some(Planned { out, run, gap_ns, start: first, end, next: Stamp(end.0.saturating_add(gap_ns)) })
     }
 
     /// Ends a planned step at its `end`: applies its tokens and returns the step's record
-    /// (as the engine writes it; the whole step counts as forward time) and the update.
+    /// (as the engine writes it; the whole step counts as forward time) and the update. A
+    /// decode run has no record of its own (this one spans it and counts no work): drive
+    /// runs with [`SimEngine::end_quiet`].
     pub fn end(&mut self, p: Planned) -> (StepRecord, StepUpdate) {
-        let sampled: Vec<Option<TokenId>> = p.out.seqs.iter().map(|s| s.samples.then_some(self.token)).collect();
-        let update = self.sched.update(&p.out, &sampled, p.end);
+        let update = self.apply(&p);
+        (self.record(&p), update)
+    }
+
+    /// Ends a planned step without its record: a day-long fleet keeps no steps, and the
+    /// record's counts (tokens held, KV by kind) walk every sequence.
+    pub fn end_quiet(&mut self, p: Planned) -> StepUpdate {
+        let update = self.apply(&p);
+        self.steps += 1;
+        update
+    }
+
+    fn apply(&mut self, p: &Planned) -> StepUpdate {
+        let token = self.token;
+        if !p.run.is_empty() {
+            let ends: Vec<Stamp> = p.run.iter().map(|(_, end)| *end).collect();
+            let ran = self.sched.decode_run(token, &ends);
+            debug_assert!(ran, "a decode run planned on this scheduler applies");
+            self.steps += p.run.len() as u64 - 1;
+            return StepUpdate { time: p.end, ..StepUpdate::default() };
+        }
+        let sampled: Vec<Option<TokenId>> = p.out.seqs.iter().map(|s| s.samples.then_some(token)).collect();
+        self.sched.update(&p.out, &sampled, p.end)
+    }
+
+    /// The record of step `p`, just applied.
+    fn record(&mut self, p: &Planned) -> StepRecord {
         let pool = self.sched.pool();
         let record = StepRecord {
             step: self.steps,
@@ -121,7 +211,7 @@ impl SimEngine {
         };
         drop(pool);
         self.steps += 1;
-        (StepRecord { tokens_held: self.sched.tokens_held(), ..record }, update)
+        StepRecord { tokens_held: self.sched.tokens_held(), ..record }
     }
 }
 

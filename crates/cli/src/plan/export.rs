@@ -32,7 +32,7 @@ pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
     let empty = Fit {
         terms: Vec::new(),
         r2: 0.0,
-        residuals: Residuals { p50: 0.0, p90: 0.0, p99: 0.0, bias: 0.0 },
+        residuals: Residuals { p50: 0.0, p90: 0.0, p99: 0.0, bias: 0.0, ratios: Vec::new() },
         samples: 0,
     };
     let profile = Profile {

@@ -4,20 +4,17 @@
 //! answer, per router, is the requests, how many met the SLOs (per hour and in all), GPU-hours,
 //! peak GPUs, prefix hits and how evenly the replicas were loaded.
 
-use super::search::client_record;
-use super::{config, PlanArgs, Setting};
+use super::replay::{measured, projected, PolicyRun, ReplicaSpec, Tally, TraceSource};
+use super::{PlanArgs, Setting};
 use anyhow::{bail, Context, Result};
-use goodput_core::{ClientRecord, Stamp};
-use goodput_metrics::cache::PrefixHits;
-use goodput_metrics::level::request_is_good;
+use goodput_core::Stamp;
 use goodput_report::console as table;
 use goodput_report::html::svg::{self, Chart, Kind, Series};
-use goodput_scheduler::NewRequest;
 use goodput_sizing::fleet::autoscale::{Rule, Scaler, Signal};
 use goodput_sizing::fleet::router::{Policy, Router};
-use goodput_sizing::fleet::{drive_fleet, Fleet};
+use goodput_sizing::fleet::{drive_fleet_into, Fleet};
 use goodput_sizing::hardware::Gpu;
-use goodput_sizing::sim::{SimEngine, Timed};
+use goodput_sizing::sim::SimEngine;
 use goodput_workload::trace::{Trace, TraceFormat, TraceOptions};
 use serde::Serialize;
 use std::time::Duration;
@@ -34,7 +31,7 @@ pub fn parse_policy(s: &str) -> Result<Policy, String> {
     }
 }
 
-/// `requests=6,min=1,max=8,interval=15s,cooldown=60s,startup=120s` (or `kv=0.7,…`).
+/// `requests=6,min=1,max=8,interval=15s,cooldown=60s,startup=120s` (or `kv=0.7,…`, `queue=500ms,…`).
 pub fn parse_rule(s: &str) -> Result<Rule, String> {
     let mut rule = Rule {
         signal: Signal::Requests,
@@ -59,6 +56,13 @@ pub fn parse_rule(s: &str) -> Result<Rule, String> {
                 (rule.signal, rule.target) =
                     (Signal::KvUsage, num().filter(|x| *x <= 1.0).ok_or_else(|| bad("a share in (0, 1]"))?)
             }
+            "queue" => {
+                let target = dur()?.as_secs_f64();
+                if target <= 0.0 {
+                    return Err(bad("a positive duration"));
+                }
+                (rule.signal, rule.target) = (Signal::QueueTime, target)
+            }
             "min" => rule.min = count().ok_or_else(|| bad("at least 1"))?,
             "max" => rule.max = count().ok_or_else(|| bad("at least 1"))?,
             "interval" => rule.interval = dur()?,
@@ -66,33 +70,18 @@ pub fn parse_rule(s: &str) -> Result<Rule, String> {
             "startup" => rule.startup = dur()?,
             other => {
                 return Err(format!(
-                    "--autoscale: unknown key `{other}` (requests, kv, min, max, interval, cooldown, startup)"
+                    "--autoscale: unknown key `{other}` (requests, kv, queue, min, max, interval, cooldown, startup)"
                 ))
             }
         }
     }
     if rule.target <= 0.0 || rule.max == 0 || rule.min > rule.max || rule.interval.is_zero() {
-        return Err("--autoscale needs a target (requests=N or kv=F), max ≥ min ≥ 1 and a non-zero interval".into());
+        return Err(
+            "--autoscale needs a target (requests=N, kv=F or queue=DURATION), max ≥ min ≥ 1 and a non-zero interval"
+                .into(),
+        );
     }
     Ok(rule)
-}
-
-/// One router's run over the trace.
-#[derive(Debug, Serialize)]
-pub struct PolicyRun {
-    pub router: String,
-    pub requests: usize,
-    /// Requests that met every SLO.
-    pub good: usize,
-    pub gpu_hours: f64,
-    pub peak_gpus: usize,
-    pub prefix_hit_rate: Option<f64>,
-    /// Requests each replica took, as shares of all.
-    pub replica_shares: Vec<f64>,
-    /// Per hour of the trace: requests that arrived, and those of them that met the SLOs.
-    pub hours: Vec<(usize, usize)>,
-    pub ttft_p95_s: Option<f64>,
-    pub e2e_p95_s: Option<f64>,
 }
 
 /// The fleet plan, as written to JSON.
@@ -109,81 +98,57 @@ pub struct FleetPlan {
     pub answer: String,
 }
 
-fn arrivals(trace: &Trace, speedup: f64, vocab: usize) -> Vec<(Stamp, NewRequest)> {
-    (0..trace.entries.len())
-        .map(|i| {
-            let at = Stamp((trace.due(i, speedup) * 1e9) as u64);
-            let w = trace.request(i as u64, i, vocab);
-            (at, NewRequest { id: w.id, prompt: w.prompt, params: w.params, arrival: at })
-        })
-        .collect()
-}
-
-fn simulate(a: &PlanArgs, set: &Setting, p: &config::Prepared, policy: Policy, trace: &Trace) -> Result<PolicyRun> {
+/// `policy`'s run of `trace` over `--replicas` (or the autoscaler's) aggregated replicas.
+pub(super) fn simulate(
+    a: &PlanArgs,
+    set: &Setting,
+    p: &ReplicaSpec,
+    policy: Policy,
+    trace: &Trace,
+) -> Result<PolicyRun> {
     let n = a.autoscale.as_ref().map_or(a.replicas, |r| r.max);
+    // No prompt can hit another's blocks: a cache that only ever misses changes no step, and
+    // costs a day-long fleet half its time.
+    let sched = goodput_scheduler::SchedulerConfig {
+        enable_prefix_caching: p.sched.enable_prefix_caching && trace.shares_prefixes(),
+        ..p.sched.clone()
+    };
     let engines = (0..n)
-        .map(|_| SimEngine::new(p.sched.clone(), std::sync::Arc::new(p.cost.clone())))
+        .map(|_| SimEngine::new(sched.clone(), p.cost.clone()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
     let scrape = a.scrape_interval;
     let mut fleet = Fleet::new(engines, Router::new(policy.clone(), n, a.seed), scrape);
+    fleet.keep_steps = false;
     if let Some(rule) = &a.autoscale {
         fleet = fleet.with_scaler(Scaler::new(rule.clone(), n, a.replicas.min(n)));
     }
-    let out = drive_fleet(&mut fleet, &mut Timed::new(arrivals(trace, a.speedup, set.spec.vocab_size)));
-    let records: Vec<ClientRecord> = out.replicas.iter().flat_map(|r| r.records.iter().map(client_record)).collect();
-    let refs: Vec<&ClientRecord> = records.iter().collect();
-    let good = |r: &ClientRecord| request_is_good(r, &set.slos);
-    let hours_n = (trace.span_s / a.speedup / 3600.0).floor() as usize + 1;
-    let mut hours = vec![(0usize, 0usize); hours_n];
-    for r in &records {
-        let h = ((r.intended.0 as f64 / 1e9 / 3600.0) as usize).min(hours_n - 1);
-        hours[h].0 += 1;
-        hours[h].1 += usize::from(good(r));
+    let mut tally = Tally::for_trace(trace, a.speedup);
+    let mut source = TraceSource { trace, next: 0, speedup: a.speedup, vocab: set.spec.vocab_size };
+    let out = drive_fleet_into(&mut fleet, &mut source, &mut |_, r| tally.add(&r, &set.slos));
+    for (id, _) in out.replicas.iter().flat_map(|r| &r.refused) {
+        tally.refused(out.routed.iter().find(|x| x.id == *id).map_or(Stamp(0), |x| x.at));
     }
-    let end = records.iter().map(|r| r.end.0).max().unwrap_or(0) as f64 / 1e9;
-    let gpus = p.cost.layout.gpus();
     let (replica_s, peak) = match &fleet.scaler {
         Some(s) => (s.billed_s, s.events.iter().map(|e| e.replicas).max().unwrap_or(0).max(a.replicas.min(n))),
-        None => (n as f64 * end, n),
+        None => (n as f64 * tally.end_s(), n),
     };
-    let summary = goodput_metrics::level::summarize(0.0, &refs, &set.slos);
-    let total = out.routed.len().max(1) as f64;
-    Ok(PolicyRun {
-        router: policy.name().into(),
-        requests: records.len(),
-        good: records.iter().filter(|r| good(r)).count(),
-        gpu_hours: replica_s * gpus as f64 / 3600.0,
-        peak_gpus: peak * gpus,
-        prefix_hit_rate: PrefixHits::of_records(&refs).and_then(|h| h.hit_rate()),
-        replica_shares: (0..n).map(|r| out.routed.iter().filter(|x| x.replica == r).count() as f64 / total).collect(),
-        hours,
-        ttft_p95_s: summary.ttft.as_ref().map(|s| s.p95),
-        e2e_p95_s: summary.e2e.as_ref().map(|s| s.p95),
-    })
+    let mut counts = vec![0usize; n];
+    for x in &out.routed {
+        counts[x.replica] += 1;
+    }
+    Ok(tally.into_run(policy.name().into(), replica_s * p.gpus as f64 / 3600.0, peak * p.gpus, &counts))
 }
 
 pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path) -> Result<()> {
-    let [g] = gpus else { bail!("--trace plans one GPU: give one --gpus") };
-    let layout = match config::layouts(a, &set.spec).as_slice() {
-        [l] => *l,
-        many => bail!(
-            "--trace plans one layout; these flags give {}: give one --tp, --ep, --dp-attention, --pp",
-            many.len()
-        ),
-    };
-    if layout.dp * layout.pp != 1 {
-        bail!("--trace: a fleet of {layout} replicas (several engines each) is not simulated yet; use DP 1 and PP 1");
-    }
     if !((1..=4096).contains(&a.replicas) && a.speedup.is_finite() && a.speedup > 0.0) {
         bail!("--replicas: 1 to 4096; --speedup: a positive factor");
     }
-    let p = config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out)
-        .map_err(|why| anyhow::anyhow!("{} on {} {layout}: {why}", set.spec.name, g.name))?;
-    let entries = goodput_workload::trace::read(path, TraceFormat::Auto)?;
-    let options = TraceOptions { window: (0.0, None), block_size: a.block_size };
-    let trace = Trace::new(path.display().to_string(), entries, options, set.spec.max_position_embeddings, a.seed)?;
-    eprintln!("plan --trace: {}", trace.describe());
+    let p = match &a.profile {
+        Some(profile) => measured(set, profile)?,
+        None => projected(a, set, gpus)?,
+    };
+    let trace = load(a, set, &p, path)?;
     let mut runs = Vec::new();
     for policy in &a.router {
         eprint!("\rplan --trace: {} …        ", policy.name());
@@ -192,28 +157,43 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path) ->
     eprintln!();
     let plan = FleetPlan {
         model: set.spec.name.clone(),
-        gpu: g.name.clone(),
-        layout: layout.label(),
+        gpu: p.gpu.clone(),
+        layout: p.layout.clone(),
         trace: trace.name.clone(),
         replicas: a.replicas,
         autoscale: a.autoscale.clone(),
         slos: set.slos.iter().map(|s| s.to_string()).collect(),
-        answer: answer(&runs, g, layout.label(), &set.error_bar),
+        answer: answer(&runs, &p),
         runs,
     };
-    print(&plan);
+    write(a, &plan)
+}
+
+/// The trace at `path`, within the replicas' context.
+pub(super) fn load(a: &PlanArgs, set: &Setting, p: &ReplicaSpec, path: &std::path::Path) -> Result<Trace> {
+    let entries = goodput_workload::trace::read(path, TraceFormat::Auto)?;
+    let options = TraceOptions { window: (0.0, None), block_size: a.trace_block_size };
+    let max_len = p.sched.max_model_len.min(set.spec.max_position_embeddings);
+    let trace = Trace::new(path.display().to_string(), entries, options, max_len, a.seed)?;
+    eprintln!("plan --trace: {}", trace.describe());
+    Ok(trace)
+}
+
+/// Prints the plan, and writes its page and JSON where asked.
+pub(super) fn write(a: &PlanArgs, plan: &FleetPlan) -> Result<()> {
+    print(plan);
     if let Some(path) = &a.html {
-        std::fs::write(path, html(&plan)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, html(plan)?).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("fleet page in {}", path.display());
     }
     if let Some(path) = &a.json {
-        std::fs::write(path, serde_json::to_string_pretty(&plan)? + "\n")
+        std::fs::write(path, serde_json::to_string_pretty(plan)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
 
-fn answer(runs: &[PolicyRun], g: &Gpu, layout: String, error_bar: &str) -> String {
+pub(super) fn answer(runs: &[PolicyRun], p: &ReplicaSpec) -> String {
     let share = |r: &PolicyRun| r.good as f64 / r.requests.max(1) as f64;
     // The most requests within the SLOs, then the fewest GPU-hours, then the lowest TTFT P95;
     // on a tie the router listed first.
@@ -226,16 +206,17 @@ fn answer(runs: &[PolicyRun], g: &Gpu, layout: String, error_bar: &str) -> Strin
         return "No router was simulated.".into();
     };
     format!(
-        "Behind {} the fleet of {} {layout} meets the SLOs for {:.1} % of {} requests ({} missed) on {:.2} GPU-hours, {} GPUs at the peak{}. Error bar: {}.",
+        "Behind {} the fleet of {} {} meets the SLOs for {:.1} % of {} requests ({} missed) on {:.2} GPU-hours, {} GPUs at the peak{}. Error bar: {}.",
         best.router,
-        g.name,
+        p.gpu,
+        p.layout,
         share(best) * 100.0,
         best.requests,
         best.requests - best.good,
         best.gpu_hours,
         best.peak_gpus,
         best.prefix_hit_rate.map_or(String::new(), |h| format!(", {:.0} % of prompt tokens from the prefix cache", h * 100.0)),
-        error_bar
+        p.error_bar
     )
 }
 

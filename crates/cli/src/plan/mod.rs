@@ -9,8 +9,10 @@ mod answer;
 mod check;
 mod config;
 mod curve;
+mod disagg;
 mod export;
 mod fleet;
+mod replay;
 mod search;
 
 use crate::args::parse_bytes;
@@ -99,6 +101,9 @@ pub struct PlanArgs {
     /// requests met the SLOs, on how many GPU-hours.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// `--trace`: prompt tokens per hash id of a Mooncake trace (as `run --trace-block-size`).
+    #[arg(long, default_value_t = 512, requires = "trace")]
+    pub trace_block_size: usize,
     /// `--trace`: the routers to compare.
     #[arg(long, value_delimiter = ',', default_value = "round-robin,least-loaded,cache-aware", value_parser = fleet::parse_policy)]
     pub router: Vec<goodput_sizing::fleet::router::Policy>,
@@ -112,6 +117,15 @@ pub struct PlanArgs {
     /// `--trace`: how often routers read the replicas' load.
     #[arg(long, value_parser = crate::args::parse_duration, default_value = "5s")]
     pub scrape_interval: std::time::Duration,
+    /// `--trace`: serve the trace also with prefill and decode on separate replicas, as
+    /// `xPyD` splits (`2P6D,3P5D`), or every split of `--replicas` when no split is given;
+    /// the aggregated fleet of `--replicas` is beside them.
+    #[arg(long, value_name = "SPLITS", num_args = 0..=1, default_missing_value = "all", requires = "trace")]
+    pub disaggregate: Option<String>,
+    /// `--disaggregate`: the fixed time of one K/V hand-over (connection, descriptors, the
+    /// decode side's acknowledgement), beyond its bytes over the link.
+    #[arg(long, value_parser = crate::args::parse_duration_or_zero, default_value = "500us")]
+    pub transfer_latency: std::time::Duration,
     /// `--trace`: replay the trace this many times faster.
     #[arg(long, default_value_t = 1.0)]
     pub speedup: f64,
@@ -342,6 +356,9 @@ pub fn run(a: PlanArgs) -> Result<()> {
     }
     let gpus: Vec<Gpu> = a.gpus.iter().map(|g| set.hw.get(g).cloned()).collect::<Result<_, _>>()?;
     if let Some(trace) = &a.trace {
+        if let Some(splits) = &a.disaggregate {
+            return disagg::run(&a, &set, &gpus, trace, splits);
+        }
         return fleet::run(&a, &set, &gpus, trace);
     }
     if a.curve {

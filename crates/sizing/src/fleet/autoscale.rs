@@ -17,6 +17,9 @@ pub enum Signal {
     Requests,
     /// KV blocks in use over the usable ones.
     KvUsage,
+    /// Seconds the longest-waiting queued request of a replica has waited (0 when none
+    /// waits): the queue time a request admitted now would report.
+    QueueTime,
 }
 
 /// A scaling rule.

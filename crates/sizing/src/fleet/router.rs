@@ -11,9 +11,12 @@
 //! - **cache-aware** (`sglang-router`'s and `vllm-router`'s `cache_aware`): the router keeps
 //!   an approximate tree of what it sent where. A prompt goes to the replica holding the
 //!   longest prefix of it when the match is above `threshold` of the prompt; else to the
-//!   replica whose tree is smallest. When the replicas' in-flight counts (the router's own,
-//!   always current) are imbalanced — `max − min > balance_abs` and `max > balance_rel ×
-//!   min` — it goes to the one with the fewest in flight.
+//!   replica with the fewest requests in flight (the router's own count, always current;
+//!   the first on a tie). When those counts are imbalanced — `max − min > balance_abs` and
+//!   `max > balance_rel × min` — it goes to the one with the fewest in flight whatever the
+//!   match. (sglang-router's documentation says "smallest tree" for the fallback; 0.3.2
+//!   takes the shortest queue, as a probe of it in front of goodput serve showed: distinct
+//!   prompts sent one at a time all went to the first worker.)
 //!
 //!   The tree here is of block hashes (16 tokens, chained like the engines' prefix cache)
 //!   rather than characters. It is bounded by `max_blocks` per replica, least recently used
@@ -36,11 +39,11 @@ pub enum Policy {
     PowerOfTwo,
     LeastLoaded,
     CacheAware {
-        /// Prefix match share of the prompt above which the best match wins (0.5).
+        /// Prefix match share of the prompt above which the best match wins (0.3).
         threshold: f64,
-        /// Imbalance: in-flight max − min above this (32) …
+        /// Imbalance: in-flight max − min above this (64) …
         balance_abs: usize,
-        /// … and max above this × min (1.0001).
+        /// … and max above this × min (1.5).
         balance_rel: f64,
         /// Blocks each replica's tree keeps.
         max_blocks: usize,
@@ -48,9 +51,10 @@ pub enum Policy {
 }
 
 impl Policy {
-    /// sglang-router's defaults for `cache_aware`.
+    /// The defaults of `cache_aware` in sglang-router 0.3.2 and vllm-router 0.1.17
+    /// (`--cache-threshold 0.3 --balance-abs-threshold 64 --balance-rel-threshold 1.5`).
     pub fn cache_aware() -> Self {
-        Policy::CacheAware { threshold: 0.5, balance_abs: 32, balance_rel: 1.0001, max_blocks: 1 << 20 }
+        Policy::CacheAware { threshold: 0.3, balance_abs: 64, balance_rel: 1.5, max_blocks: 1 << 20 }
     }
 
     /// The policy's name as the routers spell it.
@@ -224,7 +228,7 @@ impl Router {
     }
 
     /// sglang-router's choice among `ids`: shortest queue when imbalanced, else the best
-    /// match above the threshold, else the smallest tree.
+    /// match above the threshold, else the shortest queue (the first on a tie).
     fn cache_aware(
         &self,
         ids: &[usize],
@@ -243,7 +247,7 @@ impl Router {
         if rate > threshold {
             best
         } else {
-            ids.iter().copied().min_by_key(|&i| (self.trees[i].used.len(), i)).unwrap_or(0)
+            ids.iter().copied().min_by_key(|&i| (self.in_flight[i], i)).unwrap_or(0)
         }
     }
 }

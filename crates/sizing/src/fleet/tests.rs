@@ -158,3 +158,44 @@ fn an_autoscaled_fleet_follows_the_load_after_its_start_up() {
     let end = out.replicas.iter().flat_map(|r| r.records.iter().map(|x| x.finished.0)).max().unwrap() as f64 / 1e9;
     assert!(s.billed_s > end && s.billed_s < 4.0 * end, "{} of {end}", s.billed_s);
 }
+
+#[test]
+fn decode_runs_change_no_record() {
+    // Every term priced, the context too, so each step of a run costs its own.
+    let cost: Arc<dyn StepCost> = Arc::new(LinearCost::classic([2e-3, 2e-5, 1e-9, 5e-5, 1e-7, 1e-6], 3e-5));
+    let engines = |n: usize| {
+        let cfg = SchedulerConfig { max_num_seqs: 16, num_blocks: 300, max_model_len: 4096, ..Default::default() };
+        (0..n).map(|_| SimEngine::new(cfg.clone(), cost.clone()).unwrap()).collect::<Vec<_>>()
+    };
+    let rule = autoscale::Rule {
+        signal: Signal::Requests,
+        target: 4.0,
+        min: 1,
+        max: 4,
+        interval: Duration::from_millis(200),
+        cooldown: Duration::from_millis(400),
+        startup: Duration::from_millis(300),
+    };
+    for policy in [Policy::RoundRobin, Policy::PowerOfTwo, Policy::LeastLoaded, Policy::cache_aware()] {
+        for scaled in [false, true] {
+            let run = |keep_steps: bool| {
+                let mut f = Fleet::new(engines(4), Router::new(policy.clone(), 4, 1), Duration::from_millis(40));
+                if scaled {
+                    f = f.with_scaler(Scaler::new(rule.clone(), 4, 1));
+                }
+                f.keep_steps = keep_steps;
+                let out = drive_fleet(&mut f, &mut Timed::new(arrivals(300, 4, 8)));
+                let billed = f.scaler.as_ref().map(|s| s.billed_s);
+                (out, billed, f.engines.iter().map(|e| e.scheduler().pool().num_free_blocks()).collect::<Vec<_>>())
+            };
+            let ((steps, billed, free), (runs, billed_runs, free_runs)) = (run(true), run(false));
+            let name = format!("{} scaled {scaled}", policy.name());
+            assert_eq!(runs.routed, steps.routed, "{name}");
+            for (a, b) in steps.replicas.iter().zip(&runs.replicas) {
+                assert_eq!(a.records, b.records, "{name}");
+            }
+            assert_eq!((billed, free), (billed_runs, free_runs), "{name}");
+            assert!(runs.replicas.iter().all(|r| r.steps.is_empty()));
+        }
+    }
+}

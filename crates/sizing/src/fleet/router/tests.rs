@@ -41,8 +41,8 @@ fn power_of_two_takes_the_less_loaded_of_its_pair() {
 #[test]
 fn cache_aware_keeps_a_prefix_on_its_replica_until_the_queues_tip() {
     let mut r = Router::new(Policy::cache_aware(), 2, 0);
-    // Two system prompts of 64 tokens, answers of 16 more: the first of each goes where the
-    // tree is smallest, every later one follows its prefix (64 of 80 tokens = 0.8 > 0.5).
+    // Two system prompts of 64 tokens, answers of 16 more: the first of each goes to the
+    // shortest queue, every later one follows its prefix (64 of 80 tokens = 0.8 > 0.3).
     let (a, _) = r.route(&prompt(1, 80, 0));
     let (b, _) = r.route(&prompt(2, 80, 0));
     assert_ne!(a, b);
@@ -53,16 +53,16 @@ fn cache_aware_keeps_a_prefix_on_its_replica_until_the_queues_tip() {
         assert_eq!(r.route(&prompt(2, 80, i)).0, b);
     }
     // b's ten requests end; a keeps its ten. Prompts of a's prefix go on to a until it has
-    // 33 in flight to b's 0 (33 − 0 > 32 and 33 > 1.0001 × 0: imbalanced), and the next goes
+    // 65 in flight to b's 0 (65 − 0 > 64 and 65 > 1.5 × 0: imbalanced), and the next goes
     // to the shortest queue, b, whatever its prefix.
     for _ in 0..10 {
         r.finished(b);
     }
     let followed = (0..100).take_while(|&i| r.route(&prompt(1, 80, 100 + i)).0 == a).count();
-    assert_eq!(followed, 23);
+    assert_eq!(followed, 55);
     // Requests ending bring the prefix rule back: both replicas now hold a's prefix (b took
     // one of its prompts), so the next one matches 0.8 wherever it goes, not by the queues.
-    for _ in 0..30 {
+    for _ in 0..60 {
         r.finished(a);
     }
     let (_, hit) = r.route(&prompt(1, 80, 1000));

@@ -1,0 +1,179 @@
+//! `goodput plan --trace FILE --disaggregate [xPyD,…]`: the trace served by `x` prefill and
+//! `y` decode replicas of one configuration (`goodput_sizing::fleet::disagg`), beside the
+//! aggregated fleet of `--replicas`, behind each router; the answer says which wins under
+//! the SLOs and by how much.
+//!
+//! The K/V of a request's prompt crosses from its prefill to its decode replica at the
+//! GPUs' link: NVLink when every replica of the split fits on one node, the network (RDMA)
+//! otherwise, each GPU sending its shard in parallel, plus `--transfer-latency` a hand-over.
+//! The prefill pool is behind the row's router; the decode pool is least-loaded (a decode
+//! replica is limited by the requests it holds, and the K/V arrives with the request, so a
+//! prefix tree buys it nothing).
+
+use super::fleet::{answer, load, simulate, write, FleetPlan};
+use super::replay::{projected, PolicyRun, ReplicaSpec, Tally, TraceSource};
+use super::{PlanArgs, Setting};
+use anyhow::{bail, Context, Result};
+use goodput_sizing::fleet::disagg::{drive_disaggregated, Disaggregated, Transfer};
+use goodput_sizing::fleet::router::{Policy, Router};
+use goodput_sizing::hardware::Gpu;
+use goodput_sizing::sim::SimEngine;
+use goodput_workload::trace::Trace;
+
+/// `2P6D,3P5D` (or `all`: every split of `replicas`).
+fn splits(s: &str, replicas: usize) -> Result<Vec<(usize, usize)>> {
+    if s.trim() == "all" {
+        if replicas < 2 {
+            bail!("--disaggregate: a split needs at least 2 replicas (--replicas {replicas})");
+        }
+        return Ok((1..replicas).map(|x| (x, replicas - x)).collect());
+    }
+    s.split(',')
+        .map(|part| {
+            let p = part.trim().to_ascii_uppercase();
+            let parsed = p.strip_suffix('D').and_then(|r| r.split_once('P')).and_then(|(x, y)| {
+                let (x, y) = (x.parse::<usize>().ok()?, y.parse::<usize>().ok()?);
+                (x >= 1 && y >= 1 && x + y <= 4096).then_some((x, y))
+            });
+            parsed.with_context(|| format!("--disaggregate `{part}`: a split is xPyD, e.g. 2P6D (x, y ≥ 1)"))
+        })
+        .collect()
+}
+
+/// The hand-over of a split of `replicas` replicas like `p`'s.
+fn transfer(p: &ReplicaSpec, replicas: usize, latency_s: f64) -> Result<Transfer> {
+    let Some((cost, g)) = &p.projection else {
+        bail!("--disaggregate prices the K/V hand-over over a GPU's links: plan it on --gpus, not on a --profile");
+    };
+    let (w, d, e) = (&cost.roofline.work, &cost.roofline.device, &cost.roofline.eff);
+    let on_node = replicas * p.gpus <= g.gpus_per_node;
+    let bytes_per_second = if on_node { d.link * e.link } else { d.internode * e.internode };
+    if bytes_per_second <= 0.0 {
+        bail!(
+            "{} has no network between its nodes in the hardware catalog: {replicas} replicas of {} GPUs span nodes",
+            g.name,
+            p.gpus
+        );
+    }
+    // Every layer's K/V of a prompt token (sliding layers' too: a window's worth is most of a
+    // short prompt, and the hand-over sends what the prefill wrote).
+    Ok(Transfer { bytes_per_token: w.kv_bytes_per_token + w.sliding_kv_bytes_per_token, bytes_per_second, latency_s })
+}
+
+fn simulate_split(
+    a: &PlanArgs,
+    set: &Setting,
+    p: &ReplicaSpec,
+    policy: &Policy,
+    trace: &Trace,
+    (x, y): (usize, usize),
+) -> Result<PolicyRun> {
+    let sched = goodput_scheduler::SchedulerConfig {
+        enable_prefix_caching: p.sched.enable_prefix_caching && trace.shares_prefixes(),
+        ..p.sched.clone()
+    };
+    let engines = |n: usize| {
+        (0..n)
+            .map(|_| SimEngine::new(sched.clone(), p.cost.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))
+    };
+    let mut fleet = Disaggregated {
+        prefill: engines(x)?,
+        decode: engines(y)?,
+        prefill_router: Router::new(policy.clone(), x, a.seed),
+        decode_router: Router::new(Policy::LeastLoaded, y, a.seed),
+        transfer: transfer(p, x + y, a.transfer_latency.as_secs_f64())?,
+        scrape_ns: (a.scrape_interval.as_nanos() as u64).max(1),
+    };
+    let mut tally = Tally::for_trace(trace, a.speedup);
+    let mut source = TraceSource { trace, next: 0, speedup: a.speedup, vocab: set.spec.vocab_size };
+    let out = drive_disaggregated(&mut fleet, &mut source, &mut |r| tally.add(&r, &set.slos));
+    let mut counts = vec![0usize; x];
+    for r in &out.prefill_routed {
+        counts[r.replica] += 1;
+    }
+    let gpus = (x + y) * p.gpus;
+    let gpu_hours = gpus as f64 * tally.end_s() / 3600.0;
+    Ok(tally.into_run(format!("{}, {x}P{y}D", policy.name()), gpu_hours, gpus, &counts))
+}
+
+/// The sentence comparing the best split with the aggregated fleet behind the same router.
+fn verdict(runs: &[PolicyRun], aggregated: usize) -> String {
+    let share = |r: &PolicyRun| r.good as f64 / r.requests.max(1) as f64;
+    let mut out = Vec::new();
+    for agg in runs.iter().filter(|r| r.router.ends_with(&format!("aggregated {aggregated}"))) {
+        let policy = agg.router.split(',').next().unwrap_or_default();
+        let splits = runs.iter().filter(|r| r.router.starts_with(&format!("{policy},")) && r.router.ends_with('D'));
+        let Some(best) = splits.max_by(|a, b| share(a).total_cmp(&share(b)).then(b.gpu_hours.total_cmp(&a.gpu_hours)))
+        else {
+            continue;
+        };
+        let d = (share(best) - share(agg)) * 100.0;
+        let split = best.router.rsplit(", ").next().unwrap_or_default();
+        out.push(if d > 0.05 {
+            format!("Behind {policy}, {split} wins: {:.1} % of requests within the SLOs against {:.1} % aggregated (+{d:.1} points) on {:.2} against {:.2} GPU-hours.", share(best) * 100.0, share(agg) * 100.0, best.gpu_hours, agg.gpu_hours)
+        } else if d < -0.05 {
+            format!("Behind {policy}, aggregation wins: {:.1} % within the SLOs against {:.1} % for the best split, {split} ({d:.1} points).", share(agg) * 100.0, share(best) * 100.0)
+        } else {
+            format!("Behind {policy}, disaggregation does not pay: {split} meets the SLOs for {:.1} % of requests, as the aggregated fleet does ({:.1} %).", share(best) * 100.0, share(agg) * 100.0)
+        });
+    }
+    out.join(" ")
+}
+
+pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path, which: &str) -> Result<()> {
+    if a.autoscale.is_some() {
+        bail!("--disaggregate with --autoscale: scaling two pools is not simulated yet; give fixed --replicas");
+    }
+    if a.profile.is_some() {
+        bail!("--disaggregate prices the K/V hand-over over a GPU's links: plan it on --gpus, not on a --profile");
+    }
+    if !((1..=4096).contains(&a.replicas) && a.speedup.is_finite() && a.speedup > 0.0) {
+        bail!("--replicas: 1 to 4096; --speedup: a positive factor");
+    }
+    let p = projected(a, set, gpus)?;
+    let splits = splits(which, a.replicas)?;
+    let trace = load(a, set, &p, path)?;
+    let mut runs = Vec::new();
+    for policy in &a.router {
+        eprint!("\rplan --trace: {} aggregated …        ", policy.name());
+        let mut agg = simulate(a, set, &p, policy.clone(), &trace)?;
+        agg.router = format!("{}, aggregated {}", policy.name(), a.replicas);
+        runs.push(agg);
+        for &split in &splits {
+            eprint!("\rplan --trace: {} {}P{}D …        ", policy.name(), split.0, split.1);
+            runs.push(simulate_split(a, set, &p, policy, &trace, split)?);
+        }
+    }
+    eprintln!();
+    let answer = format!("{} {}", answer(&runs, &p), verdict(&runs, a.replicas));
+    let plan = FleetPlan {
+        model: set.spec.name.clone(),
+        gpu: p.gpu.clone(),
+        layout: p.layout.clone(),
+        trace: trace.name.clone(),
+        replicas: a.replicas,
+        autoscale: None,
+        slos: set.slos.iter().map(|s| s.to_string()).collect(),
+        answer,
+        runs,
+    };
+    write(a, &plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_are_read_and_refused_by_name() {
+        assert_eq!(splits("2P6D, 3p5d", 8).unwrap(), [(2, 6), (3, 5)]);
+        assert_eq!(splits("all", 3).unwrap(), [(1, 2), (2, 1)]);
+        for bad in ["2P", "0P4D", "P4D", "2x6", "2P0D"] {
+            let e = splits(bad, 8).unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains("xPyD"), "{e}");
+        }
+        assert!(splits("all", 1).unwrap_err().to_string().contains("at least 2"));
+    }
+}

@@ -1,0 +1,225 @@
+//! A trace replayed on simulated replicas, for the fleet plans (`fleet`, `disagg`): the
+//! requests made as they fall due, what each replica is (a roofline configuration or a
+//! measured profile), and what a run keeps of each request as it ends.
+
+use super::search::client_record;
+use super::{config, PlanArgs, Setting};
+use anyhow::{bail, Result};
+use goodput_core::Stamp;
+use goodput_metrics::cache::PrefixHits;
+use goodput_metrics::level::request_is_good;
+use goodput_scheduler::NewRequest;
+use goodput_sizing::hardware::Gpu;
+use goodput_workload::trace::Trace;
+use serde::Serialize;
+
+/// One router's run over the trace.
+#[derive(Debug, Serialize)]
+pub struct PolicyRun {
+    pub router: String,
+    pub requests: usize,
+    /// Requests that met every SLO.
+    pub good: usize,
+    pub gpu_hours: f64,
+    pub peak_gpus: usize,
+    pub prefix_hit_rate: Option<f64>,
+    /// Requests each replica took, as shares of all.
+    pub replica_shares: Vec<f64>,
+    /// Per hour of the trace: requests that arrived, and those of them that met the SLOs.
+    pub hours: Vec<(usize, usize)>,
+    pub ttft_p50_s: Option<f64>,
+    pub ttft_p95_s: Option<f64>,
+    pub e2e_p50_s: Option<f64>,
+    pub e2e_p95_s: Option<f64>,
+    /// Output tokens per second from the first request's arrival to the last one's end (the
+    /// window of `LevelSummary::output_throughput`).
+    pub output_throughput: f64,
+}
+
+/// The trace's requests, each made when it is due (a day's prompts would not fit in memory
+/// made up front).
+pub struct TraceSource<'t> {
+    pub trace: &'t Trace,
+    pub next: usize,
+    pub speedup: f64,
+    pub vocab: usize,
+}
+
+impl TraceSource<'_> {
+    fn at(&self, i: usize) -> Stamp {
+        Stamp((self.trace.due(i, self.speedup) * 1e9) as u64)
+    }
+}
+
+impl goodput_sizing::sim::Source for TraceSource<'_> {
+    fn due(&mut self, now: Stamp) -> Option<NewRequest> {
+        let at = self.next_due().filter(|at| *at <= now)?;
+        let i = self.next;
+        self.next += 1;
+        let w = self.trace.request(i as u64, i, self.vocab);
+        Some(NewRequest { id: w.id, prompt: w.prompt, params: w.params, arrival: at })
+    }
+    fn next_due(&self) -> Option<Stamp> {
+        (self.next < self.trace.entries.len()).then(|| self.at(self.next))
+    }
+    fn finished(&mut self, _: &goodput_core::EngineRecord, _: Stamp) {}
+}
+
+/// What the plan keeps of each request as it ends.
+#[derive(Default)]
+pub struct Tally {
+    requests: usize,
+    good: usize,
+    hours: Vec<(usize, usize)>,
+    ttft: Vec<f64>,
+    e2e: Vec<f64>,
+    hits: Option<PrefixHits>,
+    start_ns: Option<u64>,
+    end_ns: u64,
+    output_tokens: u64,
+}
+
+impl Tally {
+    pub fn add(&mut self, r: &goodput_core::EngineRecord, slos: &[goodput_metrics::slo::Slo]) {
+        let c = client_record(r);
+        let good = request_is_good(&c, slos);
+        let h = ((c.intended.0 as f64 / 1e9 / 3600.0) as usize).min(self.hours.len().saturating_sub(1));
+        if let Some(hour) = self.hours.get_mut(h) {
+            hour.0 += 1;
+            hour.1 += usize::from(good);
+        }
+        self.requests += 1;
+        self.good += usize::from(good);
+        self.ttft.extend(goodput_metrics::request::ttft(&c));
+        self.e2e.extend(goodput_metrics::request::e2e(&c));
+        // One request's counts at a time, added to the run's.
+        if let Some(one) = PrefixHits::of_records(&[&c]) {
+            let h = self.hits.get_or_insert(PrefixHits { cached_tokens: 0.0, prompt_tokens: 0.0, ..one });
+            h.cached_tokens += one.cached_tokens;
+            h.prompt_tokens += one.prompt_tokens;
+        }
+        self.end_ns = self.end_ns.max(c.end.0);
+        self.start_ns = Some(self.start_ns.map_or(c.intended.0, |s| s.min(c.intended.0)));
+        self.output_tokens += r.generated_tokens as u64;
+    }
+
+    /// A tally with room for `trace`'s requests, by hour of the trace at `speedup`.
+    pub fn for_trace(trace: &Trace, speedup: f64) -> Self {
+        let hours = (trace.span_s / speedup / 3600.0).floor() as usize + 1;
+        let each = || Vec::with_capacity(trace.entries.len());
+        Tally { hours: vec![(0, 0); hours], ttft: each(), e2e: each(), ..Tally::default() }
+    }
+
+    /// A request refused at admission at `at`: counted, never good.
+    pub fn refused(&mut self, at: Stamp) {
+        let h = ((at.0 as f64 / 1e9 / 3600.0) as usize).min(self.hours.len().saturating_sub(1));
+        if let Some(hour) = self.hours.get_mut(h) {
+            hour.0 += 1;
+        }
+        self.requests += 1;
+    }
+
+    /// Seconds from the first request's arrival to the last one's end.
+    pub fn span_s(&self) -> f64 {
+        (self.end_ns.saturating_sub(self.start_ns.unwrap_or(0)) as f64 / 1e9).max(1e-9)
+    }
+
+    /// The end of the last request, in seconds of the trace.
+    pub fn end_s(&self) -> f64 {
+        self.end_ns as f64 / 1e9
+    }
+
+    /// The run's row: `counts` are the requests each replica (of the routed pool) took.
+    pub fn into_run(self, router: String, gpu_hours: f64, peak_gpus: usize, counts: &[usize]) -> PolicyRun {
+        let pct = |v: &[f64], p: f64| goodput_metrics::stats::percentile(v, p);
+        let total = counts.iter().sum::<usize>().max(1) as f64;
+        PolicyRun {
+            router,
+            requests: self.requests,
+            good: self.good,
+            gpu_hours,
+            peak_gpus,
+            prefix_hit_rate: self.hits.and_then(|h| h.hit_rate()),
+            replica_shares: counts.iter().map(|&c| c as f64 / total).collect(),
+            ttft_p50_s: pct(&self.ttft, 50.0),
+            ttft_p95_s: pct(&self.ttft, 95.0),
+            e2e_p50_s: pct(&self.e2e, 50.0),
+            e2e_p95_s: pct(&self.e2e, 95.0),
+            output_throughput: self.output_tokens as f64 / self.span_s(),
+            hours: self.hours,
+        }
+    }
+}
+
+/// What each replica of the fleet is.
+pub struct ReplicaSpec {
+    pub sched: goodput_scheduler::SchedulerConfig,
+    pub cost: std::sync::Arc<dyn goodput_sizing::cost::StepCost>,
+    pub gpus: usize,
+    /// The GPU (or the measured machine) and the layout, as the answer names them.
+    pub gpu: String,
+    pub layout: String,
+    pub error_bar: String,
+    /// The roofline configuration and its GPU (`None` for a measured profile).
+    pub projection: Option<(goodput_sizing::roofline::ProjectedCost, Gpu)>,
+}
+
+/// Replicas of one roofline configuration (one GPU, one layout).
+pub fn projected(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<ReplicaSpec> {
+    let [g] = gpus else { bail!("--trace plans one GPU: give one --gpus") };
+    let layout = match config::layouts(a, &set.spec).as_slice() {
+        [l] => *l,
+        many => bail!(
+            "--trace plans one layout; these flags give {}: give one --tp, --ep, --dp-attention, --pp",
+            many.len()
+        ),
+    };
+    if layout.dp * layout.pp != 1 {
+        bail!("--trace: a fleet of {layout} replicas (several engines each) is not simulated yet; use DP 1 and PP 1");
+    }
+    let p = config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out)
+        .map_err(|why| anyhow::anyhow!("{} on {} {layout}: {why}", set.spec.name, g.name))?;
+    Ok(ReplicaSpec {
+        sched: p.sched,
+        gpus: p.cost.layout.gpus(),
+        projection: Some((p.cost.clone(), g.clone())),
+        cost: std::sync::Arc::new(p.cost),
+        gpu: g.name.clone(),
+        layout: layout.label(),
+        error_bar: set.error_bar.clone(),
+    })
+}
+
+/// Replicas as a measured profile has them: its engine's limits and pool, its fitted step
+/// cost, one device each.
+pub fn measured(set: &Setting, path: &std::path::Path) -> Result<ReplicaSpec> {
+    let profile = goodput_sizing::profile::Profile::read(path)?;
+    if profile.model != set.spec.name {
+        bail!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, set.spec.name);
+    }
+    let e = &profile.engine;
+    let sched = goodput_scheduler::SchedulerConfig {
+        max_num_batched_tokens: e.max_num_batched_tokens,
+        max_num_seqs: e.max_num_seqs,
+        num_blocks: e.num_blocks,
+        block_size: e.block_size,
+        enable_prefix_caching: e.prefix_caching,
+        max_model_len: e.max_model_len,
+        eos_token_id: set.spec.eos_token_id,
+        group_windows: set.spec.kv_groups().iter().map(|g| g.window).collect(),
+    };
+    let r = &profile.fit.residuals;
+    Ok(ReplicaSpec {
+        sched,
+        cost: profile.step_cost(),
+        gpus: 1,
+        projection: None,
+        gpu: format!("the machine of {}", path.display()),
+        layout: format!("({} {})", profile.dtype, profile.source),
+        error_bar: format!(
+            "the profile's step times are within {:.0} % (P50) and {:.0} % (P90) of its fit; the fleet around them is simulated",
+            r.p50 * 100.0,
+            r.p90 * 100.0
+        ),
+    })
+}
