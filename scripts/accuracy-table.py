@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""The accuracy table of scripts/accuracy.sh: per metric, each level's error
+(predicted ÷ measured − 1, median over the repeats), the MAPE over the levels (mean of the
+absolute median errors), and the run-to-run spread of the measurement ((max − min) ÷ median
+over the repeats, median over the levels) — the machine's own noise, which bounds how well any
+prediction can do.
+
+  scripts/accuracy-table.py OUT_DIR REPEATS
+"""
+import json
+import statistics
+import sys
+
+METRICS = [
+    ("output throughput", lambda s: s.get("output_throughput")),
+    ("TTFT P95", lambda s: (s.get("ttft") or {}).get("p95")),
+    ("TPOT P95", lambda s: (s.get("tpot") or {}).get("p95")),
+    ("E2E P95", lambda s: (s.get("e2e") or {}).get("p95")),
+]
+
+
+def main():
+    out, repeats = sys.argv[1], int(sys.argv[2])
+    runs = [json.load(open(f"{out}/run-{r}/summary.json")) for r in range(1, repeats + 1)]
+    loads = [l["summary"]["load"] for l in runs[0]["levels"]]
+    print(f"levels {loads}, {repeats} repeats; error = predicted ÷ measured − 1 (median over repeats)")
+    print("| metric | " + " | ".join(f"{x:g}" for x in loads) + " | MAPE | run-to-run spread |")
+    print("|---|" + "---|" * (len(loads) + 2))
+    for name, get in METRICS:
+        errors, spreads = [], []
+        for load in loads:
+            measured, predicted = [], []
+            for run in runs:
+                m = next((l for l in run["levels"] if l["summary"]["load"] == load), None)
+                p = next((l for l in (run.get("prediction") or {}).get("levels", []) if l["summary"]["load"] == load), None)
+                if m and p and get(m["summary"]) and get(p["summary"]) is not None:
+                    measured.append(get(m["summary"]))
+                    predicted.append(get(p["summary"]))
+            if not measured:
+                errors.append(None)
+                continue
+            errors.append(statistics.median(p / m - 1 for p, m in zip(predicted, measured)))
+            if len(measured) > 1:
+                spreads.append((max(measured) - min(measured)) / statistics.median(measured))
+        known = [abs(e) for e in errors if e is not None]
+        mape = f"{statistics.mean(known) * 100:.0f} %" if known else "-"
+        spread = f"{statistics.median(spreads) * 100:.0f} %" if spreads else "-"
+        cells = ["-" if e is None else f"{e * 100:+.0f} %" for e in errors]
+        print(f"| {name} | " + " | ".join(cells) + f" | {mape} | {spread} |")
+
+
+if __name__ == "__main__":
+    main()

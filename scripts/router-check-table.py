@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The router check's table (scripts/router-check.sh writes its inputs): per policy, what
+`goodput run` measured through sglang-router in front of the replicas (median of the repeats,
+with their range) beside what `goodput plan --trace --profile` simulated.
+
+  scripts/router-check-table.py OUT_DIR REPEATS
+"""
+import json
+import statistics
+import sys
+
+
+def measured(out, policy, rep):
+    run = json.load(open(f"{out}/run-{policy}-{rep}/summary.json"))
+    level = run["levels"][0]
+    s = level["summary"]
+    served = [float(x) for x in open(f"{out}/run-{policy}-{rep}.served").read().strip().split(",") if x]
+    # The engine's own counts, which goodput serve returns with every response.
+    cached = prompt = 0
+    for line in open(f"{out}/run-{policy}-{rep}/records.jsonl"):
+        engine = json.loads(line).get("engine")
+        if engine:
+            cached += engine["cached_tokens"]
+            prompt += engine["prompt_tokens"]
+    rate = cached / prompt if prompt else None
+    return {
+        "out_tok_s": s["output_throughput"],
+        "ttft_p50": (s.get("ttft") or {}).get("p50"),
+        "ttft_p95": (s.get("ttft") or {}).get("p95"),
+        "e2e_p50": (s.get("e2e") or {}).get("p50"),
+        "e2e_p95": (s.get("e2e") or {}).get("p95"),
+        "hit_rate": rate,
+        "shares": [x / max(sum(served), 1.0) for x in served],
+        "errors": s["errors"],
+    }
+
+
+def fmt(x, scale=1.0, digits=1):
+    return "-" if x is None else f"{x * scale:.{digits}f}"
+
+
+def main():
+    out, repeats = sys.argv[1], int(sys.argv[2])
+    sim = {r["router"]: r for r in json.load(open(f"{out}/sim.json"))["runs"]}
+    names = {"round_robin": "round-robin", "cache_aware": "cache-aware"}
+    print("| router | | output tok/s | TTFT P50 ms | TTFT P95 ms | E2E P50 ms | E2E P95 ms | prefix hits | replica shares |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for policy, name in names.items():
+        runs = [measured(out, policy, rep) for rep in range(1, repeats + 1)]
+
+        def med(k):
+            xs = [r[k] for r in runs if r[k] is not None]
+            if not xs:
+                return None, None
+            return statistics.median(xs), (max(xs) - min(xs))
+
+        cells = []
+        for k, scale in [("out_tok_s", 1), ("ttft_p50", 1e3), ("ttft_p95", 1e3), ("e2e_p50", 1e3), ("e2e_p95", 1e3)]:
+            m, spread = med(k)
+            cells.append(fmt(m, scale) + (f" (±{fmt(spread / 2, scale)})" if repeats > 1 and spread else ""))
+        m, _ = med("hit_rate")
+        cells.append(fmt(m, 100) + " %")
+        shares = runs[0]["shares"]
+        cells.append(" / ".join(f"{s * 100:.0f} %" for s in shares))
+        errors = sum(r["errors"] for r in runs)
+        print(f"| {name} | measured{f' ({errors} errors)' if errors else ''} | " + " | ".join(cells) + " |")
+        s = sim[name]
+        sim_cells = [
+            fmt(s.get("output_throughput")),
+            fmt(s.get("ttft_p50_s"), 1e3),
+            fmt(s.get("ttft_p95_s"), 1e3),
+            fmt(s.get("e2e_p50_s"), 1e3),
+            fmt(s.get("e2e_p95_s"), 1e3),
+            fmt(s.get("prefix_hit_rate"), 100) + " %",
+            " / ".join(f"{x * 100:.0f} %" for x in s["replica_shares"]),
+        ]
+        print(f"| {name} | simulated | " + " | ".join(sim_cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The simulated fleet against a real router: 2 `goodput serve` replicas of the tiny model on
+# loopback, each pinned to one CPU, behind sglang-router (from PyPI, pinned), driven by
+# `goodput run` with a trace whose requests share system prompts; then the same trace through
+# `goodput plan --trace --profile` with the replicas' measured profile. Per policy it prints
+# output throughput, TTFT and E2E P50/P95, the prefix-hit rate and the replicas' request
+# shares, measured beside simulated.
+#
+#   scripts/router-check.sh [--goodput BIN] [--out DIR] [--rate R] [--duration S] [--repeats N]
+#
+# Every process it starts runs in its own process group and is stopped (the group) on exit.
+# The replicas restart before each policy, so each starts with cold prefix caches.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GOODPUT=target/release/goodput
+OUT=/tmp/goodput-router-check
+RATE=6
+DURATION=60
+REPEATS=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --goodput) GOODPUT="$2"; shift 2 ;;
+        --out) OUT="$2"; shift 2 ;;
+        --rate) RATE="$2"; shift 2 ;;
+        --duration) DURATION="$2"; shift 2 ;;
+        --repeats) REPEATS="$2"; shift 2 ;;
+        *) echo "router-check: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ -x "$GOODPUT" ] || { echo "router-check: no goodput binary at $GOODPUT (cargo build --release)" >&2; exit 2; }
+mkdir -p "$OUT"
+ROUTER=$(scripts/install-routers.sh | grep sglang-router)
+PORTS=(18101 18102)
+ROUTER_PORT=18300
+GROUPS_STARTED=()
+
+stop_all() {
+    for pg in "${GROUPS_STARTED[@]}"; do
+        kill -TERM -- "-$pg" 2>/dev/null || true
+    done
+    for pg in "${GROUPS_STARTED[@]}"; do
+        for _ in $(seq 50); do kill -0 -- "-$pg" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL -- "-$pg" 2>/dev/null || true
+    done
+    GROUPS_STARTED=()
+}
+trap stop_all EXIT
+
+# Starts "$@" in a new process group, logging to $LOG; records the group.
+start() {
+    setsid "$@" >"$LOG" 2>&1 &
+    GROUPS_STARTED+=("$!")
+}
+
+wait_for() { # URL, what
+    for _ in $(seq 100); do
+        if curl -sf -m 1 "$1" >/dev/null 2>&1; then return 0; fi
+        sleep 0.2
+    done
+    echo "router-check: $2 did not come up ($1)" >&2
+    exit 1
+}
+
+start_replicas() {
+    for i in 0 1; do
+        LOG="$OUT/replica-$i.log" start "$GOODPUT" serve -m tiny --port "${PORTS[$i]}" --threads 1 --engine-cpus "$i"
+    done
+    for p in "${PORTS[@]}"; do wait_for "http://127.0.0.1:$p/health" "replica :$p"; done
+}
+
+start_router() { # policy
+    LOG="$OUT/router-$1.log" start "$ROUTER" launch --host 127.0.0.1 --port "$ROUTER_PORT" \
+        --worker-urls "http://127.0.0.1:${PORTS[0]}" "http://127.0.0.1:${PORTS[1]}" --policy "$1" \
+        --prometheus-host 127.0.0.1 --prometheus-port 18390 --log-level warn --disable-retries
+    for _ in $(seq 100); do
+        if curl -s -m 1 "http://127.0.0.1:$ROUTER_PORT/readiness" | grep -q '"healthy_workers":2'; then return 0; fi
+        sleep 0.2
+    done
+    echo "router-check: sglang-router ($1) did not see both replicas" >&2
+    exit 1
+}
+
+# Requests each replica finished, from its /metrics.
+served() {
+    for p in "${PORTS[@]}"; do
+        curl -s "http://127.0.0.1:$p/metrics" | awk '/^goodput_request_success_total/ {print $2}'
+    done | paste -sd, -
+}
+
+python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --out "$OUT/trace.jsonl"
+echo "router-check: profiling one replica as it serves (one CPU) …" >&2
+"$GOODPUT" profile -m tiny --engine-cpus 1 --harness-cpus 0 --time 30s --out "$OUT/tiny.json" -q
+
+for rep in $(seq "$REPEATS"); do
+    for policy in round_robin cache_aware; do
+        start_replicas
+        start_router "$policy"
+        run="$OUT/run-$policy-$rep"
+        "$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" -m tiny --api chat --trace "$OUT/trace.jsonl" \
+            --trace-block-size 64 --out "$run" --overwrite -q >"$run.log" 2>&1 || true
+        served >"$run.served"
+        stop_all
+        echo "router-check: $policy (repeat $rep): replicas served $(cat "$run.served")" >&2
+    done
+done
+
+"$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/tiny.json" --replicas 2 \
+    --router round-robin,cache-aware --json "$OUT/sim.json" >"$OUT/sim.txt"
+python3 scripts/router-check-table.py "$OUT" "$REPEATS"
