@@ -119,3 +119,38 @@ fn an_autoscaled_fleet_bills_what_it_ran_and_bad_rules_are_named() {
     assert!(!ok && err.contains("one GPU"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn disaggregated_splits_are_simulated_beside_the_aggregated_fleet() {
+    let dir = temp("fleet-pd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = shared_prefix_trace(&dir);
+    let t = trace.to_str().unwrap();
+    let json = dir.join("pd.json");
+    let base = ["plan", "-m", "llama-3.1-8b", "--gpus", "h100-sxm", "--tp", "1", "--trace", t, "--replicas", "4"];
+    let more = ["--router", "round-robin", "--disaggregate", "1P3D,2P2D", "--json", json.to_str().unwrap()];
+    let (ok, out, err) = goodput(&[&base[..], &more[..]].concat());
+    assert!(ok, "{err}");
+    assert!(out.contains("round-robin, aggregated 4") && out.contains("round-robin, 1P3D"), "{out}");
+    assert!(out.contains("Behind round-robin,"), "the verdict: {out}");
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = plan["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        assert_eq!((r["requests"].as_u64(), r["peak_gpus"].as_u64()), (Some(240), Some(4)), "{r}");
+        assert!(r["output_throughput"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // One prefill replica takes every request, two take half each.
+    assert_eq!(runs[1]["replica_shares"].as_array().unwrap().len(), 1);
+    assert_eq!(runs[2]["replica_shares"].as_array().unwrap().len(), 2);
+    for (bad, says) in [
+        (&["--disaggregate", "3P"][..], "a split is xPyD"),
+        (&["--disaggregate", "2P2D", "--autoscale", "requests=4,max=4"][..], "not simulated yet"),
+    ] {
+        let (ok, _, err) = goodput(&[&base[..], bad].concat());
+        assert!(!ok && err.contains(says), "{bad:?}: {err}");
+    }
+    let (ok, _, err) = goodput(&[&base[..9], &["--replicas", "1", "--disaggregate"][..]].concat());
+    assert!(!ok && err.contains("at least 2 replicas"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

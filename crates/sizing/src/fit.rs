@@ -190,11 +190,20 @@ pub fn quality(samples: &[Sample], cost: &LinearCost) -> (f64, Residuals) {
     let abs: Vec<f64> = rel.iter().map(|r| r.abs()).collect();
     let p = |xs: &[f64], q| percentile(xs, q).unwrap_or(f64::NAN);
     ratios.sort_by(f64::total_cmp);
-    let ratios = if ratios.is_empty() {
+    let mut ratios: Vec<f64> = if ratios.is_empty() {
         Vec::new()
     } else {
         (0..crate::sampled::RATIO_PERCENTILES).filter_map(|q| percentile_sorted(&ratios, q as f64)).collect()
     };
+    // Drawn at random, the ratios must keep the fit's total time (Σ measured ÷ Σ predicted),
+    // not add their own skew's mean on top: scaled so their mean is that.
+    let predicted: f64 = samples.iter().map(|s| cost.step_seconds(&s.work)).sum();
+    let measured: f64 = samples.iter().map(|s| s.seconds).sum();
+    let mean = ratios.iter().sum::<f64>() / ratios.len().max(1) as f64;
+    if predicted > 0.0 && mean > 0.0 {
+        let k = measured / predicted / mean;
+        ratios.iter_mut().for_each(|r| *r *= k);
+    }
     let residuals = Residuals { p50: p(&abs, 50.0), p90: p(&abs, 90.0), p99: p(&abs, 99.0), bias: p(&rel, 50.0), ratios };
     (r2, residuals)
 }

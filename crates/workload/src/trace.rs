@@ -191,6 +191,17 @@ impl Trace {
         Ok(Trace { name, too_long: n - entries.len(), span_s, options, entries, seed })
     }
 
+    /// Whether two of the window's requests share a hash id (so their prompts share a prefix
+    /// block). Without one no prompt can hit another's cache: the prompts of an Azure trace,
+    /// which has no hash ids, are each the request's own.
+    pub fn shares_prefixes(&self) -> bool {
+        let mut seen = std::collections::HashSet::new();
+        self.entries.iter().any(|e| {
+            let mine: std::collections::HashSet<u64> = e.hash_ids.iter().copied().collect();
+            mine.into_iter().any(|h| !seen.insert(h))
+        })
+    }
+
     /// Requests per second the window offers at speed 1 (its requests over its span; one
     /// second at least).
     pub fn rate(&self) -> f64 {
@@ -291,9 +302,18 @@ mod tests {
         assert_eq!(a.prompt[..8], b.prompt[..8]);
         assert_ne!(a.prompt[8], b.prompt[8]);
         assert_eq!((t.due(1, 2.0), t.rate()), (0.5, 2.0));
+        assert!(t.shares_prefixes(), "7 and 8 in both");
         let late =
             Trace::new("m".into(), all, TraceOptions { window: (0.5, Some(3.0)), block_size: 4 }, 4096, 1).unwrap();
         assert_eq!(late.entries.iter().map(|e| e.at_s).collect::<Vec<_>>(), [0.5, 2.0]);
+        // One request left in the window: nothing shared, even with a repeated id.
+        let once = "{\"timestamp\": 0, \"input_length\": 9, \"output_length\": 3, \"hash_ids\": [7, 7, 5]}\n";
+        let t = Trace::new("m".into(), read(&file("o.jsonl", once), TraceFormat::Auto).unwrap(), opts_of(4), 512, 1);
+        assert!(!t.unwrap().shares_prefixes());
+    }
+
+    fn opts_of(block_size: usize) -> TraceOptions {
+        TraceOptions { window: (0.0, None), block_size }
     }
 
     #[test]
@@ -302,6 +322,7 @@ mod tests {
                     2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n";
         let all = read(&file("a.csv", text), TraceFormat::Auto).unwrap();
         assert_eq!(all.len(), 2);
+        assert!(!Trace::new("a".into(), all.clone(), opts_of(16), 4096, 1).unwrap().shares_prefixes());
         assert!((all[1].at_s - 4.314579).abs() < 1e-6 && all[1].input == 396 && all[1].output == 109);
         let bad = "TIMESTAMP,ContextTokens,GeneratedTokens\nnot a time,1,1\n";
         assert!(read(&file("b.csv", bad), TraceFormat::Azure).unwrap_err().to_string().contains("row 1"));

@@ -149,3 +149,25 @@ fn a_table_fit_recovers_a_kernel_switch_a_linear_fit_cannot() {
     }
     assert!(worst(&table) < 0.03, "table: {}", worst(&table));
 }
+
+#[test]
+fn the_spread_kept_for_sampling_is_the_measured_over_predicted_ratio_keeping_the_total() {
+    let cost = LinearCost::classic([1e-3, 0.0, 0.0, 1e-4, 0.0, 0.0], 0.0);
+    // Steps of 1 and 10 decode rows (predicted 1.1 and 2 ms), measured 0.8 ×, 1 × or 1.5 ×.
+    let mut samples = Vec::new();
+    for b in [1.0, 10.0] {
+        for k in [0.8, 1.0, 1.5] {
+            let work = StepWork { decode_seqs: b, sampled: b, ..Default::default() };
+            samples.push(Sample { work, seconds: cost.step_seconds(&work) * k });
+        }
+    }
+    let (_, r) = quality(&samples, &cost);
+    assert_eq!(r.ratios.len(), 101);
+    assert!(r.ratios.windows(2).all(|w| w[0] <= w[1]));
+    // The ratios' shape: 0.8 at the bottom, 1.5 at the top, scaled so their mean is
+    // Σ measured ÷ Σ predicted (= 1.1 here, each ratio on both step sizes).
+    let mean = r.ratios.iter().sum::<f64>() / 101.0;
+    assert!((mean - 1.1).abs() < 1e-9, "{mean}");
+    let k = 1.1 / mean;
+    assert!((r.ratios[0] / r.ratios[100] - 0.8 / 1.5).abs() < 1e-9 && k > 0.0);
+}

@@ -117,10 +117,8 @@ fn a_stale_load_view_herds_a_burst_onto_one_replica() {
     assert!(per.iter().all(|&c| c >= 8), "{per:?}");
 }
 
-#[test]
-fn an_autoscaled_fleet_follows_the_load_after_its_start_up() {
-    use super::autoscale::{Rule, Scaler, Signal};
-    // 10 req/s for 20 s, 300 req/s for 30 s (beyond one replica, about 240), 10 req/s for 30 s.
+/// 10 req/s for 20 s, 300 req/s for 30 s (beyond one replica, about 240), 10 req/s for 30 s.
+fn rise_and_fall() -> Vec<(Stamp, NewRequest)> {
     let mut t = 0.0;
     let mut arrivals = Vec::new();
     let mut i = 0;
@@ -131,6 +129,13 @@ fn an_autoscaled_fleet_follows_the_load_after_its_start_up() {
         arrivals.push((at, request(i, 61, at)));
         i += 1;
     }
+    arrivals
+}
+
+#[test]
+fn an_autoscaled_fleet_follows_the_load_after_its_start_up() {
+    use super::autoscale::{Rule, Scaler, Signal};
+    let arrivals = rise_and_fall();
     let total = arrivals.len();
     let rule = Rule {
         signal: Signal::Requests,
@@ -198,4 +203,29 @@ fn decode_runs_change_no_record() {
             assert!(runs.replicas.iter().all(|r| r.steps.is_empty()));
         }
     }
+}
+
+#[test]
+fn a_queue_time_rule_grows_the_fleet_once_requests_wait() {
+    use super::autoscale::{Rule, Scaler, Signal};
+    // Past one replica's rate requests queue; 50 ms of waiting is the target.
+    let rule = Rule {
+        signal: Signal::QueueTime,
+        target: 0.05,
+        min: 1,
+        max: 4,
+        interval: Duration::from_secs(2),
+        cooldown: Duration::from_secs(5),
+        startup: Duration::from_secs(3),
+    };
+    let arrivals = rise_and_fall();
+    let total = arrivals.len();
+    let mut f = fleet(4, Policy::LeastLoaded, Duration::from_millis(500)).with_scaler(Scaler::new(rule, 4, 1));
+    let out = drive_fleet(&mut f, &mut Timed::new(arrivals));
+    assert_eq!(out.replicas.iter().map(|r| r.records.len()).sum::<usize>(), total);
+    let s = f.scaler.as_ref().unwrap();
+    let first_up = s.events.iter().find(|e| e.replicas > 1).expect("it grew");
+    // Nothing waits at 10 req/s: it grew only once the burst queued, on a wait above 50 ms.
+    assert!(first_up.at_s >= 20.0 && first_up.value > 0.05, "{:?}", s.events);
+    assert_eq!(s.events.last().unwrap().replicas, 1, "{:?}", s.events);
 }
