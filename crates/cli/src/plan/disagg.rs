@@ -87,7 +87,7 @@ fn simulate_split(
         scrape_ns: (a.scrape_interval.as_nanos() as u64).max(1),
     };
     let mut tally = Tally::for_trace(trace, a.speedup);
-    let mut source = TraceSource { trace, next: 0, speedup: a.speedup, vocab: set.spec.vocab_size };
+    let mut source = TraceSource::new(trace, a.speedup, set.spec.vocab_size, policy);
     let out = drive_disaggregated(&mut fleet, &mut source, &mut |r| tally.add(&r, &set.slos));
     let mut counts = vec![0usize; x];
     for r in &out.prefill_routed {

@@ -124,7 +124,7 @@ pub(super) fn simulate(
         fleet = fleet.with_scaler(Scaler::new(rule.clone(), n, a.replicas.min(n)));
     }
     let mut tally = Tally::for_trace(trace, a.speedup);
-    let mut source = TraceSource { trace, next: 0, speedup: a.speedup, vocab: set.spec.vocab_size };
+    let mut source = TraceSource::new(trace, a.speedup, set.spec.vocab_size, &policy);
     let out = drive_fleet_into(&mut fleet, &mut source, &mut |_, r| tally.add(&r, &set.slos));
     for (id, _) in out.replicas.iter().flat_map(|r| &r.refused) {
         tally.refused(out.routed.iter().find(|x| x.id == *id).map_or(Stamp(0), |x| x.at));

@@ -39,10 +39,21 @@ pub struct PolicyRun {
 /// The trace's requests, each made when it is due (a day's prompts would not fit in memory
 /// made up front).
 pub struct TraceSource<'t> {
-    pub trace: &'t Trace,
-    pub next: usize,
-    pub speedup: f64,
-    pub vocab: usize,
+    trace: &'t Trace,
+    next: usize,
+    speedup: f64,
+    vocab: usize,
+    /// Whether prompts need their tokens: only when requests share blocks (the prefix
+    /// caches) or the router reads them (cache-aware). Otherwise a prompt is its length
+    /// alone, which spares a day's trace a billion random tokens.
+    content: bool,
+}
+
+impl<'t> TraceSource<'t> {
+    pub fn new(trace: &'t Trace, speedup: f64, vocab: usize, policy: &goodput_sizing::fleet::router::Policy) -> Self {
+        let reads = matches!(policy, goodput_sizing::fleet::router::Policy::CacheAware { .. });
+        Self { trace, next: 0, speedup, vocab, content: reads || trace.shares_prefixes() }
+    }
 }
 
 impl TraceSource<'_> {
@@ -56,6 +67,11 @@ impl goodput_sizing::sim::Source for TraceSource<'_> {
         let at = self.next_due().filter(|at| *at <= now)?;
         let i = self.next;
         self.next += 1;
+        if !self.content {
+            let e = &self.trace.entries[i];
+            let params = goodput_core::SamplingParams::greedy_exact(e.output);
+            return Some(NewRequest { id: i as u64, prompt: vec![0; e.input], params, arrival: at });
+        }
         let w = self.trace.request(i as u64, i, self.vocab);
         Some(NewRequest { id: w.id, prompt: w.prompt, params: w.params, arrival: at })
     }

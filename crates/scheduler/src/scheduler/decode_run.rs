@@ -28,17 +28,20 @@ impl Scheduler {
             || self.running.is_empty()
             || self.running.len() > cfg.max_num_batched_tokens
             || cfg.group_windows.iter().any(Option::is_some)
-            || self.running.iter().any(|s| !decoding(s) || stops(s))
         {
             return 0;
         }
         // A step pushes one token and ends the sequence once it reaches either limit: the run
-        // stops a step short of the first to do so.
-        let left = |s: &super::Sequence| {
+        // stops a step short of the first to do so. (One pass: a day-long fleet asks often.)
+        let mut left = usize::MAX;
+        for s in &self.running {
+            if !decoding(s) || stops(s) {
+                return 0;
+            }
             let by_tokens = s.params.max_tokens.saturating_sub(s.generated());
-            by_tokens.min(cfg.max_model_len.saturating_sub(s.tokens.len()))
-        };
-        let longest = self.running.iter().map(left).min().unwrap_or(0).saturating_sub(1).min(max);
+            left = left.min(by_tokens.min(cfg.max_model_len.saturating_sub(s.tokens.len())));
+        }
+        let longest = left.saturating_sub(1).min(max);
         // The blocks `k` steps take, monotone in k: the longest run the free blocks cover.
         let free = self.pool.borrow().num_free_blocks();
         let blocks = |k: usize| -> usize {
