@@ -5,7 +5,11 @@ absolute median errors), and the run-to-run spread of the measurement ((max − 
 over the repeats, median over the levels) — the machine's own noise, which bounds how well any
 prediction can do.
 
-  scripts/accuracy-table.py OUT_DIR REPEATS
+  scripts/accuracy-table.py OUT_DIR REPEATS [--check]
+
+With --check the twins are read from each run's prediction.json (what `goodput plan --check
+RUN --profile P` writes: the same measured runs against another profile) instead of the
+run's own `--predict` twin.
 """
 import json
 import statistics
@@ -22,6 +26,9 @@ METRICS = [
 def main():
     out, repeats = sys.argv[1], int(sys.argv[2])
     runs = [json.load(open(f"{out}/run-{r}/summary.json")) for r in range(1, repeats + 1)]
+    if "--check" in sys.argv[3:]:
+        for r, run in enumerate(runs, 1):
+            run["prediction"] = json.load(open(f"{out}/run-{r}/prediction.json"))
     loads = [l["summary"]["load"] for l in runs[0]["levels"]]
     print(f"levels {loads}, {repeats} repeats; error = predicted ÷ measured − 1 (median over repeats)")
     print("| metric | " + " | ".join(f"{x:g}" for x in loads) + " | MAPE | run-to-run spread |")

@@ -204,7 +204,8 @@ pub fn quality(samples: &[Sample], cost: &LinearCost) -> (f64, Residuals) {
         let k = measured / predicted / mean;
         ratios.iter_mut().for_each(|r| *r *= k);
     }
-    let residuals = Residuals { p50: p(&abs, 50.0), p90: p(&abs, 90.0), p99: p(&abs, 99.0), bias: p(&rel, 50.0), ratios };
+    let residuals =
+        Residuals { p50: p(&abs, 50.0), p90: p(&abs, 90.0), p99: p(&abs, 99.0), bias: p(&rel, 50.0), ratios };
     (r2, residuals)
 }
 

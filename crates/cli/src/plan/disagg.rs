@@ -10,7 +10,7 @@
 //! replica is limited by the requests it holds, and the K/V arrives with the request, so a
 //! prefix tree buys it nothing).
 
-use super::fleet::{answer, load, simulate, write, FleetPlan};
+use super::fleet::{load, simulate, write};
 use super::replay::{projected, PolicyRun, ReplicaSpec, Tally, TraceSource};
 use super::{PlanArgs, Setting};
 use anyhow::{bail, Context, Result};
@@ -147,19 +147,8 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path, wh
         }
     }
     eprintln!();
-    let answer = format!("{} {}", answer(&runs, &p), verdict(&runs, a.replicas));
-    let plan = FleetPlan {
-        model: set.spec.name.clone(),
-        gpu: p.gpu.clone(),
-        layout: p.layout.clone(),
-        trace: trace.name.clone(),
-        replicas: a.replicas,
-        autoscale: None,
-        slos: set.slos.iter().map(|s| s.to_string()).collect(),
-        answer,
-        runs,
-    };
-    write(a, &plan)
+    let verdict = verdict(&runs, a.replicas);
+    write(a, set, &p, &trace, runs, &verdict)
 }
 
 #[cfg(test)]

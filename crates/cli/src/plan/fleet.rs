@@ -155,18 +155,7 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path) ->
         runs.push(simulate(a, set, &p, policy.clone(), &trace)?);
     }
     eprintln!();
-    let plan = FleetPlan {
-        model: set.spec.name.clone(),
-        gpu: p.gpu.clone(),
-        layout: p.layout.clone(),
-        trace: trace.name.clone(),
-        replicas: a.replicas,
-        autoscale: a.autoscale.clone(),
-        slos: set.slos.iter().map(|s| s.to_string()).collect(),
-        answer: answer(&runs, &p),
-        runs,
-    };
-    write(a, &plan)
+    write(a, set, &p, &trace, runs, "")
 }
 
 /// The trace at `path`, within the replicas' context.
@@ -179,8 +168,28 @@ pub(super) fn load(a: &PlanArgs, set: &Setting, p: &ReplicaSpec, path: &std::pat
     Ok(trace)
 }
 
-/// Prints the plan, and writes its page and JSON where asked.
-pub(super) fn write(a: &PlanArgs, plan: &FleetPlan) -> Result<()> {
+/// The plan of `runs` (its answer, then `more` of it): printed, and written as a page and
+/// JSON where asked.
+pub(super) fn write(
+    a: &PlanArgs,
+    set: &Setting,
+    p: &ReplicaSpec,
+    trace: &Trace,
+    runs: Vec<PolicyRun>,
+    more: &str,
+) -> Result<()> {
+    let answer = answer(&runs, p);
+    let plan = &FleetPlan {
+        model: set.spec.name.clone(),
+        gpu: p.gpu.clone(),
+        layout: p.layout.clone(),
+        trace: trace.name.clone(),
+        replicas: a.replicas,
+        autoscale: a.autoscale.clone(),
+        slos: set.slos.iter().map(|s| s.to_string()).collect(),
+        answer: if more.is_empty() { answer } else { format!("{answer} {more}") },
+        runs,
+    };
     print(plan);
     if let Some(path) = &a.html {
         std::fs::write(path, html(plan)?).with_context(|| format!("writing {}", path.display()))?;
@@ -193,7 +202,7 @@ pub(super) fn write(a: &PlanArgs, plan: &FleetPlan) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn answer(runs: &[PolicyRun], p: &ReplicaSpec) -> String {
+fn answer(runs: &[PolicyRun], p: &ReplicaSpec) -> String {
     let share = |r: &PolicyRun| r.good as f64 / r.requests.max(1) as f64;
     // The most requests within the SLOs, then the fewest GPU-hours, then the lowest TTFT P95;
     // on a tie the router listed first.
