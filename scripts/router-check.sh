@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The simulated fleet against a real router: 2 `goodput serve` replicas of the tiny model on
-# loopback, each pinned to one CPU, behind sglang-router (from PyPI, pinned), driven by
+# loopback, each pinned to one CPU, behind sglang-router or vllm-router (from PyPI, pinned), driven by
 # `goodput run` with a trace whose requests share system prompts; then the same trace through
 # `goodput plan --trace --profile` with the replicas' measured profile. Per policy it prints
 # output throughput, TTFT and E2E P50/P95, the prefix-hit rate and the replicas' request
 # shares, measured beside simulated.
 #
-#   scripts/router-check.sh [--goodput BIN] [--out DIR] [--rate R] [--duration S] [--repeats N]
+#   scripts/router-check.sh [--goodput BIN] [--out DIR] [--rate R] [--duration S] [--repeats N] [--router sglang|vllm]
+#
+# vllm-router's cache-aware policy tokenizes each prompt on the workers (`/tokenize`) and keeps
+# a tree of tokens; sglang-router's keeps one of characters.
 #
 # Every process it starts runs in its own process group and is stopped (the group) on exit.
 # The replicas restart before each policy, so each starts with cold prefix caches.
@@ -17,6 +20,7 @@ OUT=/tmp/goodput-router-check
 RATE=6
 DURATION=60
 REPEATS=1
+KIND=sglang
 while [ $# -gt 0 ]; do
     case "$1" in
         --goodput) GOODPUT="$2"; shift 2 ;;
@@ -24,12 +28,17 @@ while [ $# -gt 0 ]; do
         --rate) RATE="$2"; shift 2 ;;
         --duration) DURATION="$2"; shift 2 ;;
         --repeats) REPEATS="$2"; shift 2 ;;
+        --router) KIND="$2"; shift 2 ;;
         *) echo "router-check: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ -x "$GOODPUT" ] || { echo "router-check: no goodput binary at $GOODPUT (cargo build --release)" >&2; exit 2; }
 mkdir -p "$OUT"
-ROUTER=$(scripts/install-routers.sh | grep sglang-router)
+case "$KIND" in
+    sglang) ROUTER=$(scripts/install-routers.sh | grep sglang-router); LAUNCH=(launch); LEVEL=warn ;;
+    vllm) ROUTER=$(scripts/install-routers.sh | grep vllm-router); LAUNCH=(); LEVEL=warning ;;
+    *) echo "router-check: --router sglang or vllm" >&2; exit 2 ;;
+esac
 PORTS=(18101 18102)
 ROUTER_PORT=18300
 GROUPS_STARTED=()
@@ -69,14 +78,14 @@ start_replicas() {
 }
 
 start_router() { # policy
-    LOG="$OUT/router-$1.log" start "$ROUTER" launch --host 127.0.0.1 --port "$ROUTER_PORT" \
+    LOG="$OUT/router-$1.log" start "$ROUTER" "${LAUNCH[@]}" --host 127.0.0.1 --port "$ROUTER_PORT" \
         --worker-urls "http://127.0.0.1:${PORTS[0]}" "http://127.0.0.1:${PORTS[1]}" --policy "$1" \
-        --prometheus-host 127.0.0.1 --prometheus-port 18390 --log-level warn --disable-retries
+        --prometheus-host 127.0.0.1 --prometheus-port 18390 --log-level "$LEVEL" --disable-retries
     for _ in $(seq 100); do
         if curl -s -m 1 "http://127.0.0.1:$ROUTER_PORT/readiness" | grep -q '"healthy_workers":2'; then return 0; fi
         sleep 0.2
     done
-    echo "router-check: sglang-router ($1) did not see both replicas" >&2
+    echo "router-check: $KIND-router ($1) did not see both replicas" >&2
     exit 1
 }
 

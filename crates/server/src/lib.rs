@@ -222,13 +222,14 @@ fn is_length_limit(e: &axum::Error) -> bool {
     false
 }
 
-/// The routes, over `state`: `/v1/*` and `/model_info` (SGLang's, for its router) behind the
-/// API key when there is one; `/health` and `/metrics` open (as vLLM's). Unknown routes and methods get OpenAI error bodies.
+/// The routes, over `state`: `/v1/*`, vLLM's `/tokenize` and SGLang's `/model_info` (for
+/// their routers) behind the API key when there is one; `/health` and `/metrics` open (as vLLM's). Unknown routes and methods get OpenAI error bodies.
 pub fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
+        .route("/tokenize", post(tokenize))
         .route("/model_info", get(model_info))
         .route("/get_model_info", get(model_info))
         .route("/server_info", get(model_info))
@@ -275,6 +276,31 @@ async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
             "max_model_len": st.engine.limits().max_model_len,
         }]
     }))
+}
+
+/// vLLM's `/tokenize`: the prompt's token ids as the engine would take them (a chat rendered
+/// with its template first). vllm-router's cache-aware policy asks it of every worker to
+/// route by tokens.
+async fn tokenize(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    let body = match st.body(&headers, body).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let run = || -> Result<Json<Value>, ApiError> {
+        let (model, tokens) = match openai::parse::<openai::TokenizeRequest>(&body)? {
+            openai::TokenizeRequest::Chat { model, messages } => (model, st.encode(&st.chat.render(&messages)?)?),
+            openai::TokenizeRequest::Text { model, prompt } => (model, st.encode(&prompt)?),
+        };
+        if let Some(m) = &model {
+            st.check_model(m)?;
+        }
+        let max_model_len = st.engine.limits().max_model_len;
+        Ok(Json(json!({ "count": tokens.len(), "max_model_len": max_model_len, "tokens": tokens, "token_strs": null })))
+    };
+    match run() {
+        Ok(j) => j.into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 /// SGLang's model and server descriptions (the fields a router reads of them), which

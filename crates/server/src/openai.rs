@@ -203,6 +203,15 @@ pub struct ChatRequest {
     pub sampling: Sampling,
 }
 
+/// vLLM's `/tokenize` request: a chat's messages (rendered with the chat template first) or a
+/// prompt's text. The model is optional, as there.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum TokenizeRequest {
+    Chat { model: Option<String>, messages: Vec<Message> },
+    Text { model: Option<String>, prompt: String },
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Usage {
     pub prompt_tokens: usize,

@@ -85,6 +85,21 @@ async fn completions_and_chat_whole_and_streamed() {
             "{path}"
         );
     }
+    // vLLM's /tokenize, as vllm-router's cache-aware policy asks it: text, and a chat rendered
+    // with its template (the same prompt tokens the chat completion above counted).
+    let client = reqwest::Client::new();
+    let tokenize = |body: &'static str| {
+        client.post(s.url("/tokenize")).header("content-type", "application/json").body(body).send()
+    };
+    let t: Value = tokenize(r#"{"model":"tiny","prompt":"Hi!"}"#).await.unwrap().json().await.unwrap();
+    assert_eq!((t["count"].as_u64(), t["tokens"].as_array().map(|a| a.len())), (Some(3), Some(3)), "{t}");
+    let chat = r#"{"messages":[{"role":"user","content":"Hi"}]}"#;
+    let t: Value = tokenize(chat).await.unwrap().json().await.unwrap();
+    assert_eq!(t["count"], "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n".len(), "{t}");
+    let r = tokenize(r#"{"model":"other","prompt":"Hi"}"#).await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = tokenize(r#"{"prompt":3}"#).await.unwrap();
+    assert_eq!(r.status(), 400);
     assert_eq!(reqwest::get(s.url("/health")).await.unwrap().status(), 200);
     s.wait_idle().await;
     s.shutdown().await;
