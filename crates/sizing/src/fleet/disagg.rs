@@ -10,7 +10,7 @@
 //! decode replica's queue show in the gap between the first two tokens (and in TPOT).
 
 use super::router::{Load, Router};
-use super::Routed;
+use super::{Routed, MAX_RUN};
 use crate::sim::{Planned, SimEngine, Source};
 use goodput_core::{EngineRecord, RequestId, Stamp};
 use goodput_scheduler::{AdmissionError, NewRequest};
@@ -71,9 +71,6 @@ struct Pool<'a> {
     slots: Vec<Slot>,
     decodes: bool,
 }
-
-/// The most steps one decode run takes.
-const MAX_RUN: usize = 1024;
 
 impl Pool<'_> {
     fn scrape(&mut self) {
