@@ -131,7 +131,7 @@ pub struct Profile {
 }
 
 /// The seed of the simulated steps' spread.
-pub const SPREAD_SEED: u64 = 0x5eed_0f_57e9;
+pub const SPREAD_SEED: u64 = 0x005e_ed0f_57e9;
 
 /// Why a profile cannot be used.
 #[derive(Debug, thiserror::Error)]
