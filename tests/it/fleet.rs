@@ -103,6 +103,7 @@ fn an_autoscaled_fleet_bills_what_it_ran_and_bad_rules_are_named() {
     // A light load (20 req/s on an H100) stays on the one replica it starts with: billed one
     // replica for the trace's 12 s, not four.
     assert_eq!(r["peak_gpus"], 1, "{r}");
+    assert!(r.get("scale_events").is_none(), "never scaled: no events written: {r}");
     assert!(r["gpu_hours"].as_f64().unwrap() < 13.0 / 3600.0, "{r}");
     for (bad, says) in [
         ("--autoscale=min=1,max=4", "needs a target"),

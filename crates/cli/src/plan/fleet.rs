@@ -137,7 +137,9 @@ pub(super) fn simulate(
     for x in &out.routed {
         counts[x.replica] += 1;
     }
-    Ok(tally.into_run(policy.name().into(), replica_s * p.gpus as f64 / 3600.0, peak * p.gpus, &counts))
+    let mut run = tally.into_run(policy.name().into(), replica_s * p.gpus as f64 / 3600.0, peak * p.gpus, &counts);
+    run.scale_events = fleet.scaler.map(|s| s.events).unwrap_or_default();
+    Ok(run)
 }
 
 pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path) -> Result<()> {

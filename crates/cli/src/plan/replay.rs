@@ -34,6 +34,9 @@ pub struct PolicyRun {
     /// Output tokens per second from the first request's arrival to the last one's end (the
     /// window of `LevelSummary::output_throughput`).
     pub output_throughput: f64,
+    /// The autoscaler's changes of the fleet's size (none without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scale_events: Vec<goodput_sizing::fleet::autoscale::ScaleEvent>,
 }
 
 /// The trace's requests, each made when it is due (a day's prompts would not fit in memory
@@ -162,6 +165,7 @@ impl Tally {
             e2e_p50_s: pct(&self.e2e, 50.0),
             e2e_p95_s: pct(&self.e2e, 95.0),
             output_throughput: self.output_tokens as f64 / self.span_s(),
+            scale_events: Vec::new(),
             hours: self.hours,
         }
     }
