@@ -31,7 +31,7 @@ pub fn parse_policy(s: &str) -> Result<Policy, String> {
     }
 }
 
-/// `requests=6,min=1,max=8,interval=15s,cooldown=60s,startup=120s` (or `kv=0.7,…`, `queue=500ms,…`).
+/// `requests=6,min=1,max=8,interval=15s,cooldown=60s,startup=120s[,stabilize=300s]` (or `kv=0.7,…`, `queue=500ms,…`).
 pub fn parse_rule(s: &str) -> Result<Rule, String> {
     let mut rule = Rule {
         signal: Signal::Requests,
@@ -41,6 +41,7 @@ pub fn parse_rule(s: &str) -> Result<Rule, String> {
         interval: Duration::from_secs(15),
         cooldown: Duration::from_secs(60),
         startup: Duration::from_secs(120),
+        stabilization: Duration::ZERO,
     };
     for part in s.split(',') {
         let (k, v) = part.split_once('=').ok_or_else(|| format!("--autoscale `{part}`: expected KEY=VALUE"))?;
@@ -68,9 +69,10 @@ pub fn parse_rule(s: &str) -> Result<Rule, String> {
             "interval" => rule.interval = dur()?,
             "cooldown" => rule.cooldown = dur()?,
             "startup" => rule.startup = dur()?,
+            "stabilize" => rule.stabilization = dur()?,
             other => {
                 return Err(format!(
-                    "--autoscale: unknown key `{other}` (requests, kv, queue, min, max, interval, cooldown, startup)"
+                    "--autoscale: unknown key `{other}` (requests, kv, queue, min, max, interval, cooldown, startup, stabilize)"
                 ))
             }
         }

@@ -33,6 +33,11 @@ pub struct Rule {
     pub interval: Duration,
     pub cooldown: Duration,
     pub startup: Duration,
+    /// Scale-down stabilization (Kubernetes' HPA: 300 s by default): a shrink goes only to
+    /// the largest count the rule asked for within this window, so a signal that drops to
+    /// nothing once queues drain does not halve the fleet the moment it recovers.
+    #[serde(default)]
+    pub stabilization: Duration,
 }
 
 /// Where a replica is in its life.
@@ -67,6 +72,8 @@ pub struct Scaler {
     pub next_eval: Stamp,
     last_change: Option<Stamp>,
     pub events: Vec<ScaleEvent>,
+    /// The counts asked for within the stabilization window, oldest first.
+    asked: std::collections::VecDeque<(Stamp, usize)>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -79,7 +86,17 @@ impl Scaler {
         let up = initial.clamp(rule.min.max(1), rule.max.max(1)).min(n);
         let state = (0..n).map(|i| if i < up { State::Serving } else { State::Off }).collect();
         let billed_since = (0..n).map(|i| (i < up).then_some(Stamp(0))).collect();
-        Self { rule, state, billed_since, billed_s: 0.0, next_eval: Stamp(0), last_change: None, events: Vec::new() }
+        let asked = Default::default();
+        Self {
+            rule,
+            state,
+            billed_since,
+            billed_s: 0.0,
+            next_eval: Stamp(0),
+            last_change: None,
+            events: Vec::new(),
+            asked,
+        }
     }
 
     /// Replicas serving or starting.
@@ -127,7 +144,12 @@ impl Scaler {
     pub fn evaluate(&mut self, now: Stamp, value: f64, in_flight: &[usize]) -> Vec<(usize, bool)> {
         self.next_eval = Stamp(now.0.saturating_add(ns(self.rule.interval).max(1)));
         let serving = self.state.iter().filter(|s| **s == State::Serving).count();
-        let (up, want) = (self.up(), self.desired(serving, value));
+        let (up, asked) = (self.up(), self.desired(serving, value));
+        let since = now.0.saturating_sub(ns(self.rule.stabilization));
+        self.asked.retain(|(t, _)| t.0 >= since);
+        self.asked.push_back((now, asked));
+        // Up at once; down only to the most asked for within the window.
+        let want = if asked < up { self.asked.iter().map(|(_, n)| *n).max().unwrap_or(asked) } else { asked };
         let cooled = self.last_change.is_none_or(|t| now.0.saturating_sub(t.0) >= ns(self.rule.cooldown));
         if want == up || !cooled {
             return Vec::new();

@@ -145,6 +145,7 @@ fn an_autoscaled_fleet_follows_the_load_after_its_start_up() {
         interval: Duration::from_secs(2),
         cooldown: Duration::from_secs(5),
         startup: Duration::from_secs(3),
+        stabilization: Duration::ZERO,
     };
     let mut f = fleet(4, Policy::LeastLoaded, Duration::from_millis(500)).with_scaler(Scaler::new(rule, 4, 1));
     let out = drive_fleet(&mut f, &mut Timed::new(arrivals));
@@ -180,6 +181,7 @@ fn decode_runs_change_no_record() {
         interval: Duration::from_millis(200),
         cooldown: Duration::from_millis(400),
         startup: Duration::from_millis(300),
+        stabilization: Duration::ZERO,
     };
     for policy in [Policy::RoundRobin, Policy::PowerOfTwo, Policy::LeastLoaded, Policy::cache_aware()] {
         for scaled in [false, true] {
@@ -217,6 +219,7 @@ fn a_queue_time_rule_grows_the_fleet_once_requests_wait() {
         interval: Duration::from_secs(2),
         cooldown: Duration::from_secs(5),
         startup: Duration::from_secs(3),
+        stabilization: Duration::ZERO,
     };
     let arrivals = rise_and_fall();
     let total = arrivals.len();

@@ -9,6 +9,7 @@ fn rule() -> Rule {
         interval: Duration::from_secs(15),
         cooldown: Duration::from_secs(60),
         startup: Duration::from_secs(120),
+        stabilization: Duration::ZERO,
     }
 }
 
@@ -49,4 +50,25 @@ fn replicas_start_after_their_start_up_drain_and_are_billed_throughout() {
     // Billed: replica 0 for 240 s, replica 1 for 300 s, replicas 2–4 from 0 to 200 s.
     assert!((s.billed_s - (240.0 + 300.0 + 3.0 * 200.0)).abs() < 1e-9, "{}", s.billed_s);
     assert_eq!(s.events.len(), 2);
+}
+
+#[test]
+fn a_shrink_goes_only_to_the_most_asked_within_the_stabilization_window() {
+    let r = Rule { cooldown: Duration::ZERO, stabilization: Duration::from_secs(300), ..rule() };
+    let mut s = Scaler::new(r, 8, 2);
+    // t = 0: asked 6; up at once.
+    s.evaluate(at(0), 30.0, &[0; 8]);
+    assert_eq!(s.up(), 6);
+    // The signal collapses: asked 1 at 60 s and 240 s, but 6 was asked within 300 s.
+    s.evaluate(at(60), 0.0, &[0; 8]);
+    s.evaluate(at(240), 0.0, &[0; 8]);
+    assert_eq!(s.up(), 6);
+    // At 301 s the 6 left the window; the most asked within it is 1.
+    s.evaluate(at(301), 0.0, &[0; 8]);
+    assert_eq!(s.up(), 1);
+    // Without a window the first collapse shrinks it.
+    let mut plain = Scaler::new(Rule { cooldown: Duration::ZERO, ..rule() }, 8, 2);
+    plain.evaluate(at(0), 30.0, &[0; 8]);
+    plain.evaluate(at(60), 0.0, &[0; 8]);
+    assert_eq!(plain.up(), 1);
 }
