@@ -211,8 +211,10 @@ pub fn drive_disaggregated(
         }
         while let Some(Reverse((_, id))) = crossing.peek().copied().filter(|Reverse((at, _))| *at <= now) {
             crossing.pop();
-            let req = waiting.get(&id).map(|h| h.request.clone()).expect("a hand-over's request waits");
-            out.decode_routed.push(dec.route(req, now));
+            // Every crossing request waits for its decode half (it leaves `waiting` only then).
+            if let Some(req) = waiting.get(&id).map(|h| h.request.clone()) {
+                out.decode_routed.push(dec.route(req, now));
+            }
         }
         for (id, err, rec) in pre.begin(now).into_iter().chain(dec.begin(now)) {
             waiting.remove(&id);
