@@ -98,28 +98,23 @@ fn simulate_split(
     Ok(tally.into_run(format!("{}, {x}P{y}D", policy.name()), gpu_hours, gpus, &counts))
 }
 
-/// The sentence comparing the best split with the aggregated fleet behind the same router.
-fn verdict(runs: &[PolicyRun], aggregated: usize) -> String {
+/// The sentence comparing the best of `splits` (with their `(x, y)`) with the aggregated fleet
+/// behind the same router.
+fn verdict(policy: &str, agg: &PolicyRun, splits: &[((usize, usize), &PolicyRun)]) -> Option<String> {
     let share = |r: &PolicyRun| r.good as f64 / r.requests.max(1) as f64;
-    let mut out = Vec::new();
-    for agg in runs.iter().filter(|r| r.router.ends_with(&format!("aggregated {aggregated}"))) {
-        let policy = agg.router.split(',').next().unwrap_or_default();
-        let splits = runs.iter().filter(|r| r.router.starts_with(&format!("{policy},")) && r.router.ends_with('D'));
-        let Some(best) = splits.max_by(|a, b| share(a).total_cmp(&share(b)).then(b.gpu_hours.total_cmp(&a.gpu_hours)))
-        else {
-            continue;
-        };
-        let d = (share(best) - share(agg)) * 100.0;
-        let split = best.router.rsplit(", ").next().unwrap_or_default();
-        out.push(if d > 0.05 {
-            format!("Behind {policy}, {split} wins: {:.1} % of requests within the SLOs against {:.1} % aggregated (+{d:.1} points) on {:.2} against {:.2} GPU-hours.", share(best) * 100.0, share(agg) * 100.0, best.gpu_hours, agg.gpu_hours)
-        } else if d < -0.05 {
-            format!("Behind {policy}, aggregation wins: {:.1} % within the SLOs against {:.1} % for the best split, {split} ({d:.1} points).", share(agg) * 100.0, share(best) * 100.0)
-        } else {
-            format!("Behind {policy}, disaggregation does not pay: {split} meets the SLOs for {:.1} % of requests, as the aggregated fleet does ({:.1} %).", share(best) * 100.0, share(agg) * 100.0)
-        });
-    }
-    out.join(" ")
+    let better = |a: &&((usize, usize), &PolicyRun), b: &&((usize, usize), &PolicyRun)| {
+        share(a.1).total_cmp(&share(b.1)).then(b.1.gpu_hours.total_cmp(&a.1.gpu_hours))
+    };
+    let &((x, y), best) = splits.iter().max_by(better)?;
+    let d = (share(best) - share(agg)) * 100.0;
+    let split = format!("{x}P{y}D");
+    Some(if d > 0.05 {
+        format!("Behind {policy}, {split} wins: {:.1} % of requests within the SLOs against {:.1} % aggregated (+{d:.1} points) on {:.2} against {:.2} GPU-hours.", share(best) * 100.0, share(agg) * 100.0, best.gpu_hours, agg.gpu_hours)
+    } else if d < -0.05 {
+        format!("Behind {policy}, aggregation wins: {:.1} % within the SLOs against {:.1} % for the best split, {split} ({d:.1} points).", share(agg) * 100.0, share(best) * 100.0)
+    } else {
+        format!("Behind {policy}, disaggregation does not pay: {split} meets the SLOs for {:.1} % of requests, as the aggregated fleet does ({:.1} %).", share(best) * 100.0, share(agg) * 100.0)
+    })
 }
 
 pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path, which: &str) -> Result<()> {
@@ -135,20 +130,23 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path, wh
     let p = projected(a, set, gpus)?;
     let splits = splits(which, a.replicas)?;
     let trace = load(a, set, &p, path)?;
-    let mut runs = Vec::new();
+    let (mut runs, mut verdicts) = (Vec::new(), Vec::new());
     for policy in &a.router {
         eprint!("\rplan --trace: {} aggregated …        ", policy.name());
         let mut agg = simulate(a, set, &p, policy.clone(), &trace)?;
         agg.router = format!("{}, aggregated {}", policy.name(), a.replicas);
-        runs.push(agg);
+        let mut split_runs = Vec::new();
         for &split in &splits {
             eprint!("\rplan --trace: {} {}P{}D …        ", policy.name(), split.0, split.1);
-            runs.push(simulate_split(a, set, &p, policy, &trace, split)?);
+            split_runs.push(simulate_split(a, set, &p, policy, &trace, split)?);
         }
+        let paired: Vec<_> = splits.iter().copied().zip(&split_runs).collect();
+        verdicts.extend(verdict(policy.name(), &agg, &paired));
+        runs.push(agg);
+        runs.extend(split_runs);
     }
     eprintln!();
-    let verdict = verdict(&runs, a.replicas);
-    write(a, set, &p, &trace, runs, &verdict)
+    write(a, set, &p, &trace, runs, &verdicts.join(" "))
 }
 
 #[cfg(test)]
