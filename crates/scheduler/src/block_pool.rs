@@ -6,6 +6,11 @@
 //! *free* (`ref_cnt == 0`, on an intrusive doubly-linked free list kept in LRU order: blocks are
 //! allocated from the head and freed blocks are appended at the tail).
 //!
+//! Without prefix caching, eviction order means nothing (a free block holds nothing anyone can
+//! hit), so freed blocks go back at the head instead: the list is a stack, and the blocks handed
+//! out are the ones just freed, still in the CPU's caches. A fleet of large simulated pools
+//! spent a third of its time in cache misses walking the LRU order through every block.
+//!
 //! With prefix caching enabled, a full block can be registered under the chained hash of its tokens
 //! ([`BlockHash::chain`]). A cached block keeps its hash after it is freed, so a later request with
 //! the same prefix can still hit it ([`BlockPool::lookup`] + [`BlockPool::touch`]) until it reaches
@@ -261,9 +266,12 @@ impl BlockPool {
                 self.free(&out);
                 return None;
             };
-            if let Some(h) = self.hash[b as usize].take() {
-                if self.cached.get(&h) == Some(&b) {
-                    self.cached.remove(&h);
+            // Without a cache no block has a hash: skip the load (a cache miss on large pools).
+            if self.enable_prefix_caching {
+                if let Some(h) = self.hash[b as usize].take() {
+                    if self.cached.get(&h) == Some(&b) {
+                        self.cached.remove(&h);
+                    }
                 }
             }
             self.ref_cnt[b as usize] = 1;
@@ -274,7 +282,8 @@ impl BlockPool {
 
     /// Decrements the reference count of each block; a block reaching 0 is appended at the tail
     /// of the free list, in the order given (callers pass a sequence's blocks in reverse so that
-    /// its tail blocks are evicted first, as vLLM does). A cached block keeps its hash while free
+    /// its tail blocks are evicted first, as vLLM does) — or, without prefix caching, put at its
+    /// head, to be allocated next. A cached block keeps its hash while free
     /// and can still be hit until it is reallocated. A block may appear several times, once per
     /// reference dropped.
     ///
@@ -293,7 +302,11 @@ impl BlockPool {
             }
             *rc -= 1;
             if *rc == 0 {
-                self.push_tail(b);
+                if self.enable_prefix_caching {
+                    self.push_tail(b);
+                } else {
+                    self.push_head(b);
+                }
             }
         }
     }
@@ -497,6 +510,19 @@ impl BlockPool {
         self.prev[b as usize] = NONE;
         self.next[b as usize] = NONE;
         self.free_count -= 1;
+    }
+
+    /// Puts block `b` (not on the list) at the head of the free list, next to be allocated.
+    fn push_head(&mut self, b: BlockId) {
+        self.prev[b as usize] = NONE;
+        self.next[b as usize] = self.head;
+        if self.head == NONE {
+            self.tail = b;
+        } else {
+            self.prev[self.head as usize] = b;
+        }
+        self.head = b;
+        self.free_count += 1;
     }
 
     /// Appends block `b` (not on the list) at the tail of the free list.

@@ -256,6 +256,19 @@ pub trait StepCost: Send + Sync {
     /// Seconds between the end of a step and the start of the next when there is work (taking
     /// new requests, sending tokens).
     fn gap_seconds(&self) -> f64;
+    /// The seconds of up to `steps` decode steps in a row from `first` (decodes alone), step
+    /// `j` with `decode_context + j × decode_seqs`: each handed to `each`, in order, until it
+    /// answers false. Equal to `step_seconds` of each step; a cost whose other parts stay put
+    /// along a run computes them once.
+    fn decode_run_seconds(&self, first: &StepWork, steps: usize, each: &mut dyn FnMut(f64) -> bool) {
+        let mut w = *first;
+        for j in 0..steps {
+            w.decode_context = first.decode_context + j as f64 * first.decode_seqs;
+            if !each(self.step_seconds(&w)) {
+                return;
+            }
+        }
+    }
 }
 
 /// A linear step-cost model: Σ coefficient × term, plus the gap between busy steps.

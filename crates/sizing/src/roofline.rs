@@ -222,26 +222,40 @@ impl RooflineCost {
     /// window per query: decode context min(Σ context, sequences × window), prefill pairs
     /// min(Σ pairs, tokens × window) (exact once every sequence is past its window).
     pub fn parts(&self, w: &StepWork) -> StepParts {
+        let tokens = w.prefill_tokens + w.decode_seqs;
+        let (experts, a2a) = self.experts(tokens);
+        StepParts {
+            dense: self.dense(w),
+            attention: self.attention(w),
+            experts,
+            communication_s: self.allreduce_seconds(tokens) + a2a,
+        }
+    }
+
+    /// The non-expert weights and linear layers of a step doing `w`.
+    fn dense(&self, w: &StepWork) -> PartTime {
         let (m, d, e) = (&self.work, &self.device, &self.eff);
         let tokens = w.prefill_tokens + w.decode_seqs;
-        let (dc_window, pa_window) = match m.window {
-            Some(win) => (w.decode_context.min(w.decode_seqs * win), w.prefill_attention.min(w.prefill_tokens * win)),
-            None => (0.0, 0.0),
-        };
-        let dense = PartTime {
+        PartTime {
             memory_s: m.read_bytes / (d.bandwidth * e.memory),
             compute_s: m.linear_flops_per_token * tokens / (d.flops * e.compute)
                 + m.lm_head_flops_per_row * w.sampled / (d.lm_head_flops * e.compute),
+        }
+    }
+
+    /// The KV reads and attention FLOPs of a step doing `w`.
+    fn attention(&self, w: &StepWork) -> PartTime {
+        let (m, d, e) = (&self.work, &self.device, &self.eff);
+        let (dc_window, pa_window) = match m.window {
+            Some(win) => (w.decode_context.min(w.decode_seqs * win), w.prefill_attention.min(w.prefill_tokens * win)),
+            None => (0.0, 0.0),
         };
         let kv = m.kv_bytes_per_token * (w.decode_context + w.prefill_tokens)
             + m.sliding_kv_bytes_per_token * (dc_window + w.prefill_tokens);
         let pairs = m.attention_flops_per_pair * w.prefill_attention
             + m.decode_attention_flops_per_pair * w.decode_context
             + m.sliding_attention_flops_per_pair * (pa_window + dc_window);
-        let attention =
-            PartTime { memory_s: kv / (d.bandwidth * e.memory), compute_s: pairs / (d.attention_flops * e.attention) };
-        let (experts, a2a) = self.experts(tokens);
-        StepParts { dense, attention, experts, communication_s: self.allreduce_seconds(tokens) + a2a }
+        PartTime { memory_s: kv / (d.bandwidth * e.memory), compute_s: pairs / (d.attention_flops * e.attention) }
     }
 
     /// The experts' part and their all-to-all seconds for `tokens` tokens of the group.
@@ -329,6 +343,23 @@ impl StepCost for ProjectedCost {
     }
     fn gap_seconds(&self) -> f64 {
         0.0
+    }
+    /// Along a run only the attention part moves (the context grows): the others, computed
+    /// once, are added in `step_seconds`' order, so each step's seconds are the same bits.
+    fn decode_run_seconds(&self, first: &StepWork, steps: usize, each: &mut dyn FnMut(f64) -> bool) {
+        let r = &self.roofline;
+        let fixed = r.parts(first);
+        let (dense, experts, comm) = (fixed.dense.seconds(), fixed.experts.seconds(), fixed.communication_s);
+        let pp = self.layout.pp.max(1) as f64;
+        let (hops, overhead) = (self.hops_seconds(first.prefill_tokens + first.decode_seqs), r.eff.step_overhead_s);
+        let mut w = *first;
+        for j in 0..steps {
+            w.decode_context = first.decode_context + j as f64 * first.decode_seqs;
+            let stage = dense + r.attention(&w).seconds() + experts + comm;
+            if !each(pp * stage + hops + overhead) {
+                return;
+            }
+        }
     }
 }
 

@@ -47,14 +47,25 @@ fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-impl<C: StepCost> StepCost for Sampled<C> {
-    fn step_seconds(&self, w: &StepWork) -> f64 {
+impl<C: StepCost> Sampled<C> {
+    /// The next ratio of the sequence.
+    fn draw(&self) -> f64 {
         let i = self.draws.fetch_add(1, Ordering::Relaxed);
         let u = (splitmix(self.seed ^ i.wrapping_mul(0xD6E8_FEB8_6659_FD93)) >> 11) as f64 / (1u64 << 53) as f64;
-        self.base.step_seconds(w) * self.ratio_at(u)
+        self.ratio_at(u)
+    }
+}
+
+impl<C: StepCost> StepCost for Sampled<C> {
+    fn step_seconds(&self, w: &StepWork) -> f64 {
+        self.base.step_seconds(w) * self.draw()
     }
     fn gap_seconds(&self) -> f64 {
         self.base.gap_seconds()
+    }
+    /// One draw per step handed on, as many as `step_seconds` one by one would take.
+    fn decode_run_seconds(&self, first: &StepWork, steps: usize, each: &mut dyn FnMut(f64) -> bool) {
+        self.base.decode_run_seconds(first, steps, &mut |s| each(s * self.draw()));
     }
 }
 
@@ -102,5 +113,24 @@ mod tests {
         assert!(Sampled::new(base(), vec![0.0; 101], 0).is_none());
         let s = Sampled::new(base(), vec![1.0; 101], 0).unwrap();
         assert_eq!(s.step_seconds(&work()), base().step_seconds(&work()));
+    }
+
+    #[test]
+    fn a_decode_run_draws_as_its_steps_one_by_one() {
+        let ratios: Vec<f64> = (0..101).map(|i| 0.5 + i as f64 / 100.0).collect();
+        let (by_run, by_step) =
+            (Sampled::new(base(), ratios.clone(), 3).unwrap(), Sampled::new(base(), ratios, 3).unwrap());
+        let first = StepWork { decode_context: 500.0, ..work() };
+        let mut run = Vec::new();
+        by_run.decode_run_seconds(&first, 9, &mut |s| {
+            run.push(s);
+            run.len() < 6
+        });
+        // Six steps drawn, no more: the next draw is the seventh of both.
+        let steps: Vec<f64> = (0..6)
+            .map(|j| by_step.step_seconds(&StepWork { decode_context: 500.0 + j as f64 * 10.0, ..first }))
+            .collect();
+        assert_eq!(run, steps);
+        assert_eq!(by_run.step_seconds(&work()), by_step.step_seconds(&work()));
     }
 }

@@ -61,7 +61,9 @@ pub struct SimEngine {
 /// the clock; NaN counts as 0).
 fn nanos(seconds: f64) -> u64 {
     let s = if seconds.is_nan() { 0.0 } else { seconds.clamp(0.0, 3600.0) };
-    (s * 1e9).round() as u64
+    // Half up, as `round` for these non-negative values, without its libm call (5 % of a
+    // day-long fleet's time).
+    (s * 1e9 + 0.5) as u64
 }
 
 impl SimEngine {
@@ -125,26 +127,23 @@ impl SimEngine {
             return self.begin(now);
         }
         let n = self.sched.num_running() as f64;
-        let c0 = self.sched.decode_context_next() as f64;
+        let first = StepWork {
+            prefill_tokens: 0.0,
+            prefill_attention: 0.0,
+            decode_seqs: n,
+            decode_context: self.sched.decode_context_next() as f64,
+            sampled: n,
+            experts_touched: None,
+        };
         let gap_ns = nanos(self.cost.gap_seconds());
         let mut run = Vec::with_capacity(k);
         let mut start = now;
-        for j in 0..k {
-            let work = StepWork {
-                prefill_tokens: 0.0,
-                prefill_attention: 0.0,
-                decode_seqs: n,
-                decode_context: c0 + j as f64 * n,
-                sampled: n,
-                experts_touched: None,
-            };
-            let end = Stamp(start.0.saturating_add(nanos(self.cost.step_seconds(&work)).max(1)));
+        self.cost.decode_run_seconds(&first, k, &mut |seconds| {
+            let end = Stamp(start.0.saturating_add(nanos(seconds).max(1)));
             run.push((start, end));
             start = Stamp(end.0.saturating_add(gap_ns));
-            if start >= horizon {
-                break;
-            }
-        }
+            start < horizon
+        });
         let (first, end) = (run[0].0, run[run.len() - 1].1);
         let out = SchedulerOutput::default();
         Some(Planned { out, run, gap_ns, start: first, end, next: Stamp(end.0.saturating_add(gap_ns)) })

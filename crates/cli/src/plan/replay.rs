@@ -73,7 +73,10 @@ impl goodput_sizing::sim::Source for TraceSource<'_> {
         if !self.content {
             let e = &self.trace.entries[i];
             let params = goodput_core::SamplingParams::greedy_exact(e.output);
-            return Some(NewRequest { id: i as u64, prompt: vec![0; e.input], params, arrival: at });
+            // Room for the output too: the scheduler appends it to the prompt's vector.
+            let mut prompt = Vec::with_capacity(e.input + e.output);
+            prompt.resize(e.input, 0);
+            return Some(NewRequest { id: i as u64, prompt, params, arrival: at });
         }
         let w = self.trace.request(i as u64, i, self.vocab);
         Some(NewRequest { id: w.id, prompt: w.prompt, params: w.params, arrival: at })

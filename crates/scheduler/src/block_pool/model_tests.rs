@@ -84,7 +84,12 @@ impl Model {
         for &b in blocks {
             self.rc[b as usize] -= 1;
             if self.rc[b as usize] == 0 {
-                self.free_q.push_back(b);
+                // LRU with a prefix cache; a stack (the last freed allocated first) without one.
+                if self.pool.prefix_caching() {
+                    self.free_q.push_back(b);
+                } else {
+                    self.free_q.push_front(b);
+                }
             }
         }
     }

@@ -66,7 +66,7 @@ fn allocate_is_all_or_nothing() {
 
 #[test]
 fn freed_last_is_reused_last() {
-    let mut p = pool(7, 1, false);
+    let mut p = pool(7, 1, true);
     let a = p.allocate(3).unwrap(); // 1 2 3
     let b = p.allocate(3).unwrap(); // 4 5 6
                                     // Free b first, then a in reverse (tail first): LRU order is 4 5 6 3 2 1.
@@ -81,6 +81,22 @@ fn freed_last_is_reused_last() {
 }
 
 #[test]
+fn without_a_cache_the_freed_last_is_reused_first() {
+    let mut p = pool(7, 1, false);
+    let a = p.allocate(3).unwrap(); // 1 2 3
+    let b = p.allocate(3).unwrap(); // 4 5 6
+    p.free(&b);
+    let mut rev = a.clone();
+    rev.reverse();
+    p.free(&rev); // the stack, top first: 1 2 3 6 5 4
+    assert_eq!(free_list(&p), vec![1, 2, 3, 6, 5, 4]);
+    assert_eq!(p.allocate(4), Some(vec![1, 2, 3, 6]));
+    p.free(&[2]);
+    assert_eq!(p.allocate(2), Some(vec![2, 5]));
+    ok(&p);
+}
+
+#[test]
 fn shared_block_is_freed_only_with_its_last_reference() {
     let mut p = pool(4, 2, false);
     let a = p.allocate(2).unwrap();
@@ -90,7 +106,7 @@ fn shared_block_is_freed_only_with_its_last_reference() {
     assert_eq!(p.num_free_blocks(), 1);
     assert_eq!(p.ref_count(a[0]), 1);
     p.free(&[a[1], a[0]]);
-    assert_eq!(free_list(&p), vec![3, 2, 1]);
+    assert_eq!(free_list(&p), vec![1, 2, 3]); // without a cache, a stack: the last freed on top
     ok(&p);
 }
 

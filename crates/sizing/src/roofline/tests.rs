@@ -84,3 +84,32 @@ fn a_projected_step_is_bound_by_memory_at_small_batch_and_by_compute_when_large(
     assert!(p.dense.compute_s > p.dense.memory_s && p.attention.compute_s > p.attention.memory_s);
     assert_eq!(cost.step_seconds(&prefill), r.compute_seconds(&prefill));
 }
+
+#[test]
+fn a_decode_run_costs_each_step_to_the_bit() {
+    // Dense at TP 2 over two stages; experts and sliding windows (past the window midway).
+    let gpt_oss = Catalog::builtin().get("gpt-oss-20b").unwrap().clone();
+    for (model, tp, pp) in [(llama8b(), 2, 2), (gpt_oss, 1, 1)] {
+        let cost = ProjectedCost {
+            roofline: RooflineCost {
+                work: ModelWork::of(&model, 2.0, tp).unwrap(),
+                device: h100(),
+                eff: Efficiencies::default(),
+            },
+            layout: Layout { pp, ..Layout::tp(tp) },
+            network_hops: 0,
+        };
+        let first = StepWork { decode_seqs: 3.0, decode_context: 200.0, sampled: 3.0, ..Default::default() };
+        let mut run = Vec::new();
+        cost.decode_run_seconds(&first, 200, &mut |s| {
+            run.push(s);
+            run.len() < 150
+        });
+        assert_eq!(run.len(), 150, "the run stops when told");
+        for (j, got) in run.iter().enumerate() {
+            let w = StepWork { decode_context: 200.0 + j as f64 * 3.0, ..first };
+            assert_eq!(got.to_bits(), cost.step_seconds(&w).to_bits(), "{}: step {j}", model.name);
+        }
+        assert!(run[149] > run[0], "the context's reads grow");
+    }
+}
