@@ -39,6 +39,11 @@ pub enum Term {
     Tokens(u32),
     /// The sampled-rows table's knot at this many rows.
     Rows(u32),
+    /// The decode-context table's knot at this Σ context over the step's decode sequences.
+    /// A CPU reads the K/V of a small batch from its caches and a large one from memory, so
+    /// a context token costs more past the last-level cache (a cliff a linear term averages
+    /// away); on a GPU the table comes out linear. Knots at every power of two from 512.
+    Context(u32),
     /// Distinct routed experts the step's tokens reached, summed over the sparse layers: the
     /// expert weight sets it read (a mixture of experts' step grows with it, not with its
     /// tokens alone: B tokens reach N·(1 − (1 − k/N)^B) experts). The engine records it; a
@@ -59,12 +64,14 @@ impl Term {
     ];
 
     /// The terms of a table model: tokens knots (see the type's docs) up to the first power
-    /// of two at or above `max_tokens`, rows knots likewise up to `max_rows`, and the linear
+    /// of two at or above `max_tokens`, rows knots likewise up to `max_rows`, context knots
+    /// up to the first power of two at or above `max_context`, and the linear prefill
     /// attention and per-sequence terms.
-    pub fn table(max_tokens: usize, max_rows: usize) -> Vec<Term> {
+    pub fn table(max_tokens: usize, max_rows: usize, max_context: usize) -> Vec<Term> {
         let mut out: Vec<Term> = knots(max_tokens).into_iter().map(Term::Tokens).collect();
         out.extend(knots(max_rows).into_iter().map(Term::Rows));
-        out.extend([Term::PrefillAttention, Term::DecodeSeqs, Term::DecodeContext]);
+        out.extend([Term::PrefillAttention, Term::DecodeSeqs]);
+        out.extend(context_knots(max_context).into_iter().map(Term::Context));
         out
     }
 
@@ -79,6 +86,7 @@ impl Term {
             Term::SampledRows => "sampled_rows".into(),
             Term::Tokens(k) => format!("tokens@{k}"),
             Term::Rows(k) => format!("rows@{k}"),
+            Term::Context(k) => format!("context@{k}"),
             Term::ExpertsTouched => "experts_touched".into(),
         }
     }
@@ -94,6 +102,7 @@ impl Term {
             Term::SampledRows => "sampled row",
             Term::Tokens(_) => "step at this many tokens",
             Term::Rows(_) => "step at this many rows",
+            Term::Context(_) => "step at this much context",
             Term::ExpertsTouched => "expert read (one layer)",
         }
     }
@@ -115,6 +124,15 @@ fn knots(max: usize) -> Vec<u32> {
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// The first context knot: below it a step's K/V is small against any cache.
+const FIRST_CONTEXT_KNOT: u32 = 512;
+
+/// Every power of two from [`FIRST_CONTEXT_KNOT`] to the first at or above `max`.
+fn context_knots(max: usize) -> Vec<u32> {
+    let top = (max.max(1).next_power_of_two() as u64).clamp(FIRST_CONTEXT_KNOT as u64, 1 << 31) as u32;
+    std::iter::successors(Some(FIRST_CONTEXT_KNOT), |k| (*k < top).then(|| k * 2)).collect()
 }
 
 /// The hat function of knot `k` among the sorted `knots` at `x`: 1 at `k`, falling linearly
@@ -217,6 +235,7 @@ impl StepWork {
             Term::SampledRows => self.sampled,
             Term::Tokens(k) => hat(k, &tables.tokens, self.prefill_tokens + self.decode_seqs),
             Term::Rows(k) => hat(k, &tables.rows, self.sampled),
+            Term::Context(k) => hat(k, &tables.context, self.decode_context),
             Term::ExpertsTouched => self.experts_touched.unwrap_or(0.0),
         }
     }
@@ -228,11 +247,12 @@ impl StepWork {
     }
 }
 
-/// The sorted knots of the tokens and rows tables among some terms.
+/// The sorted knots of the tokens, rows and context tables among some terms.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tables {
     pub tokens: Vec<u32>,
     pub rows: Vec<u32>,
+    pub context: Vec<u32>,
 }
 
 impl Tables {
@@ -245,6 +265,7 @@ impl Tables {
         Self {
             tokens: pick(|t| if let Term::Tokens(k) = t { Some(*k) } else { None }),
             rows: pick(|t| if let Term::Rows(k) = t { Some(*k) } else { None }),
+            context: pick(|t| if let Term::Context(k) = t { Some(*k) } else { None }),
         }
     }
 }
@@ -359,14 +380,42 @@ mod tests {
 
     #[test]
     fn a_table_interpolates_between_its_knots_and_extends_its_last() {
-        let terms = Term::table(6, 1);
+        let terms = Term::table(6, 1, 1500);
         let k: Vec<Term> = [1, 2, 3, 4, 5, 8].into_iter().map(Term::Tokens).collect();
         assert_eq!(terms[..6], k[..]);
-        assert_eq!(terms[6..], [Term::Rows(1), Term::PrefillAttention, Term::DecodeSeqs, Term::DecodeContext]);
+        assert_eq!(
+            terms[6..],
+            [
+                Term::Rows(1),
+                Term::PrefillAttention,
+                Term::DecodeSeqs,
+                Term::Context(512),
+                Term::Context(1024),
+                Term::Context(2048)
+            ]
+        );
         assert_eq!(knots(64), [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64]);
         assert_eq!(knots(3), [1, 2, 3, 4]);
+        assert_eq!(context_knots(0), [512]);
+        assert_eq!(context_knots(4096), [512, 1024, 2048, 4096]);
+        // 1 µs a context token up to 1024, then 3 µs (a cliff); the last knot extends through 0.
+        let t = Tables::of(&terms);
+        let ctx = |c: f64| {
+            let w = StepWork { decode_context: c, ..Default::default() };
+            [512, 1024, 2048]
+                .iter()
+                .zip([0.512e-3, 1.024e-3, 4.096e-3])
+                .map(|(&k, v)| w.value(Term::Context(k), &t) * v)
+                .sum::<f64>()
+        };
+        assert!((ctx(256.0) - 0.256e-3).abs() < 1e-12 && (ctx(1536.0) - 2.56e-3).abs() < 1e-12);
+        assert!((ctx(4096.0) - 8.192e-3).abs() < 1e-12, "beyond the last knot: its value × c / k");
         // 1 ms at 1 token, 2 at 2, 2.5 at 3, 3 at 4, 4 at 5, 10 at 8 (a kernel switch); 0.5 ms per row.
-        let c = LinearCost::new(terms.clone(), vec![1e-3, 2e-3, 2.5e-3, 3e-3, 4e-3, 10e-3, 0.5e-3, 0.0, 0.0, 0.0], 0.0);
+        let c = LinearCost::new(
+            terms.clone(),
+            vec![1e-3, 2e-3, 2.5e-3, 3e-3, 4e-3, 10e-3, 0.5e-3, 0.0, 0.0, 0.0, 0.0, 0.0],
+            0.0,
+        );
         let at = |tokens: f64, rows: f64| {
             let w = StepWork { prefill_tokens: tokens, sampled: rows, ..Default::default() };
             c.step_seconds(&w)

@@ -225,7 +225,7 @@ impl Profile {
             if !(t.coefficient.is_finite() && t.coefficient >= 0.0) {
                 return Err(SizingError::Coefficient { term: t.term.name(), value: t.coefficient });
             }
-            if matches!(t.term, Term::Tokens(0) | Term::Rows(0)) {
+            if matches!(t.term, Term::Tokens(0) | Term::Rows(0) | Term::Context(0)) {
                 return Err(SizingError::KnotAtZero { term: t.term.name() });
             }
             if !seen.insert(t.term) {

@@ -111,6 +111,7 @@ pub fn term_floor(term: Term, w: &ModelWork, dev: &DeviceLimits) -> f64 {
         // A step at k tokens reads every dense weight and computes k tokens' linear layers.
         Term::Tokens(k) => (w.read_bytes / dev.bandwidth).max(k as f64 * per_token / dev.flops),
         Term::Rows(k) => k as f64 * w.lm_head_flops_per_row / dev.flops,
+        Term::Context(k) => k as f64 * w.kv_bytes_per_token / dev.bandwidth,
         // One expert's weights, read once in one layer.
         Term::ExpertsTouched => w.experts.as_ref().map_or(0.0, |x| x.bytes_per_expert / dev.bandwidth),
     }

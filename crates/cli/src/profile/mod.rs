@@ -100,7 +100,8 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     // Tables over the batch shapes the steps reached (kernels switch with the batch).
     let max_tokens = m.steps.iter().map(|s| s.prefill_tokens + s.decode_seqs).max().unwrap_or(1);
     let max_rows = m.steps.iter().map(|s| s.sampled).max().unwrap_or(1);
-    let mut terms = Term::table(max_tokens, max_rows);
+    let max_context = m.steps.iter().filter(|s| s.decode_seqs > 0).map(|s| s.decode_context).max().unwrap_or(0);
+    let mut terms = Term::table(max_tokens, max_rows, usize::try_from(max_context).unwrap_or(usize::MAX));
     // A mixture of experts reads the experts its tokens reach: recorded per step, expected
     // when simulated.
     let experts = goodput_sizing::cost::ExpertShape::of(&spec);
@@ -342,7 +343,7 @@ fn roofline(a: &ProfileArgs, spec: &ModelSpec, dtype: &str, fit: &Fit) -> Option
             let floor_s = term_floor(f.term, &work, &dev);
             let efficiency = (f.measured && f.coefficient > 0.0).then(|| floor_s / f.coefficient);
             let memory = match f.term {
-                Term::Fixed | Term::DecodeContext | Term::ExpertsTouched => true,
+                Term::Fixed | Term::DecodeContext | Term::Context(_) | Term::ExpertsTouched => true,
                 Term::Tokens(k) => work.read_bytes / bandwidth >= k as f64 * work.linear_flops_per_token / flops,
                 _ => false,
             };

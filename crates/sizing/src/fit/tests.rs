@@ -139,7 +139,7 @@ fn a_table_fit_recovers_a_kernel_switch_a_linear_fit_cannot() {
         samples.iter().map(|s| (c.step_seconds(&s.work) / s.seconds - 1.0).abs()).fold(0.0, f64::max)
     };
     let linear = fit(&samples, &Term::ALL, &FitOptions { bootstrap: 0, seed: 0 }).unwrap();
-    let table = fit(&samples, &Term::table(64, 64), &FitOptions { bootstrap: 0, seed: 0 }).unwrap();
+    let table = fit(&samples, &Term::table(64, 64, 6400), &FitOptions { bootstrap: 0, seed: 0 }).unwrap();
     assert!(worst(&linear) > 0.1, "linear: {}", worst(&linear));
     // Knots on both sides of the switch (8 and 9): every batch within a few percent.
     for b in [1.0, 2.0, 4.0, 8.0, 9.0, 12.0, 16.0, 32.0, 64.0] {
@@ -148,6 +148,40 @@ fn a_table_fit_recovers_a_kernel_switch_a_linear_fit_cannot() {
         assert!((got / truth(b) - 1.0).abs() < 0.02, "{b}: {got} vs {}", truth(b));
     }
     assert!(worst(&table) < 0.03, "table: {}", worst(&table));
+}
+
+#[test]
+fn a_context_table_follows_the_cache_cliff_a_linear_term_averages() {
+    // Decode steps of 1–64 sequences at contexts 64–1536: a context token costs 100 ns while
+    // the step's K/V fits the cache (Σ context ≤ 4096) and 3 × as much past it.
+    let ctx_cost = |c: f64| if c <= 4096.0 { c * 100e-9 } else { 4096.0 * 100e-9 + (c - 4096.0) * 300e-9 };
+    let truth = |b: f64, c: f64| 1e-3 + b * 0.1e-3 + ctx_cost(b * c);
+    let mut samples = Vec::new();
+    for b in [1.0, 2.0, 3.0, 4.0, 5.0, 8.0, 9.0, 16.0, 17.0, 32.0, 33.0, 64.0] {
+        for c in [64.0, 512.0, 1024.0, 1536.0] {
+            let work = StepWork { decode_seqs: b, decode_context: b * c, sampled: b, ..Default::default() };
+            samples.push(Sample { work, seconds: truth(b, c) });
+        }
+    }
+    let max_context = samples.iter().map(|s| s.work.decode_context as usize).max().unwrap();
+    let terms = Term::table(64, 64, max_context);
+    assert!(terms.contains(&Term::Context(512)) && terms.contains(&Term::Context(131_072)));
+    assert!(!terms.contains(&Term::DecodeContext));
+    let linear = fit(&samples, &Term::ALL, &FitOptions { bootstrap: 0, seed: 0 }).unwrap().cost(0.0);
+    let table = fit(&samples, &terms, &FitOptions { bootstrap: 0, seed: 0 }).unwrap().cost(0.0);
+    let error = |c: &LinearCost, b: f64, ctx: f64| {
+        let w = StepWork { decode_seqs: b, decode_context: b * ctx, sampled: b, ..Default::default() };
+        c.step_seconds(&w) / truth(b, ctx) - 1.0
+    };
+    // In the cache (16 × 256 = 4096) and far past it (64 × 1536), between measured shapes.
+    for (b, ctx) in [(16.0, 256.0), (4.0, 700.0), (64.0, 1536.0), (48.0, 1200.0)] {
+        assert!(error(&table, b, ctx).abs() < 0.03, "table at {b} × {ctx}: {}", error(&table, b, ctx));
+    }
+    let worst = [(16.0, 256.0), (4.0, 700.0), (64.0, 1536.0), (48.0, 1200.0)]
+        .into_iter()
+        .map(|(b, ctx)| error(&linear, b, ctx).abs())
+        .fold(0.0, f64::max);
+    assert!(worst > 0.1, "a linear context term averages the cliff: {worst}");
 }
 
 #[test]
