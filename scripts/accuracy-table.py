@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The accuracy table of scripts/accuracy.sh: per metric, each level's error
 (predicted ÷ measured − 1, median over the repeats), the MAPE over the levels (mean of the
-absolute median errors), and the run-to-run spread of the measurement ((max − min) ÷ median
+absolute median errors; also over the levels every repeat measured, when a sweep's refinement
+added levels to some repeats only), and the run-to-run spread of the measurement ((max − min) ÷ median
 over the repeats, median over the levels) — the machine's own noise, which bounds how well any
 prediction can do.
 
@@ -29,10 +30,14 @@ def main():
     if "--check" in sys.argv[3:]:
         for r, run in enumerate(runs, 1):
             run["prediction"] = json.load(open(f"{out}/run-{r}/prediction.json"))
-    loads = [l["summary"]["load"] for l in runs[0]["levels"]]
+    # Every level any repeat measured (a sweep refines between levels where its own
+    # capacity falls, so repeats can differ), in order.
+    loads = sorted({l["summary"]["load"] for run in runs for l in run["levels"]})
+    every = [x for x in loads if all(any(l["summary"]["load"] == x for l in run["levels"]) for run in runs)]
     print(f"levels {loads}, {repeats} repeats; error = predicted ÷ measured − 1 (median over repeats)")
-    print("| metric | " + " | ".join(f"{x:g}" for x in loads) + " | MAPE | run-to-run spread |")
-    print("|---|" + "---|" * (len(loads) + 2))
+    common = "" if every == loads else " | MAPE, levels of every repeat"
+    print("| metric | " + " | ".join(f"{x:g}" for x in loads) + f" | MAPE{common} | run-to-run spread |")
+    print("|---|" + "---|" * (len(loads) + 2 + bool(common)))
     for name, get in METRICS:
         errors, spreads = [], []
         for load in loads:
@@ -49,11 +54,14 @@ def main():
             errors.append(statistics.median(p / m - 1 for p, m in zip(predicted, measured)))
             if len(measured) > 1:
                 spreads.append((max(measured) - min(measured)) / statistics.median(measured))
-        known = [abs(e) for e in errors if e is not None]
-        mape = f"{statistics.mean(known) * 100:.0f} %" if known else "-"
+        def mape(among):
+            known = [abs(e) for x, e in zip(loads, errors) if e is not None and x in among]
+            return f"{statistics.mean(known) * 100:.0f} %" if known else "-"
+
         spread = f"{statistics.median(spreads) * 100:.0f} %" if spreads else "-"
         cells = ["-" if e is None else f"{e * 100:+.0f} %" for e in errors]
-        print(f"| {name} | " + " | ".join(cells) + f" | {mape} | {spread} |")
+        both = f" | {mape(every)}" if common else ""
+        print(f"| {name} | " + " | ".join(cells) + f" | {mape(loads)}{both} | {spread} |")
 
 
 if __name__ == "__main__":

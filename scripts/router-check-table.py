@@ -6,6 +6,7 @@ with their range) beside what `goodput plan --trace --profile` simulated.
   scripts/router-check-table.py OUT_DIR REPEATS
 """
 import json
+import os
 import statistics
 import sys
 
@@ -41,7 +42,26 @@ def fmt(x, scale=1.0, digits=1):
 
 def main():
     out, repeats = sys.argv[1], int(sys.argv[2])
-    sim = {r["router"]: r for r in json.load(open(f"{out}/sim.json"))["runs"]}
+    # The simulated fleets router-check.sh writes: the quiet profile, the loaded one, and the
+    # loaded one with the time outside the engines (older outputs have sim.json alone).
+    def read(name):
+        return open(f"{out}/{name}").read().strip() if os.path.exists(f"{out}/{name}") else None
+
+    overhead, template = read("overhead-ms.txt"), read("template.txt")
+    last = f"simulated, loaded + {overhead} ms outside" if overhead else "simulated"
+    if template:
+        last += f" + template {template}"
+
+    kinds = [
+        ("sim-quiet.json", "simulated, quiet profile"),
+        ("sim-loaded.json", "simulated, loaded profile"),
+        ("sim.json", last),
+    ]
+    sims = [
+        (label, {r["router"]: r for r in json.load(open(f"{out}/{f}"))["runs"]})
+        for f, label in kinds
+        if os.path.exists(f"{out}/{f}")
+    ]
     names = {"round_robin": "round-robin", "cache_aware": "cache-aware"}
     print("| router | | output tok/s | TTFT P50 ms | TTFT P95 ms | E2E P50 ms | E2E P95 ms | prefix hits | replica shares |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -64,17 +84,21 @@ def main():
         cells.append(" / ".join(f"{s * 100:.0f} %" for s in shares))
         errors = sum(r["errors"] for r in runs)
         print(f"| {name} | measured{f' ({errors} errors)' if errors else ''} | " + " | ".join(cells) + " |")
-        s = sim[name]
-        sim_cells = [
-            fmt(s.get("output_throughput")),
-            fmt(s.get("ttft_p50_s"), 1e3),
-            fmt(s.get("ttft_p95_s"), 1e3),
-            fmt(s.get("e2e_p50_s"), 1e3),
-            fmt(s.get("e2e_p95_s"), 1e3),
-            fmt(s.get("prefix_hit_rate"), 100) + " %",
-            " / ".join(f"{x * 100:.0f} %" for x in s["replica_shares"]),
-        ]
-        print(f"| {name} | simulated | " + " | ".join(sim_cells) + " |")
+        for label, sim in sims:
+            print_sim(label, name, sim[name])
+
+
+def print_sim(label, name, s):
+    sim_cells = [
+        fmt(s.get("output_throughput")),
+        fmt(s.get("ttft_p50_s"), 1e3),
+        fmt(s.get("ttft_p95_s"), 1e3),
+        fmt(s.get("e2e_p50_s"), 1e3),
+        fmt(s.get("e2e_p95_s"), 1e3),
+        fmt(s.get("prefix_hit_rate"), 100) + " %",
+        " / ".join(f"{x * 100:.0f} %" for x in s["replica_shares"]),
+    ]
+    print(f"| {name} | {label} | " + " | ".join(sim_cells) + " |")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 # The simulated fleet against a real router: 2 `goodput serve` replicas of the tiny model on
 # loopback, each pinned to one CPU, behind sglang-router or vllm-router (from PyPI, pinned), driven by
 # `goodput run` with a trace whose requests share system prompts; then the same trace through
-# `goodput plan --trace --profile` with the replicas' measured profile. Per policy it prints
+# `goodput plan --trace --profile` with the replicas' profile measured under the check's own load
+# on another trace (their steps, `serve --steps`), plus the time outside the engines measured on
+# that trace (`--request-overhead`). Per policy it prints
 # output throughput, TTFT and E2E P50/P95, the prefix-hit rate and the replicas' request
 # shares, measured beside simulated.
 #
@@ -70,9 +72,11 @@ wait_for() { # URL, what
     exit 1
 }
 
-start_replicas() {
+start_replicas() { # [steps file prefix]
     for i in 0 1; do
-        LOG="$OUT/replica-$i.log" start "$GOODPUT" serve -m tiny --port "${PORTS[$i]}" --threads 1 --engine-cpus "$i"
+        local steps=()
+        [ $# -gt 0 ] && steps=(--steps "$1-$i.jsonl")
+        LOG="$OUT/replica-$i.log" start "$GOODPUT" serve -m tiny --port "${PORTS[$i]}" --threads 1 --engine-cpus "$i" "${steps[@]}"
     done
     for p in "${PORTS[@]}"; do wait_for "http://127.0.0.1:$p/health" "replica :$p"; done
 }
@@ -96,9 +100,50 @@ served() {
     done | paste -sd, -
 }
 
+# Mean TTFT in seconds the replicas saw themselves (receipt to first token), from their /metrics.
+server_ttft() {
+    for p in "${PORTS[@]}"; do curl -s "http://127.0.0.1:$p/metrics"; done |
+        awk '/^goodput_time_to_first_token_seconds_sum/ {s += $2} /^goodput_time_to_first_token_seconds_count/ {n += $2}
+             END {if (n > 0) printf "%.6f\n", s / n}'
+}
+
 python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --out "$OUT/trace.jsonl"
-echo "router-check: profiling one replica as it serves (one CPU) …" >&2
+echo "router-check: profiling one replica on a quiet CPU …" >&2
 "$GOODPUT" profile -m tiny --engine-cpus 1 --harness-cpus 0 --time 30s --out "$OUT/tiny.json" -q
+
+# The calibration: another trace (seed 1) through round-robin, each replica writing its steps.
+# The replicas' steps under the check's own contention (the other replica's HTTP threads, the
+# router and the client share their cores) make the loaded profile; the client's mean TTFT
+# less the servers' own is the time outside the engines.
+echo "router-check: calibrating on another trace (the replicas' steps under load, the time outside them) …" >&2
+python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --seed 1 --out "$OUT/calibration.jsonl"
+start_replicas "$OUT/calibration-steps"
+start_router round_robin
+"$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" -m tiny --api chat --trace "$OUT/calibration.jsonl" \
+    --trace-block-size 64 --out "$OUT/calibration" --overwrite -q >"$OUT/calibration.log" 2>&1
+SERVER_TTFT=$(server_ttft)
+# The chat template's tokens around a prompt, from a replica's own /tokenize of a chat: the
+# head is what an empty and a one-letter message share, the tail the rest of the empty one.
+TEMPLATE=$(python3 -c "
+import json, urllib.request
+def tokens(content):
+    body = json.dumps({'messages': [{'role': 'user', 'content': content}]}).encode()
+    req = urllib.request.Request('http://127.0.0.1:${PORTS[0]}/tokenize', data=body, headers={'Content-Type': 'application/json'})
+    return json.load(urllib.request.urlopen(req))['tokens']
+empty, one = tokens(''), tokens('x')
+head = next((i for i, (a, b) in enumerate(zip(empty, one)) if a != b), min(len(empty), len(one)))
+print(f'{head},{len(empty) - head}')")
+stop_all
+echo "router-check: the chat template adds $TEMPLATE tokens (head,tail) to each prompt" >&2
+echo "$TEMPLATE" >"$OUT/template.txt"
+"$GOODPUT" profile -m tiny --from-steps "$OUT/calibration-steps-0.jsonl,$OUT/calibration-steps-1.jsonl" \
+    --no-roofline --out "$OUT/loaded.json" -q >"$OUT/loaded.txt"
+OVERHEAD_MS=$(python3 -c "
+import json, sys
+s = json.load(open('$OUT/calibration/summary.json'))['levels'][0]['summary']
+print(f\"{max(0.0, (s['ttft']['mean'] - float('$SERVER_TTFT')) * 1e3):.3f}\")")
+echo "router-check: outside the engines: ${OVERHEAD_MS} ms a request (client mean TTFT less the servers')" >&2
+echo "$OVERHEAD_MS" >"$OUT/overhead-ms.txt"
 
 for rep in $(seq "$REPEATS"); do
     for policy in round_robin cache_aware; do
@@ -113,6 +158,13 @@ for rep in $(seq "$REPEATS"); do
     done
 done
 
+# The simulated fleet three ways: the quiet profile alone (as before), the loaded profile,
+# and the loaded profile with the time outside the engines and the chat template's tokens.
 "$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/tiny.json" --replicas 2 \
-    --router round-robin,cache-aware --json "$OUT/sim.json" >"$OUT/sim.txt"
+    --router round-robin,cache-aware --json "$OUT/sim-quiet.json" >"$OUT/sim-quiet.txt"
+"$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
+    --router round-robin,cache-aware --json "$OUT/sim-loaded.json" >"$OUT/sim-loaded.txt"
+"$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
+    --router round-robin,cache-aware --request-overhead "${OVERHEAD_MS}ms" --chat-template-tokens "$TEMPLATE" \
+    --json "$OUT/sim.json" >"$OUT/sim.txt"
 python3 scripts/router-check-table.py "$OUT" "$REPEATS"

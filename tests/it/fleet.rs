@@ -155,3 +155,65 @@ fn disaggregated_splits_are_simulated_beside_the_aggregated_fleet() {
     assert!(!ok && err.contains("at least 2 replicas"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_replica_s_steps_under_load_make_the_fleet_s_profile_and_the_overhead_is_added() {
+    let dir = temp("fleet-steps");
+    std::fs::create_dir_all(&dir).unwrap();
+    let steps = dir.join("steps.jsonl");
+    let (mut server, addr) =
+        crate::common::serve(&["-m", "tiny", "--threads", "1", "--steps", steps.to_str().unwrap()]);
+    let run = dir.join("run");
+    let url = format!("http://{addr}");
+    let args = ["run", "--target", &url, "-m", "tiny", "--concurrency", "4", "--requests", "24", "--warmup", "0"];
+    let (ok, _, err) = goodput(&[&args[..], &["--refine", "0", "--out", run.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    crate::common::signal(&server.0, "-TERM");
+    assert!(server.0.wait().unwrap().success());
+    // Every step the replica ran, one record a line.
+    let text = std::fs::read_to_string(&steps).unwrap();
+    let records: Vec<goodput_core::StepRecord> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(records.len() > 50 && records.iter().any(|s| s.decode_seqs >= 2), "{} steps", records.len());
+    let profile = dir.join("loaded.json");
+    let p = profile.to_str().unwrap();
+    let fit = ["profile", "-m", "tiny", "--from-steps", steps.to_str().unwrap(), "--no-roofline", "--bootstrap", "10"];
+    let (ok, out, err) = goodput(&[&fit[..], &["-o", p, "-q"]].concat());
+    assert!(ok, "{err}");
+    // A load's few shapes leave most of a table's knots unreached: the linear terms instead.
+    assert!(err.contains("fitting the linear terms instead") && out.contains("decode_context"), "{err}\n{out}");
+    let fitted: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    assert!(fitted["source"].as_str().unwrap().starts_with("steps of"), "{}", fitted["source"]);
+    // The fleet of that profile, with and without 40 ms outside the engines.
+    let trace = shared_prefix_trace(&dir);
+    let plan = |overhead: &str, template: &str, json: &str| {
+        let json = dir.join(json);
+        let t = trace.to_str().unwrap();
+        let args = ["plan", "-m", "tiny", "--trace", t, "--trace-block-size", "16", "--profile", p, "--replicas", "2"];
+        let more = ["--router", "round-robin", "--request-overhead", overhead, "--chat-template-tokens", template];
+        let (ok, _, err) = goodput(&[&args[..], &more[..], &["--json", json.to_str().unwrap()]].concat());
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let r = &v["runs"][0];
+        let f = |k: &str| r[k].as_f64().unwrap();
+        (f("ttft_p50_s"), f("e2e_p95_s"), f("prefix_hit_rate"))
+    };
+    let (ttft, e2e, hits) = plan("0s", "0,0", "bare.json");
+    let (ttft_o, e2e_o, _) = plan("40ms", "0,0", "overhead.json");
+    assert!(
+        (ttft_o - ttft - 0.040).abs() < 1e-6 && (e2e_o - e2e - 0.040).abs() < 1e-6,
+        "{ttft} → {ttft_o}, {e2e} → {e2e_o}"
+    );
+    // A template's shared 16-token head is one more cached block of every prompt after the
+    // first on each replica; its tail is computed every time.
+    let (ttft_t, _, hits_t) = plan("0s", "16,4", "template.json");
+    assert!(hits_t > hits && ttft_t > 0.0, "hits {hits} → {hits_t}");
+    let (ok, _, err) = goodput(&["plan", "--rate", "1", "--chat-template-tokens", "16,4"]);
+    assert!(!ok && err.contains("needs --trace"), "{err}");
+    // Refused: the overhead without a fleet; steps that are not there.
+    let (ok, _, err) = goodput(&["plan", "--rate", "1", "--request-overhead", "5ms"]);
+    assert!(!ok && err.contains("needs --trace"), "{err}");
+    let missing = dir.join("nothing.jsonl");
+    let (ok, _, err) = goodput(&["profile", "-m", "tiny", "--from-steps", missing.to_str().unwrap(), "-o", p]);
+    assert!(!ok && err.contains("no such file"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -87,6 +87,10 @@ pub struct ServeArgs {
     /// these CPUs. Overlapping --engine-cpus is allowed but said, since the two then compete.
     #[arg(long, value_parser = crate::args::parse_cpus)]
     pub http_cpus: Option<crate::args::CpuList>,
+    /// Write every engine step's record to this file as it ends (JSON lines, as `profile
+    /// --save-steps`): the steps a replica ran under its real load, for `profile --from-steps`.
+    #[arg(long, value_name = "FILE")]
+    pub steps: Option<std::path::PathBuf>,
 }
 
 /// Where the engine and the HTTP runtime run: the given sets, the HTTP runtime defaulting to
@@ -213,7 +217,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if let Some(w) = warning {
         eprintln!("goodput serve: warning: {w}");
     }
-    let engine = Engine::start(loaded.model, cfg, Clock::new(), None)?;
+    let (steps_tx, steps_writer) = match &a.steps {
+        Some(path) => {
+            let (tx, writer) = write_steps(path, http_cpus.clone())?;
+            (Some(tx), Some(writer))
+        }
+        None => (None, None),
+    };
+    let engine = Engine::start(loaded.model, cfg, Clock::new(), steps_tx)?;
     let has_template = loaded.chat.template.is_some();
     let tokenizer = Arc::new(loaded.tokenizer);
     let parser = goodput_server::reasoning::ReasoningParser::named(&a.reasoning_parser, &tokenizer)?;
@@ -269,7 +280,41 @@ pub fn run(a: ServeArgs) -> Result<()> {
     })?;
     eprintln!("goodput serve: stopped");
     engine.shutdown(false);
+    if let Some(writer) = steps_writer {
+        // The engine's sender is gone with it: the writer drains what is left and ends.
+        writer.join().map_err(|_| anyhow::anyhow!("the steps writer panicked"))??;
+    }
     Ok(())
+}
+
+/// The thread of [`write_steps`]: its result once the engine's sender is gone.
+type StepsWriter = std::thread::JoinHandle<Result<()>>;
+
+/// A thread writing each step record it receives to `path` as one JSON line, flushed per
+/// line so that a replica stopped by a signal keeps every step it ran. The file is created
+/// (truncated) before the engine starts, so a path that cannot be written fails the start.
+/// It runs where the HTTP runtime does (`cpus`), off the engine's CPUs.
+fn write_steps(
+    path: &std::path::Path,
+    cpus: Option<Vec<usize>>,
+) -> Result<(flume::Sender<goodput_core::StepRecord>, StepsWriter)> {
+    use std::io::Write;
+    let file = std::fs::File::create(path).with_context(|| format!("creating --steps {}", path.display()))?;
+    let (tx, rx) = flume::unbounded::<goodput_core::StepRecord>();
+    let shown = path.display().to_string();
+    let writer = std::thread::Builder::new().name("steps-writer".into()).spawn(move || -> Result<()> {
+        if let Some(cpus) = &cpus {
+            // Unpinned, it would take a share of the steps it records.
+            let _ = goodput_engine::affinity::pin_current(cpus);
+        }
+        let mut out = std::io::LineWriter::new(file);
+        for step in rx.iter() {
+            serde_json::to_writer(&mut out, &step)?;
+            out.write_all(b"\n").with_context(|| format!("writing {shown}"))?;
+        }
+        out.flush().with_context(|| format!("writing {shown}"))
+    })?;
+    Ok((tx, writer))
 }
 
 #[cfg(test)]

@@ -125,8 +125,8 @@ pub(super) fn simulate(
     if let Some(rule) = &a.autoscale {
         fleet = fleet.with_scaler(Scaler::new(rule.clone(), n, a.replicas.min(n)));
     }
-    let mut tally = Tally::for_trace(trace, a.speedup);
-    let mut source = TraceSource::new(trace, a.speedup, set.spec.vocab_size, &policy);
+    let mut tally = Tally::for_trace(trace, a.speedup, a.request_overhead);
+    let mut source = TraceSource::new(trace, a.speedup, set.spec.vocab_size, &policy, a.chat_template_tokens);
     let out = drive_fleet_into(&mut fleet, &mut source, &mut |_, r| tally.add(&r, &set.slos));
     for (id, _) in out.replicas.iter().flat_map(|r| &r.refused) {
         tally.refused(out.routed.iter().find(|x| x.id == *id).map_or(Stamp(0), |x| x.at));
@@ -312,9 +312,49 @@ fn hourly_chart(p: &FleetPlan) -> Chart {
     }
 }
 
-/// The fleet plan as one self-contained page: the answer, the routers' table, the hourly chart.
+/// The fleet's size through the trace behind each autoscaled router: a step at each of the
+/// autoscaler's changes. `None` when nothing scaled.
+fn replicas_chart(p: &FleetPlan) -> Option<Chart> {
+    let series: Vec<Series> = p
+        .runs
+        .iter()
+        .filter(|r| !r.scale_events.is_empty())
+        .map(|r| {
+            let mut points = vec![(0.0, p.replicas as f64)];
+            let mut now = p.replicas as f64;
+            for e in &r.scale_events {
+                let h = e.at_s / 3600.0;
+                points.extend([(h, now), (h, e.replicas as f64)]);
+                now = e.replicas as f64;
+            }
+            let end = (r.hours.len() as f64).max(points.last().map_or(0.0, |p| p.0));
+            points.push((end, now));
+            Series { name: format!("{}: replicas", r.router), points, right: false }
+        })
+        .collect();
+    (!series.is_empty()).then(|| Chart {
+        id: "replicas".into(),
+        title: "Replicas through the trace".into(),
+        caption: "Replicas serving or starting after each of the autoscaler's changes (its scale events), behind each router."
+            .into(),
+        x_label: "hour of the trace".into(),
+        x_log2: false,
+        y_label: "replicas".into(),
+        y2_label: None,
+        kind: Kind::Lines,
+        series,
+        marks: Vec::new(),
+        limits: Vec::new(),
+    })
+}
+
+/// The fleet plan as one self-contained page: the answer, the routers' table, the hourly
+/// chart, and the replicas through the trace when an autoscaler changed them.
 fn html(p: &FleetPlan) -> Result<String> {
-    let chart = svg::svg(&hourly_chart(p))?;
+    let mut chart = svg::svg(&hourly_chart(p))?;
+    if let Some(replicas) = replicas_chart(p) {
+        chart = format!("{chart}\n{}", svg::svg(&replicas)?);
+    }
     let head = ["router", "requests", "met SLOs", "GPU-hours", "peak GPUs", "prefix hits"];
     let rows = p.runs.iter().map(|r| {
         let cells = vec![
@@ -336,4 +376,44 @@ fn html(p: &FleetPlan) -> Result<String> {
         &body,
         &p.slos,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_sizing::fleet::autoscale::ScaleEvent;
+
+    #[test]
+    fn the_page_steps_the_replicas_at_each_scale_event() {
+        let events = vec![
+            ScaleEvent { at_s: 1800.0, replicas: 6, value: 20.0 },
+            ScaleEvent { at_s: 5400.0, replicas: 3, value: 5.0 },
+        ];
+        let scaled = PolicyRun {
+            router: "round-robin".into(),
+            hours: vec![(10, 10); 2],
+            scale_events: events,
+            ..PolicyRun::default()
+        };
+        let fixed = PolicyRun { router: "least-loaded".into(), hours: vec![(10, 10); 2], ..PolicyRun::default() };
+        let mut plan = FleetPlan {
+            model: "m".into(),
+            gpu: "g".into(),
+            layout: "TP1".into(),
+            trace: "t".into(),
+            replicas: 4,
+            autoscale: None,
+            slos: Vec::new(),
+            runs: vec![scaled, fixed],
+            answer: String::new(),
+        };
+        let chart = replicas_chart(&plan).unwrap();
+        assert_eq!(chart.series.len(), 1, "only the run that scaled");
+        assert_eq!(chart.series[0].points, [(0.0, 4.0), (0.5, 4.0), (0.5, 6.0), (1.5, 6.0), (1.5, 3.0), (2.0, 3.0)]);
+        let page = html(&plan).unwrap();
+        assert!(page.contains("Replicas through the trace"), "{page}");
+        plan.runs.remove(0);
+        assert!(replicas_chart(&plan).is_none());
+        assert!(!html(&plan).unwrap().contains("Replicas through the trace"));
+    }
 }

@@ -129,6 +129,18 @@ pub struct PlanArgs {
     /// `--trace`: replay the trace this many times faster.
     #[arg(long, default_value_t = 1.0)]
     pub speedup: f64,
+    /// `--trace`: each request's time outside the engines — the HTTP hops through the router
+    /// and a server, the first token's way back — added to its TTFT and end (BLIS's
+    /// per-request overhead). Measure it as a client's mean TTFT less the servers' own
+    /// (`scripts/router-check.sh` does).
+    #[arg(long, value_parser = crate::args::parse_duration_or_zero, default_value = "0s")]
+    pub request_overhead: std::time::Duration,
+    /// `--trace`: the tokens a server's chat template adds around each prompt, `HEAD,TAIL`
+    /// (the head shared by every request): what an engine behind `--api chat` computes and
+    /// caches beyond the trace's own tokens. Read them from a server's `/tokenize` of a chat
+    /// (`scripts/router-check.sh` does).
+    #[arg(long, value_parser = replay::TemplateTokens::parse, default_value = "0,0")]
+    pub chat_template_tokens: replay::TemplateTokens,
     /// Price per GPU-hour, `GPU=USD` (e.g. h100-sxm=2.5,l40s=0.9).
     #[arg(long, value_delimiter = ',')]
     pub price: Vec<String>,
@@ -303,6 +315,15 @@ fn check_args(a: &PlanArgs) -> Result<()> {
     }
     if a.requests == 0 || a.requests > 50_000 {
         bail!("--requests: between 1 and 50000 measured requests per simulated level");
+    }
+    if a.trace.is_none() && !a.request_overhead.is_zero() {
+        bail!("--request-overhead is the time outside the engines of a fleet: it needs --trace");
+    }
+    if a.trace.is_none() && a.chat_template_tokens != replay::TemplateTokens::default() {
+        bail!("--chat-template-tokens wraps a trace's prompts: it needs --trace");
+    }
+    if a.request_overhead > std::time::Duration::from_secs(60) {
+        bail!("--request-overhead {:?}: more than a minute outside the engines is not an overhead", a.request_overhead);
     }
     Ok(())
 }

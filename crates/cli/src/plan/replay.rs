@@ -14,7 +14,7 @@ use goodput_workload::trace::Trace;
 use serde::Serialize;
 
 /// One router's run over the trace.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct PolicyRun {
     pub router: String,
     pub requests: usize,
@@ -50,12 +50,53 @@ pub struct TraceSource<'t> {
     /// caches) or the router reads them (cache-aware). Otherwise a prompt is its length
     /// alone, which spares a day's trace a billion random tokens.
     content: bool,
+    /// The chat template's tokens around each prompt, as a server adds them.
+    template: TemplateTokens,
+}
+
+/// The tokens a server's chat template adds around each prompt: `head` before it (the same
+/// for every request, so shared in the prefix caches) and `tail` after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TemplateTokens {
+    pub head: usize,
+    pub tail: usize,
+}
+
+impl TemplateTokens {
+    /// `HEAD,TAIL`, e.g. `17,33`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("`{s}`: give the template's tokens before and after each prompt as HEAD,TAIL (e.g. 17,33)");
+        let (h, t) = s.split_once(',').ok_or_else(bad)?;
+        let (head, tail) = (h.trim().parse().map_err(|_| bad())?, t.trim().parse().map_err(|_| bad())?);
+        if head + tail > 65_536 {
+            return Err(format!("`{s}`: {} template tokens a prompt is no chat template", head + tail));
+        }
+        Ok(Self { head, tail })
+    }
+
+    /// `prompt` as the server's engine gets it: the head's tokens, the prompt, the tail's,
+    /// with room for `output` more. The template's tokens are fixed ids below `vocab`.
+    fn around(self, prompt: &[u32], output: usize, vocab: usize) -> Vec<u32> {
+        let id = |i: usize| (i % vocab.max(1)) as u32;
+        let mut v = Vec::with_capacity(self.head + prompt.len() + self.tail + output);
+        v.extend((0..self.head).map(id));
+        v.extend_from_slice(prompt);
+        v.extend((0..self.tail).map(|i| id(self.head + i)));
+        v
+    }
 }
 
 impl<'t> TraceSource<'t> {
-    pub fn new(trace: &'t Trace, speedup: f64, vocab: usize, policy: &goodput_sizing::fleet::router::Policy) -> Self {
+    pub fn new(
+        trace: &'t Trace,
+        speedup: f64,
+        vocab: usize,
+        policy: &goodput_sizing::fleet::router::Policy,
+        template: TemplateTokens,
+    ) -> Self {
         let reads = matches!(policy, goodput_sizing::fleet::router::Policy::CacheAware { .. });
-        Self { trace, next: 0, speedup, vocab, content: reads || trace.shares_prefixes() }
+        Self { trace, next: 0, speedup, vocab, content: reads || trace.shares_prefixes(), template }
     }
 }
 
@@ -74,12 +115,18 @@ impl goodput_sizing::sim::Source for TraceSource<'_> {
             let e = &self.trace.entries[i];
             let params = goodput_core::SamplingParams::greedy_exact(e.output);
             // Room for the output too: the scheduler appends it to the prompt's vector.
-            let mut prompt = Vec::with_capacity(e.input + e.output);
-            prompt.resize(e.input, 0);
+            let input = e.input + self.template.head + self.template.tail;
+            let mut prompt = Vec::with_capacity(input + e.output);
+            prompt.resize(input, 0);
             return Some(NewRequest { id: i as u64, prompt, params, arrival: at });
         }
         let w = self.trace.request(i as u64, i, self.vocab);
-        Some(NewRequest { id: w.id, prompt: w.prompt, params: w.params, arrival: at })
+        let prompt = if self.template == TemplateTokens::default() {
+            w.prompt
+        } else {
+            self.template.around(&w.prompt, w.params.max_tokens, self.vocab)
+        };
+        Some(NewRequest { id: w.id, prompt, params: w.params, arrival: at })
     }
     fn next_due(&self) -> Option<Stamp> {
         (self.next < self.trace.entries.len()).then(|| self.at(self.next))
@@ -99,11 +146,22 @@ pub struct Tally {
     start_ns: Option<u64>,
     end_ns: u64,
     output_tokens: u64,
+    /// Added to each request's tokens and end: the time outside the engines.
+    overhead_ns: u64,
 }
 
 impl Tally {
     pub fn add(&mut self, r: &goodput_core::EngineRecord, slos: &[goodput_metrics::slo::Slo]) {
-        let c = client_record(r);
+        let c = if self.overhead_ns == 0 {
+            client_record(r)
+        } else {
+            let late = |t: Stamp| Stamp(t.0.saturating_add(self.overhead_ns));
+            let mut seen = r.clone();
+            seen.first_token = seen.first_token.map(late);
+            seen.token_times.iter_mut().for_each(|t| *t = late(*t));
+            seen.finished = late(seen.finished);
+            client_record(&seen)
+        };
         let good = request_is_good(&c, slos);
         let h = ((c.intended.0 as f64 / 1e9 / 3600.0) as usize).min(self.hours.len().saturating_sub(1));
         if let Some(hour) = self.hours.get_mut(h) {
@@ -125,11 +183,13 @@ impl Tally {
         self.output_tokens += r.generated_tokens as u64;
     }
 
-    /// A tally with room for `trace`'s requests, by hour of the trace at `speedup`.
-    pub fn for_trace(trace: &Trace, speedup: f64) -> Self {
+    /// A tally with room for `trace`'s requests, by hour of the trace at `speedup`, each
+    /// request seen `overhead` after its engine's tokens.
+    pub fn for_trace(trace: &Trace, speedup: f64, overhead: std::time::Duration) -> Self {
         let hours = (trace.span_s / speedup / 3600.0).floor() as usize + 1;
         let each = || Vec::with_capacity(trace.entries.len());
-        Tally { hours: vec![(0, 0); hours], ttft: each(), e2e: each(), ..Tally::default() }
+        let overhead_ns = u64::try_from(overhead.as_nanos()).unwrap_or(u64::MAX);
+        Tally { hours: vec![(0, 0); hours], ttft: each(), e2e: each(), overhead_ns, ..Tally::default() }
     }
 
     /// A request refused at admission at `at`: counted, never good.
@@ -245,4 +305,22 @@ pub fn measured(set: &Setting, path: &std::path::Path) -> Result<ReplicaSpec> {
             r.p90 * 100.0
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TemplateTokens;
+
+    #[test]
+    fn the_template_wraps_each_prompt_in_a_shared_head_and_a_tail() {
+        let t = TemplateTokens::parse("3, 2").unwrap();
+        assert_eq!(t, TemplateTokens { head: 3, tail: 2 });
+        let v = t.around(&[100, 101], 4, 1000);
+        assert_eq!(v, [0, 1, 2, 100, 101, 3, 4]);
+        assert!(v.capacity() >= 11, "room for the output");
+        // Ids stay within the vocabulary.
+        assert_eq!(TemplateTokens { head: 3, tail: 0 }.around(&[], 0, 2), [0, 1, 0]);
+        assert!(TemplateTokens::parse("3").unwrap_err().contains("HEAD,TAIL"));
+        assert!(TemplateTokens::parse("a,2").is_err() && TemplateTokens::parse("70000,0").is_err());
+    }
 }

@@ -40,6 +40,11 @@ pub struct ProfileArgs {
     /// Fit the steps of this run (its steps.jsonl) instead of measuring the grid.
     #[arg(long, value_name = "RUN_DIR")]
     pub from: Option<PathBuf>,
+    /// Fit these files of step records (`serve --steps`: a replica's steps under its real
+    /// load, several replicas' together) instead of measuring the grid; the engine settings
+    /// are the flags given here, as the replicas were started with.
+    #[arg(long, value_name = "FILE", value_delimiter = ',', num_args = 1.., conflicts_with_all = ["from", "from_bench"])]
+    pub from_steps: Vec<PathBuf>,
     /// Fit the rows of these `engine-bench --json` files (a GPU's, measured elsewhere)
     /// instead of measuring the grid.
     #[arg(long, value_name = "FILE", value_delimiter = ',', num_args = 1.., conflicts_with = "from")]
@@ -65,6 +70,10 @@ pub struct ProfileArgs {
     /// No progress on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// The decode-context term: a table over Σ context (the default), or one linear term (as
+    /// profiles before the table were fitted: for comparing the two on the same steps).
+    #[arg(long, hide = true, default_value = "table", value_parser = ["table", "linear"])]
+    pub context_term: String,
 }
 
 /// Measured steps and what they were measured with.
@@ -90,6 +99,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     let baseline = read_baseline(&a)?;
     let m = match &a.from {
         Some(dir) => from_run(&a, dir, &spec)?,
+        None if !a.from_steps.is_empty() => from_steps(&a, &spec)?,
         None => measure_grid(&a, &spec)?,
     };
     if let Some(path) = &a.save_steps {
@@ -102,14 +112,32 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     let max_rows = m.steps.iter().map(|s| s.sampled).max().unwrap_or(1);
     let max_context = m.steps.iter().filter(|s| s.decode_seqs > 0).map(|s| s.decode_context).max().unwrap_or(0);
     let mut terms = Term::table(max_tokens, max_rows, usize::try_from(max_context).unwrap_or(usize::MAX));
+    if a.context_term == "linear" {
+        terms.retain(|t| !matches!(t, Term::Context(_)));
+        terms.push(Term::DecodeContext);
+    }
     // A mixture of experts reads the experts its tokens reach: recorded per step, expected
     // when simulated.
     let experts = goodput_sizing::cost::ExpertShape::of(&spec);
     if experts.is_some() {
         terms.push(Term::ExpertsTouched);
     }
-    let fit = fit(&samples, &terms, &FitOptions { bootstrap: a.bootstrap, seed: a.seed })
-        .with_context(|| format!("fitting {} steps", samples.len()))?;
+    let options = FitOptions { bootstrap: a.bootstrap, seed: a.seed };
+    let mut fit = fit(&samples, &terms, &options).with_context(|| format!("fitting {} steps", samples.len()))?;
+    // A load's steps (a run's, a replica's) cover the few shapes its requests make, not every
+    // knot as the grid does: a knot no step reached would price its shapes at 0 (a 64-token
+    // chunk between measured 33 and 65 costs nothing). Such steps get the linear terms, which
+    // interpolate and extrapolate from what was measured.
+    let unreached = fit.terms.iter().filter(|f| !f.measured && is_knot(f.term)).count();
+    if unreached > 0 && (a.from.is_some() || !a.from_steps.is_empty()) {
+        eprintln!(
+            "profile: the steps reach {unreached} of the table's knots not at all: fitting the linear terms instead"
+        );
+        let mut linear = Term::ALL.to_vec();
+        linear.extend(experts.map(|_| Term::ExpertsTouched));
+        fit = goodput_sizing::fit::fit(&samples, &linear, &options)
+            .with_context(|| format!("fitting {} steps", samples.len()))?;
+    }
     let roofline = if !a.no_roofline && m.device == "cpu" { roofline(&a, &spec, &m.dtype, &fit) } else { None };
     let profile = Profile {
         dtype: m.dtype.clone(),
@@ -245,7 +273,7 @@ fn from_run(a: &ProfileArgs, dir: &Path, spec: &ModelSpec) -> Result<Measured> {
         device: summary.device.clone(),
         engine_cpus: summary.cpus.engine.clone(),
     };
-    let dtype = a.model.dtype.clone().unwrap_or_else(|| "f32".into());
+    let dtype = dtype_name(a)?;
     Ok(Measured {
         steps,
         engine,
@@ -255,6 +283,55 @@ fn from_run(a: &ProfileArgs, dir: &Path, spec: &ModelSpec) -> Result<Measured> {
         device: summary.device,
         fingerprint: Some(fingerprint),
     })
+}
+
+/// The steps of `--from-steps` files, with the engine settings of the flags.
+fn from_steps(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
+    let mut steps: Vec<StepRecord> = Vec::new();
+    for path in &a.from_steps {
+        if !path.exists() {
+            bail!("--from-steps {}: no such file", path.display());
+        }
+        let these: Vec<StepRecord> = goodput_results::files::read_jsonl(path)?;
+        if these.is_empty() {
+            bail!("{}: no step records (was the replica started with --steps and sent requests?)", path.display());
+        }
+        // A step's period runs to the next step of the same engine: each file's steps count
+        // from 0, so no period runs from one file into the next.
+        steps.extend(these);
+    }
+    let first = &steps[0];
+    let cfg = a.engine.config()?;
+    let engine = ProfileEngine {
+        block_size: first.block_size,
+        num_blocks: first.usable_blocks + 1,
+        max_num_batched_tokens: cfg.max_num_batched_tokens,
+        max_num_seqs: cfg.max_num_seqs,
+        max_model_len: cfg.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings),
+        prefix_caching: cfg.enable_prefix_caching,
+    };
+    let names: Vec<String> = a.from_steps.iter().map(|p| p.display().to_string()).collect();
+    Ok(Measured {
+        source: format!("steps of {} ({} steps)", names.join(", "), steps.len()),
+        steps,
+        engine,
+        weights: a.model.weights.clone().unwrap_or_else(|| "dummy".into()),
+        dtype: dtype_name(a)?,
+        device: "cpu".into(),
+        fingerprint: None,
+    })
+}
+
+/// Whether `t` is a knot of one of a table's terms.
+fn is_knot(t: Term) -> bool {
+    matches!(t, Term::Tokens(_) | Term::Rows(_) | Term::Context(_))
+}
+
+/// The dtype the engine runs at with these flags (`--dtype`, or the device's default), named
+/// as a measured profile names it.
+fn dtype_name(a: &ProfileArgs) -> Result<String> {
+    let (_, dtype) = a.model.device_dtype()?;
+    Ok(format!("{dtype:?}").to_lowercase())
 }
 
 fn save_steps(path: &Path, steps: &[StepRecord]) -> Result<()> {
