@@ -9,6 +9,11 @@
 # shares, measured beside simulated.
 #
 #   scripts/router-check.sh [--goodput BIN] [--out DIR] [--rate R] [--duration S] [--repeats N] [--router sglang|vllm]
+#                           [--groups G] [--kv-blocks B]
+#
+# --groups: shared system prompts in the trace (16); --kv-blocks: each replica's KV pool in
+# blocks of 16 tokens (the engine's default: room for every prefix, so both routers hit them
+# all); a pool smaller than the prefixes' working set is where routing decides the hits.
 #
 # vllm-router's cache-aware policy tokenizes each prompt on the workers (`/tokenize`) and keeps
 # a tree of tokens; sglang-router's keeps one of characters.
@@ -23,6 +28,8 @@ RATE=6
 DURATION=60
 REPEATS=1
 KIND=sglang
+PREFIXES=16
+KV=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --goodput) GOODPUT="$2"; shift 2 ;;
@@ -31,6 +38,8 @@ while [ $# -gt 0 ]; do
         --duration) DURATION="$2"; shift 2 ;;
         --repeats) REPEATS="$2"; shift 2 ;;
         --router) KIND="$2"; shift 2 ;;
+        --groups) PREFIXES="$2"; shift 2 ;;
+        --kv-blocks) KV=(--kv-blocks "$2"); shift 2 ;;
         *) echo "router-check: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -76,7 +85,7 @@ start_replicas() { # [steps file prefix]
     for i in 0 1; do
         local steps=()
         [ $# -gt 0 ] && steps=(--steps "$1-$i.jsonl")
-        LOG="$OUT/replica-$i.log" start "$GOODPUT" serve -m tiny --port "${PORTS[$i]}" --threads 1 --engine-cpus "$i" "${steps[@]}"
+        LOG="$OUT/replica-$i.log" start "$GOODPUT" serve -m tiny --port "${PORTS[$i]}" --threads 1 --engine-cpus "$i" "${KV[@]}" "${steps[@]}"
     done
     for p in "${PORTS[@]}"; do wait_for "http://127.0.0.1:$p/health" "replica :$p"; done
 }
@@ -107,7 +116,7 @@ server_ttft() {
              END {if (n > 0) printf "%.6f\n", s / n}'
 }
 
-python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --out "$OUT/trace.jsonl"
+python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --out "$OUT/trace.jsonl"
 echo "router-check: profiling one replica on a quiet CPU …" >&2
 "$GOODPUT" profile -m tiny --engine-cpus 1 --harness-cpus 0 --time 30s --out "$OUT/tiny.json" -q
 
@@ -116,7 +125,8 @@ echo "router-check: profiling one replica on a quiet CPU …" >&2
 # router and the client share their cores) make the loaded profile; the client's mean TTFT
 # less the servers' own is the time outside the engines.
 echo "router-check: calibrating on another trace (the replicas' steps under load, the time outside them) …" >&2
-python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --seed 1 --out "$OUT/calibration.jsonl"
+python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --seed 1 \
+    --out "$OUT/calibration.jsonl"
 start_replicas "$OUT/calibration-steps"
 start_router round_robin
 "$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" -m tiny --api chat --trace "$OUT/calibration.jsonl" \
@@ -160,8 +170,10 @@ done
 
 # The simulated fleet three ways: the quiet profile alone (as before), the loaded profile,
 # and the loaded profile with the time outside the engines and the chat template's tokens.
-"$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/tiny.json" --replicas 2 \
-    --router round-robin,cache-aware --json "$OUT/sim-quiet.json" >"$OUT/sim-quiet.txt"
+# (The quiet profile's grid needs the default pool: with --kv-blocks it has no row.)
+rm -f "$OUT/sim-quiet.json"
+[ ${#KV[@]} -gt 0 ] || "$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/tiny.json" \
+    --replicas 2 --router round-robin,cache-aware --json "$OUT/sim-quiet.json" >"$OUT/sim-quiet.txt"
 "$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
     --router round-robin,cache-aware --json "$OUT/sim-loaded.json" >"$OUT/sim-loaded.txt"
 "$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
