@@ -317,7 +317,8 @@ fn from_steps(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
         engine,
         weights: a.model.weights.clone().unwrap_or_else(|| "dummy".into()),
         dtype: dtype_name(a)?,
-        device: "cpu".into(),
+        // The replicas' device, as --device names it (they ran with the same flags).
+        device: a.model.device.clone(),
         fingerprint: None,
     })
 }
