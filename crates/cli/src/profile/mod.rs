@@ -124,12 +124,16 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     }
     let options = FitOptions { bootstrap: a.bootstrap, seed: a.seed };
     let mut fit = fit(&samples, &terms, &options).with_context(|| format!("fitting {} steps", samples.len()))?;
-    // A load's steps (a run's, a replica's) cover the few shapes its requests make, not every
-    // knot as the grid does: a knot no step reached would price its shapes at 0 (a 64-token
-    // chunk between measured 33 and 65 costs nothing). Such steps get the linear terms, which
-    // interpolate and extrapolate from what was measured.
+    // A knot no step reached prices its shapes at 0 (a 64-token chunk between measured 33
+    // and 65 costs nothing). A load's steps (a run's, a replica's) cover only the few shapes
+    // its requests make: they get the linear terms, which interpolate and extrapolate from
+    // what was measured. The grid probes every knot in a whole round; a cut round is said.
     let unreached = fit.terms.iter().filter(|f| !f.measured && is_knot(f.term)).count();
-    if unreached > 0 && (a.from.is_some() || !a.from_steps.is_empty()) {
+    let grid = a.from.is_none() && a.from_steps.is_empty();
+    if unreached > 0 && grid {
+        eprintln!("warning: the grid reached {unreached} of the table's knots not at all: shapes near them are priced low (raise --time)");
+    }
+    if unreached > 0 && !grid {
         eprintln!(
             "profile: the steps reach {unreached} of the table's knots not at all: fitting the linear terms instead"
         );
