@@ -56,6 +56,8 @@ def main():
         ("sim-quiet.json", "simulated, quiet profile"),
         ("sim-loaded.json", "simulated, loaded profile"),
         ("sim.json", last),
+        ("sim-drawn.json", "simulated, loaded + each request's measured time outside"
+         + (f" + template {template}" if template else "")),
     ]
     sims = [
         (label, {r["router"]: r for r in json.load(open(f"{out}/{f}"))["runs"]})
@@ -84,17 +86,25 @@ def main():
         cells.append(" / ".join(f"{s * 100:.0f} %" for s in shares))
         errors = sum(r["errors"] for r in runs)
         print(f"| {name} | measured{f' ({errors} errors)' if errors else ''} | " + " | ".join(cells) + " |")
+        measured_median = {k: med(k)[0] for k in ["ttft_p95", "e2e_p95"]}
         for label, sim in sims:
-            print_sim(label, name, sim[name])
+            print_sim(label, name, sim[name], measured_median)
 
 
-def print_sim(label, name, s):
+def with_error(sim, measured):
+    """The simulated figure in ms, with its error against the measured one."""
+    if sim is None or not measured:
+        return fmt(sim, 1e3)
+    return f"{sim * 1e3:.1f} ({(sim / measured - 1) * 100:+.0f} %)"
+
+
+def print_sim(label, name, s, measured):
     sim_cells = [
         fmt(s.get("output_throughput")),
         fmt(s.get("ttft_p50_s"), 1e3),
-        fmt(s.get("ttft_p95_s"), 1e3),
+        with_error(s.get("ttft_p95_s"), measured["ttft_p95"]),
         fmt(s.get("e2e_p50_s"), 1e3),
-        fmt(s.get("e2e_p95_s"), 1e3),
+        with_error(s.get("e2e_p95_s"), measured["e2e_p95"]),
         fmt(s.get("prefix_hit_rate"), 100) + " %",
         " / ".join(f"{x * 100:.0f} %" for x in s["replica_shares"]),
     ]

@@ -4,7 +4,7 @@
 # `goodput run` with a trace whose requests share system prompts; then the same trace through
 # `goodput plan --trace --profile` with the replicas' profile measured under the check's own load
 # on another trace (their steps, `serve --steps`), plus the time outside the engines measured on
-# that trace (`--request-overhead`). Per policy it prints
+# that trace (`--request-overhead`: its mean, and each calibration request's own). Per policy it prints
 # output throughput, TTFT and E2E P50/P95, the prefix-hit rate and the replicas' request
 # shares, measured beside simulated.
 #
@@ -179,4 +179,9 @@ rm -f "$OUT/sim-quiet.json"
 "$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
     --router round-robin,cache-aware --request-overhead "${OVERHEAD_MS}ms" --chat-template-tokens "$TEMPLATE" \
     --json "$OUT/sim.json" >"$OUT/sim.txt"
+# The same with each request's own time outside the engines, drawn from the calibration's
+# requests (their stamps against the client's): the tail of the hops, not only their mean.
+"$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
+    --router round-robin,cache-aware --request-overhead "$OUT/calibration" --chat-template-tokens "$TEMPLATE" \
+    --json "$OUT/sim-drawn.json" >"$OUT/sim-drawn.txt" 2>&1
 python3 scripts/router-check-table.py "$OUT" "$REPEATS"

@@ -203,6 +203,30 @@ fn a_replica_s_steps_under_load_make_the_fleet_s_profile_and_the_overhead_is_add
         (ttft_o - ttft - 0.040).abs() < 1e-6 && (e2e_o - e2e - 0.040).abs() < 1e-6,
         "{ttft} → {ttft_o}, {e2e} → {e2e_o}"
     );
+    // Each request's own time outside the engine, drawn from the run's measured requests
+    // (their server stamps against the client's): every simulated TTFT moves by one of them.
+    let outside: Vec<f64> = goodput_results::Results::read(&run)
+        .unwrap()
+        .records
+        .iter()
+        .filter(|r| r.phase == goodput_core::Phase::Measured)
+        .filter_map(|r| goodput_metrics::http::outside_engine(&r.record))
+        .map(|(to_first, _)| to_first)
+        .collect();
+    assert_eq!(outside.len(), 24, "every measured request of the run has its stamps");
+    let (lo, hi) = outside.iter().fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+    let (ttft_d, e2e_d, _) = plan(run.to_str().unwrap(), "0,0", "drawn.json");
+    assert!(ttft_d - ttft >= lo - 1e-6 && ttft_d - ttft <= hi + 1e-6, "{ttft} → {ttft_d}, outside {lo}..{hi}");
+    assert!(e2e_d > e2e, "{e2e} → {e2e_d}");
+    // A run in-process has no server stamps: refused by name.
+    let bare_run = dir.join("in-process");
+    let b = bare_run.to_str().unwrap();
+    let (ok, _, err) =
+        goodput(&["run", "-m", "tiny", "--concurrency", "1", "--requests", "2", "--warmup", "0", "--out", b]);
+    assert!(ok, "{err}");
+    let args = ["plan", "-m", "tiny", "--trace", trace.to_str().unwrap(), "--profile", p, "--request-overhead", b];
+    let (ok, _, err) = goodput(&args);
+    assert!(!ok && err.contains("engine stamps") && err.contains("in-process"), "{err}");
     // A template's shared 16-token head is one more cached block of every prompt after the
     // first on each replica; its tail is computed every time.
     let (ttft_t, _, hits_t) = plan("0s", "16,4", "template.json");

@@ -3,7 +3,7 @@
 //! no axis holds, a closed stdout, and numeric inputs beyond any bound. Every run is the tiny
 //! model in-process (or a closed loopback port), a few requests, bounded in time.
 
-use crate::common::{goodput, goodput_code, read_request, records, spawn, summary_of, temp, wait, wait_within};
+use crate::common::{goodput, goodput_code, read_request, records, spawn, summary_of, temp, wait};
 use std::io::{BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -38,7 +38,10 @@ fn a_second_run_never_mixes_with_the_first_in_its_out_directory() {
     // A second run killed before its first level ends leaves no file of the first beside it.
     let d = dir.to_str().unwrap();
     let slow = ["run", "--out", d, "--overwrite", "--concurrency", "4", "--requests", "400", "--seed", "2"];
-    assert!(wait_within(spawn(&slow), Duration::from_secs(3)).is_none(), "killed while its first level ran");
+    let mut child = spawn(&slow);
+    assert!(first_level_started(&mut child, &dir, Duration::from_secs(60)), "the second run reached its first level");
+    let _ = child.kill();
+    let _ = child.wait();
     for stale in ["report.html", "conclusion.txt", "summary.json"] {
         assert!(!dir.join(stale).exists(), "{stale} of the first run is gone");
     }
@@ -46,6 +49,25 @@ fn a_second_run_never_mixes_with_the_first_in_its_out_directory() {
     let (ok, _, err) = goodput(&["report", d]);
     assert!(!ok && err.contains("no summary.json"), "report sees no finished run: {err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Polls until `child`'s run has written a whole record of its first level (4 users) into
+/// `dir`, so a kill lands while that level runs however slowly the machine started it; false
+/// when the run ended or `limit` passed first.
+fn first_level_started(child: &mut std::process::Child, dir: &Path, limit: Duration) -> bool {
+    let t = std::time::Instant::now();
+    while t.elapsed() < limit {
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        let text = std::fs::read_to_string(dir.join("records.jsonl")).unwrap_or_default();
+        // A line still being written does not parse, and is read again on the next poll.
+        if text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).any(|r| r["level"] == 4.0) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }
 
 #[test]

@@ -22,7 +22,8 @@
 //! `beyond_engine` = ttft − (handoff + queue + prefill + hold): everything the HTTP layer adds
 //! to what the engine did (the handoff is the engine's: a request that arrives mid-step waits
 //! for the step to end, in-process as much as over HTTP). E2E adds `decode` (last token − first
-//! token, engine) and `stream_tail` (client end − last token).
+//! token, engine) and `stream_tail` (client end − last token); `e2e_beyond_engine` = e2e −
+//! (handoff + queue + prefill + decode) is what HTTP added to the request's end.
 //!
 //! Stamps out of their order (a server's bug, or a hostile one) would make negative parts: a
 //! request whose engine stamps are not in order has no decomposition ([`stamps_in_order`]),
@@ -56,6 +57,8 @@ pub struct Parts {
     pub e2e: f64,
     pub decode: f64,
     pub stream_tail: f64,
+    /// e2e − (handoff + queue + prefill + decode): the time outside the engine by the end.
+    pub e2e_beyond_engine: f64,
 }
 
 /// The parts of `r`, when it came over HTTP from goodput's server and produced a token.
@@ -88,7 +91,20 @@ pub fn parts(r: &ClientRecord) -> Option<Parts> {
         e2e: r.end.secs_since(r.intended),
         decode: lt.secs_since(ft),
         stream_tail: if h.same_clock { r.end.secs_since(lt) } else { f64::NAN },
+        e2e_beyond_engine: r.end.secs_since(r.intended) - handoff - queue - prefill - lt.secs_since(ft),
     })
+}
+
+/// A request's time outside the engine, in seconds: `(beyond_engine, e2e_beyond_engine)` of
+/// its [`parts`] — what the load generator, the HTTP hops (a router's too), the server's
+/// parsing and tokenization and the stream's way back added to the engine's own TTFT and
+/// E2E. Each is a difference of durations, so it holds across two processes' clocks. `None`
+/// for a request without goodput's server stamps, failed, or without a token.
+pub fn outside_engine(r: &ClientRecord) -> Option<(f64, f64)> {
+    if !r.is_ok() {
+        return None;
+    }
+    parts(r).map(|p| (p.beyond_engine, p.e2e_beyond_engine))
 }
 
 /// A level's decomposition: each part over the requests that have one.
@@ -249,12 +265,21 @@ mod tests {
         assert!(close(p.beyond_engine, 0.0012));
         assert!(close(p.decode, 0.040));
         assert!(close(p.stream_tail, 0.0002));
+        // By the end: 64.15 − 0.05 − 3 − 20 − 40 = 1.1 ms (send lag 0.1, request path 0.3,
+        // tokenize 0.5, stream tail 0.2).
+        assert!(close(p.e2e_beyond_engine, 0.0011));
+        let (to_first, to_end) = outside_engine(&r).unwrap();
+        assert!(close(to_first, 0.0012) && close(to_end, 0.0011));
         let b = breakdown(&[&r]).unwrap();
         assert_eq!((b.n, b.usage_checked, b.usage_mismatches), (1, 1, 1));
         // Another process's clock: the cross-clock parts are unknown, the rest stands.
         r.http.as_mut().unwrap().same_clock = false;
         let p = parts(&r).unwrap();
         assert!(p.cross.is_none() && close(p.beyond_engine, 0.0012));
+        assert!(close(outside_engine(&r).unwrap().1, 0.0011), "durations hold across clocks");
+        let mut late = r.clone();
+        late.outcome = Outcome::Timeout;
+        assert!(outside_engine(&late).is_none(), "a failed request has no time outside to offer");
         let b = breakdown(&[&r]).unwrap();
         assert!(b.request_path.is_none() && b.beyond_engine.is_some() && b.stream_tail.is_none());
         // Not over HTTP: no breakdown.

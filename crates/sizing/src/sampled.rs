@@ -40,7 +40,7 @@ impl<C: StepCost> Sampled<C> {
 }
 
 /// SplitMix64: one well-mixed 64-bit value per counter value.
-fn splitmix(mut z: u64) -> u64 {
+pub fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

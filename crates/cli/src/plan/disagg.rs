@@ -86,7 +86,7 @@ fn simulate_split(
         transfer: transfer(p, x + y, a.transfer_latency.as_secs_f64())?,
         scrape_ns: (a.scrape_interval.as_nanos() as u64).max(1),
     };
-    let mut tally = Tally::for_trace(trace, a.speedup, a.request_overhead);
+    let mut tally = Tally::for_trace(trace, a.speedup, &a.request_overhead);
     let mut source = TraceSource::new(trace, a.speedup, set.spec.vocab_size, policy, a.chat_template_tokens);
     let out = drive_disaggregated(&mut fleet, &mut source, &mut |r| tally.add(&r, &set.slos));
     let mut counts = vec![0usize; x];

@@ -125,7 +125,7 @@ pub(super) fn simulate(
     if let Some(rule) = &a.autoscale {
         fleet = fleet.with_scaler(Scaler::new(rule.clone(), n, a.replicas.min(n)));
     }
-    let mut tally = Tally::for_trace(trace, a.speedup, a.request_overhead);
+    let mut tally = Tally::for_trace(trace, a.speedup, &a.request_overhead);
     let mut source = TraceSource::new(trace, a.speedup, set.spec.vocab_size, &policy, a.chat_template_tokens);
     let out = drive_fleet_into(&mut fleet, &mut source, &mut |_, r| tally.add(&r, &set.slos));
     for (id, _) in out.replicas.iter().flat_map(|r| &r.refused) {
@@ -169,6 +169,9 @@ pub(super) fn load(a: &PlanArgs, set: &Setting, p: &ReplicaSpec, path: &std::pat
     let max_len = p.sched.max_model_len.min(set.spec.max_position_embeddings);
     let trace = Trace::new(path.display().to_string(), entries, options, max_len, a.seed)?;
     eprintln!("plan --trace: {}", trace.describe());
+    if !a.request_overhead.is_zero() {
+        eprintln!("plan --trace: outside the engines: {}", a.request_overhead.describe());
+    }
     Ok(trace)
 }
 

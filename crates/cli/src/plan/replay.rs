@@ -2,6 +2,7 @@
 //! requests made as they fall due, what each replica is (a roofline configuration or a
 //! measured profile), and what a run keeps of each request as it ends.
 
+use super::overhead::Overhead;
 use super::search::client_record;
 use super::{config, PlanArgs, Setting};
 use anyhow::{bail, Result};
@@ -147,19 +148,21 @@ pub struct Tally {
     end_ns: u64,
     output_tokens: u64,
     /// Added to each request's tokens and end: the time outside the engines.
-    overhead_ns: u64,
+    overhead: Overhead,
 }
 
 impl Tally {
     pub fn add(&mut self, r: &goodput_core::EngineRecord, slos: &[goodput_metrics::slo::Slo]) {
-        let c = if self.overhead_ns == 0 {
+        let c = if self.overhead.is_zero() {
             client_record(r)
         } else {
-            let late = |t: Stamp| Stamp(t.0.saturating_add(self.overhead_ns));
+            let (to_first, to_end) = self.overhead.of(r.id);
+            let late = |t: Stamp| Stamp(t.0.saturating_add(to_first));
             let mut seen = r.clone();
             seen.first_token = seen.first_token.map(late);
             seen.token_times.iter_mut().for_each(|t| *t = late(*t));
-            seen.finished = late(seen.finished);
+            let last = seen.token_times.last().copied().unwrap_or(Stamp(0));
+            seen.finished = Stamp(seen.finished.0.saturating_add(to_end)).max(last);
             client_record(&seen)
         };
         let good = request_is_good(&c, slos);
@@ -184,12 +187,11 @@ impl Tally {
     }
 
     /// A tally with room for `trace`'s requests, by hour of the trace at `speedup`, each
-    /// request seen `overhead` after its engine's tokens.
-    pub fn for_trace(trace: &Trace, speedup: f64, overhead: std::time::Duration) -> Self {
+    /// request seen its `overhead` after its engine's tokens.
+    pub fn for_trace(trace: &Trace, speedup: f64, overhead: &Overhead) -> Self {
         let hours = (trace.span_s / speedup / 3600.0).floor() as usize + 1;
         let each = || Vec::with_capacity(trace.entries.len());
-        let overhead_ns = u64::try_from(overhead.as_nanos()).unwrap_or(u64::MAX);
-        Tally { hours: vec![(0, 0); hours], ttft: each(), e2e: each(), overhead_ns, ..Tally::default() }
+        Tally { hours: vec![(0, 0); hours], ttft: each(), e2e: each(), overhead: overhead.clone(), ..Tally::default() }
     }
 
     /// A request refused at admission at `at`: counted, never good.
