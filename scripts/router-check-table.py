@@ -17,12 +17,13 @@ def measured(out, policy, rep):
     s = level["summary"]
     served = [float(x) for x in open(f"{out}/run-{policy}-{rep}.served").read().strip().split(",") if x]
     # The engine's own counts, which goodput serve returns with every response.
-    cached = prompt = 0
+    cached = prompt = preempted = 0
     for line in open(f"{out}/run-{policy}-{rep}/records.jsonl"):
         engine = json.loads(line).get("engine")
         if engine:
             cached += engine["cached_tokens"]
             prompt += engine["prompt_tokens"]
+            preempted += engine["preemptions"] > 0
     rate = cached / prompt if prompt else None
     return {
         "out_tok_s": s["output_throughput"],
@@ -31,6 +32,7 @@ def measured(out, policy, rep):
         "e2e_p50": (s.get("e2e") or {}).get("p50"),
         "e2e_p95": (s.get("e2e") or {}).get("p95"),
         "hit_rate": rate,
+        "preempted": preempted,
         "shares": [x / max(sum(served), 1.0) for x in served],
         "errors": s["errors"],
     }
@@ -65,8 +67,8 @@ def main():
         if os.path.exists(f"{out}/{f}")
     ]
     names = {"round_robin": "round-robin", "cache_aware": "cache-aware"}
-    print("| router | | output tok/s | TTFT P50 ms | TTFT P95 ms | E2E P50 ms | E2E P95 ms | prefix hits | replica shares |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| router | | output tok/s | TTFT P50 ms | TTFT P95 ms | E2E P50 ms | E2E P95 ms | prefix hits | preempted | replica shares |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for policy, name in names.items():
         runs = [measured(out, policy, rep) for rep in range(1, repeats + 1)]
 
@@ -82,6 +84,8 @@ def main():
             cells.append(fmt(m, scale) + (f" (±{fmt(spread / 2, scale)})" if repeats > 1 and spread else ""))
         m, _ = med("hit_rate")
         cells.append(fmt(m, 100) + " %")
+        m, _ = med("preempted")
+        cells.append(fmt(m, 1, 0))
         shares = runs[0]["shares"]
         cells.append(" / ".join(f"{s * 100:.0f} %" for s in shares))
         errors = sum(r["errors"] for r in runs)
@@ -106,6 +110,7 @@ def print_sim(label, name, s, measured):
         fmt(s.get("e2e_p50_s"), 1e3),
         with_error(s.get("e2e_p95_s"), measured["e2e_p95"]),
         fmt(s.get("prefix_hit_rate"), 100) + " %",
+        fmt(s.get("preempted"), 1, 0),
         " / ".join(f"{x * 100:.0f} %" for x in s["replica_shares"]),
     ]
     print(f"| {name} | {label} | " + " | ".join(sim_cells) + " |")

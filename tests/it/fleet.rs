@@ -210,7 +210,7 @@ fn a_replica_s_steps_under_load_make_the_fleet_s_profile_and_the_overhead_is_add
         .records
         .iter()
         .filter(|r| r.phase == goodput_core::Phase::Measured)
-        .filter_map(|r| goodput_metrics::http::outside_engine(&r.record))
+        .filter_map(|r| goodput_metrics::http::beyond_engine_tokens(&r.record))
         .map(|(to_first, _)| to_first)
         .collect();
     assert_eq!(outside.len(), 24, "every measured request of the run has its stamps");

@@ -95,16 +95,19 @@ pub fn parts(r: &ClientRecord) -> Option<Parts> {
     })
 }
 
-/// A request's time outside the engine, in seconds: `(beyond_engine, e2e_beyond_engine)` of
-/// its [`parts`] — what the load generator, the HTTP hops (a router's too), the server's
-/// parsing and tokenization and the stream's way back added to the engine's own TTFT and
-/// E2E. Each is a difference of durations, so it holds across two processes' clocks. `None`
-/// for a request without goodput's server stamps, failed, or without a token.
-pub fn outside_engine(r: &ClientRecord) -> Option<(f64, f64)> {
+/// How much later than its engine's tokens a request's client saw them, in seconds:
+/// `(ttft − (handoff + queue + prefill), e2e − (handoff + queue + prefill + decode))` of its
+/// [`parts`]. That is `beyond_engine` plus the first text's `hold` (first tokens that are not
+/// yet a whole character), and `e2e_beyond_engine`: the load generator, the HTTP hops (a
+/// router's too), the server's parsing and tokenization, the hold and the stream's way back —
+/// what a simulator of the engine alone must add to each request's first token and end. Each
+/// is a difference of durations, so it holds across two processes' clocks. `None` for a
+/// request without goodput's server stamps, failed, or without a token.
+pub fn beyond_engine_tokens(r: &ClientRecord) -> Option<(f64, f64)> {
     if !r.is_ok() {
         return None;
     }
-    parts(r).map(|p| (p.beyond_engine, p.e2e_beyond_engine))
+    parts(r).map(|p| (p.beyond_engine + p.hold, p.e2e_beyond_engine))
 }
 
 /// A level's decomposition: each part over the requests that have one.
@@ -268,18 +271,20 @@ mod tests {
         // By the end: 64.15 − 0.05 − 3 − 20 − 40 = 1.1 ms (send lag 0.1, request path 0.3,
         // tokenize 0.5, stream tail 0.2).
         assert!(close(p.e2e_beyond_engine, 0.0011));
-        let (to_first, to_end) = outside_engine(&r).unwrap();
-        assert!(close(to_first, 0.0012) && close(to_end, 0.0011));
+        // The client saw the first text 1.2 + 0.2 (the hold) = 1.4 ms after the engine's first
+        // token, counting the way in; the end 1.1 ms after the last token.
+        let (to_first, to_end) = beyond_engine_tokens(&r).unwrap();
+        assert!(close(to_first, 0.0014) && close(to_end, 0.0011));
         let b = breakdown(&[&r]).unwrap();
         assert_eq!((b.n, b.usage_checked, b.usage_mismatches), (1, 1, 1));
         // Another process's clock: the cross-clock parts are unknown, the rest stands.
         r.http.as_mut().unwrap().same_clock = false;
         let p = parts(&r).unwrap();
         assert!(p.cross.is_none() && close(p.beyond_engine, 0.0012));
-        assert!(close(outside_engine(&r).unwrap().1, 0.0011), "durations hold across clocks");
+        assert!(close(beyond_engine_tokens(&r).unwrap().1, 0.0011), "durations hold across clocks");
         let mut late = r.clone();
         late.outcome = Outcome::Timeout;
-        assert!(outside_engine(&late).is_none(), "a failed request has no time outside to offer");
+        assert!(beyond_engine_tokens(&late).is_none(), "a failed request has no time outside to offer");
         let b = breakdown(&[&r]).unwrap();
         assert!(b.request_path.is_none() && b.beyond_engine.is_some() && b.stream_tail.is_none());
         // Not over HTTP: no breakdown.

@@ -131,12 +131,12 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 1.0)]
     pub speedup: f64,
     /// `--trace`: each request's time outside the engines — the load generator, the HTTP hops
-    /// through the router and a server, tokenization, the first token's way back — added to
-    /// its TTFT and end (BLIS's per-request overhead). A duration for every request, or a run
-    /// directory of goodput against goodput serve replicas: each simulated request then takes
-    /// one measured request's time outside the engine, to its first token and to its end
-    /// (their stamps give it), so the tail is in it too (`scripts/router-check.sh` measures it
-    /// on a calibration trace).
+    /// through the router and a server, tokenization, the first text's hold (first tokens that
+    /// are not yet a whole character), the way back — added to its TTFT and end (BLIS's
+    /// per-request overhead). A duration for every request, or a run directory of goodput
+    /// against goodput serve replicas: each simulated request then takes one measured
+    /// request's lag behind its engine's first and last token (their stamps give it), so the
+    /// tail is in it too (`scripts/router-check.sh` measures it on a calibration trace).
     #[arg(long, value_name = "DURATION|RUN_DIR", value_parser = overhead::Overhead::parse, default_value = "0s")]
     pub request_overhead: overhead::Overhead,
     /// `--trace`: the tokens a server's chat template adds around each prompt, `HEAD,TAIL`

@@ -35,6 +35,8 @@ pub struct PolicyRun {
     /// Output tokens per second from the first request's arrival to the last one's end (the
     /// window of `LevelSummary::output_throughput`).
     pub output_throughput: f64,
+    /// Requests preempted at least once (their K/V dropped for want of blocks, recomputed).
+    pub preempted: usize,
     /// The autoscaler's changes of the fleet's size (none without one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scale_events: Vec<goodput_sizing::fleet::autoscale::ScaleEvent>,
@@ -147,6 +149,7 @@ pub struct Tally {
     start_ns: Option<u64>,
     end_ns: u64,
     output_tokens: u64,
+    preempted: usize,
     /// Added to each request's tokens and end: the time outside the engines.
     overhead: Overhead,
 }
@@ -184,6 +187,7 @@ impl Tally {
         self.end_ns = self.end_ns.max(c.end.0);
         self.start_ns = Some(self.start_ns.map_or(c.intended.0, |s| s.min(c.intended.0)));
         self.output_tokens += r.generated_tokens as u64;
+        self.preempted += usize::from(r.preemptions > 0);
     }
 
     /// A tally with room for `trace`'s requests, by hour of the trace at `speedup`, each
@@ -230,6 +234,7 @@ impl Tally {
             e2e_p50_s: pct(&self.e2e, 50.0),
             e2e_p95_s: pct(&self.e2e, 95.0),
             output_throughput: self.output_tokens as f64 / self.span_s(),
+            preempted: self.preempted,
             scale_events: Vec::new(),
             hours: self.hours,
         }
