@@ -418,3 +418,38 @@ fn an_h200_bench_calibrates_the_plan_and_its_sweep_is_checked() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A profile's grid on smollm2-135m (this AVX2 machine, f32, 300 s: one round cut short) and
+/// the mixed steps of a multi-turn run at 4 users on the same machine (`goodput run
+/// --scenario multi-turn --concurrency 4`: a turn's uncached tokens beside the other users'
+/// decodes). Every decode probe samples as many rows as it has tokens, so a rows table beside
+/// the tokens table is not identified: the table fit priced these steps 5–9 % off by their
+/// rows (rows@3 42 ms, rows@4 6 ms); one linear rows term prices them within 2 %.
+#[test]
+fn the_default_linear_rows_term_prices_a_run_s_mixed_steps_from_the_grid_s() {
+    let dir = temp("rows-term");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/profile");
+    let grid = fixtures.join("smollm2-grid-steps.jsonl");
+    let text = std::fs::read_to_string(fixtures.join("smollm2-multi-turn-mixed-steps.jsonl")).unwrap();
+    let mixed: Vec<goodput_core::StepRecord> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(mixed.len(), 63);
+    let median_error = |extra: &[&str]| {
+        let out = dir.join(format!("{}.json", extra.len()));
+        let args = ["profile", "-m", "smollm2-135m", "--from-steps", grid.to_str().unwrap(), "--no-roofline"];
+        let (ok, _, err) =
+            goodput(&[&args[..], extra, &["--bootstrap", "10", "-q", "-o", out.to_str().unwrap()]].concat());
+        assert!(ok, "{err}");
+        let cost = Profile::read(&out).unwrap().cost();
+        let mut errors: Vec<f64> = mixed
+            .iter()
+            .map(|s| (cost.step_seconds(&StepWork::of_record(s)) / s.end.secs_since(s.start) - 1.0).abs())
+            .collect();
+        errors.sort_by(f64::total_cmp);
+        errors[errors.len() / 2]
+    };
+    let (linear, table) = (median_error(&[]), median_error(&["--rows-term", "table"]));
+    assert!(linear < 0.03, "the default prices the run's mixed steps within 3 % at the median: {linear}");
+    assert!(table > 0.05, "a rows table mispriced them: {table}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
