@@ -434,10 +434,11 @@ fn an_h200_bench_calibrates_the_plan_and_its_sweep_is_checked() {
 /// the mixed steps of a multi-turn run at 4 users on the same machine (`goodput run
 /// --scenario multi-turn --concurrency 4`: a turn's uncached tokens beside the other users'
 /// decodes). Every decode probe samples as many rows as it has tokens, so a rows table beside
-/// the tokens table is not identified: the table fit (the default) priced these steps 5–9 %
-/// off by their rows (rows@3 42 ms, rows@4 6 ms); `--rows-term linear` prices them within 2 %.
+/// the tokens table is not identified: a table fit (`--rows-term table`) priced these steps
+/// 5–9 % off by their rows (rows@3 42 ms, rows@4 6 ms); the default linear rows term prices
+/// them within 2 %.
 #[test]
-fn a_linear_rows_term_prices_a_run_s_mixed_steps_from_the_grid_s_where_a_rows_table_cannot() {
+fn the_default_linear_rows_term_prices_a_run_s_mixed_steps_where_a_rows_table_cannot() {
     let dir = temp("rows-term");
     std::fs::create_dir_all(&dir).unwrap();
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/profile");
@@ -459,8 +460,8 @@ fn a_linear_rows_term_prices_a_run_s_mixed_steps_from_the_grid_s_where_a_rows_ta
         errors.sort_by(f64::total_cmp);
         errors[errors.len() / 2]
     };
-    let (table, linear) = (median_error(&[]), median_error(&["--rows-term", "linear"]));
-    assert!(linear < 0.03, "the linear rows term prices the run's mixed steps within 3 % at the median: {linear}");
+    let (linear, table) = (median_error(&[]), median_error(&["--rows-term", "table"]));
+    assert!(linear < 0.03, "the default prices the run's mixed steps within 3 % at the median: {linear}");
     assert!(table > 0.05, "a rows table mispriced them: {table}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

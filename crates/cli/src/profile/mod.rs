@@ -74,14 +74,14 @@ pub struct ProfileArgs {
     /// profiles before the table were fitted: for comparing the two on the same steps).
     #[arg(long, hide = true, default_value = "table", value_parser = ["table", "linear"])]
     pub context_term: String,
-    /// The sampled-rows term: a table over the rows a step samples (the default), or one
-    /// linear term. In every decode probe a step samples as many rows as it has tokens, so a
-    /// rows table is not identified beside the tokens table: the fit can split decode cost
-    /// between the two at random (smollm2 on an AVX2 CPU: rows@3 42 ms, rows@4 6 ms) and
-    /// misprice a run's mixed steps, which the linear term prices within 2 % there. Not yet
-    /// the default: on tiny short-qa it moved TTFT P95 at 16 users from +3 to +22 % in one
-    /// comparison (docs/sizing.md).
-    #[arg(long, hide = true, default_value = "table", value_parser = ["table", "linear"])]
+    /// The sampled-rows term: one linear term (the default), or a table over the rows a step
+    /// samples (as profiles before were fitted: for comparing the two on the same steps). In
+    /// every decode probe a step samples as many rows as it has tokens, so a rows table is not
+    /// identified beside the tokens table: the fit split decode cost between the two at random
+    /// (smollm2 on an AVX2 CPU: rows@3 42 ms, rows@4 6 ms) and mispriced a run's mixed steps
+    /// by 5–9 %, which the linear term prices within 2 %; tiny's accuracy table is the same
+    /// with either (docs/sizing.md).
+    #[arg(long, hide = true, default_value = "linear", value_parser = ["table", "linear"])]
     pub rows_term: String,
 }
 
