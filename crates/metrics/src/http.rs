@@ -77,6 +77,7 @@ pub fn parts(r: &ClientRecord) -> Option<Parts> {
     let text_at = t.first_text.unwrap_or(ft);
     let hold = text_at.secs_since(ft);
     let response_path = first.secs_since(text_at);
+    let (e2e, decode) = (r.end.secs_since(r.intended), lt.secs_since(ft));
     let explained = send_lag + request_path + tokenize + handoff + queue + prefill + hold + response_path;
     Some(Parts {
         ttft,
@@ -88,10 +89,10 @@ pub fn parts(r: &ClientRecord) -> Option<Parts> {
         hold,
         cross: h.same_clock.then_some((request_path, response_path, ttft - explained)),
         beyond_engine: ttft - handoff - queue - prefill - hold,
-        e2e: r.end.secs_since(r.intended),
-        decode: lt.secs_since(ft),
+        e2e,
+        decode,
         stream_tail: if h.same_clock { r.end.secs_since(lt) } else { f64::NAN },
-        e2e_beyond_engine: r.end.secs_since(r.intended) - handoff - queue - prefill - lt.secs_since(ft),
+        e2e_beyond_engine: e2e - handoff - queue - prefill - decode,
     })
 }
 

@@ -71,9 +71,10 @@ impl TemplateTokens {
         let bad =
             || format!("`{s}`: give the template's tokens before and after each prompt as HEAD,TAIL (e.g. 17,33)");
         let (h, t) = s.split_once(',').ok_or_else(bad)?;
-        let (head, tail) = (h.trim().parse().map_err(|_| bad())?, t.trim().parse().map_err(|_| bad())?);
-        if head + tail > 65_536 {
-            return Err(format!("`{s}`: {} template tokens a prompt is no chat template", head + tail));
+        let (head, tail): (usize, usize) = (h.trim().parse().map_err(|_| bad())?, t.trim().parse().map_err(|_| bad())?);
+        let total = head.saturating_add(tail);
+        if total > 65_536 {
+            return Err(format!("`{s}`: {total} template tokens a prompt is no chat template"));
         }
         Ok(Self { head, tail })
     }
@@ -156,18 +157,14 @@ pub struct Tally {
 
 impl Tally {
     pub fn add(&mut self, r: &goodput_core::EngineRecord, slos: &[goodput_metrics::slo::Slo]) {
-        let c = if self.overhead.is_zero() {
-            client_record(r)
-        } else {
+        let mut c = client_record(r);
+        if !self.overhead.is_zero() {
+            // The client sees the engine's tokens and end later; the engine's own stamps stay.
             let (to_first, to_end) = self.overhead.of(r.id);
-            let late = |t: Stamp| Stamp(t.0.saturating_add(to_first));
-            let mut seen = r.clone();
-            seen.first_token = seen.first_token.map(late);
-            seen.token_times.iter_mut().for_each(|t| *t = late(*t));
-            let last = seen.token_times.last().copied().unwrap_or(Stamp(0));
-            seen.finished = Stamp(seen.finished.0.saturating_add(to_end)).max(last);
-            client_record(&seen)
-        };
+            c.chunks.iter_mut().for_each(|k| k.at = Stamp(k.at.0.saturating_add(to_first)));
+            let last = c.chunks.last().map_or(Stamp(0), |k| k.at);
+            c.end = Stamp(c.end.0.saturating_add(to_end)).max(last);
+        }
         let good = request_is_good(&c, slos);
         let h = ((c.intended.0 as f64 / 1e9 / 3600.0) as usize).min(self.hours.len().saturating_sub(1));
         if let Some(hour) = self.hours.get_mut(h) {
@@ -329,5 +326,9 @@ mod tests {
         assert_eq!(TemplateTokens { head: 3, tail: 0 }.around(&[], 0, 2), [0, 1, 0]);
         assert!(TemplateTokens::parse("3").unwrap_err().contains("HEAD,TAIL"));
         assert!(TemplateTokens::parse("a,2").is_err() && TemplateTokens::parse("70000,0").is_err());
+        assert!(
+            TemplateTokens::parse("18446744073709551615,1").unwrap_err().contains("no chat template"),
+            "no overflow"
+        );
     }
 }
