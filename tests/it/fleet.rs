@@ -51,6 +51,8 @@ fn routers_are_compared_on_a_trace_and_cache_aware_keeps_the_prefixes() {
     let (ok, out, err) = goodput(&args);
     assert!(ok, "{err}");
     assert!(out.contains("Fleet plan") && out.contains("cache-aware"), "{out}");
+    // How fast the simulator ran, per router.
+    assert!(out.contains("Simulated on this machine: round-robin in ") && out.contains("requests/s)"), "{out}");
     let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let runs = plan["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
@@ -61,6 +63,7 @@ fn routers_are_compared_on_a_trace_and_cache_aware_keeps_the_prefixes() {
         assert!((shares - 1.0).abs() < 1e-9, "{r}");
         // 4 replicas for the trace's 12 s.
         assert!(f(r, "gpu_hours") > 4.0 * 11.9 / 3600.0 && r["peak_gpus"] == 4, "{r}");
+        assert!(f(r, "wall_s") > 0.0, "{r}");
     }
     // 64 of 80 prompt tokens are shared. Round-robin makes each replica compute each prefix;
     // cache-aware computes each prefix once.

@@ -138,7 +138,10 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path, wh
         let mut split_runs = Vec::new();
         for &split in &splits {
             eprint!("\rplan --trace: {} {}P{}D …        ", policy.name(), split.0, split.1);
-            split_runs.push(simulate_split(a, set, &p, policy, &trace, split)?);
+            let started = std::time::Instant::now();
+            let mut run = simulate_split(a, set, &p, policy, &trace, split)?;
+            run.wall_s = started.elapsed().as_secs_f64();
+            split_runs.push(run);
         }
         let paired: Vec<_> = splits.iter().copied().zip(&split_runs).collect();
         verdicts.extend(verdict(policy.name(), &agg, &paired));

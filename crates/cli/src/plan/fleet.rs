@@ -108,6 +108,7 @@ pub(super) fn simulate(
     policy: Policy,
     trace: &Trace,
 ) -> Result<PolicyRun> {
+    let started = std::time::Instant::now();
     let n = a.autoscale.as_ref().map_or(a.replicas, |r| r.max);
     // No prompt can hit another's blocks: a cache that only ever misses changes no step, and
     // costs a day-long fleet half its time.
@@ -141,6 +142,7 @@ pub(super) fn simulate(
     }
     let mut run = tally.into_run(policy.name().into(), replica_s * p.gpus as f64 / 3600.0, peak * p.gpus, &counts);
     run.scale_events = fleet.scaler.map(|s| s.events).unwrap_or_default();
+    run.wall_s = started.elapsed().as_secs_f64();
     Ok(run)
 }
 
@@ -274,6 +276,11 @@ fn print(p: &FleetPlan) {
         }
         println!("By hour, behind {}:\n{h}", first.router);
     }
+    let speed = |r: &PolicyRun| {
+        let rate = r.requests as f64 / r.wall_s.max(1e-9);
+        format!("{} in {:.1} s ({rate:.0} requests/s)", r.router, r.wall_s)
+    };
+    println!("Simulated on this machine: {}.", p.runs.iter().map(speed).collect::<Vec<_>>().join("; "));
     println!("{}", p.answer);
 }
 

@@ -37,6 +37,8 @@ pub struct PolicyRun {
     pub output_throughput: f64,
     /// Requests preempted at least once (their K/V dropped for want of blocks, recomputed).
     pub preempted: usize,
+    /// Seconds of this machine's wall time the simulation of the run took.
+    pub wall_s: f64,
     /// The autoscaler's changes of the fleet's size (none without one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scale_events: Vec<goodput_sizing::fleet::autoscale::ScaleEvent>,
@@ -232,6 +234,7 @@ impl Tally {
             e2e_p95_s: pct(&self.e2e, 95.0),
             output_throughput: self.output_tokens as f64 / self.span_s(),
             preempted: self.preempted,
+            wall_s: 0.0,
             scale_events: Vec::new(),
             hours: self.hours,
         }
