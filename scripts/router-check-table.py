@@ -67,6 +67,7 @@ def main():
         if os.path.exists(f"{out}/{f}")
     ]
     names = {"round_robin": "round-robin", "cache_aware": "cache-aware"}
+    p95 = {}
     print("| router | | output tok/s | TTFT P50 ms | TTFT P95 ms | E2E P50 ms | E2E P95 ms | prefix hits | preempted | replica shares |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for policy, name in names.items():
@@ -91,8 +92,37 @@ def main():
         errors = sum(r["errors"] for r in runs)
         print(f"| {name} | measured{f' ({errors} errors)' if errors else ''} | " + " | ".join(cells) + " |")
         measured_median = {k: med(k)[0] for k in ["ttft_p95", "e2e_p95"]}
+        p95[name] = med("ttft_p95")
         for label, sim in sims:
             print_sim(label, name, sim[name], measured_median)
+    print()
+    print(ranking(p95, sims))
+
+
+def ranking(p95, sims):
+    """Which policy is ahead on TTFT P95, measured and simulated. The measured gap decides only
+    when it exceeds the two medians' half-ranges together; otherwise it is a tie."""
+    (rr, rr_range), (ca, ca_range) = p95["round-robin"], p95["cache-aware"]
+    if rr is None or ca is None:
+        return "Ranking on TTFT P95: not measured."
+    gap, noise = (rr - ca) * 1e3, ((rr_range or 0) + (ca_range or 0)) / 2 * 1e3
+    lead = lambda g: "cache-aware" if g > 0 else "round-robin"
+    if abs(gap) > noise:
+        said = f"measured, {lead(gap)} ahead by {abs(gap):.1f} ms (beyond the repeats' ±{noise:.1f} ms)"
+    else:
+        said = f"measured, a tie: {lead(gap)} ahead by {abs(gap):.1f} ms, within the repeats' ±{noise:.1f} ms"
+    lines = [f"Ranking on TTFT P95: {said}."]
+    for label, sim in sims:
+        s_rr, s_ca = sim["round-robin"].get("ttft_p95_s"), sim["cache-aware"].get("ttft_p95_s")
+        if s_rr is None or s_ca is None:
+            continue
+        g = (s_rr - s_ca) * 1e3
+        if abs(gap) > noise:
+            verdict = "the same" if (g > 0) == (gap > 0) else "reversed"
+        else:
+            verdict = "a tie in the measurement" if abs(g) <= noise else "decided where the measurement ties"
+        lines.append(f"- {label}: {lead(g)} ahead by {abs(g):.1f} ms ({verdict})")
+    return "\n".join(lines)
 
 
 def with_error(sim, measured):

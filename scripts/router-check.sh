@@ -9,9 +9,10 @@
 # shares, measured beside simulated.
 #
 #   scripts/router-check.sh [--goodput BIN] [--out DIR] [--rate R] [--duration S] [--repeats N] [--router sglang|vllm]
-#                           [--groups G] [--kv-blocks B]
+#                           [--groups G] [--prefix-blocks P] [--kv-blocks B]
 #
-# --groups: shared system prompts in the trace (16); --kv-blocks: each replica's KV pool in
+# --groups: shared system prompts in the trace (16); --prefix-blocks: each one's length in blocks
+# of 64 tokens (4); --kv-blocks: each replica's KV pool in
 # blocks of 16 tokens (the engine's default: room for every prefix, so both routers hit them
 # all); a pool smaller than the prefixes' working set is where routing decides the hits.
 #
@@ -29,6 +30,7 @@ DURATION=60
 REPEATS=1
 KIND=sglang
 PREFIXES=16
+PREFIX_BLOCKS=4
 KV=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
         --repeats) REPEATS="$2"; shift 2 ;;
         --router) KIND="$2"; shift 2 ;;
         --groups) PREFIXES="$2"; shift 2 ;;
+        --prefix-blocks) PREFIX_BLOCKS="$2"; shift 2 ;;
         --kv-blocks) KV=(--kv-blocks "$2"); shift 2 ;;
         *) echo "router-check: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -116,7 +119,8 @@ server_ttft() {
              END {if (n > 0) printf "%.6f\n", s / n}'
 }
 
-python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --out "$OUT/trace.jsonl"
+python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --prefix-blocks "$PREFIX_BLOCKS" \
+    --out "$OUT/trace.jsonl"
 echo "router-check: profiling one replica on a quiet CPU …" >&2
 "$GOODPUT" profile -m tiny --engine-cpus 1 --harness-cpus 0 --time 30s --out "$OUT/tiny.json" -q
 
@@ -125,7 +129,7 @@ echo "router-check: profiling one replica on a quiet CPU …" >&2
 # router and the client share their cores) make the loaded profile; the client's mean TTFT
 # less the servers' own is the time outside the engines.
 echo "router-check: calibrating on another trace (the replicas' steps under load, the time outside them) …" >&2
-python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --seed 1 \
+python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --prefix-blocks "$PREFIX_BLOCKS" --seed 1 \
     --out "$OUT/calibration.jsonl"
 start_replicas "$OUT/calibration-steps"
 start_router round_robin
