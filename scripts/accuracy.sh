@@ -34,7 +34,8 @@ RUN_ARGS=("$@")
 mkdir -p "$OUT"
 PIN=(--engine-cpus 1 --harness-cpus 0)
 if [ ! -f "$OUT/profile.json" ]; then
-    "$GOODPUT" profile -m "$MODEL" "${PIN[@]}" --time "$PROFILE_TIME" --out "$OUT/profile.json" -q
+    "$GOODPUT" profile -m "$MODEL" "${PIN[@]}" --time "$PROFILE_TIME" --out "$OUT/profile.json" \
+        --save-steps "$OUT/grid.jsonl" -q
 fi
 for rep in $(seq "$REPEATS"); do
     echo "accuracy: run $rep of $REPEATS: ${RUN_ARGS[*]}" >&2
