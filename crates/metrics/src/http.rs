@@ -96,19 +96,39 @@ pub fn parts(r: &ClientRecord) -> Option<Parts> {
     })
 }
 
-/// How much later than its engine's tokens a request's client saw them, in seconds:
-/// `(ttft − (handoff + queue + prefill), e2e − (handoff + queue + prefill + decode))` of its
-/// [`parts`]. That is `beyond_engine` plus the first text's `hold` (first tokens that are not
-/// yet a whole character), and `e2e_beyond_engine`: the load generator, the HTTP hops (a
-/// router's too), the server's parsing and tokenization, the hold and the stream's way back —
-/// what a simulator of the engine alone must add to each request's first token and end. Each
-/// is a difference of durations, so it holds across two processes' clocks. `None` for a
-/// request without goodput's server stamps, failed, or without a token.
-pub fn beyond_engine_tokens(r: &ClientRecord) -> Option<(f64, f64)> {
+/// A request's time outside its engine, in the form a simulator of the engine alone adds it
+/// to each simulated request (`plan --request-overhead RUN`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Outside {
+    /// Seconds by which the client's first content trails the token the server released it
+    /// at: `beyond_engine` of [`parts`] (the load generator, the HTTP hops, a router's too,
+    /// the server's parsing and tokenization, the way back), plus the hold when it waited for
+    /// no further token (a server's processing of a whole first character).
+    pub to_first_s: f64,
+    /// The first text's hold in tokens: the tokens after the first that the server waited
+    /// for before it had a whole character to send (tiny's byte tokens; none with a real
+    /// model's). The hold's seconds over the request's own mean inter-token interval,
+    /// `decode ÷ (generated − 1)`, rounded, at most `generated − 1`: under another load those
+    /// tokens take another time, so a simulator counts them in its own steps.
+    pub hold_tokens: u32,
+    /// Seconds by which the client's end trails the engine's last token:
+    /// `e2e_beyond_engine` of [`parts`].
+    pub to_end_s: f64,
+}
+
+/// `r`'s [`Outside`]: each part a difference of durations, so it holds across the client's
+/// and the server's clocks. `None` for a request without goodput's server stamps, failed, or
+/// without a token.
+pub fn outside_engine(r: &ClientRecord) -> Option<Outside> {
     if !r.is_ok() {
         return None;
     }
-    parts(r).map(|p| (p.beyond_engine + p.hold, p.e2e_beyond_engine))
+    let p = parts(r)?;
+    let generated = r.http.as_ref()?.server.as_ref()?.generated_tokens;
+    let interval = (generated > 1 && p.decode > 0.0).then(|| p.decode / (generated - 1) as f64);
+    let hold_tokens = interval.map_or(0.0, |i| (p.hold / i).round().clamp(0.0, (generated - 1) as f64)) as u32;
+    let to_first_s = p.beyond_engine + if hold_tokens == 0 { p.hold } else { 0.0 };
+    Some(Outside { to_first_s, hold_tokens, to_end_s: p.e2e_beyond_engine })
 }
 
 /// A level's decomposition: each part over the requests that have one.
@@ -272,20 +292,29 @@ mod tests {
         // By the end: 64.15 − 0.05 − 3 − 20 − 40 = 1.1 ms (send lag 0.1, request path 0.3,
         // tokenize 0.5, stream tail 0.2).
         assert!(close(p.e2e_beyond_engine, 0.0011));
-        // The client saw the first text 1.2 + 0.2 (the hold) = 1.4 ms after the engine's first
-        // token, counting the way in; the end 1.1 ms after the last token.
-        let (to_first, to_end) = beyond_engine_tokens(&r).unwrap();
-        assert!(close(to_first, 0.0014) && close(to_end, 0.0011));
+        // The client saw the first text 1.2 + 0.2 (the hold, shorter than a token's 10 ms:
+        // no token waited for) = 1.4 ms after the engine's first token, counting the way in;
+        // the end 1.1 ms after the last token.
+        let o = outside_engine(&r).unwrap();
+        assert!(close(o.to_first_s, 0.0014) && o.hold_tokens == 0 && close(o.to_end_s, 0.0011), "{o:?}");
+        // A first character whole only 21 ms after the first token (first text 44 950 µs,
+        // client content 45 250): 2.1 of the request's 10 ms intervals, so 2 tokens held; the
+        // hops stay 45.25 − 0.05 − 3 − 20 − 21 = 1.2 ms.
+        let mut held = r.clone();
+        held.http.as_mut().unwrap().server.as_mut().unwrap().first_text = Some(us(44950));
+        held.chunks = vec![Chunk { at: us(45250), tokens: 3 }];
+        let o = outside_engine(&held).unwrap();
+        assert!(close(o.to_first_s, 0.0012) && o.hold_tokens == 2 && close(o.to_end_s, 0.0011), "{o:?}");
         let b = breakdown(&[&r]).unwrap();
         assert_eq!((b.n, b.usage_checked, b.usage_mismatches), (1, 1, 1));
         // Another process's clock: the cross-clock parts are unknown, the rest stands.
         r.http.as_mut().unwrap().same_clock = false;
         let p = parts(&r).unwrap();
         assert!(p.cross.is_none() && close(p.beyond_engine, 0.0012));
-        assert!(close(beyond_engine_tokens(&r).unwrap().1, 0.0011), "durations hold across clocks");
+        assert!(close(outside_engine(&r).unwrap().to_end_s, 0.0011), "durations hold across clocks");
         let mut late = r.clone();
         late.outcome = Outcome::Timeout;
-        assert!(beyond_engine_tokens(&late).is_none(), "a failed request has no time outside to offer");
+        assert!(outside_engine(&late).is_none(), "a failed request has no time outside to offer");
         let b = breakdown(&[&r]).unwrap();
         assert!(b.request_path.is_none() && b.beyond_engine.is_some() && b.stream_tail.is_none());
         // Not over HTTP: no breakdown.

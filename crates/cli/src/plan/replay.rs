@@ -162,10 +162,11 @@ impl Tally {
         let mut c = client_record(r);
         if !self.overhead.is_zero() {
             // The client sees the engine's tokens and end later; the engine's own stamps stay.
-            let (to_first, to_end) = self.overhead.of(r.id);
-            c.chunks.iter_mut().for_each(|k| k.at = Stamp(k.at.0.saturating_add(to_first)));
+            let lag = self.overhead.of(r.id);
+            hold(&mut c.chunks, lag.hold_tokens as usize);
+            c.chunks.iter_mut().for_each(|k| k.at = Stamp(k.at.0.saturating_add(lag.first_ns)));
             let last = c.chunks.last().map_or(Stamp(0), |k| k.at);
-            c.end = Stamp(c.end.0.saturating_add(to_end)).max(last);
+            c.end = Stamp(c.end.0.saturating_add(lag.end_ns)).max(last);
         }
         let good = request_is_good(&c, slos);
         let h = ((c.intended.0 as f64 / 1e9 / 3600.0) as usize).min(self.hours.len().saturating_sub(1));
@@ -238,6 +239,17 @@ impl Tally {
             scale_events: Vec::new(),
             hours: self.hours,
         }
+    }
+}
+
+/// Holds a stream's first `tokens` tokens after its first until the one after them: one chunk
+/// then carries them all, as a server sends the first text once it has a whole character.
+fn hold(chunks: &mut Vec<goodput_core::Chunk>, tokens: usize) {
+    let i = tokens.min(chunks.len().saturating_sub(1));
+    if i > 0 {
+        let held: u32 = chunks[..=i].iter().map(|k| k.tokens).sum();
+        chunks.drain(..i);
+        chunks[0].tokens = held;
     }
 }
 
@@ -316,7 +328,32 @@ pub fn measured(set: &Setting, path: &std::path::Path) -> Result<ReplicaSpec> {
 
 #[cfg(test)]
 mod tests {
-    use super::TemplateTokens;
+    use super::{hold, TemplateTokens};
+    use goodput_core::{Chunk, Stamp};
+
+    #[test]
+    fn a_held_first_text_comes_with_the_token_that_ends_the_hold() {
+        let chunks = |n: u64| (0..n).map(|i| Chunk { at: Stamp(100 + 10 * i), tokens: 1 }).collect::<Vec<_>>();
+        let mut c = chunks(5);
+        hold(&mut c, 2);
+        // Tokens at 100, 110, 120 go together at 120; the rest as they came.
+        assert_eq!(
+            c,
+            [
+                Chunk { at: Stamp(120), tokens: 3 },
+                Chunk { at: Stamp(130), tokens: 1 },
+                Chunk { at: Stamp(140), tokens: 1 }
+            ]
+        );
+        let mut c = chunks(3);
+        hold(&mut c, 0);
+        assert_eq!(c, chunks(3), "no hold, no change");
+        hold(&mut c, 9);
+        assert_eq!(c, [Chunk { at: Stamp(120), tokens: 3 }], "a hold past the last token ends with it");
+        let mut none: Vec<Chunk> = Vec::new();
+        hold(&mut none, 3);
+        assert!(none.is_empty());
+    }
 
     #[test]
     fn the_template_wraps_each_prompt_in_a_shared_head_and_a_tail() {
