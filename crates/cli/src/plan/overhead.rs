@@ -39,8 +39,8 @@ pub struct Lag {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overhead {
     /// One lag for a fixed figure (no hold), each measured request's otherwise.
-    pairs: Arc<Vec<Lag>>,
-    /// Where the pairs were measured (`None`: a fixed figure).
+    lags: Arc<Vec<Lag>>,
+    /// Where the lags were measured (`None`: a fixed figure).
     source: Option<String>,
 }
 
@@ -60,7 +60,7 @@ impl Overhead {
             return Err(format!("{d:?}: more than a minute outside the engines is not an overhead"));
         }
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        Ok(Overhead { pairs: Arc::new(vec![Lag { first_ns: ns, hold_tokens: 0, end_ns: ns }]), source: None })
+        Ok(Overhead { lags: Arc::new(vec![Lag { first_ns: ns, hold_tokens: 0, end_ns: ns }]), source: None })
     }
 
     /// Each measured request's time outside the engine in the run at `dir` (warm-up and
@@ -68,7 +68,7 @@ impl Overhead {
     pub fn measured(dir: &Path) -> Result<Self> {
         let results = Results::read(dir).with_context(|| format!("--request-overhead {}", dir.display()))?;
         let ns = |s: f64| (s.max(0.0) * 1e9).round() as u64;
-        let pairs: Vec<Lag> = results
+        let lags: Vec<Lag> = results
             .records
             .iter()
             .filter(|r| r.phase == Phase::Measured)
@@ -76,35 +76,35 @@ impl Overhead {
             .filter(|o| o.to_first_s.is_finite() && o.to_end_s.is_finite())
             .map(|o| Lag { first_ns: ns(o.to_first_s), hold_tokens: o.hold_tokens, end_ns: ns(o.to_end_s) })
             .collect();
-        if pairs.is_empty() {
+        if lags.is_empty() {
             bail!(
                 "--request-overhead {}: no measured request there carries goodput serve's engine stamps \
                  (measure it with goodput run against goodput serve replicas, directly or through a router)",
                 dir.display()
             );
         }
-        if let Some(l) = pairs.iter().find(|l| l.first_ns.max(l.end_ns) > MAX.as_nanos() as u64) {
+        if let Some(l) = lags.iter().find(|l| l.first_ns.max(l.end_ns) > MAX.as_nanos() as u64) {
             bail!(
                 "--request-overhead {}: a request spent {:.1} s outside the engine: not an overhead",
                 dir.display(),
                 l.first_ns.max(l.end_ns) as f64 / 1e9
             );
         }
-        Ok(Overhead { pairs: Arc::new(pairs), source: Some(dir.display().to_string()) })
+        Ok(Overhead { lags: Arc::new(lags), source: Some(dir.display().to_string()) })
     }
 
     pub fn is_zero(&self) -> bool {
-        self.pairs.iter().all(|l| *l == Lag::default())
+        self.lags.iter().all(|l| *l == Lag::default())
     }
 
     /// The lag of request `id`.
     pub fn of(&self, id: u64) -> Lag {
-        match self.pairs.len() {
+        match self.lags.len() {
             0 => Lag::default(),
-            1 => self.pairs[0],
+            1 => self.lags[0],
             n => {
                 let z = goodput_sizing::sampled::splitmix(SEED ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                self.pairs[(z % n as u64) as usize]
+                self.lags[(z % n as u64) as usize]
             }
         }
     }
@@ -114,10 +114,10 @@ impl Overhead {
     pub fn describe(&self) -> String {
         let ms = |ns: u64| ns as f64 / 1e6;
         match &self.source {
-            None => format!("{:.1} ms", ms(self.pairs.first().map_or(0, |p| p.first_ns))),
+            None => format!("{:.1} ms", ms(self.lags.first().map_or(0, |p| p.first_ns))),
             Some(dir) => {
-                let firsts: Vec<f64> = self.pairs.iter().map(|p| ms(p.first_ns)).collect();
-                let holds: Vec<f64> = self.pairs.iter().map(|p| f64::from(p.hold_tokens)).collect();
+                let firsts: Vec<f64> = self.lags.iter().map(|p| ms(p.first_ns)).collect();
+                let holds: Vec<f64> = self.lags.iter().map(|p| f64::from(p.hold_tokens)).collect();
                 let pct = |v: &[f64], p| goodput_metrics::stats::percentile(v, p).unwrap_or(0.0);
                 format!(
                     "each request one of {}'s {} (the hops to the first content P50 {:.1} ms, P95 {:.1} ms; \
@@ -153,9 +153,9 @@ mod tests {
 
     #[test]
     fn measured_pairs_are_drawn_by_id_evenly_and_repeatably() {
-        let pairs: Vec<Lag> =
+        let lags: Vec<Lag> =
             (0..4).map(|i| Lag { first_ns: i * 10, hold_tokens: i as u32, end_ns: i * 10 + 1 }).collect();
-        let o = Overhead { pairs: Arc::new(pairs.clone()), source: Some("run".into()) };
+        let o = Overhead { lags: Arc::new(lags.clone()), source: Some("run".into()) };
         let mut seen = [0usize; 4];
         for id in 0..4000 {
             let p = o.of(id);
