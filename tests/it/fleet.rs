@@ -143,6 +143,7 @@ fn disaggregated_splits_are_simulated_beside_the_aggregated_fleet() {
     for r in runs {
         assert_eq!((r["requests"].as_u64(), r["peak_gpus"].as_u64()), (Some(240), Some(4)), "{r}");
         assert!(r["output_throughput"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["wall_s"].as_f64().unwrap() > 0.0, "each split's simulation is timed: {r}");
     }
     // One prefill replica takes every request, two take half each.
     assert_eq!(runs[1]["replica_shares"].as_array().unwrap().len(), 1);

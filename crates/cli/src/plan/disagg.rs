@@ -68,6 +68,7 @@ fn simulate_split(
     trace: &Trace,
     (x, y): (usize, usize),
 ) -> Result<PolicyRun> {
+    let started = std::time::Instant::now();
     let sched = goodput_scheduler::SchedulerConfig {
         enable_prefix_caching: p.sched.enable_prefix_caching && trace.shares_prefixes(),
         ..p.sched.clone()
@@ -95,7 +96,9 @@ fn simulate_split(
     }
     let gpus = (x + y) * p.gpus;
     let gpu_hours = gpus as f64 * tally.end_s() / 3600.0;
-    Ok(tally.into_run(format!("{}, {x}P{y}D", policy.name()), gpu_hours, gpus, &counts))
+    let mut run = tally.into_run(format!("{}, {x}P{y}D", policy.name()), gpu_hours, gpus, &counts);
+    run.wall_s = started.elapsed().as_secs_f64();
+    Ok(run)
 }
 
 /// The sentence comparing the best of `splits` (with their `(x, y)`) with the aggregated fleet
@@ -138,10 +141,7 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path, wh
         let mut split_runs = Vec::new();
         for &split in &splits {
             eprint!("\rplan --trace: {} {}P{}D …        ", policy.name(), split.0, split.1);
-            let started = std::time::Instant::now();
-            let mut run = simulate_split(a, set, &p, policy, &trace, split)?;
-            run.wall_s = started.elapsed().as_secs_f64();
-            split_runs.push(run);
+            split_runs.push(simulate_split(a, set, &p, policy, &trace, split)?);
         }
         let paired: Vec<_> = splits.iter().copied().zip(&split_runs).collect();
         verdicts.extend(verdict(policy.name(), &agg, &paired));
