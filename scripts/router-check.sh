@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The simulated fleet against a real router: 2 `goodput serve` replicas of the tiny model on
+# The simulated fleet against a real router: 2 `goodput serve` replicas of a model (tiny) on
 # loopback, each pinned to one CPU, behind sglang-router or vllm-router (from PyPI, pinned), driven by
 # `goodput run` with a trace whose requests share system prompts; then the same trace through
 # `goodput plan --trace --profile` with the replicas' profile measured under the check's own load
@@ -9,10 +9,12 @@
 # shares, measured beside simulated.
 #
 #   scripts/router-check.sh [--goodput BIN] [--out DIR] [--rate R] [--duration S] [--repeats N] [--router sglang|vllm]
-#                           [--groups G] [--prefix-blocks P] [--kv-blocks B]
+#                           [--groups G] [--prefix-blocks P] [--own-blocks O] [--output T] [--kv-blocks B] [--model M]
 #
 # --groups: shared system prompts in the trace (16); --prefix-blocks: each one's length in blocks
-# of 64 tokens (4); --kv-blocks: each replica's KV pool in
+# of 64 tokens (4); --own-blocks: each request's own blocks after it (1); --output: output tokens a
+# request (32); --model: a catalog model (tiny; smollm2-135m runs its real weights, fetched by
+# scripts/fetch-smollm2.sh, whose real text has no first-text hold); --kv-blocks: each replica's KV pool in
 # blocks of 16 tokens (the engine's default: room for every prefix, so both routers hit them
 # all); a pool smaller than the prefixes' working set is where routing decides the hits.
 #
@@ -31,6 +33,9 @@ REPEATS=1
 KIND=sglang
 PREFIXES=16
 PREFIX_BLOCKS=4
+OWN_BLOCKS=1
+OUTPUT=32
+MODEL=tiny
 KV=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -42,6 +47,9 @@ while [ $# -gt 0 ]; do
         --router) KIND="$2"; shift 2 ;;
         --groups) PREFIXES="$2"; shift 2 ;;
         --prefix-blocks) PREFIX_BLOCKS="$2"; shift 2 ;;
+        --own-blocks) OWN_BLOCKS="$2"; shift 2 ;;
+        --output) OUTPUT="$2"; shift 2 ;;
+        --model) MODEL="$2"; shift 2 ;;
         --kv-blocks) KV=(--kv-blocks "$2"); shift 2 ;;
         *) echo "router-check: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -88,7 +96,7 @@ start_replicas() { # [steps file prefix]
     for i in 0 1; do
         local steps=()
         [ $# -gt 0 ] && steps=(--steps "$1-$i.jsonl")
-        LOG="$OUT/replica-$i.log" start "$GOODPUT" serve -m tiny --port "${PORTS[$i]}" --threads 1 --engine-cpus "$i" "${KV[@]}" "${steps[@]}"
+        LOG="$OUT/replica-$i.log" start "$GOODPUT" serve -m "$MODEL" --port "${PORTS[$i]}" --threads 1 --engine-cpus "$i" "${KV[@]}" "${steps[@]}"
     done
     for p in "${PORTS[@]}"; do wait_for "http://127.0.0.1:$p/health" "replica :$p"; done
 }
@@ -119,21 +127,21 @@ server_ttft() {
              END {if (n > 0) printf "%.6f\n", s / n}'
 }
 
-python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --prefix-blocks "$PREFIX_BLOCKS" \
+python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --prefix-blocks "$PREFIX_BLOCKS" --own-blocks "$OWN_BLOCKS" --output "$OUTPUT" \
     --out "$OUT/trace.jsonl"
 echo "router-check: profiling one replica on a quiet CPU …" >&2
-"$GOODPUT" profile -m tiny --engine-cpus 1 --harness-cpus 0 --time 30s --out "$OUT/tiny.json" -q
+"$GOODPUT" profile -m "$MODEL" --engine-cpus 1 --harness-cpus 0 --time 30s --out "$OUT/quiet.json" -q
 
 # The calibration: another trace (seed 1) through round-robin, each replica writing its steps.
 # The replicas' steps under the check's own contention (the other replica's HTTP threads, the
 # router and the client share their cores) make the loaded profile; the client's mean TTFT
 # less the servers' own is the time outside the engines.
 echo "router-check: calibrating on another trace (the replicas' steps under load, the time outside them) …" >&2
-python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --prefix-blocks "$PREFIX_BLOCKS" --seed 1 \
+python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --prefix-blocks "$PREFIX_BLOCKS" --own-blocks "$OWN_BLOCKS" --output "$OUTPUT" --seed 1 \
     --out "$OUT/calibration.jsonl"
 start_replicas "$OUT/calibration-steps"
 start_router round_robin
-"$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" -m tiny --api chat --trace "$OUT/calibration.jsonl" \
+"$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" -m "$MODEL" --api chat --trace "$OUT/calibration.jsonl" \
     --trace-block-size 64 --out "$OUT/calibration" --overwrite -q >"$OUT/calibration.log" 2>&1
 SERVER_TTFT=$(server_ttft)
 # The chat template's tokens around a prompt, from a replica's own /tokenize of a chat: the
@@ -150,7 +158,7 @@ print(f'{head},{len(empty) - head}')")
 stop_all
 echo "router-check: the chat template adds $TEMPLATE tokens (head,tail) to each prompt" >&2
 echo "$TEMPLATE" >"$OUT/template.txt"
-"$GOODPUT" profile -m tiny --from-steps "$OUT/calibration-steps-0.jsonl,$OUT/calibration-steps-1.jsonl" \
+"$GOODPUT" profile -m "$MODEL" --from-steps "$OUT/calibration-steps-0.jsonl,$OUT/calibration-steps-1.jsonl" \
     --no-roofline --out "$OUT/loaded.json" -q >"$OUT/loaded.txt"
 OVERHEAD_MS=$(python3 -c "
 import json, sys
@@ -164,7 +172,7 @@ for rep in $(seq "$REPEATS"); do
         start_replicas
         start_router "$policy"
         run="$OUT/run-$policy-$rep"
-        "$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" -m tiny --api chat --trace "$OUT/trace.jsonl" \
+        "$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" -m "$MODEL" --api chat --trace "$OUT/trace.jsonl" \
             --trace-block-size 64 --out "$run" --overwrite -q >"$run.log" 2>&1 || true
         served >"$run.served"
         stop_all
@@ -176,16 +184,16 @@ done
 # and the loaded profile with the time outside the engines and the chat template's tokens.
 # (The quiet profile's grid needs the default pool: with --kv-blocks it has no row.)
 rm -f "$OUT/sim-quiet.json"
-[ ${#KV[@]} -gt 0 ] || "$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/tiny.json" \
+[ ${#KV[@]} -gt 0 ] || "$GOODPUT" plan -m "$MODEL" --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/quiet.json" \
     --replicas 2 --router round-robin,cache-aware --json "$OUT/sim-quiet.json" >"$OUT/sim-quiet.txt"
-"$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
+"$GOODPUT" plan -m "$MODEL" --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
     --router round-robin,cache-aware --json "$OUT/sim-loaded.json" >"$OUT/sim-loaded.txt"
-"$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
+"$GOODPUT" plan -m "$MODEL" --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
     --router round-robin,cache-aware --request-overhead "${OVERHEAD_MS}ms" --chat-template-tokens "$TEMPLATE" \
     --json "$OUT/sim.json" >"$OUT/sim.txt"
 # The same with each request's own time outside the engines, drawn from the calibration's
 # requests (their stamps against the client's): the tail of the hops, not only their mean.
-"$GOODPUT" plan -m tiny --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
+"$GOODPUT" plan -m "$MODEL" --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
     --router round-robin,cache-aware --request-overhead "$OUT/calibration" --chat-template-tokens "$TEMPLATE" \
     --json "$OUT/sim-drawn.json" >"$OUT/sim-drawn.txt" 2>&1
 python3 scripts/router-check-table.py "$OUT" "$REPEATS"
