@@ -7,6 +7,8 @@
 mod common;
 
 mod bad_input;
+mod config;
+mod console;
 mod deploy;
 mod engine_check;
 mod fleet;

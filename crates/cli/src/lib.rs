@@ -21,16 +21,21 @@ mod report;
 mod rounding_study;
 mod run;
 mod serve;
+mod shell;
 mod simulate;
 mod target;
 mod workload;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// goodput: how much LLM load this model on this hardware serves within your SLOs, and why not more.
 #[derive(Parser, Debug)]
 #[command(name = "goodput", version, about, long_about = None)]
 struct Cli {
+    /// When to color the console's verdicts: auto (a terminal, unless NO_COLOR is set),
+    /// always or never.
+    #[arg(long, global = true, value_enum, default_value_t = shell::ColorWhen::Auto)]
+    color: shell::ColorWhen,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,6 +78,10 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Turn a run's results into one self-contained HTML page with the seeds' charts.
     Report(report::ReportArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(shell::CompletionsArgs),
+    /// Write the man pages (goodput.1, goodput-run.1, …).
+    Man(shell::ManArgs),
 }
 
 /// Parses the arguments, runs the command and returns the process's exit code: 0, or 1 for
@@ -82,7 +91,9 @@ enum Command {
 /// chain; a closed stdout (`goodput models | head`) ends quietly.
 pub fn main() -> i32 {
     quiet_on_broken_pipe();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    goodput_report::console::set_color(shell::color_here(cli.color));
     let error_code = if matches!(cli.command, Command::Compare(_)) { 2 } else { 1 };
     let result = match cli.command {
         Command::Models(a) => models::run(a).map(|()| 0),
@@ -92,12 +103,20 @@ pub fn main() -> i32 {
         Command::Profile(a) => profile::run(*a).map(|()| 0),
         Command::Hardware(a) => hardware::run(a).map(|()| 0),
         Command::Plan(a) => plan::run(*a).map(|()| 0),
-        Command::Run(a) => run::run(*a),
+        Command::Run(a) => run::main(*a, matches.subcommand_matches("run")),
         Command::Capacity(a) => run::capacity(*a),
         Command::Serve(a) => serve::run(*a).map(|()| 0),
         Command::Calibrate(a) => calibrate::run(a).map(|()| 0),
         Command::Compare(a) => compare::run(a),
         Command::Report(a) => report::run(a).map(|()| 0),
+        Command::Completions(a) => {
+            shell::completions(a, Cli::command());
+            Ok(0)
+        }
+        Command::Man(a) => shell::man(a, Cli::command()).map(|files| {
+            files.iter().for_each(|f| eprintln!("wrote {}", f.display()));
+            0
+        }),
     };
     match result {
         Ok(code) => code,

@@ -1,29 +1,99 @@
 //! `goodput report RESULTS_DIR -o report.html`: the page of a run (`goodput_report::html`),
-//! read through `goodput_results`' typed reader.
+//! read through `goodput_results`' typed reader; `goodput report A B C… -o page.html`, or a
+//! config matrix's directory (its `index.json`), overlays many runs on one page.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
+use goodput_report::html::overlay::Labeled;
+use goodput_results::matrix::MatrixIndex;
 use goodput_results::Results;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use goodput_report::html::write;
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// A `goodput run --out` directory.
-    pub dir: PathBuf,
-    /// Where to write the page (default: DIR/report.html).
+    /// `goodput run --out` directories, or a config matrix's directory (`goodput run --config`
+    /// with a `[matrix]`: its runs from `index.json`). One run: its own page; more: one page
+    /// overlaying them (capacity curves, TTFT/TPOT P95, the Pareto frontier of throughput per
+    /// GPU against tokens per second per user, a table of their verdicts).
+    #[arg(required = true, num_args = 1..)]
+    pub dirs: Vec<PathBuf>,
+    /// Where to write the page (default: DIR/report.html for one directory; needed for more).
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    /// GPUs behind each run, for the Pareto chart's throughput per GPU (1).
+    #[arg(long, default_value_t = 1.0)]
+    pub gpus: f64,
 }
 
 pub fn run(a: ReportArgs) -> Result<()> {
-    let r = Results::read(&a.dir)?;
-    if let Some(note) = r.incomplete() {
-        eprintln!("warning: incomplete run: {note}");
+    if !(a.gpus.is_finite() && a.gpus > 0.0) {
+        bail!("--gpus must be a positive number, got {}", a.gpus);
     }
-    let out = a.out.clone().unwrap_or_else(|| a.dir.join(goodput_results::files::REPORT));
-    write(&r, &out)?;
-    eprintln!("report: {}", out.display());
+    let runs = runs(&a.dirs)?;
+    if let [(_, r)] = &runs[..] {
+        if MatrixIndex::read(&a.dirs[0])?.is_none() {
+            let out = a.out.clone().unwrap_or_else(|| r.dir.join(goodput_results::files::REPORT));
+            write(r, &out)?;
+            eprintln!("report: {}", out.display());
+            return Ok(());
+        }
+    }
+    let out = match (&a.out, &a.dirs[..]) {
+        (Some(o), _) => o.clone(),
+        (None, [one]) => one.join(goodput_results::files::REPORT),
+        _ => bail!("-o PAGE.html: where to write the page of {} runs", runs.len()),
+    };
+    let labeled: Vec<Labeled> =
+        runs.iter().map(|(label, r)| Labeled { label: label.clone(), summary: &r.summary }).collect();
+    goodput_report::html::write_overlay(&labeled, a.gpus, &out)?;
+    eprintln!("report: {} runs on {}", runs.len(), out.display());
     Ok(())
+}
+
+/// Every run the directories name, labeled: a matrix's finished runs by their values, any
+/// other directory by its name (its path where two names are the same).
+fn runs(dirs: &[PathBuf]) -> Result<Vec<(String, Results)>> {
+    let mut out: Vec<(String, Results)> = Vec::new();
+    for dir in dirs {
+        match MatrixIndex::read(dir)? {
+            Some(index) => {
+                for run in index.runs.iter().filter(|r| r.exit == 0 || r.exit == 3) {
+                    let label = run.values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+                    out.push((label, read(&dir.join(&run.dir))?));
+                }
+                let failed = index.runs.iter().filter(|r| !(r.exit == 0 || r.exit == 3)).count();
+                if failed > 0 {
+                    eprintln!(
+                        "warning: {}: {failed} of the matrix's runs did not finish and are left out",
+                        dir.display()
+                    );
+                }
+            }
+            None => out.push((name(dir), read(dir)?)),
+        }
+    }
+    if out.is_empty() {
+        bail!("no finished run in {}", dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    let labels: Vec<String> = out.iter().map(|(l, _)| l.clone()).collect();
+    for (label, r) in &mut out {
+        if labels.iter().filter(|l| *l == label).count() > 1 {
+            *label = r.dir.display().to_string();
+        }
+    }
+    Ok(out)
+}
+
+fn name(dir: &Path) -> String {
+    dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+fn read(dir: &Path) -> Result<Results> {
+    let r = Results::read(dir)?;
+    if let Some(note) = r.incomplete() {
+        eprintln!("warning: {}: incomplete run: {note}", dir.display());
+    }
+    Ok(r)
 }

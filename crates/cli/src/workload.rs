@@ -155,11 +155,20 @@ pub fn read_dataset(a: &DatasetArgs, open_loop: bool) -> Result<Option<DatasetSp
     Ok(Some(DatasetSpec { name, conversations, options }))
 }
 
-/// The scenario named by `--scenario`: a built-in name or a TOML file, checked against the
-/// model (`max_len`) and the arrival (`open_loop`: `--rate`) before anything runs; `encoder`
-/// is RAG's sentence encoder directory (`--encoder`).
-pub fn build_workload(scenario: &str, encoder: Option<&Path>, open_loop: bool, max_len: usize) -> Result<WorkloadSpec> {
-    let file = if scenario.ends_with(".toml") {
+/// The scenario named by `--scenario` (a built-in name or a TOML file) or given `inline` (a
+/// config file's `[scenario]` table as TOML, which then takes its place), checked against
+/// the model (`max_len`) and the arrival (`open_loop`: `--rate`) before anything runs;
+/// `encoder` is RAG's sentence encoder directory (`--encoder`).
+pub fn build_workload(
+    scenario: &str,
+    inline: Option<&str>,
+    encoder: Option<&Path>,
+    open_loop: bool,
+    max_len: usize,
+) -> Result<WorkloadSpec> {
+    let file = if let Some(text) = inline {
+        goodput_workload::parse_scenario(text, "inline").map_err(|e| anyhow::anyhow!("the config's [scenario]: {e}"))?
+    } else if scenario.ends_with(".toml") {
         load_scenario(Path::new(scenario))?
     } else {
         match scenario {
@@ -258,9 +267,9 @@ mod tests {
     #[test]
     fn every_builtin_fits_the_default_model_or_names_one_that_it_does() {
         for name in ["short-qa", "long-gen", "multi-turn", "agent", "rag"] {
-            build_workload(name, None, false, 2048).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            build_workload(name, None, None, false, 2048).unwrap_or_else(|e| panic!("{name}: {e:#}"));
         }
-        let err = build_workload("long-context", None, false, 2048).err().expect("refused").to_string();
+        let err = build_workload("long-context", None, None, false, 2048).err().expect("refused").to_string();
         assert!(err.contains("--model qwen2.5-0.5b"), "{err}");
     }
 

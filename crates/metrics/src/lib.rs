@@ -11,6 +11,7 @@ pub mod level;
 pub mod names;
 pub mod nan;
 pub mod occupancy;
+pub mod pareto;
 pub mod peaks;
 pub mod prom;
 pub mod request;

@@ -153,3 +153,37 @@ fn a_reasoning_run_shows_ttfo_and_thinking_everywhere() {
     };
     assert!(has_chart(&s) && !has_chart(&plain));
 }
+
+#[test]
+fn the_console_colors_its_verdicts_only_when_asked() {
+    let (s, _) = two_levels();
+    let table = |color| {
+        crate::console::set_color(color);
+        let t = crate::console::levels(&s.levels, s.load_unit, "m", "w");
+        crate::console::set_color(false);
+        t
+    };
+    let plain = table(false);
+    assert!(!plain.contains('\u{1b}'), "{plain}");
+    assert!(plain.contains("hold") && plain.contains("broken"));
+    let colored = table(true);
+    // Green (bright, 10) where the SLOs hold, red (9) where broken; the words stay.
+    let styled = |code: &str, word: &str| {
+        colored.split(&format!("\u{1b}[38;5;{code}m")).skip(1).any(|rest| rest.trim_start().starts_with(word))
+    };
+    assert!(styled("10", "hold") && styled("9", "broken"), "{colored:?}");
+    let strip = |t: &str| {
+        let mut out = String::new();
+        let mut esc = false;
+        for ch in t.chars() {
+            match (esc, ch) {
+                (false, '\u{1b}') => esc = true,
+                (true, 'm') => esc = false,
+                (false, c) => out.push(c),
+                _ => {}
+            }
+        }
+        out
+    };
+    assert_eq!(strip(&colored), plain, "color changes no character of the table");
+}

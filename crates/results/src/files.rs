@@ -24,10 +24,13 @@ pub const SERIES: &str = "timeseries.csv";
 pub const CONCLUSION: &str = "conclusion.txt";
 pub const REPORT: &str = "report.html";
 pub const PREDICTION: &str = "prediction.json";
+/// An inline scenario of a config file (`goodput run --config`), as a scenario file: the run's
+/// stored command line names it, so `plan --check` re-reads the scenario the run ran.
+pub const SCENARIO: &str = "scenario.toml";
 
 /// Every file a run (and `report`, `plan --check` on it) writes into its directory: what
 /// `--overwrite` may remove.
-const RUN_FILES: [&str; 8] = [SUMMARY, RECORDS, REQUESTS, STEPS, SERIES, CONCLUSION, REPORT, PREDICTION];
+const RUN_FILES: [&str; 9] = [SUMMARY, RECORDS, REQUESTS, STEPS, SERIES, CONCLUSION, REPORT, PREDICTION, SCENARIO];
 
 type Result<T> = std::result::Result<T, ResultsError>;
 

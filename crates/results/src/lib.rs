@@ -13,6 +13,7 @@ pub mod aiperf;
 pub mod files;
 pub mod harness;
 pub mod level;
+pub mod matrix;
 pub mod prediction;
 pub mod rows;
 pub mod schema;

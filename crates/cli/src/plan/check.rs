@@ -2,19 +2,11 @@
 //! (its stored command line, run again with `--simulate` at exactly the loads it measured) and
 //! the prediction set beside the measurement, printed and written to `RUN_DIR/prediction.json`.
 
-use crate::run::RunArgs;
+use crate::run::{parse_run, RunArgs};
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 use goodput_results::prediction::Prediction;
 use goodput_results::{LoadUnit, RunSummary};
 use std::path::Path;
-
-/// `goodput run`'s arguments as a parser of their own.
-#[derive(Parser, Debug)]
-struct Stored {
-    #[command(flatten)]
-    run: RunArgs,
-}
 
 /// The run's own arguments, set to simulate its measured levels with `profile` into `out`.
 fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<RunArgs> {
@@ -37,7 +29,7 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
         }
     }
     let argv = std::iter::once("goodput".to_string()).chain(rest);
-    let mut a = Stored::try_parse_from(argv).context("re-reading the run's command line")?.run;
+    let mut a = parse_run(argv).context("re-reading the run's command line")?;
     let loads: Vec<f64> = summary.levels.iter().map(|l| l.summary.load).collect();
     match summary.load_unit {
         LoadUnit::Users => {

@@ -92,8 +92,7 @@ fn sweep(a: &PlanArgs, set: &Setting, g: &Gpu, p: config::Prepared, layout: Stri
 /// Whether `q` beats `p` on both axes (at least as good on each, better on one), higher being
 /// better on both.
 fn beats(q: &Point, p: &Point, axes: fn(&Point) -> (f64, f64)) -> bool {
-    let ((q0, q1), (p0, p1)) = (axes(q), axes(p));
-    q0 >= p0 && q1 >= p1 && (q0 > p0 || q1 > p1)
+    goodput_metrics::pareto::dominates(axes(q), axes(p))
 }
 
 /// Marks the points no other point beats: throughput per GPU against tokens per second per

@@ -225,6 +225,39 @@ pub struct RunArgs {
     /// Print only the final table and conclusion.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Print the run's summary on stdout as JSON (summary.json's content, on one line; a
+    /// config's matrix: one line per run), for `jq` and scripts; the tables and the
+    /// conclusion go to stderr instead.
+    #[arg(long)]
+    pub json: bool,
+    /// The whole benchmark from a TOML file: every flag of `run` as a key of the same name
+    /// (`concurrency = [1, 4, 16]`, `slo = "ttft_p95=1s"`, `no-prefix-caching = true`), the
+    /// scenario by name, by path or inline (`[scenario]`), and a `[matrix]` of keys to lists
+    /// of values, run once per combination under `out` with an `index.json`. A flag given
+    /// here overrides the file's key (and a matrix axis). Examples in `examples/`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// A config file's inline scenario (TOML), in place of --scenario.
+    #[arg(skip)]
+    pub scenario_inline: Option<String>,
+    /// The command line a config file's run expands to, stored in its summary.
+    #[arg(skip)]
+    pub command: Option<Vec<String>>,
+}
+
+/// Parses `argv` (its first item the program's name) as `goodput run`'s arguments.
+pub fn parse_run(argv: impl IntoIterator<Item = String>) -> Result<RunArgs, clap::Error> {
+    use clap::Parser;
+    Ok(RunOnly::try_parse_from(argv)?.run)
+}
+
+/// `goodput run`'s arguments as a command of their own: what a stored command line or a
+/// config file is parsed with.
+#[derive(clap::Parser, Debug)]
+#[command(name = "goodput run")]
+pub struct RunOnly {
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 fn parse_latency(s: &str) -> Result<Latency, String> {

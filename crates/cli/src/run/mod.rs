@@ -7,6 +7,7 @@
 //! and the levels take the spec.
 
 mod args;
+mod config;
 mod interrupt;
 mod level;
 mod live;
@@ -15,16 +16,22 @@ mod rig;
 mod spec;
 mod sweep;
 
-pub use args::{CapacityArgs, RunArgs};
+pub use args::{parse_run, CapacityArgs, RunArgs};
 pub use rig::machine;
 
 use anyhow::{bail, Result};
+use goodput_results::matrix::{Axis, MatrixIndex, MatrixRun, INDEX_FORMAT};
+use goodput_workload::Stop;
+use std::path::Path;
 use sweep::Sweep;
 
 /// `goodput capacity`: levels 1, 2, 4, … users up to `--max-users`, stopping at the first
 /// level whose SLOs break, then `--refine` bisection steps.
 pub fn capacity(c: CapacityArgs) -> Result<i32> {
     let mut a = c.run;
+    if a.config.is_some() {
+        bail!("--config: a config file is `goodput run --config FILE`'s; `capacity` takes flags");
+    }
     if a.rate.is_some() || a.stages.is_some() || a.duration.is_some() {
         bail!("goodput capacity searches over users with --requests per level; drop --rate, --stages and --duration");
     }
@@ -75,10 +82,61 @@ pub const EXIT_NOTHING_COMPLETED: i32 = 3;
 /// Interrupted (SIGINT or SIGTERM): what finished is written, the run marked incomplete.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// `goodput run` from the command line: with `--config`, the file's run or matrix (`matches`
+/// are `run`'s, to tell which flags the command line set); else [`run`].
+pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
+    let (Some(path), Some(matches)) = (a.config.clone(), matches) else { return run(a) };
+    let argv: Vec<String> = std::env::args().collect();
+    let expanded = config::expand(&path, &config::CommandLine::of(matches, &argv))?;
+    match expanded.matrix {
+        None => run(expanded.jobs.into_iter().next().expect("a config expands to a run").args),
+        Some((root, axes)) => run_matrix(&path, &root, axes, expanded.jobs),
+    }
+}
+
+/// A config file's matrix: each run in turn under `root`, `index.json` rewritten after each.
+/// A run that fails is recorded with its error and the next one runs; an interrupt ends the
+/// matrix. Exits with the first non-zero status of a run (130 when interrupted).
+fn run_matrix(config: &Path, root: &Path, axes: Vec<Axis>, jobs: Vec<config::Job>) -> Result<i32> {
+    std::fs::create_dir_all(root).map_err(|e| anyhow::anyhow!("{}: {e}", root.display()))?;
+    let mut index = MatrixIndex { format: INDEX_FORMAT, config: config.to_path_buf(), axes, runs: Vec::new() };
+    let (n, stop) = (jobs.len(), interrupt::install());
+    let mut status = EXIT_OK;
+    for (i, job) in jobs.into_iter().enumerate() {
+        eprintln!("matrix: run {} of {n}: {}", i + 1, job.name);
+        let (exit, error) = match run_until(job.args, stop.clone()) {
+            Ok(code) => (code, None),
+            Err(e) => {
+                eprintln!("error: the matrix's run {}: {e:#}", job.name);
+                (1, Some(format!("{e:#}")))
+            }
+        };
+        index.runs.push(MatrixRun { dir: job.name.clone().into(), name: job.name, values: job.values, exit, error });
+        index.write(root)?;
+        if status == EXIT_OK {
+            status = exit;
+        }
+        if stop.raised() {
+            return Ok(EXIT_INTERRUPTED);
+        }
+    }
+    eprintln!(
+        "matrix: {n} runs in {} (their index: {})",
+        root.display(),
+        root.join(goodput_results::matrix::INDEX).display()
+    );
+    Ok(status)
+}
+
 /// `goodput run`: the arguments checked into a spec, the rig set up, the levels run one by one (each written
 /// as it finishes), refinement levels added, then the tables, the conclusion and the report.
 /// Returns the exit status: [`EXIT_OK`], [`EXIT_NOTHING_COMPLETED`] or [`EXIT_INTERRUPTED`].
 pub fn run(a: RunArgs) -> Result<i32> {
+    run_until(a, interrupt::install())
+}
+
+/// [`run`], stopped by `stop` (raised on the first interrupt).
+fn run_until(a: RunArgs, stop: Stop) -> Result<i32> {
     let spec = spec::RunSpec::new(a)?;
     raise_open_files(&spec);
     let rig = rig::Rig::build(&spec)?;
@@ -87,7 +145,6 @@ pub fn run(a: RunArgs) -> Result<i32> {
         .predict()
         .map(|(engine, p)| rig::Rig::simulated(&spec, engine, p, Some(rig.tokenizer.clone())))
         .transpose()?;
-    let stop = interrupt::install();
     let mut sweep = Sweep::start(&spec, &rig, stop.clone())?;
     while !stop.raised() {
         let Some(level) = sweep.next_level() else { break };

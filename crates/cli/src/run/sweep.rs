@@ -60,11 +60,16 @@ impl<'a> Sweep<'a> {
             capacity: None,
             complete: false,
             prediction: None,
-            command: crate::connect::redacted_command(std::env::args()),
+            command: crate::connect::redacted_command(
+                spec.outputs.command.clone().unwrap_or_else(|| std::env::args().collect()).into_iter(),
+            ),
         };
         let files = match &spec.outputs.out {
             Some(out) => {
                 let (writer, log) = RunWriter::create(&out.dir, out.overwrite)?;
+                if let Some(text) = &spec.outputs.scenario_toml {
+                    goodput_results::files::write_whole(&out.dir, goodput_results::files::SCENARIO, text.as_bytes())?;
+                }
                 Some((writer, RecordWriter::spawn(log)?))
             }
             None => None,
@@ -286,7 +291,11 @@ impl<'a> Sweep<'a> {
             writer.write_summary(&self.summary)?;
         }
         self.export()?;
-        let (s, unit) = (&self.summary, self.spec.unit);
+        let (s, unit, json) = (&self.summary, self.spec.unit, self.spec.outputs.json);
+        // With --json the tables and the conclusion are for the person watching: stderr.
+        macro_rules! say {
+            ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
+        }
         if let Some(storm) = s.verdict().retry_storm {
             let shares: Vec<String> =
                 storm.iter().map(|r| format!("{:.0} % at {} {unit}", r.share * 100.0, r.load)).collect();
@@ -297,38 +306,41 @@ impl<'a> Sweep<'a> {
         }
         match &self.spec.latency_columns {
             Some(cols) => {
-                println!("{}", table::latency::levels_with(&s.levels, unit, &s.model, &s.workload.description, cols))
+                say!("{}", table::latency::levels_with(&s.levels, unit, &s.model, &s.workload.description, cols))
             }
-            None => println!("{}", table::levels(&s.levels, unit, &s.model, &s.workload.description)),
+            None => say!("{}", table::levels(&s.levels, unit, &s.model, &s.workload.description)),
         }
         for t in [table::http(&s.levels, unit), table::server(&s.levels, unit)].into_iter().flatten() {
-            println!("{t}");
+            say!("{t}");
         }
         if let Some(last) = s.levels.last() {
             if !last.turns.is_empty() {
-                println!("{}", table::turns(&last.turns, last.summary.load, unit));
+                say!("{}", table::turns(&last.turns, last.summary.load, unit));
             }
             if let Some(ag) = &last.agent {
-                println!("{}", table::agent(ag, last.summary.load, unit));
+                say!("{}", table::agent(ag, last.summary.load, unit));
             }
             if let Some(r) = &last.rag {
-                println!("{}", table::rag(r, &last.summary, unit));
+                say!("{}", table::rag(r, &last.summary, unit));
             }
         }
         if let Some(p) = &s.prediction {
-            println!("{}", table::prediction(s, p, unit));
+            say!("{}", table::prediction(s, p, unit));
         }
         if self.simulated {
             let (steps, simulated, t0) = self.sim_cost;
             let wall = t0.elapsed().as_secs_f64().max(1e-9);
-            println!(
+            say!(
                 "simulation: {steps} engine steps in {wall:.2} s ({:.0} steps/s), {simulated:.1} s of measured windows simulated ({:.0}× real time)",
                 steps as f64 / wall,
                 simulated / wall
             );
         }
         let conclusion = Conclusion::of(s).render();
-        println!("{conclusion}");
+        say!("{conclusion}");
+        if json {
+            println!("{}", serde_json::to_string(s)?);
+        }
         if let Some((writer, _)) = &self.files {
             writer.write_conclusion(&conclusion)?;
             if self.spec.outputs.out.as_ref().is_some_and(|o| o.report) {

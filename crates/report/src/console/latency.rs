@@ -141,13 +141,13 @@ pub fn levels_with(
     let shown = columns::shown(Output::Console, levels);
     let at = shown.iter().position(|c| replaced(c.key)).unwrap_or(shown.len());
     let kept: Vec<_> = shown.iter().filter(|c| !replaced(c.key)).collect();
-    let row = |before: Vec<String>, chosen: Vec<String>, after: Vec<String>| [before, chosen, after].concat();
     let head = |cs: &[&&columns::Column]| cs.iter().map(|c| c.header(Output::Console, unit)).collect::<Vec<_>>();
-    let header = row(head(&kept[..at]), cols.header(), head(&kept[at..]));
+    let header = [head(&kept[..at]), cols.header(), head(&kept[at..])].concat();
     let mut t = new(&header.iter().map(String::as_str).collect::<Vec<_>>());
     for l in levels {
-        let text = |cs: &[&&columns::Column]| cs.iter().map(|c| c.text(Output::Console, l)).collect::<Vec<_>>();
-        t.add_row(row(text(&kept[..at]), cols.cells(l), text(&kept[at..])));
+        let cells = |cs: &[&&columns::Column]| cs.iter().map(|c| super::cell(c, l)).collect::<Vec<_>>();
+        let chosen = cols.cells(l).into_iter().map(comfy_table::Cell::new).collect();
+        t.add_row([cells(&kept[..at]), chosen, cells(&kept[at..])].concat());
     }
     format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level)\n{t}")
 }

@@ -19,11 +19,45 @@ pub use predicted::prediction;
 pub use sweep::{layers, level_line, levels};
 pub use tasks::{agent, rag, turns};
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use crate::columns::{Column, Output, Value};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Color, Table};
+use goodput_results::LevelReport;
+use std::cell::Cell as Flag;
+
+thread_local! {
+    static COLOR: Flag<bool> = const { Flag::new(false) };
+}
+
+/// Whether console tables built on this thread color what they judge (a level's SLOs: green
+/// where they hold, red where broken). Off until the cli decides (`--color`, `NO_COLOR`,
+/// whether stdout is a terminal) on the thread that prints; the words stay, so nothing is
+/// said by color alone. Per thread, so tests of either setting run side by side.
+pub fn set_color(on: bool) {
+    COLOR.with(|c| c.set(on));
+}
+
+/// See [`set_color`].
+pub fn color() -> bool {
+    COLOR.with(|c| c.get())
+}
+
+/// Column `c`'s cell for level `l`: its text, colored where it is a verdict and color is on.
+fn cell(c: &Column, l: &LevelReport) -> Cell {
+    let cell = Cell::new(c.text(Output::Console, l));
+    match (c.get)(l) {
+        Value::Slos(hold) if color() => cell.fg(if hold { Color::Green } else { Color::Red }),
+        _ => cell,
+    }
+}
 
 /// A table in the one console style: the first column left-aligned, the others right.
 pub fn new(header: &[&str]) -> Table {
     let mut t = Table::new();
+    if color() {
+        t.enforce_styling();
+    } else {
+        t.force_no_tty();
+    }
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(header.iter().copied());
     for i in 1..header.len() {

@@ -1,7 +1,7 @@
 //! A sweep on the console: the line on stderr as each level ends, each level's three layers,
 //! and the table of every level ([`crate::columns`] as the console shows them).
 
-use super::new;
+use super::{cell, new};
 use crate::columns::{self, stat_cells, Output, LAYERS, STAT_HEADER};
 use crate::text::{ms, num, occupancy_text, prefix_text};
 use goodput_results::{LevelReport, LoadUnit};
@@ -31,7 +31,7 @@ pub fn levels(levels: &[LevelReport], unit: LoadUnit, model: &str, scenario: &st
     let header: Vec<String> = cols.iter().map(|c| c.header(Output::Console, unit)).collect();
     let mut t = new(&header.iter().map(String::as_str).collect::<Vec<_>>());
     for l in levels {
-        t.add_row(cols.iter().map(|c| c.text(Output::Console, l)).collect::<Vec<_>>());
+        t.add_row(cols.iter().map(|c| cell(c, l)).collect::<Vec<_>>());
     }
     format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level)\n{t}")
 }

@@ -12,6 +12,7 @@
 
 pub mod charts;
 pub mod context;
+pub mod overlay;
 pub mod predicted;
 pub mod svg;
 pub mod tables;
@@ -28,7 +29,7 @@ pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}figure{margin:1.5em 0}figcaption{color:#555;font-size:0.9em}table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}details{margin:0.6em 0}summary{cursor:pointer;font-weight:bold}p.incomplete{background:#fff3cd;border-left:4px solid #d39e00;padding:0.8em}p.conclusion{font-size:1.05em;line-height:1.5;background:#f6f8fa;padding:1em;border-left:4px solid #1f77b4}";
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}figure{margin:1.5em 0}figcaption{color:#555;font-size:0.9em}table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}details{margin:0.6em 0}summary{cursor:pointer;font-weight:bold}p.incomplete{background:#fff3cd;border-left:4px solid #d39e00;padding:0.8em}p.conclusion{font-size:1.05em;line-height:1.5;background:#f6f8fa;padding:1em;border-left:4px solid #1f77b4}";
 
 /// The whole page.
 pub fn page(r: &Results) -> Result<String, ReportError> {
@@ -70,7 +71,15 @@ pub fn page(r: &Results) -> Result<String, ReportError> {
 
 /// Writes the page of `r` to `out` whole (never half a page, never through a link).
 pub fn write(r: &Results, out: &Path) -> Result<(), ReportError> {
-    let page = page(r)?;
+    write_page(&page(r)?, out)
+}
+
+/// Writes the page of many runs ([`overlay`]) to `out` whole.
+pub fn write_overlay(runs: &[overlay::Labeled], gpus: f64, out: &Path) -> Result<(), ReportError> {
+    write_page(&overlay::page(runs, gpus)?, out)
+}
+
+fn write_page(page: &str, out: &Path) -> Result<(), ReportError> {
     let (dir, name) = match (out.parent(), out.file_name()) {
         (Some(d), Some(n)) => (if d.as_os_str().is_empty() { Path::new(".") } else { d }, n.to_string_lossy()),
         _ => return Err(ReportError::NotAFile { path: out.to_path_buf() }),

@@ -39,6 +39,13 @@ pub struct Outputs {
     pub export_json: Option<PathBuf>,
     pub export_csv: Option<PathBuf>,
     pub export_markdown: Option<PathBuf>,
+    /// The command line stored in the summary: a config file's run as the flags it expands
+    /// to; `None`: this process's own.
+    pub command: Option<Vec<String>>,
+    /// A config file's inline scenario, written into `--out` as `scenario.toml`.
+    pub scenario_toml: Option<String>,
+    /// `--json`: the summary on stdout, the tables on stderr.
+    pub json: bool,
 }
 
 /// The run's directory.
@@ -112,7 +119,8 @@ impl RunSpec {
             Some(s) => (s, false),
             None => (u64::from(rand::random::<u32>()), true),
         };
-        let mut workload = build_workload(&a.scenario, a.encoder.as_deref(), a.rate.is_some(), max_len)?;
+        let mut workload =
+            build_workload(&a.scenario, a.scenario_inline.as_deref(), a.encoder.as_deref(), a.rate.is_some(), max_len)?;
         workload.dataset = crate::workload::read_dataset(&a.dataset, a.rate.is_some())?;
         workload.trace = crate::workload::read_trace(&a.trace, max_len, seed)?;
         check_workload(&a, &workload)?;
@@ -167,6 +175,9 @@ impl RunSpec {
                 export_json: a.export_json,
                 export_csv: a.export_csv,
                 export_markdown: a.export_markdown,
+                command: a.command,
+                scenario_toml: a.scenario_inline,
+                json: a.json,
             },
             quiet: a.quiet,
         })

@@ -1,0 +1,171 @@
+use super::*;
+use std::time::Duration;
+
+fn file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("goodput-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The command line `goodput run ARGS…` as `main` sees it.
+fn cli(args: &[&str]) -> CommandLine {
+    let argv: Vec<String> = ["goodput", "run"].iter().chain(args).map(|s| s.to_string()).collect();
+    let matches = RunOnly::command().try_get_matches_from(&argv[1..]).unwrap();
+    CommandLine::of(&matches, &argv)
+}
+
+fn one(name: &str, text: &str, args: &[&str]) -> RunArgs {
+    let e = expand(&file(name, text), &cli(args)).unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(e.matrix.is_none());
+    e.jobs.into_iter().next().unwrap().args
+}
+
+fn error(name: &str, text: &str, args: &[&str]) -> String {
+    match expand(&file(name, text), &cli(args)) {
+        Ok(_) => panic!("{text} was taken"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[test]
+fn every_key_is_the_flag_of_its_name() {
+    let text = r#"
+        concurrency = [1, 4, 16]
+        slo = "ttft_p95=2s,tpot_p95=40ms"
+        no-prefix-caching = true
+        ignore-server-stamps = false
+        max-num-seqs = 64
+        timeout = "30s"
+        model = "tiny"
+        num-prompts = 9
+    "#;
+    let a = one("keys", text, &[]);
+    assert_eq!(a.concurrency, vec![1, 4, 16]);
+    assert_eq!(a.requests, Some(9), "a visible alias is a key too");
+    assert_eq!(a.slo.as_deref(), Some("ttft_p95=2s,tpot_p95=40ms"));
+    assert!(a.engine.no_prefix_caching && !a.ignore_server_stamps);
+    assert_eq!((a.engine.max_num_seqs, a.timeout), (64, Duration::from_secs(30)));
+    assert!(a.config.is_none() && a.scenario_inline.is_none());
+    let command = a.command.unwrap();
+    assert_eq!(&command[..2], ["goodput", "run"]);
+    assert!(command.contains(&"--concurrency=1,4,16".to_string()), "{command:?}");
+    assert!(command.contains(&"--no-prefix-caching".to_string()), "{command:?}");
+    assert!(!command.iter().any(|t| t.contains("ignore-server-stamps")), "false leaves a switch out");
+}
+
+#[test]
+fn the_command_line_overrides_a_key_and_the_keys_it_conflicts_with() {
+    let text = "concurrency = [1, 2]\nmax-num-seqs = 64\nout = \"from-file\"\n";
+    let a = one("over", text, &["--config", "x.toml", "--max-num-seqs", "8"]);
+    assert_eq!((a.engine.max_num_seqs, a.concurrency.clone()), (8, vec![1, 2]));
+    assert_eq!(a.out, Some(PathBuf::from("from-file")));
+    // --rate conflicts with the file's concurrency: the file's key gives way.
+    let a = one("over", text, &["--rate=2,4"]);
+    assert_eq!(a.rate, Some(vec![2.0, 4.0]));
+    let command = a.command.unwrap();
+    assert!(!command.iter().any(|t| t.starts_with("--concurrency")), "{command:?}");
+    assert!(!command.iter().any(|t| t.contains("x.toml")), "--config itself is not stored");
+}
+
+#[test]
+fn bad_files_are_refused_by_name() {
+    let e = error("typo", "concurency = [1, 2]\n", &[]);
+    assert!(e.contains("unknown key `concurency`") && e.contains("did you mean `concurrency`"), "{e}");
+    assert!(e.contains("typo.toml"), "the file is named: {e}");
+    let e = error("switch", "no-prefix-caching = \"yes\"\n", &[]);
+    assert!(e.contains("`no-prefix-caching` is a switch"), "{e}");
+    let e = error("list", "slo = [\"ttft_p95=1s\", \"tpot_p95=1s\"]\n", &[]);
+    assert!(e.contains("`slo` takes one value, not a list"), "{e}");
+    let e = error("table", "[target]\nurl = \"x\"\n", &[]);
+    assert!(e.contains("`target`: a value, not a list or table"), "{e}");
+    let e = error("syntax", "concurrency = [1, \n", &[]);
+    assert!(e.contains("syntax.toml") && e.contains("line"), "{e}");
+    let e = error("clap", "concurrency = [1]\nrate = [2.0]\n", &[]);
+    assert!(e.contains("clap.toml") && e.contains("--rate"), "clap's own check, the file named: {e}");
+    let e = error("nested", "config = \"other.toml\"\n", &[]);
+    assert!(e.contains("`config` has no place"), "{e}");
+    let e = error("value", "max-num-seqs = \"many\"\n", &[]);
+    assert!(e.contains("value.toml") && e.contains("many"), "{e}");
+}
+
+#[test]
+fn an_inline_scenario_runs_and_is_stored_as_a_file_of_the_run() {
+    let text = "out = \"runs/inline\"\n[scenario]\ninput = { kind = \"fixed\", n = 20 }\noutput = { kind = \"fixed\", n = 4 }\n";
+    let a = one("qa-inline", text, &[]);
+    let scenario = a.scenario_inline.clone().unwrap();
+    let parsed = goodput_workload::parse_scenario(&scenario, "unused").unwrap();
+    assert_eq!(parsed.name(), "qa-inline", "named after the config file");
+    let command = a.command.unwrap();
+    assert_eq!(command.last().unwrap(), "--scenario=runs/inline/scenario.toml");
+    // The command line's --scenario takes its place.
+    let a = one("qa-inline", text, &["--scenario", "long-gen"]);
+    assert!(a.scenario_inline.is_none());
+    assert_eq!(a.scenario, "long-gen");
+}
+
+#[test]
+fn a_matrix_expands_to_one_run_per_combination_under_out() {
+    let text = r#"
+        out = "runs/m"
+        requests = 4
+        [matrix]
+        max-num-seqs = [8, 64]
+        concurrency = [[1, 2], [4]]
+    "#;
+    let e = expand(&file("m", text), &cli(&[])).unwrap();
+    let (root, axes) = e.matrix.unwrap();
+    assert_eq!(root, PathBuf::from("runs/m"));
+    let keys: Vec<&str> = axes.iter().map(|a| a.key.as_str()).collect();
+    assert_eq!(keys, ["concurrency", "max-num-seqs"]);
+    assert_eq!(axes[0].values, ["1+2", "4"]);
+    let names: Vec<&str> = e.jobs.iter().map(|j| j.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "01-concurrency=1+2,max-num-seqs=8",
+            "02-concurrency=1+2,max-num-seqs=64",
+            "03-concurrency=4,max-num-seqs=8",
+            "04-concurrency=4,max-num-seqs=64"
+        ]
+    );
+    let last = &e.jobs[3].args;
+    assert_eq!((last.concurrency.clone(), last.engine.max_num_seqs, last.requests), (vec![4], 64, Some(4)));
+    assert_eq!(last.out, Some(PathBuf::from("runs/m").join(&e.jobs[3].name)));
+    assert_eq!(
+        e.jobs[1].values,
+        vec![("concurrency".to_string(), "1+2".to_string()), ("max-num-seqs".into(), "64".into())]
+    );
+    // The command line's --out moves the matrix, and its flag drops an axis.
+    let e = expand(&file("m", text), &cli(&["--out", "elsewhere", "--max-num-seqs", "16"])).unwrap();
+    assert_eq!(e.jobs.len(), 2);
+    assert!(e.jobs.iter().all(|j| j.args.engine.max_num_seqs == 16));
+    assert_eq!(e.jobs[0].args.out, Some(PathBuf::from("elsewhere/01-concurrency=1+2")));
+}
+
+#[test]
+fn a_bad_matrix_is_refused_by_name() {
+    let e = error("no-out", "[matrix]\nmax-num-seqs = [8, 64]\n", &[]);
+    assert!(e.contains("give out = \"DIR\""), "{e}");
+    let e = error("empty", "out = \"x\"\n[matrix]\nmax-num-seqs = []\n", &[]);
+    assert!(e.contains("matrix.max-num-seqs: an empty list"), "{e}");
+    let e = error("scalar", "out = \"x\"\n[matrix]\nmax-num-seqs = 8\n", &[]);
+    assert!(e.contains("matrix.max-num-seqs: a list of values"), "{e}");
+    let e = error("big", "out = \"x\"\n[matrix]\nmax-num-seqs = [1,2,3,4,5,6,7,8,9,10,11]\nblock-size = [1,2,3,4,5,6,7,8,9,10]\nseed = [1,2,3,4,5,6,7,8,9,10]\n", &[]);
+    assert!(e.contains("1100 runs, more than 1000"), "{e}");
+    let e = error("axis-typo", "out = \"x\"\n[matrix]\nmax-num-seq = [8]\n", &[]);
+    assert!(e.contains("unknown key `max-num-seq`"), "{e}");
+    let e = error("out-axis", "out = \"x\"\n[matrix]\nout = [\"a\", \"b\"]\n", &[]);
+    assert!(e.contains("matrix.out"), "{e}");
+}
+
+#[test]
+fn run_names_keep_to_safe_characters() {
+    let name = run_name(0, &[("target".into(), "http://127.0.0.1:8000".into())]);
+    assert_eq!(name, "01-target=http___127.0.0.1_8000");
+    assert_eq!(
+        strip(&["--config".into(), "a".into(), "--out=b".into(), "-q".into()], "--out"),
+        ["--config", "a", "-q"]
+    );
+}

@@ -1,0 +1,87 @@
+//! The console and the shell: completions that a real bash loads, man pages for every
+//! command, `--json` on stdout, and color only where asked for (`--color`, `NO_COLOR`).
+
+use crate::common::{goodput, goodput_env, temp};
+use goodput_results::RunSummary;
+use std::process::Command;
+
+#[test]
+fn completions_load_in_bash_and_name_every_command_and_run_flag() {
+    let (ok, script, err) = goodput(&["completions", "bash"]);
+    assert!(ok, "{err}");
+    for word in ["run", "plan", "completions", "--concurrency", "--config", "--json"] {
+        assert!(script.contains(word), "{word} missing from the bash completions");
+    }
+    // bash itself loads the script and registers the completion, and completes a flag.
+    let dir = temp("completions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("goodput.bash");
+    std::fs::write(&path, &script).unwrap();
+    let probe = format!(
+        "source {}; complete -p goodput; COMP_WORDS=(goodput run --concu); COMP_CWORD=2; COMP_LINE='goodput run --concu'; \
+         COMP_POINT=${{#COMP_LINE}}; _goodput goodput --concu run; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        path.display()
+    );
+    let out = Command::new("bash").args(["-c", &probe]).output().expect("bash");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("-F _goodput goodput") && text.lines().any(|l| l == "--concurrency"), "{text}");
+    for (shell, mark) in
+        [("zsh", "#compdef goodput"), ("fish", "complete -c goodput"), ("powershell", "Register-ArgumentCompleter")]
+    {
+        let (ok, s, err) = goodput(&["completions", shell]);
+        assert!(ok && s.contains(mark), "{shell}: {err}");
+    }
+    let (ok, _, err) = goodput(&["completions", "tcsh"]);
+    assert!(!ok && err.contains("tcsh"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn man_pages_cover_every_command() {
+    let dir = temp("man");
+    let (ok, _, err) = goodput(&["man", "--out", dir.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let main = std::fs::read_to_string(dir.join("goodput.1")).unwrap();
+    assert!(main.starts_with(".ie") || main.contains(".TH goodput"), "{main}");
+    for command in ["run", "plan", "profile", "serve", "compare", "report", "completions"] {
+        let page = std::fs::read_to_string(dir.join(format!("goodput-{command}.1"))).unwrap();
+        assert!(page.contains(&format!(".TH goodput-{command}")), "{command}");
+    }
+    let run = std::fs::read_to_string(dir.join("goodput-run.1")).unwrap();
+    assert!(run.contains("concurrency") && run.contains("config"), "the run page lists its flags");
+    // man's own formatter reads it without a warning, where man is installed.
+    if Command::new("man").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        let out = Command::new("man")
+            .args(["-l", dir.join("goodput-run.1").to_str().unwrap()])
+            .env("MANWIDTH", "100")
+            .output()
+            .unwrap();
+        assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("concurrency"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn json_goes_to_stdout_and_color_only_when_asked() {
+    let args = ["run", "--concurrency", "1,2", "--requests", "3", "--warmup", "1", "--refine", "0", "-q"];
+    let (ok, stdout, err) = goodput(&[&args[..], &["--json"]].concat());
+    assert!(ok, "{err}");
+    let line = stdout.lines().next().unwrap_or_default();
+    assert_eq!(stdout.lines().count(), 1, "one line of JSON: {stdout}");
+    let s: RunSummary = serde_json::from_str(line).expect("stdout is the summary");
+    assert_eq!(s.levels.len(), 2);
+    assert!(err.contains("Conclusion"), "the tables and conclusion go to stderr: {err}");
+    // Color: never on a pipe by default, on with --color always, off again with NO_COLOR
+    // (auto) and --color never.
+    let (ok, plain, _) = goodput(&args);
+    assert!(ok && !plain.contains('\u{1b}') && (plain.contains("hold") || plain.contains("broken")), "{plain}");
+    let (ok, colored, _) = goodput(&[&args[..], &["--color", "always"]].concat());
+    assert!(ok && colored.contains("\u{1b}["), "{colored}");
+    let (ok, forced, _) = goodput_env(&args, &[("CLICOLOR_FORCE", "1")]);
+    assert!(ok && forced.contains("\u{1b}["), "{forced}");
+    let (ok, none, _) = goodput_env(&args, &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]);
+    assert!(ok && !none.contains('\u{1b}'), "{none}");
+    let (ok, never, _) = goodput_env(&[&["--color", "never"][..], &args[..]].concat(), &[("CLICOLOR_FORCE", "1")]);
+    assert!(ok && !never.contains('\u{1b}'), "{never}");
+}
