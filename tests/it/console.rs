@@ -85,3 +85,65 @@ fn json_goes_to_stdout_and_color_only_when_asked() {
     let (ok, never, _) = goodput_env(&[&["--color", "never"][..], &args[..]].concat(), &[("CLICOLOR_FORCE", "1")]);
     assert!(ok && !never.contains('\u{1b}'), "{never}");
 }
+
+/// `GET /metrics` from `addr` by hand: the body, or `None` while nothing listens.
+fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    Some(text.split_once("\r\n\r\n")?.1.to_string())
+}
+
+#[test]
+fn a_running_sweep_serves_its_live_metrics() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let args = [
+        "run",
+        "--metrics-port",
+        &port,
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "60",
+        "--warmup",
+        "1",
+        "--refine",
+        "0",
+        "-q",
+    ];
+    let child = crate::common::spawn(&args);
+    let addr = format!("127.0.0.1:{port}");
+    let t = std::time::Instant::now();
+    let mut seen = None;
+    while t.elapsed() < std::time::Duration::from_secs(120) {
+        match scrape(&addr) {
+            Some(body) if body.contains("goodput_run_requests_total{phase=\"measured\"") => {
+                seen = Some(body);
+                break;
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    }
+    let body = seen.expect("the run's metrics, with measured requests, while it ran");
+    for series in [
+        "goodput_run_info{model=\"tiny\",scenario=\"short-qa\",target=\"in-process\",unit=\"users\"} 1",
+        "goodput_run_level_number ",
+        "goodput_run_time_to_first_token_seconds_bucket",
+        "goodput_run_request_time_per_output_token_seconds_count",
+        "goodput_run_e2e_request_latency_seconds_sum",
+        "goodput_run_rolling_ttft_seconds{quantile=\"0.95\"}",
+        "goodput_run_output_tokens_total",
+    ] {
+        assert!(body.contains(series), "{series} missing: {body}");
+    }
+    let (code, err) = crate::common::wait(child, std::time::Duration::from_secs(180));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(scrape(&addr).is_none(), "the metrics stop with the run");
+    // A port already taken is refused by name before anything runs.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let (ok, _, err) = goodput(&["run", "--metrics-port", &port, "--concurrency", "1", "--requests", "2"]);
+    assert!(!ok && err.contains("--metrics-port: cannot listen on"), "{err}");
+}

@@ -9,6 +9,7 @@ mod common;
 mod bad_input;
 mod config;
 mod console;
+mod dashboard;
 mod deploy;
 mod engine_check;
 mod fleet;

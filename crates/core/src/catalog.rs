@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::arch::{LayerKind, MlaSpec, MoeSpec, RopeScaling};
 
-const BUILTIN: &str = include_str!("../../../models.toml");
+const BUILTIN: &str = include_str!("../models.toml");
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {

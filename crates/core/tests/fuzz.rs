@@ -18,7 +18,7 @@ use goodput_fuzzing::toml::{edge_int, mutated, raw_toml};
 use goodput_fuzzing::{any_text, config};
 use proptest::prelude::*;
 
-const MODELS_TOML: &str = include_str!("../../../models.toml");
+const MODELS_TOML: &str = include_str!("../models.toml");
 
 // ---------------------------------------------------------------------------------------------
 // Catalog entries.

@@ -2,11 +2,13 @@
 //! load generator's own CPU use does not move the engine's numbers.
 //!
 //! Threads inherit their creator's affinity, so pinning a thread before it spawns others
-//! pins those too.
+//! pins those too. Elsewhere (macOS, the BSDs) threads cannot be pinned: [`allowed`] is every
+//! CPU the machine has and [`pin_current`] refuses, naming why.
 
 use crate::error::{EngineError, Result};
 
 /// The CPUs the calling thread may run on.
+#[cfg(target_os = "linux")]
 pub fn allowed() -> Vec<usize> {
     // SAFETY: an all-zero cpu_set_t is the empty set; the pointer and size are of that set.
     unsafe {
@@ -18,7 +20,20 @@ pub fn allowed() -> Vec<usize> {
     }
 }
 
+/// The CPUs the calling thread may run on: without affinity, every CPU of the machine.
+#[cfg(not(target_os = "linux"))]
+pub fn allowed() -> Vec<usize> {
+    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+}
+
+/// Restricts the calling thread to `cpus`: only Linux pins threads.
+#[cfg(not(target_os = "linux"))]
+pub fn pin_current(cpus: &[usize]) -> Result<()> {
+    Err(EngineError::Config(format!("cannot pin to CPUs {cpus:?}: pinning threads needs Linux (sched_setaffinity)")))
+}
+
 /// Restricts the calling thread to `cpus`.
+#[cfg(target_os = "linux")]
 pub fn pin_current(cpus: &[usize]) -> Result<()> {
     if cpus.is_empty() {
         return Err(EngineError::Config("a CPU set must name at least one CPU".into()));

@@ -6,6 +6,9 @@
 pub const TTFT_SECONDS: &str = "time_to_first_token_seconds";
 /// Histogram: time between consecutive output tokens, seconds.
 pub const ITL_SECONDS: &str = "inter_token_latency_seconds";
+/// Histogram: time per output token of a request (first to last token over tokens − 1),
+/// seconds (vLLM v1's `request_time_per_output_token_seconds`).
+pub const TPOT_SECONDS: &str = "request_time_per_output_token_seconds";
 /// Histogram: end-to-end request latency, seconds.
 pub const E2E_SECONDS: &str = "e2e_request_latency_seconds";
 /// Histogram: time waiting in the scheduler, seconds.

@@ -23,7 +23,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-const BUILTIN: &str = include_str!("../../../hardware.toml");
+const BUILTIN: &str = include_str!("../hardware.toml");
 
 /// Why a hardware catalog could not be read, or a GPU not found in it.
 #[derive(Debug, thiserror::Error)]

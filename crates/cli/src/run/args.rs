@@ -225,6 +225,15 @@ pub struct RunArgs {
     /// Print only the final table and conclusion.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Serve the run's live metrics for Prometheus at http://HOST:PORT/metrics while it runs:
+    /// the level and its load, requests ended by phase and outcome, the measured requests'
+    /// TTFT, TPOT and E2E histograms, the rolling P50/P95 of the live view
+    /// (`goodput_run_*`).
+    #[arg(long, value_name = "PORT")]
+    pub metrics_port: Option<u16>,
+    /// The address --metrics-port listens on (loopback by default; 0.0.0.0 in a container).
+    #[arg(long, default_value = "127.0.0.1", requires = "metrics_port")]
+    pub metrics_host: std::net::IpAddr,
     /// Print the run's summary on stdout as JSON (summary.json's content, on one line; a
     /// config's matrix: one line per run), for `jq` and scripts; the tables and the
     /// conclusion go to stderr instead.

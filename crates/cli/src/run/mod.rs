@@ -8,6 +8,7 @@
 
 mod args;
 mod config;
+mod exporter;
 mod interrupt;
 mod level;
 mod live;

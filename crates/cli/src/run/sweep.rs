@@ -3,6 +3,7 @@
 //! failure keeps the earlier levels), refinement levels added between the last passing and
 //! the first failing level, and at the end the tables, the conclusion and the report.
 
+use super::exporter::{Exporter, Serving};
 use super::level::{self, Feeds, Finished};
 use super::live::{Goal, Live};
 use super::records::RecordWriter;
@@ -34,6 +35,10 @@ pub struct Sweep<'a> {
     simulated: bool,
     /// `--simulate`: steps and simulated seconds so far, and when the sweep started.
     sim_cost: (usize, f64, std::time::Instant),
+    /// `--metrics-port`: the run's live metrics and their server (stopped with the sweep).
+    exporter: Option<(Exporter, Serving)>,
+    /// Levels started so far.
+    levels_started: usize,
 }
 
 impl<'a> Sweep<'a> {
@@ -110,7 +115,18 @@ impl<'a> Sweep<'a> {
             steps_per_s: 0.0,
             speedup: 0.0,
         });
+        let exporter = match spec.outputs.metrics {
+            Some(addr) => {
+                let e = Exporter::new(&summary.model, &summary.workload.name, &summary.target, &spec.unit.to_string());
+                let (serving, bound) = e.serve(addr)?;
+                eprintln!("goodput run: live metrics at http://{bound}/metrics");
+                Some((e, serving))
+            }
+            None => None,
+        };
         Ok(Sweep {
+            exporter,
+            levels_started: 0,
             spec,
             summary,
             files,
@@ -167,7 +183,15 @@ impl<'a> Sweep<'a> {
         // one shared copy for both.
         let seen = level::Seen::default();
         let (keep, file, load) = (seen.clone(), self.files.as_ref().map(|(_, w)| w.sender()), level.load);
+        self.levels_started += 1;
+        let exporter = self.exporter.as_ref().map(|(e, _)| e.clone());
+        if let Some(e) = &exporter {
+            e.level(self.levels_started, level.load);
+        }
         let sink = RecordSink::new(move |r, phase| {
+            if let Some(e) = &exporter {
+                e.ended(r, phase);
+            }
             let r = std::sync::Arc::new(r.clone());
             if let Some(f) = &file {
                 f.send(load, phase, r.clone());

@@ -10,6 +10,10 @@
 //! with 16 f32 accumulators in registers. Products are exact in f32 and accumulate in f32;
 //! what differs from the f32-activation path (`bf16.rs`) is the rounding of `x` to bf16, as in
 //! every bf16 GEMM (the rounding study, `check/numerics.rs`, measures what that costs).
+//!
+//! Elsewhere than x86-64 [`available`] is false and nothing here runs; the kernels' arguments
+//! are then unused.
+#![cfg_attr(not(target_arch = "x86_64"), allow(unused_variables, unused_mut))]
 
 use crate::cpu::common::OutPtr;
 use rayon::prelude::*;

@@ -30,6 +30,7 @@ const ROWS_PER_TASK: usize = 16;
 /// (`cargo bench --bench engine -- mxfp4`, one gpt-oss-20b expert: 8 rows 3.2 ms and 12 rows
 /// 4.6 ms this way, against 4.4 and 6.4 ms decoding each row once and dotting it four rows at a
 /// time); from [`PANEL_FROM`] on, panels for gemm.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const FUSED_UPTO: usize = PANEL_FROM - 1;
 
 /// Rows of `x` from which the weight is decoded by panels and multiplied by gemm (below, each

@@ -82,7 +82,7 @@ impl CustomOp2 for SkinnyMatmul {
                 x86::block(x, m, k, wb, rows, out)
             }
             #[cfg(not(target_arch = "x86_64"))]
-            let _ = (wb, rows);
+            let _ = (x, wb, rows);
         });
         Ok((CpuStorage::F32(untranspose(out_t, m, n)), Shape::from((m, n))))
     }

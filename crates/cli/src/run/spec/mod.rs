@@ -46,6 +46,8 @@ pub struct Outputs {
     pub scenario_toml: Option<String>,
     /// `--json`: the summary on stdout, the tables on stderr.
     pub json: bool,
+    /// `--metrics-port` (and `--metrics-host`): where the run's live metrics are served.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// The run's directory.
@@ -178,6 +180,7 @@ impl RunSpec {
                 command: a.command,
                 scenario_toml: a.scenario_inline,
                 json: a.json,
+                metrics: a.metrics_port.map(|p| std::net::SocketAddr::new(a.metrics_host, p)),
             },
             quiet: a.quiet,
         })

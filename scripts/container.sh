@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the container image from the Dockerfile and checks it: the binary answers, runs as a
+# non-root user, and the main job runs inside. Podman or Docker.
+#
+#   scripts/container.sh [--engine podman|docker] [--local-bases] [--tag goodput:dev]
+#
+# --local-bases: for a machine that reaches Debian's mirror and static.rust-lang.org but no
+# container registry: the base images are built here (Debian bookworm by debootstrap, then a
+# Rust 1.95 toolchain by rustup on it) and passed to the Dockerfile's RUST_IMAGE and
+# RUNTIME_IMAGE arguments. CONTAINER_FLAGS adds flags to every build and run (a sandbox whose
+# cgroups crun refuses needed `--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ENGINE=$(command -v podman || command -v docker || true)
+LOCAL=0
+TAG=goodput:dev
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --engine) ENGINE="$2"; shift 2 ;;
+        --local-bases) LOCAL=1; shift ;;
+        --tag) TAG="$2"; shift 2 ;;
+        *) echo "container: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ -n "$ENGINE" ] || { echo "container: no podman or docker here" >&2; exit 2; }
+read -r -a FLAGS <<<"${CONTAINER_FLAGS:-}"
+ARGS=()
+if [ "$LOCAL" = 1 ]; then
+    ROOTFS=${ROOTFS:-/tmp/goodput-bookworm}
+    if ! "$ENGINE" image inspect localhost/goodput-base:bookworm >/dev/null 2>&1; then
+        [ -x "$ROOTFS/bin/sh" ] || debootstrap --variant=minbase bookworm "$ROOTFS" http://deb.debian.org/debian
+        tar -C "$ROOTFS" -c . | "$ENGINE" import - localhost/goodput-base:bookworm
+    fi
+    if ! "$ENGINE" image inspect localhost/goodput-rust:1.95 >/dev/null 2>&1; then
+        "$ENGINE" build "${FLAGS[@]}" --network host -t localhost/goodput-rust:1.95 -f - . <<'CONTAINERFILE'
+FROM localhost/goodput-base:bookworm
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+ENV RUSTUP_HOME=/usr/local/rustup CARGO_HOME=/usr/local/cargo PATH=/usr/local/cargo/bin:$PATH
+RUN curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain 1.95.0
+CONTAINERFILE
+    fi
+    ARGS=(--build-arg RUST_IMAGE=localhost/goodput-rust:1.95 --build-arg RUNTIME_IMAGE=localhost/goodput-base:bookworm)
+fi
+start=$(date +%s)
+"$ENGINE" build "${FLAGS[@]}" --network host "${ARGS[@]}" -t "$TAG" .
+echo "container: built $TAG in $(( $(date +%s) - start )) s" >&2
+"$ENGINE" run --rm "${FLAGS[@]}" "$TAG" --version
+uid=$("$ENGINE" run --rm "${FLAGS[@]}" --entrypoint id "$TAG" -u)
+[ "$uid" != 0 ] || { echo "container: the image runs as root" >&2; exit 1; }
+"$ENGINE" run --rm "${FLAGS[@]}" "$TAG" run --concurrency 1,2 --requests 4 --refine 0 -q | grep -q Conclusion
+size=$("$ENGINE" image inspect --format '{{.Size}}' "$TAG")
+echo "container: $TAG runs as uid $uid, runs the main job; $((size / 1000000)) MB"

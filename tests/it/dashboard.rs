@@ -1,0 +1,125 @@
+//! The Grafana dashboard (`grafana/goodput.json`, built by `scripts/grafana-dashboard.py`)
+//! against a real Prometheus (Debian's, `scripts/install-prometheus.sh`) scraping a `goodput
+//! serve` and a `goodput run --metrics-port` driving it: every panel's query returns series.
+
+use crate::common::{serve, spawn, wait};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A Prometheus server, killed when dropped.
+struct Prometheus(Child);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `GET path` from `addr` over HTTP/1.0 (no chunked body): the body, or `None`.
+fn get(addr: &str, path: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    Some(text.split_once("\r\n\r\n")?.1.to_string())
+}
+
+/// `s` percent-encoded for a query string.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Every panel's queries, with the dashboard's variables as Grafana would fill them for
+/// goodput serve (`prefix` goodput_, a 10 s rate window).
+fn queries() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/grafana/goodput.json")).unwrap();
+    let d: Value = serde_json::from_str(&text).unwrap();
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let expr = t["expr"].as_str().unwrap().replace("${prefix}", "goodput_").replace("$__rate_interval", "10s");
+            out.push((p["title"].as_str().unwrap().to_string(), expr));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_panel_of_the_dashboard_returns_series_from_a_real_prometheus() {
+    let installed = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/install-prometheus.sh"))
+        .output()
+        .unwrap();
+    assert!(installed.status.success(), "install-prometheus.sh: {}", String::from_utf8_lossy(&installed.stderr));
+    let prometheus = String::from_utf8(installed.stdout).unwrap().trim().to_string();
+    let (_server, addr) = serve(&[]);
+    let (run_port, prom_port) = (free_port(), free_port());
+    let dir = crate::common::temp("dashboard");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: serve\n    static_configs: [{{targets: ['{addr}']}}]\n  - job_name: run\n    static_configs: [{{targets: ['127.0.0.1:{run_port}']}}]\n"
+    );
+    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+    let prom_addr = format!("127.0.0.1:{prom_port}");
+    let _prom = Prometheus(
+        Command::new(&prometheus)
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus"),
+    );
+    let target = format!("http://{addr}");
+    let port = run_port.to_string();
+    let run = spawn(&[
+        "run",
+        "--target",
+        &target,
+        "--metrics-port",
+        &port,
+        "--concurrency",
+        "1,2",
+        "--duration",
+        "25s",
+        "--refine",
+        "0",
+        "-q",
+    ]);
+    // Into the second level, every query at once; a query without series is retried until
+    // the run ends (rates need two scrapes in their window).
+    let t = Instant::now();
+    let mut missing: Vec<(String, String)> = queries();
+    assert!(missing.len() >= 20, "{} queries", missing.len());
+    std::thread::sleep(Duration::from_secs(15));
+    while !missing.is_empty() && t.elapsed() < Duration::from_secs(45) {
+        missing.retain(|(_, expr)| {
+            let body = get(&prom_addr, &format!("/api/v1/query?query={}", encode(expr)));
+            let v: Option<Value> = body.and_then(|b| serde_json::from_str(&b).ok());
+            !v.is_some_and(|v| {
+                v["status"] == "success" && v["data"]["result"].as_array().is_some_and(|r| !r.is_empty())
+            })
+        });
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert!(missing.is_empty(), "panels whose queries returned no series: {missing:#?}");
+    let (code, err) = wait(run, Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
