@@ -4,7 +4,7 @@
 #
 #   docker build -t goodput .                      # or: podman build -t goodput .
 #   docker run --rm goodput run                    # the main job: tiny model, dummy weights
-#   docker run --rm -v "$PWD/results:/work" goodput run --config /usr/share/goodput/examples/bench.toml
+#   docker run --rm --user "$(id -u):$(id -g)" -v "$PWD:/work" goodput run --config /usr/share/goodput/examples/bench.toml
 #   docker run --rm --network host goodput run --target http://127.0.0.1:8000 --api chat
 #
 # The base images are build arguments, so a registry mirror (or images built locally, as

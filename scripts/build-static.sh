@@ -15,13 +15,15 @@ rustup target list --installed | grep -qx "$TARGET" || rustup target add "$TARGE
 if ! command -v musl-gcc >/dev/null; then
     echo "build-static: installing musl-tools (musl-gcc) …" >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
     $SUDO apt-get install -y -q musl-tools >/dev/null
 fi
 export CC_x86_64_unknown_linux_musl=musl-gcc
 cargo build --release --locked --target "$TARGET" --bin goodput
 cp "target/$TARGET/release/goodput" target/goodput-static
 strip target/goodput-static
-if ldd target/goodput-static >/dev/null 2>&1; then
+# A dynamic executable lists its libraries as `name => path`; a static one none.
+if ldd target/goodput-static 2>&1 | grep -q '=>'; then
     echo "build-static: target/goodput-static links shared libraries:" >&2
     ldd target/goodput-static >&2
     exit 1

@@ -7,8 +7,9 @@
 # --local-bases: for a machine that reaches Debian's mirror and static.rust-lang.org but no
 # container registry: the base images are built here (Debian bookworm by debootstrap, then a
 # Rust 1.95 toolchain by rustup on it) and passed to the Dockerfile's RUST_IMAGE and
-# RUNTIME_IMAGE arguments. CONTAINER_FLAGS adds flags to every build and run (a sandbox whose
-# cgroups crun refuses needed `--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096`).
+# RUNTIME_IMAGE arguments. CONTAINER_FLAGS adds flags to every podman build and run (a sandbox
+# whose cgroups crun refuses needed `--runtime runc --ulimit nofile=4096:4096 --ulimit
+# nproc=4096:4096`; docker's build takes no --runtime, so leave it unset there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENGINE=$(command -v podman || command -v docker || true)
@@ -16,14 +17,15 @@ LOCAL=0
 TAG=goodput:dev
 while [ $# -gt 0 ]; do
     case "$1" in
-        --engine) ENGINE="$2"; shift 2 ;;
+        --engine) ENGINE="${2:?--engine podman|docker}"; shift 2 ;;
         --local-bases) LOCAL=1; shift ;;
-        --tag) TAG="$2"; shift 2 ;;
+        --tag) TAG="${2:?--tag NAME:TAG}"; shift 2 ;;
         *) echo "container: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ -n "$ENGINE" ] || { echo "container: no podman or docker here" >&2; exit 2; }
-read -r -a FLAGS <<<"${CONTAINER_FLAGS:-}"
+FLAGS=()
+[ -z "${CONTAINER_FLAGS:-}" ] || read -r -a FLAGS <<<"$CONTAINER_FLAGS"
 ARGS=()
 if [ "$LOCAL" = 1 ]; then
     ROOTFS=${ROOTFS:-/tmp/goodput-bookworm}
@@ -32,7 +34,7 @@ if [ "$LOCAL" = 1 ]; then
         tar -C "$ROOTFS" -c . | "$ENGINE" import - localhost/goodput-base:bookworm
     fi
     if ! "$ENGINE" image inspect localhost/goodput-rust:1.95 >/dev/null 2>&1; then
-        "$ENGINE" build "${FLAGS[@]}" --network host -t localhost/goodput-rust:1.95 -f - . <<'CONTAINERFILE'
+        "$ENGINE" build ${FLAGS[@]+"${FLAGS[@]}"} --network host -t localhost/goodput-rust:1.95 -f - . <<'CONTAINERFILE'
 FROM localhost/goodput-base:bookworm
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -43,11 +45,15 @@ CONTAINERFILE
     ARGS=(--build-arg RUST_IMAGE=localhost/goodput-rust:1.95 --build-arg RUNTIME_IMAGE=localhost/goodput-base:bookworm)
 fi
 start=$(date +%s)
-"$ENGINE" build "${FLAGS[@]}" --network host "${ARGS[@]}" -t "$TAG" .
+"$ENGINE" build ${FLAGS[@]+"${FLAGS[@]}"} --network host ${ARGS[@]+"${ARGS[@]}"} -t "$TAG" .
 echo "container: built $TAG in $(( $(date +%s) - start )) s" >&2
-"$ENGINE" run --rm "${FLAGS[@]}" "$TAG" --version
-uid=$("$ENGINE" run --rm "${FLAGS[@]}" --entrypoint id "$TAG" -u)
+"$ENGINE" run --rm ${FLAGS[@]+"${FLAGS[@]}"} "$TAG" --version
+uid=$("$ENGINE" run --rm ${FLAGS[@]+"${FLAGS[@]}"} --entrypoint id "$TAG" -u)
 [ "$uid" != 0 ] || { echo "container: the image runs as root" >&2; exit 1; }
-"$ENGINE" run --rm "${FLAGS[@]}" "$TAG" run --concurrency 1,2 --requests 4 --refine 0 -q | grep -q Conclusion
+out=$("$ENGINE" run --rm ${FLAGS[@]+"${FLAGS[@]}"} "$TAG" run --concurrency 1,2 --requests 4 --refine 0 -q)
+case "$out" in
+    *Conclusion*) ;;
+    *) echo "container: the main job printed no conclusion:" >&2; echo "$out" >&2; exit 1 ;;
+esac
 size=$("$ENGINE" image inspect --format '{{.Size}}' "$TAG")
 echo "container: $TAG runs as uid $uid, runs the main job; $((size / 1000000)) MB"

@@ -15,7 +15,9 @@ DIR="${1:-target/man}"
 "$GOODPUT" man --out "$DIR"
 if command -v man >/dev/null; then
     for page in "$DIR"/*.1; do
-        MANWIDTH=100 man -l "$page" >/dev/null 2>"$DIR/.warnings" || { cat "$DIR/.warnings" >&2; exit 1; }
+        if ! MANWIDTH=100 man -l "$page" >/dev/null 2>"$DIR/.warnings" || [ -s "$DIR/.warnings" ]; then
+            echo "man.sh: $page:" >&2; cat "$DIR/.warnings" >&2; exit 1
+        fi
     done
     rm -f "$DIR/.warnings"
 fi

@@ -20,6 +20,8 @@ pub fn goodput_code(args: &[&str]) -> (i32, String, String) {
         .args(args)
         .env_remove("RUST_BACKTRACE")
         .env_remove("RUST_LIB_BACKTRACE")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
         .output()
         .expect("run the goodput binary");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -30,6 +32,8 @@ pub fn goodput_code(args: &[&str]) -> (i32, String, String) {
 pub fn goodput_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_goodput"))
         .args(args)
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
         .envs(env.iter().copied())
         .env_remove("RUST_BACKTRACE")
         .env_remove("RUST_LIB_BACKTRACE")
@@ -167,6 +171,32 @@ pub fn spawn(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run the goodput binary")
+}
+
+/// A child process killed when dropped (a test that fails midway leaves nothing running);
+/// [`Running::take`] hands it back to wait on.
+pub struct Running(Option<Child>);
+
+impl Running {
+    pub fn new(child: Child) -> Self {
+        Running(Some(child))
+    }
+    pub fn take(mut self) -> Child {
+        self.0.take().expect("taken once")
+    }
+    /// Whether it has ended already.
+    pub fn ended(&mut self) -> bool {
+        self.0.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_some())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 /// Sends `sig` (`-INT`, `-TERM`, `-KILL`) to `child`.

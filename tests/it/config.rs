@@ -73,12 +73,11 @@ max-num-seqs = [1, 8]
     let page_path = dir.join("two.html");
     let (ok, _, err) = goodput(&["report", &dirs[0], &dirs[1], "-o", page_path.to_str().unwrap()]);
     assert!(ok && err.contains("2 runs"), "{err}");
-    // The same matrix again into the same directories is refused by each run, and says so.
+    // The same matrix again into the same directory is refused before any run, its index kept.
     let (code, _, err) = goodput_code(&["run", "--config", config.to_str().unwrap(), "-q"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("not empty") && err.contains("--overwrite"), "{err}");
-    let index = MatrixIndex::read(&out).unwrap().unwrap();
-    assert!(index.runs.iter().all(|r| r.exit == 1 && r.error.as_deref().is_some_and(|e| e.contains("not empty"))));
+    assert!(err.contains("holds a matrix's runs") && err.contains("--overwrite"), "{err}");
+    assert_eq!(MatrixIndex::read(&out).unwrap().unwrap(), index);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

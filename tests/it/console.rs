@@ -58,6 +58,7 @@ fn man_pages_cover_every_command() {
             .output()
             .unwrap();
         assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("concurrency"));
+        assert!(out.stderr.is_empty(), "man warns: {}", String::from_utf8_lossy(&out.stderr));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -113,11 +114,11 @@ fn a_running_sweep_serves_its_live_metrics() {
         "0",
         "-q",
     ];
-    let child = crate::common::spawn(&args);
+    let mut child = crate::common::Running::new(crate::common::spawn(&args));
     let addr = format!("127.0.0.1:{port}");
     let t = std::time::Instant::now();
     let mut seen = None;
-    while t.elapsed() < std::time::Duration::from_secs(120) {
+    while t.elapsed() < std::time::Duration::from_secs(120) && !child.ended() {
         match scrape(&addr) {
             Some(body) if body.contains("goodput_run_requests_total{phase=\"measured\"") => {
                 seen = Some(body);
@@ -138,7 +139,7 @@ fn a_running_sweep_serves_its_live_metrics() {
     ] {
         assert!(body.contains(series), "{series} missing: {body}");
     }
-    let (code, err) = crate::common::wait(child, std::time::Duration::from_secs(180));
+    let (code, err) = crate::common::wait(child.take(), std::time::Duration::from_secs(180));
     assert_eq!(code, Some(0), "{err}");
     assert!(scrape(&addr).is_none(), "the metrics stop with the run");
     // A port already taken is refused by name before anything runs.

@@ -2,7 +2,7 @@
 //! against a real Prometheus (Debian's, `scripts/install-prometheus.sh`) scraping a `goodput
 //! serve` and a `goodput run --metrics-port` driving it: every panel's query returns series.
 
-use crate::common::{serve, spawn, wait};
+use crate::common::{serve, spawn, wait, Running};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -42,6 +42,12 @@ fn encode(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Whether an instant query's result holds a series with a finite value (`[time, "value"]`).
+fn finite(result: &Value) -> bool {
+    let value = |s: &Value| s["value"][1].as_str().and_then(|v| v.parse::<f64>().ok());
+    result.as_array().is_some_and(|r| r.iter().any(|s| value(s).is_some_and(f64::is_finite)))
 }
 
 /// Every panel's queries, with the dashboard's variables as Grafana would fill them for
@@ -88,7 +94,7 @@ fn every_panel_of_the_dashboard_returns_series_from_a_real_prometheus() {
     );
     let target = format!("http://{addr}");
     let port = run_port.to_string();
-    let run = spawn(&[
+    let mut run = Running::new(spawn(&[
         "run",
         "--target",
         &target,
@@ -101,25 +107,25 @@ fn every_panel_of_the_dashboard_returns_series_from_a_real_prometheus() {
         "--refine",
         "0",
         "-q",
-    ]);
-    // Into the second level, every query at once; a query without series is retried until
-    // the run ends (rates need two scrapes in their window).
+    ]));
+    // Into the second level, every query at once; a query without a finite value in its
+    // series is retried until the run ends (rates need two scrapes in their window, and a
+    // quantile of buckets that did not move is NaN).
     let t = Instant::now();
     let mut missing: Vec<(String, String)> = queries();
     assert!(missing.len() >= 20, "{} queries", missing.len());
     std::thread::sleep(Duration::from_secs(15));
-    while !missing.is_empty() && t.elapsed() < Duration::from_secs(45) {
+    while !missing.is_empty() && t.elapsed() < Duration::from_secs(45) && !run.ended() {
         missing.retain(|(_, expr)| {
             let body = get(&prom_addr, &format!("/api/v1/query?query={}", encode(expr)));
             let v: Option<Value> = body.and_then(|b| serde_json::from_str(&b).ok());
-            !v.is_some_and(|v| {
-                v["status"] == "success" && v["data"]["result"].as_array().is_some_and(|r| !r.is_empty())
-            })
+            !v.is_some_and(|v| v["status"] == "success" && finite(&v["data"]["result"]))
         });
         std::thread::sleep(Duration::from_secs(1));
     }
-    assert!(missing.is_empty(), "panels whose queries returned no series: {missing:#?}");
-    let (code, err) = wait(run, Duration::from_secs(120));
+    assert!(!run.ended(), "the run ended before every panel had data: {:?}", wait(run.take(), Duration::from_secs(1)));
+    assert!(missing.is_empty(), "panels whose queries returned no finite value: {missing:#?}");
+    let (code, err) = wait(run.take(), Duration::from_secs(120));
     assert_eq!(code, Some(0), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -25,6 +25,11 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
                 args.next();
             }
             x if x.starts_with("--max-users=") => {}
+            // The whole command line's flag, not `run`'s.
+            "--color" => {
+                args.next();
+            }
+            x if x.starts_with("--color=") => {}
             _ => rest.push(x.clone()),
         }
     }
@@ -54,6 +59,7 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
     (a.quiet, a.report, a.refine, a.stop_at_first_failure) = (true, false, 0, false);
     (a.engine_cpus, a.harness_cpus) = (None, None);
     (a.export_json, a.export_csv, a.export_markdown) = (None, None, None);
+    (a.metrics_port, a.json) = (None, false);
     a.target = "in-process".into();
     // The run's own prompts; its connection to a server has no place in a simulation.
     a.seed = Some(summary.seed);

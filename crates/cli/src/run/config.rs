@@ -60,7 +60,7 @@ pub struct CommandLine {
 impl CommandLine {
     /// From `run`'s matches and the process's arguments (`argv`, the program first).
     pub fn of(matches: &ArgMatches, argv: &[String]) -> Self {
-        let at = argv.iter().position(|a| a == "run").map_or(argv.len(), |i| i + 1);
+        let at = argv.iter().skip(1).position(|a| a == "run").map_or(argv.len(), |i| i + 2);
         let set = matches
             .ids()
             .map(|id| id.as_str())
@@ -111,11 +111,12 @@ pub fn expand(path: &Path, cli: &CommandLine) -> Result<Expanded> {
         None => None,
     };
     let inline = inline.filter(|_| !keys.overridden("scenario"));
+    // Each key by its flag's id (an alias and its flag are one key).
     let mut base = Vec::new();
     for (key, value) in &table {
         let arg = keys.arg(key).map_err(|e| anyhow!("{file}: {e}"))?;
         if !keys.overridden(key) {
-            base.push((key.clone(), tokens(arg, key, value).map_err(|e| anyhow!("{file}: {e}"))?));
+            base.push((arg.get_id().to_string(), tokens(arg, key, value).map_err(|e| anyhow!("{file}: {e}"))?));
         }
     }
     let Some(matrix) = matrix else {
@@ -128,12 +129,17 @@ pub fn expand(path: &Path, cli: &CommandLine) -> Result<Expanded> {
         (None, Some(toml::Value::String(o))) => PathBuf::from(o),
         _ => bail!("{file}: a matrix writes one run per combination under `out`: give out = \"DIR\" (or --out DIR)"),
     };
-    let base: Vec<_> = base.into_iter().filter(|(k, _)| k != "out").collect();
+    let mut base: Vec<_> = base.into_iter().filter(|(k, _)| k != "out").collect();
+    // One seed for every run of the matrix, so that runs differ by their axes, not by their
+    // prompts: the file's or the command line's, else drawn once here.
+    if !base.iter().any(|(k, _)| k == "seed") && !cli.set.contains("seed") && !axes.iter().any(|a| a.id == "seed") {
+        base.push(("seed".into(), vec![format!("--seed={}", rand::random::<u32>())]));
+    }
     let mut jobs = Vec::new();
     for (i, combo) in combinations(&axes).into_iter().enumerate() {
         let values: Vec<(String, String)> = combo.iter().map(|(a, v)| (a.key.clone(), v.shown.clone())).collect();
         let name = run_name(i, &values);
-        let set: Vec<(String, Vec<String>)> = combo.iter().map(|(a, v)| (a.key.clone(), v.tokens.clone())).collect();
+        let set: Vec<(String, Vec<String>)> = combo.iter().map(|(a, v)| (a.id.clone(), v.tokens.clone())).collect();
         let inline = inline.clone().filter(|_| !set.iter().any(|(k, _)| k == "scenario"));
         let args = job_args(path, &base, &set, cli, inline, Some(&root.join(&name)))?;
         jobs.push(Job { name, values, args });
@@ -143,8 +149,8 @@ pub fn expand(path: &Path, cli: &CommandLine) -> Result<Expanded> {
     Ok(Expanded { jobs, matrix: Some((root, shown.collect())) })
 }
 
-/// The arguments of one run: the file's keys (less those `set` gives), `set`'s, then the
-/// command line's; with `out` (a matrix's run) the run's directory in place of any other.
+/// The arguments of one run: the file's keys (less those `set` gives; both by flag id),
+/// `set`'s, then the command line's; with `out` (a matrix's run) the run's directory in place of any other.
 fn job_args(
     path: &Path,
     base: &[(String, Vec<String>)],
@@ -255,6 +261,8 @@ struct Value {
 
 struct AxisValues {
     key: String,
+    /// The flag's id (an alias's flag).
+    id: String,
     values: Vec<Value>,
 }
 
@@ -281,7 +289,7 @@ fn axes(keys: &Keys, matrix: &toml::Table) -> Result<Vec<AxisValues>, String> {
             .map(|item| Ok(Value { tokens: tokens(arg, key, item)?, shown: shown(item) }))
             .collect::<Result<Vec<_>, String>>()
             .map_err(|e| format!("matrix.{e}"))?;
-        axes.push(AxisValues { key: key.clone(), values });
+        axes.push(AxisValues { key: key.clone(), id: arg.get_id().to_string(), values });
     }
     let runs = axes.iter().try_fold(1usize, |n, a| n.checked_mul(a.values.len())).unwrap_or(usize::MAX);
     if runs > MAX_RUNS {
@@ -321,7 +329,7 @@ fn run_name(i: usize, values: &[(String, String)]) -> String {
 fn shown(v: &toml::Value) -> String {
     match v {
         toml::Value::Array(items) => items.iter().map(shown).collect::<Vec<_>>().join("+"),
-        toml::Value::String(s) => s.clone(),
+        toml::Value::String(s) => goodput_client::redact_url(s),
         other => other.to_string(),
     }
 }
@@ -341,9 +349,12 @@ fn tokens(arg: &Arg, key: &str, v: &toml::Value) -> Result<Vec<String>, String> 
                 return Err(format!("`{key}`: an empty list"));
             }
             let several = arg.get_num_args().is_some_and(|n| n.max_values() > 1);
+            let repeated = matches!(arg.get_action(), clap::ArgAction::Append);
             match arg.get_value_delimiter() {
                 Some(d) if d != ' ' => Ok(vec![format!("{flag}={}", parts.join(&d.to_string()))]),
                 _ if several => Ok(std::iter::once(flag).chain(parts).collect()),
+                // A flag given once per value (`--header`): the list as that many flags.
+                None if repeated => Ok(parts.iter().map(|p| format!("{flag}={p}")).collect()),
                 _ => Err(format!("`{key}` takes one value, not a list")),
             }
         }

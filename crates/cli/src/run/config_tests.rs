@@ -137,11 +137,24 @@ fn a_matrix_expands_to_one_run_per_combination_under_out() {
         e.jobs[1].values,
         vec![("concurrency".to_string(), "1+2".to_string()), ("max-num-seqs".into(), "64".into())]
     );
+    // One seed for every run, drawn once when the file gives none.
+    let seeds: Vec<Option<u64>> = e.jobs.iter().map(|j| j.args.seed).collect();
+    assert!(seeds[0].is_some() && seeds.iter().all(|s| *s == seeds[0]), "{seeds:?}");
     // The command line's --out moves the matrix, and its flag drops an axis.
     let e = expand(&file("m", text), &cli(&["--out", "elsewhere", "--max-num-seqs", "16"])).unwrap();
     assert_eq!(e.jobs.len(), 2);
     assert!(e.jobs.iter().all(|j| j.args.engine.max_num_seqs == 16));
     assert_eq!(e.jobs[0].args.out, Some(PathBuf::from("elsewhere/01-concurrency=1+2")));
+}
+
+#[test]
+fn an_axis_replaces_the_key_of_its_flag_under_any_name_and_lists_repeat_a_flag() {
+    let text = "out = \"m\"\nrequests = 4\nheader = [\"X-A: 1\", \"X-B: 2\"]\n[matrix]\nnum-prompts = [1, 2]\n";
+    let e = expand(&file("alias", text), &cli(&[])).unwrap_or_else(|e| panic!("{e:#}"));
+    let requests: Vec<Option<usize>> = e.jobs.iter().map(|j| j.args.requests).collect();
+    assert_eq!(requests, [Some(1), Some(2)]);
+    let names: Vec<&str> = e.jobs[0].args.connection.headers.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["X-A", "X-B"]);
 }
 
 #[test]

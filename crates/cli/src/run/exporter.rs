@@ -155,7 +155,7 @@ impl Exporter {
         }
     }
 
-    /// The metrics in Prometheus' text format.
+    /// The metrics in the OpenMetrics text format (prometheus-client's).
     pub fn encode(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
@@ -179,7 +179,9 @@ impl Exporter {
                     "/metrics",
                     axum::routing::get(move || {
                         let body = me.encode();
-                        async move { ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], body) }
+                        async move {
+                            ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], body)
+                        }
                     }),
                 );
                 let _ = axum::serve(listener, app).with_graceful_shutdown(async { stopped.await.unwrap_or(()) }).await;

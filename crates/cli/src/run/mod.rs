@@ -87,7 +87,7 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// are `run`'s, to tell which flags the command line set); else [`run`].
 pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
     let (Some(path), Some(matches)) = (a.config.clone(), matches) else { return run(a) };
-    let argv: Vec<String> = std::env::args().collect();
+    let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     let expanded = config::expand(&path, &config::CommandLine::of(matches, &argv))?;
     match expanded.matrix {
         None => run(expanded.jobs.into_iter().next().expect("a config expands to a run").args),
@@ -99,6 +99,12 @@ pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
 /// A run that fails is recorded with its error and the next one runs; an interrupt ends the
 /// matrix. Exits with the first non-zero status of a run (130 when interrupted).
 fn run_matrix(config: &Path, root: &Path, axes: Vec<Axis>, jobs: Vec<config::Job>) -> Result<i32> {
+    if MatrixIndex::read(root)?.is_some() && !jobs.iter().all(|j| j.args.overwrite) {
+        bail!(
+            "{}: holds a matrix's runs (index.json); choose another out, or give overwrite = true (--overwrite) to replace them",
+            root.display()
+        );
+    }
     std::fs::create_dir_all(root).map_err(|e| anyhow::anyhow!("{}: {e}", root.display()))?;
     let mut index = MatrixIndex { format: INDEX_FORMAT, config: config.to_path_buf(), axes, runs: Vec::new() };
     let (n, stop) = (jobs.len(), interrupt::install());

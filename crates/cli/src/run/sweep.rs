@@ -66,8 +66,22 @@ impl<'a> Sweep<'a> {
             complete: false,
             prediction: None,
             command: crate::connect::redacted_command(
-                spec.outputs.command.clone().unwrap_or_else(|| std::env::args().collect()).into_iter(),
+                spec.outputs
+                    .command
+                    .clone()
+                    .unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect())
+                    .into_iter(),
             ),
+        };
+        // Bound before the run's files exist: a port in use leaves no half-made directory.
+        let exporter = match spec.outputs.metrics {
+            Some(addr) => {
+                let e = Exporter::new(&summary.model, &summary.workload.name, &summary.target, &spec.unit.to_string());
+                let (serving, bound) = e.serve(addr)?;
+                eprintln!("goodput run: live metrics at http://{bound}/metrics");
+                Some((e, serving))
+            }
+            None => None,
         };
         let files = match &spec.outputs.out {
             Some(out) => {
@@ -115,15 +129,6 @@ impl<'a> Sweep<'a> {
             steps_per_s: 0.0,
             speedup: 0.0,
         });
-        let exporter = match spec.outputs.metrics {
-            Some(addr) => {
-                let e = Exporter::new(&summary.model, &summary.workload.name, &summary.target, &spec.unit.to_string());
-                let (serving, bound) = e.serve(addr)?;
-                eprintln!("goodput run: live metrics at http://{bound}/metrics");
-                Some((e, serving))
-            }
-            None => None,
-        };
         Ok(Sweep {
             exporter,
             levels_started: 0,
