@@ -138,10 +138,11 @@ impl Exporter {
             (None, None)
         };
         if phase == Phase::Measured {
-            ttft.map(|x| s.ttft.observe(x));
-            tpot.map(|x| s.tpot.observe(x));
-            if r.is_ok() {
-                goodput_metrics::request::e2e(r).map(|x| s.e2e.observe(x));
+            let e2e = if r.is_ok() { goodput_metrics::request::e2e(r) } else { None };
+            for (h, v) in [(&s.ttft, ttft), (&s.tpot, tpot), (&s.e2e, e2e)] {
+                if let Some(v) = v {
+                    h.observe(v);
+                }
             }
         }
         let mut w = s.window.lock().unwrap_or_else(PoisonError::into_inner);

@@ -69,8 +69,7 @@ impl<'a> Sweep<'a> {
                 spec.outputs
                     .command
                     .clone()
-                    .unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect())
-                    .into_iter(),
+                    .unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
             ),
         };
         // Bound before the run's files exist: a port in use leaves no half-made directory.
