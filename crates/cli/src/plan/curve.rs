@@ -13,7 +13,7 @@ use super::search::Load;
 use super::{config, PlanArgs, Setting};
 use anyhow::{Context, Result};
 use goodput_report::console as table;
-use goodput_report::html::svg::{self, Chart, Kind, Series};
+use goodput_report::html::svg::{self, Chart, Series};
 use goodput_sizing::hardware::Gpu;
 use serde::Serialize;
 
@@ -244,17 +244,14 @@ fn chart(c: &Curve, id: &str, x_label: &str, x_log2: bool, x: fn(&Point) -> f64,
     frontier.sort_by(|a, b| a.0.total_cmp(&b.0));
     series.push(Series { name: "Pareto frontier".into(), points: frontier, right: false });
     Chart {
-        id: id.into(),
-        title: format!("Output tok/s per GPU against {x_label}"),
-        caption: "Each line one configuration, concurrency doubling along it; the frontier joins the points no other beats on both axes.".into(),
-        x_label: x_label.into(),
         x_log2,
-        y_label: "output tok/s per GPU".into(),
-        y2_label: None,
-        kind: Kind::Lines,
-        series,
-        marks: Vec::new(),
-        limits: Vec::new(),
+        ..Chart::lines(
+            id,
+            &format!("Output tok/s per GPU against {x_label}"),
+            "Each line one configuration, concurrency doubling along it; the frontier joins the points no other beats on both axes.".into(),
+            (x_label, "output tok/s per GPU"),
+            series,
+        )
     }
 }
 

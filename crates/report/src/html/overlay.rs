@@ -7,7 +7,7 @@
 //! values, else its directory).
 
 use super::context::{by_load, series, stat};
-use super::svg::{Chart, Kind, Series};
+use super::svg::{Chart, Series};
 use super::{escape, STYLE};
 use crate::text::num;
 use crate::ReportError;
@@ -29,18 +29,8 @@ pub fn charts(runs: &[Labeled], gpus: f64) -> Vec<Chart> {
     } else {
         "load (each run's own unit)".into()
     };
-    let chart = |id: &str, title: &str, caption: String, y: &str, series: Vec<Series>| Chart {
-        id: id.into(),
-        title: title.into(),
-        caption,
-        x_label: x_label.clone(),
-        x_log2: false,
-        y_label: y.into(),
-        y2_label: None,
-        kind: Kind::Lines,
-        series,
-        marks: Vec::new(),
-        limits: Vec::new(),
+    let chart = |id: &str, title: &str, caption: String, y: &str, series: Vec<Series>| {
+        Chart::lines(id, title, caption, (&x_label, y), series)
     };
     let per_run = |get: &dyn Fn(&LevelReport) -> Option<f64>, scale: f64| -> Vec<Series> {
         runs.iter().map(|r| series(&r.label, by_load(&r.summary.levels, scale, get))).collect()
@@ -91,23 +81,17 @@ fn pareto(runs: &[Labeled], gpus: f64) -> Chart {
     } else {
         format!("per GPU ({gpus} a run)")
     };
-    Chart {
-        id: "overlay-pareto".into(),
-        title: "Throughput per GPU vs tokens per second per user".into(),
-        caption: format!(
+    Chart::lines(
+        "overlay-pareto",
+        "Throughput per GPU vs tokens per second per user",
+        format!(
             "each run's levels as a line (one point a level): output tok/s {per} against the median of each request's \
              output tok/s; the last line is the Pareto frontier across every run: no other point gives both more \
              throughput per GPU and more speed per user."
         ),
-        x_label: "output tok/s per user (P50)".into(),
-        x_log2: false,
-        y_label: "output tok/s per GPU".into(),
-        y2_label: None,
-        kind: Kind::Lines,
+        ("output tok/s per user (P50)", "output tok/s per GPU"),
         series,
-        marks: Vec::new(),
-        limits: Vec::new(),
-    }
+    )
 }
 
 /// The runs' table: label, model, scenario, target, levels, usable and limit capacity, and

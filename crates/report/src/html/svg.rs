@@ -41,6 +41,25 @@ pub struct Chart {
     pub limits: Vec<(f64, String)>,
 }
 
+impl Chart {
+    /// Lines on a linear x axis, with no markers or limits (set them after).
+    pub fn lines(id: &str, title: &str, caption: String, axes: (&str, &str), series: Vec<Series>) -> Chart {
+        Chart {
+            id: id.into(),
+            title: title.into(),
+            caption,
+            x_label: axes.0.into(),
+            x_log2: false,
+            y_label: axes.1.into(),
+            y2_label: None,
+            kind: Kind::Lines,
+            series,
+            marks: Vec::new(),
+            limits: Vec::new(),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub enum Kind {
     Lines,
