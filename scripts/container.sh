@@ -39,7 +39,9 @@ FROM localhost/goodput-base:bookworm
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 ENV RUSTUP_HOME=/usr/local/rustup CARGO_HOME=/usr/local/cargo PATH=/usr/local/cargo/bin:$PATH
-RUN curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain 1.95.0
+RUN curl -fsSL -o /tmp/rustup-init https://static.rust-lang.org/rustup/dist/x86_64-unknown-linux-gnu/rustup-init \
+    && chmod +x /tmp/rustup-init && /tmp/rustup-init -y --profile minimal --default-toolchain 1.95.0 \
+    && rm /tmp/rustup-init && cargo --version
 CONTAINERFILE
     fi
     ARGS=(--build-arg RUST_IMAGE=localhost/goodput-rust:1.95 --build-arg RUNTIME_IMAGE=localhost/goodput-base:bookworm)
