@@ -7,7 +7,7 @@
 # --local-bases: for a machine that reaches Debian's mirror and static.rust-lang.org but no
 # container registry: the base images are built here (Debian bookworm by debootstrap, then a
 # Rust 1.95 toolchain by rustup on it) and passed to the Dockerfile's RUST_IMAGE and
-# RUNTIME_IMAGE arguments. CONTAINER_FLAGS adds flags to every podman build and run (a sandbox
+# RUNTIME_IMAGE arguments (with the host's CAs from /usr/local/share/ca-certificates). CONTAINER_FLAGS adds flags to every podman build and run (a sandbox
 # whose cgroups crun refuses needed `--runtime runc --ulimit nofile=4096:4096 --ulimit
 # nproc=4096:4096`; docker's build takes no --runtime, so leave it unset there).
 set -euo pipefail
@@ -31,6 +31,10 @@ if [ "$LOCAL" = 1 ]; then
     ROOTFS=${ROOTFS:-/tmp/goodput-bookworm}
     if ! "$ENGINE" image inspect localhost/goodput-base:bookworm >/dev/null 2>&1; then
         [ -x "$ROOTFS/bin/sh" ] || debootstrap --variant=minbase bookworm "$ROOTFS" http://deb.debian.org/debian
+        # The host's own CAs (an egress proxy's, here) are trusted in the local bases too:
+        # ca-certificates, installed in the images, adds them to the bundle cargo and curl use.
+        mkdir -p "$ROOTFS/usr/local/share/ca-certificates"
+        cp /usr/local/share/ca-certificates/*.crt "$ROOTFS/usr/local/share/ca-certificates/" 2>/dev/null || true
         tar -C "$ROOTFS" -c . | "$ENGINE" import - localhost/goodput-base:bookworm
     fi
     if ! "$ENGINE" image inspect localhost/goodput-rust:1.95 >/dev/null 2>&1; then
