@@ -147,6 +147,13 @@ impl Exporter {
         }
         let mut w = s.window.lock().unwrap_or_else(PoisonError::into_inner);
         w.push(s.start.elapsed().as_secs_f64(), ttft, tpot);
+    }
+
+    /// The metrics in the OpenMetrics text format (prometheus-client's). The rolling
+    /// quantiles are taken here, once a scrape, not once a request.
+    pub fn encode(&self) -> String {
+        let s = &self.series;
+        let w = s.window.lock().unwrap_or_else(PoisonError::into_inner);
         for (q, p) in [("0.5", 50.0), ("0.95", 95.0)] {
             let set = |f: &Family<Quantile, Gauge<f64, AtomicU64>>, v: Option<f64>| {
                 f.get_or_create(&Quantile { quantile: q }).set(v.unwrap_or(f64::NAN));
@@ -154,10 +161,7 @@ impl Exporter {
             set(&s.rolling_ttft, w.percentile(false, p));
             set(&s.rolling_tpot, w.percentile(true, p));
         }
-    }
-
-    /// The metrics in the OpenMetrics text format (prometheus-client's).
-    pub fn encode(&self) -> String {
+        drop(w);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
         out

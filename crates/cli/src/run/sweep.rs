@@ -37,61 +37,15 @@ pub struct Sweep<'a> {
     sim_cost: (usize, f64, std::time::Instant),
     /// `--metrics-port`: the run's live metrics and their server (stopped with the sweep).
     exporter: Option<(Exporter, Serving)>,
-    /// Levels started so far.
-    levels_started: usize,
 }
 
 impl<'a> Sweep<'a> {
     pub fn start(spec: &'a RunSpec, rig: &Rig, stop: Stop) -> Result<Self> {
         let w = &rig.workload;
-        let summary = RunSummary {
-            format: FORMAT,
-            goodput_version: env!("CARGO_PKG_VERSION").into(),
-            model: spec.model.name.clone(),
-            weights: rig.weights.clone(),
-            device: rig.device.clone(),
-            seed: spec.seed,
-            seed_drawn: spec.seed_drawn,
-            target: goodput_client::redact_url(spec.target.label()),
-            engine: spec.engine_settings(),
-            machine: machine(),
-            cpus: rig.pinning.clone(),
-            retry: RetrySetting { max: spec.retry.max, backoff_s: spec.retry.backoff.as_secs_f64() },
-            scenario: w.to_json(),
-            workload: WorkloadInfo { name: w.name(), description: w.describe(), lengths: w.describe_lengths() },
-            load_unit: spec.unit,
-            slos: spec.slos.clone(),
-            levels: Vec::new(),
-            capacity: None,
-            complete: false,
-            prediction: None,
-            command: crate::connect::redacted_command(
-                spec.outputs
-                    .command
-                    .clone()
-                    .unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
-            ),
-        };
+        let summary = new_summary(spec, rig);
         // Bound before the run's files exist: a port in use leaves no half-made directory.
-        let exporter = match spec.outputs.metrics {
-            Some(addr) => {
-                let e = Exporter::new(&summary.model, &summary.workload.name, &summary.target, &spec.unit.to_string());
-                let (serving, bound) = e.serve(addr)?;
-                eprintln!("goodput run: live metrics at http://{bound}/metrics");
-                Some((e, serving))
-            }
-            None => None,
-        };
-        let files = match &spec.outputs.out {
-            Some(out) => {
-                let (writer, log) = RunWriter::create(&out.dir, out.overwrite)?;
-                if let Some(text) = &spec.outputs.scenario_toml {
-                    goodput_results::files::write_whole(&out.dir, goodput_results::files::SCENARIO, text.as_bytes())?;
-                }
-                Some((writer, RecordWriter::spawn(log)?))
-            }
-            None => None,
-        };
+        let exporter = start_exporter(spec, &summary)?;
+        let files = create_files(spec)?;
         if !spec.quiet {
             let slos: Vec<String> = spec.slos.iter().map(|s| s.to_string()).collect();
             let cap = spec.pacing.max_in_flight.map_or(String::new(), |n| format!("; at most {n} in flight"));
@@ -130,7 +84,6 @@ impl<'a> Sweep<'a> {
         });
         Ok(Sweep {
             exporter,
-            levels_started: 0,
             spec,
             summary,
             files,
@@ -187,10 +140,10 @@ impl<'a> Sweep<'a> {
         // one shared copy for both.
         let seen = level::Seen::default();
         let (keep, file, load) = (seen.clone(), self.files.as_ref().map(|(_, w)| w.sender()), level.load);
-        self.levels_started += 1;
         let exporter = self.exporter.as_ref().map(|(e, _)| e.clone());
         if let Some(e) = &exporter {
-            e.level(self.levels_started, level.load);
+            // Levels are run one at a time, each stored as it finishes.
+            e.level(self.summary.levels.len() + 1, level.load);
         }
         let sink = RecordSink::new(move |r, phase| {
             if let Some(e) = &exporter {
@@ -405,6 +358,58 @@ impl<'a> Sweep<'a> {
             super::EXIT_NOTHING_COMPLETED
         }
     }
+}
+
+/// The run's summary before any level: its setup, workload and stored command line.
+fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {
+    let w = &rig.workload;
+    RunSummary {
+        format: FORMAT,
+        goodput_version: env!("CARGO_PKG_VERSION").into(),
+        model: spec.model.name.clone(),
+        weights: rig.weights.clone(),
+        device: rig.device.clone(),
+        seed: spec.seed,
+        seed_drawn: spec.seed_drawn,
+        target: goodput_client::redact_url(spec.target.label()),
+        engine: spec.engine_settings(),
+        machine: machine(),
+        cpus: rig.pinning.clone(),
+        retry: RetrySetting { max: spec.retry.max, backoff_s: spec.retry.backoff.as_secs_f64() },
+        scenario: w.to_json(),
+        workload: WorkloadInfo { name: w.name(), description: w.describe(), lengths: w.describe_lengths() },
+        load_unit: spec.unit,
+        slos: spec.slos.clone(),
+        levels: Vec::new(),
+        capacity: None,
+        complete: false,
+        prediction: None,
+        command: crate::connect::redacted_command(
+            spec.outputs
+                .command
+                .clone()
+                .unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
+        ),
+    }
+}
+
+/// `--metrics-port`: the run's live metrics, served until the sweep ends.
+fn start_exporter(spec: &RunSpec, summary: &RunSummary) -> Result<Option<(Exporter, Serving)>> {
+    let Some(addr) = spec.outputs.metrics else { return Ok(None) };
+    let e = Exporter::new(&summary.model, &summary.workload.name, &summary.target, &spec.unit.to_string());
+    let (serving, bound) = e.serve(addr)?;
+    eprintln!("goodput run: live metrics at http://{bound}/metrics");
+    Ok(Some((e, serving)))
+}
+
+/// `--out`: the run's directory, its record writer, and an inline scenario as a file of it.
+fn create_files(spec: &RunSpec) -> Result<Option<(RunWriter, RecordWriter)>> {
+    let Some(out) = &spec.outputs.out else { return Ok(None) };
+    let (writer, log) = RunWriter::create(&out.dir, out.overwrite)?;
+    if let Some(text) = &spec.outputs.scenario_toml {
+        goodput_results::files::write_whole(&out.dir, goodput_results::files::SCENARIO, text.as_bytes())?;
+    }
+    Ok(Some((writer, RecordWriter::spawn(log)?)))
 }
 
 /// An explicit warm-up count below a closed-loop level's users: said once, before the run,
