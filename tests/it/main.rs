@@ -18,6 +18,7 @@ mod misuse;
 mod models;
 mod plan_moe;
 mod reliability;
+mod repeats;
 mod report;
 mod results;
 mod run;

@@ -20,6 +20,7 @@ mod profile;
 mod report;
 mod rounding_study;
 mod run;
+mod runs;
 mod serve;
 mod shell;
 mod simulate;
@@ -93,7 +94,10 @@ pub fn main() -> i32 {
     quiet_on_broken_pipe();
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    goodput_report::console::set_color(shell::color_here(cli.color));
+    // `--json` takes stdout for itself, and the tables go to stderr.
+    let json =
+        matches!(&cli.command, Command::Run(a) if a.json) || matches!(&cli.command, Command::Capacity(c) if c.run.json);
+    goodput_report::console::set_color(shell::color_here(cli.color, json));
     let error_code = if matches!(cli.command, Command::Compare(_)) { 2 } else { 1 };
     let result = match cli.command {
         Command::Models(a) => models::run(a).map(|()| 0),

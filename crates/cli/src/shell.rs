@@ -77,12 +77,14 @@ pub fn color_on(when: ColorWhen, no_color: Option<&str>, force: Option<&str>, tt
     }
 }
 
-/// [`color_on`] for this process: its environment and whether stdout is a terminal.
-pub fn color_here(when: ColorWhen) -> bool {
+/// [`color_on`] for this process: its environment and whether the stream the tables go to is
+/// a terminal (stdout, or stderr where `--json` took stdout for itself).
+pub fn color_here(when: ColorWhen, tables_on_stderr: bool) -> bool {
     use std::io::IsTerminal;
     let var = |k| std::env::var(k).ok();
     let (no_color, force, term) = (var("NO_COLOR"), var("CLICOLOR_FORCE"), var("TERM"));
-    color_on(when, no_color.as_deref(), force.as_deref(), std::io::stdout().is_terminal(), term.as_deref())
+    let tty = if tables_on_stderr { std::io::stderr().is_terminal() } else { std::io::stdout().is_terminal() };
+    color_on(when, no_color.as_deref(), force.as_deref(), tty, term.as_deref())
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub mod request;
 pub mod resample;
 pub mod server;
 pub mod slo;
+pub mod spread;
 pub mod stats;
 pub mod turns;
 

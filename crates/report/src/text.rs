@@ -66,3 +66,18 @@ pub fn occupancy_text(o: Option<&Occupancy>) -> String {
         if o.from_server { " (from the server's /metrics)" } else { "" },
     )
 }
+
+/// A comparison key's value as the console and Markdown show it (`goodput compare`, the
+/// repeats table): throughputs and per-user rates with two decimals, error and timeout
+/// rates in percent, every other key (a latency, seconds) in milliseconds.
+pub fn key_value(key: &str, x: f64) -> String {
+    if !x.is_finite() {
+        format!("{x}")
+    } else if key.contains("throughput") || key == "goodput" || key.starts_with("per_user_tps") {
+        format!("{x:.2}")
+    } else if key.starts_with("error_rate") || key.starts_with("timeout_rate") {
+        format!("{:.2} %", x * 100.0)
+    } else {
+        format!("{:.2} ms", x * 1e3)
+    }
+}

@@ -15,6 +15,7 @@ pub mod harness;
 pub mod level;
 pub mod matrix;
 pub mod prediction;
+pub mod repeats;
 pub mod rows;
 pub mod schema;
 pub mod summary;

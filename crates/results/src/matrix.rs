@@ -3,6 +3,10 @@
 //! `--out`, and `index.json` there naming them, rewritten whole after each run so a reader
 //! (or an interrupted matrix) always finds the runs that finished. `report` reads it to
 //! overlay the runs; nothing walks the directory by name.
+//!
+//! `goodput run --repeats N` writes the same index with a last axis, [`REPEAT`] (1…N): a
+//! config's matrix repeats each combination, a run without a config is a matrix of its
+//! repeats alone. [`MatrixIndex::groups`] gathers each combination's repeats.
 
 use crate::files::write_whole;
 use crate::ResultsError;
@@ -15,12 +19,16 @@ pub const INDEX: &str = "index.json";
 /// The index's format; a newer one is refused by name.
 pub const INDEX_FORMAT: u32 = 1;
 
+/// The axis `--repeats N` adds, last, with the values 1…N.
+pub const REPEAT: &str = "repeat";
+
 /// What a matrix ran: the config it came from and every run, in order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MatrixIndex {
     pub format: u32,
-    /// The config file, as given.
-    pub config: PathBuf,
+    /// The config file, as given; none for `--repeats` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<PathBuf>,
     /// The matrix's axes: each key and its values, as the file gives them (TOML values in
     /// their command-line form).
     pub axes: Vec<Axis>,
@@ -78,9 +86,50 @@ impl MatrixIndex {
         Ok(Some(index))
     }
 
+    /// Whether the runs are repeated (the last axis is [`REPEAT`]).
+    pub fn repeated(&self) -> bool {
+        self.axes.last().is_some_and(|a| a.key == REPEAT)
+    }
+
+    /// The runs by combination: the runs whose values agree on every axis but [`REPEAT`],
+    /// in the index's order (one run per group when the matrix is not repeated).
+    pub fn groups(&self) -> Vec<Group<'_>> {
+        let mut out: Vec<Group<'_>> = Vec::new();
+        for run in &self.runs {
+            let values: Vec<(String, String)> = run.values.iter().filter(|(k, _)| k != REPEAT).cloned().collect();
+            match out.iter_mut().find(|g| g.values == values) {
+                Some(g) => g.runs.push(run),
+                None => out.push(Group { values, runs: vec![run] }),
+            }
+        }
+        out
+    }
+
     /// The directories of the runs that finished (exit 0 or 3), each joined to `dir`.
     pub fn finished_dirs(&self, dir: &Path) -> Vec<PathBuf> {
-        self.runs.iter().filter(|r| r.exit == 0 || r.exit == 3).map(|r| dir.join(&r.dir)).collect()
+        self.runs.iter().filter(|r| r.finished()).map(|r| dir.join(&r.dir)).collect()
+    }
+}
+
+/// One combination of a matrix and its runs (its repeats, with `--repeats`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group<'a> {
+    /// `(key, value)` per axis but [`REPEAT`].
+    pub values: Vec<(String, String)>,
+    pub runs: Vec<&'a MatrixRun>,
+}
+
+impl Group<'_> {
+    /// The combination in words: `rate=4, max-num-seqs=8`; empty for a run's repeats alone.
+    pub fn label(&self) -> String {
+        self.values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl MatrixRun {
+    /// Whether the run finished (exit 0, or 3 when a level completed nothing).
+    pub fn finished(&self) -> bool {
+        self.exit == 0 || self.exit == 3
     }
 }
 
@@ -102,7 +151,7 @@ mod tests {
         };
         let index = MatrixIndex {
             format: INDEX_FORMAT,
-            config: "bench.toml".into(),
+            config: Some("bench.toml".into()),
             axes: vec![Axis { key: "max-num-seqs".into(), values: vec!["8".into(), "64".into(), "256".into()] }],
             runs: vec![run("8", 0, None), run("64", 1, Some("boom")), run("256", 3, None)],
         };
@@ -113,5 +162,36 @@ mod tests {
         std::fs::write(dir.join(INDEX), r#"{"format": 99, "config": "x", "axes": [], "runs": []}"#).unwrap();
         assert!(matches!(MatrixIndex::read(&dir), Err(ResultsError::TooNew { format: 99, .. })));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn groups_gather_a_combinations_repeats() {
+        let run = |rate: &str, k: &str| MatrixRun {
+            name: format!("rate={rate},repeat={k}"),
+            dir: format!("rate={rate},repeat={k}").into(),
+            values: vec![("rate".into(), rate.into()), (REPEAT.into(), k.into())],
+            exit: 0,
+            error: None,
+        };
+        let index = MatrixIndex {
+            format: INDEX_FORMAT,
+            config: None,
+            axes: vec![
+                Axis { key: "rate".into(), values: vec!["1".into(), "2".into()] },
+                Axis { key: REPEAT.into(), values: vec!["1".into(), "2".into()] },
+            ],
+            runs: vec![run("1", "1"), run("1", "2"), run("2", "1"), run("2", "2")],
+        };
+        assert!(index.repeated());
+        let groups = index.groups();
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[1].label(), "rate=2");
+        let names: Vec<&str> = groups[1].runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["rate=2,repeat=1", "rate=2,repeat=2"]);
+        // An index written before `config` was optional reads the same.
+        let old = r#"{"format": 1, "config": "bench.toml", "axes": [], "runs": []}"#;
+        let back: MatrixIndex = serde_json::from_str(old).unwrap();
+        assert_eq!(back.config, Some("bench.toml".into()));
+        assert!(!back.repeated());
     }
 }

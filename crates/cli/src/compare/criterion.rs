@@ -28,7 +28,10 @@ struct Interval {
 
 /// Whether `dir` is a criterion tree rather than a results directory.
 pub fn is_tree(dir: &Path) -> bool {
-    dir.is_dir() && !dir.join("records.jsonl").exists() && !dir.join("summary.json").exists()
+    dir.is_dir()
+        && !dir.join("records.jsonl").exists()
+        && !dir.join("summary.json").exists()
+        && !dir.join(goodput_results::matrix::INDEX).exists()
 }
 
 /// Every `<id>/<baseline>/estimates.json` under `root`, by benchmark id.

@@ -14,12 +14,12 @@
 
 mod criterion;
 
+use crate::runs::{load_run, Loaded};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use goodput_core::{ClientRecord, Phase};
+use goodput_core::ClientRecord;
 use goodput_metrics::compare::{breaks, compare_repeats, parse_thresholds, Key, Row, Threshold, DEFAULT_KEYS};
-use goodput_results::files::{read_jsonl, RECORDS};
-use goodput_results::RecordRow;
+use goodput_report::text::key_value as fmt;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// The baseline run (a `goodput run --out` directory), or its repeats separated by commas
-    /// (A1,A2,A3: the noise then includes the run-to-run drift).
+    /// (A1,A2,A3), or a `goodput run --repeats N` directory: the noise then includes the
+    /// run-to-run drift.
     #[arg(value_delimiter = ',', num_args = 1, required = true)]
     pub a: Vec<PathBuf>,
     /// The run to judge, or its repeats.
@@ -153,46 +154,6 @@ fn export(a: &CompareArgs, o: &Outcome) -> Result<()> {
     Ok(())
 }
 
-/// The measured records of a run, by level load (the text of the load, as the table shows it).
-/// A run's measured records by level, and why the run is incomplete if it is.
-type Loaded = (BTreeMap<String, Vec<ClientRecord>>, Option<String>);
-
-fn load_run(dir: &Path) -> Result<Loaded> {
-    let path = dir.join(RECORDS);
-    if !path.is_file() {
-        bail!("{}: not a goodput run directory (no records.jsonl)", dir.display());
-    }
-    let rows = read_jsonl::<RecordRow>(&path)?;
-    // A run killed before its first level ended has no summary; one that cannot be read (cut,
-    // corrupt, from a newer goodput) is an error, never taken for a missing one.
-    let summary = match goodput_results::read_summary(dir) {
-        Ok(s) => Some(s),
-        Err(goodput_results::ResultsError::NotResults { .. }) => None,
-        Err(e) => return Err(e).with_context(|| format!("{}: its summary cannot be read", dir.display())),
-    };
-    let note = goodput_results::incomplete_note(summary.as_ref(), &rows).map(|n| format!("`{}`: {n}", dir.display()));
-    let mut levels: BTreeMap<String, Vec<ClientRecord>> = BTreeMap::new();
-    for row in rows.into_iter().filter(|r| r.phase == Phase::Measured) {
-        levels.entry(row.level.to_string()).or_default().push(row.record);
-    }
-    if levels.is_empty() {
-        bail!("{}: no measured requests", path.display());
-    }
-    Ok((levels, note))
-}
-
-fn fmt(key: &str, x: f64) -> String {
-    if !x.is_finite() {
-        format!("{x}")
-    } else if key.contains("throughput") || key == "goodput" || key.starts_with("per_user_tps") {
-        format!("{x:.2}")
-    } else if key.starts_with("error_rate") || key.starts_with("timeout_rate") {
-        format!("{:.2} %", x * 100.0)
-    } else {
-        format!("{:.2} ms", x * 1e3)
-    }
-}
-
 fn path_list(paths: &[PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join("`, `")
 }
@@ -215,10 +176,11 @@ fn keys(a: &CompareArgs) -> Result<(Vec<Key>, Vec<Threshold>)> {
 
 fn runs(a: &CompareArgs) -> Result<Outcome> {
     let (keys, thresholds) = keys(a)?;
+    let (dirs_a, dirs_b) = (crate::runs::side(&a.a)?, crate::runs::side(&a.b)?);
     let (ra, notes_a): (Vec<_>, Vec<_>) =
-        a.a.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
+        dirs_a.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
     let (rb, notes_b): (Vec<_>, Vec<_>) =
-        a.b.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
+        dirs_b.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
     let notes: Vec<String> = notes_a.into_iter().chain(notes_b).flatten().collect();
     for n in &notes {
         eprintln!("warning: incomplete run: {n}");
@@ -241,8 +203,8 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
         .collect();
     let mut out = Outcome::new(format!(
         "### goodput compare\n\n{warnings}A: `{}` · B: `{}` · 95 % bootstrap intervals over each run's measured requests\n\n| load | metric | A | B | B − A | B / A | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
-        path_list(&a.a),
-        path_list(&a.b)
+        path_list(&dirs_a),
+        path_list(&dirs_b)
     ));
     if !thresholds.is_empty() {
         // A gate fails closed: a level it cannot see is a level it cannot pass.

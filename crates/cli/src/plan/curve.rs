@@ -236,13 +236,15 @@ fn chart(c: &Curve, id: &str, x_label: &str, x_log2: bool, x: fn(&Point) -> f64,
         let name = format!("{} {}", p.gpu, p.layout);
         match series.iter_mut().find(|s| s.name == name) {
             Some(s) => s.points.push((x(p), p.output_tps_per_gpu)),
-            None => series.push(Series { name, points: vec![(x(p), p.output_tps_per_gpu)], right: false }),
+            None => {
+                series.push(Series { name, points: vec![(x(p), p.output_tps_per_gpu)], right: false, emphasis: false })
+            }
         }
     }
     let mut frontier: Vec<(f64, f64)> =
         c.points.iter().filter(|p| on(p)).map(|p| (x(p), p.output_tps_per_gpu)).collect();
     frontier.sort_by(|a, b| a.0.total_cmp(&b.0));
-    series.push(Series { name: "Pareto frontier".into(), points: frontier, right: false });
+    series.push(Series { name: "Pareto frontier".into(), points: frontier, right: false, emphasis: true });
     Chart {
         x_log2,
         ..Chart::lines(

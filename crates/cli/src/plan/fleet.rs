@@ -299,11 +299,12 @@ fn hourly_chart(p: &FleetPlan) -> Chart {
                 .map(|(h, (n, g))| (h as f64, *g as f64 / (*n).max(1) as f64 * 100.0))
                 .collect(),
             right: false,
+            emphasis: false,
         })
         .collect();
     if let Some(r) = p.runs.first() {
         let points = r.hours.iter().enumerate().map(|(h, (n, _))| (h as f64, *n as f64)).collect();
-        series.push(Series { name: "requests in the hour".into(), points, right: true });
+        series.push(Series { name: "requests in the hour".into(), points, right: true, emphasis: false });
     }
     Chart {
         id: "hourly".into(),
@@ -339,7 +340,7 @@ fn replicas_chart(p: &FleetPlan) -> Option<Chart> {
             }
             let end = (r.hours.len() as f64).max(points.last().map_or(0.0, |p| p.0));
             points.push((end, now));
-            Series { name: format!("{}: replicas", r.router), points, right: false }
+            Series { name: format!("{}: replicas", r.router), points, right: false, emphasis: false }
         })
         .collect();
     (!series.is_empty()).then(|| Chart {

@@ -12,7 +12,7 @@ use std::time::Duration;
 /// Default SLOs: an interactive chat on the tiny model. Override with --slo.
 pub const DEFAULT_SLOS: &str = "ttft_p95=1s,tpot_p95=50ms,e2e_p95=10s,error_rate=1%";
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
@@ -222,6 +222,14 @@ pub struct RunArgs {
     /// The profile must be measured apart from this run (`goodput profile`), never fitted on it.
     #[arg(long, value_name = "PROFILE", conflicts_with = "simulate")]
     pub predict: Option<PathBuf>,
+    /// Run the whole sweep N times with one seed (the same prompts, lengths and arrivals) and
+    /// report each level's metrics as their median over the repeats and their spread
+    /// (min–max, and that range over the median): the run-to-run noise one run cannot show.
+    /// Each repeat is a run of its own under --out (DIR/01-repeat=1, …), with index.json and
+    /// repeats.json beside them; `goodput compare` takes such a directory as a side, its
+    /// repeats as the noise. In a config file with a [matrix], each combination is repeated.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeats: u32,
     /// Print only the final table and conclusion.
     #[arg(long, short = 'q')]
     pub quiet: bool,

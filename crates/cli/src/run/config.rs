@@ -76,7 +76,7 @@ impl CommandLine {
 }
 
 /// `tokens` without `flag VALUE` and `flag=VALUE`.
-fn strip(tokens: &[String], flag: &str) -> Vec<String> {
+pub fn strip(tokens: &[String], flag: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut it = tokens.iter();
     while let Some(t) = it.next() {
@@ -315,7 +315,7 @@ fn combinations(axes: &[AxisValues]) -> Vec<Vec<(&AxisValues, &Value)>> {
 
 /// `03-max-num-seqs=64,target=http-local`: the run's number, then each axis's value; only
 /// characters safe in a file name.
-fn run_name(i: usize, values: &[(String, String)]) -> String {
+pub fn run_name(i: usize, values: &[(String, String)]) -> String {
     let pairs: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let safe: String = pairs
         .join(",")

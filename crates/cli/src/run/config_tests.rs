@@ -70,6 +70,18 @@ fn the_command_line_overrides_a_key_and_the_keys_it_conflicts_with() {
 }
 
 #[test]
+fn a_key_that_needs_an_overridden_key_does_not_break_the_run() {
+    let text = "rate = [2.0, 4.0]\nburstiness = 0.5\nrequests = 8\n";
+    // --concurrency replaces the file's rate; the burstiness that requires a rate is then
+    // unused, as clap takes it on a command line (a requirement of a conflicting flag lapses).
+    let a = one("needs", text, &["--concurrency", "1,2"]);
+    assert_eq!((a.rate.clone(), a.concurrency.clone(), a.requests), (None, vec![1, 2], Some(8)));
+    // With the rate on the command line, the file's burstiness stays.
+    let a = one("needs", text, &["--rate", "3"]);
+    assert_eq!((a.rate.clone(), a.burstiness), (Some(vec![3.0]), 0.5));
+}
+
+#[test]
 fn bad_files_are_refused_by_name() {
     let e = error("typo", "concurency = [1, 2]\n", &[]);
     assert!(e.contains("unknown key `concurency`") && e.contains("did you mean `concurrency`"), "{e}");

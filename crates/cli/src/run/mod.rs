@@ -13,6 +13,7 @@ mod interrupt;
 mod level;
 mod live;
 mod records;
+mod repeats;
 mod rig;
 mod spec;
 mod sweep;
@@ -32,6 +33,9 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
     let mut a = c.run;
     if a.config.is_some() {
         bail!("--config: a config file is `goodput run --config FILE`'s; `capacity` takes flags");
+    }
+    if a.repeats > 1 {
+        bail!("--repeats: `capacity` bisects on what it measures, so its repeats would search different levels; repeat a fixed sweep with `goodput run --concurrency 1,2,4,… --stop-at-first-failure --repeats N`");
     }
     if a.rate.is_some() || a.stages.is_some() || a.duration.is_some() {
         bail!("goodput capacity searches over users with --requests per level; drop --rate, --stages and --duration");
@@ -84,29 +88,59 @@ pub const EXIT_NOTHING_COMPLETED: i32 = 3;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// `goodput run` from the command line: with `--config`, the file's run or matrix (`matches`
-/// are `run`'s, to tell which flags the command line set); else [`run`].
+/// are `run`'s, to tell which flags the command line set); with `--repeats N`, the run or
+/// each combination N times, then their spread; else [`run`].
 pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
-    let (Some(path), Some(matches)) = (a.config.clone(), matches) else { return run(a) };
-    let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
-    let expanded = config::expand(&path, &config::CommandLine::of(matches, &argv))?;
+    let file = a.config.clone();
+    let expanded = match (&file, matches) {
+        (Some(path), Some(matches)) => {
+            let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+            config::expand(path, &config::CommandLine::of(matches, &argv))?
+        }
+        _ => config::Expanded {
+            jobs: vec![config::Job { name: String::new(), values: Vec::new(), args: a }],
+            matrix: None,
+        },
+    };
+    let expanded = repeats::expand(expanded)?;
     match expanded.matrix {
-        None => run(expanded.jobs.into_iter().next().expect("a config expands to a run").args),
-        Some((root, axes)) => run_matrix(&path, &root, axes, expanded.jobs),
+        None => run(expanded.jobs.into_iter().next().expect("a run expands to one job").args),
+        Some((root, axes)) => run_matrix(file.as_deref(), &root, axes, expanded.jobs),
     }
 }
 
-/// A config file's matrix: each run in turn under `root`, `index.json` rewritten after each.
-/// A run that fails is recorded with its error and the next one runs; an interrupt ends the
-/// matrix. Exits with the first non-zero status of a run (130 when interrupted).
-fn run_matrix(config: &Path, root: &Path, axes: Vec<Axis>, jobs: Vec<config::Job>) -> Result<i32> {
-    if MatrixIndex::read(root)?.is_some() && !jobs.iter().all(|j| j.args.overwrite) {
-        bail!(
-            "{}: holds a matrix's runs (index.json); choose another out, or give overwrite = true (--overwrite) to replace them",
-            root.display()
-        );
+/// Refuses a matrix directory that holds another matrix (unless every run overwrites) or
+/// files that are not a matrix's, then creates it; an overwritten matrix's spread goes.
+fn matrix_dir(root: &Path, overwrite: bool) -> Result<()> {
+    let shown = root.display();
+    if MatrixIndex::read(root)?.is_some() {
+        if !overwrite {
+            bail!("{shown}: holds a matrix's runs (index.json); choose another out, or give overwrite = true (--overwrite) to replace them");
+        }
+    } else if std::fs::read_dir(root).is_ok_and(|mut d| d.next().is_some()) {
+        bail!("{shown}: not empty and not a matrix's directory (no index.json); a matrix or --repeats writes its runs under an empty --out");
     }
-    std::fs::create_dir_all(root).map_err(|e| anyhow::anyhow!("{}: {e}", root.display()))?;
-    let mut index = MatrixIndex { format: INDEX_FORMAT, config: config.to_path_buf(), axes, runs: Vec::new() };
+    match std::fs::remove_file(root.join(goodput_results::repeats::REPEATS)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => bail!("{shown}: {e}"),
+        _ => {}
+    }
+    std::fs::create_dir_all(root).map_err(|e| anyhow::anyhow!("{shown}: {e}"))
+}
+
+/// A matrix (a config file's, or `--repeats`): each run in turn under `root`, `index.json`
+/// rewritten after each. A run that fails is recorded with its error and the next one runs;
+/// an interrupt ends the matrix. Repeats end with their spread. Exits with the first non-zero
+/// status of a run (130 when interrupted).
+fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<config::Job>) -> Result<i32> {
+    if jobs
+        .iter()
+        .any(|j| j.args.export_json.is_some() || j.args.export_csv.is_some() || j.args.export_markdown.is_some())
+    {
+        bail!("--export-json, --export-csv and --export-markdown name one file, which each run of a matrix or of --repeats would overwrite; every run writes its summary and tables in its own directory under {}", root.display());
+    }
+    matrix_dir(root, jobs.iter().all(|j| j.args.overwrite))?;
+    let json = jobs.first().is_some_and(|j| j.args.json);
+    let mut index = MatrixIndex { format: INDEX_FORMAT, config: config.map(Path::to_path_buf), axes, runs: Vec::new() };
     let (n, stop) = (jobs.len(), interrupt::install());
     let mut status = EXIT_OK;
     for (i, job) in jobs.into_iter().enumerate() {
@@ -124,13 +158,30 @@ fn run_matrix(config: &Path, root: &Path, axes: Vec<Axis>, jobs: Vec<config::Job
             status = exit;
         }
         if stop.raised() {
-            return Ok(EXIT_INTERRUPTED);
+            status = EXIT_INTERRUPTED;
+            break;
+        }
+    }
+    if index.repeated() {
+        let spread = repeats::summarize(root, &index)?;
+        spread.write(root)?;
+        let table = goodput_report::console::repeats(&spread);
+        if json {
+            eprintln!("{table}");
+        } else {
+            println!("{table}");
         }
     }
     eprintln!(
-        "matrix: {n} runs in {} (their index: {})",
+        "matrix: {} of {n} runs in {} (their index: {}{})",
+        index.runs.len(),
         root.display(),
-        root.join(goodput_results::matrix::INDEX).display()
+        root.join(goodput_results::matrix::INDEX).display(),
+        if index.repeated() {
+            format!(", their spread: {}", root.join(goodput_results::repeats::REPEATS).display())
+        } else {
+            String::new()
+        }
     );
     Ok(status)
 }

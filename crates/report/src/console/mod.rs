@@ -10,12 +10,14 @@
 mod http;
 pub mod latency;
 mod predicted;
+mod repeats;
 mod sweep;
 mod tasks;
 
 pub use crate::text::{bytes, f};
 pub use http::{http, server};
 pub use predicted::prediction;
+pub use repeats::repeats;
 pub use sweep::{layers, level_line, levels};
 pub use tasks::{agent, rag, turns};
 

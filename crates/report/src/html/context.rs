@@ -7,7 +7,7 @@ use goodput_metrics::Summary;
 use goodput_results::{LevelReport, LoadUnit, RunSummary};
 
 pub fn series(name: &str, points: Vec<(f64, f64)>) -> Series {
-    Series { name: name.into(), points, right: false }
+    Series { name: name.into(), points, right: false, emphasis: false }
 }
 
 pub fn right(name: &str, points: Vec<(f64, f64)>) -> Series {

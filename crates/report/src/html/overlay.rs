@@ -75,7 +75,8 @@ fn pareto(runs: &[Labeled], gpus: f64) -> Chart {
         .map(|r| super::context::series(&r.label, r.summary.levels.iter().filter_map(point).collect()))
         .collect();
     let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.points.iter().copied()).collect();
-    series.push(super::context::series("Pareto frontier", goodput_metrics::pareto::frontier(&all)));
+    let frontier = super::context::series("Pareto frontier", goodput_metrics::pareto::frontier(&all));
+    series.push(Series { emphasis: true, ..frontier });
     let per = if gpus == 1.0 {
         "per GPU (one GPU a run; --gpus N divides)".to_string()
     } else {

@@ -5,6 +5,7 @@
 //! siblings.
 
 use crate::ReportError;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
@@ -18,6 +19,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Drawn against the right-hand axis.
     pub right: bool,
+    /// Drawn over the others in black, thicker (a frontier across the other series).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub emphasis: bool,
 }
 
 /// What a chart shows, kept beside its SVG.
@@ -67,6 +71,30 @@ pub enum Kind {
     Stacked,
     /// Horizontal bars: each series is one bar `(start, length)` in `points[0]`.
     Timeline,
+}
+
+/// How the `i`-th line is drawn: a colour of [`COLORS`], then, once they are used up, the
+/// same colours dashed, then dotted, so up to 24 lines stay apart; an emphasized one black.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Stroke {
+    color: RGBColor,
+    /// `(dash, gap)` in pixels; `None` for a solid line.
+    dash: Option<(u32, u32)>,
+    width: u32,
+}
+
+impl Stroke {
+    fn nth(i: usize, s: &Series) -> Stroke {
+        if s.emphasis {
+            return Stroke { color: BLACK, dash: None, width: 3 };
+        }
+        let dash = match (i / COLORS.len()) % 3 {
+            0 => None,
+            1 => Some((8, 4)),
+            _ => Some((2, 3)),
+        };
+        Stroke { color: COLORS[i % COLORS.len()], dash, width: 2 }
+    }
 }
 
 const COLORS: [RGBColor; 8] = [
@@ -257,19 +285,29 @@ fn lines(root: &Area, c: &Chart) -> Result<()> {
         let at = |s: &Series, x: f64| s.points.iter().find(|p| p.0 == x).map_or(0.0, |p| p.1.max(0.0));
         for k in (0..left.len()).rev() {
             let top: Vec<(f64, f64)> = xs.iter().map(|&x| (x, left[..=k].iter().map(|s| at(s, x)).sum())).collect();
-            let color = COLORS[k % COLORS.len()];
+            let color = Stroke::nth(k, left[k]).color;
             ch.draw_series(AreaSeries::new(top, 0.0, color).border_style(BLACK.mix(0.4))).map_err(e)?;
         }
     } else {
         for (i, s) in left.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            ch.draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2))).map_err(e)?;
-            ch.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(e)?;
+            let st = Stroke::nth(i, s);
+            let style = st.color.stroke_width(st.width);
+            match st.dash {
+                None => ch.draw_series(LineSeries::new(s.points.clone(), style)),
+                Some((d, g)) => ch.draw_series(DashedLineSeries::new(s.points.clone(), d, g, style)),
+            }
+            .map_err(e)?;
+            ch.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, st.color.filled()))).map_err(e)?;
         }
     }
     for (j, s) in right.iter().enumerate() {
-        let color = COLORS[(left.len() + j) % COLORS.len()];
-        ch.draw_secondary_series(LineSeries::new(s.points.clone(), color.stroke_width(2))).map_err(e)?;
+        let st = Stroke::nth(left.len() + j, s);
+        let style = st.color.stroke_width(st.width);
+        match st.dash {
+            None => ch.draw_secondary_series(LineSeries::new(s.points.clone(), style)),
+            Some((d, g)) => ch.draw_secondary_series(DashedLineSeries::new(s.points.clone(), d, g, style)),
+        }
+        .map_err(e)?;
     }
     let red = RGBColor(200, 0, 0);
     for (y, label) in &c.limits {
@@ -291,18 +329,17 @@ fn lines(root: &Area, c: &Chart) -> Result<()> {
     Ok(())
 }
 
-/// A legend entry: name, colour, and whether it is a band (else a line).
-type Item = (String, RGBColor, bool);
+/// A legend entry: name, stroke, and whether it is a band (else a line).
+type Item = (String, Stroke, bool);
 
-/// The legend in the order the series are drawn: left axis, then right, with their colours.
+/// The legend in the order the series are drawn: left axis, then right, with their strokes.
 fn legend_items(c: &Chart) -> Vec<Item> {
     let left = c.series.iter().filter(|s| !s.right);
     let n_left = left.clone().count();
     let band = c.kind == Kind::Stacked;
-    let mut items: Vec<Item> =
-        left.enumerate().map(|(k, s)| (s.name.clone(), COLORS[k % COLORS.len()], band)).collect();
+    let mut items: Vec<Item> = left.enumerate().map(|(k, s)| (s.name.clone(), Stroke::nth(k, s), band)).collect();
     for (j, s) in c.series.iter().filter(|s| s.right).enumerate() {
-        items.push((s.name.clone(), COLORS[(n_left + j) % COLORS.len()], false));
+        items.push((s.name.clone(), Stroke::nth(n_left + j, s), false));
     }
     items
 }
@@ -338,13 +375,15 @@ fn head_band(area: &Area, title: &str, items: &[Item]) -> Result<()> {
     let e = |e: DrawingAreaErrorKind<_>| ReportError::Draw(format!("drawing the legend of {title}: {e:?}"));
     let centre = ("sans-serif", 18).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
     area.draw(&Text::new(title.to_string(), (WIDTH / 2, 6), centre)).map_err(e)?;
-    for ((name, color, band), (x, row)) in items.iter().zip(legend_layout(items)) {
+    for ((name, st, band), (x, row)) in items.iter().zip(legend_layout(items)) {
         let y = 30 + row * ITEM_H + ITEM_H / 2;
-        if *band {
-            area.draw(&Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())).map_err(e)?;
-        } else {
-            area.draw(&PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))).map_err(e)?;
+        let style = st.color.stroke_width(st.width);
+        match (*band, st.dash) {
+            (true, _) => area.draw(&Rectangle::new([(x, y - 5), (x + 14, y + 5)], st.color.filled())),
+            (false, None) => area.draw(&PathElement::new(vec![(x, y), (x + 16, y)], style)),
+            (false, Some((d, g))) => area.draw(&DashedPathElement::new(vec![(x, y), (x + 16, y)], d, g, style)),
         }
+        .map_err(e)?;
         let style = ("sans-serif", 12).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
         area.draw(&Text::new(name.clone(), (x + 22, y), style)).map_err(e)?;
     }
@@ -365,7 +404,7 @@ mod tests {
             y_label: "tok/s".into(),
             y2_label: None,
             kind: Kind::Lines,
-            series: vec![Series { name: "out".into(), points, right: false }],
+            series: vec![Series { name: "out".into(), points, right: false, emphasis: false }],
             marks: vec![(f64::INFINITY, "knee".into())],
             limits,
         }
@@ -383,5 +422,20 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.contains("5 values beyond"));
         let fine = chart(vec![(1.0, 10.0), (2.0, 20.0)], Vec::new());
         assert_eq!(plottable(&Chart { marks: Vec::new(), ..fine.clone() }).title, "throughput");
+    }
+
+    #[test]
+    fn lines_past_the_palette_are_dashed_and_an_emphasized_one_is_black() {
+        let s = |emphasis| Series { name: "x".into(), points: Vec::new(), right: false, emphasis };
+        let strokes: Vec<Stroke> = (0..24).map(|i| Stroke::nth(i, &s(false))).collect();
+        for (i, a) in strokes.iter().enumerate() {
+            for b in &strokes[i + 1..] {
+                assert!(a != b, "24 lines, 24 strokes: {a:?}");
+            }
+        }
+        assert_eq!((strokes[8].color, strokes[8].dash.is_some()), (strokes[0].color, true));
+        let frontier = Stroke::nth(9, &s(true));
+        assert_eq!((frontier.color, frontier.width), (BLACK, 3));
+        assert!(strokes.iter().all(|st| st.color != BLACK));
     }
 }

@@ -1,0 +1,70 @@
+//! Runs as `compare` and `run --repeats` read them: a run directory's measured records by
+//! level (through `goodput_results`' typed reader), and a side of a comparison — one run, its
+//! repeats given as a list, or a `--repeats` directory whose index names them.
+
+use anyhow::{bail, Context, Result};
+use goodput_core::{ClientRecord, Phase};
+use goodput_results::files::{read_jsonl, RECORDS};
+use goodput_results::matrix::MatrixIndex;
+use goodput_results::RecordRow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A run's measured records by level load (the text of the load, as the tables show it), and
+/// why the run is incomplete if it is.
+pub type Loaded = (BTreeMap<String, Vec<ClientRecord>>, Option<String>);
+
+/// Reads the measured records of the run in `dir`.
+pub fn load_run(dir: &Path) -> Result<Loaded> {
+    let path = dir.join(RECORDS);
+    if !path.is_file() {
+        bail!("{}: not a goodput run directory (no records.jsonl)", dir.display());
+    }
+    let rows = read_jsonl::<RecordRow>(&path)?;
+    // A run killed before its first level ended has no summary; one that cannot be read (cut,
+    // corrupt, from a newer goodput) is an error, never taken for a missing one.
+    let summary = match goodput_results::read_summary(dir) {
+        Ok(s) => Some(s),
+        Err(goodput_results::ResultsError::NotResults { .. }) => None,
+        Err(e) => return Err(e).with_context(|| format!("{}: its summary cannot be read", dir.display())),
+    };
+    let note = goodput_results::incomplete_note(summary.as_ref(), &rows).map(|n| format!("`{}`: {n}", dir.display()));
+    let mut levels: BTreeMap<String, Vec<ClientRecord>> = BTreeMap::new();
+    for row in rows.into_iter().filter(|r| r.phase == Phase::Measured) {
+        levels.entry(row.level.to_string()).or_default().push(row.record);
+    }
+    if levels.is_empty() {
+        bail!("{}: no measured requests", path.display());
+    }
+    Ok((levels, note))
+}
+
+/// The run directories of one side: each directory as given, except a `--repeats` directory
+/// (an `index.json` of one combination's repeats), which stands for its finished repeats. A
+/// matrix of several combinations is refused, naming them: a side is one configuration.
+pub fn side(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Some(index) = MatrixIndex::read(dir)? else {
+            out.push(dir.clone());
+            continue;
+        };
+        let groups = index.groups();
+        if groups.len() > 1 {
+            let names: Vec<String> = groups.iter().map(|g| format!("`{}`", g.label())).collect();
+            bail!(
+                "{}: a matrix of {} combinations ({}); compare one of them: name its run directory, or a --repeats directory of one",
+                dir.display(),
+                groups.len(),
+                names.join(", ")
+            );
+        }
+        let finished: Vec<PathBuf> =
+            groups.iter().flat_map(|g| &g.runs).filter(|r| r.finished()).map(|r| dir.join(&r.dir)).collect();
+        if finished.is_empty() {
+            bail!("{}: none of its runs finished", dir.display());
+        }
+        out.extend(finished);
+    }
+    Ok(out)
+}
