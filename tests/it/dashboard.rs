@@ -1,6 +1,9 @@
 //! The Grafana dashboard (`grafana/goodput.json`, built by `scripts/grafana-dashboard.py`)
 //! against a real Prometheus (Debian's, `scripts/install-prometheus.sh`) scraping a `goodput
 //! serve` and a `goodput run --metrics-port` driving it: every panel's query returns series.
+//! The same against vLLM's own server (`../shared/peers/`, the dashboard's `vllm:` prefix),
+//! ignored by default as it needs the peer running:
+//! `GOODPUT_VLLM_PEER=127.0.0.1:8011 cargo test --test it -- --ignored dashboard`.
 
 use crate::common::{serve, spawn, wait, Running};
 use serde_json::Value;
@@ -50,15 +53,15 @@ fn finite(result: &Value) -> bool {
     result.as_array().is_some_and(|r| r.iter().any(|s| value(s).is_some_and(f64::is_finite)))
 }
 
-/// Every panel's queries, with the dashboard's variables as Grafana would fill them for
-/// goodput serve (`prefix` goodput_, a 10 s rate window).
-fn queries() -> Vec<(String, String)> {
+/// Every panel's queries, with the dashboard's variables as Grafana would fill them (the
+/// server's metric `prefix`, a 10 s rate window).
+fn queries(prefix: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/grafana/goodput.json")).unwrap();
     let d: Value = serde_json::from_str(&text).unwrap();
     let mut out = Vec::new();
     for p in d["panels"].as_array().unwrap() {
         for t in p["targets"].as_array().into_iter().flatten() {
-            let expr = t["expr"].as_str().unwrap().replace("${prefix}", "goodput_").replace("$__rate_interval", "10s");
+            let expr = t["expr"].as_str().unwrap().replace("${prefix}", prefix).replace("$__rate_interval", "10s");
             out.push((p["title"].as_str().unwrap().to_string(), expr));
         }
     }
@@ -67,13 +70,29 @@ fn queries() -> Vec<(String, String)> {
 
 #[test]
 fn every_panel_of_the_dashboard_returns_series_from_a_real_prometheus() {
+    let (_server, addr) = serve(&[]);
+    every_panel_returns_series(&addr, "goodput_", &[]);
+}
+
+#[test]
+#[ignore = "needs vLLM's CPU peer running (../shared/peers/run_vllm_peer.sh): GOODPUT_VLLM_PEER=HOST:PORT"]
+fn every_panel_of_the_dashboard_returns_series_from_vllm() {
+    let addr = std::env::var("GOODPUT_VLLM_PEER")
+        .expect("GOODPUT_VLLM_PEER=HOST:PORT of a running vLLM peer (../shared/peers/run_vllm_peer.sh)");
+    let model = std::env::var("GOODPUT_VLLM_MODEL").unwrap_or_else(|_| "/tmp/peers/tinyllama".into());
+    every_panel_returns_series(&addr, "vllm:", &["--served-model-name", &model]);
+}
+
+/// Prometheus scraping the server at `addr` (its metrics named with `prefix`) and a `goodput
+/// run --metrics-port` driving it (with `extra` flags): every panel's query has a finite value
+/// while the run is in its second level.
+fn every_panel_returns_series(addr: &str, prefix: &str, extra: &[&str]) {
     let installed = Command::new("bash")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/install-prometheus.sh"))
         .output()
         .unwrap();
     assert!(installed.status.success(), "install-prometheus.sh: {}", String::from_utf8_lossy(&installed.stderr));
     let prometheus = String::from_utf8(installed.stdout).unwrap().trim().to_string();
-    let (_server, addr) = serve(&[]);
     let (run_port, prom_port) = (free_port(), free_port());
     let dir = crate::common::temp("dashboard");
     std::fs::create_dir_all(&dir).unwrap();
@@ -94,25 +113,16 @@ fn every_panel_of_the_dashboard_returns_series_from_a_real_prometheus() {
     );
     let target = format!("http://{addr}");
     let port = run_port.to_string();
-    let mut run = Running::new(spawn(&[
-        "run",
-        "--target",
-        &target,
-        "--metrics-port",
-        &port,
-        "--concurrency",
-        "1,2",
-        "--duration",
-        "25s",
-        "--refine",
-        "0",
-        "-q",
-    ]));
+    let mut args =
+        vec!["run", "--target", &target, "--metrics-port", &port, "--concurrency", "1,2", "--duration", "25s"];
+    args.extend(["--refine", "0", "-q"]);
+    args.extend(extra);
+    let mut run = Running::new(spawn(&args));
     // Into the second level, every query at once; a query without a finite value in its
     // series is retried until the run ends (rates need two scrapes in their window, and a
     // quantile of buckets that did not move is NaN).
     let t = Instant::now();
-    let mut missing: Vec<(String, String)> = queries();
+    let mut missing: Vec<(String, String)> = queries(prefix);
     assert!(missing.len() >= 20, "{} queries", missing.len());
     std::thread::sleep(Duration::from_secs(15));
     while !missing.is_empty() && t.elapsed() < Duration::from_secs(45) && !run.ended() {
