@@ -38,6 +38,12 @@ pub struct CalibrateArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Pin the client (this thread) to these CPUs, e.g. `1`.
+    #[arg(long, value_parser = crate::args::parse_cpus)]
+    pub client_cpus: Option<crate::args::CpuList>,
+    /// Pin the mock server's thread to these CPUs, e.g. `0`.
+    #[arg(long, value_parser = crate::args::parse_cpus)]
+    pub mock_cpus: Option<crate::args::CpuList>,
 }
 
 /// One level of the calibration.
@@ -53,8 +59,17 @@ pub struct CalibrationLevel {
     pub ttft_error: Option<Summary>,
     /// Client ITL − the mock's ITL, seconds.
     pub itl_error: Option<Summary>,
-    /// Client CPU seconds per streamed token, and its share of the process's CPU.
+    /// Client CPU seconds per streamed token (user + kernel), and its share of the process's
+    /// CPU.
     pub cpu_per_token_s: f64,
+    /// The client's user-space CPU seconds per token (its own code: HTTP, SSE, JSON, stamps).
+    pub user_per_token_s: f64,
+    /// The kernel's CPU seconds per token on the client's thread (its reads, epoll, and on
+    /// loopback the ACKs it sends, processed in its context).
+    pub kernel_per_token_s: f64,
+    /// Client CPU seconds per second of each open stream: the share of a core one stream
+    /// costs at this level's token rate (× 1000: the cores a thousand streams need).
+    pub cpu_per_stream: f64,
     pub cpu_share: f64,
     pub wall_s: f64,
 }
@@ -64,11 +79,22 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let clock = Clock::new();
     let mock = Arc::new(Mock { clock, ttft: a.ttft, itl: a.itl, tokens: a.tokens, sent: Mutex::new(HashMap::new()) });
     // The mock on a thread of its own; the client on this one (its CPU is the client's).
+    let mock_cpus = a.mock_cpus.clone().map(|c| c.0);
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("goodput-mock")
+        .on_thread_start(move || {
+            if let Some(c) = &mock_cpus {
+                if let Err(e) = goodput_engine::affinity::pin_current(c) {
+                    eprintln!("warning: --mock-cpus: {e}");
+                }
+            }
+        })
         .enable_all()
         .build()?;
+    if let Some(c) = &a.client_cpus {
+        goodput_engine::affinity::pin_current(&c.0).context("--client-cpus")?;
+    }
     let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
     let addr = listener.local_addr()?;
     let app = goodput_server::mock::router(mock.clone());
@@ -92,15 +118,20 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     for &c in &a.concurrency {
         let plan = level_plan(&a, c, first_id);
         let t = std::time::Instant::now();
+        let uk0 = crate::cpu::thread_user_kernel_secs();
         let (run, cpu) = crate::cpu::measure(|| rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)));
+        let uk1 = crate::cpu::thread_user_kernel_secs();
+        let cpu = Cpu { all: cpu, user_s: uk1.0 - uk0.0, kernel_s: uk1.1 - uk0.1 };
         first_id = run.records.iter().map(|r| r.id + 1).max().unwrap_or(first_id);
         let wall_s = t.elapsed().as_secs_f64();
         let sent = std::mem::take(&mut *mock.sent.lock().unwrap_or_else(|e| e.into_inner()));
         let level = measure(&a, c, &run, &sent, cpu, wall_s);
         eprintln!(
-            "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token",
+            "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token (user {:.1}, kernel {:.1})",
             level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
-            level.cpu_per_token_s * 1e6
+            level.cpu_per_token_s * 1e6,
+            level.user_per_token_s * 1e6,
+            level.kernel_per_token_s * 1e6,
         );
         levels.push(level);
         let _ = target.describe();
@@ -151,6 +182,14 @@ fn level_plan(a: &CalibrateArgs, c: usize, first_id: u64) -> LevelPlan {
     )
 }
 
+/// The client thread's CPU over a level: all of it (and the process's), and its user and
+/// kernel parts.
+struct Cpu {
+    all: CpuUse,
+    user_s: f64,
+    kernel_s: f64,
+}
+
 /// One level's client-side errors against what the mock was told to do and when it wrote,
 /// over its measured requests (each stream's first, its connection's cold start, is warm-up);
 /// the client's CPU per token over all of them (the CPU was measured over all).
@@ -159,7 +198,7 @@ fn measure(
     streams: usize,
     run: &LevelRun,
     sent: &HashMap<String, Vec<Stamp>>,
-    cpu: CpuUse,
+    cpu: Cpu,
     wall_s: f64,
 ) -> CalibrationLevel {
     let (mut delay, mut ttft_err, mut itl_err) = (Vec::new(), Vec::new(), Vec::new());
@@ -186,8 +225,11 @@ fn measure(
         chunk_delay: Summary::of(&delay),
         ttft_error: Summary::of(&ttft_err),
         itl_error: Summary::of(&itl_err),
-        cpu_per_token_s: cpu.harness_s / all_tokens.max(1) as f64,
-        cpu_share: cpu.share(),
+        cpu_per_token_s: cpu.all.harness_s / all_tokens.max(1) as f64,
+        user_per_token_s: cpu.user_s / all_tokens.max(1) as f64,
+        kernel_per_token_s: cpu.kernel_s / all_tokens.max(1) as f64,
+        cpu_per_stream: cpu.all.harness_s / (wall_s * streams.max(1) as f64),
+        cpu_share: cpu.all.share(),
         wall_s,
     }
 }
@@ -205,6 +247,9 @@ fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
         "p99",
         "ITL error p99",
         "client CPU/token",
+        "user",
+        "kernel",
+        "cores / 1000 streams",
         "client CPU share",
         "wall",
     ]);
@@ -222,6 +267,9 @@ fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
             ms3(&l.ttft_error, |x| x.p99),
             ms3(&l.itl_error, |x| x.p99),
             format!("{:.1} µs", l.cpu_per_token_s * 1e6),
+            format!("{:.1} µs", l.user_per_token_s * 1e6),
+            format!("{:.1} µs", l.kernel_per_token_s * 1e6),
+            format!("{:.2}", l.cpu_per_stream * 1000.0),
             format!("{:.0} %", l.cpu_share * 100.0),
             format!("{:.1} s", l.wall_s),
         ]);

@@ -13,6 +13,23 @@ pub fn thread_cpu_secs() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
+/// User and kernel CPU seconds used so far by the calling thread (`RUSAGE_THREAD`, Linux):
+/// what the thread computed itself, and what the kernel did for it (its syscalls, and on
+/// loopback the receive path of what it sends); NaN elsewhere.
+pub fn thread_user_kernel_secs() -> (f64, f64) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: an all-zero rusage is a valid value to be overwritten.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid out-pointer.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
+            let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+            return (t(ru.ru_utime), t(ru.ru_stime));
+        }
+    }
+    (f64::NAN, f64::NAN)
+}
+
 /// CPU seconds used so far by the whole process (every thread, user + system).
 pub fn process_cpu_secs() -> f64 {
     // SAFETY: an all-zero rusage is a valid value to be overwritten.

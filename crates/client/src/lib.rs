@@ -23,6 +23,7 @@
 
 mod api;
 mod body;
+mod chunk;
 mod connection;
 mod scrape;
 mod sse;
@@ -371,7 +372,8 @@ impl Target for HttpTarget {
             }
         };
         rec.sent = self.clock.now();
-        let mut p = StreamParser::default();
+        // Room for every chunk the request may stream (bounded: a huge max_tokens is no promise).
+        let mut p = StreamParser { chunks: Vec::with_capacity(req.params.max_tokens.min(4096)), ..Default::default() };
         let outcome = self.follow(id, &url, &body, &mut p).await;
         rec.end = self.clock.now();
         rec.outcome = outcome;

@@ -3,6 +3,7 @@
 //! loop that feeds it a response's events ([`read_stream`]), each at most
 //! [`MAX_EVENT_BYTES`].
 
+use crate::chunk::{self, Fast};
 use crate::sse::{SseDecoder, MAX_EVENT_BYTES};
 use goodput_core::{Chunk, Clock, FailureKind, HttpStamps, Outcome, Reasoning, ServerTimings, Stamp, TokenId};
 use serde_json::Value;
@@ -50,6 +51,16 @@ impl StreamParser {
             self.http.empty_events += 1;
             return Step::More;
         }
+        if let Fast::Chunk { text, reasoning, ids } = chunk::read(data) {
+            self.choice(text.as_deref(), reasoning.as_deref(), ids, at);
+            return Step::More;
+        }
+        self.general(data, at)
+    }
+
+    /// The general path: any event (a trimmed, non-empty one that is not the end marker),
+    /// read as a `serde_json::Value`.
+    fn general(&mut self, data: &str, at: Stamp) -> Step {
         let v: Value = match serde_json::from_str(data) {
             Ok(v) => v,
             Err(e) => {
@@ -100,14 +111,21 @@ impl StreamParser {
             return Step::More;
         }
         let choice = v.pointer("/choices/0");
-        let text = choice.and_then(|c| c.get("text").or_else(|| c.pointer("/delta/content"))).and_then(Value::as_str);
-        // vLLM's name since October 2025, and the older one SGLang and llama.cpp still send.
-        let reasoning = choice
-            .and_then(|c| c.pointer("/delta/reasoning").or_else(|| c.pointer("/delta/reasoning_content")))
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty());
+        // The first string of each pair: `text` (completions) or `delta.content` (chat), and
+        // `delta.reasoning` (vLLM's name since October 2025) or `reasoning_content` (SGLang's
+        // and llama.cpp's), as the fast path reads them.
+        let first = |paths: [&str; 2]| choice.and_then(|c| paths.iter().find_map(|p| c.pointer(p)?.as_str()));
+        let text = first(["/text", "/delta/content"]);
+        let reasoning = first(["/delta/reasoning", "/delta/reasoning_content"]);
         let ids: Option<Vec<TokenId>> =
             choice.and_then(|c| c.get("token_ids")).and_then(|t| serde_json::from_value(t.clone()).ok());
+        self.choice(text, reasoning, ids, at);
+        Step::More
+    }
+
+    /// A choice's answer text, reasoning text and token ids, arrived at `at`.
+    fn choice(&mut self, text: Option<&str>, reasoning: Option<&str>, ids: Option<Vec<TokenId>>, at: Stamp) {
+        let reasoning = reasoning.filter(|t| !t.is_empty());
         if let Some(r) = reasoning {
             self.reasoning(r, at);
         }
@@ -128,7 +146,6 @@ impl StreamParser {
             }
             self.token_ids.get_or_insert_with(Vec::new).extend(ids);
         }
-        Step::More
     }
 
     /// An event of OpenAI's Responses API (`type` = `kind`): answer and reasoning text deltas
@@ -202,9 +219,11 @@ pub(crate) async fn read_stream(mut resp: reqwest::Response, url: &str, clock: C
                 return Outcome::error(FailureKind::StreamBroken, why);
             }
         };
-        p.http.first_byte.get_or_insert_with(|| clock.now());
+        // The events of one read arrived together: one stamp, the moment the bytes came.
+        let at = clock.now();
+        p.http.first_byte.get_or_insert(at);
         let mut end = None;
-        let fed = sse.feed(&chunk, |data| match p.event(data, clock.now()) {
+        let fed = sse.feed(&chunk, |data| match p.event(data, at) {
             Step::More => ControlFlow::Continue(()),
             step => {
                 end = Some(step);
@@ -226,5 +245,34 @@ pub(crate) fn clip(s: &str) -> &str {
     match s.char_indices().nth(200) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every recorded stream's events through the fast path (where it takes them) and through
+    /// the general path alone leave the same state and end the same way.
+    #[test]
+    fn the_fast_path_reads_every_recorded_stream_as_the_general_path_does() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+        let mut fast_taken = 0;
+        for entry in
+            std::fs::read_dir(dir).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "sse"))
+        {
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            let (mut fast, mut general) = (StreamParser::default(), StreamParser::default());
+            for (i, data) in text.lines().filter_map(|l| l.strip_prefix("data:")).enumerate() {
+                let (at, data) = (Stamp(i as u64), data.trim());
+                if data == "[DONE]" || data.is_empty() {
+                    continue;
+                }
+                fast_taken += usize::from(matches!(chunk::read(data), Fast::Chunk { .. }));
+                assert_eq!(fast.event(data, at), general.general(data, at), "{}: {data}", entry.path().display());
+            }
+            assert_eq!(format!("{fast:?}"), format!("{general:?}"), "{}", entry.path().display());
+        }
+        assert!(fast_taken >= 10, "the fast path took {fast_taken} events");
     }
 }
