@@ -95,6 +95,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     if let Some(c) = &a.client_cpus {
         goodput_engine::affinity::pin_current(&c.0).context("--client-cpus")?;
     }
+    let pool = client_pool(&a)?;
     let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
     let addr = listener.local_addr()?;
     let app = goodput_server::mock::router(mock.clone());
@@ -109,8 +110,12 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         note: None,
     });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let on = match &pool {
+        Some((w, _)) => format!("the client on {} worker threads, one per --client-cpus CPU", w.len()),
+        None => "the client on this thread".into(),
+    };
     eprintln!(
-        "goodput calibrate: mock server on {addr} (TTFT {:?}, ITL {:?}, {} tokens); the client on this thread",
+        "goodput calibrate: mock server on {addr} (TTFT {:?}, ITL {:?}, {} tokens); {on}",
         a.ttft, a.itl, a.tokens
     );
     let mut levels = Vec::new();
@@ -118,9 +123,15 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     for &c in &a.concurrency {
         let plan = level_plan(&a, c, first_id);
         let t = std::time::Instant::now();
-        let uk0 = crate::cpu::thread_user_kernel_secs();
-        let (run, cpu) = crate::cpu::measure(|| rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)));
-        let uk1 = crate::cpu::thread_user_kernel_secs();
+        let (threads, tids) = match &pool {
+            Some((w, tids)) => (w.pthreads(), tids.lock().unwrap_or_else(|e| e.into_inner()).clone()),
+            None => (Vec::new(), Vec::new()),
+        };
+        let uk0 = user_kernel(&tids);
+        let _entered = pool.as_ref().map(|(w, _)| w.enter());
+        let (run, cpu) =
+            crate::cpu::measure_with(&threads, || rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)));
+        let uk1 = user_kernel(&tids);
         let cpu = Cpu { all: cpu, user_s: uk1.0 - uk0.0, kernel_s: uk1.1 - uk0.1 };
         first_id = run.records.iter().map(|r| r.id + 1).max().unwrap_or(first_id);
         let wall_s = t.elapsed().as_secs_f64();
@@ -141,6 +152,30 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         std::fs::write(p, serde_json::to_vec_pretty(&levels)?).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
+}
+
+/// With two or more `--client-cpus`: the load generator's pool, a worker pinned to each CPU,
+/// and the workers' kernel thread ids (for their user and kernel CPU).
+#[allow(clippy::type_complexity)]
+fn client_pool(a: &CalibrateArgs) -> Result<Option<(goodput_workload::pool::Workers, Arc<Mutex<Vec<i32>>>)>> {
+    let Some(cpus) = a.client_cpus.clone().map(|c| c.0).filter(|c| c.len() >= 2) else { return Ok(None) };
+    let tids = Arc::new(Mutex::new(Vec::new()));
+    let seen = tids.clone();
+    let workers = goodput_workload::pool::Workers::start(cpus.len(), move |k| {
+        if let Err(e) = goodput_engine::affinity::pin_current(&[cpus[k]]) {
+            eprintln!("warning: client worker {k}: {e}");
+        }
+        if let Some(t) = crate::cpu::current_tid() {
+            seen.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+        }
+    })?;
+    Ok(Some((workers, tids)))
+}
+
+/// User and kernel CPU seconds so far of this thread and the workers `tids`.
+fn user_kernel(tids: &[i32]) -> (f64, f64) {
+    let (u, k) = crate::cpu::thread_user_kernel_secs();
+    tids.iter().map(|&t| crate::cpu::task_user_kernel_secs(t)).fold((u, k), |(u, k), (a, b)| (u + a, k + b))
 }
 
 /// The flags' own bounds, and enough open files for every stream's two sockets.

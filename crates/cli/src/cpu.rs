@@ -30,6 +30,36 @@ pub fn thread_user_kernel_secs() -> (f64, f64) {
     (f64::NAN, f64::NAN)
 }
 
+/// The calling thread's kernel id (Linux), for [`task_user_kernel_secs`] from another thread.
+pub fn current_tid() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions.
+        Some(unsafe { libc::gettid() })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// User and kernel CPU seconds used so far by thread `tid` of this process, from
+/// `/proc/self/task/TID/stat` (fields 14 and 15, in clock ticks); NaN when unreadable.
+pub fn task_user_kernel_secs(tid: i32) -> (f64, f64) {
+    let read = || -> Option<(f64, f64)> {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+        // The command name may hold spaces: the fields count from after its closing paren.
+        let rest = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the paren.
+        Some((ticks(11)? / hz, ticks(12)? / hz))
+    };
+    read().unwrap_or((f64::NAN, f64::NAN))
+}
+
 /// CPU seconds used so far by the whole process (every thread, user + system).
 pub fn process_cpu_secs() -> f64 {
     // SAFETY: an all-zero rusage is a valid value to be overwritten.
@@ -44,12 +74,55 @@ pub fn process_cpu_secs() -> f64 {
 
 pub use goodput_results::CpuUse;
 
-/// Measures the CPU that `f` makes the calling thread and the process use.
-pub fn measure<R>(f: impl FnOnce() -> R) -> (R, CpuUse) {
-    let (t0, p0, w0) = (thread_cpu_secs(), process_cpu_secs(), std::time::Instant::now());
+/// The load generator's threads beside the calling one: its worker pool's
+/// (`goodput_workload::pool`), whose CPU is the harness's too.
+#[cfg(unix)]
+pub type Threads = [std::os::unix::thread::RawPthread];
+#[cfg(not(unix))]
+pub type Threads = [()];
+
+/// CPU seconds used so far by `threads` together (NaN where a clock cannot be read).
+fn threads_cpu_secs(threads: &Threads) -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        threads
+            .iter()
+            .map(|&t| {
+                let mut id: libc::clockid_t = 0;
+                let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: `t` is a thread of a pool that outlives this call (its JoinHandle is
+                // held); `id` and `ts` are valid out-pointers.
+                let ok = unsafe {
+                    libc::pthread_getcpuclockid(t as libc::pthread_t, &mut id) == 0
+                        && libc::clock_gettime(id, &mut ts) == 0
+                };
+                if ok {
+                    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+                } else {
+                    f64::NAN
+                }
+            })
+            .sum()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        if threads.is_empty() {
+            0.0
+        } else {
+            f64::NAN
+        }
+    }
+}
+
+/// Measures the CPU that `f` makes the calling thread and `workers` (the harness) and the
+/// process use.
+pub fn measure_with<R>(workers: &Threads, f: impl FnOnce() -> R) -> (R, CpuUse) {
+    let harness = || thread_cpu_secs() + threads_cpu_secs(workers);
+    let (t0, p0, w0) = (harness(), process_cpu_secs(), std::time::Instant::now());
     let r = f();
     let wall_s = w0.elapsed().as_secs_f64();
-    (r, CpuUse { harness_s: thread_cpu_secs() - t0, process_s: process_cpu_secs() - p0, wall_s })
+    let threads = if workers.is_empty() { 1 } else { workers.len() };
+    (r, CpuUse { harness_s: harness() - t0, process_s: process_cpu_secs() - p0, wall_s, threads })
 }
 
 #[cfg(test)]
@@ -59,7 +132,7 @@ mod tests {
     /// wall time is a fraction.
     #[test]
     fn busy_work_shows_up_on_the_thread_and_the_process() {
-        let (_, cpu) = super::measure(|| {
+        let (_, cpu) = super::measure_with(&[], || {
             let (t, c0) = (std::time::Instant::now(), super::thread_cpu_secs());
             let mut x = 0u64;
             while super::thread_cpu_secs() - c0 < 0.05 && t.elapsed().as_secs() < 10 {

@@ -104,9 +104,15 @@ impl HttpConfig {
 }
 
 /// The HTTP target.
+/// Workers past this many share the common client.
+const MAX_WORKER_CLIENTS: usize = 256;
+
 pub struct HttpTarget {
     cfg: HttpConfig,
     client: reqwest::Client,
+    /// Each load-generator worker's own client (`goodput_core::worker`), built on its first
+    /// request: a connection is then opened, and read, by the worker's runtime alone.
+    per_worker: Vec<std::sync::OnceLock<reqwest::Client>>,
     clock: Clock,
     /// Why scrapes of `/metrics` are off for the rest of the run (the page passed a bound).
     scrapes_off: std::sync::OnceLock<String>,
@@ -155,7 +161,8 @@ impl HttpTarget {
         }
         cfg.base_url = base_url.trim_end_matches('/').to_string();
         let client = cfg.connection.client()?;
-        Ok(HttpTarget { cfg, client, clock, scrapes_off: Default::default() })
+        let per_worker = (0..MAX_WORKER_CLIENTS).map(|_| std::sync::OnceLock::new()).collect();
+        Ok(HttpTarget { cfg, client, per_worker, clock, scrapes_off: Default::default() })
     }
 
     pub fn config(&self) -> &HttpConfig {
@@ -187,9 +194,19 @@ impl HttpTarget {
             .unwrap_or_else(|_| Err(ClientError::Timeout { url: url.to_string(), timeout }))
     }
 
+    /// The client of the calling thread: a load-generator worker's own, else the shared one.
+    /// A worker's is built like the shared one (which was built from the same settings, so a
+    /// failure here cannot be new; it falls back to the shared client all the same).
+    fn client_here(&self) -> &reqwest::Client {
+        match goodput_core::worker::current().and_then(|k| self.per_worker.get(k)) {
+            Some(slot) => slot.get_or_init(|| self.cfg.connection.client().unwrap_or_else(|_| self.client.clone())),
+            None => &self.client,
+        }
+    }
+
     /// A request to `url` with the URL's credentials, if it had any.
     pub(crate) fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
-        let b = self.client.request(method, url);
+        let b = self.client_here().request(method, url);
         match &self.cfg.connection.basic_auth {
             Some((user, password)) => b.basic_auth(user.expose(), password.as_ref().map(Secret::expose)),
             None => b,

@@ -15,6 +15,7 @@ pub mod input;
 pub mod request;
 pub mod sizes;
 pub mod target;
+pub mod worker;
 
 pub use arch::{LayerKind, MlaSpec, MoeSpec, RopeScaling};
 pub use builder::RecordBuilder;

@@ -53,14 +53,22 @@ pub struct CpuUse {
     /// Wall-clock seconds of the measurement.
     #[serde(default, with = "goodput_metrics::nan::Nullable")]
     pub wall_s: f64,
+    /// The load generator's threads: its driver's alone (1), or its worker pool's
+    /// (`--harness-cpus` of two or more CPUs).
+    #[serde(default = "one")]
+    pub threads: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl CpuUse {
-    /// The harness thread's CPU over the wall time: how busy the single-threaded load
-    /// generator was (1.0: saturated, it can no longer keep to its schedule).
+    /// The harness's CPU over the wall time of its threads: how busy the load generator was
+    /// (1.0: saturated, it can no longer keep to its schedule).
     pub fn busy(&self) -> f64 {
         if self.wall_s > 0.0 {
-            self.harness_s / self.wall_s
+            self.harness_s / (self.wall_s * self.threads.max(1) as f64)
         } else {
             0.0
         }
@@ -133,7 +141,8 @@ impl Harness {
         let mut w = Vec::new();
         if self.cpu.busy() > BUSY_WARN {
             w.push(format!(
-                "the load generator's thread was busy {:.0} % of the level's wall time; near 100 % it cannot keep to its schedule (`goodput calibrate` shows its ceiling)",
+                "the load generator's {} was busy {:.0} % of the level's wall time; near 100 % it cannot keep to its schedule (`goodput calibrate` shows its ceiling; `--harness-cpus` of several CPUs spreads it)",
+                if self.cpu.threads > 1 { format!("{} threads", self.cpu.threads) } else { "thread".to_string() },
                 self.cpu.busy() * 100.0
             ));
         }
@@ -235,13 +244,14 @@ mod tests {
         // 5 sends over 2 s: 4 gaps, 2 req/s; a 4 req/s target was missed.
         assert_eq!(achieved_rate(&[0.0, 0.5, 1.0, 1.5, 2.0]), 2.0);
         assert!(achieved_rate(&[1.0]).is_nan());
-        let cpu = CpuUse { harness_s: 0.2, process_s: 1.0, wall_s: 0.25 };
+        let cpu = CpuUse { harness_s: 0.2, process_s: 1.0, wall_s: 0.25, threads: 1 };
         let h = Harness::new(cpu, 10, 0.006, Some((&[0.0, 0.5, 1.0, 1.5, 2.0], 4.0)), true);
         assert!((h.cpu_per_request_s - 0.02).abs() < 1e-12);
         assert_eq!(h.cpu_text(), "20.00 ms/req (20.0 %)");
         // Busy 80 %, 20 % of the process, 6 ms lag, half the rate: four warnings.
         assert_eq!(h.warnings().len(), 4);
-        let quiet = Harness::new(CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 1.0 }, 10, 0.001, None, false);
+        let quiet =
+            Harness::new(CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 1.0, threads: 1 }, 10, 0.001, None, false);
         assert!(quiet.warnings().is_empty());
         assert_eq!(quiet.cpu_text(), "1.00 ms/req (1 % busy)");
         // The same lag under a cap on requests in flight is the cap's, not the generator's.
@@ -249,6 +259,11 @@ mod tests {
         let w = capped.warnings();
         assert!(w.iter().any(|w| w.contains("2 slots of --max-concurrency: send lag p99 6.0 ms")), "{w:?}");
         assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
+        // Four workers with 0.2 s of CPU over 0.25 s: 20 % busy each (0.2 / (0.25 × 4)).
+        let pool = CpuUse { threads: 4, ..cpu };
+        assert!((pool.busy() - 0.2).abs() < 1e-12);
+        let old: CpuUse = serde_json::from_str(r#"{"harness_s": 0.2, "process_s": 1.0, "wall_s": 0.25}"#).unwrap();
+        assert_eq!(old.threads, 1, "results written before the pool read as one thread");
     }
 
     #[test]

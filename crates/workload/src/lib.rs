@@ -8,6 +8,7 @@ mod drive;
 pub mod file;
 pub mod level;
 pub mod multiturn;
+pub mod pool;
 mod prompts;
 pub mod rag;
 pub mod runner;

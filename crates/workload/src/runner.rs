@@ -129,7 +129,7 @@ impl<T: Target> Level<T> {
                 break;
             }
             let (level, intended) = (self.clone(), clock.stamp(due.into_std()));
-            tasks.push(tokio::spawn(async move { level.request(i, intended).await }));
+            tasks.push(crate::pool::spawn(async move { level.request(i, intended).await }));
         }
         join_all(tasks).await;
     }
@@ -138,7 +138,7 @@ impl<T: Target> Level<T> {
     async fn burst(self: &Arc<Self>, start: Stamp) {
         let tasks = (0..self.plan.total()).map(|i| {
             let level = self.clone();
-            tokio::spawn(async move { level.request(i, start).await })
+            crate::pool::spawn(async move { level.request(i, start).await })
         });
         join_all(tasks.collect()).await;
     }

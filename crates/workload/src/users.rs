@@ -158,7 +158,7 @@ where
     let t0 = tokio::time::Instant::now();
     let tasks = (0..n).map(|k| {
         let (shared, users, on_warm, ctx) = (shared.clone(), users.clone(), on_warm.clone(), ctx.clone());
-        tokio::spawn(async move { user(k, n, t0, &shared, &users, &*on_warm, ctx, unit).await })
+        crate::pool::spawn(async move { user(k, n, t0, &shared, &users, &*on_warm, ctx, unit).await })
     });
     crate::drive::join_all(tasks.collect()).await;
     let warmup = shared.decide(&users, &*on_warm);

@@ -141,7 +141,7 @@ fn drive(rig: &Rig, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Ran {
 pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Finished {
     let _ = rig.steps.drain();
     let scraper = rig.http().map(|h| Scraper::start(&rig.rt, h, spec.scrape_interval));
-    let (ran, cpu) = crate::cpu::measure(|| drive(rig, lp, stop, seen));
+    let (ran, cpu) = crate::cpu::measure_with(&rig.worker_threads(), || drive(rig, lp, stop, seen));
     let measured = ran.measured();
     // The engine's and the server's state over the measured window (the summary's): from the
     // first measured request's intended send to the last one's end, a warm-up burst left out.

@@ -39,6 +39,9 @@ pub struct Rig {
     pub tokenizer: Arc<Tokenizer>,
     engine: Option<Engine>,
     server: Option<LocalServer>,
+    /// The load generator's worker pool, one pinned thread per CPU of a `--harness-cpus` of
+    /// two or more; none, and the runtime's thread does it all, otherwise.
+    workers: Option<goodput_workload::pool::Workers>,
 }
 
 impl Drop for Rig {
@@ -141,9 +144,35 @@ fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>) -> Result<Workload> {
 }
 
 impl Rig {
-    /// Runs `fut` on the load generator's runtime, with the simulated engine (if any) beside it.
+    /// Runs `fut` on the load generator's runtime, with the simulated engine (if any) beside
+    /// it, its requests spread over the worker pool if there is one.
     pub fn block_on<F: std::future::Future>(&self, fut: F) -> F::Output {
+        let _pool = self.workers.as_ref().map(goodput_workload::pool::Workers::enter);
         self.local.block_on(&self.rt, fut)
+    }
+
+    /// The worker pool's threads (none without a pool), whose CPU is the harness's.
+    #[cfg(unix)]
+    pub fn worker_threads(&self) -> Vec<std::os::unix::thread::RawPthread> {
+        self.workers.as_ref().map_or_else(Vec::new, |w| w.pthreads())
+    }
+
+    /// The worker pool's threads (none without a pool), whose CPU is the harness's.
+    #[cfg(not(unix))]
+    pub fn worker_threads(&self) -> Vec<()> {
+        Vec::new()
+    }
+
+    /// With `--harness-cpus` of two or more CPUs: a worker per CPU, pinned to it.
+    fn start_workers(&mut self, s: &RunSpec) -> Result<()> {
+        let Some(cpus) = s.harness_cpus.clone().filter(|c| c.len() >= 2) else { return Ok(()) };
+        let workers = goodput_workload::pool::Workers::start(cpus.len(), move |k| {
+            if let Err(e) = goodput_engine::affinity::pin_current(&[cpus[k]]) {
+                eprintln!("warning: load-generator worker {k}: {e}");
+            }
+        })?;
+        self.workers = Some(workers);
+        Ok(())
     }
 
     pub fn build(s: &RunSpec) -> Result<Rig> {
@@ -179,11 +208,13 @@ impl Rig {
             pinning: pinning(s),
             engine,
             server: None,
+            workers: None,
         };
         if let TargetSpec::HttpLocal { http, .. } = &s.target {
             rig.serve_locally(s, http, &m.tokenizer, m.chat)?;
         }
         rig.pin_harness(s)?;
+        rig.start_workers(s)?;
         if let TargetSpec::Url { http, .. } = &s.target {
             rig.check_served(s, http)?;
         }
@@ -261,6 +292,7 @@ impl Rig {
             tokenizer,
             engine: None,
             server: None,
+            workers: None,
         })
     }
 
