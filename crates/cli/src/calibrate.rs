@@ -38,7 +38,13 @@ pub struct CalibrateArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Pin the client (this thread) to these CPUs, e.g. `1`.
+    /// Start the streams spread over one inter-token interval instead of all at once, so
+    /// their tokens interleave evenly (a steady load) rather than arriving in one burst per
+    /// interval (the worst case, the default).
+    #[arg(long)]
+    pub stagger: bool,
+    /// Pin the client (this thread) to these CPUs, e.g. `1`; two or more CPUs: a worker pool,
+    /// one pinned worker per CPU.
     #[arg(long, value_parser = crate::args::parse_cpus)]
     pub client_cpus: Option<crate::args::CpuList>,
     /// Pin the mock server's thread to these CPUs, e.g. `0`.
@@ -211,7 +217,7 @@ fn level_plan(a: &CalibrateArgs, c: usize, first_id: u64) -> LevelPlan {
             first_id,
             sink: None,
             stop: Default::default(),
-            ramp: Ramp::Over(Duration::ZERO),
+            ramp: Ramp::Over(if a.stagger { a.itl } else { Duration::ZERO }),
             progress: None,
         },
     )
@@ -310,8 +316,11 @@ fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
         ]);
     }
     println!(
-        "Client calibration against a mock server (TTFT {:?}, ITL {:?}, {} tokens; times in ms; chunk delay = client read − mock write)\n{t}",
-        a.ttft, a.itl, a.tokens
+        "Client calibration against a mock server (TTFT {:?}, ITL {:?}, {} tokens; streams {}; times in ms; chunk delay = client read − mock write)\n{t}",
+        a.ttft,
+        a.itl,
+        a.tokens,
+        if a.stagger { "staggered over one ITL" } else { "started at once, their tokens in one burst per ITL" }
     );
 }
 
