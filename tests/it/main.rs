@@ -17,6 +17,7 @@ mod hostile_servers;
 mod misuse;
 mod models;
 mod plan_moe;
+mod pool;
 mod reliability;
 mod repeats;
 mod report;

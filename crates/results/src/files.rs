@@ -61,6 +61,41 @@ pub fn write_whole(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&tmp, &path).map_err(io(&path))
 }
 
+/// Writes `value` as pretty JSON to `dir/name`, whole ([`write_whole`]).
+pub fn write_json<T: serde::Serialize>(dir: &Path, name: &str, value: &T) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|source| ResultsError::Json {
+        path: dir.join(name),
+        line: None,
+        source,
+    })?;
+    write_whole(dir, name, &bytes)
+}
+
+/// Reads `dir/name` as JSON; `None` when there is no such file. `format` gives the file's
+/// format number: one above `newest` is refused by name.
+pub fn read_json<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    name: &str,
+    newest: u32,
+    format: impl Fn(&T) -> u32,
+) -> Result<Option<T>> {
+    let path = dir.join(name);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(ResultsError::Io { path, source }),
+    };
+    let value: T = serde_json::from_slice(&bytes).map_err(|source| ResultsError::Json {
+        path: path.clone(),
+        line: None,
+        source,
+    })?;
+    match format(&value) {
+        f if f > newest => Err(ResultsError::TooNew { path, format: f, newest }),
+        _ => Ok(Some(value)),
+    }
+}
+
 /// Whether `dir` can take a new run: it does not exist, or is empty, or (with `overwrite`)
 /// holds nothing but a run's own files. Checked before anything runs; [`RunWriter::create`]
 /// checks again and removes the old run's files.
@@ -334,7 +369,7 @@ pub fn read_summary(dir: &Path) -> Result<RunSummary> {
         source,
     })?;
     if s.format > FORMAT {
-        return Err(ResultsError::TooNew { path, format: s.format });
+        return Err(ResultsError::TooNew { path, format: s.format, newest: FORMAT });
     }
     if s.format < FORMAT {
         upgrade(&mut s);

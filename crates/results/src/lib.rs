@@ -44,8 +44,8 @@ pub enum ResultsError {
     Json { path: PathBuf, line: Option<usize>, source: serde_json::Error },
     #[error("{}: {source}", path.display())]
     Csv { path: PathBuf, source: csv::Error },
-    #[error("{}: written by a newer goodput (results format {format}; this one reads up to {FORMAT})", path.display())]
-    TooNew { path: PathBuf, format: u32 },
+    #[error("{}: written by a newer goodput (format {format}; this one reads up to {newest})", path.display())]
+    TooNew { path: PathBuf, format: u32, newest: u32 },
     /// `--out` names a directory that already holds files: a run never mixes its files with
     /// another's.
     #[error(

@@ -8,7 +8,6 @@
 //! config's matrix repeats each combination, a run without a config is a matrix of its
 //! repeats alone. [`MatrixIndex::groups`] gathers each combination's repeats.
 
-use crate::files::write_whole;
 use crate::ResultsError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -59,31 +58,12 @@ pub struct MatrixRun {
 impl MatrixIndex {
     /// Writes `dir/index.json` whole (never half-written).
     pub fn write(&self, dir: &Path) -> Result<(), ResultsError> {
-        let bytes = serde_json::to_vec_pretty(self).map_err(|source| ResultsError::Json {
-            path: dir.join(INDEX),
-            line: None,
-            source,
-        })?;
-        write_whole(dir, INDEX, &bytes)
+        crate::files::write_json(dir, INDEX, self)
     }
 
-    /// Reads `dir/index.json`; `None` when `dir` holds none (a single run's directory).
+    /// Reads `dir/index.json`; `None` when `dir` holds none.
     pub fn read(dir: &Path) -> Result<Option<Self>, ResultsError> {
-        let path = dir.join(INDEX);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(ResultsError::Io { path, source }),
-        };
-        let index: Self = serde_json::from_slice(&bytes).map_err(|source| ResultsError::Json {
-            path: path.clone(),
-            line: None,
-            source,
-        })?;
-        if index.format > INDEX_FORMAT {
-            return Err(ResultsError::TooNew { path, format: index.format });
-        }
-        Ok(Some(index))
+        crate::files::read_json(dir, INDEX, INDEX_FORMAT, |f: &Self| f.format)
     }
 
     /// Whether the runs are repeated (the last axis is [`REPEAT`]).

@@ -5,7 +5,6 @@
 //! verdict's usable and limit capacity the same way. Levels that not every repeat ran (a
 //! `--refine` bisection can choose differently per repeat) are named, not summarized.
 
-use crate::files::write_whole;
 use crate::{LoadUnit, ResultsError};
 use goodput_metrics::spread::Spread;
 use serde::{Deserialize, Serialize};
@@ -71,33 +70,14 @@ pub struct MetricSpread {
 }
 
 impl RepeatsFile {
-    /// Writes `dir/repeats.json` whole.
+    /// Writes `dir/repeats.json` whole (never half-written).
     pub fn write(&self, dir: &Path) -> Result<(), ResultsError> {
-        let bytes = serde_json::to_vec_pretty(self).map_err(|source| ResultsError::Json {
-            path: dir.join(REPEATS),
-            line: None,
-            source,
-        })?;
-        write_whole(dir, REPEATS, &bytes)
+        crate::files::write_json(dir, REPEATS, self)
     }
 
     /// Reads `dir/repeats.json`; `None` when `dir` holds none.
     pub fn read(dir: &Path) -> Result<Option<Self>, ResultsError> {
-        let path = dir.join(REPEATS);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(ResultsError::Io { path, source }),
-        };
-        let file: Self = serde_json::from_slice(&bytes).map_err(|source| ResultsError::Json {
-            path: path.clone(),
-            line: None,
-            source,
-        })?;
-        if file.format > REPEATS_FORMAT {
-            return Err(ResultsError::TooNew { path, format: file.format });
-        }
-        Ok(Some(file))
+        crate::files::read_json(dir, REPEATS, REPEATS_FORMAT, |f: &Self| f.format)
     }
 }
 
