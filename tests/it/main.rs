@@ -23,6 +23,7 @@ mod repeats;
 mod report;
 mod results;
 mod run;
+mod shards;
 mod sizing;
 mod smollm2_gguf;
 mod traces;

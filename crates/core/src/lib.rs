@@ -13,6 +13,7 @@ pub mod hf_config;
 pub mod http;
 pub mod input;
 pub mod request;
+pub mod shard;
 pub mod sizes;
 pub mod target;
 pub mod worker;

@@ -28,7 +28,9 @@ pub use files::{incomplete_note, read_summary, RecordLog, Results, RunWriter};
 pub use harness::{CpuUse, Harness};
 pub use level::LevelReport;
 pub use rows::{RecordRow, RequestRow, SeriesRow, StepRow};
-pub use summary::{EngineSettings, LoadUnit, Machine, Pinning, RetrySetting, RunSummary, WorkloadInfo, FORMAT};
+pub use summary::{
+    EngineSettings, LoadUnit, Machine, Pinning, RetrySetting, RunSummary, StartAt, WorkloadInfo, FORMAT,
+};
 pub use vllm::{vllm_keys, Inf, RequestRate, VllmKeys, VllmLoad};
 
 use std::path::PathBuf;

@@ -64,6 +64,22 @@ pub struct RunSummary {
     /// the same sweep. Empty in results written before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
+    /// `--shard`: this run is one shard of a run split over processes (its records are the
+    /// shard's slice of each level's schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<goodput_core::shard::Shard>,
+    /// `--start-at`: the moment the first level was to start (seconds since the Unix epoch),
+    /// and how late it started, seconds (negative: it waited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<StartAt>,
+}
+
+/// When a `--start-at` run was to start and how late it did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StartAt {
+    pub unix_s: f64,
+    /// Started this many seconds after the moment (0 when it waited for it).
+    pub late_s: f64,
 }
 
 fn format_1() -> u32 {

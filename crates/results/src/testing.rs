@@ -118,6 +118,8 @@ pub fn run_summary() -> RunSummary {
         complete: true,
         prediction: None,
         command: Vec::new(),
+        shard: None,
+        start_at: None,
         capacity: None,
     }
 }

@@ -266,6 +266,9 @@ pub struct LevelPlan {
     /// finds them all busy waits for one to end (vLLM `bench serve --max-concurrency`); its
     /// latency still starts at its scheduled time, and the wait shows in its send lag.
     pub max_in_flight: Option<usize>,
+    /// Open loops, traces and bursts split over machines: this process sends only its
+    /// shard's requests of the one schedule ([`crate::shard`]).
+    pub shard: Option<crate::shard::Shard>,
     /// The counts, timeout, retries, seed, first id and sink.
     pub unit: UnitPlan,
 }
@@ -274,7 +277,15 @@ impl LevelPlan {
     /// `unit`'s requests arriving as `arrival`, bounded by count: no time trim, think jitter
     /// or cap on requests in flight.
     pub fn new(arrival: Arrival, unit: UnitPlan) -> Self {
-        LevelPlan { arrival, duration: None, trim: Trim::default(), think_jitter: 0.0, max_in_flight: None, unit }
+        LevelPlan {
+            arrival,
+            duration: None,
+            trim: Trim::default(),
+            think_jitter: 0.0,
+            max_in_flight: None,
+            shard: None,
+            unit,
+        }
     }
 }
 

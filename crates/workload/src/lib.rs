@@ -10,6 +10,7 @@ pub mod level;
 pub mod multiturn;
 pub mod pool;
 mod prompts;
+pub use goodput_core::shard;
 pub mod rag;
 pub mod runner;
 pub mod scenario;

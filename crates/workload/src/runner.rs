@@ -56,6 +56,15 @@ struct Level<T> {
     collector: Collector,
     /// Open loops: one permit per request in flight (`LevelPlan::max_in_flight`).
     slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// The requests of the schedule this process sends (all without a shard).
+    shard: Option<crate::shard::Shard>,
+}
+
+impl<T> Level<T> {
+    /// Whether this process sends request `i` of the level.
+    fn sends(&self, i: u64) -> bool {
+        self.shard.is_none_or(|s| s.takes(i))
+    }
 }
 
 impl<T: Target> Level<T> {
@@ -124,6 +133,10 @@ impl<T: Target> Level<T> {
             if deadline.is_some_and(|d| due.into_std() >= d) || self.plan.stop.raised() {
                 break;
             }
+            // Another shard's request: its time is drawn all the same, so the schedule is one.
+            if !self.sends(i) {
+                continue;
+            }
             tokio::time::sleep_until(due).await;
             if self.plan.stop.raised() {
                 break;
@@ -136,7 +149,7 @@ impl<T: Target> Level<T> {
 
     /// A burst: every request due at the level's `start`; the target sees them all at once.
     async fn burst(self: &Arc<Self>, start: Stamp) {
-        let tasks = (0..self.plan.total()).map(|i| {
+        let tasks = (0..self.plan.total()).filter(|&i| self.sends(i)).map(|i| {
             let level = self.clone();
             crate::pool::spawn(async move { level.request(i, start).await })
         });
@@ -179,7 +192,8 @@ pub async fn run_level<T: Target>(
     let open = matches!(plan.arrival, Arrival::Rate { .. } | Arrival::Trace { .. });
     let slots = plan.max_in_flight.filter(|_| open).map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1))));
     let plan_unit = UnitPlan { users: plan.arrival.users(), ..u.clone() };
-    let level = Arc::new(Level { target, scenario, vocab, plan: plan_unit, collector, slots });
+    let shard = plan.shard.filter(|_| !closed);
+    let level = Arc::new(Level { target, scenario, vocab, plan: plan_unit, collector, slots, shard });
     let ramp = match plan.arrival {
         Arrival::Closed { think, .. } => Some(level.closed(think, plan.think_jitter, deadline).await.ramp),
         Arrival::Rate { rate, burstiness } => {

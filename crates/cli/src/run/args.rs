@@ -222,6 +222,17 @@ pub struct RunArgs {
     /// The profile must be measured apart from this run (`goodput profile`), never fitted on it.
     #[arg(long, value_name = "PROFILE", conflicts_with = "simulate")]
     pub predict: Option<PathBuf>,
+    /// Send shard INDEX of COUNT of the run (`0/4`, a Kubernetes Indexed Job's completion
+    /// index): every process computes the one schedule (with the same --seed, which it
+    /// requires) and sends request j of a level when j mod COUNT = INDEX, so the shards are
+    /// disjoint and together the single process's run. Open loops, traces and bursts of single
+    /// requests; no refinement levels (each shard would choose its own).
+    #[arg(long, value_name = "INDEX/COUNT", requires = "seed")]
+    pub shard: Option<goodput_workload::shard::Shard>,
+    /// Start the first level at this moment (RFC 3339, `2026-12-02T18:30:00Z`), so shards on
+    /// many machines start together; a moment already past starts at once, with a warning.
+    #[arg(long, value_name = "RFC3339", value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
     /// Run the whole sweep N times with one seed (the same prompts, lengths and arrivals) and
     /// report each level's metrics as their median over the repeats and their spread
     /// (min–max, and that range over the median): the run-to-run noise one run cannot show.
@@ -275,6 +286,10 @@ pub fn parse_run(argv: impl IntoIterator<Item = String>) -> Result<RunArgs, clap
 pub struct RunOnly {
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    humantime::parse_rfc3339_weak(s).map_err(|e| format!("`{s}`: {e} (expected RFC 3339, e.g. 2026-12-02T18:30:00Z)"))
 }
 
 fn parse_latency(s: &str) -> Result<Latency, String> {

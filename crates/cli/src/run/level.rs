@@ -59,6 +59,7 @@ pub fn level_plan(
         trim: counts.trim,
         think_jitter: spec.pacing.think_jitter,
         max_in_flight: spec.pacing.max_in_flight,
+        shard: spec.shard,
         unit: UnitPlan {
             users: level.arrival.users(),
             units: counts.requests,

@@ -204,6 +204,9 @@ fn run_until(a: RunArgs, stop: Stop) -> Result<i32> {
         .map(|(engine, p)| rig::Rig::simulated(&spec, engine, p, Some(rig.tokenizer.clone())))
         .transpose()?;
     let mut sweep = Sweep::start(&spec, &rig, stop.clone())?;
+    if let Some(at) = spec.start_at {
+        sweep.wait_for_start(at);
+    }
     while !stop.raised() {
         let Some(level) = sweep.next_level() else { break };
         let finished = sweep.run_level(&rig, &level)?;

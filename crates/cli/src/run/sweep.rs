@@ -109,6 +109,25 @@ impl<'a> Sweep<'a> {
     }
 
     /// The next level: the sweep's, then refinement levels while they help.
+    /// `--start-at`: waits for the moment (or until stopped) before the first level, and
+    /// keeps how late the sweep started.
+    pub fn wait_for_start(&mut self, at: std::time::SystemTime) {
+        let unix_s = at.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let now = std::time::SystemTime::now();
+        if let Ok(wait) = at.duration_since(now) {
+            eprintln!("waiting {:.1} s for --start-at", wait.as_secs_f64());
+            while std::time::SystemTime::now() < at && !self.stop.raised() {
+                let left = at.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+                std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
+            }
+        }
+        let late_s = std::time::SystemTime::now().duration_since(at).map_or(0.0, |d| d.as_secs_f64());
+        if late_s > 1.0 {
+            eprintln!("warning: --start-at was {late_s:.1} s ago when the sweep could start: this process starts late");
+        }
+        self.summary.start_at = Some(goodput_results::StartAt { unix_s, late_s });
+    }
+
     pub fn next_level(&mut self) -> Option<LevelSpec> {
         if let Some(l) = self.queue.pop_front() {
             return Some(l);
@@ -390,6 +409,8 @@ fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {
                 .clone()
                 .unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
         ),
+        shard: spec.shard,
+        start_at: None,
     }
 }
 

@@ -80,6 +80,10 @@ pub struct RunSpec {
     pub refine_levels: usize,
     /// Stop the sweep at the first level whose SLOs break (`goodput capacity`).
     pub stop_at_first_failure: bool,
+    /// `--shard`: the part of each level's schedule this process sends.
+    pub shard: Option<goodput_workload::shard::Shard>,
+    /// `--start-at`: when the first level starts.
+    pub start_at: Option<std::time::SystemTime>,
     pub per_level: PerLevel,
     /// The cap on requests in flight, the ramp and the think jitter.
     pub pacing: Pacing,
@@ -126,6 +130,7 @@ impl RunSpec {
         workload.dataset = crate::workload::read_dataset(&a.dataset, a.rate.is_some())?;
         workload.trace = crate::workload::read_trace(&a.trace, max_len, seed)?;
         check_workload(&a, &workload)?;
+        check_shard(&a, &workload)?;
         let reasons =
             matches!(&workload.file, goodput_workload::file::ScenarioFile::Single(s) if s.reasoning_share.is_some());
         let target = TargetSpec::new(&a, &model, reasons)?;
@@ -159,8 +164,10 @@ impl RunSpec {
             unit,
             levels,
             refine,
-            refine_levels: a.refine,
+            refine_levels: if a.shard.is_some() { 0 } else { a.refine },
             stop_at_first_failure: a.stop_at_first_failure,
+            shard: a.shard,
+            start_at: a.start_at,
             per_level: PerLevel { requests: a.requests, warmup: a.warmup, cooldown: a.cooldown },
             pacing,
             latency_columns,
@@ -249,6 +256,25 @@ fn check_spans(a: &RunArgs) -> Result<()> {
 }
 
 /// What only single-request scenarios take.
+/// `--shard` splits one schedule of single requests: an open loop, a trace or a burst, the
+/// levels decided before the run (no stop at a failure, which each shard would judge alone).
+fn check_shard(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
+    let Some(shard) = a.shard else { return Ok(()) };
+    if w.is_sessions() {
+        bail!(
+            "--shard {shard}: {} runs sessions of many turns, which are not split yet; shard single-request scenarios",
+            w.name()
+        );
+    }
+    if a.rate.is_none() && a.burst.is_none() && w.trace.is_none() {
+        bail!("--shard {shard}: a closed loop's users take their requests as they finish, which no fixed slice splits; shard an open loop (--rate), a trace or a burst");
+    }
+    if a.stop_at_first_failure {
+        bail!("--shard {shard}: --stop-at-first-failure would stop each shard on its own slice; the merge judges the levels");
+    }
+    Ok(())
+}
+
 fn check_workload(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
     if !w.is_sessions() {
         return Ok(());
