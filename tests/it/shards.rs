@@ -58,7 +58,9 @@ fn shards_are_disjoint_and_together_the_single_run() {
 
 #[test]
 fn what_cannot_be_split_is_refused_by_name() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
+        (&["run", "--shard", "0/2", "--seed", "1", "--rate", "2,4"], "one level per process"),
+        (&["run", "--repeats", "2", "--out", "x", "--start-at", "2026-01-01T00:00:00Z", "--rate", "2"], "--start-at"),
         (&["run", "--shard", "0/2", "--rate", "2"], "--seed"),
         (&["run", "--shard", "2/2", "--seed", "1", "--rate", "2"], "INDEX/COUNT"),
         (&["run", "--shard", "0/2", "--seed", "1", "--concurrency", "2"], "closed loop"),

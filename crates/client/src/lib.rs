@@ -103,9 +103,10 @@ impl HttpConfig {
     }
 }
 
-/// The HTTP target.
 /// Workers past this many share the common client.
 const MAX_WORKER_CLIENTS: usize = 256;
+
+/// The HTTP target.
 
 pub struct HttpTarget {
     cfg: HttpConfig,
@@ -390,7 +391,7 @@ impl Target for HttpTarget {
         };
         rec.sent = self.clock.now();
         // Room for every chunk the request may stream (bounded: a huge max_tokens is no promise).
-        let mut p = StreamParser { chunks: Vec::with_capacity(req.params.max_tokens.min(4096)), ..Default::default() };
+        let mut p = StreamParser { chunks: Vec::with_capacity(req.params.max_tokens.min(256)), ..Default::default() };
         let outcome = self.follow(id, &url, &body, &mut p).await;
         rec.end = self.clock.now();
         rec.outcome = outcome;

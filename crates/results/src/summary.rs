@@ -69,7 +69,7 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<goodput_core::shard::Shard>,
     /// `--start-at`: the moment the first level was to start (seconds since the Unix epoch),
-    /// and how late it started, seconds (negative: it waited).
+    /// and how late it started, seconds (0 when it waited for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<StartAt>,
 }

@@ -54,9 +54,36 @@ async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, 
 }
 
 /// Waits for every task (a task that panicked has nothing more to give).
-pub(crate) async fn join_all(tasks: Vec<JoinHandle<()>>) {
-    for t in tasks {
+pub(crate) async fn join_all(tasks: impl Into<Aborting>) {
+    let mut tasks = tasks.into();
+    while let Some(t) = tasks.0.front_mut() {
         let _ = t.await;
+        tasks.0.pop_front();
+    }
+}
+
+/// A level's tasks, aborted if the level is dropped before they end (an interrupt's grace
+/// ran out): on a worker pool they would run on, sending, past the level's end.
+#[derive(Default)]
+pub(crate) struct Aborting(std::collections::VecDeque<JoinHandle<()>>);
+
+impl Aborting {
+    pub(crate) fn push(&mut self, t: JoinHandle<()>) {
+        self.0.push_back(t);
+    }
+}
+
+impl From<Vec<JoinHandle<()>>> for Aborting {
+    fn from(v: Vec<JoinHandle<()>>) -> Self {
+        Aborting(v.into())
+    }
+}
+
+impl Drop for Aborting {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
     }
 }
 

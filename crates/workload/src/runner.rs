@@ -125,7 +125,7 @@ impl<T: Target> Level<T> {
     async fn scheduled(self: &Arc<Self>, deadline: Option<Instant>, mut at: impl FnMut(u64) -> f64) {
         let (clock, total) = (self.target.clock(), self.plan.total());
         let t0 = tokio::time::Instant::now();
-        let mut tasks = Vec::with_capacity(total.min(1 << 16) as usize);
+        let mut tasks = crate::drive::Aborting::default();
         for i in 0..total {
             // Clamped to a year: the front ends bound rates and speedups, and no schedule may
             // turn into a Duration that panics or an Instant that overflows.
@@ -153,7 +153,7 @@ impl<T: Target> Level<T> {
             let level = self.clone();
             crate::pool::spawn(async move { level.request(i, start).await })
         });
-        join_all(tasks.collect()).await;
+        join_all(tasks.collect::<Vec<_>>()).await;
     }
 }
 

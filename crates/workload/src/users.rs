@@ -160,7 +160,7 @@ where
         let (shared, users, on_warm, ctx) = (shared.clone(), users.clone(), on_warm.clone(), ctx.clone());
         crate::pool::spawn(async move { user(k, n, t0, &shared, &users, &*on_warm, ctx, unit).await })
     });
-    crate::drive::join_all(tasks.collect()).await;
+    crate::drive::join_all(tasks.collect::<Vec<_>>()).await;
     let warmup = shared.decide(&users, &*on_warm);
     let last = shared.starts.lock().unwrap_or_else(PoisonError::into_inner).iter().flatten().max().copied();
     let ramp = match users.ramp {

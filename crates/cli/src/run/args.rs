@@ -226,7 +226,8 @@ pub struct RunArgs {
     /// index): every process computes the one schedule (with the same --seed, which it
     /// requires) and sends request j of a level when j mod COUNT = INDEX, so the shards are
     /// disjoint and together the single process's run. Open loops, traces and bursts of single
-    /// requests; no refinement levels (each shard would choose its own).
+    /// requests, one level per process (give each its --start-at); no refinement levels (each
+    /// shard would choose its own); --max-concurrency caps each shard's requests in flight.
     #[arg(long, value_name = "INDEX/COUNT", requires = "seed")]
     pub shard: Option<goodput_workload::shard::Shard>,
     /// Start the first level at this moment (RFC 3339, `2026-12-02T18:30:00Z`), so shards on

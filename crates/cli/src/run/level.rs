@@ -155,7 +155,8 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     let steps: Vec<StepRecord> = rig.steps.drain().collect();
     let summary = summarize(level.load, &measured, &spec.slos);
     let open_loop = match level.arrival {
-        Arrival::Rate { rate, .. } => Some(rate),
+        // A shard sends its part of the rate.
+        Arrival::Rate { rate, .. } => Some(rate / spec.shard.map_or(1.0, |s| f64::from(s.count))),
         // A trace's gaps are its own, not a steady rate's: nothing to hold the sends against.
         Arrival::Closed { .. } | Arrival::Burst { .. } | Arrival::Trace { .. } => None,
     };

@@ -141,6 +141,8 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<con
     matrix_dir(root, jobs.iter().all(|j| j.args.overwrite))?;
     let json = jobs.first().is_some_and(|j| j.args.json);
     let mut index = MatrixIndex { format: INDEX_FORMAT, config: config.map(Path::to_path_buf), axes, runs: Vec::new() };
+    // Written before the first run, so a matrix killed during it is still one (and reruns).
+    index.write(root)?;
     let (n, stop) = (jobs.len(), interrupt::install());
     let mut status = EXIT_OK;
     for (i, job) in jobs.into_iter().enumerate() {
@@ -163,13 +165,16 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<con
         }
     }
     if index.repeated() {
-        let spread = repeats::summarize(root, &index)?;
-        spread.write(root)?;
-        let table = goodput_report::console::repeats(&spread);
-        if json {
-            eprintln!("{table}");
-        } else {
-            println!("{table}");
+        match repeats::summarize(root, &index).and_then(|s| Ok(s.write(root).map(|()| s)?)) {
+            Ok(spread) => {
+                let table = goodput_report::console::repeats(&spread);
+                if json {
+                    eprintln!("{table}");
+                } else {
+                    println!("{table}");
+                }
+            }
+            Err(e) => eprintln!("error: the repeats' spread: {e:#} (the runs themselves are written)"),
         }
     }
     eprintln!(

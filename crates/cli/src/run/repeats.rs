@@ -24,6 +24,9 @@ pub fn expand(mut e: Expanded) -> Result<Expanded> {
     if n <= 1 {
         return Ok(e);
     }
+    if e.jobs.iter().any(|j| j.args.start_at.is_some()) {
+        bail!("--repeats with --start-at: every repeat after the first would start late; repeat sharded runs with one --start-at each");
+    }
     let (root, mut axes) = match e.matrix.take() {
         Some(m) => m,
         None => {

@@ -269,6 +269,12 @@ fn check_shard(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
     if a.rate.is_none() && a.burst.is_none() && w.trace.is_none() {
         bail!("--shard {shard}: a closed loop's users take their requests as they finish, which no fixed slice splits; shard an open loop (--rate), a trace or a burst");
     }
+    if a.rate.as_ref().map_or(0, Vec::len) > 1
+        || a.burst.as_ref().map_or(0, Vec::len) > 1
+        || (w.trace.is_some() && a.trace.trace_speedup.len() > 1)
+    {
+        bail!("--shard {shard}: one level per process (each later level would start when this shard's previous one ended, out of step with the others); run a level per --start-at");
+    }
     if a.stop_at_first_failure {
         bail!("--shard {shard}: --stop-at-first-failure would stop each shard on its own slice; the merge judges the levels");
     }
