@@ -107,7 +107,6 @@ impl HttpConfig {
 const MAX_WORKER_CLIENTS: usize = 256;
 
 /// The HTTP target.
-
 pub struct HttpTarget {
     cfg: HttpConfig,
     client: reqwest::Client,
