@@ -59,11 +59,11 @@ fn runs(dirs: &[PathBuf]) -> Result<Vec<(String, Results)>> {
     for dir in dirs {
         match MatrixIndex::read(dir)? {
             Some(index) => {
-                for run in index.runs.iter().filter(|r| r.exit == 0 || r.exit == 3) {
+                for run in index.runs.iter().filter(|r| r.finished()) {
                     let label = run.values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
                     out.push((label, read(&dir.join(&run.dir))?));
                 }
-                let failed = index.runs.iter().filter(|r| !(r.exit == 0 || r.exit == 3)).count();
+                let failed = index.runs.iter().filter(|r| !r.finished()).count();
                 if failed > 0 {
                     eprintln!(
                         "warning: {}: {failed} of the matrix's runs did not finish and are left out",
