@@ -6,6 +6,7 @@
 
 mod args;
 mod calibrate;
+mod clockref;
 mod compare;
 mod connect;
 mod cpu;
@@ -14,6 +15,7 @@ mod engine_check;
 mod fds;
 mod generate;
 mod hardware;
+mod merge;
 mod models;
 mod plan;
 mod profile;
@@ -77,6 +79,10 @@ enum Command {
     /// Compare two runs metric by metric (ratio, noise, Markdown); non-zero exit on a
     /// regression beyond --fail-on.
     Compare(compare::CompareArgs),
+    /// Build one run from the shards of a run split over processes or machines (`run --shard
+    /// i/N`): every metric recomputed from their raw records on one time line, the capacity
+    /// verdict and the conclusion as for one process; late starts and lost requests named.
+    Merge(merge::MergeArgs),
     /// Turn a run's results into one self-contained HTML page with the seeds' charts.
     Report(report::ReportArgs),
     /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
@@ -112,6 +118,7 @@ pub fn main() -> i32 {
         Command::Serve(a) => serve::run(*a).map(|()| 0),
         Command::Calibrate(a) => calibrate::run(a).map(|()| 0),
         Command::Compare(a) => compare::run(a),
+        Command::Merge(a) => merge::run(a),
         Command::Report(a) => report::run(a).map(|()| 0),
         Command::Completions(a) => {
             shell::completions(a, Cli::command());

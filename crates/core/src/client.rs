@@ -278,6 +278,25 @@ impl ClientRecord {
     pub fn is_ok(&self) -> bool {
         self.outcome == Outcome::Ok
     }
+
+    /// Every stamp of the record on a clock whose origin is `ns` nanoseconds earlier: the
+    /// client's, the in-process engine's (the same clock) and the server's where it shares
+    /// the client's clock; a remote server's own stamps stay on its clock.
+    pub fn shift(&mut self, ns: u64) {
+        for s in [&mut self.intended, &mut self.sent, &mut self.end] {
+            *s = s.shifted(ns);
+        }
+        self.chunks.iter_mut().for_each(|c| c.at = c.at.shifted(ns));
+        if let Some(a) = self.reasoning.as_mut().and_then(|r| r.first_answer.as_mut()) {
+            *a = a.shifted(ns);
+        }
+        if let Some(e) = self.engine.as_mut() {
+            e.shift(ns);
+        }
+        if let Some(h) = self.http.as_mut() {
+            h.shift(ns);
+        }
+    }
     /// Arrival of the first content chunk.
     pub fn first_token(&self) -> Option<Stamp> {
         self.chunks.first().map(|c| c.at)
@@ -313,4 +332,59 @@ pub enum Phase {
     Warmup,
     Measured,
     Cooldown,
+}
+
+#[cfg(test)]
+mod shift_tests {
+    use super::*;
+    use crate::http::{HttpStamps, ServerTimings};
+    use crate::request::{EngineRecord, FinishReason};
+
+    fn engine(at: u64) -> EngineRecord {
+        EngineRecord {
+            id: 1,
+            arrival: Stamp(at),
+            queued: Stamp(at + 1),
+            first_scheduled: Some(Stamp(at + 2)),
+            first_token: Some(Stamp(at + 3)),
+            token_times: vec![Stamp(at + 3), Stamp(at + 4)],
+            finished: Stamp(at + 5),
+            prompt_tokens: 1,
+            cached_tokens: 0,
+            generated_tokens: 2,
+            preemptions: 0,
+            finish_reason: FinishReason::Length,
+        }
+    }
+
+    fn record(at: u64, same_clock: bool) -> ClientRecord {
+        let mut r = ClientRecord::unanswered(1, Stamp(at), 3, Stamp(at + 9), Outcome::Ok);
+        r.sent = Stamp(at + 1);
+        r.chunks = vec![Chunk { at: Stamp(at + 3), tokens: 1 }, Chunk { at: Stamp(at + 4), tokens: 1 }];
+        r.reasoning = Some(Reasoning { first_answer: Some(Stamp(at + 4)), chunks: 1, ..Default::default() });
+        r.engine = Some(engine(at));
+        let mut server = ServerTimings::new(Stamp(at), &engine(at));
+        server.first_text = Some(Stamp(at + 3));
+        r.http = Some(HttpStamps {
+            same_clock,
+            headers: Some(Stamp(at + 2)),
+            first_byte: Some(Stamp(at + 3)),
+            done: Some(Stamp(at + 9)),
+            server: Some(server),
+            ..Default::default()
+        });
+        r
+    }
+
+    #[test]
+    fn every_stamp_of_the_clients_clock_moves_and_a_remote_servers_stay() {
+        let mut r = record(100, true);
+        r.shift(1000);
+        assert_eq!(r, record(1100, true), "the client's, the engine's and a same-clock server's");
+        let mut remote = record(100, false);
+        remote.shift(1000);
+        let mut want = record(1100, false);
+        want.http.as_mut().unwrap().server = record(100, false).http.unwrap().server;
+        assert_eq!(remote, want, "a remote server's stamps are on its own clock");
+    }
 }

@@ -29,6 +29,11 @@ impl Stamp {
     pub fn minus(self, d: Duration) -> Stamp {
         Stamp(self.0.saturating_sub(d.as_nanos().min(u64::MAX as u128) as u64))
     }
+    /// The same moment on a clock whose origin is `ns` nanoseconds earlier (`goodput merge`
+    /// puts each shard's stamps on the earliest shard's clock); never before 0.
+    pub fn shifted(self, ns: u64) -> Stamp {
+        Stamp(self.0.saturating_add(ns))
+    }
 }
 
 /// A monotonic clock: `Instant` at creation is its origin. Cheap to copy and share.

@@ -119,6 +119,26 @@ pub struct ServerTimings {
     pub finish_reason: FinishReason,
 }
 
+impl HttpStamps {
+    /// The client's stamps on a clock whose origin is `ns` nanoseconds earlier; the server's
+    /// too where it stamps with the client's clock ([`HttpStamps::same_clock`]).
+    pub fn shift(&mut self, ns: u64) {
+        for s in [&mut self.headers, &mut self.first_byte, &mut self.done].into_iter().flatten() {
+            *s = s.shifted(ns);
+        }
+        if let Some(t) = self.server.as_mut().filter(|_| self.same_clock) {
+            for s in [&mut t.received, &mut t.arrival, &mut t.queued, &mut t.finished] {
+                *s = s.shifted(ns);
+            }
+            for s in [&mut t.first_scheduled, &mut t.first_token, &mut t.first_text, &mut t.last_token] {
+                if let Some(s) = s.as_mut() {
+                    *s = s.shifted(ns);
+                }
+            }
+        }
+    }
+}
+
 impl ServerTimings {
     pub fn new(received: Stamp, r: &EngineRecord) -> Self {
         ServerTimings {
@@ -204,5 +224,25 @@ impl ServerScrape {
         let sum = *self.gauges.get(name)?;
         let (n, max) = self.label_sets.get(name).copied().unwrap_or((1, sum));
         Some((sum / n.max(1) as f64, max))
+    }
+}
+
+/// Where `goodput serve` answers with its wall clock: the common reference the shards of a
+/// run split over machines (`goodput run --shard i/N --clock-ref URL`) measure their clocks'
+/// offsets against.
+pub const CLOCK_PATH: &str = "/goodput/clock";
+
+/// The body of [`CLOCK_PATH`]: the server's wall time when it answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WallClock {
+    /// Nanoseconds since the Unix epoch.
+    pub unix_ns: u64,
+}
+
+impl WallClock {
+    /// This machine's wall clock now (0 before the epoch).
+    pub fn now() -> Self {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        WallClock { unix_ns: since.as_nanos() as u64 }
     }
 }

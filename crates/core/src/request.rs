@@ -127,6 +127,17 @@ pub struct EngineRecord {
 }
 
 impl EngineRecord {
+    /// Every stamp on a clock whose origin is `ns` nanoseconds earlier.
+    pub fn shift(&mut self, ns: u64) {
+        for s in [&mut self.arrival, &mut self.queued, &mut self.finished] {
+            *s = s.shifted(ns);
+        }
+        for s in [&mut self.first_scheduled, &mut self.first_token].into_iter().flatten() {
+            *s = s.shifted(ns);
+        }
+        self.token_times.iter_mut().for_each(|t| *t = t.shifted(ns));
+    }
+
     /// Stamp of the last generated token.
     pub fn last_token(&self) -> Option<Stamp> {
         self.token_times.last().copied()

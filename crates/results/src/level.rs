@@ -20,6 +20,11 @@ pub struct LevelReport {
     /// requests that finished before it stopped.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// When the level's schedule started (time 0 of its arrivals), seconds on the run's clock
+    /// (`goodput merge` lines up the shards of a level by it). Absent in results written
+    /// before levels kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_s: Option<f64>,
     /// Requests run but left out of `summary`: warm-up and cool-down.
     pub warmup_requests: usize,
     pub cooldown_requests: usize,

@@ -72,6 +72,13 @@ pub struct RunSummary {
     /// and how late it started, seconds (0 when it waited for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<StartAt>,
+    /// The wall time of the run's stamp 0 and, with `--clock-ref`, the machine's offset from a
+    /// reference clock. Absent in results written before runs kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<crate::clock::ClockInfo>,
+    /// `goodput merge`: the shards this run was built from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<crate::clock::Merged>,
 }
 
 /// When a `--start-at` run was to start and how late it did.

@@ -61,6 +61,7 @@ pub fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
     let summary = summarize(load, &measured, &slos);
     let engine = EngineLevel::of(&[step(0, 1), step(3, load as usize)]);
     LevelReport {
+        start_s: None,
         vllm: vllm_keys(&summary, Default::default()),
         aiperf: crate::aiperf::aiperf_keys(&summary),
         turns: goodput_metrics::turns::by_turn(&measured),
@@ -120,6 +121,8 @@ pub fn run_summary() -> RunSummary {
         command: Vec::new(),
         shard: None,
         start_at: None,
+        clock: None,
+        merged: None,
         capacity: None,
     }
 }

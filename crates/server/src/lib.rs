@@ -223,7 +223,8 @@ fn is_length_limit(e: &axum::Error) -> bool {
 }
 
 /// The routes, over `state`: `/v1/*`, vLLM's `/tokenize` and SGLang's `/model_info` (for
-/// their routers) behind the API key when there is one; `/health` and `/metrics` open (as vLLM's). Unknown routes and methods get OpenAI error bodies.
+/// their routers) behind the API key when there is one; `/health` and `/metrics` open (as vLLM's),
+/// and the wall clock the shards of a split run measure their offsets against. Unknown routes and methods get OpenAI error bodies.
 pub fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/completions", post(completions))
@@ -239,6 +240,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(v1)
         .route("/health", get(|| async { "ok" }))
         .route("/metrics", get(metrics_text))
+        .route(goodput_core::http::CLOCK_PATH, get(|| async { Json(goodput_core::http::WallClock::now()) }))
         .fallback(|uri: axum::http::Uri| async move { ApiError::route_not_found(format!("no route `{}`", uri.path())) })
         .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
             ApiError::method_not_allowed(format!("`{}` does not accept {method}", uri.path()))

@@ -234,6 +234,12 @@ pub struct RunArgs {
     /// many machines start together; a moment already past starts at once, with a warning.
     #[arg(long, value_name = "RFC3339", value_parser = parse_start_at)]
     pub start_at: Option<std::time::SystemTime>,
+    /// Measure this machine's clock offset from a reference before the first level and after
+    /// the last (NTP's exchange, the shortest of several round trips), so `goodput merge` puts
+    /// shards that ran on different machines on the reference's time line: `ntp://HOST[:PORT]`
+    /// (the cluster's time server), or the URL of a `goodput serve` (its /goodput/clock).
+    #[arg(long, value_name = "URL")]
+    pub clock_ref: Option<crate::clockref::ClockRef>,
     /// Run the whole sweep N times with one seed (the same prompts, lengths and arrivals) and
     /// report each level's metrics as their median over the repeats and their spread
     /// (min–max, and that range over the median): the run-to-run noise one run cannot show.

@@ -191,6 +191,7 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
         aiperf: goodput_results::aiperf_keys(&summary),
         turns: goodput_metrics::turns::by_turn(&measured),
         summary,
+        start_s: Some(ran.start.as_secs()),
         warmup_requests: ran.count(Phase::Warmup),
         cooldown_requests: ran.count(Phase::Cooldown),
         occupancy: Occupancy::of(&engine, server.as_ref()),

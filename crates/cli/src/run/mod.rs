@@ -19,6 +19,7 @@ mod spec;
 mod sweep;
 
 pub use args::{parse_run, CapacityArgs, RunArgs};
+pub use config::strip;
 pub use rig::machine;
 
 use anyhow::{bail, Result};

@@ -9,7 +9,7 @@ use super::live::{Goal, Live};
 use super::records::RecordWriter;
 use super::rig::{machine, Rig};
 use super::spec::{LevelSpec, RunSpec};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use goodput_report::console as table;
 use goodput_report::{export, Conclusion};
 use goodput_results::{RetrySetting, RunSummary, RunWriter, WorkloadInfo, FORMAT};
@@ -42,7 +42,8 @@ pub struct Sweep<'a> {
 impl<'a> Sweep<'a> {
     pub fn start(spec: &'a RunSpec, rig: &Rig, stop: Stop) -> Result<Self> {
         let w = &rig.workload;
-        let summary = new_summary(spec, rig);
+        let mut summary = new_summary(spec, rig);
+        summary.clock = Some(clock_start(spec, rig)?);
         // Bound before the run's files exist: a port in use leaves no half-made directory.
         let exporter = start_exporter(spec, &summary)?;
         let files = create_files(spec)?;
@@ -74,7 +75,6 @@ impl<'a> Sweep<'a> {
         );
         bar.enable_steady_tick(Duration::from_millis(120));
         let queue = spec.levels.clone();
-        let mut summary = summary;
         summary.prediction = spec.target.predict().map(|(_, p)| goodput_results::prediction::Prediction {
             profile: p.display().to_string(),
             levels: Vec::new(),
@@ -286,6 +286,7 @@ impl<'a> Sweep<'a> {
     pub fn finish(mut self, interrupted: bool) -> Result<i32> {
         self.bar.finish_and_clear();
         self.summary.complete = !interrupted;
+        clock_end(self.spec, &mut self.summary);
         if let Some((writer, records)) = self.files.as_mut() {
             records.sync()?;
             writer.write_summary(&self.summary)?;
@@ -411,6 +412,42 @@ fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {
         ),
         shard: spec.shard,
         start_at: None,
+        clock: None,
+        merged: None,
+    }
+}
+
+/// The wall time of the run's stamp 0, and with `--clock-ref` the machine's offset from the
+/// reference before the first level (a reference that does not answer ends the run here).
+fn clock_start(spec: &RunSpec, rig: &Rig) -> Result<goodput_results::clock::ClockInfo> {
+    let now = goodput_core::http::WallClock::now().unix_ns;
+    let stamp = goodput_core::Target::clock(&*rig.target).now();
+    let origin_unix_ns = now.saturating_sub(stamp.0);
+    let reference = match &spec.clock_ref {
+        None => None,
+        Some(r) => {
+            let start = crate::clockref::measure(r).with_context(|| format!("--clock-ref {r}"))?;
+            if !spec.quiet {
+                eprintln!(
+                    "clock: {:+.3} ms from {r} (round trip {:.3} ms)",
+                    start.offset_s * 1e3,
+                    start.rtt_s * 1e3
+                );
+            }
+            Some(goodput_results::clock::ClockReference { url: r.to_string(), start, end: None })
+        }
+    };
+    Ok(goodput_results::clock::ClockInfo { origin_unix_ns, reference })
+}
+
+/// `--clock-ref`: the offset again after the last level (a failure here is a warning: the
+/// start's measurement stands).
+fn clock_end(spec: &RunSpec, summary: &mut RunSummary) {
+    let Some(r) = summary.clock.as_mut().and_then(|c| c.reference.as_mut()) else { return };
+    let Some(c) = &spec.clock_ref else { return };
+    match crate::clockref::measure(c) {
+        Ok(end) => r.end = Some(end),
+        Err(e) => eprintln!("warning: --clock-ref {}: the offset after the run: {e:#} (the one before stands)", r.url),
     }
 }
 

@@ -11,6 +11,7 @@ mod http;
 pub mod latency;
 mod predicted;
 mod repeats;
+mod shards;
 mod sweep;
 mod tasks;
 
@@ -18,6 +19,7 @@ pub use crate::text::{bytes, f};
 pub use http::{http, server};
 pub use predicted::prediction;
 pub use repeats::repeats;
+pub use shards::shards;
 pub use sweep::{layers, level_line, levels};
 pub use tasks::{agent, rag, turns};
 

@@ -84,6 +84,8 @@ pub struct RunSpec {
     pub shard: Option<goodput_workload::shard::Shard>,
     /// `--start-at`: when the first level starts.
     pub start_at: Option<std::time::SystemTime>,
+    /// `--clock-ref`: the reference clock measured before and after the sweep.
+    pub clock_ref: Option<crate::clockref::ClockRef>,
     pub per_level: PerLevel,
     /// The cap on requests in flight, the ramp and the think jitter.
     pub pacing: Pacing,
@@ -168,6 +170,7 @@ impl RunSpec {
             stop_at_first_failure: a.stop_at_first_failure,
             shard: a.shard,
             start_at: a.start_at,
+            clock_ref: a.clock_ref.clone(),
             per_level: PerLevel { requests: a.requests, warmup: a.warmup, cooldown: a.cooldown },
             pacing,
             latency_columns,

@@ -1,0 +1,159 @@
+//! `--clock-ref`: this machine's wall-clock offset from a reference clock, as NTP measures
+//! it. Each exchange stamps the send (t0) and the answer (t1) on this machine's wall clock
+//! around the reference's time T; the offset is T − (t0 + t1)/2, exact to within half the
+//! round trip t1 − t0, so of several exchanges the one of the shortest round trip is kept
+//! (NTP's clock filter). The reference is an NTP server (`ntp://HOST[:PORT]`, SNTP through
+//! `rsntp`) or a `goodput serve` (`http(s)://HOST:PORT`, its [`CLOCK_PATH`]).
+
+use anyhow::{anyhow, bail, Context, Result};
+use goodput_core::http::{WallClock, CLOCK_PATH};
+use goodput_results::clock::ClockOffset;
+use std::time::Duration;
+
+/// Exchanges per measurement.
+const SAMPLES: usize = 8;
+/// How long one exchange may take.
+const TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A reference clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClockRef {
+    /// An NTP server, `host:port`.
+    Ntp(String),
+    /// A `goodput serve`'s base URL.
+    Http(String),
+}
+
+impl std::str::FromStr for ClockRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}`: expected ntp://HOST[:PORT] or the http(s):// URL of a `goodput serve`");
+        if let Some(host) = s.strip_prefix("ntp://") {
+            let host = host.trim_end_matches('/');
+            if host.is_empty() || host.contains('/') {
+                return Err(bad());
+            }
+            let has_port = host.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) && !host.ends_with(']');
+            return Ok(ClockRef::Ntp(if has_port { host.to_string() } else { format!("{host}:123") }));
+        }
+        if (s.starts_with("http://") || s.starts_with("https://")) && s.len() > "https://".len() {
+            return Ok(ClockRef::Http(s.trim_end_matches('/').to_string()));
+        }
+        Err(bad())
+    }
+}
+
+impl std::fmt::Display for ClockRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClockRef::Ntp(host) => write!(f, "ntp://{host}"),
+            ClockRef::Http(url) => f.write_str(&goodput_client::redact_url(url)),
+        }
+    }
+}
+
+/// One exchange: sent at `t0`, answered at `t1` (this machine's wall clock, ns since the
+/// epoch), the reference reading `reference` in between.
+pub fn exchange(t0: u64, reference: u64, t1: u64) -> ClockOffset {
+    let mid = (t0 as f64 + t1 as f64) / 2.0;
+    ClockOffset { offset_s: (reference as f64 - mid) * 1e-9, rtt_s: t1.saturating_sub(t0) as f64 * 1e-9 }
+}
+
+/// The exchange of the shortest round trip.
+pub fn best(samples: &[ClockOffset]) -> Option<ClockOffset> {
+    samples.iter().copied().min_by(|a, b| a.rtt_s.total_cmp(&b.rtt_s))
+}
+
+/// Measures this machine's offset from `r`.
+pub fn measure(r: &ClockRef) -> Result<ClockOffset> {
+    let samples = match r {
+        ClockRef::Ntp(host) => ntp(host)?,
+        ClockRef::Http(url) => http(url)?,
+    };
+    best(&samples).ok_or_else(|| anyhow!("{r}: no exchange answered"))
+}
+
+fn ntp(host: &str) -> Result<Vec<ClockOffset>> {
+    let mut client = rsntp::SntpClient::new();
+    client.set_timeout(TIMEOUT);
+    // Fewer than over HTTP: public servers rate-limit bursts.
+    (0..SAMPLES / 2)
+        .map(|_| {
+            let r = client.synchronize(host).with_context(|| format!("ntp://{host}: SNTP exchange"))?;
+            Ok(ClockOffset { offset_s: r.clock_offset().as_secs_f64(), rtt_s: r.round_trip_delay().as_secs_f64() })
+        })
+        .collect()
+}
+
+fn http(base: &str) -> Result<Vec<ClockOffset>> {
+    let shown = goodput_client::redact_url(base);
+    let url = format!("{base}{CLOCK_PATH}");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let client = reqwest::Client::builder().timeout(TIMEOUT).build()?;
+        let get = || async {
+            let t0 = WallClock::now().unix_ns;
+            let resp = client.get(&url).send().await.with_context(|| format!("{shown}{CLOCK_PATH}"))?;
+            if !resp.status().is_success() {
+                bail!("{shown}{CLOCK_PATH}: HTTP {} (is it a `goodput serve`?)", resp.status());
+            }
+            let body: WallClock =
+                resp.json().await.with_context(|| format!("{shown}{CLOCK_PATH}: not a goodput clock"))?;
+            Ok(exchange(t0, body.unix_ns, WallClock::now().unix_ns))
+        };
+        // The first exchange opens the connection; its round trip is not the clock's.
+        get().await?;
+        let mut samples = Vec::with_capacity(SAMPLES);
+        for _ in 0..SAMPLES {
+            samples.push(get().await?);
+        }
+        Ok(samples)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_offset_is_the_reference_against_the_midpoint_of_the_round_trip() {
+        // Sent at 1000 ns, answered at 1400: the reference read 1500 at the midpoint 1200.
+        let o = exchange(1000, 1500, 1400);
+        assert!((o.offset_s - 300e-9).abs() < 1e-15 && (o.rtt_s - 400e-9).abs() < 1e-15, "{o:?}");
+        let behind = exchange(1_000_000, 0, 1_000_010);
+        assert!((behind.offset_s + 1_000_005e-9).abs() < 1e-12, "{behind:?}");
+        let samples = [exchange(0, 900, 1000), exchange(0, 60, 100), exchange(0, 500, 2000)];
+        assert_eq!(best(&samples), Some(samples[1]), "the shortest round trip");
+        assert_eq!(best(&[]), None);
+    }
+
+    #[test]
+    fn references_are_parsed_by_scheme_and_refused_by_name() {
+        assert_eq!("ntp://pool.ntp.org".parse(), Ok(ClockRef::Ntp("pool.ntp.org:123".into())));
+        assert_eq!("ntp://10.0.0.1:1123/".parse(), Ok(ClockRef::Ntp("10.0.0.1:1123".into())));
+        assert_eq!("http://h:8000/".parse(), Ok(ClockRef::Http("http://h:8000".into())));
+        for bad in ["pool.ntp.org", "ntp://", "ftp://x", "http://", "ntp://a/b"] {
+            let e = bad.parse::<ClockRef>().unwrap_err();
+            assert!(e.contains(bad) && e.contains("ntp://HOST"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_goodput_serve_is_a_reference_and_other_servers_are_named() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let app = axum::Router::new()
+            .route(CLOCK_PATH, axum::routing::get(|| async { axum::Json(WallClock::now()) }))
+            .route("/other/goodput/clock", axum::routing::get(|| async { "not a clock" }));
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        rt.spawn(async move { axum::serve(listener, app).await });
+        let o = measure(&ClockRef::Http(format!("http://{addr}"))).unwrap();
+        // One machine, one clock: the offset is within the round trip.
+        assert!(o.offset_s.abs() <= o.rtt_s.max(1e-3), "{o:?}");
+        let e = measure(&ClockRef::Http(format!("http://{addr}/other"))).unwrap_err();
+        assert!(format!("{e:#}").contains("not a goodput clock"), "{e:#}");
+        let e = measure(&ClockRef::Http(format!("http://{addr}/none"))).unwrap_err();
+        assert!(format!("{e:#}").contains("HTTP 404"), "{e:#}");
+    }
+}

@@ -1,0 +1,174 @@
+//! One level of a merged run, rebuilt from its shards' raw records: every stamp moved onto
+//! one time line (the earliest shard's clock origin, on the reference's clock where the
+//! shards measured one), then every metric computed from the samples as for one process —
+//! never averaged from the shards' summaries. Only what the records do not hold comes from
+//! the shards' reports: the load generator's CPU (summed), the server's own /metrics view
+//! (the first shard's scrape: every shard's sees the whole server) and how the level was
+//! loaded.
+
+use super::check::{Group, Loaded};
+use goodput_core::{ClientRecord, Phase};
+use goodput_metrics::cache::PrefixHits;
+use goodput_metrics::level::summarize;
+use goodput_metrics::occupancy::{EngineLevel, Occupancy};
+use goodput_metrics::slo::Slo;
+use goodput_results::clock::MergedShard;
+use goodput_results::{vllm_keys, CpuUse, Harness, LevelReport, RecordRow, VllmLoad};
+
+/// A level merged: its records on the common time line, its report, its shards.
+pub struct LevelMerge {
+    pub rows: Vec<RecordRow>,
+    pub report: LevelReport,
+    pub shards: Vec<MergedShard>,
+    /// What a reader must know: shards that started late or lost requests, partial shards.
+    pub warnings: Vec<String>,
+}
+
+/// A shard started late when its schedule began this long after the level's first shard's,
+/// or this share of the level's window if that is longer.
+const LATE_S: f64 = 0.05;
+const LATE_SHARE: f64 = 0.01;
+
+/// Merges the shards of `g` onto the time line whose 0 is `origin` (ns since the epoch, at or
+/// before every shard's clock origin).
+pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
+    let shift = |s: &Loaded| u64::try_from(s.origin_ns() - origin).unwrap_or(0);
+    let mut rows: Vec<RecordRow> = Vec::with_capacity(g.shards.iter().map(|s| s.records.len()).sum());
+    for s in &g.shards {
+        let ns = shift(s);
+        rows.extend(s.records.iter().filter(|r| r.level == g.load).map(|r| {
+            let mut r = r.clone();
+            r.record.shift(ns);
+            r
+        }));
+    }
+    rows.sort_by_key(|r| (r.record.intended, r.record.id));
+    let measured: Vec<&ClientRecord> = rows.iter().filter(|r| r.phase == Phase::Measured).map(|r| &r.record).collect();
+    let summary = summarize(g.load, &measured, slos);
+    let first = &g.shards[0];
+    let server = first.level().server.clone();
+    let engine = EngineLevel::of(&[]);
+    let lead = first.level();
+    let load = VllmLoad {
+        request_rate: lead.vllm.request_rate.clone(),
+        max_concurrency: g.shards.iter().map(|s| s.level().vllm.max_concurrency).sum(),
+        burstiness: lead.vllm.burstiness,
+        max_output_tokens_per_s: goodput_metrics::peaks::max_output_tokens_per_s(&measured),
+        max_concurrent_requests: goodput_metrics::peaks::max_concurrent_requests(&measured),
+    };
+    let starts: Vec<f64> = g.shards.iter().map(|s| schedule_start(s, shift(s))).collect();
+    let earliest = starts.iter().copied().fold(f64::INFINITY, f64::min);
+    let lost = lost(g, &rows);
+    let mut warnings = Vec::new();
+    let late_after = LATE_S.max(LATE_SHARE * summary.window_s);
+    let mut shards = Vec::new();
+    for ((s, start), lost) in g.shards.iter().zip(&starts).zip(&lost) {
+        let (start_s, late_s) = (start - earliest, s.summary.start_at.as_ref().map(|a| a.late_s));
+        if start_s > late_after {
+            let why = late_s.filter(|l| *l > LATE_S).map_or(String::new(), |l| {
+                format!(" (it reached its --start-at {l:.2} s late)")
+            });
+            warnings.push(format!(
+                "level {} {unit}: {} started its schedule {:.0} ms after the level's first shard{why}: until then the server saw {} of {} shards' load",
+                g.load,
+                s.name(),
+                start_s * 1e3,
+                g.shards.len() - 1,
+                g.shards.len()
+            ));
+        }
+        if lost.0 > 0 {
+            warnings.push(format!(
+                "level {} {unit}: {} lost {} requests of its slice (no shard recorded id{} {}); they are not in the merged run",
+                g.load,
+                s.name(),
+                lost.0,
+                if lost.0 > 1 { "s" } else { "" },
+                lost.1
+            ));
+        }
+        if s.level().partial || !s.summary.complete {
+            warnings.push(format!("level {} {unit}: {} was interrupted: its slice is partial", g.load, s.name()));
+        }
+        shards.push(MergedShard {
+            dir: s.dir.clone(),
+            shard: s.shard,
+            load: g.load,
+            records: s.records.iter().filter(|r| r.level == g.load).count(),
+            lost: lost.0,
+            start_s,
+            late_s,
+            clock: s.summary.clock.clone(),
+        });
+    }
+    let harness = harness(g, &rows, &measured, summary.send_lag.as_ref().map_or(0.0, |x| x.p99));
+    let count = |p: Phase| rows.iter().filter(|r| r.phase == p).count();
+    let report = LevelReport {
+        prefix_cache: PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref())),
+        vllm: vllm_keys(&summary, load),
+        aiperf: goodput_results::aiperf_keys(&summary),
+        turns: goodput_metrics::turns::by_turn(&measured),
+        start_s: Some(earliest),
+        warmup_requests: count(Phase::Warmup),
+        cooldown_requests: count(Phase::Cooldown),
+        occupancy: Occupancy::of(&engine, server.as_ref()),
+        engine,
+        server,
+        harness,
+        agent: None,
+        rag: None,
+        partial: g.shards.iter().any(|s| s.level().partial),
+        summary,
+    };
+    LevelMerge { rows, report, shards, warnings }
+}
+
+/// When the shard's schedule started on the common time line, seconds: its level's start, or
+/// (results that predate it) its first intended send.
+fn schedule_start(s: &Loaded, shift_ns: u64) -> f64 {
+    let own = s.level().start_s.unwrap_or_else(|| {
+        s.records.iter().map(|r| r.record.intended.as_secs()).fold(f64::INFINITY, f64::min)
+    });
+    own + shift_ns as f64 * 1e-9
+}
+
+/// Per shard (by position in the group): how many of its slice's ids no shard recorded, and
+/// the first few of them. A level's ids run from 0 (one level per shard run) to the highest
+/// any shard recorded; id j falls to shard j mod N.
+fn lost(g: &Group, rows: &[RecordRow]) -> Vec<(usize, String)> {
+    let n = u64::from(g.shards[0].shard.count);
+    let mut seen: Vec<u64> = rows.iter().map(|r| r.record.id).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    let top = seen.last().copied().unwrap_or(0);
+    let missing: Vec<u64> = (0..=top).filter(|id| seen.binary_search(id).is_err()).collect();
+    g.shards
+        .iter()
+        .map(|s| {
+            let mine: Vec<u64> = missing.iter().copied().filter(|id| id % n == u64::from(s.shard.index)).collect();
+            let mut shown: Vec<String> = mine.iter().take(5).map(u64::to_string).collect();
+            if mine.len() > 5 {
+                shown.push("…".into());
+            }
+            (mine.len(), shown.join(", "))
+        })
+        .collect()
+}
+
+/// The load generators of the level together: their CPU summed (their threads counted, the
+/// longest wall time), the send lag and achieved rate from the merged sends, the target rate
+/// and the cap on requests in flight the shards' summed.
+fn harness(g: &Group, rows: &[RecordRow], measured: &[&ClientRecord], send_lag_p99_s: f64) -> Harness {
+    let hs: Vec<&Harness> = g.shards.iter().map(|s| &s.level().harness).collect();
+    let cpu = CpuUse {
+        harness_s: hs.iter().map(|h| h.cpu.harness_s).sum(),
+        process_s: hs.iter().map(|h| h.cpu.process_s).sum(),
+        wall_s: hs.iter().map(|h| h.cpu.wall_s).fold(0.0, f64::max),
+        threads: hs.iter().map(|h| h.cpu.threads).sum(),
+    };
+    let target: Option<f64> = hs.iter().map(|h| h.target_rate).sum();
+    let sent: Vec<f64> = measured.iter().map(|r| r.sent.as_secs()).collect();
+    let mut h = Harness::new(cpu, rows.len(), send_lag_p99_s, target.map(|t| (sent.as_slice(), t)), false);
+    h.max_concurrency = hs.iter().map(|h| h.max_concurrency).sum();
+    h
+}
