@@ -104,7 +104,8 @@ fn write_shard(dir: &Path, k: u64, ids: &[u64], wrong_s: f64, reference: bool) -
     }
     log.flush().unwrap();
     writer.append_level(LOAD, &[], &[]).unwrap();
-    let measured: Vec<ClientRecord> = rows.iter().filter(|(p, _)| *p == Phase::Measured).map(|(_, r)| r.clone()).collect();
+    let measured: Vec<ClientRecord> =
+        rows.iter().filter(|(p, _)| *p == Phase::Measured).map(|(_, r)| r.clone()).collect();
     let mut s = base_summary();
     s.shard = Some(shard);
     let wrong = (wrong_s * 1e9) as i64;
@@ -139,8 +140,9 @@ fn shards_merge_back_into_the_single_run_exactly() {
     let dir = temp("merge-exact");
     let ids: Vec<u64> = (0..20).collect();
     // Shard 2's machine runs 5 s ahead; its --clock-ref measured −5 s.
-    let shards: Vec<PathBuf> =
-        (0..SHARDS).map(|k| write_shard(&dir.join(format!("s{k}")), k, &ids, if k == 2 { 5.0 } else { 0.0 }, true)).collect();
+    let shards: Vec<PathBuf> = (0..SHARDS)
+        .map(|k| write_shard(&dir.join(format!("s{k}")), k, &ids, if k == 2 { 5.0 } else { 0.0 }, true))
+        .collect();
     let out = dir.join("merged");
     let (code, err) = merge(&[&shards[2], &shards[0], &shards[1]], &out);
     assert_eq!(code, 0, "{err}");
@@ -172,8 +174,9 @@ fn lost_requests_and_late_shards_are_named() {
     let dir = temp("merge-lost");
     // Shard 1 lost request 7 (and 13); shard 2's clock is 2 s off with no reference to say so.
     let ids: Vec<u64> = (0..20).filter(|id| ![7, 13].contains(id)).collect();
-    let shards: Vec<PathBuf> =
-        (0..SHARDS).map(|k| write_shard(&dir.join(format!("s{k}")), k, &ids, if k == 2 { 2.0 } else { 0.0 }, false)).collect();
+    let shards: Vec<PathBuf> = (0..SHARDS)
+        .map(|k| write_shard(&dir.join(format!("s{k}")), k, &ids, if k == 2 { 2.0 } else { 0.0 }, false))
+        .collect();
     let out = dir.join("merged");
     let (code, err) = merge(&[&shards[0], &shards[1], &shards[2]], &out);
     assert_eq!(code, 0, "{err}");

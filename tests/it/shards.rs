@@ -58,7 +58,12 @@ fn shards_are_disjoint_and_together_the_single_run() {
 
 #[test]
 fn what_cannot_be_split_is_refused_by_name() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
+        (&["run", "--clock-ref", "ftp://h", "--rate", "2"], "expected ntp://HOST"),
+        (
+            &["run", "--clock-ref", "ntp://127.0.0.1:1", "--rate", "2", "--requests", "1"],
+            "--clock-ref ntp://127.0.0.1:1",
+        ),
         (&["run", "--shard", "0/2", "--seed", "1", "--rate", "2,4"], "one level per process"),
         (&["run", "--repeats", "2", "--out", "x", "--start-at", "2026-01-01T00:00:00Z", "--rate", "2"], "--start-at"),
         (&["run", "--shard", "0/2", "--rate", "2"], "--seed"),
@@ -72,4 +77,26 @@ fn what_cannot_be_split_is_refused_by_name() {
         assert_ne!(code, 0, "{args:?} was taken");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+/// `--clock-ref ntp://…` against a real NTP server: `scripts/local-ntp.sh` (chrony on
+/// loopback), then `GOODPUT_NTP=127.0.0.1:11123 cargo test --test it -- --ignored ntp`.
+#[test]
+#[ignore = "needs an NTP server: scripts/local-ntp.sh, then GOODPUT_NTP=127.0.0.1:11123"]
+fn an_ntp_server_is_a_clock_reference() {
+    let ntp = std::env::var("GOODPUT_NTP").expect("GOODPUT_NTP=HOST:PORT of an NTP server");
+    let out = temp("ntp");
+    let reference = format!("ntp://{ntp}");
+    let args = ["run", "--rate", "4", "--requests", "3", "--warmup", "0", "--refine", "0", "-q", "--clock-ref"];
+    let (ok, _, err) = goodput(&[&args[..], &[reference.as_str(), "--out", out.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let clock = read_summary(&out).unwrap().clock.expect("the clock");
+    let r = clock.reference.expect("measured against the NTP server");
+    assert_eq!(r.url, reference);
+    let end = r.end.expect("measured after the run too");
+    for o in [r.start, end] {
+        // This machine's clock is the server's: the offset is within the round trip.
+        assert!(o.offset_s.abs() <= o.rtt_s.max(1e-3) && o.rtt_s < 0.1, "{o:?}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
 }

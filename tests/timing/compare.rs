@@ -18,7 +18,8 @@ fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {
         out
     };
     // Two single runs of the same workload drift apart by up to ~30 % in TPOT on this 2-core
-    // machine; the 6 ms step delay makes TPOT about 2.5× as long. The thresholds sit between.
+    // machine (60 % seen once); the 6 ms step delay makes TPOT about 2.5× as long. The
+    // thresholds sit between.
     let (a, a2) = (run("a", &[]), run("a2", &[]));
     let slow = run("slow", &["--test-step-delay", "6ms"]);
     let md = dir.join("cmp.md");
@@ -27,7 +28,7 @@ fn same_workload_is_within_noise_and_a_slowed_engine_regresses() {
         a.to_str().unwrap(),
         a2.to_str().unwrap(),
         "--fail-on",
-        "tpot_p50=+50%,output_throughput=-35%",
+        "tpot_p50=+80%,output_throughput=-35%",
         "--markdown",
         md.to_str().unwrap(),
     ]);

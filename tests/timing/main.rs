@@ -8,6 +8,7 @@ mod common;
 
 mod compare;
 mod http;
+mod shards;
 
 /// Held for the whole of every test in this binary.
 pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -50,7 +50,7 @@ pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
     let engine = EngineLevel::of(&[]);
     let lead = first.level();
     let load = VllmLoad {
-        request_rate: lead.vllm.request_rate.clone(),
+        request_rate: lead.vllm.request_rate,
         max_concurrency: g.shards.iter().map(|s| s.level().vllm.max_concurrency).sum(),
         burstiness: lead.vllm.burstiness,
         max_output_tokens_per_s: goodput_metrics::peaks::max_output_tokens_per_s(&measured),
@@ -65,9 +65,9 @@ pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
     for ((s, start), lost) in g.shards.iter().zip(&starts).zip(&lost) {
         let (start_s, late_s) = (start - earliest, s.summary.start_at.as_ref().map(|a| a.late_s));
         if start_s > late_after {
-            let why = late_s.filter(|l| *l > LATE_S).map_or(String::new(), |l| {
-                format!(" (it reached its --start-at {l:.2} s late)")
-            });
+            let why = late_s
+                .filter(|l| *l > LATE_S)
+                .map_or(String::new(), |l| format!(" (it reached its --start-at {l:.2} s late)"));
             warnings.push(format!(
                 "level {} {unit}: {} started its schedule {:.0} ms after the level's first shard{why}: until then the server saw {} of {} shards' load",
                 g.load,
@@ -126,9 +126,10 @@ pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
 /// When the shard's schedule started on the common time line, seconds: its level's start, or
 /// (results that predate it) its first intended send.
 fn schedule_start(s: &Loaded, shift_ns: u64) -> f64 {
-    let own = s.level().start_s.unwrap_or_else(|| {
-        s.records.iter().map(|r| r.record.intended.as_secs()).fold(f64::INFINITY, f64::min)
-    });
+    let own = s
+        .level()
+        .start_s
+        .unwrap_or_else(|| s.records.iter().map(|r| r.record.intended.as_secs()).fold(f64::INFINITY, f64::min));
     own + shift_ns as f64 * 1e-9
 }
 

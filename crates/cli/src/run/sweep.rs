@@ -428,11 +428,7 @@ fn clock_start(spec: &RunSpec, rig: &Rig) -> Result<goodput_results::clock::Cloc
         Some(r) => {
             let start = crate::clockref::measure(r).with_context(|| format!("--clock-ref {r}"))?;
             if !spec.quiet {
-                eprintln!(
-                    "clock: {:+.3} ms from {r} (round trip {:.3} ms)",
-                    start.offset_s * 1e3,
-                    start.rtt_s * 1e3
-                );
+                eprintln!("clock: {:+.3} ms from {r} (round trip {:.3} ms)", start.offset_s * 1e3, start.rtt_s * 1e3);
             }
             Some(goodput_results::clock::ClockReference { url: r.to_string(), start, end: None })
         }
