@@ -4,6 +4,8 @@
 //! it wrote each chunk; the client stamps when it read it; the difference is the client's own
 //! delay (loopback, HTTP, SSE parsing, scheduling), reported with the client's CPU per token.
 
+mod floor;
+
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::{ClientRecord, Clock, Stamp, Target};
@@ -50,6 +52,21 @@ pub struct CalibrateArgs {
     /// Pin the mock server's thread to these CPUs, e.g. `0`.
     #[arg(long, value_parser = crate::args::parse_cpus)]
     pub mock_cpus: Option<crate::args::CpuList>,
+    /// After each level, the same streams read as bare bytes on this thread (a hand-written
+    /// HTTP/1.1 request, the response read to its last chunk, nothing parsed): the kernel's
+    /// and the runtime's cost per token, the floor under any client here.
+    #[arg(long)]
+    pub floor: bool,
+}
+
+/// The floor of one level ([`floor`]): CPU per token of bare reads of the same streams.
+#[derive(Debug, serde::Serialize)]
+pub struct FloorLevel {
+    pub cpu_per_token_s: f64,
+    pub user_per_token_s: f64,
+    pub kernel_per_token_s: f64,
+    /// Socket reads per token.
+    pub reads_per_token: f64,
 }
 
 /// One level of the calibration.
@@ -78,7 +95,19 @@ pub struct CalibrationLevel {
     pub cpu_per_stream: f64,
     pub cpu_share: f64,
     pub wall_s: f64,
+    /// Chunk-delay p99 within [`BOUND_CHUNK_P99_S`] and TTFT-error p50 within
+    /// [`BOUND_TTFT_P50_S`]: the client kept this many streams without skewing what it
+    /// measures.
+    pub within_bound: bool,
+    /// `--floor`: bare reads of the same streams.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<FloorLevel>,
 }
+
+/// The bound a load generator keeps to measure faithfully (issue 31's target): every chunk
+/// read within 5 ms of its write at p99, and TTFT off by at most 2 ms at the median.
+pub const BOUND_CHUNK_P99_S: f64 = 0.005;
+pub const BOUND_TTFT_P50_S: f64 = 0.002;
 
 pub fn run(a: CalibrateArgs) -> Result<()> {
     check(&a)?;
@@ -142,7 +171,12 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         first_id = run.records.iter().map(|r| r.id + 1).max().unwrap_or(first_id);
         let wall_s = t.elapsed().as_secs_f64();
         let sent = std::mem::take(&mut *mock.sent.lock().unwrap_or_else(|e| e.into_inner()));
-        let level = measure(&a, c, &run, &sent, cpu, wall_s);
+        let mut level = measure(&a, c, &run, &sent, cpu, wall_s);
+        drop(_entered);
+        if a.floor {
+            level.floor = Some(floor_level(&a, &rt, addr, c)?);
+            mock.sent.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
         eprintln!(
             "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token (user {:.1}, kernel {:.1})",
             level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
@@ -154,10 +188,53 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         let _ = target.describe();
     }
     print_levels(&a, &levels);
+    print_floor(&levels);
+    let cores = pool.as_ref().map_or(1, |(w, _)| w.len());
+    println!("{}", per_core(&levels, cores));
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_vec_pretty(&levels)?).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
+}
+
+/// `c` streams read bare on this thread ([`floor`]), their CPU per token.
+fn floor_level(
+    a: &CalibrateArgs,
+    rt: &tokio::runtime::Runtime,
+    addr: std::net::SocketAddr,
+    c: usize,
+) -> Result<FloorLevel> {
+    let stagger = if a.stagger { a.itl } else { Duration::ZERO };
+    let (u0, k0) = crate::cpu::thread_user_kernel_secs();
+    let counts = rt.block_on(floor::level(addr, c, a.requests_per_stream, a.tokens, stagger)).context("--floor")?;
+    let (u1, k1) = crate::cpu::thread_user_kernel_secs();
+    let tokens = (c * a.requests_per_stream * a.tokens).max(1) as f64;
+    let expected = c * a.requests_per_stream * (a.tokens + 2);
+    if counts.events != expected {
+        bail!("--floor: read {} events where the mock sent {expected}", counts.events);
+    }
+    Ok(FloorLevel {
+        cpu_per_token_s: (u1 - u0 + k1 - k0) / tokens,
+        user_per_token_s: (u1 - u0) / tokens,
+        kernel_per_token_s: (k1 - k0) / tokens,
+        reads_per_token: counts.reads as f64 / tokens,
+    })
+}
+
+/// `--floor`: each level's floor beside the client's cost.
+fn print_floor(levels: &[CalibrationLevel]) {
+    for l in levels {
+        let Some(f) = &l.floor else { continue };
+        println!(
+            "Floor at {} streams (bare reads, this thread): {:.1} µs/token (user {:.1}, kernel {:.1}), {:.2} reads/token; the client costs {:.1} µs/token above it",
+            l.streams,
+            f.cpu_per_token_s * 1e6,
+            f.user_per_token_s * 1e6,
+            f.kernel_per_token_s * 1e6,
+            f.reads_per_token,
+            (l.user_per_token_s + l.kernel_per_token_s - f.cpu_per_token_s) * 1e6
+        );
+    }
 }
 
 /// With two or more `--client-cpus`: the load generator's pool, a worker pinned to each CPU,
@@ -258,13 +335,20 @@ fn measure(
             delay.extend(r.chunks.iter().zip(s).map(|(c, s)| c.at.secs_since(*s)));
         }
     }
+    let (chunk_delay, ttft_error) = (Summary::of(&delay), Summary::of(&ttft_err));
+    let failed = records.iter().filter(|r| !r.is_ok()).count();
+    let within_bound = failed == 0
+        && chunk_delay.as_ref().is_some_and(|d| d.p99 <= BOUND_CHUNK_P99_S)
+        && ttft_error.as_ref().is_some_and(|t| t.p50.abs() <= BOUND_TTFT_P50_S);
     CalibrationLevel {
         streams,
         requests: records.len(),
-        failed: records.iter().filter(|r| !r.is_ok()).count(),
+        failed,
         tokens,
-        chunk_delay: Summary::of(&delay),
-        ttft_error: Summary::of(&ttft_err),
+        within_bound,
+        floor: None,
+        chunk_delay,
+        ttft_error,
         itl_error: Summary::of(&itl_err),
         cpu_per_token_s: cpu.all.harness_s / all_tokens.max(1) as f64,
         user_per_token_s: cpu.user_s / all_tokens.max(1) as f64,
@@ -324,11 +408,74 @@ fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
     );
 }
 
+/// The streams per client core at the bound: the most of the levels run that kept within it
+/// (and the first level above that did not), over the client's cores.
+fn per_core(levels: &[CalibrationLevel], cores: usize) -> String {
+    let bound =
+        format!("chunk delay p99 ≤ {} ms and TTFT error p50 ≤ {} ms", BOUND_CHUNK_P99_S * 1e3, BOUND_TTFT_P50_S * 1e3);
+    let mut sorted: Vec<&CalibrationLevel> = levels.iter().collect();
+    sorted.sort_by_key(|l| l.streams);
+    let kept = sorted.iter().take_while(|l| l.within_bound).last();
+    let broke = sorted.iter().find(|l| !l.within_bound);
+    let on = if cores == 1 { "one core".to_string() } else { format!("{cores} cores") };
+    match (kept, broke) {
+        (Some(k), None) => format!(
+            "Streams per client core within {bound}: at least {:.0} ({} streams on {on}, the most run; try more)",
+            k.streams as f64 / cores as f64,
+            k.streams
+        ),
+        (Some(k), Some(b)) => format!(
+            "Streams per client core within {bound}: {:.0} ({} streams on {on} kept to it, {} did not)",
+            k.streams as f64 / cores as f64,
+            k.streams,
+            b.streams
+        ),
+        (None, _) => format!(
+            "Streams per client core within {bound}: fewer than the fewest run ({} on {on})",
+            sorted.first().map_or(0, |l| l.streams)
+        ),
+    }
+}
+
 /// The client's settings against the mock: token-id prompts, nothing beyond OpenAI's fields.
 fn mock_config(addr: std::net::SocketAddr) -> goodput_client::HttpConfig {
     goodput_client::HttpConfig {
         exact_lengths: false,
         same_clock: true,
         ..goodput_client::HttpConfig::new(format!("http://{addr}"), "mock")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(streams: usize, within_bound: bool) -> CalibrationLevel {
+        CalibrationLevel {
+            streams,
+            requests: streams,
+            failed: 0,
+            tokens: streams * 50,
+            chunk_delay: None,
+            ttft_error: None,
+            itl_error: None,
+            cpu_per_token_s: 1e-5,
+            user_per_token_s: 5e-6,
+            kernel_per_token_s: 5e-6,
+            cpu_per_stream: 5e-4,
+            cpu_share: 0.9,
+            wall_s: 2.0,
+            within_bound,
+            floor: None,
+        }
+    }
+
+    #[test]
+    fn streams_per_core_are_the_most_that_kept_to_the_bound() {
+        let levels = [level(2000, false), level(500, true), level(1000, true)];
+        let line = per_core(&levels, 2);
+        assert!(line.contains(": 500 (1000 streams on 2 cores kept to it, 2000 did not)"), "{line}");
+        assert!(per_core(&levels[1..], 1).contains("at least 1000 (1000 streams on one core, the most run"));
+        assert!(per_core(&levels[..1], 1).contains("fewer than the fewest run (2000 on one core)"));
     }
 }
