@@ -25,6 +25,15 @@ pub struct Mock {
     pub tokens: usize,
     /// When each chunk was written, by request id.
     pub sent: Mutex<HashMap<String, Vec<Stamp>>>,
+    /// When each request's handler started, by request id: its first chunk is due `ttft`
+    /// later, so the mock's own lateness (its timer's) is told apart from the client's.
+    pub received: Mutex<HashMap<String, Stamp>>,
+}
+
+impl Mock {
+    pub fn new(clock: Clock, ttft: Duration, itl: Duration, tokens: usize) -> Self {
+        Mock { clock, ttft, itl, tokens, sent: Mutex::default(), received: Mutex::default() }
+    }
 }
 
 pub fn router(mock: Arc<Mock>) -> Router {
@@ -42,6 +51,7 @@ async fn complete(State(m): State<Arc<Mock>>, headers: HeaderMap, body: Bytes) -
     let n = req["max_tokens"].as_u64().map_or(m.tokens, |x| (x as usize).min(m.tokens)).max(1);
     let id = headers.get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let start = tokio::time::Instant::now();
+    m.received.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), m.clock.now());
     let stream = futures_util::stream::unfold(0usize, move |i| {
         let (m, id) = (m.clone(), id.clone());
         async move {

@@ -94,18 +94,12 @@ mod tests {
     use super::*;
     use goodput_core::Clock;
     use goodput_server::mock::Mock;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     #[test]
     fn the_floor_reads_every_event_of_every_kept_alive_stream() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let mock = Arc::new(Mock {
-            clock: Clock::new(),
-            ttft: Duration::from_millis(5),
-            itl: Duration::from_millis(1),
-            tokens: 7,
-            sent: Mutex::new(Default::default()),
-        });
+        let mock = Arc::new(Mock::new(Clock::new(), Duration::from_millis(5), Duration::from_millis(1), 7));
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
         rt.spawn(async move { axum::serve(listener, goodput_server::mock::router(mock)).await });
