@@ -228,11 +228,13 @@ fn calibrate_measures_the_client_against_a_known_schedule() {
         "10ms",
         "--tokens",
         "10",
+        "--floor",
         "--json",
         json.to_str().unwrap(),
     ]);
     assert!(ok, "{err}");
     assert!(out.contains("Client calibration") && out.contains("chunk delay p50"), "{out}");
+    assert!(out.contains("Floor at 20 streams") && out.contains("Streams per client core within"), "{out}");
     let levels: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     for (l, streams) in levels.as_array().unwrap().iter().zip([1u64, 20]) {
         assert_eq!(l["streams"], streams);
@@ -245,6 +247,12 @@ fn calibrate_measures_the_client_against_a_known_schedule() {
         // The measured ITL is the mock's 10 ms within the timer's granularity.
         assert!(l["itl_error"]["p50"].as_f64().unwrap().abs() < 0.003, "{}", l["itl_error"]);
         assert!(l["cpu_per_token_s"].as_f64().unwrap() > 0.0);
+        // Every measured request's receipt matched: the mock's own lateness is its timer's.
+        assert_eq!(l["mock_late"]["n"].as_u64().unwrap(), streams * 2);
+        assert!((0.0..0.005).contains(&l["mock_late"]["p50"].as_f64().unwrap()), "{}", l["mock_late"]);
+        // The floor read every event in about one read per token.
+        let reads = l["floor"]["reads_per_token"].as_f64().unwrap();
+        assert!((0.5..2.5).contains(&reads) && l["floor"]["cpu_per_token_s"].as_f64().unwrap() > 0.0, "{}", l["floor"]);
     }
     let (ok, _, err) = goodput(&["calibrate", "--concurrency", "0"]);
     assert!(!ok && err.contains("at least 1 stream"), "{err}");
