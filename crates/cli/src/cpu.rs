@@ -81,8 +81,8 @@ pub type Threads = [std::os::unix::thread::RawPthread];
 #[cfg(not(unix))]
 pub type Threads = [()];
 
-/// CPU seconds used so far by `threads` together (NaN where a clock cannot be read).
-fn threads_cpu_secs(threads: &Threads) -> f64 {
+/// CPU seconds used so far by each of `threads` (NaN where a clock cannot be read).
+fn threads_cpu_secs(threads: &Threads) -> Vec<f64> {
     #[cfg(target_os = "linux")]
     {
         threads
@@ -102,27 +102,31 @@ fn threads_cpu_secs(threads: &Threads) -> f64 {
                     f64::NAN
                 }
             })
-            .sum()
+            .collect()
     }
     #[cfg(not(target_os = "linux"))]
     {
-        if threads.is_empty() {
-            0.0
-        } else {
-            f64::NAN
-        }
+        vec![f64::NAN; threads.len()]
     }
 }
 
 /// Measures the CPU that `f` makes the calling thread and `workers` (the harness) and the
-/// process use.
+/// process use, and the busiest of those threads.
 pub fn measure_with<R>(workers: &Threads, f: impl FnOnce() -> R) -> (R, CpuUse) {
-    let harness = || thread_cpu_secs() + threads_cpu_secs(workers);
-    let (t0, p0, w0) = (harness(), process_cpu_secs(), std::time::Instant::now());
+    let each = || std::iter::once(thread_cpu_secs()).chain(threads_cpu_secs(workers)).collect::<Vec<f64>>();
+    let (t0, p0, w0) = (each(), process_cpu_secs(), std::time::Instant::now());
     let r = f();
     let wall_s = w0.elapsed().as_secs_f64();
+    let used: Vec<f64> = each().iter().zip(&t0).map(|(b, a)| b - a).collect();
     let threads = if workers.is_empty() { 1 } else { workers.len() };
-    (r, CpuUse { harness_s: harness() - t0, process_s: process_cpu_secs() - p0, wall_s, threads })
+    let cpu = CpuUse {
+        harness_s: used.iter().sum(),
+        process_s: process_cpu_secs() - p0,
+        wall_s,
+        threads,
+        busiest_s: used.iter().copied().fold(f64::NAN, f64::max),
+    };
+    (r, cpu)
 }
 
 #[cfg(test)]
@@ -143,5 +147,6 @@ mod tests {
         assert!(cpu.harness_s >= 0.05, "{cpu:?}");
         assert!(cpu.process_s >= cpu.harness_s * 0.9, "{cpu:?}");
         assert!(cpu.share() > 0.0 && cpu.share() <= 1.2, "{cpu:?}");
+        assert_eq!(cpu.busiest_s, cpu.harness_s, "one thread: the busiest is all of it");
     }
 }

@@ -57,6 +57,15 @@ pub struct CpuUse {
     /// (`--harness-cpus` of two or more CPUs).
     #[serde(default = "one")]
     pub threads: usize,
+    /// The CPU seconds of the busiest of those threads (the driver's or a worker's): a pool
+    /// saturates at its busiest worker, whatever the others' average. Absent (NaN) in results
+    /// written before it was kept.
+    #[serde(default = "nan", with = "goodput_metrics::nan::Nullable")]
+    pub busiest_s: f64,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 fn one() -> usize {
@@ -71,6 +80,16 @@ impl CpuUse {
             self.harness_s / (self.wall_s * self.threads.max(1) as f64)
         } else {
             0.0
+        }
+    }
+
+    /// How busy the busiest load-generator thread was (its CPU over the wall time); the
+    /// average [`CpuUse::busy`] where the busiest is unknown.
+    pub fn busiest(&self) -> f64 {
+        if self.busiest_s.is_finite() && self.wall_s > 0.0 {
+            self.busiest_s / self.wall_s
+        } else {
+            self.busy()
         }
     }
 
@@ -139,11 +158,15 @@ impl Harness {
     /// What a reader must know before trusting the level's numbers.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
-        if self.cpu.busy() > BUSY_WARN {
+        if self.cpu.busiest() > BUSY_WARN {
             w.push(format!(
                 "the load generator's {} was busy {:.0} % of the level's wall time; near 100 % it cannot keep to its schedule (`goodput calibrate` shows its ceiling; `--harness-cpus` of several CPUs spreads it)",
-                if self.cpu.threads > 1 { format!("{} threads", self.cpu.threads) } else { "thread".to_string() },
-                self.cpu.busy() * 100.0
+                if self.cpu.threads > 1 {
+                    format!("busiest of {} threads", self.cpu.threads)
+                } else {
+                    "thread".to_string()
+                },
+                self.cpu.busiest() * 100.0
             ));
         }
         if self.engine_in_process && self.cpu.share() > CPU_SHARE_WARN {
@@ -244,14 +267,19 @@ mod tests {
         // 5 sends over 2 s: 4 gaps, 2 req/s; a 4 req/s target was missed.
         assert_eq!(achieved_rate(&[0.0, 0.5, 1.0, 1.5, 2.0]), 2.0);
         assert!(achieved_rate(&[1.0]).is_nan());
-        let cpu = CpuUse { harness_s: 0.2, process_s: 1.0, wall_s: 0.25, threads: 1 };
+        let cpu = CpuUse { harness_s: 0.2, process_s: 1.0, wall_s: 0.25, threads: 1, busiest_s: 0.2 };
         let h = Harness::new(cpu, 10, 0.006, Some((&[0.0, 0.5, 1.0, 1.5, 2.0], 4.0)), true);
         assert!((h.cpu_per_request_s - 0.02).abs() < 1e-12);
         assert_eq!(h.cpu_text(), "20.00 ms/req (20.0 %)");
         // Busy 80 %, 20 % of the process, 6 ms lag, half the rate: four warnings.
         assert_eq!(h.warnings().len(), 4);
-        let quiet =
-            Harness::new(CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 1.0, threads: 1 }, 10, 0.001, None, false);
+        let quiet = Harness::new(
+            CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 1.0, threads: 1, busiest_s: 0.01 },
+            10,
+            0.001,
+            None,
+            false,
+        );
         assert!(quiet.warnings().is_empty());
         assert_eq!(quiet.cpu_text(), "1.00 ms/req (1 % busy)");
         // The same lag under a cap on requests in flight is the cap's, not the generator's.
@@ -260,10 +288,16 @@ mod tests {
         assert!(w.iter().any(|w| w.contains("2 slots of --max-concurrency: send lag p99 6.0 ms")), "{w:?}");
         assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
         // Four workers with 0.2 s of CPU over 0.25 s: 20 % busy each (0.2 / (0.25 × 4)).
-        let pool = CpuUse { threads: 4, ..cpu };
-        assert!((pool.busy() - 0.2).abs() < 1e-12);
+        let pool = CpuUse { threads: 4, busiest_s: 0.05, ..cpu };
+        assert!((pool.busy() - 0.2).abs() < 1e-12 && (pool.busiest() - 0.2).abs() < 1e-12);
+        // One worker of the four did all the work: 80 % busy, whatever the average says.
+        let lopsided = Harness::new(CpuUse { busiest_s: 0.2, ..pool }, 10, 0.001, None, false);
+        assert!((lopsided.cpu.busiest() - 0.8).abs() < 1e-12, "{:?}", lopsided.cpu);
+        let w = lopsided.warnings();
+        assert!(w.iter().any(|w| w.contains("busiest of 4 threads was busy 80 %")), "{w:?}");
         let old: CpuUse = serde_json::from_str(r#"{"harness_s": 0.2, "process_s": 1.0, "wall_s": 0.25}"#).unwrap();
         assert_eq!(old.threads, 1, "results written before the pool read as one thread");
+        assert!(old.busiest_s.is_nan() && (old.busiest() - 0.8).abs() < 1e-12, "the average stands in: {old:?}");
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
         engine,
         server: None,
         harness: Harness::new(
-            CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 2.0, threads: 1 },
+            CpuUse { harness_s: 0.01, process_s: 1.0, wall_s: 2.0, threads: 1, busiest_s: 0.01 },
             6,
             0.0001,
             None,

@@ -157,7 +157,7 @@ fn lost(g: &Group, rows: &[RecordRow]) -> Vec<(usize, String)> {
 }
 
 /// The load generators of the level together: their CPU summed (their threads counted, the
-/// longest wall time), the send lag and achieved rate from the merged sends, the target rate
+/// longest wall time, the busiest thread of any), the send lag and achieved rate from the merged sends, the target rate
 /// and the cap on requests in flight the shards' summed.
 fn harness(g: &Group, rows: &[RecordRow], measured: &[&ClientRecord], send_lag_p99_s: f64) -> Harness {
     let hs: Vec<&Harness> = g.shards.iter().map(|s| &s.level().harness).collect();
@@ -166,6 +166,7 @@ fn harness(g: &Group, rows: &[RecordRow], measured: &[&ClientRecord], send_lag_p
         process_s: hs.iter().map(|h| h.cpu.process_s).sum(),
         wall_s: hs.iter().map(|h| h.cpu.wall_s).fold(0.0, f64::max),
         threads: hs.iter().map(|h| h.cpu.threads).sum(),
+        busiest_s: hs.iter().map(|h| h.cpu.busiest_s).fold(f64::NAN, f64::max),
     };
     let target: Option<f64> = hs.iter().map(|h| h.target_rate).sum();
     let sent: Vec<f64> = measured.iter().map(|r| r.sent.as_secs()).collect();
