@@ -204,6 +204,12 @@ impl HttpTarget {
         }
     }
 
+    /// Builds the calling load-generator worker's client now, so that no measured request
+    /// waits for it (a worker calls this as it starts).
+    pub fn prepare_here(&self) {
+        let _ = self.client_here();
+    }
+
     /// A request to `url` with the URL's credentials, if it had any.
     pub(crate) fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
         let b = self.client_here().request(method, url);

@@ -166,9 +166,14 @@ impl Rig {
     /// With `--harness-cpus` of two or more CPUs: a worker per CPU, pinned to it.
     fn start_workers(&mut self, s: &RunSpec) -> Result<()> {
         let Some(cpus) = s.harness_cpus.clone().filter(|c| c.len() >= 2) else { return Ok(()) };
+        let http = self.http();
         let workers = goodput_workload::pool::Workers::start(cpus.len(), move |k| {
             if let Err(e) = goodput_engine::affinity::pin_current(&[cpus[k]]) {
                 eprintln!("warning: load-generator worker {k}: {e}");
+            }
+            // Each worker's HTTP client built before the first request, not during it.
+            if let Some(h) = &http {
+                h.prepare_here();
             }
         })?;
         self.workers = Some(workers);
