@@ -51,7 +51,9 @@ fn merged_shards_measure_what_one_process_does() {
         let mut args = vec!["merge".to_string(), "--out".into(), m.display().to_string()];
         args.extend(dirs);
         let (ok, _, err) = goodput(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        assert!(ok && !err.contains("warning"), "{err}");
+        // A shard may start a little late on a loaded machine (named, not an error); none may
+        // lose a request.
+        assert!(ok && !err.contains("lost"), "{err}");
         let (one, both) = (goodput_results::read_summary(&single).unwrap(), goodput_results::read_summary(&m).unwrap());
         assert_eq!(both.levels[0].summary.requests, one.levels[0].summary.requests, "the same requests measured");
         for s in &both.merged.as_ref().unwrap().shards {
