@@ -68,8 +68,9 @@ pub struct RunSummary {
     /// shard's slice of each level's schedule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<goodput_core::shard::Shard>,
-    /// `--start-at`: the moment the first level was to start (seconds since the Unix epoch),
-    /// and how late it started, seconds (0 when it waited for it).
+    /// `--start-at`: the moment the first level was to start (seconds since the Unix epoch, on
+    /// the reference's clock with `--clock-ref`), and how late it started, seconds (0 when it
+    /// waited for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<StartAt>,
     /// The wall time of the run's stamp 0 and, with `--clock-ref`, the machine's offset from a

@@ -232,6 +232,8 @@ pub struct RunArgs {
     pub shard: Option<goodput_workload::shard::Shard>,
     /// Start the first level at this moment (RFC 3339, `2026-12-02T18:30:00Z`), so shards on
     /// many machines start together; a moment already past starts at once, with a warning.
+    /// With --clock-ref the moment is on the reference's clock (this machine's offset from it
+    /// corrects the wait).
     #[arg(long, value_name = "RFC3339", value_parser = parse_start_at)]
     pub start_at: Option<std::time::SystemTime>,
     /// Measure this machine's clock offset from a reference before the first level and after

@@ -113,15 +113,18 @@ impl<'a> Sweep<'a> {
     /// keeps how late the sweep started.
     pub fn wait_for_start(&mut self, at: std::time::SystemTime) {
         let unix_s = at.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        // With --clock-ref the moment is the reference's: this machine's clock reads
+        // `at − offset` then, so shards on machines whose clocks disagree still start together.
+        let here = on_this_clock(at, self.summary.clock.as_ref().and_then(|c| c.offset_s()).unwrap_or(0.0));
         let now = std::time::SystemTime::now();
-        if let Ok(wait) = at.duration_since(now) {
+        if let Ok(wait) = here.duration_since(now) {
             eprintln!("waiting {:.1} s for --start-at", wait.as_secs_f64());
-            while std::time::SystemTime::now() < at && !self.stop.raised() {
-                let left = at.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+            while std::time::SystemTime::now() < here && !self.stop.raised() {
+                let left = here.duration_since(std::time::SystemTime::now()).unwrap_or_default();
                 std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
             }
         }
-        let late_s = std::time::SystemTime::now().duration_since(at).map_or(0.0, |d| d.as_secs_f64());
+        let late_s = std::time::SystemTime::now().duration_since(here).map_or(0.0, |d| d.as_secs_f64());
         if late_s > 1.0 {
             eprintln!("warning: --start-at was {late_s:.1} s ago when the sweep could start: this process starts late");
         }
@@ -417,6 +420,13 @@ fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {
     }
 }
 
+/// The moment `at` of a reference clock on this machine's clock, which is `offset_s` behind
+/// the reference (reference − here).
+fn on_this_clock(at: std::time::SystemTime, offset_s: f64) -> std::time::SystemTime {
+    let shift = std::time::Duration::from_secs_f64(offset_s.abs().min(1e6));
+    if offset_s >= 0.0 { at.checked_sub(shift) } else { at.checked_add(shift) }.unwrap_or(at)
+}
+
 /// The wall time of the run's stamp 0, and with `--clock-ref` the machine's offset from the
 /// reference before the first level (a reference that does not answer ends the run here).
 fn clock_start(spec: &RunSpec, rig: &Rig) -> Result<goodput_results::clock::ClockInfo> {
@@ -498,5 +508,19 @@ fn failure_text(failures: &[goodput_metrics::level::FailureCount]) -> String {
         "nothing was measured".into()
     } else {
         parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn a_reference_moment_is_moved_by_the_offset() {
+        let at = UNIX_EPOCH + Duration::from_secs(1000);
+        // The reference is 2.5 s ahead of this clock: its 1000 s is this clock's 997.5 s.
+        assert_eq!(super::on_this_clock(at, 2.5), UNIX_EPOCH + Duration::from_millis(997_500));
+        assert_eq!(super::on_this_clock(at, -0.25), UNIX_EPOCH + Duration::from_millis(1_000_250));
+        assert_eq!(super::on_this_clock(at, 0.0), at);
     }
 }
