@@ -25,6 +25,7 @@ mod api;
 mod body;
 mod chunk;
 mod connection;
+mod error;
 mod scrape;
 mod sse;
 mod stream;
@@ -33,6 +34,7 @@ mod trust;
 pub use api::{Api, MaxTokensField};
 pub use body::{MAX_ERROR_BODY, MAX_SCRAPE_BYTES};
 pub use connection::{is_sensitive, redact_url, split_credentials, BasicAuth, Connection, Secret};
+pub use error::{causes, ClientError};
 /// The codec of [`HttpConfig::codec`] (defined in goodput-core, shared with the workloads).
 pub use goodput_core::TextCodec;
 pub use scrape::{parse_metrics, ServerScrape, MAX_SCRAPE_LINES};
@@ -116,32 +118,6 @@ pub struct HttpTarget {
     clock: Clock,
     /// Why scrapes of `/metrics` are off for the rest of the run (the page passed a bound).
     scrapes_off: std::sync::OnceLock<String>,
-}
-
-/// Why the HTTP target could not be built, or a side request (models, /metrics) failed.
-/// Failures of the measured requests themselves are not errors: they are recorded
-/// ([`goodput_core::Outcome`]).
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("text prompts need the model's tokenizer on the client side")]
-    NoCodec,
-    #[error("building the HTTP client: {0}")]
-    Build(reqwest::Error),
-    #[error("{0}")]
-    Connection(String),
-    #[error("GET {url}: {}", causes(source))]
-    Get { url: String, source: reqwest::Error },
-    #[error("GET {url}: HTTP {status}")]
-    Status { url: String, status: reqwest::StatusCode },
-    #[error("GET {url}: {why}")]
-    Redirect { url: String, why: String },
-    /// The answer passed a size bound ([`MAX_SCRAPE_BYTES`], [`MAX_SCRAPE_LINES`]).
-    #[error("GET {url}: {why}")]
-    Oversize { url: String, why: String },
-    #[error("GET {url}: no complete answer within {timeout:?} (--timeout)")]
-    Timeout { url: String, timeout: Duration },
-    #[error("parsing /metrics: {0}")]
-    Metrics(String),
 }
 
 impl HttpTarget {
@@ -308,22 +284,6 @@ pub fn exact_text(codec: &dyn TextCodec, ids: &[TokenId]) -> Result<(String, usi
         }
     }
     best.ok_or_else(|| "no text for an empty prompt".to_string())
-}
-
-/// An error with its causes, `a: b: c` (reqwest's own message hides why a connection failed:
-/// a refused port, an unknown certificate authority, a name that does not resolve).
-pub fn causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(c) = next {
-        let s = c.to_string();
-        if !out.contains(&s) {
-            out.push_str(": ");
-            out.push_str(&s);
-        }
-        next = c.source();
-    }
-    out
 }
 
 /// Why a redirect is not followed, naming where it pointed; `None` for an answer that is not

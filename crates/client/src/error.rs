@@ -1,0 +1,46 @@
+//! The client's errors: why the HTTP target could not be built or a side request failed (the
+//! measured requests' failures are recorded, not raised), and the chain of causes they show.
+
+use std::time::Duration;
+
+/// Why the HTTP target could not be built, or a side request (models, /metrics) failed.
+/// Failures of the measured requests themselves are not errors: they are recorded
+/// ([`goodput_core::Outcome`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("text prompts need the model's tokenizer on the client side")]
+    NoCodec,
+    #[error("building the HTTP client: {0}")]
+    Build(reqwest::Error),
+    #[error("{0}")]
+    Connection(String),
+    #[error("GET {url}: {}", causes(source))]
+    Get { url: String, source: reqwest::Error },
+    #[error("GET {url}: HTTP {status}")]
+    Status { url: String, status: reqwest::StatusCode },
+    #[error("GET {url}: {why}")]
+    Redirect { url: String, why: String },
+    /// The answer passed a size bound ([`crate::MAX_SCRAPE_BYTES`], [`crate::MAX_SCRAPE_LINES`]).
+    #[error("GET {url}: {why}")]
+    Oversize { url: String, why: String },
+    #[error("GET {url}: no complete answer within {timeout:?} (--timeout)")]
+    Timeout { url: String, timeout: Duration },
+    #[error("parsing /metrics: {0}")]
+    Metrics(String),
+}
+
+/// An error with its causes, `a: b: c` (reqwest's own message hides why a connection failed:
+/// a refused port, an unknown certificate authority, a name that does not resolve).
+pub fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(c) = next {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        next = c.source();
+    }
+    out
+}
