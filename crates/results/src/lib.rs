@@ -26,7 +26,7 @@ pub mod vllm;
 
 pub use aiperf::{aiperf_keys, AiperfKeys, AiperfMetric};
 pub use files::{incomplete_note, read_summary, RecordLog, Results, RunWriter};
-pub use harness::{CpuUse, Harness};
+pub use harness::{CpuUse, Harness, OpenLoop};
 pub use level::LevelReport;
 pub use rows::{RecordRow, RequestRow, SeriesRow, StepRow};
 pub use summary::{

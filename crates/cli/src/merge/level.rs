@@ -13,7 +13,7 @@ use goodput_metrics::level::summarize;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
 use goodput_metrics::slo::Slo;
 use goodput_results::clock::MergedShard;
-use goodput_results::{vllm_keys, CpuUse, Harness, LevelReport, RecordRow, VllmLoad};
+use goodput_results::{vllm_keys, CpuUse, Harness, LevelReport, OpenLoop, RecordRow, VllmLoad};
 
 /// A level merged: its records on the common time line, its report, its shards.
 pub struct LevelMerge {
@@ -170,7 +170,9 @@ fn harness(g: &Group, rows: &[RecordRow], measured: &[&ClientRecord], send_lag_p
     };
     let target: Option<f64> = hs.iter().map(|h| h.target_rate).sum();
     let sent: Vec<f64> = measured.iter().map(|r| r.sent.as_secs()).collect();
-    let mut h = Harness::new(cpu, rows.len(), send_lag_p99_s, target.map(|t| (sent.as_slice(), t)), false);
+    let intended: Vec<f64> = measured.iter().map(|r| r.intended.as_secs()).collect();
+    let open_loop = target.map(|rate| OpenLoop { sent: &sent, intended: &intended, rate });
+    let mut h = Harness::new(cpu, rows.len(), send_lag_p99_s, open_loop, false);
     h.max_concurrency = hs.iter().map(|h| h.max_concurrency).sum();
     h
 }

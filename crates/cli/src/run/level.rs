@@ -10,7 +10,7 @@ use goodput_metrics::cache::{HitSource, PrefixHits};
 use goodput_metrics::engine::SeriesPoint;
 use goodput_metrics::level::summarize;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
-use goodput_results::{vllm_keys, Harness, Inf, LevelReport, RequestRate, VllmLoad};
+use goodput_results::{vllm_keys, Harness, Inf, LevelReport, OpenLoop, RequestRate, VllmLoad};
 use goodput_workload::{Arrival, LevelOutput, LevelPlan, LevelRun, Ramp, RecordSink, Stop, UnitPlan, Workload};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -161,11 +161,12 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
         Arrival::Closed { .. } | Arrival::Burst { .. } | Arrival::Trace { .. } => None,
     };
     let sent: Vec<f64> = measured.iter().map(|r| r.sent.as_secs()).collect();
+    let intended: Vec<f64> = measured.iter().map(|r| r.intended.as_secs()).collect();
     let mut harness = Harness::new(
         cpu,
         ran.records.len(),
         summary.send_lag.as_ref().map_or(0.0, |x| x.p99),
-        open_loop.map(|rate| (sent.as_slice(), rate)),
+        open_loop.map(|rate| OpenLoop { sent: &sent, intended: &intended, rate }),
         rig.engine_in_process(),
     );
     harness = match level.arrival {
