@@ -166,6 +166,12 @@ fn shards_merge_back_into_the_single_run_exactly() {
     assert!(m.shards.iter().all(|s| s.start_s.abs() < 1e-9), "the schedules started together: {m:?}");
     assert!(merged.shard.is_none() && merged.capacity.is_some() && merged.complete);
     assert!(out.join("conclusion.txt").is_file());
+    // The report of a merged run shows its shards.
+    let (ok, _, err) = crate::common::goodput(&["report", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("<h2 id=\"shards\">Shards</h2>") && page.contains("reference clock"), "no shards section");
+    assert!(page.contains("<td>2/3</td>"), "shard 2/3's row");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

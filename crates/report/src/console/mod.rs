@@ -19,7 +19,7 @@ pub use crate::text::{bytes, f};
 pub use http::{http, server};
 pub use predicted::prediction;
 pub use repeats::repeats;
-pub use shards::shards;
+pub use shards::{rows as shard_rows, shards, time_line as shards_time_line, SHARD_HEADER};
 pub use sweep::{layers, level_line, levels};
 pub use tasks::{agent, rag, turns};
 

@@ -4,37 +4,46 @@
 
 use goodput_results::clock::{Merged, MergedShard};
 
+/// The columns of the shards table after the load's.
+pub const SHARD_HEADER: [&str; 7] =
+    ["shard", "requests", "lost", "start after first", "clock offset (start → end)", "round trip", "dir"];
+
 /// One row per shard, by level and index.
 pub fn shards(m: &Merged, unit: &str) -> String {
     let load = format!("load ({unit})");
-    let mut t = super::new(&[
-        load.as_str(),
-        "shard",
-        "requests",
-        "lost",
-        "start after first",
-        "clock offset (start → end)",
-        "round trip",
-        "dir",
-    ]);
-    for s in &m.shards {
-        t.add_row(vec![
-            s.load.to_string(),
-            s.shard.to_string(),
-            s.records.to_string(),
-            s.lost.to_string(),
-            format!("{:.1} ms", s.start_s * 1e3),
-            offsets(s),
-            round_trip(s),
-            s.dir.display().to_string(),
-        ]);
+    let mut t = super::new(&[[load.as_str()].as_slice(), SHARD_HEADER.as_slice()].concat());
+    for row in rows(m) {
+        t.add_row(row);
     }
-    let how = if m.referenced {
+    format!("Shards merged: {} — {}\n{t}", m.shards.len(), time_line(m))
+}
+
+/// How the merged stamps were put on one time line.
+pub fn time_line(m: &Merged) -> &'static str {
+    if m.referenced {
         "stamps on the reference clock's time line (each shard's offset measured before and after its run)"
     } else {
         "stamps on the shards' own wall clocks (no --clock-ref: their offsets were not measured)"
-    };
-    format!("Shards merged: {} — {how}\n{t}", m.shards.len())
+    }
+}
+
+/// The table's cells: the load, then [`SHARD_HEADER`]'s.
+pub fn rows(m: &Merged) -> Vec<Vec<String>> {
+    m.shards
+        .iter()
+        .map(|s| {
+            vec![
+                s.load.to_string(),
+                s.shard.to_string(),
+                s.records.to_string(),
+                s.lost.to_string(),
+                format!("{:.1} ms", s.start_s * 1e3),
+                offsets(s),
+                round_trip(s),
+                s.dir.display().to_string(),
+            ]
+        })
+        .collect()
 }
 
 fn offsets(s: &MergedShard) -> String {

@@ -62,6 +62,10 @@ pub fn page(r: &Results) -> Result<String, ReportError> {
     for l in &s.levels {
         page.push_str(&tables::level(l, s.load_unit));
     }
+    if let Some(m) = &s.merged {
+        page.push_str("<h2 id=\"shards\">Shards</h2>\n");
+        page.push_str(&tables::shards(m, s.load_unit));
+    }
     page.push_str("<h2 id=\"setup\">Setup</h2>\n");
     page.push_str(&tables::setup(s));
     let data = serde_json::to_string(&charts)?.replace("</", "<\\/");

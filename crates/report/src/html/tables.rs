@@ -181,3 +181,23 @@ pub fn setup(s: &RunSummary) -> String {
     t.push_str("</table>\n");
     t
 }
+
+/// A merged run's shards ([`crate::console::shards`]'s cells), with how their stamps were put
+/// on one time line.
+pub fn shards(m: &goodput_results::clock::Merged, unit: LoadUnit) -> String {
+    let mut out = format!("<p>{}.</p>\n<table><tr><th>load ({unit})</th>", escape(crate::console::shards_time_line(m)));
+    for h in crate::console::SHARD_HEADER {
+        out.push_str(&format!("<th>{}</th>", escape(h)));
+    }
+    out.push_str("</tr>\n");
+    for row in crate::console::shard_rows(m) {
+        out.push_str("<tr>");
+        for (k, cell) in row.iter().enumerate() {
+            let class = if k + 1 == row.len() { " class=\"l\"" } else { "" };
+            out.push_str(&format!("<td{class}>{}</td>", escape(cell)));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+    out
+}
