@@ -297,6 +297,7 @@ impl ClientRecord {
             h.shift(ns);
         }
     }
+
     /// Arrival of the first content chunk.
     pub fn first_token(&self) -> Option<Stamp> {
         self.chunks.first().map(|c| c.at)

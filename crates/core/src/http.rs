@@ -130,10 +130,10 @@ impl HttpStamps {
             for s in [&mut t.received, &mut t.arrival, &mut t.queued, &mut t.finished] {
                 *s = s.shifted(ns);
             }
-            for s in [&mut t.first_scheduled, &mut t.first_token, &mut t.first_text, &mut t.last_token] {
-                if let Some(s) = s.as_mut() {
-                    *s = s.shifted(ns);
-                }
+            for s in
+                [&mut t.first_scheduled, &mut t.first_token, &mut t.first_text, &mut t.last_token].into_iter().flatten()
+            {
+                *s = s.shifted(ns);
             }
         }
     }

@@ -115,18 +115,14 @@ pub fn plan(shards: Vec<Loaded>) -> Result<Plan> {
     levels.sort_by(|a, b| a.load.total_cmp(&b.load));
     for g in &mut levels {
         g.shards.sort_by_key(|s| s.shard.index);
-        whole_split(g, &first_unit(&g.shards))?;
+        whole_split(g)?;
     }
     Ok(Plan { levels, reference })
 }
 
-fn first_unit(shards: &[Loaded]) -> String {
-    shards.first().map_or(String::new(), |s| s.summary.load_unit.to_string())
-}
-
 /// Every index of the level's split once: none given twice, none missing, one count.
-fn whole_split(g: &Group, unit: &str) -> Result<()> {
-    let level = format!("level {} {unit}", g.load);
+fn whole_split(g: &Group) -> Result<()> {
+    let level = format!("level {} {}", g.load, g.shards[0].summary.load_unit);
     let n = g.shards[0].shard.count;
     if let Some(s) = g.shards.iter().find(|s| s.shard.count != n) {
         bail!(

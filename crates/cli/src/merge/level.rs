@@ -45,10 +45,9 @@ pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
     rows.sort_by_key(|r| (r.record.intended, r.record.id));
     let measured: Vec<&ClientRecord> = rows.iter().filter(|r| r.phase == Phase::Measured).map(|r| &r.record).collect();
     let summary = summarize(g.load, &measured, slos);
-    let first = &g.shards[0];
-    let server = first.level().server.clone();
+    let lead = g.shards[0].level();
+    let server = lead.server.clone();
     let engine = EngineLevel::of(&[]);
-    let lead = first.level();
     let load = VllmLoad {
         request_rate: lead.vllm.request_rate,
         max_concurrency: g.shards.iter().map(|s| s.level().vllm.max_concurrency).sum(),
@@ -58,11 +57,44 @@ pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
     };
     let starts: Vec<f64> = g.shards.iter().map(|s| schedule_start(s, shift(s))).collect();
     let earliest = starts.iter().copied().fold(f64::INFINITY, f64::min);
-    let lost = lost(g, &rows);
-    let mut warnings = Vec::new();
     let late_after = LATE_S.max(LATE_SHARE * summary.window_s);
-    let mut shards = Vec::new();
-    for ((s, start), lost) in g.shards.iter().zip(&starts).zip(&lost) {
+    let (shards, warnings) = shards(g, &rows, &starts, earliest, late_after, unit);
+    let harness = harness(g, &rows, &measured, summary.send_lag.as_ref().map_or(0.0, |x| x.p99));
+    let count = |p: Phase| rows.iter().filter(|r| r.phase == p).count();
+    let report = LevelReport {
+        prefix_cache: PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref())),
+        vllm: vllm_keys(&summary, load),
+        aiperf: goodput_results::aiperf_keys(&summary),
+        turns: goodput_metrics::turns::by_turn(&measured),
+        start_s: Some(earliest),
+        warmup_requests: count(Phase::Warmup),
+        cooldown_requests: count(Phase::Cooldown),
+        occupancy: Occupancy::of(&engine, server.as_ref()),
+        engine,
+        server,
+        harness,
+        agent: None,
+        rag: None,
+        partial: g.shards.iter().any(|s| s.level().partial),
+        summary,
+    };
+    LevelMerge { rows, report, shards, warnings }
+}
+
+/// Each shard as the merged run keeps it, and what a reader must know of it: a start more than
+/// `late_after` seconds after the level's first shard, lost requests, an interruption.
+/// `starts`: each shard's schedule start on the common time line, the first of them `earliest`.
+fn shards(
+    g: &Group,
+    rows: &[RecordRow],
+    starts: &[f64],
+    earliest: f64,
+    late_after: f64,
+    unit: &str,
+) -> (Vec<MergedShard>, Vec<String>) {
+    let lost = lost(g, rows);
+    let (mut shards, mut warnings) = (Vec::new(), Vec::new());
+    for ((s, start), lost) in g.shards.iter().zip(starts).zip(&lost) {
         let (start_s, late_s) = (start - earliest, s.summary.start_at.as_ref().map(|a| a.late_s));
         if start_s > late_after {
             let why = late_s
@@ -101,26 +133,7 @@ pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
             clock: s.summary.clock.clone(),
         });
     }
-    let harness = harness(g, &rows, &measured, summary.send_lag.as_ref().map_or(0.0, |x| x.p99));
-    let count = |p: Phase| rows.iter().filter(|r| r.phase == p).count();
-    let report = LevelReport {
-        prefix_cache: PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref())),
-        vllm: vllm_keys(&summary, load),
-        aiperf: goodput_results::aiperf_keys(&summary),
-        turns: goodput_metrics::turns::by_turn(&measured),
-        start_s: Some(earliest),
-        warmup_requests: count(Phase::Warmup),
-        cooldown_requests: count(Phase::Cooldown),
-        occupancy: Occupancy::of(&engine, server.as_ref()),
-        engine,
-        server,
-        harness,
-        agent: None,
-        rag: None,
-        partial: g.shards.iter().any(|s| s.level().partial),
-        summary,
-    };
-    LevelMerge { rows, report, shards, warnings }
+    (shards, warnings)
 }
 
 /// When the shard's schedule started on the common time line, seconds: its level's start, or
