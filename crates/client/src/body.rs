@@ -58,8 +58,13 @@ pub(crate) async fn error_outcome(mut resp: reqwest::Response) -> Outcome {
     let status = resp.status().as_u16();
     let (head, cut) = read_capped(&mut resp, MAX_ERROR_BODY).await.unwrap_or_default();
     drop(resp);
+    error_from(status, &head, cut)
+}
+
+/// The outcome of a non-2xx `status` whose body began with `head` (`cut`: it held more).
+pub(crate) fn error_from(status: u16, head: &[u8], cut: bool) -> Outcome {
     // The head may end inside a character.
-    let text = String::from_utf8_lossy(&head);
+    let text = String::from_utf8_lossy(head);
     let json = serde_json::from_str::<Value>(&text).ok();
     let message = json.as_ref().and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")));
     let msg = match message.and_then(Value::as_str) {

@@ -24,8 +24,10 @@
 mod api;
 mod body;
 mod chunk;
+mod chunked;
 mod connection;
 mod error;
+mod h1;
 mod scrape;
 mod sse;
 mod stream;
@@ -76,6 +78,9 @@ pub struct HttpConfig {
     pub extra_body: serde_json::Map<String, Value>,
     /// TLS, headers and the API key.
     pub connection: Connection,
+    /// Measured requests to a plain-HTTP target on goodput's own HTTP/1.1 path (`h1`: the
+    /// reading task reads the socket); off, through hyper as every other request.
+    pub own_http1: bool,
     /// The deadline of a side request (`/v1/models`, a `/metrics` scrape), from sending until
     /// its whole body arrived: past it the request fails naming its URL and this. Measured
     /// requests are cut at the load generator's `--timeout` (recorded as timed out); give the
@@ -100,6 +105,7 @@ impl HttpConfig {
             server_stamps: true,
             extra_body: Default::default(),
             connection: Connection::default(),
+            own_http1: true,
             timeout: Duration::from_secs(120),
         }
     }
@@ -115,6 +121,8 @@ pub struct HttpTarget {
     /// Each load-generator worker's own client (`goodput_core::worker`), built on its first
     /// request: a connection is then opened, and read, by the worker's runtime alone.
     per_worker: Vec<std::sync::OnceLock<reqwest::Client>>,
+    /// The measured requests' own HTTP/1.1 path, where the target takes it.
+    lean: Option<h1::Lean>,
     clock: Clock,
     /// Why scrapes of `/metrics` are off for the rest of the run (the page passed a bound).
     scrapes_off: std::sync::OnceLock<String>,
@@ -138,7 +146,8 @@ impl HttpTarget {
         cfg.base_url = base_url.trim_end_matches('/').to_string();
         let client = cfg.connection.client()?;
         let per_worker = (0..MAX_WORKER_CLIENTS).map(|_| std::sync::OnceLock::new()).collect();
-        Ok(HttpTarget { cfg, client, per_worker, clock, scrapes_off: Default::default() })
+        let lean = if cfg.own_http1 { h1::Lean::for_config(&cfg)? } else { None };
+        Ok(HttpTarget { cfg, client, per_worker, lean, clock, scrapes_off: Default::default() })
     }
 
     pub fn config(&self) -> &HttpConfig {
@@ -290,18 +299,23 @@ pub fn exact_text(codec: &dyn TextCodec, ids: &[TokenId]) -> Result<(String, usi
 /// one. Following it would send the request's headers (keys included) to wherever the server
 /// points, and time the extra hop as the server's.
 pub(crate) fn redirect(resp: &reqwest::Response) -> Option<String> {
-    let status = resp.status();
-    if !status.is_redirection() {
+    let location = resp.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok());
+    redirect_why(resp.status().as_u16(), location, resp.url())
+}
+
+/// Why an answer `status` with `location` to a request for `url` is not followed, if it is a
+/// redirect.
+pub(crate) fn redirect_why(status: u16, location: Option<&str>, url: &reqwest::Url) -> Option<String> {
+    if !(300..400).contains(&status) {
         return None;
     }
-    let to = match resp.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()) {
-        Some(l) => redact_url(resp.url().join(l).map_or(l.to_string(), |u| u.to_string()).as_str()),
+    let to = match location {
+        Some(l) => redact_url(url.join(l).map_or(l.to_string(), |u| u.to_string()).as_str()),
         None => "nowhere (no Location)".into(),
     };
     Some(format!(
-        "server answered {} redirect to {to}; goodput does not follow redirects (the request's headers would go \
-         there and the hop would be timed as the server's): give the final URL as --target",
-        status.as_u16()
+        "server answered {status} redirect to {to}; goodput does not follow redirects (the request's headers would go \
+         there and the hop would be timed as the server's): give the final URL as --target"
     ))
 }
 
@@ -416,6 +430,9 @@ impl Target for HttpTarget {
 
 impl HttpTarget {
     async fn follow(&self, id: u64, url: &str, body: &Value, p: &mut StreamParser) -> Outcome {
+        if let Some(lean) = &self.lean {
+            return lean.post(url, id, body, self.clock, p).await;
+        }
         let post = self.request(reqwest::Method::POST, url).header("x-request-id", request_id(id)).json(body);
         let resp = match post.send().await {
             Ok(r) => r,

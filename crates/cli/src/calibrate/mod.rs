@@ -57,6 +57,10 @@ pub struct CalibrateArgs {
     /// and the runtime's cost per token, the floor under any client here.
     #[arg(long)]
     pub floor: bool,
+    /// Read the streams through hyper (reqwest), as every request was before goodput's own
+    /// HTTP/1.1 path for measured requests: the two side by side.
+    #[arg(long)]
+    pub hyper: bool,
 }
 
 /// The floor of one level ([`floor`]): CPU per token of bare reads of the same streams.
@@ -98,6 +102,12 @@ pub struct CalibrationLevel {
     /// costs at this level's token rate (× 1000: the cores a thousand streams need).
     pub cpu_per_stream: f64,
     pub cpu_share: f64,
+    /// The mock's CPU seconds per token it streamed (its writes; on loopback also the
+    /// receiving side's TCP processing, which runs in the sender's context).
+    pub mock_cpu_per_token_s: f64,
+    /// The mock's CPU seconds over the level's wall time: above [`MOCK_SATURATED`] its own
+    /// writes lag, and the level measures the mock as much as the client.
+    pub mock_busy: f64,
     pub wall_s: f64,
     /// Chunk-delay p99 within [`BOUND_CHUNK_P99_S`] and TTFT-error p50 (less the mock's own
     /// lateness p50) within [`BOUND_TTFT_P50_S`]: the client kept this many streams without
@@ -113,12 +123,17 @@ pub struct CalibrationLevel {
 pub const BOUND_CHUNK_P99_S: f64 = 0.005;
 pub const BOUND_TTFT_P50_S: f64 = 0.002;
 
+/// The mock's share of its core above which its own writes lag behind their schedule.
+pub const MOCK_SATURATED: f64 = 0.9;
+
 pub fn run(a: CalibrateArgs) -> Result<()> {
     check(&a)?;
     let clock = Clock::new();
     let mock = Arc::new(Mock::new(clock, a.ttft, a.itl, a.tokens));
     // The mock on a thread of its own; the client on this one (its CPU is the client's).
     let mock_cpus = a.mock_cpus.clone().map(|c| c.0);
+    let mock_tids = Arc::new(Mutex::new(Vec::new()));
+    let seen = mock_tids.clone();
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("goodput-mock")
@@ -127,6 +142,9 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
                 if let Err(e) = goodput_engine::affinity::pin_current(c) {
                     eprintln!("warning: --mock-cpus: {e}");
                 }
+            }
+            if let Some(t) = crate::cpu::current_tid() {
+                seen.lock().unwrap_or_else(|e| e.into_inner()).push(t);
             }
         })
         .enable_all()
@@ -137,9 +155,11 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let pool = client_pool(&a)?;
     let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
     let addr = listener.local_addr()?;
-    let app = goodput_server::mock::router(mock.clone());
-    server_rt.spawn(async move { axum::serve(listener, app).await });
-    let target = Arc::new(goodput_client::HttpTarget::new(mock_config(addr), clock)?);
+    server_rt.spawn(goodput_server::mock::serve(listener, mock.clone()));
+    let target = Arc::new(goodput_client::HttpTarget::new(
+        goodput_client::HttpConfig { own_http1: !a.hyper, ..mock_config(addr) },
+        clock,
+    )?);
     let scenario = Arc::new(Scenario {
         name: "calibrate".into(),
         input: LengthDist::Fixed { n: 4 },
@@ -153,6 +173,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         Some((w, _)) => format!("the client on {} worker threads, one per --client-cpus CPU", w.len()),
         None => "the client on this thread".into(),
     };
+    let on = format!("{on}, through {}", if a.hyper { "hyper" } else { "goodput's own HTTP/1.1" });
     eprintln!(
         "goodput calibrate: mock server on {addr} (TTFT {:?}, ITL {:?}, {} tokens); {on}",
         a.ttft, a.itl, a.tokens
@@ -167,16 +188,18 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
             None => (Vec::new(), Vec::new()),
         };
         let uk0 = user_kernel(&tids);
+        let mock0 = tasks_cpu(&mock_tids.lock().unwrap_or_else(|e| e.into_inner()));
         let _entered = pool.as_ref().map(|(w, _)| w.enter());
         let (run, cpu) =
             crate::cpu::measure_with(&threads, || rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)));
         let uk1 = user_kernel(&tids);
+        let mock_s = tasks_cpu(&mock_tids.lock().unwrap_or_else(|e| e.into_inner())) - mock0;
         let cpu = Cpu { all: cpu, user_s: uk1.0 - uk0.0, kernel_s: uk1.1 - uk0.1 };
         first_id = run.records.iter().map(|r| r.id + 1).max().unwrap_or(first_id);
         let wall_s = t.elapsed().as_secs_f64();
         let sent = std::mem::take(&mut *mock.sent.lock().unwrap_or_else(|e| e.into_inner()));
         let received = std::mem::take(&mut *mock.received.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut level = measure(&a, c, &run, &Written { sent, received }, cpu, wall_s);
+        let mut level = measure(&a, c, &run, &Written { sent, received, cpu_s: mock_s }, cpu, wall_s);
         drop(_entered);
         if a.floor {
             level.floor = Some(floor_level(&a, &rt, addr, c)?);
@@ -190,6 +213,13 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
             level.user_per_token_s * 1e6,
             level.kernel_per_token_s * 1e6,
         );
+        if level.mock_busy > MOCK_SATURATED {
+            eprintln!(
+                "  warning: the mock's thread was busy {:.0} % of the level ({:.1} µs a chunk): its own sends lag, and this level measures the mock's limit as much as the client's",
+                level.mock_busy * 100.0,
+                level.mock_cpu_per_token_s * 1e6
+            );
+        }
         levels.push(level);
         let _ = target.describe();
     }
@@ -261,6 +291,11 @@ fn client_pool(a: &CalibrateArgs) -> Result<Option<(goodput_workload::pool::Work
     Ok(Some((workers, tids)))
 }
 
+/// CPU seconds (user and kernel) so far of the threads `tids` of this process.
+fn tasks_cpu(tids: &[i32]) -> f64 {
+    tids.iter().map(|&t| crate::cpu::task_user_kernel_secs(t)).map(|(u, k)| u + k).sum()
+}
+
 /// User and kernel CPU seconds so far of this thread and the workers `tids`.
 fn user_kernel(tids: &[i32]) -> (f64, f64) {
     let (u, k) = crate::cpu::thread_user_kernel_secs();
@@ -319,6 +354,8 @@ struct Cpu {
 struct Written {
     sent: HashMap<String, Vec<Stamp>>,
     received: HashMap<String, Stamp>,
+    /// The mock's threads' CPU seconds over the level.
+    cpu_s: f64,
 }
 
 /// One level's client-side errors against what the mock was told to do and when it wrote,
@@ -376,6 +413,8 @@ fn measure(
         user_per_token_s: cpu.user_s / all_tokens.max(1) as f64,
         kernel_per_token_s: cpu.kernel_s / all_tokens.max(1) as f64,
         cpu_per_stream: cpu.all.harness_s / (wall_s * streams.max(1) as f64),
+        mock_cpu_per_token_s: mock.cpu_s / all_tokens.max(1) as f64,
+        mock_busy: mock.cpu_s / wall_s.max(f64::MIN_POSITIVE),
         cpu_share: cpu.all.share(),
         wall_s,
     }
@@ -399,6 +438,8 @@ fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
         "kernel",
         "cores / 1000 streams",
         "client CPU share",
+        "mock CPU/chunk",
+        "mock busy",
         "wall",
     ]);
     let ms3 = |s: &Option<Summary>, f: fn(&Summary) -> f64| num(ms(s, f), 3);
@@ -420,6 +461,8 @@ fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
             format!("{:.1} µs", l.kernel_per_token_s * 1e6),
             format!("{:.2}", l.cpu_per_stream * 1000.0),
             format!("{:.0} %", l.cpu_share * 100.0),
+            format!("{:.1} µs", l.mock_cpu_per_token_s * 1e6),
+            format!("{:.0} %", l.mock_busy * 100.0),
             format!("{:.1} s", l.wall_s),
         ]);
     }
@@ -492,6 +535,8 @@ mod tests {
             kernel_per_token_s: 5e-6,
             cpu_per_stream: 5e-4,
             cpu_share: 0.9,
+            mock_cpu_per_token_s: 5e-6,
+            mock_busy: 0.5,
             wall_s: 2.0,
             within_bound,
             floor: None,

@@ -78,6 +78,7 @@ impl HttpSpec {
         (config.return_token_ids, config.same_clock) = (in_process, in_process);
         config.server_stamps = !a.ignore_server_stamps;
         config.strict_openai = a.connection.strict_openai;
+        config.own_http1 = !a.connection.hyper_client;
         config.extra_body = a.connection.extra_body.clone().unwrap_or_default();
         config.connection = a.connection.connection()?;
         config.timeout = a.timeout;

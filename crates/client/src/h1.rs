@@ -1,0 +1,344 @@
+//! The measured requests' own HTTP/1.1 path to a plain-HTTP target: the request written in
+//! one `write` on a kept-alive connection, the response head parsed by `httparse`, the body
+//! unframed by [`crate::chunked`] and fed to the SSE decoder in the reading task itself.
+//!
+//! Why not hyper (through reqwest), which serves every other request: hyper's client runs
+//! each connection as a task of its own that reads the socket and hands body frames to the
+//! response through a channel, so every token costs two task wake-ups, a channel hand-over
+//! and a `Bytes` per frame. `goodput calibrate --floor` measured that at 3.5–5 µs a token
+//! above the bare reads of the same streams, half the client's whole cost; here the task that
+//! waits for the token reads it. TLS, proxies and `user:password@` credentials stay on
+//! reqwest ([`Lean::for_config`] says which targets take this path).
+
+use crate::body::{error_from, MAX_ERROR_BODY};
+use crate::chunked::{Body, Chunked};
+use crate::sse::{SseDecoder, MAX_EVENT_BYTES};
+use crate::stream::{Step, StreamParser};
+use crate::{redact_url, redirect_why, request_id, ClientError, HttpConfig};
+use goodput_core::{Clock, FailureKind, Outcome, Stamp};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The longest response head read.
+const MAX_HEAD: usize = 64 << 10;
+
+/// A plain-HTTP target's connections, kept alive per runtime (a socket is read by the
+/// runtime that opened it).
+pub(crate) struct Lean {
+    /// `host:port` to connect to.
+    authority: String,
+    /// The header lines every request carries (host, content type, `--header`s, the key).
+    fixed: String,
+    idle: Mutex<HashMap<tokio::runtime::Id, Vec<TcpStream>>>,
+}
+
+/// How one exchange on a connection ended.
+enum Exchange {
+    /// A kept-alive connection the server had closed before it answered: send again on a new
+    /// one (as hyper does).
+    Stale,
+    /// The request's outcome, and whether the connection can carry the next request.
+    Done(Outcome, bool),
+}
+
+impl Lean {
+    /// The path for `cfg`'s target: `None` where it stays on reqwest (HTTPS, a proxy in the
+    /// environment, Basic credentials).
+    pub fn for_config(cfg: &HttpConfig) -> Result<Option<Lean>, ClientError> {
+        let bad = |why: String| ClientError::Connection(why);
+        let url = reqwest::Url::parse(&cfg.base_url).map_err(|e| bad(format!("{}: {e}", redact_url(&cfg.base_url))))?;
+        let Some(host) = url.host_str() else { return Ok(None) };
+        if url.scheme() != "http" || cfg.connection.basic_auth.is_some() || proxied(host) {
+            return Ok(None);
+        }
+        let port = url.port_or_known_default().unwrap_or(80);
+        let mut fixed = match url.port() {
+            Some(p) => format!("host: {host}:{p}\r\n"),
+            None => format!("host: {host}\r\n"),
+        };
+        fixed.push_str("accept: */*\r\ncontent-type: application/json\r\n");
+        for (name, value) in &cfg.connection.header_map()? {
+            let value = value.to_str().map_err(|_| bad(format!("the value of header `{name}` is not text")))?;
+            fixed.push_str(&format!("{name}: {value}\r\n"));
+        }
+        Ok(Some(Lean { authority: format!("{host}:{port}"), fixed, idle: Mutex::default() }))
+    }
+
+    /// POSTs `body` to `url` as request `id`, reading its streamed answer into `p`.
+    pub async fn post(&self, url: &str, id: u64, body: &Value, clock: Clock, p: &mut StreamParser) -> Outcome {
+        let parsed = match reqwest::Url::parse(url) {
+            Ok(u) => u,
+            Err(e) => return Outcome::refused(FailureKind::Invalid, format!("{}: {e}", redact_url(url))),
+        };
+        let json = serde_json::to_vec(body).unwrap_or_default();
+        let target = match parsed.query() {
+            Some(q) => format!("{}?{q}", parsed.path()),
+            None => parsed.path().to_string(),
+        };
+        let mut req = format!(
+            "POST {target} HTTP/1.1\r\n{}x-request-id: {}\r\ncontent-length: {}\r\n\r\n",
+            self.fixed,
+            request_id(id),
+            json.len()
+        )
+        .into_bytes();
+        req.extend_from_slice(&json);
+        let mut kept = self.take();
+        loop {
+            let reused = kept.is_some();
+            let mut tcp = match kept.take() {
+                Some(t) => t,
+                None => match self.connect().await {
+                    Ok(t) => t,
+                    Err(e) => return Outcome::error(FailureKind::Connect, format!("POST {url}: {e}")),
+                },
+            };
+            match exchange(&mut tcp, &req, &parsed, clock, p).await {
+                Exchange::Stale if reused => {}
+                Exchange::Stale => {
+                    let why = format!("POST {url}: the server closed the connection without answering");
+                    return Outcome::error(FailureKind::Connect, why);
+                }
+                Exchange::Done(outcome, keep) => {
+                    if keep {
+                        self.put(tcp);
+                    }
+                    return outcome;
+                }
+            }
+        }
+    }
+
+    async fn connect(&self) -> std::io::Result<TcpStream> {
+        let tcp = TcpStream::connect(&self.authority).await?;
+        tcp.set_nodelay(true)?;
+        Ok(tcp)
+    }
+
+    /// A kept-alive connection of this runtime that the server has not closed since (as far
+    /// as this runtime has seen: an EOF already reported is caught here, one still on its way
+    /// by [`Exchange::Stale`]).
+    fn take(&self) -> Option<TcpStream> {
+        let rt = tokio::runtime::Handle::try_current().ok()?.id();
+        loop {
+            let tcp = self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&rt)?.pop()?;
+            let mut probe = [0u8; 1];
+            if matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+                return Some(tcp);
+            }
+        }
+    }
+
+    fn put(&self, tcp: TcpStream) {
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).entry(h.id()).or_default().push(tcp);
+        }
+    }
+}
+
+/// A proxy in the environment (as reqwest reads it) that would carry requests to `host`.
+fn proxied(host: &str) -> bool {
+    let var = |names: [&str; 2]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()));
+    if var(["http_proxy", "HTTP_PROXY"]).or(var(["all_proxy", "ALL_PROXY"])).is_none() {
+        return false;
+    }
+    let exempt = var(["no_proxy", "NO_PROXY"]).unwrap_or_default();
+    !exempt.split(',').map(str::trim).any(|e| e == "*" || e.trim_start_matches('.') == host)
+}
+
+/// The response head: status, framing, whether the connection stays open, where a redirect
+/// points; and the head's length in the buffer.
+struct Head {
+    status: u16,
+    body: Body,
+    keep_alive: bool,
+    location: Option<String>,
+    len: usize,
+}
+
+/// Writes `req` on `tcp` and reads its answer into `p`.
+async fn exchange(tcp: &mut TcpStream, req: &[u8], url: &reqwest::Url, clock: Clock, p: &mut StreamParser) -> Exchange {
+    let broken =
+        |why: String| Exchange::Done(Outcome::error(FailureKind::Connect, format!("POST {url}: {why}")), false);
+    if tcp.write_all(req).await.is_err() {
+        return Exchange::Stale;
+    }
+    let mut buf = Vec::with_capacity(8 << 10);
+    let head = loop {
+        match read_head(&buf) {
+            Ok(Some(h)) if (100..200).contains(&h.status) => {
+                buf.drain(..h.len);
+            }
+            Ok(Some(h)) => break h,
+            Ok(None) if buf.len() > MAX_HEAD => return broken(format!("a response head over {MAX_HEAD} bytes")),
+            Ok(None) => match read_more(tcp, &mut buf).await {
+                Ok(0) | Err(_) if buf.is_empty() => return Exchange::Stale,
+                Ok(0) => return broken("the connection closed inside the response head".into()),
+                Err(e) => return broken(e.to_string()),
+                Ok(_) => {}
+            },
+            Err(e) => return broken(format!("invalid HTTP response: {e}")),
+        }
+    };
+    p.http.headers = Some(clock.now());
+    p.http.status = head.status;
+    buf.drain(..head.len);
+    if let Some(why) = redirect_why(head.status, head.location.as_deref(), url) {
+        return Exchange::Done(Outcome::refused(FailureKind::Http(head.status), why), false);
+    }
+    if !(200..300).contains(&head.status) {
+        let (text, cut) = error_body(tcp, buf, head.body).await;
+        return Exchange::Done(error_from(head.status, &text, cut), false);
+    }
+    let (outcome, finished) = stream(tcp, buf, head.body, url, clock, p).await;
+    Exchange::Done(outcome, finished && head.keep_alive)
+}
+
+/// The response head in `buf`, if it is whole.
+fn read_head(buf: &[u8]) -> Result<Option<Head>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut r = httparse::Response::new(&mut headers);
+    let httparse::Status::Complete(len) = r.parse(buf).map_err(|e| e.to_string())? else { return Ok(None) };
+    let headers = &*r.headers;
+    let field = |name: &'static str| {
+        headers.iter().filter(move |h| h.name.eq_ignore_ascii_case(name)).map(|h| String::from_utf8_lossy(h.value))
+    };
+    let has = |name: &'static str, token: &str| {
+        field(name).any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    };
+    let body = if has("transfer-encoding", "chunked") {
+        Body::Chunked(Chunked::default())
+    } else if let Some(n) = field("content-length").next() {
+        Body::Length(n.trim().parse().map_err(|_| format!("content-length {n:?}"))?)
+    } else {
+        Body::UntilClose
+    };
+    Ok(Some(Head {
+        status: r.code.unwrap_or(0),
+        keep_alive: r.version == Some(1) && !has("connection", "close"),
+        body,
+        location: field("location").next().map(|l| l.into_owned()),
+        len,
+    }))
+}
+
+/// Reads more bytes onto `buf`: how many (0 at the end of the stream).
+async fn read_more(tcp: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    if buf.capacity() - buf.len() < 2048 {
+        buf.reserve(8 << 10);
+    }
+    tcp.read_buf(buf).await
+}
+
+/// At most [`MAX_ERROR_BODY`] bytes of an error answer's body, and whether it held more.
+async fn error_body(tcp: &mut TcpStream, mut buf: Vec<u8>, mut body: Body) -> (Vec<u8>, bool) {
+    let mut text = Vec::new();
+    loop {
+        if body.feed(&buf, |d| text.extend_from_slice(d)).is_err() || body.finished() {
+            break;
+        }
+        if text.len() > MAX_ERROR_BODY {
+            text.truncate(MAX_ERROR_BODY);
+            return (text, true);
+        }
+        buf.clear();
+        if !matches!(read_more(tcp, &mut buf).await, Ok(n) if n > 0) {
+            break;
+        }
+    }
+    let cut = text.len() > MAX_ERROR_BODY;
+    text.truncate(MAX_ERROR_BODY);
+    (text, cut)
+}
+
+/// Reads a 2xx answer's events into `p` until the end marker, starting with the body bytes
+/// already in `buf`; every event of one read is stamped when that read returned. Also says
+/// whether the body was read to its end (the connection can be kept).
+async fn stream(
+    tcp: &mut TcpStream,
+    mut buf: Vec<u8>,
+    mut body: Body,
+    url: &reqwest::Url,
+    clock: Clock,
+    p: &mut StreamParser,
+) -> (Outcome, bool) {
+    let mut sse = SseDecoder::new(MAX_EVENT_BYTES);
+    let mut at = clock.now();
+    loop {
+        if let Some(end) = feed(&mut body, &buf, &mut sse, url, at, p) {
+            // The body's last bytes usually came with the end marker; if not, they may be
+            // waiting already.
+            if !body.finished() && matches!(end, Outcome::Ok) {
+                buf.clear();
+                if matches!(tcp.try_read_buf(&mut buf), Ok(n) if n > 0) {
+                    let _ = body.feed(&buf, |_| {});
+                }
+            }
+            return (end, body.finished());
+        }
+        buf.clear();
+        match read_more(tcp, &mut buf).await {
+            // A framed body cut short broke; one that runs to the close ended.
+            Ok(0) if body != Body::UntilClose => {
+                let n = p.chunks.len();
+                let why = format!("the stream broke after {n} content chunks: the connection closed inside the body");
+                return (Outcome::error(FailureKind::StreamBroken, why), false);
+            }
+            Ok(0) => {
+                let why = format!("the stream ended without its end marker after {} content chunks", p.chunks.len());
+                return (Outcome::error(FailureKind::NoEndMarker, why), false);
+            }
+            Ok(_) => at = clock.now(),
+            Err(e) => {
+                let why = format!("the stream broke after {} content chunks: {e}", p.chunks.len());
+                return (Outcome::error(FailureKind::StreamBroken, why), false);
+            }
+        }
+    }
+}
+
+/// Feeds one read's bytes through the body's framing and the SSE decoder into `p`: the
+/// request's outcome once it has one.
+fn feed(
+    body: &mut Body,
+    bytes: &[u8],
+    sse: &mut SseDecoder,
+    url: &reqwest::Url,
+    at: Stamp,
+    p: &mut StreamParser,
+) -> Option<Outcome> {
+    let mut end: Option<Outcome> = None;
+    let framed = body.feed(bytes, |data| {
+        if end.is_some() {
+            return;
+        }
+        p.http.first_byte.get_or_insert(at);
+        let fed = sse.feed(data, |event| match p.event(event, at) {
+            Step::More => ControlFlow::Continue(()),
+            Step::Done => {
+                end = Some(Outcome::Ok);
+                ControlFlow::Break(())
+            }
+            Step::Failed(kind, why) => {
+                end = Some(Outcome::error(kind, why));
+                ControlFlow::Break(())
+            }
+        });
+        if let Err(e) = fed {
+            end = Some(Outcome::error(FailureKind::BadEvent, format!("{e} from {}", redact_url(url.as_str()))));
+        }
+    });
+    if let Err(e) = framed {
+        let why = format!("the stream broke after {} content chunks: {e}", p.chunks.len());
+        return Some(end.unwrap_or(Outcome::error(FailureKind::StreamBroken, why)));
+    }
+    if end.is_none() && body.finished() {
+        let why = format!("the stream ended without its end marker after {} content chunks", p.chunks.len());
+        return Some(Outcome::error(FailureKind::NoEndMarker, why));
+    }
+    end
+}

@@ -1,0 +1,205 @@
+//! goodput's own HTTP/1.1 path for measured requests against scripted servers on loopback,
+//! each answer read by it and by hyper (`own_http1: false`) alike: every framing of a
+//! streamed body (chunked in pieces split anywhere, a stated length, one that runs to the
+//! close, after an informational head), the ways a stream breaks, error answers, and
+//! kept-alive connections (reused, and replaced when the server had closed one).
+
+use goodput_client::{HttpConfig, HttpTarget};
+use goodput_core::{ClientRecord, Clock, FailureKind, Outcome, SamplingParams, Target, WorkRequest};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One scripted answer: its bytes written in these pieces (a few ms apart), and whether the
+/// server closes the connection after it.
+#[derive(Clone)]
+struct Answer {
+    pieces: Vec<Vec<u8>>,
+    close: bool,
+}
+
+/// Three tokens, the usage event and `[DONE]`, as SSE.
+fn events() -> String {
+    let tok = |t: &str| format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"{t}\"}}]}}\n\n");
+    let usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":3}}\n\n";
+    format!("{}{}{}{usage}data: [DONE]\n\n", tok("a"), tok("b"), tok("c"))
+}
+
+/// `body` as a chunked body, one chunk per piece of `sizes` bytes, cut for writing into
+/// pieces of `cut` bytes.
+fn chunked(head: &str, body: &str, size: usize, cut: usize) -> Vec<Vec<u8>> {
+    let mut wire = head.as_bytes().to_vec();
+    for c in body.as_bytes().chunks(size) {
+        wire.extend_from_slice(format!("{:x};ext=1\r\n", c.len()).as_bytes());
+        wire.extend_from_slice(c);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(b"0\r\nx-trailer: t\r\n\r\n");
+    wire.chunks(cut).map(<[u8]>::to_vec).collect()
+}
+
+const SSE_CHUNKED: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+/// A server answering requests in the order they come with `answers`; returns its port and
+/// how many connections it accepted.
+async fn server(answers: Vec<Answer>) -> (u16, Arc<Mutex<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let queue = Arc::new(Mutex::new(VecDeque::from(answers)));
+    let accepted = Arc::new(Mutex::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            *count.lock().unwrap() += 1;
+            tokio::spawn(serve(conn, queue.clone()));
+        }
+    });
+    (port, accepted)
+}
+
+async fn serve(mut conn: TcpStream, queue: Arc<Mutex<VecDeque<Answer>>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+            .unwrap_or(0);
+        while buf.len() < end + 4 + length {
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf.drain(..end + 4 + length);
+        let Some(answer) = queue.lock().unwrap().pop_front() else { return };
+        for p in &answer.pieces {
+            if conn.write_all(p).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        if answer.close {
+            return;
+        }
+    }
+}
+
+fn target(port: u16, own: bool) -> HttpTarget {
+    let cfg = HttpConfig { own_http1: own, ..HttpConfig::new(format!("http://127.0.0.1:{port}"), "m") };
+    HttpTarget::new(cfg, Clock::new()).unwrap()
+}
+
+async fn one(t: &HttpTarget, id: u64) -> ClientRecord {
+    let req = WorkRequest { id, prompt: vec![5, 6, 7], params: SamplingParams::greedy_exact(3) };
+    let r = tokio::time::timeout(Duration::from_secs(10), t.run(req, t.clock().now())).await;
+    r.expect("the request ended within 10 s")
+}
+
+/// What a record says, without its times.
+fn gist(r: &ClientRecord) -> (String, usize, u16) {
+    let outcome = match &r.outcome {
+        Outcome::Ok => "ok".to_string(),
+        other => format!("{other:?}"),
+    };
+    (outcome, r.chunks.len(), r.http.as_ref().map_or(0, |h| h.status))
+}
+
+/// `answer` read by both paths, each on a server of its own: the two records' gists.
+async fn both(answer: Answer) -> [(String, usize, u16); 2] {
+    let mut out = Vec::new();
+    for own in [true, false] {
+        let (port, _) = server(vec![answer.clone()]).await;
+        out.push(gist(&one(&target(port, own), 1).await));
+    }
+    [out[0].clone(), out[1].clone()]
+}
+
+#[tokio::test]
+async fn every_framing_of_a_stream_reads_as_hyper_reads_it() {
+    let body = events();
+    let framings = [
+        ("chunked, one piece", chunked(SSE_CHUNKED, &body, 1000, 100_000)),
+        ("chunked in 7-byte chunks, written in 5-byte pieces", chunked(SSE_CHUNKED, &body, 7, 5)),
+        ("chunked, written a byte at a time", chunked(SSE_CHUNKED, &body, 40, 1)),
+        (
+            "a stated length",
+            vec![format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes()],
+        ),
+        (
+            "after an informational head",
+            chunked(&format!("HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n{SSE_CHUNKED}"), &body, 30, 64),
+        ),
+    ];
+    for (what, pieces) in framings {
+        let [own, hyper] = both(Answer { pieces, close: false }).await;
+        assert_eq!(own, ("ok".to_string(), 3, 200), "{what}");
+        assert_eq!(own, hyper, "{what}");
+    }
+    let until_close = format!("HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n{body}");
+    let [own, hyper] = both(Answer { pieces: vec![until_close.into_bytes()], close: true }).await;
+    assert_eq!(own, ("ok".to_string(), 3, 200), "a body that runs to the close");
+    assert_eq!(own, hyper);
+}
+
+#[tokio::test]
+async fn broken_streams_and_error_answers_fail_as_with_hyper() {
+    let body = events();
+    let cut = &body[..body.find("data: {\"choices\":[]").unwrap()];
+    let bad_size = format!("{SSE_CHUNKED}zz\r\n");
+    let error = "{\"error\":{\"message\":\"the engine is overloaded\"}}";
+    let cases = [
+        (
+            "closed inside the body",
+            vec![format!("{SSE_CHUNKED}{:x}\r\n{cut}\r\n", cut.len()).into_bytes()],
+            FailureKind::StreamBroken,
+        ),
+        ("a bad chunk size", vec![bad_size.into_bytes()], FailureKind::StreamBroken),
+        ("a chunked body that ends without [DONE]", chunked(SSE_CHUNKED, cut, 1000, 100_000), FailureKind::NoEndMarker),
+        (
+            "503 with a JSON message",
+            chunked("HTTP/1.1 503 Service Unavailable\r\ntransfer-encoding: chunked\r\n\r\n", error, 10, 100_000),
+            FailureKind::Http(503),
+        ),
+    ];
+    for (what, pieces, kind) in cases {
+        let [own, hyper] = both(Answer { pieces, close: true }).await;
+        assert!(own.0.contains(&format!("{kind:?}")), "{what}: {own:?}");
+        assert_eq!((own.1, own.2), (hyper.1, hyper.2), "{what}");
+        assert!(hyper.0.contains(&format!("{kind:?}")), "{what}: {hyper:?}");
+    }
+    let (port, _) = server(vec![Answer {
+        pieces: chunked("HTTP/1.1 503 Service Unavailable\r\ntransfer-encoding: chunked\r\n\r\n", error, 10, 100_000),
+        close: false,
+    }])
+    .await;
+    let r = one(&target(port, true), 1).await;
+    assert!(format!("{:?}", r.outcome).contains("HTTP 503: the engine is overloaded"), "{:?}", r.outcome);
+}
+
+#[tokio::test]
+async fn a_kept_alive_connection_carries_the_next_request_and_one_the_server_closed_is_replaced() {
+    let body = events();
+    let keep = Answer { pieces: chunked(SSE_CHUNKED, &body, 1000, 100_000), close: false };
+    let then_close = Answer { close: true, ..keep.clone() };
+    // 1 and 2 on one connection, closed by the server after 2; 3 finds it closed and goes
+    // again on a new one, which 4 reuses.
+    let (port, accepted) = server(vec![keep.clone(), then_close, keep.clone(), keep]).await;
+    let t = target(port, true);
+    for id in 1..=4 {
+        let r = one(&t, id).await;
+        assert_eq!(gist(&r), ("ok".to_string(), 3, 200), "request {id}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(*accepted.lock().unwrap(), 2, "connections opened for four requests");
+}
