@@ -71,6 +71,9 @@ pub struct FloorLevel {
     pub kernel_per_token_s: f64,
     /// Socket reads per token.
     pub reads_per_token: f64,
+    /// Bare read − mock write of every chunk, seconds: the chunk delay under any client here
+    /// (the mock's and the kernel's part of it).
+    pub chunk_delay: Option<Summary>,
 }
 
 /// One level of the calibration.
@@ -202,7 +205,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         let mut level = measure(&a, c, &run, &Written { sent, received, cpu_s: mock_s }, cpu, wall_s);
         drop(_entered);
         if a.floor {
-            level.floor = Some(floor_level(&a, &rt, addr, c)?);
+            level.floor = Some(floor_level(&a, &rt, addr, c, &mock)?);
             mock.sent.lock().unwrap_or_else(|e| e.into_inner()).clear();
             mock.received.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
@@ -239,17 +242,26 @@ fn floor_level(
     rt: &tokio::runtime::Runtime,
     addr: std::net::SocketAddr,
     c: usize,
+    mock: &Mock,
 ) -> Result<FloorLevel> {
     let stagger = if a.stagger { a.itl } else { Duration::ZERO };
     let (u0, k0) = crate::cpu::thread_user_kernel_secs();
-    let counts = rt.block_on(floor::level(addr, c, a.requests_per_stream, a.tokens, stagger)).context("--floor")?;
+    let (counts, reads) =
+        rt.block_on(floor::level(addr, c, a.requests_per_stream, a.tokens, stagger, mock.clock)).context("--floor")?;
     let (u1, k1) = crate::cpu::thread_user_kernel_secs();
     let tokens = (c * a.requests_per_stream * a.tokens).max(1) as f64;
     let expected = c * a.requests_per_stream * (a.tokens + 2);
     if counts.events != expected {
         bail!("--floor: read {} events where the mock sent {expected}", counts.events);
     }
+    let sent = mock.sent.lock().unwrap_or_else(|e| e.into_inner());
+    let delay: Vec<f64> = reads
+        .iter()
+        .filter_map(|(id, read)| Some(read.iter().zip(sent.get(id)?).map(|(r, w)| r.secs_since(*w))))
+        .flatten()
+        .collect();
     Ok(FloorLevel {
+        chunk_delay: Summary::of(&delay),
         cpu_per_token_s: (u1 - u0 + k1 - k0) / tokens,
         user_per_token_s: (u1 - u0) / tokens,
         kernel_per_token_s: (k1 - k0) / tokens,
@@ -262,8 +274,10 @@ fn print_floor(levels: &[CalibrationLevel]) {
     for l in levels {
         let Some(f) = &l.floor else { continue };
         println!(
-            "Floor at {} streams (bare reads, this thread): {:.1} µs/token (user {:.1}, kernel {:.1}), {:.2} reads/token; the client costs {:.1} µs/token above it",
+            "Floor at {} streams (bare reads, this thread): chunk delay p50 {} ms, p99 {} ms; {:.1} µs/token (user {:.1}, kernel {:.1}), {:.2} reads/token; the client costs {:.1} µs/token above it",
             l.streams,
+            num(ms(&f.chunk_delay, |x| x.p50), 3),
+            num(ms(&f.chunk_delay, |x| x.p99), 3),
             f.cpu_per_token_s * 1e6,
             f.user_per_token_s * 1e6,
             f.kernel_per_token_s * 1e6,
