@@ -3,11 +3,13 @@
 //! is followed, no header reaches the other server), and a URL with `user:password@` (sent as
 //! Basic auth, never shown). Bounded: a few connections each, deadlines of a fraction of a second.
 
+mod common;
+
 use goodput_client::{ClientError, Connection, HttpConfig, HttpTarget, Secret};
 use goodput_core::{Clock, FailureKind, Outcome, SamplingParams, Target, WorkRequest};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// What a test server does with each request it reads.
@@ -35,27 +37,8 @@ async fn server(answer: Answer) -> (u16, Arc<Mutex<Vec<String>>>) {
 
 async fn serve(mut conn: TcpStream, answer: Answer, seen: Arc<Mutex<Vec<String>>>) {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
     loop {
-        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-            match conn.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-            continue;
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-        let length: usize = head
-            .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
-            .unwrap_or(0);
-        while buf.len() < end + 4 + length {
-            match conn.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        buf.drain(..end + 4 + length);
+        let Some(head) = common::read_request(&mut conn, &mut buf).await else { return };
         seen.lock().unwrap().push(head.clone());
         match answer {
             Answer::Never => {

@@ -4,12 +4,14 @@
 //! close, after an informational head), the ways a stream breaks, error answers, and
 //! kept-alive connections (reused, and replaced when the server had closed one).
 
+mod common;
+
 use goodput_client::{HttpConfig, HttpTarget};
 use goodput_core::{ClientRecord, Clock, FailureKind, Outcome, SamplingParams, Target, WorkRequest};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// One scripted answer: its bytes written in these pieces (a few ms apart), and whether the
@@ -61,27 +63,10 @@ async fn server(answers: Vec<Answer>) -> (u16, Arc<Mutex<usize>>) {
 
 async fn serve(mut conn: TcpStream, queue: Arc<Mutex<VecDeque<Answer>>>) {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
     loop {
-        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-            match conn.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-            continue;
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-        let length: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
-            .unwrap_or(0);
-        while buf.len() < end + 4 + length {
-            match conn.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
+        if common::read_request(&mut conn, &mut buf).await.is_none() {
+            return;
         }
-        buf.drain(..end + 4 + length);
         let Some(answer) = queue.lock().unwrap().pop_front() else { return };
         for p in &answer.pieces {
             if conn.write_all(p).await.is_err() {
