@@ -33,7 +33,7 @@ pub(crate) struct Lean {
     authority: String,
     /// The header lines every request carries (host, content type, `--header`s, the key).
     fixed: String,
-    idle: Mutex<HashMap<tokio::runtime::Id, Vec<TcpStream>>>,
+    idle: Mutex<HashMap<tokio::runtime::Id, Vec<(TcpStream, Body)>>>,
 }
 
 /// How one exchange on a connection ended.
@@ -41,8 +41,9 @@ enum Exchange {
     /// A kept-alive connection the server had closed before it answered: send again on a new
     /// one (as hyper does).
     Stale,
-    /// The request's outcome, and whether the connection can carry the next request.
-    Done(Outcome, bool),
+    /// The request's outcome, and the response body's framing where the connection can
+    /// carry the next request (its last bytes may still be on their way).
+    Done(Outcome, Option<Body>),
 }
 
 impl Lean {
@@ -87,7 +88,7 @@ impl Lean {
         )
         .into_bytes();
         req.extend_from_slice(&json);
-        let mut kept = self.take();
+        let mut kept = self.take().await;
         loop {
             let reused = kept.is_some();
             let mut tcp = match kept.take() {
@@ -104,8 +105,8 @@ impl Lean {
                     return Outcome::error(FailureKind::Connect, why);
                 }
                 Exchange::Done(outcome, keep) => {
-                    if keep {
-                        self.put(tcp);
+                    if let Some(body) = keep {
+                        self.put(tcp, body);
                     }
                     return outcome;
                 }
@@ -119,13 +120,21 @@ impl Lean {
         Ok(tcp)
     }
 
-    /// A kept-alive connection of this runtime that the server has not closed since (as far
-    /// as this runtime has seen: an EOF already reported is caught here, one still on its way
-    /// by [`Exchange::Stale`]).
-    fn take(&self) -> Option<TcpStream> {
+    /// A kept-alive connection of this runtime, its last answer read to its end, that the
+    /// server has not closed since (as far as this runtime has seen: an EOF already reported
+    /// is caught here, one still on its way by [`Exchange::Stale`]).
+    async fn take(&self) -> Option<TcpStream> {
         let rt = tokio::runtime::Handle::try_current().ok()?.id();
         loop {
-            let tcp = self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&rt)?.pop()?;
+            let (mut tcp, body) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&rt)?.pop()?;
+            if !body.finished() {
+                // The end of the last answer came after its end marker: read it now (it is
+                // there by now, or soon), or give the connection up.
+                if matches!(tokio::time::timeout(SETTLE, settle(&mut tcp, body)).await, Ok(Ok(()))) {
+                    return Some(tcp);
+                }
+                continue;
+            }
             let mut probe = [0u8; 1];
             if matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
                 return Some(tcp);
@@ -133,11 +142,31 @@ impl Lean {
         }
     }
 
-    fn put(&self, tcp: TcpStream) {
+    fn put(&self, tcp: TcpStream, body: Body) {
         if let Ok(h) = tokio::runtime::Handle::try_current() {
-            self.idle.lock().unwrap_or_else(|e| e.into_inner()).entry(h.id()).or_default().push(tcp);
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).entry(h.id()).or_default().push((tcp, body));
         }
     }
+}
+
+/// How long a kept connection may take to deliver the rest of its last answer.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reads the rest of a kept connection's last answer (its framing's end); an error where the
+/// connection closed, broke or sent more than the answer.
+async fn settle(tcp: &mut TcpStream, mut body: Body) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while !body.finished() {
+        buf.clear();
+        if read_more(tcp, &mut buf).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let taken = body.feed(&buf, |_| {}).map_err(std::io::Error::other)?;
+        if taken < buf.len() {
+            return Err(std::io::Error::other("bytes past the answer"));
+        }
+    }
+    Ok(())
 }
 
 /// A proxy in the environment (as reqwest reads it) that would carry requests to `host`.
@@ -162,8 +191,7 @@ struct Head {
 
 /// Writes `req` on `tcp` and reads its answer into `p`.
 async fn exchange(tcp: &mut TcpStream, req: &[u8], url: &reqwest::Url, clock: Clock, p: &mut StreamParser) -> Exchange {
-    let broken =
-        |why: String| Exchange::Done(Outcome::error(FailureKind::Connect, format!("POST {url}: {why}")), false);
+    let broken = |why: String| Exchange::Done(Outcome::error(FailureKind::Connect, format!("POST {url}: {why}")), None);
     if tcp.write_all(req).await.is_err() {
         return Exchange::Stale;
     }
@@ -188,14 +216,14 @@ async fn exchange(tcp: &mut TcpStream, req: &[u8], url: &reqwest::Url, clock: Cl
     p.http.status = head.status;
     buf.drain(..head.len);
     if let Some(why) = redirect_why(head.status, head.location.as_deref(), url) {
-        return Exchange::Done(Outcome::refused(FailureKind::Http(head.status), why), false);
+        return Exchange::Done(Outcome::refused(FailureKind::Http(head.status), why), None);
     }
     if !(200..300).contains(&head.status) {
         let (text, cut) = error_body(tcp, buf, head.body).await;
-        return Exchange::Done(error_from(head.status, &text, cut), false);
+        return Exchange::Done(error_from(head.status, &text, cut), None);
     }
-    let (outcome, finished) = stream(tcp, buf, head.body, url, clock, p).await;
-    Exchange::Done(outcome, finished && head.keep_alive)
+    let (outcome, body) = stream(tcp, buf, head.body, url, clock, p).await;
+    Exchange::Done(outcome, body.filter(|_| head.keep_alive))
 }
 
 /// The response head in `buf`, if it is whole.
@@ -256,8 +284,9 @@ async fn error_body(tcp: &mut TcpStream, mut buf: Vec<u8>, mut body: Body) -> (V
 }
 
 /// Reads a 2xx answer's events into `p` until the end marker, starting with the body bytes
-/// already in `buf`; every event of one read is stamped when that read returned. Also says
-/// whether the body was read to its end (the connection can be kept).
+/// already in `buf`; every event of one read is stamped when that read returned. Also gives
+/// the body's framing where the connection can be kept (the answer ended well, its framing
+/// says where it ends, and nothing came past it).
 async fn stream(
     tcp: &mut TcpStream,
     mut buf: Vec<u8>,
@@ -265,20 +294,14 @@ async fn stream(
     url: &reqwest::Url,
     clock: Clock,
     p: &mut StreamParser,
-) -> (Outcome, bool) {
+) -> (Outcome, Option<Body>) {
     let mut sse = SseDecoder::new(MAX_EVENT_BYTES);
     let mut at = clock.now();
+    let mut stray = false;
     loop {
-        if let Some(end) = feed(&mut body, &buf, &mut sse, url, at, p) {
-            // The body's last bytes usually came with the end marker; if not, they may be
-            // waiting already.
-            if !body.finished() && matches!(end, Outcome::Ok) {
-                buf.clear();
-                if matches!(tcp.try_read_buf(&mut buf), Ok(n) if n > 0) {
-                    let _ = body.feed(&buf, |_| {});
-                }
-            }
-            return (end, body.finished());
+        if let Some(end) = feed(&mut body, &buf, &mut sse, url, at, p, &mut stray) {
+            let keep = matches!(end, Outcome::Ok) && body != Body::UntilClose && !stray;
+            return (end, keep.then_some(body));
         }
         buf.clear();
         match read_more(tcp, &mut buf).await {
@@ -286,23 +309,24 @@ async fn stream(
             Ok(0) if body != Body::UntilClose => {
                 let n = p.chunks.len();
                 let why = format!("the stream broke after {n} content chunks: the connection closed inside the body");
-                return (Outcome::error(FailureKind::StreamBroken, why), false);
+                return (Outcome::error(FailureKind::StreamBroken, why), None);
             }
             Ok(0) => {
                 let why = format!("the stream ended without its end marker after {} content chunks", p.chunks.len());
-                return (Outcome::error(FailureKind::NoEndMarker, why), false);
+                return (Outcome::error(FailureKind::NoEndMarker, why), None);
             }
             Ok(_) => at = clock.now(),
             Err(e) => {
                 let why = format!("the stream broke after {} content chunks: {e}", p.chunks.len());
-                return (Outcome::error(FailureKind::StreamBroken, why), false);
+                return (Outcome::error(FailureKind::StreamBroken, why), None);
             }
         }
     }
 }
 
 /// Feeds one read's bytes through the body's framing and the SSE decoder into `p`: the
-/// request's outcome once it has one.
+/// request's outcome once it has one. `stray`: bytes came past the body's end.
+#[allow(clippy::too_many_arguments)]
 fn feed(
     body: &mut Body,
     bytes: &[u8],
@@ -310,6 +334,7 @@ fn feed(
     url: &reqwest::Url,
     at: Stamp,
     p: &mut StreamParser,
+    stray: &mut bool,
 ) -> Option<Outcome> {
     let mut end: Option<Outcome> = None;
     let framed = body.feed(bytes, |data| {
@@ -332,6 +357,7 @@ fn feed(
             end = Some(Outcome::error(FailureKind::BadEvent, format!("{e} from {}", redact_url(url.as_str()))));
         }
     });
+    *stray |= framed.as_ref().is_ok_and(|&taken| taken < bytes.len());
     if let Err(e) = framed {
         let why = format!("the stream broke after {} content chunks: {e}", p.chunks.len());
         return Some(end.unwrap_or(Outcome::error(FailureKind::StreamBroken, why)));

@@ -188,3 +188,23 @@ async fn a_kept_alive_connection_carries_the_next_request_and_one_the_server_clo
     }
     assert_eq!(*accepted.lock().unwrap(), 2, "connections opened for four requests");
 }
+
+#[tokio::test]
+async fn an_answer_whose_last_chunk_comes_after_its_end_marker_leaves_its_connection_usable() {
+    // The end marker, then the chunked body's end in two writes a few ms later (as a server
+    // that writes the body's end once its generator has returned): the request ends at the
+    // marker, and the next request reads the rest and goes on the same connection.
+    let body = events();
+    let mut pieces = chunked(SSE_CHUNKED, &body, 1000, 100_000);
+    let whole = pieces.concat();
+    let end = whole.len() - b"0\r\nx-trailer: t\r\n\r\n".len();
+    pieces = vec![whole[..end].to_vec(), b"0\r\n".to_vec(), b"x-trailer: t\r\n\r\n".to_vec()];
+    let late = Answer { pieces, close: false };
+    let (port, accepted) = server(vec![late.clone(), late.clone(), late]).await;
+    let t = target(port, true);
+    for id in 1..=3 {
+        let r = one(&t, id).await;
+        assert_eq!(gist(&r), ("ok".to_string(), 3, 200), "request {id}");
+    }
+    assert_eq!(*accepted.lock().unwrap(), 1, "connections opened for three requests");
+}
