@@ -19,7 +19,7 @@ use goodput_core::{Clock, FailureKind, Outcome, Stamp};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -33,8 +33,11 @@ pub(crate) struct Lean {
     authority: String,
     /// The header lines every request carries (host, content type, `--header`s, the key).
     fixed: String,
-    idle: Mutex<HashMap<tokio::runtime::Id, Vec<(TcpStream, Body)>>>,
+    idle: Arc<Idle>,
 }
+
+/// Kept-alive connections by runtime, each answer read to its end.
+type Idle = Mutex<HashMap<tokio::runtime::Id, Vec<TcpStream>>>;
 
 /// How one exchange on a connection ended.
 enum Exchange {
@@ -66,7 +69,7 @@ impl Lean {
             let value = value.to_str().map_err(|_| bad(format!("the value of header `{name}` is not text")))?;
             fixed.push_str(&format!("{name}: {value}\r\n"));
         }
-        Ok(Some(Lean { authority: format!("{host}:{port}"), fixed, idle: Mutex::default() }))
+        Ok(Some(Lean { authority: format!("{host}:{port}"), fixed, idle: Arc::default() }))
     }
 
     /// POSTs `body` to `url` as request `id`, reading its streamed answer into `p`.
@@ -88,7 +91,7 @@ impl Lean {
         )
         .into_bytes();
         req.extend_from_slice(&json);
-        let mut kept = self.take().await;
+        let mut kept = self.take();
         loop {
             let reused = kept.is_some();
             let mut tcp = match kept.take() {
@@ -120,21 +123,13 @@ impl Lean {
         Ok(tcp)
     }
 
-    /// A kept-alive connection of this runtime, its last answer read to its end, that the
-    /// server has not closed since (as far as this runtime has seen: an EOF already reported
-    /// is caught here, one still on its way by [`Exchange::Stale`]).
-    async fn take(&self) -> Option<TcpStream> {
+    /// A kept-alive connection of this runtime that the server has not closed since (as far
+    /// as this runtime has seen: an EOF already reported is caught here, one still on its way
+    /// by [`Exchange::Stale`]).
+    fn take(&self) -> Option<TcpStream> {
         let rt = tokio::runtime::Handle::try_current().ok()?.id();
         loop {
-            let (mut tcp, body) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&rt)?.pop()?;
-            if !body.finished() {
-                // The end of the last answer came after its end marker: read it now (it is
-                // there by now, or soon), or give the connection up.
-                if matches!(tokio::time::timeout(SETTLE, settle(&mut tcp, body)).await, Ok(Ok(()))) {
-                    return Some(tcp);
-                }
-                continue;
-            }
+            let tcp = self.idle.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&rt)?.pop()?;
             let mut probe = [0u8; 1];
             if matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
                 return Some(tcp);
@@ -142,10 +137,21 @@ impl Lean {
         }
     }
 
-    fn put(&self, tcp: TcpStream, body: Body) {
-        if let Ok(h) = tokio::runtime::Handle::try_current() {
-            self.idle.lock().unwrap_or_else(|e| e.into_inner()).entry(h.id()).or_default().push((tcp, body));
+    /// Keeps `tcp` for the next request once its answer's `body` is read to its end: now, or
+    /// (its last chunk still on its way after the end marker) by a task of this runtime that
+    /// reads the rest, as hyper's connection task does, so no request waits for it.
+    fn put(&self, mut tcp: TcpStream, body: Body) {
+        let Ok(h) = tokio::runtime::Handle::try_current() else { return };
+        let (rt, idle) = (h.id(), self.idle.clone());
+        let keep = move |tcp| idle.lock().unwrap_or_else(|e| e.into_inner()).entry(rt).or_default().push(tcp);
+        if body.finished() {
+            return keep(tcp);
         }
+        h.spawn(async move {
+            if matches!(tokio::time::timeout(SETTLE, settle(&mut tcp, body)).await, Ok(Ok(()))) {
+                keep(tcp);
+            }
+        });
     }
 }
 
