@@ -20,7 +20,7 @@ for impl in h11 httptools; do
     flag=(); [ "$client" = hyper ] && flag=(--hyper-client)
     echo "== uvicorn --http $impl, client $client"
     target/release/goodput run --target "http://127.0.0.1:$port" --served-model-name m --scenario short-qa \
-      --concurrency 8 --requests 80 "${flag[@]}" --out "$out/$impl-$client" 2>&1 | grep -E "users:|^system:"
+      --concurrency 8 --requests 80 "${flag[@]}" --out "$out/$impl-$client" 2>&1 | grep -E "^  [0-9]+ users:|^system:"
   done
   kill -- -$server; wait $server 2>/dev/null || true
 done
