@@ -10,11 +10,13 @@
 #
 #   scripts/router-check.sh [--goodput BIN] [--out DIR] [--rate R] [--duration S] [--repeats N] [--router sglang|vllm]
 #                           [--groups G] [--prefix-blocks P] [--own-blocks O] [--output T] [--kv-blocks B] [--model M]
+#                           [--weights W]
 #
 # --groups: shared system prompts in the trace (16); --prefix-blocks: each one's length in blocks
 # of 64 tokens (4); --own-blocks: each request's own blocks after it (1); --output: output tokens a
-# request (32); --model: a catalog model (tiny; smollm2-135m runs its real weights, fetched by
-# scripts/fetch-smollm2.sh, whose real text has no first-text hold); --kv-blocks: each replica's KV pool in
+# request (32); --model: a catalog model (tiny); --weights: its weights as `serve --weights` takes
+# them (dummy; smollm2-135m runs its real weights by default, fetched by scripts/fetch-smollm2.sh and dequantized,
+# whose real text has no first-text hold; `--weights dummy` keeps it on dummy ones); --kv-blocks: each replica's KV pool in
 # blocks of 16 tokens (the engine's default: room for every prefix, so both routers hit them
 # all); a pool smaller than the prefixes' working set is where routing decides the hits.
 #
@@ -36,6 +38,7 @@ PREFIX_BLOCKS=4
 OWN_BLOCKS=1
 OUTPUT=32
 MODEL=tiny
+WEIGHTS=
 KV=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -50,12 +53,17 @@ while [ $# -gt 0 ]; do
         --own-blocks) OWN_BLOCKS="$2"; shift 2 ;;
         --output) OUTPUT="$2"; shift 2 ;;
         --model) MODEL="$2"; shift 2 ;;
+        --weights) WEIGHTS="$2"; shift 2 ;;
         --kv-blocks) KV=(--kv-blocks "$2"); shift 2 ;;
         *) echo "router-check: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ -x "$GOODPUT" ] || { echo "router-check: no goodput binary at $GOODPUT (cargo build --release)" >&2; exit 2; }
 mkdir -p "$OUT"
+if [ -z "$WEIGHTS" ] && [ "$MODEL" = smollm2-135m ]; then WEIGHTS="$(scripts/fetch-smollm2.sh):dequant"; fi
+# Every goodput process takes the model's weights (the client its tokenizer from them).
+MODEL_ARGS=(-m "$MODEL")
+[ -n "$WEIGHTS" ] && MODEL_ARGS+=(--weights "$WEIGHTS")
 case "$KIND" in
     sglang) ROUTER=$(scripts/install-routers.sh | grep sglang-router); LAUNCH=(launch); LEVEL=warn ;;
     vllm) ROUTER=$(scripts/install-routers.sh | grep vllm-router); LAUNCH=(); LEVEL=warning ;;
@@ -96,7 +104,7 @@ start_replicas() { # [steps file prefix]
     for i in 0 1; do
         local steps=()
         [ $# -gt 0 ] && steps=(--steps "$1-$i.jsonl")
-        LOG="$OUT/replica-$i.log" start "$GOODPUT" serve -m "$MODEL" --port "${PORTS[$i]}" --threads 1 --engine-cpus "$i" "${KV[@]}" "${steps[@]}"
+        LOG="$OUT/replica-$i.log" start "$GOODPUT" serve "${MODEL_ARGS[@]}" --port "${PORTS[$i]}" --threads 1 --engine-cpus "$i" "${KV[@]}" "${steps[@]}"
     done
     for p in "${PORTS[@]}"; do wait_for "http://127.0.0.1:$p/health" "replica :$p"; done
 }
@@ -130,7 +138,7 @@ server_ttft() {
 python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --groups "$PREFIXES" --prefix-blocks "$PREFIX_BLOCKS" --own-blocks "$OWN_BLOCKS" --output "$OUTPUT" \
     --out "$OUT/trace.jsonl"
 echo "router-check: profiling one replica on a quiet CPU …" >&2
-"$GOODPUT" profile -m "$MODEL" --engine-cpus 1 --harness-cpus 0 --time 30s --out "$OUT/quiet.json" -q
+"$GOODPUT" profile "${MODEL_ARGS[@]}" --engine-cpus 1 --harness-cpus 0 --time 30s --out "$OUT/quiet.json" -q
 
 # The calibration: another trace (seed 1) through round-robin, each replica writing its steps.
 # The replicas' steps under the check's own contention (the other replica's HTTP threads, the
@@ -141,7 +149,7 @@ python3 scripts/shared-prefix-trace.py --rate "$RATE" --duration "$DURATION" --g
     --out "$OUT/calibration.jsonl"
 start_replicas "$OUT/calibration-steps"
 start_router round_robin
-"$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" -m "$MODEL" --api chat --trace "$OUT/calibration.jsonl" \
+"$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" "${MODEL_ARGS[@]}" --api chat --trace "$OUT/calibration.jsonl" \
     --trace-block-size 64 --out "$OUT/calibration" --overwrite -q >"$OUT/calibration.log" 2>&1
 SERVER_TTFT=$(server_ttft)
 # The chat template's tokens around a prompt, from a replica's own /tokenize of a chat: the
@@ -158,7 +166,7 @@ print(f'{head},{len(empty) - head}')")
 stop_all
 echo "router-check: the chat template adds $TEMPLATE tokens (head,tail) to each prompt" >&2
 echo "$TEMPLATE" >"$OUT/template.txt"
-"$GOODPUT" profile -m "$MODEL" --from-steps "$OUT/calibration-steps-0.jsonl,$OUT/calibration-steps-1.jsonl" \
+"$GOODPUT" profile "${MODEL_ARGS[@]}" --from-steps "$OUT/calibration-steps-0.jsonl,$OUT/calibration-steps-1.jsonl" \
     --no-roofline --out "$OUT/loaded.json" -q >"$OUT/loaded.txt"
 OVERHEAD_MS=$(python3 -c "
 import json, sys
@@ -169,10 +177,10 @@ echo "$OVERHEAD_MS" >"$OUT/overhead-ms.txt"
 
 for rep in $(seq "$REPEATS"); do
     for policy in round_robin cache_aware; do
-        start_replicas
-        start_router "$policy"
         run="$OUT/run-$policy-$rep"
-        "$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" -m "$MODEL" --api chat --trace "$OUT/trace.jsonl" \
+        start_replicas "$run-steps"
+        start_router "$policy"
+        "$GOODPUT" run --target "http://127.0.0.1:$ROUTER_PORT" "${MODEL_ARGS[@]}" --api chat --trace "$OUT/trace.jsonl" \
             --trace-block-size 64 --out "$run" --overwrite -q >"$run.log" 2>&1 || true
         served >"$run.served"
         stop_all
@@ -190,10 +198,17 @@ rm -f "$OUT/sim-quiet.json"
     --router round-robin,cache-aware --json "$OUT/sim-loaded.json" >"$OUT/sim-loaded.txt"
 "$GOODPUT" plan -m "$MODEL" --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
     --router round-robin,cache-aware --request-overhead "${OVERHEAD_MS}ms" --chat-template-tokens "$TEMPLATE" \
-    --json "$OUT/sim.json" >"$OUT/sim.txt"
+    --json "$OUT/sim.json" --steps-out "$OUT/sim-steps" >"$OUT/sim.txt"
 # The same with each request's own time outside the engines, drawn from the calibration's
 # requests (their stamps against the client's): the tail of the hops, not only their mean.
 "$GOODPUT" plan -m "$MODEL" --trace "$OUT/trace.jsonl" --trace-block-size 64 --profile "$OUT/loaded.json" --replicas 2 \
     --router round-robin,cache-aware --request-overhead "$OUT/calibration" --chat-template-tokens "$TEMPLATE" \
     --json "$OUT/sim-drawn.json" >"$OUT/sim-drawn.txt" 2>&1
+# Step by step: each replica's steps in every run and in the simulation, priced by the loaded
+# profile (where the simulated replicas gain or lose time against the measured ones: the work
+# each did, and its steps against their price).
+STEP_FILES=$(ls "$OUT"/run-*-steps-*.jsonl "$OUT"/sim-steps/*.jsonl | paste -sd, -)
+"$GOODPUT" profile -m "$MODEL" --from-steps "$STEP_FILES" --price-with "$OUT/loaded.json" \
+    --json "$OUT/priced.json" >"$OUT/priced.txt"
 python3 scripts/router-check-table.py "$OUT" "$REPEATS"
+echo "steps against their price: $OUT/priced.txt" >&2

@@ -202,6 +202,7 @@ fn a_replica_s_steps_under_load_make_the_fleet_s_profile_and_the_overhead_is_add
         (f("ttft_p50_s"), f("e2e_p95_s"), f("prefix_hit_rate"))
     };
     let (ttft, e2e, hits) = plan("0s", "0,0", "bare.json");
+    steps_priced_beside_the_simulation(&dir, &trace, &steps, p);
     let (ttft_o, e2e_o, _) = plan("40ms", "0,0", "overhead.json");
     assert!(
         (ttft_o - ttft - 0.040).abs() < 1e-6 && (e2e_o - e2e - 0.040).abs() < 1e-6,
@@ -245,4 +246,42 @@ fn a_replica_s_steps_under_load_make_the_fleet_s_profile_and_the_overhead_is_add
     let (ok, _, err) = goodput(&["profile", "-m", "tiny", "--from-steps", missing.to_str().unwrap(), "-o", p]);
     assert!(!ok && err.contains("no such file"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `plan --trace --steps-out` writes each simulated replica's steps; `profile --from-steps …
+/// --price-with` sets them beside the measured replica's, priced by the profile both share.
+fn steps_priced_beside_the_simulation(
+    dir: &std::path::Path,
+    trace: &std::path::Path,
+    steps: &std::path::Path,
+    p: &str,
+) {
+    let sim = dir.join("sim-steps");
+    let t = trace.to_str().unwrap();
+    let args = ["plan", "-m", "tiny", "--trace", t, "--trace-block-size", "16", "--profile", p, "--replicas", "2"];
+    let (ok, _, err) =
+        goodput(&[&args[..], &["--router", "round-robin", "--steps-out", sim.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let files: Vec<String> =
+        (0..2).map(|r| sim.join(format!("round-robin-{r}.jsonl")).to_str().unwrap().to_string()).collect();
+    let list = format!("{},{}", steps.display(), files.join(","));
+    let json = dir.join("priced.json");
+    let price = ["profile", "-m", "tiny", "--from-steps", &list, "--price-with", p, "--json", json.to_str().unwrap()];
+    let (ok, out, err) = goodput(&price);
+    assert!(ok && out.contains("busy ÷ priced") && out.contains("decode ×1"), "{err}\n{out}");
+    let priced: Vec<goodput_sizing::price::Priced> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(priced.len(), 3);
+    for x in &priced {
+        let ratio = x.busy_s / x.priced_s;
+        // The measured steps are the ones the profile was fitted to; the simulated ones drew
+        // each step's time around that fit, keeping its total.
+        assert!((0.8..1.25).contains(&ratio), "{}: busy ÷ priced {ratio}", x.file);
+        assert!(x.steps > 10 && x.prefill_tokens > 0 && !x.kinds.is_empty(), "{x:?}");
+    }
+    // The trace's shared prefixes: the simulated replicas found some in their caches.
+    assert!(priced[1..].iter().all(|x| x.prefix_hit_tokens > 0), "{priced:?}");
+    // Pricing needs steps to price: refused by name without them.
+    let (ok, _, err) = goodput(&["profile", "-m", "tiny", "--price-with", p]);
+    assert!(!ok && err.contains("--from-steps"), "{err}");
 }

@@ -131,3 +131,45 @@ fn the_gguf_file_alone_gives_smollm2_s_shape_without_the_catalog() {
     let named = goodput_engine::model_files::resolve(path.to_str().unwrap(), &Catalog::builtin()).unwrap();
     assert!(matches!(named.weights, WeightsSource::Gguf { dequantize: false, .. }));
 }
+
+/// `run --target … -m smollm2-135m --weights FILE.gguf:dequant`: the client writes its text
+/// prompts in the GGUF's own tokens, so the server counts each prompt at the trace's length
+/// plus its chat template (30 tokens: SmolLM2's default system prompt and the ChatML turn),
+/// not at byte-level text's (~15 % fewer tokens under a BPE tokenizer).
+#[test]
+fn the_client_writes_prompts_in_the_tokens_of_the_weights_it_is_given() {
+    let weights = format!("{}:dequant", fetch().display());
+    let dir = crate::common::temp("gguf-client-tokens");
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.jsonl");
+    let rows: Vec<String> = (0..3)
+        .map(|i| {
+            format!(
+                r#"{{"timestamp": {}, "input_length": 200, "output_length": 4, "hash_ids": [{i}, 9, 1000{i}]}}"#,
+                i * 100
+            )
+        })
+        .collect();
+    std::fs::write(&trace, rows.join("\n") + "\n").unwrap();
+    let (mut server, addr) = crate::common::serve(&["-m", "smollm2-135m", "--weights", &weights, "--threads", "1"]);
+    let url = format!("http://{addr}");
+    let run = dir.join("run");
+    let args = ["run", "--target", &url, "-m", "smollm2-135m", "--weights", &weights, "--api", "chat"];
+    let more = ["--trace", trace.to_str().unwrap(), "--trace-block-size", "64", "--out", run.to_str().unwrap(), "-q"];
+    let (ok, _, err) = crate::common::goodput(&[&args[..], &more[..]].concat());
+    crate::common::signal(&server.0, "-TERM");
+    let _ = server.0.wait();
+    assert!(ok, "{err}");
+    assert!(!err.contains("byte-level"), "the weights' tokenizer is the client's: {err}");
+    let records = goodput_results::Results::read(&run).unwrap().records;
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        let server = r.record.http.as_ref().and_then(|h| h.server.as_ref()).expect("goodput serve's stamps");
+        assert!(
+            server.prompt_tokens.abs_diff(200 + 30) <= 2,
+            "prompt of {} tokens, not 200 + 30",
+            server.prompt_tokens
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

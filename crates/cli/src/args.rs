@@ -103,12 +103,19 @@ impl ModelArgs {
         Ok(l)
     }
 
-    /// --tokenizer's, else the tokenizer of the files --model names; `None` for a catalog name.
+    /// --tokenizer's, else the tokenizer of the real weights `--weights` gives (a client's
+    /// prompts against a server of those weights are written in their tokens), else of the
+    /// files --model names; `None` for a catalog name on dummy weights.
     fn own_tokenizer(&self, named: &NamedModel) -> Result<Option<(Tokenizer, ChatFormat)>> {
         if let Some(t) = &self.tokenizer {
             return Ok(Some(model_files::load_tokenizer(t)?));
         }
-        Ok(match &named.weights {
+        let given = self.weights.as_deref().map(WeightsSource::parse).transpose()?;
+        let weights = match given {
+            Some(w) if !matches!(w, WeightsSource::Dummy { .. }) => w,
+            _ => named.weights.clone(),
+        };
+        Ok(match &weights {
             WeightsSource::Dir(d) => Some(model_files::load_tokenizer(&d.display().to_string())?),
             WeightsSource::HfCache => named.spec.hf_repo.as_deref().map(model_files::load_tokenizer).transpose()?,
             WeightsSource::Gguf { path, .. } => {

@@ -122,7 +122,7 @@ pub(super) fn simulate(
         .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
     let scrape = a.scrape_interval;
     let mut fleet = Fleet::new(engines, Router::new(policy.clone(), n, a.seed), scrape);
-    fleet.keep_steps = false;
+    fleet.keep_steps = a.steps_out.is_some();
     if let Some(rule) = &a.autoscale {
         fleet = fleet.with_scaler(Scaler::new(rule.clone(), n, a.replicas.min(n)));
     }
@@ -136,6 +136,9 @@ pub(super) fn simulate(
         Some(s) => (s.billed_s, s.events.iter().map(|e| e.replicas).max().unwrap_or(0).max(a.replicas.min(n))),
         None => (n as f64 * tally.end_s(), n),
     };
+    if let Some(dir) = &a.steps_out {
+        write_steps(dir, &policy, &out.replicas)?;
+    }
     let mut counts = vec![0usize; n];
     for x in &out.routed {
         counts[x.replica] += 1;
@@ -144,6 +147,21 @@ pub(super) fn simulate(
     run.scale_events = fleet.scaler.map(|s| s.events).unwrap_or_default();
     run.wall_s = started.elapsed().as_secs_f64();
     Ok(run)
+}
+
+/// Each replica's simulated steps, as JSON lines in `dir/POLICY-R.jsonl`.
+fn write_steps(dir: &std::path::Path, policy: &Policy, replicas: &[goodput_sizing::sim::SimOutput]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating --steps-out {}", dir.display()))?;
+    for (r, replica) in replicas.iter().enumerate() {
+        let mut text = String::new();
+        for s in &replica.steps {
+            text += &serde_json::to_string(s)?;
+            text.push('\n');
+        }
+        let path = dir.join(format!("{}-{r}.jsonl", policy.name()));
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path) -> Result<()> {

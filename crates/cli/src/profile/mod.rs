@@ -5,6 +5,7 @@
 mod bench;
 mod grid;
 mod machine;
+mod price;
 
 use crate::args::{CpuList, EngineArgs, ModelArgs};
 use anyhow::{bail, Context, Result};
@@ -70,6 +71,14 @@ pub struct ProfileArgs {
     /// No progress on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Instead of fitting: price the `--from-steps` files' steps by this profile and print,
+    /// per file, what its engine did and its step periods against their price, by kind of
+    /// step (a run's replicas beside a simulation's from `plan --trace --steps-out`).
+    #[arg(long, value_name = "PROFILE", requires = "from_steps")]
+    pub price_with: Option<PathBuf>,
+    /// `--price-with`: also write the tables as JSON here.
+    #[arg(long, requires = "price_with")]
+    pub json: Option<PathBuf>,
     /// The decode-context term: a table over Σ context (the default), or one linear term (as
     /// profiles before the table were fitted: for comparing the two on the same steps).
     #[arg(long, hide = true, default_value = "table", value_parser = ["table", "linear"])]
@@ -105,6 +114,9 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     if !a.from_bench.is_empty() {
         return bench::run(&a, &spec);
     }
+    if let Some(profile) = &a.price_with {
+        return price::run(&a.from_steps, profile, a.json.as_deref());
+    }
     let baseline = read_baseline(&a)?;
     let m = match &a.from {
         Some(dir) => from_run(&a, dir, &spec)?,
@@ -114,7 +126,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     if let Some(path) = &a.save_steps {
         save_steps(path, &m.steps)?;
     }
-    let gap = gap(&m.steps);
+    let gap = goodput_sizing::price::gap(&m.steps);
     let samples = subsample(samples(&m.steps, gap), 20_000, a.seed);
     // Tables over the batch shapes the steps reached (kernels switch with the batch).
     let max_tokens = m.steps.iter().map(|s| s.prefill_tokens + s.decode_seqs).max().unwrap_or(1);
@@ -361,24 +373,11 @@ fn save_steps(path: &Path, steps: &[StepRecord]) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Each step as a sample of the fit: what it did and its period — from its start to the next
-/// step's start while the engine stayed busy (what sets throughput: the engine's own work
-/// between steps, sending tokens and taking requests, grows with the batch), else its duration
-/// plus the median gap.
+/// Each step as a sample of the fit: what it did and its period.
 fn samples(steps: &[StepRecord], gap: f64) -> Vec<Sample> {
-    steps
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.end > s.start)
-        .map(|(i, s)| {
-            let next =
-                steps.get(i + 1).filter(|n| n.step == s.step + 1 && s.running + s.waiting > 0 && n.start >= s.end);
-            let seconds = match next {
-                Some(n) => n.start.secs_since(s.start),
-                None => s.end.secs_since(s.start) + gap,
-            };
-            Sample { work: StepWork::of_record(s), seconds }
-        })
+    goodput_sizing::price::periods(steps, gap)
+        .into_iter()
+        .map(|(s, seconds)| Sample { work: StepWork::of_record(s), seconds })
         .collect()
 }
 
@@ -391,16 +390,6 @@ fn subsample(samples: Vec<Sample>, n: usize, seed: u64) -> Vec<Sample> {
     let stride = samples.len() as f64 / n as f64;
     let offset = (seed % 1000) as f64 / 1000.0 * stride;
     (0..n).filter_map(|i| samples.get((offset + i as f64 * stride) as usize).copied()).collect()
-}
-
-/// Median time from a step's end to the next step's start while work remained.
-fn gap(steps: &[StepRecord]) -> f64 {
-    let gaps: Vec<f64> = steps
-        .windows(2)
-        .filter(|w| w[0].running + w[0].waiting > 0 && w[1].start >= w[0].end && w[1].step == w[0].step + 1)
-        .map(|w| w[1].start.secs_since(w[0].end))
-        .collect();
-    goodput_metrics::stats::percentile(&gaps, 50.0).unwrap_or(0.0)
 }
 
 fn fingerprint(a: &ProfileArgs, device: &str) -> Fingerprint {
