@@ -178,8 +178,8 @@ pub struct PlanArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// `--trace`: write each simulated replica's steps into this directory, as `serve --steps`
-    /// writes a replica's (`ROUTER-R.jsonl`), to set beside a run's with `profile --from-steps
-    /// … --price-with PROFILE`.
+    /// writes a replica's (`ROUTER-R.jsonl`; the aggregated fleets', not a split's), to set
+    /// beside a run's with `profile --from-steps … --price-with PROFILE`.
     #[arg(long, value_name = "DIR", requires = "trace")]
     pub steps_out: Option<PathBuf>,
     /// Write the plan as an HTML page here.
