@@ -1,8 +1,8 @@
-//! HTTP/1.1 response body framing for [`crate::h1`]: a chunked body decoded as bytes arrive
-//! (RFC 9112 §7.1: hex size, extensions skipped, CRLF, data, CRLF; the zero-size chunk, then
-//! trailer lines up to an empty one), a body of a stated length, or one that runs to the
-//! connection's end. A plain state machine: fed any split of the bytes, it hands out the same
-//! data and ends at the same byte.
+//! HTTP/1.1 response body framing for the client's own HTTP/1.1 path (`h1`): a chunked body
+//! decoded as bytes arrive (RFC 9112 §7.1: hex size, extensions skipped, CRLF, data, CRLF;
+//! the zero-size chunk, then trailer lines up to an empty one), a body of a stated length, or
+//! one that runs to the connection's end. A plain state machine: fed any split of the bytes,
+//! it hands out the same data and ends at the same byte.
 
 /// The longest chunk-size line (with extensions) or trailer line accepted.
 const MAX_LINE: usize = 4096;

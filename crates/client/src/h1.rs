@@ -312,20 +312,10 @@ async fn stream(
         buf.clear();
         match read_more(tcp, &mut buf).await {
             // A framed body cut short broke; one that runs to the close ended.
-            Ok(0) if body != Body::UntilClose => {
-                let n = p.chunks.len();
-                let why = format!("the stream broke after {n} content chunks: the connection closed inside the body");
-                return (Outcome::error(FailureKind::StreamBroken, why), None);
-            }
-            Ok(0) => {
-                let why = format!("the stream ended without its end marker after {} content chunks", p.chunks.len());
-                return (Outcome::error(FailureKind::NoEndMarker, why), None);
-            }
+            Ok(0) if body != Body::UntilClose => return (p.broke("the connection closed inside the body"), None),
+            Ok(0) => return (p.no_end_marker(), None),
             Ok(_) => at = clock.now(),
-            Err(e) => {
-                let why = format!("the stream broke after {} content chunks: {e}", p.chunks.len());
-                return (Outcome::error(FailureKind::StreamBroken, why), None);
-            }
+            Err(e) => return (p.broke(e), None),
         }
     }
 }
@@ -365,12 +355,10 @@ fn feed(
     });
     *stray |= framed.as_ref().is_ok_and(|&taken| taken < bytes.len());
     if let Err(e) = framed {
-        let why = format!("the stream broke after {} content chunks: {e}", p.chunks.len());
-        return Some(end.unwrap_or(Outcome::error(FailureKind::StreamBroken, why)));
+        return Some(end.unwrap_or_else(|| p.broke(e)));
     }
     if end.is_none() && body.finished() {
-        let why = format!("the stream ended without its end marker after {} content chunks", p.chunks.len());
-        return Some(Outcome::error(FailureKind::NoEndMarker, why));
+        return Some(p.no_end_marker());
     }
     end
 }

@@ -40,6 +40,18 @@ pub struct StreamParser {
 }
 
 impl StreamParser {
+    /// The outcome of a stream that ended (its body whole) before its end marker.
+    pub fn no_end_marker(&self) -> Outcome {
+        let why = format!("the stream ended without its end marker after {} content chunks", self.chunks.len());
+        Outcome::error(FailureKind::NoEndMarker, why)
+    }
+
+    /// The outcome of a stream that broke (its body cut short or unreadable) for `cause`.
+    pub fn broke(&self, cause: impl std::fmt::Display) -> Outcome {
+        let why = format!("the stream broke after {} content chunks: {cause}", self.chunks.len());
+        Outcome::error(FailureKind::StreamBroken, why)
+    }
+
     /// One SSE event's data, arrived at `at`.
     pub fn event(&mut self, data: &str, at: Stamp) -> Step {
         let data = data.trim();
@@ -209,15 +221,8 @@ pub(crate) async fn read_stream(mut resp: reqwest::Response, url: &str, clock: C
     loop {
         let chunk = match resp.chunk().await {
             Ok(Some(c)) => c,
-            Ok(None) => {
-                let n = p.chunks.len();
-                let why = format!("the stream ended without its end marker after {n} content chunks");
-                return Outcome::error(FailureKind::NoEndMarker, why);
-            }
-            Err(e) => {
-                let why = format!("the stream broke after {} content chunks: {}", p.chunks.len(), crate::causes(&e));
-                return Outcome::error(FailureKind::StreamBroken, why);
-            }
+            Ok(None) => return p.no_end_marker(),
+            Err(e) => return p.broke(crate::causes(&e)),
         };
         // The events of one read arrived together: one stamp, the moment the bytes came.
         let at = clock.now();

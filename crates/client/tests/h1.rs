@@ -180,12 +180,7 @@ async fn a_kept_alive_connection_carries_the_next_request_and_one_the_server_clo
     // 1 and 2 on one connection, closed by the server after 2; 3 finds it closed and goes
     // again on a new one, which 4 reuses.
     let (port, accepted) = server(vec![keep.clone(), then_close, keep.clone(), keep]).await;
-    let t = target(port, true);
-    for id in 1..=4 {
-        let r = one(&t, id).await;
-        assert_eq!(gist(&r), ("ok".to_string(), 3, 200), "request {id}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    in_turn(&target(port, true), 4, Duration::from_millis(20)).await;
     assert_eq!(*accepted.lock().unwrap(), 2, "connections opened for four requests");
 }
 
@@ -202,11 +197,15 @@ async fn an_answer_whose_last_chunk_comes_after_its_end_marker_leaves_its_connec
     pieces = vec![whole[..end].to_vec(), b"0\r\n".to_vec(), b"x-trailer: t\r\n\r\n".to_vec()];
     let late = Answer { pieces, close: false };
     let (port, accepted) = server(vec![late.clone(), late.clone(), late]).await;
-    let t = target(port, true);
-    for id in 1..=3 {
-        let r = one(&t, id).await;
-        assert_eq!(gist(&r), ("ok".to_string(), 3, 200), "request {id}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    in_turn(&target(port, true), 3, Duration::from_millis(50)).await;
     assert_eq!(*accepted.lock().unwrap(), 1, "connections opened for three requests");
+}
+
+/// Requests 1 to `n` one after another, `pause` apart, each a whole answer of three events.
+async fn in_turn(t: &HttpTarget, n: u64, pause: Duration) {
+    for id in 1..=n {
+        let r = one(t, id).await;
+        assert_eq!(gist(&r), ("ok".to_string(), 3, 200), "request {id}");
+        tokio::time::sleep(pause).await;
+    }
 }

@@ -8,7 +8,7 @@ mod floor;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use goodput_core::{ClientRecord, Clock, Stamp, Target};
+use goodput_core::{ClientRecord, Clock, Stamp};
 use goodput_metrics::Summary;
 use goodput_report::console as table;
 use goodput_report::text::{ms, num};
@@ -134,24 +134,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let clock = Clock::new();
     let mock = Arc::new(Mock::new(clock, a.ttft, a.itl, a.tokens));
     // The mock on a thread of its own; the client on this one (its CPU is the client's).
-    let mock_cpus = a.mock_cpus.clone().map(|c| c.0);
-    let mock_tids = Arc::new(Mutex::new(Vec::new()));
-    let seen = mock_tids.clone();
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("goodput-mock")
-        .on_thread_start(move || {
-            if let Some(c) = &mock_cpus {
-                if let Err(e) = goodput_engine::affinity::pin_current(c) {
-                    eprintln!("warning: --mock-cpus: {e}");
-                }
-            }
-            if let Some(t) = crate::cpu::current_tid() {
-                seen.lock().unwrap_or_else(|e| e.into_inner()).push(t);
-            }
-        })
-        .enable_all()
-        .build()?;
+    let (server_rt, mock_tids) = mock_runtime(&a)?;
     if let Some(c) = &a.client_cpus {
         goodput_engine::affinity::pin_current(&c.0).context("--client-cpus")?;
     }
@@ -209,22 +192,8 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
             mock.sent.lock().unwrap_or_else(|e| e.into_inner()).clear();
             mock.received.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
-        eprintln!(
-            "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token (user {:.1}, kernel {:.1})",
-            level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
-            level.cpu_per_token_s * 1e6,
-            level.user_per_token_s * 1e6,
-            level.kernel_per_token_s * 1e6,
-        );
-        if level.mock_busy > MOCK_SATURATED {
-            eprintln!(
-                "  warning: the mock's thread was busy {:.0} % of the level ({:.1} µs a chunk): its own sends lag, and this level measures the mock's limit as much as the client's",
-                level.mock_busy * 100.0,
-                level.mock_cpu_per_token_s * 1e6
-            );
-        }
+        say_level(c, &level);
         levels.push(level);
-        let _ = target.describe();
     }
     print_levels(&a, &levels);
     print_floor(&levels);
@@ -234,6 +203,48 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         std::fs::write(p, serde_json::to_vec_pretty(&levels)?).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
+}
+
+/// The mock's runtime: one worker thread, pinned to `--mock-cpus`, whose thread ids are kept
+/// to read its CPU time.
+fn mock_runtime(a: &CalibrateArgs) -> Result<(tokio::runtime::Runtime, Arc<Mutex<Vec<i32>>>)> {
+    let mock_cpus = a.mock_cpus.clone().map(|c| c.0);
+    let mock_tids = Arc::new(Mutex::new(Vec::new()));
+    let seen = mock_tids.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("goodput-mock")
+        .on_thread_start(move || {
+            if let Some(c) = &mock_cpus {
+                if let Err(e) = goodput_engine::affinity::pin_current(c) {
+                    eprintln!("warning: --mock-cpus: {e}");
+                }
+            }
+            if let Some(t) = crate::cpu::current_tid() {
+                seen.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+            }
+        })
+        .enable_all()
+        .build()?;
+    Ok((rt, mock_tids))
+}
+
+/// A level's line on stderr, and the warning when the mock, not the client, set its limit.
+fn say_level(c: usize, level: &CalibrationLevel) {
+    eprintln!(
+        "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token (user {:.1}, kernel {:.1})",
+        level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
+        level.cpu_per_token_s * 1e6,
+        level.user_per_token_s * 1e6,
+        level.kernel_per_token_s * 1e6,
+    );
+    if level.mock_busy > MOCK_SATURATED {
+        eprintln!(
+            "  warning: the mock's thread was busy {:.0} % of the level ({:.1} µs a chunk): its own sends lag, and this level measures the mock's limit as much as the client's",
+            level.mock_busy * 100.0,
+            level.mock_cpu_per_token_s * 1e6
+        );
+    }
 }
 
 /// `c` streams read bare on this thread ([`floor`]), their CPU per token.
