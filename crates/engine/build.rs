@@ -20,7 +20,7 @@ fn nvcc() -> PathBuf {
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    for f in ["goodput.cu", "gemv.cuh", "sample.cuh"] {
+    for f in ["goodput.cu", "gemv.cuh", "sample.cuh", "flash.cuh"] {
         println!("cargo::rerun-if-changed=kernels/{f}");
     }
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");

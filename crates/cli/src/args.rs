@@ -172,9 +172,17 @@ pub struct EngineArgs {
     /// Turn the prefix cache off.
     #[arg(long)]
     pub no_prefix_caching: bool,
-    /// On CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs.
+    /// On CUDA: run every step eagerly instead of replaying steps from CUDA graphs.
     #[arg(long)]
     pub no_cuda_graphs: bool,
+    /// On CUDA: replay only decode steps from CUDA graphs; steps with prefill chunks run
+    /// eagerly.
+    #[arg(long)]
+    pub no_mixed_graphs: bool,
+    /// On CUDA: long prefill chunks through cuBLAS (matmul, causal softmax, matmul) instead of
+    /// the tensor-core prefill kernel.
+    #[arg(long)]
+    pub no_flash_prefill: bool,
     /// On CUDA: launch every kernel after the previous one has finished, instead of with
     /// programmatic dependent launch (overlapping each kernel's start with the previous one's
     /// end).
@@ -192,9 +200,11 @@ impl EngineArgs {
     }
 
     /// Process-wide settings that must hold before a model loads (on CUDA the load times the
-    /// matmul kernels by launching them): programmatic dependent launch on or off.
+    /// matmul kernels by launching them): programmatic dependent launch on or off, and where
+    /// long prefill chunks go.
     pub fn apply_before_load(&self) {
         goodput_engine::cuda::set_pdl(!self.no_pdl);
+        goodput_engine::cuda::set_flash_prefill(!self.no_flash_prefill);
     }
 
     pub fn config(&self) -> Result<EngineConfig> {
@@ -222,6 +232,7 @@ impl EngineArgs {
             cpus: None,
             step_delay: self.test_step_delay,
             cuda_graphs: !self.no_cuda_graphs,
+            cuda_mixed_graphs: !self.no_mixed_graphs,
             cuda_pdl: !self.no_pdl,
         })
     }

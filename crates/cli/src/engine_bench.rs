@@ -67,18 +67,25 @@ pub struct BenchArgs {
     /// bandwidth.
     #[arg(long)]
     pub step_profile: bool,
-    /// On CUDA: time decode steps launched kernel by kernel instead of replayed from CUDA
-    /// graphs.
+    /// On CUDA: time steps launched kernel by kernel instead of replayed from CUDA graphs.
     #[arg(long)]
     pub no_cuda_graphs: bool,
+    /// On CUDA: replay only decode steps from CUDA graphs (prefills launched kernel by kernel).
+    #[arg(long)]
+    pub no_mixed_graphs: bool,
     /// On CUDA: launch every kernel after the previous one has finished, instead of with
     /// programmatic dependent launch (from the load's matmul tuning on).
     #[arg(long)]
     pub no_pdl: bool,
-    /// On CUDA: prefill chunks longer than this take the cuBLAS attention path instead of the
-    /// paged kernel (default 32).
+    /// On CUDA: prefill chunks longer than this take the long-chunk attention path (the
+    /// tensor-core prefill kernel in f16/bf16, cuBLAS in f32) instead of the paged kernel
+    /// (default 32).
     #[arg(long)]
     pub cuda_long_chunk: Option<usize>,
+    /// On CUDA: long prefill chunks through cuBLAS (matmul, causal softmax, matmul) instead of
+    /// the tensor-core prefill kernel: the A/B of that kernel.
+    #[arg(long)]
+    pub no_flash_prefill: bool,
     /// Skip measuring the machine's memory read bandwidth.
     #[arg(long)]
     pub no_bandwidth: bool,
@@ -417,6 +424,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         bail!("--cuda-long-chunk {rows}: this build has no `cuda` feature");
     }
     goodput_engine::cuda::set_pdl(!a.no_pdl);
+    goodput_engine::cuda::set_flash_prefill(!a.no_flash_prefill);
     let mut loaded = a.model.load(z.max_len)?;
     loaded.model.time_parts = loaded.model.device.is_cpu();
     loaded.model.attention = match a.attention {
@@ -431,6 +439,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         enable_prefix_caching: false,
         max_model_len: Some(z.max_len),
         cuda_graphs: !a.no_cuda_graphs,
+        cuda_mixed_graphs: !a.no_mixed_graphs,
         cuda_pdl: !a.no_pdl,
         ..Default::default()
     };

@@ -196,6 +196,11 @@ pub struct StepRecord {
     /// `blocks_used` is their sum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_by_kind: Option<KvBlocksByKind>,
+    /// On an engine that serves steps from CUDA graphs: whether this one was replayed from a
+    /// captured graph (else launched kernel by kernel). Absent where no graph can serve a step
+    /// (the CPU, graphs off, the simulator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<bool>,
 }
 
 /// KV blocks held by the block tables of each kind of layer group.

@@ -379,6 +379,7 @@ __device__ void causal_softmax(const S* s, P* p, int rows_per_head, int q_len, i
 
 #include "sample.cuh"
 #include "gemv.cuh"
+#include "flash.cuh"
 
 // ---------------------------------------------------------------------------------------------
 // Entry points per dtype.
@@ -426,3 +427,15 @@ __device__ void causal_softmax(const S* s, P* p, int rows_per_head, int q_len, i
   }
 
 FOR_DTYPES(ENTRY_POINTS)
+
+// Tensor-core prefill attention (flash.cuh): f16 and bf16 only (mma has no f32 operands).
+#define FLASH_ENTRY(T, S, D)                                                                                       \
+  extern "C" __global__ void __launch_bounds__(128) flash_prefill_d##D##_##S(                                     \
+      const T* q, const T* k, const T* v, T* out, const uint32_t* items, const uint32_t* seq_info,                 \
+      const uint32_t* bt, int hq, int hkv, int bs, float scale) {                                                  \
+    flash_prefill<T, D>(q, k, v, out, items, seq_info, bt, hq, hkv, bs, scale);                                    \
+  }
+FLASH_ENTRY(__half, f16, 64)
+FLASH_ENTRY(__half, f16, 128)
+FLASH_ENTRY(__nv_bfloat16, bf16, 64)
+FLASH_ENTRY(__nv_bfloat16, bf16, 128)

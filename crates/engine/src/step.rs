@@ -3,7 +3,7 @@
 //! one. Benches and tests drive it directly. (The module is named for what it runs: "core" is
 //! the `goodput-core` crate and the standard library, and "engine" is the crate.)
 
-use crate::cuda::{self, DecodeGraphs};
+use crate::cuda::{self, StepGraphs};
 use crate::error::{EngineError, Result};
 use crate::kv_cache::KvCache;
 use crate::model::{Llama, StepBatch};
@@ -35,6 +35,9 @@ pub struct EngineConfig {
     /// On CUDA with goodput's kernels: serve decode steps from CUDA graphs captured per
     /// batch-size bucket (`cuda/graph_serve.rs`).
     pub cuda_graphs: bool,
+    /// With `cuda_graphs`: serve mixed steps (prefill chunks, with or without decode rows)
+    /// from graphs too, captured per (token, sequence) bucket.
+    pub cuda_mixed_graphs: bool,
     /// On CUDA: launch goodput's kernels with programmatic dependent launch
     /// (`cuda/launch.rs`), process-wide.
     pub cuda_pdl: bool,
@@ -53,6 +56,7 @@ impl Default for EngineConfig {
             cpus: None,
             step_delay: std::time::Duration::ZERO,
             cuda_graphs: true,
+            cuda_mixed_graphs: true,
             cuda_pdl: true,
         }
     }
@@ -114,8 +118,8 @@ pub struct EngineCore {
     steps: u64,
     /// When set, every sampled row of logits is kept here (tests compare them with the reference).
     pub logits_tap: Option<Vec<(RequestId, Vec<f32>)>>,
-    /// Decode steps served from CUDA graphs, when on and the model runs goodput's kernels.
-    graphs: Option<DecodeGraphs>,
+    /// Steps served from CUDA graphs, when on and the model runs goodput's kernels.
+    graphs: Option<StepGraphs>,
     /// On the CPU, when the caller is not already a compute thread (an unpinned engine, a
     /// bench): the pool each step's forward runs in, so its ~5 parallel kernels a layer are
     /// joins inside one pool instead of each handing off from an outside thread (a futex
@@ -127,7 +131,8 @@ impl EngineCore {
     pub fn new(model: Llama, cfg: &EngineConfig, clock: Clock) -> Result<Self> {
         let sc = cfg.scheduler_config(&model)?;
         cuda::set_pdl(cfg.cuda_pdl);
-        let graphs = DecodeGraphs::for_model(&model, cfg.cuda_graphs, sc.max_model_len, sc.block_size);
+        let graphs =
+            StepGraphs::for_model(&model, cfg.cuda_graphs, cfg.cuda_mixed_graphs, sc.max_model_len, sc.block_size);
         let kv = KvCache::new(&model.spec, sc.num_blocks, sc.block_size, model.dtype, &model.device)?;
         let sched =
             Scheduler::new(sc).map_err(|e| EngineError::Config(e.to_string()))?.with_vocab_size(model.spec.vocab_size);
@@ -147,7 +152,7 @@ impl EngineCore {
 
     /// What CUDA graph serving did (buckets captured, replays, why it stopped), when it is on.
     pub fn graph_summary(&self) -> Option<String> {
-        self.graphs.as_ref().map(DecodeGraphs::summary)
+        self.graphs.as_ref().map(StepGraphs::summary)
     }
 
     /// The model back, the engine's KV pool and scheduler dropped (to run it again under
@@ -210,16 +215,16 @@ impl EngineCore {
         for s in &out.seqs {
             batch.push(&s.tokens, s.start, &s.block_tables, s.samples);
         }
-        // A decode step replayed from a CUDA graph samples inside it: its forward_s holds both.
-        let (sampled, forwarded) = match self.graph_step(&out, &batch)? {
-            Some(sampled) => (sampled, self.clock.now()),
+        // A step replayed from a CUDA graph samples inside it: its forward_s holds both.
+        let (sampled, forwarded, graph) = match self.graph_step(&out, &batch)? {
+            Some((sampled, replayed)) => (sampled, self.clock.now(), Some(replayed)),
             None => {
                 let logits = self.forward(&batch)?;
                 // A GPU runs the step after `forward` returns: wait, so that forward_s is the
                 // step's compute and sample_s the sampling alone (a no-op on the CPU).
                 self.model.device.synchronize()?;
                 let forwarded = self.clock.now();
-                (self.sample(&out, &logits)?, forwarded)
+                (self.sample(&out, &logits)?, forwarded, self.graphs.as_ref().map(|_| false))
             }
         };
         let now = self.clock.now();
@@ -253,6 +258,7 @@ impl EngineCore {
             sampled: out.sampled(),
             experts: expert_load(&self.model.take_expert_load(), self.model.spec.moe.as_ref()),
             kv_by_kind: None,
+            graph,
         };
         drop(p);
         let record =
@@ -295,23 +301,25 @@ impl EngineCore {
         Ok(out.seqs.iter().map(|s| if s.samples { ids.next() } else { None }).collect())
     }
 
-    /// The step from a CUDA graph when it is a decode step that fits one (eagerly, with the
-    /// same sampling draws, if the graph fails); `None` to run it the usual way.
-    fn graph_step(&mut self, out: &SchedulerOutput, batch: &StepBatch) -> Result<Option<Vec<Option<TokenId>>>> {
+    /// The step from a CUDA graph when it fits one (eagerly, with the same sampling draws, if
+    /// the graph fails or no graph slot is left), with whether it was replayed from a graph;
+    /// `None` to run it the usual way.
+    fn graph_step(&mut self, out: &SchedulerOutput, batch: &StepBatch) -> Result<Option<(Vec<Option<TokenId>>, bool)>> {
         let fits = self.logits_tap.is_none() && self.graphs.as_ref().is_some_and(|g| g.fits(batch));
         if !fits {
             return Ok(None);
         }
         let mut params = Vec::with_capacity(out.seqs.len());
-        for s in &out.seqs {
+        for s in out.seqs.iter().filter(|s| s.samples) {
             params.push(self.sampler(s.id)?.device_params());
         }
         let Some(graphs) = self.graphs.as_mut() else { return Ok(None) };
-        let ids = match graphs.run(&self.model, batch, &self.kv, &params) {
-            Some(ids) => ids,
-            None => device_sample(&self.model.forward(batch, &self.kv)?, &params)?,
+        let (ids, replayed) = match graphs.run(&self.model, batch, &self.kv, &params) {
+            Some(ids) => (ids, true),
+            None => (device_sample(&self.model.forward(batch, &self.kv)?, &params)?, false),
         };
-        Ok(Some(ids.into_iter().map(Some).collect()))
+        let mut ids = ids.into_iter();
+        Ok(Some((out.seqs.iter().map(|s| if s.samples { ids.next() } else { None }).collect(), replayed)))
     }
 
     fn sampler(&mut self, id: RequestId) -> Result<&mut Sampler> {

@@ -71,6 +71,14 @@ pub fn kv_token_usage(s: &StepRecord) -> f64 {
     }
 }
 
+/// `graph_step_share` = steps replayed from a captured CUDA graph ÷ steps of an engine that
+/// serves steps from graphs (those whose record says either way): how much of the load ran
+/// without per-kernel launches. `None` when no step says (the CPU, graphs off).
+pub fn graph_step_share(steps: &[StepRecord]) -> Option<f64> {
+    let known: Vec<bool> = steps.iter().filter_map(|s| s.graph).collect();
+    (!known.is_empty()).then(|| known.iter().filter(|&&g| g).count() as f64 / known.len() as f64)
+}
+
 /// Seconds the step took, from its start to its end stamp.
 pub fn step_time(s: &StepRecord) -> f64 {
     s.end.secs_since(s.start)
@@ -216,6 +224,16 @@ mod tests {
         assert_eq!(queue_time(&never), None);
         assert_eq!(engine_wait(&never), None);
         assert_eq!(decode_time(&never), None);
+    }
+
+    #[test]
+    fn hand_computed_graph_step_share() {
+        let step = |graph| StepRecord { graph, ..Default::default() };
+        // Three of four steps from graphs; a step that does not say is left out.
+        let steps = [step(Some(true)), step(Some(false)), step(Some(true)), step(None), step(Some(true))];
+        assert_eq!(graph_step_share(&steps), Some(0.75));
+        assert_eq!(graph_step_share(&[step(None)]), None);
+        assert_eq!(graph_step_share(&[]), None);
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct EngineLevel {
     pub preemptions: usize,
     pub prefix_hit_tokens: usize,
     pub step_time: Option<Summary>,
+    /// [`em::graph_step_share`] of the level's steps; absent where no step says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_step_share: Option<f64>,
 }
 
 impl EngineLevel {
@@ -61,6 +64,7 @@ impl EngineLevel {
             preemptions: steps.iter().map(|s| s.preemptions).sum(),
             prefix_hit_tokens: steps.iter().map(|s| s.prefix_hit_tokens).sum(),
             step_time: Summary::of(&steps.iter().map(em::step_time).collect::<Vec<_>>()),
+            graph_step_share: em::graph_step_share(steps),
         }
     }
 }

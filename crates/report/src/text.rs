@@ -49,6 +49,12 @@ pub fn prefix_text(h: Option<&PrefixHits>) -> String {
     format!("; prefix cache {:.1} % of prompt tokens ({source}{requests})", rate * 100.0)
 }
 
+/// The share of a level's steps replayed from CUDA graphs, after a `; ` (nothing where no
+/// step says: the CPU, graphs off).
+pub fn graph_text(share: Option<f64>) -> String {
+    share.map_or(String::new(), |g| format!("; CUDA graphs {:.0} % of steps", g * 100.0))
+}
+
 /// A level's occupancy in words, for the console and the report: running and waiting
 /// (means and maxima), KV blocks, preemptions, and where the numbers came from.
 pub fn occupancy_text(o: Option<&Occupancy>) -> String {

@@ -207,6 +207,7 @@ impl SimEngine {
             // The simulator's cost model has no routing (the planner's side is issue 27's).
             experts: None,
             kv_by_kind: self.sched.kv_by_kind(),
+            graph: None,
         };
         drop(pool);
         self.steps += 1;

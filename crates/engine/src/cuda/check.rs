@@ -1,14 +1,15 @@
 //! On-device checks of goodput's CUDA kernels against candle's reference ops on the same GPU,
 //! for what the end-to-end greedy comparison does not reach: paged attention over contexts
 //! long enough to split into partitions (at the default split, at 512 positions and unsplit),
-//! mixed with short and long prefill chunks, in f32 and bf16; each small-batch matmul kernel;
+//! mixed with short and long prefill chunks (the long ones in the tensor-core prefill kernel
+//! and through cuBLAS), in f32, bf16 and f16 and at 1, 3 and 4 query heads per KV head; each small-batch matmul kernel;
 //! and the sampler's cuts and distribution. Run by `goodput engine-check`.
 
 use crate::attention::{gather_attention, write_kv};
 use crate::cuda::gemv::{gemv_with, GEMV_MAX_ROWS};
 use crate::cuda::gemv_table::GemvKernel;
 use crate::cuda::kernels::{self, Heads};
-use crate::cuda::layout::MAX_PART_LEN;
+use crate::cuda::layout::{Split, MAX_PART_LEN};
 use crate::cuda::meta::StepDevice;
 use crate::cuda::report::KernelCheck;
 use crate::kv_cache::AttnMeta;
@@ -41,13 +42,28 @@ fn max_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
     Ok(d.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64)
 }
 
+/// One attention check: operands, head shape, context split and where long chunks go.
+#[derive(Clone, Copy)]
+struct Case {
+    dtype: DType,
+    d: usize,
+    hq: usize,
+    hkv: usize,
+    tolerance: f64,
+    /// Partitions of this length (default: the split `layout::part_len` picks).
+    part_len: Option<usize>,
+    /// Long chunks in the tensor-core prefill kernel (else through cuBLAS).
+    flash: bool,
+}
+
 /// Paged attention (kernel path) against the gather reference, both on `dev`, for a step of a
-/// long decode, a short decode, a short chunk, a long chunk (the cuBLAS path) and a decode of
-/// 512 positions, with the context split into partitions of `part_len` (default: the split
-/// `layout::part_len` picks).
-fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64, part_len: Option<usize>) -> Result<KernelCheck> {
-    let (bs, hkv, hq) = (16, 2, 8);
-    let seqs: [(usize, usize); 5] = [(1, 1300), (1, 10), (5, 21), (70, 90), (1, 512)];
+/// long decode, a short decode, a short chunk, two long chunks (the prefill kernel or the
+/// cuBLAS path; 300 rows in 700 positions span several blocks of rows and tiles of positions,
+/// with tails) and a decode of 512 positions.
+fn attention(dev: &Device, c: Case) -> Result<KernelCheck> {
+    let Case { dtype, d, hq, hkv, .. } = c;
+    let bs = 16;
+    let seqs: [(usize, usize); 6] = [(1, 1300), (1, 10), (5, 21), (70, 90), (1, 512), (300, 700)];
     let mut next = 1u32;
     let mut tables = Vec::new();
     for &(_, ctx) in &seqs {
@@ -70,16 +86,18 @@ fn attention(dev: &Device, dtype: DType, d: usize, tolerance: f64, part_len: Opt
     let q = rand((t, hq, d), 3, dtype, dev)?;
     let scale = 1.0 / (d as f32).sqrt();
     let positions = vec![0u32; t];
-    let step = StepDevice::upload(&positions, &meta, hkv, part_len, dev)?;
+    let flash_group = c.flash.then_some(hq / hkv);
+    let step = StepDevice::upload(&positions, &meta, Split { hkv, force_part_len: c.part_len, flash_group }, dev)?;
     let got = kernels::attention(&q, &k_pool, &v_pool, &step, Heads { hq, hkv, d }, scale)?;
     let want = gather_attention(&q, &k_pool, &v_pool, &meta, &crate::attention::AttnOpts::scaled(scale))?;
     Ok(check(
         format!(
-            "paged attention d{d} {dtype:?} (decode 1300/10/512, chunks 5 and 70), partitions of {}",
-            part_len.map_or("the default length".into(), |l| format!("{l} positions"))
+            "attention d{d} {dtype:?} {hq}/{hkv} heads (decode 1300/10/512, chunks 5, 70 and 300 {}), partitions of {}",
+            if c.flash { "on tensor cores" } else { "via cuBLAS" },
+            c.part_len.map_or("the default length".into(), |l| format!("{l} positions"))
         ),
         max_diff(&got, &want)?,
-        tolerance,
+        c.tolerance,
     ))
 }
 
@@ -166,11 +184,18 @@ pub fn check_kernels(dev: &Device) -> Result<Vec<KernelCheck>> {
     }
     let mut out = Vec::new();
     for d in [64, 128] {
+        let f32 = Case { dtype: DType::F32, d, hq: 8, hkv: 2, tolerance: 1e-4, part_len: None, flash: false };
+        let bf16 = Case { dtype: DType::BF16, tolerance: 3e-2, ..f32 };
         // The default split, the old fixed 512 and one partition for every context.
         for part_len in [None, Some(MAX_PART_LEN), Some(1 << 20)] {
-            out.push(attention(dev, DType::F32, d, 1e-4, part_len)?);
-            out.push(attention(dev, DType::BF16, d, 3e-2, part_len)?);
+            out.push(attention(dev, Case { part_len, ..f32 })?);
+            out.push(attention(dev, Case { part_len, ..bf16 })?);
+            out.push(attention(dev, Case { part_len, flash: true, ..bf16 })?);
         }
+        // Three query heads per KV head (rows of a token across two blocks), one, and f16.
+        out.push(attention(dev, Case { hq: 6, flash: true, ..bf16 })?);
+        out.push(attention(dev, Case { hq: 2, flash: true, ..bf16 })?);
+        out.push(attention(dev, Case { dtype: DType::F16, tolerance: 1e-2, flash: true, ..bf16 })?);
     }
     out.extend(gemv(dev)?);
     out.extend(sampling(dev)?);

@@ -4,8 +4,8 @@
 //! gate|up matmul, SwiGLU and the down matmul (at up to four rows by whichever kernel
 //! `tune.rs` measured fastest for the shape, cuBLAS above) — 10 launches where the candle-op
 //! path (`Llama::forward` on other devices) takes ~35 and three host uploads. The step's
-//! positions, slots and block tables go to the device once, not per layer; a decode step can
-//! also run from static buffers inside a CUDA graph (`decode_cuda_static`, `graph_serve.rs`).
+//! positions, slots and block tables go to the device once, not per layer; a step can also run
+//! from static buffers inside a CUDA graph (`step_cuda_static`, `graph_serve.rs`).
 //!
 //! These are methods on the model's own types: `Llama::forward` and `Llama::load` (model.rs)
 //! call [`Llama::uses_cuda_kernels`], `forward_cuda` and `tune_cuda`, which the stub of builds
@@ -17,6 +17,7 @@ use crate::cuda::device::{ptr, supports};
 use crate::cuda::gemv::{gemv, gemv_to};
 use crate::cuda::gemv_table;
 use crate::cuda::kernels::{self, add_rms_norm, qkv_rope_cache, silu_mul, Heads, Rope};
+use crate::cuda::layout::{flash_group, Split};
 use crate::cuda::meta::StepDevice;
 use crate::cuda::tune::tune;
 use crate::error::{EngineError, Result};
@@ -110,6 +111,13 @@ impl Llama {
         })
     }
 
+    /// How this model's steps split their contexts and where their long chunks go: the
+    /// tensor-core prefill kernel for f16/bf16 weights (unless turned off), cuBLAS for f32.
+    pub(crate) fn split(&self) -> Split {
+        let (hq, hkv) = (self.spec.num_heads, self.spec.num_kv_heads);
+        Split { hkv, force_part_len: None, flash_group: flash_group(hq, hkv, self.dtype != DType::F32) }
+    }
+
     pub(crate) fn forward_cuda(&self, batch: &StepBatch, kv: &KvCache) -> Result<Tensor> {
         self.forward_cuda_marked(batch, kv, &mut |_| Ok(()))
     }
@@ -123,7 +131,7 @@ impl Llama {
         mark: &mut dyn FnMut(&'static str) -> Result<()>,
     ) -> Result<Tensor> {
         let t = batch.tokens.len();
-        let step = StepDevice::upload(&batch.positions, batch.meta(), self.spec.num_kv_heads, None, &self.device)?;
+        let step = StepDevice::upload(&batch.positions, batch.meta(), self.split(), &self.device)?;
         let ids = Tensor::from_slice(&batch.tokens, t, &self.device)?;
         let (x, delta) = self.layers_cuda(&step, &ids, kv, mark)?;
         if batch.sample_rows.is_empty() {
@@ -135,19 +143,25 @@ impl Llama {
         self.head_cuda(&x, delta.as_ref(), mark)
     }
 
-    /// A decode step whose inputs are already on the device, every row sampled into `out`:
-    /// what a CUDA graph captures (no host transfer inside). `ids`, `params` and `out` are the
-    /// graph's static buffers, `step` its padded metadata.
-    pub(crate) fn decode_cuda_static(
+    /// A step whose inputs are already on the device, the sampled ids written to `out`: what a
+    /// CUDA graph captures (no host transfer inside). `ids`, `rows`, `params` and `out` are the
+    /// graph's static buffers, `step` its padded metadata; `rows` are the rows to sample (a
+    /// mixed step's), `None` to sample every row (a decode step's).
+    pub(crate) fn step_cuda_static(
         &self,
         step: &StepDevice,
         ids: &Tensor,
+        rows: Option<&Tensor>,
         kv: &KvCache,
         params: &Tensor,
         out: &Tensor,
     ) -> Result<()> {
         let mark = &mut |_| Ok(());
-        let (x, delta) = self.layers_cuda(step, ids, kv, mark)?;
+        let (mut x, mut delta) = self.layers_cuda(step, ids, kv, mark)?;
+        if let Some(rows) = rows {
+            x = x.index_select(rows, 0)?;
+            delta = delta.map(|d| d.index_select(rows, 0)).transpose()?;
+        }
         let logits = self.head_cuda(&x, delta.as_ref(), mark)?;
         kernels::sample_into(&logits, ptr(params)?, ptr(out)?)?;
         Ok(())

@@ -1,15 +1,22 @@
-//! Decode steps served from CUDA graphs, one per batch-size bucket and block-table width, as
-//! vLLM captures its decode graphs: a step of `n` decode rows runs in the smallest bucket that
-//! holds it (its padding rows write no KV and are skipped by attention), with room for its
-//! longest block table rounded up to a power of two.
+//! Steps served from CUDA graphs. Decode steps: one graph per batch-size bucket and
+//! block-table width, as vLLM captures its decode graphs: a step of `n` decode rows runs in the
+//! smallest bucket that holds it (its padding rows write no KV and are skipped by attention),
+//! with room for its longest block table rounded up to a power of two. Mixed steps (prefill
+//! chunks with or without decode rows): one graph per (token bucket, sequence bucket, table
+//! width), the whole step in it — every kernel reads the step's padded metadata, the long
+//! chunks' attention runs in the tensor-core prefill kernel over a grid sized for the bucket
+//! (padding items exit at once), and the rows to sample come from a static index buffer. A
+//! mixed step pays for its padding tokens in the dense layers (at most the gap to the next
+//! bucket), as vLLM's padded capture sizes do; it needs the prefill kernel for any chunk above
+//! the paged kernel's reach (f16/bf16), else it runs eagerly.
 //!
-//! Each graph owns static buffers (token ids, the padded step metadata of `layout.rs`,
-//! the sampling parameters, the sampled ids); before a replay the step's inputs are copied
-//! into them and after it the ids come back, nothing else crosses. The graph's intermediates
-//! are its own memory (candle's stream-ordered allocations become memory nodes). The paged
-//! kernel's partition count is fixed per graph; the partition length is read from the
-//! metadata, so each step's context is still split evenly. A bucket is captured the first
-//! time a step needs it: the step runs once eagerly on the static buffers (which fills
+//! Each graph owns static buffers (token ids, the padded step metadata of `layout.rs`, the
+//! rows to sample, the sampling parameters, the sampled ids); before a replay the step's inputs
+//! are copied into them and after it the ids come back, nothing else crosses. The graph's
+//! intermediates are its own memory (candle's stream-ordered allocations become memory
+//! nodes). The paged kernel's partition count is fixed per graph; the partition length is read
+//! from the metadata, so each step's context is still split evenly. A bucket is captured the
+//! first time a step needs it: the step runs once eagerly on the static buffers (which fills
 //! candle's host-to-device cache for its layout parameters), is captured, then replayed.
 //!
 //! If a capture or a replay fails, graph serving stops for the engine (with the reason kept in
@@ -17,7 +24,7 @@
 //! requirement.
 
 use crate::cuda::device::ptr;
-use crate::cuda::layout::{graph_parts, host_padded, padded_len, Padded};
+use crate::cuda::layout::{graph_shape, host_padded, padded_len, Shape, Split};
 use crate::cuda::meta::StepDevice;
 use crate::cuda::params::pdl_state;
 use crate::kv_cache::KvCache;
@@ -26,42 +33,71 @@ use candle_core::cuda_backend::cudarc::driver::{result, sys, CudaGraph};
 use candle_core::{bail, DType, Device, Result, Tensor};
 use serde::Serialize;
 
-/// Batch sizes graphs are captured for.
-pub const BUCKETS: [usize; 14] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256];
+/// Mixed-step graphs kept at most (each holds its own activations' memory); a step that
+/// would need another runs eagerly.
+const MAX_MIXED_GRAPHS: usize = 48;
 
 /// What graph serving did, for reports.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct GraphStats {
-    /// Graphs captured so far: (rows, block-table entries per sequence).
-    pub captured: Vec<(usize, usize)>,
+    /// Graphs captured so far: (tokens, sequences, block-table entries per sequence).
+    pub captured: Vec<(usize, usize, usize)>,
     /// Decode steps replayed from a graph.
     pub replays: u64,
+    /// Mixed steps replayed from a graph.
+    pub mixed_replays: u64,
+    /// Mixed steps run eagerly because every graph slot was taken.
+    pub mixed_full: u64,
     /// Why graph serving stopped, if it did.
     pub disabled: Option<String>,
 }
 
 struct Captured {
-    pad: Padded,
+    shape: Shape,
     graph: CudaGraph,
+    buffers: Buffers,
+}
+
+/// A graph's static inputs and output.
+struct Buffers {
     ids: Tensor,
     meta: Tensor,
+    /// Mixed steps: the rows to sample (`pad.seqs` of them); decode steps sample every row.
+    rows: Option<Tensor>,
     params: Tensor,
     out: Tensor,
 }
 
+/// One step's inputs, padded to its graph's shape.
+struct Inputs {
+    ids: Vec<u32>,
+    meta: Vec<u32>,
+    rows: Option<Vec<u32>>,
+    params: Vec<f32>,
+}
+
 /// The captured graphs of one engine.
-pub struct DecodeGraphs {
+pub struct StepGraphs {
     max_blocks: usize,
     block_size: usize,
+    split: Split,
+    mixed: bool,
     graphs: Vec<Captured>,
     pub stats: GraphStats,
 }
 
-impl DecodeGraphs {
+impl StepGraphs {
     /// Graph serving for `model` when `on` and the model runs goodput's kernels (graphs capture
-    /// those), else `None`.
-    pub fn for_model(model: &Llama, on: bool, max_model_len: usize, block_size: usize) -> Option<Self> {
-        (on && model.uses_cuda_kernels()).then(|| Self::new(max_model_len, block_size))
+    /// those), mixed steps too when `mixed`; else `None`.
+    pub fn for_model(model: &Llama, on: bool, mixed: bool, max_model_len: usize, block_size: usize) -> Option<Self> {
+        (on && model.uses_cuda_kernels()).then(|| Self {
+            max_blocks: max_model_len.div_ceil(block_size.max(1)),
+            block_size,
+            split: model.split(),
+            mixed,
+            graphs: Vec::new(),
+            stats: GraphStats::default(),
+        })
     }
 
     /// What graph serving did (buckets captured, replays, why it stopped), and whether kernels
@@ -74,36 +110,34 @@ impl DecodeGraphs {
             (false, Some(why)) => format!("off ({why})"),
         };
         format!(
-            "CUDA graphs: {} decode steps replayed; captured (rows, table width): {:?}{}; PDL {pdl}",
+            "CUDA graphs: {} decode and {} mixed steps replayed{}; captured (tokens, sequences, table width): {:?}{}; PDL {pdl}",
             s.replays,
+            s.mixed_replays,
+            if s.mixed_full > 0 { format!(" ({} mixed steps eager: graph slots full)", s.mixed_full) } else { String::new() },
             s.captured,
             s.disabled.as_ref().map_or(String::new(), |e| format!("; stopped: {e}"))
         )
     }
 
-    /// Graphs for sequences of up to `max_model_len` tokens in blocks of `block_size`.
-    pub fn new(max_model_len: usize, block_size: usize) -> Self {
-        Self {
-            max_blocks: max_model_len.div_ceil(block_size.max(1)),
-            block_size,
-            graphs: Vec::new(),
-            stats: GraphStats::default(),
-        }
-    }
-
-    /// Whether `batch` can run from a graph: decode rows only, each sampled, within a bucket.
+    /// Whether `batch` can run from a graph: decode rows only, each sampled, within a bucket;
+    /// or, with mixed graphs on, any step within the largest buckets whose long chunks the
+    /// prefill kernel takes.
     pub fn fits(&self, batch: &StepBatch) -> bool {
-        let n = batch.tokens.len();
-        self.stats.disabled.is_none()
-            && n > 0
-            && n <= BUCKETS[BUCKETS.len() - 1]
-            && batch.sample_rows.len() == n
-            && batch.meta().seqs.iter().all(|s| s.q_len == 1 && s.bt_len <= self.max_blocks)
+        self.shape(batch).is_some()
     }
 
-    /// Runs `batch` (which [`Self::fits`]) from its bucket's graph and returns the sampled ids;
-    /// `None` when graph serving is off or just failed (the caller runs the step eagerly: a
-    /// failed replay is recomputed whole, writing the same KV).
+    /// The graph shape `batch` runs in, if any.
+    fn shape(&self, batch: &StepBatch) -> Option<Shape> {
+        if self.stats.disabled.is_some() {
+            return None;
+        }
+        let limits = (self.max_blocks, self.block_size, self.mixed);
+        graph_shape(batch.meta(), batch.sample_rows.len(), self.split, limits)
+    }
+
+    /// Runs `batch` (which [`Self::fits`]) from its bucket's graph and returns the ids sampled
+    /// for its sample rows; `None` when graph serving is off or just failed (the caller runs the
+    /// step eagerly: a failed replay is recomputed whole, writing the same KV).
     pub fn run(&mut self, model: &Llama, batch: &StepBatch, kv: &KvCache, params: &[[f32; 4]]) -> Option<Vec<u32>> {
         match self.try_run(model, batch, kv, params) {
             Ok(ids) => ids,
@@ -122,43 +156,75 @@ impl DecodeGraphs {
         kv: &KvCache,
         params: &[[f32; 4]],
     ) -> Result<Option<Vec<u32>>> {
-        let n = batch.tokens.len();
-        if !self.fits(batch) || params.len() != n {
+        let Some(shape) = self.shape(batch) else { return Ok(None) };
+        let sampled = batch.sample_rows.len();
+        if params.len() != sampled {
             return Ok(None);
         }
-        let Some(&rows) = BUCKETS.iter().find(|&&b| b >= n) else { return Ok(None) };
-        // Table entries per sequence: the step's longest, to a power of two (≥ 16), so the
-        // metadata uploaded per step stays near what the step needs.
-        let need = batch.meta().seqs.iter().map(|s| s.bt_len).max().unwrap_or(1);
-        let max_blocks = need.next_power_of_two().max(16).min(self.max_blocks);
-        let parts = graph_parts(rows, model.spec.num_kv_heads, max_blocks * self.block_size);
-        let pad = Padded { rows, max_blocks, parts };
-        let Some(meta) = host_padded(&batch.positions, batch.meta(), pad) else { return Ok(None) };
-        let mut ids = batch.tokens.clone();
-        ids.resize(rows, 0);
-        // Padding rows: temperature 0 (argmax of whatever they computed, then dropped).
-        let mut p: Vec<f32> = params.iter().flatten().copied().collect();
-        p.resize(rows * 4, 0.0);
-        let i = match self.graphs.iter().position(|g| (g.pad.rows, g.pad.max_blocks) == (rows, max_blocks)) {
+        let Some(inputs) = inputs(batch, params, self.split, shape) else { return Ok(None) };
+        let i = match self.graphs.iter().position(|g| g.shape == shape) {
             Some(i) => {
-                let g = &self.graphs[i];
-                write(&g.ids, &ids)?;
-                write(&g.meta, &meta)?;
-                write(&g.params, &p)?;
+                self.graphs[i].buffers.fill(&inputs)?;
                 i
             }
+            None if shape.mixed && self.graphs.iter().filter(|g| g.shape.mixed).count() >= MAX_MIXED_GRAPHS => {
+                self.stats.mixed_full += 1;
+                return Ok(None);
+            }
             None => {
-                let g = capture(model, kv, pad, self.block_size, (&ids, &meta, &p))?;
-                self.stats.captured.push((rows, max_blocks));
+                let g = capture(model, kv, shape, self.block_size, &inputs)?;
+                self.stats.captured.push((shape.pad.tokens, shape.pad.seqs, shape.pad.max_blocks));
                 self.graphs.push(g);
                 self.graphs.len() - 1
             }
         };
         let g = &self.graphs[i];
-        g.graph.launch().map_err(|e| candle_core::Error::Msg(format!("graph replay at batch {rows}: {e}")))?;
-        let out = g.out.to_vec1::<u32>()?;
-        self.stats.replays += 1;
-        Ok(Some(out[..n].to_vec()))
+        g.graph.launch().map_err(|e| candle_core::Error::Msg(format!("graph replay at {shape:?}: {e}")))?;
+        let out = g.buffers.out.to_vec1::<u32>()?;
+        match shape.mixed {
+            false => self.stats.replays += 1,
+            true => self.stats.mixed_replays += 1,
+        }
+        Ok(Some(out[..sampled].to_vec()))
+    }
+}
+
+/// `batch`'s inputs padded to `shape`; `None` when its metadata does not fit.
+fn inputs(batch: &StepBatch, params: &[[f32; 4]], split: Split, shape: Shape) -> Option<Inputs> {
+    let pad = shape.pad;
+    let meta = host_padded(&batch.positions, batch.meta(), split, pad)?;
+    let mut ids = batch.tokens.clone();
+    ids.resize(pad.tokens, 0);
+    // Padding rows: temperature 0 (argmax of whatever they computed, then dropped).
+    let mut p: Vec<f32> = params.iter().flatten().copied().collect();
+    p.resize(pad.seqs * 4, 0.0);
+    // Padding sample rows read row 0 (any row would do).
+    let rows = shape.mixed.then(|| {
+        let mut r = batch.sample_rows.clone();
+        r.resize(pad.seqs, 0);
+        r
+    });
+    Some(Inputs { ids, meta, rows, params: p })
+}
+
+impl Buffers {
+    fn new(Shape { pad, mixed }: Shape, d: &Device) -> Result<Self> {
+        Ok(Self {
+            ids: Tensor::zeros(pad.tokens, DType::U32, d)?,
+            meta: Tensor::zeros(padded_len(pad), DType::U32, d)?,
+            rows: if mixed { Some(Tensor::zeros(pad.seqs, DType::U32, d)?) } else { None },
+            params: Tensor::zeros(pad.seqs * 4, DType::F32, d)?,
+            out: Tensor::zeros(pad.seqs, DType::U32, d)?,
+        })
+    }
+
+    fn fill(&self, x: &Inputs) -> Result<()> {
+        write(&self.ids, &x.ids)?;
+        write(&self.meta, &x.meta)?;
+        if let (Some(dst), Some(src)) = (&self.rows, &x.rows) {
+            write(dst, src)?;
+        }
+        write(&self.params, &x.params)
     }
 }
 
@@ -175,46 +241,38 @@ fn write<T: candle_core::WithDType>(dst: &Tensor, src: &[T]) -> Result<()> {
         .map_err(|e| candle_core::Error::Msg(format!("graph input upload: {e}")))
 }
 
-/// Captures the decode step of `pad.rows` rows with `inputs` (ids, metadata, parameters)
-/// already in its static buffers: one eager run to fill candle's upload cache, then the
-/// capture.
-fn capture(
-    model: &Llama,
-    kv: &KvCache,
-    pad: Padded,
-    block_size: usize,
-    inputs: (&[u32], &[u32], &[f32]),
-) -> Result<Captured> {
+/// Captures the step of `shape` with `inputs` in its static buffers: one eager run to fill
+/// candle's upload cache, then the capture.
+fn capture(model: &Llama, kv: &KvCache, shape: Shape, block_size: usize, inputs: &Inputs) -> Result<Captured> {
     let Device::Cuda(dev) = &model.device else { bail!("CUDA graphs need a CUDA device") };
-    let d = &model.device;
-    let ids = Tensor::zeros(pad.rows, DType::U32, d)?;
-    let meta = Tensor::zeros(padded_len(pad), DType::U32, d)?;
-    let params = Tensor::zeros(pad.rows * 4, DType::F32, d)?;
-    let out = Tensor::zeros(pad.rows, DType::U32, d)?;
-    write(&ids, inputs.0)?;
-    write(&meta, inputs.1)?;
-    write(&params, inputs.2)?;
-    let step = StepDevice::padded(meta.clone(), pad, block_size);
-    let run =
-        || model.decode_cuda_static(&step, &ids, kv, &params, &out).map_err(|e| candle_core::Error::Msg(e.to_string()));
+    let buffers = Buffers::new(shape, &model.device)?;
+    buffers.fill(inputs)?;
+    let b = &buffers;
+    let step = StepDevice::padded(b.meta.clone(), shape.pad, block_size);
+    let run = || {
+        model
+            .step_cuda_static(&step, &b.ids, b.rows.as_ref(), kv, &b.params, &b.out)
+            .map_err(|e| candle_core::Error::Msg(e.to_string()))
+    };
     let stream = dev.cuda_stream();
     let _cache = dev.enable_cuda_graph_htod_cache();
     run()?;
     stream.synchronize().map_err(|e| candle_core::Error::Msg(format!("synchronize: {e}")))?;
+    let at = format!("{} tokens of {} sequences", shape.pad.tokens, shape.pad.seqs);
     stream
         .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
-        .map_err(|e| candle_core::Error::Msg(format!("begin capture at batch {}: {e}", pad.rows)))?;
+        .map_err(|e| candle_core::Error::Msg(format!("begin capture at {at}: {e}")))?;
     let body = run();
     // An error stored by a failed op would make end_capture return before ending the capture:
     // take it first.
     let pending = stream.context().check_err();
     let graph = stream.end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
     let failed = match (body, pending, graph) {
-        (Err(e), _, _) => format!("capture at batch {}: {e}", pad.rows),
-        (_, Err(e), _) => format!("capture at batch {}: {e}", pad.rows),
-        (_, _, Err(e)) => format!("instantiate at batch {}: {e}", pad.rows),
-        (_, _, Ok(None)) => format!("capture at batch {} gave no graph", pad.rows),
-        (Ok(()), Ok(()), Ok(Some(graph))) => return Ok(Captured { pad, graph, ids, meta, params, out }),
+        (Err(e), _, _) => format!("capture at {at}: {e}"),
+        (_, Err(e), _) => format!("capture at {at}: {e}"),
+        (_, _, Err(e)) => format!("instantiate at {at}: {e}"),
+        (_, _, Ok(None)) => format!("capture at {at} gave no graph"),
+        (Ok(()), Ok(()), Ok(Some(graph))) => return Ok(Captured { shape, graph, buffers }),
     };
     end_capture_hard(&stream);
     bail!("{failed}")

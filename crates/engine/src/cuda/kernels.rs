@@ -1,8 +1,9 @@
 //! goodput's own CUDA kernels (`kernels/goodput.cu`, compiled to PTX by `build.rs`), launched
 //! on candle's stream: residual add + RMSNorm, SwiGLU, QKV split + RoPE + KV-cache write, paged
-//! attention (decode rows and short chunks, split over the context for long ones), causal
-//! softmax for the cuBLAS path of long prefill chunks, and sampling (the small-batch matmul is
-//! `gemv.rs`).
+//! attention (decode rows and short chunks, split over the context for long ones), prefill
+//! attention on tensor cores for long chunks in f16/bf16 (`kernels/flash.cuh`), causal softmax
+//! for the cuBLAS path of long chunks (f32, or the prefill kernel off), and sampling (the
+//! small-batch matmul is `gemv.rs`).
 //!
 //! Why our own: candle-flash-attn (FlashAttention-2) takes hours to compile on the 2-core
 //! machines goodput is built on and has no paged decode; mistral.rs's `mistralrs-paged-attn`
@@ -133,7 +134,8 @@ pub fn qkv_rope_cache(
 }
 
 /// Causal attention of `q` `(tokens, hq, d)` over the paged pools: decode rows and short
-/// chunks in the paged kernel, long chunks through cuBLAS. Returns `(tokens, hq, d)`.
+/// chunks in the paged kernel, long chunks in the prefill kernel or through cuBLAS, as the
+/// step's metadata planned them. Returns `(tokens, hq, d)`.
 pub fn attention(
     q: &Tensor,
     k_pool: &Tensor,
@@ -153,6 +155,9 @@ pub fn attention(
     let (out, op) = alloc(&dev, q.dtype(), (t, h.hq, h.d))?;
     if step.paged_rows > 0 {
         a.paged(&dev, op)?;
+    }
+    if step.flash_items > 0 {
+        a.flash(&dev, op)?;
     }
     for s in &step.long {
         out.slice_set(&a.long(s)?, 0, s.q_start)?;
@@ -217,6 +222,37 @@ impl Attn<'_> {
         }
         drop((ml, acc));
         Ok(())
+    }
+
+    /// The long chunks' rows on tensor cores, written to `out`: one block per planned item
+    /// (64 query rows of one sequence) and KV head, K/V read in place through the block tables.
+    fn flash(&self, dev: &CudaDevice, out: u64) -> Result<()> {
+        let Self { q, k_pool, v_pool, step, h, scale } = *self;
+        if q.dtype() == DType::F32 {
+            bail!("the prefill kernel takes f16 or bf16 operands, not f32");
+        }
+        let (qp, kp, vp) = (ptr(q)?, ptr(k_pool)?, ptr(v_pool)?);
+        let (items, seq_info, bt) = (step.flash_items_ptr()?, step.seq_info()?, step.block_tables()?);
+        let (hq, hkv, bs) =
+            (i32_of(h.hq, "heads")?, i32_of(h.hkv, "kv heads")?, i32_of(step.block_size, "block size")?);
+        launch(
+            dev,
+            &format!("flash_prefill_d{}_{}", h.d, suffix(q.dtype())?),
+            cfg((step.flash_items as u32, h.hkv as u32), 128),
+            &[
+                Arg::Ptr(qp),
+                Arg::Ptr(kp),
+                Arg::Ptr(vp),
+                Arg::Ptr(out),
+                Arg::Ptr(items),
+                Arg::Ptr(seq_info),
+                Arg::Ptr(bt),
+                Arg::I32(hq),
+                Arg::I32(hkv),
+                Arg::I32(bs),
+                Arg::F32(scale),
+            ],
+        )
     }
 
     /// One long chunk: its K/V gathered from the pool, `softmax(q kᵀ) v` with cuBLAS matmuls and

@@ -1,26 +1,53 @@
 //! A step's attention metadata as goodput's CUDA kernels read it, built on the host: one u32
-//! buffer `[positions | slots | row_seq | seq_info | block_tables | part_len]`, and how the
-//! paged kernel's grid splits each context into partitions (flash-decoding).
+//! buffer `[positions | slots | row_seq | seq_info | block_tables | part_len | flash items]`,
+//! how the paged kernel's grid splits each context into partitions (flash-decoding), and which
+//! blocks the tensor-core prefill kernel (`kernels/flash.cuh`) runs for the long chunks.
 //!
-//! Eagerly, each section is as long as the step needs. For a decode step replayed from a
-//! CUDA graph (`graph_serve.rs`) the layout is padded to the graph's fixed shape: `rows` rows
-//! and sequences, `max_blocks` table entries per sequence, a fixed partition count; padding
-//! rows write no KV (slot `SKIP_ROW`) and are skipped by attention. Plain host code, the same
-//! in every build (its tests run without CUDA); `meta.rs` uploads it.
+//! Eagerly, each section is as long as the step needs. For a step replayed from a CUDA graph
+//! (`graph_serve.rs`) the layout is padded to the graph's fixed shape ([`Padded`]): its token,
+//! sequence and flash-item counts, `max_blocks` table entries per sequence, a fixed partition
+//! count; padding rows write no KV (slot `SKIP_ROW`) and are skipped by attention, padding
+//! items exit at once. Plain host code, the same in every build (its tests run without CUDA);
+//! `meta.rs` uploads it.
 
 use crate::kv_cache::AttnMeta;
 use candle_core::{bail, Result};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// Prefill chunks longer than this go through cuBLAS (matmul, causal softmax, matmul); shorter
+/// Prefill chunks longer than this are long: in f16/bf16 they go to the tensor-core prefill
+/// kernel (or, with it off and in f32, through cuBLAS: matmul, causal softmax, matmul); shorter
 /// ones and decode rows through the paged kernel. [`set_long_chunk`] changes it (engine-bench
 /// measures both sides).
 pub const LONG_CHUNK: usize = 32;
 static LONG_CHUNK_NOW: AtomicUsize = AtomicUsize::new(LONG_CHUNK);
+static FLASH_NOW: AtomicBool = AtomicBool::new(true);
 
-/// Sets the chunk length above which prefill chunks take the cuBLAS path, for the process.
+/// Sets the chunk length above which prefill chunks take the long path, for the process.
 pub fn set_long_chunk(rows: usize) {
     LONG_CHUNK_NOW.store(rows.max(1), Ordering::Relaxed);
+}
+
+/// Turns the tensor-core prefill kernel on or off for the process (off: long chunks go through
+/// cuBLAS; engine-bench `--prefill-attention` measures both).
+pub fn set_flash_prefill(on: bool) {
+    FLASH_NOW.store(on, Ordering::Relaxed);
+}
+
+/// Query rows one block of the prefill kernel computes (`FLASH_ROWS` in `kernels/flash.cuh`).
+pub const FLASH_ROWS: usize = 64;
+
+/// The query heads per KV head the prefill kernel stacks as rows, when it takes the long chunks
+/// of a step: it is on and the operands are f16/bf16 (`half`; its mma has no f32 form).
+pub fn flash_group(hq: usize, hkv: usize, half: bool) -> Option<usize> {
+    (FLASH_NOW.load(Ordering::Relaxed) && half && hkv > 0).then(|| hq / hkv)
+}
+
+/// The prefill kernel's blocks for a chunk of `q_len` tokens of sequence `seq` with `group`
+/// query heads per KV head: `(seq, first row)` per 64 rows of its `q_len × group` rows, the
+/// last rows (which see the most context and run longest) first.
+pub fn flash_items(seq: u32, q_len: usize, group: usize) -> impl Iterator<Item = [u32; 2]> {
+    let rows = q_len * group;
+    (0..rows.div_ceil(FLASH_ROWS)).rev().map(move |b| [seq, (b * FLASH_ROWS) as u32])
 }
 
 /// Longest partition of the context one block of the paged kernel walks (flash-decoding split).
@@ -61,15 +88,75 @@ fn part_len_for(parts: usize, max_ctx: usize) -> usize {
     max_ctx.div_ceil(parts.max(1)).next_multiple_of(MIN_PART_LEN).max(MIN_PART_LEN)
 }
 
-/// The fixed shape of a captured decode graph's metadata.
-#[derive(Clone, Copy, Debug)]
+/// The fixed shape of a captured graph's metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Padded {
-    /// Rows (= sequences) of the graph's batch.
-    pub rows: usize,
+    /// Token rows of the graph's step.
+    pub tokens: usize,
+    /// Sequence slots (at most `tokens`).
+    pub seqs: usize,
     /// Block-table entries per sequence.
     pub max_blocks: usize,
     /// Partitions of the paged kernel's grid.
     pub parts: usize,
+    /// Blocks of the prefill kernel's grid (0: the graph has no long chunk).
+    pub items: usize,
+}
+
+impl Padded {
+    /// A decode graph: `rows` rows, one per sequence, no prefill chunk.
+    pub fn decode(rows: usize, max_blocks: usize, parts: usize) -> Self {
+        Self { tokens: rows, seqs: rows, max_blocks, parts, items: 0 }
+    }
+}
+
+/// Batch sizes decode graphs are captured for (and sequence buckets of mixed ones).
+pub const BUCKETS: [usize; 14] = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256];
+/// Token counts mixed-step graphs are captured for.
+pub const TOKEN_BUCKETS: [usize; 12] = [32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096];
+
+/// A graph's shape: its padded metadata, and whether it is a mixed step's (which samples the
+/// rows of its index buffer) or a decode step's (which samples every row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    pub pad: Padded,
+    pub mixed: bool,
+}
+
+/// The graph a step of `meta` with `sampled` rows to sample runs in, for tables of at most
+/// `max_blocks` blocks of `block_size`, mixed steps only when `mixed`: a decode step (one row
+/// per sequence, each sampled) in the smallest batch bucket; any other step in the smallest
+/// token and sequence buckets, with a prefill grid for the most blocks its tokens can make
+/// (each sequence's chunk may end in a partial block). Table entries per sequence: the step's
+/// longest, to a power of two (≥ 16), so the metadata uploaded per step stays near what it
+/// needs. `None`: no graph (too large, or mixed steps off).
+pub(crate) fn graph_shape(
+    meta: &AttnMeta,
+    sampled: usize,
+    split: Split,
+    limits: (usize, usize, bool),
+) -> Option<Shape> {
+    let (max_table, block_size, mixed) = limits;
+    let (n, seqs) = (meta.num_tokens(), meta.seqs.len());
+    if n == 0 || meta.seqs.iter().any(|s| s.bt_len > max_table) {
+        return None;
+    }
+    let need = meta.seqs.iter().map(|s| s.bt_len).max().unwrap_or(1);
+    let max_blocks = need.next_power_of_two().max(16).min(max_table);
+    let capacity = max_blocks * block_size;
+    if seqs == n && sampled == n {
+        let rows = *BUCKETS.iter().find(|&&b| b >= n)?;
+        let pad = Padded::decode(rows, max_blocks, graph_parts(rows, split.hkv, capacity));
+        return Some(Shape { pad, mixed: false });
+    }
+    if !mixed {
+        return None;
+    }
+    let tokens = *TOKEN_BUCKETS.iter().find(|&&b| b >= n)?;
+    let seqs = *BUCKETS.iter().find(|&&b| b >= seqs)?;
+    let items = split.flash_group.map_or(0, |g| (tokens * g).div_ceil(FLASH_ROWS) + seqs);
+    let pad = Padded { tokens, seqs, max_blocks, parts: graph_parts(tokens, split.hkv, capacity), items };
+    Some(Shape { pad, mixed: true })
 }
 
 /// The host side of `meta::StepDevice`: the buffer and its shape, before upload.
@@ -80,65 +167,124 @@ pub(crate) struct HostStep {
     pub bt_len: usize,
     pub paged_rows: usize,
     pub parts: usize,
-    /// Long chunks: (q_start, q_len, ctx_len, slots).
+    /// Blocks of the prefill kernel (its grid's x); 0: no launch.
+    pub flash_items: usize,
+    /// Long chunks for the cuBLAS path: (q_start, q_len, ctx_len, slots).
     pub long: Vec<(usize, usize, usize, Vec<u32>)>,
+}
+
+/// How a step's long chunks are computed and how its context is split.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Split {
+    /// KV heads (the paged kernel's blocks per row).
+    pub hkv: usize,
+    /// Partitions of this length, for checks (default: [`part_len`]).
+    pub force_part_len: Option<usize>,
+    /// Query heads per KV head when the prefill kernel takes the long chunks ([`flash_group`]);
+    /// `None`: the cuBLAS path.
+    pub flash_group: Option<usize>,
+}
+
+/// Where each section of a metadata buffer starts (in u32s), for `tokens` rows, `seq_slots`
+/// sequence entries and `bt_len` block-table entries: what `meta.rs` hands each kernel and
+/// `flash_ref.rs` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Offsets {
+    pub positions: usize,
+    pub slots: usize,
+    pub row_seq: usize,
+    pub seq_info: usize,
+    pub block_tables: usize,
+    pub part_len: usize,
+    pub flash_items: usize,
+}
+
+impl Offsets {
+    pub(crate) fn new(tokens: usize, seq_slots: usize, bt_len: usize) -> Self {
+        let seq_info = 3 * tokens;
+        let block_tables = seq_info + 4 * seq_slots;
+        let part_len = block_tables + bt_len;
+        Self {
+            positions: 0,
+            slots: tokens,
+            row_seq: 2 * tokens,
+            seq_info,
+            block_tables,
+            part_len,
+            flash_items: part_len + 1,
+        }
+    }
+}
+
+#[cfg(test)]
+impl HostStep {
+    pub(crate) fn offsets(&self) -> Offsets {
+        Offsets::new(self.tokens, self.seq_slots, self.bt_len)
+    }
 }
 
 /// The length of a padded metadata buffer.
 pub(crate) fn padded_len(p: Padded) -> usize {
-    3 * p.rows + 4 * p.rows + p.rows * p.max_blocks + 1
+    3 * p.tokens + 4 * p.seqs + p.seqs * p.max_blocks + 1 + 2 * p.items
 }
 
-/// The metadata of a decode step (one row per sequence, each sampled) padded to `p`; `None`
-/// when the step does not fit (a chunk of several tokens, more sequences or blocks).
-pub(crate) fn host_padded(positions: &[u32], meta: &AttnMeta, p: Padded) -> Option<Vec<u32>> {
-    let h = host(positions, meta, 1, None, Some(p)).ok()?;
+/// The metadata of a step padded to `p`; `None` when the step does not fit (more tokens,
+/// sequences, blocks or prefill blocks, or a long chunk with no prefill kernel to take it).
+pub(crate) fn host_padded(positions: &[u32], meta: &AttnMeta, split: Split, p: Padded) -> Option<Vec<u32>> {
+    let h = host(positions, meta, split, Some(p)).ok()?;
     (h.buf.len() == padded_len(p)).then_some(h.buf)
 }
 
-/// Builds the buffer. With `pad`, the step must be decode rows only (q_len 1) with at most
-/// `pad.rows` sequences of at most `pad.max_blocks` blocks.
-pub(crate) fn host(
-    positions: &[u32],
-    meta: &AttnMeta,
-    hkv: usize,
-    force_part_len: Option<usize>,
-    pad: Option<Padded>,
-) -> Result<HostStep> {
+/// Whether a step fits the padded shape `p`.
+fn fits(meta: &AttnMeta, split: Split, p: Padded) -> bool {
+    let long_chunk = LONG_CHUNK_NOW.load(Ordering::Relaxed);
+    let items: usize = match split.flash_group {
+        Some(g) => meta.seqs.iter().filter(|s| s.q_len > long_chunk).map(|s| (s.q_len * g).div_ceil(FLASH_ROWS)).sum(),
+        None if meta.seqs.iter().any(|s| s.q_len > long_chunk) => return false,
+        None => 0,
+    };
+    meta.num_tokens() <= p.tokens
+        && meta.seqs.len() <= p.seqs
+        && items <= p.items
+        && meta.seqs.iter().all(|s| s.bt_len <= p.max_blocks)
+}
+
+/// Builds the buffer, padded to `pad` when given (the step must [`fits`] it).
+pub(crate) fn host(positions: &[u32], meta: &AttnMeta, split: Split, pad: Option<Padded>) -> Result<HostStep> {
     let t = positions.len();
     if meta.slot_mapping.len() != t {
         bail!("step metadata: {} slots for {t} tokens", meta.slot_mapping.len());
     }
-    let rows = pad.map_or(t, |p| p.rows);
-    if let Some(p) = pad {
-        let fits =
-            t <= p.rows && meta.seqs.len() == t && meta.seqs.iter().all(|s| s.q_len == 1 && s.bt_len <= p.max_blocks);
-        if !fits {
-            bail!("step does not fit the graph's shape {p:?}");
-        }
+    if let Some(p) = pad.filter(|&p| !fits(meta, split, p)) {
+        bail!("step does not fit the graph's shape {p:?}");
     }
-    let mut buf = Vec::with_capacity(3 * rows + 4 * rows + meta.block_tables.len() + 1);
+    let rows = pad.map_or(t, |p| p.tokens);
+    let seq_slots = pad.map_or(meta.seqs.len(), |p| p.seqs);
+    let mut buf = Vec::with_capacity(3 * rows + 4 * seq_slots + meta.block_tables.len() + 1);
     buf.extend_from_slice(positions);
     buf.resize(rows, 0);
     buf.extend_from_slice(&meta.slot_mapping);
     buf.resize(2 * rows, SKIP_ROW);
     let mut row_seq = vec![SKIP_ROW; rows];
-    let (mut long, mut max_ctx, mut paged_rows) = (Vec::new(), 0, 0);
+    let (mut long, mut items, mut max_ctx, mut paged_rows) = (Vec::new(), Vec::new(), 0, 0);
     let long_chunk = LONG_CHUNK_NOW.load(Ordering::Relaxed);
     for (i, s) in meta.seqs.iter().enumerate() {
-        if s.q_len > long_chunk && pad.is_none() {
-            let bs = meta.block_size;
-            let bt = &meta.block_tables[s.bt_start..s.bt_start + s.bt_len];
-            let slots: Vec<u32> = (0..s.ctx_len).map(|p| bt[p / bs] * bs as u32 + (p % bs) as u32).collect();
-            long.push((s.q_start, s.q_len, s.ctx_len, slots));
-        } else {
-            row_seq[s.q_start..s.q_start + s.q_len].fill(i as u32);
-            max_ctx = max_ctx.max(s.ctx_len);
-            paged_rows += s.q_len;
+        match split.flash_group {
+            _ if s.q_len <= long_chunk => {
+                row_seq[s.q_start..s.q_start + s.q_len].fill(i as u32);
+                max_ctx = max_ctx.max(s.ctx_len);
+                paged_rows += s.q_len;
+            }
+            Some(g) => items.extend(flash_items(i as u32, s.q_len, g)),
+            None => {
+                let bs = meta.block_size;
+                let bt = &meta.block_tables[s.bt_start..s.bt_start + s.bt_len];
+                let slots: Vec<u32> = (0..s.ctx_len).map(|p| bt[p / bs] * bs as u32 + (p % bs) as u32).collect();
+                long.push((s.q_start, s.q_len, s.ctx_len, slots));
+            }
         }
     }
     buf.extend_from_slice(&row_seq);
-    let seq_slots = pad.map_or(meta.seqs.len(), |p| p.rows);
     for (i, s) in meta.seqs.iter().enumerate() {
         let bt_start = pad.map_or(s.bt_start, |p| i * p.max_blocks);
         buf.extend([s.q_start as u32, s.q_len as u32, s.ctx_len as u32, bt_start as u32]);
@@ -154,19 +300,22 @@ pub(crate) fn host(
                 buf.extend_from_slice(&meta.block_tables[s.bt_start..s.bt_start + s.bt_len]);
                 buf.resize(buf.len() + p.max_blocks - s.bt_len, 0);
             }
-            buf.resize(3 * rows + 4 * seq_slots + p.rows * p.max_blocks, 0);
-            p.rows * p.max_blocks
+            buf.resize(3 * rows + 4 * seq_slots + p.seqs * p.max_blocks, 0);
+            p.seqs * p.max_blocks
         }
     };
-    let (parts, len) = match (pad, force_part_len) {
+    let (parts, len) = match (pad, split.force_part_len) {
         (Some(p), _) => (p.parts, part_len_for(p.parts, max_ctx.max(1))),
         (None, Some(len)) => (max_ctx.div_ceil(len), len),
         (None, None) => {
-            let len = part_len(paged_rows, hkv, max_ctx);
+            let len = part_len(paged_rows, split.hkv, max_ctx);
             (max_ctx.div_ceil(len), len)
         }
     };
     buf.push(len as u32);
+    let flash_items = pad.map_or(items.len(), |p| p.items);
+    buf.extend(items.iter().flatten());
+    buf.resize(buf.len() + 2 * (flash_items - items.len()), SKIP_ROW);
     Ok(HostStep {
         buf,
         tokens: rows,
@@ -174,6 +323,7 @@ pub(crate) fn host(
         bt_len,
         paged_rows: if pad.is_some() { rows } else { paged_rows },
         parts,
+        flash_items,
         long,
     })
 }
@@ -211,7 +361,7 @@ mod tests {
     #[test]
     fn eager_layout_has_each_section_in_order() {
         let (pos, m) = meta(&[(1, 5, &[3, 4]), (2, 6, &[7, 8])]);
-        let h = host(&pos, &m, 2, None, None).unwrap();
+        let h = host(&pos, &m, Split { hkv: 2, ..Split::default() }, None).unwrap();
         let t = 3;
         assert_eq!(&h.buf[..t], &[4, 4, 5]);
         assert_eq!(&h.buf[2 * t..3 * t], &[0, 1, 1]);
@@ -219,14 +369,14 @@ mod tests {
         assert_eq!(&h.buf[3 * t + 8..3 * t + 12], &[3, 4, 7, 8]);
         assert_eq!(h.buf.len(), 3 * t + 8 + 4 + 1);
         assert_eq!(*h.buf.last().unwrap(), 32);
-        assert_eq!((h.paged_rows, h.parts), (3, 1));
+        assert_eq!((h.paged_rows, h.parts, h.flash_items), (3, 1, 0));
     }
 
     #[test]
     fn padded_layout_has_fixed_offsets_and_skipped_rows() {
         let (pos, m) = meta(&[(1, 5, &[3, 4]), (1, 9, &[7, 8, 9])]);
-        let p = Padded { rows: 4, max_blocks: 4, parts: 2 };
-        let buf = host_padded(&pos, &m, p).unwrap();
+        let p = Padded::decode(4, 4, 2);
+        let buf = host_padded(&pos, &m, Split::default(), p).unwrap();
         assert_eq!(buf.len(), padded_len(p));
         let r = 4;
         assert_eq!(&buf[..r], &[4, 8, 0, 0]);
@@ -235,10 +385,80 @@ mod tests {
         assert_eq!(&buf[3 * r..3 * r + 8], &[0, 1, 5, 0, 1, 1, 9, 4]);
         assert_eq!(&buf[7 * r..7 * r + 8], &[3, 4, 0, 0, 7, 8, 9, 0]);
         assert_eq!(buf[padded_len(p) - 1], 32);
-        // A prefill chunk or too many blocks do not fit.
-        let (pos, m) = meta(&[(2, 5, &[3, 4])]);
-        assert!(host_padded(&pos, &m, p).is_none());
+        // Too many tokens, sequences or blocks do not fit.
+        let (pos, m) = meta(&[(2, 5, &[3, 4]), (3, 6, &[7, 8])]);
+        assert!(host_padded(&pos, &m, Split::default(), p).is_none());
         let (pos, m) = meta(&[(1, 17, &[1, 2, 3, 4, 5])]);
-        assert!(host_padded(&pos, &m, p).is_none());
+        assert!(host_padded(&pos, &m, Split::default(), p).is_none());
+    }
+
+    #[test]
+    fn long_chunks_become_prefill_blocks_of_64_rows_last_rows_first() {
+        // 40 tokens × 4 query heads per KV head = 160 rows: blocks at rows 128, 64, 0.
+        assert_eq!(flash_items(3, 40, 4).collect::<Vec<_>>(), [[3, 128], [3, 64], [3, 0]]);
+        assert_eq!(flash_items(0, 16, 4).count(), 1);
+        let blocks: Vec<u32> = (1..=12).collect();
+        let (pos, m) = meta(&[(1, 3, &[5]), (40, 48, &blocks)]);
+        let split = Split { hkv: 2, force_part_len: None, flash_group: Some(4) };
+        let h = host(&pos, &m, split, None).unwrap();
+        let t = 41;
+        // The chunk's rows are not the paged kernel's; no cuBLAS chunk.
+        assert_eq!(&h.buf[2 * t..2 * t + 3], &[0, SKIP_ROW, SKIP_ROW]);
+        assert_eq!((h.paged_rows, h.flash_items, h.long.len()), (1, 3, 0));
+        assert_eq!(&h.buf[h.buf.len() - 7..], &[32, 1, 128, 1, 64, 1, 0]);
+        let o = h.offsets();
+        assert_eq!((o.part_len, o.flash_items, h.buf.len()), (3 * t + 8 + 13, 3 * t + 8 + 14, 3 * t + 8 + 20));
+        assert_eq!(&h.buf[o.seq_info + 4..o.seq_info + 8], &[1, 40, 48, 1]);
+        // Without the prefill kernel the chunk takes the cuBLAS path with its 48 slots.
+        let h = host(&pos, &m, Split { flash_group: None, ..split }, None).unwrap();
+        assert_eq!((h.flash_items, h.long.len(), h.long[0].3.len()), (0, 1, 48));
+        assert_eq!(h.long[0].3[..2], [4, 5]);
+    }
+
+    #[test]
+    fn steps_choose_the_smallest_graph_that_holds_them() {
+        let split = Split { hkv: 8, force_part_len: None, flash_group: Some(4) };
+        let limits = (1024, 16, true);
+        // Three decode rows: the batch-4 decode graph, tables of 16 entries.
+        let (_, m) = meta(&[(1, 9, &[1, 2, 3]), (1, 5, &[4, 5]), (1, 3, &[6])]);
+        let s = graph_shape(&m, 3, split, limits).unwrap();
+        assert!(!s.mixed);
+        assert_eq!((s.pad.tokens, s.pad.seqs, s.pad.max_blocks, s.pad.items), (4, 4, 16, 0));
+        // The same rows with one not sampled (a one-token chunk mid-prompt): a mixed graph.
+        let s = graph_shape(&m, 2, split, limits).unwrap();
+        assert!(s.mixed);
+        // A 100-token chunk beside two decode rows: 102 tokens → 128, 3 sequences → 4; the
+        // prefill grid 128 × 4 / 64 + 4 blocks; 25 table entries → 32.
+        let blocks: Vec<u32> = (1..=25).collect();
+        let (_, m) = meta(&[(1, 9, &[1, 2, 3]), (100, 100, &blocks), (1, 3, &[6])]);
+        let s = graph_shape(&m, 3, split, limits).unwrap();
+        assert_eq!((s.pad.tokens, s.pad.seqs, s.pad.max_blocks, s.pad.items), (128, 4, 32, 12));
+        assert!(host_padded(&(0..102).collect::<Vec<_>>(), &m, split, s.pad).is_some());
+        // Mixed graphs off, a step beyond the largest bucket, a table beyond the limit: none.
+        assert!(graph_shape(&m, 3, split, (1024, 16, false)).is_none());
+        assert!(graph_shape(&m, 3, split, (24, 16, true)).is_none());
+        let big: Vec<u32> = (1..=1025).collect();
+        let (_, m) = meta(&[(4097, 4097, &big)]);
+        assert!(graph_shape(&m, 1, split, (2048, 16, true)).is_none());
+    }
+
+    #[test]
+    fn a_padded_mixed_step_pads_tokens_sequences_and_prefill_blocks() {
+        let blocks: Vec<u32> = (1..=10).collect();
+        let (pos, m) = meta(&[(1, 3, &[5]), (40, 40, &blocks)]);
+        let split = Split { hkv: 2, force_part_len: None, flash_group: Some(2) };
+        let p = Padded { tokens: 48, seqs: 4, max_blocks: 10, parts: 1, items: 3 };
+        let buf = host_padded(&pos, &m, split, p).unwrap();
+        assert_eq!(buf.len(), padded_len(p));
+        // 80 rows: two blocks, then one padding item.
+        assert_eq!(&buf[buf.len() - 6..], &[1, 64, 1, 0, SKIP_ROW, SKIP_ROW]);
+        // Sequence 1's table at its padded offset (1 × 10), after sequence 0's padded one.
+        assert_eq!(&buf[3 * 48 + 4..3 * 48 + 8], &[1, 40, 40, 10]);
+        let bt = 3 * 48 + 16;
+        assert_eq!(&buf[bt..bt + 2], &[5, 0]);
+        assert_eq!(&buf[bt + 10..bt + 20], &blocks[..]);
+        // Too few prefill blocks, or no prefill kernel for the long chunk: no fit.
+        assert!(host_padded(&pos, &m, split, Padded { items: 1, ..p }).is_none());
+        assert!(host_padded(&pos, &m, Split { flash_group: None, ..split }, p).is_none());
     }
 }

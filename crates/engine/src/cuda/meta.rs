@@ -3,7 +3,7 @@
 //! static buffer of that layout.
 
 use crate::cuda::device::ptr;
-use crate::cuda::layout::{host, Padded};
+use crate::cuda::layout::{host, Offsets, Padded, Split};
 use crate::kv_cache::AttnMeta;
 use candle_core::{Device, Result, Tensor};
 
@@ -29,19 +29,14 @@ pub struct StepDevice {
     pub(crate) paged_rows: usize,
     /// Partitions of the paged kernel's grid.
     pub(crate) parts: usize,
+    /// Blocks of the prefill kernel's grid (0: no launch).
+    pub(crate) flash_items: usize,
 }
 
 impl StepDevice {
-    /// Uploads the step's metadata for `hkv` KV heads, split as [`part_len`](crate::cuda::layout::part_len) says (or in
-    /// partitions of `force_part_len`, for checks).
-    pub fn upload(
-        positions: &[u32],
-        meta: &AttnMeta,
-        hkv: usize,
-        force_part_len: Option<usize>,
-        device: &Device,
-    ) -> Result<Self> {
-        let h = host(positions, meta, hkv, force_part_len, None)?;
+    /// Uploads the step's metadata, its long chunks and context split as `split` says.
+    pub(crate) fn upload(positions: &[u32], meta: &AttnMeta, split: Split, device: &Device) -> Result<Self> {
+        let h = host(positions, meta, split, None)?;
         let mut long = Vec::with_capacity(h.long.len());
         for (q_start, q_len, ctx_len, slots) in h.long {
             long.push(LongSeq { q_start, q_len, ctx_len, slots: Tensor::from_vec(slots, ctx_len, device)? });
@@ -56,6 +51,7 @@ impl StepDevice {
             long,
             paged_rows: h.paged_rows,
             parts: h.parts,
+            flash_items: h.flash_items,
         })
     }
 
@@ -64,35 +60,41 @@ impl StepDevice {
     pub(crate) fn padded(meta: Tensor, p: Padded, block_size: usize) -> Self {
         Self {
             meta,
-            tokens: p.rows,
-            seq_slots: p.rows,
-            bt_len: p.rows * p.max_blocks,
+            tokens: p.tokens,
+            seq_slots: p.seqs,
+            bt_len: p.seqs * p.max_blocks,
             block_size,
             long: Vec::new(),
-            paged_rows: p.rows,
+            paged_rows: p.tokens,
             parts: p.parts,
+            flash_items: p.items,
         }
     }
 
-    fn at(&self, offset: usize) -> Result<u64> {
-        Ok(ptr(&self.meta)? + 4 * offset as u64)
+    fn at(&self, section: fn(Offsets) -> usize) -> Result<u64> {
+        let o = Offsets::new(self.tokens, self.seq_slots, self.bt_len);
+        Ok(ptr(&self.meta)? + 4 * section(o) as u64)
     }
     pub(crate) fn positions(&self) -> Result<u64> {
-        self.at(0)
+        self.at(|o| o.positions)
     }
     pub(crate) fn slots(&self) -> Result<u64> {
-        self.at(self.tokens)
+        self.at(|o| o.slots)
     }
     pub(crate) fn row_seq(&self) -> Result<u64> {
-        self.at(2 * self.tokens)
+        self.at(|o| o.row_seq)
     }
     pub(crate) fn seq_info(&self) -> Result<u64> {
-        self.at(3 * self.tokens)
+        self.at(|o| o.seq_info)
     }
     pub(crate) fn block_tables(&self) -> Result<u64> {
-        self.at(3 * self.tokens + 4 * self.seq_slots)
+        self.at(|o| o.block_tables)
     }
     pub(crate) fn part_len(&self) -> Result<u64> {
-        self.at(3 * self.tokens + 4 * self.seq_slots + self.bt_len)
+        self.at(|o| o.part_len)
+    }
+    /// The prefill kernel's blocks, `(sequence, first row)` each.
+    pub(crate) fn flash_items_ptr(&self) -> Result<u64> {
+        self.at(|o| o.flash_items)
     }
 }

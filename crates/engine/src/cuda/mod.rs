@@ -21,6 +21,8 @@
 pub mod blas;
 pub mod check;
 mod device;
+#[cfg(test)]
+mod flash_ref;
 mod forward;
 pub mod gemv;
 pub mod gemv_table;
@@ -40,10 +42,10 @@ pub use check::check_kernels;
 pub use device::device_name;
 pub use gemv_table::{GemvKernel, Timing, TuneRow};
 pub use graph_probe::probe_decode;
-pub use graph_serve::DecodeGraphs;
+pub use graph_serve::StepGraphs;
 pub use kernel_timing::{time_decode, time_prefill};
 pub use kernels::sample;
-pub use layout::{part_len, set_long_chunk, LONG_CHUNK, MAX_PART_LEN};
+pub use layout::{part_len, set_flash_prefill, set_long_chunk, LONG_CHUNK, MAX_PART_LEN};
 pub use params::{pdl_state, set_pdl};
 pub use report::{GraphProbe, KernelCheck, OpTime, StepTiming};
 

@@ -5,6 +5,8 @@
 //! checked on a device. The host-side files are the real module's, compiled here too so their
 //! tests run in every build; what only the launches and uploads use of them is unused here.
 
+#[cfg(test)]
+mod flash_ref;
 #[allow(dead_code)]
 pub mod gemv_table;
 #[allow(dead_code)]
@@ -19,7 +21,7 @@ use crate::model::{Llama, StepBatch};
 use candle_core::{Device, Tensor};
 
 pub use gemv_table::{GemvKernel, Timing, TuneRow};
-pub use layout::{part_len, set_long_chunk, LONG_CHUNK, MAX_PART_LEN};
+pub use layout::{part_len, set_flash_prefill, set_long_chunk, LONG_CHUNK, MAX_PART_LEN};
 pub use params::{pdl_state, set_pdl};
 pub use report::{GraphProbe, KernelCheck, OpTime, StepTiming};
 
@@ -53,12 +55,12 @@ pub fn sample(_: &Tensor, _: &[[f32; 4]]) -> candle_core::Result<Vec<u32>> {
     candle_core::bail!("on-device sampling needs the `cuda` feature")
 }
 
-/// Decode steps served from CUDA graphs: none in this build ([`DecodeGraphs::for_model`] is
+/// Steps served from CUDA graphs: none in this build ([`StepGraphs::for_model`] is
 /// always `None`, so no value of this type exists).
-pub enum DecodeGraphs {}
+pub enum StepGraphs {}
 
-impl DecodeGraphs {
-    pub fn for_model(_: &Llama, _: bool, _: usize, _: usize) -> Option<Self> {
+impl StepGraphs {
+    pub fn for_model(_: &Llama, _: bool, _: bool, _: usize, _: usize) -> Option<Self> {
         None
     }
 

@@ -3,7 +3,7 @@
 
 use super::{cell, new};
 use crate::columns::{self, stat_cells, Output, LAYERS, STAT_HEADER};
-use crate::text::{ms, num, occupancy_text, prefix_text};
+use crate::text::{graph_text, ms, num, occupancy_text, prefix_text};
 use goodput_results::{LevelReport, LoadUnit};
 
 /// One line per finished level, for progress on stderr.
@@ -48,7 +48,9 @@ pub fn layers(l: &LevelReport, unit: LoadUnit) -> String {
         cells.extend(stat_cells((row.get)(l), row.scale, row.decimals));
         t.add_row(cells);
     }
-    let occupancy = occupancy_text(l.occupancy.as_ref()) + &prefix_text(l.prefix_cache.as_ref());
+    let occupancy = occupancy_text(l.occupancy.as_ref())
+        + &prefix_text(l.prefix_cache.as_ref())
+        + &graph_text(l.engine.graph_step_share);
     let system = format!(
         "system: {:.2} req/s, {:.0} in + {:.0} out tok/s, goodput {:.2} req/s; {occupancy}; {} ok ({} short), {} errors, {} timeouts, {} retries ({:.1} % of attempts); {} warm-up and {} cool-down requests left out",
         s.request_throughput,

@@ -3,7 +3,7 @@
 
 use super::escape;
 use crate::columns::{self, stat_cells, Output, LAYERS, STAT_HEADER};
-use crate::text::{num, occupancy_text, prefix_text};
+use crate::text::{graph_text, num, occupancy_text, prefix_text};
 use goodput_metrics::prom::HistogramStats;
 use goodput_metrics::Summary;
 use goodput_results::{LevelReport, LoadUnit, RunSummary};
@@ -113,7 +113,9 @@ pub fn level(l: &LevelReport, unit: LoadUnit) -> String {
 /// The system line of a level: throughput, occupancy, how requests ended.
 fn system(l: &LevelReport) -> String {
     let m = &l.summary;
-    let occupancy = occupancy_text(l.occupancy.as_ref()) + &prefix_text(l.prefix_cache.as_ref());
+    let occupancy = occupancy_text(l.occupancy.as_ref())
+        + &prefix_text(l.prefix_cache.as_ref())
+        + &graph_text(l.engine.graph_step_share);
     format!(
         "system: {} req/s, {} in + {} out tok/s, goodput {} req/s; {occupancy}; {} ok, {} errors, {} timeouts, {} retries; {} warm-up and {} cool-down requests left out.",
         num(Some(m.request_throughput), 2),
