@@ -43,7 +43,9 @@ pub struct ModelArgs {
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// Model dtype: f32, f16, bf16 (default: bf16 on CUDA; on CPU bf16 weights with f32
-    /// activations where the CPU has avx512_bf16, else f32).
+    /// activations where the CPU has avx512_bf16, else f32), or fp8: the dense layers'
+    /// projections in e4m3 with per-channel scales, the rest bf16 (on CUDA the decode matmuls
+    /// read the e4m3 bytes; on CPU the weights are only rounded, to measure the accuracy).
     #[arg(long)]
     pub dtype: Option<String>,
 }
@@ -68,10 +70,15 @@ impl ModelArgs {
     pub fn device_dtype(&self) -> Result<(Device, DType)> {
         let device = loader::device(&self.device)?;
         let dtype = match &self.dtype {
-            Some(d) => loader::parse_dtype(d)?,
+            Some(d) => loader::parse_precision(d)?.0,
             None => loader::default_dtype(&device),
         };
         Ok((device, dtype))
+    }
+
+    /// Whether `--dtype fp8` asks for e4m3 projections.
+    pub fn fp8(&self) -> bool {
+        self.dtype.as_deref().is_some_and(|d| matches!(loader::parse_precision(d), Ok((_, true))))
     }
 
     /// Loads the model; RoPE tables cover `max_len` positions. The tokenizer is --tokenizer's,
@@ -89,6 +96,10 @@ impl ModelArgs {
             .with_context(|| format!("loading model `{}` ({} weights)", spec.name, weights.kind()))?;
         if let Some(w) = quantized_on_cpu(&weights, &device) {
             eprintln!("goodput: warning: {w}");
+        }
+        if self.fp8() {
+            let n = l.model.quantize_fp8()?;
+            l.weights_origin = format!("{}; {n} projections in fp8 e4m3, per-channel scales", l.weights_origin);
         }
         let dummy = matches!(weights, WeightsSource::Dummy { .. });
         if self.tokenizer.is_some() || dummy {

@@ -86,6 +86,10 @@ pub struct BenchArgs {
     /// the tensor-core prefill kernel: the A/B of that kernel.
     #[arg(long)]
     pub no_flash_prefill: bool,
+    /// On CUDA: the small-batch gate|up matmul, then SwiGLU, instead of SwiGLU in the matmul's
+    /// epilogue: the A/B of that fusion.
+    #[arg(long)]
+    pub no_fused_swiglu: bool,
     /// Skip measuring the machine's memory read bandwidth.
     #[arg(long)]
     pub no_bandwidth: bool,
@@ -425,6 +429,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     }
     goodput_engine::cuda::set_pdl(!a.no_pdl);
     goodput_engine::cuda::set_flash_prefill(!a.no_flash_prefill);
+    goodput_engine::cuda::set_fused_swiglu(!a.no_fused_swiglu);
     let mut loaded = a.model.load(z.max_len)?;
     loaded.model.time_parts = loaded.model.device.is_cpu();
     loaded.model.attention = match a.attention {

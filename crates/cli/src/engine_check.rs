@@ -335,7 +335,8 @@ pub fn run(a: CheckArgs) -> Result<()> {
         return rounding_study(&a, max_len);
     }
     let (device, dtype) = a.model.device_dtype()?;
-    let dtype = format!("{dtype:?}").to_lowercase();
+    // `fp8` is bf16 with e4m3 projections: the flag's own word, not the dtype's.
+    let dtype = a.model.dtype.clone().unwrap_or_else(|| format!("{dtype:?}").to_lowercase());
     let cpu = load(&a.model, "cpu", "f32", max_len)?;
     let dev32 = load(&a.model, &a.model.device, "f32", max_len)?;
     eprintln!("engine-check: {} on {device:?} against cpu f32; greedy at f32 …", cpu.spec.name);
@@ -344,10 +345,11 @@ pub fn run(a: CheckArgs) -> Result<()> {
     let cpu = loaded.model;
     let dev = load(&a.model, &a.model.device, &dtype, max_len)?;
     eprintln!("engine-check: logits at {dtype} …");
-    let logits = vec![
+    let mut logits = vec![
         logits(&cpu, &dev, "random tokens", &random_sequences(a.sequences, cpu.spec.vocab_size))?,
         logits(&cpu, &dev, "text prompts", &text_sequences(&cpu, &loaded.tokenizer)?)?,
     ];
+    logits.iter_mut().for_each(|l| l.dtype.clone_from(&dtype));
     let kernels = goodput_engine::cuda::check_kernels(&device)?;
     let kernels_ok = kernels.iter().all(|k| k.passed);
     let passed = greedy.iter().all(|g| g.equal == g.requests)

@@ -104,10 +104,15 @@ __device__ __forceinline__ void flash_load_tile(T (*tile)[D + FLASH_PAD], const 
   }
 }
 
+// mma.sync m16n8k16 needs compute capability 8.0: below it the kernel has no body (and the
+// host never launches it, src/cuda/launch.rs `has_mma`), so the module still loads there.
 template <typename T, int D>
 __device__ void flash_prefill(const T* q, const T* k_pool, const T* v_pool, T* out, const uint32_t* items,
                               const uint32_t* seq_info, const uint32_t* block_tables, int hq, int hkv,
                               int block_size, float scale) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+#else
   PDL_START();
   constexpr int KS = D / 16;          // k-steps of Q·Kᵀ
   constexpr int NT = FLASH_COLS / 8;  // n-tiles of a score tile
@@ -241,4 +246,5 @@ __device__ void flash_prefill(const T* q, const T* k_pool, const T* v_pool, T* o
       *reinterpret_cast<uint32_t*>(orow + c) = Mma<T>::pack(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     }
   }
+#endif
 }

@@ -66,26 +66,20 @@ GEMV_T_ENTRIES(__nv_bfloat16, bf16)
 // cache. One warp per weight row. Which of gemv_t, this one (U = 4 or 8) and cuBLAS runs a
 // given shape is measured on the device at load (src/cuda_tune.rs). Same preconditions as
 // gemv_t.
-template <typename T, typename O, int M, int U>
-__device__ void gemv_u(const T* x, const T* w, O* y, int n, int k) {
-  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+// One weight row (wr, k8 16-byte chunks) dotted with the M rows of x, per lane (the caller
+// reduces across the warp). `wait`: the first weight loads go out before the PDL wait (under
+// PDL, while the kernel before this one still runs: weights are written by no kernel); x is
+// read after it.
+template <typename T, int M, int U>
+__device__ __forceinline__ void dot_row_u(const uint4* wr, const uint4* xr, int k8, float* acc, bool wait) {
   const int lane = threadIdx.x & 31;
-  if (j >= n) return;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + (size_t)j * k);
-  const uint4* xr = reinterpret_cast<const uint4*>(x);
-  const int k8 = k / 8;
-  float acc[M];
-#pragma unroll
-  for (int r = 0; r < M; r++) acc[r] = 0.f;
   int i = lane;
   uint4 wv[U];
-  // The first weight loads go out before the wait (under PDL, while the kernel before this one
-  // still runs): weights are written by no kernel. x is read after it.
   if (i + 32 * (U - 1) < k8) {
 #pragma unroll
     for (int u = 0; u < U; u++) wv[u] = __ldcs(wr + i + 32 * u);
   }
-  PDL_START();
+  if (wait) PDL_START();
   for (; i + 32 * (U - 1) < k8; i += 32 * U) {
     if (i != lane) {
 #pragma unroll
@@ -115,6 +109,18 @@ __device__ void gemv_u(const T* x, const T* w, O* y, int n, int k) {
       for (int e = 0; e < 8; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
     }
   }
+}
+
+template <typename T, typename O, int M, int U>
+__device__ void gemv_u(const T* x, const T* w, O* y, int n, int k) {
+  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (j >= n) return;
+  float acc[M];
+#pragma unroll
+  for (int r = 0; r < M; r++) acc[r] = 0.f;
+  dot_row_u<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)j * k), reinterpret_cast<const uint4*>(x), k / 8,
+                     acc, true);
 #pragma unroll
   for (int r = 0; r < M; r++) {
     const float s = warp_sum(acc[r]);
@@ -122,9 +128,40 @@ __device__ void gemv_u(const T* x, const T* w, O* y, int n, int k) {
   }
 }
 
+// SwiGLU in the epilogue of the fused gate|up product: w is (2 inter, k) with gate rows first;
+// the warp of output j dots gate row j and up row inter + j with x and writes
+// silu(g) · u (inter columns), each rounded as the unfused pair (the matmul's T output, then
+// silu_mul) rounds it. One launch and one (rows, 2 inter) round trip fewer per layer.
+template <typename T>
+__device__ __forceinline__ T swiglu_of(float g, float u) {
+  const float gr = round_to<T>(g), ur = round_to<T>(u);
+  return from_f<T>(round_to<T>(gr / (1.f + expf(-gr))) * ur);
+}
+
+template <typename T, int M, int U>
+__device__ void gemv_u_swiglu(const T* x, const T* w, T* y, int inter, int k) {
+  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (j >= inter) return;
+  float g[M], u[M];
+#pragma unroll
+  for (int r = 0; r < M; r++) g[r] = u[r] = 0.f;
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  dot_row_u<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)j * k), xr, k / 8, g, true);
+  dot_row_u<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)(inter + j) * k), xr, k / 8, u, false);
+#pragma unroll
+  for (int r = 0; r < M; r++) {
+    const float gs = warp_sum(g[r]), us = warp_sum(u[r]);
+    if (lane == 0) y[(size_t)r * inter + j] = swiglu_of<T>(gs, us);
+  }
+}
+
 #define GEMV_U_ENTRY(T, S, M, U)                                                                                   \
   extern "C" __global__ void gemv_u##U##_m##M##_##S(const T* x, const T* w, T* y, int n, int k) {                 \
     gemv_u<T, T, M, U>(x, w, y, n, k);                                                                            \
+  }                                                                                                                \
+  extern "C" __global__ void gemv_u##U##_m##M##_swiglu_##S(const T* x, const T* w, T* y, int inter, int k) {      \
+    gemv_u_swiglu<T, M, U>(x, w, y, inter, k);                                                                    \
   }                                                                                                                \
   extern "C" __global__ void gemv_u##U##_m##M##_##S##_of32(const T* x, const T* w, float* y, int n, int k) {      \
     gemv_u<T, float, M, U>(x, w, y, n, k);                                                                        \
@@ -135,3 +172,106 @@ __device__ void gemv_u(const T* x, const T* w, O* y, int n, int k) {
 GEMV_U_ENTRIES(__half, f16)
 GEMV_U_ENTRIES(__nv_bfloat16, bf16)
 
+
+// ---------------------------------------------------------------------------------------------
+// y (m, n) = x (m, k) · (q · scale)ᵀ for e4m3 weights q (n, k) with one f32 scale per row
+// (`--dtype fp8`), m ≤ 4 rows of f16/bf16 x: gemv_u's scheme (one warp per weight row, U
+// 16-byte loads in flight, the first issued before the PDL wait) on bytes, so each load
+// carries 16 weights; each pair is widened by the hardware's e4m3→f16 conversion, the sum is
+// f32 and the row's scale multiplies it once. Needs k % 16 == 0 and 16-byte-aligned rows.
+__device__ __forceinline__ void unpack16_e4m3(const uint4& v, float* f) {
+  const __nv_fp8x2_storage_t* p = reinterpret_cast<const __nv_fp8x2_storage_t*>(&v);
+#pragma unroll
+  for (int e = 0; e < 8; e++) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(p[e], __NV_E4M3);
+    const float2 f2 = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    f[2 * e] = f2.x;
+    f[2 * e + 1] = f2.y;
+  }
+}
+
+template <typename T, int M>
+__device__ __forceinline__ void fp8_fma(const uint4& wv, const uint4* xr, int k8, int i, float* acc) {
+  float wf[16];
+  unpack16_e4m3(wv, wf);
+#pragma unroll
+  for (int r = 0; r < M; r++) {
+    float xf[16];
+    unpack8<T>(__ldg(xr + (size_t)r * k8 + 2 * i), xf);
+    unpack8<T>(__ldg(xr + (size_t)r * k8 + 2 * i + 1), xf + 8);
+#pragma unroll
+    for (int e = 0; e < 16; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
+  }
+}
+
+template <typename T, int M, int U>
+__device__ __forceinline__ void dot_row_fp8(const uint4* wr, const uint4* xr, int k16, float* acc, bool wait) {
+  const int lane = threadIdx.x & 31, k8 = 2 * k16;
+  int i = lane;
+  uint4 wv[U];
+  if (i + 32 * (U - 1) < k16) {
+#pragma unroll
+    for (int u = 0; u < U; u++) wv[u] = __ldcs(wr + i + 32 * u);
+  }
+  if (wait) PDL_START();
+  for (; i + 32 * (U - 1) < k16; i += 32 * U) {
+    if (i != lane) {
+#pragma unroll
+      for (int u = 0; u < U; u++) wv[u] = __ldcs(wr + i + 32 * u);
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) fp8_fma<T, M>(wv[u], xr, k8, i + 32 * u, acc);
+  }
+  for (; i < k16; i += 32) fp8_fma<T, M>(__ldcs(wr + i), xr, k8, i, acc);
+}
+
+template <typename T, int M, int U>
+__device__ void gemv_fp8(const T* x, const uint8_t* w, const float* scale, T* y, int n, int k) {
+  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (j >= n) return;
+  float acc[M];
+#pragma unroll
+  for (int r = 0; r < M; r++) acc[r] = 0.f;
+  dot_row_fp8<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)j * k), reinterpret_cast<const uint4*>(x), k / 16,
+                       acc, true);
+  const float s = scale[j];
+#pragma unroll
+  for (int r = 0; r < M; r++) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) y[(size_t)r * n + j] = from_f<T>(v * s);
+  }
+}
+
+// gemv_u_swiglu on e4m3 weights: each row's sum times its scale, then SwiGLU.
+template <typename T, int M, int U>
+__device__ void gemv_fp8_swiglu(const T* x, const uint8_t* w, const float* scale, T* y, int inter, int k) {
+  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (j >= inter) return;
+  float g[M], u[M];
+#pragma unroll
+  for (int r = 0; r < M; r++) g[r] = u[r] = 0.f;
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  dot_row_fp8<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)j * k), xr, k / 16, g, true);
+  dot_row_fp8<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)(inter + j) * k), xr, k / 16, u, false);
+  const float sg = scale[j], su = scale[inter + j];
+#pragma unroll
+  for (int r = 0; r < M; r++) {
+    const float gs = warp_sum(g[r]) * sg, us = warp_sum(u[r]) * su;
+    if (lane == 0) y[(size_t)r * inter + j] = swiglu_of<T>(gs, us);
+  }
+}
+
+#define GEMV_FP8_ENTRY(T, S, M)                                                                                    \
+  extern "C" __global__ void gemv_fp8_m##M##_##S(const T* x, const uint8_t* w, const float* scale, T* y, int n,   \
+                                                 int k) {                                                          \
+    gemv_fp8<T, M, 4>(x, w, scale, y, n, k);                                                                       \
+  }                                                                                                                \
+  extern "C" __global__ void gemv_fp8_m##M##_swiglu_##S(const T* x, const uint8_t* w, const float* scale, T* y,   \
+                                                        int inter, int k) {                                        \
+    gemv_fp8_swiglu<T, M, 4>(x, w, scale, y, inter, k);                                                            \
+  }
+#define GEMV_FP8_ENTRIES(T, S) GEMV_FP8_ENTRY(T, S, 1) GEMV_FP8_ENTRY(T, S, 2) GEMV_FP8_ENTRY(T, S, 3) GEMV_FP8_ENTRY(T, S, 4)
+GEMV_FP8_ENTRIES(__half, f16)
+GEMV_FP8_ENTRIES(__nv_bfloat16, bf16)

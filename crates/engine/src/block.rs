@@ -6,7 +6,7 @@
 use crate::attention::{gather_attention, paged_attention, write_kv, write_rows, AttentionImpl, AttnOpts};
 use crate::error::Result;
 use crate::kv_cache::AttnMeta;
-use crate::linear::{fuse, Linear};
+use crate::linear::{fuse, renarrow, Linear};
 use crate::mla::Mla;
 use crate::moe::{Expert, ExpertLoad, Moe};
 use crate::rope;
@@ -106,6 +106,36 @@ pub(crate) struct LayerKv<'a> {
 }
 
 impl Layer {
+    /// Rounds the layer's dense projections through e4m3 ([`Linear::quantize_fp8`]): a GQA block's
+    /// q|k|v and o, a dense MLP's gate|up and down. Returns how many it rounded (0 for MLA
+    /// attention and a mixture's experts, which keep their format).
+    pub(crate) fn quantize_fp8(&mut self) -> Result<usize> {
+        let mut n = 0;
+        if let Attn::Gqa(a) = &mut self.attn {
+            match &mut a.qkv {
+                Some(f) => {
+                    f.quantize_fp8()?;
+                    renarrow(f, [&mut a.q, &mut a.k, &mut a.v])?;
+                }
+                None => [&mut a.q, &mut a.k, &mut a.v].into_iter().try_for_each(Linear::quantize_fp8)?,
+            }
+            a.o.quantize_fp8()?;
+            n += 2;
+        }
+        if let Ffn::Dense(m) = &mut self.ffn {
+            match &mut m.gate_up {
+                Some(f) => {
+                    f.quantize_fp8()?;
+                    renarrow(f, [&mut m.gate, &mut m.up])?;
+                }
+                None => [&mut m.gate, &mut m.up].into_iter().try_for_each(Linear::quantize_fp8)?,
+            }
+            m.down.quantize_fp8()?;
+            n += 2;
+        }
+        Ok(n)
+    }
+
     /// The Llama block's parts, when this layer is one (no norms on q/k, no sinks or window,
     /// no bias on o, a dense MLP): what goodput's CUDA step runs.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
@@ -363,6 +393,37 @@ mod tests {
 
     fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
         (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap()
+    }
+
+    /// `--dtype fp8` rounds every dense projection row by row through e4m3 (each row's
+    /// largest weight becomes ±448 × its scale, the rest e4m3 values × the scale), and the parts
+    /// of a fused projection stay views of its new weight.
+    #[test]
+    fn fp8_rounds_each_projection_and_keeps_the_parts_views_of_the_fused_weight() {
+        let spec = Catalog::builtin().get("tiny").unwrap().clone();
+        let mut src = DummySource { seed: 5, dtype: DType::F32, device: Device::Cpu };
+        let mut layer = Layer::load(&spec, &mut src, 0, DType::F32, true).unwrap();
+        assert_eq!(layer.quantize_fp8().unwrap(), 4);
+        let (Attn::Gqa(a), Ffn::Dense(m)) = (&layer.attn, &layer.ffn) else { panic!("llama layer") };
+        for l in [a.qkv.as_ref().unwrap(), &a.o, m.gate_up.as_ref().unwrap(), &m.down] {
+            let QMatMul::Tensor(w) = &l.w else { panic!("dense") };
+            let rows = w.to_vec2::<f32>().unwrap();
+            for row in rows.iter().take(8) {
+                let amax = row.iter().fold(0f32, |a, x| a.max(x.abs()));
+                let scale = amax / crate::fp8::E4M3_MAX;
+                for x in row {
+                    let q = x / scale;
+                    let on_grid = float8::F8E4M3::from_f32(q).to_f32();
+                    assert!((on_grid - q).abs() <= 1e-5 * q.abs() + 1e-30, "{x} is not an e4m3 value × {scale}");
+                }
+            }
+        }
+        let QMatMul::Tensor(k) = &a.k.w else { panic!("k is dense") };
+        let QMatMul::Tensor(qkv) = &a.qkv.as_ref().unwrap().w else { panic!("qkv is dense") };
+        let d = spec.hidden_size;
+        assert_eq!(k.layout().start_offset(), d * d, "k starts after q's rows");
+        let k_rows = qkv.narrow(0, d, k.dim(0).unwrap()).unwrap();
+        assert_eq!(max_diff(k, &k_rows), 0.0);
     }
 
     /// Fusing q|k|v and gate|up leaves every part computing what it did (the parts are then

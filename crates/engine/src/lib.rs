@@ -26,6 +26,7 @@ pub mod cuda;
 pub mod encoder;
 pub mod engine;
 pub mod error;
+pub mod fp8;
 pub mod guard;
 pub mod kv_cache;
 pub mod linear;

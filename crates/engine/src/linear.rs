@@ -4,6 +4,7 @@
 use crate::cpu::bf16_dot::{self, Packed};
 use crate::cpu::{bf16, skinny};
 use crate::error::Result;
+use crate::fp8::{self, Fp8Weight};
 use crate::weights::{Init, TensorSource};
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Module, Tensor};
@@ -15,15 +16,20 @@ pub struct Linear {
     /// bf16 weights packed for `vdpbf16ps` on CPUs with AVX-512 BF16 ([`Linear::pack`]): a
     /// second copy, so prefill and batched decode products skip packing per call.
     pub(crate) packed: Option<std::sync::Arc<Packed>>,
+    /// On CUDA with `--dtype fp8`: the weight in e4m3 with per-row scales, which the
+    /// small-batch kernels read (`w` then holds `q · scale` rounded to bf16, for the rest).
+    pub(crate) fp8: Option<Fp8Weight>,
 }
 
 impl Linear {
-    /// Bytes of the weight (as stored: quantized blocks or dense) and the bias.
+    /// Bytes of the weight (as a small-batch product reads it: quantized blocks, e4m3 with its
+    /// scales, or dense) and the bias.
     pub fn bytes(&self) -> u64 {
         let t = |t: &Tensor| (t.elem_count() * t.dtype().size_in_bytes()) as u64;
-        let w = match &self.w {
-            QMatMul::QTensor(q) => q.storage_size_in_bytes() as u64,
-            QMatMul::Tensor(x) | QMatMul::TensorF16(x) => t(x),
+        let w = match (&self.fp8, &self.w) {
+            (Some(f), _) => f.bytes(),
+            (None, QMatMul::QTensor(q)) => q.storage_size_in_bytes() as u64,
+            (None, QMatMul::Tensor(x) | QMatMul::TensorF16(x)) => t(x),
         };
         w + self.b.as_ref().map_or(0, t)
     }
@@ -60,7 +66,21 @@ impl Linear {
         } else {
             None
         };
-        Ok(Self { w, b, packed: None })
+        Ok(Self { w, b, packed: None, fp8: None })
+    }
+
+    /// Rounds a dense weight through e4m3 with per-row scales ([`fp8::quantize`]), keeping the
+    /// e4m3 bytes on CUDA for the small-batch kernels; a quantized weight is left as it is.
+    /// Re-packs for `vdpbf16ps` where it was packed.
+    pub(crate) fn quantize_fp8(&mut self) -> Result<()> {
+        let QMatMul::Tensor(w) = &self.w else { return Ok(()) };
+        let (f, deq) = fp8::quantize(w)?;
+        self.fp8 = deq.device().is_cuda().then_some(f);
+        self.w = QMatMul::Tensor(deq);
+        if self.packed.take().is_some() {
+            self.pack()?;
+        }
+        Ok(())
     }
 
     /// Packs a bf16 weight on the CPU for `vdpbf16ps` where the CPU has it (a no-op
@@ -122,5 +142,22 @@ pub(crate) fn fuse<const N: usize>(parts: [&mut Linear; N]) -> Result<Option<Lin
         p.b = b.as_ref().map(|b| b.narrow(0, row, n)).transpose()?;
         row += n;
     }
-    Ok(Some(Linear { w: QMatMul::Tensor(w), b, packed: None }))
+    Ok(Some(Linear { w: QMatMul::Tensor(w), b, packed: None, fp8: None }))
+}
+
+/// Points the parts of a fused linear at its rows again (after its weight was replaced, as
+/// [`Linear::quantize_fp8`] does), so they hold no copy of the old one.
+pub(crate) fn renarrow<const N: usize>(fused: &Linear, parts: [&mut Linear; N]) -> Result<()> {
+    let QMatMul::Tensor(w) = &fused.w else { return Ok(()) };
+    let mut row = 0;
+    for p in parts {
+        let n = match &p.w {
+            QMatMul::Tensor(x) => x.dim(0)?,
+            _ => return Ok(()),
+        };
+        p.w = QMatMul::Tensor(w.narrow(0, row, n)?);
+        p.packed = None;
+        row += n;
+    }
+    Ok(())
 }

@@ -116,6 +116,16 @@ pub fn parse_dtype(s: &str) -> Result<DType> {
     }
 }
 
+/// `--dtype`: the model's dtype, and whether its dense projections go to e4m3 (`fp8`: bf16
+/// for everything else, [`crate::fp8`]).
+pub fn parse_precision(s: &str) -> Result<(DType, bool)> {
+    match s {
+        "fp8" => Ok((DType::BF16, true)),
+        "f32" | "f16" | "bf16" => Ok((parse_dtype(s)?, false)),
+        _ => Err(EngineError::Config(format!("dtype `{s}`: expected f32, f16, bf16 or fp8"))),
+    }
+}
+
 /// Bytes the weights take once loaded: gpt-oss's routed experts stay MXFP4 (4.25 bits a
 /// weight: a nibble, and a scale byte per 32), everything else in `dtype`.
 fn loaded_bytes(spec: &ModelSpec, dtype: DType) -> u64 {

@@ -127,8 +127,8 @@ impl Llama {
         let norm = src.tensor("model.norm.weight", &[h], Init::Ones)?.to_dtype(act)?;
         let mut lm_head = if spec.tie_word_embeddings && !src.contains("lm_head.weight") {
             match src.tied_lm_head(spec.vocab_size, h) {
-                Some(w) => Linear { w: w?, b: None, packed: None },
-                None => Linear { w: QMatMul::Tensor(embed.clone()), b: None, packed: None },
+                Some(w) => Linear { w: w?, b: None, packed: None, fp8: None },
+                None => Linear { w: QMatMul::Tensor(embed.clone()), b: None, packed: None, fp8: None },
             }
         } else {
             Linear::load(src, "lm_head", spec.vocab_size, h, false, act)?
@@ -159,6 +159,22 @@ impl Llama {
             model.tune_cuda();
         }
         Ok(model)
+    }
+
+    /// Rounds the dense layers' projections through e4m3 with per-row scales (`--dtype fp8`,
+    /// [`crate::fp8`]): how many it rounded; an error when the model has none.
+    pub fn quantize_fp8(&mut self) -> Result<usize> {
+        let mut n = 0;
+        for l in &mut self.layers {
+            n += l.quantize_fp8()?;
+        }
+        if n == 0 {
+            return Err(EngineError::Config(format!(
+                "--dtype fp8: model `{}` has no dense projection to store in e4m3 (MLA and experts keep their format)",
+                self.spec.name
+            )));
+        }
+        Ok(n)
     }
 
     /// The expert load of the last step's sparse layers (empty for dense models).

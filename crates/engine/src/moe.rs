@@ -304,7 +304,7 @@ fn load_experts(spec: &ModelSpec, src: &mut dyn TensorSource, n: &Names, act: DT
 }
 
 fn dense(w: Tensor, b: Option<Tensor>) -> Result<Proj> {
-    let mut l = Linear { w: QMatMul::Tensor(w.contiguous()?), b, packed: None };
+    let mut l = Linear { w: QMatMul::Tensor(w.contiguous()?), b, packed: None, fp8: None };
     l.pack()?;
     Ok(Proj::Dense(l))
 }

@@ -2,7 +2,8 @@
 //! for what the end-to-end greedy comparison does not reach: paged attention over contexts
 //! long enough to split into partitions (at the default split, at 512 positions and unsplit),
 //! mixed with short and long prefill chunks (the long ones in the tensor-core prefill kernel
-//! and through cuBLAS), in f32, bf16 and f16 and at 1, 3 and 4 query heads per KV head; each small-batch matmul kernel;
+//! and through cuBLAS), in f32, bf16 and f16 and at 1, 3 and 4 query heads per KV head; the
+//! small-batch matmul on e4m3 weights; each small-batch matmul kernel;
 //! and the sampler's cuts and distribution. Run by `goodput engine-check`.
 
 use crate::attention::{gather_attention, write_kv};
@@ -177,6 +178,63 @@ fn gemv(dev: &Device) -> Result<Vec<KernelCheck>> {
     Ok(out)
 }
 
+/// `gemv_fp8` at 1 to 4 rows against cuBLAS on the dequantized weights (the same values in
+/// bf16), relative to the output's scale: a wide matrix, one whose width leaves a tail (4112
+/// = 257 × 16) and SmolLM2's 576.
+fn fp8_matmul(dev: &Device) -> Result<KernelCheck> {
+    let mut worst = 0f64;
+    for (i, (n, k)) in [(512, 14_336), (1001, 4112), (576, 576)].into_iter().enumerate() {
+        let w = Tensor::from_vec(values(n * k, 21 + i as u64), (n, k), dev)?.to_dtype(DType::BF16)?;
+        let (f, deq) = crate::fp8::quantize(&w).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        for m in 1..=GEMV_MAX_ROWS {
+            let x = Tensor::from_vec(values(m * k, 22 + m as u64), (m, k), dev)?.to_dtype(DType::BF16)?;
+            let Some(got) = crate::cuda::gemv::gemv_fp8(&x, &f)? else {
+                candle_core::bail!("gemv_fp8 refused {m} × {k} rows against {n} × {k}");
+            };
+            let want = x.matmul(&deq.t()?)?;
+            let scale = want.to_dtype(DType::F32)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64;
+            worst = worst.max(max_diff(&got, &want)? / scale.max(1e-9));
+        }
+    }
+    Ok(check(
+        "gemv_fp8 1–4 rows × (14336 → 512, 4112 → 1001, 576 → 576), e4m3 weights vs cuBLAS on their bf16 values (max |Δ| / max |y|)",
+        worst,
+        1e-2,
+    ))
+}
+
+/// SwiGLU in the small-batch gate|up matmul's epilogue (`gemv_u4`, `gemv_u8`, and on e4m3
+/// weights `gemv_fp8`) against the same product followed by `silu_mul`, 1 to 4 rows of
+/// 2 × 1001 gate|up rows of width 4112: the same sums rounded at the same points, so equal up to
+/// the order of the warp's sum (max |Δ| / max |y|).
+fn swiglu(dev: &Device) -> Result<KernelCheck> {
+    use crate::cuda::gemv::{gemv_fp8, gemv_swiglu_with};
+    let (n, k) = (2 * 1001, 4112);
+    let w = Tensor::from_vec(values(n * k, 31), (n, k), dev)?.to_dtype(DType::BF16)?;
+    let (f, _) = crate::fp8::quantize(&w).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+    let mut worst = 0f64;
+    for m in 1..=GEMV_MAX_ROWS {
+        let x = Tensor::from_vec(values(m * k, 32 + m as u64), (m, k), dev)?.to_dtype(DType::BF16)?;
+        for (u, fp8) in [(4, None), (8, None), (4, Some(&f))] {
+            let Some(got) = gemv_swiglu_with(&x, &w, fp8, u)? else {
+                candle_core::bail!("gemv_swiglu refused {m} rows");
+            };
+            let gu = match fp8 {
+                Some(f) => gemv_fp8(&x, f)?.ok_or_else(|| candle_core::Error::Msg("gemv_fp8 refused".into()))?,
+                None => gemv_with(&x, &w, GemvKernel::U4, DType::BF16)?,
+            };
+            let want = kernels::silu_mul(&gu)?;
+            let scale = want.to_dtype(DType::F32)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? as f64;
+            worst = worst.max(max_diff(&got, &want)? / scale.max(1e-9));
+        }
+    }
+    Ok(check(
+        "SwiGLU in the gate|up epilogue (gemv_u4, gemv_u8, gemv_fp8) 1–4 rows × (4112 → 2 × 1001) vs matmul + silu_mul",
+        worst,
+        1e-2,
+    ))
+}
+
 /// Every kernel check on `dev`; none on devices without goodput's kernels.
 pub fn check_kernels(dev: &Device) -> Result<Vec<KernelCheck>> {
     if !dev.is_cuda() {
@@ -198,6 +256,8 @@ pub fn check_kernels(dev: &Device) -> Result<Vec<KernelCheck>> {
         out.push(attention(dev, Case { dtype: DType::F16, tolerance: 1e-2, flash: true, ..bf16 })?);
     }
     out.extend(gemv(dev)?);
+    out.push(fp8_matmul(dev)?);
+    out.push(swiglu(dev)?);
     out.extend(sampling(dev)?);
     Ok(out)
 }

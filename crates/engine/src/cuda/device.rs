@@ -49,7 +49,8 @@ pub(crate) fn slice_ptr(s: &CudaStorage) -> Result<(u64, usize)> {
         CudaStorageSlice::F16(x) => (x.device_ptr(&stream).0, 2),
         CudaStorageSlice::BF16(x) => (x.device_ptr(&stream).0, 2),
         CudaStorageSlice::U32(x) => (x.device_ptr(&stream).0, 4),
-        _ => bail!("goodput CUDA kernels take f32, f16, bf16 or u32 buffers"),
+        CudaStorageSlice::F8E4M3(x) => (x.device_ptr(&stream).0, 1),
+        _ => bail!("goodput CUDA kernels take f32, f16, bf16, e4m3 or u32 buffers"),
     })
 }
 

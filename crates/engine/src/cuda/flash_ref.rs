@@ -150,7 +150,7 @@ mod tests {
         let (bs, hq, hkv, d) = (16, 6, 2, 64);
         let mut meta = AttnMeta::new(bs);
         let mut next = 0u32;
-        for (q, ctx) in [(1, 30), (100, 150), (40, 40)] {
+        for (q, ctx) in [(1usize, 30usize), (100, 150), (40, 40)] {
             let n = ctx.div_ceil(bs) as u32;
             meta.push(q, ctx, &(next..next + n).rev().collect::<Vec<_>>());
             next += n;

@@ -14,9 +14,10 @@
 use crate::block::{Gqa, Layer, Mlp};
 use crate::cuda::blas::matmul_nt_f32;
 use crate::cuda::device::{ptr, supports};
-use crate::cuda::gemv::{gemv, gemv_to};
+use crate::cuda::gemv::{gemv, gemv_fp8, gemv_swiglu, gemv_to};
 use crate::cuda::gemv_table;
 use crate::cuda::kernels::{self, add_rms_norm, qkv_rope_cache, silu_mul, Heads, Rope};
+use crate::cuda::launch::has_mma;
 use crate::cuda::layout::{flash_group, Split};
 use crate::cuda::meta::StepDevice;
 use crate::cuda::tune::tune;
@@ -27,17 +28,36 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Tensor};
 
 impl Linear {
-    /// [`Linear::forward`], by the kernel [`gemv`] picks for a few rows.
+    /// [`Linear::forward`], for a few rows by [`gemv_fp8`] on e4m3 weights or the kernel
+    /// [`gemv`] picks.
     fn forward_cuda(&self, x: &Tensor) -> Result<Tensor> {
-        let y = match &self.w {
-            QMatMul::Tensor(w) => gemv(x, w)?,
+        let y = match (&self.fp8, &self.w) {
+            (Some(f), _) => gemv_fp8(x, f)?,
             _ => None,
+        };
+        let y = match (y, &self.w) {
+            (Some(y), _) => Some(y),
+            (None, QMatMul::Tensor(w)) => gemv(x, w)?,
+            (None, _) => None,
         };
         match (y, &self.b) {
             (Some(y), Some(b)) => Ok(y.broadcast_add(b)?),
             (Some(y), None) => Ok(y),
             (None, _) => self.forward(x),
         }
+    }
+
+    /// `silu(gate) · up` of this fused gate|up projection: in the small-batch matmul's
+    /// epilogue where [`gemv_swiglu`] applies (one launch), else the product then `silu_mul`.
+    fn swiglu_cuda(&self, x: &Tensor) -> Result<Tensor> {
+        if self.b.is_none() {
+            if let QMatMul::Tensor(w) = &self.w {
+                if let Some(y) = gemv_swiglu(x, w, self.fp8.as_ref())? {
+                    return Ok(y);
+                }
+            }
+        }
+        Ok(silu_mul(&self.forward_cuda(x)?)?)
     }
 
     /// [`Self::forward_cuda`] with the output in f32, not rounded to the weights' dtype: the
@@ -112,10 +132,12 @@ impl Llama {
     }
 
     /// How this model's steps split their contexts and where their long chunks go: the
-    /// tensor-core prefill kernel for f16/bf16 weights (unless turned off), cuBLAS for f32.
+    /// tensor-core prefill kernel for f16/bf16 weights on a GPU that has its instructions
+    /// (unless turned off), cuBLAS for f32.
     pub(crate) fn split(&self) -> Split {
         let (hq, hkv) = (self.spec.num_heads, self.spec.num_kv_heads);
-        Split { hkv, force_part_len: None, flash_group: flash_group(hq, hkv, self.dtype != DType::F32) }
+        let mma = matches!(&self.device, Device::Cuda(d) if has_mma(d));
+        Split { hkv, force_part_len: None, flash_group: flash_group(hq, hkv, self.dtype != DType::F32 && mma) }
     }
 
     pub(crate) fn forward_cuda(&self, batch: &StepBatch, kv: &KvCache) -> Result<Tensor> {
@@ -208,9 +230,10 @@ impl Llama {
             let (x2, hn) = add_rms_norm(&x1, Some(&o), &layer.mlp_norm, eps)?;
             mark("add + rms norm")?;
             x = x2;
-            let gu = gate_up.forward_cuda(&hn)?;
+            // Where SwiGLU runs in the matmul's epilogue, the step profile's "silu · mul" is 0
+            // and its time is the matmul's.
+            let act = gate_up.swiglu_cuda(&hn)?;
             mark("gate|up matmul")?;
-            let act = silu_mul(&gu)?;
             mark("silu · mul")?;
             delta = Some(mlp.down.forward_cuda(&act)?);
             mark("down matmul")?;

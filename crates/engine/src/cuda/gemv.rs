@@ -1,13 +1,16 @@
 //! `x · wᵀ` at 1 to [`GEMV_MAX_ROWS`] rows (decode) by goodput's small-batch kernels
 //! (`gemv_t`, `gemv_u` with 4 or 8 loads in flight) or cuBLAS, whichever the load-time tuning
-//! (`tune.rs`) measured fastest for the shape; an f32 output where it must not be rounded.
+//! (`tune.rs`) measured fastest for the shape; an f32 output where it must not be rounded;
+//! `gemv_fp8` for e4m3 weights with per-row scales (`--dtype fp8`).
 
 use crate::cuda::blas::matmul_nt_f32;
 use crate::cuda::device::{alloc, cfg, cuda, i32_of, ptr, suffix};
 use crate::cuda::gemv_table::{self, GemvKernel};
 use crate::cuda::launch::launch;
-use crate::cuda::params::Arg;
+use crate::cuda::params::{Arg, FUSED_SWIGLU};
+use crate::fp8::Fp8Weight;
 use candle_core::{bail, DType, Result, Tensor};
+use std::sync::atomic::Ordering;
 
 /// Rows of `x` up to which [`gemv`] takes a matmul from cuBLAS.
 pub const GEMV_MAX_ROWS: usize = 4;
@@ -56,6 +59,94 @@ pub fn gemv_with(x: &Tensor, w: &Tensor, kernel: GemvKernel, out: DType) -> Resu
             kernel.name()
         ),
     }
+}
+
+/// `x · (q · scale)ᵀ` for `x` `(m, k)` in f16/bf16 with `m ≤ GEMV_MAX_ROWS` and e4m3 weights
+/// `(n, k)` with per-row scales: the weights read as bytes (half of bf16's) and widened in
+/// registers, f32 accumulation, the scale applied to each output. `None` where the kernel
+/// does not apply (more rows, f32, `k` not a multiple of 16, unaligned): the caller multiplies
+/// the bf16 copy of the rounded weights.
+pub fn gemv_fp8(x: &Tensor, w: &Fp8Weight) -> Result<Option<Tensor>> {
+    let Some((m, n, k, xp, wp, sp)) = fp8_operands(x, w)? else { return Ok(None) };
+    let dev = cuda(x.device())?;
+    let (y, yp) = alloc(&dev, x.dtype(), (m, n))?;
+    launch(
+        &dev,
+        &format!("gemv_fp8_m{m}_{}", suffix(x.dtype())?),
+        cfg((n.div_ceil(4) as u32, 1), 128),
+        &[
+            Arg::Ptr(xp),
+            Arg::Ptr(wp),
+            Arg::Ptr(sp),
+            Arg::Ptr(yp),
+            Arg::I32(i32_of(n, "rows")?),
+            Arg::I32(i32_of(k, "width")?),
+        ],
+    )?;
+    Ok(Some(y))
+}
+
+/// `silu(x · gateᵀ) · (x · upᵀ)` for the fused gate|up weight `w` `(2 inter, k)` (gate rows
+/// first) in one launch (`*_swiglu` kernels): on its e4m3 copy when `fp8` is given, else where
+/// the load-time tuning chose a `gemv_u` kernel for the shape. `None` where it does not apply
+/// (turned off, more rows, cuBLAS chosen): the caller multiplies, then runs `silu_mul`.
+pub fn gemv_swiglu(x: &Tensor, w: &Tensor, fp8: Option<&Fp8Weight>) -> Result<Option<Tensor>> {
+    if !FUSED_SWIGLU.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let u = match (fp8, x.dims2(), w.dims2()) {
+        (Some(_), _, _) => 4,
+        (None, Ok((m, k)), Ok((n, _))) => match gemv_table::choice(n, k, x.dtype(), m) {
+            Some(GemvKernel::U4) => 4,
+            Some(GemvKernel::U8) => 8,
+            _ => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    gemv_swiglu_with(x, w, fp8, u)
+}
+
+/// [`gemv_swiglu`] by `gemv_u{u}_*_swiglu` (`u` 4 or 8; `gemv_fp8_*_swiglu` with `fp8`),
+/// whatever the tuning chose.
+pub fn gemv_swiglu_with(x: &Tensor, w: &Tensor, fp8: Option<&Fp8Weight>, u: usize) -> Result<Option<Tensor>> {
+    let dev = cuda(x.device())?;
+    let sfx = suffix(x.dtype())?;
+    let (name, m, n, k, mut args) = match fp8 {
+        Some(f) => {
+            let Some((m, n, k, xp, wp, sp)) = fp8_operands(x, f)? else { return Ok(None) };
+            (format!("gemv_fp8_m{m}_swiglu_{sfx}"), m, n, k, vec![Arg::Ptr(xp), Arg::Ptr(wp), Arg::Ptr(sp)])
+        }
+        None => {
+            let Some(op) = GemvOperands::of(x, w)? else { return Ok(None) };
+            if !matches!(u, 4 | 8) {
+                bail!("gemv_swiglu: no gemv_u{u} kernel (4 or 8)");
+            }
+            (format!("gemv_u{u}_m{}_swiglu_{sfx}", op.m), op.m, op.n, op.k, vec![Arg::Ptr(op.xp), Arg::Ptr(op.wp)])
+        }
+    };
+    let inter = n / 2;
+    if inter == 0 || n % 2 != 0 {
+        return Ok(None);
+    }
+    let (y, yp) = alloc(&dev, x.dtype(), (m, inter))?;
+    args.extend([Arg::Ptr(yp), Arg::I32(i32_of(inter, "rows")?), Arg::I32(i32_of(k, "width")?)]);
+    launch(&dev, &name, cfg((inter.div_ceil(4) as u32, 1), 128), &args)?;
+    Ok(Some(y))
+}
+
+/// `(m, n, k, x, q, scale)` of `x · (q · scale)ᵀ` where `gemv_fp8` applies: 1 to
+/// [`GEMV_MAX_ROWS`] rows of f16/bf16, `k % 16 == 0`, contiguous, 16-byte aligned.
+fn fp8_operands(x: &Tensor, w: &Fp8Weight) -> Result<Option<(usize, usize, usize, u64, u64, u64)>> {
+    let (Ok((m, k)), Ok((n, kw))) = (x.dims2(), w.q.dims2()) else { return Ok(None) };
+    if m == 0 || m > GEMV_MAX_ROWS || k != kw || k % 16 != 0 || !matches!(x.dtype(), DType::BF16 | DType::F16) {
+        return Ok(None);
+    }
+    let scale_ok = w.scale.dims() == [n] && w.scale.dtype() == DType::F32;
+    if !x.is_contiguous() || !w.q.is_contiguous() || w.q.dtype() != DType::F8E4M3 || !scale_ok {
+        return Ok(None);
+    }
+    let (xp, wp, sp) = (ptr(x)?, ptr(&w.q)?, ptr(&w.scale)?);
+    Ok((xp % 16 == 0 && wp % 16 == 0).then_some((m, n, k, xp, wp, sp)))
 }
 
 /// The shape and device addresses of `x (m, k) · w (n, k)ᵀ` where goodput's small-batch

@@ -50,6 +50,8 @@ pub struct GraphStats {
     pub mixed_full: u64,
     /// Why graph serving stopped, if it did.
     pub disabled: Option<String>,
+    /// Why mixed steps stopped being served from graphs (decode graphs go on), if they did.
+    pub mixed_stopped: Option<String>,
 }
 
 struct Captured {
@@ -116,6 +118,7 @@ impl StepGraphs {
             if s.mixed_full > 0 { format!(" ({} mixed steps eager: graph slots full)", s.mixed_full) } else { String::new() },
             s.captured,
             s.disabled.as_ref().map_or(String::new(), |e| format!("; stopped: {e}"))
+                + &s.mixed_stopped.as_ref().map_or(String::new(), |e| format!("; mixed steps stopped: {e}"))
         )
     }
 
@@ -138,9 +141,18 @@ impl StepGraphs {
     /// Runs `batch` (which [`Self::fits`]) from its bucket's graph and returns the ids sampled
     /// for its sample rows; `None` when graph serving is off or just failed (the caller runs the
     /// step eagerly: a failed replay is recomputed whole, writing the same KV).
+    /// A failed mixed graph stops mixed graphs only (a capture can run out of memory for its
+    /// activations where a decode graph's are small).
     pub fn run(&mut self, model: &Llama, batch: &StepBatch, kv: &KvCache, params: &[[f32; 4]]) -> Option<Vec<u32>> {
+        let mixed = self.shape(batch).is_some_and(|s| s.mixed);
         match self.try_run(model, batch, kv, params) {
             Ok(ids) => ids,
+            Err(e) if mixed => {
+                self.stats.mixed_stopped = Some(e.to_string());
+                self.mixed = false;
+                self.graphs.retain(|g| !g.shape.mixed);
+                None
+            }
             Err(e) => {
                 self.stats.disabled = Some(e.to_string());
                 self.graphs.clear();

@@ -94,6 +94,15 @@ pub(crate) fn launch(dev: &CudaDevice, name: &str, cfg: LaunchConfig, args: &[Ar
     Ok(())
 }
 
+/// Whether the tensor-core kernels (`mma.sync` m16n8k16 with f16/bf16 operands, compute
+/// capability 8.0) are in the PTX and can run on `dev`; without them `kernels/flash.cuh`
+/// compiles to an empty body and long chunks go through cuBLAS.
+pub(crate) fn has_mma(dev: &CudaDevice) -> bool {
+    use candle_core::cuda_backend::cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR;
+    let ptx = PTX_CAP.parse::<u32>().unwrap_or(0) >= 80;
+    ptx && matches!(dev.cuda_stream().context().attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), Ok(m) if m >= 8)
+}
+
 /// Whether PDL can be used: the PTX was built for compute capability 9.0 or later (else its
 /// kernels have no `griddepcontrol.wait`, and an early start would read unfinished results)
 /// and so is the device.

@@ -59,6 +59,10 @@ const MIN_PART_LEN: usize = 32;
 /// decode of one sequence would otherwise occupy a handful of SMs.
 const TARGET_BLOCKS: usize = 1024;
 pub(crate) const SKIP_ROW: u32 = u32::MAX;
+/// Most (token rows × partitions) of a step: the paged kernel's partial results take
+/// `rows × heads × partitions × head_dim` f32 (256 MiB for Llama-3.1-8B), every row of the step
+/// counted, those of long chunks too; beyond it partitions grow longer instead.
+const MAX_ROW_PARTS: usize = 1 << 14;
 
 /// Partitions the paged kernel's grid wants for `rows` rows of `hkv` KV heads.
 pub fn target_parts(rows: usize, hkv: usize) -> usize {
@@ -127,7 +131,7 @@ pub(crate) struct Shape {
 /// `max_blocks` blocks of `block_size`, mixed steps only when `mixed`: a decode step (one row
 /// per sequence, each sampled) in the smallest batch bucket; any other step in the smallest
 /// token and sequence buckets, with a prefill grid for the most blocks its tokens can make
-/// (each sequence's chunk may end in a partial block). Table entries per sequence: the step's
+/// (each sequence's chunk may end in a partial block) and the paged kernel unsplit. Table entries per sequence: the step's
 /// longest, to a power of two (≥ 16), so the metadata uploaded per step stays near what it
 /// needs. `None`: no graph (too large, or mixed steps off).
 pub(crate) fn graph_shape(
@@ -155,7 +159,9 @@ pub(crate) fn graph_shape(
     let tokens = *TOKEN_BUCKETS.iter().find(|&&b| b >= n)?;
     let seqs = *BUCKETS.iter().find(|&&b| b >= seqs)?;
     let items = split.flash_group.map_or(0, |g| (tokens * g).div_ceil(FLASH_ROWS) + seqs);
-    let pad = Padded { tokens, seqs, max_blocks, parts: graph_parts(tokens, split.hkv, capacity), items };
+    // One partition: the paged kernel's partial results are sized by every token row, and a
+    // mixed step's decode rows are a small part of its work.
+    let pad = Padded { tokens, seqs, max_blocks, parts: 1, items };
     Some(Shape { pad, mixed: true })
 }
 
@@ -308,7 +314,9 @@ pub(crate) fn host(positions: &[u32], meta: &AttnMeta, split: Split, pad: Option
         (Some(p), _) => (p.parts, part_len_for(p.parts, max_ctx.max(1))),
         (None, Some(len)) => (max_ctx.div_ceil(len), len),
         (None, None) => {
-            let len = part_len(paged_rows, split.hkv, max_ctx);
+            let most = (MAX_ROW_PARTS / t.max(1)).max(1);
+            let len =
+                part_len(paged_rows, split.hkv, max_ctx).max(max_ctx.div_ceil(most).next_multiple_of(MIN_PART_LEN));
             (max_ctx.div_ceil(len), len)
         }
     };
@@ -409,6 +417,15 @@ mod tests {
         let o = h.offsets();
         assert_eq!((o.part_len, o.flash_items, h.buf.len()), (3 * t + 8 + 13, 3 * t + 8 + 14, 3 * t + 8 + 20));
         assert_eq!(&h.buf[o.seq_info + 4..o.seq_info + 8], &[1, 40, 48, 1]);
+        // A decode row at 32K positions beside a 2048-token chunk: 7 partitions of 4704, not
+        // 512 of 64 (the partial results are sized by all 2049 rows).
+        let long_ctx: Vec<u32> = (0..8192).collect();
+        let (p2, m2) = meta(&[(1, 32_768, &long_ctx), (2048, 2048, &(0..512).collect::<Vec<u32>>())]);
+        let h2 = host(&p2, &m2, split, None).unwrap();
+        assert_eq!((h2.parts, h2.buf[h2.offsets().part_len]), (7, 4704));
+        // Alone, the row gets the 512 partitions of 64 its 2 KV heads want (1024 blocks).
+        let (p2, m2) = meta(&[(1, 32_768, &long_ctx)]);
+        assert_eq!(host(&p2, &m2, split, None).unwrap().parts, 512);
         // Without the prefill kernel the chunk takes the cuBLAS path with its 48 slots.
         let h = host(&pos, &m, Split { flash_group: None, ..split }, None).unwrap();
         assert_eq!((h.flash_items, h.long.len(), h.long[0].3.len()), (0, 1, 48));
@@ -432,7 +449,7 @@ mod tests {
         let blocks: Vec<u32> = (1..=25).collect();
         let (_, m) = meta(&[(1, 9, &[1, 2, 3]), (100, 100, &blocks), (1, 3, &[6])]);
         let s = graph_shape(&m, 3, split, limits).unwrap();
-        assert_eq!((s.pad.tokens, s.pad.seqs, s.pad.max_blocks, s.pad.items), (128, 4, 32, 12));
+        assert_eq!((s.pad.tokens, s.pad.seqs, s.pad.max_blocks, s.pad.items, s.pad.parts), (128, 4, 32, 12, 1));
         assert!(host_padded(&(0..102).collect::<Vec<_>>(), &m, split, s.pad).is_some());
         // Mixed graphs off, a step beyond the largest bucket, a table beyond the limit: none.
         assert!(graph_shape(&m, 3, split, (1024, 16, false)).is_none());

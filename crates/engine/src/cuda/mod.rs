@@ -46,7 +46,7 @@ pub use graph_serve::StepGraphs;
 pub use kernel_timing::{time_decode, time_prefill};
 pub use kernels::sample;
 pub use layout::{part_len, set_flash_prefill, set_long_chunk, LONG_CHUNK, MAX_PART_LEN};
-pub use params::{pdl_state, set_pdl};
+pub use params::{pdl_state, set_fused_swiglu, set_pdl};
 pub use report::{GraphProbe, KernelCheck, OpTime, StepTiming};
 
 // CUDA-only names.

@@ -22,7 +22,7 @@ use candle_core::{Device, Tensor};
 
 pub use gemv_table::{GemvKernel, Timing, TuneRow};
 pub use layout::{part_len, set_flash_prefill, set_long_chunk, LONG_CHUNK, MAX_PART_LEN};
-pub use params::{pdl_state, set_pdl};
+pub use params::{pdl_state, set_fused_swiglu, set_pdl};
 pub use report::{GraphProbe, KernelCheck, OpTime, StepTiming};
 
 /// No device has a CUDA name in this build.

@@ -10,6 +10,14 @@ pub(crate) static PDL: AtomicBool = AtomicBool::new(true);
 pub(crate) static CAPABLE: OnceLock<bool> = OnceLock::new();
 pub(crate) static PDL_OFF_BECAUSE: Mutex<Option<String>> = Mutex::new(None);
 
+pub(crate) static FUSED_SWIGLU: AtomicBool = AtomicBool::new(true);
+
+/// Turns SwiGLU in the small-batch gate|up matmul's epilogue on or off (off: the matmul, then
+/// `silu_mul`; engine-bench `--no-fused-swiglu` measures both).
+pub fn set_fused_swiglu(on: bool) {
+    FUSED_SWIGLU.store(on, Ordering::Relaxed);
+}
+
 /// Turns programmatic dependent launch on or off for the kernels launched from now on.
 pub fn set_pdl(on: bool) {
     PDL.store(on, Ordering::Relaxed);
