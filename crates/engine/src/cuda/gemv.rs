@@ -67,7 +67,7 @@ pub fn gemv_with(x: &Tensor, w: &Tensor, kernel: GemvKernel, out: DType) -> Resu
 /// does not apply (more rows, f32, `k` not a multiple of 16, unaligned): the caller multiplies
 /// the bf16 copy of the rounded weights.
 pub fn gemv_fp8(x: &Tensor, w: &Fp8Weight) -> Result<Option<Tensor>> {
-    let Some((m, n, k, xp, wp, sp)) = fp8_operands(x, w)? else { return Ok(None) };
+    let Some(Fp8Operands { m, n, k, xp, wp, sp }) = fp8_operands(x, w)? else { return Ok(None) };
     let dev = cuda(x.device())?;
     let (y, yp) = alloc(&dev, x.dtype(), (m, n))?;
     launch(
@@ -113,7 +113,7 @@ pub fn gemv_swiglu_with(x: &Tensor, w: &Tensor, fp8: Option<&Fp8Weight>, u: usiz
     let sfx = suffix(x.dtype())?;
     let (name, m, n, k, mut args) = match fp8 {
         Some(f) => {
-            let Some((m, n, k, xp, wp, sp)) = fp8_operands(x, f)? else { return Ok(None) };
+            let Some(Fp8Operands { m, n, k, xp, wp, sp }) = fp8_operands(x, f)? else { return Ok(None) };
             (format!("gemv_fp8_m{m}_swiglu_{sfx}"), m, n, k, vec![Arg::Ptr(xp), Arg::Ptr(wp), Arg::Ptr(sp)])
         }
         None => {
@@ -134,9 +134,19 @@ pub fn gemv_swiglu_with(x: &Tensor, w: &Tensor, fp8: Option<&Fp8Weight>, u: usiz
     Ok(Some(y))
 }
 
-/// `(m, n, k, x, q, scale)` of `x · (q · scale)ᵀ` where `gemv_fp8` applies: 1 to
-/// [`GEMV_MAX_ROWS`] rows of f16/bf16, `k % 16 == 0`, contiguous, 16-byte aligned.
-fn fp8_operands(x: &Tensor, w: &Fp8Weight) -> Result<Option<(usize, usize, usize, u64, u64, u64)>> {
+/// The shape and device addresses (x, q, scale) of `x · (q · scale)ᵀ`.
+struct Fp8Operands {
+    m: usize,
+    n: usize,
+    k: usize,
+    xp: u64,
+    wp: u64,
+    sp: u64,
+}
+
+/// [`Fp8Operands`] where `gemv_fp8` applies: 1 to [`GEMV_MAX_ROWS`] rows of f16/bf16,
+/// `k % 16 == 0`, contiguous, 16-byte aligned.
+fn fp8_operands(x: &Tensor, w: &Fp8Weight) -> Result<Option<Fp8Operands>> {
     let (Ok((m, k)), Ok((n, kw))) = (x.dims2(), w.q.dims2()) else { return Ok(None) };
     if m == 0 || m > GEMV_MAX_ROWS || k != kw || k % 16 != 0 || !matches!(x.dtype(), DType::BF16 | DType::F16) {
         return Ok(None);
@@ -146,7 +156,7 @@ fn fp8_operands(x: &Tensor, w: &Fp8Weight) -> Result<Option<(usize, usize, usize
         return Ok(None);
     }
     let (xp, wp, sp) = (ptr(x)?, ptr(&w.q)?, ptr(&w.scale)?);
-    Ok((xp % 16 == 0 && wp % 16 == 0).then_some((m, n, k, xp, wp, sp)))
+    Ok((xp % 16 == 0 && wp % 16 == 0).then_some(Fp8Operands { m, n, k, xp, wp, sp }))
 }
 
 /// The shape and device addresses of `x (m, k) · w (n, k)ᵀ` where goodput's small-batch
