@@ -13,8 +13,10 @@
 #   3. `profile`: the step-cost grid of llama-3.1-8b on the GPU (its steps kept), measured
 #      apart from the sweeps, so that they can be predicted from it;
 #   4. the sweeps: `run --device cuda --model llama-3.1-8b` short-qa (with `--predict`: each
-#      level beside its simulated twin) and long-context with the report, and
-#      `--target http-local` at two loads;
+#      level beside its simulated twin; each level's system line says which share of its steps
+#      came from CUDA graphs), its two highest levels again with only decode steps from graphs
+#      (`--no-mixed-graphs`), long-context with the report, and `--target http-local` at two
+#      loads;
 #   5. `plan-check`: `plan --check` of the short-qa sweep with the measured profile and with
 #      the roofline calibrated by it (`plan --calibrate`): the planner's error bar on the GPU;
 #   6. where nsys exists, the kernels one decode step launches with and without goodput's kernels.
@@ -118,6 +120,11 @@ if has short-qa; then
   [ -s "$PROFILE" ] && predict=(--predict "$PROFILE")
   run timeout 200 "$BIN" run "${common[@]}" --warmup 2s --duration "$DURATION" --scenario short-qa \
     --concurrency "$LEVELS" "${predict[@]}" --out "$RUNS/run-short-qa" --report
+  pack
+  # The A/B of mixed-step graphs under load: the two highest levels with prefill steps eager.
+  top=$(echo "$LEVELS" | tr ',' '\n' | tail -2 | paste -sd, -)
+  run timeout 120 "$BIN" run "${common[@]}" --warmup 2s --duration "$DURATION" --scenario short-qa \
+    --concurrency "$top" --no-mixed-graphs --out "$RUNS/run-short-qa-decode-graphs-only"
   pack
 fi
 if has long-context; then

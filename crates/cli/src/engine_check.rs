@@ -336,7 +336,8 @@ pub fn run(a: CheckArgs) -> Result<()> {
     }
     let (device, dtype) = a.model.device_dtype()?;
     // `fp8` is bf16 with e4m3 projections: the flag's own word, not the dtype's.
-    let dtype = a.model.dtype.clone().unwrap_or_else(|| format!("{dtype:?}").to_lowercase());
+    let fp8 = a.model.fp8();
+    let dtype = if fp8 { "fp8".to_string() } else { format!("{dtype:?}").to_lowercase() };
     let cpu = load(&a.model, "cpu", "f32", max_len)?;
     let dev32 = load(&a.model, &a.model.device, "f32", max_len)?;
     eprintln!("engine-check: {} on {device:?} against cpu f32; greedy at f32 …", cpu.spec.name);
@@ -349,7 +350,9 @@ pub fn run(a: CheckArgs) -> Result<()> {
         logits(&cpu, &dev, "random tokens", &random_sequences(a.sequences, cpu.spec.vocab_size))?,
         logits(&cpu, &dev, "text prompts", &text_sequences(&cpu, &loaded.tokenizer)?)?,
     ];
-    logits.iter_mut().for_each(|l| l.dtype.clone_from(&dtype));
+    if fp8 {
+        logits.iter_mut().for_each(|l| l.dtype = "FP8".into());
+    }
     let kernels = goodput_engine::cuda::check_kernels(&device)?;
     let kernels_ok = kernels.iter().all(|k| k.passed);
     let passed = greedy.iter().all(|g| g.equal == g.requests)

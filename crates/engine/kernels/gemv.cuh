@@ -71,7 +71,10 @@ GEMV_T_ENTRIES(__nv_bfloat16, bf16)
 // PDL, while the kernel before this one still runs: weights are written by no kernel); x is
 // read after it.
 template <typename T, int M, int U>
-__device__ __forceinline__ void dot_row_u(const uint4* wr, const uint4* xr, int k8, float* acc, bool wait) {
+__device__ __forceinline__ void dot_row_u(const uint4* wr, const uint4* xr, int k8, float* acc, bool wait,
+                                          int x_stride = -1) {
+  // x's rows are k8 chunks apart unless the caller walks part of them (split-K).
+  const size_t xs = x_stride < 0 ? (size_t)k8 : (size_t)x_stride;
   const int lane = threadIdx.x & 31;
   int i = lane;
   uint4 wv[U];
@@ -92,7 +95,7 @@ __device__ __forceinline__ void dot_row_u(const uint4* wr, const uint4* xr, int 
 #pragma unroll
       for (int r = 0; r < M; r++) {
         float xf[8];
-        unpack8<T>(__ldg(xr + (size_t)r * k8 + i + 32 * u), xf);
+        unpack8<T>(__ldg(xr + (size_t)r * xs + i + 32 * u), xf);
 #pragma unroll
         for (int e = 0; e < 8; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
       }
@@ -104,7 +107,7 @@ __device__ __forceinline__ void dot_row_u(const uint4* wr, const uint4* xr, int 
 #pragma unroll
     for (int r = 0; r < M; r++) {
       float xf[8];
-      unpack8<T>(__ldg(xr + (size_t)r * k8 + i), xf);
+      unpack8<T>(__ldg(xr + (size_t)r * xs + i), xf);
 #pragma unroll
       for (int e = 0; e < 8; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
     }
@@ -125,6 +128,39 @@ __device__ void gemv_u(const T* x, const T* w, O* y, int n, int k) {
   for (int r = 0; r < M; r++) {
     const float s = warp_sum(acc[r]);
     if (lane == 0) y[(size_t)r * n + j] = from_f<O>(s);
+  }
+}
+
+// Split-K: each weight row's width cut in S parts, one warp each, the parts' sums added in
+// shared memory (blocks of 8 warps: 8 / S rows). S times the warps of gemv_u for the same
+// matrix, so a matrix of few rows (Llama-3.1-8B's 4096-row o and down projections: 1024
+// blocks of gemv_u, ~1.5 waves on an H200) fills the GPU in more, smaller waves. A candidate
+// of the load-time tuning like the others: chosen only for the shapes where it is fastest.
+template <typename T, typename O, int M, int U, int S>
+__device__ void gemv_split(const T* x, const T* w, O* y, int n, int k) {
+  __shared__ float part[8][M];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int j = blockIdx.x * (8 / S) + warp / S, s = warp % S;
+  const int k8 = k / 8, per = (k8 + S - 1) / S;
+  const int c0 = min(k8, s * per), c1 = min(k8, c0 + per);
+  float acc[M];
+#pragma unroll
+  for (int r = 0; r < M; r++) acc[r] = 0.f;
+  if (j < n) {
+    dot_row_u<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)j * k) + c0, reinterpret_cast<const uint4*>(x) + c0,
+                       c1 - c0, acc, true, k8);
+  }
+#pragma unroll
+  for (int r = 0; r < M; r++) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) part[warp][r] = v;
+  }
+  __syncthreads();
+  if (j < n && s == 0 && lane < M) {
+    float v = 0.f;
+#pragma unroll
+    for (int p = 0; p < S; p++) v += part[warp + p][lane];
+    y[(size_t)lane * n + j] = from_f<O>(v);
   }
 }
 
@@ -166,6 +202,17 @@ __device__ void gemv_u_swiglu(const T* x, const T* w, T* y, int inter, int k) {
   extern "C" __global__ void gemv_u##U##_m##M##_##S##_of32(const T* x, const T* w, float* y, int n, int k) {      \
     gemv_u<T, float, M, U>(x, w, y, n, k);                                                                        \
   }
+#define GEMV_S_ENTRY(T, S, M)                                                                                      \
+  extern "C" __global__ void gemv_s2_m##M##_##S(const T* x, const T* w, T* y, int n, int k) {                     \
+    gemv_split<T, T, M, 8, 2>(x, w, y, n, k);                                                                     \
+  }                                                                                                                \
+  extern "C" __global__ void gemv_s2_m##M##_##S##_of32(const T* x, const T* w, float* y, int n, int k) {          \
+    gemv_split<T, float, M, 8, 2>(x, w, y, n, k);                                                                 \
+  }
+#define GEMV_S_ENTRIES(T, S) GEMV_S_ENTRY(T, S, 1) GEMV_S_ENTRY(T, S, 2) GEMV_S_ENTRY(T, S, 3) GEMV_S_ENTRY(T, S, 4)
+GEMV_S_ENTRIES(__half, f16)
+GEMV_S_ENTRIES(__nv_bfloat16, bf16)
+
 #define GEMV_U_ENTRIES(T, S)                                                                                       \
   GEMV_U_ENTRY(T, S, 1, 4) GEMV_U_ENTRY(T, S, 2, 4) GEMV_U_ENTRY(T, S, 3, 4) GEMV_U_ENTRY(T, S, 4, 4)             \
   GEMV_U_ENTRY(T, S, 1, 8) GEMV_U_ENTRY(T, S, 2, 8) GEMV_U_ENTRY(T, S, 3, 8) GEMV_U_ENTRY(T, S, 4, 8)

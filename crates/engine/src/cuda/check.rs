@@ -144,11 +144,11 @@ fn sampling(dev: &Device) -> Result<Vec<KernelCheck>> {
 /// kernel and cuBLAS's `GemmEx` against the product of the operands widened to f32, to a
 /// tolerance a bf16 output fails (its rounding alone is up to 2⁻⁹ of |y|).
 fn gemv(dev: &Device) -> Result<Vec<KernelCheck>> {
-    use GemvKernel::{Cublas, GemvT, U4, U8};
+    use GemvKernel::{Cublas, GemvT, S2, U4, U8};
     let mut out = Vec::new();
-    for (kernel, dtype) in [(GemvT, DType::BF16), (U4, DType::BF16), (U8, DType::BF16)]
+    for (kernel, dtype) in [(GemvT, DType::BF16), (U4, DType::BF16), (U8, DType::BF16), (S2, DType::BF16)]
         .into_iter()
-        .chain([GemvT, U4, U8, Cublas].map(|k| (k, DType::F32)))
+        .chain([GemvT, U4, U8, S2, Cublas].map(|k| (k, DType::F32)))
     {
         let mut worst = 0f64;
         for (i, (n, k)) in [(512, 14_336), (1001, 4104), (576, 576)].into_iter().enumerate() {

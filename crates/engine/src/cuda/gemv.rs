@@ -1,5 +1,5 @@
 //! `x · wᵀ` at 1 to [`GEMV_MAX_ROWS`] rows (decode) by goodput's small-batch kernels
-//! (`gemv_t`, `gemv_u` with 4 or 8 loads in flight) or cuBLAS, whichever the load-time tuning
+//! (`gemv_t`, `gemv_u` with 4 or 8 loads in flight, `gemv_s2` split over the width) or cuBLAS, whichever the load-time tuning
 //! (`tune.rs`) measured fastest for the shape; an f32 output where it must not be rounded;
 //! `gemv_fp8` for e4m3 weights with per-row scales (`--dtype fp8`).
 
@@ -204,6 +204,14 @@ impl GemvOperands {
                     &format!("gemv_t_{sfx}"),
                     cfg((n.div_ceil(8) as u32, 1), 256),
                     &[Arg::Ptr(xp), Arg::Ptr(wp), Arg::Ptr(yp), Arg::I32(mm), Arg::I32(nn), Arg::I32(kk)],
+                )?;
+            }
+            GemvKernel::S2 => {
+                launch(
+                    &dev,
+                    &format!("gemv_s2_m{m}_{sfx}"),
+                    cfg((n.div_ceil(4) as u32, 1), 256),
+                    &[Arg::Ptr(xp), Arg::Ptr(wp), Arg::Ptr(yp), Arg::I32(nn), Arg::I32(kk)],
                 )?;
             }
             GemvKernel::U4 | GemvKernel::U8 => {

@@ -18,10 +18,13 @@ pub enum GemvKernel {
     U4,
     /// `gemv_u` with 8.
     U8,
+    /// `gemv_split`: each row's width in 2 parts, one warp each (8 loads in flight per lane).
+    S2,
 }
 
 impl GemvKernel {
-    pub const ALL: [GemvKernel; 4] = [GemvKernel::Cublas, GemvKernel::GemvT, GemvKernel::U4, GemvKernel::U8];
+    pub const ALL: [GemvKernel; 5] =
+        [GemvKernel::Cublas, GemvKernel::GemvT, GemvKernel::U4, GemvKernel::U8, GemvKernel::S2];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -29,6 +32,7 @@ impl GemvKernel {
             GemvKernel::GemvT => "gemv_t",
             GemvKernel::U4 => "gemv_u4",
             GemvKernel::U8 => "gemv_u8",
+            GemvKernel::S2 => "gemv_s2",
         }
     }
 }

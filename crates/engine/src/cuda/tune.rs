@@ -1,5 +1,6 @@
 //! Which kernel multiplies each weight shape at 1–4 rows on this GPU, measured at load: cuBLAS,
-//! goodput's `gemv_t`, or `gemv_u` with 4 or 8 loads in flight per lane. The best choice
+//! goodput's `gemv_t`, `gemv_u` with 4 or 8 loads in flight per lane, or `gemv_s2` (each row
+//! split over two warps: more, smaller waves for matrices of few rows). The best choice
 //! depends on the matrix (a light launch wins on small ones, bandwidth on large ones) and on
 //! the device, so it is timed where it runs, as cuBLASLt's heuristics, TensorRT's tactics and
 //! Triton's autotuner do, instead of a threshold guessed on one GPU.
