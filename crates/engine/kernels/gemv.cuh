@@ -66,44 +66,40 @@ GEMV_T_ENTRIES(__nv_bfloat16, bf16)
 // cache. One warp per weight row. Which of gemv_t, this one (U = 4 or 8) and cuBLAS runs a
 // given shape is measured on the device at load (src/cuda_tune.rs). Same preconditions as
 // gemv_t.
-// One weight row (wr, k8 16-byte chunks) dotted with the M rows of x, per lane (the caller
-// reduces across the warp). `wait`: the first weight loads go out before the PDL wait (under
-// PDL, while the kernel before this one still runs: weights are written by no kernel); x is
-// read after it.
-template <typename T, int M, int U>
-__device__ __forceinline__ void dot_row_u(const uint4* wr, const uint4* xr, int k8, float* acc, bool wait,
-                                          int x_stride = -1) {
-  // x's rows are k8 chunks apart unless the caller walks part of them (split-K).
-  const size_t xs = x_stride < 0 ? (size_t)k8 : (size_t)x_stride;
+// Streams the n 16-byte chunks of one weight row, U loads per lane in flight, calling f(chunk,
+// index) for each. `wait`: the first loads go out before the PDL wait (under PDL, while the
+// kernel before this one still runs: weights are written by no kernel); f reads x after it.
+template <int U, typename F>
+__device__ __forceinline__ void stream_row(const uint4* wr, int n, bool wait, F f) {
   const int lane = threadIdx.x & 31;
   int i = lane;
   uint4 wv[U];
-  if (i + 32 * (U - 1) < k8) {
+  if (i + 32 * (U - 1) < n) {
 #pragma unroll
     for (int u = 0; u < U; u++) wv[u] = __ldcs(wr + i + 32 * u);
   }
   if (wait) PDL_START();
-  for (; i + 32 * (U - 1) < k8; i += 32 * U) {
+  for (; i + 32 * (U - 1) < n; i += 32 * U) {
     if (i != lane) {
 #pragma unroll
       for (int u = 0; u < U; u++) wv[u] = __ldcs(wr + i + 32 * u);
     }
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-      float wf[8];
-      unpack8<T>(wv[u], wf);
-#pragma unroll
-      for (int r = 0; r < M; r++) {
-        float xf[8];
-        unpack8<T>(__ldg(xr + (size_t)r * xs + i + 32 * u), xf);
-#pragma unroll
-        for (int e = 0; e < 8; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
-      }
-    }
+    for (int u = 0; u < U; u++) f(wv[u], i + 32 * u);
   }
-  for (; i < k8; i += 32) {
+  for (; i < n; i += 32) f(__ldcs(wr + i), i);
+}
+
+// One weight row (wr, k8 16-byte chunks) dotted with the M rows of x, per lane (the caller
+// reduces across the warp); x's rows are x_stride chunks apart (k8 unless the caller walks
+// part of them: split-K).
+template <typename T, int M, int U>
+__device__ __forceinline__ void dot_row_u(const uint4* wr, const uint4* xr, int k8, float* acc, bool wait,
+                                          int x_stride = -1) {
+  const size_t xs = x_stride < 0 ? (size_t)k8 : (size_t)x_stride;
+  stream_row<U>(wr, k8, wait, [&](const uint4& v, int i) {
     float wf[8];
-    unpack8<T>(__ldcs(wr + i), wf);
+    unpack8<T>(v, wf);
 #pragma unroll
     for (int r = 0; r < M; r++) {
       float xf[8];
@@ -111,7 +107,7 @@ __device__ __forceinline__ void dot_row_u(const uint4* wr, const uint4* xr, int 
 #pragma unroll
       for (int e = 0; e < 8; e++) acc[r] = fmaf(wf[e], xf[e], acc[r]);
     }
-  }
+  });
 }
 
 template <typename T, typename O, int M, int U>
@@ -164,44 +160,13 @@ __device__ void gemv_split(const T* x, const T* w, O* y, int n, int k) {
   }
 }
 
-// SwiGLU in the epilogue of the fused gate|up product: w is (2 inter, k) with gate rows first;
-// the warp of output j dots gate row j and up row inter + j with x and writes
-// silu(g) · u (inter columns), each rounded as the unfused pair (the matmul's T output, then
-// silu_mul) rounds it. One launch and one (rows, 2 inter) round trip fewer per layer.
+// silu(g) · u of one output, g and u rounded to T first, as silu_mul reads a matmul's output.
 template <typename T>
 __device__ __forceinline__ T swiglu_of(float g, float u) {
   const float gr = round_to<T>(g), ur = round_to<T>(u);
   return from_f<T>(round_to<T>(gr / (1.f + expf(-gr))) * ur);
 }
 
-template <typename T, int M, int U>
-__device__ void gemv_u_swiglu(const T* x, const T* w, T* y, int inter, int k) {
-  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (j >= inter) return;
-  float g[M], u[M];
-#pragma unroll
-  for (int r = 0; r < M; r++) g[r] = u[r] = 0.f;
-  const uint4* xr = reinterpret_cast<const uint4*>(x);
-  dot_row_u<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)j * k), xr, k / 8, g, true);
-  dot_row_u<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)(inter + j) * k), xr, k / 8, u, false);
-#pragma unroll
-  for (int r = 0; r < M; r++) {
-    const float gs = warp_sum(g[r]), us = warp_sum(u[r]);
-    if (lane == 0) y[(size_t)r * inter + j] = swiglu_of<T>(gs, us);
-  }
-}
-
-#define GEMV_U_ENTRY(T, S, M, U)                                                                                   \
-  extern "C" __global__ void gemv_u##U##_m##M##_##S(const T* x, const T* w, T* y, int n, int k) {                 \
-    gemv_u<T, T, M, U>(x, w, y, n, k);                                                                            \
-  }                                                                                                                \
-  extern "C" __global__ void gemv_u##U##_m##M##_swiglu_##S(const T* x, const T* w, T* y, int inter, int k) {      \
-    gemv_u_swiglu<T, M, U>(x, w, y, inter, k);                                                                    \
-  }                                                                                                                \
-  extern "C" __global__ void gemv_u##U##_m##M##_##S##_of32(const T* x, const T* w, float* y, int n, int k) {      \
-    gemv_u<T, float, M, U>(x, w, y, n, k);                                                                        \
-  }
 #define GEMV_S_ENTRY(T, S, M)                                                                                      \
   extern "C" __global__ void gemv_s2_m##M##_##S(const T* x, const T* w, T* y, int n, int k) {                     \
     gemv_split<T, T, M, 8, 2>(x, w, y, n, k);                                                                     \
@@ -213,11 +178,6 @@ __device__ void gemv_u_swiglu(const T* x, const T* w, T* y, int inter, int k) {
 GEMV_S_ENTRIES(__half, f16)
 GEMV_S_ENTRIES(__nv_bfloat16, bf16)
 
-#define GEMV_U_ENTRIES(T, S)                                                                                       \
-  GEMV_U_ENTRY(T, S, 1, 4) GEMV_U_ENTRY(T, S, 2, 4) GEMV_U_ENTRY(T, S, 3, 4) GEMV_U_ENTRY(T, S, 4, 4)             \
-  GEMV_U_ENTRY(T, S, 1, 8) GEMV_U_ENTRY(T, S, 2, 8) GEMV_U_ENTRY(T, S, 3, 8) GEMV_U_ENTRY(T, S, 4, 8)
-GEMV_U_ENTRIES(__half, f16)
-GEMV_U_ENTRIES(__nv_bfloat16, bf16)
 
 
 // ---------------------------------------------------------------------------------------------
@@ -253,23 +213,7 @@ __device__ __forceinline__ void fp8_fma(const uint4& wv, const uint4* xr, int k8
 
 template <typename T, int M, int U>
 __device__ __forceinline__ void dot_row_fp8(const uint4* wr, const uint4* xr, int k16, float* acc, bool wait) {
-  const int lane = threadIdx.x & 31, k8 = 2 * k16;
-  int i = lane;
-  uint4 wv[U];
-  if (i + 32 * (U - 1) < k16) {
-#pragma unroll
-    for (int u = 0; u < U; u++) wv[u] = __ldcs(wr + i + 32 * u);
-  }
-  if (wait) PDL_START();
-  for (; i + 32 * (U - 1) < k16; i += 32 * U) {
-    if (i != lane) {
-#pragma unroll
-      for (int u = 0; u < U; u++) wv[u] = __ldcs(wr + i + 32 * u);
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) fp8_fma<T, M>(wv[u], xr, k8, i + 32 * u, acc);
-  }
-  for (; i < k16; i += 32) fp8_fma<T, M>(__ldcs(wr + i), xr, k8, i, acc);
+  stream_row<U>(wr, k16, wait, [&](const uint4& v, int i) { fp8_fma<T, M>(v, xr, 2 * k16, i, acc); });
 }
 
 template <typename T, int M, int U>
@@ -290,19 +234,34 @@ __device__ void gemv_fp8(const T* x, const uint8_t* w, const float* scale, T* y,
   }
 }
 
-// gemv_u_swiglu on e4m3 weights: each row's sum times its scale, then SwiGLU.
-template <typename T, int M, int U>
-__device__ void gemv_fp8_swiglu(const T* x, const uint8_t* w, const float* scale, T* y, int inter, int k) {
+// One weight row of T (gemv_u) or of e4m3 bytes (W = uint8_t, gemv_fp8) dotted with x's M rows.
+template <typename T, typename W, int M, int U>
+__device__ __forceinline__ void dot_row(const W* row, const T* x, int k, float* acc, bool wait) {
+  const uint4* wr = reinterpret_cast<const uint4*>(row);
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  if constexpr (sizeof(W) == 1) {
+    dot_row_fp8<T, M, U>(wr, xr, k / 16, acc, wait);
+  } else {
+    dot_row_u<T, M, U>(wr, xr, k / 8, acc, wait);
+  }
+}
+
+// SwiGLU in the epilogue of the fused gate|up product: w is (2 inter, k) with gate rows first;
+// the warp of output j dots gate row j and up row inter + j with x (times their scales, for
+// e4m3 weights) and writes silu(g) · u (inter columns), each rounded as the unfused pair (the
+// matmul's T output, then silu_mul) rounds it. One launch and one (rows, 2 inter) round trip
+// fewer per layer.
+template <typename T, typename W, int M, int U>
+__device__ void gemv_swiglu(const T* x, const W* w, const float* scale, T* y, int inter, int k) {
   const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (j >= inter) return;
   float g[M], u[M];
 #pragma unroll
   for (int r = 0; r < M; r++) g[r] = u[r] = 0.f;
-  const uint4* xr = reinterpret_cast<const uint4*>(x);
-  dot_row_fp8<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)j * k), xr, k / 16, g, true);
-  dot_row_fp8<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)(inter + j) * k), xr, k / 16, u, false);
-  const float sg = scale[j], su = scale[inter + j];
+  dot_row<T, W, M, U>(w + (size_t)j * k, x, k, g, true);
+  dot_row<T, W, M, U>(w + (size_t)(inter + j) * k, x, k, u, false);
+  const float sg = scale ? scale[j] : 1.f, su = scale ? scale[inter + j] : 1.f;
 #pragma unroll
   for (int r = 0; r < M; r++) {
     const float gs = warp_sum(g[r]) * sg, us = warp_sum(u[r]) * su;
@@ -317,8 +276,25 @@ __device__ void gemv_fp8_swiglu(const T* x, const uint8_t* w, const float* scale
   }                                                                                                                \
   extern "C" __global__ void gemv_fp8_m##M##_swiglu_##S(const T* x, const uint8_t* w, const float* scale, T* y,   \
                                                         int inter, int k) {                                        \
-    gemv_fp8_swiglu<T, M, 4>(x, w, scale, y, inter, k);                                                            \
+    gemv_swiglu<T, uint8_t, M, 4>(x, w, scale, y, inter, k);                                                            \
   }
 #define GEMV_FP8_ENTRIES(T, S) GEMV_FP8_ENTRY(T, S, 1) GEMV_FP8_ENTRY(T, S, 2) GEMV_FP8_ENTRY(T, S, 3) GEMV_FP8_ENTRY(T, S, 4)
 GEMV_FP8_ENTRIES(__half, f16)
 GEMV_FP8_ENTRIES(__nv_bfloat16, bf16)
+
+// gemv_u's entry points (after gemv_swiglu, which its SwiGLU variants instantiate).
+#define GEMV_U_ENTRY(T, S, M, U)                                                                                   \
+  extern "C" __global__ void gemv_u##U##_m##M##_##S(const T* x, const T* w, T* y, int n, int k) {                 \
+    gemv_u<T, T, M, U>(x, w, y, n, k);                                                                            \
+  }                                                                                                                \
+  extern "C" __global__ void gemv_u##U##_m##M##_swiglu_##S(const T* x, const T* w, T* y, int inter, int k) {      \
+    gemv_swiglu<T, T, M, U>(x, w, nullptr, y, inter, k);                                                          \
+  }                                                                                                                \
+  extern "C" __global__ void gemv_u##U##_m##M##_##S##_of32(const T* x, const T* w, float* y, int n, int k) {      \
+    gemv_u<T, float, M, U>(x, w, y, n, k);                                                                        \
+  }
+#define GEMV_U_ENTRIES(T, S)                                                                                       \
+  GEMV_U_ENTRY(T, S, 1, 4) GEMV_U_ENTRY(T, S, 2, 4) GEMV_U_ENTRY(T, S, 3, 4) GEMV_U_ENTRY(T, S, 4, 4)             \
+  GEMV_U_ENTRY(T, S, 1, 8) GEMV_U_ENTRY(T, S, 2, 8) GEMV_U_ENTRY(T, S, 3, 8) GEMV_U_ENTRY(T, S, 4, 8)
+GEMV_U_ENTRIES(__half, f16)
+GEMV_U_ENTRIES(__nv_bfloat16, bf16)

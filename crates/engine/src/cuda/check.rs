@@ -13,25 +13,13 @@ use crate::cuda::kernels::{self, Heads};
 use crate::cuda::layout::{Split, MAX_PART_LEN};
 use crate::cuda::meta::StepDevice;
 use crate::cuda::report::KernelCheck;
+use crate::cuda::values::values;
 use crate::kv_cache::AttnMeta;
 use crate::sampler::argmax;
 use candle_core::{DType, Device, Result, Tensor};
 
 fn check(name: impl Into<String>, diff: f64, tolerance: f64) -> KernelCheck {
     KernelCheck { name: name.into(), max_abs_diff: diff, tolerance, passed: diff.is_finite() && diff <= tolerance }
-}
-
-/// Deterministic values in [-1, 1].
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % 2001) as f32 / 1000.0 - 1.0
-        })
-        .collect()
 }
 
 fn rand(shape: (usize, usize, usize), seed: u64, dtype: DType, dev: &Device) -> Result<Tensor> {

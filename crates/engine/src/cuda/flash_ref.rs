@@ -101,19 +101,8 @@ fn block(x: &Operands<'_>, info: &[u32], bt: &[u32], row0: usize, kh: usize, rou
 mod tests {
     use super::*;
     use crate::cuda::layout::{host, Split};
+    use crate::cuda::values::values;
     use crate::kv_cache::AttnMeta;
-
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     fn bf16(x: f32) -> f32 {
         half::bf16::from_f32(x).to_f32()

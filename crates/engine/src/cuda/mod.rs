@@ -36,6 +36,7 @@ pub mod meta;
 mod params;
 pub mod report;
 pub mod tune;
+mod values;
 
 // The names every build has (`off.rs` defines or re-exports the same).
 pub use check::check_kernels;

@@ -14,6 +14,8 @@ pub mod layout;
 #[allow(dead_code)]
 mod params;
 pub mod report;
+#[cfg(test)]
+mod values;
 
 use crate::error::{EngineError, Result};
 use crate::kv_cache::KvCache;
