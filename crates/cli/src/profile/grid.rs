@@ -34,6 +34,9 @@ pub struct Limits {
     pub max_seqs: usize,
     /// Tokens the KV pool holds.
     pub pool_tokens: usize,
+    /// A device that runs large batches (a GPU): decode batches and batches of prompts up to
+    /// the sequence cap, not 64, so a sweep to hundreds of users is measured, not extrapolated.
+    pub wide: bool,
 }
 
 /// The probes of one round, within `l`.
@@ -48,7 +51,8 @@ pub fn probes(l: &Limits) -> Vec<Probe> {
             }
         }
     }
-    for batch in [4, 16, 64] {
+    let wide: &[usize] = if l.wide { &[128, 256] } else { &[] };
+    for batch in [4, 16, 64].iter().chain(wide).copied() {
         for len in [8, 32] {
             if batch <= l.max_seqs && batch * len <= l.budget && fits(batch * (len + 1)) {
                 out.push(Probe::Prompts { batch, len });
@@ -59,12 +63,14 @@ pub fn probes(l: &Limits) -> Vec<Probe> {
     // fit cannot tell a sequence's cost from a context token's), up to 32K tokens in all so
     // their prefill stays short.
     // Batches on either side of the powers of two, where kernels switch; contexts up to ¾ of
-    // the model's (a long context's K/V no longer fits a cache: its cost per token grows).
+    // the model's (a long context's K/V no longer fits a cache: its cost per token grows). On a
+    // wide device, batches to 256 (the graph buckets' edges) and 128K tokens in all.
     let long = l.max_model_len * 3 / 4;
-    for batch in [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64] {
+    let (wide, most): (&[usize], usize) = if l.wide { (&[96, 128, 129, 192, 256], 131_072) } else { (&[], 32_768) };
+    for batch in [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64].iter().chain(wide).copied() {
         for context in [64, 512, 2048.min(long / 2), long] {
             let total = batch * (context + 8);
-            if batch <= l.max_seqs && total <= 32_768 && context + 8 < l.max_model_len && fits(total) {
+            if batch <= l.max_seqs && total <= most && context + 8 < l.max_model_len && fits(total) {
                 out.push(Probe::Decode { batch, context, steps: 8 });
             }
         }
@@ -217,7 +223,7 @@ mod tests {
 
     #[test]
     fn probes_respect_the_engine_limits() {
-        let l = Limits { max_model_len: 2048, budget: 512, max_seqs: 32, pool_tokens: 20_000 };
+        let l = Limits { max_model_len: 2048, budget: 512, max_seqs: 32, pool_tokens: 20_000, wide: false };
         let ps = probes(&l);
         assert!(ps.iter().any(|p| matches!(p, Probe::Chunk { context: 1024, .. })));
         assert!(ps.iter().any(|p| matches!(p, Probe::Mixed { .. })));
@@ -234,5 +240,19 @@ mod tests {
         // A small pool leaves out what would not fit.
         let small = probes(&Limits { pool_tokens: 1000, ..l });
         assert!(small.iter().all(|p| !matches!(p, Probe::Chunk { context: 1024, .. })));
+    }
+
+    #[test]
+    fn a_wide_device_measures_batches_up_to_the_sequence_cap() {
+        let l = Limits { max_model_len: 8192, budget: 2048, max_seqs: 256, pool_tokens: 1 << 20, wide: true };
+        let ps = probes(&l);
+        let decode = |b: usize, c: usize| ps.contains(&Probe::Decode { batch: b, context: c, steps: 8 });
+        // 256 × (512 + 8) = 133,120 tokens: beyond 128K; 256 at 64 and 192 at 512 are in.
+        assert!(decode(256, 64) && decode(192, 512) && !decode(256, 512) && decode(129, 64));
+        assert!(ps.contains(&Probe::Prompts { batch: 256, len: 8 }));
+        assert!(!ps.contains(&Probe::Prompts { batch: 256, len: 32 }), "256 × 32 is over the 2048-token budget");
+        // Not wide: decode batches stop at 64.
+        let cpu = probes(&Limits { wide: false, ..l });
+        assert!(cpu.iter().all(|p| !matches!(p, Probe::Decode { batch, .. } if *batch > 64)));
     }
 }

@@ -222,6 +222,7 @@ fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
         budget: sc.max_num_batched_tokens,
         max_seqs: sc.max_num_seqs,
         pool_tokens: (sc.num_blocks - 1) * sc.block_size,
+        wide: device != "cpu",
     };
     let probes = grid::probes(&limits);
     if !a.quiet {

@@ -21,7 +21,7 @@
 //!
 //! If a capture or a replay fails, graph serving stops for the engine (with the reason kept in
 //! [`GraphStats::disabled`]) and steps run eagerly: a graph is a speed-up, never a
-//! requirement.
+//! requirement. A failed mixed graph stops mixed graphs only ([`GraphStats::mixed_stopped`]).
 
 use crate::cuda::device::ptr;
 use crate::cuda::layout::{graph_shape, host_padded, padded_len, Shape, Split};
