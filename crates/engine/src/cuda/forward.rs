@@ -20,7 +20,7 @@ use crate::cuda::kernels::{self, add_rms_norm, qkv_rope_cache, silu_mul, Heads, 
 use crate::cuda::launch::has_mma;
 use crate::cuda::layout::{flash_group, Split};
 use crate::cuda::meta::StepDevice;
-use crate::cuda::tune::tune;
+use crate::cuda::tune::{tune, tune_swiglu};
 use crate::error::{EngineError, Result};
 use crate::kv_cache::KvCache;
 use crate::model::{AttentionImpl, Linear, Llama, StepBatch};
@@ -96,23 +96,23 @@ impl Llama {
 
     /// Measures which kernel multiplies each weight shape at 1–4 rows on this GPU
     /// (`tune.rs`): the layers' fused QKV, O, fused gate|up and down matrices and
-    /// the LM head, each shape timed over all its layers. A failure is recorded, not raised.
+    /// the LM head, each shape timed over all its layers; then, for the gate|up shapes, whether
+    /// SwiGLU in the product's epilogue beats the product followed by `silu_mul`. A failure is
+    /// recorded, not raised.
     pub(crate) fn tune_cuda(&self) {
-        let mut groups: Vec<Vec<Tensor>> = Vec::new();
         let linears = self
             .layers
             .iter()
             .filter_map(Layer::llama)
             .flat_map(|(a, m)| [a.qkv.as_ref(), Some(&a.o), m.gate_up.as_ref(), Some(&m.down)]);
-        for lin in linears.flatten().chain([&self.lm_head]) {
-            let QMatMul::Tensor(w) = &lin.w else { continue };
-            match groups.iter_mut().find(|g| g[0].dims() == w.dims() && g[0].dtype() == w.dtype()) {
-                Some(g) => g.push(w.clone()),
-                None => groups.push(vec![w.clone()]),
-            }
-        }
-        if let Err(e) = tune(&groups) {
+        if let Err(e) = tune(&by_shape(linears.flatten().chain([&self.lm_head]))) {
             gemv_table::set_error(format!("gemv tuning stopped: {e}"));
+            return;
+        }
+        // Then whether SwiGLU pays in the gate|up product's epilogue, per shape.
+        let gate_up = self.layers.iter().filter_map(Layer::llama).filter_map(|(_, m)| m.gate_up.as_ref());
+        if let Err(e) = tune_swiglu(&by_shape(gate_up)) {
+            gemv_table::set_error(format!("SwiGLU tuning stopped: {e}"));
         }
     }
 
@@ -254,4 +254,18 @@ impl Llama {
         mark("lm head")?;
         Ok(logits)
     }
+}
+
+/// The dense weights of `linears` grouped by shape and dtype: each shape is tuned over all its
+/// layers' matrices.
+fn by_shape<'a>(linears: impl Iterator<Item = &'a Linear>) -> Vec<Vec<Tensor>> {
+    let mut groups: Vec<Vec<Tensor>> = Vec::new();
+    for lin in linears {
+        let QMatMul::Tensor(w) = &lin.w else { continue };
+        match groups.iter_mut().find(|g| g[0].dims() == w.dims() && g[0].dtype() == w.dtype()) {
+            Some(g) => g.push(w.clone()),
+            None => groups.push(vec![w.clone()]),
+        }
+    }
+    groups
 }

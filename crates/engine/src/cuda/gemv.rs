@@ -94,13 +94,23 @@ pub fn gemv_swiglu(x: &Tensor, w: &Tensor, fp8: Option<&Fp8Weight>) -> Result<Op
     if !FUSED_SWIGLU.load(Ordering::Relaxed) {
         return Ok(None);
     }
+    // e4m3 weights: always (the alternative is gemv_fp8 and silu_mul, one launch more). Else
+    // as measured at load (`tune.rs`); an untuned shape where the plain product would be a
+    // gemv_u kernel anyway.
     let u = match (fp8, x.dims2(), w.dims2()) {
         (Some(_), _, _) => 4,
-        (None, Ok((m, k)), Ok((n, _))) => match gemv_table::choice(n, k, x.dtype(), m) {
-            Some(GemvKernel::U4) => 4,
-            Some(GemvKernel::U8) => 8,
-            _ => return Ok(None),
-        },
+        (None, Ok((m, k)), Ok((n, _))) => {
+            let measured = gemv_table::swiglu_choice(n, k, x.dtype(), m);
+            match measured.map(GemvKernel::swiglu_loads) {
+                Some(Some(u)) => u,
+                Some(None) => return Ok(None),
+                None => match gemv_table::choice(n, k, x.dtype(), m) {
+                    Some(GemvKernel::U4) => 4,
+                    Some(GemvKernel::U8) => 8,
+                    _ => return Ok(None),
+                },
+            }
+        }
         _ => return Ok(None),
     };
     gemv_swiglu_with(x, w, fp8, u)
@@ -198,6 +208,9 @@ impl GemvOperands {
         let (mm, nn, kk) = (m as i32, i32_of(n, "rows")?, i32_of(k, "width")?);
         match kernel {
             GemvKernel::Cublas => bail!("gemv: cuBLAS is not a goodput kernel"),
+            GemvKernel::Unfused | GemvKernel::SwigluU4 | GemvKernel::SwigluU8 => {
+                bail!("gemv: {} is a SwiGLU choice, not a product (gemv_swiglu)", kernel.name())
+            }
             GemvKernel::GemvT => {
                 launch(
                     &dev,

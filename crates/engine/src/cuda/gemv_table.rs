@@ -20,6 +20,12 @@ pub enum GemvKernel {
     U8,
     /// `gemv_split`: each row's width in 2 parts, one warp each (8 loads in flight per lane).
     S2,
+    /// The gate|up product by the kernel chosen for its shape, then `silu_mul` (SwiGLU tuning).
+    Unfused,
+    /// `gemv_u` with 4 loads in flight and SwiGLU in its epilogue (SwiGLU tuning).
+    SwigluU4,
+    /// The same with 8.
+    SwigluU8,
 }
 
 impl GemvKernel {
@@ -33,6 +39,18 @@ impl GemvKernel {
             GemvKernel::U4 => "gemv_u4",
             GemvKernel::U8 => "gemv_u8",
             GemvKernel::S2 => "gemv_s2",
+            GemvKernel::Unfused => "matmul + silu_mul",
+            GemvKernel::SwigluU4 => "gemv_u4 + swiglu",
+            GemvKernel::SwigluU8 => "gemv_u8 + swiglu",
+        }
+    }
+
+    /// The loads in flight of a SwiGLU-epilogue kernel (`None` for the others).
+    pub fn swiglu_loads(self) -> Option<usize> {
+        match self {
+            GemvKernel::SwigluU4 => Some(4),
+            GemvKernel::SwigluU8 => Some(8),
+            _ => None,
         }
     }
 }
@@ -67,6 +85,8 @@ pub struct TuneRow {
 type Key = (usize, usize, DType);
 
 static TABLE: RwLock<Option<HashMap<Key, [GemvKernel; 4]>>> = RwLock::new(None);
+/// The gate|up shapes' SwiGLU choice per row count: `Unfused` or a `Swiglu*` kernel.
+static SWIGLU: RwLock<Option<HashMap<Key, [GemvKernel; 4]>>> = RwLock::new(None);
 static RESULTS: Mutex<Vec<TuneRow>> = Mutex::new(Vec::new());
 static ERROR: Mutex<Option<String>> = Mutex::new(None);
 
@@ -86,6 +106,20 @@ pub fn set_error(e: String) {
 pub fn choice(n: usize, k: usize, dtype: DType, m: usize) -> Option<GemvKernel> {
     let t = TABLE.read().ok()?;
     t.as_ref()?.get(&(n, k, dtype)).and_then(|c| c.get(m.checked_sub(1)?).copied())
+}
+
+/// How a fused gate|up weight `(n, k)` times `m` rows is best followed by SwiGLU, if measured:
+/// `Unfused` (the product, then `silu_mul`) or a kernel with SwiGLU in its epilogue.
+pub fn swiglu_choice(n: usize, k: usize, dtype: DType, m: usize) -> Option<GemvKernel> {
+    let t = SWIGLU.read().ok()?;
+    t.as_ref()?.get(&(n, k, dtype)).and_then(|c| c.get(m.checked_sub(1)?).copied())
+}
+
+/// Records the SwiGLU choices for 1–4 rows times a gate|up weight `(n, k)` of `dtype`.
+pub(crate) fn set_swiglu_choice(n: usize, k: usize, dtype: DType, chosen: [GemvKernel; 4]) -> candle_core::Result<()> {
+    let mut t = SWIGLU.write().map_err(|_| candle_core::Error::Msg("swiglu tuning table poisoned".into()))?;
+    t.get_or_insert_with(HashMap::new).insert((n, k, dtype), chosen);
+    Ok(())
 }
 
 /// Every row measured so far in this process (for engine-bench's report).
