@@ -123,6 +123,12 @@ struct Report {
     model: String,
     device: String,
     greedy: Vec<GreedyResult>,
+    /// On CUDA, at the logits' dtype: the batched scenario's greedy ids with steps replayed
+    /// from CUDA graphs (decode and mixed, the prefill kernel's blocks planned in them) against
+    /// the same steps launched eagerly. Reported, not judged: a padded bucket's matmuls may
+    /// sum in another order, and a near-tie then goes the other way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    graphs_vs_eager: Option<GreedyResult>,
     logits: Vec<LogitsResult>,
     kernels: Vec<KernelCheck>,
     passed: bool,
@@ -173,8 +179,8 @@ struct ScenarioRun {
     graphs: Option<String>,
 }
 
-/// Runs a scenario on `model`.
-fn run_scenario(model: Llama, s: &Scenario, max_tokens: usize) -> Result<ScenarioRun> {
+/// Runs a scenario on `model` (steps from CUDA graphs when `graphs` and the model can).
+fn run_scenario(model: Llama, s: &Scenario, max_tokens: usize, graphs: bool) -> Result<ScenarioRun> {
     let max_len = s.waves.iter().flatten().map(Vec::len).max().unwrap_or(1) + max_tokens + 1;
     // The scenario's blocks are per KV-cache group (a block table each).
     let groups = model.spec.kv_groups().len();
@@ -185,6 +191,7 @@ fn run_scenario(model: Llama, s: &Scenario, max_tokens: usize) -> Result<Scenari
         max_num_seqs: 16,
         enable_prefix_caching: s.prefix_caching,
         max_model_len: Some(max_len),
+        cuda_graphs: graphs,
         ..Default::default()
     };
     let mut core = EngineCore::new(model, &cfg, Clock::new())?;
@@ -213,28 +220,50 @@ fn run_scenario(model: Llama, s: &Scenario, max_tokens: usize) -> Result<Scenari
 fn greedy(mut cpu: Llama, mut dev: Llama, a: &CheckArgs) -> Result<Vec<GreedyResult>> {
     let mut results = Vec::new();
     for s in scenarios(cpu.spec.vocab_size) {
-        let want = run_scenario(cpu, &s, a.max_tokens)?;
-        let got = run_scenario(dev, &s, a.max_tokens)?;
-        let (w, g) = (&want.tokens, &got.tokens);
-        let first_difference = w
-            .iter()
-            .find(|(id, t)| g.get(id) != Some(t))
-            .map(|(id, t)| format!("request {id}: cpu {t:?}, device {:?}", g.get(id).cloned().unwrap_or_default()));
-        results.push(GreedyResult {
-            scenario: s.name,
-            requests: w.len(),
-            equal: w.iter().filter(|(id, t)| g.get(id) == Some(t)).count(),
-            preemptions: got.preemptions,
-            prefix_hit_tokens: got.prefix_hit_tokens,
-            first_difference,
-            cuda_graphs: got.graphs.clone(),
-        });
+        let want = run_scenario(cpu, &s, a.max_tokens, true)?;
+        let got = run_scenario(dev, &s, a.max_tokens, true)?;
+        results.push(compare(s.name, &want.tokens, &got, "cpu"));
         if let Some(g) = &got.graphs {
             eprintln!("  {}: {g}", s.name);
         }
         (cpu, dev) = (want.model, got.model);
     }
     Ok(results)
+}
+
+/// How many of `want`'s requests `got` generated the same ids for, and the first that differs.
+fn compare(
+    scenario: &'static str,
+    want: &BTreeMap<RequestId, Vec<TokenId>>,
+    got: &ScenarioRun,
+    reference: &str,
+) -> GreedyResult {
+    let (w, g) = (want, &got.tokens);
+    let first_difference = w
+        .iter()
+        .find(|(id, t)| g.get(id) != Some(t))
+        .map(|(id, t)| format!("request {id}: {reference} {t:?}, device {:?}", g.get(id).cloned().unwrap_or_default()));
+    GreedyResult {
+        scenario,
+        requests: w.len(),
+        equal: w.iter().filter(|(id, t)| g.get(id) == Some(t)).count(),
+        preemptions: got.preemptions,
+        prefix_hit_tokens: got.prefix_hit_tokens,
+        first_difference,
+        cuda_graphs: got.graphs.clone(),
+    }
+}
+
+/// On CUDA: the batched scenario on `dev` launched eagerly, then from graphs; the model back.
+fn graphs_vs_eager(dev: Llama, a: &CheckArgs) -> Result<(Llama, Option<GreedyResult>)> {
+    if !dev.device.is_cuda() {
+        return Ok((dev, None));
+    }
+    let s = scenarios(dev.spec.vocab_size).into_iter().nth(1).context("the batched scenario")?;
+    let eager = run_scenario(dev, &s, a.max_tokens, false)?;
+    let graphs = run_scenario(eager.model, &s, a.max_tokens, true)?;
+    let r = compare("batched: graphs vs eager", &eager.tokens, &graphs, "eager");
+    Ok((graphs.model, Some(r)))
 }
 
 /// Logits `(len, vocab)` of every position of `tokens`, in one prefill step.
@@ -345,6 +374,7 @@ pub fn run(a: CheckArgs) -> Result<()> {
     let loaded = load_with_tokenizer(&a.model, "cpu", "f32", max_len)?;
     let cpu = loaded.model;
     let dev = load(&a.model, &a.model.device, &dtype, max_len)?;
+    let (dev, graphs_vs_eager) = graphs_vs_eager(dev, &a)?;
     eprintln!("engine-check: logits at {dtype} …");
     let mut logits = vec![
         logits(&cpu, &dev, "random tokens", &random_sequences(a.sequences, cpu.spec.vocab_size))?,
@@ -358,8 +388,15 @@ pub fn run(a: CheckArgs) -> Result<()> {
     let passed = greedy.iter().all(|g| g.equal == g.requests)
         && logits.iter().all(|l| l.judged_top1() >= a.min_top1)
         && kernels_ok;
-    let report =
-        Report { model: cpu.spec.name.clone(), device: format!("{device:?}"), greedy, logits, kernels, passed };
+    let report = Report {
+        model: cpu.spec.name.clone(),
+        device: format!("{device:?}"),
+        greedy,
+        graphs_vs_eager,
+        logits,
+        kernels,
+        passed,
+    };
     print(&report);
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&report)?)
@@ -406,6 +443,15 @@ fn print(r: &Report) {
     println!("{} on {} against CPU f32\n{t}", r.model, r.device);
     for g in r.greedy.iter().filter_map(|g| g.first_difference.as_ref()) {
         println!("  first difference: {g}");
+    }
+    if let Some(g) = &r.graphs_vs_eager {
+        println!(
+            "{} at the logits' dtype: {} of {} requests with equal ids (reported, not judged){}",
+            g.scenario,
+            g.equal,
+            g.requests,
+            g.first_difference.as_ref().map_or(String::new(), |d| format!("; first difference: {d}"))
+        );
     }
     for l in &r.logits {
         println!(
