@@ -28,32 +28,22 @@
 #define FLASH_PAD 8
 
 template <typename T> struct Mma;
-template <> struct Mma<__nv_bfloat16> {
-  __device__ __forceinline__ static void run(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-};
-template <> struct Mma<__half> {
-  __device__ __forceinline__ static void run(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-};
+// One m16n8k16 product with f32 accumulators (c += a·b), and two f32 packed as the operand.
+#define MMA_SPEC(T, PTX, T2, PACK)                                                                         \
+  template <> struct Mma<T> {                                                                              \
+    __device__ __forceinline__ static void run(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {    \
+      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." PTX "." PTX                                     \
+                   ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                            \
+                   : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                        \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                         \
+    }                                                                                                      \
+    __device__ __forceinline__ static uint32_t pack(float lo, float hi) {                                  \
+      T2 v = PACK(lo, hi);                                                                                 \
+      return *reinterpret_cast<uint32_t*>(&v);                                                             \
+    }                                                                                                      \
+  };
+MMA_SPEC(__nv_bfloat16, "bf16", __nv_bfloat162, __floats2bfloat162_rn)
+MMA_SPEC(__half, "f16", __half2, __floats2half2_rn)
 
 // Four 8 × 8 matrices of 16-bit values from shared memory, each lane l giving the address of row
 // l % 8 of matrix l / 8 (16-byte aligned); lane (gid, tig) gets elements (gid, 2tig..2tig+1) of

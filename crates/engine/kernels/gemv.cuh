@@ -63,9 +63,11 @@ GEMV_T_ENTRIES(__nv_bfloat16, bf16)
 // The same product with the row count M a template parameter and U 16-byte weight loads per
 // lane issued before any is used (U × 512 bytes in flight per warp), the weights read with
 // the streaming hint (evict first: each is read once per step) and x through the read-only
-// cache. One warp per weight row. Which of gemv_t, this one (U = 4 or 8) and cuBLAS runs a
-// given shape is measured on the device at load (src/cuda_tune.rs). Same preconditions as
-// gemv_t.
+// cache. One warp per weight row. Which of gemv_t, this one (U = 4 or 8), gemv_s2 and cuBLAS
+// runs a given shape is measured on the device at load (src/cuda/tune.rs). Same preconditions
+// as gemv_t. Built from stream_row and dot_row_u; its kernel is gemv_rows (below, shared with
+// gemv_fp8).
+
 // Streams the n 16-byte chunks of one weight row, U loads per lane in flight, calling f(chunk,
 // index) for each. `wait`: the first loads go out before the PDL wait (under PDL, while the
 // kernel before this one still runs: weights are written by no kernel); f reads x after it.
@@ -110,22 +112,6 @@ __device__ __forceinline__ void dot_row_u(const uint4* wr, const uint4* xr, int 
   });
 }
 
-template <typename T, typename O, int M, int U>
-__device__ void gemv_u(const T* x, const T* w, O* y, int n, int k) {
-  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (j >= n) return;
-  float acc[M];
-#pragma unroll
-  for (int r = 0; r < M; r++) acc[r] = 0.f;
-  dot_row_u<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)j * k), reinterpret_cast<const uint4*>(x), k / 8,
-                     acc, true);
-#pragma unroll
-  for (int r = 0; r < M; r++) {
-    const float s = warp_sum(acc[r]);
-    if (lane == 0) y[(size_t)r * n + j] = from_f<O>(s);
-  }
-}
 
 // Split-K: each weight row's width cut in S parts, one warp each, the parts' sums added in
 // shared memory (blocks of 8 warps: 8 / S rows). S times the warps of gemv_u for the same
@@ -216,23 +202,6 @@ __device__ __forceinline__ void dot_row_fp8(const uint4* wr, const uint4* xr, in
   stream_row<U>(wr, k16, wait, [&](const uint4& v, int i) { fp8_fma<T, M>(v, xr, 2 * k16, i, acc); });
 }
 
-template <typename T, int M, int U>
-__device__ void gemv_fp8(const T* x, const uint8_t* w, const float* scale, T* y, int n, int k) {
-  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (j >= n) return;
-  float acc[M];
-#pragma unroll
-  for (int r = 0; r < M; r++) acc[r] = 0.f;
-  dot_row_fp8<T, M, U>(reinterpret_cast<const uint4*>(w + (size_t)j * k), reinterpret_cast<const uint4*>(x), k / 16,
-                       acc, true);
-  const float s = scale[j];
-#pragma unroll
-  for (int r = 0; r < M; r++) {
-    const float v = warp_sum(acc[r]);
-    if (lane == 0) y[(size_t)r * n + j] = from_f<T>(v * s);
-  }
-}
 
 // One weight row of T (gemv_u) or of e4m3 bytes (W = uint8_t, gemv_fp8) dotted with x's M rows.
 template <typename T, typename W, int M, int U>
@@ -243,6 +212,25 @@ __device__ __forceinline__ void dot_row(const W* row, const T* x, int k, float* 
     dot_row_fp8<T, M, U>(wr, xr, k / 16, acc, wait);
   } else {
     dot_row_u<T, M, U>(wr, xr, k / 8, acc, wait);
+  }
+}
+
+// y (m, n) = x (m, k) · wᵀ, one warp per weight row: gemv_u (W = T) and, for e4m3 weights with
+// one f32 scale per row, gemv_fp8 (W = uint8_t; the scale multiplies the row's f32 sum).
+template <typename T, typename W, typename O, int M, int U>
+__device__ void gemv_rows(const T* x, const W* w, const float* scale, O* y, int n, int k) {
+  const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (j >= n) return;
+  float acc[M];
+#pragma unroll
+  for (int r = 0; r < M; r++) acc[r] = 0.f;
+  dot_row<T, W, M, U>(w + (size_t)j * k, x, k, acc, true);
+  const float s = scale ? scale[j] : 1.f;
+#pragma unroll
+  for (int r = 0; r < M; r++) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) y[(size_t)r * n + j] = from_f<O>(v * s);
   }
 }
 
@@ -272,7 +260,7 @@ __device__ void gemv_swiglu(const T* x, const W* w, const float* scale, T* y, in
 #define GEMV_FP8_ENTRY(T, S, M)                                                                                    \
   extern "C" __global__ void gemv_fp8_m##M##_##S(const T* x, const uint8_t* w, const float* scale, T* y, int n,   \
                                                  int k) {                                                          \
-    gemv_fp8<T, M, 4>(x, w, scale, y, n, k);                                                                       \
+    gemv_rows<T, uint8_t, T, M, 4>(x, w, scale, y, n, k);                                                                       \
   }                                                                                                                \
   extern "C" __global__ void gemv_fp8_m##M##_swiglu_##S(const T* x, const uint8_t* w, const float* scale, T* y,   \
                                                         int inter, int k) {                                        \
@@ -285,13 +273,13 @@ GEMV_FP8_ENTRIES(__nv_bfloat16, bf16)
 // gemv_u's entry points (after gemv_swiglu, which its SwiGLU variants instantiate).
 #define GEMV_U_ENTRY(T, S, M, U)                                                                                   \
   extern "C" __global__ void gemv_u##U##_m##M##_##S(const T* x, const T* w, T* y, int n, int k) {                 \
-    gemv_u<T, T, M, U>(x, w, y, n, k);                                                                            \
+    gemv_rows<T, T, T, M, U>(x, w, nullptr, y, n, k);                                                                            \
   }                                                                                                                \
   extern "C" __global__ void gemv_u##U##_m##M##_swiglu_##S(const T* x, const T* w, T* y, int inter, int k) {      \
     gemv_swiglu<T, T, M, U>(x, w, nullptr, y, inter, k);                                                          \
   }                                                                                                                \
   extern "C" __global__ void gemv_u##U##_m##M##_##S##_of32(const T* x, const T* w, float* y, int n, int k) {      \
-    gemv_u<T, float, M, U>(x, w, y, n, k);                                                                        \
+    gemv_rows<T, T, float, M, U>(x, w, nullptr, y, n, k);                                                                        \
   }
 #define GEMV_U_ENTRIES(T, S)                                                                                       \
   GEMV_U_ENTRY(T, S, 1, 4) GEMV_U_ENTRY(T, S, 2, 4) GEMV_U_ENTRY(T, S, 3, 4) GEMV_U_ENTRY(T, S, 4, 4)             \
