@@ -138,7 +138,7 @@ if has long-context; then
   pack
 fi
 if has http; then
-  run timeout 80 "$BIN" run "${common[@]}" --warmup 2s --duration 5s --target http-local --scenario short-qa \
+  run timeout 80 "$BIN" run "${common[@]}" --warmup 2s --duration 8s --target http-local --scenario short-qa \
     --concurrency 4,64 --out "$RUNS/run-http-local" --report
   pack
 fi
