@@ -6,7 +6,7 @@
 use crate::attention::{gather_attention, paged_attention, write_kv, write_rows, AttentionImpl, AttnOpts};
 use crate::error::Result;
 use crate::kv_cache::AttnMeta;
-use crate::linear::{fuse, renarrow, Linear};
+use crate::linear::{fuse, quantize_fused, Linear};
 use crate::mla::Mla;
 use crate::moe::{Expert, ExpertLoad, Moe};
 use crate::rope;
@@ -107,31 +107,18 @@ pub(crate) struct LayerKv<'a> {
 
 impl Layer {
     /// Rounds the layer's dense projections through e4m3 ([`Linear::quantize_fp8`]): a GQA block's
-    /// q|k|v and o, a dense MLP's gate|up and down. Returns how many it rounded (0 for MLA
-    /// attention and a mixture's experts, which keep their format).
+    /// q|k|v and o, a dense MLP's gate|up and down. Returns how many weights it rounded (none
+    /// for MLA attention, a mixture's experts and GGUF-quantized weights, which keep their
+    /// format).
     pub(crate) fn quantize_fp8(&mut self) -> Result<usize> {
         let mut n = 0;
         if let Attn::Gqa(a) = &mut self.attn {
-            match &mut a.qkv {
-                Some(f) => {
-                    f.quantize_fp8()?;
-                    renarrow(f, [&mut a.q, &mut a.k, &mut a.v])?;
-                }
-                None => [&mut a.q, &mut a.k, &mut a.v].into_iter().try_for_each(Linear::quantize_fp8)?,
-            }
-            a.o.quantize_fp8()?;
-            n += 2;
+            n += quantize_fused(&mut a.qkv, [&mut a.q, &mut a.k, &mut a.v])?;
+            n += a.o.quantize_fp8()? as usize;
         }
         if let Ffn::Dense(m) = &mut self.ffn {
-            match &mut m.gate_up {
-                Some(f) => {
-                    f.quantize_fp8()?;
-                    renarrow(f, [&mut m.gate, &mut m.up])?;
-                }
-                None => [&mut m.gate, &mut m.up].into_iter().try_for_each(Linear::quantize_fp8)?,
-            }
-            m.down.quantize_fp8()?;
-            n += 2;
+            n += quantize_fused(&mut m.gate_up, [&mut m.gate, &mut m.up])?;
+            n += m.down.quantize_fp8()? as usize;
         }
         Ok(n)
     }

@@ -70,17 +70,17 @@ impl Linear {
     }
 
     /// Rounds a dense weight through e4m3 with per-row scales ([`fp8::quantize`]), keeping the
-    /// e4m3 bytes on CUDA for the small-batch kernels; a quantized weight is left as it is.
-    /// Re-packs for `vdpbf16ps` where it was packed.
-    pub(crate) fn quantize_fp8(&mut self) -> Result<()> {
-        let QMatMul::Tensor(w) = &self.w else { return Ok(()) };
+    /// e4m3 bytes on CUDA for the small-batch kernels; a quantized weight is left as it is
+    /// (`false`). Re-packs for `vdpbf16ps` where it was packed.
+    pub(crate) fn quantize_fp8(&mut self) -> Result<bool> {
+        let QMatMul::Tensor(w) = &self.w else { return Ok(false) };
         let (f, deq) = fp8::quantize(w)?;
         self.fp8 = deq.device().is_cuda().then_some(f);
         self.w = QMatMul::Tensor(deq);
         if self.packed.take().is_some() {
             self.pack()?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Packs a bf16 weight on the CPU for `vdpbf16ps` where the CPU has it (a no-op
@@ -145,9 +145,28 @@ pub(crate) fn fuse<const N: usize>(parts: [&mut Linear; N]) -> Result<Option<Lin
     Ok(Some(Linear { w: QMatMul::Tensor(w), b, packed: None, fp8: None }))
 }
 
+/// Rounds a projection through e4m3 ([`Linear::quantize_fp8`]): the fused linear when there is
+/// one (its parts then views of its new weight again), else each part. How many it rounded.
+pub(crate) fn quantize_fused<const N: usize>(fused: &mut Option<Linear>, parts: [&mut Linear; N]) -> Result<usize> {
+    match fused {
+        Some(f) => {
+            let rounded = f.quantize_fp8()?;
+            renarrow(f, parts)?;
+            Ok(rounded as usize)
+        }
+        None => {
+            let mut n = 0;
+            for p in parts {
+                n += p.quantize_fp8()? as usize;
+            }
+            Ok(n)
+        }
+    }
+}
+
 /// Points the parts of a fused linear at its rows again (after its weight was replaced, as
 /// [`Linear::quantize_fp8`] does), so they hold no copy of the old one.
-pub(crate) fn renarrow<const N: usize>(fused: &Linear, parts: [&mut Linear; N]) -> Result<()> {
+fn renarrow<const N: usize>(fused: &Linear, parts: [&mut Linear; N]) -> Result<()> {
     let QMatMul::Tensor(w) = &fused.w else { return Ok(()) };
     let mut row = 0;
     for p in parts {

@@ -170,7 +170,7 @@ impl Llama {
         }
         if n == 0 {
             return Err(EngineError::Config(format!(
-                "--dtype fp8: model `{}` has no dense projection to store in e4m3 (MLA and experts keep their format)",
+                "--dtype fp8: model `{}` has no dense projection to store in e4m3 (MLA, experts and GGUF-quantized weights keep their format)",
                 self.spec.name
             )));
         }

@@ -144,10 +144,10 @@ impl StepGraphs {
     /// A failed mixed graph stops mixed graphs only (a capture can run out of memory for its
     /// activations where a decode graph's are small).
     pub fn run(&mut self, model: &Llama, batch: &StepBatch, kv: &KvCache, params: &[[f32; 4]]) -> Option<Vec<u32>> {
-        let mixed = self.shape(batch).is_some_and(|s| s.mixed);
-        match self.try_run(model, batch, kv, params) {
+        let shape = self.shape(batch)?;
+        match self.try_run(model, batch, kv, params, shape) {
             Ok(ids) => ids,
-            Err(e) if mixed => {
+            Err(e) if shape.mixed => {
                 self.stats.mixed_stopped = Some(e.to_string());
                 self.mixed = false;
                 self.graphs.retain(|g| !g.shape.mixed);
@@ -167,8 +167,8 @@ impl StepGraphs {
         batch: &StepBatch,
         kv: &KvCache,
         params: &[[f32; 4]],
+        shape: Shape,
     ) -> Result<Option<Vec<u32>>> {
-        let Some(shape) = self.shape(batch) else { return Ok(None) };
         let sampled = batch.sample_rows.len();
         if params.len() != sampled {
             return Ok(None);

@@ -20,7 +20,7 @@ use candle_core::cuda_backend::cudarc::driver::{sys, CudaContext, LaunchConfig};
 use candle_core::{bail, CudaDevice, Result};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/goodput.ptx"));
 const MODULE: &str = "goodput";
@@ -97,10 +97,15 @@ pub(crate) fn launch(dev: &CudaDevice, name: &str, cfg: LaunchConfig, args: &[Ar
 /// Whether the tensor-core kernels (`mma.sync` m16n8k16 with f16/bf16 operands, compute
 /// capability 8.0) are in the PTX and can run on `dev`; without them `kernels/flash.cuh`
 /// compiles to an empty body and long chunks go through cuBLAS.
+/// Asked of the driver once per process (every step's plan asks), as PDL's capability is.
 pub(crate) fn has_mma(dev: &CudaDevice) -> bool {
     use candle_core::cuda_backend::cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR;
-    let ptx = PTX_CAP.parse::<u32>().unwrap_or(0) >= 80;
-    ptx && matches!(dev.cuda_stream().context().attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), Ok(m) if m >= 8)
+    static MMA: OnceLock<bool> = OnceLock::new();
+    *MMA.get_or_init(|| {
+        let ptx = PTX_CAP.parse::<u32>().unwrap_or(0) >= 80;
+        let major = dev.cuda_stream().context().attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+        ptx && matches!(major, Ok(m) if m >= 8)
+    })
 }
 
 /// Whether PDL can be used: the PTX was built for compute capability 9.0 or later (else its
