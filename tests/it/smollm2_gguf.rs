@@ -135,7 +135,9 @@ fn the_gguf_file_alone_gives_smollm2_s_shape_without_the_catalog() {
 /// `run --target … -m smollm2-135m --weights FILE.gguf:dequant`: the client writes its text
 /// prompts in the GGUF's own tokens, so the server counts each prompt at the trace's length
 /// plus its chat template (30 tokens: SmolLM2's default system prompt and the ChatML turn),
-/// not at byte-level text's (~15 % fewer tokens under a BPE tokenizer).
+/// not at byte-level text's (~15 % fewer tokens under a BPE tokenizer: ~200). Random token ids
+/// written as text read back a few tokens longer or shorter where neighbours merge (197–203
+/// seen for 200 across seeds), so the seed is fixed and the bound is ±8 tokens.
 #[test]
 fn the_client_writes_prompts_in_the_tokens_of_the_weights_it_is_given() {
     let weights = format!("{}:dequant", fetch().display());
@@ -155,7 +157,17 @@ fn the_client_writes_prompts_in_the_tokens_of_the_weights_it_is_given() {
     let url = format!("http://{addr}");
     let run = dir.join("run");
     let args = ["run", "--target", &url, "-m", "smollm2-135m", "--weights", &weights, "--api", "chat"];
-    let more = ["--trace", trace.to_str().unwrap(), "--trace-block-size", "64", "--out", run.to_str().unwrap(), "-q"];
+    let more = [
+        "--trace",
+        trace.to_str().unwrap(),
+        "--trace-block-size",
+        "64",
+        "--seed",
+        "7",
+        "--out",
+        run.to_str().unwrap(),
+        "-q",
+    ];
     let (ok, _, err) = crate::common::goodput(&[&args[..], &more[..]].concat());
     crate::common::signal(&server.0, "-TERM");
     let _ = server.0.wait();
@@ -166,7 +178,7 @@ fn the_client_writes_prompts_in_the_tokens_of_the_weights_it_is_given() {
     for r in &records {
         let server = r.record.http.as_ref().and_then(|h| h.server.as_ref()).expect("goodput serve's stamps");
         assert!(
-            server.prompt_tokens.abs_diff(200 + 30) <= 2,
+            server.prompt_tokens.abs_diff(200 + 30) <= 8,
             "prompt of {} tokens, not 200 + 30",
             server.prompt_tokens
         );
