@@ -136,8 +136,8 @@ fn the_gguf_file_alone_gives_smollm2_s_shape_without_the_catalog() {
 /// prompts in the GGUF's own tokens, so the server counts each prompt at the trace's length
 /// plus its chat template (30 tokens: SmolLM2's default system prompt and the ChatML turn),
 /// not at byte-level text's (~15 % fewer tokens under a BPE tokenizer: ~200). Random token ids
-/// written as text read back a few tokens longer or shorter where neighbours merge (197–203
-/// seen for 200 across seeds), so the seed is fixed and the bound is ±8 tokens.
+/// written as text read back a few tokens longer or shorter where neighbours merge (197 seen
+/// for 200 with a drawn seed), so the seed is fixed and the bound is ±8 tokens.
 #[test]
 fn the_client_writes_prompts_in_the_tokens_of_the_weights_it_is_given() {
     let weights = format!("{}:dequant", fetch().display());
