@@ -18,8 +18,31 @@ fn nvcc() -> PathBuf {
     PathBuf::from("nvcc")
 }
 
+/// The CPU kernels' tests run only where their instructions exist: this sets
+/// `host_avx2` and `host_avx512bf16` when the machine building the tests has them (and builds
+/// for itself), so a test of a kernel the CPU lacks is marked `ignored` with its reason,
+/// counted as such, instead of passing without running.
+fn host_cpu_features() {
+    println!("cargo::rustc-check-cfg=cfg(host_avx2)");
+    println!("cargo::rustc-check-cfg=cfg(host_avx512bf16)");
+    let (host, target) = (std::env::var("HOST").unwrap_or_default(), std::env::var("TARGET").unwrap_or_default());
+    if host != target {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            println!("cargo::rustc-cfg=host_avx2");
+        }
+        if std::is_x86_feature_detected!("avx512bf16") && std::is_x86_feature_detected!("avx512f") {
+            println!("cargo::rustc-cfg=host_avx512bf16");
+        }
+    }
+}
+
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    host_cpu_features();
     for f in ["goodput.cu", "gemv.cuh", "sample.cuh", "flash.cuh"] {
         println!("cargo::rerun-if-changed=kernels/{f}");
     }

@@ -122,6 +122,10 @@ fn write_shard(dir: &Path, k: u64, ids: &[u64], wrong_s: f64, reference: bool) -
     });
     let mut level = goodput_results::testing::level(LOAD, &measured);
     level.start_s = Some((10_000 * MS - later) as f64 * 1e-9);
+    level.warmup_requests = rows.iter().filter(|(p, _)| *p == Phase::Warmup).count();
+    // The level's wall time reaches past its last request's end, as a run's does.
+    let last_end = rows.iter().map(|(_, r)| r.end.as_secs()).fold(0.0, f64::max);
+    level.harness.cpu.wall_s = last_end - level.start_s.unwrap() + 0.05;
     level.server = None;
     s.push_level(level);
     writer.write_summary(&s).unwrap();
@@ -224,5 +228,115 @@ fn bad_shard_sets_are_refused_by_name() {
         assert!(err.contains(says), "{says}: {err}");
         assert!(!out.exists(), "{says}: nothing written");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rewrites `dir`'s records.jsonl with `edit` applied to its rows.
+fn edit_records(dir: &Path, edit: impl FnOnce(&mut Vec<RecordRow>)) {
+    let mut rows: Vec<RecordRow> = read_jsonl(&dir.join(RECORDS)).unwrap();
+    edit(&mut rows);
+    let text: String = rows.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
+    std::fs::write(dir.join(RECORDS), text).unwrap();
+}
+
+/// Sets `dir`'s level schedule (a shard written by a goodput that keeps it).
+fn set_schedule(dir: &Path, n: u64) {
+    let mut s = read_summary(dir).unwrap();
+    s.levels[0].schedule = Some(n);
+    std::fs::write(dir.join("summary.json"), serde_json::to_vec(&s).unwrap()).unwrap();
+}
+
+/// Shards are checked before they are trusted, and refused by name before --out is touched:
+/// a record beyond the level's schedule, another shard's records, a request recorded twice,
+/// a record cut from records.jsonl, impossible stamps, a records file linked to /dev/zero, and
+/// an --out that is one of the shards.
+#[test]
+fn shards_are_checked_before_they_are_trusted() {
+    let dir = temp("merge-checked");
+    let ids: Vec<u64> = (0..12).collect();
+    let fresh = |name: &str| -> Vec<PathBuf> {
+        (0..SHARDS).map(|k| write_shard(&dir.join(format!("{name}{k}")), k, &ids, 0.0, true)).collect()
+    };
+    let mut cases: Vec<(Vec<PathBuf>, String)> = Vec::new();
+    // One record's id made 10^12 + 1 (it falls to shard 2) where the level's schedule was 12.
+    let big = fresh("big");
+    big.iter().for_each(|d| set_schedule(d, 12));
+    edit_records(&big[2], |rows| rows[0].record.id = 1_000_000_000_001);
+    cases.push((big, "request id 1000000000001 is beyond the level's schedule of 12 requests".into()));
+    // Shard 1's records replaced by shard 0's.
+    let swapped = fresh("swap");
+    std::fs::copy(swapped[0].join(RECORDS), swapped[1].join(RECORDS)).unwrap();
+    cases.push((swapped, "falls to shard 0/3, not to this one".into()));
+    // A request recorded twice by one shard (its summary counts one more, as if it had).
+    let twice = fresh("twice");
+    edit_records(&twice[0], |rows| {
+        let r = rows.last().unwrap().clone();
+        rows.push(r);
+    });
+    cases.push((twice, "records.jsonl holds".into()));
+    // Shard 2's last record cut.
+    let cut = fresh("cut");
+    edit_records(&cut[2], |rows| {
+        rows.pop();
+    });
+    cases.push((cut, "its summary counts 4 measured requests, its records.jsonl holds 3".into()));
+    // A record ending at u64::MAX, and one ending before it was sent.
+    let forever = fresh("forever");
+    edit_records(&forever[1], |rows| rows[1].record.end = Stamp(u64::MAX));
+    cases.push((forever, "outside the shard's level".into()));
+    let backwards = fresh("backwards");
+    edit_records(&backwards[1], |rows| rows[1].record.end = Stamp(rows[1].record.sent.0 - 1));
+    cases.push((backwards, "before it was sent".into()));
+    // records.jsonl a link to /dev/zero: refused at the line bound, not read until memory ends.
+    let zero = fresh("zero");
+    std::fs::remove_file(zero[0].join(RECORDS)).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero[0].join(RECORDS)).unwrap();
+    cases.push((zero, "longer than 16 MiB".into()));
+    for (i, (dirs, says)) in cases.iter().enumerate() {
+        let out = dir.join(format!("out{i}"));
+        let started = std::time::Instant::now();
+        let (code, err) = merge(&dirs.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &out);
+        assert_ne!(code, 0, "{says}: merged");
+        assert!(err.contains(says.as_str()), "{says}: {err}");
+        assert!(!out.exists(), "{says}: nothing written");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{says}: {:?}", started.elapsed());
+    }
+    // The same request id recorded by two shards: shard 0's id 3 given to shard 1 as 3 + 3·…
+    // is another shard's; a copy of one of its own records under a free id is a duplicate.
+    let dup = fresh("dup");
+    edit_records(&dup[0], |rows| {
+        let last = rows.len() - 1;
+        rows[last].record.id = rows[last - 1].record.id;
+    });
+    let (code, err) = merge(&dup.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &dir.join("out-dup"));
+    assert_ne!(code, 0);
+    assert!(err.contains("is recorded by") && err.contains("twice"), "{err}");
+    // --out one of the shards, even with --overwrite: refused, the shard kept.
+    let s = fresh("self");
+    let before = std::fs::read(s[0].join(RECORDS)).unwrap();
+    let mut args: Vec<&str> = vec!["merge", "--overwrite", "--out", s[0].to_str().unwrap()];
+    args.extend(s.iter().map(|d| d.to_str().unwrap()));
+    let (code, _, err) = goodput_code(&args);
+    assert_ne!(code, 0);
+    assert!(err.contains("is the shard"), "{err}");
+    assert_eq!(std::fs::read(s[0].join(RECORDS)).unwrap(), before, "the shard is untouched");
+    let (code, err) = merge(&s.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &dir.join("out-self"));
+    assert_eq!(code, 0, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A shard that predates the level's schedule and holds one record with a huge id: the lost
+/// requests are counted, not listed (no memory for a trillion ids), and the merge finishes.
+#[test]
+fn a_huge_id_without_a_schedule_costs_no_memory() {
+    let dir = temp("merge-huge");
+    let ids: Vec<u64> = (0..12).collect();
+    let s: Vec<PathBuf> = (0..SHARDS).map(|k| write_shard(&dir.join(format!("s{k}")), k, &ids, 0.0, true)).collect();
+    edit_records(&s[2], |rows| rows[0].record.id = 1_000_000_000_001);
+    let started = std::time::Instant::now();
+    let (code, err) = merge(&s.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &dir.join("out"));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("lost 333333333330 requests of its slice"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
     let _ = std::fs::remove_dir_all(&dir);
 }

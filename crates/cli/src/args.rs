@@ -92,6 +92,12 @@ impl ModelArgs {
         };
         let (device, dtype) = self.device_dtype()?;
         let spec = &named.spec;
+        // The tokenizer first: a wrong one is refused in a second, not after the weights load.
+        let dummy = matches!(weights, WeightsSource::Dummy { .. });
+        let own = if self.tokenizer.is_some() || dummy { self.own_tokenizer(&named)? } else { None };
+        if let Some((tok, _)) = &own {
+            model_files::check_fits(tok, spec)?;
+        }
         let mut l = loader::load(spec, &weights, &device, dtype, max_len)
             .with_context(|| format!("loading model `{}` ({} weights)", spec.name, weights.kind()))?;
         if let Some(w) = quantized_on_cpu(&weights, &device) {
@@ -101,14 +107,10 @@ impl ModelArgs {
             let n = l.model.quantize_fp8()?;
             l.weights_origin = format!("{}; {n} projections in fp8 e4m3, per-channel scales", l.weights_origin);
         }
-        let dummy = matches!(weights, WeightsSource::Dummy { .. });
-        if self.tokenizer.is_some() || dummy {
-            if let Some((tok, chat)) = self.own_tokenizer(&named)? {
-                model_files::check_fits(&tok, spec)?;
-                l.tokenizer = tok;
-                if chat.template.is_some() || l.chat.template.is_none() {
-                    l.chat = chat;
-                }
+        if let Some((tok, chat)) = own {
+            l.tokenizer = tok;
+            if chat.template.is_some() || l.chat.template.is_none() {
+                l.chat = chat;
             }
         }
         Ok(l)

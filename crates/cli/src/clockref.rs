@@ -12,6 +12,11 @@ use std::time::Duration;
 
 /// Exchanges per measurement.
 const SAMPLES: usize = 8;
+/// The largest offset believed: machines whose clocks differ by more than a day are not
+/// synchronised at all (or the reference is not a clock), and no merge can line them up.
+pub const MAX_OFFSET_S: f64 = 86_400.0;
+/// The largest answer of a `goodput serve` clock read (it is one number).
+const MAX_ANSWER: usize = 4096;
 /// How long one exchange may take.
 const TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -71,7 +76,20 @@ pub fn measure(r: &ClockRef) -> Result<ClockOffset> {
         ClockRef::Ntp(host) => ntp(host)?,
         ClockRef::Http(url) => http(url)?,
     };
-    best(&samples).ok_or_else(|| anyhow!("{r}: no exchange answered"))
+    let o = best(&samples).ok_or_else(|| anyhow!("{r}: no exchange answered"))?;
+    believable(o).map_err(|e| anyhow!("{r}: {e}"))
+}
+
+/// `o` when its offset is within [`MAX_OFFSET_S`] (and a number at all).
+pub fn believable(o: ClockOffset) -> Result<ClockOffset, String> {
+    if !(o.offset_s.abs() <= MAX_OFFSET_S) || !o.rtt_s.is_finite() {
+        let years = o.offset_s / (365.25 * 86_400.0);
+        return Err(format!(
+            "this machine's clock is {:+.3e} s ({years:+.1} years) from the reference's, more than the day goodput believes: fix this machine's clock, or name a reference that is a clock",
+            o.offset_s
+        ));
+    }
+    Ok(o)
 }
 
 fn ntp(host: &str) -> Result<Vec<ClockOffset>> {
@@ -94,12 +112,18 @@ fn http(base: &str) -> Result<Vec<ClockOffset>> {
         let client = reqwest::Client::builder().timeout(TIMEOUT).build()?;
         let get = || async {
             let t0 = WallClock::now().unix_ns;
-            let resp = client.get(&url).send().await.with_context(|| format!("{shown}{CLOCK_PATH}"))?;
+            let mut resp = client.get(&url).send().await.with_context(|| format!("{shown}{CLOCK_PATH}"))?;
             if !resp.status().is_success() {
                 bail!("{shown}{CLOCK_PATH}: HTTP {} (is it a `goodput serve`?)", resp.status());
             }
-            let body: WallClock =
-                resp.json().await.with_context(|| format!("{shown}{CLOCK_PATH}: not a goodput clock"))?;
+            let (bytes, more) = goodput_client::read_capped(&mut resp, MAX_ANSWER)
+                .await
+                .with_context(|| format!("{shown}{CLOCK_PATH}"))?;
+            if more {
+                bail!("{shown}{CLOCK_PATH}: an answer over {MAX_ANSWER} bytes: not a goodput clock (whose answer is one number)");
+            }
+            let body: WallClock = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{shown}{CLOCK_PATH}: not a goodput clock"))?;
             Ok(exchange(t0, body.unix_ns, WallClock::now().unix_ns))
         };
         // The first exchange opens the connection; its round trip is not the clock's.
@@ -126,6 +150,17 @@ mod tests {
         let samples = [exchange(0, 900, 1000), exchange(0, 60, 100), exchange(0, 500, 2000)];
         assert_eq!(best(&samples), Some(samples[1]), "the shortest round trip");
         assert_eq!(best(&[]), None);
+    }
+
+    #[test]
+    fn offsets_beyond_a_day_are_not_believed() {
+        let ok = ClockOffset { offset_s: -3600.0, rtt_s: 1e-3 };
+        assert_eq!(believable(ok), Ok(ok));
+        for offset_s in [-57.0 * 365.25 * 86_400.0, 527.0 * 365.25 * 86_400.0, f64::NAN] {
+            let e = believable(ClockOffset { offset_s, rtt_s: 1e-3 }).unwrap_err();
+            assert!(e.contains("more than the day"), "{e}");
+        }
+        assert!(believable(ClockOffset { offset_s: 1.0, rtt_s: f64::INFINITY }).is_err());
     }
 
     #[test]

@@ -126,6 +126,23 @@ pub fn redacted_command(args: impl IntoIterator<Item = String>) -> Vec<String> {
     out
 }
 
+/// The secret flags by their long names: their values never reach a file, a directory name
+/// or the console as given.
+pub const SECRET_FLAGS: [&str; 3] = ["api-key", "header", "extra-body"];
+
+/// The value of the secret flag `--{long}` as it may be shown ([`redacted_command`]'s rule);
+/// `None` when the flag is not secret. An `--extra-body` with no secret-looking field is shown
+/// as given.
+pub fn redacted_value(long: &str, value: &str) -> Option<String> {
+    let kind = match long {
+        "api-key" => Arg::Key,
+        "header" => Arg::Header,
+        "extra-body" => Arg::ExtraBody,
+        _ => return None,
+    };
+    Some(kind.redact(value))
+}
+
 /// What an argument's value is, by its flag.
 #[derive(Clone, Copy)]
 enum Arg {

@@ -233,9 +233,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
     rt.worker_threads(a.threads.max(1)).enable_all();
     if let Some(cpus) = http_cpus.clone() {
         // Every runtime thread (workers and blocking ones) pins itself as it starts; a failure
-        // there (the set was checked against the allowed CPUs) leaves that thread unpinned.
+        // there (the set was checked against the allowed CPUs) leaves that thread unpinned,
+        // said on stderr.
         rt.on_thread_start(move || {
-            let _ = goodput_engine::affinity::pin_current(&cpus);
+            goodput_engine::affinity::pin_current_or_warn(&cpus, "the HTTP runtime");
         });
     }
     let rt = rt.build()?;
@@ -305,7 +306,7 @@ fn write_steps(
     let writer = std::thread::Builder::new().name("steps-writer".into()).spawn(move || -> Result<()> {
         if let Some(cpus) = &cpus {
             // Unpinned, it would take a share of the steps it records.
-            let _ = goodput_engine::affinity::pin_current(cpus);
+            goodput_engine::affinity::pin_current_or_warn(cpus, "the --steps writer");
         }
         let mut out = std::io::LineWriter::new(file);
         for step in rx.iter() {

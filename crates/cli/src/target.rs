@@ -113,7 +113,7 @@ impl LocalServer {
             .thread_name("goodput-server")
             .on_thread_start(move || {
                 if let Some(c) = &cpus {
-                    let _ = goodput_engine::affinity::pin_current(c);
+                    goodput_engine::affinity::pin_current_or_warn(c, "the local server");
                 }
             })
             .enable_all()

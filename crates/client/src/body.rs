@@ -16,18 +16,13 @@ pub const MAX_ERROR_BODY: usize = 64 << 10;
 /// per engine; 32 MiB holds hundreds of engines or adapters.
 pub const MAX_SCRAPE_BYTES: usize = 32 << 20;
 
-/// At most `limit` bytes of `resp`'s body, and whether it held more (not read).
-pub(crate) async fn read_capped(resp: &mut reqwest::Response, limit: usize) -> Result<(Vec<u8>, bool), reqwest::Error> {
+/// At most `limit` bytes of `resp`'s body, and whether it held more (not read): every body
+/// goodput reads from a server goes through this bound (error answers, `/metrics`, model
+/// lists, `--clock-ref`'s answer).
+pub async fn read_capped(resp: &mut reqwest::Response, limit: usize) -> Result<(Vec<u8>, bool), reqwest::Error> {
     let mut out = Vec::new();
-    while let Some(c) = resp.chunk().await? {
-        let room = limit - out.len();
-        if c.len() > room {
-            out.extend_from_slice(&c[..room]);
-            return Ok((out, true));
-        }
-        out.extend_from_slice(&c);
-    }
-    Ok((out, false))
+    let more = read_into(resp, limit, &mut out).await?;
+    Ok((out, more))
 }
 
 /// The body of a side request to `url` (`/metrics`, `/v1/models`) as text (bytes that are not
@@ -56,9 +51,29 @@ pub(crate) async fn read_side(resp: &mut reqwest::Response, url: &str) -> Result
 /// client errors will not.
 pub(crate) async fn error_outcome(mut resp: reqwest::Response) -> Outcome {
     let status = resp.status().as_u16();
-    let (head, cut) = read_capped(&mut resp, MAX_ERROR_BODY).await.unwrap_or_default();
+    let mut head = Vec::new();
+    let read = tokio::time::timeout(ERROR_BODY_WITHIN, read_into(&mut resp, MAX_ERROR_BODY, &mut head)).await;
+    let cut = matches!(read, Ok(Ok(true)));
     drop(resp);
     error_from(status, &head, cut)
+}
+
+/// How long an error answer's body may take: its status is the answer, so a body that
+/// trickles (or never ends) is not waited for until the request's timeout.
+pub const ERROR_BODY_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// At most `limit` bytes of `resp`'s body into `out` (what came before an error or a timeout
+/// stays), and whether it held more.
+async fn read_into(resp: &mut reqwest::Response, limit: usize, out: &mut Vec<u8>) -> Result<bool, reqwest::Error> {
+    while let Some(c) = resp.chunk().await? {
+        let room = limit - out.len();
+        if c.len() > room {
+            out.extend_from_slice(&c[..room]);
+            return Ok(true);
+        }
+        out.extend_from_slice(&c);
+    }
+    Ok(false)
 }
 
 /// The outcome of a non-2xx `status` whose body began with `head` (`cut`: it held more).

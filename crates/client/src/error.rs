@@ -44,3 +44,22 @@ pub fn causes(e: &dyn std::error::Error) -> String {
     }
     out
 }
+
+/// The kind of a request that failed before its answer's body, from its error chain's text
+/// (hyper names its parse errors: `invalid content-length parsed`, `invalid HTTP version
+/// parsed`, `message head is too large`): the framing, the protocol, else the connection.
+pub fn send_failure(causes: &str) -> goodput_core::FailureKind {
+    use goodput_core::FailureKind;
+    let t = causes.to_ascii_lowercase();
+    // A connection that ended is the connection's fault, whatever it was reading.
+    let ended = ["eof", "closed", "reset", "broken pipe", "timed out"];
+    if ended.iter().any(|e| t.contains(e)) {
+        FailureKind::Connect
+    } else if t.contains("content-length") || t.contains("transfer-encoding") || t.contains("chunk size") {
+        FailureKind::Framing
+    } else if t.contains(" parsed") || t.contains("message head is too large") || t.contains("too many headers") {
+        FailureKind::Protocol
+    } else {
+        FailureKind::Connect
+    }
+}

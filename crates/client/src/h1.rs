@@ -41,8 +41,9 @@ type Idle = Mutex<HashMap<tokio::runtime::Id, Vec<TcpStream>>>;
 
 /// How one exchange on a connection ended.
 enum Exchange {
-    /// A kept-alive connection the server had closed before it answered: send again on a new
-    /// one (as hyper does).
+    /// A kept-alive connection the server had closed before a byte of the request went out:
+    /// send again on a new one (as hyper does). A request whose bytes were written is never
+    /// sent again: the server may have read it and acted on it.
     Stale,
     /// The request's outcome, and the response body's framing where the connection can
     /// carry the next request (its last bytes may still be on their way).
@@ -101,10 +102,10 @@ impl Lean {
                     Err(e) => return Outcome::error(FailureKind::Connect, format!("POST {url}: {e}")),
                 },
             };
-            match exchange(&mut tcp, &req, &parsed, clock, p).await {
+            match exchange(&mut tcp, &req, &parsed, clock, p, reused).await {
                 Exchange::Stale if reused => {}
                 Exchange::Stale => {
-                    let why = format!("POST {url}: the server closed the connection without answering");
+                    let why = format!("POST {url}: the connection closed before the request was written");
                     return Outcome::error(FailureKind::Connect, why);
                 }
                 Exchange::Done(outcome, keep) => {
@@ -195,27 +196,49 @@ struct Head {
     len: usize,
 }
 
-/// Writes `req` on `tcp` and reads its answer into `p`.
-async fn exchange(tcp: &mut TcpStream, req: &[u8], url: &reqwest::Url, clock: Clock, p: &mut StreamParser) -> Exchange {
-    let broken = |why: String| Exchange::Done(Outcome::error(FailureKind::Connect, format!("POST {url}: {why}")), None);
-    if tcp.write_all(req).await.is_err() {
-        return Exchange::Stale;
+/// Writes `req` on `tcp` and reads its answer into `p` (`reused`: the connection carried an
+/// earlier answer).
+async fn exchange(
+    tcp: &mut TcpStream,
+    req: &[u8],
+    url: &reqwest::Url,
+    clock: Clock,
+    p: &mut StreamParser,
+    reused: bool,
+) -> Exchange {
+    let failed = |kind: FailureKind, why: String| Exchange::Done(Outcome::error(kind, format!("POST {url}: {why}")), None);
+    match write_request(tcp, req).await {
+        Ok(()) => {}
+        Err(0) => return Exchange::Stale,
+        Err(_) => return failed(FailureKind::Connect, "the connection closed while the request was written".into()),
     }
     let mut buf = Vec::with_capacity(8 << 10);
     let head = loop {
         match read_head(&buf) {
+            Ok(Some(h)) if h.len > MAX_HEAD => {
+                return failed(FailureKind::Protocol, format!("a response head over {MAX_HEAD} bytes"))
+            }
             Ok(Some(h)) if (100..200).contains(&h.status) => {
                 buf.drain(..h.len);
             }
             Ok(Some(h)) => break h,
-            Ok(None) if buf.len() > MAX_HEAD => return broken(format!("a response head over {MAX_HEAD} bytes")),
+            Ok(None) if buf.len() > MAX_HEAD => {
+                return failed(FailureKind::Protocol, format!("a response head over {MAX_HEAD} bytes"))
+            }
             Ok(None) => match read_more(tcp, &mut buf).await {
-                Ok(0) | Err(_) if buf.is_empty() => return Exchange::Stale,
-                Ok(0) => return broken("the connection closed inside the response head".into()),
-                Err(e) => return broken(e.to_string()),
+                Ok(0) | Err(_) if buf.is_empty() => {
+                    let why = if reused {
+                        "the kept-alive connection closed after the request was written, before any answer (not sent again: the server may have acted on it)"
+                    } else {
+                        "the server closed the connection without answering"
+                    };
+                    return failed(FailureKind::Connect, why.into());
+                }
+                Ok(0) => return failed(FailureKind::Connect, "the connection closed inside the response head".into()),
+                Err(e) => return failed(FailureKind::Connect, e.to_string()),
                 Ok(_) => {}
             },
-            Err(e) => return broken(format!("invalid HTTP response: {e}")),
+            Err((kind, e)) => return failed(kind, format!("invalid HTTP response: {e}")),
         }
     };
     p.http.headers = Some(clock.now());
@@ -232,11 +255,29 @@ async fn exchange(tcp: &mut TcpStream, req: &[u8], url: &reqwest::Url, clock: Cl
     Exchange::Done(outcome, body.filter(|_| head.keep_alive))
 }
 
-/// The response head in `buf`, if it is whole.
-fn read_head(buf: &[u8]) -> Result<Option<Head>, String> {
+/// Writes `req` whole; on failure, how many of its bytes went out (0: none, so it may be sent
+/// again elsewhere).
+async fn write_request(tcp: &mut TcpStream, req: &[u8]) -> Result<(), usize> {
+    let mut written = 0;
+    while written < req.len() {
+        match tcp.write(&req[written..]).await {
+            Ok(0) | Err(_) => return Err(written),
+            Ok(n) => written += n,
+        }
+    }
+    Ok(())
+}
+
+/// The response head in `buf`, if it is whole; a head that cannot be read, with the kind of
+/// its fault (its framing, or HTTP itself).
+fn read_head(buf: &[u8]) -> Result<Option<Head>, (FailureKind, String)> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut r = httparse::Response::new(&mut headers);
-    let httparse::Status::Complete(len) = r.parse(buf).map_err(|e| e.to_string())? else { return Ok(None) };
+    let parsed = r.parse(buf).map_err(|e| match e {
+        httparse::Error::TooManyHeaders => (FailureKind::Protocol, "more than 64 headers".to_string()),
+        e => (FailureKind::Protocol, e.to_string()),
+    })?;
+    let httparse::Status::Complete(len) = parsed else { return Ok(None) };
     let headers = &*r.headers;
     let field = |name: &'static str| {
         headers.iter().filter(move |h| h.name.eq_ignore_ascii_case(name)).map(|h| String::from_utf8_lossy(h.value))
@@ -244,20 +285,45 @@ fn read_head(buf: &[u8]) -> Result<Option<Head>, String> {
     let has = |name: &'static str, token: &str| {
         field(name).any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
     };
-    let body = if has("transfer-encoding", "chunked") {
+    let status = r.code.unwrap_or(0);
+    // RFC 9112 §6.3: no body after 1xx, 204 and 304, whatever the head says.
+    let body = if status == 204 || status == 304 {
+        Body::Length(0)
+    } else if has("transfer-encoding", "chunked") {
         Body::Chunked(Chunked::default())
-    } else if let Some(n) = field("content-length").next() {
-        Body::Length(n.trim().parse().map_err(|_| format!("content-length {n:?}"))?)
     } else {
-        Body::UntilClose
+        match content_length(field("content-length")).map_err(|e| (FailureKind::Framing, e))? {
+            Some(n) => Body::Length(n),
+            None => Body::UntilClose,
+        }
     };
     Ok(Some(Head {
-        status: r.code.unwrap_or(0),
+        status,
         keep_alive: r.version == Some(1) && !has("connection", "close"),
         body,
         location: field("location").next().map(|l| l.into_owned()),
         len,
     }))
+}
+
+/// The body's length from its `Content-Length` fields: every value (a field may list several)
+/// a decimal number of at most 19 digits, all the same (RFC 9110 §8.6).
+fn content_length<'a>(fields: impl Iterator<Item = std::borrow::Cow<'a, str>>) -> Result<Option<u64>, String> {
+    let mut length = None;
+    for f in fields {
+        for v in f.split(',').map(str::trim) {
+            let n = v
+                .parse::<u64>()
+                .ok()
+                .filter(|_| !v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(|| format!("content-length {v:?} is not a length"))?;
+            match length {
+                Some(m) if m != n => return Err(format!("two content-lengths, {m} and {n}")),
+                _ => length = Some(n),
+            }
+        }
+    }
+    Ok(length)
 }
 
 /// Reads more bytes onto `buf`: how many (0 at the end of the stream).
@@ -268,25 +334,34 @@ async fn read_more(tcp: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<us
     tcp.read_buf(buf).await
 }
 
-/// At most [`MAX_ERROR_BODY`] bytes of an error answer's body, and whether it held more.
-async fn error_body(tcp: &mut TcpStream, mut buf: Vec<u8>, mut body: Body) -> (Vec<u8>, bool) {
+/// How long an error answer's body may take: its status is the answer, so a body that
+/// trickles (or never ends) is not waited for until the request's timeout.
+const ERROR_BODY_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// At most [`MAX_ERROR_BODY`] bytes of an error answer's body, and whether it held more;
+/// what came within [`ERROR_BODY_WITHIN`] when its body trickles.
+async fn error_body(tcp: &mut TcpStream, buf: Vec<u8>, body: Body) -> (Vec<u8>, bool) {
     let mut text = Vec::new();
+    let cut = tokio::time::timeout(ERROR_BODY_WITHIN, read_error_body(tcp, buf, body, &mut text)).await;
+    let cut = cut.unwrap_or(false) || text.len() > MAX_ERROR_BODY;
+    text.truncate(MAX_ERROR_BODY);
+    (text, cut)
+}
+
+/// Reads the error body into `text` up to its end or past [`MAX_ERROR_BODY`] (then true).
+async fn read_error_body(tcp: &mut TcpStream, mut buf: Vec<u8>, mut body: Body, text: &mut Vec<u8>) -> bool {
     loop {
         if body.feed(&buf, |d| text.extend_from_slice(d)).is_err() || body.finished() {
-            break;
+            return false;
         }
         if text.len() > MAX_ERROR_BODY {
-            text.truncate(MAX_ERROR_BODY);
-            return (text, true);
+            return true;
         }
         buf.clear();
         if !matches!(read_more(tcp, &mut buf).await, Ok(n) if n > 0) {
-            break;
+            return false;
         }
     }
-    let cut = text.len() > MAX_ERROR_BODY;
-    text.truncate(MAX_ERROR_BODY);
-    (text, cut)
 }
 
 /// Reads a 2xx answer's events into `p` until the end marker, starting with the body bytes
@@ -355,7 +430,8 @@ fn feed(
     });
     *stray |= framed.as_ref().is_ok_and(|&taken| taken < bytes.len());
     if let Err(e) = framed {
-        return Some(end.unwrap_or_else(|| p.broke(e)));
+        let why = format!("the answer's framing broke after {} content chunks: {e}", p.chunks.len());
+        return Some(end.unwrap_or(Outcome::error(FailureKind::Framing, why)));
     }
     if end.is_none() && body.finished() {
         return Some(p.no_end_marker());

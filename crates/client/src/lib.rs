@@ -36,6 +36,7 @@ mod trust;
 pub use api::{Api, MaxTokensField};
 pub use body::{MAX_ERROR_BODY, MAX_SCRAPE_BYTES};
 pub use connection::{is_sensitive, redact_url, split_credentials, BasicAuth, Connection, Secret};
+pub use body::read_capped;
 pub use error::{causes, ClientError};
 /// The codec of [`HttpConfig::codec`] (defined in goodput-core, shared with the workloads).
 pub use goodput_core::TextCodec;
@@ -370,7 +371,11 @@ impl Target for HttpTarget {
         };
         rec.sent = self.clock.now();
         // Room for every chunk the request may stream (bounded: a huge max_tokens is no promise).
-        let mut p = StreamParser { chunks: Vec::with_capacity(req.params.max_tokens.min(256)), ..Default::default() };
+        let mut p = StreamParser {
+            chunks: Vec::with_capacity(req.params.max_tokens.min(256)),
+            bounds: stream::Bounds::for_max_tokens(req.params.max_tokens),
+            ..Default::default()
+        };
         let outcome = self.follow(id, &url, &body, &mut p).await;
         rec.end = self.clock.now();
         rec.outcome = outcome;
@@ -436,7 +441,10 @@ impl HttpTarget {
         let post = self.request(reqwest::Method::POST, url).header("x-request-id", request_id(id)).json(body);
         let resp = match post.send().await {
             Ok(r) => r,
-            Err(e) => return Outcome::error(FailureKind::Connect, format!("POST {url}: {}", causes(&e))),
+            Err(e) => {
+                let why = causes(&e);
+                return Outcome::error(error::send_failure(&why), format!("POST {url}: {why}"));
+            }
         };
         p.http.headers = Some(self.clock.now());
         let status = resp.status();

@@ -37,6 +37,41 @@ pub struct StreamParser {
     pub http: HttpStamps,
     /// TGI's native stream: tokens counted from `token` events.
     pub native_tokens: usize,
+    /// What the answer may stream before it fails as [`FailureKind::Protocol`].
+    pub bounds: Bounds,
+    /// Event bytes taken so far.
+    pub event_bytes: usize,
+}
+
+/// What one answer may stream: a server sending more is broken (or hostile), and the
+/// request fails as [`FailureKind::Protocol`] before the client holds it. Sized from the
+/// request's `max_tokens`: 16 KiB of events a token (a token's chunk is a few hundred bytes;
+/// the Responses API repeats the text in its closing events) over 1 MiB for the rest, and
+/// twice `max_tokens` ids (plus 64) where the server returns token ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    pub bytes: usize,
+    pub ids: usize,
+}
+
+impl Bounds {
+    /// Event bytes allowed per token of `max_tokens`.
+    pub const BYTES_PER_TOKEN: usize = 16 << 10;
+
+    /// The bounds of an answer of at most `max_tokens` tokens.
+    pub fn for_max_tokens(max_tokens: usize) -> Self {
+        Bounds {
+            bytes: (1usize << 20).saturating_add(max_tokens.saturating_mul(Self::BYTES_PER_TOKEN)),
+            ids: max_tokens.saturating_mul(2).saturating_add(64),
+        }
+    }
+}
+
+impl Default for Bounds {
+    /// The bounds of a 4,096-token answer.
+    fn default() -> Self {
+        Bounds::for_max_tokens(4096)
+    }
 }
 
 impl StreamParser {
@@ -54,6 +89,27 @@ impl StreamParser {
 
     /// One SSE event's data, arrived at `at`.
     pub fn event(&mut self, data: &str, at: Stamp) -> Step {
+        self.event_bytes = self.event_bytes.saturating_add(data.len());
+        if self.event_bytes > self.bounds.bytes {
+            let why = format!(
+                "the answer streamed over {} of events after {} content chunks, beyond goodput's bound for a request of its max_tokens",
+                crate::sse::size(self.bounds.bytes),
+                self.chunks.len()
+            );
+            return Step::Failed(FailureKind::Protocol, why);
+        }
+        let step = self.event_within(data, at);
+        match self.token_ids.as_ref().map_or(0, Vec::len) {
+            n if n > self.bounds.ids && step != Step::Done => {
+                let why = format!("the server sent {n} token ids, beyond goodput's bound of {} for a request of its max_tokens", self.bounds.ids);
+                self.token_ids = None;
+                Step::Failed(FailureKind::Protocol, why)
+            }
+            _ => step,
+        }
+    }
+
+    fn event_within(&mut self, data: &str, at: Stamp) -> Step {
         let data = data.trim();
         if data == "[DONE]" {
             self.http.done = Some(at);
@@ -222,7 +278,13 @@ pub(crate) async fn read_stream(mut resp: reqwest::Response, url: &str, clock: C
         let chunk = match resp.chunk().await {
             Ok(Some(c)) => c,
             Ok(None) => return p.no_end_marker(),
-            Err(e) => return p.broke(crate::causes(&e)),
+            Err(e) => {
+                let why = crate::causes(&e);
+                return match crate::error::send_failure(&why) {
+                    FailureKind::Framing => Outcome::error(FailureKind::Framing, format!("the answer's framing broke after {} content chunks: {why}", p.chunks.len())),
+                    _ => p.broke(why),
+                };
+            }
         };
         // The events of one read arrived together: one stamp, the moment the bytes came.
         let at = clock.now();
@@ -276,8 +338,31 @@ mod tests {
                 fast_taken += usize::from(matches!(chunk::read(data), Fast::Chunk { .. }));
                 assert_eq!(fast.event(data, at), general.general(data, at), "{}: {data}", entry.path().display());
             }
+            // The general path alone counts no bytes against the bounds.
+            general.event_bytes = fast.event_bytes;
             assert_eq!(format!("{fast:?}"), format!("{general:?}"), "{}", entry.path().display());
         }
         assert!(fast_taken >= 10, "the fast path took {fast_taken} events");
+    }
+
+    /// An answer past its bounds fails as a protocol fault before the client holds it: too
+    /// many bytes of events, or more token ids than the request's max_tokens allows.
+    #[test]
+    fn an_answer_past_its_bounds_fails_as_a_protocol_fault() {
+        let mut p = StreamParser { bounds: Bounds::for_max_tokens(4), ..Default::default() };
+        let big = format!(r#"{{"choices":[{{"text":"{}"}}]}}"#, "x".repeat(600 << 10));
+        assert_eq!(p.event(&big, Stamp(1)), Step::More);
+        match p.event(&big, Stamp(2)) {
+            Step::Failed(FailureKind::Protocol, why) => assert!(why.contains("over 1088 KiB"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let mut p = StreamParser { bounds: Bounds::for_max_tokens(4), ..Default::default() };
+        let ids: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+        let many = format!(r#"{{"choices":[{{"text":"a","token_ids":[{}]}}]}}"#, ids.join(","));
+        match p.event(&many, Stamp(1)) {
+            Step::Failed(FailureKind::Protocol, why) => assert!(why.contains("100 token ids"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(p.token_ids.is_none(), "the ids are not kept");
     }
 }

@@ -248,10 +248,50 @@ async fn an_sse_event_over_4_mib_fails_that_request_and_the_next_one_runs() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let written = seen.written.load(Ordering::SeqCst);
     assert!(written < 24 * MIB, "the server wrote {} MiB of 64", written / MIB);
-    // The run goes on: the next request on the same target completes.
-    let rec = one(&t, 16).await;
+    // The run goes on: the next request on the same target completes (its max_tokens allows
+    // a 4 MiB event: 1 MiB + 16 KiB a token).
+    let rec = one(&t, 256).await;
     assert_eq!(rec.outcome, Outcome::Ok, "{:?}", rec.outcome);
     assert_eq!(rec.chunks.len(), 3);
+}
+
+/// Twenty events of 3 MB each, every one under the 4 MiB event bound, for a request of 20
+/// tokens: the answer is cut off once its events pass the request's bound (1 MiB + 16 KiB a
+/// token), as a protocol fault, before the client holds 60 MB of text; so are 10,000 token
+/// ids for 20 tokens (the record keeps none of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_larger_than_its_max_tokens_allows_fails_as_a_protocol_fault() {
+    let event = |fill: u8| {
+        vec![
+            Part::Text("data: {\"choices\":[{\"index\":0,\"text\":\"".into()),
+            Part::Fill(fill, 3_000_000),
+            Part::Text("\"}]}\n\n".into()),
+        ]
+    };
+    let ids = {
+        let list = vec!["0"; 10_000].join(",");
+        format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"a\",\"token_ids\":[{list}]}}]}}\n\n")
+    };
+    let n = Arc::new(AtomicUsize::new(0));
+    let (url, seen) = serve(move |_| match n.fetch_add(1, Ordering::SeqCst) {
+        0 => Reply::sse((0..20).flat_map(|_| event(b'z')).collect()),
+        _ => Reply::sse(vec![Part::Text(ids.clone())]),
+    })
+    .await;
+    let t = target(&url);
+    let rec = one(&t, 20).await;
+    let (kind, message) = failure(&rec);
+    assert_eq!(kind, goodput_core::FailureKind::Protocol, "{message}");
+    assert!(message.contains("beyond goodput's bound"), "{message}");
+    assert!(rec.output_ids.is_empty() && rec.chunks.len() <= 1, "{} chunks kept", rec.chunks.len());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let written = seen.written.load(Ordering::SeqCst);
+    assert!(written < 24 * MIB, "the server wrote {} MiB of 60", written / MIB);
+    let rec = one(&t, 20).await;
+    let (kind, message) = failure(&rec);
+    assert_eq!(kind, goodput_core::FailureKind::Protocol, "{message}");
+    assert!(message.contains("token ids"), "{message}");
+    assert!(rec.output_ids.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -149,7 +149,7 @@ async fn broken_streams_and_error_answers_fail_as_with_hyper() {
             vec![format!("{SSE_CHUNKED}{:x}\r\n{cut}\r\n", cut.len()).into_bytes()],
             FailureKind::StreamBroken,
         ),
-        ("a bad chunk size", vec![bad_size.into_bytes()], FailureKind::StreamBroken),
+        ("a bad chunk size", vec![bad_size.into_bytes()], FailureKind::Framing),
         ("a chunked body that ends without [DONE]", chunked(SSE_CHUNKED, cut, 1000, 100_000), FailureKind::NoEndMarker),
         (
             "503 with a JSON message",
@@ -207,5 +207,141 @@ async fn in_turn(t: &HttpTarget, n: u64, pause: Duration) {
         let r = one(t, id).await;
         assert_eq!(gist(&r), ("ok".to_string(), 3, 200), "request {id}");
         tokio::time::sleep(pause).await;
+    }
+}
+
+/// A server that answers the first request of each connection (kept alive), then on that
+/// connection reads each later request whole, waits 100 ms and closes: every POST it read is
+/// counted. The own path never sends a written request again, so the server reads exactly one
+/// POST per request; the ones it dropped fail as `connect`, saying why.
+#[tokio::test]
+async fn a_request_the_server_read_is_never_sent_again() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let posts = Arc::new(Mutex::new(0usize));
+    let seen = posts.clone();
+    let body = events();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let (seen, body) = (seen.clone(), body.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                for n in 0.. {
+                    if common::read_request(&mut conn, &mut buf).await.is_none() {
+                        return;
+                    }
+                    *seen.lock().unwrap() += 1;
+                    if n > 0 {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        return;
+                    }
+                    let answer = chunked(SSE_CHUNKED, &body, 1000, 100_000).concat();
+                    if conn.write_all(&answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let t = target(port, true);
+    let mut outcomes = Vec::new();
+    for id in 1..=7 {
+        let r = one(&t, id).await;
+        outcomes.push((r.outcome.failure_kind(), r.retries, r.outcome.message().unwrap_or("").to_string()));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*posts.lock().unwrap(), 7, "one POST per request: {outcomes:?}");
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.0.is_some()).collect();
+    assert!(!failed.is_empty(), "{outcomes:?}");
+    for (kind, _, why) in failed {
+        assert_eq!(*kind, Some(FailureKind::Connect));
+        assert!(why.contains("not sent again"), "{why}");
+    }
+}
+
+/// How a scripted answer is written.
+#[derive(Clone)]
+enum Script {
+    /// These bytes at once, then the connection is held (not closed) for 20 s.
+    Hold(Vec<u8>),
+    /// A head, then the body one byte every 200 ms.
+    Trickle(Vec<u8>),
+}
+
+/// A server answering every request with `script`.
+async fn scripted(script: Script) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let script = script.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                if common::read_request(&mut conn, &mut buf).await.is_none() {
+                    return;
+                }
+                match script {
+                    Script::Hold(bytes) => {
+                        let _ = conn.write_all(&bytes).await;
+                        tokio::time::sleep(Duration::from_secs(20)).await;
+                    }
+                    Script::Trickle(head) => {
+                        let _ = conn.write_all(&head).await;
+                        for _ in 0..100 {
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            if conn.write_all(b"e").await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Answers that cannot be read fail at once, with the kind that names their fault: a body
+/// framed wrongly is `framing`, a head that is not HTTP/1.x (or past goodput's bounds on it)
+/// is `protocol`, a 204 has no body (so no end marker), and a 500 whose body trickles is still
+/// `http-500` (its status is the answer), never `timeout` or `connect`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failure_kinds_name_the_fault() {
+    let head = |extra: &str| format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{extra}\r\n").into_bytes();
+    let many: String = (0..70).map(|i| format!("x-h{i}: v\r\n")).collect();
+    let long = format!("x-long: {}\r\n", "v".repeat(70 << 10));
+    let cases: Vec<(&str, Script, FailureKind)> = vec![
+        ("content-length abc", Script::Hold(head("content-length: abc\r\n")), FailureKind::Framing),
+        ("content-length -5", Script::Hold(head("content-length: -5\r\n")), FailureKind::Framing),
+        ("content-length 10^23", Script::Hold(head("content-length: 100000000000000000000000\r\n")), FailureKind::Framing),
+        ("two content-lengths", Script::Hold(head("content-length: 10\r\ncontent-length: 20\r\n")), FailureKind::Framing),
+        ("70 headers", Script::Hold(head(&many)), FailureKind::Protocol),
+        ("a head over 64 KiB", Script::Hold(head(&long)), FailureKind::Protocol),
+        ("HTTP/2.0 in a status line", Script::Hold(b"HTTP/2.0 200 OK\r\n\r\n".to_vec()), FailureKind::Protocol),
+        ("204", Script::Hold(b"HTTP/1.1 204 No Content\r\n\r\n".to_vec()), FailureKind::NoEndMarker),
+        (
+            "a 500 that trickles",
+            Script::Trickle(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 1000\r\n\r\n".to_vec()),
+            FailureKind::Http(500),
+        ),
+    ];
+    for (what, script, kind) in cases {
+        let port = scripted(script).await;
+        let started = std::time::Instant::now();
+        let r = one(&target(port, true), 1).await;
+        assert_eq!(r.outcome.failure_kind(), Some(kind), "{what}: {:?}", r.outcome);
+        assert!(started.elapsed() < Duration::from_secs(4), "{what}: {:?}", started.elapsed());
+    }
+    // hyper's path names the same faults where it reads them.
+    for (what, script, kind) in [
+        ("content-length abc", Script::Hold(head("content-length: abc\r\n")), FailureKind::Framing),
+        (
+            "a 500 that trickles",
+            Script::Trickle(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 1000\r\n\r\n".to_vec()),
+            FailureKind::Http(500),
+        ),
+    ] {
+        let r = one(&target(scripted(script).await, false), 1).await;
+        assert_eq!(r.outcome.failure_kind(), Some(kind), "hyper, {what}: {:?}", r.outcome);
     }
 }

@@ -96,7 +96,7 @@ impl From<FailureRepr> for Failure {
 /// The kinds of failure a run counts apart, from the client's side of the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(into = "String", try_from = "String")]
-#[schemars(extend("pattern" = "^(timeout|connect|http-[0-9]{3}|stream-broken|no-end-marker|bad-event|error-event|invalid|engine|other)$"))]
+#[schemars(extend("pattern" = "^(timeout|connect|http-[0-9]{3}|framing|protocol|stream-broken|no-end-marker|bad-event|error-event|invalid|engine|other)$"))]
 pub enum FailureKind {
     /// No end marker within the request timeout.
     Timeout,
@@ -105,6 +105,14 @@ pub enum FailureKind {
     Connect,
     /// The server answered with this HTTP status (4xx or 5xx).
     Http(u16),
+    /// The answer's framing cannot be trusted: a `Content-Length` that is not a number, two
+    /// that differ, a chunk size that is not one, or both `Content-Length` and chunked
+    /// `Transfer-Encoding` disagreeing (RFC 9112 §6.3: the message cannot be read safely).
+    Framing,
+    /// The server broke HTTP or goodput's bounds on an answer: a status line or version that is
+    /// not HTTP/1.x, more than 64 headers, a head over 64 KiB, an answer streaming more bytes
+    /// or token ids than its `max_tokens` allows.
+    Protocol,
     /// The byte stream broke after the response head.
     StreamBroken,
     /// The stream ended without its end marker (`[DONE]`).
@@ -128,6 +136,8 @@ impl std::fmt::Display for FailureKind {
             k => f.write_str(match k {
                 FailureKind::Timeout => "timeout",
                 FailureKind::Connect => "connect",
+                FailureKind::Framing => "framing",
+                FailureKind::Protocol => "protocol",
                 FailureKind::StreamBroken => "stream-broken",
                 FailureKind::NoEndMarker => "no-end-marker",
                 FailureKind::BadEvent => "bad-event",
@@ -149,9 +159,11 @@ impl From<FailureKind> for String {
 impl TryFrom<String> for FailureKind {
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
-        const NAMED: [FailureKind; 9] = [
+        const NAMED: [FailureKind; 11] = [
             FailureKind::Timeout,
             FailureKind::Connect,
+            FailureKind::Framing,
+            FailureKind::Protocol,
             FailureKind::StreamBroken,
             FailureKind::NoEndMarker,
             FailureKind::BadEvent,

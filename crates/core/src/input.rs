@@ -4,8 +4,11 @@
 //!
 //! - [`read_to_string`]: small files read whole (scenarios, catalogs, profiles): refused by
 //!   size before a byte is read;
-//! - [`for_each_line`]: line-oriented files (JSONL traces and datasets) read one bounded line
-//!   at a time, so a parse error on line 1 is reported after reading line 1.
+//! - [`for_each_line`]: line-oriented files (JSONL traces and datasets, a run's records and
+//!   steps) read one bounded line at a time, so a parse error on line 1 is reported after
+//!   reading line 1, and a file with no line end (`/dev/zero` given as a records file) is
+//!   refused at its bound;
+//! - [`LineBounded`]: any other reader of lines (CSV) refused once a line passes its bound.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -72,6 +75,15 @@ pub fn for_each_line<E>(
     reader: impl Read,
     mut f: impl FnMut(usize, &str) -> Result<(), E>,
 ) -> Result<(), LineError<E>> {
+    for_each_line_ended(reader, |i, line, _| f(i, line))
+}
+
+/// [`for_each_line`], also telling `f` whether the line ended with a line feed (the last line
+/// of a file cut short by a killed writer does not).
+pub fn for_each_line_ended<E>(
+    reader: impl Read,
+    mut f: impl FnMut(usize, &str, bool) -> Result<(), E>,
+) -> Result<(), LineError<E>> {
     let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();
     for line in 1.. {
@@ -83,12 +95,42 @@ pub fn for_each_line<E>(
         if buf.len() > MAX_LINE {
             return Err(LineError::TooLong { line });
         }
+        let ended = buf.last() == Some(&b'\n');
         let text = std::str::from_utf8(&buf).map_err(|_| LineError::NotUtf8 { line })?;
         if !text.trim().is_empty() {
-            f(line, text.trim_end_matches(['\n', '\r'])).map_err(LineError::Parse)?;
+            f(line, text.trim_end_matches(['\n', '\r']), ended).map_err(LineError::Parse)?;
         }
     }
     Ok(())
+}
+
+/// A reader that fails (`InvalidData`) once a line runs past [`MAX_LINE`] bytes without a
+/// line feed, for parsers that read lines themselves (the CSV reader), so an endless line
+/// cannot grow their buffer without bound.
+pub struct LineBounded<R> {
+    inner: R,
+    /// Bytes since the last line feed.
+    run: usize,
+}
+
+impl<R: Read> LineBounded<R> {
+    pub fn new(inner: R) -> Self {
+        LineBounded { inner, run: 0 }
+    }
+}
+
+impl<R: Read> Read for LineBounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            self.run = if b == b'\n' { 0 } else { self.run + 1 };
+            if self.run > MAX_LINE {
+                let why = format!("a line longer than {} MiB", MAX_LINE >> 20);
+                return Err(io::Error::new(io::ErrorKind::InvalidData, why));
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// The first bytes of `path` (at most `n`), to choose a format by.
@@ -130,6 +172,28 @@ mod tests {
         .unwrap_err();
         assert_eq!(seen, [(1, "a".to_string()), (4, "b".to_string())]);
         assert_eq!(err.to_string(), "no b");
+    }
+
+    #[test]
+    fn lines_say_whether_they_ended() {
+        let mut seen = Vec::new();
+        for_each_line_ended(&b"a\nb"[..], |i, l, ended| {
+            seen.push((i, l.to_string(), ended));
+            Ok::<(), String>(())
+        })
+        .unwrap();
+        assert_eq!(seen, [(1, "a".into(), true), (2, "b".into(), false)]);
+    }
+
+    #[test]
+    fn a_line_bounded_reader_refuses_an_endless_line() {
+        let mut ok = Vec::new();
+        LineBounded::new(&b"x,y\n1,2\n"[..]).read_to_end(&mut ok).unwrap();
+        assert_eq!(ok, b"x,y\n1,2\n");
+        let endless = std::io::repeat(0).take(MAX_LINE as u64 + 4096);
+        let err = LineBounded::new(endless).read_to_end(&mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("longer than 16 MiB"), "{err}");
     }
 
     #[test]

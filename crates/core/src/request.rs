@@ -203,6 +203,68 @@ pub struct StepRecord {
     pub graph: Option<bool>,
 }
 
+impl StepRecord {
+    /// The longest step believed, seconds: an engine step is milliseconds to seconds.
+    pub const MAX_STEP_S: f64 = 3600.0;
+
+    /// Why this record cannot be a step an engine took, if it cannot: its times out of order
+    /// or beyond [`StepRecord::MAX_STEP_S`], its parts longer than the step, or counts beyond
+    /// what its KV pool holds (no sequence attends to more positions than the pool's slots, no
+    /// step computes more tokens). A fit on such a record would be decided by it.
+    pub fn implausible(&self) -> Option<String> {
+        let span = self.end.secs_since(self.start);
+        if self.end < self.start || span > Self::MAX_STEP_S {
+            return Some(format!("it ends {span:.3} s after it starts (a step takes 0 to {} s)", Self::MAX_STEP_S));
+        }
+        let parts = [("schedule_s", self.schedule_s), ("forward_s", self.forward_s), ("sample_s", self.sample_s)];
+        if let Some((name, v)) = parts.iter().find(|(_, v)| !(v.is_finite() && *v >= 0.0 && *v <= span + 1e-3)) {
+            return Some(format!("{name} is {v}, outside its step of {span:.6} s"));
+        }
+        let slots = (self.usable_blocks as u128).saturating_mul(self.block_size.max(1) as u128);
+        let counts = [
+            ("prefill_tokens", self.prefill_tokens as u128, slots),
+            ("tokens_held", self.tokens_held as u128, slots),
+            ("blocks_used", self.blocks_used as u128, self.usable_blocks as u128),
+            ("decode_seqs", self.decode_seqs as u128, self.num_seqs as u128),
+            ("prefill_attention", self.prefill_attention as u128, slots.saturating_mul(slots)),
+            ("decode_context", self.decode_context as u128, slots.saturating_mul(self.decode_seqs as u128)),
+        ];
+        if let Some((name, v, max)) = counts.iter().find(|(_, v, max)| v > max) {
+            return Some(format!(
+                "{name} is {v}, more than {max} (its pool holds {} blocks of {} tokens)",
+                self.usable_blocks, self.block_size
+            ));
+        }
+        None
+    }
+
+    /// Why `steps` (one engine's, in the order written) cannot be a run: a record that is
+    /// [`StepRecord::implausible`], steps that start out of order, or a span over a year.
+    /// Names the record by its place (1-based) in `steps`.
+    pub fn implausible_run(steps: &[StepRecord]) -> Option<String> {
+        for (i, s) in steps.iter().enumerate() {
+            if let Some(why) = s.implausible() {
+                return Some(format!("step record {} (step {}): {why}", i + 1, s.step));
+            }
+        }
+        if let Some(i) = steps.windows(2).position(|w| w[1].start < w[0].start) {
+            let (a, b) = (&steps[i], &steps[i + 1]);
+            return Some(format!(
+                "step record {} (step {}) starts {:.6} s before the one written before it (step {}): one engine's steps are written in order",
+                i + 2,
+                b.step,
+                a.start.secs_since(b.start),
+                a.step
+            ));
+        }
+        let span = match (steps.first(), steps.last()) {
+            (Some(a), Some(b)) => b.end.secs_since(a.start),
+            _ => 0.0,
+        };
+        (span > 366.0 * 86_400.0).then(|| format!("the steps span {:.3e} s, more than a year", span))
+    }
+}
+
 /// KV blocks held by the block tables of each kind of layer group.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvBlocksByKind {
@@ -244,7 +306,8 @@ impl ExpertStepLoad {
 
 #[cfg(test)]
 mod tests {
-    use super::SamplingParams;
+    use super::{SamplingParams, StepRecord};
+    use crate::Stamp;
 
     #[test]
     fn required_output_tokens() {
@@ -260,5 +323,44 @@ mod tests {
         assert_eq!(p(64, 0, false).required_output_tokens(), None);
         let stops = SamplingParams { stop_token_ids: vec![2], ..p(64, 0, true) };
         assert_eq!(stops.required_output_tokens(), None);
+    }
+
+    /// A decode step of 4 sequences in a pool of 100 blocks of 16 tokens.
+    fn step(n: u64) -> StepRecord {
+        StepRecord {
+            step: n,
+            start: Stamp(n * 10_000_000),
+            end: Stamp(n * 10_000_000 + 8_000_000),
+            forward_s: 0.007,
+            decode_seqs: 4,
+            num_seqs: 4,
+            usable_blocks: 100,
+            block_size: 16,
+            blocks_used: 8,
+            tokens_held: 120,
+            decode_context: 116,
+            ..StepRecord::default()
+        }
+    }
+
+    #[test]
+    fn impossible_steps_are_named_and_possible_ones_pass() {
+        let run: Vec<StepRecord> = (0..5).map(step).collect();
+        assert_eq!(StepRecord::implausible_run(&run), None);
+        let bad = |f: &dyn Fn(&mut StepRecord)| {
+            let mut r = run.clone();
+            f(&mut r[2]);
+            StepRecord::implausible_run(&r).expect("refused")
+        };
+        assert!(bad(&|s| s.prefill_tokens = usize::MAX).contains("step record 3 (step 2): prefill_tokens"));
+        assert!(bad(&|s| s.end = Stamp(0)).contains("ends -"));
+        assert!(bad(&|s| s.forward_s = f64::NAN).contains("forward_s is NaN"));
+        assert!(bad(&|s| s.decode_context = u64::MAX).contains("decode_context"));
+        let late = bad(&|s| {
+            s.start = Stamp(u64::MAX - 1);
+            s.end = Stamp(u64::MAX);
+            s.forward_s = 0.0;
+        });
+        assert!(late.contains("step record 4 (step 3) starts"), "{late}");
     }
 }

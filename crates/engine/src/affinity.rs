@@ -55,6 +55,27 @@ pub fn pin_current(cpus: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// [`pin_current`] for a thread that has no caller to return an error to (a pool's or a
+/// runtime's start handler): a failure is said on stderr, once per `what` and reason, so a
+/// benchmark never runs unpinned without saying so. Whether the thread is pinned.
+pub fn pin_current_or_warn(cpus: &[usize], what: &str) -> bool {
+    match pin_current(cpus) {
+        Ok(()) => true,
+        Err(e) => {
+            static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+            let line = format!(
+                "warning: a thread of {what} could not be pinned ({e}): it runs unpinned, and its timings may move with other work on the machine"
+            );
+            let mut said = SAID.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !said.contains(&line) {
+                eprintln!("{line}");
+                said.push(line);
+            }
+            false
+        }
+    }
+}
+
 /// Parses a CPU list in the kernel's notation (`0`, `0-3`, `0,2,4-5`), checked against the
 /// CPUs this process may use.
 pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {

@@ -257,7 +257,7 @@ impl Engine {
                         .num_threads(cpus.len())
                         .thread_name(|i| format!("goodput-compute-{i}"))
                         .start_handler(move |_| {
-                            let _ = crate::affinity::pin_current(&pin);
+                            crate::affinity::pin_current_or_warn(&pin, "the engine's compute pool");
                         })
                         .build()
                         .map_err(|e| EngineError::Other(format!("cannot start the compute threads: {e}")))

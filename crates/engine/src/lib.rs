@@ -24,24 +24,26 @@ pub mod cpu;
 #[cfg_attr(not(feature = "cuda"), path = "cuda/off.rs")]
 pub mod cuda;
 pub mod encoder;
-pub mod engine;
-pub mod error;
-pub mod fp8;
-pub mod guard;
+pub(crate) mod engine;
+pub(crate) mod error;
+pub(crate) mod fp8;
+pub(crate) mod guard;
 pub mod kv_cache;
-pub mod linear;
+pub(crate) mod linear;
 pub mod loader;
-pub mod mla;
+pub(crate) mod mla;
 pub mod model;
 pub mod model_files;
 pub mod moe;
-pub mod mxfp4;
-pub mod rope;
+pub(crate) mod mxfp4;
+pub(crate) mod rope;
 pub mod sampler;
-pub mod step;
+pub(crate) mod step;
 pub mod tokenizer;
 pub mod weights;
 
+// The public surface is what other crates use (the cli, the server, the benches, the tests):
+// the modules above that stay `pub`, and these items of the crate-private ones.
 pub use block::PartTimes;
 pub use engine::{Engine, EngineHandle, EngineStats, RequestEvent, RequestStream};
 pub use error::{EngineError, Result};

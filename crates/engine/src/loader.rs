@@ -126,23 +126,45 @@ pub fn parse_precision(s: &str) -> Result<(DType, bool)> {
     }
 }
 
-/// Bytes the weights take once loaded: gpt-oss's routed experts stay MXFP4 (4.25 bits a
-/// weight: a nibble, and a scale byte per 32), everything else in `dtype`.
-fn loaded_bytes(spec: &ModelSpec, dtype: DType) -> u64 {
-    let all = spec.weight_bytes(dtype.size_in_bytes());
-    if spec.architecture != goodput_core::Architecture::GptOss {
+/// Bytes the weights take once loaded, as the kernels that will run them hold them: gpt-oss's
+/// routed experts stay MXFP4 (4.25 bits a weight: a nibble, and a scale byte per 32),
+/// everything else in `dtype`; with `packs` (bf16 on a CPU with AVX-512 BF16) every
+/// projection also keeps a copy packed for `vdpbf16ps` (2 bytes a weight: the LM head, the
+/// attention and MLP projections, the experts the engine multiplies densely), and the largest
+/// of them is copied twice more while it is packed (its bf16 values read out, then as bits).
+fn loaded_bytes(spec: &ModelSpec, dtype: DType, packs: bool) -> u64 {
+    let p = spec.params();
+    let gpt_oss = spec.architecture == goodput_core::Architecture::GptOss;
+    let mut all = spec.weight_bytes(dtype.size_in_bytes());
+    if gpt_oss {
+        all = all - p.routed_experts * dtype.size_in_bytes() as u64 + p.routed_experts * 17 / 32;
+    }
+    if !packs {
         return all;
     }
-    let experts = spec.params().routed_experts;
-    all - experts * dtype.size_in_bytes() as u64 + experts * 17 / 32
+    let head = (spec.vocab_size as u64).saturating_mul(spec.hidden_size as u64);
+    let experts = if gpt_oss { 0 } else { p.routed_experts };
+    let packed = [p.attention, p.dense_mlp, p.router, p.shared_experts, experts, head]
+        .iter()
+        .fold(0u64, |a, &b| a.saturating_add(b));
+    let fused_mlp = 2u64.saturating_mul(spec.hidden_size as u64).saturating_mul(spec.intermediate_size as u64);
+    let largest = head.max(fused_mlp);
+    all.saturating_add(packed.saturating_mul(2)).saturating_add(largest.saturating_mul(4))
+}
+
+/// Whether bf16 weights on `device` get the packed copy of [`loaded_bytes`].
+fn packs(dtype: DType, device: &Device) -> bool {
+    dtype == DType::BF16 && device.is_cpu() && crate::cpu::bf16_dot::available()
 }
 
 fn check_fits(spec: &ModelSpec, dtype: DType, device: &Device) -> Result<()> {
-    let bytes = loaded_bytes(spec, dtype);
+    let packed = packs(dtype, device);
+    let bytes = loaded_bytes(spec, dtype, packed);
     if let (true, Some(avail)) = (device.is_cpu(), mem_available()) {
         if bytes > avail {
+            let how = if packed { " (with the copy packed for AVX-512 BF16's vdpbf16ps; --dtype f32 holds less)" } else { "" };
             return Err(EngineError::Config(format!(
-                "model `{}` needs {:.1} GiB of weights in {dtype:?} but only {:.1} GiB of memory is available",
+                "model `{}` needs {:.1} GiB of weights in {dtype:?}{how} but only {:.1} GiB of memory is available",
                 spec.name,
                 bytes as f64 / (1u64 << 30) as f64,
                 avail as f64 / (1u64 << 30) as f64
@@ -225,10 +247,12 @@ fn load_dir(spec: &ModelSpec, dir: &Path, device: &Device, dtype: DType, max_len
     if config.is_file() {
         check_hf_config(spec, &config)?;
     }
+    // The tokenizer before the weights: a broken one is refused before gigabytes are read.
+    let tok = dir_tokenizer(dir, spec)?;
     let files: Vec<PathBuf> = SafetensorsSource::files_in(dir)?;
     let mut src = SafetensorsSource::open(&files, dtype, device.clone())?;
+    check_fits(spec, dtype, device)?;
     let model = Llama::load(spec, &mut src as &mut dyn TensorSource, max_len, device, dtype)?;
-    let tok = dir_tokenizer(dir, spec)?;
     let chat = std::fs::read_to_string(dir.join("tokenizer_config.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -316,5 +340,18 @@ mod tests {
         assert_eq!(t.id_to_token(1).as_deref(), Some("<s>"));
         assert_eq!(t.id_to_token(t.token_to_id("A").unwrap()).as_deref(), Some("<0x41>"));
         assert_eq!(t.id_to_token(299), None);
+    }
+
+    /// bf16 on a CPU with AVX-512 BF16 counts the packed copy (2 bytes a projection weight)
+    /// and the largest weight's transient copies: more than f32 for a model whose LM head
+    /// is large, as measured (a 0.5 B model peaked at 2.45 GB in bf16 against 2.05 GB in f32).
+    #[test]
+    fn the_packed_copy_is_counted() {
+        let spec = goodput_core::Catalog::builtin().get("qwen2.5-0.5b").unwrap().clone();
+        let (plain, packed, f32) =
+            (loaded_bytes(&spec, DType::BF16, false), loaded_bytes(&spec, DType::BF16, true), loaded_bytes(&spec, DType::F32, false));
+        assert_eq!(plain * 2, f32);
+        let head = spec.vocab_size as u64 * spec.hidden_size as u64;
+        assert!(packed > f32 && packed >= plain + 2 * (spec.param_count() - spec.params().embedding - spec.params().norms) + 4 * head, "{packed}");
     }
 }

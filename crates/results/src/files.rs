@@ -80,7 +80,7 @@ pub fn read_json<T: serde::de::DeserializeOwned>(
     format: impl Fn(&T) -> u32,
 ) -> Result<Option<T>> {
     let path = dir.join(name);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match read_bounded(&path, name) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(ResultsError::Io { path, source }),
@@ -344,7 +344,9 @@ impl Results {
         let summary = read_summary(dir)?;
         let records = read_jsonl(&dir.join(RECORDS))?;
         let series = read_csv(&dir.join(SERIES))?;
-        let text = std::fs::read_to_string(dir.join(CONCLUSION)).unwrap_or_default();
+        let text = read_bounded(&dir.join(CONCLUSION), CONCLUSION)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let conclusion = text.trim().trim_start_matches("Conclusion").trim().to_string();
         Ok(Results { dir: dir.to_path_buf(), summary, records, series, conclusion })
     }
@@ -359,7 +361,7 @@ impl Results {
 /// capacity verdict computed once, here, by the function a writer uses).
 pub fn read_summary(dir: &Path) -> Result<RunSummary> {
     let path = dir.join(SUMMARY);
-    let bytes = std::fs::read(&path).map_err(|source| match source.kind() {
+    let bytes = read_bounded(&path, SUMMARY).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => ResultsError::NotResults { dir: dir.to_path_buf() },
         _ => ResultsError::Io { path: path.clone(), source },
     })?;
@@ -395,25 +397,71 @@ fn upgrade(s: &mut RunSummary) {
     }
 }
 
-/// The rows of a JSON-lines file (missing: none). A line that is not a row is an error naming
-/// it, except a last line cut short by a killed run, which is left out.
+/// The rows of a JSON-lines file (missing: none), read one bounded line at a time
+/// ([`goodput_core::input::for_each_line_ended`]: a line past 16 MiB, as from `/dev/zero`, is
+/// refused at its bound). A line that is not a row is an error naming it, except a last line
+/// cut short by a killed run (no line feed after it), which is left out.
 pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+    let mut rows = Vec::new();
+    for_each_jsonl(path, |row| {
+        rows.push(row);
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+/// Calls `f` with each row of a JSON-lines file as [`read_jsonl`] reads them, so a caller that
+/// keeps only some (a level's steps) never holds the rest; `f`'s error stops the read.
+pub fn for_each_jsonl<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    mut f: impl FnMut(T) -> Result<()>,
+) -> Result<()> {
+    use goodput_core::input::{for_each_line_ended, LineError};
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(source) => return Err(ResultsError::Io { path: path.to_path_buf(), source }),
     };
-    let complete = text.ends_with('\n');
-    let lines: Vec<&str> = text.lines().collect();
-    let mut rows = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        match serde_json::from_str(line) {
-            Ok(row) => rows.push(row),
-            Err(_) if i + 1 == lines.len() && !complete => break,
-            Err(source) => return Err(ResultsError::Json { path: path.to_path_buf(), line: Some(i + 1), source }),
+    let io = |e: String| ResultsError::Io { path: path.to_path_buf(), source: std::io::Error::other(e) };
+    // A line that did not parse and did not end: the last line of a killed run, if no other
+    // line follows it.
+    let mut cut: Option<(usize, serde_json::Error)> = None;
+    let read = for_each_line_ended(file, |i, line, ended| {
+        if let Some((line, source)) = cut.take() {
+            return Err(ResultsError::Json { path: path.to_path_buf(), line: Some(line), source });
         }
+        match serde_json::from_str(line) {
+            Ok(row) => f(row),
+            Err(source) if !ended => {
+                cut = Some((i, source));
+                Ok(())
+            }
+            Err(source) => Err(ResultsError::Json { path: path.to_path_buf(), line: Some(i), source }),
+        }
+    });
+    match read {
+        Ok(()) => Ok(()),
+        Err(LineError::Parse(e)) => Err(e),
+        Err(e @ (LineError::TooLong { .. } | LineError::NotUtf8 { .. })) => Err(io(e.to_string())),
+        Err(LineError::Io(source)) => Err(ResultsError::Io { path: path.to_path_buf(), source }),
     }
-    Ok(rows)
+}
+
+/// A file of a results directory read whole, refused past [`MAX_WHOLE_FILE`] (a summary is
+/// kilobytes; a path linked to `/dev/zero` is refused at the bound, not read until memory
+/// runs out).
+///
+/// [`MAX_WHOLE_FILE`]: goodput_core::input::MAX_WHOLE_FILE
+fn read_bounded(path: &Path, what: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let max = goodput_core::input::MAX_WHOLE_FILE;
+    let mut bytes = Vec::new();
+    File::open(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        let why = format!("{what} is larger than {} MiB, goodput's bound for it", max >> 20);
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+    }
+    Ok(bytes)
 }
 
 /// The rows of a CSV file with a header (missing: none).
@@ -423,5 +471,6 @@ pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => return Err(ResultsError::Io { path: path.to_path_buf(), source }),
     };
-    csv::Reader::from_reader(file).deserialize().collect::<std::result::Result<_, _>>().map_err(csv_err(path))
+    let bounded = goodput_core::input::LineBounded::new(file);
+    csv::Reader::from_reader(bounded).deserialize().collect::<std::result::Result<_, _>>().map_err(csv_err(path))
 }

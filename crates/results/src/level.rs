@@ -25,6 +25,12 @@ pub struct LevelReport {
     /// before levels kept it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_s: Option<f64>,
+    /// Open loops, traces and bursts: the requests of the level's schedule it went through,
+    /// every shard's included (its ids run from the level's first id); `goodput merge` refuses
+    /// a shard's record beyond it. Absent for closed loops, sessions, an interrupted level
+    /// whose grace ran out, and results written before levels kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<u64>,
     /// Requests run but left out of `summary`: warm-up and cool-down.
     pub warmup_requests: usize,
     pub cooldown_requests: usize,

@@ -61,6 +61,7 @@ pub fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
     let summary = summarize(load, &measured, &slos);
     let engine = EngineLevel::of(&[step(0, 1), step(3, load as usize)]);
     LevelReport {
+        schedule: None,
         start_s: None,
         vllm: vllm_keys(&summary, Default::default()),
         aiperf: crate::aiperf::aiperf_keys(&summary),

@@ -57,7 +57,7 @@ impl Default for ListenLimits {
 }
 
 /// How long the streams ended at the grace deadline get to send their error event.
-const LAST_WORDS: Duration = Duration::from_secs(1);
+pub const LAST_WORDS: Duration = Duration::from_secs(1);
 
 /// At shutdown (or at the header timeout), how long a connection with no request in flight
 /// gets to close by itself after being asked to (an HTTP/2 client's answer to GOAWAY takes a
@@ -93,13 +93,39 @@ pub async fn serve_tls(
     limits: ListenLimits,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> std::io::Result<()> {
-    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let engine = state.engine.clone();
     let open = state.metrics.connections();
     let mut app = crate::router(state.clone());
     if let Some(check) = state.policy.allowed_hosts.check_for(listener.local_addr()?) {
         app = app.layer(axum::middleware::from_fn_with_state(Arc::new(check), crate::hosts::guard));
     }
+    let served = Served { app, limits, tls, open };
+    serve_router(listener, served, shutdown, move || engine.stop(false)).await
+}
+
+/// What [`serve_router`] serves, and under which limits.
+pub struct Served {
+    pub app: axum::Router,
+    pub limits: ListenLimits,
+    /// HTTPS with this configuration; plain HTTP without.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The connections open, counted as they are served.
+    pub open: Gauge,
+}
+
+/// Serves any router under the accept loop's limits and shutdown (goodput serve's, and the
+/// metrics port of `goodput run`): until `shutdown` resolves, then as the module describes,
+/// `at_grace` called when the grace runs out with requests still in flight (the engine ends
+/// their streams) before the last connections are dropped. Returns once no connection is left,
+/// at the latest `grace` + [`LAST_WORDS`] after `shutdown`.
+pub async fn serve_router(
+    listener: tokio::net::TcpListener,
+    served: Served,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    at_grace: impl FnOnce(),
+) -> std::io::Result<()> {
+    let Served { app, limits, tls, open } = served;
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let (stop_tx, stop_rx) = watch::channel(false);
     let shared = Shared { builder: builder(&limits), app, stop: stop_rx, limits };
     let mut conns = JoinSet::new();
@@ -127,7 +153,7 @@ pub async fn serve_tls(
     drop(listener);
     let _ = stop_tx.send(true);
     if tokio::time::timeout(limits.grace, drain(&mut conns)).await.is_err() {
-        engine.stop(false);
+        at_grace();
         let _ = tokio::time::timeout(LAST_WORDS, drain(&mut conns)).await;
         conns.abort_all();
     }

@@ -195,7 +195,7 @@ impl Collector {
             }
         }
         let tasks = std::mem::take(&mut *lock(&self.tasks));
-        (LevelRun { records, window, start, end, ramp: None }, tasks)
+        (LevelRun { records, window, start, end, ramp: None, schedule: None }, tasks)
     }
 }
 

@@ -302,6 +302,10 @@ pub struct LevelRun {
     pub end: Stamp,
     /// Closed loops: the ramp the users started over (zero: all at once); `None` otherwise.
     pub ramp: Option<Duration>,
+    /// Open loops, traces and bursts: how many requests of the level's schedule it went
+    /// through (every shard's included: the ids `first_id ..first_id + schedule`), whether or
+    /// not this process sent them; `None` for closed loops and sessions.
+    pub schedule: Option<u64>,
 }
 
 impl LevelRun {

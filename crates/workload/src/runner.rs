@@ -102,7 +102,8 @@ impl<T: Target> Level<T> {
     }
 
     /// Open loop: requests due on the arrival process's schedule, whatever the target does.
-    async fn open(self: &Arc<Self>, rate: f64, burstiness: Option<f64>, deadline: Option<Instant>) {
+    /// The requests of the schedule it went through.
+    async fn open(self: &Arc<Self>, rate: f64, burstiness: Option<f64>, deadline: Option<Instant>) -> u64 {
         let mut gaps = Gaps::new(rate, burstiness, self.plan.seed);
         let mut at = 0.0f64;
         self.scheduled(deadline, move |_| {
@@ -110,22 +111,24 @@ impl<T: Target> Level<T> {
             at += gaps.next_gap();
             now
         })
-        .await;
+        .await
     }
 
     /// A trace: request `i` due at its own time, `speedup` times faster, whatever the target
-    /// does (an open loop).
-    async fn traced(self: &Arc<Self>, speedup: f64, deadline: Option<Instant>) {
+    /// does (an open loop). The requests of the schedule it went through.
+    async fn traced(self: &Arc<Self>, speedup: f64, deadline: Option<Instant>) -> u64 {
         let prompts = self.scenario.clone();
-        self.scheduled(deadline, move |i| prompts.due(i, speedup).unwrap_or(0.0).max(0.0)).await;
+        self.scheduled(deadline, move |i| prompts.due(i, speedup).unwrap_or(0.0).max(0.0)).await
     }
 
     /// Sends request `i` at `at(i)` seconds after the level's start (`at` called in order of
     /// `i`, times ascending), until all are sent, the deadline passes or the level stops.
-    async fn scheduled(self: &Arc<Self>, deadline: Option<Instant>, mut at: impl FnMut(u64) -> f64) {
+    /// Returns how many requests of the schedule it went through (this shard's or another's).
+    async fn scheduled(self: &Arc<Self>, deadline: Option<Instant>, mut at: impl FnMut(u64) -> f64) -> u64 {
         let (clock, total) = (self.target.clock(), self.plan.total());
         let t0 = tokio::time::Instant::now();
         let mut tasks = crate::drive::Aborting::default();
+        let mut through = 0;
         for i in 0..total {
             // Clamped to a year: the front ends bound rates and speedups, and no schedule may
             // turn into a Duration that panics or an Instant that overflows.
@@ -133,27 +136,32 @@ impl<T: Target> Level<T> {
             if deadline.is_some_and(|d| due.into_std() >= d) || self.plan.stop.raised() {
                 break;
             }
+            through = i + 1;
             // Another shard's request: its time is drawn all the same, so the schedule is one.
             if !self.sends(i) {
                 continue;
             }
             tokio::time::sleep_until(due).await;
             if self.plan.stop.raised() {
+                through = i;
                 break;
             }
             let (level, intended) = (self.clone(), clock.stamp(due.into_std()));
             tasks.push(crate::pool::spawn(async move { level.request(i, intended).await }));
         }
         join_all(tasks).await;
+        through
     }
 
     /// A burst: every request due at the level's `start`; the target sees them all at once.
-    async fn burst(self: &Arc<Self>, start: Stamp) {
+    /// The requests of the schedule (all of it).
+    async fn burst(self: &Arc<Self>, start: Stamp) -> u64 {
         let tasks = (0..self.plan.total()).filter(|&i| self.sends(i)).map(|i| {
             let level = self.clone();
             crate::pool::spawn(async move { level.request(i, start).await })
         });
         join_all(tasks.collect::<Vec<_>>()).await;
+        self.plan.total()
     }
 }
 
@@ -194,23 +202,14 @@ pub async fn run_level<T: Target>(
     let plan_unit = UnitPlan { users: plan.arrival.users(), ..u.clone() };
     let shard = plan.shard.filter(|_| !closed);
     let level = Arc::new(Level { target, scenario, vocab, plan: plan_unit, collector, slots, shard });
-    let ramp = match plan.arrival {
-        Arrival::Closed { think, .. } => Some(level.closed(think, plan.think_jitter, deadline).await.ramp),
-        Arrival::Rate { rate, burstiness } => {
-            level.open(rate, burstiness, deadline).await;
-            None
-        }
-        Arrival::Burst { .. } => {
-            level.burst(start).await;
-            None
-        }
-        Arrival::Trace { speedup, .. } => {
-            level.traced(speedup, deadline).await;
-            None
-        }
+    let (ramp, schedule) = match plan.arrival {
+        Arrival::Closed { think, .. } => (Some(level.closed(think, plan.think_jitter, deadline).await.ramp), None),
+        Arrival::Rate { rate, burstiness } => (None, Some(level.open(rate, burstiness, deadline).await)),
+        Arrival::Burst { .. } => (None, Some(level.burst(start).await)),
+        Arrival::Trace { speedup, .. } => (None, Some(level.traced(speedup, deadline).await)),
     };
     let mut run = level.collector.finish(start, clock.now(), window).0;
-    run.ramp = ramp;
+    (run.ramp, run.schedule) = (ramp, schedule);
     run
 }
 

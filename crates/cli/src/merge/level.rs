@@ -7,6 +7,7 @@
 //! loaded.
 
 use super::check::{Group, Loaded};
+use super::verify::Lost;
 use goodput_core::{ClientRecord, Phase};
 use goodput_metrics::cache::PrefixHits;
 use goodput_metrics::level::summarize;
@@ -30,8 +31,8 @@ const LATE_S: f64 = 0.05;
 const LATE_SHARE: f64 = 0.01;
 
 /// Merges the shards of `g` onto the time line whose 0 is `origin` (ns since the epoch, at or
-/// before every shard's clock origin).
-pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
+/// before every shard's clock origin); `lost`: each shard's requests no shard recorded.
+pub fn merge(g: &Group, lost: &[Lost], origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
     let shift = |s: &Loaded| u64::try_from(s.origin_ns() - origin).unwrap_or(0);
     let mut rows: Vec<RecordRow> = Vec::with_capacity(g.shards.iter().map(|s| s.records.len()).sum());
     for s in &g.shards {
@@ -58,10 +59,11 @@ pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
     let starts: Vec<f64> = g.shards.iter().map(|s| schedule_start(s, shift(s))).collect();
     let earliest = starts.iter().copied().fold(f64::INFINITY, f64::min);
     let late_after = LATE_S.max(LATE_SHARE * summary.window_s);
-    let (shards, warnings) = shards(g, &rows, &starts, earliest, late_after, unit);
+    let (shards, warnings) = shards(g, lost, &starts, earliest, late_after, unit);
     let harness = harness(g, &rows, &measured, summary.send_lag.as_ref().map_or(0.0, |x| x.p99));
     let count = |p: Phase| rows.iter().filter(|r| r.phase == p).count();
     let report = LevelReport {
+        schedule: g.shards.iter().filter_map(|s| s.level().schedule).max(),
         prefix_cache: PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref())),
         vllm: vllm_keys(&summary, load),
         aiperf: goodput_results::aiperf_keys(&summary),
@@ -86,15 +88,14 @@ pub fn merge(g: &Group, origin: i128, slos: &[Slo], unit: &str) -> LevelMerge {
 /// `starts`: each shard's schedule start on the common time line, the first of them `earliest`.
 fn shards(
     g: &Group,
-    rows: &[RecordRow],
+    lost: &[Lost],
     starts: &[f64],
     earliest: f64,
     late_after: f64,
     unit: &str,
 ) -> (Vec<MergedShard>, Vec<String>) {
-    let lost = lost(g, rows);
     let (mut shards, mut warnings) = (Vec::new(), Vec::new());
-    for ((s, start), lost) in g.shards.iter().zip(starts).zip(&lost) {
+    for ((s, start), lost) in g.shards.iter().zip(starts).zip(lost) {
         let (start_s, late_s) = (start - earliest, s.summary.start_at.as_ref().map(|a| a.late_s));
         if start_s > late_after {
             let why = late_s
@@ -109,14 +110,18 @@ fn shards(
                 g.shards.len()
             ));
         }
-        if lost.0 > 0 {
+        if lost.count > 0 {
+            let mut ids: Vec<String> = lost.first.iter().map(u64::to_string).collect();
+            if lost.count > ids.len() as u64 {
+                ids.push("…".into());
+            }
             warnings.push(format!(
                 "level {} {unit}: {} lost {} requests of its slice (no shard recorded id{} {}); they are not in the merged run",
                 g.load,
                 s.name(),
-                lost.0,
-                if lost.0 > 1 { "s" } else { "" },
-                lost.1
+                lost.count,
+                if lost.count > 1 { "s" } else { "" },
+                ids.join(", ")
             ));
         }
         if s.level().partial || !s.summary.complete {
@@ -127,7 +132,7 @@ fn shards(
             shard: s.shard,
             load: g.load,
             records: s.records.iter().filter(|r| r.level == g.load).count(),
-            lost: lost.0,
+            lost: usize::try_from(lost.count).unwrap_or(usize::MAX),
             start_s,
             late_s,
             clock: s.summary.clock.clone(),
@@ -144,29 +149,6 @@ fn schedule_start(s: &Loaded, shift_ns: u64) -> f64 {
         .start_s
         .unwrap_or_else(|| s.records.iter().map(|r| r.record.intended.as_secs()).fold(f64::INFINITY, f64::min));
     own + shift_ns as f64 * 1e-9
-}
-
-/// Per shard (by position in the group): how many of its slice's ids no shard recorded, and
-/// the first few of them. A level's ids run from 0 (one level per shard run) to the highest
-/// any shard recorded; id j falls to shard j mod N.
-fn lost(g: &Group, rows: &[RecordRow]) -> Vec<(usize, String)> {
-    let n = u64::from(g.shards[0].shard.count);
-    let mut seen: Vec<u64> = rows.iter().map(|r| r.record.id).collect();
-    seen.sort_unstable();
-    seen.dedup();
-    let top = seen.last().copied().unwrap_or(0);
-    let missing: Vec<u64> = (0..=top).filter(|id| seen.binary_search(id).is_err()).collect();
-    g.shards
-        .iter()
-        .map(|s| {
-            let mine: Vec<u64> = missing.iter().copied().filter(|id| id % n == u64::from(s.shard.index)).collect();
-            let mut shown: Vec<String> = mine.iter().take(5).map(u64::to_string).collect();
-            if mine.len() > 5 {
-                shown.push("…".into());
-            }
-            (mine.len(), shown.join(", "))
-        })
-        .collect()
 }
 
 /// The load generators of the level together: their CPU summed (their threads counted, the

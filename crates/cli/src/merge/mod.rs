@@ -7,6 +7,7 @@
 
 mod check;
 mod level;
+mod verify;
 
 use anyhow::{Context, Result};
 use goodput_report::console as table;
@@ -38,18 +39,49 @@ pub struct MergeArgs {
 }
 
 /// Merges the shards; exits as `goodput run` does (3 when a level measured no completed
-/// request).
+/// request). Every shard is read and checked before `--out` is touched; a merge that fails
+/// after it created `--out` removes it again.
 pub fn run(a: MergeArgs) -> Result<i32> {
+    not_an_input(&a.out, &a.dirs)?;
     goodput_results::files::check_out_dir(&a.out, a.overwrite)?;
     let loaded = a.dirs.iter().map(|d| check::load(d)).collect::<Result<Vec<_>>>()?;
     let plan = check::plan(loaded)?;
+    let lost = plan.levels.iter().map(verify::level).collect::<Result<Vec<_>>>()?;
+    let new_dir = !a.out.exists();
+    let merged = write(&a, &plan, &lost);
+    if merged.is_err() && new_dir {
+        let _ = std::fs::remove_dir_all(&a.out);
+    }
+    merged
+}
+
+/// `--out` may not be one of the shards (`--overwrite` would remove the shard's own files
+/// before reading them) nor hold one (it would be refused as foreign files, or worse).
+fn not_an_input(out: &Path, dirs: &[PathBuf]) -> Result<()> {
+    let Ok(out_c) = out.canonicalize() else { return Ok(()) };
+    for d in dirs {
+        let Ok(c) = d.canonicalize() else { continue };
+        if c == out_c || c.starts_with(&out_c) {
+            anyhow::bail!(
+                "--out {} is {} shard {}: the merged run goes to a directory of its own",
+                out.display(),
+                if c == out_c { "the" } else { "a directory above the" },
+                d.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Writes the merged run into `--out`.
+fn write(a: &MergeArgs, plan: &check::Plan, lost: &[Vec<verify::Lost>]) -> Result<i32> {
     let origin = plan.levels.iter().flat_map(|g| &g.shards).map(check::Loaded::origin_ns).min().unwrap_or(0);
-    let mut summary = base_summary(&plan, origin, &a.out);
+    let mut summary = base_summary(plan, origin, &a.out);
     let unit = summary.load_unit.to_string();
     let (mut writer, mut log) = RunWriter::create(&a.out, a.overwrite)?;
     let mut shards = Vec::new();
-    for g in &plan.levels {
-        let m = level::merge(g, origin, &summary.slos, &unit);
+    for (g, lost) in plan.levels.iter().zip(lost) {
+        let m = level::merge(g, lost, origin, &summary.slos, &unit);
         m.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
         for r in &m.rows {
             log.append(g.load, r.phase, &r.record)?;

@@ -88,7 +88,7 @@ pub struct PlanArgs {
     /// Instead of a capacity per configuration: sweep concurrency on each and write output
     /// throughput per GPU against tokens per second per user and against TTFT P95, with the
     /// Pareto frontier across configurations.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["trace", "rate", "users", "export_profile"])]
     pub curve: bool,
     /// Instead of planning: write the roofline step costs of this GPU (with one --tp, --ep,
     /// --dp-attention, --pp and --dtype) as a profile for `goodput run --simulate`.
@@ -100,7 +100,7 @@ pub struct PlanArgs {
     /// Instead of one replica's capacity: serve this trace (Azure CSV or Mooncake JSONL) with a
     /// fleet of one configuration behind each `--router`, and say per router how many
     /// requests met the SLOs, on how many GPU-hours.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "users", "export_profile"])]
     pub trace: Option<PathBuf>,
     /// `--trace`: prompt tokens per hash id of a Mooncake trace (as `run --trace-block-size`).
     #[arg(long, default_value_t = 512, requires = "trace")]
@@ -372,6 +372,13 @@ fn efficiencies(a: &PlanArgs) -> Result<(Efficiencies, String)> {
     })
 }
 
+/// The highest `--rate` planned for, requests per second: a thousand times the busiest
+/// public LLM services' rates; beyond it replica counts stop meaning anything (and 1e308
+/// would wrap them).
+pub const MAX_PLAN_RATE: f64 = 1e6;
+/// The most `--users` planned for.
+pub const MAX_PLAN_USERS: usize = 100_000_000;
+
 pub fn run(a: PlanArgs) -> Result<()> {
     if let Some(dir) = &a.check {
         return check::run(dir, a.profile.as_ref().context("--check needs --profile")?);
@@ -392,10 +399,12 @@ pub fn run(a: PlanArgs) -> Result<()> {
         return curve::run(&a, &set, &gpus);
     }
     let load = match (a.rate, a.users) {
-        (Some(r), None) if r.is_finite() && r > 0.0 => Load::Rate(r),
-        (None, Some(u)) if u > 0 => Load::Users(u),
+        (Some(r), None) if r.is_finite() && r > 0.0 && r <= MAX_PLAN_RATE => Load::Rate(r),
+        (None, Some(u)) if u > 0 && u <= MAX_PLAN_USERS => Load::Users(u),
         (None, None) => bail!("give the load to serve: --rate REQ_PER_S or --users N"),
-        _ => bail!("--rate must be a positive number of requests per second, --users a positive count"),
+        _ => bail!(
+            "--rate must be a positive number of requests per second up to {MAX_PLAN_RATE}, --users a positive count up to {MAX_PLAN_USERS}"
+        ),
     };
     let mut rows = Vec::new();
     for g in &gpus {

@@ -15,12 +15,15 @@ pub fn measure(cpus: Option<Vec<usize>>) -> (f64, f64) {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(cpus.len())
         .start_handler(move |_| {
-            let _ = goodput_engine::affinity::pin_current(&pin);
+            goodput_engine::affinity::pin_current_or_warn(&pin, "the roofline measurement");
         })
         .build();
     match pool {
         Ok(p) => p.install(body),
-        Err(_) => body(),
+        Err(e) => {
+            eprintln!("warning: the roofline is measured unpinned (no thread pool on CPUs {cpus:?}: {e})");
+            body()
+        }
     }
 }
 

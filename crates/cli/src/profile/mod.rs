@@ -277,6 +277,9 @@ fn from_run(a: &ProfileArgs, dir: &Path, spec: &ModelSpec) -> Result<Measured> {
     let rows: Vec<goodput_results::StepRow> =
         goodput_results::files::read_jsonl(&dir.join(goodput_results::files::STEPS))?;
     let steps: Vec<StepRecord> = rows.into_iter().map(|r| r.step).collect();
+    if let Some(why) = StepRecord::implausible_run(&steps) {
+        bail!("{}: {why}; a fit on it would be decided by it", dir.join(goodput_results::files::STEPS).display());
+    }
     if steps.iter().any(|s| s.prefill_tokens > 0) && steps.iter().all(|s| s.prefill_attention == 0) {
         bail!(
             "{}: its steps predate the attention work in step records (prefill_attention); fit a newer run",
@@ -325,6 +328,9 @@ fn from_steps(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
         let these: Vec<StepRecord> = goodput_results::files::read_jsonl(path)?;
         if these.is_empty() {
             bail!("{}: no step records (was the replica started with --steps and sent requests?)", path.display());
+        }
+        if let Some(why) = StepRecord::implausible_run(&these) {
+            bail!("{}: {why}; a fit on it would be decided by it", path.display());
         }
         // A step's period runs to the next step of the same engine: each file's steps count
         // from 0, so no period runs from one file into the next.

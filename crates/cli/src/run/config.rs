@@ -36,6 +36,15 @@ use std::path::{Path, PathBuf};
 /// The most runs one matrix expands to.
 pub const MAX_RUNS: usize = 1000;
 
+/// The largest config file read: a whole benchmark is a few kilobytes (an inline scenario
+/// included). The bound is also the bound on what parsing may cost before any list is
+/// checked: TOML values take ~50–150× their text in memory.
+pub const MAX_CONFIG_FILE: u64 = 1 << 20;
+
+/// The longest list a key (or a matrix axis) may give, checked before any list is expanded
+/// into flags, levels or runs.
+pub const MAX_LIST: usize = 10_000;
+
 /// One run of a config file: in a matrix, its directory name and the value of each axis.
 pub struct Job {
     pub name: String,
@@ -92,8 +101,10 @@ pub fn strip(tokens: &[String], flag: &str) -> Vec<String> {
 /// Reads and expands the config file at `path` under the command line `cli`.
 pub fn expand(path: &Path, cli: &CommandLine) -> Result<Expanded> {
     let file = path.display();
-    let text = goodput_core::input::read_to_string(path, "config file", goodput_core::input::MAX_WHOLE_FILE)?;
-    let mut table: toml::Table = toml::from_str(&text).map_err(|e| anyhow!("{file}: {e}"))?;
+    let text = goodput_core::input::read_to_string(path, "config file", MAX_CONFIG_FILE)
+        .map_err(|e| anyhow!("{file}: {e}"))?;
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e| anyhow!("{file}: {}", toml_message(&e)))?;
+    check_lists(&table, "").map_err(|e| anyhow!("{file}: {e}"))?;
     let command = RunOnly::command();
     let keys = Keys { command: &command, cli };
     let matrix = match table.remove("matrix") {
@@ -149,6 +160,45 @@ pub fn expand(path: &Path, cli: &CommandLine) -> Result<Expanded> {
     Ok(Expanded { jobs, matrix: Some((root, shown.collect())) })
 }
 
+/// Every list of `t` (its keys', the matrix's axes', their items') at most [`MAX_LIST`] long,
+/// refused by key before anything expands it.
+fn check_lists(t: &toml::Table, prefix: &str) -> Result<(), String> {
+    for (k, v) in t {
+        let key = format!("{prefix}{k}");
+        match v {
+            toml::Value::Array(items) if items.len() > MAX_LIST => {
+                return Err(format!("`{key}` lists {} values; a list may hold at most {MAX_LIST}", items.len()))
+            }
+            toml::Value::Array(items) => {
+                for item in items {
+                    if let toml::Value::Array(inner) = item {
+                        if inner.len() > MAX_LIST {
+                            return Err(format!("`{key}` holds a list of {} values; a list may hold at most {MAX_LIST}", inner.len()));
+                        }
+                    }
+                }
+            }
+            toml::Value::Table(inner) => check_lists(inner, &format!("{key}."))?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A TOML error as one short message: its line and column, the reason, and the offending
+/// line cut to 120 characters (the toml crate echoes the whole line, 200 KB for a long list).
+fn toml_message(e: &toml::de::Error) -> String {
+    let text = e.to_string();
+    let cut: Vec<String> = text
+        .lines()
+        .map(|l| match l.char_indices().nth(120) {
+            Some((i, _)) => format!("{}…", &l[..i]),
+            None => l.to_string(),
+        })
+        .collect();
+    cut.join("\n")
+}
+
 /// The arguments of one run: the file's keys (less those `set` gives; both by flag id),
 /// `set`'s, then the command line's; with `out` (a matrix's run) the run's directory in place of any other.
 fn job_args(
@@ -171,7 +221,7 @@ fn job_args(
     let argv = ["goodput".to_string(), "run".to_string()].into_iter().chain(tokens.iter().cloned());
     let mut args = parse_run(argv.clone().skip(1)).map_err(|e| {
         let at = out.map_or(String::new(), |d| format!(" (the run in {})", d.display()));
-        anyhow!("{}{at}: {}", path.display(), clap_message(&e))
+        anyhow!("{}{at}: {}", path.display(), without_secrets(&clap_message(&e), &tokens))
     })?;
     let mut command: Vec<String> = argv.collect();
     if let (Some(_), Some(dir)) = (&inline, &args.out) {
@@ -181,6 +231,17 @@ fn job_args(
     args.scenario_inline = inline;
     args.command = Some(command);
     Ok(args)
+}
+
+/// `message` with the value of every secret flag among `tokens` (`--api-key=…`, `--header=…`,
+/// `--extra-body=…`, as the file's keys become) replaced by `<redacted>`: clap quotes a value
+/// it refuses.
+fn without_secrets(message: &str, tokens: &[String]) -> String {
+    let secrets = tokens.iter().filter_map(|t| {
+        let (flag, v) = t.strip_prefix("--")?.split_once('=')?;
+        crate::connect::SECRET_FLAGS.contains(&flag).then_some(v).filter(|v| !v.is_empty())
+    });
+    secrets.fold(message.to_string(), |m, v| m.replace(v, "<redacted>"))
 }
 
 /// clap's error without its `error: ` prefix, usage and help lines.
@@ -284,16 +345,22 @@ fn axes(keys: &Keys, matrix: &toml::Table) -> Result<Vec<AxisValues>, String> {
             eprintln!("note: the command line sets --{key}: the matrix's `{key}` axis is left out");
             continue;
         }
+        let long = arg.get_long().unwrap_or(key);
         let values = items
             .iter()
-            .map(|item| Ok(Value { tokens: tokens(arg, key, item)?, shown: shown(item) }))
+            .enumerate()
+            .map(|(j, item)| Ok(Value { tokens: tokens(arg, key, item)?, shown: shown_secret(long, item, j) }))
             .collect::<Result<Vec<_>, String>>()
             .map_err(|e| format!("matrix.{e}"))?;
         axes.push(AxisValues { key: key.clone(), id: arg.get_id().to_string(), values });
     }
-    let runs = axes.iter().try_fold(1usize, |n, a| n.checked_mul(a.values.len())).unwrap_or(usize::MAX);
-    if runs > MAX_RUNS {
-        return Err(format!("the matrix expands to {runs} runs, more than {MAX_RUNS}"));
+    let sizes: Vec<String> = axes.iter().map(|a| a.values.len().to_string()).collect();
+    match axes.iter().try_fold(1usize, |n, a| n.checked_mul(a.values.len())) {
+        Some(runs) if runs <= MAX_RUNS => {}
+        Some(runs) => {
+            return Err(format!("the matrix expands to {} = {runs} runs, more than {MAX_RUNS}", sizes.join(" × ")))
+        }
+        None => return Err(format!("the matrix expands to {} runs, more than {MAX_RUNS}", sizes.join(" × "))),
     }
     Ok(axes)
 }
@@ -324,6 +391,23 @@ pub fn run_name(i: usize, values: &[(String, String)]) -> String {
         .take(120)
         .collect();
     format!("{:02}-{safe}", i + 1)
+}
+
+/// Value `j` of an axis as a run's name, the index and the console show it: a secret flag's
+/// value that redaction would change ([`crate::connect::redacted_value`]) as `redacted-J`
+/// (its place on the axis, 1-based), so runs stay apart and no secret reaches a directory
+/// name, `index.json`, the console or a stored command (through its `--out`).
+fn shown_secret(long: &str, v: &toml::Value, j: usize) -> String {
+    let values: Vec<String> = match v {
+        toml::Value::Array(items) => items.iter().map(|i| scalar(long, i).unwrap_or_default()).collect(),
+        other => vec![scalar(long, other).unwrap_or_default()],
+    };
+    let secret = values.iter().any(|x| crate::connect::redacted_value(long, x).is_some_and(|r| r != *x));
+    if secret {
+        format!("redacted-{}", j + 1)
+    } else {
+        shown(v)
+    }
 }
 
 fn shown(v: &toml::Value) -> String {

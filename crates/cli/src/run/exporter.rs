@@ -15,9 +15,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use goodput_server::listen::{serve_router, ListenLimits, Served};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 /// The bounds of the request-time histograms, seconds (goodput serve's and vLLM's TTFT
 /// buckets).
@@ -168,7 +170,10 @@ impl Exporter {
     }
 
     /// Serves [`Exporter::encode`] at `http://addr/metrics` on a thread of its own until the
-    /// returned guard is dropped; the address it bound (port 0: a free one).
+    /// returned guard is dropped; the address it bound (port 0: a free one). Served by goodput
+    /// serve's accept loop ([`goodput_server::listen::serve_router`]) under [`LIMITS`]: a
+    /// scraper that sends half a request, or sends and never reads, cannot keep the run from
+    /// ending.
     pub fn serve(&self, addr: SocketAddr) -> Result<(Serving, SocketAddr)> {
         let listener =
             std::net::TcpListener::bind(addr).with_context(|| format!("--metrics-port: cannot listen on {addr}"))?;
@@ -177,7 +182,7 @@ impl Exporter {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let me = self.clone();
         let thread = std::thread::Builder::new().name("goodput-metrics".into()).spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
             rt.block_on(async move {
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
                 let app = axum::Router::new().route(
@@ -189,14 +194,23 @@ impl Exporter {
                         }
                     }),
                 );
-                let _ = axum::serve(listener, app).with_graceful_shutdown(async { stopped.await.unwrap_or(()) }).await;
+                let served = Served { app, limits: LIMITS, tls: None, open: Gauge::default() };
+                let _ = serve_router(listener, served, async { stopped.await.unwrap_or(()) }, || {}).await;
             });
         })?;
         Ok((Serving { stop: Some(stop), thread: Some(thread) }, bound))
     }
 }
 
-/// The metrics server: stopped (and its thread joined) when dropped.
+/// The metrics port's limits: a scrape is one small answer, so a connection that has sent no
+/// whole request for 10 s is closed, at most 64 are served at once (more are answered 503),
+/// and at the run's end a scrape still being written gets 1 s: the port is down within about
+/// 2 s of the run's end whatever its clients do.
+pub const LIMITS: ListenLimits =
+    ListenLimits { grace: Duration::from_secs(1), max_connections: 64, header_timeout: Duration::from_secs(10) };
+
+/// The metrics server: stopped (and its thread joined) when dropped, within about 2 s
+/// ([`LIMITS`]).
 pub struct Serving {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -252,5 +266,31 @@ mod tests {
         let p95 = text.lines().find(|l| l.starts_with(r#"goodput_run_rolling_ttft_seconds{quantile="0.95"}"#)).unwrap();
         let v: f64 = p95.rsplit(' ').next().unwrap().parse().unwrap();
         assert!((v - 0.28).abs() < 1e-9, "{p95}");
+    }
+
+    /// A scraper that sent half a request head, and one that sends requests and never reads
+    /// their answers, do not hold the port open: dropping it returns within the limits' 2 s.
+    #[test]
+    fn the_port_closes_whatever_its_scrapers_do() {
+        use std::io::Write;
+        let e = Exporter::new("tiny", "short-qa", "in-process", "users");
+        (0..2000).for_each(|i| e.ended(&record(i, 100, 11), Phase::Measured));
+        let (serving, addr) = e.serve("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut half = std::net::TcpStream::connect(addr).unwrap();
+        half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+        let mut greedy = std::net::TcpStream::connect(addr).unwrap();
+        greedy.set_nonblocking(true).unwrap();
+        let ask = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(64);
+        // Requests written until the socket refuses more: the answers pile up unread.
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(500) {
+            if greedy.write_all(&ask).is_err() {
+                break;
+            }
+        }
+        let t = std::time::Instant::now();
+        drop(serving);
+        assert!(t.elapsed() < Duration::from_secs(3), "the port took {:?} to close", t.elapsed());
+        drop((half, greedy));
     }
 }

@@ -91,13 +91,15 @@ struct Ran {
     partial: bool,
     /// A closed loop's ramp, when the workload returned it.
     ramp: Option<Duration>,
+    /// The requests of the schedule the level went through ([`LevelRun::schedule`]).
+    schedule: Option<u64>,
 }
 
 impl Ran {
     fn whole(out: LevelOutput, partial: bool) -> Self {
-        let LevelOutput { run: LevelRun { records, window, start, ramp, .. }, tasks } = out;
+        let LevelOutput { run: LevelRun { records, window, start, ramp, schedule, .. }, tasks } = out;
         let records = records.into_iter().map(|r| (window.phase(&r), r)).collect();
-        Ran { records, tasks, start, partial, ramp }
+        Ran { records, tasks, start, partial, ramp, schedule }
     }
 
     fn measured(&self) -> Vec<&ClientRecord> {
@@ -132,7 +134,7 @@ fn drive(rig: &Rig, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Ran {
         Err(()) => {
             let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
             let records = seen.into_iter().map(|(p, r)| (p, Arc::unwrap_or_clone(r))).collect();
-            Ran { records, tasks: Vec::new(), start, partial: true, ramp: None }
+            Ran { records, tasks: Vec::new(), start, partial: true, ramp: None, schedule: None }
         }
     }
 }
@@ -187,6 +189,7 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
         warn_cache_hits(level.load, &h, spec.seed_drawn, &rig.workload);
     }
     let report = LevelReport {
+        schedule: ran.schedule,
         prefix_cache,
         vllm: vllm_keys(&summary, vllm_load(&level.arrival, spec.pacing.max_in_flight, &measured)),
         aiperf: goodput_results::aiperf_keys(&summary),

@@ -111,12 +111,26 @@ pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
 }
 
 /// Refuses a matrix directory that holds another matrix (unless every run overwrites) or
-/// files that are not a matrix's, then creates it; an overwritten matrix's spread goes.
-fn matrix_dir(root: &Path, overwrite: bool) -> Result<()> {
+/// files that are not a matrix's, then creates it; an overwritten matrix's spread goes, and
+/// so do its runs that the new matrix does not write again (`names`: the new runs'
+/// directories), so no old run lies beside the new index.
+fn matrix_dir(root: &Path, overwrite: bool, names: &[&str]) -> Result<()> {
     let shown = root.display();
-    if MatrixIndex::read(root)?.is_some() {
+    if let Some(old) = MatrixIndex::read(root)? {
         if !overwrite {
             bail!("{shown}: holds a matrix's runs (index.json); choose another out, or give overwrite = true (--overwrite) to replace them");
+        }
+        let own = |d: &Path| matches!(d.components().collect::<Vec<_>>()[..], [std::path::Component::Normal(_)]);
+        for run in old.runs.iter().filter(|r| own(&r.dir) && !names.iter().any(|n| Path::new(n) == r.dir)) {
+            let dir = root.join(&run.dir);
+            // Only a run's own files go; a directory holding anything else stays, said so.
+            match goodput_results::files::check_out_dir(&dir, true) {
+                Ok(()) => std::fs::remove_dir_all(&dir).or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })?,
+                Err(e) => eprintln!("warning: the old matrix's run {} is left in place: {e}", dir.display()),
+            }
         }
     } else if std::fs::read_dir(root).is_ok_and(|mut d| d.next().is_some()) {
         bail!("{shown}: not empty and not a matrix's directory (no index.json); a matrix or --repeats writes its runs under an empty --out");
@@ -139,7 +153,8 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<con
     {
         bail!("--export-json, --export-csv and --export-markdown name one file, which each run of a matrix or of --repeats would overwrite; every run writes its summary and tables in its own directory under {}", root.display());
     }
-    matrix_dir(root, jobs.iter().all(|j| j.args.overwrite))?;
+    let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+    matrix_dir(root, jobs.iter().all(|j| j.args.overwrite), &names)?;
     let json = jobs.first().is_some_and(|j| j.args.json);
     let mut index = MatrixIndex { format: INDEX_FORMAT, config: config.map(Path::to_path_buf), axes, runs: Vec::new() };
     // Written before the first run, so a matrix killed during it is still one (and reruns).

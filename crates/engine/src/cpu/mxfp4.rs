@@ -95,7 +95,7 @@ impl Mxfp4Matrix {
     /// `x · Wᵀ` for `x` of `m` rows of `k` values: `(m, n)`, row-major.
     pub fn matmul_t(&self, x: &[f32], m: usize) -> Vec<f32> {
         let (n, k) = (self.n, self.k);
-        debug_assert_eq!(x.len(), m * k);
+        assert_eq!(x.len(), m * k, "mxfp4 matmul_t: x must hold m rows of k values");
         // Column-major while computing (each task owns whole weight rows), then turned.
         let mut out_t = vec![0f32; n * m];
         #[cfg(target_arch = "x86_64")]

@@ -37,7 +37,7 @@ pub fn dot<T: Lane>(a: &[f32], b: &[T]) -> f32 {
 /// group against one key).
 #[inline]
 pub fn dot4(a: [&[f32]; 4], b: &[f32]) -> [f32; 4] {
-    debug_assert!(a.iter().all(|x| x.len() == b.len()));
+    assert!(a.iter().all(|x| x.len() == b.len()), "dot4: every row must be as long as b");
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         // SAFETY: AVX2 and FMA were detected at run time; every slice holds b.len() values.

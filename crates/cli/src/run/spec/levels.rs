@@ -78,9 +78,15 @@ pub(super) fn trace_levels(a: &RunArgs, t: &goodput_workload::Trace) -> Result<V
         .collect()
 }
 
-/// Each load once: levels are named by their load in every table, file and comparison, so a
-/// second level of the same load would be mixed with the first.
+/// The most levels one sweep runs.
+pub const MAX_LEVELS: usize = 1000;
+
+/// At most [`MAX_LEVELS`], each load once: levels are named by their load in every table,
+/// file and comparison, so a second level of the same load would be mixed with the first.
 pub(super) fn check_distinct(levels: &VecDeque<LevelSpec>) -> Result<()> {
+    if levels.len() > MAX_LEVELS {
+        bail!("{} levels given; a sweep runs at most {MAX_LEVELS}", levels.len());
+    }
     for (i, l) in levels.iter().enumerate() {
         if levels.iter().take(i).any(|m| m.load == l.load) {
             bail!("the load {} is given twice; each level of a sweep must have a load of its own", l.load);

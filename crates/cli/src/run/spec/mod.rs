@@ -27,6 +27,7 @@ use goodput_core::ModelSpec;
 use goodput_metrics::slo::Slo;
 use goodput_report::console::latency::LatencyColumns;
 use goodput_results::{EngineSettings, LoadUnit};
+use goodput_workload::shard::Shard;
 use goodput_workload::RetryPolicy;
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -149,6 +150,8 @@ impl RunSpec {
             None => levels::levels(&a, burstiness)?,
         };
         levels::check_distinct(&levels)?;
+        let per_level = PerLevel { requests: a.requests, warmup: a.warmup, cooldown: a.cooldown };
+        check_slice(a.shard, &per_level, &levels, workload.is_sessions())?;
         let pacing = Pacing::new(&a, &levels)?;
         let latency_columns = load::latency_columns(&a);
         if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
@@ -171,7 +174,7 @@ impl RunSpec {
             shard: a.shard,
             start_at: a.start_at,
             clock_ref: a.clock_ref.clone(),
-            per_level: PerLevel { requests: a.requests, warmup: a.warmup, cooldown: a.cooldown },
+            per_level,
             pacing,
             latency_columns,
             retry: RetryPolicy { max: a.retries, backoff: a.retry_backoff },
@@ -280,6 +283,26 @@ fn check_shard(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
     }
     if a.stop_at_first_failure {
         bail!("--shard {shard}: --stop-at-first-failure would stop each shard on its own slice; the merge judges the levels");
+    }
+    Ok(())
+}
+
+/// A shard whose slice of a level's schedule is empty (request `j` goes to shard `j mod N`,
+/// and the schedule holds fewer than `i + 1` requests) would send nothing: refused before the
+/// run, not said at its end.
+fn check_slice(shard: Option<Shard>, per_level: &PerLevel, levels: &VecDeque<LevelSpec>, sessions: bool) -> Result<()> {
+    let Some(shard) = shard else { return Ok(()) };
+    for l in levels.iter().filter(|l| l.duration.is_none()) {
+        let c = Counts::of(per_level, l, sessions);
+        let total = c.requests.saturating_add(c.warmup).saturating_add(c.cooldown);
+        if (shard.index as usize) >= total {
+            bail!(
+                "--shard {shard}: the level at {} holds {total} requests (warm-up and cool-down included), none of which falls to shard {} (request j goes to shard j mod {}): give fewer shards or more --requests",
+                l.load,
+                shard.index,
+                shard.count
+            );
+        }
     }
     Ok(())
 }
