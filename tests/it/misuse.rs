@@ -246,3 +246,29 @@ fn long_gen_runs_on_the_default_model_and_says_how_it_was_fitted() {
     assert!(lengths.contains("scaled from 400–600 to 298–448 tokens"), "{lengths}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The third round's numeric and mode inputs: refused by name, at once, never wrapped or
+/// waited on.
+#[test]
+fn third_round_inputs_are_refused_by_name() {
+    let trace = temp("third.jsonl");
+    std::fs::write(&trace, "{\"timestamp\":0,\"input_length\":8,\"output_length\":2}\n").unwrap();
+    let t = trace.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["plan", "-m", "llama-3.1-8b", "--rate", "1e308"], "--rate must be a positive number of requests per second up to"),
+        (vec!["plan", "-m", "llama-3.1-8b", "--curve", "--trace", t], "cannot be used with"),
+        (vec!["plan", "-m", "llama-3.1-8b", "--trace", t, "--rate", "2"], "cannot be used with"),
+        (vec!["run", "--rate", "2", "--start-at", "9999-12-31T23:59:59Z"], "at most 168 hours ahead"),
+        (vec!["run", "--rate", "2", "--start-at", "2001-01-01T00:00:00Z"], "hours in the past"),
+        (vec!["run", "--target", "http://127.0.0.1:9", "--rate", "2", "--seed", "1", "--shard", "9999/10000", "--requests", "2"], "none of which falls to shard 9999"),
+        (vec!["run", "--scenario", "chat"], "built in: short-qa, long-gen, long-context, reasoning, multi-turn, agent, rag"),
+    ];
+    for (args, want) in cases {
+        let started = std::time::Instant::now();
+        let (code, _, err) = goodput_code(&args);
+        assert!(code == 1 || code == 2, "{args:?} (exit {code}): {err}");
+        assert!(err.contains(want) && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(30), "{args:?}: {:?}", started.elapsed());
+    }
+    let _ = std::fs::remove_file(trace);
+}

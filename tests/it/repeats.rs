@@ -59,6 +59,14 @@ fn repeats_run_with_one_seed_and_report_their_spread() {
     let (ok, _, err) = goodput(&["report", out.to_str().unwrap()]);
     assert!(ok, "{err}");
     assert!(err.contains("3 runs on"), "{err}");
+    // Fewer repeats over it with --overwrite: the third repeat goes with the old index, so no
+    // run lies beside the new one that it does not list.
+    let mut args = vec!["run", "--repeats", "2", "--overwrite", "--out", out.to_str().unwrap(), "-q"];
+    args.extend(SMALL);
+    let (ok, _, err) = goodput(&args);
+    assert!(ok, "{err}");
+    assert_eq!(MatrixIndex::read(&out).unwrap().unwrap().runs.len(), 2);
+    assert!(!out.join("03-repeat=3").exists(), "the old third repeat is gone");
     let _ = std::fs::remove_dir_all(&out);
 }
 

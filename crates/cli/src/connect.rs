@@ -130,17 +130,23 @@ pub fn redacted_command(args: impl IntoIterator<Item = String>) -> Vec<String> {
 /// or the console as given.
 pub const SECRET_FLAGS: [&str; 3] = ["api-key", "header", "extra-body"];
 
-/// The value of the secret flag `--{long}` as it may be shown ([`redacted_command`]'s rule);
-/// `None` when the flag is not secret. An `--extra-body` with no secret-looking field is shown
-/// as given.
-pub fn redacted_value(long: &str, value: &str) -> Option<String> {
-    let kind = match long {
-        "api-key" => Arg::Key,
-        "header" => Arg::Header,
-        "extra-body" => Arg::ExtraBody,
-        _ => return None,
-    };
-    Some(kind.redact(value))
+/// Whether [`redacted_command`]'s rule hides any of `value` as the value of `--{long}`: every
+/// key and header value; an `--extra-body` that is not JSON or has a secret-looking field
+/// ([`is_secret_field`]) at any depth. Other flags hide nothing.
+pub fn hides(long: &str, value: &str) -> bool {
+    match long {
+        "api-key" | "header" => true,
+        "extra-body" => serde_json::from_str::<serde_json::Value>(value).map_or(true, |v| has_secret_fields(&v)),
+        _ => false,
+    }
+}
+
+fn has_secret_fields(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Object(m) => m.iter().any(|(k, v)| is_secret_field(k) || has_secret_fields(v)),
+        serde_json::Value::Array(a) => a.iter().any(has_secret_fields),
+        _ => false,
+    }
 }
 
 /// What an argument's value is, by its flag.

@@ -4,6 +4,7 @@
 
 use anyhow::{bail, Result};
 use goodput_core::TextCodec;
+use goodput_workload::scenario::Builtin;
 use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile};
 use goodput_workload::{DatasetFormat, DatasetOptions, Trace, TraceFormat, TraceOptions};
 use std::path::{Path, PathBuf};
@@ -171,11 +172,11 @@ pub fn build_workload(
     } else if scenario.ends_with(".toml") {
         load_scenario(Path::new(scenario))?
     } else {
-        match scenario {
-            "rag" => ScenarioFile::Rag(Rag::builtin()),
-            "agent" => ScenarioFile::Agent(Agent::builtin()),
-            "multi-turn" => ScenarioFile::MultiTurn(MultiTurn::builtin()),
-            name => ScenarioFile::Single(Scenario::builtin(name, max_len)?),
+        match Builtin::named(scenario) {
+            Some(Builtin::Rag) => ScenarioFile::Rag(Rag::builtin()),
+            Some(Builtin::Agent) => ScenarioFile::Agent(Agent::builtin()),
+            Some(Builtin::MultiTurn) => ScenarioFile::MultiTurn(MultiTurn::builtin()),
+            _ => ScenarioFile::Single(Scenario::builtin(scenario, max_len)?),
         }
     };
     let units = match &file {
@@ -266,7 +267,8 @@ mod tests {
     /// to be, or names the model to use.
     #[test]
     fn every_builtin_fits_the_default_model_or_names_one_that_it_does() {
-        for name in ["short-qa", "long-gen", "multi-turn", "agent", "rag"] {
+        for b in Builtin::ALL.into_iter().filter(|&b| b != Builtin::LongContext) {
+            let name = b.name();
             build_workload(name, None, None, false, 2048).unwrap_or_else(|e| panic!("{name}: {e:#}"));
         }
         let err = build_workload("long-context", None, None, false, 2048).err().expect("refused").to_string();

@@ -331,10 +331,58 @@ pub struct TaskRecord {
 /// One step of a task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskStep {
-    /// `llm`, `tool` or `retrieve`.
-    pub kind: String,
+    pub kind: StepKind,
     pub start: Stamp,
     pub end: Stamp,
+}
+
+/// What a step of a task is: an agent's model calls, tools and retrievals, and a RAG query's
+/// stages (embed, retrieve, rerank, assemble, then its model call). Named once, here; written
+/// by these names (`llm`, `tool`, …).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// A model call.
+    Llm,
+    /// An agent's tool call.
+    Tool,
+    /// A knowledge-base retrieval (an agent's, or a RAG query's search).
+    Retrieve,
+    /// A RAG query's embedding.
+    Embed,
+    /// A RAG query's reranking of what it retrieved.
+    Rerank,
+    /// A RAG query's assembling of its prompt.
+    Assemble,
+}
+
+impl StepKind {
+    pub const ALL: [StepKind; 6] =
+        [StepKind::Llm, StepKind::Tool, StepKind::Retrieve, StepKind::Embed, StepKind::Rerank, StepKind::Assemble];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StepKind::Llm => "llm",
+            StepKind::Tool => "tool",
+            StepKind::Retrieve => "retrieve",
+            StepKind::Embed => "embed",
+            StepKind::Rerank => "rerank",
+            StepKind::Assemble => "assemble",
+        }
+    }
+
+    /// A call the task waits on outside the model: a tool or a retrieval (what
+    /// `tool_calls_per_task` counts and `tool_wait_share` times). A RAG query's embed, rerank
+    /// and assemble stages are its own work, not calls.
+    pub fn is_tool_call(self) -> bool {
+        matches!(self, StepKind::Tool | StepKind::Retrieve)
+    }
+}
+
+impl std::fmt::Display for StepKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Which part of a level a request belongs to: warm-up and cool-down requests run but are

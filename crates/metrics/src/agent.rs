@@ -4,14 +4,14 @@
 //! retrievals, and a per-step breakdown.
 
 use crate::stats::Summary;
-use goodput_core::TaskRecord;
+use goodput_core::{StepKind, TaskRecord};
 use serde::{Deserialize, Serialize};
 
 /// One step position of the task plan, over all tasks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepSummary {
     pub index: usize,
-    pub kind: String,
+    pub kind: StepKind,
     pub duration: Option<Summary>,
 }
 
@@ -24,7 +24,8 @@ pub struct TaskSummary {
     pub task_e2e: Option<Summary>,
     /// `amplification` = model calls / user tasks.
     pub amplification: f64,
-    /// Tool and retrieval calls per task.
+    /// Tool and retrieval calls per task ([`StepKind::is_tool_call`]: a RAG query's embed,
+    /// rerank and assemble stages are not calls).
     pub tool_calls_per_task: f64,
     /// Σ tool-wait time / Σ task E2E over completed tasks, where a task's tool-wait time is
     /// the time during which some tool or retrieval runs and no model call does (for a
@@ -38,7 +39,7 @@ pub fn tool_only_time(t: &TaskRecord) -> f64 {
     // Sweep over the step boundaries, counting running tools and model calls.
     let mut events: Vec<(goodput_core::Stamp, i32, i32)> = Vec::with_capacity(2 * t.steps.len());
     for s in &t.steps {
-        let (tool, llm) = if s.kind == "llm" { (0, 1) } else { (1, 0) };
+        let (tool, llm) = (i32::from(s.kind.is_tool_call()), i32::from(s.kind == StepKind::Llm));
         events.push((s.start, tool, llm));
         events.push((s.end, -tool, -llm));
     }
@@ -59,8 +60,8 @@ pub fn tool_only_time(t: &TaskRecord) -> f64 {
 pub fn summarize_tasks(tasks: &[TaskRecord]) -> TaskSummary {
     let done: Vec<&TaskRecord> = tasks.iter().filter(|t| t.ok).collect();
     let n = tasks.len().max(1) as f64;
-    let calls = tasks.iter().flat_map(|t| &t.steps).filter(|s| s.kind == "llm").count() as f64;
-    let tools = tasks.iter().flat_map(|t| &t.steps).filter(|s| s.kind != "llm").count() as f64;
+    let calls = tasks.iter().flat_map(|t| &t.steps).filter(|s| s.kind == StepKind::Llm).count() as f64;
+    let tools = tasks.iter().flat_map(|t| &t.steps).filter(|s| s.kind.is_tool_call()).count() as f64;
     let e2e: Vec<f64> = done.iter().map(|t| t.end.secs_since(t.start)).collect();
     let wait: f64 = done.iter().map(|t| tool_only_time(t)).sum();
     let total: f64 = e2e.iter().sum();
@@ -68,7 +69,7 @@ pub fn summarize_tasks(tasks: &[TaskRecord]) -> TaskSummary {
     let steps = (0..max_steps)
         .map(|i| {
             let d: Vec<f64> = done.iter().filter_map(|t| t.steps.get(i)).map(|s| s.end.secs_since(s.start)).collect();
-            let kind = done.iter().find_map(|t| t.steps.get(i)).map_or(String::new(), |s| s.kind.clone());
+            let kind = done.iter().find_map(|t| t.steps.get(i)).map_or(StepKind::Llm, |s| s.kind);
             StepSummary { index: i + 1, kind, duration: Summary::of(&d) }
         })
         .collect();
@@ -93,7 +94,8 @@ mod tests {
     }
 
     fn step(kind: &str, a: u64, b: u64) -> TaskStep {
-        TaskStep { kind: kind.into(), start: ms(a), end: ms(b) }
+        let kind = StepKind::ALL.into_iter().find(|k| k.name() == kind).expect("a step kind");
+        TaskStep { kind, start: ms(a), end: ms(b) }
     }
 
     #[test]
@@ -122,7 +124,7 @@ mod tests {
         assert!((s.tool_wait_share - 0.3).abs() < 1e-12);
         assert!((s.task_e2e.as_ref().unwrap().p50 - 0.5).abs() < 1e-12);
         assert_eq!(s.steps.len(), 3);
-        assert_eq!(s.steps[1].kind, "tool");
+        assert_eq!(s.steps[1].kind, StepKind::Tool);
         assert!((s.steps[1].duration.as_ref().unwrap().mean - 0.15).abs() < 1e-12);
     }
 
@@ -142,5 +144,24 @@ mod tests {
         let mut u = t;
         u.steps[3] = step("llm", 4, 8);
         assert!((tool_only_time(&u) - 0.002).abs() < 1e-12);
+    }
+
+    /// A RAG query: its retrieval is its one call out (the embed, rerank and assemble stages
+    /// are its own work), so 1 call per task and 2 of its 10 ms waiting on it; not 4.
+    #[test]
+    fn a_rag_query_counts_its_retrieval_alone_as_a_call() {
+        let stages = [("embed", 0, 1), ("retrieve", 1, 3), ("rerank", 3, 4), ("assemble", 4, 5), ("llm", 5, 10)];
+        let t = TaskRecord {
+            task: 1,
+            start: ms(0),
+            end: ms(10),
+            steps: stages.iter().map(|&(k, a, b)| step(k, a, b)).collect(),
+            ok: true,
+        };
+        let s = summarize_tasks(&[t]);
+        assert_eq!((s.amplification, s.tool_calls_per_task), (1.0, 1.0));
+        assert!((s.tool_wait_share - 0.2).abs() < 1e-12, "{}", s.tool_wait_share);
+        let kinds: Vec<StepKind> = s.steps.iter().map(|x| x.kind).collect();
+        assert_eq!(kinds, [StepKind::Embed, StepKind::Retrieve, StepKind::Rerank, StepKind::Assemble, StepKind::Llm]);
     }
 }

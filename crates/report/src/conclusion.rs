@@ -234,13 +234,14 @@ impl<'a> Conclusion<'a> {
     fn rag(shown: &LevelReport) -> String {
         let Some(r) = &shown.rag else { return String::new() };
         let s = &shown.summary;
-        let stage = |k: &str| r.steps.iter().find(|x| x.kind == k).map_or(f64::NAN, |x| p50_ms(&x.duration));
+        use goodput_core::StepKind;
+        let stage = |k: StepKind| r.steps.iter().find(|x| x.kind == k).map_or(f64::NAN, |x| p50_ms(&x.duration));
         format!(
             " A RAG query's median timeline: embed {:.1} ms, retrieve {:.1} ms, rerank {:.1} ms, assemble {:.1} ms, queue {:.1} ms, prefill {:.0} ms, decode {:.0} ms; query E2E P95 {:.2} s.",
-            stage("embed"),
-            stage("retrieve"),
-            stage("rerank"),
-            stage("assemble"),
+            stage(StepKind::Embed),
+            stage(StepKind::Retrieve),
+            stage(StepKind::Rerank),
+            stage(StepKind::Assemble),
             p50_ms(&s.queue_time),
             p50_ms(&s.prefill_time),
             p50_ms(&s.decode_time),

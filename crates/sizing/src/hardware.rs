@@ -114,6 +114,18 @@ impl fmt::Display for DType {
 #[error("unknown dtype `{0}`: expected bf16, fp16, fp8, f32, mxfp4 or nvfp4")]
 pub struct UnknownDType(pub String);
 
+impl DType {
+    /// The dtype of a measured run or bench by the name the engine gives it (`f32`, `f16`,
+    /// `bf16`, `fp8`, in any case; `fp16` too): the one place an engine's dtype name becomes a
+    /// size, so every reader sizes it alike. `None` for a name it does not know.
+    pub fn of_engine(name: &str) -> Option<DType> {
+        match name.to_ascii_lowercase().as_str() {
+            "f16" => Some(DType::Fp16),
+            other => other.parse().ok(),
+        }
+    }
+}
+
 impl FromStr for DType {
     type Err = UnknownDType;
 

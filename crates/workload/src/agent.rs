@@ -7,7 +7,7 @@ use crate::drive::{send, Collector};
 use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::{random_tokens, LengthDist, MAX_LATENCY_MS};
 use crate::users::{closed_loop, Users};
-use goodput_core::{ClientRecord, SamplingParams, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
+use goodput_core::{ClientRecord, SamplingParams, Target, StepKind, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -38,11 +38,11 @@ pub enum AgentStep {
 }
 
 impl AgentStep {
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> StepKind {
         match self {
-            AgentStep::Llm { .. } => "llm",
-            AgentStep::Tool { .. } => "tool",
-            AgentStep::Retrieve { .. } => "retrieve",
+            AgentStep::Llm { .. } => StepKind::Llm,
+            AgentStep::Tool { .. } => StepKind::Tool,
+            AgentStep::Retrieve { .. } => StepKind::Retrieve,
         }
     }
 }
@@ -214,7 +214,7 @@ impl Agent {
                 .collect::<Vec<_>>()
                 .join("; ")
         } else {
-            self.steps.iter().map(|s| s.step.kind()).collect::<Vec<_>>().join(" → ")
+            self.steps.iter().map(|s| s.step.kind().name()).collect::<Vec<_>>().join(" → ")
         };
         format!("agent: {plan} (system {}, question {} tokens)", self.system, self.question.describe())
     }
@@ -354,7 +354,7 @@ impl<T: Target> Tasks<T> {
                     (tokens, None)
                 }
             };
-            let step = TaskStep { kind: kind.into(), start: s0, end: self.target.clock().now() };
+            let step = TaskStep { kind, start: s0, end: self.target.clock().now() };
             Done { index: i, step, added, record }
         }
     }
@@ -471,7 +471,7 @@ mod tests {
         assert_eq!(tasks.iter().map(|t| t.task).collect::<Vec<_>>(), [1, 2]);
         for t in &tasks {
             assert!(t.ok);
-            assert_eq!(t.steps.iter().map(|s| s.kind.as_str()).collect::<Vec<_>>(), ["llm", "tool", "tool", "llm"]);
+            assert_eq!(t.steps.iter().map(|s| s.kind.name()).collect::<Vec<_>>(), ["llm", "tool", "tool", "llm"]);
             // The tools ran side by side: the task takes ≈ 20 + 150 + 20 ms, not 20 + 250 + 20.
             let (a, b) = (&t.steps[1], &t.steps[2]);
             assert!(a.start.secs_since(b.start).abs() < 0.01);

@@ -34,8 +34,8 @@ pub enum WorkloadError {
     /// A dataset or trace file that cannot be read.
     #[error("{what} {}: {reason}", path.display())]
     Data { what: &'static str, path: std::path::PathBuf, reason: String },
-    #[error("unknown scenario `{name}`; built in: short-qa, long-gen, long-context")]
-    Unknown { name: String },
+    #[error("unknown scenario `{name}`; built in: {known} (or a scenario file, NAME.toml)")]
+    Unknown { name: String, known: String },
     #[error("{0}")]
     Invalid(String),
     #[error("embedding the RAG corpus: {0}")]

@@ -20,7 +20,8 @@ use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::LengthDist;
 use crate::users::{closed_loop, Users};
 use goodput_core::{
-    ClientRecord, Outcome, SamplingParams, Stamp, Target, TaskRecord, TaskStep, TextCodec, TokenId, WorkRequest,
+    ClientRecord, Outcome, SamplingParams, Stamp, StepKind, Target, TaskRecord, TaskStep, TextCodec, TokenId,
+    WorkRequest,
 };
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -308,9 +309,9 @@ impl<T: Target> Queries<T> {
     }
 
     /// Appends stage `kind`, from `start` to now, to `steps`; returns now.
-    fn stamp(&self, kind: &str, start: Stamp, steps: &mut Vec<TaskStep>) -> Stamp {
+    fn stamp(&self, kind: StepKind, start: Stamp, steps: &mut Vec<TaskStep>) -> Stamp {
         let end = self.target.clock().now();
-        steps.push(TaskStep { kind: kind.into(), start, end });
+        steps.push(TaskStep { kind, start, end });
         end
     }
 
@@ -351,7 +352,7 @@ impl<T: Target> Queries<T> {
         let t0 = self.target.clock().now();
         let mut steps = Vec::with_capacity(5);
         let embedded = self.embed(id, &query, t0).await;
-        let t1 = self.stamp("embed", t0, &mut steps);
+        let t1 = self.stamp(StepKind::Embed, t0, &mut steps);
         let qv = match embedded {
             Ok(v) => v,
             Err(e) => {
@@ -361,11 +362,11 @@ impl<T: Target> Queries<T> {
             }
         };
         let hits = self.setup.index.search(&qv, self.setup.rag.top_k);
-        let t2 = self.stamp("retrieve", t1, &mut steps);
+        let t2 = self.stamp(StepKind::Retrieve, t1, &mut steps);
         let kept = rerank(&self.setup.index, &query, &hits, self.setup.rag.keep);
-        let t3 = self.stamp("rerank", t2, &mut steps);
+        let t3 = self.stamp(StepKind::Rerank, t2, &mut steps);
         let prompt = self.assemble(&query, &kept);
-        let t4 = self.stamp("assemble", t3, &mut steps);
+        let t4 = self.stamp(StepKind::Assemble, t3, &mut steps);
         let rec = match prompt {
             Ok(prompt) => {
                 let req = WorkRequest { id, prompt, params: SamplingParams::greedy_exact(n_out) };
@@ -375,7 +376,7 @@ impl<T: Target> Queries<T> {
             Err(e) => failed(id, t4, format!("assembling the prompt: {e}")),
         };
         let ok = rec.is_ok();
-        self.stamp("llm", t4, &mut steps);
+        self.stamp(StepKind::Llm, t4, &mut steps);
         self.collector.push(rec);
         let end = self.target.clock().now();
         self.collector.push_task(TaskRecord { task: id, start: t0, end, steps, ok });

@@ -140,10 +140,74 @@ pub struct Scenario {
     pub note: Option<String>,
 }
 
+/// The built-in scenarios of the seeds, named once: the single-request ones
+/// ([`Scenario::builtin`]) and those run by runners of their own (multi-turn sessions, agent
+/// tasks, RAG queries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    ShortQa,
+    LongGen,
+    LongContext,
+    Reasoning,
+    MultiTurn,
+    Agent,
+    Rag,
+}
+
+impl Builtin {
+    pub const ALL: [Builtin; 7] = [
+        Builtin::ShortQa,
+        Builtin::LongGen,
+        Builtin::LongContext,
+        Builtin::Reasoning,
+        Builtin::MultiTurn,
+        Builtin::Agent,
+        Builtin::Rag,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::ShortQa => "short-qa",
+            Builtin::LongGen => "long-gen",
+            Builtin::LongContext => "long-context",
+            Builtin::Reasoning => "reasoning",
+            Builtin::MultiTurn => "multi-turn",
+            Builtin::Agent => "agent",
+            Builtin::Rag => "rag",
+        }
+    }
+
+    /// The built-in scenario of this name.
+    pub fn named(name: &str) -> Option<Builtin> {
+        Builtin::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// Whether it is a scenario of single requests (a [`Scenario`]).
+    pub fn single(self) -> bool {
+        !matches!(self, Builtin::MultiTurn | Builtin::Agent | Builtin::Rag)
+    }
+
+    /// Every name, `, `-separated; `single`: the single-request ones only.
+    pub fn names(single: bool) -> String {
+        let names: Vec<&str> = Builtin::ALL.into_iter().filter(|b| !single || b.single()).map(Builtin::name).collect();
+        names.join(", ")
+    }
+}
+
 impl Scenario {
-    /// The built-in scenarios of the seeds (single-call ones; RAG, multi-turn and agent come
-    /// as their own runners).
+    /// The built-in single-request scenarios of the seeds ([`Builtin::single`]; RAG,
+    /// multi-turn and agent come as their own runners).
     pub fn builtin(name: &str, max_model_len: usize) -> Result<Self, crate::WorkloadError> {
+        let Some(b) = Builtin::named(name) else {
+            return Err(crate::WorkloadError::Unknown { name: name.into(), known: Builtin::names(false) });
+        };
+        if !b.single() {
+            return Err(crate::WorkloadError::Invalid(format!(
+                "scenario {name} runs {} of its own, not single requests; here a single-request scenario is needed: {}",
+                if b == Builtin::MultiTurn { "sessions" } else { "tasks" },
+                Builtin::names(true)
+            )));
+        }
         let s = match name {
             // Short questions and answers: input ≤ 200 tokens, output ≤ 100.
             "short-qa" => Scenario {
@@ -176,7 +240,7 @@ impl Scenario {
                     note: None,
                 }
             }
-            _ => return Err(crate::WorkloadError::Unknown { name: name.into() }),
+            _ => unreachable!("every single-request built-in is matched above"),
         };
         Ok(s)
     }
@@ -349,7 +413,15 @@ mod tests {
             .contains("exceeds"));
         let err = Scenario::builtin("long-context", 2048).unwrap_err().to_string();
         assert!(err.contains("8K") && err.contains("--model qwen2.5-0.5b"), "{err}");
-        assert!(Scenario::builtin("chat", 2048).unwrap_err().to_string().contains("unknown scenario"));
+        let unknown = Scenario::builtin("chat", 2048).unwrap_err().to_string();
+        assert!(unknown.contains("unknown scenario") && unknown.contains(&Builtin::names(false)), "{unknown}");
+        assert!(unknown.contains("reasoning") && unknown.contains("rag"), "{unknown}");
+        let sessions = Scenario::builtin("multi-turn", 2048).unwrap_err().to_string();
+        assert!(sessions.contains("runs sessions") && sessions.contains("reasoning"), "{sessions}");
+        // Every single-request built-in is a scenario; names are each one's own.
+        for b in Builtin::ALL.into_iter().filter(|b| b.single()) {
+            assert_eq!(Scenario::builtin(b.name(), 40_000).unwrap().name, b.name());
+        }
         assert!(LengthDist::Uniform { min: 5, max: 2 }.validate("x").is_err());
         for (mean, std) in [(f64::NAN, 1.0), (f64::INFINITY, 1.0), (-5.0, 1.0), (10.0, 1e308), (10.0, -1.0)] {
             let err = LengthDist::Normal { mean, std, min: 1, max: 9 }.validate("input").unwrap_err();

@@ -321,7 +321,7 @@ mod tests {
         assert_eq!(out.run.records.len(), warm + 4);
         assert!(out.run.records.iter().all(|r| r.is_ok()));
         assert_eq!(out.tasks.len(), 4, "the measured queries");
-        let kinds: Vec<&str> = out.tasks[0].steps.iter().map(|s| s.kind.as_str()).collect();
+        let kinds: Vec<&str> = out.tasks[0].steps.iter().map(|s| s.kind.name()).collect();
         assert_eq!(kinds, ["embed", "retrieve", "rerank", "assemble", "llm"]);
         check_reports(&out.run, &seen);
         // Without an encoder, each query's embed stage was a prefill pass through the target.

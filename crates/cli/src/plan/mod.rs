@@ -37,7 +37,7 @@ pub struct PlanArgs {
     /// Read the model catalog from this TOML file.
     #[arg(long)]
     pub catalog: Option<PathBuf>,
-    /// Single-request scenario: built in (short-qa, long-gen, long-context) or a TOML file of
+    /// Single-request scenario: built in (short-qa, long-gen, long-context, reasoning) or a TOML file of
     /// `kind = "single"` (fixed lengths such as 128 in / 128 out: `{ kind = "fixed", n = 128 }`).
     #[arg(long, default_value = "short-qa")]
     pub scenario: String,

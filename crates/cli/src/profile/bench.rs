@@ -107,7 +107,9 @@ pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
         .with_context(|| format!("fitting {} bench rows", samples.len()))?;
     let (bandwidth, flops) = (roof.bandwidth_gbytes_per_s * 1e9, roof.peak_tflops.unwrap_or(0.0) * 1e12);
     let dev = DeviceLimits::uniform(bandwidth, flops, 0.0);
-    let bytes = if first.dtype.eq_ignore_ascii_case("f32") { 4.0 } else { 2.0 };
+    let bytes = goodput_sizing::hardware::DType::of_engine(&first.dtype)
+        .map(goodput_sizing::hardware::DType::bytes)
+        .with_context(|| format!("--from-bench: dtype `{}` has no known size", first.dtype))?;
     let work = ModelWork::of(spec, bytes, 1).context("pricing the model's roofline")?;
     let floors = fit
         .terms

@@ -421,9 +421,9 @@ fn roofline(a: &ProfileArgs, spec: &ModelSpec, dtype: &str, fit: &Fit) -> Option
         eprintln!("warning: this machine's bandwidth or FLOP/s could not be measured; the profile has no roofline");
         return None;
     }
-    let bytes = match dtype {
-        "f16" | "bf16" => 2.0,
-        _ => 4.0,
+    let Some(bytes) = goodput_sizing::hardware::DType::of_engine(dtype).map(goodput_sizing::hardware::DType::bytes) else {
+        eprintln!("warning: dtype `{dtype}` has no known size; the profile has no roofline");
+        return None;
     };
     let dev = DeviceLimits::uniform(bandwidth, flops, 0.0);
     let work = ModelWork::of(spec, bytes, 1).ok()?;

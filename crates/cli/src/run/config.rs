@@ -394,7 +394,7 @@ pub fn run_name(i: usize, values: &[(String, String)]) -> String {
 }
 
 /// Value `j` of an axis as a run's name, the index and the console show it: a secret flag's
-/// value that redaction would change ([`crate::connect::redacted_value`]) as `redacted-J`
+/// value that redaction hides anything of ([`crate::connect::hides`]) as `redacted-J`
 /// (its place on the axis, 1-based), so runs stay apart and no secret reaches a directory
 /// name, `index.json`, the console or a stored command (through its `--out`).
 fn shown_secret(long: &str, v: &toml::Value, j: usize) -> String {
@@ -402,7 +402,7 @@ fn shown_secret(long: &str, v: &toml::Value, j: usize) -> String {
         toml::Value::Array(items) => items.iter().map(|i| scalar(long, i).unwrap_or_default()).collect(),
         other => vec![scalar(long, other).unwrap_or_default()],
     };
-    let secret = values.iter().any(|x| crate::connect::redacted_value(long, x).is_some_and(|r| r != *x));
+    let secret = values.iter().any(|x| crate::connect::hides(long, x));
     if secret {
         format!("redacted-{}", j + 1)
     } else {

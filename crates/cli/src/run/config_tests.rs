@@ -194,3 +194,58 @@ fn run_names_keep_to_safe_characters() {
         ["--config", "a", "-q"]
     );
 }
+
+/// A matrix over secret flags: every place a run is named (its directory, the index's values,
+/// the console's `matrix: run N` line, the stored command through its --out) shows
+/// `redacted-N`, never the value; a non-secret extra body is shown as it is.
+#[test]
+fn secrets_of_a_matrix_are_shown_redacted_everywhere() {
+    let text = r#"out = "m"
+target = "http://127.0.0.1:9"
+[matrix]
+api-key = ["sk-SECRET-AAAA", "sk-SECRET-BBBB"]
+header = [["X-Token: HDR-SECRET-1"], ["X-Token: HDR-SECRET-2"]]
+extra-body = ['{"api_key": "EB-SECRET-1"}', '{"temperature": 0.5}']
+"#;
+    let e = expand(&file("secrets", text), &cli(&[])).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(e.jobs.len(), 8);
+    let (root, axes) = e.matrix.as_ref().unwrap();
+    let index = serde_json::to_string(axes).unwrap();
+    assert!(!index.contains("SECRET"), "{index}");
+    assert!(index.contains("redacted-1") && index.contains("temperature"), "{index}");
+    for j in &e.jobs {
+        let shown = format!("{} {:?}", j.name, j.values);
+        assert!(!shown.contains("SECRET") && shown.contains("redacted-"), "{shown}");
+        let stored = crate::connect::redacted_command(j.args.command.clone().unwrap()).join(" ");
+        assert!(!stored.contains("SECRET"), "{stored}");
+        assert!(stored.contains(&format!("--out={}", root.join(&j.name).display())), "{stored}");
+        // The run itself gets the real value.
+        assert!(j.args.connection.api_key.as_deref().unwrap().starts_with("sk-SECRET-"));
+    }
+    assert_eq!(e.jobs[0].name, "01-api-key=redacted-1,extra-body=redacted-1,header=redacted-1");
+    assert_eq!(e.jobs[2].name, "03-api-key=redacted-1,extra-body=__temperature___0.5_,header=redacted-1");
+}
+
+/// Lists are bounded before anything expands them; a matrix too large to count says its
+/// axes' sizes, not a wrapped number; a TOML error does not echo a 200 KB line.
+#[test]
+fn lists_are_bounded_before_expansion_and_errors_stay_short() {
+    let long: Vec<String> = (0..20_000).map(|i| i.to_string()).collect();
+    let e = error("long-list", &format!("concurrency = [{}]\n", long.join(",")), &[]);
+    assert!(e.contains("`concurrency` lists 20000 values; a list may hold at most 10000"), "{e}");
+    let e = error("long-axis", &format!("out = \"x\"\n[matrix]\nseed = [{}]\n", long.join(",")), &[]);
+    assert!(e.contains("`matrix.seed` lists 20000 values"), "{e}");
+    let axis: Vec<String> = (0..10_000).map(|i| i.to_string()).collect();
+    let axes: String = ["seed", "max-num-seqs", "block-size", "requests", "warmup"]
+        .iter()
+        .map(|k| format!("{k} = [{}]\n", axis.join(",")))
+        .collect();
+    let e = error("huge", &format!("out = \"x\"\n[matrix]\n{axes}"), &[]);
+    assert!(e.contains("10000 × 10000 × 10000 × 10000 × 10000 runs, more than 1000"), "{e}");
+    assert!(!e.contains("18446744073709551615"), "{e}");
+    let e = error("bad-line", &format!("concurrency = [{}, ]]\n", long.join(",")), &[]);
+    assert!(e.len() < 2000, "{} bytes: {}", e.len(), &e[..200]);
+    let big = file("big-file", &"# padding\n".repeat(200_000));
+    let e = format!("{:#}", expand(&big, &cli(&[])).err().unwrap());
+    assert!(e.contains("a config file may be at most 1 MiB"), "{e}");
+}

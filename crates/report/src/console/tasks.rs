@@ -33,7 +33,7 @@ pub fn agent(a: &TaskSummary, load: f64, unit: LoadUnit) -> String {
     for s in &a.steps {
         t.add_row(vec![
             s.index.to_string(),
-            s.kind.clone(),
+            s.kind.to_string(),
             s.duration.as_ref().map_or("0".into(), |d| d.n.to_string()),
             num(ms(&s.duration, |d| d.mean), 1),
             num(ms(&s.duration, |d| d.p50), 1),
@@ -56,11 +56,11 @@ pub fn agent(a: &TaskSummary, load: f64, unit: LoadUnit) -> String {
 /// queue / prefill / decode), median and P95 per stage.
 pub fn rag(r: &TaskSummary, s: &LevelSummary, unit: LoadUnit) -> String {
     let mut t = new(&["stage", "n", "p50 ms", "p95 ms", "mean ms"]);
-    for st in r.steps.iter().filter(|x| x.kind != "llm") {
+    for st in r.steps.iter().filter(|x| x.kind != goodput_core::StepKind::Llm) {
         // Retrieval, reranking and assembly take microseconds here: three decimals.
         let us = |f: fn(&Summary) -> f64| num(ms(&st.duration, f), 3);
         t.add_row(vec![
-            st.kind.clone(),
+            st.kind.to_string(),
             st.duration.as_ref().map_or("0".into(), |d| d.n.to_string()),
             us(|d| d.p50),
             us(|d| d.p95),
