@@ -44,13 +44,21 @@ const MAX_REQUEST: usize = 64 * 1024;
 /// One token's chunk: the chunked encoding's size line, the SSE event, the chunk's CRLF.
 const TOKEN: &str = r#"data: {"object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":null}]}"#;
 
-/// Serves the mock on `listener` until the process ends, each connection with `TCP_NODELAY`
-/// (as a real server sends its small SSE events: without it, Nagle holds a chunk until the
-/// client's ACK of the last one).
-pub async fn serve(listener: TcpListener, mock: Arc<Mock>) -> io::Result<()> {
+/// Serves the mock on `listener` until `shutdown` resolves, each connection with
+/// `TCP_NODELAY` (as a real server sends its small SSE events: without it, Nagle holds a chunk
+/// until the client's ACK of the last one). At shutdown every connection is closed at once,
+/// whatever its client is doing (the mock is an instrument: nothing it serves needs a grace).
+pub async fn serve(listener: TcpListener, mock: Arc<Mock>, shutdown: impl std::future::Future<Output = ()>) {
+    let mut conns = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
     loop {
-        let (tcp, _) = match listener.accept().await {
-            Ok(x) => x,
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
             // Out of file descriptors or a connection reset before it was taken: go on.
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -59,10 +67,11 @@ pub async fn serve(listener: TcpListener, mock: Arc<Mock>) -> io::Result<()> {
         };
         let _ = tcp.set_nodelay(true);
         let mock = mock.clone();
-        tokio::spawn(async move {
+        conns.spawn(async move {
             let _ = connection(tcp, &mock).await;
         });
     }
+    conns.abort_all();
 }
 
 /// A request as the mock reads it.
@@ -191,5 +200,34 @@ mod tests {
     #[test]
     fn a_chunk_is_its_size_in_hex_its_event_and_crlf() {
         assert_eq!(encoded_chunk("data: [DONE]"), b"e\r\ndata: [DONE]\n\n\r\n");
+    }
+
+    /// At shutdown the mock returns at once and its connections close, one in the middle of a
+    /// slow stream and one that sent half a request head alike.
+    #[tokio::test]
+    async fn shutdown_closes_every_connection_at_once() {
+        let mock = Arc::new(Mock::new(Clock::new(), Duration::from_secs(30), Duration::from_secs(1), 5));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(serve(listener, mock, async {
+            let _ = stopped.await;
+        }));
+        let mut streaming = TcpStream::connect(addr).await.unwrap();
+        let body = r#"{"prompt":[1],"max_tokens":5,"stream":true}"#;
+        let req = format!("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        streaming.write_all(req.as_bytes()).await.unwrap();
+        let mut half = TcpStream::connect(addr).await.unwrap();
+        half.write_all(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\n").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let t = std::time::Instant::now();
+        stop.send(()).unwrap();
+        served.await.unwrap();
+        for mut c in [streaming, half] {
+            let mut rest = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(2), c.read_to_end(&mut rest)).await;
+            assert!(matches!(read, Ok(Ok(_)) | Ok(Err(_))), "the connection is closed");
+        }
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     }
 }

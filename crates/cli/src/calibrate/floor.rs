@@ -122,7 +122,7 @@ mod tests {
         let mock = Arc::new(Mock::new(Clock::new(), Duration::from_millis(5), Duration::from_millis(1), 7));
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
-        rt.spawn(goodput_server::mock::serve(listener, mock));
+        rt.spawn(goodput_server::mock::serve(listener, mock, std::future::pending()));
         let (c, reads) = rt.block_on(level(addr, 3, 2, 7, Duration::from_millis(2), Clock::new())).unwrap();
         // Each response: 7 tokens, the usage event, [DONE].
         assert_eq!(c.events, 3 * 2 * 9, "{c:?}");

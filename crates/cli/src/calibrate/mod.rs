@@ -141,7 +141,11 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let pool = client_pool(&a)?;
     let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
     let addr = listener.local_addr()?;
-    server_rt.spawn(goodput_server::mock::serve(listener, mock.clone()));
+    // Stopped when calibrate ends (the sender dropped): its connections close at once.
+    let (_stop_mock, mock_stopped) = tokio::sync::oneshot::channel::<()>();
+    server_rt.spawn(goodput_server::mock::serve(listener, mock.clone(), async {
+        let _ = mock_stopped.await;
+    }));
     let target = Arc::new(goodput_client::HttpTarget::new(
         goodput_client::HttpConfig { own_http1: !a.hyper, ..mock_config(addr) },
         clock,

@@ -6,6 +6,8 @@
 //! instances' summaries; goodput keeps every request's stamps, so its merge is exact.
 
 mod check;
+#[cfg(test)]
+mod fuzz;
 mod level;
 mod verify;
 

@@ -249,3 +249,52 @@ fn lists_are_bounded_before_expansion_and_errors_stay_short() {
     let e = format!("{:#}", expand(&big, &cli(&[])).err().unwrap());
     assert!(e.contains("a config file may be at most 1 MiB"), "{e}");
 }
+
+/// Config files mutated structurally (keys deleted, renamed, added; values replaced by other
+/// types, integers at every type's edge, deep nesting, huge lists from the seeds) and at the
+/// byte level: expanding one returns its runs or an error, never panics, and what it returns
+/// keeps the bounds: at most [`MAX_RUNS`] runs, names of safe characters no longer than their
+/// bound, no secret in a name.
+mod fuzz {
+    use super::*;
+    use goodput_fuzzing::toml::mutated;
+    use goodput_fuzzing::{config, temp_path};
+    use proptest::prelude::*;
+
+    const SEEDS: [&str; 4] = [
+        "concurrency = [1, 4]\nrequests = 8\nslo = \"ttft_p95=1s\"\nmodel = \"tiny\"\n",
+        "out = \"m\"\nseed = 3\n[matrix]\nmax-num-seqs = [8, 64]\nconcurrency = [[1, 2], [4]]\n",
+        "out = \"m\"\ntarget = \"http://127.0.0.1:9\"\n[matrix]\napi-key = [\"sk-SECRET-A\", \"sk-SECRET-B\"]\nheader = [[\"X-T: SECRET-1\"], [\"X-T: SECRET-2\"]]\n",
+        "rate = [2, 4]\nrequests = 4\n[scenario]\ninput = { kind = \"fixed\", n = 24 }\noutput = { kind = \"uniform\", min = 2, max = 9 }\n",
+    ];
+
+    const KEYS: &[&str] = &[
+        "out", "matrix", "scenario", "concurrency", "rate", "requests", "warmup", "seed", "max-num-seqs", "block-size",
+        "api-key", "header", "extra-body", "target", "slo", "model", "input", "output", "kind", "n", "min", "max",
+        "repeats", "config", "burst", "duration",
+    ];
+
+    proptest! {
+        #![proptest_config(config())]
+        #[test]
+        fn any_config_expands_or_is_refused_within_bounds(text in mutated(SEEDS.to_vec(), KEYS)) {
+            let path = temp_path("config", "toml");
+            std::fs::write(&path, &text).unwrap();
+            let expanded = expand(&path, &cli(&[]));
+            let _ = std::fs::remove_file(&path);
+            if let Ok(e) = expanded {
+                prop_assert!(e.jobs.len() <= MAX_RUNS, "{} runs", e.jobs.len());
+                for j in &e.jobs {
+                    prop_assert!(j.name.chars().count() <= 124, "{}", j.name);
+                    // No value of a secret flag reaches the run's name or its values.
+                    let shown = format!("{} {:?}", j.name, j.values);
+                    let c = &j.args.connection;
+                    let secrets = c.api_key.iter().cloned().chain(c.headers.iter().map(|(_, v)| v.expose().to_string()));
+                    for secret in secrets.filter(|v| v.len() >= 4) {
+                        prop_assert!(!shown.contains(&secret), "{secret} in {shown}");
+                    }
+                }
+            }
+        }
+    }
+}
