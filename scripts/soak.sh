@@ -5,7 +5,9 @@
 # disconnected, malformed and oversized requests, and silent, h2c-preface-only and half-sent
 # connections that must be closed at the header timeout, from C concurrent clients), checks that the
 # engine ends idle with no KV blocks in use, no RSS growth after warm-up, no 5xx and no panic,
-# then SIGTERMs the server and checks that it exits within 5 s.
+# then runs `goodput run --metrics-port` against it while scrapers hold the metrics port
+# (scripts/soak-metrics.py: the run must end within 5 s of its summary), then SIGTERMs the
+# server and checks that it exits within 5 s.
 #
 # The KV pool is 64 MiB by default, not serve's 1 GiB: the pool is allocated zeroed and its pages
 # are committed on first write, and the LRU free list hands out every block in turn, so a 1 GiB
@@ -86,6 +88,12 @@ LOAD=(--requests "$REQUESTS")
 python3 scripts/soak.py --port "$PORT" --pid "$PID" --out "$OUT" --concurrency "$CONCURRENCY" "${LOAD[@]}"
 STATUS=$?
 [ -f "$OUT/soak.json" ] || { echo "soak: the load generator failed (exit $STATUS)"; STATUS=1; }
+
+# Then `goodput run --metrics-port` against the same server, scrapers holding its port (half a
+# request head, requests never read, a silent socket, and a polite scraper): the run must still
+# end within 5 s of its summary.
+echo "soak: goodput run --metrics-port against it, scrapers holding the port"
+python3 scripts/soak-metrics.py --binary "$BIN" --port "$PORT" --out "$OUT" || STATUS=1
 
 # SIGTERM: the server must be gone within 5 s.
 kill -TERM $PID

@@ -147,4 +147,11 @@ mod tests {
         .unwrap();
         assert!(pin_current(&[]).is_err());
     }
+    /// A CPU beyond what the system addresses cannot be pinned to: the failure is said (on
+    /// stderr, once), not dropped, and the thread goes on unpinned.
+    #[test]
+    fn a_pin_that_fails_is_said() {
+        assert!(!pin_current_or_warn(&[usize::MAX], "a test thread"));
+        assert!(!pin_current_or_warn(&[], "a test thread"));
+    }
 }

@@ -100,7 +100,11 @@ pub async fn serve_tls(
         app = app.layer(axum::middleware::from_fn_with_state(Arc::new(check), crate::hosts::guard));
     }
     let served = Served { app, limits, tls, open };
-    serve_router(listener, served, shutdown, move || engine.stop(false)).await
+    serve_router(listener, served, shutdown, move || {
+        engine.stop(false);
+        LAST_WORDS
+    })
+    .await
 }
 
 /// What [`serve_router`] serves, and under which limits.
@@ -114,15 +118,16 @@ pub struct Served {
 }
 
 /// Serves any router under the accept loop's limits and shutdown (goodput serve's, and the
-/// metrics port of `goodput run`): until `shutdown` resolves, then as the module describes,
-/// `at_grace` called when the grace runs out with requests still in flight (the engine ends
-/// their streams) before the last connections are dropped. Returns once no connection is left,
-/// at the latest `grace` + [`LAST_WORDS`] after `shutdown`.
+/// metrics port of `goodput run`): until `shutdown` resolves, then as the module describes.
+/// When the grace runs out with requests still in flight, `at_grace` is called (goodput serve's
+/// ends its engine's streams) and returns how long those requests get to say their last words
+/// ([`LAST_WORDS`], or nothing) before the last connections are dropped. Returns once no
+/// connection is left, at the latest `grace` plus that after `shutdown`.
 pub async fn serve_router(
     listener: tokio::net::TcpListener,
     served: Served,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    at_grace: impl FnOnce(),
+    at_grace: impl FnOnce() -> Duration,
 ) -> std::io::Result<()> {
     let Served { app, limits, tls, open } = served;
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
@@ -153,8 +158,8 @@ pub async fn serve_router(
     drop(listener);
     let _ = stop_tx.send(true);
     if tokio::time::timeout(limits.grace, drain(&mut conns)).await.is_err() {
-        at_grace();
-        let _ = tokio::time::timeout(LAST_WORDS, drain(&mut conns)).await;
+        let last_words = at_grace();
+        let _ = tokio::time::timeout(last_words, drain(&mut conns)).await;
         conns.abort_all();
     }
     Ok(())

@@ -195,7 +195,7 @@ impl Exporter {
                     }),
                 );
                 let served = Served { app, limits: LIMITS, tls: None, open: Gauge::default() };
-                let _ = serve_router(listener, served, async { stopped.await.unwrap_or(()) }, || {}).await;
+                let _ = serve_router(listener, served, async { stopped.await.unwrap_or(()) }, || Duration::ZERO).await;
             });
         })?;
         Ok((Serving { stop: Some(stop), thread: Some(thread) }, bound))
@@ -205,11 +205,11 @@ impl Exporter {
 /// The metrics port's limits: a scrape is one small answer, so a connection that has sent no
 /// whole request for 10 s is closed, at most 64 are served at once (more are answered 503),
 /// and at the run's end a scrape still being written gets 1 s: the port is down within about
-/// 2 s of the run's end whatever its clients do.
+/// 1 s of the run's end whatever its clients do.
 pub const LIMITS: ListenLimits =
     ListenLimits { grace: Duration::from_secs(1), max_connections: 64, header_timeout: Duration::from_secs(10) };
 
-/// The metrics server: stopped (and its thread joined) when dropped, within about 2 s
+/// The metrics server: stopped (and its thread joined) when dropped, within about 1 s
 /// ([`LIMITS`]).
 pub struct Serving {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -269,7 +269,8 @@ mod tests {
     }
 
     /// A scraper that sent half a request head, and one that sends requests and never reads
-    /// their answers, do not hold the port open: dropping it returns within the limits' 2 s.
+    /// their answers, do not hold the port open: dropping it returns within the limits' 1 s
+    /// (and a little).
     #[test]
     fn the_port_closes_whatever_its_scrapers_do() {
         use std::io::Write;
@@ -290,7 +291,7 @@ mod tests {
         }
         let t = std::time::Instant::now();
         drop(serving);
-        assert!(t.elapsed() < Duration::from_secs(3), "the port took {:?} to close", t.elapsed());
+        assert!(t.elapsed() < Duration::from_secs(2), "the port took {:?} to close", t.elapsed());
         drop((half, greedy));
     }
 }

@@ -295,4 +295,12 @@ mod tests {
         assert_eq!(w.matmul_t(&x, 2), vec![1.0 + 2.0 - 12.0, 6.0, 4.0, 6.0]);
         assert!(Mxfp4Matrix::new(2, 30, vec![0; 30], vec![0; 2]).is_err());
     }
+    /// A safe call with a short `x` panics, in release builds too, before the kernel reads.
+    #[test]
+    #[should_panic(expected = "x must hold m rows of k values")]
+    fn a_short_x_is_refused_before_the_kernel_reads() {
+        let (n, k) = (2, 64);
+        let w = Mxfp4Matrix::new(n, k, vec![0; n * k / 2], vec![127; n * k / 32]).unwrap();
+        let _ = w.matmul_t(&[1.0; 10], 1);
+    }
 }

@@ -269,4 +269,11 @@ mod tests {
             }
         }
     }
+    /// Rows of other lengths are refused, in release builds too, before the kernel reads.
+    #[test]
+    #[should_panic(expected = "every row must be as long as b")]
+    fn dot4_refuses_rows_of_other_lengths() {
+        let (a, b) = ([1.0f32; 3], [1.0f32; 64]);
+        let _ = dot4([&a, &a, &a, &a], &b);
+    }
 }
