@@ -255,13 +255,34 @@ fn third_round_inputs_are_refused_by_name() {
     std::fs::write(&trace, "{\"timestamp\":0,\"input_length\":8,\"output_length\":2}\n").unwrap();
     let t = trace.to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["plan", "-m", "llama-3.1-8b", "--rate", "1e308"], "--rate must be a positive number of requests per second up to"),
+        (
+            vec!["plan", "-m", "llama-3.1-8b", "--rate", "1e308"],
+            "--rate must be a positive number of requests per second up to",
+        ),
         (vec!["plan", "-m", "llama-3.1-8b", "--curve", "--trace", t], "cannot be used with"),
         (vec!["plan", "-m", "llama-3.1-8b", "--trace", t, "--rate", "2"], "cannot be used with"),
         (vec!["run", "--rate", "2", "--start-at", "9999-12-31T23:59:59Z"], "at most 168 hours ahead"),
         (vec!["run", "--rate", "2", "--start-at", "2001-01-01T00:00:00Z"], "hours in the past"),
-        (vec!["run", "--target", "http://127.0.0.1:9", "--rate", "2", "--seed", "1", "--shard", "9999/10000", "--requests", "2"], "none of which falls to shard 9999"),
-        (vec!["run", "--scenario", "chat"], "built in: short-qa, long-gen, long-context, reasoning, multi-turn, agent, rag"),
+        (
+            vec![
+                "run",
+                "--target",
+                "http://127.0.0.1:9",
+                "--rate",
+                "2",
+                "--seed",
+                "1",
+                "--shard",
+                "9999/10000",
+                "--requests",
+                "2",
+            ],
+            "none of which falls to shard 9999",
+        ),
+        (
+            vec!["run", "--scenario", "chat"],
+            "built in: short-qa, long-gen, long-context, reasoning, multi-turn, agent, rag",
+        ),
     ];
     for (args, want) in cases {
         let started = std::time::Instant::now();

@@ -82,7 +82,8 @@ pub fn measure(r: &ClockRef) -> Result<ClockOffset> {
 
 /// `o` when its offset is within [`MAX_OFFSET_S`] (and a number at all).
 pub fn believable(o: ClockOffset) -> Result<ClockOffset, String> {
-    if !(o.offset_s.abs() <= MAX_OFFSET_S) || !o.rtt_s.is_finite() {
+    let within = o.offset_s.is_finite() && o.offset_s.abs() <= MAX_OFFSET_S;
+    if !within || !o.rtt_s.is_finite() {
         let years = o.offset_s / (365.25 * 86_400.0);
         return Err(format!(
             "this machine's clock is {:+.3e} s ({years:+.1} years) from the reference's, more than the day goodput believes: fix this machine's clock, or name a reference that is a clock",
@@ -190,5 +191,25 @@ mod tests {
         assert!(format!("{e:#}").contains("not a goodput clock"), "{e:#}");
         let e = measure(&ClockRef::Http(format!("http://{addr}/none"))).unwrap_err();
         assert!(format!("{e:#}").contains("HTTP 404"), "{e:#}");
+    }
+
+    /// An answer that never ends is read up to its bound, not for as long as it streams.
+    #[test]
+    fn an_endless_answer_is_refused_at_its_bound() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let endless = || async {
+            let mib = axum::body::Bytes::from(vec![b'1'; 1 << 20]);
+            axum::body::Body::from_stream(futures_util::stream::repeat_with(move || {
+                Ok::<_, std::io::Error>(mib.clone())
+            }))
+        };
+        let app = axum::Router::new().route(CLOCK_PATH, axum::routing::get(endless));
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        rt.spawn(async move { axum::serve(listener, app).await });
+        let t = std::time::Instant::now();
+        let e = measure(&ClockRef::Http(format!("http://{addr}"))).unwrap_err();
+        assert!(format!("{e:#}").contains("an answer over 4096 bytes"), "{e:#}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     }
 }

@@ -206,7 +206,8 @@ async fn exchange(
     p: &mut StreamParser,
     reused: bool,
 ) -> Exchange {
-    let failed = |kind: FailureKind, why: String| Exchange::Done(Outcome::error(kind, format!("POST {url}: {why}")), None);
+    let failed =
+        |kind: FailureKind, why: String| Exchange::Done(Outcome::error(kind, format!("POST {url}: {why}")), None);
     match write_request(tcp, req).await {
         Ok(()) => {}
         Err(0) => return Exchange::Stale,

@@ -34,9 +34,9 @@ mod stream;
 mod trust;
 
 pub use api::{Api, MaxTokensField};
+pub use body::read_capped;
 pub use body::{MAX_ERROR_BODY, MAX_SCRAPE_BYTES};
 pub use connection::{is_sensitive, redact_url, split_credentials, BasicAuth, Connection, Secret};
-pub use body::read_capped;
 pub use error::{causes, ClientError};
 /// The codec of [`HttpConfig::codec`] (defined in goodput-core, shared with the workloads).
 pub use goodput_core::TextCodec;

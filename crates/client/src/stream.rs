@@ -101,7 +101,10 @@ impl StreamParser {
         let step = self.event_within(data, at);
         match self.token_ids.as_ref().map_or(0, Vec::len) {
             n if n > self.bounds.ids && step != Step::Done => {
-                let why = format!("the server sent {n} token ids, beyond goodput's bound of {} for a request of its max_tokens", self.bounds.ids);
+                let why = format!(
+                    "the server sent {n} token ids, beyond goodput's bound of {} for a request of its max_tokens",
+                    self.bounds.ids
+                );
                 self.token_ids = None;
                 Step::Failed(FailureKind::Protocol, why)
             }
@@ -281,7 +284,10 @@ pub(crate) async fn read_stream(mut resp: reqwest::Response, url: &str, clock: C
             Err(e) => {
                 let why = crate::causes(&e);
                 return match crate::error::send_failure(&why) {
-                    FailureKind::Framing => Outcome::error(FailureKind::Framing, format!("the answer's framing broke after {} content chunks: {why}", p.chunks.len())),
+                    FailureKind::Framing => Outcome::error(
+                        FailureKind::Framing,
+                        format!("the answer's framing broke after {} content chunks: {why}", p.chunks.len()),
+                    ),
                     _ => p.broke(why),
                 };
             }

@@ -313,8 +313,16 @@ async fn failure_kinds_name_the_fault() {
     let cases: Vec<(&str, Script, FailureKind)> = vec![
         ("content-length abc", Script::Hold(head("content-length: abc\r\n")), FailureKind::Framing),
         ("content-length -5", Script::Hold(head("content-length: -5\r\n")), FailureKind::Framing),
-        ("content-length 10^23", Script::Hold(head("content-length: 100000000000000000000000\r\n")), FailureKind::Framing),
-        ("two content-lengths", Script::Hold(head("content-length: 10\r\ncontent-length: 20\r\n")), FailureKind::Framing),
+        (
+            "content-length 10^23",
+            Script::Hold(head("content-length: 100000000000000000000000\r\n")),
+            FailureKind::Framing,
+        ),
+        (
+            "two content-lengths",
+            Script::Hold(head("content-length: 10\r\ncontent-length: 20\r\n")),
+            FailureKind::Framing,
+        ),
         ("70 headers", Script::Hold(head(&many)), FailureKind::Protocol),
         ("a head over 64 KiB", Script::Hold(head(&long)), FailureKind::Protocol),
         ("HTTP/2.0 in a status line", Script::Hold(b"HTTP/2.0 200 OK\r\n\r\n".to_vec()), FailureKind::Protocol),

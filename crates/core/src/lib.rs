@@ -21,7 +21,9 @@ pub mod worker;
 pub use arch::{LayerKind, MlaSpec, MoeSpec, RopeScaling};
 pub use builder::RecordBuilder;
 pub use catalog::{Architecture, Catalog, CatalogError, ModelSpec, WeightsError, WeightsSource};
-pub use client::{Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, Reasoning, StepKind, TaskRecord, TaskStep};
+pub use client::{
+    Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, Reasoning, StepKind, TaskRecord, TaskStep,
+};
 pub use clock::{Clock, Stamp};
 pub use codec::TextCodec;
 pub use http::{Anomaly, AnomalyKind, HttpStamps, ServerScrape, ServerTimings};

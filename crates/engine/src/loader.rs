@@ -162,7 +162,11 @@ fn check_fits(spec: &ModelSpec, dtype: DType, device: &Device) -> Result<()> {
     let bytes = loaded_bytes(spec, dtype, packed);
     if let (true, Some(avail)) = (device.is_cpu(), mem_available()) {
         if bytes > avail {
-            let how = if packed { " (with the copy packed for AVX-512 BF16's vdpbf16ps; --dtype f32 holds less)" } else { "" };
+            let how = if packed {
+                " (with the copy packed for AVX-512 BF16's vdpbf16ps; --dtype f32 holds less)"
+            } else {
+                ""
+            };
             return Err(EngineError::Config(format!(
                 "model `{}` needs {:.1} GiB of weights in {dtype:?}{how} but only {:.1} GiB of memory is available",
                 spec.name,
@@ -348,10 +352,18 @@ mod tests {
     #[test]
     fn the_packed_copy_is_counted() {
         let spec = goodput_core::Catalog::builtin().get("qwen2.5-0.5b").unwrap().clone();
-        let (plain, packed, f32) =
-            (loaded_bytes(&spec, DType::BF16, false), loaded_bytes(&spec, DType::BF16, true), loaded_bytes(&spec, DType::F32, false));
+        let (plain, packed, f32) = (
+            loaded_bytes(&spec, DType::BF16, false),
+            loaded_bytes(&spec, DType::BF16, true),
+            loaded_bytes(&spec, DType::F32, false),
+        );
         assert_eq!(plain * 2, f32);
         let head = spec.vocab_size as u64 * spec.hidden_size as u64;
-        assert!(packed > f32 && packed >= plain + 2 * (spec.param_count() - spec.params().embedding - spec.params().norms) + 4 * head, "{packed}");
+        assert!(
+            packed > f32
+                && packed
+                    >= plain + 2 * (spec.param_count() - spec.params().embedding - spec.params().norms) + 4 * head,
+            "{packed}"
+        );
     }
 }

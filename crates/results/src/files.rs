@@ -412,10 +412,7 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>>
 
 /// Calls `f` with each row of a JSON-lines file as [`read_jsonl`] reads them, so a caller that
 /// keeps only some (a level's steps) never holds the rest; `f`'s error stops the read.
-pub fn for_each_jsonl<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    mut f: impl FnMut(T) -> Result<()>,
-) -> Result<()> {
+pub fn for_each_jsonl<T: serde::de::DeserializeOwned>(path: &Path, mut f: impl FnMut(T) -> Result<()>) -> Result<()> {
     use goodput_core::input::{for_each_line_ended, LineError};
     let file = match File::open(path) {
         Ok(f) => f,

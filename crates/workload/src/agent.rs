@@ -7,7 +7,7 @@ use crate::drive::{send, Collector};
 use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::{random_tokens, LengthDist, MAX_LATENCY_MS};
 use crate::users::{closed_loop, Users};
-use goodput_core::{ClientRecord, SamplingParams, Target, StepKind, TaskRecord, TaskStep, TokenId, WorkRequest};
+use goodput_core::{ClientRecord, SamplingParams, StepKind, Target, TaskRecord, TaskStep, TokenId, WorkRequest};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

@@ -20,9 +20,31 @@ const MS: u64 = 1_000_000;
 const LOAD: f64 = 2.0;
 
 const KEYS: &[&str] = &[
-    "id", "intended", "sent", "end", "at", "tokens", "chunks", "level", "phase", "outcome", "schedule", "start_s",
-    "wall_s", "requests", "warmup_requests", "cooldown_requests", "index", "count", "load", "origin_unix_ns",
-    "shard", "levels", "clock", "harness", "cpu",
+    "id",
+    "intended",
+    "sent",
+    "end",
+    "at",
+    "tokens",
+    "chunks",
+    "level",
+    "phase",
+    "outcome",
+    "schedule",
+    "start_s",
+    "wall_s",
+    "requests",
+    "warmup_requests",
+    "cooldown_requests",
+    "index",
+    "count",
+    "load",
+    "origin_unix_ns",
+    "shard",
+    "levels",
+    "clock",
+    "harness",
+    "cpu",
 ];
 
 /// Request `id`: due every 100 ms from 1 s, four tokens 10 ms apart after 30 ms.
@@ -88,7 +110,9 @@ fn edge() -> impl Strategy<Value = u64> {
 
 /// The seeds of the record mutations: the level's records as their lines are written.
 fn record_seeds() -> Vec<Value> {
-    (0..8).map(|id| serde_json::to_value(RecordRow { level: LOAD, phase: Phase::Measured, record: record(id) }).unwrap()).collect()
+    (0..8)
+        .map(|id| serde_json::to_value(RecordRow { level: LOAD, phase: Phase::Measured, record: record(id) }).unwrap())
+        .collect()
 }
 
 proptest! {

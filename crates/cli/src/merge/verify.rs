@@ -30,7 +30,11 @@ pub fn level(g: &Group) -> Result<Vec<Lost>> {
     ids.sort_unstable();
     if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
         let (a, b) = (&g.shards[w[0].1], &g.shards[w[1].1]);
-        let by = if w[0].1 == w[1].1 { format!("by {} twice", a.name()) } else { format!("by {} and {}", a.name(), b.name()) };
+        let by = if w[0].1 == w[1].1 {
+            format!("by {} twice", a.name())
+        } else {
+            format!("by {} and {}", a.name(), b.name())
+        };
         bail!("request id {} is recorded {by}: a request is sent once; merge the shards of one run, each once", w[0].0);
     }
     // Without a schedule (results that predate it), the level ran at least to its highest id.
@@ -73,7 +77,10 @@ fn shard(s: &Loaded, load: f64, schedule: Option<u64>) -> Result<()> {
             bail!("{name}: request id {id} falls to shard {owner}/{}, not to this one: these records are not this shard's", s.shard.count);
         }
         if let Some(top) = schedule.filter(|&top| id >= top) {
-            bail!("{name}: request id {id} is beyond the level's schedule of {top} requests (ids 0 to {})", top.saturating_sub(1));
+            bail!(
+                "{name}: request id {id} is beyond the level's schedule of {top} requests (ids 0 to {})",
+                top.saturating_sub(1)
+            );
         }
         if let Err(why) = span.check(&r.record) {
             bail!("{name}: request id {id}: {why}: its stamps cannot be trusted");
@@ -114,10 +121,10 @@ impl Span {
     fn check(&self, r: &ClientRecord) -> Result<(), String> {
         let s = |x: goodput_core::Stamp| x.as_secs();
         if r.sent < r.intended {
-            return Err(format!("sent at {:.6} s, before it was due at {:.6} s", s(r.sent), s(r.intended)));
+            return Err(format!("sent at {:.9} s, before it was due at {:.9} s", s(r.sent), s(r.intended)));
         }
         if r.end < r.sent {
-            return Err(format!("ended at {:.6} s, before it was sent at {:.6} s", s(r.end), s(r.sent)));
+            return Err(format!("ended at {:.9} s, before it was sent at {:.9} s", s(r.end), s(r.sent)));
         }
         if let Some(c) = r.chunks.iter().find(|c| c.at < r.sent || c.at > r.end) {
             return Err(format!(

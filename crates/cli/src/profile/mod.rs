@@ -421,7 +421,8 @@ fn roofline(a: &ProfileArgs, spec: &ModelSpec, dtype: &str, fit: &Fit) -> Option
         eprintln!("warning: this machine's bandwidth or FLOP/s could not be measured; the profile has no roofline");
         return None;
     }
-    let Some(bytes) = goodput_sizing::hardware::DType::of_engine(dtype).map(goodput_sizing::hardware::DType::bytes) else {
+    let Some(bytes) = goodput_sizing::hardware::DType::of_engine(dtype).map(goodput_sizing::hardware::DType::bytes)
+    else {
         eprintln!("warning: dtype `{dtype}` has no known size; the profile has no roofline");
         return None;
     };

@@ -173,7 +173,10 @@ fn check_lists(t: &toml::Table, prefix: &str) -> Result<(), String> {
                 for item in items {
                     if let toml::Value::Array(inner) = item {
                         if inner.len() > MAX_LIST {
-                            return Err(format!("`{key}` holds a list of {} values; a list may hold at most {MAX_LIST}", inner.len()));
+                            return Err(format!(
+                                "`{key}` holds a list of {} values; a list may hold at most {MAX_LIST}",
+                                inner.len()
+                            ));
                         }
                     }
                 }

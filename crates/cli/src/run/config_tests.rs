@@ -269,9 +269,32 @@ mod fuzz {
     ];
 
     const KEYS: &[&str] = &[
-        "out", "matrix", "scenario", "concurrency", "rate", "requests", "warmup", "seed", "max-num-seqs", "block-size",
-        "api-key", "header", "extra-body", "target", "slo", "model", "input", "output", "kind", "n", "min", "max",
-        "repeats", "config", "burst", "duration",
+        "out",
+        "matrix",
+        "scenario",
+        "concurrency",
+        "rate",
+        "requests",
+        "warmup",
+        "seed",
+        "max-num-seqs",
+        "block-size",
+        "api-key",
+        "header",
+        "extra-body",
+        "target",
+        "slo",
+        "model",
+        "input",
+        "output",
+        "kind",
+        "n",
+        "min",
+        "max",
+        "repeats",
+        "config",
+        "burst",
+        "duration",
     ];
 
     proptest! {

@@ -439,7 +439,9 @@ fn clock_start(spec: &RunSpec, rig: &Rig) -> Result<goodput_results::clock::Cloc
             let start = crate::clockref::measure(r).with_context(|| format!("--clock-ref {r}"))?;
             let line = format!("{:+.3} ms from {r} (round trip {:.3} ms)", start.offset_s * 1e3, start.rtt_s * 1e3);
             if start.offset_s.abs() > 1.0 {
-                eprintln!("warning: this machine's clock is {line}: the merge lines shards up by it, but check the clock");
+                eprintln!(
+                    "warning: this machine's clock is {line}: the merge lines shards up by it, but check the clock"
+                );
             } else if !spec.quiet {
                 eprintln!("clock: {line}");
             }

@@ -213,13 +213,9 @@ fn fp4_peaks_only_on_blackwell_and_nodes_by_their_network() {
 #[test]
 fn engine_dtype_names_are_sized_once() {
     let bytes = |n: &str| DType::of_engine(n).map(DType::bytes);
-    assert_eq!([bytes("f32"), bytes("F32"), bytes("bf16"), bytes("BF16"), bytes("f16"), bytes("fp8")], [
-        Some(4.0),
-        Some(4.0),
-        Some(2.0),
-        Some(2.0),
-        Some(2.0),
-        Some(1.0)
-    ]);
+    assert_eq!(
+        [bytes("f32"), bytes("F32"), bytes("bf16"), bytes("BF16"), bytes("f16"), bytes("fp8")],
+        [Some(4.0), Some(4.0), Some(2.0), Some(2.0), Some(2.0), Some(1.0)]
+    );
     assert_eq!(DType::of_engine("int3"), None);
 }
