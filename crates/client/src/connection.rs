@@ -181,7 +181,7 @@ impl Connection {
             .use_rustls_tls()
             .danger_accept_invalid_certs(self.insecure);
         if let Some(path) = &self.ca_cert {
-            let pem = std::fs::read(path)
+            let pem = goodput_core::input::read_bytes(path)
                 .map_err(|e| ClientError::Connection(format!("reading --ca-cert {}: {e}", path.display())))?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
                 ClientError::Connection(format!("--ca-cert {} holds no PEM certificate: {e}", path.display()))

@@ -43,6 +43,18 @@ pub fn read_to_string(path: &Path, what: &str, max: u64) -> io::Result<String> {
     Ok(text)
 }
 
+/// A small file of a model or tokenizer (`config.json`, `tokenizer_config.json`, a chat
+/// template) read whole within [`MAX_WHOLE_FILE`]: a path linked to a device or a huge file
+/// is refused at the bound.
+pub fn read_text(path: impl AsRef<Path>) -> io::Result<String> {
+    read_to_string(path.as_ref(), "model or tokenizer file", MAX_WHOLE_FILE)
+}
+
+/// [`read_text`] as bytes (a `tokenizer.json`, which its parser takes as bytes).
+pub fn read_bytes(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    read_text(path).map(String::into_bytes)
+}
+
 /// Why a line-by-line read stopped: the file could not be read, or `f` refused a line.
 #[derive(Debug)]
 pub enum LineError<E> {

@@ -21,7 +21,7 @@ impl Encoder {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
         let read = |name: &str| {
-            std::fs::read_to_string(dir.join(name))
+            goodput_core::input::read_text(dir.join(name))
                 .map_err(|e| EngineError::Weights(format!("encoder: cannot read {}: {e}", dir.join(name).display())))
         };
         let cfg: Config = serde_json::from_str(&read("config.json")?)

@@ -257,12 +257,12 @@ fn load_dir(spec: &ModelSpec, dir: &Path, device: &Device, dtype: DType, max_len
     let mut src = SafetensorsSource::open(&files, dtype, device.clone())?;
     check_fits(spec, dtype, device)?;
     let model = Llama::load(spec, &mut src as &mut dyn TensorSource, max_len, device, dtype)?;
-    let chat = std::fs::read_to_string(dir.join("tokenizer_config.json"))
+    let chat = goodput_core::input::read_text(dir.join("tokenizer_config.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .map_or_else(ChatFormat::default, |v| ChatFormat::from_tokenizer_config(&v));
     // Newer transformers save the template in a file of its own.
-    let template = chat.template.or_else(|| std::fs::read_to_string(dir.join("chat_template.jinja")).ok());
+    let template = chat.template.or_else(|| goodput_core::input::read_text(dir.join("chat_template.jinja")).ok());
     let chat = ChatFormat { template, ..chat };
     Ok((model, tok, dir.display().to_string(), chat))
 }

@@ -34,7 +34,7 @@ pub fn resolve(name: &str, catalog: &Catalog) -> Result<NamedModel> {
     let path = Path::new(name);
     if path.is_dir() {
         let config = path.join("config.json");
-        let text = std::fs::read_to_string(&config).map_err(|e| {
+        let text = goodput_core::input::read_text(&config).map_err(|e| {
             EngineError::Config(format!("{}: {e} (a model directory needs config.json)", config.display()))
         })?;
         let base = path.canonicalize().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
@@ -52,8 +52,8 @@ pub fn resolve(name: &str, catalog: &Catalog) -> Result<NamedModel> {
         return Ok(NamedModel { spec, weights, origin: path.display().to_string() });
     }
     if let Some(config) = hf_cache_file(name, "config.json") {
-        let text =
-            std::fs::read_to_string(&config).map_err(|e| EngineError::Config(format!("{}: {e}", config.display())))?;
+        let text = goodput_core::input::read_text(&config)
+            .map_err(|e| EngineError::Config(format!("{}: {e}", config.display())))?;
         let mut spec =
             ModelSpec::from_hf_config(name, &text).map_err(|e| EngineError::Config(format!("{name}: {e}")))?;
         spec.hf_repo = Some(name.to_string());
@@ -154,11 +154,12 @@ pub fn load_tokenizer(arg: &str) -> Result<(Tokenizer, ChatFormat)> {
     };
     let tok = Tokenizer::from_file(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
     let config = file.with_file_name("tokenizer_config.json");
-    let chat = std::fs::read_to_string(&config)
+    let chat = goodput_core::input::read_text(&config)
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .map_or_else(ChatFormat::default, |v| ChatFormat::from_tokenizer_config(&v));
-    let template = chat.template.or_else(|| std::fs::read_to_string(file.with_file_name("chat_template.jinja")).ok());
+    let template =
+        chat.template.or_else(|| goodput_core::input::read_text(file.with_file_name("chat_template.jinja")).ok());
     Ok((tok, ChatFormat { template, ..chat }))
 }
 

@@ -135,7 +135,8 @@ impl Tokenizer {
 
     /// Loads a HuggingFace `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<Self, TokenizerError> {
-        let bytes = std::fs::read(path).map_err(|source| TokenizerError::Io { path: path.to_path_buf(), source })?;
+        let bytes = goodput_core::input::read_bytes(path)
+            .map_err(|source| TokenizerError::Io { path: path.to_path_buf(), source })?;
         let tok = tokenizers::Tokenizer::from_bytes(&bytes)
             .map_err(|e| TokenizerError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
         Ok(Self::Hf(Box::new(tok)))

@@ -344,7 +344,7 @@ pub fn same_at_f32(a: f64, b: f64) -> bool {
 
 /// `rope_parameters`, as newer SmolLM2 configs do, silently falling back to 10000).
 pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(path)
+    let text = goodput_core::input::read_text(path)
         .map_err(|e| EngineError::Config(format!("cannot read {}: {e}", path.display())))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| EngineError::Config(format!("{} is not JSON: {e}", path.display())))?;
@@ -393,7 +393,7 @@ pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
 
 /// Memory available to the process (Linux `MemAvailable`), if known.
 pub fn mem_available() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let s = goodput_core::input::read_text("/proc/meminfo").ok()?;
     let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)

@@ -43,7 +43,7 @@ fn tree(root: &Path, baseline: &str) -> Result<BTreeMap<String, Estimate>> {
         for p in entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()) {
             let est = p.join(baseline).join("estimates.json");
             if est.is_file() {
-                let e: Estimates = serde_json::from_slice(&std::fs::read(&est)?)
+                let e: Estimates = serde_json::from_slice(&goodput_core::input::read_bytes(&est)?)
                     .with_context(|| format!("{}: not criterion's estimates", est.display()))?;
                 out.insert(p.strip_prefix(root).unwrap_or(&p).display().to_string(), e.mean);
             }
