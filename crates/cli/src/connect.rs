@@ -126,10 +126,6 @@ pub fn redacted_command(args: impl IntoIterator<Item = String>) -> Vec<String> {
     out
 }
 
-/// The secret flags by their long names: their values never reach a file, a directory name
-/// or the console as given.
-pub const SECRET_FLAGS: [&str; 3] = ["api-key", "header", "extra-body"];
-
 /// Whether [`redacted_command`]'s rule hides any of `value` as the value of `--{long}`: every
 /// key and header value; an `--extra-body` that is not JSON or has a secret-looking field
 /// ([`is_secret_field`]) at any depth. Other flags hide nothing.

@@ -10,7 +10,7 @@
 //! waits for the token reads it. TLS, proxies and `user:password@` credentials stay on
 //! reqwest ([`Lean::for_config`] says which targets take this path).
 
-use crate::body::{error_from, MAX_ERROR_BODY};
+use crate::body::{error_from, ERROR_BODY_WITHIN, MAX_ERROR_BODY};
 use crate::chunked::{Body, Chunked};
 use crate::sse::{SseDecoder, MAX_EVENT_BYTES};
 use crate::stream::{Step, StreamParser};
@@ -334,10 +334,6 @@ async fn read_more(tcp: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<us
     }
     tcp.read_buf(buf).await
 }
-
-/// How long an error answer's body may take: its status is the answer, so a body that
-/// trickles (or never ends) is not waited for until the request's timeout.
-const ERROR_BODY_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// At most [`MAX_ERROR_BODY`] bytes of an error answer's body, and whether it held more;
 /// what came within [`ERROR_BODY_WITHIN`] when its body trickles.

@@ -29,18 +29,24 @@ fn too_big(what: &str, len: u64, max: u64) -> io::Error {
 /// Reads `path` whole as UTF-8 text when it is at most `max` bytes; `what` names the kind of
 /// file in the error ("scenario file").
 pub fn read_to_string(path: &Path, what: &str, max: u64) -> io::Result<String> {
+    String::from_utf8(read_within(path, what, max)?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Reads `path` whole as bytes when it is at most `max` bytes: refused by its size before a
+/// byte is read, and (a file that grows while read, a device that reports no length) once
+/// more than `max` came.
+pub fn read_within(path: &Path, what: &str, max: u64) -> io::Result<Vec<u8>> {
     let file = File::open(path)?;
     let len = file.metadata()?.len();
     if len > max {
         return Err(too_big(what, len, max));
     }
-    let mut text = String::with_capacity(len as usize);
-    // A file that grows while read (or a device that reports no length) is bounded too.
-    let read = file.take(max + 1).read_to_string(&mut text)?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    let read = file.take(max + 1).read_to_end(&mut bytes)?;
     if read as u64 > max {
         return Err(too_big(what, read as u64, max));
     }
-    Ok(text)
+    Ok(bytes)
 }
 
 /// A small file of a model or tokenizer (`config.json`, `tokenizer_config.json`, a chat
@@ -50,9 +56,9 @@ pub fn read_text(path: impl AsRef<Path>) -> io::Result<String> {
     read_to_string(path.as_ref(), "model or tokenizer file", MAX_WHOLE_FILE)
 }
 
-/// [`read_text`] as bytes (a `tokenizer.json`, which its parser takes as bytes).
+/// [`read_text`] as bytes (a `tokenizer.json`, which its parser takes as bytes; a PEM file).
 pub fn read_bytes(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
-    read_text(path).map(String::into_bytes)
+    read_within(path.as_ref(), "file", MAX_WHOLE_FILE)
 }
 
 /// Why a line-by-line read stopped: the file could not be read, or `f` refused a line.

@@ -444,21 +444,11 @@ pub fn for_each_jsonl<T: serde::de::DeserializeOwned>(path: &Path, mut f: impl F
     }
 }
 
-/// A file of a results directory read whole, refused past [`MAX_WHOLE_FILE`] (a summary is
-/// kilobytes; a path linked to `/dev/zero` is refused at the bound, not read until memory
-/// runs out).
-///
-/// [`MAX_WHOLE_FILE`]: goodput_core::input::MAX_WHOLE_FILE
+/// A file of a results directory read whole, refused past
+/// [`goodput_core::input::MAX_WHOLE_FILE`] (a summary is kilobytes; a path linked to
+/// `/dev/zero` is refused at the bound, not read until memory runs out).
 fn read_bounded(path: &Path, what: &str) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let max = goodput_core::input::MAX_WHOLE_FILE;
-    let mut bytes = Vec::new();
-    File::open(path)?.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        let why = format!("{what} is larger than {} MiB, goodput's bound for it", max >> 20);
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
-    }
-    Ok(bytes)
+    goodput_core::input::read_within(path, what, goodput_core::input::MAX_WHOLE_FILE)
 }
 
 /// The rows of a CSV file with a header (missing: none).

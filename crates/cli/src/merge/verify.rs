@@ -39,12 +39,11 @@ pub fn level(g: &Group) -> Result<Vec<Lost>> {
     }
     // Without a schedule (results that predate it), the level ran at least to its highest id.
     let top = schedule.unwrap_or_else(|| ids.last().map_or(0, |x| x.0 + 1));
+    // Each shard's ids, ascending: one pass over the sorted ids, not one per shard.
+    let mut per: Vec<Vec<u64>> = vec![Vec::new(); g.shards.len()];
+    ids.iter().for_each(|&(id, k)| per[k].push(id));
     let n = u64::from(g.shards[0].shard.count);
-    Ok(g.shards
-        .iter()
-        .enumerate()
-        .map(|(k, s)| lost(ids.iter().filter(|x| x.1 == k).map(|x| x.0), u64::from(s.shard.index), n, top))
-        .collect())
+    Ok(g.shards.iter().zip(per).map(|(s, own)| lost(own.into_iter(), u64::from(s.shard.index), n, top)).collect())
 }
 
 /// One shard's records against itself: its level, its slice, the schedule, its summary's

@@ -242,7 +242,7 @@ fn job_args(
 fn without_secrets(message: &str, tokens: &[String]) -> String {
     let secrets = tokens.iter().filter_map(|t| {
         let (flag, v) = t.strip_prefix("--")?.split_once('=')?;
-        crate::connect::SECRET_FLAGS.contains(&flag).then_some(v).filter(|v| !v.is_empty())
+        crate::connect::hides(flag, v).then_some(v).filter(|v| !v.is_empty())
     });
     secrets.fold(message.to_string(), |m, v| m.replace(v, "<redacted>"))
 }
