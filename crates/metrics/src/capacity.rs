@@ -7,8 +7,15 @@ use serde::{Deserialize, Serialize};
 pub struct LevelOutcome {
     /// The load: concurrency or request rate.
     pub load: f64,
-    /// Whether every SLO held at this level.
+    /// Whether every SLO held at this level (the point estimates).
     pub slos_hold: bool,
+    /// Whether every SLO held with 95 % confidence ([`crate::interval::Confidence`]): what
+    /// usable capacity asks of a level.
+    pub surely_holds: bool,
+    /// The most any SLO used of its bound (value ÷ bound; [`crate::level::SloResult::used`]):
+    /// where a refinement interpolates. 0 without SLOs.
+    #[serde(default)]
+    pub slo_used: f64,
     /// Output tokens per second over the level's steady window.
     pub output_throughput: f64,
     /// The level's queue time (seconds), if known: see [`level_queue_time`].
@@ -41,13 +48,49 @@ pub fn level_queue_time(engine_p50: Option<f64>, server_mean: Option<f64>) -> Op
     }
 }
 
-/// `usable_capacity`: the highest load whose SLOs all hold, taken conservatively — the last
-/// passing level before the first failing one (loads ascending), so a noisy pass above a
-/// failure is not reported as capacity. `None` when the lowest level already fails.
+/// `usable_capacity`: the highest load whose SLOs all hold with 95 % confidence, at which
+/// every lower level's do too — the last such level before the first that does not (loads
+/// ascending), so neither a noisy pass above a failure nor a pass whose interval reaches past
+/// a bound is reported as capacity. `None` when the lowest level is not shown to hold.
 pub fn usable_capacity(levels: &[LevelOutcome]) -> Option<f64> {
     let mut sorted: Vec<&LevelOutcome> = levels.iter().collect();
     sorted.sort_by(|a, b| a.load.total_cmp(&b.load));
-    sorted.iter().take_while(|l| l.slos_hold).last().map(|l| l.load)
+    sorted.iter().take_while(|l| l.surely_holds).last().map(|l| l.load)
+}
+
+/// Whether a sweep found its limit: what its usable capacity means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// A level above usable capacity did not hold with confidence: the limit lies between.
+    Found,
+    /// Every level held with confidence: usable capacity is at least the highest level run.
+    NotReached,
+    /// The lowest level did not hold with confidence: usable capacity is below it.
+    BelowLowest,
+}
+
+/// [`Reach`] of `levels`, with the first load (ascending) whose SLOs did not hold with
+/// confidence; `None` without levels.
+pub fn reach(levels: &[LevelOutcome]) -> Option<(Reach, Option<f64>)> {
+    let mut sorted: Vec<&LevelOutcome> = levels.iter().collect();
+    sorted.sort_by(|a, b| a.load.total_cmp(&b.load));
+    let first = sorted.first()?;
+    let unsure = sorted.iter().find(|l| !l.surely_holds).map(|l| l.load);
+    Some(match unsure {
+        None => (Reach::NotReached, None),
+        Some(u) if u == first.load => (Reach::BelowLowest, Some(u)),
+        Some(u) => (Reach::Found, Some(u)),
+    })
+}
+
+/// Levels whose SLOs held with confidence above a lower level where they did not: a sweep
+/// that is not monotone (noise, a warming cache, a machine that got busier or quieter).
+pub fn holds_above_a_break(levels: &[LevelOutcome]) -> Vec<f64> {
+    let mut sorted: Vec<&LevelOutcome> = levels.iter().collect();
+    sorted.sort_by(|a, b| a.load.total_cmp(&b.load));
+    let Some(first) = sorted.iter().position(|l| !l.surely_holds) else { return Vec::new() };
+    sorted[first..].iter().filter(|l| l.surely_holds).map(|l| l.load).collect()
 }
 
 /// `limit_capacity`: the load of maximum output throughput (the first such, on ties); `None`
@@ -87,13 +130,39 @@ pub fn last_without_queueing(levels: &[LevelOutcome], min_rise: f64) -> Option<f
 /// doubling) marks where requests start to wait.
 pub const KNEE_MIN_RISE: f64 = 0.010;
 
-/// The last passing and the first failing load (ascending): where a refinement bisects, and
-/// the bracket [`usable_capacity`] sits in. `None` while no level fails or the lowest fails.
+/// The last passing and the first failing load (ascending), a pass being a level whose SLOs
+/// hold with confidence: where a refinement bisects, and the bracket [`usable_capacity`] sits
+/// in. `None` while every level passes or the lowest fails.
 pub fn pass_fail(levels: &[LevelOutcome]) -> Option<(f64, f64)> {
+    pass_fail_levels(levels).map(|(p, f)| (p.load, f.load))
+}
+
+/// [`pass_fail`]'s two levels.
+pub fn pass_fail_levels(levels: &[LevelOutcome]) -> Option<(&LevelOutcome, &LevelOutcome)> {
     let mut sorted: Vec<&LevelOutcome> = levels.iter().collect();
     sorted.sort_by(|a, b| a.load.total_cmp(&b.load));
-    let first_fail = sorted.iter().position(|l| !l.slos_hold)?;
-    Some((sorted[..first_fail].last()?.load, sorted[first_fail].load))
+    let first_fail = sorted.iter().position(|l| !l.surely_holds)?;
+    Some((sorted[..first_fail].last()?, sorted[first_fail]))
+}
+
+/// Where a refinement tries next between the last passing load `pass` and the first failing
+/// one `fail` (ascending), whose SLOs used `used_pass` and `used_fail` of their bounds: where
+/// the SLO would use 97 % of its bound by linear interpolation between them (regula falsi,
+/// aiming just inside the limit), kept at least an eighth of the bracket from either end; the
+/// midpoint when the two do not rise (noise, or no SLO values).
+pub fn refine_point(pass: (f64, f64), fail: (f64, f64)) -> f64 {
+    let ((p, up), (f, uf)) = (pass, fail);
+    let mid = (p + f) / 2.0;
+    if !(up.is_finite() && uf.is_finite() && uf > up) {
+        return mid;
+    }
+    let x = p + (0.97 - up) / (uf - up) * (f - p);
+    let margin = (f - p) / 8.0;
+    if x.is_finite() {
+        x.clamp(p + margin, f - margin)
+    } else {
+        mid
+    }
 }
 
 /// A sweep's capacity verdict: computed once, when a run writes its results, and stored with
@@ -115,6 +184,15 @@ pub struct Verdict {
     pub knee_min_rise_s: f64,
     /// [`retry_storm`]: the retry shares from the last level without retries.
     pub retry_storm: Option<Vec<RetryShare>>,
+    /// [`reach`]: whether the limit was found (absent in results written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach: Option<Reach>,
+    /// The first load whose SLOs did not hold with confidence (the bracket's upper end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_unsure: Option<f64>,
+    /// [`holds_above_a_break`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds_above_break: Vec<f64>,
 }
 
 impl Verdict {
@@ -126,7 +204,11 @@ impl Verdict {
         } else {
             sources.first().copied()
         };
+        let (reach, first_unsure) = reach(levels).map_or((None, None), |(r, u)| (Some(r), u));
         Verdict {
+            reach,
+            first_unsure,
+            holds_above_break: holds_above_a_break(levels),
             usable: usable_capacity(levels),
             limit: limit_capacity(levels),
             knee: queue_knee(levels, KNEE_MIN_RISE),
@@ -197,7 +279,42 @@ mod tests {
     use super::*;
 
     fn lv(load: f64, ok: bool, tps: f64, q: f64) -> LevelOutcome {
-        LevelOutcome { load, slos_hold: ok, output_throughput: tps, queue_time: Some(q) }
+        LevelOutcome {
+            load,
+            slos_hold: ok,
+            surely_holds: ok,
+            slo_used: 0.0,
+            output_throughput: tps,
+            queue_time: Some(q),
+        }
+    }
+
+    #[test]
+    fn refinement_aims_where_the_slo_reaches_its_bound() {
+        // 64 users used 48 % of the TPOT bound, 128 used 103.6 %: 97 % falls at
+        // 64 + (0.97 − 0.48) / 0.556 × 64 = 120.4; kept 8 users (an eighth) from 128: 120.
+        assert_eq!(refine_point((64.0, 0.48), (128.0, 1.036)), 120.0);
+        assert!((refine_point((64.0, 0.48), (128.0, 2.0)) - 84.63).abs() < 0.01);
+        // Near the pass end: an eighth of the bracket above it.
+        assert_eq!(refine_point((64.0, 0.99), (128.0, 3.0)), 72.0);
+        // Not rising (noise): the midpoint.
+        assert_eq!(refine_point((64.0, 0.9), (128.0, 0.8)), 96.0);
+    }
+
+    #[test]
+    fn usable_capacity_asks_for_confidence_and_reach_says_what_it_means() {
+        // 8 users hold by their values, but not with confidence: capacity is 4, found.
+        let mut levels = vec![lv(1.0, true, 1.0, 0.0), lv(4.0, true, 2.0, 0.0), lv(8.0, true, 3.0, 0.0)];
+        levels[2].surely_holds = false;
+        assert_eq!(usable_capacity(&levels), Some(4.0));
+        assert_eq!(reach(&levels), Some((Reach::Found, Some(8.0))));
+        assert_eq!(pass_fail(&levels), Some((4.0, 8.0)));
+        levels[2].surely_holds = true;
+        assert_eq!(reach(&levels), Some((Reach::NotReached, None)));
+        levels[0].surely_holds = false;
+        assert_eq!(reach(&levels), Some((Reach::BelowLowest, Some(1.0))));
+        assert_eq!(holds_above_a_break(&levels), vec![4.0, 8.0]);
+        assert_eq!(reach(&[]), None);
     }
 
     #[test]

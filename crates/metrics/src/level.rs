@@ -1,6 +1,7 @@
 //! One load level's statistics, from the raw records of its steady window.
 
 use crate::engine as em;
+use crate::interval::{block_bootstrap, block_for, stat_interval, Confidence, Interval};
 use crate::request as rm;
 use crate::slo::{Metric, Slo, Stat};
 use crate::stats::Summary;
@@ -12,7 +13,43 @@ use serde::{Deserialize, Serialize};
 pub struct SloResult {
     pub slo: Slo,
     pub value: Option<f64>,
+    /// The value meets the bound (the point estimate).
     pub holds: bool,
+    /// The value's 95 % interval ([`crate::interval`]); absent for a maximum or a rate (taken
+    /// as counted) and in results written before intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+    /// What the value and its interval say of the bound; absent in results written before
+    /// intervals (read as [`SloResult::confidence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<Confidence>,
+}
+
+impl SloResult {
+    /// Checks `slo` against `samples` (the per-request values of its metric) and `value`.
+    pub fn judge(slo: Slo, value: Option<f64>, samples: &[f64]) -> SloResult {
+        let interval = value.and_then(|_| stat_interval(samples, slo.stat));
+        let confidence = Confidence::of(&slo, value, interval);
+        SloResult { slo, value, holds: value.is_some_and(|v| slo.holds(v)), interval, confidence: Some(confidence) }
+    }
+
+    /// How much of its bound the value uses: value ÷ bound, or bound ÷ value where higher is
+    /// better (1 at the bound, above 1 past it); `None` without a value or with a zero bound.
+    pub fn used(&self) -> Option<f64> {
+        let v = self.value?;
+        let b = self.slo.bound;
+        let used = if self.slo.metric.higher_is_better() { b / v } else { v / b };
+        used.is_finite().then_some(used)
+    }
+
+    /// The stored confidence, or for older results the point verdict as counted.
+    pub fn confidence(&self) -> Confidence {
+        self.confidence.unwrap_or(match (self.value, self.holds) {
+            (None, _) => Confidence::NoData,
+            (Some(_), true) => Confidence::Holds,
+            (Some(_), false) => Confidence::Breaks,
+        })
+    }
 }
 
 /// How many measured requests failed one way, with the first one's message as an example.
@@ -143,11 +180,38 @@ pub struct LevelSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<crate::http::Breakdown>,
     pub slos: Vec<SloResult>,
+    /// 95 % intervals of the throughputs and headline percentiles; absent in results written
+    /// before intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<LevelIntervals>,
 }
 
 impl LevelSummary {
     pub fn slos_hold(&self) -> bool {
         self.slos.iter().all(|s| s.holds)
+    }
+
+    /// The most any SLO uses of its bound ([`SloResult::used`]); 0 without SLOs.
+    pub fn most_used(&self) -> f64 {
+        self.slos.iter().filter_map(SloResult::used).fold(0.0, f64::max)
+    }
+
+    /// Every SLO holds with 95 % confidence (its whole interval within the bound).
+    pub fn slos_surely_hold(&self) -> bool {
+        self.slos.iter().all(|s| s.confidence().surely_holds())
+    }
+
+    /// The level's verdict over its SLOs: the least confident of them (a break before an
+    /// uncertain break before an uncertain hold before a hold).
+    pub fn confidence(&self) -> Confidence {
+        let rank = |c: Confidence| match c {
+            Confidence::NoData => 0,
+            Confidence::Breaks => 1,
+            Confidence::BreaksNotSignificant => 2,
+            Confidence::HoldsNotSignificant => 3,
+            Confidence::Holds => 4,
+        };
+        self.slos.iter().map(SloResult::confidence).min_by_key(|&c| rank(c)).unwrap_or(Confidence::Holds)
     }
 
     /// The summary of a metric (None for rates).
@@ -247,7 +311,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     let n = records.len();
     let mut s = LevelSummary { load, requests: n, ..Default::default() };
     if n == 0 {
-        s.slos = slos.iter().map(|&slo| SloResult { slo, value: None, holds: false }).collect();
+        s.slos = slos.iter().map(|&slo| SloResult::judge(slo, None, &[])).collect();
         return s;
     }
     let start = records.iter().map(|r| r.intended).min().unwrap_or_default();
@@ -296,12 +360,53 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     s.goodput = records.iter().filter(|r| request_is_good(r, slos)).count() as f64 / s.window_s;
     s.slos = slos
         .iter()
-        .map(|&slo| {
-            let value = stat_value(records, slo.metric, slo.stat);
-            SloResult { slo, value, holds: value.is_some_and(|v| slo.holds(v)) }
-        })
+        .map(|&slo| SloResult::judge(slo, stat_value(records, slo.metric, slo.stat), &samples(records, slo.metric)))
         .collect();
+    s.intervals = Some(throughput_intervals(records, &s));
     s
+}
+
+/// The per-request samples of `metric` over the completed requests (none for rates).
+pub fn samples(records: &[&ClientRecord], metric: Metric) -> Vec<f64> {
+    records.iter().filter(|r| r.is_ok()).flat_map(|r| per_request(metric, r)).collect()
+}
+
+/// 95 % intervals of a level's throughputs ([`crate::interval::block_bootstrap`] over time
+/// blocks of its window, blocks as long as the median E2E) and of its headline percentiles.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LevelIntervals {
+    /// The throughputs' block length, seconds: the median E2E, at least one of the window's
+    /// [`crate::interval::BINS`] bins. Longer than an eighth of the window gives no interval.
+    pub block_s: f64,
+    pub request_throughput: Option<Interval>,
+    pub output_throughput: Option<Interval>,
+    pub ttft_p95: Option<Interval>,
+    pub tpot_p95: Option<Interval>,
+    pub e2e_p95: Option<Interval>,
+}
+
+fn throughput_intervals(records: &[&ClientRecord], s: &LevelSummary) -> LevelIntervals {
+    let start = records.iter().map(|r| r.intended).min().unwrap_or_default();
+    let e2e = s.e2e.as_ref().map_or(0.0, |e| e.p50);
+    let block = block_for(s.window_s, e2e);
+    let ok = || records.iter().filter(|r| r.is_ok());
+    let at = |t: goodput_core::Stamp| t.secs_since(start);
+    let seed = records.len() as u64;
+    let ends = ok().map(|r| (at(r.end), 1.0));
+    let request_throughput = block_bootstrap(ends, s.window_s, block, crate::interval::ROUNDS, seed);
+    // A completed request's output tokens counted when they arrived (the chunks' stamps
+    // carry their token counts).
+    let tokens = ok().flat_map(|r| rm::token_arrivals(r).into_iter().map(move |(t, n)| (at(t), n as f64)));
+    let output_throughput = block_bootstrap(tokens, s.window_s, block, crate::interval::ROUNDS, seed + 1);
+    let p95 = |m: Metric| crate::interval::percentile_interval(&samples(records, m), 95.0);
+    LevelIntervals {
+        block_s: block as f64 * s.window_s / crate::interval::BINS as f64,
+        request_throughput,
+        output_throughput,
+        ttft_p95: p95(Metric::Ttft),
+        tpot_p95: p95(Metric::Tpot),
+        e2e_p95: p95(Metric::E2e),
+    }
 }
 
 #[cfg(test)]

@@ -79,6 +79,19 @@ pub fn per_user_tps(r: &ClientRecord) -> Option<f64> {
     (t > 0.0).then(|| 1.0 / t)
 }
 
+/// `token_arrivals`: when the request's `output_tokens` arrived, as (stamp, tokens): each
+/// content chunk's stamp with its share of them (the chunks' own token counts scaled to the
+/// counted total, which a server's usage may set); all at the end when nothing streamed.
+/// What a throughput's interval counts over time blocks.
+pub fn token_arrivals(r: &ClientRecord) -> Vec<(goodput_core::Stamp, f64)> {
+    let streamed: u64 = r.chunks.iter().map(|c| u64::from(c.tokens)).sum();
+    if streamed == 0 {
+        return vec![(r.end, r.output_tokens as f64)];
+    }
+    let scale = r.output_tokens as f64 / streamed as f64;
+    r.chunks.iter().map(|c| (c.at, f64::from(c.tokens) * scale)).collect()
+}
+
 /// Send lag = actual send − intended send, in seconds: how far the load generator fell
 /// behind its schedule (it should stay near zero; see the harness warnings).
 pub fn send_lag(r: &ClientRecord) -> f64 {
@@ -89,6 +102,15 @@ pub fn send_lag(r: &ClientRecord) -> f64 {
 mod tests {
     use super::*;
     use goodput_core::{Outcome, RecordBuilder, Stamp};
+
+    #[test]
+    fn token_arrivals_share_the_counted_total_over_the_chunks() {
+        // Chunks of 1 and 3 tokens, but usage counted 8: shares 2 and 6.
+        let r = rec(&[(200, 1), (300, 3)], 400, 8);
+        assert_eq!(token_arrivals(&r), vec![(ms(200), 2.0), (ms(300), 6.0)]);
+        let none = rec(&[], 400, 5);
+        assert_eq!(token_arrivals(&none), vec![(ms(400), 5.0)]);
+    }
 
     fn ms(x: u64) -> Stamp {
         Stamp(x * 1_000_000)

@@ -83,6 +83,8 @@ impl LevelReport {
         LevelOutcome {
             load: self.summary.load,
             slos_hold: self.summary.slos_hold(),
+            surely_holds: self.summary.slos_surely_hold(),
+            slo_used: self.summary.most_used(),
             output_throughput: self.summary.output_throughput,
             queue_time: self.queue_time().map(|q| q.0),
         }

@@ -30,7 +30,8 @@ pub use harness::{CpuUse, Harness, OpenLoop};
 pub use level::LevelReport;
 pub use rows::{RecordRow, RequestRow, SeriesRow, StepRow};
 pub use summary::{
-    EngineSettings, LoadUnit, Machine, Pinning, RetrySetting, RunSummary, StartAt, WorkloadInfo, FORMAT,
+    EngineSettings, LoadUnit, Machine, Pinning, RetrySetting, RunSummary, SearchRecord, SearchStop, StartAt,
+    WorkloadInfo, FORMAT,
 };
 pub use vllm::{vllm_keys, Inf, RequestRate, VllmKeys, VllmLoad};
 

@@ -80,6 +80,34 @@ pub struct RunSummary {
     /// `goodput merge`: the shards this run was built from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<crate::clock::Merged>,
+    /// `--search` (the default without levels given): its bounds and why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchRecord>,
+}
+
+/// A search for the limit: how far it could go and why it stopped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SearchRecord {
+    /// `--max-users` or `--max-rate`: the highest load it could add.
+    pub max_load: f64,
+    /// `--search-budget`, seconds.
+    pub budget_s: f64,
+    /// Why it added no more levels (`None` while it runs).
+    pub stopped: Option<SearchStop>,
+}
+
+/// Why a search added no more levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchStop {
+    /// A level's SLOs did not hold with 95 % confidence: the limit is below it.
+    LimitFound,
+    /// The highest level reached `max_load`.
+    MaxLoad,
+    /// The next level would have ended past the budget.
+    Budget,
+    /// The run was interrupted.
+    Interrupted,
 }
 
 /// When a `--start-at` run was to start and how late it did.

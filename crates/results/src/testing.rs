@@ -56,7 +56,8 @@ pub fn step(at: u64, running: usize) -> StepRecord {
 }
 
 pub fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
-    let slos = parse_slos("ttft_p95=100ms,error_rate=30%").unwrap();
+    // A maximum is judged as counted: a few records decide it (a P95 of them could not).
+    let slos = parse_slos("ttft_max=100ms,error_rate=30%").unwrap();
     let measured: Vec<&ClientRecord> = records.iter().collect();
     let summary = summarize(load, &measured, &slos);
     let engine = EngineLevel::of(&[step(0, 1), step(3, load as usize)]);
@@ -124,6 +125,7 @@ pub fn run_summary() -> RunSummary {
         start_at: None,
         clock: None,
         merged: None,
+        search: None,
         capacity: None,
     }
 }

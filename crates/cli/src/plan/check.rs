@@ -56,7 +56,7 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
     a.simulate = Some(profile.to_path_buf());
     a.predict = None;
     a.out = Some(out.to_path_buf());
-    (a.quiet, a.report, a.refine, a.stop_at_first_failure) = (true, false, 0, false);
+    (a.quiet, a.report, a.refine, a.stop_at_first_failure, a.search) = (true, false, 0, false, false);
     (a.engine_cpus, a.harness_cpus) = (None, None);
     (a.export_json, a.export_csv, a.export_markdown) = (None, None, None);
     (a.metrics_port, a.json) = (None, false);

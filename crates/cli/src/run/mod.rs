@@ -44,15 +44,16 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
     if a.trace.trace.is_some() {
         bail!("goodput capacity searches over users; a trace sends at its own times: use `run --trace F --trace-speedup 1,2,4`");
     }
-    if c.max_users == 0 || c.max_users > spec::MAX_USERS {
-        bail!("--max-users must be between 1 and {}, got {}", spec::MAX_USERS, c.max_users);
+    let max_users = a.max_users.unwrap_or(256);
+    if max_users == 0 || max_users > spec::MAX_USERS {
+        bail!("--max-users must be between 1 and {}, got {max_users}", spec::MAX_USERS);
     }
     a.concurrency =
-        std::iter::successors(Some(1usize), |&u| u.checked_mul(2)).take_while(|&u| u <= c.max_users).collect();
-    if a.concurrency.last() != Some(&c.max_users) {
-        a.concurrency.push(c.max_users);
+        std::iter::successors(Some(1usize), |&u| u.checked_mul(2)).take_while(|&u| u <= max_users).collect();
+    if a.concurrency.last() != Some(&max_users) {
+        a.concurrency.push(max_users);
     }
-    a.stop_at_first_failure = true;
+    (a.stop_at_first_failure, a.search) = (true, false);
     run(a)
 }
 

@@ -37,6 +37,10 @@ pub struct Sweep<'a> {
     sim_cost: (usize, f64, std::time::Instant),
     /// `--metrics-port`: the run's live metrics and their server (stopped with the sweep).
     exporter: Option<(Exporter, Serving)>,
+    /// When the sweep started, the last level run and how long it took (a search's estimate
+    /// of the next one).
+    started: std::time::Instant,
+    last: Option<(LevelSpec, Duration)>,
 }
 
 impl<'a> Sweep<'a> {
@@ -96,6 +100,8 @@ impl<'a> Sweep<'a> {
             twin_cost: (0.0, 0.0, 0),
             simulated: rig.simulated,
             sim_cost: (0, 0.0, std::time::Instant::now()),
+            started: std::time::Instant::now(),
+            last: None,
         })
     }
 
@@ -135,6 +141,10 @@ impl<'a> Sweep<'a> {
         if let Some(l) = self.queue.pop_front() {
             return Some(l);
         }
+        if let Some(l) = self.extend() {
+            self.bar.inc_length(1);
+            return Some(l);
+        }
         if self.refine_left == 0 {
             return None;
         }
@@ -143,6 +153,35 @@ impl<'a> Sweep<'a> {
         let next = self.spec.refine.next(&outcomes)?;
         self.bar.inc_length(1);
         Some(next)
+    }
+
+    /// A search's next level: twice the last one's load while every level so far held its
+    /// SLOs with confidence, within `--max-users`/`--max-rate` and the time budget (the next
+    /// level taken to last twice as long as the last). Keeps why the search stopped.
+    fn extend(&mut self) -> Option<LevelSpec> {
+        let search = self.spec.search?;
+        if self.summary.search.as_ref()?.stopped.is_some() {
+            return None;
+        }
+        let (last, took) = self.last.as_ref()?;
+        let used = self.summary.level(last.load).map_or(0.0, |l| l.summary.most_used());
+        let stop = if self.stop.raised() {
+            Some(goodput_results::SearchStop::Interrupted)
+        } else if !self.summary.levels.iter().all(|l| l.summary.slos_surely_hold()) {
+            Some(goodput_results::SearchStop::LimitFound)
+        } else if self.started.elapsed() + *took * 2 > search.budget {
+            Some(goodput_results::SearchStop::Budget)
+        } else {
+            None
+        };
+        let next = match stop {
+            Some(_) => None,
+            None => search.next(last, used),
+        };
+        if let (None, Some(record)) = (&next, self.summary.search.as_mut()) {
+            record.stopped = Some(stop.unwrap_or(goodput_results::SearchStop::MaxLoad));
+        }
+        next
     }
 
     pub fn run_level(&mut self, rig: &Rig, level: &LevelSpec) -> Result<Finished> {
@@ -182,7 +221,12 @@ impl<'a> Sweep<'a> {
         let lp = level::level_plan(self.spec, level, &counts, self.first_id, ramp, feeds, self.stop.clone());
         self.level_first_id = self.first_id;
         self.first_id += level::id_span(level, &counts, &rig.workload);
+        let t = std::time::Instant::now();
         let finished = level::run(rig, self.spec, level, lp, &self.stop, &seen);
+        // The highest level so far is the one a search doubles.
+        if self.last.as_ref().is_none_or(|(l, _)| l.load < level.load) {
+            self.last = Some((level.clone(), t.elapsed()));
+        }
         // A closed loop's warm-up may have taken ids beyond the plan's: the next level starts
         // past them, at a whole unit.
         let per_unit = rig.workload.requests_per_unit().max(1) as u64;
@@ -417,6 +461,11 @@ fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {
         start_at: None,
         clock: None,
         merged: None,
+        search: spec.search.map(|s| goodput_results::SearchRecord {
+            max_load: s.max_load,
+            budget_s: s.budget.as_secs_f64(),
+            stopped: None,
+        }),
     }
 }
 

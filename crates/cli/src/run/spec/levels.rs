@@ -6,7 +6,7 @@
 use crate::args::Span;
 use crate::run::args::RunArgs;
 use anyhow::{bail, Result};
-use goodput_metrics::capacity::{pass_fail, LevelOutcome};
+use goodput_metrics::capacity::{pass_fail_levels, refine_point, LevelOutcome};
 use goodput_workload::{Arrival, Trim};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -30,17 +30,19 @@ pub enum RefineKind {
 
 impl RefineKind {
     /// The next level between the last passing and the first failing level, if there is room:
-    /// a whole number of users strictly between them, or a rate more than 10 % from both.
+    /// a whole number of users strictly between them, or a rate, while they are more than
+    /// 10 % apart.
     pub fn next(self, outcomes: &[LevelOutcome]) -> Option<LevelSpec> {
-        let (pass, fail) = pass_fail(outcomes)?;
-        let mid = ((pass + fail) / 2.0).floor();
-        let between = mid > pass && mid < fail;
+        let (p, f) = pass_fail_levels(outcomes)?;
+        let (pass, fail) = (p.load, f.load);
+        let at = refine_point((pass, p.slo_used), (fail, f.slo_used));
+        let whole = at.floor();
+        let apart = (fail - pass) / fail > 0.1;
+        let between = whole > pass && whole < fail && apart;
         let arrival = match self {
-            RefineKind::Users(think) if between => Arrival::Closed { users: mid as usize, think },
-            RefineKind::Burst if between => Arrival::Burst { size: mid as usize },
-            RefineKind::Rate { burstiness } if (fail - pass) / fail > 0.1 => {
-                Arrival::Rate { rate: (pass + fail) / 2.0, burstiness }
-            }
+            RefineKind::Users(think) if between => Arrival::Closed { users: whole as usize, think },
+            RefineKind::Burst if between => Arrival::Burst { size: whole as usize },
+            RefineKind::Rate { burstiness } if apart => Arrival::Rate { rate: (at * 1e3).round() / 1e3, burstiness },
             _ => return None,
         };
         Some(LevelSpec { load: arrival.load(), arrival, duration: None })
@@ -76,6 +78,63 @@ pub(super) fn trace_levels(a: &RunArgs, t: &goodput_workload::Trace) -> Result<V
             Ok(LevelSpec { load: arrival.load(), arrival, duration: a.duration })
         })
         .collect()
+}
+
+/// The level a search starts with when none are given: 1 user.
+pub const SEARCH_START: [usize; 1] = [1];
+
+/// A search for the limit ([`RunArgs::search`]): the sweep doubles its highest level while
+/// every level's SLOs hold with confidence, up to `max_load`, adding no level that would end
+/// past `budget` after the sweep started.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Search {
+    pub max_load: f64,
+    pub budget: Duration,
+}
+
+impl Search {
+    /// The level after `last` (every level so far held), whose SLO nearest its bound reached
+    /// `used` of it (value ÷ bound: 0.96 for a P95 TPOT of 48 ms against 50 ms): four times
+    /// its load while every SLO uses under a quarter of its bound, else twice, or where that
+    /// SLO would reach 110 % of its bound if it grew in proportion to the load, when that is
+    /// nearer (a level just past the limit, not one far beyond it); at most `max_load`.
+    /// `None` at the bound, or for a level that does not double (a burst, a trace).
+    pub fn next(&self, last: &LevelSpec, used: f64) -> Option<LevelSpec> {
+        if last.load >= self.max_load {
+            return None;
+        }
+        let step = match used {
+            u if !u.is_finite() => 2.0,
+            u if u < 0.25 => 4.0,
+            u if u > 0.55 => (1.1 / u).clamp(1.05, 2.0),
+            _ => 2.0,
+        };
+        let to = |x: f64| (x * step).min(self.max_load);
+        let arrival = match last.arrival {
+            Arrival::Closed { users, think } => {
+                Arrival::Closed { users: (to(users as f64).ceil() as usize).max(users + 1), think }
+            }
+            Arrival::Rate { rate, burstiness } => Arrival::Rate { rate: (to(rate) * 1e3).round() / 1e3, burstiness },
+            _ => return None,
+        };
+        Some(LevelSpec { load: arrival.load(), arrival, duration: last.duration })
+    }
+}
+
+/// The fewest measured requests a level needs for the percentiles it reports and judges: a
+/// 95 % interval closed above ([`goodput_metrics::interval::min_samples`]) for every
+/// per-request percentile among `slos` (ITL's samples are its gaps, many per request) and
+/// for the P95 every table shows.
+pub fn min_requests(slos: &[goodput_metrics::slo::Slo]) -> usize {
+    use goodput_metrics::slo::{Metric, Stat};
+    let p95 = goodput_metrics::interval::min_samples(0.95);
+    slos.iter()
+        .filter(|s| s.metric != Metric::Itl)
+        .filter_map(|s| match s.stat {
+            Stat::P(p) => Some(goodput_metrics::interval::min_samples(p / 100.0).min(MAX_REQUESTS)),
+            _ => None,
+        })
+        .fold(p95, usize::max)
 }
 
 /// The most levels one sweep runs.
@@ -119,8 +178,11 @@ pub(super) fn levels(a: &RunArgs, burstiness: Option<f64>) -> Result<VecDeque<Le
             }
             rates.iter().map(|&r| level(Arrival::Rate { rate: r, burstiness }, a.duration)).collect()
         }
+        (None, None, None) if a.concurrency.is_empty() => {
+            SEARCH_START.iter().map(|&c| level(Arrival::Closed { users: c, think: a.think }, a.duration)).collect()
+        }
         (None, None, None) => {
-            if a.concurrency.is_empty() || a.concurrency.contains(&0) {
+            if a.concurrency.contains(&0) {
                 bail!("--concurrency: every level must be at least 1 user, got {:?}", a.concurrency);
             }
             a.concurrency.iter().map(|&c| level(Arrival::Closed { users: c, think: a.think }, a.duration)).collect()
@@ -133,6 +195,8 @@ pub(super) fn levels(a: &RunArgs, burstiness: Option<f64>) -> Result<VecDeque<Le
 #[derive(Clone, Copy, Debug)]
 pub struct PerLevel {
     pub requests: Option<usize>,
+    /// [`min_requests`] of the run's SLOs: the least a level measures by default.
+    pub min_requests: usize,
     pub warmup: Option<Span>,
     pub cooldown: Span,
 }
@@ -155,8 +219,10 @@ impl Counts {
             (Some(_), _) => usize::MAX / 2,
             (None, Arrival::Burst { size }) => *size,
             (None, Arrival::Closed { users, .. }) if sessions => a.requests.unwrap_or((2 * users).max(2)),
-            (None, Arrival::Closed { users, .. }) => a.requests.unwrap_or((4 * users).max(8)),
-            (None, Arrival::Rate { rate, .. }) => a.requests.unwrap_or(((10.0 * rate).ceil() as usize).max(8)),
+            (None, Arrival::Closed { users, .. }) => a.requests.unwrap_or((2 * users).max(a.min_requests)),
+            (None, Arrival::Rate { rate, .. }) => {
+                a.requests.unwrap_or(((10.0 * rate).ceil() as usize).max(a.min_requests))
+            }
         };
         let warmup = match (a.warmup, &level.arrival) {
             (_, Arrival::Burst { .. }) => 0,
@@ -175,7 +241,42 @@ mod tests {
     use super::*;
 
     fn outcome(load: f64, slos_hold: bool) -> LevelOutcome {
-        LevelOutcome { load, slos_hold, output_throughput: load, queue_time: None }
+        LevelOutcome {
+            load,
+            slos_hold,
+            surely_holds: slos_hold,
+            slo_used: 0.0,
+            output_throughput: load,
+            queue_time: None,
+        }
+    }
+
+    #[test]
+    fn a_search_doubles_to_its_bound_and_levels_measure_what_their_percentiles_need() {
+        let search = Search { max_load: 100.0, budget: Duration::from_secs(60) };
+        let at = |users| LevelSpec {
+            load: users as f64,
+            arrival: Arrival::Closed { users, think: Duration::ZERO },
+            duration: None,
+        };
+        assert_eq!(search.next(&at(32), 0.3), Some(at(64)));
+        assert_eq!(search.next(&at(4), 0.1), Some(at(16)), "far from every bound: four times");
+        assert_eq!(search.next(&at(64), 0.3), Some(at(100)), "clamped to the bound");
+        assert_eq!(search.next(&at(100), 0.3), None);
+        // 96 % of a bound used at 60 users: 60 × 1.1 / 0.96 = 68.75, so 69 rather than 120.
+        assert_eq!(search.next(&at(60), 0.96), Some(at(69)));
+        // Within 5 % of the bound: at least 5 % more, and at least one more user.
+        assert_eq!(search.next(&at(4), 1.0), Some(at(5)));
+        let rate = LevelSpec { load: 3.0, arrival: Arrival::Rate { rate: 3.0, burstiness: None }, duration: None };
+        assert_eq!(search.next(&rate, 0.4).map(|l| l.load), Some(6.0));
+        let burst = LevelSpec { load: 4.0, arrival: Arrival::Burst { size: 4 }, duration: None };
+        assert_eq!(search.next(&burst, 0.0), None);
+        use goodput_metrics::slo::parse_slos;
+        assert_eq!(min_requests(&parse_slos("error_rate=1%").unwrap()), 72, "the tables' P95");
+        assert_eq!(min_requests(&parse_slos("ttft_p99=1s,itl_p99.9=1s").unwrap()), 368, "ITL's gaps do not count");
+        let per = PerLevel { requests: None, min_requests: 72, warmup: None, cooldown: Span::Count(0) };
+        assert_eq!(Counts::of(&per, &at(1), false).requests, 72);
+        assert_eq!(Counts::of(&per, &at(64), false).requests, 128);
     }
 
     #[test]

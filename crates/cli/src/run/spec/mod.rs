@@ -15,7 +15,7 @@ mod levels;
 mod load;
 mod target;
 
-pub use levels::{Counts, LevelSpec, PerLevel, RefineKind, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_USERS};
+pub use levels::{Counts, LevelSpec, PerLevel, RefineKind, Search, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_USERS};
 pub use load::Pacing;
 pub use target::{HttpSpec, Simulation, TargetSpec};
 
@@ -79,6 +79,9 @@ pub struct RunSpec {
     pub refine: RefineKind,
     /// The most refinement levels to add (`--refine`).
     pub refine_levels: usize,
+    /// `--search` (the default without levels given): the sweep goes on until it finds the
+    /// limit or a bound.
+    pub search: Option<Search>,
     /// Stop the sweep at the first level whose SLOs break (`goodput capacity`).
     pub stop_at_first_failure: bool,
     /// `--shard`: the part of each level's schedule this process sends.
@@ -150,7 +153,9 @@ impl RunSpec {
             None => levels::levels(&a, burstiness)?,
         };
         levels::check_distinct(&levels)?;
-        let per_level = PerLevel { requests: a.requests, warmup: a.warmup, cooldown: a.cooldown };
+        let min_requests = levels::min_requests(&slos);
+        let per_level = PerLevel { requests: a.requests, min_requests, warmup: a.warmup, cooldown: a.cooldown };
+        let search = search(&a, &workload, unit)?;
         check_slice(a.shard, &per_level, &levels, workload.is_sessions())?;
         let pacing = Pacing::new(&a, &levels)?;
         let latency_columns = load::latency_columns(&a);
@@ -171,6 +176,7 @@ impl RunSpec {
             refine,
             refine_levels: if a.shard.is_some() { 0 } else { a.refine },
             stop_at_first_failure: a.stop_at_first_failure,
+            search,
             shard: a.shard,
             start_at: a.start_at,
             clock_ref: a.clock_ref.clone(),
@@ -285,6 +291,41 @@ fn check_shard(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
         bail!("--shard {shard}: --stop-at-first-failure would stop each shard on its own slice; the merge judges the levels");
     }
     Ok(())
+}
+
+/// `--search`, or the default search when no levels are given (`None` for a burst, stages,
+/// a trace or a shard, whose levels are a schedule of their own).
+fn search(a: &RunArgs, w: &WorkloadSpec, unit: LoadUnit) -> Result<Option<Search>> {
+    let given = !a.concurrency.is_empty() || a.rate.is_some() || a.stages.is_some() || a.burst.is_some();
+    let schedule = a.stages.is_some() || a.burst.is_some() || w.trace.is_some();
+    if a.search && schedule {
+        bail!("--search doubles users or rates; --stages, --burst and a trace are schedules of their own");
+    }
+    if a.search && a.shard.is_some() {
+        bail!("--search: each shard would search on its own slice; give the shards their levels");
+    }
+    if !(a.search || !given) || schedule || a.shard.is_some() || a.stop_at_first_failure {
+        return Ok(None);
+    }
+    let max_load = match unit {
+        LoadUnit::Users => {
+            let m = a.max_users.unwrap_or(4096);
+            if m == 0 || m > MAX_USERS {
+                bail!("--max-users must be between 1 and {MAX_USERS}, got {m}");
+            }
+            m as f64
+        }
+        _ => {
+            if !(a.max_rate.is_finite() && a.max_rate > 0.0 && a.max_rate <= MAX_RATE) {
+                bail!(
+                    "--max-rate must be a positive rate of at most {MAX_RATE} requests per second, got {}",
+                    a.max_rate
+                );
+            }
+            a.max_rate
+        }
+    };
+    Ok(Some(Search { max_load, budget: a.search_budget }))
 }
 
 /// A shard whose slice of a level's schedule is empty (request `j` goes to shard `j mod N`,
