@@ -242,11 +242,14 @@ pub fn block_bootstrap(
 pub const BINS: usize = 200;
 
 /// The block length, in bins, of a window of `window_s` whose counts stay correlated over
-/// `correlation_s` (a request's median E2E); at least one bin.
+/// `correlation_s` (a request's median E2E): at least one bin, at most an eighth of the window.
+/// A closed loop measuring 2 requests per user has a window of some 3 E2Es; its blocks are
+/// then shorter than the correlation, and the interval holds the variation within the window,
+/// not all of it (run-to-run drift is `compare`'s noise floor or the repeats' spread).
 pub fn block_for(window_s: f64, correlation_s: f64) -> usize {
     let bins = correlation_s / (window_s / BINS as f64);
     if bins.is_finite() {
-        (bins.ceil() as usize).clamp(1, BINS)
+        (bins.ceil() as usize).clamp(1, BINS / 8)
     } else {
         1
     }
@@ -348,5 +351,6 @@ mod tests {
         // 10 s cut into 200 bins of 50 ms: a 0.5 s E2E spans 10 of them.
         assert_eq!(block_for(10.0, 0.5), 10);
         assert_eq!(block_for(10.0, 0.0), 1);
+        assert_eq!(block_for(10.0, 4.0), BINS / 8, "at most an eighth of the window");
     }
 }

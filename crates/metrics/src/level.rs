@@ -376,7 +376,8 @@ pub fn samples(records: &[&ClientRecord], metric: Metric) -> Vec<f64> {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LevelIntervals {
     /// The throughputs' block length, seconds: the median E2E, at least one of the window's
-    /// [`crate::interval::BINS`] bins. Longer than an eighth of the window gives no interval.
+    /// [`crate::interval::BINS`] bins and at most an eighth of the window
+    /// ([`crate::interval::block_for`]).
     pub block_s: f64,
     pub request_throughput: Option<Interval>,
     pub output_throughput: Option<Interval>,

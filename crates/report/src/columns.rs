@@ -9,6 +9,7 @@
 //! page the same way.
 
 use crate::text::{ms, num};
+use goodput_metrics::interval::Confidence;
 use goodput_metrics::Summary;
 use goodput_results::{LevelReport, LoadUnit};
 use serde::{Serialize, Serializer};
@@ -60,8 +61,9 @@ pub enum Value {
     Number(Option<f64>),
     /// A fraction, written as a percent (`37 %`), `-` when unknown; CSV writes the fraction.
     Percent(Option<f64>),
-    /// Whether every SLO holds: `hold` or `broken`; CSV writes `true` or `false`.
-    Slos(bool),
+    /// What the SLOs' values and intervals say ([`slos_word`]); CSV writes whether every
+    /// value meets its bound, `true` or `false`.
+    Slos(Confidence),
     /// Words already (the console's harness and occupancy cells).
     Text(String),
 }
@@ -74,9 +76,22 @@ impl Value {
             Value::Count(n) => n.to_string(),
             Value::Number(x) => num(*x, d),
             Value::Percent(x) => x.filter(|v| v.is_finite()).map_or("-".into(), |v| format!("{:.d$} %", v * 100.0)),
-            Value::Slos(hold) => (if *hold { "hold" } else { "broken" }).into(),
+            Value::Slos(c) => slos_word(*c).into(),
             Value::Text(s) => s.clone(),
         }
+    }
+}
+
+/// A level's SLOs in a table cell: `hold` (every one holds with 95 % confidence), `hold,
+/// n.s.` (every value meets its bound, but an interval reaches past it: not significant),
+/// `broken, n.s.` (a value misses its bound within its interval's reach), `broken`, `no data`.
+pub fn slos_word(c: Confidence) -> &'static str {
+    match c {
+        Confidence::Holds => "hold",
+        Confidence::HoldsNotSignificant => "hold, n.s.",
+        Confidence::BreaksNotSignificant => "broken, n.s.",
+        Confidence::Breaks => "broken",
+        Confidence::NoData => "no data",
     }
 }
 
@@ -91,7 +106,7 @@ impl Serialize for Value {
                 Some(x) => s.serialize_f64(*x),
                 None => s.serialize_none(),
             },
-            Value::Slos(hold) => s.serialize_bool(*hold),
+            Value::Slos(c) => s.serialize_bool(matches!(c, Confidence::Holds | Confidence::HoldsNotSignificant)),
             Value::Text(t) => s.serialize_str(t),
         }
     }
@@ -246,7 +261,7 @@ pub static LEVEL: [Column; 25] = [
     column("harness_cpu", "harness CPU", "", 0, CONSOLE, |l| Value::Text(l.harness.cpu_text())),
     column("send_lag_p99_ms", "lag p99", "ms", 2, CONSOLE, |l| Value::Number(Some(l.harness.send_lag_p99_s * 1e3))),
     column("error_rate", "errors", "fraction", 2, CSV, |l| Value::Number(Some(l.summary.error_rate))),
-    Column { align: Align::Left, ..column("slos_hold", "SLOs", "", 0, EVERY, |l| Value::Slos(l.summary.slos_hold())) },
+    Column { align: Align::Left, ..column("slos_hold", "SLOs", "", 0, EVERY, |l| Value::Slos(l.summary.confidence())) },
 ];
 
 /// A distribution of one level as a row of a three-layer table: n, mean, P50/P90/P95/P99, max.

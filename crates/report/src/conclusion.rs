@@ -5,10 +5,11 @@
 //! `conclusion.txt` and the report.
 
 use crate::text::ms;
-use goodput_metrics::capacity::{QueueSource, Verdict};
+use goodput_metrics::capacity::{QueueSource, Reach, Verdict};
+use goodput_metrics::interval::{Confidence, Interval};
 use goodput_metrics::level::SloResult;
 use goodput_metrics::Summary;
-use goodput_results::{LevelReport, Results, RunSummary, FORMAT};
+use goodput_results::{LevelReport, LoadUnit, Results, RunSummary, SearchStop, FORMAT};
 
 /// A run's conclusion: the summary it is written from.
 pub struct Conclusion<'a> {
@@ -82,18 +83,26 @@ impl<'a> Conclusion<'a> {
                 w.name, s.mean_input_tokens, s.load, s.requests
             );
         }
+        let iv = s.intervals.clone().unwrap_or_default();
+        let within = |i: Option<Interval>, scale: f64, unit: &str| {
+            let d = if i.and_then(|i| i.hi).is_some_and(|hi| hi * scale < 100.0) { 1 } else { 0 };
+            i.map_or(String::new(), |i| format!(" [{}{unit}]", i.text(scale, d)))
+        };
         format!(
             "In the {} scenario ({lengths}measured mean input {:.0} tokens, output {:.0} tokens), at {} {unit}: \
-             P95 TTFT {}, P95 TPOT {}, per-user generation {:.1} tok/s (median), total output {:.0} tok/s, \
-             {:.2} requests/s ({} measured requests).",
+             P95 TTFT {}{}, P95 TPOT {}{}, per-user generation {:.1} tok/s (median), total output {:.0} tok/s{}, \
+             {:.2} requests/s ({} measured requests; [95 % intervals]).",
             w.name,
             s.mean_input_tokens,
             s.mean_output_tokens,
             s.load,
             whole_ms(ms(&s.ttft, |x| x.p95)),
+            within(iv.ttft_p95, 1e3, " ms"),
             whole_ms(ms(&s.tpot, |x| x.p95)),
+            within(iv.tpot_p95, 1e3, " ms"),
             s.per_user_tps.as_ref().map_or(0.0, |x| x.p50),
             s.output_throughput,
+            within(iv.output_throughput, 1.0, ""),
             s.request_throughput,
             s.requests,
         )
@@ -143,32 +152,105 @@ impl<'a> Conclusion<'a> {
                     }
                     None => "queue time rises".into(),
                 };
-                format!(" Up to {q} {unit} requests are hardly queued; from {k} {unit} {what} and pushes TTFT up{source}.")
+                format!(" Up to {q} {unit} {}; from {k} {unit} {what} and pushes TTFT up{source}.", self.calm(q))
             }
-            (Some(q), None) => format!(" Up to {q} {unit}, the highest level run, requests are hardly queued{source}."),
+            (Some(q), None) => format!(" Up to {q} {unit}, the highest level run, {}{source}.", self.calm(q)),
             _ => " Where queueing starts is unknown: the target returned no engine stamps and its /metrics no queue-time histogram.".into(),
+        }
+    }
+
+    /// What waiting looks like at `load`, below the knee: "requests are hardly queued" only
+    /// while the P95 wait is under [`MATERIAL_WAIT_SHARE`] of the P95 TTFT, with both figures;
+    /// otherwise the wait is named as the material share it is.
+    fn calm(&self, load: f64) -> String {
+        let Some(s) = self.at(load).map(|l| &l.summary) else { return "requests are hardly queued".into() };
+        let wait = s.engine_wait.as_ref().or(s.queue_time.as_ref()).map(|w| w.p95);
+        let ttft = s.ttft.as_ref().map(|t| t.p95);
+        match (wait, ttft) {
+            (Some(w), Some(t)) if t > 0.0 && w / t < MATERIAL_WAIT_SHARE => format!(
+                "requests are hardly queued (P95 wait {:.1} ms, {:.0} % of P95 TTFT)",
+                w * 1e3,
+                100.0 * w / t
+            ),
+            (Some(w), Some(t)) if t > 0.0 => format!(
+                "the wait does not rise with load, yet it is {:.1} ms at P95, {:.0} % of P95 TTFT (the step in progress, or a queue)",
+                w * 1e3,
+                100.0 * w / t
+            ),
+            _ => "requests are hardly queued".into(),
         }
     }
 
     fn capacity(&self) -> String {
         let unit = self.s.load_unit;
         let slo_text = self.s.slos.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
-        let mut out = match (self.v.usable, self.s.levels.first()) {
-            (Some(u), _) => {
-                format!(" Under the SLOs ({slo_text}), the recommended stable load is {u} {unit} (usable capacity)")
-            }
-            (None, Some(first)) => format!(
-                " No level met the SLOs ({slo_text}); the usable capacity is below {} {unit}",
+        let top = self.s.levels.last().map_or(f64::NAN, |l| l.summary.load);
+        let mut out = match (self.v.reach, self.v.usable, self.s.levels.first()) {
+            (_, _, None) => return String::new(),
+            (Some(Reach::NotReached), Some(u), _) => format!(
+                " Every level held its SLOs ({slo_text}) with 95 % confidence: the usable capacity is at least {u} {unit} (the limit was not reached: {})",
+                self.not_reached_why()
+            ),
+            (_, Some(u), _) => format!(
+                " Under the SLOs ({slo_text}), the usable capacity is {u} {unit}: every SLO holds with 95 % confidence there and at every level below{}",
+                self.v.first_unsure.map_or(String::new(), |f| format!(", and no longer at {f} {unit}"))
+            ),
+            (_, None, Some(first)) => format!(
+                " No level held the SLOs ({slo_text}) with 95 % confidence; the usable capacity is below {} {unit}, the lowest level run",
                 first.summary.load
             ),
-            (None, None) => String::new(),
         };
-        match self.v.limit {
-            Some(l) => {
-                let tps = self.at(l).map_or(f64::NAN, |x| x.summary.output_throughput);
-                out.push_str(&format!("; output throughput peaks at {l} {unit} ({tps:.0} tok/s, limit capacity)."));
-            }
+        if top.is_nan() {
+            out.push('.');
+            return out;
+        }
+        match self.v.limit.and_then(|l| self.at(l)) {
+            Some(peak) => out.push_str(&format!("; {}.", self.peak(peak))),
             None => out.push('.'),
+        }
+        out
+    }
+
+    /// Why a sweep that held everywhere stopped: the search's bound or budget, or the levels given.
+    fn not_reached_why(&self) -> String {
+        let unit = self.s.load_unit;
+        match self.s.search.as_ref().and_then(|x| x.stopped.map(|why| (x, why))) {
+            Some((x, SearchStop::MaxLoad)) => {
+                let flag = if unit == LoadUnit::Rate { "--max-rate" } else { "--max-users" };
+                format!("the search stopped at its bound, {flag} {}; raise it to go further", x.max_load)
+            }
+            Some((x, SearchStop::Budget)) => format!(
+                "the search's time budget of {:.0} s left no room for a higher level; give a longer --search-budget",
+                x.budget_s
+            ),
+            Some((_, SearchStop::Interrupted)) => "the run was interrupted before the search went further".into(),
+            _ => "no higher level was given; add higher levels, or --search to look for the limit".into(),
+        }
+    }
+
+    /// The peak of output throughput with its interval, and whether other levels are within it.
+    fn peak(&self, peak: &LevelReport) -> String {
+        let (unit, s) = (self.s.load_unit, &peak.summary);
+        let interval = s.intervals.as_ref().and_then(|i| i.output_throughput);
+        let mut out = format!("output throughput peaks at {} {unit} ({:.0} tok/s", s.load, s.output_throughput);
+        let Some(i) = interval.filter(|i| i.lo.is_some()) else {
+            out.push_str(", limit capacity)");
+            return out;
+        };
+        out.push_str(&format!(", 95 % interval {} tok/s, limit capacity)", i.text(1.0, 0)));
+        let lo = i.lo.unwrap_or(f64::INFINITY);
+        let close: Vec<String> = self
+            .s
+            .levels
+            .iter()
+            .filter(|l| l.summary.load != s.load && l.summary.output_throughput >= lo)
+            .map(|l| l.summary.load.to_string())
+            .collect();
+        if !close.is_empty() {
+            out.push_str(&format!(
+                ", but {} {unit} came within that interval: the peak's place is not significant (throughput is flat there)",
+                close.join(", ")
+            ));
         }
         out
     }
@@ -249,13 +331,24 @@ impl<'a> Conclusion<'a> {
         )
     }
 
-    /// The SLOs broken at the first failing level, with their measured values.
+    /// Where the SLOs stopped holding with confidence: the first such level's SLOs that did
+    /// not, with their values, intervals and what those say.
     fn breaks(&self) -> String {
-        let Some(first_fail) = self.s.levels.iter().find(|l| !l.summary.slos_hold()) else { return String::new() };
-        let broken: Vec<String> = first_fail.summary.slos.iter().filter(|r| !r.holds).map(broken_slo).collect();
-        format!(" At {} {} the SLOs break: {}.", first_fail.summary.load, self.s.load_unit, broken.join("; "))
+        let Some(first) = self.v.first_unsure.and_then(|f| self.at(f)) else { return String::new() };
+        let s = &first.summary;
+        let shown: Vec<String> = s.slos.iter().filter(|r| !r.confidence().surely_holds()).map(broken_slo).collect();
+        let what = match s.confidence() {
+            Confidence::Breaks => "the SLOs break",
+            Confidence::BreaksNotSignificant => "the SLOs break, though not significantly",
+            Confidence::HoldsNotSignificant => "the SLOs are not shown to hold",
+            _ => "the SLOs have no data",
+        };
+        format!(" At {} {} {what}: {}.", s.load, self.s.load_unit, shown.join("; "))
     }
 }
+
+/// The share of P95 TTFT a P95 wait must stay under for requests to be called hardly queued.
+pub const MATERIAL_WAIT_SHARE: f64 = 0.25;
 
 /// At most 120 characters of `s`, on a character boundary.
 fn clip(s: &str) -> String {
@@ -265,15 +358,16 @@ fn clip(s: &str) -> String {
     }
 }
 
+/// `tpot_p95 <= 50ms (measured 51 ms, 95 % interval 50–52 ms: breaks)`.
 fn broken_slo(r: &SloResult) -> String {
-    let v = r.value.map_or("no data".into(), |v| {
-        if r.slo.metric.is_rate() {
-            format!("{:.1}%", v * 100.0)
-        } else if r.slo.metric.is_time() {
-            format!("{:.0} ms", v * 1e3)
-        } else {
-            format!("{v:.1}")
-        }
-    });
-    format!("{} (measured {v})", r.slo)
+    let (scale, unit, d) = if r.slo.metric.is_rate() {
+        (100.0, "%", 1)
+    } else if r.slo.metric.is_time() {
+        (1e3, " ms", if r.value.is_some_and(|v| v < 0.1) { 1 } else { 0 })
+    } else {
+        (1.0, "", 1)
+    };
+    let v = r.value.map_or("no data".into(), |v| format!("{:.d$}{unit}", v * scale));
+    let within = r.interval.map_or(String::new(), |i| format!(", 95 % interval {}{unit}", i.text(scale, d)));
+    format!("{} (measured {v}{within}: {})", r.slo, r.confidence().word())
 }

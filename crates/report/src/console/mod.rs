@@ -25,6 +25,7 @@ pub use tasks::{agent, rag, turns};
 
 use crate::columns::{Column, Output, Value};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Color, Table};
+use goodput_metrics::interval::Confidence;
 use goodput_results::LevelReport;
 use std::cell::Cell as Flag;
 
@@ -49,7 +50,11 @@ pub fn color() -> bool {
 fn cell(c: &Column, l: &LevelReport) -> Cell {
     let cell = Cell::new(c.text(Output::Console, l));
     match (c.get)(l) {
-        Value::Slos(hold) if color() => cell.fg(if hold { Color::Green } else { Color::Red }),
+        Value::Slos(c) if color() => cell.fg(match c {
+            Confidence::Holds => Color::Green,
+            Confidence::HoldsNotSignificant | Confidence::BreaksNotSignificant => Color::Yellow,
+            Confidence::Breaks | Confidence::NoData => Color::Red,
+        }),
         _ => cell,
     }
 }

@@ -11,16 +11,24 @@ pub fn level_line(l: &LevelReport, unit: LoadUnit) -> String {
     let s = &l.summary;
     let p95 = |x| num(ms(x, |x| x.p95), 1);
     let ttfo = s.ttfo.as_ref().map_or(String::new(), |_| format!(" (TTFO p95 {} ms)", p95(&s.ttfo)));
+    // Each headline figure with its 95 % interval, where the level has one.
+    let within = |i: Option<goodput_metrics::interval::Interval>, scale: f64, d: usize| {
+        i.map_or(String::new(), |i| format!(" [{}]", i.text(scale, d)))
+    };
+    let iv = s.intervals.clone().unwrap_or_default();
     format!(
-        "  {} {unit}: {} requests, {:.0} out tok/s, TTFT p95 {} ms{ttfo}, TPOT p95 {} ms, engine wait p95 {} ms (queue {} ms), SLOs {}",
+        "  {} {unit}: {} requests, {:.0} out tok/s{}, TTFT p95 {} ms{}{ttfo}, TPOT p95 {} ms{}, engine wait p95 {} ms (queue {} ms), SLOs {}",
         s.load,
         s.requests,
         s.output_throughput,
+        within(iv.output_throughput, 1.0, 0),
         p95(&s.ttft),
+        within(iv.ttft_p95, 1e3, 1),
         p95(&s.tpot),
+        within(iv.tpot_p95, 1e3, 1),
         p95(&s.engine_wait),
         p95(&s.queue_time),
-        if s.slos_hold() { "hold" } else { "broken" }
+        crate::columns::slos_word(s.confidence())
     )
 }
 
@@ -33,7 +41,7 @@ pub fn levels(levels: &[LevelReport], unit: LoadUnit, model: &str, scenario: &st
     for l in levels {
         t.add_row(cols.iter().map(|c| cell(c, l)).collect::<Vec<_>>());
     }
-    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level)\n{t}")
+    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level; SLOs: hold = every SLO holds with 95 % confidence, n.s. = not significant: a value's 95 % interval reaches past its bound)\n{t}")
 }
 
 /// One level's three layers as rows of a table: what users see (TTFT, TPOT, ITL, E2E,

@@ -31,13 +31,14 @@ pub enum RefineKind {
 impl RefineKind {
     /// The next level between the last passing and the first failing level, if there is room:
     /// a whole number of users strictly between them, or a rate, while they are more than
-    /// 10 % apart.
+    /// 10 % apart and the passing level used under 95 % of its nearest bound (within 5 % of it,
+    /// the limit is found).
     pub fn next(self, outcomes: &[LevelOutcome]) -> Option<LevelSpec> {
         let (p, f) = pass_fail_levels(outcomes)?;
         let (pass, fail) = (p.load, f.load);
         let at = refine_point((pass, p.slo_used), (fail, f.slo_used));
         let whole = at.floor();
-        let apart = (fail - pass) / fail > 0.1;
+        let apart = (fail - pass) / fail > 0.1 && p.slo_used < 0.95;
         let between = whole > pass && whole < fail && apart;
         let arrival = match self {
             RefineKind::Users(think) if between => Arrival::Closed { users: whole as usize, think },
