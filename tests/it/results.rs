@@ -47,6 +47,8 @@ fn the_stored_verdict_is_the_one_the_records_give_and_the_exports_hold_the_level
         outcomes.push(LevelOutcome {
             load: again.load,
             slos_hold: again.slos_hold(),
+            surely_holds: again.slos_surely_hold(),
+            slo_used: again.most_used(),
             output_throughput: again.output_throughput,
             queue_time: again.engine_wait.as_ref().map(|w| w.p50),
         });

@@ -8,6 +8,7 @@ mod common;
 
 mod compare;
 mod http;
+mod machine;
 mod shards;
 
 /// Held for the whole of every test in this binary.

@@ -74,6 +74,66 @@ pub fn process_cpu_secs() -> f64 {
 
 pub use goodput_results::CpuUse;
 
+use goodput_metrics::machine::{CpuCounters, MachineLoad};
+
+/// The machine's CPU counters now (`/proc/stat`, `/proc/loadavg`, this process's CPU time);
+/// `None` where there is no `/proc` (not Linux).
+pub fn counters() -> Option<CpuCounters> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let (busy_ticks, steal_ticks, all_ticks) = CpuCounters::parse_stat(&stat)?;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    Some(CpuCounters {
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        busy_ticks,
+        steal_ticks,
+        all_ticks,
+        own_cpu_s: process_cpu_secs(),
+        load_avg_1m: load.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(f64::NAN),
+    })
+}
+
+/// Seconds per tick of `/proc/stat` (`_SC_CLK_TCK`, 100 per second almost everywhere).
+fn tick_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        1.0 / hz as f64
+    } else {
+        0.01
+    }
+}
+
+/// The speed probe: the best of three timings of a fixed single-thread computation (some
+/// 4 ms on a current core), in seconds.
+pub fn probe_s() -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            let mut x = 1u64;
+            for i in 0..4_000_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(i));
+            }
+            std::hint::black_box(x);
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Runs `f` with the machine watched: its counters and the speed probe before and after.
+/// `target_here`: the target is another process on this machine (its CPU is not others').
+pub fn watched<R>(target_here: bool, f: impl FnOnce() -> R) -> (R, Option<MachineLoad>) {
+    let (probe0, c0, t0) = (probe_s(), counters(), std::time::Instant::now());
+    let r = f();
+    let (wall, c1) = (t0.elapsed().as_secs_f64(), counters());
+    let probe1 = probe_s();
+    let load = c0.zip(c1).map(|(a, b)| MachineLoad {
+        probe_drift: (probe0 > 0.0).then(|| probe1 / probe0 - 1.0),
+        includes_target: target_here,
+        ..MachineLoad::between(&a, &b, tick_s(), wall)
+    });
+    (r, load)
+}
+
 /// The load generator's threads beside the calling one: its worker pool's
 /// (`goodput_workload::pool`), whose CPU is the harness's too.
 #[cfg(unix)]
@@ -131,6 +191,16 @@ pub fn measure_with<R>(workers: &Threads, f: impl FnOnce() -> R) -> (R, CpuUse) 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_machine_s_counters_read_and_a_quiet_wait_uses_no_core_of_ours() {
+        let Some(c) = super::counters() else { return };
+        assert!(c.cpus >= 1 && c.all_ticks >= c.busy_ticks, "{c:?}");
+        let (_, load) = super::watched(false, || std::thread::sleep(std::time::Duration::from_millis(50)));
+        let load = load.unwrap();
+        assert!(load.other_cores >= 0.0 && load.probe_drift.is_some(), "{load:?}");
+        assert!(super::probe_s() > 0.0);
+    }
+
     /// Busy until the thread has used 50 ms of CPU (however long a loaded machine takes to
     /// give it, at most 10 s): the thread and the process both count it, and the share of the
     /// wall time is a fraction.

@@ -1,8 +1,16 @@
 //! Comparing two runs of the same workload, metric by metric, with the noise they show: a 95 %
-//! bootstrap interval per run (the level's requests resampled with replacement), and, when a
-//! side has repeats, the union of its repeats' intervals, which also holds the run-to-run
-//! drift a single run's requests cannot show. The side's value is the median over its
-//! repeats. A change is beyond the noise when the two sides' intervals do not overlap.
+//! bootstrap interval per run — a latency's over the level's requests resampled with
+//! replacement, a rate's or throughput's over time blocks of its window
+//! ([`crate::interval::block_bootstrap`]: resampling requests keeps the window and so gives a
+//! count per window a zero-width interval) — and, when a side has repeats, the union of its
+//! repeats' intervals. The side's value is the median over its repeats.
+//!
+//! A single run's interval never holds the run-to-run drift that separates two runs on one
+//! machine (other work, clocks, caches), so a change is beyond the noise only when the two
+//! sides' intervals do not overlap **and** it exceeds the noise: the stated noise floor
+//! (`--noise-floor`, 10 % by default) when both sides are single runs, the spread of the
+//! repeats ((max − min) ÷ median) when either side has them; and for times at least
+//! [`TIME_RESOLUTION_S`].
 
 use crate::level::{stat_value, summarize};
 use crate::resample::Bootstrap;
@@ -53,6 +61,22 @@ impl Key {
         }
     }
 
+    /// A time in seconds (a latency statistic).
+    pub fn is_time(&self) -> bool {
+        matches!(self, Key::Stat(m, _) if m.is_time())
+    }
+
+    /// Every key `--fail-on` and `--metrics` take, in words: the statistics of each latency,
+    /// the rates and the throughputs.
+    pub fn accepted() -> String {
+        let stats: Vec<String> = Metric::ALL
+            .iter()
+            .filter(|m| !m.is_rate())
+            .map(|m| format!("{}_{{p50,p90,p95,p99,mean,max}}", m.name()))
+            .collect();
+        format!("{}, error_rate, timeout_rate, output_throughput, request_throughput, goodput", stats.join(", "))
+    }
+
     /// The value over `records`, by the contract's own definitions (`level::stat_value`,
     /// `level::summarize`).
     pub fn value(&self, records: &[&ClientRecord]) -> Option<f64> {
@@ -80,20 +104,44 @@ pub const DEFAULT_KEYS: [&str; 11] = [
     "request_throughput",
 ];
 
-/// A 95 % bootstrap interval of `key` over `records` (`rounds` resamples, seeded).
+/// Changes in a time smaller than this are noise whatever their ratio: a queue time of 0.01 ms
+/// against 0.03 ms is not a 200 % regression.
+pub const TIME_RESOLUTION_S: f64 = 0.001;
+
+/// The default noise floor of a comparison of single runs: the run-to-run drift of one
+/// machine that a run's own interval cannot show.
+pub const DEFAULT_NOISE_FLOOR: f64 = 0.10;
+
+/// A 95 % interval of a throughput key over `records`: a moving-block bootstrap over time
+/// blocks of the window as long as the median E2E ([`crate::interval::block_for`]).
+fn block_interval(records: &[&ClientRecord], key: Key, rounds: usize, seed: u64) -> Option<(f64, f64)> {
+    let start = records.iter().map(|r| r.intended).min()?;
+    let window = records.iter().map(|r| r.end).max()?.secs_since(start).max(1e-9);
+    let ok: Vec<&&ClientRecord> = records.iter().filter(|r| r.is_ok()).collect();
+    let e2e: Vec<f64> = ok.iter().filter_map(|r| crate::request::e2e(r)).collect();
+    let block = crate::interval::block_for(window, crate::percentile(&e2e, 50.0).unwrap_or(0.0));
+    let at = |t: goodput_core::Stamp| t.secs_since(start);
+    let events: Vec<(f64, f64)> = match key {
+        Key::OutputThroughput => ok
+            .iter()
+            .flat_map(|r| crate::request::token_arrivals(r).into_iter().map(move |(t, n)| (at(t), n)))
+            .collect(),
+        _ => ok.iter().map(|r| (at(r.end), 1.0)).collect(),
+    };
+    let i = crate::interval::block_bootstrap(events, window, block, rounds, seed)?;
+    Some((i.lo?, i.hi?))
+}
+
+/// A 95 % interval of `key` over `records` (`rounds` resamples, seeded): a latency's or
+/// rate's by resampling requests, a throughput's by resampling time blocks.
 pub fn bootstrap(records: &[&ClientRecord], key: Key, rounds: usize, seed: u64) -> Option<(f64, f64)> {
     if records.is_empty() {
         return None;
     }
+    if !matches!(key, Key::Stat(..)) {
+        return block_interval(records, key, rounds, seed);
+    }
     let n = records.len();
-    // Throughputs are per second of the level's window: a resample keeps the original window
-    // (its own could only be shorter, biasing throughput up).
-    let window = |rs: &[&ClientRecord]| {
-        let start = rs.iter().map(|r| r.intended).min().unwrap_or_default();
-        rs.iter().map(|r| r.end).max().unwrap_or_default().secs_since(start).max(1e-9)
-    };
-    let full = window(records);
-    let per_second = !matches!(key, Key::Stat(..));
     let mut values: Vec<f64> = Vec::with_capacity(rounds);
     let mut sample: Vec<&ClientRecord> = Vec::with_capacity(n);
     let mut draws = Bootstrap::new(n, seed);
@@ -101,7 +149,7 @@ pub fn bootstrap(records: &[&ClientRecord], key: Key, rounds: usize, seed: u64) 
         sample.clear();
         sample.extend(draws.next_sample().iter().map(|&i| records[i]));
         if let Some(v) = key.value(&sample) {
-            values.push(if per_second { v * window(&sample) / full } else { v });
+            values.push(v);
         }
     }
     Some((crate::percentile(&values, 2.5)?, crate::percentile(&values, 97.5)?))
@@ -117,8 +165,13 @@ pub struct Row {
     pub ratio: f64,
     pub a_interval: (f64, f64),
     pub b_interval: (f64, f64),
-    /// The intervals do not overlap.
+    /// The intervals do not overlap and the change exceeds `noise` (and, for times,
+    /// [`TIME_RESOLUTION_S`]).
     pub beyond_noise: bool,
+    /// The relative change taken as noise: the repeats' spread, or the noise floor.
+    pub noise: f64,
+    /// `noise` is the spread of a side's repeats (not the floor).
+    pub noise_from_repeats: bool,
     /// b is worse than a (by the metric's direction).
     pub worse: bool,
 }
@@ -130,9 +183,15 @@ impl Row {
     }
 }
 
-/// One side's value (median over repeats) and noise interval (union of the repeats'
-/// bootstrap intervals).
-fn side(repeats: &[Vec<&ClientRecord>], k: Key, rounds: usize, seed: u64) -> Option<(f64, (f64, f64))> {
+/// One side: its value (median over repeats), noise interval (union of the repeats'
+/// intervals) and the repeats' spread ((max − min) ÷ median; `None` for a single run).
+struct Side {
+    value: f64,
+    interval: (f64, f64),
+    spread: Option<f64>,
+}
+
+fn side(repeats: &[Vec<&ClientRecord>], k: Key, rounds: usize, seed: u64) -> Option<Side> {
     let mut values = Vec::new();
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for (i, r) in repeats.iter().enumerate() {
@@ -141,12 +200,15 @@ fn side(repeats: &[Vec<&ClientRecord>], k: Key, rounds: usize, seed: u64) -> Opt
         lo = lo.min(l);
         hi = hi.max(h);
     }
-    Some((crate::percentile(&values, 50.0)?, (lo, hi)))
+    let value = crate::percentile(&values, 50.0)?;
+    let (min, max) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+    let spread = (values.len() > 1).then(|| if value != 0.0 { (max - min) / value.abs() } else { 0.0 });
+    Some(Side { value, interval: (lo, hi), spread })
 }
 
-/// Compares `keys` between the records of one level in two runs.
-pub fn compare(a: &[&ClientRecord], b: &[&ClientRecord], keys: &[Key], rounds: usize) -> Vec<Row> {
-    compare_repeats(&[a.to_vec()], &[b.to_vec()], keys, rounds)
+/// Compares `keys` between the records of one level in two runs, with `floor` as the noise.
+pub fn compare(a: &[&ClientRecord], b: &[&ClientRecord], keys: &[Key], rounds: usize, floor: f64) -> Vec<Row> {
+    compare_repeats(&[a.to_vec()], &[b.to_vec()], keys, rounds, floor)
 }
 
 /// b / a, where a change from 0 is infinite (an error rate from 0 % to 100 % is worse without
@@ -162,13 +224,24 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 /// Compares `keys` between one level's records in the repeats of two sides; a key that a
-/// side has no value for (no request of the level has the metric) gives no row.
-pub fn compare_repeats(a: &[Vec<&ClientRecord>], b: &[Vec<&ClientRecord>], keys: &[Key], rounds: usize) -> Vec<Row> {
+/// side has no value for (no request of the level has the metric) gives no row. The noise is
+/// the larger repeats' spread where a side has repeats, else `floor`.
+pub fn compare_repeats(
+    a: &[Vec<&ClientRecord>],
+    b: &[Vec<&ClientRecord>],
+    keys: &[Key],
+    rounds: usize,
+    floor: f64,
+) -> Vec<Row> {
     keys.iter()
         .filter_map(|&k| {
-            let (va, ia) = side(a, k, rounds, 1)?;
-            let (vb, ib) = side(b, k, rounds, 1_000)?;
-            let beyond_noise = ia.1 < ib.0 || ib.1 < ia.0;
+            let (sa, sb) = (side(a, k, rounds, 1)?, side(b, k, rounds, 1_000)?);
+            let (va, vb, ia, ib) = (sa.value, sb.value, sa.interval, sb.interval);
+            let spread = sa.spread.into_iter().chain(sb.spread).reduce(f64::max);
+            let noise = spread.unwrap_or(floor);
+            let disjoint = ia.1 < ib.0 || ib.1 < ia.0;
+            let resolution = if k.is_time() { TIME_RESOLUTION_S } else { 0.0 };
+            let beyond_noise = disjoint && (vb - va).abs() > (noise * va.abs()).max(resolution);
             let worse = if k.higher_is_better() { vb < va } else { vb > va };
             Some(Row {
                 key: k.name(),
@@ -178,6 +251,8 @@ pub fn compare_repeats(a: &[Vec<&ClientRecord>], b: &[Vec<&ClientRecord>], keys:
                 a_interval: ia,
                 b_interval: ib,
                 beyond_noise,
+                noise,
+                noise_from_repeats: spread.is_some(),
                 worse,
             })
         })
@@ -197,9 +272,9 @@ pub struct Threshold {
 pub enum ThresholdError {
     #[error("`{part}`: expected KEY=+N%, e.g. ttft_p95=+10%")]
     NotKeyValue { part: String },
-    #[error("`{part}`: {source}")]
+    #[error("`{part}`: {source}; --fail-on takes {accepted}", accepted = Key::accepted())]
     Key { part: String, source: KeyError },
-    #[error("`{part}`: `{value}` is not a signed percentage (+10%, -5%)")]
+    #[error("`{part}`: `{value}` is not a signed percentage (+10%, -5%): the sign says which way is worse")]
     NotPercentage { part: String, value: String },
     #[error("`{part}`: {key} gets worse as it {direction}; write {sign}{pct}%")]
     WrongSign { part: String, key: String, direction: &'static str, sign: char, pct: f64 },
@@ -217,6 +292,7 @@ fn parse_threshold(part: &str) -> Result<Threshold, ThresholdError> {
     let v = v.trim();
     let pct: f64 = v
         .strip_suffix('%')
+        .filter(|x| x.starts_with(['+', '-']))
         .and_then(|x| x.trim().parse().ok())
         .filter(|x: &f64| x.is_finite() && *x != 0.0)
         .ok_or_else(|| ThresholdError::NotPercentage { part: part.into(), value: v.into() })?;
@@ -274,7 +350,7 @@ mod tests {
         let b: Vec<ClientRecord> = (0..40).map(|i| rec(i, 150 + i)).collect();
         let (ra, rb): (Vec<&ClientRecord>, Vec<&ClientRecord>) = (a.iter().collect(), b.iter().collect());
         let keys = [Key::parse("ttft_p50").unwrap(), Key::parse("tpot_p50").unwrap()];
-        let rows = compare(&ra, &rb, &keys, 200);
+        let rows = compare(&ra, &rb, &keys, 200, DEFAULT_NOISE_FLOOR);
         let ttft = &rows[0];
         // Medians 119.5 and 169.5 ms (linear interpolation).
         assert!((ttft.a - 0.1195).abs() < 1e-9 && (ttft.b - 0.1695).abs() < 1e-9, "{ttft:?}");
@@ -284,15 +360,56 @@ mod tests {
         assert!(!breaks(ttft, &parse_thresholds("ttft_p50=+50%").unwrap()[0]), "a 42 % change is under 50 %");
         // TPOT is the same 10 ms in both: not worse, within noise.
         assert!(!rows[1].beyond_noise && (rows[1].ratio - 1.0).abs() < 1e-9);
-        let same = compare(&ra, &ra, &keys, 200);
+        let same = compare(&ra, &ra, &keys, 200, DEFAULT_NOISE_FLOOR);
         assert!(same.iter().all(|r| !r.beyond_noise));
         // Repeats: A's second run drifted +30 ms; the union of its intervals now reaches B's
         // (+50 ms), and A's value is the median of its repeats (119.5 and 149.5: 134.5).
         let drift: Vec<ClientRecord> = (0..40).map(|i| rec(i, 130 + i)).collect();
         let rd: Vec<&ClientRecord> = drift.iter().collect();
-        let rows = compare_repeats(&[ra.clone(), rd], std::slice::from_ref(&rb), &keys[..1], 200);
+        let rows = compare_repeats(&[ra.clone(), rd], std::slice::from_ref(&rb), &keys[..1], 200, DEFAULT_NOISE_FLOOR);
         assert!((rows[0].a - 0.1345).abs() < 1e-9, "{:?}", rows[0]);
         assert!(rows[0].a_interval.1 > 0.145, "{:?}", rows[0]);
+    }
+
+    /// `n` requests, one every `gap_ms`, each 100 ms long with 11 tokens.
+    fn paced(n: u64, gap_ms: u64) -> Vec<ClientRecord> {
+        let ms = |x: u64| Stamp(x * 1_000_000);
+        (0..n)
+            .map(|i| {
+                let t0 = i * gap_ms;
+                RecordBuilder::new(i)
+                    .intended(ms(t0))
+                    .input(10)
+                    .end(ms(t0 + 100))
+                    .tokens_at((0..11).map(|k| ms(t0 + 10 + 9 * k)))
+                    .build()
+            })
+            .collect()
+    }
+
+    /// The false alarm: two runs whose rates differ by 4 % each had an interval of
+    /// zero width, so the gate called it a regression. Now a rate's interval comes from time
+    /// blocks, and a change within the noise floor is noise; a 2× slowdown is not.
+    #[test]
+    fn a_rate_has_a_real_interval_and_a_small_drift_is_noise() {
+        let (a, b) = (paced(200, 50), paced(200, 52));
+        let (ra, rb): (Vec<&ClientRecord>, Vec<&ClientRecord>) = (a.iter().collect(), b.iter().collect());
+        let keys = [Key::RequestThroughput, Key::OutputThroughput];
+        let rows = compare(&ra, &rb, &keys, 300, DEFAULT_NOISE_FLOOR);
+        for r in &rows {
+            assert!(r.a_interval.1 > r.a_interval.0, "{r:?}");
+            assert!(r.worse && !r.beyond_noise, "a 4 % drift is within the 10 % floor: {r:?}");
+        }
+        let slow = paced(200, 100);
+        let rs: Vec<&ClientRecord> = slow.iter().collect();
+        let rows = compare(&ra, &rs, &keys, 300, DEFAULT_NOISE_FLOOR);
+        assert!(rows.iter().all(|r| r.worse && r.beyond_noise), "{rows:?}");
+        let t = parse_thresholds("request_throughput=-10%").unwrap();
+        assert!(breaks(&rows[0], &t[0]));
+        // A threshold takes a sign, and a key it does not know lists those it does.
+        assert!(parse_thresholds("request_throughput=10%").unwrap_err().to_string().contains("signed"));
+        let e = parse_thresholds("latency_p95=+10%").unwrap_err().to_string();
+        assert!(e.contains("output_throughput") && e.contains("ttft_{p50"), "{e}");
     }
 
     #[test]
@@ -306,12 +423,12 @@ mod tests {
             })
             .collect();
         let (ra, rb): (Vec<&ClientRecord>, Vec<&ClientRecord>) = (a.iter().collect(), b.iter().collect());
-        let rows = compare(&ra, &rb, &[Key::parse("error_rate").unwrap()], 100);
+        let rows = compare(&ra, &rb, &[Key::parse("error_rate").unwrap()], 100, DEFAULT_NOISE_FLOOR);
         let row = &rows[0];
         assert_eq!((row.a, row.b, row.ratio), (0.0, 1.0, f64::INFINITY));
         assert!(row.worse && row.beyond_noise);
         assert!(breaks(row, &parse_thresholds("error_rate=+1%").unwrap()[0]));
-        let same = compare(&ra, &ra, &[Key::parse("error_rate").unwrap()], 100);
+        let same = compare(&ra, &ra, &[Key::parse("error_rate").unwrap()], 100, DEFAULT_NOISE_FLOOR);
         assert_eq!(same[0].ratio, 1.0, "0 → 0 is no change");
         let nan = Row { a: f64::NAN, ..row.clone() };
         assert!(breaks(&nan, &parse_thresholds("error_rate=+50%").unwrap()[0]), "not a number fails closed");

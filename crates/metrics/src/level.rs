@@ -397,7 +397,7 @@ fn throughput_intervals(records: &[&ClientRecord], s: &LevelSummary) -> LevelInt
     let request_throughput = block_bootstrap(ends, s.window_s, block, crate::interval::ROUNDS, seed);
     // A completed request's output tokens counted when they arrived (the chunks' stamps
     // carry their token counts).
-    let tokens = ok().flat_map(|r| rm::token_arrivals(r).into_iter().map(move |(t, n)| (at(t), n as f64)));
+    let tokens = ok().flat_map(|r| rm::token_arrivals(r).into_iter().map(move |(t, n)| (at(t), n)));
     let output_throughput = block_bootstrap(tokens, s.window_s, block, crate::interval::ROUNDS, seed + 1);
     let p95 = |m: Metric| crate::interval::percentile_interval(&samples(records, m), 95.0);
     LevelIntervals {

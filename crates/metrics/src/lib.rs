@@ -9,6 +9,7 @@ pub mod engine;
 pub mod http;
 pub mod interval;
 pub mod level;
+pub mod machine;
 pub mod names;
 pub mod nan;
 pub mod occupancy;

@@ -208,7 +208,7 @@ macro_rules! time {
 }
 
 /// Every column of the level table, in the order every output shows its own.
-pub static LEVEL: [Column; 25] = [
+pub static LEVEL: [Column; 26] = [
     column("load", "load ({unit})", "", 0, EVERY, |l| Value::Load(l.summary.load)),
     Column {
         console_header: Some("n"),
@@ -260,6 +260,19 @@ pub static LEVEL: [Column; 25] = [
     }),
     column("harness_cpu", "harness CPU", "", 0, CONSOLE, |l| Value::Text(l.harness.cpu_text())),
     column("send_lag_p99_ms", "lag p99", "ms", 2, CONSOLE, |l| Value::Number(Some(l.harness.send_lag_p99_s * 1e3))),
+    Column {
+        when: Some(|l| l.machine.is_some()),
+        ..column("machine", "machine", "", 0, CONSOLE, |l| {
+            Value::Text(match &l.machine {
+                None => "-".into(),
+                Some(m) if m.busy().is_empty() => "quiet".into(),
+                Some(m) if m.includes_target || m.other_cores < goodput_metrics::machine::BUSY_OTHER_CORES => {
+                    "busy".into()
+                }
+                Some(m) => format!("busy ({:.1} cores)", m.other_cores),
+            })
+        })
+    },
     column("error_rate", "errors", "fraction", 2, CSV, |l| Value::Number(Some(l.summary.error_rate))),
     Column { align: Align::Left, ..column("slos_hold", "SLOs", "", 0, EVERY, |l| Value::Slos(l.summary.confidence())) },
 ];

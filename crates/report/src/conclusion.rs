@@ -64,7 +64,7 @@ impl<'a> Conclusion<'a> {
         };
         out.push_str(&self.headline(shown));
         out.push_str(&Self::reasoning(shown));
-        for part in [self.queueing(), self.capacity(), self.short_outputs(), self.failures()] {
+        for part in [self.queueing(), self.capacity(), self.machine(), self.short_outputs(), self.failures()] {
             out.push_str(&part);
         }
         out.push_str(&Self::turns(shown));
@@ -271,6 +271,27 @@ impl<'a> Conclusion<'a> {
         let named: Vec<String> =
             top.iter().take(3).map(|(k, (n, example))| format!("{n} {k} (e.g. \"{}\")", clip(example))).collect();
         format!(" {total} of {requests} measured requests failed: {}.", named.join(", "))
+    }
+
+    /// Levels measured on a busy or drifting machine: the result is not reproducible as is.
+    fn machine(&self) -> String {
+        let busy: Vec<(f64, Vec<goodput_metrics::machine::Busy>)> = self
+            .s
+            .levels
+            .iter()
+            .filter_map(|l| Some((l.summary.load, l.machine.as_ref()?.busy())))
+            .filter(|(_, b)| !b.is_empty())
+            .collect();
+        let Some((load, why)) = busy.first() else { return String::new() };
+        let loads: Vec<String> = busy.iter().map(|(l, _)| l.to_string()).collect();
+        format!(
+            " Caution: the machine was busy during {} of {} levels ({} {}; at {load}: {}), so these results are not reproducible as measured: rerun with --repeats to measure the spread, pin the engine (--engine-cpus), or use a quiet machine.",
+            busy.len(),
+            self.s.levels.len(),
+            loads.join(", "),
+            self.s.load_unit,
+            why.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+        )
     }
 
     fn short_outputs(&self) -> String {

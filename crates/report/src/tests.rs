@@ -23,9 +23,15 @@ fn fixture(name: &str) -> PathBuf {
 fn the_conclusion_says_the_stored_verdict() {
     let (s, _) = two_levels();
     let conclusion = Conclusion::of(&s).render();
-    assert!(conclusion.contains("recommended stable load is 1 users"), "{conclusion}");
+    assert!(
+        conclusion.contains("the usable capacity is 1 users: every SLO holds with 95 % confidence"),
+        "{conclusion}"
+    );
     assert!(conclusion.contains("median 41 ms of handoff and queue"), "{conclusion}");
-    assert!(conclusion.contains("At 2 users the SLOs break: ttft_p95 <= 100ms"), "{conclusion}");
+    assert!(
+        conclusion.contains("At 2 users the SLOs break: ttft_max <= 100ms (measured 150 ms: breaks)"),
+        "{conclusion}"
+    );
 }
 
 #[test]
@@ -186,4 +192,86 @@ fn the_console_colors_its_verdicts_only_when_asked() {
         out
     };
     assert_eq!(strip(&colored), plain, "color changes no character of the table");
+}
+
+/// Property tests of the conclusion (issue 48): over generated sweeps, every sentence agrees
+/// with the typed numbers it is written from.
+mod conclusion_properties {
+    use crate::Conclusion;
+    use goodput_core::ClientRecord;
+    use goodput_metrics::machine::MachineLoad;
+    use goodput_results::testing::{level, record, run_summary};
+    use proptest::prelude::*;
+
+    /// One generated level: its TTFT (ms), the engine wait before it (ms), tokens per
+    /// request, and whether other processes kept a core busy.
+    #[derive(Clone, Debug)]
+    struct Gen {
+        ttft: u64,
+        wait_share: u64,
+        tokens: u64,
+        busy: bool,
+    }
+
+    fn gen() -> impl Strategy<Value = Gen> {
+        (5u64..400, 0u64..100, 2u64..20, proptest::bool::weighted(0.2))
+            .prop_map(|(ttft, wait_share, tokens, busy)| Gen { ttft, wait_share, tokens, busy })
+    }
+
+    fn sweep(levels: &[Gen]) -> goodput_results::RunSummary {
+        let mut s = run_summary();
+        for (i, g) in levels.iter().enumerate() {
+            let load = f64::from(1u32 << i);
+            let wait = g.ttft * g.wait_share / 100;
+            let records: Vec<ClientRecord> =
+                (0..20u64).map(|k| record(1000 * i as u64 + k, g.ttft + k % 7, g.tokens, wait)).collect();
+            let mut l = level(load, &records);
+            let others = if g.busy { 0.9 } else { 0.05 };
+            l.machine = Some(MachineLoad { cpus: 2, other_cores: others, ..Default::default() });
+            s.push_level(l);
+        }
+        s
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn the_conclusion_agrees_with_its_numbers(levels in proptest::collection::vec(gen(), 1..6)) {
+            let s = sweep(&levels);
+            let v = s.verdict();
+            let text = Conclusion::of(&s).body();
+            // Never "hardly queued" where the wait is a material share of TTFT.
+            for l in &s.levels {
+                let (w, t) = (l.summary.engine_wait.as_ref().unwrap().p95, l.summary.ttft.as_ref().unwrap().p95);
+                if w / t >= crate::conclusion::MATERIAL_WAIT_SHARE {
+                    let load = l.summary.load;
+                    prop_assert!(!text.contains(&format!("Up to {load} users requests are hardly queued")), "{text}");
+                    prop_assert!(!text.contains(&format!("Up to {load} users, the highest level run, requests are hardly queued")), "{text}");
+                }
+            }
+            // One capacity figure, the verdict's, "at least" exactly when the limit was not reached.
+            prop_assert!(text.matches("usable capacity is").count() <= 1, "{text}");
+            let at_least = text.contains("usable capacity is at least");
+            prop_assert_eq!(at_least, v.reach == Some(goodput_metrics::capacity::Reach::NotReached), "{}", text);
+            if let Some(u) = v.usable {
+                prop_assert!(text.contains(&format!("usable capacity is {u} users")) || text.contains(&format!("at least {u} users")), "{text}");
+                prop_assert!(s.levels.iter().filter(|l| l.summary.load <= u).all(|l| l.summary.slos_surely_hold()));
+            } else {
+                prop_assert!(text.contains("No level held the SLOs"), "{text}");
+            }
+            // The caution about the machine exactly when a level ran on a busy one.
+            let busy = levels.iter().filter(|g| g.busy).count();
+            prop_assert_eq!(text.contains("the machine was busy"), busy > 0, "{}", text);
+            if busy > 0 {
+                let needle = format!("busy during {busy} of {} levels", levels.len());
+                prop_assert!(text.contains(&needle), "{}", text);
+            }
+            // The headline's throughput is the described level's.
+            let shown = v.usable.and_then(|u| s.level(u)).unwrap_or(&s.levels[0]);
+            if shown.summary.completed > 0 {
+                let tps = format!("total output {:.0} tok/s", shown.summary.output_throughput);
+                prop_assert!(text.contains(&tps), "{}", text);
+            }
+        }
+    }
 }

@@ -56,6 +56,11 @@ pub struct LevelReport {
     /// Prompt tokens the target served from its prefix cache over the measured requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<goodput_metrics::cache::PrefixHits>,
+    /// The machine during the level: what else used its CPUs, steal, the speed probe's drift
+    /// ([`goodput_metrics::machine::MachineLoad::busy`] flags it). Absent in results written
+    /// before it was watched, and for a merged or simulated level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<goodput_metrics::machine::MachineLoad>,
     /// vLLM `bench serve`'s keys for the same quantities (`mean_ttft_ms`, `p99_tpot_ms`,
     /// `output_throughput`, …), so dashboards built on its files read ours. Written from
     /// `summary` ([`crate::vllm_keys`]); nothing of goodput reads them.

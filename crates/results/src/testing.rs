@@ -84,6 +84,7 @@ pub fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
         rag: None,
         partial: false,
         prefix_cache: None,
+        machine: None,
     }
 }
 
@@ -116,7 +117,7 @@ pub fn run_summary() -> RunSummary {
             lengths: "input 50–200".into(),
         },
         load_unit: LoadUnit::Users,
-        slos: parse_slos("ttft_p95=100ms,error_rate=30%").unwrap(),
+        slos: parse_slos("ttft_max=100ms,error_rate=30%").unwrap(),
         levels: Vec::new(),
         complete: true,
         prediction: None,

@@ -54,12 +54,28 @@ pub struct CompareArgs {
     /// Bootstrap resamples per metric and run.
     #[arg(long, default_value_t = 400)]
     pub bootstrap: usize,
+    /// Single runs on both sides: a change counts only beyond this share of A's value (and
+    /// beyond both runs' intervals) — the run-to-run drift of one machine that a single run's
+    /// interval cannot show. With --repeats (or A1,A2,…) on either side, their spread is the
+    /// noise instead.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_floor, default_value = "10%")]
+    pub noise_floor: f64,
     /// Criterion trees: the baseline of A.
     #[arg(long, default_value = "base")]
     pub baseline_a: String,
     /// Criterion trees: the baseline of B.
     #[arg(long, default_value = "new")]
     pub baseline_b: String,
+}
+
+/// `10%` (or `10`) as the fraction 0.1: from 0 to 100 %.
+fn parse_floor(s: &str) -> Result<f64, String> {
+    let x: f64 =
+        s.trim().trim_end_matches('%').trim().parse().map_err(|_| format!("`{s}` is not a percentage, e.g. 10%"))?;
+    if !(0.0..=100.0).contains(&x) {
+        return Err(format!("`{s}`: the noise floor is a percentage from 0 to 100"));
+    }
+    Ok(x / 100.0)
 }
 
 /// How B compares with A on one metric.
@@ -129,11 +145,32 @@ pub fn run(a: CompareArgs) -> Result<i32> {
     };
     println!("{}", outcome.markdown);
     export(&a, &outcome)?;
-    if outcome.failures.is_empty() {
-        return Ok(0);
+    let gated = a.fail_on.is_some();
+    if !outcome.failures.is_empty() {
+        eprintln!("regression beyond --fail-on, or a gate that cannot judge:\n  {}", outcome.failures.join("\n  "));
     }
-    eprintln!("regression beyond --fail-on, or a gate that cannot judge:\n  {}", outcome.failures.join("\n  "));
-    Ok(1)
+    println!("{}", last_line(&outcome, gated));
+    Ok(if outcome.failures.is_empty() { 0 } else { 1 })
+}
+
+/// The comparison's last line: with `--fail-on`, `PASS` or `FAIL` and why; without, how many
+/// metrics moved beyond the noise.
+fn last_line(o: &Outcome, gated: bool) -> String {
+    let count = |v: Verdict| o.rows.iter().filter(|r| r.verdict == v).count();
+    let (worse, better) = (count(Verdict::Worse) + count(Verdict::Regressed), count(Verdict::Better));
+    if !gated {
+        return format!(
+            "no gate (--fail-on not given): {worse} worse and {better} better beyond the noise, of {} compared",
+            o.rows.len()
+        );
+    }
+    match o.failures.len() {
+        0 => format!(
+            "PASS: no gated metric got worse beyond its --fail-on limit and the noise ({} compared; {worse} worse, {better} better beyond the noise)",
+            o.rows.len()
+        ),
+        n => format!("FAIL: {n} of the gated metrics regressed or could not be judged (listed above)"),
+    }
 }
 
 fn export(a: &CompareArgs, o: &Outcome) -> Result<()> {
@@ -201,10 +238,19 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
         .map(|n| format!("> **Incomplete run:** {n}\n\n"))
         .chain(unshared.iter().map(|u| format!("> **Not compared:** {u}\n\n")))
         .collect();
+    let noise = if ra.len() > 1 || rb.len() > 1 {
+        "noise: the spread of the repeats ((max − min) ÷ median)".to_string()
+    } else {
+        format!(
+            "noise: single runs, so a change counts beyond a noise floor of {:.0} % (--noise-floor; the run-to-run drift one run cannot show — give repeats to measure it)",
+            a.noise_floor * 100.0
+        )
+    };
     let mut out = Outcome::new(format!(
-        "### goodput compare\n\n{warnings}A: `{}` · B: `{}` · 95 % bootstrap intervals over each run's measured requests\n\n| load | metric | A | B | B − A | B / A | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
+        "### goodput compare\n\n{warnings}A: `{}` · B: `{}` · 95 % bootstrap intervals: latencies over each run's measured requests, throughputs over time blocks of its window · {noise}; times within {} ms are equal\n\n| load | metric | A | B | B − A | B / A | A 95 % | B 95 % | verdict |\n|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
         path_list(&dirs_a),
-        path_list(&dirs_b)
+        path_list(&dirs_b),
+        goodput_metrics::compare::TIME_RESOLUTION_S * 1e3
     ));
     if !thresholds.is_empty() {
         // A gate fails closed: a level it cannot see is a level it cannot pass.
@@ -213,7 +259,7 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
     for level in shared {
         let xa: Vec<Vec<&ClientRecord>> = ra.iter().map(|r| r[level].iter().collect()).collect();
         let xb: Vec<Vec<&ClientRecord>> = rb.iter().map(|r| r[level].iter().collect()).collect();
-        let rows = compare_repeats(&xa, &xb, &keys, a.bootstrap);
+        let rows = compare_repeats(&xa, &xb, &keys, a.bootstrap, a.noise_floor);
         for r in &rows {
             add_row(&mut out, level, r, &thresholds);
         }

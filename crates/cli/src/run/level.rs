@@ -144,7 +144,11 @@ fn drive(rig: &Rig, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Ran {
 pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Finished {
     let _ = rig.steps.drain();
     let scraper = rig.http().map(|h| Scraper::start(&rig.rt, h, spec.scrape_interval));
-    let (ran, cpu) = crate::cpu::measure_with(&rig.worker_threads(), || drive(rig, lp, stop, seen));
+    let here = spec.target.elsewhere_on_this_machine();
+    let ((ran, cpu), machine) =
+        crate::cpu::watched(here, || crate::cpu::measure_with(&rig.worker_threads(), || drive(rig, lp, stop, seen)));
+    // A simulated level computes nothing on the machine it would describe.
+    let machine = machine.filter(|_| !rig.simulated);
     let measured = ran.measured();
     // The engine's and the server's state over the measured window (the summary's): from the
     // first measured request's intended send to the last one's end, a warm-up burst left out.
@@ -205,6 +209,7 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
         agent,
         rag,
         partial: ran.partial,
+        machine,
     };
     let series = goodput_metrics::engine::series(&steps, ran.start, spec.series_interval.as_secs_f64());
     let next_id = ran.records.iter().map(|(_, r)| r.id + 1).max().unwrap_or(0);

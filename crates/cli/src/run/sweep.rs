@@ -278,6 +278,19 @@ impl<'a> Sweep<'a> {
             );
             self.log(line, true);
         }
+        if let Some(m) = &r.machine {
+            let busy: Vec<String> = m.busy().iter().map(ToString::to_string).collect();
+            if !busy.is_empty() {
+                self.log(
+                    format!(
+                        "warning: {} {unit}: the machine was busy during the level: {}; its numbers may not reproduce (--repeats measures the spread; pin the engine with --engine-cpus, or use a quiet machine)",
+                        r.summary.load,
+                        busy.join("; ")
+                    ),
+                    true,
+                );
+            }
+        }
         self.log(table::level_line(r, unit), false);
         if let Some(ramp) = r.harness.ramp_s {
             let from = self.spec.pacing.ramp_source(self.spec.workload.is_sessions());

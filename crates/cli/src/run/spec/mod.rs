@@ -304,7 +304,7 @@ fn search(a: &RunArgs, w: &WorkloadSpec, unit: LoadUnit) -> Result<Option<Search
     if a.search && a.shard.is_some() {
         bail!("--search: each shard would search on its own slice; give the shards their levels");
     }
-    if !(a.search || !given) || schedule || a.shard.is_some() || a.stop_at_first_failure {
+    if (given && !a.search) || schedule || a.shard.is_some() || a.stop_at_first_failure {
         return Ok(None);
     }
     let max_load = match unit {

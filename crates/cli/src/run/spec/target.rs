@@ -27,6 +27,18 @@ pub enum TargetSpec {
     },
 }
 
+impl TargetSpec {
+    /// The target is another process on this machine (a server on loopback): its CPU shows
+    /// as other processes' in the machine's counters.
+    pub fn elsewhere_on_this_machine(&self) -> bool {
+        let TargetSpec::Url { url, .. } = self else { return false };
+        let authority = url.split("://").nth(1).unwrap_or(url).split('/').next().unwrap_or("");
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+        matches!(host, "127.0.0.1" | "localhost" | "[::1]" | "::1") || host.starts_with("127.")
+    }
+}
+
 /// A profile of the engine's steps (`goodput profile`) standing for the in-process engine.
 pub enum Simulation {
     /// `--simulate`: the simulated engine runs the sweep in place of the model.
