@@ -33,7 +33,7 @@ fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromi
     let at = |section: &str| page.find(&format!("<h2 id=\"{section}\"")).unwrap_or_else(|| panic!("{section} missing"));
     assert!(at("conclusion") < at("charts") && at("charts") < at("levels") && at("levels") < at("setup"));
     assert!(page.contains("<th class=\"l\">engine settings</th><td class=\"l\">block size 16,"), "a readable setup");
-    assert!(page.contains("recommended stable load") || page.contains("No level met the SLOs"));
+    assert!(page.contains("usable capacity is") || page.contains("No level held the SLOs"));
     // The three-layer table of each level.
     assert_eq!(page.matches("<details><summary>Level ").count(), 2);
     assert!(page.contains("<td class=\"l\">engine</td><td class=\"l\">queue (ms)</td>"));

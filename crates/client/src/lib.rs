@@ -70,6 +70,11 @@ pub struct HttpConfig {
     /// output ids for multi-turn history; goodput's server and recent vLLM support it).
     pub return_token_ids: bool,
     pub codec: Option<Arc<dyn TextCodec>>,
+    /// The codec is the model's tokenizer, so its count of the received text is a token count
+    /// (to check `usage` against, and to count reasoning by). A byte-level stand-in (no
+    /// tokenizer of the model here) only writes prompts: its count of bytes would make 355
+    /// "reasoning tokens" of 70 streamed.
+    pub codec_counts: bool,
     /// The server stamps with this target's clock (it runs in this process).
     pub same_clock: bool,
     /// Read the per-request engine stamps the server returns (goodput's `goodput` object).
@@ -102,6 +107,7 @@ impl HttpConfig {
             strict_openai: false,
             return_token_ids: false,
             codec: None,
+            codec_counts: true,
             same_clock: false,
             server_stamps: true,
             extra_body: Default::default(),
@@ -387,7 +393,7 @@ impl Target for HttpTarget {
         if let Some(ids) = p.token_ids.take() {
             p.http.client_counted_tokens = Some(ids.len());
             rec.output_ids = ids;
-        } else if let Some(codec) = &self.cfg.codec {
+        } else if let Some(codec) = self.cfg.codec.as_ref().filter(|_| self.cfg.codec_counts) {
             if let Ok(ids) = codec.encode(&p.text) {
                 // Reasoning is output too (`usage.completion_tokens` includes it); the answer's
                 // ids alone are what a conversation re-sends.

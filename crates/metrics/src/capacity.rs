@@ -165,6 +165,32 @@ pub fn refine_point(pass: (f64, f64), fail: (f64, f64)) -> f64 {
     }
 }
 
+/// A throughput's value and 95 % interval at a load.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measured {
+    pub load: f64,
+    pub value: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Dips: loads (ascending) whose throughput fell below a lower load's interval and then rose
+/// above its own interval again at a higher load — a sweep that is not monotone beyond its
+/// noise (the machine, or the target, changed during it). Returns `(dip, recovered at)`.
+pub fn dips(levels: &[Measured]) -> Vec<(f64, f64)> {
+    let mut sorted = levels.to_vec();
+    sorted.sort_by(|a, b| a.load.total_cmp(&b.load));
+    let mut out = Vec::new();
+    for (j, m) in sorted.iter().enumerate() {
+        let fell = sorted[..j].iter().any(|a| m.hi < a.lo);
+        let recovered = sorted[j + 1..].iter().find(|c| c.lo > m.hi);
+        if let (true, Some(c)) = (fell, recovered) {
+            out.push((m.load, c.load));
+        }
+    }
+    out
+}
+
 /// A sweep's capacity verdict: computed once, when a run writes its results, and stored with
 /// them, so every reader (report, compare, conclusion) shows the same figures.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -287,6 +313,23 @@ mod tests {
             output_throughput: tps,
             queue_time: Some(q),
         }
+    }
+
+    #[test]
+    fn a_throughput_that_falls_and_recovers_beyond_its_intervals_is_a_dip() {
+        let m = |load, value: f64, half: f64| Measured { load, value, lo: value - half, hi: value + half };
+        // The sweep: 905 → 322 → 529 → 468 → 642 tok/s from 16 to 64 users.
+        let sweep = [
+            m(16.0, 905.0, 60.0),
+            m(24.0, 322.0, 60.0),
+            m(32.0, 529.0, 60.0),
+            m(48.0, 468.0, 60.0),
+            m(64.0, 642.0, 60.0),
+        ];
+        assert_eq!(dips(&sweep), vec![(24.0, 32.0), (48.0, 64.0)]);
+        // Within the noise: none.
+        let flat = [m(1.0, 100.0, 30.0), m(2.0, 80.0, 30.0), m(4.0, 110.0, 30.0)];
+        assert!(dips(&flat).is_empty());
     }
 
     #[test]

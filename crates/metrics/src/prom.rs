@@ -56,17 +56,45 @@ pub struct HistogramStats {
     /// interpolates to about 0.15 s whatever the times were, while the mean stays exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean: Option<f64>,
+    /// The first bucket's upper bound, when a quantile's rank fell inside it: that quantile
+    /// is only known to lie below it (interpolating from 0 there invents a value — a queue of
+    /// 0.0 ms mean would read 0.5 ms at P50), and is reported as the bound itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_bucket: Option<f64>,
+}
+
+impl HistogramStats {
+    /// `q` (0.5, 0.9, 0.99) as a table writes it, scaled: `< 300.0` where it lies in the first
+    /// bucket (an upper bound), else the bucket-interpolated value.
+    pub fn quantile_text(&self, value: f64, scale: f64, digits: usize) -> String {
+        match self.first_bucket {
+            _ if !value.is_finite() => "-".into(),
+            Some(le) if value <= le => format!("< {:.digits$}", le * scale),
+            _ => format!("{:.digits$}", value * scale),
+        }
+    }
 }
 
 /// The stats of a window's buckets; `sum` is the window's `Δ_sum`, when the server exposes it.
 pub fn stats(window: &Buckets, sum: Option<f64>) -> Option<HistogramStats> {
     let count = window.last()?.1;
+    // The first bucket (0, le]: a quantile whose rank it holds is known only to be below le.
+    let first = window.first().filter(|(le, _)| le.is_finite()).copied();
+    let q = |p: f64| -> Option<(f64, bool)> {
+        match first {
+            Some((le, n)) if n >= p * count && n > 0.0 => Some((le, true)),
+            _ => Some((histogram_quantile(p, window)?, false)),
+        }
+    };
+    let (p50, p90, p99) = (q(0.5)?, q(0.9)?, q(0.99)?);
+    let bounded = p50.1 || p90.1 || p99.1;
     Some(HistogramStats {
         count,
-        p50: histogram_quantile(0.5, window)?,
-        p90: histogram_quantile(0.9, window)?,
-        p99: histogram_quantile(0.99, window)?,
+        p50: p50.0,
+        p90: p90.0,
+        p99: p99.0,
         mean: sum.filter(|s| s.is_finite() && count > 0.0).map(|s| s.max(0.0) / count),
+        first_bucket: first.filter(|_| bounded).map(|(le, _)| le),
     })
 }
 
@@ -101,8 +129,15 @@ mod tests {
         // vLLM's queue-time buckets: ten 2 ms waits all in (0, 0.3]. The interpolated median
         // says 150 ms; the mean says 2 ms.
         let vllm = [(0.3, 10.0), (0.5, 10.0), (inf, 10.0)];
+        assert!((histogram_quantile(0.5, &vllm).unwrap() - 0.15).abs() < 1e-12);
+        // The stats say what the buckets know: every quantile below 300 ms, and the exact mean.
         let s = stats(&vllm, Some(0.02)).unwrap();
-        assert!((s.p50 - 0.15).abs() < 1e-12);
+        assert_eq!((s.p50, s.p99, s.first_bucket), (0.3, 0.3, Some(0.3)));
+        assert_eq!(s.quantile_text(s.p50, 1e3, 1), "< 300.0");
         assert!((s.mean.unwrap() - 0.002).abs() < 1e-12);
+        // Above the first bucket, interpolated as before, and nothing bounded.
+        let above = stats(&d, None).unwrap();
+        assert_eq!(above.first_bucket, None);
+        assert_eq!(above.quantile_text(above.p50, 1e3, 1), format!("{:.1}", above.p50 * 1e3));
     }
 }

@@ -40,7 +40,8 @@ pub fn reasoning_time(r: &ClientRecord) -> Option<f64> {
 /// request that did not reason.
 pub fn reasoning_tokens(r: &ClientRecord) -> Option<usize> {
     let x = reasoning(r)?;
-    Some(x.tokens.unwrap_or(x.chunks))
+    // Reasoning is part of the output: a count above it is a miscount, held to the output.
+    Some(x.tokens.unwrap_or(x.chunks).min(r.output_tokens))
 }
 
 /// `e2e` = end-of-stream marker received − start, in seconds (the seeds' FT). `None` unless

@@ -64,7 +64,15 @@ impl<'a> Conclusion<'a> {
         };
         out.push_str(&self.headline(shown));
         out.push_str(&Self::reasoning(shown));
-        for part in [self.queueing(), self.capacity(), self.machine(), self.short_outputs(), self.failures()] {
+        let parts = [
+            self.queueing(),
+            self.capacity(),
+            self.consistency(),
+            self.machine(),
+            self.short_outputs(),
+            self.failures(),
+        ];
+        for part in parts {
             out.push_str(&part);
         }
         out.push_str(&Self::turns(shown));
@@ -271,6 +279,40 @@ impl<'a> Conclusion<'a> {
         let named: Vec<String> =
             top.iter().take(3).map(|(k, (n, example))| format!("{n} {k} (e.g. \"{}\")", clip(example))).collect();
         format!(" {total} of {requests} measured requests failed: {}.", named.join(", "))
+    }
+
+    /// A sweep that is not monotone: levels that held above one that did not, and output
+    /// throughput that fell and recovered beyond its intervals.
+    fn consistency(&self) -> String {
+        let unit = self.s.load_unit;
+        let mut out = String::new();
+        if let (false, Some(f)) = (self.v.holds_above_break.is_empty(), self.v.first_unsure) {
+            let loads: Vec<String> = self.v.holds_above_break.iter().map(f64::to_string).collect();
+            out.push_str(&format!(
+                " Not monotone: the SLOs held at {} {unit}, above {f} {unit} where they did not (noise, or a machine or target that changed); usable capacity counts only up to the first level that did not hold.",
+                loads.join(", ")
+            ));
+        }
+        let measured: Vec<goodput_metrics::capacity::Measured> = self
+            .s
+            .levels
+            .iter()
+            .filter_map(|l| {
+                let i = l.summary.intervals.as_ref()?.output_throughput?;
+                let (load, value) = (l.summary.load, l.summary.output_throughput);
+                Some(goodput_metrics::capacity::Measured { load, value, lo: i.lo?, hi: i.hi? })
+            })
+            .collect();
+        let dips = goodput_metrics::capacity::dips(&measured);
+        if !dips.is_empty() {
+            let named: Vec<String> =
+                dips.iter().map(|(d, r)| format!("at {d} {unit}, recovering at {r} {unit}")).collect();
+            out.push_str(&format!(
+                " Output throughput fell beyond its 95 % intervals {} — more load cannot lower what a steady target serves, so the machine or the target changed during the sweep; rerun it (--repeats) before trusting the levels there.",
+                named.join("; ")
+            ));
+        }
+        out
     }
 
     /// Levels measured on a busy or drifting machine: the result is not reproducible as is.

@@ -119,6 +119,9 @@ pub struct CalibrationLevel {
     /// `--floor`: bare reads of the same streams.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<FloorLevel>,
+    /// The machine during the level (other processes, steal, the speed probe).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<goodput_metrics::machine::MachineLoad>,
 }
 
 /// The bound a load generator keeps to measure faithfully (issue 31's target): every chunk
@@ -180,8 +183,10 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         let uk0 = user_kernel(&tids);
         let mock0 = tasks_cpu(&mock_tids.lock().unwrap_or_else(|e| e.into_inner()));
         let _entered = pool.as_ref().map(|(w, _)| w.enter());
-        let (run, cpu) =
-            crate::cpu::measure_with(&threads, || rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)));
+        // The mock serves from this process: the machine's other work is everyone else's.
+        let ((run, cpu), machine) = crate::cpu::watched(false, || {
+            crate::cpu::measure_with(&threads, || rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)))
+        });
         let uk1 = user_kernel(&tids);
         let mock_s = tasks_cpu(&mock_tids.lock().unwrap_or_else(|e| e.into_inner())) - mock0;
         let cpu = Cpu { all: cpu, user_s: uk1.0 - uk0.0, kernel_s: uk1.1 - uk0.1 };
@@ -190,6 +195,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         let sent = std::mem::take(&mut *mock.sent.lock().unwrap_or_else(|e| e.into_inner()));
         let received = std::mem::take(&mut *mock.received.lock().unwrap_or_else(|e| e.into_inner()));
         let mut level = measure(&a, c, &run, &Written { sent, received, cpu_s: mock_s }, cpu, wall_s);
+        level.machine = machine;
         drop(_entered);
         if a.floor {
             level.floor = Some(floor_level(&a, &rt, addr, c, &mock)?);
@@ -434,6 +440,7 @@ fn measure(
         tokens,
         within_bound,
         floor: None,
+        machine: None,
         chunk_delay,
         ttft_error,
         mock_late,
@@ -504,9 +511,38 @@ fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
     );
 }
 
+/// The streams per client core at the bound ([`bound_line`]), then why a broken bound may not
+/// be the client's: its cores were far from busy there, or the machine was busy.
+fn per_core(levels: &[CalibrationLevel], cores: usize) -> String {
+    let mut out = bound_line(levels, cores);
+    let mut sorted: Vec<&CalibrationLevel> = levels.iter().collect();
+    sorted.sort_by_key(|l| l.streams);
+    if let Some(b) = sorted.iter().find(|l| !l.within_bound).filter(|b| b.cpu_share < 0.5) {
+        out.push_str(&format!(
+            ". At {} streams the client used only {:.0} % of its cores ({:.2} cores per 1000 streams), so the delays that broke the bound are not its CPU's: the machine, the mock or the network stack",
+            b.streams,
+            b.cpu_share * 100.0,
+            b.cpu_per_stream * 1000.0
+        ));
+    }
+    let busy: Vec<String> = sorted
+        .iter()
+        .filter_map(|l| Some((l.streams, l.machine.as_ref()?.busy())))
+        .filter(|(_, why)| !why.is_empty())
+        .map(|(n, why)| format!("{n} streams: {}", why.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
+        .collect();
+    if !busy.is_empty() {
+        out.push_str(&format!(
+            ". Caution: the machine was busy ({}), so this figure may not reproduce; calibrate on a quiet machine",
+            busy.join(", ")
+        ));
+    }
+    out
+}
+
 /// The streams per client core at the bound: the most of the levels run that kept within it
 /// (and the first level above that did not), over the client's cores.
-fn per_core(levels: &[CalibrationLevel], cores: usize) -> String {
+fn bound_line(levels: &[CalibrationLevel], cores: usize) -> String {
     let bound = format!(
         "chunk delay p99 ≤ {} ms and TTFT error p50 ≤ {} ms (less the mock's own lateness)",
         BOUND_CHUNK_P99_S * 1e3,
@@ -569,6 +605,7 @@ mod tests {
             wall_s: 2.0,
             within_bound,
             floor: None,
+            machine: None,
         }
     }
 
@@ -579,5 +616,15 @@ mod tests {
         assert!(line.contains(": 500 (1000 streams on 2 cores kept to it, 2000 did not)"), "{line}");
         assert!(per_core(&levels[1..], 1).contains("at least 1000 (1000 streams on one core, the most run"));
         assert!(per_core(&levels[..1], 1).contains("fewer than the fewest run (2000 on one core)"));
+        // The issue's contradiction: "fewer than 50 per core" at 0.2 cores per 1000 streams.
+        let mut idle = level(100, false);
+        (idle.cpu_share, idle.cpu_per_stream) = (0.1, 2e-4);
+        idle.machine = Some(goodput_metrics::machine::MachineLoad { cpus: 2, other_cores: 1.2, ..Default::default() });
+        let line = per_core(&[idle], 2);
+        assert!(line.contains("used only 10 % of its cores (0.20 cores per 1000 streams)"), "{line}");
+        assert!(
+            line.contains("the machine was busy (100 streams: other processes kept 1.20 of 2 cores busy"),
+            "{line}"
+        );
     }
 }

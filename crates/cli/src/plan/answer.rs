@@ -37,7 +37,7 @@ pub fn assemble(a: &PlanArgs, set: &Setting, load: Load, rows: Vec<Row>) -> Plan
     let (mean_in, mean_out) = (set.mean_in, set.mean_out);
     let answer = match best(&rows) {
         Some(r) => format!(
-            "To serve {} of {} ({:.0} tokens in, {:.0} out on average) within {} you need {}× {} ({}, {} replica{} of {} GPU{}); the binding limit is {} above {} {} per replica ({:.0} output tok/s there), sized with {:.0} % headroom{}. Error bar: {}.",
+            "To serve {} of {} ({:.0} tokens in, {:.0} out on average) within {} you need {}× {} ({}, {} replica{} of {} GPU{}); one replica serves {} {} within the SLOs ({}), and the next load tried breaks on {}; sized with {:.0} % headroom{}. Error bar: {}.",
             load_text(load),
             a.scenario,
             mean_in,
@@ -50,12 +50,17 @@ pub fn assemble(a: &PlanArgs, set: &Setting, load: Load, rows: Vec<Row>) -> Plan
             if r.replicas == Some(1) { "" } else { "s" },
             r.gpus_per_replica,
             if r.gpus_per_replica == 1 { "" } else { "s" },
-            r.bound,
             fmt_cap(r.capacity),
             unit(load),
-            r.capacity_output_tps.unwrap_or(0.0),
+            output_there(r),
+            r.bound,
             a.headroom * 100.0,
-            r.cost_per_hour.map_or(String::new(), |c| format!(", at ${c:.2}/hour")),
+            r.cost_per_hour.map_or(String::new(), |c| {
+                let per_m = r
+                    .cost_per_million_output_tokens
+                    .map_or(String::new(), |m| format!(", ${m:.3} per million output tokens at this load"));
+                format!(", at ${c:.2}/hour{per_m}")
+            }),
             set.error_bar,
         ),
         None => format!(
@@ -128,6 +133,17 @@ pub fn assumptions(a: &PlanArgs, set: &Setting) -> Vec<String> {
         out.push("Attention: sliding layers read and attend at most their window; MLA caches its latent whole on every GPU of a TP group and decodes absorbed (attending over the latent); attention sinks (one logit per head) cost nothing measurable and are left out.".into());
     }
     out
+}
+
+/// `14.9 req/s completed × 299 tokens = 4458 output tok/s there`: the capacity's output
+/// throughput as the product it is, so it can be checked against the rate and the lengths.
+fn output_there(r: &Row) -> String {
+    match (r.capacity_completed, r.capacity_mean_output, r.capacity_output_tps) {
+        (Some(done), Some(out), Some(tps)) => {
+            format!("{done:.1} req/s completed × {out:.0} output tokens = {tps:.0} output tok/s there")
+        }
+        (_, _, tps) => format!("{:.0} output tok/s there", tps.unwrap_or(0.0)),
+    }
 }
 
 fn fmt_cap(c: Option<f64>) -> String {

@@ -149,8 +149,13 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<()> {
     let slos: Vec<String> = set.slos.iter().map(|s| s.to_string()).collect();
     let answer = match choice(&points) {
         Some(p) => format!(
-            "Meeting {} at the least cost (the most output per GPU, unpriced): {} {} at {} users per replica — {:.0} output tok/s per GPU ({:.0} input + output), {:.1} tok/s per user, TTFT P95 {:.2} s{}. Error bar: {}.",
+            "Meeting {} {}: {} {} at {} users per replica — {:.0} output tok/s per GPU ({:.0} input + output), {:.1} tok/s per user, TTFT P95 {:.2} s{}. Error bar: {}.",
             slos.join(", "),
+            if p.cost_per_million_output_tokens.is_some() {
+                "at the least cost per output token"
+            } else {
+                "with the most output per GPU (no prices given)"
+            },
             p.gpu,
             p.layout,
             p.users,
@@ -158,7 +163,9 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<()> {
             p.total_tps_per_gpu,
             p.tps_per_user,
             p.ttft_p95_s,
-            p.cost_per_million_output_tokens.map_or(String::new(), |c| format!(", ${c:.3} per million output tokens")),
+            p.cost_per_million_output_tokens.map_or(String::new(), |c| format!(
+                ", ${c:.3} per million output tokens with every GPU used at this point (`plan` for a given load adds its headroom and whole replicas, so it pays more per token)"
+            )),
             set.error_bar
         ),
         None => format!("No point of any configuration meets {}: see the curve.", slos.join(", ")),

@@ -236,6 +236,12 @@ pub struct Row {
     /// Usable capacity of one replica (req/s or users, all its engines) and the output tok/s there.
     pub capacity: Option<f64>,
     pub capacity_output_tps: Option<f64>,
+    /// At the capacity: completed req/s (all its engines) and mean output tokens per
+    /// completed request; their product is `capacity_output_tps`. Under a rate capacity the
+    /// completed rate may fall short of the offered one (requests still in flight at the
+    /// window's end).
+    pub capacity_completed: Option<f64>,
+    pub capacity_mean_output: Option<f64>,
     /// The same capacity in the other unit: concurrent requests in flight at the capacity rate
     /// (Little's law: req/s × mean E2E), or the req/s the capacity users complete.
     pub capacity_other: Option<f64>,
@@ -491,6 +497,8 @@ fn empty_row(g: &Gpu, layout: Layout) -> Row {
         kv_sequences: 0.0,
         capacity: None,
         capacity_output_tps: None,
+        capacity_completed: None,
+        capacity_mean_output: None,
         capacity_other: None,
         bound: String::new(),
         replicas: None,
@@ -529,6 +537,8 @@ fn evaluate(a: &PlanArgs, set: &Setting, g: &Gpu, layout: Layout, load: Load) ->
     let n = p.engines as f64;
     row.capacity = pass.as_ref().map(|p| p.summary.load * n);
     row.capacity_output_tps = pass.as_ref().map(|p| p.summary.output_throughput * n);
+    row.capacity_completed = pass.as_ref().map(|p| p.summary.request_throughput * n);
+    row.capacity_mean_output = pass.as_ref().map(|p| p.summary.mean_output_tokens);
     row.capacity_other = pass.as_ref().and_then(|p| match load {
         Load::Rate(_) => Some(p.summary.load * n * p.summary.e2e.as_ref()?.mean),
         Load::Users(_) => Some(p.summary.request_throughput * n),

@@ -195,7 +195,7 @@ pub fn binding(fail: &Level) -> String {
         parts.push(format!("KV (requests refused: {why})"));
     }
     if let Some((done, offered)) = fail.overloaded {
-        parts.push(format!("throughput ({done:.1} of {offered:.1} req/s completed)"));
+        parts.push(format!("throughput (at {offered:.1} req/s offered, {done:.1} completed)"));
     }
     if fail.preemptions > 0 || fail.kv_peak >= 0.98 {
         parts.push(format!("KV (peak {:.0} %, {} preemptions)", fail.kv_peak * 100.0, fail.preemptions));

@@ -375,9 +375,15 @@ impl Rig {
 }
 
 /// The client's settings of `http` completed: the server at `base_url`, the model's tokenizer
-/// as the codec.
+/// as the codec (a byte-level stand-in writes prompts but counts nothing: the server's usage
+/// and the streamed chunks count instead).
 fn http_config(http: &HttpSpec, base_url: String, tokenizer: &Arc<Tokenizer>) -> HttpConfig {
-    HttpConfig { base_url, codec: Some(Arc::new(ModelCodec(tokenizer.clone()))), ..http.config.clone() }
+    HttpConfig {
+        base_url,
+        codec: Some(Arc::new(ModelCodec(tokenizer.clone()))),
+        codec_counts: tokenizer.kind() != "bytes",
+        ..http.config.clone()
+    }
 }
 
 fn pinning(s: &RunSpec) -> Pinning {

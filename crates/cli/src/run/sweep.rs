@@ -67,6 +67,9 @@ impl<'a> Sweep<'a> {
                 eprintln!("note: {note}");
             }
         }
+        if let Some(w) = spec.few_requests() {
+            eprintln!("warning: {w}");
+        }
         // Progress on stderr; indicatif hides it when stderr is not a terminal.
         let bar = if spec.quiet {
             indicatif::ProgressBar::hidden()

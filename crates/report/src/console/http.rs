@@ -56,7 +56,8 @@ pub fn http(levels: &[LevelReport], unit: LoadUnit) -> Option<String> {
             num(ms(&b.beyond_engine, |x| x.p99), 3),
             p50(&b.decode),
             p50(&b.stream_tail),
-            format!("{}/{}", b.usage_mismatches, b.usage_checked),
+            // Nothing to check without a tokenizer of the model: no figure, not "0/0".
+            if b.usage_checked == 0 { "-".into() } else { format!("{}/{}", b.usage_mismatches, b.usage_checked) },
         ]);
     }
     Some(format!(
@@ -96,8 +97,11 @@ pub fn server(levels: &[LevelReport], unit: LoadUnit) -> Option<String> {
             t.add_row(vec![l.summary.load.to_string(), format!("failed: {e}")]);
             continue;
         }
-        let h = |x: &Option<HistogramStats>, f: fn(&HistogramStats) -> f64| num(x.as_ref().map(|x| f(x) * 1e3), 1);
-        let mean = |x: &HistogramStats| x.mean.unwrap_or(f64::NAN);
+        // A quantile inside the first bucket is only an upper bound: `< 300.0`.
+        let h = |x: &Option<HistogramStats>, f: fn(&HistogramStats) -> f64| {
+            x.as_ref().map_or("-".into(), |x| x.quantile_text(f(x), 1e3, 1))
+        };
+        let hm = |x: &Option<HistogramStats>| num(x.as_ref().and_then(|x| x.mean).map(|m| m * 1e3), 1);
         let max = |g: fn(&GaugePoint) -> Option<f64>| {
             s.series.iter().filter_map(g).filter(|x| x.is_finite()).fold(f64::NAN, f64::max)
         };
@@ -109,10 +113,10 @@ pub fn server(levels: &[LevelReport], unit: LoadUnit) -> Option<String> {
             hs.e2e.as_ref().map_or("-".into(), |x| format!("{:.0}", x.count)),
             h(&hs.ttft, |x| x.p50),
             h(&hs.ttft, |x| x.p99),
-            h(&hs.queue, mean),
+            hm(&hs.queue),
             h(&hs.queue, |x| x.p50),
             h(&hs.queue, |x| x.p99),
-            h(&hs.prefill, mean),
+            hm(&hs.prefill),
             h(&hs.prefill, |x| x.p50),
             h(&hs.prefill, |x| x.p99),
             h(&hs.decode, |x| x.p50),
@@ -122,6 +126,6 @@ pub fn server(levels: &[LevelReport], unit: LoadUnit) -> Option<String> {
         ]);
     }
     Some(format!(
-        "Server side, from its /metrics (histogram deltas between the scrapes bracketing each level's measured requests: exact means, bucket-interpolated percentiles; times in ms)\n{t}"
+        "Server side, from its /metrics (histogram deltas between the scrapes bracketing each level's measured requests: exact means, bucket-interpolated percentiles, `< B` where one lies in the first bucket (0, B]; times in ms)\n{t}"
     ))
 }

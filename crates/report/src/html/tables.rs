@@ -76,7 +76,7 @@ pub fn level(l: &LevelReport, unit: LoadUnit) -> String {
         m.load,
         m.requests,
         num(Some(m.output_throughput), 0),
-        if m.slos_hold() { "hold" } else { "broken" }
+        crate::columns::slos_word(m.confidence())
     );
     t.push_str(&header(&STAT_HEADER));
     for r in LAYERS.iter().filter(|r| r.shown(l)) {

@@ -293,6 +293,19 @@ fn check_shard(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
     Ok(())
 }
 
+impl RunSpec {
+    /// `--requests` below what the SLOs' percentiles need for an interval closed above: said
+    /// before the run, since its levels can then hold their SLOs only "not significantly".
+    pub fn few_requests(&self) -> Option<String> {
+        let (n, need) = (self.per_level.requests?, self.per_level.min_requests);
+        (n < need).then(|| {
+            format!(
+                "--requests {n}: the SLOs' percentiles need {need} measured requests per level for a 95 % interval closed above (72 for a P95, 368 for a P99); with fewer, a level's percentile SLOs hold only \"not significantly\" and usable capacity is not established"
+            )
+        })
+    }
+}
+
 /// `--search`, or the default search when no levels are given (`None` for a burst, stages,
 /// a trace or a shard, whose levels are a schedule of their own).
 fn search(a: &RunArgs, w: &WorkloadSpec, unit: LoadUnit) -> Result<Option<Search>> {
