@@ -22,6 +22,7 @@ pub mod server;
 pub mod slo;
 pub mod spread;
 pub mod stats;
+pub mod steady;
 pub mod turns;
 
 pub use stats::{percentile, Summary};

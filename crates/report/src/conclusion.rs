@@ -303,6 +303,21 @@ impl<'a> Conclusion<'a> {
                 Some(goodput_metrics::capacity::Measured { load, value, lo: i.lo?, hi: i.hi? })
             })
             .collect();
+        let over: Vec<String> = self
+            .s
+            .levels
+            .iter()
+            .filter_map(|l| {
+                let (a, b) = l.steady.as_ref()?.oversaturated?;
+                Some(format!("{} {unit} (in flight {a:.1} → {b:.1})", l.summary.load))
+            })
+            .collect();
+        if !over.is_empty() {
+            out.push_str(&format!(
+                " Over-saturated: the queue grew without bound at {} — requests arrived faster than they were served, so those levels' latencies grow with their length, not their load.",
+                over.join(", ")
+            ));
+        }
         let dips = goodput_metrics::capacity::dips(&measured);
         if !dips.is_empty() {
             let named: Vec<String> =

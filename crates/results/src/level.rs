@@ -61,6 +61,11 @@ pub struct LevelReport {
     /// before it was watched, and for a merged or simulated level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<goodput_metrics::machine::MachineLoad>,
+    /// The level's steady window (ramp and drain left out) and what the target delivered in
+    /// it; an open loop's over-saturation ([`goodput_metrics::steady`]). Absent in results
+    /// written before it was found, and for a merged level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<goodput_metrics::steady::Steady>,
     /// vLLM `bench serve`'s keys for the same quantities (`mean_ttft_ms`, `p99_tpot_ms`,
     /// `output_throughput`, …), so dashboards built on its files read ours. Written from
     /// `summary` ([`crate::vllm_keys`]); nothing of goodput reads them.

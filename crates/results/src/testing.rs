@@ -85,6 +85,7 @@ pub fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
         partial: false,
         prefix_cache: None,
         machine: None,
+        steady: None,
     }
 }
 

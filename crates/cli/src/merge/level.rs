@@ -65,6 +65,7 @@ pub fn merge(g: &Group, lost: &[Lost], origin: i128, slos: &[Slo], unit: &str) -
     let report = LevelReport {
         schedule: g.shards.iter().filter_map(|s| s.level().schedule).max(),
         machine: None,
+        steady: None,
         prefix_cache: PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref())),
         vllm: vllm_keys(&summary, load),
         aiperf: goodput_results::aiperf_keys(&summary),

@@ -192,7 +192,11 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     if let Some(h) = prefix_cache.filter(|h| h.contaminated() && rig.workload.unique_prompts()) {
         warn_cache_hits(level.load, &h, spec.seed_drawn, &rig.workload);
     }
+    let every: Vec<&ClientRecord> = ran.records.iter().map(|(_, r)| r).collect();
+    let closed = matches!(level.arrival, Arrival::Closed { .. });
+    let steady = goodput_metrics::steady::window(&every, &measured, closed);
     let report = LevelReport {
+        steady,
         schedule: ran.schedule,
         prefix_cache,
         vllm: vllm_keys(&summary, vllm_load(&level.arrival, spec.pacing.max_in_flight, &measured)),

@@ -16,8 +16,17 @@ pub fn level_line(l: &LevelReport, unit: LoadUnit) -> String {
         i.map_or(String::new(), |i| format!(" [{}]", i.text(scale, d)))
     };
     let iv = s.intervals.clone().unwrap_or_default();
+    let steady = l.steady.as_ref().map_or(String::new(), |w| {
+        let over = w.oversaturated.map_or(String::new(), |(a, b)| {
+            format!(", OVER-SATURATED: in flight {a:.1} → {b:.1}, the queue grows without bound")
+        });
+        format!(
+            "\n    steady {:.2}–{:.2} s of {:.2} s (ramp and drain left out): {:.0} out tok/s, {:.2} req/s, {:.1} in flight{over}",
+            w.start_s, w.end_s, w.window_s, w.output_throughput, w.request_throughput, w.in_flight_mean
+        )
+    });
     format!(
-        "  {} {unit}: {} requests, {:.0} out tok/s{}, TTFT p95 {} ms{}{ttfo}, TPOT p95 {} ms{}, engine wait p95 {} ms (queue {} ms), SLOs {}",
+        "  {} {unit}: {} requests, {:.0} out tok/s{}, TTFT p95 {} ms{}{ttfo}, TPOT p95 {} ms{}, engine wait p95 {} ms (queue {} ms), SLOs {}{steady}",
         s.load,
         s.requests,
         s.output_throughput,
