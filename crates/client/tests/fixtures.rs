@@ -1,6 +1,14 @@
-//! Recorded streams of real servers (vLLM's chat and completions streams, TGI's Messages API
-//! and native generate_stream, an error event, a cut stream) through the SSE parser and the
-//! client's stream state machine, fed in odd-sized byte chunks as a network delivers them.
+//! Streams through the SSE parser and the client's stream state machine, fed in odd-sized byte
+//! chunks as a network delivers them. Two kinds, named as what they are:
+//!
+//! - **Written from each server's source** (`fixtures/*.sse`): vLLM's chat and completions
+//!   streams, TGI's Messages API and native generate_stream, SGLang's and llama.cpp's
+//!   reasoning, OpenAI's Responses events, an error event, a cut stream — hand-written to the
+//!   formats those servers' code emits (ids like `chatcmpl-r1` are ours, not theirs).
+//! - **Recorded** (`fixtures/recorded/*`): the raw bodies of vLLM's CPU build answering
+//!   goodput's requests (completions and chat with usage, the `deepseek_r1` reasoning parser,
+//!   an error), written by `scripts/record-vllm-streams.sh` with a comment naming the server's
+//!   version and the request.
 
 use goodput_client::{SseDecoder, Step, StreamParser, MAX_EVENT_BYTES};
 use goodput_core::Stamp;

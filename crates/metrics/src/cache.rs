@@ -43,6 +43,25 @@ pub struct PrefixHits {
     /// Requests left out because they said more prompt tokens were cached than they had.
     #[serde(default)]
     pub refused: usize,
+    /// The prefix every request shares (a chat template's opening, a system prompt), in
+    /// tokens: the median cached count over the counted requests, when it is under a quarter
+    /// of their median prompt ([`shared_prefix`]); 0 from /metrics counters. Contamination is
+    /// judged beyond it.
+    #[serde(default)]
+    pub shared_prefix_tokens: f64,
+}
+
+/// The prefix every request of a level shares, from `(cached, prompt)` counts: a template or
+/// system prompt shows as the same few cached tokens on most requests, so the median cached
+/// count when it is under a quarter of the median prompt; 0 otherwise (a warm cache serving
+/// whole prompts is not a shared prefix).
+pub fn shared_prefix(counts: &[(usize, usize)]) -> f64 {
+    let cached: Vec<f64> = counts.iter().map(|c| c.0 as f64).collect();
+    let prompts: Vec<f64> = counts.iter().map(|c| c.1 as f64).collect();
+    match (crate::percentile(&cached, 50.0), crate::percentile(&prompts, 50.0)) {
+        (Some(c), Some(p)) if c < 0.25 * p => c,
+        _ => 0.0,
+    }
 }
 
 /// A workload of unique prompts may still share a chat template's opening or a system
@@ -85,6 +104,7 @@ impl PrefixHits {
             requests_with_hits: Some(counts.iter().filter(|c| c.0 > 0).count()),
             requests: Some(counts.len()),
             refused: all - counts.len(),
+            shared_prefix_tokens: shared_prefix(&counts),
         })
     }
 
@@ -97,6 +117,7 @@ impl PrefixHits {
             requests_with_hits: None,
             requests: None,
             refused: 0,
+            shared_prefix_tokens: 0.0,
         }
     }
 
@@ -105,9 +126,19 @@ impl PrefixHits {
         Self::of_records(records).or_else(|| server.map(Self::of_server))
     }
 
-    /// More than [`CONTAMINATION_SHARE`] of the prompt tokens came from the cache.
+    /// The hit rate beyond the shared prefix: (Σ cached − n·shared) ÷ (Σ prompt − n·shared),
+    /// what a workload of unique prompts should keep near zero. `None` as [`Self::hit_rate`].
+    pub fn beyond_shared_prefix(&self) -> Option<f64> {
+        self.hit_rate()?;
+        let shared = self.shared_prefix_tokens * self.requests.unwrap_or(0) as f64;
+        let (c, p) = ((self.cached_tokens - shared).max(0.0), self.prompt_tokens - shared);
+        Some(if p > 0.0 { c / p } else { 0.0 })
+    }
+
+    /// More than [`CONTAMINATION_SHARE`] of the prompt tokens beyond the shared prefix came
+    /// from the cache: the chat template's opening every request shares is not contamination.
     pub fn contaminated(&self) -> bool {
-        self.hit_rate().is_some_and(|h| h > CONTAMINATION_SHARE)
+        self.beyond_shared_prefix().is_some_and(|h| h > CONTAMINATION_SHARE)
     }
 }
 
@@ -160,6 +191,27 @@ mod tests {
         let h = PrefixHits::of_level(&none.iter().collect::<Vec<_>>(), Some(&p)).unwrap();
         assert_eq!((h.source, h.hit_rate(), h.requests), (HitSource::Metrics, Some(0.5), None));
         assert_eq!(PrefixHits::of_level(&none.iter().collect::<Vec<_>>(), None), None);
+    }
+
+    /// The false alarm: unique chat prompts of 125 tokens whose template opening (16
+    /// tokens, a block) is cached on every request but the first — 12 % "from the cache",
+    /// all of it the shared prefix. A warm cache serving whole prompts is still caught.
+    #[test]
+    fn a_shared_template_prefix_is_not_contamination() {
+        let mut rs: Vec<ClientRecord> = (0..40).map(|_| rec(125, None, Some((16, 125)))).collect();
+        rs[0] = rec(125, None, Some((0, 125)));
+        let h = PrefixHits::of_records(&rs.iter().collect::<Vec<_>>()).unwrap();
+        assert!(h.hit_rate().unwrap() > CONTAMINATION_SHARE, "{h:?}");
+        assert_eq!(h.shared_prefix_tokens, 16.0);
+        assert!(!h.contaminated(), "{h:?}");
+        // Ten of them served whole from a warm cache: 10 × (112 − 16) beyond the prefix, less
+        // the 16 the first request did not have, of 40 × (125 − 16) prompt tokens.
+        for r in rs.iter_mut().skip(1).take(10) {
+            *r = rec(125, None, Some((112, 125)));
+        }
+        let h = PrefixHits::of_records(&rs.iter().collect::<Vec<_>>()).unwrap();
+        assert!(h.contaminated(), "{h:?}");
+        assert!((h.beyond_shared_prefix().unwrap() - 944.0 / 4360.0).abs() < 1e-9, "{h:?}");
     }
 
     #[test]

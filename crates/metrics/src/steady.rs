@@ -162,11 +162,14 @@ mod tests {
         recs.extend((0..5).map(|i| req(100 + i, 300 + 100 * i, 400 + 100 * i, 5)));
         let all: Vec<&ClientRecord> = recs.iter().collect();
         let s = window(&all, &all, true).unwrap();
-        assert_eq!((s.start_s, s.end_s, s.window_s), (0.3, 0.8, 1.0), "{s:?}");
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(s.start_s, 0.3) && close(s.end_s, 0.8) && close(s.window_s, 1.0), "{s:?}");
         assert!((s.in_flight_mean - 2.0).abs() < 1e-9, "{s:?}");
         // 11 completions end in [300, 800] ms, both ends inclusive (A's at 300–800, B's at
         // 400–800): 11 / 0.5 s. Tokens: 5 per request, those arriving in the window.
         assert!((s.request_throughput - 22.0).abs() < 1e-9, "{s:?}");
+        // The 5 requests of each user that ran inside it: 50 tokens in 0.5 s.
+        assert!((s.output_throughput - 100.0).abs() < 1e-9, "{s:?}");
         assert!(s.oversaturated.is_none());
     }
 

@@ -253,9 +253,10 @@ fn warn_cache_hits(load: f64, h: &PrefixHits, seed_drawn: bool, workload: &Workl
             .into(),
     };
     eprintln!(
-        "warning: level {load}: {:.0} % of prompt tokens came from the prefix cache ({} of {}, from {}) where the \
+        "warning: level {load}: {:.0} % of prompt tokens beyond the {:.0} every request shares came from the prefix cache ({} of {} in all, from {}) where the \
          scenario's prompts are unique; {why}",
-        h.hit_rate().unwrap_or(0.0) * 100.0,
+        h.beyond_shared_prefix().unwrap_or(0.0) * 100.0,
+        h.shared_prefix_tokens,
         h.cached_tokens,
         h.prompt_tokens,
         match h.source {
