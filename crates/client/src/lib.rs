@@ -426,7 +426,10 @@ impl Target for HttpTarget {
         (rec.input_tokens, rec.output_tokens) = trust::settle(&mut p.http, &sent, &got);
         // Reasoning streamed, or hidden (OpenAI's o-series): counted by usage alone, the
         // answer's first chunk the record's first.
-        let tokens = p.http.usage_reasoning_tokens.or(p.http.client_counted_reasoning_tokens);
+        // A usage count below the reasoning chunks streamed contradicts the stream (vLLM says
+        // 0 when `</think>` never came): the stream's count stands.
+        let usage = p.http.usage_reasoning_tokens.filter(|&u| u >= p.split.chunks);
+        let tokens = usage.or(p.http.client_counted_reasoning_tokens);
         if p.split.chunks > 0 || tokens.is_some_and(|t| t > 0) {
             rec.reasoning = Some(goodput_core::Reasoning { tokens, ..p.split });
         }

@@ -222,3 +222,54 @@ async fn a_failed_response_event_fails_the_request_with_its_message() {
     assert_eq!(end, Some(Step::Failed(goodput_core::FailureKind::ErrorEvent, "The model ran out of memory".into())));
     assert_eq!((p.text.as_str(), p.chunks.len()), ("Par", 1));
 }
+
+/// Replays a recorded body (`fixtures/recorded/NAME`, written by
+/// `scripts/record-vllm-streams.sh`): its comment lines are SSE comments, skipped.
+async fn recorded(name: &str) -> (StreamParser, Option<Step>) {
+    replay(&format!("recorded/{name}")).await
+}
+
+#[tokio::test]
+async fn recorded_vllm_completions_stream_counts_its_tokens_and_usage() {
+    let (p, end) = recorded("vllm-completions-usage.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    // Six tokens asked with ignore_eos: six text chunks, then the usage-only chunk.
+    assert_eq!(p.chunks.len(), 6);
+    assert_eq!(p.text, " rakukzesokojwuval paqi Rofujqadagxe");
+    assert_eq!((p.http.usage_prompt_tokens, p.http.usage_completion_tokens), (Some(8), Some(6)));
+    assert_eq!(p.http.empty_events, 1, "the usage chunk carries no content");
+}
+
+#[tokio::test]
+async fn recorded_vllm_chat_stream_has_a_role_chunk_and_counts_the_template() {
+    let (p, end) = recorded("vllm-chat-usage.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    assert_eq!(p.chunks.len(), 6);
+    // The role chunk (empty content) and the usage chunk are not content; the prompt's 29
+    // tokens are the user's text under the chat template.
+    assert_eq!(p.http.empty_events, 2);
+    assert_eq!((p.http.usage_prompt_tokens, p.http.usage_completion_tokens), (Some(29), Some(6)));
+}
+
+/// vLLM's reasoning parser with a model that never closes `</think>`: every token streams as
+/// `delta.reasoning`, while its usage says `reasoning_tokens: 0` — the stream, not the usage,
+/// says how much was reasoning.
+#[tokio::test]
+async fn recorded_vllm_reasoning_stream_contradicts_its_usage() {
+    let (p, end) = recorded("vllm-reasoning-usage.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    assert_eq!(p.split.chunks, 8, "eight reasoning chunks");
+    assert!(p.text.is_empty() && p.split.first_answer.is_none(), "no answer: {}", p.text);
+    assert_eq!(p.http.usage_completion_tokens, Some(8));
+    assert_eq!(p.http.usage_reasoning_tokens, Some(0));
+}
+
+#[test]
+fn recorded_vllm_error_names_the_limit() {
+    let path = format!("{}/tests/fixtures/recorded/vllm-error-too-long.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let body = text.lines().filter(|l| !l.starts_with(':') && !l.is_empty()).collect::<String>();
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["code"], 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("max_model_len=2048"));
+}

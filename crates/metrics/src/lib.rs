@@ -20,6 +20,7 @@ pub mod request;
 pub mod resample;
 pub mod server;
 pub mod slo;
+pub mod soak;
 pub mod spread;
 pub mod stats;
 pub mod steady;

@@ -67,6 +67,7 @@ impl<'a> Conclusion<'a> {
         let parts = [
             self.queueing(),
             self.capacity(),
+            self.soak(),
             self.consistency(),
             self.machine(),
             self.short_outputs(),
@@ -279,6 +280,13 @@ impl<'a> Conclusion<'a> {
         let named: Vec<String> =
             top.iter().take(3).map(|(k, (n, example))| format!("{n} {k} (e.g. \"{}\")", clip(example))).collect();
         format!(" {total} of {requests} measured requests failed: {}.", named.join(", "))
+    }
+
+    /// `--soak`: whether the usable capacity held over time.
+    fn soak(&self) -> String {
+        self.s.soak.as_ref().map_or(String::new(), |s| {
+            format!(" Held over time? The soak ran {}.", crate::console::soak_verdict(s, self.s.load_unit))
+        })
     }
 
     /// A sweep that is not monotone: levels that held above one that did not, and output

@@ -83,6 +83,9 @@ pub struct RunSummary {
     /// `--search` (the default without levels given): its bounds and why it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchRecord>,
+    /// `--soak`: the usable capacity run over time, in windows, and whether it held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<goodput_metrics::soak::Soak>,
 }
 
 /// A search for the limit: how far it could go and why it stopped.

@@ -128,6 +128,7 @@ pub fn run_summary() -> RunSummary {
         clock: None,
         merged: None,
         search: None,
+        soak: None,
         capacity: None,
     }
 }

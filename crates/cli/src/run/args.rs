@@ -198,6 +198,15 @@ pub struct RunArgs {
     /// first failing level (bisection), to pin usable capacity down.
     #[arg(long, default_value_t = 3)]
     pub refine: usize,
+    /// After the sweep, run the usable capacity it found for this long (`30m`: the seeds'
+    /// long-stability test) and report it in time windows: P95 TTFT, TPOT and E2E with their
+    /// intervals, errors and retries, the engine's KV peak and preemptions, and whether
+    /// capacity held for the whole soak or from when it degraded.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub soak: Option<Duration>,
+    /// The time windows a soak is cut into.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub soak_windows: u32,
     /// Stop the sweep at the first level whose SLOs break (what `goodput capacity` does).
     #[arg(long)]
     pub stop_at_first_failure: bool,

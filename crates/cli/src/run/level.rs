@@ -23,6 +23,8 @@ pub struct Finished {
     /// One past the highest request id the level used (a closed loop's warm-up may take more
     /// ids than planned).
     pub next_id: u64,
+    /// The measured records (a soak is cut into time windows of them).
+    pub measured: Vec<ClientRecord>,
 }
 
 /// The request ids a level takes: one per request (a session has `turns` requests); a timed
@@ -217,7 +219,8 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     };
     let series = goodput_metrics::engine::series(&steps, ran.start, spec.series_interval.as_secs_f64());
     let next_id = ran.records.iter().map(|(_, r)| r.id + 1).max().unwrap_or(0);
-    Finished { report, steps, series, next_id }
+    let measured = measured.into_iter().cloned().collect();
+    Finished { report, steps, series, next_id, measured }
 }
 
 /// vLLM's description of how a level was loaded (`request_rate`, `max_concurrency`: a closed

@@ -237,6 +237,9 @@ fn run_until(a: RunArgs, stop: Stop) -> Result<i32> {
         }
         sweep.finish_level(finished)?;
     }
+    if !stop.raised() {
+        sweep.run_soak(&rig)?;
+    }
     drop(twin);
     drop(rig);
     sweep.finish(stop.raised())

@@ -41,6 +41,8 @@ pub struct Sweep<'a> {
     /// of the next one).
     started: std::time::Instant,
     last: Option<(LevelSpec, Duration)>,
+    /// Every level run, for `--soak` to run the usable one again.
+    ran: Vec<LevelSpec>,
 }
 
 impl<'a> Sweep<'a> {
@@ -105,6 +107,7 @@ impl<'a> Sweep<'a> {
             sim_cost: (0, 0.0, std::time::Instant::now()),
             started: std::time::Instant::now(),
             last: None,
+            ran: Vec::new(),
         })
     }
 
@@ -226,6 +229,7 @@ impl<'a> Sweep<'a> {
         self.first_id += level::id_span(level, &counts, &rig.workload);
         let t = std::time::Instant::now();
         let finished = level::run(rig, self.spec, level, lp, &self.stop, &seen);
+        self.ran.push(level.clone());
         // The highest level so far is the one a search doubles.
         if self.last.as_ref().is_none_or(|(l, _)| l.load < level.load) {
             self.last = Some((level.clone(), t.elapsed()));
@@ -235,6 +239,31 @@ impl<'a> Sweep<'a> {
         let per_unit = rig.workload.requests_per_unit().max(1) as u64;
         self.first_id = self.first_id.max(finished.next_id.div_ceil(per_unit) * per_unit);
         Ok(finished)
+    }
+
+    /// `--soak`: the usable capacity found, run for the soak's duration without touching the
+    /// sweep's files but the summary (its records stay in memory: one load, one level in the
+    /// files), cut into windows and judged. Says why when there is nothing to soak.
+    pub fn run_soak(&mut self, rig: &Rig) -> Result<()> {
+        let Some((duration, windows)) = self.spec.soak else { return Ok(()) };
+        let usable = self.summary.verdict().usable;
+        let Some(level) = usable.and_then(|u| self.ran.iter().find(|l| l.load == u)).cloned() else {
+            eprintln!("warning: --soak: no usable capacity was found, so there is nothing to soak");
+            return Ok(());
+        };
+        let level = LevelSpec { duration: Some(duration), ..level };
+        self.log(format!("soak: {} {} for {:.0} s", level.load, self.spec.unit, duration.as_secs_f64()), false);
+        let counts = self.spec.counts(&level, rig.workload.is_sessions());
+        let ramp = self.spec.pacing.ramp();
+        let lp =
+            level::level_plan(self.spec, &level, &counts, self.first_id, ramp, Feeds::default(), self.stop.clone());
+        let f = level::run(rig, self.spec, &level, lp, &self.stop, &level::Seen::default());
+        let measured: Vec<&goodput_core::ClientRecord> = f.measured.iter().collect();
+        self.summary.soak = goodput_metrics::soak::soak(level.load, &measured, &f.steps, &self.spec.slos, windows);
+        if let Some((writer, _)) = self.files.as_mut() {
+            writer.write_summary(&self.summary)?;
+        }
+        Ok(())
     }
 
     /// The simulated twin of the level just run: the same plan (ids, seed, counts) on the
@@ -391,6 +420,9 @@ impl<'a> Sweep<'a> {
         if let Some(p) = &s.prediction {
             say!("{}", table::prediction(s, p, unit));
         }
+        if let Some(soak) = &s.soak {
+            say!("{}", table::soak(soak, unit));
+        }
         if self.simulated {
             let (steps, simulated, t0) = self.sim_cost;
             let wall = t0.elapsed().as_secs_f64().max(1e-9);
@@ -482,6 +514,7 @@ fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {
             budget_s: s.budget.as_secs_f64(),
             stopped: None,
         }),
+        soak: None,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod latency;
 mod predicted;
 mod repeats;
 mod shards;
+mod soak;
 mod sweep;
 mod tasks;
 
@@ -20,6 +21,7 @@ pub use http::{http, server};
 pub use predicted::prediction;
 pub use repeats::repeats;
 pub use shards::{rows as shard_rows, shards, time_line as shards_time_line, SHARD_HEADER};
+pub use soak::{soak, verdict as soak_verdict};
 pub use sweep::{layers, level_line, levels};
 pub use tasks::{agent, rag, turns};
 

@@ -84,6 +84,8 @@ pub struct RunSpec {
     pub search: Option<Search>,
     /// Stop the sweep at the first level whose SLOs break (`goodput capacity`).
     pub stop_at_first_failure: bool,
+    /// `--soak`: how long to run the usable capacity after the sweep, in how many windows.
+    pub soak: Option<(Duration, usize)>,
     /// `--shard`: the part of each level's schedule this process sends.
     pub shard: Option<goodput_workload::shard::Shard>,
     /// `--start-at`: when the first level starts.
@@ -176,6 +178,7 @@ impl RunSpec {
             refine,
             refine_levels: if a.shard.is_some() { 0 } else { a.refine },
             stop_at_first_failure: a.stop_at_first_failure,
+            soak: a.soak.map(|d| (d, a.soak_windows as usize)),
             search,
             shard: a.shard,
             start_at: a.start_at,
@@ -313,6 +316,9 @@ fn search(a: &RunArgs, w: &WorkloadSpec, unit: LoadUnit) -> Result<Option<Search
     let schedule = a.stages.is_some() || a.burst.is_some() || w.trace.is_some();
     if a.search && schedule {
         bail!("--search doubles users or rates; --stages, --burst and a trace are schedules of their own");
+    }
+    if a.soak.is_some() && (a.shard.is_some() || a.stages.is_some() || a.burst.is_some() || w.trace.is_some()) {
+        bail!("--soak runs the usable capacity of a sweep of users or rates; not with --shard, --stages, --burst or a trace");
     }
     if a.search && a.shard.is_some() {
         bail!("--search: each shard would search on its own slice; give the shards their levels");

@@ -1,0 +1,187 @@
+//! The answer held over time (seed 000's long-stability test): the usable capacity run for a
+//! long stretch, cut into equal time windows by each request's intended send, each window
+//! summarized like a level (P95s with their intervals, errors, retries; the engine's KV peak
+//! and preemptions), and judged against the first window and the SLOs. Capacity **held**
+//! when every window's SLOs hold; it **degraded** from the first window whose SLOs break or
+//! whose P95 TTFT, TPOT or E2E rose beyond both intervals and by more than
+//! [`DEGRADED_BY`] over the first window's.
+
+use crate::interval::Interval;
+use crate::level::summarize;
+use crate::occupancy::EngineLevel;
+use crate::slo::{Metric, Slo};
+use goodput_core::{ClientRecord, Stamp, StepRecord};
+use serde::{Deserialize, Serialize};
+
+/// A rise over the first window beyond which (and beyond both intervals) a window degraded.
+pub const DEGRADED_BY: f64 = 0.2;
+
+/// One time window of a soak.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SoakWindow {
+    /// Seconds from the soak's start (its first request's intended send).
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Requests sent in the window, completed, failed, and their retries.
+    pub requests: usize,
+    pub completed: usize,
+    pub errors: usize,
+    pub retries: usize,
+    /// P95 TTFT, TPOT and E2E (seconds) with their 95 % intervals.
+    pub ttft_p95: Option<f64>,
+    pub ttft_p95_interval: Option<Interval>,
+    pub tpot_p95: Option<f64>,
+    pub tpot_p95_interval: Option<Interval>,
+    pub e2e_p95: Option<f64>,
+    pub e2e_p95_interval: Option<Interval>,
+    /// Output tokens of the window's completed requests per second of the window.
+    pub output_throughput: f64,
+    /// Every SLO holds in the window (by value).
+    pub slos_hold: bool,
+    /// The engine's KV peak (fraction of its blocks) and preemptions over the window, where
+    /// the engine's steps are known (in-process).
+    pub kv_max: Option<f64>,
+    pub preemptions: Option<usize>,
+}
+
+/// How a soak ended: held, or where it degraded and by what.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Degraded {
+    /// The first window (0-based) that degraded, and when it started (seconds).
+    pub window: usize,
+    pub at_s: f64,
+    /// What: `slos` (the SLOs broke), or the metric key (`ttft_p95`, `tpot_p95`, `e2e_p95`).
+    pub what: String,
+    /// The first window's value and the degraded window's (seconds; 0 for `slos`).
+    pub first: f64,
+    pub then: f64,
+}
+
+/// A soak: the load it ran, its windows and the verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Soak {
+    pub load: f64,
+    pub duration_s: f64,
+    pub windows: Vec<SoakWindow>,
+    /// `None`: capacity held for the whole soak.
+    pub degraded: Option<Degraded>,
+}
+
+/// The window a stamp falls in: `n` windows over `[start, start + span)`.
+fn window_of(t: Stamp, start: Stamp, span: f64, n: usize) -> usize {
+    ((t.secs_since(start) / span * n as f64) as usize).min(n - 1)
+}
+
+/// A soak of `records` (measured) and the engine's `steps` at `load`, cut into `n` windows,
+/// judged against `slos`. `None` without records.
+pub fn soak(load: f64, records: &[&ClientRecord], steps: &[StepRecord], slos: &[Slo], n: usize) -> Option<Soak> {
+    let n = n.max(1);
+    let start = records.iter().map(|r| r.intended).min()?;
+    let end = records.iter().map(|r| r.intended).max()?.max(Stamp(start.0 + 1));
+    let span = end.secs_since(start).max(1e-9);
+    let mut by_window: Vec<Vec<&ClientRecord>> = vec![Vec::new(); n];
+    for r in records {
+        by_window[window_of(r.intended, start, span, n)].push(r);
+    }
+    let windows: Vec<SoakWindow> = by_window
+        .iter()
+        .enumerate()
+        .map(|(i, rs)| {
+            let s = summarize(load, rs, slos);
+            let iv = s.intervals.clone().unwrap_or_default();
+            let p95 = |m: Metric| s.metric(m).map(|x| x.p95);
+            let (a, b) = (i as f64 * span / n as f64, (i + 1) as f64 * span / n as f64);
+            let (from, to) = (Stamp(start.0 + (a * 1e9) as u64), Stamp(start.0 + (b * 1e9) as u64));
+            let inside: Vec<StepRecord> = steps.iter().filter(|x| x.start >= from && x.start < to).cloned().collect();
+            let engine = (!inside.is_empty()).then(|| EngineLevel::of(&inside));
+            SoakWindow {
+                start_s: a,
+                end_s: b,
+                requests: s.requests,
+                completed: s.completed,
+                errors: s.errors + s.timeouts,
+                retries: s.retries,
+                ttft_p95: p95(Metric::Ttft),
+                ttft_p95_interval: iv.ttft_p95,
+                tpot_p95: p95(Metric::Tpot),
+                tpot_p95_interval: iv.tpot_p95,
+                e2e_p95: p95(Metric::E2e),
+                e2e_p95_interval: iv.e2e_p95,
+                output_throughput: s.output_throughput,
+                slos_hold: s.slos_hold(),
+                kv_max: engine.as_ref().map(|e| e.kv_block_usage_max),
+                preemptions: engine.as_ref().map(|e| e.preemptions),
+            }
+        })
+        .collect();
+    let degraded = degradation(&windows);
+    Some(Soak { load, duration_s: span, windows, degraded })
+}
+
+/// The first window that broke its SLOs or whose P95 rose beyond the first window's.
+fn degradation(windows: &[SoakWindow]) -> Option<Degraded> {
+    let first = windows.first()?;
+    type Get = fn(&SoakWindow) -> (Option<f64>, Option<Interval>);
+    let metrics: [(&str, Get); 3] = [
+        ("ttft_p95", |w| (w.ttft_p95, w.ttft_p95_interval)),
+        ("tpot_p95", |w| (w.tpot_p95, w.tpot_p95_interval)),
+        ("e2e_p95", |w| (w.e2e_p95, w.e2e_p95_interval)),
+    ];
+    windows.iter().enumerate().find_map(|(i, w)| {
+        if w.requests > 0 && !w.slos_hold {
+            return Some(Degraded { window: i, at_s: w.start_s, what: "slos".into(), first: 0.0, then: 0.0 });
+        }
+        metrics.iter().find_map(|(name, get)| {
+            let ((v0, i0), (v, iv)) = (get(first), get(w));
+            let (v0, v) = (v0?, v?);
+            let beyond = iv?.lo? > i0?.hi?;
+            (i > 0 && beyond && v > v0 * (1.0 + DEGRADED_BY)).then(|| Degraded {
+                window: i,
+                at_s: w.start_s,
+                what: name.to_string(),
+                first: v0,
+                then: v,
+            })
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slo::parse_slos;
+    use goodput_core::RecordBuilder;
+
+    /// A request sent at `at` ms with a first token `ttft` ms later and 10 tokens 5 ms apart.
+    fn req(id: u64, at: u64, ttft: u64) -> ClientRecord {
+        let ms = |x: u64| Stamp(x * 1_000_000);
+        RecordBuilder::new(id)
+            .intended(ms(at))
+            .input(10)
+            .end(ms(at + ttft + 45))
+            .tokens_at((0..10).map(|k| ms(at + ttft + 5 * k)))
+            .build()
+    }
+
+    #[test]
+    fn a_steady_soak_holds_and_a_slowing_one_degrades_where_it_began() {
+        let slos = parse_slos("ttft_p95=1s").unwrap();
+        // 400 requests over 40 s, TTFT 20–39 ms throughout: held, in 4 windows of 100.
+        let steady: Vec<ClientRecord> = (0..400).map(|i| req(i, 100 * i, 20 + i % 20)).collect();
+        let s = soak(2.0, &steady.iter().collect::<Vec<_>>(), &[], &slos, 4).unwrap();
+        assert_eq!(s.windows.len(), 4);
+        assert!(s.windows.iter().all(|w| w.requests == 100 && w.slos_hold), "{:?}", s.windows);
+        assert_eq!(s.degraded, None);
+        // From the third window on, TTFT doubles: degraded there, on TTFT P95.
+        let slowing: Vec<ClientRecord> =
+            (0..400).map(|i| req(i, 100 * i, if i >= 200 { 60 + i % 20 } else { 20 + i % 20 })).collect();
+        let s = soak(2.0, &slowing.iter().collect::<Vec<_>>(), &[], &slos, 4).unwrap();
+        let d = s.degraded.expect("degraded");
+        assert_eq!((d.window, d.what.as_str()), (2, "ttft_p95"), "{d:?}");
+        assert!(d.then > 2.0 * d.first * 0.9, "{d:?}");
+        // The SLOs broken in the last window say so first.
+        let breaking: Vec<ClientRecord> = (0..400).map(|i| req(i, 100 * i, if i >= 300 { 2000 } else { 20 })).collect();
+        let d = soak(2.0, &breaking.iter().collect::<Vec<_>>(), &[], &slos, 4).unwrap().degraded.unwrap();
+        assert_eq!((d.window, d.what.as_str()), (3, "slos"));
+    }
+}
