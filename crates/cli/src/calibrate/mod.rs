@@ -5,6 +5,7 @@
 //! delay (loopback, HTTP, SSE parsing, scheduling), reported with the client's CPU per token.
 
 mod floor;
+mod verdict;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -511,65 +512,25 @@ fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
     );
 }
 
-/// The streams per client core at the bound ([`bound_line`]), then why a broken bound may not
-/// be the client's: its cores were far from busy there, or the machine was busy.
+/// The calibration's verdict: streams per client core within the bound, and why a broken
+/// bound may not be the client's ([`verdict::per_core`]).
 fn per_core(levels: &[CalibrationLevel], cores: usize) -> String {
-    let mut out = bound_line(levels, cores);
-    let mut sorted: Vec<&CalibrationLevel> = levels.iter().collect();
-    sorted.sort_by_key(|l| l.streams);
-    if let Some(b) = sorted.iter().find(|l| !l.within_bound).filter(|b| b.cpu_share < 0.5) {
-        out.push_str(&format!(
-            ". At {} streams the client used only {:.0} % of its cores ({:.2} cores per 1000 streams), so the delays that broke the bound are not its CPU's: the machine, the mock or the network stack",
-            b.streams,
-            b.cpu_share * 100.0,
-            b.cpu_per_stream * 1000.0
-        ));
-    }
-    let busy: Vec<String> = sorted
-        .iter()
-        .filter_map(|l| Some((l.streams, l.machine.as_ref()?.busy())))
-        .filter(|(_, why)| !why.is_empty())
-        .map(|(n, why)| format!("{n} streams: {}", why.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
-        .collect();
-    if !busy.is_empty() {
-        out.push_str(&format!(
-            ". Caution: the machine was busy ({}), so this figure may not reproduce; calibrate on a quiet machine",
-            busy.join(", ")
-        ));
-    }
-    out
-}
-
-/// The streams per client core at the bound: the most of the levels run that kept within it
-/// (and the first level above that did not), over the client's cores.
-fn bound_line(levels: &[CalibrationLevel], cores: usize) -> String {
     let bound = format!(
         "chunk delay p99 ≤ {} ms and TTFT error p50 ≤ {} ms (less the mock's own lateness)",
         BOUND_CHUNK_P99_S * 1e3,
         BOUND_TTFT_P50_S * 1e3
     );
-    let mut sorted: Vec<&CalibrationLevel> = levels.iter().collect();
-    sorted.sort_by_key(|l| l.streams);
-    let kept = sorted.iter().take_while(|l| l.within_bound).last();
-    let broke = sorted.iter().find(|l| !l.within_bound);
-    let on = if cores == 1 { "one core".to_string() } else { format!("{cores} cores") };
-    match (kept, broke) {
-        (Some(k), None) => format!(
-            "Streams per client core within {bound}: at least {:.0} ({} streams on {on}, the most run; try more)",
-            k.streams as f64 / cores as f64,
-            k.streams
-        ),
-        (Some(k), Some(b)) => format!(
-            "Streams per client core within {bound}: {:.0} ({} streams on {on} kept to it, {} did not)",
-            k.streams as f64 / cores as f64,
-            k.streams,
-            b.streams
-        ),
-        (None, _) => format!(
-            "Streams per client core within {bound}: fewer than the fewest run ({} on {on})",
-            sorted.first().map_or(0, |l| l.streams)
-        ),
-    }
+    let seen: Vec<verdict::Seen> = levels
+        .iter()
+        .map(|l| verdict::Seen {
+            streams: l.streams,
+            within_bound: l.within_bound,
+            cpu_share: l.cpu_share,
+            cpu_per_stream: l.cpu_per_stream,
+            machine: l.machine.as_ref(),
+        })
+        .collect();
+    verdict::per_core(&seen, cores, &bound)
 }
 
 /// The client's settings against the mock: token-id prompts, nothing beyond OpenAI's fields.
@@ -578,53 +539,5 @@ fn mock_config(addr: std::net::SocketAddr) -> goodput_client::HttpConfig {
         exact_lengths: false,
         same_clock: true,
         ..goodput_client::HttpConfig::new(format!("http://{addr}"), "mock")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn level(streams: usize, within_bound: bool) -> CalibrationLevel {
-        CalibrationLevel {
-            streams,
-            requests: streams,
-            failed: 0,
-            tokens: streams * 50,
-            chunk_delay: None,
-            ttft_error: None,
-            mock_late: None,
-            itl_error: None,
-            cpu_per_token_s: 1e-5,
-            user_per_token_s: 5e-6,
-            kernel_per_token_s: 5e-6,
-            cpu_per_stream: 5e-4,
-            cpu_share: 0.9,
-            mock_cpu_per_token_s: 5e-6,
-            mock_busy: 0.5,
-            wall_s: 2.0,
-            within_bound,
-            floor: None,
-            machine: None,
-        }
-    }
-
-    #[test]
-    fn streams_per_core_are_the_most_that_kept_to_the_bound() {
-        let levels = [level(2000, false), level(500, true), level(1000, true)];
-        let line = per_core(&levels, 2);
-        assert!(line.contains(": 500 (1000 streams on 2 cores kept to it, 2000 did not)"), "{line}");
-        assert!(per_core(&levels[1..], 1).contains("at least 1000 (1000 streams on one core, the most run"));
-        assert!(per_core(&levels[..1], 1).contains("fewer than the fewest run (2000 on one core)"));
-        // The contradiction: "fewer than 50 per core" at 0.2 cores per 1000 streams.
-        let mut idle = level(100, false);
-        (idle.cpu_share, idle.cpu_per_stream) = (0.1, 2e-4);
-        idle.machine = Some(goodput_metrics::machine::MachineLoad { cpus: 2, other_cores: 1.2, ..Default::default() });
-        let line = per_core(&[idle], 2);
-        assert!(line.contains("used only 10 % of its cores (0.20 cores per 1000 streams)"), "{line}");
-        assert!(
-            line.contains("the machine was busy (100 streams: other processes kept 1.20 of 2 cores busy"),
-            "{line}"
-        );
     }
 }

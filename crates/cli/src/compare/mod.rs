@@ -143,13 +143,15 @@ pub fn run(a: CompareArgs) -> Result<i32> {
     } else {
         runs(&a)?
     };
-    println!("{}", outcome.markdown);
-    export(&a, &outcome)?;
-    let gated = a.fail_on.is_some();
+    let mut outcome = outcome;
+    // The table ends with its verdict, on the console and in the exported Markdown alike.
+    let last = last_line(&outcome, a.fail_on.is_some());
+    outcome.markdown = format!("{}\n{last}", outcome.markdown.trim_end());
     if !outcome.failures.is_empty() {
         eprintln!("regression beyond --fail-on, or a gate that cannot judge:\n  {}", outcome.failures.join("\n  "));
     }
-    println!("{}", last_line(&outcome, gated));
+    println!("{}", outcome.markdown);
+    export(&a, &outcome)?;
     Ok(if outcome.failures.is_empty() { 0 } else { 1 })
 }
 

@@ -7,6 +7,7 @@
 //! and the levels take the spec.
 
 mod args;
+mod clock;
 mod config;
 mod exporter;
 mod interrupt;

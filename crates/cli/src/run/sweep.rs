@@ -3,13 +3,14 @@
 //! failure keeps the earlier levels), refinement levels added between the last passing and
 //! the first failing level, and at the end the tables, the conclusion and the report.
 
+use super::clock;
 use super::exporter::{Exporter, Serving};
 use super::level::{self, Feeds, Finished};
 use super::live::{Goal, Live};
 use super::records::RecordWriter;
 use super::rig::{machine, Rig};
 use super::spec::{LevelSpec, RunSpec};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use goodput_report::console as table;
 use goodput_report::{export, Conclusion};
 use goodput_results::{RetrySetting, RunSummary, RunWriter, WorkloadInfo, FORMAT};
@@ -49,7 +50,7 @@ impl<'a> Sweep<'a> {
     pub fn start(spec: &'a RunSpec, rig: &Rig, stop: Stop) -> Result<Self> {
         let w = &rig.workload;
         let mut summary = new_summary(spec, rig);
-        summary.clock = Some(clock_start(spec, rig)?);
+        summary.clock = Some(clock::clock_start(spec, rig)?);
         // Bound before the run's files exist: a port in use leaves no half-made directory.
         let exporter = start_exporter(spec, &summary)?;
         let files = create_files(spec)?;
@@ -127,7 +128,7 @@ impl<'a> Sweep<'a> {
         let unix_s = at.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         // With --clock-ref the moment is the reference's: this machine's clock reads
         // `at − offset` then, so shards on machines whose clocks disagree still start together.
-        let here = on_this_clock(at, self.summary.clock.as_ref().and_then(|c| c.offset_s()).unwrap_or(0.0));
+        let here = clock::on_this_clock(at, self.summary.clock.as_ref().and_then(|c| c.offset_s()).unwrap_or(0.0));
         let now = std::time::SystemTime::now();
         if let Ok(wait) = here.duration_since(now) {
             eprintln!("waiting {:.1} s for --start-at", wait.as_secs_f64());
@@ -378,7 +379,7 @@ impl<'a> Sweep<'a> {
     pub fn finish(mut self, interrupted: bool) -> Result<i32> {
         self.bar.finish_and_clear();
         self.summary.complete = !interrupted;
-        clock_end(self.spec, &mut self.summary);
+        clock::clock_end(self.spec, &mut self.summary);
         if let Some((writer, records)) = self.files.as_mut() {
             records.sync()?;
             writer.write_summary(&self.summary)?;
@@ -518,48 +519,6 @@ fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {
     }
 }
 
-/// The moment `at` of a reference clock on this machine's clock, which is `offset_s` behind
-/// the reference (reference − here).
-fn on_this_clock(at: std::time::SystemTime, offset_s: f64) -> std::time::SystemTime {
-    let shift = std::time::Duration::from_secs_f64(offset_s.abs().min(1e6));
-    if offset_s >= 0.0 { at.checked_sub(shift) } else { at.checked_add(shift) }.unwrap_or(at)
-}
-
-/// The wall time of the run's stamp 0, and with `--clock-ref` the machine's offset from the
-/// reference before the first level (a reference that does not answer ends the run here).
-fn clock_start(spec: &RunSpec, rig: &Rig) -> Result<goodput_results::clock::ClockInfo> {
-    let now = goodput_core::http::WallClock::now().unix_ns;
-    let stamp = goodput_core::Target::clock(&*rig.target).now();
-    let origin_unix_ns = now.saturating_sub(stamp.0);
-    let reference = match &spec.clock_ref {
-        None => None,
-        Some(r) => {
-            let start = crate::clockref::measure(r).with_context(|| format!("--clock-ref {r}"))?;
-            let line = format!("{:+.3} ms from {r} (round trip {:.3} ms)", start.offset_s * 1e3, start.rtt_s * 1e3);
-            if start.offset_s.abs() > 1.0 {
-                eprintln!(
-                    "warning: this machine's clock is {line}: the merge lines shards up by it, but check the clock"
-                );
-            } else if !spec.quiet {
-                eprintln!("clock: {line}");
-            }
-            Some(goodput_results::clock::ClockReference { url: r.to_string(), start, end: None })
-        }
-    };
-    Ok(goodput_results::clock::ClockInfo { origin_unix_ns, reference })
-}
-
-/// `--clock-ref`: the offset again after the last level (a failure here is a warning: the
-/// start's measurement stands).
-fn clock_end(spec: &RunSpec, summary: &mut RunSummary) {
-    let Some(r) = summary.clock.as_mut().and_then(|c| c.reference.as_mut()) else { return };
-    let Some(c) = &spec.clock_ref else { return };
-    match crate::clockref::measure(c) {
-        Ok(end) => r.end = Some(end),
-        Err(e) => eprintln!("warning: --clock-ref {}: the offset after the run: {e:#} (the one before stands)", r.url),
-    }
-}
-
 /// `--metrics-port`: the run's live metrics, served until the sweep ends.
 fn start_exporter(spec: &RunSpec, summary: &RunSummary) -> Result<Option<(Exporter, Serving)>> {
     let Some(addr) = spec.outputs.metrics else { return Ok(None) };
@@ -611,19 +570,5 @@ fn failure_text(failures: &[goodput_metrics::level::FailureCount]) -> String {
         "nothing was measured".into()
     } else {
         parts.join(", ")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::{Duration, UNIX_EPOCH};
-
-    #[test]
-    fn a_reference_moment_is_moved_by_the_offset() {
-        let at = UNIX_EPOCH + Duration::from_secs(1000);
-        // The reference is 2.5 s ahead of this clock: its 1000 s is this clock's 997.5 s.
-        assert_eq!(super::on_this_clock(at, 2.5), UNIX_EPOCH + Duration::from_millis(997_500));
-        assert_eq!(super::on_this_clock(at, -0.25), UNIX_EPOCH + Duration::from_millis(1_000_250));
-        assert_eq!(super::on_this_clock(at, 0.0), at);
     }
 }

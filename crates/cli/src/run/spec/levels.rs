@@ -37,7 +37,8 @@ impl RefineKind {
         let (p, f) = pass_fail_levels(outcomes)?;
         let (pass, fail) = (p.load, f.load);
         let at = refine_point((pass, p.slo_used), (fail, f.slo_used));
-        let whole = at.floor();
+        // The nearest whole number strictly inside the bracket, when there is one.
+        let whole = at.round().max(pass + 1.0).min(fail - 1.0);
         let apart = (fail - pass) / fail > 0.1 && p.slo_used < 0.95;
         let between = whole > pass && whole < fail && apart;
         let arrival = match self {
