@@ -55,6 +55,25 @@ fn every_key_is_the_flag_of_its_name() {
     assert!(!command.iter().any(|t| t.contains("ignore-server-stamps")), "false leaves a switch out");
 }
 
+/// Issue 48's keys: a search with its bounds, and a soak after it.
+#[test]
+fn the_search_and_the_soak_are_keys_too() {
+    let text = r#"
+        search = true
+        concurrency = [1, 2]
+        max-users = 64
+        search-budget = "5m"
+        soak = "30m"
+        soak-windows = 6
+    "#;
+    let a = one("search-soak", text, &[]);
+    assert!(a.search && a.max_users == Some(64));
+    assert_eq!(
+        (a.search_budget, a.soak, a.soak_windows),
+        (Duration::from_secs(300), Some(Duration::from_secs(1800)), 6)
+    );
+}
+
 #[test]
 fn the_command_line_overrides_a_key_and_the_keys_it_conflicts_with() {
     let text = "concurrency = [1, 2]\nmax-num-seqs = 64\nout = \"from-file\"\n";
