@@ -127,7 +127,9 @@ fn the_interactivity_curve_marks_its_frontier_and_answers_from_it() {
     ];
     let (ok, text, err) = goodput(&args);
     assert!(ok, "{err}");
-    assert!(text.contains("Interactivity curve") && text.contains("at the least cost"), "{text}");
+    assert!(text.contains("Interactivity curve") && text.contains("at the least cost per output token"), "{text}");
+    // Priced: never "unpriced", and its $/M says what it assumes.
+    assert!(!text.contains("no prices given") && text.contains("with every GPU used at this point"), "{text}");
     let c = json(&out);
     let points = c["points"].as_array().unwrap();
     // Two layouts × 1, 2, 4, 8, 16 users per engine.

@@ -273,3 +273,28 @@ fn recorded_vllm_error_names_the_limit() {
     assert_eq!(v["error"]["code"], 400);
     assert!(v["error"]["message"].as_str().unwrap().contains("max_model_len=2048"));
 }
+
+/// goodput's own server (`scripts/record-goodput-streams.sh`): token ids per chunk, chunks of
+/// whole characters (tokens held until their bytes make one), the engine's stamps in the
+/// `goodput` object of the usage chunk.
+#[tokio::test]
+async fn recorded_goodput_completions_carry_token_ids_and_engine_stamps() {
+    let (p, end) = recorded("goodput-completions-usage.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    assert_eq!(p.token_ids.as_ref().map(Vec::len), Some(6), "six ids over the chunks");
+    assert_eq!(p.chunks.iter().map(|c| c.tokens).sum::<u32>(), 6);
+    assert!(p.chunks.len() < 6, "ids held until they make whole characters: {} chunks", p.chunks.len());
+    assert_eq!((p.http.usage_prompt_tokens, p.http.usage_completion_tokens), (Some(8), Some(6)));
+    let t = p.http.server.as_ref().expect("the goodput object");
+    assert_eq!((t.prompt_tokens, t.generated_tokens), (8, 6));
+}
+
+#[tokio::test]
+async fn recorded_goodput_chat_counts_its_template() {
+    let (p, end) = recorded("goodput-chat-usage.sse").await;
+    assert_eq!(end, Some(Step::Done));
+    assert_eq!(p.http.usage_completion_tokens, Some(6));
+    // 24 bytes of text under the tiny model's byte-level tokenizer and its chat template.
+    assert_eq!(p.http.usage_prompt_tokens, Some(74));
+    assert!(p.http.server.is_some());
+}

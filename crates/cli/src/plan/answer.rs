@@ -266,3 +266,52 @@ pub fn html(p: &Plan) -> String {
         &p.slos,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn row(done: f64, out: f64) -> Row {
+        Row {
+            gpu: "h100-sxm".into(),
+            tp: 1,
+            layout: goodput_sizing::layout::Layout { tp: 1, dp: 1, ep: 1, pp: 1 },
+            layout_label: "TP1".into(),
+            gpus_per_replica: 1,
+            engines_per_replica: 1,
+            unfit: None,
+            weight_gb_per_gpu: 16.0,
+            kv_tokens: 100_000,
+            kv_sequences: 200.0,
+            capacity: Some(16.0),
+            capacity_output_tps: Some(done * out),
+            capacity_completed: Some(done),
+            capacity_mean_output: Some(out),
+            capacity_other: None,
+            bound: "tpot_p95".into(),
+            replicas: Some(1),
+            gpus: Some(1),
+            cost_per_hour: None,
+            cost_per_million_output_tokens: None,
+        }
+    }
+
+    proptest! {
+        /// The "16 req/s per replica (4458 output tok/s there)" for 300-token answers:
+        /// the figure now comes as the product it is, and the product holds within rounding.
+        #[test]
+        fn the_capacity_s_output_is_its_completed_rate_times_its_length(done in 0.1f64..200.0, out in 1.0f64..4000.0) {
+            let text = output_there(&row(done, out));
+            let nums: Vec<f64> = text
+                .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().unwrap())
+                .collect();
+            prop_assert_eq!(nums.len(), 3, "{}", text);
+            let (a, b, c) = (nums[0], nums[1], nums[2]);
+            prop_assert!((a * b - c).abs() <= 0.05 * b + 0.5 * a + 1.0, "{}", text);
+            prop_assert!(text.contains("req/s completed") && text.ends_with("output tok/s there"), "{}", text);
+        }
+    }
+}
