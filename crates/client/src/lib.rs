@@ -28,6 +28,7 @@ mod chunked;
 mod connection;
 mod error;
 mod h1;
+mod prompt_fit;
 mod scrape;
 mod sse;
 mod stream;
@@ -133,6 +134,9 @@ pub struct HttpTarget {
     clock: Clock,
     /// Why scrapes of `/metrics` are off for the rest of the run (the page passed a bound).
     scrapes_off: std::sync::OnceLock<String>,
+    /// Text prompts: the line from written tokens to the server's count, learnt from the
+    /// responses, so prompts land on the scenario's length ([`prompt_fit`]).
+    prompt_fit: std::sync::Mutex<prompt_fit::PromptFit>,
 }
 
 impl HttpTarget {
@@ -154,7 +158,15 @@ impl HttpTarget {
         let client = cfg.connection.client()?;
         let per_worker = (0..MAX_WORKER_CLIENTS).map(|_| std::sync::OnceLock::new()).collect();
         let lean = if cfg.own_http1 { h1::Lean::for_config(&cfg)? } else { None };
-        Ok(HttpTarget { cfg, client, per_worker, lean, clock, scrapes_off: Default::default() })
+        Ok(HttpTarget {
+            cfg,
+            client,
+            per_worker,
+            lean,
+            clock,
+            scrapes_off: Default::default(),
+            prompt_fit: Default::default(),
+        })
     }
 
     pub fn config(&self) -> &HttpConfig {
@@ -211,7 +223,9 @@ impl HttpTarget {
         }
     }
 
-    fn body(&self, req: &WorkRequest) -> Result<(String, Value), String> {
+    /// The request's URL and body, and for a text prompt the tokens written (the client's
+    /// count, for [`prompt_fit`]).
+    fn body(&self, req: &WorkRequest) -> Result<(String, Value, Option<usize>), String> {
         let p = &req.params;
         let mut body = json!({
             "model": self.cfg.model,
@@ -247,9 +261,16 @@ impl HttpTarget {
                 body["goodput"] = json!({ "reasoning_tokens": p.reasoning_tokens });
             }
         }
-        let text = || -> Result<String, String> {
+        // A text prompt of the length the server will count (its template taken off), from
+        // the prompt's ids (cycled where the server counts fewer tokens than written).
+        let mut written = None;
+        let mut text = || -> Result<String, String> {
             let codec = self.cfg.codec.as_ref().ok_or("no tokenizer to write the prompt as text")?;
-            Ok(exact_text(codec.as_ref(), &codec.writable(&req.prompt))?.0)
+            let want = self.prompt_fit.lock().unwrap_or_else(|e| e.into_inner()).written_for(req.prompt.len());
+            let ids: Vec<TokenId> = req.prompt.iter().cycle().take(want).copied().collect();
+            let (text, n) = exact_text(codec.as_ref(), &codec.writable(&ids))?;
+            written = Some(n);
+            Ok(text)
         };
         let path = match self.cfg.api {
             Api::Completions => {
@@ -272,7 +293,7 @@ impl HttpTarget {
         if let Some(obj) = body.as_object_mut() {
             obj.extend(self.cfg.extra_body.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
-        Ok((format!("{}{path}", self.cfg.base_url), body))
+        Ok((format!("{}{path}", self.cfg.base_url), body, written))
     }
 }
 
@@ -367,7 +388,7 @@ impl Target for HttpTarget {
     async fn run(&self, req: WorkRequest, intended: Stamp) -> ClientRecord {
         let (id, input) = (req.id, req.prompt.len());
         let mut rec = ClientRecord::unanswered(id, intended, input, intended, Outcome::Ok);
-        let (url, body) = match self.body(&req) {
+        let (url, body, written) = match self.body(&req) {
             Ok(x) => x,
             Err(e) => {
                 rec.end = self.clock.now();
@@ -423,6 +444,13 @@ impl Target for HttpTarget {
             counted: p.http.client_counted_tokens,
             reasoning_chunks: p.split.chunks,
         };
+        // The server's own count of the text written, before the trust check (which refuses a
+        // count far from the scenario's length: what an unfitted text prompt can give).
+        if let (Some(w), Some(counted)) = (written, p.http.usage_prompt_tokens) {
+            if counted <= 100 * w + 4096 {
+                self.prompt_fit.lock().unwrap_or_else(|e| e.into_inner()).add(w, counted);
+            }
+        }
         (rec.input_tokens, rec.output_tokens) = trust::settle(&mut p.http, &sent, &got);
         // Reasoning streamed, or hidden (OpenAI's o-series): counted by usage alone, the
         // answer's first chunk the record's first.
@@ -536,18 +564,18 @@ mod tests {
                 .body(&WorkRequest { id: 1, prompt: vec![4, 5], params })
                 .unwrap()
         };
-        let (url, chat) = with(Api::Chat, MaxTokensField::Auto, false, json!({}));
+        let (url, chat, _) = with(Api::Chat, MaxTokensField::Auto, false, json!({}));
         assert!(url.ends_with("/v1/chat/completions") && chat.get("max_tokens").is_none(), "{chat}");
         assert_eq!(
             (chat["max_completion_tokens"].as_u64(), chat["goodput"]["reasoning_tokens"].as_u64()),
             (Some(9), Some(3))
         );
-        let (_, old) = with(Api::Chat, MaxTokensField::MaxTokens, false, json!({}));
+        let (_, old, _) = with(Api::Chat, MaxTokensField::MaxTokens, false, json!({}));
         assert!(old["max_tokens"] == 9 && old.get("max_completion_tokens").is_none(), "{old}");
-        let (_, cmpl) = with(Api::Completions, MaxTokensField::MaxCompletionTokens, true, json!({}));
+        let (_, cmpl, _) = with(Api::Completions, MaxTokensField::MaxCompletionTokens, true, json!({}));
         assert!(cmpl["max_tokens"] == 9 && cmpl.get("goodput").is_none(), "{cmpl}");
         let effort = json!({"reasoning_effort": "low", "chat_template_kwargs": {"enable_thinking": true, "thinking_budget": 64}});
-        let (url, resp) = with(Api::Responses, MaxTokensField::Auto, false, effort);
+        let (url, resp, _) = with(Api::Responses, MaxTokensField::Auto, false, effort);
         assert!(url.ends_with("/v1/responses"), "{url}");
         assert_eq!((resp["input"].as_str(), resp["max_output_tokens"].as_u64()), (Some("4 5"), Some(9)));
         assert!(
