@@ -19,6 +19,7 @@ mod misuse;
 mod models;
 mod plan_moe;
 mod pool;
+mod prompts;
 mod reliability;
 mod repeats;
 mod report;

@@ -197,6 +197,30 @@ impl Connection {
     }
 }
 
+/// Why a redirect is not followed, naming where it pointed; `None` for an answer that is not
+/// one. Following it would send the request's headers (keys included) to wherever the server
+/// points, and time the extra hop as the server's.
+pub(crate) fn redirect(resp: &reqwest::Response) -> Option<String> {
+    let location = resp.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok());
+    redirect_why(resp.status().as_u16(), location, resp.url())
+}
+
+/// Why an answer `status` with `location` to a request for `url` is not followed, if it is a
+/// redirect.
+pub(crate) fn redirect_why(status: u16, location: Option<&str>, url: &reqwest::Url) -> Option<String> {
+    if !(300..400).contains(&status) {
+        return None;
+    }
+    let to = match location {
+        Some(l) => redact_url(url.join(l).map_or(l.to_string(), |u| u.to_string()).as_str()),
+        None => "nowhere (no Location)".into(),
+    };
+    Some(format!(
+        "server answered {status} redirect to {to}; goodput does not follow redirects (the request's headers would go \
+         there and the hop would be timed as the server's): give the final URL as --target"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

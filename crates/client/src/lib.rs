@@ -38,9 +38,11 @@ pub use api::{Api, MaxTokensField};
 pub use body::read_capped;
 pub use body::{MAX_ERROR_BODY, MAX_SCRAPE_BYTES};
 pub use connection::{is_sensitive, redact_url, split_credentials, BasicAuth, Connection, Secret};
+pub(crate) use connection::{redirect, redirect_why};
 pub use error::{causes, ClientError};
 /// The codec of [`HttpConfig::codec`] (defined in goodput-core, shared with the workloads).
 pub use goodput_core::TextCodec;
+pub use prompt_fit::exact_text;
 pub use scrape::{parse_metrics, ServerScrape, MAX_SCRAPE_LINES};
 pub use sse::{SseDecoder, SseError, MAX_EVENT_BYTES};
 pub use stream::{Step, StreamParser};
@@ -295,56 +297,6 @@ impl HttpTarget {
         }
         Ok((format!("{}{path}", self.cfg.base_url), body, written))
     }
-}
-
-/// Text that the codec encodes to exactly `ids.len()` tokens where it can: the ids decoded,
-/// then trimmed or extended (from the ids again, by the ids-per-token seen so far) and decoded
-/// anew until re-encoding gives the length, at most eight rounds (vLLM's random dataset does the same). Returns the text and
-/// its length in tokens (the nearest reached, when not exact).
-pub fn exact_text(codec: &dyn TextCodec, ids: &[TokenId]) -> Result<(String, usize), String> {
-    let want = ids.len();
-    let mut cur = ids.to_vec();
-    let mut best: Option<(String, usize)> = None;
-    for _ in 0..8 {
-        let text = codec.decode(&cur)?;
-        let n = codec.encode(&text)?.len();
-        if best.as_ref().is_none_or(|b| b.1.abs_diff(want) > n.abs_diff(want)) {
-            best = Some((text, n));
-        }
-        // Ids per token of text so far (special ids decode to nothing, merges join ids).
-        let per_token = (cur.len() as f64 / n.max(1) as f64).max(1.0);
-        let ids_for = |tokens: usize| ((tokens as f64 * per_token).round() as usize).max(1);
-        match n.cmp(&want) {
-            std::cmp::Ordering::Equal => break,
-            std::cmp::Ordering::Greater => cur.truncate(cur.len().saturating_sub(ids_for(n - want)).max(1)),
-            std::cmp::Ordering::Less => cur.extend(ids.iter().cycle().skip(cur.len()).take(ids_for(want - n))),
-        }
-    }
-    best.ok_or_else(|| "no text for an empty prompt".to_string())
-}
-
-/// Why a redirect is not followed, naming where it pointed; `None` for an answer that is not
-/// one. Following it would send the request's headers (keys included) to wherever the server
-/// points, and time the extra hop as the server's.
-pub(crate) fn redirect(resp: &reqwest::Response) -> Option<String> {
-    let location = resp.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok());
-    redirect_why(resp.status().as_u16(), location, resp.url())
-}
-
-/// Why an answer `status` with `location` to a request for `url` is not followed, if it is a
-/// redirect.
-pub(crate) fn redirect_why(status: u16, location: Option<&str>, url: &reqwest::Url) -> Option<String> {
-    if !(300..400).contains(&status) {
-        return None;
-    }
-    let to = match location {
-        Some(l) => redact_url(url.join(l).map_or(l.to_string(), |u| u.to_string()).as_str()),
-        None => "nowhere (no Location)".into(),
-    };
-    Some(format!(
-        "server answered {status} redirect to {to}; goodput does not follow redirects (the request's headers would go \
-         there and the hop would be timed as the server's): give the final URL as --target"
-    ))
 }
 
 /// Fields of the body only goodput writes: the stream it measures, the prompt it drew, the

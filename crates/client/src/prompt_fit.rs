@@ -5,6 +5,35 @@
 //! `usage.prompt_tokens = a + b × written` — `a` the template's tokens, `b` the server's tokens
 //! per written token (1 with the model's own tokenizer) — and writes the length that lands on
 //! the scenario's. Until a response has come, the prompt is written as the scenario says.
+//! [`exact_text`] writes a number of tokens as text that the client's tokenizer counts back.
+
+use goodput_core::{TextCodec, TokenId};
+
+/// Text that the codec encodes to exactly `ids.len()` tokens where it can: the ids decoded,
+/// then trimmed or extended (from the ids again, by the ids-per-token seen so far) and decoded
+/// anew until re-encoding gives the length, at most eight rounds (vLLM's random dataset does the same). Returns the text and
+/// its length in tokens (the nearest reached, when not exact).
+pub fn exact_text(codec: &dyn TextCodec, ids: &[TokenId]) -> Result<(String, usize), String> {
+    let want = ids.len();
+    let mut cur = ids.to_vec();
+    let mut best: Option<(String, usize)> = None;
+    for _ in 0..8 {
+        let text = codec.decode(&cur)?;
+        let n = codec.encode(&text)?.len();
+        if best.as_ref().is_none_or(|b| b.1.abs_diff(want) > n.abs_diff(want)) {
+            best = Some((text, n));
+        }
+        // Ids per token of text so far (special ids decode to nothing, merges join ids).
+        let per_token = (cur.len() as f64 / n.max(1) as f64).max(1.0);
+        let ids_for = |tokens: usize| ((tokens as f64 * per_token).round() as usize).max(1);
+        match n.cmp(&want) {
+            std::cmp::Ordering::Equal => break,
+            std::cmp::Ordering::Greater => cur.truncate(cur.len().saturating_sub(ids_for(n - want)).max(1)),
+            std::cmp::Ordering::Less => cur.extend(ids.iter().cycle().skip(cur.len()).take(ids_for(want - n))),
+        }
+    }
+    best.ok_or_else(|| "no text for an empty prompt".to_string())
+}
 
 /// `(written, counted)` pairs and the line through them.
 #[derive(Debug, Default)]
