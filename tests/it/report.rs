@@ -58,83 +58,10 @@ fn a_sweep_s_report_has_every_chart_with_the_run_s_numbers_and_renders_in_chromi
         assert!(c["caption"].as_str().unwrap().starts_with("tiny, short-qa"), "{}", c["caption"]);
         assert!(!c["x_label"].as_str().unwrap().is_empty());
     }
-    // The results file against its checked-in JSON Schema (and the schema is not vacuous).
     let summary = summary_of(&dir);
-    check_schema(&summary);
-    let schema: Value = serde_json::from_slice(
-        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json")).unwrap(),
-    )
-    .unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
-    let mut broken = summary.clone();
-    broken["levels"][0]["summary"]["error_rate"] = Value::from(3.0);
-    broken.as_object_mut().unwrap().remove("load_unit");
-    assert_eq!(validator.iter_errors(&broken).count(), 2);
-    // Each chart's data is the run's own numbers.
-    let levels = summary["levels"].as_array().unwrap();
-    // The capacity chart marks usable and limit capacity where the stored verdict puts them.
-    let capacity = chart(&charts, "throughput");
-    let marks: Vec<String> =
-        capacity["marks"].as_array().unwrap().iter().map(|m| m[1].as_str().unwrap().to_string()).collect();
-    let limit = summary["capacity"]["limit"].as_f64().unwrap();
-    assert!(marks.contains(&format!("limit {limit}")), "{marks:?}");
-    let tput = &capacity["series"][0]["points"];
-    for (p, l) in tput.as_array().unwrap().iter().zip(levels) {
-        assert_eq!(p[0], l["summary"]["load"]);
-        assert_eq!(p[1], l["summary"]["output_throughput"]);
-    }
-    let p95 = &chart(&charts, "percentiles-ttft")["series"][1];
-    assert_eq!(p95["name"], "p95");
-    for (p, l) in p95["points"].as_array().unwrap().iter().zip(levels) {
-        assert!((p[1].as_f64().unwrap() - l["summary"]["ttft"]["p95"].as_f64().unwrap() * 1e3).abs() < 1e-9);
-    }
-    let limits = chart(&charts, "percentiles-ttft")["limits"].as_array().unwrap().clone();
-    assert_eq!(limits[0][0].as_f64(), Some(1000.0), "the default ttft_p95 SLO of 1 s, drawn at 1000 ms");
-    let cdf = &chart(&charts, "ttft-cdf")["series"];
-    assert_eq!(cdf.as_array().unwrap().len(), 2);
-    for s in cdf.as_array().unwrap() {
-        let pts = s["points"].as_array().unwrap();
-        assert_eq!(pts.len(), 6, "6 measured requests per level");
-        assert_eq!(pts.last().unwrap()[1].as_f64(), Some(1.0));
-        assert!(pts.windows(2).all(|w| w[0][0].as_f64() <= w[1][0].as_f64()));
-    }
-    let stacked = &chart(&charts, "ttft-decomposition");
-    assert_eq!(stacked["kind"], "Stacked");
-    // The real browser: render, screenshot, no console errors.
-    let installed =
-        Command::new("bash").arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/install-chromium.sh")).output().unwrap();
-    assert!(installed.status.success(), "install-chromium.sh: {}", String::from_utf8_lossy(&installed.stderr));
-    let chromium = String::from_utf8(installed.stdout).unwrap().trim().to_string();
-    let shot = dir.join("shot.png");
-    let url = format!("file://{}", dir.join("report.html").display());
-    let browse = |extra: &[&str]| {
-        let mut args = vec![
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--enable-logging=stderr",
-            "--v=0",
-        ];
-        args.extend(extra);
-        args.push(&url);
-        Command::new(&chromium).args(&args).env("HOME", &dir).output().expect("run chromium")
-    };
-    let shot_arg = format!("--screenshot={}", shot.display());
-    let out = browse(&[&shot_arg, "--window-size=1200,3000"]);
-    let png =
-        std::fs::read(&shot).unwrap_or_else(|_| panic!("no screenshot: {}", String::from_utf8_lossy(&out.stderr)));
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-    assert!(png.len() > 20_000, "a blank page would be tiny: {} bytes", png.len());
-    let out = browse(&["--dump-dom"]);
-    let dom = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(dom.matches("<svg").count(), charts.len(), "the browser's DOM holds every chart");
-    assert!(dom.matches("<polyline").count() + dom.matches("<path").count() + dom.matches("<polygon").count() > 5);
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !log.lines().any(|l| l.contains("CONSOLE") && l.to_lowercase().contains("error")),
-        "console errors:\n{log}"
-    );
+    schema_holds_the_summary(&summary);
+    charts_hold_the_run_s_numbers(&charts, &summary);
+    renders_in_chromium(&dir, charts.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -214,4 +141,92 @@ fn a_fixture_run_renders_to_its_snapshots() {
         assert_eq!(g, w, "chart {} differs from its snapshot", w["id"]);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The results file against its checked-in JSON Schema (and the schema is not vacuous).
+fn schema_holds_the_summary(summary: &Value) {
+    // The results file against its checked-in JSON Schema (and the schema is not vacuous).
+    check_schema(summary);
+    let schema: Value = serde_json::from_slice(
+        &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let mut broken = summary.clone();
+    broken["levels"][0]["summary"]["error_rate"] = Value::from(3.0);
+    broken.as_object_mut().unwrap().remove("load_unit");
+    assert_eq!(validator.iter_errors(&broken).count(), 2);
+}
+
+/// Each chart's data is the run's own numbers.
+fn charts_hold_the_run_s_numbers(charts: &[Value], summary: &Value) {
+    // Each chart's data is the run's own numbers.
+    let levels = summary["levels"].as_array().unwrap();
+    // The capacity chart marks usable and limit capacity where the stored verdict puts them.
+    let capacity = chart(charts, "throughput");
+    let marks: Vec<String> =
+        capacity["marks"].as_array().unwrap().iter().map(|m| m[1].as_str().unwrap().to_string()).collect();
+    let limit = summary["capacity"]["limit"].as_f64().unwrap();
+    assert!(marks.contains(&format!("limit {limit}")), "{marks:?}");
+    let tput = &capacity["series"][0]["points"];
+    for (p, l) in tput.as_array().unwrap().iter().zip(levels) {
+        assert_eq!(p[0], l["summary"]["load"]);
+        assert_eq!(p[1], l["summary"]["output_throughput"]);
+    }
+    let p95 = &chart(charts, "percentiles-ttft")["series"][1];
+    assert_eq!(p95["name"], "p95");
+    for (p, l) in p95["points"].as_array().unwrap().iter().zip(levels) {
+        assert!((p[1].as_f64().unwrap() - l["summary"]["ttft"]["p95"].as_f64().unwrap() * 1e3).abs() < 1e-9);
+    }
+    let limits = chart(charts, "percentiles-ttft")["limits"].as_array().unwrap().clone();
+    assert_eq!(limits[0][0].as_f64(), Some(1000.0), "the default ttft_p95 SLO of 1 s, drawn at 1000 ms");
+    let cdf = &chart(charts, "ttft-cdf")["series"];
+    assert_eq!(cdf.as_array().unwrap().len(), 2);
+    for s in cdf.as_array().unwrap() {
+        let pts = s["points"].as_array().unwrap();
+        assert_eq!(pts.len(), 6, "6 measured requests per level");
+        assert_eq!(pts.last().unwrap()[1].as_f64(), Some(1.0));
+        assert!(pts.windows(2).all(|w| w[0][0].as_f64() <= w[1][0].as_f64()));
+    }
+    let stacked = &chart(charts, "ttft-decomposition");
+    assert_eq!(stacked["kind"], "Stacked");
+}
+
+/// The real browser: render, screenshot, no console errors.
+fn renders_in_chromium(dir: &std::path::Path, charts: usize) {
+    // The real browser: render, screenshot, no console errors.
+    let installed =
+        Command::new("bash").arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/install-chromium.sh")).output().unwrap();
+    assert!(installed.status.success(), "install-chromium.sh: {}", String::from_utf8_lossy(&installed.stderr));
+    let chromium = String::from_utf8(installed.stdout).unwrap().trim().to_string();
+    let shot = dir.join("shot.png");
+    let url = format!("file://{}", dir.join("report.html").display());
+    let browse = |extra: &[&str]| {
+        let mut args = vec![
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+        ];
+        args.extend(extra);
+        args.push(&url);
+        Command::new(&chromium).args(&args).env("HOME", &dir).output().expect("run chromium")
+    };
+    let shot_arg = format!("--screenshot={}", shot.display());
+    let out = browse(&[&shot_arg, "--window-size=1200,3000"]);
+    let png =
+        std::fs::read(&shot).unwrap_or_else(|_| panic!("no screenshot: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(png.len() > 20_000, "a blank page would be tiny: {} bytes", png.len());
+    let out = browse(&["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(dom.matches("<svg").count(), charts, "the browser's DOM holds every chart");
+    assert!(dom.matches("<polyline").count() + dom.matches("<path").count() + dom.matches("<polygon").count() > 5);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !log.lines().any(|l| l.contains("CONSOLE") && l.to_lowercase().contains("error")),
+        "console errors:\n{log}"
+    );
 }

@@ -12,7 +12,7 @@
 //! repeats ((max − min) ÷ median) when either side has them; and for times at least
 //! [`TIME_RESOLUTION_S`].
 
-use crate::level::{stat_value, summarize};
+use crate::level::{stat_value, summarize, Counted};
 use crate::resample::Bootstrap;
 use crate::slo::{parse_key, KeyError, Metric, Stat};
 use goodput_core::ClientRecord;
@@ -112,26 +112,6 @@ pub const TIME_RESOLUTION_S: f64 = 0.001;
 /// machine that a run's own interval cannot show.
 pub const DEFAULT_NOISE_FLOOR: f64 = 0.10;
 
-/// A 95 % interval of a throughput key over `records`: a moving-block bootstrap over time
-/// blocks of the window as long as the median E2E ([`crate::interval::block_for`]).
-fn block_interval(records: &[&ClientRecord], key: Key, rounds: usize, seed: u64) -> Option<(f64, f64)> {
-    let start = records.iter().map(|r| r.intended).min()?;
-    let window = records.iter().map(|r| r.end).max()?.secs_since(start).max(1e-9);
-    let ok: Vec<&&ClientRecord> = records.iter().filter(|r| r.is_ok()).collect();
-    let e2e: Vec<f64> = ok.iter().filter_map(|r| crate::request::e2e(r)).collect();
-    let block = crate::interval::block_for(window, crate::percentile(&e2e, 50.0).unwrap_or(0.0));
-    let at = |t: goodput_core::Stamp| t.secs_since(start);
-    let events: Vec<(f64, f64)> = match key {
-        Key::OutputThroughput => ok
-            .iter()
-            .flat_map(|r| crate::request::token_arrivals(r).into_iter().map(move |(t, n)| (at(t), n)))
-            .collect(),
-        _ => ok.iter().map(|r| (at(r.end), 1.0)).collect(),
-    };
-    let i = crate::interval::block_bootstrap(events, window, block, rounds, seed)?;
-    Some((i.lo?, i.hi?))
-}
-
 /// A 95 % interval of `key` over `records` (`rounds` resamples, seeded): a latency's or
 /// rate's by resampling requests, a throughput's by resampling time blocks.
 pub fn bootstrap(records: &[&ClientRecord], key: Key, rounds: usize, seed: u64) -> Option<(f64, f64)> {
@@ -139,7 +119,10 @@ pub fn bootstrap(records: &[&ClientRecord], key: Key, rounds: usize, seed: u64) 
         return None;
     }
     if !matches!(key, Key::Stat(..)) {
-        return block_interval(records, key, rounds, seed);
+        // Goodput without SLOs is the completion rate: counted like requests.
+        let what = if key == Key::OutputThroughput { Counted::OutputTokens } else { Counted::Requests };
+        let i = crate::level::throughput_interval(records, what, rounds, seed)?;
+        return Some((i.lo?, i.hi?));
     }
     let n = records.len();
     let mut values: Vec<f64> = Vec::with_capacity(rounds);

@@ -136,10 +136,11 @@ pub fn mean_interval(samples: &[f64]) -> Option<Interval> {
 }
 
 /// The interval of `stat` over `samples`: percentiles and means have one; a maximum and a
-/// rate are as counted (`None`).
+/// rate are as counted (`None`), and so are P0 and P100 (the minimum and the maximum).
 pub fn stat_interval(samples: &[f64], stat: Stat) -> Option<Interval> {
     match stat {
-        Stat::P(p) => percentile_interval(samples, p),
+        Stat::P(p) if p > 0.0 && p < 100.0 => percentile_interval(samples, p),
+        Stat::P(_) => None,
         Stat::Mean => mean_interval(samples),
         Stat::Max | Stat::Rate => None,
     }
@@ -321,6 +322,9 @@ mod tests {
         assert_eq!(at(0.060, 0.055, Some(0.07)), Confidence::Breaks);
         assert_eq!(Confidence::of(&slo, None, None), Confidence::NoData);
         assert_eq!(Confidence::of(&slo, Some(0.01), None), Confidence::Holds, "as counted");
+        // P100 is the maximum: as counted, not an interval no sample count can close.
+        assert_eq!(stat_interval(&[1.0, 2.0, 3.0], Stat::P(100.0)), None);
+        assert!(stat_interval(&[1.0, 2.0, 3.0], Stat::P(50.0)).is_some());
         // Higher is better: the interval's low end is the one against the bound.
         let tps = parse_slos("per_user_tps_p50=10").unwrap()[0];
         let i = Interval::closed(9.0, 14.0);

@@ -386,24 +386,45 @@ pub struct LevelIntervals {
     pub e2e_p95: Option<Interval>,
 }
 
-fn throughput_intervals(records: &[&ClientRecord], s: &LevelSummary) -> LevelIntervals {
-    let start = records.iter().map(|r| r.intended).min().unwrap_or_default();
-    let e2e = s.e2e.as_ref().map_or(0.0, |e| e.p50);
-    let block = block_for(s.window_s, e2e);
+/// Which count per second a throughput interval is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// Completed requests, at their ends.
+    Requests,
+    /// Completed requests' output tokens, as they arrived (the chunks' stamps carry their
+    /// token counts).
+    OutputTokens,
+}
+
+/// A 95 % interval of a throughput over `records` (the level's measured requests): a
+/// moving-block bootstrap ([`crate::interval::block_bootstrap`], `rounds` resamples, seeded)
+/// over the level's window, from the first intended send to the last end, in blocks as long
+/// as the median E2E. What both a level's summary and `compare` give a throughput.
+pub fn throughput_interval(records: &[&ClientRecord], what: Counted, rounds: usize, seed: u64) -> Option<Interval> {
+    let start = records.iter().map(|r| r.intended).min()?;
+    let window = records.iter().map(|r| r.end).max()?.secs_since(start).max(1e-9);
     let ok = || records.iter().filter(|r| r.is_ok());
+    let e2e: Vec<f64> = ok().filter_map(|r| rm::e2e(r)).collect();
+    let block = block_for(window, crate::percentile(&e2e, 50.0).unwrap_or(0.0));
     let at = |t: goodput_core::Stamp| t.secs_since(start);
+    let events: Vec<(f64, f64)> = match what {
+        Counted::Requests => ok().map(|r| (at(r.end), 1.0)).collect(),
+        Counted::OutputTokens => {
+            ok().flat_map(|r| rm::token_arrivals(r).into_iter().map(move |(t, n)| (at(t), n))).collect()
+        }
+    };
+    block_bootstrap(events, window, block, rounds, seed)
+}
+
+fn throughput_intervals(records: &[&ClientRecord], s: &LevelSummary) -> LevelIntervals {
+    let e2e = s.e2e.as_ref().map_or(0.0, |e| e.p50);
     let seed = records.len() as u64;
-    let ends = ok().map(|r| (at(r.end), 1.0));
-    let request_throughput = block_bootstrap(ends, s.window_s, block, crate::interval::ROUNDS, seed);
-    // A completed request's output tokens counted when they arrived (the chunks' stamps
-    // carry their token counts).
-    let tokens = ok().flat_map(|r| rm::token_arrivals(r).into_iter().map(move |(t, n)| (at(t), n)));
-    let output_throughput = block_bootstrap(tokens, s.window_s, block, crate::interval::ROUNDS, seed + 1);
+    let rate = |what, seed| throughput_interval(records, what, crate::interval::ROUNDS, seed);
     let p95 = |m: Metric| crate::interval::percentile_interval(&samples(records, m), 95.0);
     LevelIntervals {
-        block_s: block as f64 * s.window_s / crate::interval::BINS as f64,
-        request_throughput,
-        output_throughput,
+        block_s: block_for(s.window_s, e2e) as f64 * s.window_s / crate::interval::BINS as f64,
+        request_throughput: rate(Counted::Requests, seed),
+        output_throughput: rate(Counted::OutputTokens, seed + 1),
         ttft_p95: p95(Metric::Ttft),
         tpot_p95: p95(Metric::Tpot),
         e2e_p95: p95(Metric::E2e),

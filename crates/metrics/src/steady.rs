@@ -53,32 +53,30 @@ fn in_flight(all: &[&ClientRecord]) -> Vec<(Stamp, i64)> {
         .collect()
 }
 
+/// The step function over `[a, b]` as `(count, seconds held)` spans, in time order.
+fn spans(steps: &[(Stamp, i64)], a: Stamp, b: Stamp) -> Vec<(i64, f64)> {
+    let mut out = Vec::new();
+    let mut level = steps.iter().take_while(|(t, _)| *t <= a).last().map_or(0, |x| x.1);
+    let mut at = a;
+    for &(t, n) in steps.iter().filter(|(t, _)| *t > a && *t < b) {
+        out.push((level, t.secs_since(at)));
+        (level, at) = (n, t);
+    }
+    out.push((level, b.secs_since(at)));
+    out
+}
+
 /// The time-weighted mean of the step function over `[a, b]`.
 fn mean_over(steps: &[(Stamp, i64)], a: Stamp, b: Stamp) -> f64 {
     if b <= a {
         return 0.0;
     }
-    let mut area = 0.0;
-    let mut level = steps.iter().take_while(|(t, _)| *t <= a).last().map_or(0, |x| x.1);
-    let mut at = a;
-    for &(t, n) in steps.iter().filter(|(t, _)| *t > a && *t < b) {
-        area += level as f64 * t.secs_since(at);
-        (level, at) = (n, t);
-    }
-    area += level as f64 * b.secs_since(at);
-    area / b.secs_since(a)
+    spans(steps, a, b).iter().map(|&(n, d)| n as f64 * d).sum::<f64>() / b.secs_since(a)
 }
 
 /// A quantile of the count's time-weighted distribution over `[a, b]`.
 fn count_quantile(steps: &[(Stamp, i64)], a: Stamp, b: Stamp, q: f64) -> i64 {
-    let mut spans: Vec<(i64, f64)> = Vec::new();
-    let mut level = steps.iter().take_while(|(t, _)| *t <= a).last().map_or(0, |x| x.1);
-    let mut at = a;
-    for &(t, n) in steps.iter().filter(|(t, _)| *t > a && *t < b) {
-        spans.push((level, t.secs_since(at)));
-        (level, at) = (n, t);
-    }
-    spans.push((level, b.secs_since(at)));
+    let mut spans = spans(steps, a, b);
     spans.sort_by_key(|s| s.0);
     let total: f64 = spans.iter().map(|s| s.1).sum();
     let mut acc = 0.0;

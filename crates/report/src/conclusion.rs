@@ -197,15 +197,15 @@ impl<'a> Conclusion<'a> {
         let mut out = match (self.v.reach, self.v.usable, self.s.levels.first()) {
             (_, _, None) => return String::new(),
             (Some(Reach::NotReached), Some(u), _) => format!(
-                " Every level held its SLOs ({slo_text}) with 95 % confidence: the usable capacity is at least {u} {unit} (the limit was not reached: {})",
+                " Every level held its SLOs ({slo_text}; {AS_JUDGED}): the usable capacity is at least {u} {unit} (the limit was not reached: {})",
                 self.not_reached_why()
             ),
             (_, Some(u), _) => format!(
-                " Under the SLOs ({slo_text}), the usable capacity is {u} {unit}: every SLO holds with 95 % confidence there and at every level below{}",
+                " Under the SLOs ({slo_text}), the usable capacity is {u} {unit}: every SLO holds there and at every level below ({AS_JUDGED}){}",
                 self.v.first_unsure.map_or(String::new(), |f| format!(", and no longer at {f} {unit}"))
             ),
             (_, None, Some(first)) => format!(
-                " No level held the SLOs ({slo_text}) with 95 % confidence; the usable capacity is below {} {unit}, the lowest level run",
+                " No level held the SLOs ({slo_text}; {AS_JUDGED}); the usable capacity is below {} {unit}, the lowest level run",
                 first.summary.load
             ),
         };
@@ -432,6 +432,9 @@ impl<'a> Conclusion<'a> {
         format!(" At {} {} {what}: {}.", s.load, self.s.load_unit, shown.join("; "))
     }
 }
+
+/// How an SLO is judged to hold ([`goodput_metrics::interval`]), said beside every verdict.
+pub const AS_JUDGED: &str = "percentiles and means with 95 % confidence, maxima and rates as counted";
 
 /// The share of P95 TTFT a P95 wait must stay under for requests to be called hardly queued.
 pub const MATERIAL_WAIT_SHARE: f64 = 0.25;

@@ -24,7 +24,7 @@ fn the_conclusion_says_the_stored_verdict() {
     let (s, _) = two_levels();
     let conclusion = Conclusion::of(&s).render();
     assert!(
-        conclusion.contains("the usable capacity is 1 users: every SLO holds with 95 % confidence"),
+        conclusion.contains("the usable capacity is 1 users: every SLO holds there and at every level below (percentiles and means with 95 % confidence, maxima and rates as counted)"),
         "{conclusion}"
     );
     assert!(conclusion.contains("median 41 ms of handoff and queue"), "{conclusion}");

@@ -133,7 +133,10 @@ pub fn min_requests(slos: &[goodput_metrics::slo::Slo]) -> usize {
     slos.iter()
         .filter(|s| s.metric != Metric::Itl)
         .filter_map(|s| match s.stat {
-            Stat::P(p) => Some(goodput_metrics::interval::min_samples(p / 100.0).min(MAX_REQUESTS)),
+            // P0 and P100 are the minimum and the maximum: judged as counted.
+            Stat::P(p) if p > 0.0 && p < 100.0 => {
+                Some(goodput_metrics::interval::min_samples(p / 100.0).min(MAX_REQUESTS))
+            }
             _ => None,
         })
         .fold(p95, usize::max)
@@ -276,6 +279,7 @@ mod tests {
         use goodput_metrics::slo::parse_slos;
         assert_eq!(min_requests(&parse_slos("error_rate=1%").unwrap()), 72, "the tables' P95");
         assert_eq!(min_requests(&parse_slos("ttft_p99=1s,itl_p99.9=1s").unwrap()), 368, "ITL's gaps do not count");
+        assert_eq!(min_requests(&parse_slos("ttft_p100=1s").unwrap()), 72, "a P100 is the maximum, as counted");
         let per = PerLevel { requests: None, min_requests: 72, warmup: None, cooldown: Span::Count(0) };
         assert_eq!(Counts::of(&per, &at(1), false).requests, 72);
         assert_eq!(Counts::of(&per, &at(64), false).requests, 128);
