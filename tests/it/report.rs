@@ -212,7 +212,7 @@ fn renders_in_chromium(dir: &std::path::Path, charts: usize) {
         ];
         args.extend(extra);
         args.push(&url);
-        Command::new(&chromium).args(&args).env("HOME", &dir).output().expect("run chromium")
+        Command::new(&chromium).args(&args).env("HOME", dir).output().expect("run chromium")
     };
     let shot_arg = format!("--screenshot={}", shot.display());
     let out = browse(&[&shot_arg, "--window-size=1200,3000"]);
