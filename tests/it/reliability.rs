@@ -249,3 +249,26 @@ fn impossible_counts_and_unknown_scenario_keys_are_refused_by_name() {
     assert_eq!(code, 1);
     assert!(err.contains("huge") && err.contains("hidden_size") && !err.contains("panicked"), "{err}");
 }
+
+/// An open loop offered far more than the engine serves (300 req/s against 4 sequences at a
+/// time) is stopped once its queue grows without bound, not run through its 3000 requests:
+/// the level says why, counts as broken, and the conclusion names it.
+#[test]
+fn an_over_saturated_open_loop_is_stopped_early_and_counts_as_broken() {
+    let dir = temp("saturated");
+    let t = Instant::now();
+    let args = ["run", "--rate", "300", "--requests", "3000", "--max-num-seqs", "4", "--refine", "0"];
+    let (ok, out, err) = goodput(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let s = goodput_results::files::read_summary(&dir).unwrap();
+    let level = &s.levels[0];
+    let stop = level.saturated.as_ref().unwrap_or_else(|| panic!("not stopped: {err}"));
+    assert!(stop.at_s < 30.0 && stop.completion_rate < 0.85 * 300.0, "{stop:?}");
+    assert!(stop.late_e2e_s > 2.0 * stop.early_e2e_s, "{stop:?}");
+    assert!(records(&dir).len() < 3000, "the level ran through");
+    assert!(!level.outcome().slos_hold, "an over-saturated level does not hold");
+    assert!(err.contains("over-saturated: stopped"), "{err}");
+    assert!(out.contains("Over-saturated: the queue grew without bound at 300 req/s (stopped after"), "{out}");
+    assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -62,6 +62,12 @@ impl RecordBuilder {
         self
     }
 
+    /// The prompt length the workload drew ([`ClientRecord::drawn_input_tokens`]).
+    pub fn drawn_input(mut self, tokens: usize) -> Self {
+        self.0.drawn_input_tokens = Some(tokens);
+        self
+    }
+
     pub fn outcome(mut self, outcome: Outcome) -> Self {
         self.0.outcome = outcome;
         self

@@ -261,6 +261,11 @@ pub struct ClientRecord {
     /// [`SamplingParams::required_output_tokens`]: crate::SamplingParams::required_output_tokens
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_output_tokens: Option<usize>,
+    /// The prompt length the workload drew (its token ids), set by the load generator: what
+    /// `input_tokens` (the target's own count, for a server its `usage.prompt_tokens`) is held
+    /// against, since a chat template or another tokenizer counts differently.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drawn_input_tokens: Option<usize>,
 }
 
 impl ClientRecord {
@@ -284,6 +289,7 @@ impl ClientRecord {
             http: None,
             reasoning: None,
             required_output_tokens: None,
+            drawn_input_tokens: None,
         }
     }
 

@@ -259,6 +259,50 @@ pub fn block_for(window_s: f64, correlation_s: f64) -> usize {
 /// Bootstrap rounds of a throughput's interval.
 pub const ROUNDS: usize = 1000;
 
+/// An SLO checked at one level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SloResult {
+    pub slo: Slo,
+    pub value: Option<f64>,
+    /// The value meets the bound (the point estimate).
+    pub holds: bool,
+    /// The value's 95 % interval ([`crate::interval`]); absent for a maximum or a rate (taken
+    /// as counted) and in results written before intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+    /// What the value and its interval say of the bound; absent in results written before
+    /// intervals (read as [`SloResult::confidence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<Confidence>,
+}
+
+impl SloResult {
+    /// Checks `slo` against `samples` (the per-request values of its metric) and `value`.
+    pub fn judge(slo: Slo, value: Option<f64>, samples: &[f64]) -> SloResult {
+        let interval = value.and_then(|_| stat_interval(samples, slo.stat));
+        let confidence = Confidence::of(&slo, value, interval);
+        SloResult { slo, value, holds: value.is_some_and(|v| slo.holds(v)), interval, confidence: Some(confidence) }
+    }
+
+    /// How much of its bound the value uses: value ÷ bound, or bound ÷ value where higher is
+    /// better (1 at the bound, above 1 past it); `None` without a value or with a zero bound.
+    pub fn used(&self) -> Option<f64> {
+        let v = self.value?;
+        let b = self.slo.bound;
+        let used = if self.slo.metric.higher_is_better() { b / v } else { v / b };
+        used.is_finite().then_some(used)
+    }
+
+    /// The stored confidence, or for older results the point verdict as counted.
+    pub fn confidence(&self) -> Confidence {
+        self.confidence.unwrap_or(match (self.value, self.holds) {
+            (None, _) => Confidence::NoData,
+            (Some(_), true) => Confidence::Holds,
+            (Some(_), false) => Confidence::Breaks,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

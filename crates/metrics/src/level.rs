@@ -1,54 +1,53 @@
 //! One load level's statistics, from the raw records of its steady window.
 
 use crate::engine as em;
-use crate::interval::{block_bootstrap, block_for, stat_interval, Confidence, Interval};
+use crate::interval::{block_bootstrap, block_for, Confidence, Interval};
 use crate::request as rm;
 use crate::slo::{Metric, Slo, Stat};
 use crate::stats::Summary;
-use goodput_core::{ClientRecord, FailureKind, Outcome};
+use goodput_core::{ClientRecord, FailureKind, Outcome, Stamp};
 use serde::{Deserialize, Serialize};
 
-/// An SLO checked at one level.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SloResult {
-    pub slo: Slo,
-    pub value: Option<f64>,
-    /// The value meets the bound (the point estimate).
-    pub holds: bool,
-    /// The value's 95 % interval ([`crate::interval`]); absent for a maximum or a rate (taken
-    /// as counted) and in results written before intervals.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval: Option<Interval>,
-    /// What the value and its interval say of the bound; absent in results written before
-    /// intervals (read as [`SloResult::confidence`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confidence: Option<Confidence>,
+pub use crate::interval::SloResult;
+
+/// The prompt lengths a target counted (`input_tokens`: a server's `usage.prompt_tokens`)
+/// against those the workload drew ([`ClientRecord::drawn_input_tokens`]), means over the
+/// completed requests that carry both. A chat template or another tokenizer counts
+/// differently; the client fits its text prompts so the two agree.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct InputCheck {
+    pub drawn_mean: f64,
+    pub counted_mean: f64,
+    pub requests: usize,
 }
 
-impl SloResult {
-    /// Checks `slo` against `samples` (the per-request values of its metric) and `value`.
-    pub fn judge(slo: Slo, value: Option<f64>, samples: &[f64]) -> SloResult {
-        let interval = value.and_then(|_| stat_interval(samples, slo.stat));
-        let confidence = Confidence::of(&slo, value, interval);
-        SloResult { slo, value, holds: value.is_some_and(|v| slo.holds(v)), interval, confidence: Some(confidence) }
+impl InputCheck {
+    /// How far the counted mean may stray from the drawn one and still be the scenario's.
+    pub const TOLERANCE: f64 = 0.02;
+
+    pub fn of(records: &[&ClientRecord]) -> Option<InputCheck> {
+        let pairs: Vec<(usize, usize)> = records
+            .iter()
+            .filter(|r| r.is_ok())
+            .filter_map(|r| Some((r.drawn_input_tokens?, r.input_tokens)))
+            .collect();
+        let n = pairs.len();
+        let mean = |f: fn(&(usize, usize)) -> usize| pairs.iter().map(f).sum::<usize>() as f64 / n as f64;
+        (n > 0).then(|| InputCheck { drawn_mean: mean(|p| p.0), counted_mean: mean(|p| p.1), requests: n })
     }
 
-    /// How much of its bound the value uses: value ÷ bound, or bound ÷ value where higher is
-    /// better (1 at the bound, above 1 past it); `None` without a value or with a zero bound.
-    pub fn used(&self) -> Option<f64> {
-        let v = self.value?;
-        let b = self.slo.bound;
-        let used = if self.slo.metric.higher_is_better() { b / v } else { v / b };
-        used.is_finite().then_some(used)
+    /// counted ÷ drawn − 1 (0 for a drawn mean of 0).
+    pub fn off(&self) -> f64 {
+        if self.drawn_mean > 0.0 {
+            self.counted_mean / self.drawn_mean - 1.0
+        } else {
+            0.0
+        }
     }
 
-    /// The stored confidence, or for older results the point verdict as counted.
-    pub fn confidence(&self) -> Confidence {
-        self.confidence.unwrap_or(match (self.value, self.holds) {
-            (None, _) => Confidence::NoData,
-            (Some(_), true) => Confidence::Holds,
-            (Some(_), false) => Confidence::Breaks,
-        })
+    /// The counted mean strays from the scenario's by more than [`InputCheck::TOLERANCE`].
+    pub fn strays(&self) -> bool {
+        self.off().abs() > Self::TOLERANCE
     }
 }
 
@@ -87,7 +86,9 @@ pub struct LevelSummary {
     pub completed: usize,
     pub errors: usize,
     pub timeouts: usize,
-    /// From the first measured request's intended send to the last one's end.
+    /// The window the throughputs are counted over: the level's steady window where it has
+    /// one ([`crate::windowed`]), else from the first measured request's intended send to the
+    /// last one's end.
     #[serde(with = "crate::nan::Nullable")]
     #[schemars(range(min = 0.0))]
     pub window_s: f64,
@@ -105,13 +106,17 @@ pub struct LevelSummary {
     pub output_throughput: f64,
     /// Output tokens received by requests that did not complete.
     pub failed_output_tokens: usize,
-    /// Prompt and output tokens of the completed requests (the throughputs' numerators).
+    /// Prompt and output tokens of the completed measured requests.
     pub total_input_tokens: usize,
     pub total_output_tokens: usize,
     /// The requests that did not complete, by kind of failure, most frequent first.
     pub failures: Vec<FailureCount>,
     #[serde(with = "crate::nan::Nullable")]
     pub mean_input_tokens: f64,
+    /// The prompt lengths the target counted against those the scenario drew; absent where
+    /// the records do not carry the drawn length (results written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_check: Option<InputCheck>,
     #[serde(with = "crate::nan::Nullable")]
     pub mean_output_tokens: f64,
     #[serde(with = "crate::nan::Nullable")]
@@ -334,6 +339,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
     s.failed_output_tokens = records.iter().filter(|r| !r.is_ok()).map(|r| r.output_tokens).sum();
     s.failures = failures(records);
     s.mean_input_tokens = records.iter().map(|r| r.input_tokens).sum::<usize>() as f64 / n as f64;
+    s.input_check = InputCheck::of(records);
     s.mean_output_tokens = ok.iter().map(|r| r.output_tokens).sum::<usize>() as f64 / ok.len().max(1) as f64;
     s.short_outputs = ok.iter().filter(|r| r.required_output_tokens.is_some_and(|n| r.output_tokens < n)).count();
     s.short_output_rate = s.short_outputs as f64 / ok.len().max(1) as f64;
@@ -362,7 +368,7 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
         .iter()
         .map(|&slo| SloResult::judge(slo, stat_value(records, slo.metric, slo.stat), &samples(records, slo.metric)))
         .collect();
-    s.intervals = Some(throughput_intervals(records, &s));
+    s.intervals = Some(intervals(records, records, start, end));
     s
 }
 
@@ -401,28 +407,48 @@ pub enum Counted {
 /// over the level's window, from the first intended send to the last end, in blocks as long
 /// as the median E2E. What both a level's summary and `compare` give a throughput.
 pub fn throughput_interval(records: &[&ClientRecord], what: Counted, rounds: usize, seed: u64) -> Option<Interval> {
-    let start = records.iter().map(|r| r.intended).min()?;
-    let window = records.iter().map(|r| r.end).max()?.secs_since(start).max(1e-9);
+    let from = records.iter().map(|r| r.intended).min()?;
+    let to = records.iter().map(|r| r.end).max()?;
+    throughput_interval_in(records, from, to, what, rounds, seed)
+}
+
+/// [`throughput_interval`] over the window `[from, to]`: the events of `records` within it.
+pub fn throughput_interval_in(
+    records: &[&ClientRecord],
+    from: Stamp,
+    to: Stamp,
+    what: Counted,
+    rounds: usize,
+    seed: u64,
+) -> Option<Interval> {
+    let window = to.secs_since(from).max(1e-9);
     let ok = || records.iter().filter(|r| r.is_ok());
-    let e2e: Vec<f64> = ok().filter_map(|r| rm::e2e(r)).collect();
-    let block = block_for(window, crate::percentile(&e2e, 50.0).unwrap_or(0.0));
-    let at = |t: goodput_core::Stamp| t.secs_since(start);
+    let block = block_for(window, median_e2e(records));
+    let within = |t: Stamp| (t >= from && t <= to).then(|| t.secs_since(from));
     let events: Vec<(f64, f64)> = match what {
-        Counted::Requests => ok().map(|r| (at(r.end), 1.0)).collect(),
+        Counted::Requests => ok().filter_map(|r| Some((within(r.end)?, 1.0))).collect(),
         Counted::OutputTokens => {
-            ok().flat_map(|r| rm::token_arrivals(r).into_iter().map(move |(t, n)| (at(t), n))).collect()
+            ok().flat_map(|r| rm::token_arrivals(r)).filter_map(|(t, n)| Some((within(t)?, n))).collect()
         }
     };
     block_bootstrap(events, window, block, rounds, seed)
 }
 
-fn throughput_intervals(records: &[&ClientRecord], s: &LevelSummary) -> LevelIntervals {
-    let e2e = s.e2e.as_ref().map_or(0.0, |e| e.p50);
-    let seed = records.len() as u64;
-    let rate = |what, seed| throughput_interval(records, what, crate::interval::ROUNDS, seed);
-    let p95 = |m: Metric| crate::interval::percentile_interval(&samples(records, m), 95.0);
+/// The median E2E of the completed requests among `records` (0 without one).
+fn median_e2e(records: &[&ClientRecord]) -> f64 {
+    let e2e: Vec<f64> = records.iter().filter(|r| r.is_ok()).filter_map(|r| rm::e2e(r)).collect();
+    crate::percentile(&e2e, 50.0).unwrap_or(0.0)
+}
+
+/// The intervals of a level's throughputs over `[from, to]` (`all`: every record the target
+/// served then) and of its headline percentiles (over `measured`).
+pub fn intervals(all: &[&ClientRecord], measured: &[&ClientRecord], from: Stamp, to: Stamp) -> LevelIntervals {
+    let window = to.secs_since(from).max(1e-9);
+    let seed = measured.len() as u64;
+    let rate = |what, seed| throughput_interval_in(all, from, to, what, crate::interval::ROUNDS, seed);
+    let p95 = |m: Metric| crate::interval::percentile_interval(&samples(measured, m), 95.0);
     LevelIntervals {
-        block_s: block_for(s.window_s, e2e) as f64 * s.window_s / crate::interval::BINS as f64,
+        block_s: block_for(window, median_e2e(all)) as f64 * window / crate::interval::BINS as f64,
         request_throughput: rate(Counted::Requests, seed),
         output_throughput: rate(Counted::OutputTokens, seed + 1),
         ttft_p95: p95(Metric::Ttft),
@@ -578,5 +604,32 @@ mod tests {
         let s = summarize(1.0, &[&plain], &slos);
         assert!(s.ttfo.is_none() && s.reasoning_time.is_none() && s.reasoning_share.is_none());
         assert_eq!(s.metric(Metric::Ttfo), s.ttft.as_ref());
+    }
+
+    /// 3 completed requests drawn at 100, 100 and 130 tokens (mean 110), counted 110, 112 and
+    /// 140 (mean 120.67): 9.7 % over, beyond the 2 %; a failed one and one without a drawn
+    /// length are left out.
+    #[test]
+    fn the_input_check_holds_counted_prompts_against_drawn_ones() {
+        let r = |id, drawn: Option<usize>, counted, ok: bool| {
+            let mut b = RecordBuilder::new(id).intended(ms(0)).end(ms(10)).input(counted);
+            if let Some(d) = drawn {
+                b = b.drawn_input(d);
+            }
+            if !ok {
+                b = b.outcome(Outcome::Timeout);
+            }
+            b.build()
+        };
+        let recs = [r(0, Some(100), 110, true), r(1, Some(100), 112, true), r(2, Some(130), 140, true)];
+        let extra = [r(3, Some(10), 500, false), r(4, None, 900, true)];
+        let all: Vec<&ClientRecord> = recs.iter().chain(&extra).collect();
+        let c = InputCheck::of(&all).unwrap();
+        assert_eq!((c.drawn_mean, c.requests), (110.0, 3));
+        assert!((c.counted_mean - 362.0 / 3.0).abs() < 1e-12);
+        assert!((c.off() - (362.0 / 330.0 - 1.0)).abs() < 1e-12 && c.strays());
+        let same = [r(0, Some(100), 101, true)];
+        assert!(!InputCheck::of(&[&same[0]]).unwrap().strays(), "1 % is within the 2 %");
+        assert_eq!(InputCheck::of(&[&extra[1]]), None);
     }
 }

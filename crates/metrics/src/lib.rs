@@ -18,6 +18,7 @@ pub mod peaks;
 pub mod prom;
 pub mod request;
 pub mod resample;
+pub mod saturation;
 pub mod server;
 pub mod slo;
 pub mod soak;
@@ -25,5 +26,6 @@ pub mod spread;
 pub mod stats;
 pub mod steady;
 pub mod turns;
+pub mod windowed;
 
 pub use stats::{percentile, Summary};

@@ -13,13 +13,13 @@
 //!   when requests arrive faster than they are served (guidellm's over-saturation): its
 //!   latencies then grow with the level's length, not with its load.
 //!
-//! Over the window: completions per second and output tokens per second (each completed
-//! request's tokens as they arrived within it).
+//! The level's throughputs are counted over this window ([`crate::windowed`]): what the
+//! target delivered while the load was what the level says, not while it ramped or drained.
 
 use goodput_core::{ClientRecord, Stamp};
 use serde::{Deserialize, Serialize};
 
-/// A level's steady window and what the target delivered in it.
+/// A level's steady window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Steady {
     /// Seconds from the first measured request's intended send (the level's window start).
@@ -29,14 +29,18 @@ pub struct Steady {
     pub window_s: f64,
     /// Requests in flight, on average over the steady window.
     pub in_flight_mean: f64,
-    /// Completed requests (of any phase) that ended within the window, per second.
-    pub request_throughput: f64,
-    /// Output tokens of completed requests that arrived within the window, per second.
-    pub output_throughput: f64,
     /// Open loop: the in-flight means of the window's first and last thirds, when the level
     /// was over-saturated (the queue grew without bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oversaturated: Option<(f64, f64)>,
+}
+
+/// The steady window on the level's clock, with its description.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bounds {
+    pub from: Stamp,
+    pub to: Stamp,
+    pub steady: Steady,
 }
 
 /// The in-flight count as steps `(time, count from then)`, time-ordered, from every record's
@@ -93,6 +97,17 @@ fn count_quantile(steps: &[(Stamp, i64)], a: Stamp, b: Stamp, q: f64) -> i64 {
 /// whether users keep a fixed number of requests in flight (else requests arrive at their
 /// own times). `None` without a measured request.
 pub fn window(all: &[&ClientRecord], measured: &[&ClientRecord], closed: bool) -> Option<Steady> {
+    bounds(all, measured, closed, None).map(|b| b.steady)
+}
+
+/// [`window`] with its ends as stamps. `sent_until`: an open loop stopped early sent until
+/// then (its requests in flight were abandoned, so its last measured send is earlier).
+pub fn bounds(
+    all: &[&ClientRecord],
+    measured: &[&ClientRecord],
+    closed: bool,
+    sent_until: Option<Stamp>,
+) -> Option<Bounds> {
     let m0 = measured.iter().map(|r| r.intended).min()?;
     let m1 = measured.iter().map(|r| r.end).max()?;
     let steps = in_flight(all);
@@ -106,29 +121,23 @@ pub fn window(all: &[&ClientRecord], measured: &[&ClientRecord], closed: bool) -
         let end = last.and_then(|i| steps[i + 1..].iter().find(|(_, n)| *n < floor)).map_or(m1, |x| x.0.min(m1));
         (first, end, None)
     } else {
-        let end = measured.iter().map(|r| r.intended).max()?;
+        let end = measured.iter().map(|r| r.intended).max()?.max(sent_until.unwrap_or_default());
         let third = end.secs_since(m0) / 3.0;
         let at = |k: f64| Stamp(m0.0 + (k * third * 1e9) as u64);
         let (early, late) = (mean_over(&steps, m0, at(1.0)), mean_over(&steps, at(2.0), end));
         (m0, end, (late > 2.0 * early && late > early + 2.0).then_some((early, late)))
     };
-    let span = b.secs_since(a);
-    if span <= 0.0 {
+    if b.secs_since(a) <= 0.0 {
         return None;
     }
-    let ok = || all.iter().filter(|r| r.is_ok());
-    let done = ok().filter(|r| r.end >= a && r.end <= b).count();
-    let tokens: f64 =
-        ok().flat_map(|r| crate::request::token_arrivals(r)).filter(|(t, _)| *t >= a && *t <= b).map(|(_, n)| n).sum();
-    Some(Steady {
+    let steady = Steady {
         start_s: a.secs_since(m0),
         end_s: b.secs_since(m0),
         window_s: m1.secs_since(m0),
         in_flight_mean: mean_over(&steps, a, b),
-        request_throughput: done as f64 / span,
-        output_throughput: tokens / span,
         oversaturated,
-    })
+    };
+    Some(Bounds { from: a, to: b, steady })
 }
 
 #[cfg(test)]
@@ -163,11 +172,6 @@ mod tests {
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert!(close(s.start_s, 0.3) && close(s.end_s, 0.8) && close(s.window_s, 1.0), "{s:?}");
         assert!((s.in_flight_mean - 2.0).abs() < 1e-9, "{s:?}");
-        // 11 completions end in [300, 800] ms, both ends inclusive (A's at 300–800, B's at
-        // 400–800): 11 / 0.5 s. Tokens: 5 per request, those arriving in the window.
-        assert!((s.request_throughput - 22.0).abs() < 1e-9, "{s:?}");
-        // The 5 requests of each user that ran inside it: 50 tokens in 0.5 s.
-        assert!((s.output_throughput - 100.0).abs() < 1e-9, "{s:?}");
         assert!(s.oversaturated.is_none());
     }
 

@@ -316,13 +316,18 @@ impl<'a> Conclusion<'a> {
             .levels
             .iter()
             .filter_map(|l| {
+                if let Some(x) = &l.saturated {
+                    let why =
+                        format!("stopped after {:.1} s, E2E {:.2} → {:.2} s", x.at_s, x.early_e2e_s, x.late_e2e_s);
+                    return Some(format!("{} {unit} ({why})", l.summary.load));
+                }
                 let (a, b) = l.steady.as_ref()?.oversaturated?;
                 Some(format!("{} {unit} (in flight {a:.1} → {b:.1})", l.summary.load))
             })
             .collect();
         if !over.is_empty() {
             out.push_str(&format!(
-                " Over-saturated: the queue grew without bound at {} — requests arrived faster than they were served, so those levels' latencies grow with their length, not their load.",
+                " Over-saturated: the queue grew without bound at {} — requests arrived faster than they were served, so those levels' latencies grow with their length, not their load, and they count as broken.",
                 over.join(", ")
             ));
         }

@@ -61,11 +61,15 @@ pub struct LevelReport {
     /// before it was watched, and for a merged or simulated level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<goodput_metrics::machine::MachineLoad>,
-    /// The level's steady window (ramp and drain left out) and what the target delivered in
-    /// it; an open loop's over-saturation ([`goodput_metrics::steady`]). Absent in results
-    /// written before it was found, and for a merged level.
+    /// The level's steady window (ramp and drain left out), which its throughputs are
+    /// counted over; an open loop's over-saturation ([`goodput_metrics::steady`]). Absent in
+    /// results written before it was found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady: Option<goodput_metrics::steady::Steady>,
+    /// An open-loop level stopped early because its queue grew without bound
+    /// ([`goodput_metrics::saturation`]): its requests in flight then were abandoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<goodput_metrics::saturation::SaturationStop>,
     /// vLLM `bench serve`'s keys for the same quantities (`mean_ttft_ms`, `p99_tpot_ms`,
     /// `output_throughput`, …), so dashboards built on its files read ours. Written from
     /// `summary` ([`crate::vllm_keys`]); nothing of goodput reads them.
@@ -88,12 +92,18 @@ impl LevelReport {
         level_queue_time(stamps, self.server.as_ref().and_then(ServerSide::queue_mean))
     }
 
+    /// The level's queue grew without bound (stopped early, or seen after it ran): its
+    /// latencies grow with its length, so its SLOs cannot hold whatever its percentiles say.
+    pub fn oversaturated(&self) -> bool {
+        self.saturated.is_some() || self.steady.as_ref().is_some_and(|s| s.oversaturated.is_some())
+    }
+
     /// What the capacity verdict needs of this level.
     pub fn outcome(&self) -> LevelOutcome {
         LevelOutcome {
             load: self.summary.load,
-            slos_hold: self.summary.slos_hold(),
-            surely_holds: self.summary.slos_surely_hold(),
+            slos_hold: self.summary.slos_hold() && !self.oversaturated(),
+            surely_holds: self.summary.slos_surely_hold() && !self.oversaturated(),
             slo_used: self.summary.most_used(),
             output_throughput: self.summary.output_throughput,
             queue_time: self.queue_time().map(|q| q.0),

@@ -86,6 +86,7 @@ pub fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
         prefix_cache: None,
         machine: None,
         steady: None,
+        saturated: None,
     }
 }
 

@@ -50,6 +50,7 @@ async fn attempt_once<T: Target>(target: &T, req: WorkRequest, intended: Stamp, 
         Err(_) => ClientRecord::unanswered(id, intended, input, target.clock().now(), Outcome::Timeout),
     };
     rec.required_output_tokens = required;
+    rec.drawn_input_tokens = Some(input);
     rec
 }
 

@@ -10,9 +10,9 @@ use super::check::{Group, Loaded};
 use super::verify::Lost;
 use goodput_core::{ClientRecord, Phase};
 use goodput_metrics::cache::PrefixHits;
-use goodput_metrics::level::summarize;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
 use goodput_metrics::slo::Slo;
+use goodput_metrics::windowed::{self, Sending};
 use goodput_results::clock::MergedShard;
 use goodput_results::{vllm_keys, CpuUse, Harness, LevelReport, OpenLoop, RecordRow, VllmLoad};
 
@@ -45,8 +45,11 @@ pub fn merge(g: &Group, lost: &[Lost], origin: i128, slos: &[Slo], unit: &str) -
     }
     rows.sort_by_key(|r| (r.record.intended, r.record.id));
     let measured: Vec<&ClientRecord> = rows.iter().filter(|r| r.phase == Phase::Measured).map(|r| &r.record).collect();
-    let summary = summarize(g.load, &measured, slos);
     let lead = g.shards[0].level();
+    // The merged level over its steady window, as one run's (a closed loop's shards each ran users).
+    let every: Vec<&ClientRecord> = rows.iter().map(|r| &r.record).collect();
+    let sending = if lead.harness.users.is_some() { Sending::Closed } else { Sending::Open { until: None } };
+    let (summary, steady) = windowed::summarize(g.load, &every, &measured, slos, sending);
     let server = lead.server.clone();
     let engine = EngineLevel::of(&[]);
     let load = VllmLoad {
@@ -65,7 +68,8 @@ pub fn merge(g: &Group, lost: &[Lost], origin: i128, slos: &[Slo], unit: &str) -
     let report = LevelReport {
         schedule: g.shards.iter().filter_map(|s| s.level().schedule).max(),
         machine: None,
-        steady: None,
+        steady,
+        saturated: None,
         prefix_cache: PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref())),
         vllm: vllm_keys(&summary, load),
         aiperf: goodput_results::aiperf_keys(&summary),

@@ -8,8 +8,9 @@ use crate::target::Scraper;
 use goodput_core::{ClientRecord, Phase, Stamp, StepRecord};
 use goodput_metrics::cache::{HitSource, PrefixHits};
 use goodput_metrics::engine::SeriesPoint;
-use goodput_metrics::level::summarize;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
+use goodput_metrics::saturation::{SaturationStop, Watch};
+use goodput_metrics::windowed::Sending;
 use goodput_results::{vllm_keys, Harness, Inf, LevelReport, OpenLoop, RequestRate, VllmLoad};
 use goodput_workload::{Arrival, LevelOutput, LevelPlan, LevelRun, Ramp, RecordSink, Stop, UnitPlan, Workload};
 use std::sync::{Arc, Mutex};
@@ -82,6 +83,10 @@ pub fn level_plan(
 /// How long requests in flight get to finish after an interrupt.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
+/// How long requests in flight get to finish after an over-saturated level is stopped: its
+/// queue would take longer, and only says again what the stop says.
+pub const SATURATION_GRACE: Duration = Duration::from_secs(1);
+
 /// What a level's sink saw, for a level cut short before the workload returned its records.
 pub type Seen = Arc<Mutex<Vec<(Phase, Arc<ClientRecord>)>>>;
 
@@ -115,30 +120,68 @@ impl Ran {
 
 /// Runs the level's workload until it ends; once `stop` is raised (an interrupt) the
 /// workload sends nothing more, and what is in flight gets [`INTERRUPT_GRACE`]. Past it, the
-/// level is what `seen` holds.
-fn drive(rig: &Rig, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Ran {
-    let start = goodput_core::Target::clock(&*rig.target).now();
+/// level is what `seen` holds. An open loop offered `offered` requests per second is watched
+/// for over-saturation ([`goodput_metrics::saturation`]) and stopped the same way once its
+/// queue grows without bound, its requests in flight given [`SATURATION_GRACE`].
+fn drive(
+    rig: &Rig,
+    mut lp: LevelPlan,
+    stop: &Stop,
+    seen: &Seen,
+    offered: Option<f64>,
+) -> (Ran, Option<SaturationStop>) {
+    let clock = goodput_core::Target::clock(&*rig.target);
+    let start = clock.now();
+    // The level's own stop: raised by an interrupt, or by the watch.
+    let level_stop = Stop::default();
+    lp.unit.stop = level_stop.clone();
+    let mut watch = offered.filter(|_| !rig.simulated).map(Watch::new);
+    let mut saturated = None;
     let out = rig.block_on(async {
         let work = rig.workload.run(rig.target.clone(), rig.vocab, lp);
         tokio::pin!(work);
         let stopped = async {
+            let (mut read, mut judged) = (0, 0.0);
             while !stop.raised() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
+                let Some(w) = watch.as_mut() else { continue };
+                let now = clock.now().secs_since(start);
+                if now - judged < 0.5 {
+                    continue;
+                }
+                judged = now;
+                let ended = seen.lock().unwrap_or_else(|e| e.into_inner());
+                for (_, r) in &ended[read..] {
+                    w.ended(r.intended.secs_since(start), r.end.secs_since(start));
+                }
+                read = ended.len();
+                drop(ended);
+                if let Some(s) = w.judge(now) {
+                    saturated = Some(s);
+                    break;
+                }
+            }
+            level_stop.raise();
+            if saturated.is_some() {
+                SATURATION_GRACE
+            } else {
+                INTERRUPT_GRACE
             }
         };
         tokio::select! {
             out = &mut work => Ok(out),
-            _ = stopped => tokio::time::timeout(INTERRUPT_GRACE, work).await.map_err(|_| ()),
+            grace = stopped => tokio::time::timeout(grace, work).await.map_err(|_| ()),
         }
     });
-    match out {
+    let ran = match out {
         Ok(out) => Ran::whole(out, stop.raised()),
         Err(()) => {
             let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
             let records = seen.into_iter().map(|(p, r)| (p, Arc::unwrap_or_clone(r))).collect();
-            Ran { records, tasks: Vec::new(), start, partial: true, ramp: None, schedule: None }
+            Ran { records, tasks: Vec::new(), start, partial: stop.raised(), ramp: None, schedule: None }
         }
-    }
+    };
+    (ran, saturated)
 }
 
 /// Runs one level: the workload against the target (its /metrics scraped around it for an
@@ -147,8 +190,14 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     let _ = rig.steps.drain();
     let scraper = rig.http().map(|h| Scraper::start(&rig.rt, h, spec.scrape_interval));
     let here = spec.target.elsewhere_on_this_machine();
-    let ((ran, cpu), machine) =
-        crate::cpu::watched(here, || crate::cpu::measure_with(&rig.worker_threads(), || drive(rig, lp, stop, seen)));
+    // An open loop at a steady rate is watched for over-saturation (a shard sends its part).
+    let offered = match level.arrival {
+        Arrival::Rate { rate, .. } => Some(rate / spec.shard.map_or(1.0, |s| f64::from(s.count))),
+        Arrival::Closed { .. } | Arrival::Burst { .. } | Arrival::Trace { .. } => None,
+    };
+    let drive = || drive(rig, lp, stop, seen, offered);
+    let (((ran, saturated), cpu), machine) =
+        crate::cpu::watched(here, || crate::cpu::measure_with(&rig.worker_threads(), drive));
     // A simulated level computes nothing on the machine it would describe.
     let machine = machine.filter(|_| !rig.simulated);
     let measured = ran.measured();
@@ -161,13 +210,15 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     let measured_ends = last_end(Phase::Measured).map(|end| (last_end(Phase::Warmup), end));
     let server = scraper.map(|s| s.finish(&rig.rt, measured_ends, window));
     let steps: Vec<StepRecord> = rig.steps.drain().collect();
-    let summary = summarize(level.load, &measured, &spec.slos);
-    let open_loop = match level.arrival {
-        // A shard sends its part of the rate.
-        Arrival::Rate { rate, .. } => Some(rate / spec.shard.map_or(1.0, |s| f64::from(s.count))),
-        // A trace's gaps are its own, not a steady rate's: nothing to hold the sends against.
-        Arrival::Closed { .. } | Arrival::Burst { .. } | Arrival::Trace { .. } => None,
+    let every: Vec<&ClientRecord> = ran.records.iter().map(|(_, r)| r).collect();
+    let sending = match level.arrival {
+        Arrival::Closed { .. } => Sending::Closed,
+        _ => Sending::Open { until: saturated.as_ref().map(|x| ran.start.plus(Duration::from_secs_f64(x.at_s))) },
     };
+    // Percentiles over the measured requests sent in the steady window, throughputs over it.
+    let (summary, steady) = goodput_metrics::windowed::summarize(level.load, &every, &measured, &spec.slos, sending);
+    // A trace's gaps are its own, not a steady rate's: nothing to hold the sends against.
+    let open_loop = offered;
     let sent: Vec<f64> = measured.iter().map(|r| r.sent.as_secs()).collect();
     let intended: Vec<f64> = measured.iter().map(|r| r.intended.as_secs()).collect();
     let mut harness = Harness::new(
@@ -194,11 +245,9 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     if let Some(h) = prefix_cache.filter(|h| h.contaminated() && rig.workload.unique_prompts()) {
         warn_cache_hits(level.load, &h, spec.seed_drawn, &rig.workload);
     }
-    let every: Vec<&ClientRecord> = ran.records.iter().map(|(_, r)| r).collect();
-    let closed = matches!(level.arrival, Arrival::Closed { .. });
-    let steady = goodput_metrics::steady::window(&every, &measured, closed);
     let report = LevelReport {
         steady,
+        saturated,
         schedule: ran.schedule,
         prefix_cache,
         vllm: vllm_keys(&summary, vllm_load(&level.arrival, spec.pacing.max_in_flight, &measured)),

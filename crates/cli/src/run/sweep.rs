@@ -294,35 +294,8 @@ impl<'a> Sweep<'a> {
         for w in r.harness.warnings().into_iter().filter(|_| !self.simulated) {
             self.log(format!("warning: {} {unit}: {w}", r.summary.load), true);
         }
-        if r.summary.short_outputs > 0 {
-            self.log(
-                format!(
-                    "warning: {} {unit}: {} of {} completed requests returned fewer output tokens than the scenario requires (the server ignores ignore_eos/min_tokens, or cut them short): output lengths, TPOT and throughput are not the scenario's",
-                    r.summary.load, r.summary.short_outputs, r.summary.completed
-                ),
-                true,
-            );
-        }
-        if !r.summary.server_anomalies.is_empty() {
-            let what = anomaly_text(&r.summary.server_anomalies);
-            let line = format!(
-                "warning: {} {unit}: the server's own figures contradict what was sent or streamed: {what}, of {} measured requests; refused figures are not used (the client's own counts stand in)",
-                r.summary.load, r.summary.requests
-            );
-            self.log(line, true);
-        }
-        if let Some(m) = &r.machine {
-            let busy: Vec<String> = m.busy().iter().map(ToString::to_string).collect();
-            if !busy.is_empty() {
-                self.log(
-                    format!(
-                        "warning: {} {unit}: the machine was busy during the level: {}; its numbers may not reproduce (--repeats measures the spread; pin the engine with --engine-cpus, or use a quiet machine)",
-                        r.summary.load,
-                        busy.join("; ")
-                    ),
-                    true,
-                );
-            }
+        for w in table::level_warnings(r, unit) {
+            self.log(format!("warning: {} {unit}: {w}", r.summary.load), true);
         }
         self.log(table::level_line(r, unit), false);
         if let Some(ramp) = r.harness.ramp_s {
@@ -555,11 +528,6 @@ fn warmup_note(spec: &RunSpec) -> Option<String> {
 /// `12 http-503 ("the server is overloaded…"), 3 timeout`: the kinds of failure, most
 /// frequent first, with the first message of the most frequent.
 /// `2 usage.completion_tokens refused ("…"), 1 outputs over max_tokens ("…")`.
-fn anomaly_text(anomalies: &[goodput_metrics::http::AnomalyCount]) -> String {
-    let example = |a: &goodput_metrics::http::AnomalyCount| a.example.chars().take(160).collect::<String>();
-    anomalies.iter().map(|a| format!("{} {} (\"{}\")", a.count, a.kind, example(a))).collect::<Vec<_>>().join(", ")
-}
-
 fn failure_text(failures: &[goodput_metrics::level::FailureCount]) -> String {
     let mut parts: Vec<String> = failures.iter().map(|f| format!("{} {}", f.count, f.kind)).collect();
     if let (Some(first), Some(top)) = (parts.first_mut(), failures.first()) {

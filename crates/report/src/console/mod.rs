@@ -22,7 +22,7 @@ pub use predicted::prediction;
 pub use repeats::repeats;
 pub use shards::{rows as shard_rows, shards, time_line as shards_time_line, SHARD_HEADER};
 pub use soak::{soak, verdict as soak_verdict};
-pub use sweep::{layers, level_line, levels};
+pub use sweep::{layers, level_line, level_warnings, levels};
 pub use tasks::{agent, rag, turns};
 
 use crate::columns::{Column, Output, Value};

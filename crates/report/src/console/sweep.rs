@@ -21,12 +21,16 @@ pub fn level_line(l: &LevelReport, unit: LoadUnit) -> String {
             format!(", OVER-SATURATED: in flight {a:.1} → {b:.1}, the queue grows without bound")
         });
         format!(
-            "\n    steady {:.2}–{:.2} s of {:.2} s (ramp and drain left out): {:.0} out tok/s, {:.2} req/s, {:.1} in flight{over}",
-            w.start_s, w.end_s, w.window_s, w.output_throughput, w.request_throughput, w.in_flight_mean
+            "\n    throughput over the steady {:.2}–{:.2} s of {:.2} s (ramp and drain left out): {:.2} req/s, {:.1} in flight{over}",
+            w.start_s, w.end_s, w.window_s, s.request_throughput, w.in_flight_mean
         )
     });
+    // The prompt lengths the target counted, where they are not the scenario's own.
+    let input = s.input_check.filter(|c| (c.counted_mean - c.drawn_mean).abs() >= 0.05).map_or(String::new(), |c| {
+        format!(", input {:.1} tok (drawn {:.1}, {:+.1} %)", c.counted_mean, c.drawn_mean, c.off() * 100.0)
+    });
     format!(
-        "  {} {unit}: {} requests, {:.0} out tok/s{}, TTFT p95 {} ms{}{ttfo}, TPOT p95 {} ms{}, engine wait p95 {} ms (queue {} ms), SLOs {}{steady}",
+        "  {} {unit}: {} requests{input}, {:.0} out tok/s{}, TTFT p95 {} ms{}{ttfo}, TPOT p95 {} ms{}, engine wait p95 {} ms (queue {} ms), SLOs {}{steady}",
         s.load,
         s.requests,
         s.output_throughput,
@@ -50,7 +54,7 @@ pub fn levels(levels: &[LevelReport], unit: LoadUnit, model: &str, scenario: &st
     for l in levels {
         t.add_row(cols.iter().map(|c| cell(c, l)).collect::<Vec<_>>());
     }
-    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level; SLOs: hold = every SLO holds, its percentiles and means with 95 % confidence, n.s. = not significant: a value's 95 % interval reaches past its bound)\n{t}")
+    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over the measured requests sent in each level's steady window, n per level, throughputs over that window; SLOs: hold = every SLO holds, its percentiles and means with 95 % confidence, n.s. = not significant: a value's 95 % interval reaches past its bound)\n{t}")
 }
 
 /// One level's three layers as rows of a table: what users see (TTFT, TPOT, ITL, E2E,
@@ -84,4 +88,58 @@ pub fn layers(l: &LevelReport, unit: LoadUnit) -> String {
         l.cooldown_requests,
     );
     format!("Level {} {unit} ({} measured requests over {:.1} s)\n{t}\n{system}", s.load, s.requests, s.window_s)
+}
+
+/// What a reader of a finished level must be warned of, each as one sentence: short outputs,
+/// server figures that contradict the stream, a busy machine, and prompts the target counted
+/// off the scenario's lengths.
+pub fn level_warnings(r: &LevelReport, _unit: LoadUnit) -> Vec<String> {
+    let s = &r.summary;
+    let mut out = Vec::new();
+    if s.short_outputs > 0 {
+        out.push(format!(
+            "{} of {} completed requests returned fewer output tokens than the scenario requires (the server ignores ignore_eos/min_tokens, or cut them short): output lengths, TPOT and throughput are not the scenario's",
+            s.short_outputs, s.completed
+        ));
+    }
+    if !s.server_anomalies.is_empty() {
+        let example = |a: &goodput_metrics::http::AnomalyCount| a.example.chars().take(160).collect::<String>();
+        let what: Vec<String> =
+            s.server_anomalies.iter().map(|a| format!("{} {} (\"{}\")", a.count, a.kind, example(a))).collect();
+        out.push(format!(
+            "the server's own figures contradict what was sent or streamed: {}, of {} measured requests; refused figures are not used (the client's own counts stand in)",
+            what.join(", "),
+            s.requests
+        ));
+    }
+    if let Some(m) = &r.machine {
+        let busy: Vec<String> = m.busy().iter().map(ToString::to_string).collect();
+        if !busy.is_empty() {
+            out.push(format!(
+                "the machine was busy during the level: {}; its numbers may not reproduce (--repeats measures the spread; pin the engine with --engine-cpus, or use a quiet machine)",
+                busy.join("; ")
+            ));
+        }
+    }
+    if let Some(x) = &r.saturated {
+        out.push(format!(
+            "over-saturated: stopped {:.1} s in: requests ended at {:.2}/s of the {:.2}/s offered and their E2E grew from {:.2} s (first third by send time) to {:.2} s (last third), so the queue grows without bound; about {:.0} requests in flight were abandoned, and the level counts as broken",
+            x.at_s,
+            x.completion_rate,
+            x.offered_rate,
+            x.early_e2e_s,
+            x.late_e2e_s,
+            (x.sent_about - x.ended as f64).max(0.0)
+        ));
+    }
+    if let Some(c) = s.input_check.filter(|c| c.strays()) {
+        out.push(format!(
+            "the target counted a mean prompt of {:.1} tokens where the scenario drew {:.1} ({:+.1} %, over {} requests): a chat template or another tokenizer counts differently, so the load is not the scenario's (give --tokenizer the server's, or send token ids)",
+            c.counted_mean,
+            c.drawn_mean,
+            c.off() * 100.0,
+            c.requests
+        ));
+    }
+    out
 }
