@@ -272,3 +272,28 @@ fn an_over_saturated_open_loop_is_stopped_early_and_counts_as_broken() {
     assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--soak` runs the usable capacity for its duration in windows, keeps the process's memory
+/// and descriptors per window (in-process: `/proc/self`), writes its requests to soak.jsonl
+/// and says in the conclusion whether capacity held.
+#[test]
+fn a_soak_is_judged_per_window_with_the_target_s_process_and_its_records_kept() {
+    let dir = temp("soak");
+    let args =
+        ["run", "--concurrency", "2", "--requests", "80", "--refine", "0", "--soak", "6s", "--soak-windows", "3"];
+    let (ok, out, err) = goodput(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let s = goodput_results::files::read_summary(&dir).unwrap();
+    let soak = s.soak.as_ref().unwrap_or_else(|| panic!("no soak: {err}"));
+    assert_eq!((soak.load, soak.windows.len()), (2.0, 3));
+    assert!(soak.windows.iter().all(|w| w.requests > 0 && w.rss_max_bytes.is_some_and(|b| b > 1e6)), "{soak:?}");
+    assert!(soak.windows.iter().all(|w| w.open_fds_max.is_some() && w.kv_max.is_some()), "{soak:?}");
+    let rows: Vec<goodput_results::RecordRow> =
+        goodput_results::files::read_jsonl(&dir.join(goodput_results::files::SOAK_RECORDS)).unwrap();
+    let sent: usize = soak.windows.iter().map(|w| w.requests).sum();
+    assert_eq!(rows.len(), sent);
+    assert!(rows.iter().all(|r| r.level == 2.0), "one load");
+    assert!(out.contains("Held over time? The soak ran 2 users for"), "{out}");
+    assert!(out.contains("RSS (MiB)"), "the soak's table: {out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

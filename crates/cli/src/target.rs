@@ -77,22 +77,22 @@ impl Scraper {
 
     /// Ends the scraping and turns the scrapes into the level's server side
     /// ([`ServerSide::of`]: `measured` is when the last warm-up and the last measured
-    /// request ended, `window` the measured window).
+    /// request ended, `window` the measured window), and gives them back.
     pub fn finish(
         self,
         rt: &tokio::runtime::Runtime,
         measured: Option<(Option<Stamp>, Stamp)>,
         window: Option<(Stamp, Stamp)>,
-    ) -> ServerSide {
+    ) -> (ServerSide, Vec<ServerScrape>) {
         self.task.abort();
         let after = rt.block_on(self.target.scrape());
+        let during = std::mem::take(&mut *self.during.lock().unwrap_or_else(|e| e.into_inner()));
         let (before, after) = match (self.before, after) {
             (Ok(b), Ok(a)) => (b, a),
-            (Err(e), _) | (_, Err(e)) => return ServerSide::failed(e.to_string()),
+            (Err(e), _) | (_, Err(e)) => return (ServerSide::failed(e.to_string()), during),
         };
-        let during = std::mem::take(&mut *self.during.lock().unwrap_or_else(|e| e.into_inner()));
         let all: Vec<ServerScrape> = std::iter::once(before).chain(during).chain(std::iter::once(after)).collect();
-        ServerSide::of(&all, measured, window)
+        (ServerSide::of(&all, measured, window), all)
     }
 }
 

@@ -28,9 +28,29 @@ pub const PREDICTION: &str = "prediction.json";
 /// stored command line names it, so `plan --check` re-reads the scenario the run ran.
 pub const SCENARIO: &str = "scenario.toml";
 
+/// `--soak`: every request of the soak, one [`crate::RecordRow`] a line (the soak runs a load
+/// the sweep already ran, so its records are kept apart from `records.jsonl`'s one level
+/// per load).
+pub const SOAK_RECORDS: &str = "soak.jsonl";
+
 /// Every file a run (and `report`, `plan --check` on it) writes into its directory: what
 /// `--overwrite` may remove.
-const RUN_FILES: [&str; 9] = [SUMMARY, RECORDS, REQUESTS, STEPS, SERIES, CONCLUSION, REPORT, PREDICTION, SCENARIO];
+const RUN_FILES: [&str; 10] =
+    [SUMMARY, RECORDS, REQUESTS, STEPS, SERIES, CONCLUSION, REPORT, PREDICTION, SCENARIO, SOAK_RECORDS];
+
+/// Writes `rows` as JSON lines to `dir/name`, whole ([`write_whole`]).
+pub fn write_jsonl<T: serde::Serialize>(dir: &Path, name: &str, rows: &[T]) -> Result<()> {
+    let mut bytes = Vec::new();
+    for row in rows {
+        serde_json::to_writer(&mut bytes, row).map_err(|source| ResultsError::Json {
+            path: dir.join(name),
+            line: None,
+            source,
+        })?;
+        bytes.push(b'\n');
+    }
+    write_whole(dir, name, &bytes)
+}
 
 type Result<T> = std::result::Result<T, ResultsError>;
 

@@ -47,8 +47,24 @@ pub struct Metrics {
     prefix_hits: Counter,
     /// Connections open, each counted against `max_connections` by the accept loop.
     connections: Gauge,
+    /// The process's memory and file descriptors, under Prometheus's own process-collector
+    /// names (`process_resident_memory_bytes`, `process_open_fds`, as vLLM exposes them).
+    process: Registry,
+    rss: Gauge<f64, AtomicU64>,
+    fds: Gauge,
     /// Serialises scrapes (the engine's cumulative counters are copied in as deltas).
     scrape: Mutex<()>,
+}
+
+/// This process's resident memory (bytes: `/proc/self/statm`'s second field × the page size)
+/// and open file descriptors (`/proc/self/fd`); `None` where there is no `/proc`.
+pub fn process_gauges() -> (Option<f64>, Option<f64>) {
+    // SAFETY: sysconf reads a constant of the system; it has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as f64;
+    let statm = std::fs::read_to_string("/proc/self/statm").ok();
+    let rss = statm.and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok()).map(|p| p * page);
+    let fds = std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count() as f64);
+    (rss, fds)
 }
 
 impl Metrics {
@@ -76,8 +92,14 @@ impl Metrics {
             prefix_hits: Counter::default(),
             connections: Gauge::default(),
             registry: Registry::default(),
+            process: Registry::with_prefix("process"),
+            rss: Gauge::default(),
+            fds: Gauge::default(),
             scrape: Mutex::new(()),
         };
+        let mut process = Registry::with_prefix("process");
+        process.register("resident_memory_bytes", "Resident memory size in bytes", m.rss.clone());
+        process.register("open_fds", "Number of open file descriptors", m.fds.clone());
         use goodput_metrics::names;
         let r = &mut registry;
         r.register(
@@ -118,7 +140,7 @@ impl Metrics {
             "HTTP connections open (counted against --max-connections)",
             m.connections.clone(),
         );
-        Metrics { registry, ..m }
+        Metrics { registry, process, ..m }
     }
 
     /// HTTP connections served now, idle ones and TLS handshakes included (an over-limit
@@ -175,9 +197,15 @@ impl Metrics {
         catch_up(&self.preemptions, &g.preemptions_total);
         catch_up(&self.prefix_queries, &g.prefix_query_tokens_total);
         catch_up(&self.prefix_hits, &g.prefix_hit_tokens_total);
-        let mut out = String::new();
+        let (rss, fds) = process_gauges();
+        self.rss.set(rss.unwrap_or(0.0));
+        self.fds.set(fds.unwrap_or(0.0) as i64);
+        let (mut out, mut process) = (String::new(), String::new());
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        let _ = prometheus_client::encoding::text::encode(&mut process, &self.process);
+        // One exposition: the process's families before the engine's closing `# EOF`.
+        let body = |t: &str| t.strip_suffix("# EOF\n").unwrap_or(t).to_string();
+        format!("{}{}# EOF\n", body(&out), body(&process))
     }
 }

@@ -212,6 +212,14 @@ async fn metrics_use_vllm_s_names_and_count_what_ran() {
         assert!(m.contains(name), "{name} missing:\n{m}");
     }
     assert!(m.contains("goodput_time_to_first_token_seconds_count{model_name=\"tiny\"} 3"), "{m}");
+    // The process's memory and descriptors under Prometheus's own names, in one exposition.
+    let gauge = |name: &str| -> f64 {
+        let line = m.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}:\n{m}"));
+        line[name.len() + 1..].parse().unwrap()
+    };
+    assert!(gauge("process_resident_memory_bytes") > 1e6 && gauge("process_open_fds") >= 3.0, "{m}");
+    assert_eq!(m.matches("# EOF").count(), 1, "{m}");
+    assert!(m.ends_with("# EOF\n"), "{m}");
     assert!(m.contains("goodput_prompt_tokens_total{model_name=\"tiny\"} 24"), "{m}");
     assert!(m.contains("goodput_generation_tokens_total{model_name=\"tiny\"} 12"), "{m}");
     // 3 requests × 3 gaps between 4 tokens.

@@ -10,6 +10,7 @@ use goodput_metrics::cache::{HitSource, PrefixHits};
 use goodput_metrics::engine::SeriesPoint;
 use goodput_metrics::occupancy::{EngineLevel, Occupancy};
 use goodput_metrics::saturation::{SaturationStop, Watch};
+use goodput_metrics::soak::ProcessSample;
 use goodput_metrics::windowed::Sending;
 use goodput_results::{vllm_keys, Harness, Inf, LevelReport, OpenLoop, RequestRate, VllmLoad};
 use goodput_workload::{Arrival, LevelOutput, LevelPlan, LevelRun, Ramp, RecordSink, Stop, UnitPlan, Workload};
@@ -26,6 +27,8 @@ pub struct Finished {
     pub next_id: u64,
     /// The measured records (a soak is cut into time windows of them).
     pub measured: Vec<ClientRecord>,
+    /// The target's process over the level (its memory, descriptors, connections).
+    pub process: Vec<ProcessSample>,
 }
 
 /// The request ids a level takes: one per request (a session has `turns` requests); a timed
@@ -189,6 +192,9 @@ fn drive(
 pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &Stop, seen: &Seen) -> Finished {
     let _ = rig.steps.drain();
     let scraper = rig.http().map(|h| Scraper::start(&rig.rt, h, spec.scrape_interval));
+    // Without /metrics to scrape, the in-process engine's process is this one.
+    let sampler = (scraper.is_none() && rig.engine_in_process() && !rig.simulated)
+        .then(|| super::process::Sampler::start(goodput_core::Target::clock(&*rig.target)));
     let here = spec.target.elsewhere_on_this_machine();
     // An open loop at a steady rate is watched for over-saturation (a shard sends its part).
     let offered = match level.arrival {
@@ -208,7 +214,11 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     // ended to when the last measured one did.
     let last_end = |p: Phase| ran.records.iter().filter(|(q, _)| *q == p).map(|(_, r)| r.end).max();
     let measured_ends = last_end(Phase::Measured).map(|end| (last_end(Phase::Warmup), end));
-    let server = scraper.map(|s| s.finish(&rig.rt, measured_ends, window));
+    let (server, scrapes) = scraper.map(|s| s.finish(&rig.rt, measured_ends, window)).unzip();
+    let process = match sampler {
+        Some(s) => s.finish(),
+        None => super::process::of_scrapes(&scrapes.unwrap_or_default()),
+    };
     let steps: Vec<StepRecord> = rig.steps.drain().collect();
     let every: Vec<&ClientRecord> = ran.records.iter().map(|(_, r)| r).collect();
     let sending = match level.arrival {
@@ -269,7 +279,7 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     let series = goodput_metrics::engine::series(&steps, ran.start, spec.series_interval.as_secs_f64());
     let next_id = ran.records.iter().map(|(_, r)| r.id + 1).max().unwrap_or(0);
     let measured = measured.into_iter().cloned().collect();
-    Finished { report, steps, series, next_id, measured }
+    Finished { report, steps, series, next_id, measured, process }
 }
 
 /// vLLM's description of how a level was loaded (`request_rate`, `max_concurrency`: a closed

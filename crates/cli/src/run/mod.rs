@@ -13,6 +13,7 @@ mod exporter;
 mod interrupt;
 mod level;
 mod live;
+mod process;
 mod records;
 mod repeats;
 mod rig;

@@ -260,8 +260,19 @@ impl<'a> Sweep<'a> {
             level::level_plan(self.spec, &level, &counts, self.first_id, ramp, Feeds::default(), self.stop.clone());
         let f = level::run(rig, self.spec, &level, lp, &self.stop, &level::Seen::default());
         let measured: Vec<&goodput_core::ClientRecord> = f.measured.iter().collect();
-        self.summary.soak = goodput_metrics::soak::soak(level.load, &measured, &f.steps, &self.spec.slos, windows);
+        let beside = goodput_metrics::soak::Beside { steps: &f.steps, process: &f.process };
+        self.summary.soak = goodput_metrics::soak::soak(level.load, &measured, beside, &self.spec.slos, windows);
         if let Some((writer, _)) = self.files.as_mut() {
+            let rows: Vec<goodput_results::RecordRow> = f
+                .measured
+                .into_iter()
+                .map(|record| goodput_results::RecordRow {
+                    level: level.load,
+                    phase: goodput_core::Phase::Measured,
+                    record,
+                })
+                .collect();
+            goodput_results::files::write_jsonl(writer.dir(), goodput_results::files::SOAK_RECORDS, &rows)?;
             writer.write_summary(&self.summary)?;
         }
         Ok(())

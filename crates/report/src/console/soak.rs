@@ -17,7 +17,7 @@ fn p95(v: Option<f64>, i: Option<Interval>) -> String {
 /// The verdict in words: held, or from when it degraded and by what.
 pub fn verdict(s: &Soak, unit: LoadUnit) -> String {
     let head = format!("{} {unit} for {:.0} s in {} windows", s.load, s.duration_s, s.windows.len());
-    match &s.degraded {
+    let held = match &s.degraded {
         None => format!("{head}: capacity held in every window (every SLO held; no P95 rose beyond its interval and 20 % over the first window's)"),
         Some(Degraded { window, at_s, what, .. }) if what == "slos" => {
             format!("{head}: capacity degraded from window {} (at {at_s:.0} s), where the SLOs broke", window + 1)
@@ -30,8 +30,32 @@ pub fn verdict(s: &Soak, unit: LoadUnit) -> String {
             d.first * 1e3,
             d.then * 1e3
         ),
+    };
+    format!("{held}{}", grew(s))
+}
+
+/// The target's figures that rose over the soak, as a sentence's tail (empty when none did).
+fn grew(s: &Soak) -> String {
+    let named: Vec<String> = s
+        .grew
+        .iter()
+        .map(|g| match g.what.as_str() {
+            "rss_bytes" => format!("memory {:.0} → {:.0} MiB", g.first / MIB, g.last / MIB),
+            "open_fds" => format!("open file descriptors {:.0} → {:.0}", g.first, g.last),
+            _ => format!("connections {:.0} → {:.0}", g.first, g.last),
+        })
+        .collect();
+    if named.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; the target's {} rose from the first window to the last at a steady load (a leak shows there before it shows in latency)",
+            named.join(", ")
+        )
     }
 }
+
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// The soak's table, one row per window, under its verdict.
 pub fn soak(s: &Soak, unit: LoadUnit) -> String {
@@ -47,6 +71,9 @@ pub fn soak(s: &Soak, unit: LoadUnit) -> String {
         "out tok/s",
         "KV max",
         "preempt",
+        "RSS (MiB)",
+        "fds",
+        "conns",
         "SLOs",
     ]);
     for w in &s.windows {
@@ -62,6 +89,9 @@ pub fn soak(s: &Soak, unit: LoadUnit) -> String {
             format!("{:.0}", w.output_throughput),
             w.kv_max.map_or("-".into(), |k| format!("{:.0} %", k * 100.0)),
             w.preemptions.map_or("-".into(), |p| p.to_string()),
+            w.rss_max_bytes.map_or("-".into(), |b| format!("{:.0}", b / MIB)),
+            w.open_fds_max.map_or("-".into(), |x| format!("{x:.0}")),
+            w.connections_max.map_or("-".into(), |x| format!("{x:.0}")),
             (if w.slos_hold { "hold" } else { "broken" }).into(),
         ]);
     }
