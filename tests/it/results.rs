@@ -112,3 +112,29 @@ fn the_previous_release_s_results_render_with_the_verdict_computed_on_reading() 
     assert!(text.len() > 40 && page.contains(text), "its own conclusion: {text}");
     let _ = std::fs::remove_file(&out);
 }
+
+/// Two runs of one setup whose capacities cannot both be right (`run` held up to 4 users
+/// where the other broke at 2) are flagged by `compare`; a run against itself is not.
+#[test]
+fn compare_flags_capacities_that_contradict_each_other() {
+    let fixture = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/run-v0.1"));
+    let broke = temp("contradicting");
+    std::fs::create_dir_all(&broke).unwrap();
+    for f in std::fs::read_dir(fixture).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, broke.join(f.file_name().unwrap())).unwrap();
+    }
+    let mut s: RunSummary = goodput_results::read_summary(&broke).unwrap();
+    s.levels[1].summary.slos[0].holds = false;
+    std::fs::write(broke.join("summary.json"), serde_json::to_vec_pretty(&s).unwrap()).unwrap();
+    let (a, b) = (fixture.to_str().unwrap(), broke.to_str().unwrap());
+    let (code, out, err) = goodput_code(&["compare", a, b]);
+    assert_eq!(code, 0, "{err}");
+    let want = format!(
+        "**Capacities contradict:** A (`{a}`) held every SLO as counted (results without intervals) up to 4 users (its usable capacity), where B (`{b}`) broke at 2 users."
+    );
+    assert!(out.contains(&want), "{out}");
+    let (_, out, _) = goodput_code(&["compare", a, a]);
+    assert!(!out.contains("contradict"), "{out}");
+    let _ = std::fs::remove_dir_all(&broke);
+}

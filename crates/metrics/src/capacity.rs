@@ -58,6 +58,31 @@ pub fn usable_capacity(levels: &[LevelOutcome]) -> Option<f64> {
     sorted.iter().take_while(|l| l.surely_holds).last().map(|l| l.load)
 }
 
+/// Two sweeps of one setup whose capacities cannot both be right: one side's usable capacity
+/// (held there and at every level below, with confidence) is at or above a load where the
+/// other side's SLOs broke (the point estimate). `run` and `capacity`, or one run today and
+/// one tomorrow, must not contradict each other on the same setup; when they do, the machine
+/// or the target changed between them, and neither figure stands alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Contradiction {
+    /// Which side held: 0 for the first, 1 for the second.
+    pub held_by: usize,
+    /// Its usable capacity, and the lowest load at or below it where the other side broke.
+    pub usable: f64,
+    pub broke_at: f64,
+}
+
+/// [`Contradiction`] between the level outcomes of two sweeps; `None` when their brackets
+/// agree (each side's usable capacity is below every load where the other broke).
+pub fn contradiction(a: &[LevelOutcome], b: &[LevelOutcome]) -> Option<Contradiction> {
+    let check = |held_by: usize, holds: &[LevelOutcome], broke: &[LevelOutcome]| {
+        let usable = usable_capacity(holds)?;
+        let broke_at = broke.iter().filter(|l| !l.slos_hold && l.load <= usable).map(|l| l.load).reduce(f64::min)?;
+        Some(Contradiction { held_by, usable, broke_at })
+    };
+    check(0, a, b).or_else(|| check(1, b, a))
+}
+
 /// Whether a sweep found its limit: what its usable capacity means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -401,5 +426,27 @@ mod tests {
         let flat = vec![lv(1.0, true, 1.0, 0.001), lv(2.0, true, 2.0, 0.0015)];
         assert_eq!(queue_knee(&flat, 0.010), None);
         assert_eq!(last_without_queueing(&flat, 0.010), Some(2.0));
+    }
+
+    /// The two sweeps: `run` held up to 16 users, `capacity` broke at 10 — they
+    /// contradict; a side that broke only above the other's capacity does not.
+    #[test]
+    fn sweeps_that_cannot_both_be_right_are_caught() {
+        let l = |load: f64, holds: bool| LevelOutcome {
+            load,
+            slos_hold: holds,
+            surely_holds: holds,
+            slo_used: 0.5,
+            output_throughput: 100.0,
+            queue_time: None,
+        };
+        let run = [l(1.0, true), l(4.0, true), l(16.0, true), l(64.0, false)];
+        let capacity = [l(1.0, true), l(2.0, true), l(4.0, true), l(8.0, true), l(10.0, false), l(16.0, false)];
+        let c = contradiction(&run, &capacity).unwrap();
+        assert_eq!(c, Contradiction { held_by: 0, usable: 16.0, broke_at: 10.0 });
+        let c = contradiction(&capacity, &run).unwrap();
+        assert_eq!((c.held_by, c.usable, c.broke_at), (1, 16.0, 10.0));
+        let agreeing = [l(1.0, true), l(16.0, true), l(24.0, true), l(32.0, false)];
+        assert_eq!(contradiction(&run, &agreeing), None, "the limit lies in 24–32 on one, 16–64 on the other");
     }
 }

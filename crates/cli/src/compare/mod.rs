@@ -14,6 +14,8 @@
 
 mod criterion;
 
+mod capacity;
+
 use crate::runs::{load_run, Loaded};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -239,6 +241,7 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
         .iter()
         .map(|n| format!("> **Incomplete run:** {n}\n\n"))
         .chain(unshared.iter().map(|u| format!("> **Not compared:** {u}\n\n")))
+        .chain(capacity::check(&dirs_a, &dirs_b))
         .collect();
     let noise = if ra.len() > 1 || rb.len() > 1 {
         "noise: the spread of the repeats ((max − min) ÷ median)".to_string()
