@@ -80,7 +80,7 @@ impl Watch {
         by_send.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mean_e2e = |xs: &[(f64, f64)]| xs.iter().map(|(i, e)| e - i).sum::<f64>() / xs.len().max(1) as f64;
         let (early, late) = (mean_e2e(&by_send[..n / 3]), mean_e2e(&by_send[n - n / 3..]));
-        (late > GROWTH * early && late - early >= MIN_GROWTH_S).then(|| SaturationStop {
+        (late > GROWTH * early && late - early >= MIN_GROWTH_S).then_some(SaturationStop {
             at_s: now,
             offered_rate: self.offered,
             completion_rate,
