@@ -6,7 +6,7 @@
 use crate::common::{goodput_code, temp};
 use goodput_core::shard::Shard;
 use goodput_core::{ClientRecord, HttpStamps, Outcome, Phase, RecordBuilder, Stamp};
-use goodput_metrics::level::summarize;
+use goodput_metrics::windowed::{self, Sending};
 use goodput_results::clock::{ClockInfo, ClockOffset, ClockReference};
 use goodput_results::files::{read_jsonl, RECORDS};
 use goodput_results::{read_summary, LoadUnit, RecordRow, RunSummary, RunWriter};
@@ -158,7 +158,13 @@ fn shards_merge_back_into_the_single_run_exactly() {
     let merged = read_summary(&out).unwrap();
     let slos = merged.slos.clone();
     let measured: Vec<&ClientRecord> = want.iter().filter(|(p, _)| *p == Phase::Measured).map(|(_, r)| r).collect();
-    assert_eq!(merged.levels[0].summary, summarize(LOAD, &measured, &slos), "the metrics of the single run");
+    // Over the single run's steady window: every record, the measured ones sampled.
+    let all: Vec<&ClientRecord> = want.iter().map(|(_, r)| r).collect();
+    let sending =
+        if merged.levels[0].harness.users.is_some() { Sending::Closed } else { Sending::Open { until: None } };
+    let (single, steady) = windowed::summarize(LOAD, &all, &measured, &slos, sending);
+    assert_eq!(merged.levels[0].summary, single, "the metrics of the single run");
+    assert_eq!(merged.levels[0].steady, steady);
     assert_eq!(
         merged.levels[0].vllm.max_concurrent_requests,
         goodput_metrics::peaks::max_concurrent_requests(&measured)

@@ -5,7 +5,7 @@
 use crate::common::{check_schema, goodput_code, run_ok, summary_of, temp};
 use goodput_core::ClientRecord;
 use goodput_metrics::capacity::{LevelOutcome, QueueSource, RetryShare, Verdict};
-use goodput_metrics::level::summarize;
+use goodput_metrics::windowed::{self, Sending};
 use goodput_report::export::LevelRow;
 use goodput_results::files::read_csv;
 use goodput_results::{Results, RunSummary};
@@ -42,7 +42,11 @@ fn the_stored_verdict_is_the_one_the_records_give_and_the_exports_hold_the_level
     for l in &s.levels {
         let measured: Vec<&ClientRecord> = r.measured(l.summary.load).collect();
         assert_eq!(measured.len(), 8);
-        let again = summarize(l.summary.load, &measured, &s.slos);
+        // Over the level's steady window: every record of the level, the measured ones sampled.
+        let all: Vec<&ClientRecord> =
+            r.records.iter().filter(|x| x.level == l.summary.load).map(|x| &x.record).collect();
+        let (again, steady) = windowed::summarize(l.summary.load, &all, &measured, &s.slos, Sending::Closed);
+        assert_eq!(steady, l.steady, "the steady window is the records' window");
         assert_eq!(again, l.summary, "the summary is the records' summary");
         outcomes.push(LevelOutcome {
             load: again.load,

@@ -7,6 +7,7 @@ pub mod capacity;
 pub mod compare;
 pub mod engine;
 pub mod http;
+pub mod input;
 pub mod interval;
 pub mod level;
 pub mod machine;

@@ -97,7 +97,8 @@ pub fn run(dir: &Path, profile: &Path) -> Result<()> {
         steps_per_s: steps as f64 / wall,
         speedup: simulated / wall,
     };
-    for l in sim.levels {
+    let levels = like_the_measured(&summary, sim.levels, &out);
+    for l in levels {
         prediction.push_level(l);
     }
     let _ = std::fs::remove_dir_all(&out);
@@ -108,4 +109,26 @@ pub fn run(dir: &Path, profile: &Path) -> Result<()> {
         .with_context(|| format!("writing {}", path.display()))?;
     eprintln!("prediction written to {} (simulated run exit status {status})", path.display());
     Ok(())
+}
+
+/// The simulated levels counted as the measured run counted its own: a run written before the
+/// steady window counted its throughputs over the whole measured window (ramp and drain
+/// included), so its prediction is summarised over the same window from the simulated
+/// records, like with like.
+fn like_the_measured(
+    measured: &RunSummary,
+    mut levels: Vec<goodput_results::LevelReport>,
+    out: &Path,
+) -> Vec<goodput_results::LevelReport> {
+    if measured.levels.iter().any(|l| l.steady.is_some()) {
+        return levels;
+    }
+    let Ok(records) = goodput_results::Results::read(out) else { return levels };
+    eprintln!("note: the measured run predates the steady window: its prediction is counted over the whole measured window, as the run's own figures were");
+    for l in &mut levels {
+        let rs: Vec<&goodput_core::ClientRecord> = records.measured(l.summary.load).collect();
+        l.summary = goodput_metrics::level::summarize(l.summary.load, &rs, &measured.slos);
+        l.steady = None;
+    }
+    levels
 }
