@@ -17,7 +17,7 @@ for i in $(seq 1 "$n"); do
   [ "$same" = 0 ] && same_ok=$((same_ok + 1))
   [ "$slow" = 1 ] && slow_fail=$((slow_fail + 1))
   echo "trial $i: same-seed exit $same, slowed exit $slow; load $(cut -d' ' -f1 /proc/loadavg)"
-  [ "$same" = 0 ] || grep -E "regressed|FAIL" "$dir/same.txt" | head -5
+  [ "$same" = 0 ] || grep -E "regressed|FAIL|Busy machine" "$dir/same.txt" | head -7
 done
 echo "same-seed pairs exiting 0: $same_ok of $n; slowed pairs exiting 1: $slow_fail of $n"
 rm -rf "$dir"

@@ -215,22 +215,20 @@ pub struct AnomalyCount {
 /// `max_tokens`, cached tokens above the prompt, stamps out of order), counted by kind (a
 /// request once per kind), most frequent first, ties by kind.
 pub fn anomalies(records: &[&ClientRecord]) -> Vec<AnomalyCount> {
-    let mut by_kind: std::collections::BTreeMap<AnomalyKind, AnomalyCount> = Default::default();
-    for r in records {
-        let Some(h) = r.http.as_ref() else { continue };
+    // Each kind once per request.
+    let each = records.iter().filter_map(|r| r.http.as_ref()).flat_map(|h| {
         let mut seen: Vec<AnomalyKind> = Vec::new();
-        for a in &h.anomalies {
-            if seen.contains(&a.kind) {
-                continue;
-            }
-            seen.push(a.kind);
-            let new = || AnomalyCount { kind: a.kind, count: 0, example: a.message.clone() };
-            by_kind.entry(a.kind).or_insert_with(new).count += 1;
-        }
-    }
-    let mut v: Vec<AnomalyCount> = by_kind.into_values().collect();
-    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.kind.cmp(&b.kind)));
-    v
+        h.anomalies
+            .iter()
+            .filter(|a| {
+                let new = !seen.contains(&a.kind);
+                seen.push(a.kind);
+                new
+            })
+            .map(|a| (a.kind, 1, a.message.clone()))
+            .collect::<Vec<_>>()
+    });
+    crate::stats::tally(each).into_iter().map(|(kind, count, example)| AnomalyCount { kind, count, example }).collect()
 }
 
 #[cfg(test)]

@@ -23,15 +23,14 @@ pub struct FailureCount {
 /// `failures`: the records that did not complete, counted by [`FailureKind`] (timeouts
 /// included), most frequent first, ties by kind.
 pub fn failures(records: &[&ClientRecord]) -> Vec<FailureCount> {
-    let mut by_kind: std::collections::BTreeMap<FailureKind, FailureCount> = Default::default();
-    for r in records {
-        let Some(kind) = r.outcome.failure_kind() else { continue };
-        let example = || r.outcome.message().unwrap_or_default().to_string();
-        by_kind.entry(kind).or_insert_with(|| FailureCount { kind, count: 0, example: example() }).count += 1;
-    }
-    let mut v: Vec<FailureCount> = by_kind.into_values().collect();
-    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.kind.cmp(&b.kind)));
-    v
+    let failed = records.iter().filter_map(|r| {
+        let kind = r.outcome.failure_kind()?;
+        Some((kind, 1, r.outcome.message().unwrap_or_default().to_string()))
+    });
+    crate::stats::tally(failed)
+        .into_iter()
+        .map(|(kind, count, example)| FailureCount { kind, count, example })
+        .collect()
 }
 
 /// Everything measured at one load level. Times in seconds, throughputs per second. Fields

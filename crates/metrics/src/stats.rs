@@ -28,6 +28,25 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
     Some(sorted[lo] + (r - lo as f64) * (sorted[hi] - sorted[lo]))
 }
 
+/// Items counted by kind: each kind once, with its counts summed and the example of its first
+/// item, most frequent first (ties in the kind's order). How a level's failures and server
+/// anomalies, and a run's failures over all its levels, are tallied.
+pub fn tally<K: Ord, E>(items: impl IntoIterator<Item = (K, usize, E)>) -> Vec<(K, usize, E)> {
+    use std::collections::btree_map::Entry;
+    let mut by: std::collections::BTreeMap<K, (usize, E)> = Default::default();
+    for (kind, n, example) in items {
+        match by.entry(kind) {
+            Entry::Vacant(v) => {
+                v.insert((n, example));
+            }
+            Entry::Occupied(mut o) => o.get_mut().0 += n,
+        }
+    }
+    let mut v: Vec<(K, usize, E)> = by.into_iter().map(|(k, (n, e))| (k, n, e)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
 /// Count, mean, spread and the usual percentiles of a set of samples.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
@@ -127,5 +146,13 @@ mod tests {
             xs.reverse();
             prop_assert_eq!(percentile(&xs, lo).unwrap(), pl);
         }
+    }
+
+    /// b twice (3 + 1), a once (2), c once (4): c 4, b 4 (tied, then by kind: b before c),
+    /// a 2; each with its first example.
+    #[test]
+    fn a_tally_sums_by_kind_keeps_the_first_example_and_puts_the_most_first() {
+        let t = tally([("b", 3, "b1"), ("a", 2, "a1"), ("c", 4, "c1"), ("b", 1, "b2")]);
+        assert_eq!(t, [("b", 4, "b1"), ("c", 4, "c1"), ("a", 2, "a1")]);
     }
 }

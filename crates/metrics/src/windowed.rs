@@ -1,8 +1,10 @@
 //! A level summarised over its steady window ([`crate::steady`]), as the contract asks:
 //!
-//! - **Percentiles** over the measured requests (warm-up and cool-down already left out by
-//!   phase) that were sent within the window: a closed loop's requests sent while its users
-//!   were still ramping up are left out.
+//! - **Percentiles** over every measured request: warm-up and cool-down are left out by phase,
+//!   and a closed loop's warm-up already holds every user's first request and any sent before
+//!   the last of those ended (its ramp). Trimming by the in-flight count as well would drop
+//!   samples wherever users pause between requests (think time, a RAG query's retrieval, an
+//!   agent's tools), where the count dips below the plateau without any ramp or drain.
 //! - **Throughputs** (requests, input and output tokens, goodput) over the window itself, from
 //!   every request the target served in it, warm-up and cool-down ones included: they loaded
 //!   the target too. A closed loop's drain, where fewer and fewer users remain, would lower
@@ -42,11 +44,8 @@ pub fn summarize(
     let Some(b) = bounds(all, measured, closed, until) else {
         return (over_requests(load, measured, slos), None);
     };
-    let inside: Vec<&ClientRecord> =
-        measured.iter().copied().filter(|r| r.intended >= b.from && r.intended <= b.to).collect();
-    let sampled = if inside.is_empty() { measured } else { &inside };
-    let mut s = over_requests(load, sampled, slos);
-    served(&mut s, all, sampled, (b.from, b.to), slos);
+    let mut s = over_requests(load, measured, slos);
+    served(&mut s, all, measured, (b.from, b.to), slos);
     (s, Some(b.steady))
 }
 
@@ -119,8 +118,8 @@ mod tests {
         assert!((s.output_throughput - 100.0).abs() < 1e-9, "{}", s.output_throughput);
         // Without SLOs every completed request is good.
         assert!((s.goodput - 22.0).abs() < 1e-9, "{}", s.goodput);
-        // Percentiles over the requests sent in [300, 800] ms: A's 3..=8 and B's 5.
-        assert_eq!(s.requests, 11);
+        // Percentiles over every measured request.
+        assert_eq!(s.requests, 15);
         // Over the measured requests' own window (0–1000 ms) it would read 15 / s.
         let whole = over_requests(2.0, &all, &[]);
         assert!((whole.request_throughput - 15.0).abs() < 1e-9, "{}", whole.request_throughput);

@@ -266,19 +266,15 @@ impl<'a> Conclusion<'a> {
 
     /// The most frequent reasons requests failed, over every level.
     fn failures(&self) -> String {
-        let mut by_kind: std::collections::BTreeMap<_, (usize, &str)> = Default::default();
-        for f in self.s.levels.iter().flat_map(|l| &l.summary.failures) {
-            by_kind.entry(f.kind).or_insert((0, &f.example)).0 += f.count;
-        }
-        if by_kind.is_empty() {
+        let all = self.s.levels.iter().flat_map(|l| &l.summary.failures).map(|f| (f.kind, f.count, &f.example));
+        let top = goodput_metrics::stats::tally(all);
+        if top.is_empty() {
             return String::new();
         }
-        let total: usize = by_kind.values().map(|v| v.0).sum();
+        let total: usize = top.iter().map(|t| t.1).sum();
         let requests: usize = self.s.levels.iter().map(|l| l.summary.requests).sum();
-        let mut top: Vec<_> = by_kind.into_iter().collect();
-        top.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
         let named: Vec<String> =
-            top.iter().take(3).map(|(k, (n, example))| format!("{n} {k} (e.g. \"{}\")", clip(example))).collect();
+            top.iter().take(3).map(|(k, n, example)| format!("{n} {k} (e.g. \"{}\")", clip(example))).collect();
         format!(" {total} of {requests} measured requests failed: {}.", named.join(", "))
     }
 

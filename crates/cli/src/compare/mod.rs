@@ -15,6 +15,7 @@
 mod criterion;
 
 mod capacity;
+mod machine;
 
 use crate::runs::{load_run, Loaded};
 use anyhow::{bail, Context, Result};
@@ -242,6 +243,8 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
         .map(|n| format!("> **Incomplete run:** {n}\n\n"))
         .chain(unshared.iter().map(|u| format!("> **Not compared:** {u}\n\n")))
         .chain(capacity::check(&dirs_a, &dirs_b))
+        .chain(machine::busy("A", &dirs_a))
+        .chain(machine::busy("B", &dirs_b))
         .collect();
     let noise = if ra.len() > 1 || rb.len() > 1 {
         "noise: the spread of the repeats ((max − min) ÷ median)".to_string()

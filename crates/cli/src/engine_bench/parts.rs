@@ -18,16 +18,9 @@ pub(crate) struct PartsRow {
     pub moe_gbytes_per_s: Option<f64>,
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
+/// The median (linear between the two middle samples; 0 without samples).
+fn median(xs: Vec<f64>) -> f64 {
+    goodput_metrics::stats::percentile(&xs, 50.0).unwrap_or(0.0)
 }
 
 impl PartsRow {

@@ -174,7 +174,7 @@ impl<'a> Sweep<'a> {
         let used = self.summary.level(last.load).map_or(0.0, |l| l.summary.most_used());
         let stop = if self.stop.raised() {
             Some(goodput_results::SearchStop::Interrupted)
-        } else if !self.summary.levels.iter().all(|l| l.summary.slos_surely_hold()) {
+        } else if !self.summary.levels.iter().all(|l| l.outcome().surely_holds) {
             Some(goodput_results::SearchStop::LimitFound)
         } else if self.started.elapsed() + *took * 2 > search.budget {
             Some(goodput_results::SearchStop::Budget)

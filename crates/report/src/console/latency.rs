@@ -149,7 +149,7 @@ pub fn levels_with(
         let chosen = cols.cells(l).into_iter().map(comfy_table::Cell::new).collect();
         t.add_row([cells(&kept[..at]), chosen, cells(&kept[at..])].concat());
     }
-    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over the measured requests sent in each level's steady window, n per level)\n{t}")
+    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level)\n{t}")
 }
 
 #[cfg(test)]

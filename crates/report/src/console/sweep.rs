@@ -54,7 +54,7 @@ pub fn levels(levels: &[LevelReport], unit: LoadUnit, model: &str, scenario: &st
     for l in levels {
         t.add_row(cols.iter().map(|c| cell(c, l)).collect::<Vec<_>>());
     }
-    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over the measured requests sent in each level's steady window, n per level, throughputs over that window; SLOs: hold = every SLO holds, its percentiles and means with 95 % confidence, n.s. = not significant: a value's 95 % interval reaches past its bound)\n{t}")
+    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level, throughputs over each level's steady window; SLOs: hold = every SLO holds, its percentiles and means with 95 % confidence, n.s. = not significant: a value's 95 % interval reaches past its bound)\n{t}")
 }
 
 /// One level's three layers as rows of a table: what users see (TTFT, TPOT, ITL, E2E,

@@ -37,7 +37,7 @@ pub fn sweep(s: &RunSummary) -> String {
         t.push_str(&row(&cols.iter().map(|c| c.text(Output::Html, l)).collect::<Vec<_>>(), 0));
     }
     t.push_str(
-        "</table>\n<p>Times in ms; percentiles over the measured requests sent in a level's steady window (linear interpolation), throughputs over that window.</p>\n",
+        "</table>\n<p>Times in ms; percentiles over all measured requests of a level (linear interpolation), throughputs over its steady window.</p>\n",
     );
     t
 }
