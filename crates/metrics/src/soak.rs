@@ -41,6 +41,10 @@ pub struct SoakWindow {
     pub output_throughput: f64,
     /// Every SLO holds in the window (by value).
     pub slos_hold: bool,
+    /// ... and with 95 % confidence ([`crate::level::LevelSummary::slos_surely_hold`]): a
+    /// window too short for its percentiles' intervals holds only "not significantly".
+    #[serde(default)]
+    pub slos_surely_hold: bool,
     /// The engine's KV peak (fraction of its blocks) and preemptions over the window, where
     /// the engine's steps are known (in-process).
     pub kv_max: Option<f64>,
@@ -162,6 +166,7 @@ pub fn soak(load: f64, records: &[&ClientRecord], beside: Beside, slos: &[Slo], 
                 e2e_p95_interval: iv.e2e_p95,
                 output_throughput: s.output_throughput,
                 slos_hold: s.slos_hold(),
+                slos_surely_hold: s.slos_surely_hold(),
                 kv_max: engine.as_ref().map(|e| e.kv_block_usage_max),
                 preemptions: engine.as_ref().map(|e| e.preemptions),
                 rss_max_bytes: most(|p| p.rss_bytes),

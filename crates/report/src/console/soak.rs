@@ -18,7 +18,18 @@ fn p95(v: Option<f64>, i: Option<Interval>) -> String {
 pub fn verdict(s: &Soak, unit: LoadUnit) -> String {
     let head = format!("{} {unit} for {:.0} s in {} windows", s.load, s.duration_s, s.windows.len());
     let held = match &s.degraded {
-        None => format!("{head}: capacity held in every window (every SLO held; no P95 rose beyond its interval and 20 % over the first window's)"),
+        None => {
+            let unsure = s.windows.iter().filter(|w| w.requests > 0 && !w.slos_surely_hold).count();
+            let how = if unsure == 0 {
+                "every SLO held with 95 % confidence".to_string()
+            } else {
+                format!(
+                    "every SLO held by value, in {unsure} of {} windows not significantly: too few requests per window for a percentile's interval (a P95 needs 72)",
+                    s.windows.len()
+                )
+            };
+            format!("{head}: capacity held in every window ({how}; no P95 rose beyond its interval and 20 % over the first window's)")
+        }
         Some(Degraded { window, at_s, what, .. }) if what == "slos" => {
             format!("{head}: capacity degraded from window {} (at {at_s:.0} s), where the SLOs broke", window + 1)
         }
@@ -92,7 +103,12 @@ pub fn soak(s: &Soak, unit: LoadUnit) -> String {
             w.rss_max_bytes.map_or("-".into(), |b| format!("{:.0}", b / MIB)),
             w.open_fds_max.map_or("-".into(), |x| format!("{x:.0}")),
             w.connections_max.map_or("-".into(), |x| format!("{x:.0}")),
-            (if w.slos_hold { "hold" } else { "broken" }).into(),
+            (match (w.slos_hold, w.slos_surely_hold) {
+                (true, true) => "hold",
+                (true, false) => "hold, n.s.",
+                (false, _) => "broken",
+            })
+            .into(),
         ]);
     }
     format!("Soak: {} (P95s with 95 % intervals)\n{t}", verdict(s, unit))
