@@ -294,9 +294,16 @@ fn a_soak_is_judged_per_window_with_the_target_s_process_and_its_records_kept() 
     assert_eq!(rows.len(), sent);
     assert!(rows.iter().all(|r| r.level == 2.0), "one load");
     assert!(out.contains("Held over time? The soak ran 2 users for"), "{out}");
-    // About 45 requests a window: too few for a P95's interval to close, and said so.
-    assert!(soak.windows.iter().all(|w| w.slos_hold && !w.slos_surely_hold), "{soak:?}");
-    assert!(out.contains("every SLO held by value, in 3 of 3 windows not significantly"), "{out}");
+    // Windows of a few dozen requests are too short for a P95's interval to close (72), and
+    // the verdict says so of exactly those; a faster machine's longer windows hold surely.
+    assert!(soak.windows.iter().all(|w| w.slos_hold), "{soak:?}");
+    let unsure = soak.windows.iter().filter(|w| !w.slos_surely_hold).count();
+    assert!(soak.windows.iter().all(|w| w.slos_surely_hold == (w.completed >= 72)), "{soak:?}");
+    let said = match unsure {
+        0 => "every SLO held with 95 % confidence".to_string(),
+        n => format!("every SLO held by value, in {n} of 3 windows not significantly"),
+    };
+    assert!(out.contains(&said), "{said}: {out}");
     assert!(out.contains("RSS (MiB)"), "the soak's table: {out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
