@@ -58,6 +58,20 @@ pub fn usable_capacity(levels: &[LevelOutcome]) -> Option<f64> {
     sorted.iter().take_while(|l| l.surely_holds).last().map(|l| l.load)
 }
 
+/// A search's step from a level that held, whose SLO nearest its bound used `used` of it
+/// (value ÷ bound: 0.96 for a P95 TPOT of 48 ms against 50 ms): ×4 while every SLO uses under
+/// a quarter of its bound, ×2 in between, and past 55 % the step to where that SLO would reach
+/// 110 % of its bound if it grew in proportion to the load (between ×1.05 and ×2): a level just
+/// past the limit, not one far beyond it.
+pub fn search_step(used: f64) -> f64 {
+    match used {
+        u if !u.is_finite() => 2.0,
+        u if u < 0.25 => 4.0,
+        u if u > 0.55 => (1.1 / u).clamp(1.05, 2.0),
+        _ => 2.0,
+    }
+}
+
 /// Two sweeps of one setup whose capacities cannot both be right: one side's usable capacity
 /// (held there and at every level below, with confidence) is at or above a load where the
 /// other side's SLOs broke (the point estimate). `run` and `capacity`, or one run today and
@@ -448,5 +462,14 @@ mod tests {
         assert_eq!((c.held_by, c.usable, c.broke_at), (1, 16.0, 10.0));
         let agreeing = [l(1.0, true), l(16.0, true), l(24.0, true), l(32.0, false)];
         assert_eq!(contradiction(&run, &agreeing), None, "the limit lies in 24–32 on one, 16–64 on the other");
+    }
+
+    /// Under a quarter: ×4; to 55 %: ×2; above: to 110 % of the bound, 1.1 ÷ used, within
+    /// ×1.05–×2 (0.96 → 1.146; at or past the bound, 5 % more).
+    #[test]
+    fn a_search_steps_less_the_nearer_an_slo_is_to_its_bound() {
+        assert_eq!((search_step(0.1), search_step(0.4), search_step(f64::NAN)), (4.0, 2.0, 2.0));
+        assert!((search_step(0.96) - 1.1 / 0.96).abs() < 1e-12);
+        assert_eq!((search_step(0.56), search_step(1.2)), (1.1 / 0.56, 1.05));
     }
 }

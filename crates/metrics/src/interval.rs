@@ -303,6 +303,21 @@ impl SloResult {
     }
 }
 
+/// The fewest measured requests a level needs for the percentiles it reports and judges: a
+/// 95 % interval closed above ([`min_samples`]) for every per-request percentile among `slos`
+/// (ITL's samples are its gaps, many per request; P0 and P100 are the minimum and the maximum,
+/// judged as counted) and for the P95 every table shows; at most `at_most`.
+pub fn min_requests(slos: &[Slo], at_most: usize) -> usize {
+    use crate::slo::Metric;
+    slos.iter()
+        .filter(|s| s.metric != Metric::Itl)
+        .filter_map(|s| match s.stat {
+            Stat::P(p) if p > 0.0 && p < 100.0 => Some(min_samples(p / 100.0).min(at_most)),
+            _ => None,
+        })
+        .fold(min_samples(0.95), usize::max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,5 +415,21 @@ mod tests {
         assert_eq!(block_for(10.0, 0.5), 10);
         assert_eq!(block_for(10.0, 0.0), 1);
         assert_eq!(block_for(10.0, 4.0), BINS / 8, "at most an eighth of the window");
+    }
+
+    #[test]
+    fn a_level_measures_what_its_percentiles_need() {
+        assert_eq!(min_requests(&parse_slos("error_rate=1%").unwrap(), 1_000_000), 72, "the tables' P95");
+        assert_eq!(
+            min_requests(&parse_slos("ttft_p99=1s,itl_p99.9=1s").unwrap(), 1_000_000),
+            368,
+            "ITL's gaps do not count"
+        );
+        assert_eq!(
+            min_requests(&parse_slos("ttft_p100=1s").unwrap(), 1_000_000),
+            72,
+            "a P100 is the maximum, as counted"
+        );
+        assert_eq!(min_requests(&parse_slos("ttft_p99.99=1s").unwrap(), 1000), 1000, "at most as asked");
     }
 }

@@ -15,6 +15,7 @@
 //! typed reader, and no crate below the cli may import from this one — a number that a
 //! stored file or a verdict needs belongs in `metrics` or `results`, not here.
 
+pub mod calibrate;
 pub mod columns;
 pub mod conclusion;
 pub mod console;

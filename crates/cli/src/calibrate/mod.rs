@@ -5,7 +5,6 @@
 //! delay (loopback, HTTP, SSE parsing, scheduling), reported with the client's CPU per token.
 
 mod floor;
-mod verdict;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -513,16 +512,16 @@ fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
 }
 
 /// The calibration's verdict: streams per client core within the bound, and why a broken
-/// bound may not be the client's ([`verdict::per_core`]).
+/// bound may not be the client's ([`goodput_report::calibrate::per_core`]).
 fn per_core(levels: &[CalibrationLevel], cores: usize) -> String {
     let bound = format!(
         "chunk delay p99 ≤ {} ms and TTFT error p50 ≤ {} ms (less the mock's own lateness)",
         BOUND_CHUNK_P99_S * 1e3,
         BOUND_TTFT_P50_S * 1e3
     );
-    let seen: Vec<verdict::Seen> = levels
+    let seen: Vec<goodput_report::calibrate::Seen> = levels
         .iter()
-        .map(|l| verdict::Seen {
+        .map(|l| goodput_report::calibrate::Seen {
             streams: l.streams,
             within_bound: l.within_bound,
             cpu_share: l.cpu_share,
@@ -530,7 +529,7 @@ fn per_core(levels: &[CalibrationLevel], cores: usize) -> String {
             machine: l.machine.as_ref(),
         })
         .collect();
-    verdict::per_core(&seen, cores, &bound)
+    goodput_report::calibrate::per_core(&seen, cores, &bound)
 }
 
 /// The client's settings against the mock: token-id prompts, nothing beyond OpenAI's fields.

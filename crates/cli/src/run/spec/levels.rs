@@ -105,12 +105,7 @@ impl Search {
         if last.load >= self.max_load {
             return None;
         }
-        let step = match used {
-            u if !u.is_finite() => 2.0,
-            u if u < 0.25 => 4.0,
-            u if u > 0.55 => (1.1 / u).clamp(1.05, 2.0),
-            _ => 2.0,
-        };
+        let step = goodput_metrics::capacity::search_step(used);
         let to = |x: f64| (x * step).min(self.max_load);
         let arrival = match last.arrival {
             Arrival::Closed { users, think } => {
@@ -121,25 +116,6 @@ impl Search {
         };
         Some(LevelSpec { load: arrival.load(), arrival, duration: last.duration })
     }
-}
-
-/// The fewest measured requests a level needs for the percentiles it reports and judges: a
-/// 95 % interval closed above ([`goodput_metrics::interval::min_samples`]) for every
-/// per-request percentile among `slos` (ITL's samples are its gaps, many per request) and
-/// for the P95 every table shows.
-pub fn min_requests(slos: &[goodput_metrics::slo::Slo]) -> usize {
-    use goodput_metrics::slo::{Metric, Stat};
-    let p95 = goodput_metrics::interval::min_samples(0.95);
-    slos.iter()
-        .filter(|s| s.metric != Metric::Itl)
-        .filter_map(|s| match s.stat {
-            // P0 and P100 are the minimum and the maximum: judged as counted.
-            Stat::P(p) if p > 0.0 && p < 100.0 => {
-                Some(goodput_metrics::interval::min_samples(p / 100.0).min(MAX_REQUESTS))
-            }
-            _ => None,
-        })
-        .fold(p95, usize::max)
 }
 
 /// The most levels one sweep runs.
@@ -276,10 +252,6 @@ mod tests {
         assert_eq!(search.next(&rate, 0.4).map(|l| l.load), Some(6.0));
         let burst = LevelSpec { load: 4.0, arrival: Arrival::Burst { size: 4 }, duration: None };
         assert_eq!(search.next(&burst, 0.0), None);
-        use goodput_metrics::slo::parse_slos;
-        assert_eq!(min_requests(&parse_slos("error_rate=1%").unwrap()), 72, "the tables' P95");
-        assert_eq!(min_requests(&parse_slos("ttft_p99=1s,itl_p99.9=1s").unwrap()), 368, "ITL's gaps do not count");
-        assert_eq!(min_requests(&parse_slos("ttft_p100=1s").unwrap()), 72, "a P100 is the maximum, as counted");
         let per = PerLevel { requests: None, min_requests: 72, warmup: None, cooldown: Span::Count(0) };
         assert_eq!(Counts::of(&per, &at(1), false).requests, 72);
         assert_eq!(Counts::of(&per, &at(64), false).requests, 128);

@@ -155,7 +155,7 @@ impl RunSpec {
             None => levels::levels(&a, burstiness)?,
         };
         levels::check_distinct(&levels)?;
-        let min_requests = levels::min_requests(&slos);
+        let min_requests = goodput_metrics::interval::min_requests(&slos, MAX_REQUESTS);
         let per_level = PerLevel { requests: a.requests, min_requests, warmup: a.warmup, cooldown: a.cooldown };
         let search = search(&a, &workload, unit)?;
         check_slice(a.shard, &per_level, &levels, workload.is_sessions())?;

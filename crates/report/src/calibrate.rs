@@ -1,4 +1,4 @@
-//! `goodput calibrate`'s verdict: the streams per client core within the bound, and why a
+//! `goodput calibrate`'s verdict, in words: the streams per client core within the bound, and why a
 //! bound that broke may not be the client's (its cores idle there, or the machine busy).
 
 use goodput_metrics::machine::MachineLoad;
