@@ -21,9 +21,9 @@ use syn::visit::Visit;
 /// The longest a Rust file may be.
 const MAX_LINES: usize = 600;
 
-/// The most lines `crates/cli/src` may hold outside its tests (14,132 when last lowered; issue 49's
+/// The most lines `crates/cli/src` may hold outside its tests (14,047 when last lowered; issue 49's
 /// aim is 3,000). Lower it as code moves out; never raise it.
-const CLI_CEILING: usize = 14_140;
+const CLI_CEILING: usize = 14_050;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

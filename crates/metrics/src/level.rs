@@ -47,7 +47,7 @@ pub struct LevelSummary {
     pub errors: usize,
     pub timeouts: usize,
     /// The window the throughputs are counted over: the level's steady window where it has
-    /// one ([`crate::windowed`]), else from the first measured request's intended send to the
+    /// one (counted by `metrics::windowed`), else from the first measured request's intended send to the
     /// last one's end.
     #[serde(with = "crate::nan::Nullable")]
     #[schemars(range(min = 0.0))]
@@ -273,6 +273,16 @@ pub fn stat_value(records: &[&ClientRecord], metric: Metric, stat: Stat) -> Opti
 /// Summarises the measured records of a level at `load`, checking `slos`. Percentiles are
 /// taken over all raw samples of the window (never averaged across sub-windows).
 pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSummary {
+    let mut s = summary_of(load, records, slos);
+    if let (Some(start), Some(end)) = (records.iter().map(|r| r.intended).min(), records.iter().map(|r| r.end).max()) {
+        s.intervals = Some(intervals(records, records, start, end));
+    }
+    s
+}
+
+/// [`summarize`] without its intervals: for a caller that counts its throughputs (and so
+/// their intervals) over a window of its own, so the bootstraps are not run twice.
+pub(crate) fn summary_of(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSummary {
     let n = records.len();
     let mut s = LevelSummary { load, requests: n, ..Default::default() };
     if n == 0 {
@@ -328,7 +338,6 @@ pub fn summarize(load: f64, records: &[&ClientRecord], slos: &[Slo]) -> LevelSum
         .iter()
         .map(|&slo| SloResult::judge(slo, stat_value(records, slo.metric, slo.stat), &samples(records, slo.metric)))
         .collect();
-    s.intervals = Some(intervals(records, records, start, end));
     s
 }
 

@@ -70,6 +70,21 @@ pub struct ProcessSample {
     pub connections: Option<f64>,
 }
 
+impl ProcessSample {
+    /// The process figures of one `/metrics` scrape: `process_resident_memory_bytes` and
+    /// `process_open_fds` (Prometheus's process collector, as vLLM and goodput serve expose
+    /// them) and goodput serve's `goodput_http_connections`; `None` without any of them.
+    pub fn of_scrape(s: &goodput_core::ServerScrape) -> Option<ProcessSample> {
+        let p = ProcessSample {
+            at: s.at,
+            rss_bytes: s.gauges.get("process_resident_memory_bytes").copied(),
+            open_fds: s.gauges.get("process_open_fds").copied(),
+            connections: s.gauges.get("goodput_http_connections").copied(),
+        };
+        (p.rss_bytes.is_some() || p.open_fds.is_some() || p.connections.is_some()).then_some(p)
+    }
+}
+
 /// A rise of the target's memory, descriptors or connections from the first window to the
 /// last: beyond [`GROWTH_BY`] and beyond `floor` (32 MiB of memory, 16 descriptors or
 /// connections), where a steady load should hold them flat.

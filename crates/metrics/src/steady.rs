@@ -13,7 +13,7 @@
 //!   when requests arrive faster than they are served (guidellm's over-saturation): its
 //!   latencies then grow with the level's length, not with its load.
 //!
-//! The level's throughputs are counted over this window ([`crate::windowed`]): what the
+//! The level's throughputs are counted over this window (by `metrics::windowed`): what the
 //! target delivered while the load was what the level says, not while it ramped or drained.
 
 use goodput_core::{ClientRecord, Stamp};
@@ -141,7 +141,7 @@ pub fn bounds(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use goodput_core::RecordBuilder;
 
@@ -149,13 +149,15 @@ mod tests {
         Stamp(x * 1_000_000)
     }
 
-    /// A request sent at `from` ms, ending at `to` ms, with `n` tokens evenly after 10 ms.
-    fn req(id: u64, from: u64, to: u64, n: u64) -> ClientRecord {
+    /// A request sent at `from` ms, ending at `to` ms, with `n` tokens evenly after 10 ms
+    /// (shared with the windowed summary's tests).
+    pub(crate) fn req(id: u64, from: u64, to: u64, n: u64) -> ClientRecord {
         let step = (to - from - 10) / n.max(1);
         RecordBuilder::new(id)
             .intended(ms(from))
             .end(ms(to))
             .input(5)
+            .output(n as usize)
             .tokens_at((1..=n).map(|k| ms(from + 10 + k * step - step)))
             .build()
     }

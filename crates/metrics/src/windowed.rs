@@ -13,7 +13,7 @@
 //! A level without a steady window (no measured request, or none of any length) keeps the
 //! measured requests' own window ([`crate::level::summarize`]).
 
-use crate::level::{intervals, request_is_good, summarize as over_requests, LevelSummary};
+use crate::level::{intervals, request_is_good, summarize as over_requests, summary_of, LevelSummary};
 use crate::slo::Slo;
 use crate::steady::{bounds, Steady};
 use goodput_core::{ClientRecord, Stamp};
@@ -44,7 +44,7 @@ pub fn summarize(
     let Some(b) = bounds(all, measured, closed, until) else {
         return (over_requests(load, measured, slos), None);
     };
-    let mut s = over_requests(load, measured, slos);
+    let mut s = summary_of(load, measured, slos);
     served(&mut s, all, measured, (b.from, b.to), slos);
     (s, Some(b.steady))
 }
@@ -80,22 +80,10 @@ fn served(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_core::RecordBuilder;
+    use crate::steady::tests::req;
 
     fn ms(x: u64) -> Stamp {
         Stamp(x * 1_000_000)
-    }
-
-    /// A request sent at `from` ms, ending at `to` ms, with `n` tokens evenly after 10 ms.
-    fn req(id: u64, from: u64, to: u64, n: u64) -> ClientRecord {
-        let step = (to - from - 10) / n.max(1);
-        RecordBuilder::new(id)
-            .intended(ms(from))
-            .end(ms(to))
-            .input(5)
-            .output(n as usize)
-            .tokens_at((1..=n).map(|k| ms(from + 10 + k * step - step)))
-            .build()
     }
 
     /// Two users, each running back-to-back requests of 100 ms: user A from 0 to 1000 ms,

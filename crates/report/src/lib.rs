@@ -19,6 +19,7 @@ pub mod calibrate;
 pub mod columns;
 pub mod conclusion;
 pub mod console;
+pub mod cross_check;
 pub mod export;
 pub mod html;
 pub mod prediction;

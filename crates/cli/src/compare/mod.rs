@@ -14,14 +14,12 @@
 
 mod criterion;
 
-mod capacity;
-mod machine;
-
 use crate::runs::{load_run, Loaded};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_core::ClientRecord;
 use goodput_metrics::compare::{breaks, compare_repeats, parse_thresholds, Key, Row, Threshold, DEFAULT_KEYS};
+use goodput_report::cross_check;
 use goodput_report::text::key_value as fmt;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -224,6 +222,12 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
     let (rb, notes_b): (Vec<_>, Vec<_>) =
         dirs_b.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
     let notes: Vec<String> = notes_a.into_iter().chain(notes_b).flatten().collect();
+    // Each side's summaries, read once for what is said beside the table (a run killed
+    // before its first level has none).
+    let summaries = |dirs: &[PathBuf]| -> Vec<(PathBuf, goodput_results::RunSummary)> {
+        dirs.iter().filter_map(|d| Some((d.clone(), goodput_results::read_summary(d).ok()?))).collect()
+    };
+    let (sa, sb) = (summaries(&dirs_a), summaries(&dirs_b));
     for n in &notes {
         eprintln!("warning: incomplete run: {n}");
     }
@@ -242,9 +246,9 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
         .iter()
         .map(|n| format!("> **Incomplete run:** {n}\n\n"))
         .chain(unshared.iter().map(|u| format!("> **Not compared:** {u}\n\n")))
-        .chain(capacity::check(&dirs_a, &dirs_b))
-        .chain(machine::busy("A", &dirs_a))
-        .chain(machine::busy("B", &dirs_b))
+        .chain(cross_check::contradiction(&sa, &sb))
+        .chain(cross_check::busy("A", &sa))
+        .chain(cross_check::busy("B", &sb))
         .collect();
     let noise = if ra.len() > 1 || rb.len() > 1 {
         "noise: the spread of the repeats ((max − min) ÷ median)".to_string()

@@ -12,20 +12,9 @@ use std::time::Duration;
 /// How often the in-process sampler reads `/proc/self`.
 pub const EVERY: Duration = Duration::from_secs(1);
 
-/// The process figures of each scrape: `process_resident_memory_bytes` and `process_open_fds`
-/// (Prometheus's process collector, as vLLM and goodput serve expose them) and goodput
-/// serve's `goodput_http_connections`.
+/// The process figures of each scrape ([`ProcessSample::of_scrape`]).
 pub fn of_scrapes(scrapes: &[ServerScrape]) -> Vec<ProcessSample> {
-    scrapes
-        .iter()
-        .map(|s| ProcessSample {
-            at: s.at,
-            rss_bytes: s.gauges.get("process_resident_memory_bytes").copied(),
-            open_fds: s.gauges.get("process_open_fds").copied(),
-            connections: s.gauges.get("goodput_http_connections").copied(),
-        })
-        .filter(|p| p.rss_bytes.is_some() || p.open_fds.is_some() || p.connections.is_some())
-        .collect()
+    scrapes.iter().filter_map(ProcessSample::of_scrape).collect()
 }
 
 /// This process sampled every [`EVERY`] until [`Sampler::finish`].

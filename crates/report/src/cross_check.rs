@@ -1,24 +1,18 @@
-//! The two sides' capacities held against each other ([`contradiction`]): `run` and
-//! `capacity`, or two days' runs of one setup, that cannot both be right are flagged, with
-//! what the machine was doing at the level that broke.
+//! What `goodput compare` says of the runs beside its table: two sides whose capacities
+//! cannot both be right ([`contradiction`]), and levels measured on a busy machine ([`busy`]),
+//! each as a Markdown paragraph from the runs' summaries.
 
-use goodput_metrics::capacity::{contradiction, LevelOutcome};
+use goodput_metrics::capacity::LevelOutcome;
 use goodput_results::RunSummary;
 use std::path::PathBuf;
 
-/// A side's summaries that can be read (a run killed before its first level has none).
-fn summaries(dirs: &[PathBuf]) -> Vec<(PathBuf, RunSummary)> {
-    dirs.iter().filter_map(|d| Some((d.clone(), goodput_results::read_summary(d).ok()?))).collect()
-}
-
 /// The first contradiction between a run of A and a run of B, as a Markdown paragraph; `None`
 /// when every pair agrees (or a side has no summary).
-pub fn check(dirs_a: &[PathBuf], dirs_b: &[PathBuf]) -> Option<String> {
-    let (sa, sb) = (summaries(dirs_a), summaries(dirs_b));
+pub fn contradiction(sa: &[(PathBuf, RunSummary)], sb: &[(PathBuf, RunSummary)]) -> Option<String> {
     let outcomes = |s: &RunSummary| -> Vec<LevelOutcome> { s.levels.iter().map(|l| l.outcome()).collect() };
-    for (da, a) in &sa {
-        for (db, b) in &sb {
-            let Some(c) = contradiction(&outcomes(a), &outcomes(b)) else { continue };
+    for (da, a) in sa {
+        for (db, b) in sb {
+            let Some(c) = goodput_metrics::capacity::contradiction(&outcomes(a), &outcomes(b)) else { continue };
             let ((held, hd), (broke, bd)) = if c.held_by == 0 { ((a, da), (b, db)) } else { ((b, db), (a, da)) };
             let (hn, bn) = if c.held_by == 0 { ("A", "B") } else { ("B", "A") };
             let unit = held.load_unit;
@@ -43,4 +37,29 @@ pub fn check(dirs_a: &[PathBuf], dirs_b: &[PathBuf]) -> Option<String> {
         }
     }
     None
+}
+
+/// The levels of `runs` measured on a busy or drifting machine, as a Markdown paragraph
+/// naming `side`; `None` when every level was quiet.
+pub fn busy(side: &str, runs: &[(PathBuf, RunSummary)]) -> Option<String> {
+    let flagged: Vec<String> = runs
+        .iter()
+        .flat_map(|(d, s)| {
+            let unit = s.load_unit;
+            s.levels
+                .iter()
+                .filter_map(|l| {
+                    let why: Vec<String> = l.machine.as_ref()?.busy().iter().map(ToString::to_string).collect();
+                    (!why.is_empty())
+                        .then(|| format!("`{}` at {} {unit} ({})", d.display(), l.summary.load, why.join("; ")))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    (!flagged.is_empty()).then(|| {
+        format!(
+            "> **Busy machine ({side}):** {}. A change at those levels may be the machine's, not the code's: rerun on a quiet machine, or give repeats (the noise becomes their spread).\n\n",
+            flagged.join(", ")
+        )
+    })
 }
