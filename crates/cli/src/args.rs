@@ -1,13 +1,7 @@
 //! Arguments shared by the commands that load a model and build an engine.
 
-use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device};
 use clap::Args;
-use goodput_core::{Catalog, ModelSpec, WeightsSource};
-use goodput_engine::loader::{self, ChatFormat, LoadedModel};
-use goodput_engine::model_files::{self, NamedModel};
-use goodput_engine::tokenizer::Tokenizer;
-use goodput_engine::EngineConfig;
+use goodput_engine::source::{EngineOptions, ModelSource};
 use goodput_metrics::slo::parse_secs;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -51,115 +45,18 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    pub fn catalog(&self) -> Result<Catalog> {
-        Ok(match &self.catalog {
-            Some(p) => Catalog::from_path(p)?,
-            None => Catalog::builtin(),
-        })
-    }
-
-    /// What --model names: the spec and its own weights.
-    pub fn named(&self) -> Result<NamedModel> {
-        Ok(model_files::resolve(&self.model, &self.catalog()?)?)
-    }
-
-    pub fn spec(&self) -> Result<ModelSpec> {
-        Ok(self.named()?.spec)
-    }
-
-    pub fn device_dtype(&self) -> Result<(Device, DType)> {
-        let device = loader::device(&self.device)?;
-        let dtype = match &self.dtype {
-            Some(d) => loader::parse_precision(d)?.0,
-            None => loader::default_dtype(&device),
-        };
-        Ok((device, dtype))
-    }
-
-    /// Whether `--dtype fp8` asks for e4m3 projections.
-    pub fn fp8(&self) -> bool {
-        self.dtype.as_deref().is_some_and(|d| matches!(loader::parse_precision(d), Ok((_, true))))
-    }
-
-    /// Loads the model; RoPE tables cover `max_len` positions. The tokenizer is --tokenizer's,
-    /// else the weights' own; dummy weights of a model named by its files run behind that
-    /// model's tokenizer (and chat template), as vLLM's `--load-format dummy` does.
-    pub fn load(&self, max_len: usize) -> Result<LoadedModel> {
-        let named = self.named()?;
-        let weights = match &self.weights {
-            Some(w) => WeightsSource::parse(w)?,
-            None => named.weights.clone(),
-        };
-        let (device, dtype) = self.device_dtype()?;
-        let spec = &named.spec;
-        // The tokenizer first: a wrong one is refused in a second, not after the weights load.
-        let dummy = matches!(weights, WeightsSource::Dummy { .. });
-        let own = if self.tokenizer.is_some() || dummy { self.own_tokenizer(&named)? } else { None };
-        if let Some((tok, _)) = &own {
-            model_files::check_fits(tok, spec)?;
+    /// The model these flags name, as the library takes it.
+    pub fn source(&self) -> ModelSource {
+        ModelSource {
+            model: self.model.clone(),
+            catalog: self.catalog.clone(),
+            weights: self.weights.clone(),
+            tokenizer: self.tokenizer.clone(),
+            device: self.device.clone(),
+            dtype: self.dtype.clone(),
         }
-        let mut l = loader::load(spec, &weights, &device, dtype, max_len)
-            .with_context(|| format!("loading model `{}` ({} weights)", spec.name, weights.kind()))?;
-        if let Some(w) = quantized_on_cpu(&weights, &device) {
-            eprintln!("goodput: warning: {w}");
-        }
-        if self.fp8() {
-            let n = l.model.quantize_fp8()?;
-            l.weights_origin = format!("{}; {n} projections in fp8 e4m3, per-channel scales", l.weights_origin);
-        }
-        if let Some((tok, chat)) = own {
-            l.tokenizer = tok;
-            if chat.template.is_some() || l.chat.template.is_none() {
-                l.chat = chat;
-            }
-        }
-        Ok(l)
-    }
-
-    /// --tokenizer's, else the tokenizer of the real weights `--weights` gives (a client's
-    /// prompts against a server of those weights are written in their tokens), else of the
-    /// files --model names; `None` for a catalog name on dummy weights.
-    fn own_tokenizer(&self, named: &NamedModel) -> Result<Option<(Tokenizer, ChatFormat)>> {
-        if let Some(t) = &self.tokenizer {
-            return Ok(Some(model_files::load_tokenizer(t)?));
-        }
-        let given = self.weights.as_deref().map(WeightsSource::parse).transpose()?;
-        let weights = match given {
-            Some(w) if !matches!(w, WeightsSource::Dummy { .. }) => w,
-            _ => named.weights.clone(),
-        };
-        Ok(match &weights {
-            WeightsSource::Dir(d) => Some(model_files::load_tokenizer(&d.display().to_string())?),
-            WeightsSource::HfCache => named.spec.hf_repo.as_deref().map(model_files::load_tokenizer).transpose()?,
-            WeightsSource::Gguf { path, .. } => {
-                let src = goodput_engine::weights::GgufSource::open(path, false, DType::F32, Device::Cpu)?;
-                let tok =
-                    Tokenizer::from_gguf(src.metadata()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-                let chat = ChatFormat::from_gguf(src.metadata(), &tok);
-                Some((tok, chat))
-            }
-            WeightsSource::Dummy { .. } => None,
-        })
-    }
-
-    /// The tokenizer of a model served elsewhere: [`ModelArgs::own_tokenizer`], else the
-    /// catalog model's in the local Hugging Face cache; `None` when there is none.
-    pub fn client_tokenizer(&self) -> Result<Option<Tokenizer>> {
-        let named = self.named()?;
-        if let Some((tok, _)) = self.own_tokenizer(&named)? {
-            return Ok(Some(tok));
-        }
-        Ok(match &named.spec.hf_repo {
-            Some(repo) if model_files::hf_cache_file(repo, "tokenizer.json").is_some() => {
-                Some(model_files::load_tokenizer(repo)?.0)
-            }
-            _ => None,
-        })
     }
 }
-
-/// The KV memory when `--kv-memory` is not given.
-pub const DEFAULT_KV_MEMORY: u64 = 1 << 30;
 
 #[derive(Args, Debug, Clone)]
 pub struct EngineArgs {
@@ -207,48 +104,31 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
-    /// `--kv-memory`, or its default.
-    pub fn kv_memory_bytes(&self) -> u64 {
-        self.kv_memory.unwrap_or(DEFAULT_KV_MEMORY)
-    }
-
-    /// Process-wide settings that must hold before a model loads (on CUDA the load times the
-    /// matmul kernels by launching them): programmatic dependent launch on or off, and where
-    /// long prefill chunks go.
-    pub fn apply_before_load(&self) {
-        goodput_engine::cuda::set_pdl(!self.no_pdl);
-        goodput_engine::cuda::set_flash_prefill(!self.no_flash_prefill);
-    }
-
-    pub fn config(&self) -> Result<EngineConfig> {
-        if self.block_size == 0 {
-            bail!("--block-size must be at least 1");
-        }
-        let bounds = [
-            ("--block-size", self.block_size, 1 << 12),
-            ("--max-num-seqs", self.max_num_seqs, 1 << 16),
-            ("--max-num-batched-tokens", self.max_num_batched_tokens, 1 << 24),
-            ("--kv-blocks", self.kv_blocks.unwrap_or(0), 1 << 28),
-            ("--max-model-len", self.max_model_len.unwrap_or(0), 1 << 26),
-        ];
-        if let Some((flag, v, max)) = bounds.into_iter().find(|&(_, v, max)| v > max) {
-            bail!("{flag}: {v} is beyond what the engine takes (at most {max})");
-        }
-        Ok(EngineConfig {
+    /// The engine's settings these flags give, as the library takes them.
+    pub fn options(&self) -> EngineOptions {
+        EngineOptions {
+            kv_blocks: self.kv_blocks,
+            kv_memory: self.kv_memory,
             block_size: self.block_size,
-            num_blocks: self.kv_blocks,
-            kv_memory: self.kv_memory_bytes(),
             max_num_batched_tokens: self.max_num_batched_tokens,
             max_num_seqs: self.max_num_seqs,
-            enable_prefix_caching: !self.no_prefix_caching,
             max_model_len: self.max_model_len,
-            cpus: None,
-            step_delay: self.test_step_delay,
+            prefix_caching: !self.no_prefix_caching,
             cuda_graphs: !self.no_cuda_graphs,
-            cuda_mixed_graphs: !self.no_mixed_graphs,
-            cuda_pdl: !self.no_pdl,
-        })
+            mixed_graphs: !self.no_mixed_graphs,
+            flash_prefill: !self.no_flash_prefill,
+            pdl: !self.no_pdl,
+            step_delay: self.test_step_delay,
+        }
     }
+}
+
+/// Loads the model `source` names, printing what the load warns of.
+pub fn load(source: &ModelSource, max_len: usize) -> anyhow::Result<goodput_engine::loader::LoadedModel> {
+    let mut warnings = Vec::new();
+    let loaded = source.load(max_len, &mut warnings)?;
+    warnings.iter().for_each(|w| eprintln!("goodput: warning: {w}"));
+    Ok(loaded)
 }
 
 /// A warm-up or cool-down: a count or a time.
@@ -324,22 +204,6 @@ pub(crate) fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
     duration_within(s, parse_secs(s).filter(|x| *x >= 0.0), "0s, 500ms")
 }
 
-/// What to say of quantized GGUF weights run on the CPU: candle's quantized matmul there is
-/// far slower than the dense path the same weights take dequantized (SmolLM2-135M Q4_1, two
-/// cores, 320-token prompt: prefill 14.3 s against 0.58 s in bf16, decode 17.9 against 79.8
-/// tok/s), so a server on it measures the kernel, not serving. `None` for anything else.
-pub(crate) fn quantized_on_cpu(weights: &WeightsSource, device: &Device) -> Option<String> {
-    match weights {
-        WeightsSource::Gguf { path, dequantize: false } if device.is_cpu() => Some(format!(
-            "{0}: quantized GGUF weights run on the CPU through candle's quantized matmul, over 20× slower to \
-             prefill than dense weights; `--weights {0}:dequant` runs them dequantized (with slightly different \
-             numerics: candle also quantizes the activations)",
-            path.display()
-        )),
-        _ => None,
-    }
-}
-
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     duration_within(s, parse_secs(s).filter(|x| *x > 0.0), "120s, 500ms")
 }
@@ -347,15 +211,6 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quantized_gguf_on_the_cpu_is_said_and_nothing_else() {
-        let gguf = |dequantize| WeightsSource::Gguf { path: "m.gguf".into(), dequantize };
-        let w = quantized_on_cpu(&gguf(false), &Device::Cpu).unwrap();
-        assert!(w.starts_with("m.gguf: quantized GGUF") && w.contains("--weights m.gguf:dequant"), "{w}");
-        assert!(quantized_on_cpu(&gguf(true), &Device::Cpu).is_none());
-        assert!(quantized_on_cpu(&WeightsSource::Dummy { seed: 0 }, &Device::Cpu).is_none());
-    }
 
     #[test]
     fn friendly_values() {

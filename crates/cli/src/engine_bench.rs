@@ -419,7 +419,7 @@ fn bench_decode(
 }
 
 pub fn run(mut a: BenchArgs) -> Result<()> {
-    let spec = a.model.spec()?;
+    let spec = a.model.source().spec()?;
     let z = sizes(&mut a, &spec)?;
     if let Some(rows) = a.cuda_long_chunk {
         #[cfg(feature = "cuda")]
@@ -430,7 +430,7 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
     goodput_engine::cuda::set_pdl(!a.no_pdl);
     goodput_engine::cuda::set_flash_prefill(!a.no_flash_prefill);
     goodput_engine::cuda::set_fused_swiglu(!a.no_fused_swiglu);
-    let mut loaded = a.model.load(z.max_len)?;
+    let mut loaded = crate::args::load(&a.model.source(), z.max_len)?;
     loaded.model.time_parts = loaded.model.device.is_cpu();
     loaded.model.attention = match a.attention {
         Attention::Paged => AttentionImpl::Paged,

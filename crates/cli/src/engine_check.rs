@@ -12,6 +12,7 @@
 //! agreement of each bf16 rounding scheme (`crate::rounding_study`).
 
 use crate::args::ModelArgs;
+use goodput_engine::source::ModelSource;
 use crate::rounding_study::Sequences;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -354,8 +355,8 @@ fn load(a: &ModelArgs, device: &str, dtype: &str, max_len: usize) -> Result<Llam
 }
 
 fn load_with_tokenizer(a: &ModelArgs, device: &str, dtype: &str, max_len: usize) -> Result<LoadedModel> {
-    let m = ModelArgs { device: device.into(), dtype: Some(dtype.into()), ..a.clone() };
-    m.load(max_len).with_context(|| format!("loading {} on {device} at {dtype}", a.model))
+    let m = ModelSource { device: device.into(), dtype: Some(dtype.into()), ..a.source() };
+    crate::args::load(&m, max_len).with_context(|| format!("loading {} on {device} at {dtype}", a.model))
 }
 
 pub fn run(a: CheckArgs) -> Result<()> {
@@ -366,9 +367,9 @@ pub fn run(a: CheckArgs) -> Result<()> {
     if a.rounding_study {
         return rounding_study(&a, max_len);
     }
-    let (device, dtype) = a.model.device_dtype()?;
+    let (device, dtype) = a.model.source().device_dtype()?;
     // `fp8` is bf16 with e4m3 projections: the flag's own word, not the dtype's.
-    let fp8 = a.model.fp8();
+    let fp8 = a.model.source().fp8();
     let dtype = if fp8 { "fp8".to_string() } else { format!("{dtype:?}").to_lowercase() };
     let cpu = load(&a.model, "cpu", "f32", max_len)?;
     let dev32 = load(&a.model, &a.model.device, "f32", max_len)?;

@@ -46,10 +46,10 @@ pub struct GenerateArgs {
 }
 
 pub fn run(a: GenerateArgs) -> Result<()> {
-    let spec = a.model.spec()?;
+    let spec = a.model.source().spec()?;
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings);
-    a.engine.apply_before_load();
-    let loaded = a.model.load(max_len)?;
+    a.engine.options().apply_before_load();
+    let loaded = crate::args::load(&a.model.source(), max_len)?;
     let tok = &loaded.tokenizer;
     let prompt: Vec<u32> = match (&a.prompt, &a.prompt_ids) {
         (_, Some(ids)) => parse_ids(ids)?,
@@ -77,7 +77,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         stop_token_ids: Vec::new(),
         reasoning_tokens: 0,
     };
-    let engine = Engine::start(loaded.model, a.engine.config()?, Clock::new(), None)?;
+    let engine = Engine::start(loaded.model, a.engine.options().config()?, Clock::new(), None)?;
     let stream = engine.handle().submit(prompt.clone(), params)?;
     let mut decoder = tok.decode_stream();
     let mut out = std::io::stdout().lock();

@@ -204,12 +204,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let spec = a.model.spec()?;
+    let spec = a.model.source().spec()?;
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
-    a.engine.apply_before_load();
-    let loaded = a.model.load(max_len)?;
+    a.engine.options().apply_before_load();
+    let loaded = crate::args::load(&a.model.source(), max_len)?;
     let name = a.served_model_name.clone().unwrap_or_else(|| spec.name.clone());
-    let mut cfg = a.engine.config()?;
+    let mut cfg = a.engine.options().config()?;
     cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
     let allowed = goodput_engine::affinity::allowed();
     let (http_cpus, warning) =

@@ -38,6 +38,7 @@ pub mod moe;
 pub(crate) mod mxfp4;
 pub(crate) mod rope;
 pub mod sampler;
+pub mod source;
 pub(crate) mod step;
 pub mod tokenizer;
 pub mod weights;

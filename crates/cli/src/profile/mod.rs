@@ -110,7 +110,7 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     if a.bootstrap > 10_000 {
         bail!("--bootstrap: {} resamples is more than needed (at most 10000)", a.bootstrap);
     }
-    let spec = a.model.spec()?;
+    let spec = a.model.source().spec()?;
     if !a.from_bench.is_empty() {
         return bench::run(&a, &spec);
     }
@@ -201,12 +201,12 @@ fn read_baseline(a: &ProfileArgs) -> Result<Option<Profile>> {
 /// The grid, measured on the engine thread pinned as asked.
 fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings);
-    a.engine.apply_before_load();
-    let loaded = a.model.load(max_len)?;
+    a.engine.options().apply_before_load();
+    let loaded = crate::args::load(&a.model.source(), max_len)?;
     let dtype = format!("{:?}", loaded.model.dtype).to_lowercase();
     let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };
     let weights = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
-    let mut cfg = a.engine.config()?;
+    let mut cfg = a.engine.options().config()?;
     // Chunks at a context are measured through the prefix cache; the cost of a step does not
     // depend on whether the cache is on, only on what the step computes.
     cfg.enable_prefix_caching = true;
@@ -337,7 +337,7 @@ fn from_steps(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
         steps.extend(these);
     }
     let first = &steps[0];
-    let cfg = a.engine.config()?;
+    let cfg = a.engine.options().config()?;
     let engine = ProfileEngine {
         block_size: first.block_size,
         num_blocks: first.usable_blocks + 1,
@@ -367,7 +367,7 @@ fn is_knot(t: Term) -> bool {
 /// The dtype the engine runs at with these flags (`--dtype`, or the device's default), named
 /// as a measured profile names it.
 fn dtype_name(a: &ProfileArgs) -> Result<String> {
-    let (_, dtype) = a.model.device_dtype()?;
+    let (_, dtype) = a.model.source().device_dtype()?;
     Ok(format!("{dtype:?}").to_lowercase())
 }
 

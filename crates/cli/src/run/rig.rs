@@ -91,7 +91,7 @@ fn load_model(s: &RunSpec) -> Result<Model> {
         });
     }
     s.engine.apply_before_load();
-    let l = s.model_args.load(s.max_len)?;
+    let l = crate::args::load(&s.model_args, s.max_len)?;
     let device = if l.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", l.model.device) };
     Ok(Model {
         weights: format!("{} ({})", l.weights_kind, l.weights_origin),

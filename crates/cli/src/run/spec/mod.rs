@@ -20,7 +20,8 @@ pub use load::Pacing;
 pub use target::{HttpSpec, Simulation, TargetSpec};
 
 use super::args::RunArgs;
-use crate::args::{EngineArgs, ModelArgs, Span};
+use crate::args::Span;
+use goodput_engine::source::{EngineOptions, ModelSource};
 use crate::workload::{build_workload, WorkloadSpec};
 use anyhow::{bail, Result};
 use goodput_core::ModelSpec;
@@ -65,10 +66,10 @@ pub struct RunSpec {
     pub slos: Vec<Slo>,
     pub model: ModelSpec,
     /// How the model is loaded (its files, tokenizer, device and dtype), as given.
-    pub model_args: ModelArgs,
+    pub model_args: ModelSource,
     /// The engine's flags as given: the setup's settings, and what must hold before a model
     /// loads (the checked configuration is the target's).
-    pub engine: EngineArgs,
+    pub engine: EngineOptions,
     /// The longest sequence the engine (or the prompts) may reach.
     pub max_len: usize,
     pub workload: WorkloadSpec,
@@ -119,7 +120,7 @@ impl RunSpec {
     /// Checks `a` and takes what every later step needs from it.
     pub fn new(a: RunArgs) -> Result<RunSpec> {
         let slos = load::slos(&a)?;
-        let model = a.model.spec()?;
+        let model = a.model.source().spec()?;
         if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
             bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);
         }
@@ -168,8 +169,8 @@ impl RunSpec {
         Ok(RunSpec {
             slos,
             model,
-            model_args: a.model,
-            engine: a.engine,
+            model_args: a.model.source(),
+            engine: a.engine.options(),
             max_len,
             workload,
             target,
@@ -218,7 +219,7 @@ impl RunSpec {
             max_num_batched_tokens: e.max_num_batched_tokens,
             max_num_seqs: e.max_num_seqs,
             max_model_len: self.max_len,
-            prefix_caching: !e.no_prefix_caching,
+            prefix_caching: e.prefix_caching,
         }
     }
 

@@ -108,7 +108,7 @@ impl TargetSpec {
     /// place with the target is refused, then the engine's and the client's settings checked.
     pub(super) fn new(a: &RunArgs, model: &ModelSpec, reasons: bool) -> Result<Self> {
         let engine = || -> Result<EngineConfig> {
-            let mut cfg = a.engine.config()?;
+            let mut cfg = a.engine.options().config()?;
             cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
             Ok(cfg)
         };
