@@ -1,6 +1,7 @@
 //! Arguments shared by the commands that load a model and build an engine.
 
 use clap::Args;
+pub use goodput_bench::run::spec::Span;
 use goodput_engine::source::{EngineOptions, ModelSource};
 use goodput_metrics::slo::parse_secs;
 use std::path::PathBuf;
@@ -129,31 +130,6 @@ pub fn load(source: &ModelSource, max_len: usize) -> anyhow::Result<goodput_engi
     let loaded = source.load(max_len, &mut warnings)?;
     warnings.iter().for_each(|w| eprintln!("goodput: warning: {w}"));
     Ok(loaded)
-}
-
-/// A warm-up or cool-down: a count or a time.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Span {
-    Count(usize),
-    Time(Duration),
-}
-
-impl Span {
-    pub fn count(self) -> usize {
-        match self {
-            Span::Count(n) => n,
-            Span::Time(_) => 0,
-        }
-    }
-    pub fn time(self) -> Duration {
-        match self {
-            Span::Count(_) => Duration::ZERO,
-            Span::Time(d) => d,
-        }
-    }
-    pub fn is_zero(self) -> bool {
-        self.count() == 0 && self.time().is_zero()
-    }
 }
 
 pub fn parse_span(s: &str) -> Result<Span, String> {

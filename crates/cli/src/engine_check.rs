@@ -12,7 +12,6 @@
 //! agreement of each bf16 rounding scheme (`crate::rounding_study`).
 
 use crate::args::ModelArgs;
-use goodput_engine::source::ModelSource;
 use crate::rounding_study::Sequences;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -23,6 +22,7 @@ use goodput_engine::kv_cache::KvCache;
 use goodput_engine::loader::LoadedModel;
 use goodput_engine::moe::ExpertLoad;
 use goodput_engine::sampler::argmax;
+use goodput_engine::source::ModelSource;
 use goodput_engine::tokenizer::Tokenizer;
 use goodput_engine::{EngineConfig, EngineCore, Llama, StepBatch};
 use goodput_report::console as table;

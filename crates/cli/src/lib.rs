@@ -6,13 +6,10 @@
 
 mod args;
 mod calibrate;
-mod clockref;
 mod compare;
 mod connect;
-mod cpu;
 mod engine_bench;
 mod engine_check;
-mod fds;
 mod generate;
 mod hardware;
 mod merge;
@@ -22,11 +19,8 @@ mod profile;
 mod report;
 mod rounding_study;
 mod run;
-mod runs;
 mod serve;
 mod shell;
-mod simulate;
-mod target;
 mod workload;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

@@ -165,7 +165,7 @@ impl ServeArgs {
     }
 
     fn limits(&self) -> Result<ListenLimits> {
-        let files = crate::fds::soft_limit();
+        let files = goodput_bench::fds::soft_limit();
         // Room for the engine's own files, the listener and the log.
         let room = files.map(|n| n.saturating_sub(64) as usize);
         let max_connections = match (self.max_connections, room) {

@@ -184,8 +184,10 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         let mock0 = tasks_cpu(&mock_tids.lock().unwrap_or_else(|e| e.into_inner()));
         let _entered = pool.as_ref().map(|(w, _)| w.enter());
         // The mock serves from this process: the machine's other work is everyone else's.
-        let ((run, cpu), machine) = crate::cpu::watched(false, || {
-            crate::cpu::measure_with(&threads, || rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)))
+        let ((run, cpu), machine) = goodput_bench::cpu::watched(false, || {
+            goodput_bench::cpu::measure_with(&threads, || {
+                rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan))
+            })
         });
         let uk1 = user_kernel(&tids);
         let mock_s = tasks_cpu(&mock_tids.lock().unwrap_or_else(|e| e.into_inner())) - mock0;
@@ -230,7 +232,7 @@ fn mock_runtime(a: &CalibrateArgs) -> Result<(tokio::runtime::Runtime, Arc<Mutex
                     eprintln!("warning: --mock-cpus: {e}");
                 }
             }
-            if let Some(t) = crate::cpu::current_tid() {
+            if let Some(t) = goodput_bench::cpu::current_tid() {
                 seen.lock().unwrap_or_else(|e| e.into_inner()).push(t);
             }
         })
@@ -266,10 +268,10 @@ fn floor_level(
     mock: &Mock,
 ) -> Result<FloorLevel> {
     let stagger = if a.stagger { a.itl } else { Duration::ZERO };
-    let (u0, k0) = crate::cpu::thread_user_kernel_secs();
+    let (u0, k0) = goodput_bench::cpu::thread_user_kernel_secs();
     let (counts, reads) =
         rt.block_on(floor::level(addr, c, a.requests_per_stream, a.tokens, stagger, mock.clock)).context("--floor")?;
-    let (u1, k1) = crate::cpu::thread_user_kernel_secs();
+    let (u1, k1) = goodput_bench::cpu::thread_user_kernel_secs();
     let tokens = (c * a.requests_per_stream * a.tokens).max(1) as f64;
     let expected = c * a.requests_per_stream * (a.tokens + 2);
     if counts.events != expected {
@@ -319,7 +321,7 @@ fn client_pool(a: &CalibrateArgs) -> Result<Option<(goodput_workload::pool::Work
         if let Err(e) = goodput_engine::affinity::pin_current(&[cpus[k]]) {
             eprintln!("warning: client worker {k}: {e}");
         }
-        if let Some(t) = crate::cpu::current_tid() {
+        if let Some(t) = goodput_bench::cpu::current_tid() {
             seen.lock().unwrap_or_else(|e| e.into_inner()).push(t);
         }
     })?;
@@ -328,13 +330,13 @@ fn client_pool(a: &CalibrateArgs) -> Result<Option<(goodput_workload::pool::Work
 
 /// CPU seconds (user and kernel) so far of the threads `tids` of this process.
 fn tasks_cpu(tids: &[i32]) -> f64 {
-    tids.iter().map(|&t| crate::cpu::task_user_kernel_secs(t)).map(|(u, k)| u + k).sum()
+    tids.iter().map(|&t| goodput_bench::cpu::task_user_kernel_secs(t)).map(|(u, k)| u + k).sum()
 }
 
 /// User and kernel CPU seconds so far of this thread and the workers `tids`.
 fn user_kernel(tids: &[i32]) -> (f64, f64) {
-    let (u, k) = crate::cpu::thread_user_kernel_secs();
-    tids.iter().map(|&t| crate::cpu::task_user_kernel_secs(t)).fold((u, k), |(u, k), (a, b)| (u + a, k + b))
+    let (u, k) = goodput_bench::cpu::thread_user_kernel_secs();
+    tids.iter().map(|&t| goodput_bench::cpu::task_user_kernel_secs(t)).fold((u, k), |(u, k), (a, b)| (u + a, k + b))
 }
 
 /// The flags' own bounds, and enough open files for every stream's two sockets.
@@ -347,8 +349,8 @@ fn check(a: &CalibrateArgs) -> Result<()> {
     }
     // Each stream is a socket on both sides: the mock server runs in this process.
     let streams = a.concurrency.iter().max().copied().unwrap_or(0) as u64;
-    let need = crate::fds::needed(streams, 2);
-    if let Some(l) = crate::fds::raise_for(need).filter(|l| l.soft < need) {
+    let need = goodput_bench::fds::needed(streams, 2);
+    if let Some(l) = goodput_bench::fds::raise_for(need).filter(|l| l.soft < need) {
         bail!("{streams} streams need about {need} open files (client and server sockets); the limit is {}", l.soft);
     }
     Ok(())

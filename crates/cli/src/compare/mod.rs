@@ -14,9 +14,9 @@
 
 mod criterion;
 
-use crate::runs::{load_run, Loaded};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use goodput_bench::runs::{load_run, Loaded};
 use goodput_core::ClientRecord;
 use goodput_metrics::compare::{breaks, compare_repeats, parse_thresholds, Key, Row, Threshold, DEFAULT_KEYS};
 use goodput_report::cross_check;
@@ -216,7 +216,7 @@ fn keys(a: &CompareArgs) -> Result<(Vec<Key>, Vec<Threshold>)> {
 
 fn runs(a: &CompareArgs) -> Result<Outcome> {
     let (keys, thresholds) = keys(a)?;
-    let (dirs_a, dirs_b) = (crate::runs::side(&a.a)?, crate::runs::side(&a.b)?);
+    let (dirs_a, dirs_b) = (goodput_bench::runs::side(&a.a)?, goodput_bench::runs::side(&a.b)?);
     let (ra, notes_a): (Vec<_>, Vec<_>) =
         dirs_a.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
     let (rb, notes_b): (Vec<_>, Vec<_>) =

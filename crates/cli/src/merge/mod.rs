@@ -100,12 +100,12 @@ fn write(a: &MergeArgs, plan: &check::Plan, lost: &[Vec<verify::Lost>]) -> Resul
     writer.write_conclusion(&conclusion)?;
     if a.report {
         let page = a.out.join(goodput_results::files::REPORT);
-        crate::report::write(&goodput_results::Results::read(&a.out)?, &page)?;
+        goodput_report::html::write(&goodput_results::Results::read(&a.out)?, &page)?;
         eprintln!("report in {}", page.display());
     }
     eprintln!("merged run in {}", a.out.display());
     let empty = summary.levels.iter().any(|l| l.summary.completed == 0);
-    Ok(if empty { crate::run::EXIT_NOTHING_COMPLETED } else { crate::run::EXIT_OK })
+    Ok(if empty { goodput_bench::run::EXIT_NOTHING_COMPLETED } else { goodput_bench::run::EXIT_OK })
 }
 
 /// The tables, the shards and the conclusion (on stderr with `--json`, whose line is stdout's).

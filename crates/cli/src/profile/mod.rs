@@ -400,7 +400,7 @@ fn subsample(samples: Vec<Sample>, n: usize, seed: u64) -> Vec<Sample> {
 }
 
 fn fingerprint(a: &ProfileArgs, device: &str) -> Fingerprint {
-    let m = crate::run::machine();
+    let m = goodput_bench::run::machine();
     Fingerprint {
         cpu: m.cpu,
         logical_cpus: m.logical_cpus,

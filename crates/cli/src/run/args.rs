@@ -270,7 +270,7 @@ pub struct RunArgs {
     /// shards that ran on different machines on the reference's time line: `ntp://HOST[:PORT]`
     /// (the cluster's time server), or the URL of a `goodput serve` (its /goodput/clock).
     #[arg(long, value_name = "URL")]
-    pub clock_ref: Option<crate::clockref::ClockRef>,
+    pub clock_ref: Option<goodput_bench::clockref::ClockRef>,
     /// Run the whole sweep N times with one seed (the same prompts, lengths and arrivals) and
     /// report each level's metrics as their median over the repeats and their spread
     /// (min–max, and that range over the median): the run-to-run noise one run cannot show.

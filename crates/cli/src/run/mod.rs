@@ -1,34 +1,24 @@
-//! `goodput run`: a scenario through a sweep of load levels against the in-process engine or
-//! an HTTP server, with the three layers of numbers per level, SLO checks, usable and limit
-//! capacity, the queueing knee, and the written conclusion of the seeds. In steps: the
-//! [`args`] are consumed once into a checked [`spec`], the [`rig`] sets up the model, engine
-//! and target, each [`level`] runs and is reported, and the [`sweep`] writes, refines and
-//! concludes. Only `goodput run` and `goodput capacity` read the arguments; the rig, the sweep
-//! and the levels take the spec.
+//! `goodput run` and `goodput capacity`: the [`args`] (and a config file's runs, [`config`],
+//! and `--repeats`, [`repeats`]) consumed once into the library's checked [`goodput_bench::RunSpec`]
+//! ([`spec`]), one call of [`goodput_bench::run::run`] per run with the terminal's [`view`],
+//! and the matrix of a config file or of repeats run by run. Only these commands read the
+//! arguments; the benchmark itself is `goodput-bench`'s.
 
 mod args;
-mod clock;
 mod config;
-mod exporter;
-mod interrupt;
-mod level;
-mod live;
-mod process;
-mod records;
 mod repeats;
-mod rig;
 mod spec;
-mod sweep;
+mod view;
 
 pub use args::{parse_run, CapacityArgs, RunArgs};
 pub use config::strip;
-pub use rig::machine;
 
 use anyhow::{bail, Result};
+use goodput_bench::run::interrupt;
+use goodput_bench::run::{EXIT_INTERRUPTED, EXIT_OK};
 use goodput_results::matrix::{Axis, MatrixIndex, MatrixRun, INDEX_FORMAT};
 use goodput_workload::Stop;
 use std::path::Path;
-use sweep::Sweep;
 
 /// `goodput capacity`: levels 1, 2, 4, … users up to `--max-users`, stopping at the first
 /// level whose SLOs break, then `--refine` bisection steps.
@@ -47,8 +37,8 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
         bail!("goodput capacity searches over users; a trace sends at its own times: use `run --trace F --trace-speedup 1,2,4`");
     }
     let max_users = a.max_users.unwrap_or(256);
-    if max_users == 0 || max_users > spec::MAX_USERS {
-        bail!("--max-users must be between 1 and {}, got {max_users}", spec::MAX_USERS);
+    if max_users == 0 || max_users > goodput_bench::run::spec::MAX_USERS {
+        bail!("--max-users must be between 1 and {}, got {max_users}", goodput_bench::run::spec::MAX_USERS);
     }
     a.concurrency =
         std::iter::successors(Some(1usize), |&u| u.checked_mul(2)).take_while(|&u| u <= max_users).collect();
@@ -58,38 +48,6 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
     (a.stop_at_first_failure, a.search) = (true, false);
     run(a)
 }
-
-/// Raises the open-file limit toward what the largest level's connections need (generously:
-/// [`crate::fds::needed`]); when even the hard limit leaves too little room for them beside
-/// the files open now, says so once, with the numbers (connections past it fail with EMFILE).
-fn raise_open_files(spec: &spec::RunSpec) {
-    let Some((level, in_flight, bounded, sides)) = spec.connections() else { return };
-    let Some(limit) = crate::fds::raise_for(crate::fds::needed(in_flight, sides)) else { return };
-    let open = crate::fds::open_now().unwrap_or(crate::fds::MARGIN);
-    let room = crate::fds::room(limit.soft, open, sides);
-    if room >= in_flight {
-        return;
-    }
-    let what = if bounded {
-        format!("{in_flight} requests in flight")
-    } else {
-        format!(
-            "up to {in_flight} requests in flight if they last until their --timeout (--max-concurrency bounds them)"
-        )
-    };
-    let each = if sides == 2 { "a socket on each side" } else { "a socket" };
-    eprintln!(
-        "warning: the open-file limit is {} (hard limit {}, {open} open now), and the level at {} {} may have {what}, each holding {each}: past about {room} in flight new connections fail with \"Too many open files\"; raise the hard limit (`ulimit -Hn`, LimitNOFILE= for a service)",
-        limit.soft, limit.hard, level.load, spec.unit
-    );
-}
-
-/// `goodput run`'s exit status when every level measured a completed request.
-pub const EXIT_OK: i32 = 0;
-/// A level measured no completed request: its numbers describe failures only.
-pub const EXIT_NOTHING_COMPLETED: i32 = 3;
-/// Interrupted (SIGINT or SIGTERM): what finished is written, the run marked incomplete.
-pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// `goodput run` from the command line: with `--config`, the file's run or matrix (`matches`
 /// are `run`'s, to tell which flags the command line set); with `--repeats N`, the run or
@@ -184,7 +142,7 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<con
         }
     }
     if index.repeated() {
-        match repeats::summarize(root, &index).and_then(|s| Ok(s.write(root).map(|()| s)?)) {
+        match goodput_bench::repeats::summarize(root, &index).and_then(|s| Ok(s.write(root).map(|()| s)?)) {
             Ok(spread) => {
                 let table = goodput_report::console::repeats(&spread);
                 if json {
@@ -212,37 +170,15 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<con
 
 /// `goodput run`: the arguments checked into a spec, the rig set up, the levels run one by one (each written
 /// as it finishes), refinement levels added, then the tables, the conclusion and the report.
-/// Returns the exit status: [`EXIT_OK`], [`EXIT_NOTHING_COMPLETED`] or [`EXIT_INTERRUPTED`].
+/// Returns the exit status: [`EXIT_OK`], [`goodput_bench::run::EXIT_NOTHING_COMPLETED`] or [`EXIT_INTERRUPTED`].
 pub fn run(a: RunArgs) -> Result<i32> {
     run_until(a, interrupt::install())
 }
 
-/// [`run`], stopped by `stop` (raised on the first interrupt).
+/// [`run`], stopped by `stop`.
 fn run_until(a: RunArgs, stop: Stop) -> Result<i32> {
-    let spec = spec::RunSpec::new(a)?;
-    raise_open_files(&spec);
-    let rig = rig::Rig::build(&spec)?;
-    let twin = spec
-        .target
-        .predict()
-        .map(|(engine, p)| rig::Rig::simulated(&spec, engine, p, Some(rig.tokenizer.clone())))
-        .transpose()?;
-    let mut sweep = Sweep::start(&spec, &rig, stop.clone())?;
-    if let Some(at) = spec.start_at {
-        sweep.wait_for_start(at);
-    }
-    while !stop.raised() {
-        let Some(level) = sweep.next_level() else { break };
-        let finished = sweep.run_level(&rig, &level)?;
-        if let (Some(twin), false) = (&twin, stop.raised()) {
-            sweep.run_twin(twin, &level);
-        }
-        sweep.finish_level(finished)?;
-    }
-    if !stop.raised() {
-        sweep.run_soak(&rig)?;
-    }
-    drop(twin);
-    drop(rig);
-    sweep.finish(stop.raised())
+    let spec = spec::run_spec(a)?;
+    let bar = view::Bar::new(spec.quiet);
+    let outcome = goodput_bench::run::run(&spec, stop, &bar)?;
+    view::show(&spec, &outcome)
 }

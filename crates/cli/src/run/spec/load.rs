@@ -1,69 +1,40 @@
-//! How a run paces its load, checked: the cap on requests in flight of an open loop
-//! (`--max-concurrency`), a closed loop's ramp (`--ramp`, or users joining one per ended
-//! request) and think jitter; the SLOs with vLLM's `--goodput` read into them; the latency columns of
-//! the final table (`--percentile-metrics`, `--metric-percentiles`); and the open files a
-//! level needs.
+//! How a run paces its load, from the flags: the cap on requests in flight of an open loop
+//! (`--max-concurrency`), a closed loop's ramp and think jitter; the SLOs with vLLM's
+//! `--goodput` read into them; the latency columns of the final table
+//! (`--percentile-metrics`, `--metric-percentiles`).
 
-use super::levels::{LevelSpec, MAX_USERS};
 use crate::run::args::{RunArgs, DEFAULT_SLOS};
 use anyhow::{bail, Context, Result};
+use goodput_bench::run::spec::{LevelSpec, Pacing, MAX_DURATION, MAX_USERS};
 use goodput_metrics::slo::{parse_slos, Metric, Slo, Stat};
 use goodput_report::console::latency::LatencyColumns;
-use goodput_workload::{Arrival, Ramp};
+use goodput_workload::Arrival;
 use std::collections::VecDeque;
-use std::time::Duration;
 
-/// The run's pacing of its levels.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Pacing {
-    /// Open loops: at most this many requests in flight.
-    pub max_in_flight: Option<usize>,
-    /// Closed loops: `--ramp`; `None`: users join one per ended unit ([`Ramp::Paced`]).
-    pub ramp: Option<Duration>,
-    /// Closed loops: think times drawn from think × (1 ± this).
-    pub think_jitter: f64,
-}
-
-impl Pacing {
-    /// Checks the pacing flags against the levels they apply to.
-    pub fn new(a: &RunArgs, levels: &VecDeque<LevelSpec>) -> Result<Pacing> {
-        let open = levels.iter().all(|l| matches!(l.arrival, Arrival::Rate { .. } | Arrival::Trace { .. }));
-        match a.max_concurrency {
-            Some(0) => bail!("--max-concurrency must be at least 1: it is the most requests in flight at once"),
-            Some(n) if n > MAX_USERS => {
-                bail!("--max-concurrency: {n} is more than goodput keeps in flight in one level (at most {MAX_USERS})")
-            }
-            Some(n) if !open => bail!(
-                "--max-concurrency {n} caps an open loop (--rate or --trace); a closed loop's users are its concurrency (--concurrency)"
-            ),
-            _ => {}
+/// The pacing flags, checked against the levels they apply to.
+pub fn pacing(a: &RunArgs, levels: &VecDeque<LevelSpec>) -> Result<Pacing> {
+    let open = levels.iter().all(|l| matches!(l.arrival, Arrival::Rate { .. } | Arrival::Trace { .. }));
+    match a.max_concurrency {
+        Some(0) => bail!("--max-concurrency must be at least 1: it is the most requests in flight at once"),
+        Some(n) if n > MAX_USERS => {
+            bail!("--max-concurrency: {n} is more than goodput keeps in flight in one level (at most {MAX_USERS})")
         }
-        let j = a.think_jitter;
-        if !(j.is_finite() && (0.0..=1.0).contains(&j)) {
-            bail!("--think-jitter must be a fraction between 0 and 1 (0.2: think times within ±20 %), got {j}");
-        }
-        if j > 0.0 && a.think.is_zero() {
-            bail!("--think-jitter {j} jitters the think time, and there is none: give --think too");
-        }
-        if let Some(r) = a.ramp.filter(|r| *r > super::levels::MAX_DURATION) {
-            bail!("--ramp: {r:?} is longer than a week, the longest goodput accepts");
-        }
-        Ok(Pacing { max_in_flight: a.max_concurrency, ramp: a.ramp, think_jitter: j })
+        Some(n) if !open => bail!(
+            "--max-concurrency {n} caps an open loop (--rate or --trace); a closed loop's users are its concurrency (--concurrency)"
+        ),
+        _ => {}
     }
-
-    /// A closed loop's ramp: `--ramp`, else users joining one per ended unit.
-    pub fn ramp(&self) -> Ramp {
-        self.ramp.map_or(Ramp::Paced, Ramp::Over)
+    let j = a.think_jitter;
+    if !(j.is_finite() && (0.0..=1.0).contains(&j)) {
+        bail!("--think-jitter must be a fraction between 0 and 1 (0.2: think times within ±20 %), got {j}");
     }
-
-    /// Where the ramp came from, for a level's line (`sessions`: units of several requests).
-    pub fn ramp_source(&self, sessions: bool) -> &'static str {
-        match (self.ramp, sessions) {
-            (Some(_), _) => "--ramp",
-            (None, false) => "one user joining per ended request",
-            (None, true) => "one user joining per ended unit",
-        }
+    if j > 0.0 && a.think.is_zero() {
+        bail!("--think-jitter {j} jitters the think time, and there is none: give --think too");
     }
+    if let Some(r) = a.ramp.filter(|r| *r > MAX_DURATION) {
+        bail!("--ramp: {r:?} is longer than a week, the longest goodput accepts");
+    }
+    Ok(Pacing { max_in_flight: a.max_concurrency, ramp: a.ramp, think_jitter: j })
 }
 
 /// The SLOs: `--slo` (or the default) with vLLM's `--goodput METRIC:MS` pairs read as
@@ -107,25 +78,14 @@ pub fn latency_columns(a: &RunArgs) -> Option<LatencyColumns> {
     (m.is_some() || p.is_some()).then(|| LatencyColumns::new(m, p))
 }
 
-/// The most requests a level may have in flight at once, and whether that is a bound (a
-/// closed loop's users, a burst, a cap) or only what an uncapped open loop reaches when every
-/// request lasts until its timeout.
-pub fn in_flight(level: &LevelSpec, cap: Option<usize>, timeout: Duration) -> (u64, bool) {
-    match (&level.arrival, cap) {
-        (Arrival::Closed { users, .. }, _) => (*users as u64, true),
-        (Arrival::Burst { size }, _) => (*size as u64, true),
-        (Arrival::Rate { .. } | Arrival::Trace { .. }, Some(n)) => (n as u64, true),
-        (Arrival::Rate { rate, .. } | Arrival::Trace { rate, .. }, None) => {
-            ((rate * timeout.as_secs_f64()).ceil().min(1e9) as u64, false)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::RunSpec;
+    use super::super::run_spec;
     use super::*;
     use clap::Parser;
+    use goodput_bench::run::spec::RunSpec;
+    use goodput_workload::Ramp;
+    use std::time::Duration;
 
     /// `goodput run`'s arguments as a parser of their own.
     #[derive(Parser)]
@@ -139,7 +99,7 @@ mod tests {
     }
 
     fn spec(argv: &[&str]) -> Result<RunSpec> {
-        RunSpec::new(args(argv)?)
+        run_spec(args(argv)?)
     }
 
     fn error(argv: &[&str]) -> String {
@@ -216,15 +176,5 @@ mod tests {
         let given = spec(&["--concurrency", "4", "--ramp", "0"]).unwrap().pacing;
         assert_eq!((given.ramp(), given.ramp_source(true)), (Ramp::Over(Duration::ZERO), "--ramp"));
         assert_eq!(spec(&["--ramp", "3s"]).unwrap().pacing.ramp(), Ramp::Over(Duration::from_secs(3)));
-    }
-
-    #[test]
-    fn in_flight_is_the_users_the_cap_or_what_the_timeout_allows() {
-        let level = |arrival| LevelSpec { load: 1.0, arrival, duration: None };
-        let t = Duration::from_secs(120);
-        assert_eq!(in_flight(&level(Arrival::Closed { users: 64, think: Duration::ZERO }), None, t), (64, true));
-        assert_eq!(in_flight(&level(Arrival::Rate { rate: 10.0, burstiness: None }), Some(32), t), (32, true));
-        assert_eq!(in_flight(&level(Arrival::Rate { rate: 10.0, burstiness: None }), None, t), (1200, false));
-        assert_eq!(in_flight(&level(Arrival::Burst { size: 500 }), None, t), (500, true));
     }
 }

@@ -1,247 +1,115 @@
-//! What `goodput run` will do, checked once before anything is loaded (ripgrep's "low args →
-//! high args" step): clap's `RunArgs` are consumed into one [`RunSpec`] that owns everything
-//! the rig, the sweep and each level need — the SLOs, the model's shape, the workload, the
-//! target ([`TargetSpec`]: the in-process engine, goodput's own server on loopback, or a
-//! server's URL, each with what it needs), the load levels and how refinement adds levels,
-//! and the files to write. Nothing after this step reads the arguments.
-//!
-//! Here: the run as a whole and the checks across flags; [`levels`]: the sweep's levels, their
-//! bounds and counts; [`load`]: how the levels are paced, the SLOs and the latency columns;
-//! [`target`]: the target. The rest of `run` imports the checked types from
-//! here; nothing here imports the rest of `run` but its arguments (`run::args`), which import
-//! nothing from here.
+//! `goodput run`'s arguments checked into the library's [`RunSpec`] (ripgrep's "low args →
+//! high args" step): every check across flags, each refused by its flag's name; nothing after
+//! this step reads the arguments. [`levels`]: the sweep's levels from the flags; [`load`]:
+//! the pacing, the SLOs and the latency columns; [`target`]: the target.
 
 mod levels;
 mod load;
 mod target;
 
-pub use levels::{Counts, LevelSpec, PerLevel, RefineKind, Search, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_USERS};
-pub use load::Pacing;
-pub use target::{HttpSpec, Simulation, TargetSpec};
-
 use super::args::RunArgs;
-use crate::args::Span;
-use goodput_engine::source::{EngineOptions, ModelSource};
-use crate::workload::{build_workload, WorkloadSpec};
+use crate::workload::{read_dataset, read_trace};
 use anyhow::{bail, Result};
-use goodput_core::ModelSpec;
-use goodput_metrics::slo::Slo;
-use goodput_report::console::latency::LatencyColumns;
-use goodput_results::{EngineSettings, LoadUnit};
+use goodput_bench::run::spec::{check_distinct, Counts, LevelSpec, PerLevel, RefineKind, RunSpec, Search, Span};
+use goodput_bench::run::spec::{OutDir, Outputs, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_USERS};
+use goodput_bench::workload::{build_workload, WorkloadSpec};
+use goodput_results::LoadUnit;
 use goodput_workload::shard::Shard;
 use goodput_workload::RetryPolicy;
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::time::Duration;
 
-/// The run's files: its directory (`--out`) and the exports rewritten after every level.
-pub struct Outputs {
-    /// `--out`, with `--overwrite` and `--report`.
-    pub out: Option<OutDir>,
-    pub export_json: Option<PathBuf>,
-    pub export_csv: Option<PathBuf>,
-    pub export_markdown: Option<PathBuf>,
-    /// The command line stored in the summary: a config file's run as the flags it expands
-    /// to; `None`: this process's own.
-    pub command: Option<Vec<String>>,
-    /// A config file's inline scenario, written into `--out` as `scenario.toml`.
-    pub scenario_toml: Option<String>,
-    /// `--json`: the summary on stdout, the tables on stderr.
-    pub json: bool,
-    /// `--metrics-port` (and `--metrics-host`): where the run's live metrics are served.
-    pub metrics: Option<std::net::SocketAddr>,
-}
-
-/// The run's directory.
-pub struct OutDir {
-    pub dir: PathBuf,
-    /// Replace the run there.
-    pub overwrite: bool,
-    /// Write `report.html` at the end.
-    pub report: bool,
-}
-
-/// A validated `goodput run`: everything the rig, the sweep and its levels need.
-pub struct RunSpec {
-    pub slos: Vec<Slo>,
-    pub model: ModelSpec,
-    /// How the model is loaded (its files, tokenizer, device and dtype), as given.
-    pub model_args: ModelSource,
-    /// The engine's flags as given: the setup's settings, and what must hold before a model
-    /// loads (the checked configuration is the target's).
-    pub engine: EngineOptions,
-    /// The longest sequence the engine (or the prompts) may reach.
-    pub max_len: usize,
-    pub workload: WorkloadSpec,
-    pub target: TargetSpec,
-    pub unit: LoadUnit,
-    /// The sweep's levels, in the order given.
-    pub levels: VecDeque<LevelSpec>,
-    pub refine: RefineKind,
-    /// The most refinement levels to add (`--refine`).
-    pub refine_levels: usize,
-    /// `--search` (the default without levels given): the sweep goes on until it finds the
-    /// limit or a bound.
-    pub search: Option<Search>,
-    /// Stop the sweep at the first level whose SLOs break (`goodput capacity`).
-    pub stop_at_first_failure: bool,
-    /// `--soak`: how long to run the usable capacity after the sweep, in how many windows.
-    pub soak: Option<(Duration, usize)>,
-    /// `--shard`: the part of each level's schedule this process sends.
-    pub shard: Option<goodput_workload::shard::Shard>,
-    /// `--start-at`: when the first level starts.
-    pub start_at: Option<std::time::SystemTime>,
-    /// `--clock-ref`: the reference clock measured before and after the sweep.
-    pub clock_ref: Option<crate::clockref::ClockRef>,
-    pub per_level: PerLevel,
-    /// The cap on requests in flight, the ramp and the think jitter.
-    pub pacing: Pacing,
-    /// `--percentile-metrics`, `--metric-percentiles`: the final table's latency columns.
-    pub latency_columns: Option<LatencyColumns>,
-    pub retry: RetryPolicy,
-    /// A request without its end marker after this long times out.
-    pub timeout: Duration,
-    /// CPUs the engine thread (with its compute threads) and the load generator are pinned to.
-    pub engine_cpus: Option<Vec<usize>>,
-    pub harness_cpus: Option<Vec<usize>>,
-    /// HTTP targets: how often /metrics is scraped during a level.
-    pub scrape_interval: Duration,
-    /// Interval of the engine time series.
-    pub series_interval: Duration,
-    /// The run's seed: `--seed`, or drawn for this run ([`RunSpec::seed_drawn`]).
-    pub seed: u64,
-    pub seed_drawn: bool,
-    pub outputs: Outputs,
-    /// Print only the final table and conclusion.
-    pub quiet: bool,
-}
-
-impl RunSpec {
-    /// Checks `a` and takes what every later step needs from it.
-    pub fn new(a: RunArgs) -> Result<RunSpec> {
-        let slos = load::slos(&a)?;
-        let model = a.model.source().spec()?;
-        if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
-            bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);
-        }
-        check_bounds(&a)?;
-        check_spans(&a)?;
-        check_exports(&a)?;
-        let max_len =
-            a.engine.max_model_len.unwrap_or(model.max_position_embeddings).min(model.max_position_embeddings);
-        // A nonce per run unless told: the same prompts twice meet a warm prefix cache.
-        let (seed, seed_drawn) = match a.seed {
-            Some(s) => (s, false),
-            None => (u64::from(rand::random::<u32>()), true),
-        };
-        let mut workload =
-            build_workload(&a.scenario, a.scenario_inline.as_deref(), a.encoder.as_deref(), a.rate.is_some(), max_len)?;
-        workload.dataset = crate::workload::read_dataset(&a.dataset, a.rate.is_some())?;
-        workload.trace = crate::workload::read_trace(&a.trace, max_len, seed)?;
-        check_workload(&a, &workload)?;
-        check_shard(&a, &workload)?;
-        let reasons =
-            matches!(&workload.file, goodput_workload::file::ScenarioFile::Single(s) if s.reasoning_share.is_some());
-        let target = TargetSpec::new(&a, &model, reasons)?;
-        let burstiness = (!a.constant_rate).then_some(a.burstiness);
-        let (unit, refine) = match (&a.rate, &a.stages) {
-            _ if workload.trace.is_some() => (LoadUnit::Rate, RefineKind::None),
-            _ if a.burst.is_some() => (LoadUnit::Burst, RefineKind::Burst),
-            (Some(_), None) => (LoadUnit::Rate, RefineKind::Rate { burstiness }),
-            (None, None) if a.duration.is_none() => (LoadUnit::Users, RefineKind::Users(a.think)),
-            _ => (LoadUnit::Users, RefineKind::None),
-        };
-        let levels = match &workload.trace {
-            Some(t) => levels::trace_levels(&a, t)?,
-            None => levels::levels(&a, burstiness)?,
-        };
-        levels::check_distinct(&levels)?;
-        let min_requests = goodput_metrics::interval::min_requests(&slos, MAX_REQUESTS);
-        let per_level = PerLevel { requests: a.requests, min_requests, warmup: a.warmup, cooldown: a.cooldown };
-        let search = search(&a, &workload, unit)?;
-        check_slice(a.shard, &per_level, &levels, workload.is_sessions())?;
-        let pacing = Pacing::new(&a, &levels)?;
-        let latency_columns = load::latency_columns(&a);
-        if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
-            bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
-        }
-        let cpus = |c: Option<crate::args::CpuList>| c.map(|c| c.0);
-        Ok(RunSpec {
-            slos,
-            model,
-            model_args: a.model.source(),
-            engine: a.engine.options(),
-            max_len,
-            workload,
-            target,
-            unit,
-            levels,
-            refine,
-            refine_levels: if a.shard.is_some() { 0 } else { a.refine },
-            stop_at_first_failure: a.stop_at_first_failure,
-            soak: a.soak.map(|d| (d, a.soak_windows as usize)),
-            search,
-            shard: a.shard,
-            start_at: a.start_at,
-            clock_ref: a.clock_ref.clone(),
-            per_level,
-            pacing,
-            latency_columns,
-            retry: RetryPolicy { max: a.retries, backoff: a.retry_backoff },
-            timeout: a.timeout,
-            engine_cpus: cpus(a.engine_cpus),
-            harness_cpus: cpus(a.harness_cpus),
-            scrape_interval: a.scrape_interval,
-            series_interval: a.series_interval,
-            seed,
-            seed_drawn,
-            outputs: Outputs {
-                out: a.out.map(|dir| OutDir { dir, overwrite: a.overwrite, report: a.report }),
-                export_json: a.export_json,
-                export_csv: a.export_csv,
-                export_markdown: a.export_markdown,
-                command: a.command,
-                scenario_toml: a.scenario_inline,
-                json: a.json,
-                metrics: a.metrics_port.map(|p| std::net::SocketAddr::new(a.metrics_host, p)),
-            },
-            quiet: a.quiet,
-        })
+/// Checks `a` and takes what every later step needs from it.
+pub fn run_spec(a: RunArgs) -> Result<RunSpec> {
+    let slos = load::slos(&a)?;
+    let model = a.model.source().spec()?;
+    if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
+        bail!("--burstiness must be a positive number (1 = Poisson), got {}", a.burstiness);
     }
-
-    /// The engine's settings as given (for the setup).
-    pub fn engine_settings(&self) -> EngineSettings {
-        let e = &self.engine;
-        EngineSettings {
-            block_size: e.block_size,
-            kv_blocks: e.kv_blocks,
-            kv_memory_bytes: Some(e.kv_memory_bytes()),
-            max_num_batched_tokens: e.max_num_batched_tokens,
-            max_num_seqs: e.max_num_seqs,
-            max_model_len: self.max_len,
-            prefix_caching: e.prefix_caching,
-        }
+    check_bounds(&a)?;
+    check_spans(&a)?;
+    check_exports(&a)?;
+    let max_len = a.engine.max_model_len.unwrap_or(model.max_position_embeddings).min(model.max_position_embeddings);
+    // A nonce per run unless told: the same prompts twice meet a warm prefix cache.
+    let (seed, seed_drawn) = match a.seed {
+        Some(s) => (s, false),
+        None => (u64::from(rand::random::<u32>()), true),
+    };
+    let mut workload =
+        build_workload(&a.scenario, a.scenario_inline.as_deref(), a.encoder.as_deref(), a.rate.is_some(), max_len)?;
+    workload.dataset = read_dataset(&a.dataset, a.rate.is_some())?;
+    workload.trace = read_trace(&a.trace, max_len, seed)?;
+    check_workload(&a, &workload)?;
+    check_shard(&a, &workload)?;
+    let reasons =
+        matches!(&workload.file, goodput_workload::file::ScenarioFile::Single(s) if s.reasoning_share.is_some());
+    let target = target::target_spec(&a, &model, reasons)?;
+    let burstiness = (!a.constant_rate).then_some(a.burstiness);
+    let (unit, refine) = match (&a.rate, &a.stages) {
+        _ if workload.trace.is_some() => (LoadUnit::Rate, RefineKind::None),
+        _ if a.burst.is_some() => (LoadUnit::Burst, RefineKind::Burst),
+        (Some(_), None) => (LoadUnit::Rate, RefineKind::Rate { burstiness }),
+        (None, None) if a.duration.is_none() => (LoadUnit::Users, RefineKind::Users(a.think)),
+        _ => (LoadUnit::Users, RefineKind::None),
+    };
+    let levels = match &workload.trace {
+        Some(t) => levels::trace_levels(&a, t)?,
+        None => levels::levels(&a, burstiness)?,
+    };
+    check_distinct(&levels)?;
+    let min_requests = goodput_metrics::interval::min_requests(&slos, MAX_REQUESTS);
+    let per_level = PerLevel { requests: a.requests, min_requests, warmup: a.warmup, cooldown: a.cooldown };
+    let search = search(&a, &workload, unit)?;
+    check_slice(a.shard, &per_level, &levels, workload.is_sessions())?;
+    let pacing = load::pacing(&a, &levels)?;
+    let latency_columns = load::latency_columns(&a);
+    if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
+        bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
     }
-
-    /// How many requests (or units) `level` measures, warms up with and cools down with.
-    pub fn counts(&self, level: &LevelSpec, sessions: bool) -> Counts {
-        Counts::of(&self.per_level, level, sessions)
-    }
-
-    /// The largest level's connections: the level, its requests in flight, whether those are
-    /// a bound ([`load::in_flight`]), and the sockets each holds in this process (1 against
-    /// another process's server, 2 against goodput's own); `None` without HTTP (the
-    /// in-process engine).
-    pub fn connections(&self) -> Option<(&LevelSpec, u64, bool, u64)> {
-        let sides = match &self.target {
-            TargetSpec::InProcess { .. } => return None,
-            TargetSpec::HttpLocal { .. } => 2,
-            TargetSpec::Url { .. } => 1,
-        };
-        let with_flight = |l| (l, load::in_flight(l, self.pacing.max_in_flight, self.timeout));
-        let (level, (n, bounded)) = self.levels.iter().map(with_flight).max_by_key(|(_, (n, _))| *n)?;
-        Some((level, n, bounded, sides))
-    }
+    let cpus = |c: Option<crate::args::CpuList>| c.map(|c| c.0);
+    Ok(RunSpec {
+        slos,
+        model,
+        model_args: a.model.source(),
+        engine: a.engine.options(),
+        max_len,
+        workload,
+        target,
+        unit,
+        levels,
+        refine,
+        refine_levels: if a.shard.is_some() { 0 } else { a.refine },
+        stop_at_first_failure: a.stop_at_first_failure,
+        soak: a.soak.map(|d| (d, a.soak_windows as usize)),
+        search,
+        shard: a.shard,
+        start_at: a.start_at,
+        clock_ref: a.clock_ref.clone(),
+        per_level,
+        pacing,
+        latency_columns,
+        retry: RetryPolicy { max: a.retries, backoff: a.retry_backoff },
+        timeout: a.timeout,
+        engine_cpus: cpus(a.engine_cpus),
+        harness_cpus: cpus(a.harness_cpus),
+        scrape_interval: a.scrape_interval,
+        series_interval: a.series_interval,
+        seed,
+        seed_drawn,
+        outputs: Outputs {
+            out: a.out.map(|dir| OutDir { dir, overwrite: a.overwrite, report: a.report }),
+            export_json: a.export_json,
+            export_csv: a.export_csv,
+            export_markdown: a.export_markdown,
+            command: Some(crate::connect::redacted_command(
+                a.command.unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
+            )),
+            scenario_toml: a.scenario_inline,
+            json: a.json,
+            metrics: a.metrics_port.map(|p| std::net::SocketAddr::new(a.metrics_host, p)),
+        },
+        quiet: a.quiet,
+    })
 }
 
 /// Export files go into directories that exist, and `--out` takes no second run: found out
@@ -295,19 +163,6 @@ fn check_shard(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
         bail!("--shard {shard}: --stop-at-first-failure would stop each shard on its own slice; the merge judges the levels");
     }
     Ok(())
-}
-
-impl RunSpec {
-    /// `--requests` below what the SLOs' percentiles need for an interval closed above: said
-    /// before the run, since its levels can then hold their SLOs only "not significantly".
-    pub fn few_requests(&self) -> Option<String> {
-        let (n, need) = (self.per_level.requests?, self.per_level.min_requests);
-        (n < need).then(|| {
-            format!(
-                "--requests {n}: the SLOs' percentiles need {need} measured requests per level for a 95 % interval closed above (72 for a P95, 368 for a P99); with fewer, a level's percentile SLOs hold only \"not significantly\" and usable capacity is not established"
-            )
-        })
-    }
 }
 
 /// `--search`, or the default search when no levels are given (`None` for a burst, stages,

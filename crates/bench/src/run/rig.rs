@@ -4,6 +4,7 @@
 //! channel and the load generator's runtime. Dropping the rig stops the server and the engine.
 
 use super::spec::{HttpSpec, RunSpec, Simulation, TargetSpec};
+use crate::progress::Progress;
 use crate::target::{AnyTarget, LocalServer};
 use crate::workload::{EncoderEmbedder, ModelCodec};
 use anyhow::{bail, Context, Result};
@@ -64,20 +65,21 @@ struct Model {
     device: String,
 }
 
-fn load_model(s: &RunSpec) -> Result<Model> {
+fn load_model(s: &RunSpec, p: &dyn Progress) -> Result<Model> {
     if let TargetSpec::Url { http, .. } = &s.target {
         // An external server: prompts need only the vocabulary (and a tokenizer for text).
         let tokenizer = match s.model_args.client_tokenizer()? {
             Some(t) => t,
             None => {
                 if http.config.api != Api::Completions {
-                    eprintln!(
+                    let line = format!(
                         "warning: no tokenizer of `{}` here (give --tokenizer, or --model as a directory or a \
                          repository in the local Hugging Face cache): the --api {} prompts are byte-level text, so \
                          their lengths under the server's tokenizer are approximate",
                         s.model.name,
                         http.api_flag()
                     );
+                    p.line(&line, true);
                 }
                 Tokenizer::try_byte_level(s.model.vocab_size).map_err(|e| anyhow::anyhow!("{e}"))?
             }
@@ -91,7 +93,9 @@ fn load_model(s: &RunSpec) -> Result<Model> {
         });
     }
     s.engine.apply_before_load();
-    let l = crate::args::load(&s.model_args, s.max_len)?;
+    let mut warnings = Vec::new();
+    let l = s.model_args.load(s.max_len, &mut warnings)?;
+    warnings.iter().for_each(|w| p.line(&format!("goodput: warning: {w}"), true));
     let device = if l.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", l.model.device) };
     Ok(Model {
         weights: format!("{} ({})", l.weights_kind, l.weights_origin),
@@ -103,26 +107,23 @@ fn load_model(s: &RunSpec) -> Result<Model> {
 }
 
 /// The workload to run: the scenario's, with RAG's encoder loaded and its corpus embedded.
-fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>) -> Result<Workload> {
+fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>, p: &dyn Progress) -> Result<Workload> {
     let (spec, seed, max_len) = (&s.workload, s.seed, s.max_len);
     if let Some(t) = &spec.trace {
-        if !s.quiet {
-            eprintln!("trace: {}", t.describe());
-        }
+        p.line(&format!("trace: {}", t.describe()), false);
         return Ok(Workload::Trace(t.clone()));
     }
     if let Some(d) = &spec.dataset {
         if tokenizer.kind() == "bytes" {
-            eprintln!(
+            let line = format!(
                 "warning: {} is measured in byte-level tokens (no tokenizer of the model here; give --tokenizer)",
                 d.name
             );
+            p.line(&line, true);
         }
         let tok = ModelCodec(tokenizer.clone());
         let data = Dataset::build(d.name.clone(), d.conversations.clone(), &tok, d.options.clone(), max_len, seed)?;
-        if !s.quiet {
-            eprintln!("dataset: {}", data.describe());
-        }
+        p.line(&format!("dataset: {}", data.describe()), false);
         return Ok(Workload::Dataset(Arc::new(data)));
     }
     Workload::from_file(spec.file.clone(), |rag| -> Result<RagSetup> {
@@ -137,7 +138,10 @@ fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>) -> Result<Workload> {
         if !s.quiet {
             let with = setup.encoder.as_ref().map_or("hashed bag-of-words vectors".into(), |d| d.display().to_string());
             let n = setup.index.chunks.len();
-            eprintln!("rag: embedded {n} corpus chunks with {with} in {:.2} s", t.elapsed().as_secs_f64());
+            p.line(
+                &format!("rag: embedded {n} corpus chunks with {with} in {:.2} s", t.elapsed().as_secs_f64()),
+                false,
+            );
         }
         Ok(setup)
     })
@@ -180,12 +184,13 @@ impl Rig {
         Ok(())
     }
 
-    pub fn build(s: &RunSpec) -> Result<Rig> {
+    /// Sets up what `s` drives; what it says on the way goes to `p`.
+    pub fn build(s: &RunSpec, p: &dyn Progress) -> Result<Rig> {
         if let TargetSpec::InProcess { engine, simulation: Some(Simulation::Simulate(path)) } = &s.target {
-            return Self::simulated(s, engine, path, None);
+            return Self::simulated(s, engine, path, None, p);
         }
-        let mut m = load_model(s)?;
-        let workload = workload(s, &m.tokenizer)?;
+        let mut m = load_model(s, p)?;
+        let workload = workload(s, &m.tokenizer, p)?;
         let (step_tx, steps) = flume::unbounded();
         let (target, engine) = match (&s.target, m.model.take()) {
             (TargetSpec::InProcess { engine: cfg, .. } | TargetSpec::HttpLocal { engine: cfg, .. }, Some(model)) => {
@@ -218,10 +223,10 @@ impl Rig {
         if let TargetSpec::HttpLocal { http, .. } = &s.target {
             rig.serve_locally(s, http, &m.tokenizer, m.chat)?;
         }
-        rig.pin_harness(s)?;
+        rig.pin_harness(s, p)?;
         rig.start_workers(s)?;
         if let TargetSpec::Url { http, .. } = &s.target {
-            rig.check_served(s, http)?;
+            rig.check_served(http, p)?;
         }
         Ok(rig)
     }
@@ -234,6 +239,7 @@ impl Rig {
         engine: &EngineConfig,
         path: &std::path::Path,
         tokenizer: Option<Arc<Tokenizer>>,
+        p: &dyn Progress,
     ) -> Result<Rig> {
         let profile = goodput_sizing::profile::Profile::read(path)?;
         if profile.model != s.model.name {
@@ -241,23 +247,25 @@ impl Rig {
         }
         let projected = profile.projection.is_some();
         if projected {
-            eprintln!(
+            let line = format!(
                 "note: {} is a projection ({}): roofline step costs of a GPU goodput has not measured",
                 path.display(),
                 profile.source
             );
+            p.line(&line, false);
         } else {
-            warn_if_elsewhere(s, &profile, path);
+            warn_if_elsewhere(s, &profile, path, p);
         }
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()?;
         let clock = crate::simulate::clock(&rt);
         let mut cfg = engine.clone();
         let pe = &profile.engine;
         if projected && (cfg.max_num_seqs, cfg.max_num_batched_tokens) != (pe.max_num_seqs, pe.max_num_batched_tokens) {
-            eprintln!(
+            let line = format!(
                 "note: the projection's KV pool was sized for {} sequences and {} batched tokens a step; this run takes {} and {} (give --max-num-seqs and --max-num-batched-tokens as the plan had them)",
                 pe.max_num_seqs, pe.max_num_batched_tokens, cfg.max_num_seqs, cfg.max_num_batched_tokens
             );
+            p.line(&line, false);
         }
         if projected && s.engine.kv_blocks.is_none() && s.engine.kv_memory.is_none() {
             // The projected GPU's KV pool, unless the run sizes its own.
@@ -271,7 +279,7 @@ impl Rig {
             None if s.model.vocab_size >= 259 => Arc::new(Tokenizer::byte_level(s.model.vocab_size)),
             None => bail!("a simulation needs a vocabulary of at least 259 tokens (bytes and specials)"),
         };
-        let workload = workload(s, &tokenizer)?;
+        let workload = workload(s, &tokenizer, p)?;
         let (step_tx, steps) = flume::unbounded();
         let local = tokio::task::LocalSet::new();
         let description = format!("simulated engine ({})", path.display());
@@ -312,7 +320,8 @@ impl Rig {
     ) -> Result<()> {
         let e = self.engine.as_ref().context("http-local needs the engine")?;
         let name = http.config.model.clone();
-        let st = crate::serve::state(e, tokenizer.clone(), name, template, Default::default(), Default::default())?;
+        let st =
+            Arc::new(goodput_server::AppState::new(e.handle(), tokenizer.clone(), name, template, Default::default())?);
         let server = LocalServer::start(st, s.harness_cpus.clone())?;
         let http = HttpTarget::new(http_config(http, server.url.clone(), tokenizer), e.handle().clock())?;
         self.server = Some(server);
@@ -321,14 +330,15 @@ impl Rig {
     }
 
     /// The engine thread is pinned by now; this thread (the load generator) follows.
-    fn pin_harness(&self, s: &RunSpec) -> Result<()> {
+    fn pin_harness(&self, s: &RunSpec, p: &dyn Progress) -> Result<()> {
         if let Some(h) = &s.harness_cpus {
             goodput_engine::affinity::pin_current(h)?;
         }
         if let (Some(e), Some(h)) = (&s.engine_cpus, &s.harness_cpus) {
             if e.iter().any(|c| h.contains(c)) {
-                eprintln!(
-                    "warning: --engine-cpus and --harness-cpus share CPUs; the harness competes with the engine there"
+                p.line(
+                    "warning: --engine-cpus and --harness-cpus share CPUs; the harness competes with the engine there",
+                    true,
                 );
             }
         }
@@ -337,7 +347,7 @@ impl Rig {
 
     /// Checks that the server serves the model; without --served-model-name, a server that
     /// serves one model only is asked for its name (`GET /v1/models`).
-    fn check_served(&mut self, s: &RunSpec, http: &HttpSpec) -> Result<()> {
+    fn check_served(&mut self, http: &HttpSpec, p: &dyn Progress) -> Result<()> {
         let Some(h) = self.http() else { return Ok(()) };
         let models = self.block_on(h.models()).context("asking the server for its models")?;
         let name = &http.config.model;
@@ -346,9 +356,7 @@ impl Rig {
         }
         match models.as_slice() {
             [only] if !http.name_given => {
-                if !s.quiet {
-                    eprintln!("the server serves `{only}` (GET /v1/models); sending that as the model name");
-                }
+                p.line(&format!("the server serves `{only}` (GET /v1/models); sending that as the model name"), false);
                 let cfg = HttpConfig { model: only.clone(), ..h.config().clone() };
                 self.target = Arc::new(AnyTarget::Http(Arc::new(HttpTarget::new(cfg, h.clock())?)));
                 Ok(())
@@ -392,7 +400,12 @@ fn pinning(s: &RunSpec) -> Pinning {
 }
 
 /// Warns when the profile was measured on another machine, or pinned otherwise, than this run.
-fn warn_if_elsewhere(s: &RunSpec, profile: &goodput_sizing::profile::Profile, path: &std::path::Path) {
+fn warn_if_elsewhere(
+    s: &RunSpec,
+    profile: &goodput_sizing::profile::Profile,
+    path: &std::path::Path,
+    p: &dyn Progress,
+) {
     let here = machine();
     let f = &profile.fingerprint;
     if f.logical_cpus == 0 {
@@ -401,7 +414,7 @@ fn warn_if_elsewhere(s: &RunSpec, profile: &goodput_sizing::profile::Profile, pa
     }
     let engine_cpus = s.engine_cpus.as_deref().map(goodput_engine::affinity::format_cpu_list);
     if f.cpu != here.cpu || f.logical_cpus != here.logical_cpus {
-        eprintln!(
+        let line = format!(
             "warning: {} was measured on {} ({} CPUs), this is {} ({} CPUs): its step costs stand for that machine",
             path.display(),
             f.cpu,
@@ -409,13 +422,15 @@ fn warn_if_elsewhere(s: &RunSpec, profile: &goodput_sizing::profile::Profile, pa
             here.cpu,
             here.logical_cpus
         );
+        p.line(&line, true);
     } else if s.target.predict().is_some() && f.engine_cpus != engine_cpus {
-        eprintln!(
+        let line = format!(
             "warning: {} was measured with the engine on CPUs {:?}, this run pins it to {:?}: pin both alike",
             path.display(),
             f.engine_cpus,
             engine_cpus
         );
+        p.line(&line, true);
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::rig::Rig;
 use super::spec::RunSpec;
+use crate::progress::Progress;
 use anyhow::{Context, Result};
 use goodput_results::RunSummary;
 
@@ -16,7 +17,7 @@ pub fn on_this_clock(at: std::time::SystemTime, offset_s: f64) -> std::time::Sys
 
 /// The wall time of the run's stamp 0, and with `--clock-ref` the machine's offset from the
 /// reference before the first level (a reference that does not answer ends the run here).
-pub fn clock_start(spec: &RunSpec, rig: &Rig) -> Result<goodput_results::clock::ClockInfo> {
+pub fn clock_start(spec: &RunSpec, rig: &Rig, progress: &dyn Progress) -> Result<goodput_results::clock::ClockInfo> {
     let now = goodput_core::http::WallClock::now().unix_ns;
     let stamp = goodput_core::Target::clock(&*rig.target).now();
     let origin_unix_ns = now.saturating_sub(stamp.0);
@@ -26,11 +27,12 @@ pub fn clock_start(spec: &RunSpec, rig: &Rig) -> Result<goodput_results::clock::
             let start = crate::clockref::measure(r).with_context(|| format!("--clock-ref {r}"))?;
             let line = format!("{:+.3} ms from {r} (round trip {:.3} ms)", start.offset_s * 1e3, start.rtt_s * 1e3);
             if start.offset_s.abs() > 1.0 {
-                eprintln!(
+                let warning = format!(
                     "warning: this machine's clock is {line}: the merge lines shards up by it, but check the clock"
                 );
-            } else if !spec.quiet {
-                eprintln!("clock: {line}");
+                progress.line(&warning, true);
+            } else {
+                progress.line(&format!("clock: {line}"), false);
             }
             Some(goodput_results::clock::ClockReference { url: r.to_string(), start, end: None })
         }
@@ -40,12 +42,15 @@ pub fn clock_start(spec: &RunSpec, rig: &Rig) -> Result<goodput_results::clock::
 
 /// `--clock-ref`: the offset again after the last level (a failure here is a warning: the
 /// start's measurement stands).
-pub fn clock_end(spec: &RunSpec, summary: &mut RunSummary) {
+pub fn clock_end(spec: &RunSpec, summary: &mut RunSummary, progress: &dyn Progress) {
     let Some(r) = summary.clock.as_mut().and_then(|c| c.reference.as_mut()) else { return };
     let Some(c) = &spec.clock_ref else { return };
     match crate::clockref::measure(c) {
         Ok(end) => r.end = Some(end),
-        Err(e) => eprintln!("warning: --clock-ref {}: the offset after the run: {e:#} (the one before stands)", r.url),
+        Err(e) => progress.line(
+            &format!("warning: --clock-ref {}: the offset after the run: {e:#} (the one before stands)", r.url),
+            true,
+        ),
     }
 }
 

@@ -10,6 +10,7 @@ use super::live::{Goal, Live};
 use super::records::RecordWriter;
 use super::rig::{machine, Rig};
 use super::spec::{LevelSpec, RunSpec};
+use crate::progress::Progress;
 use anyhow::Result;
 use goodput_report::console as table;
 use goodput_report::{export, Conclusion};
@@ -25,7 +26,10 @@ pub struct Sweep<'a> {
     queue: VecDeque<LevelSpec>,
     refine_left: usize,
     first_id: u64,
-    bar: indicatif::ProgressBar,
+    progress: &'a dyn Progress,
+    /// The levels the sweep holds so far, and how many have finished.
+    total: usize,
+    done: usize,
     /// Raised by an interrupt: the current level stops sending, no later level starts.
     stop: Stop,
     /// The first request id of the level run last (its simulated twin takes the same).
@@ -47,43 +51,32 @@ pub struct Sweep<'a> {
 }
 
 impl<'a> Sweep<'a> {
-    pub fn start(spec: &'a RunSpec, rig: &Rig, stop: Stop) -> Result<Self> {
+    pub fn start(spec: &'a RunSpec, rig: &Rig, stop: Stop, progress: &'a dyn Progress) -> Result<Self> {
         let w = &rig.workload;
         let mut summary = new_summary(spec, rig);
-        summary.clock = Some(clock::clock_start(spec, rig)?);
+        summary.clock = Some(clock::clock_start(spec, rig, progress)?);
         // Bound before the run's files exist: a port in use leaves no half-made directory.
-        let exporter = start_exporter(spec, &summary)?;
+        let exporter = start_exporter(spec, &summary, progress)?;
         let files = create_files(spec)?;
-        if !spec.quiet {
-            let slos: Vec<String> = spec.slos.iter().map(|s| s.to_string()).collect();
-            let cap = spec.pacing.max_in_flight.map_or(String::new(), |n| format!("; at most {n} in flight"));
-            eprintln!(
-                "goodput run: {} on {} ({}), {}; {}{cap}; SLOs: {}",
-                spec.model.name,
-                rig.device,
-                rig.weights,
-                goodput_core::Target::describe(&*rig.target),
-                w.describe(),
-                slos.join(", ")
-            );
-            if let Some(note) = warmup_note(spec) {
-                eprintln!("note: {note}");
-            }
+        let slos: Vec<String> = spec.slos.iter().map(|s| s.to_string()).collect();
+        let cap = spec.pacing.max_in_flight.map_or(String::new(), |n| format!("; at most {n} in flight"));
+        let line = format!(
+            "goodput run: {} on {} ({}), {}; {}{cap}; SLOs: {}",
+            spec.model.name,
+            rig.device,
+            rig.weights,
+            goodput_core::Target::describe(&*rig.target),
+            w.describe(),
+            slos.join(", ")
+        );
+        progress.line(&line, false);
+        if let Some(note) = warmup_note(spec) {
+            progress.line(&format!("note: {note}"), false);
         }
         if let Some(w) = spec.few_requests() {
-            eprintln!("warning: {w}");
+            progress.line(&format!("warning: {w}"), true);
         }
-        // Progress on stderr; indicatif hides it when stderr is not a terminal.
-        let bar = if spec.quiet {
-            indicatif::ProgressBar::hidden()
-        } else {
-            indicatif::ProgressBar::new(spec.levels.len() as u64)
-        };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {pos}/{len}: {msg}")
-                .expect("a valid progress template"),
-        );
-        bar.enable_steady_tick(Duration::from_millis(120));
+        progress.levels(spec.levels.len());
         let queue = spec.levels.clone();
         summary.prediction = spec.target.predict().map(|(_, p)| goodput_results::prediction::Prediction {
             profile: p.display().to_string(),
@@ -100,7 +93,9 @@ impl<'a> Sweep<'a> {
             queue,
             refine_left: spec.refine_levels,
             first_id: 0,
-            bar,
+            progress,
+            total: spec.levels.len(),
+            done: 0,
             stop,
             level_first_id: 0,
             twin_cost: (0.0, 0.0, 0),
@@ -114,11 +109,13 @@ impl<'a> Sweep<'a> {
 
     /// Level lines are progress (hidden by --quiet); warnings always show.
     fn log(&self, line: String, warning: bool) {
-        if !self.bar.is_hidden() {
-            self.bar.println(line);
-        } else if warning || !self.spec.quiet {
-            eprintln!("{line}");
-        }
+        self.progress.line(&line, warning);
+    }
+
+    /// One more level in the sweep.
+    fn grow(&mut self) {
+        self.total += 1;
+        self.progress.levels(self.total);
     }
 
     /// The next level: the sweep's, then refinement levels while they help.
@@ -131,7 +128,7 @@ impl<'a> Sweep<'a> {
         let here = clock::on_this_clock(at, self.summary.clock.as_ref().and_then(|c| c.offset_s()).unwrap_or(0.0));
         let now = std::time::SystemTime::now();
         if let Ok(wait) = here.duration_since(now) {
-            eprintln!("waiting {:.1} s for --start-at", wait.as_secs_f64());
+            self.log(format!("waiting {:.1} s for --start-at", wait.as_secs_f64()), false);
             while std::time::SystemTime::now() < here && !self.stop.raised() {
                 let left = here.duration_since(std::time::SystemTime::now()).unwrap_or_default();
                 std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
@@ -139,7 +136,12 @@ impl<'a> Sweep<'a> {
         }
         let late_s = std::time::SystemTime::now().duration_since(here).map_or(0.0, |d| d.as_secs_f64());
         if late_s > 1.0 {
-            eprintln!("warning: --start-at was {late_s:.1} s ago when the sweep could start: this process starts late");
+            self.log(
+                format!(
+                    "warning: --start-at was {late_s:.1} s ago when the sweep could start: this process starts late"
+                ),
+                true,
+            );
         }
         self.summary.start_at = Some(goodput_results::StartAt { unix_s, late_s });
     }
@@ -149,7 +151,7 @@ impl<'a> Sweep<'a> {
             return Some(l);
         }
         if let Some(l) = self.extend() {
-            self.bar.inc_length(1);
+            self.grow();
             return Some(l);
         }
         if self.refine_left == 0 {
@@ -158,7 +160,7 @@ impl<'a> Sweep<'a> {
         self.refine_left -= 1;
         let outcomes: Vec<_> = self.summary.levels.iter().map(|l| l.outcome()).collect();
         let next = self.spec.refine.next(&outcomes)?;
-        self.bar.inc_length(1);
+        self.grow();
         Some(next)
     }
 
@@ -192,18 +194,17 @@ impl<'a> Sweep<'a> {
     }
 
     pub fn run_level(&mut self, rig: &Rig, level: &LevelSpec) -> Result<Finished> {
-        self.bar.set_message(format!("{} {}", level.load, self.spec.unit));
         let counts = self.spec.counts(level, rig.workload.is_sessions());
-        // The live view, fed only where the bar is drawn.
-        let progress = (!self.bar.is_hidden()).then(|| {
-            let goal = match level.duration {
+        // The live view, fed only where the view draws it.
+        let label = format!("{} {}", level.load, self.spec.unit);
+        let live = self.progress.draws_live().then(|| {
+            Live::new(match level.duration {
                 Some(d) => Goal::Duration(d),
                 None => Goal::Requests { measured: counts.requests, cooldown: counts.cooldown },
-            };
-            let live = Live::new(goal);
-            self.bar.set_style(live.style());
-            live.sink()
+            })
         });
+        self.progress.level_started(&label, live.as_ref());
+        let progress = live.map(|l| l.sink());
         // Every record goes to the files as it finishes, and is kept for a level cut short:
         // one shared copy for both.
         let seen = level::Seen::default();
@@ -249,7 +250,7 @@ impl<'a> Sweep<'a> {
         let Some((duration, windows)) = self.spec.soak else { return Ok(()) };
         let usable = self.summary.verdict().usable;
         let Some(level) = usable.and_then(|u| self.ran.iter().find(|l| l.load == u)).cloned() else {
-            eprintln!("warning: --soak: no usable capacity was found, so there is nothing to soak");
+            self.log("warning: --soak: no usable capacity was found, so there is nothing to soak".into(), true);
             return Ok(());
         };
         let level = LevelSpec { duration: Some(duration), ..level };
@@ -322,7 +323,8 @@ impl<'a> Sweep<'a> {
             self.log(format!("  {} {unit}: partial (interrupted)", r.summary.load), true);
         }
         self.log(table::layers(r, unit), false);
-        self.bar.inc(1);
+        self.done += 1;
+        self.progress.level_finished();
         let failed = !r.summary.slos_hold();
         let load = r.summary.load;
         self.sim_cost.0 += f.steps.len();
@@ -337,7 +339,8 @@ impl<'a> Sweep<'a> {
         if failed && self.spec.stop_at_first_failure {
             // A capacity search: nothing above a failing level needs running; refinement
             // still bisects below it.
-            self.bar.set_length(self.bar.position());
+            self.total = self.done;
+            self.progress.levels(self.total);
             self.queue.clear();
         }
         Ok(())
@@ -358,90 +361,47 @@ impl<'a> Sweep<'a> {
         Ok(())
     }
 
-    /// The sweep's tables and conclusion on stdout, the conclusion and report in the files;
-    /// the summary marked complete unless `interrupted`. Returns the exit status.
-    pub fn finish(mut self, interrupted: bool) -> Result<i32> {
-        self.bar.finish_and_clear();
+    /// The summary marked complete unless `interrupted`, written with the conclusion (and the
+    /// report page when asked); the [`Outcome`] for the caller to show.
+    pub fn finish(mut self, interrupted: bool) -> Result<Outcome> {
+        self.progress.finish();
         self.summary.complete = !interrupted;
-        clock::clock_end(self.spec, &mut self.summary);
+        clock::clock_end(self.spec, &mut self.summary, self.progress);
         if let Some((writer, records)) = self.files.as_mut() {
             records.sync()?;
             writer.write_summary(&self.summary)?;
         }
         self.export()?;
-        let (s, unit, json) = (&self.summary, self.spec.unit, self.spec.outputs.json);
-        // With --json the tables and the conclusion are for the person watching: stderr.
-        macro_rules! say {
-            ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
-        }
-        if let Some(storm) = s.verdict().retry_storm {
-            let shares: Vec<String> =
-                storm.iter().map(|r| format!("{:.0} % at {} {unit}", r.share * 100.0, r.load)).collect();
-            eprintln!(
-                "warning: retries feed on themselves: the share of attempts that were retries rises with load ({}); the extra attempts are load the target would not otherwise have had",
-                shares.join(", ")
-            );
-        }
-        match &self.spec.latency_columns {
-            Some(cols) => {
-                say!("{}", table::latency::levels_with(&s.levels, unit, &s.model, &s.workload.description, cols))
-            }
-            None => say!("{}", table::levels(&s.levels, unit, &s.model, &s.workload.description)),
-        }
-        for t in [table::http(&s.levels, unit), table::server(&s.levels, unit)].into_iter().flatten() {
-            say!("{t}");
-        }
-        if let Some(last) = s.levels.last() {
-            if !last.turns.is_empty() {
-                say!("{}", table::turns(&last.turns, last.summary.load, unit));
-            }
-            if let Some(ag) = &last.agent {
-                say!("{}", table::agent(ag, last.summary.load, unit));
-            }
-            if let Some(r) = &last.rag {
-                say!("{}", table::rag(r, &last.summary, unit));
-            }
-        }
-        if let Some(p) = &s.prediction {
-            say!("{}", table::prediction(s, p, unit));
-        }
-        if let Some(soak) = &s.soak {
-            say!("{}", table::soak(soak, unit));
-        }
-        if self.simulated {
-            let (steps, simulated, t0) = self.sim_cost;
-            let wall = t0.elapsed().as_secs_f64().max(1e-9);
-            say!(
-                "simulation: {steps} engine steps in {wall:.2} s ({:.0} steps/s), {simulated:.1} s of measured windows simulated ({:.0}× real time)",
-                steps as f64 / wall,
-                simulated / wall
-            );
-        }
-        let conclusion = Conclusion::of(s).render();
-        say!("{conclusion}");
-        if json {
-            println!("{}", serde_json::to_string(s)?);
-        }
+        let conclusion = Conclusion::of(&self.summary).render();
+        let (mut dir, mut report) = (None, None);
         if let Some((writer, _)) = &self.files {
             writer.write_conclusion(&conclusion)?;
             if self.spec.outputs.out.as_ref().is_some_and(|o| o.report) {
                 let page = writer.dir().join(goodput_results::files::REPORT);
-                crate::report::write(&goodput_results::Results::read(writer.dir())?, &page)?;
-                eprintln!("report in {}", page.display());
+                goodput_report::html::write(&goodput_results::Results::read(writer.dir())?, &page)?;
+                report = Some(page);
             }
-            eprintln!("results in {}", writer.dir().display());
+            dir = Some(writer.dir().to_path_buf());
         }
-        Ok(self.exit_status(interrupted))
+        let simulation = self.simulated.then(|| {
+            let (steps, simulated, t0) = self.sim_cost;
+            Simulation { steps, simulated_s: simulated, wall_s: t0.elapsed().as_secs_f64().max(1e-9) }
+        });
+        let (exit, errors) = self.exit_status(interrupted);
+        Ok(Outcome { summary: self.summary, conclusion, dir, report, simulation, exit, errors })
     }
 
     /// 130 when interrupted, 3 when a level measured no completed request (named, with why).
-    fn exit_status(&self, interrupted: bool) -> i32 {
+    fn exit_status(&self, interrupted: bool) -> (i32, Vec<String>) {
         if interrupted {
-            eprintln!("goodput run: interrupted; the summary is marked incomplete");
-            return super::EXIT_INTERRUPTED;
+            return (
+                super::EXIT_INTERRUPTED,
+                vec!["goodput run: interrupted; the summary is marked incomplete".into()],
+            );
         }
         let unit = self.spec.unit;
         let empty: Vec<_> = self.summary.levels.iter().filter(|l| l.summary.completed == 0).collect();
+        let mut errors = Vec::new();
         for l in &empty {
             let mut why = failure_text(&l.summary.failures);
             if l.summary.requests == 0 && l.warmup_requests > 0 && l.harness.ramp_s.is_some() {
@@ -450,14 +410,38 @@ impl<'a> Sweep<'a> {
                     l.warmup_requests
                 );
             }
-            eprintln!("error: at {} {unit} no measured request completed: {why}", l.summary.load);
+            errors.push(format!("error: at {} {unit} no measured request completed: {why}", l.summary.load));
         }
-        if empty.is_empty() {
-            super::EXIT_OK
-        } else {
-            super::EXIT_NOTHING_COMPLETED
-        }
+        let exit = if empty.is_empty() { super::EXIT_OK } else { super::EXIT_NOTHING_COMPLETED };
+        (exit, errors)
     }
+}
+
+/// A finished run: its summary and conclusion as written, where its files are, and its exit
+/// status with why it is not 0.
+pub struct Outcome {
+    pub summary: RunSummary,
+    /// The written conclusion (`conclusion.md`).
+    pub conclusion: String,
+    /// `--out`: the run's directory.
+    pub dir: Option<std::path::PathBuf>,
+    /// The report page, when one was asked for.
+    pub report: Option<std::path::PathBuf>,
+    /// `--simulate`: what the simulation cost.
+    pub simulation: Option<Simulation>,
+    /// [`super::EXIT_OK`], [`super::EXIT_NOTHING_COMPLETED`] or [`super::EXIT_INTERRUPTED`].
+    pub exit: i32,
+    /// Why `exit` is not 0, a line each.
+    pub errors: Vec<String>,
+}
+
+/// What a `--simulate` run cost: engine steps and seconds of measured windows simulated, in
+/// wall seconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Simulation {
+    pub steps: usize,
+    pub simulated_s: f64,
+    pub wall_s: f64,
 }
 
 /// The run's summary before any level: its setup, workload and stored command line.
@@ -484,12 +468,7 @@ fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {
         capacity: None,
         complete: false,
         prediction: None,
-        command: crate::connect::redacted_command(
-            spec.outputs
-                .command
-                .clone()
-                .unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
-        ),
+        command: spec.outputs.command.clone().unwrap_or_default(),
         shard: spec.shard,
         start_at: None,
         clock: None,
@@ -504,11 +483,15 @@ fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {
 }
 
 /// `--metrics-port`: the run's live metrics, served until the sweep ends.
-fn start_exporter(spec: &RunSpec, summary: &RunSummary) -> Result<Option<(Exporter, Serving)>> {
+fn start_exporter(
+    spec: &RunSpec,
+    summary: &RunSummary,
+    progress: &dyn Progress,
+) -> Result<Option<(Exporter, Serving)>> {
     let Some(addr) = spec.outputs.metrics else { return Ok(None) };
     let e = Exporter::new(&summary.model, &summary.workload.name, &summary.target, &spec.unit.to_string());
     let (serving, bound) = e.serve(addr)?;
-    eprintln!("goodput run: live metrics at http://{bound}/metrics");
+    progress.line(&format!("goodput run: live metrics at http://{bound}/metrics"), true);
     Ok(Some((e, serving)))
 }
 

@@ -1,8 +1,8 @@
 //! The live view of a level on the progress line: requests done of the level's target (or
 //! time of its duration), req/s, rolling TTFT and TPOT P50/P95, errors and an ETA, fed by the
-//! workload's progress sink as each request ends and drawn by the progress bar's own ticker
-//! (so the load generator's tasks only push numbers; percentiles are taken when drawn). The
-//! bar is hidden by `--quiet` and when stderr is not a terminal, and then nothing is fed.
+//! workload's progress sink as each request ends and drawn by a view's own ticker (so the
+//! load generator's tasks only push numbers; percentiles are taken when drawn, [`Live::line`]).
+//! Fed only where the view draws it ([`crate::progress::Progress::draws_live`]).
 
 use goodput_core::{ClientRecord, Phase};
 use goodput_workload::RecordSink;
@@ -104,20 +104,6 @@ impl Live {
     pub fn line(&self) -> String {
         let s = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         render(&s.rolling, s.goal, s.done, s.errors, s.start.elapsed().as_secs_f64())
-    }
-
-    /// The bar's style for this level: `msg` (the level's load) then the view.
-    pub fn style(&self) -> indicatif::ProgressStyle {
-        let live = self.clone();
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {level}/{len}: {msg} │ {live}")
-            .expect("a valid progress template")
-            // The level running, where the bar's position counts the levels finished.
-            .with_key("level", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                let _ = write!(w, "{}", (s.pos() + 1).min(s.len().unwrap_or(u64::MAX)));
-            })
-            .with_key("live", move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                let _ = w.write_str(&live.line());
-            })
     }
 }
 

@@ -1,0 +1,242 @@
+//! The sweep's load levels, checked: one [`LevelSpec`] per level given (`--concurrency`,
+//! `--rate`, `--burst`, `--stages`, a trace's speedups), the bounds every level keeps, how
+//! refinement adds levels between the last passing and the first failing one, and the counts
+//! of requests a level measures and leaves out.
+
+use anyhow::{bail, Result};
+use goodput_metrics::capacity::{pass_fail_levels, refine_point, LevelOutcome};
+use goodput_workload::{Arrival, Trim};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// One level to run: its load, how requests arrive, and how long it lasts (if by time).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelSpec {
+    pub load: f64,
+    pub arrival: Arrival,
+    pub duration: Option<Duration>,
+}
+
+/// How refinement levels are made: integer users, rates, or not at all (stages, durations).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RefineKind {
+    Users(Duration),
+    Burst,
+    Rate { burstiness: Option<f64> },
+    None,
+}
+
+impl RefineKind {
+    /// The next level between the last passing and the first failing level, if there is room:
+    /// a whole number of users strictly between them, or a rate, while they are more than
+    /// 10 % apart and the passing level used under 95 % of its nearest bound (within 5 % of it,
+    /// the limit is found).
+    pub fn next(self, outcomes: &[LevelOutcome]) -> Option<LevelSpec> {
+        let (p, f) = pass_fail_levels(outcomes)?;
+        let (pass, fail) = (p.load, f.load);
+        let at = refine_point((pass, p.slo_used), (fail, f.slo_used));
+        // The nearest whole number strictly inside the bracket, when there is one.
+        let whole = at.round().max(pass + 1.0).min(fail - 1.0);
+        let apart = (fail - pass) / fail > 0.1 && p.slo_used < 0.95;
+        let between = whole > pass && whole < fail && apart;
+        let arrival = match self {
+            RefineKind::Users(think) if between => Arrival::Closed { users: whole as usize, think },
+            RefineKind::Burst if between => Arrival::Burst { size: whole as usize },
+            RefineKind::Rate { burstiness } if apart => Arrival::Rate { rate: (at * 1e3).round() / 1e3, burstiness },
+            _ => return None,
+        };
+        Some(LevelSpec { load: arrival.load(), arrival, duration: None })
+    }
+}
+
+/// The most virtual users (or burst requests) one level may have: far beyond what one load
+/// generator drives, and small enough that a typo cannot exhaust memory.
+pub const MAX_USERS: usize = 100_000;
+/// The highest request rate one level may offer (requests per second).
+pub const MAX_RATE: f64 = 100_000.0;
+/// The most measured requests (sessions, tasks) per level.
+pub const MAX_REQUESTS: usize = 10_000_000;
+/// The longest level, warm-up or think time.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The level a search starts with when none are given: 1 user.
+pub const SEARCH_START: [usize; 1] = [1];
+
+/// A search for the limit (`--search`): the sweep doubles its highest level while
+/// every level's SLOs hold with confidence, up to `max_load`, adding no level that would end
+/// past `budget` after the sweep started.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Search {
+    pub max_load: f64,
+    pub budget: Duration,
+}
+
+impl Search {
+    /// The level after `last` (every level so far held), whose SLO nearest its bound reached
+    /// `used` of it (value ÷ bound: 0.96 for a P95 TPOT of 48 ms against 50 ms): four times
+    /// its load while every SLO uses under a quarter of its bound, else twice, or where that
+    /// SLO would reach 110 % of its bound if it grew in proportion to the load, when that is
+    /// nearer (a level just past the limit, not one far beyond it); at most `max_load`.
+    /// `None` at the bound, or for a level that does not double (a burst, a trace).
+    pub fn next(&self, last: &LevelSpec, used: f64) -> Option<LevelSpec> {
+        if last.load >= self.max_load {
+            return None;
+        }
+        let step = goodput_metrics::capacity::search_step(used);
+        let to = |x: f64| (x * step).min(self.max_load);
+        let arrival = match last.arrival {
+            Arrival::Closed { users, think } => {
+                Arrival::Closed { users: (to(users as f64).ceil() as usize).max(users + 1), think }
+            }
+            Arrival::Rate { rate, burstiness } => Arrival::Rate { rate: (to(rate) * 1e3).round() / 1e3, burstiness },
+            _ => return None,
+        };
+        Some(LevelSpec { load: arrival.load(), arrival, duration: last.duration })
+    }
+}
+
+/// The most levels one sweep runs.
+pub const MAX_LEVELS: usize = 1000;
+
+/// At most [`MAX_LEVELS`], each load once: levels are named by their load in every table,
+/// file and comparison, so a second level of the same load would be mixed with the first.
+pub fn check_distinct(levels: &VecDeque<LevelSpec>) -> Result<()> {
+    if levels.len() > MAX_LEVELS {
+        bail!("{} levels given; a sweep runs at most {MAX_LEVELS}", levels.len());
+    }
+    for (i, l) in levels.iter().enumerate() {
+        if levels.iter().take(i).any(|m| m.load == l.load) {
+            bail!("the load {} is given twice; each level of a sweep must have a load of its own", l.load);
+        }
+    }
+    Ok(())
+}
+
+/// A warm-up or cool-down: a count or a time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Span {
+    Count(usize),
+    Time(Duration),
+}
+
+impl Span {
+    pub fn count(self) -> usize {
+        match self {
+            Span::Count(n) => n,
+            Span::Time(_) => 0,
+        }
+    }
+    pub fn time(self) -> Duration {
+        match self {
+            Span::Count(_) => Duration::ZERO,
+            Span::Time(d) => d,
+        }
+    }
+    pub fn is_zero(self) -> bool {
+        self.count() == 0 && self.time().is_zero()
+    }
+}
+
+/// What each level measures and leaves out, as given (`--requests`, `--warmup`,
+/// `--cooldown`); [`RunSpec::counts`] makes a level's counts of them.
+#[derive(Clone, Copy, Debug)]
+pub struct PerLevel {
+    pub requests: Option<usize>,
+    /// [`min_requests`] of the run's SLOs: the least a level measures by default.
+    pub min_requests: usize,
+    pub warmup: Option<Span>,
+    pub cooldown: Span,
+}
+
+/// How many requests (or units) a level measures, warms up with and cools down with.
+pub struct Counts {
+    pub requests: usize,
+    pub warmup: usize,
+    pub cooldown: usize,
+    pub trim: Trim,
+}
+
+impl Counts {
+    pub fn of(a: &PerLevel, level: &LevelSpec, sessions: bool) -> Counts {
+        // With a duration, the request count only caps the level.
+        let requests = match (&level.duration, &level.arrival) {
+            // The window's requests, once (not beyond: the times would start over), even
+            // with a duration (which then only cuts the replay short).
+            (_, Arrival::Trace { requests, .. }) => a.requests.map_or(*requests, |r| r.min(*requests)),
+            (Some(_), _) => usize::MAX / 2,
+            (None, Arrival::Burst { size }) => *size,
+            (None, Arrival::Closed { users, .. }) if sessions => a.requests.unwrap_or((2 * users).max(2)),
+            (None, Arrival::Closed { users, .. }) => a.requests.unwrap_or((2 * users).max(a.min_requests)),
+            (None, Arrival::Rate { rate, .. }) => {
+                a.requests.unwrap_or(((10.0 * rate).ceil() as usize).max(a.min_requests))
+            }
+        };
+        let warmup = match (a.warmup, &level.arrival) {
+            (_, Arrival::Burst { .. }) => 0,
+            (None, Arrival::Trace { .. }) => 0,
+            (Some(w), _) => w.count(),
+            (None, Arrival::Closed { users, .. }) => *users,
+            (None, _) => 2,
+        };
+        let trim = Trim { start: a.warmup.map_or(Duration::ZERO, Span::time), end: a.cooldown.time() };
+        Counts { requests, warmup, cooldown: a.cooldown.count(), trim }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(load: f64, slos_hold: bool) -> LevelOutcome {
+        LevelOutcome {
+            load,
+            slos_hold,
+            surely_holds: slos_hold,
+            slo_used: 0.0,
+            output_throughput: load,
+            queue_time: None,
+        }
+    }
+
+    #[test]
+    fn a_search_doubles_to_its_bound_and_levels_measure_what_their_percentiles_need() {
+        let search = Search { max_load: 100.0, budget: Duration::from_secs(60) };
+        let at = |users| LevelSpec {
+            load: users as f64,
+            arrival: Arrival::Closed { users, think: Duration::ZERO },
+            duration: None,
+        };
+        assert_eq!(search.next(&at(32), 0.3), Some(at(64)));
+        assert_eq!(search.next(&at(4), 0.1), Some(at(16)), "far from every bound: four times");
+        assert_eq!(search.next(&at(64), 0.3), Some(at(100)), "clamped to the bound");
+        assert_eq!(search.next(&at(100), 0.3), None);
+        // 96 % of a bound used at 60 users: 60 × 1.1 / 0.96 = 68.75, so 69 rather than 120.
+        assert_eq!(search.next(&at(60), 0.96), Some(at(69)));
+        // Within 5 % of the bound: at least 5 % more, and at least one more user.
+        assert_eq!(search.next(&at(4), 1.0), Some(at(5)));
+        let rate = LevelSpec { load: 3.0, arrival: Arrival::Rate { rate: 3.0, burstiness: None }, duration: None };
+        assert_eq!(search.next(&rate, 0.4).map(|l| l.load), Some(6.0));
+        let burst = LevelSpec { load: 4.0, arrival: Arrival::Burst { size: 4 }, duration: None };
+        assert_eq!(search.next(&burst, 0.0), None);
+        let per = PerLevel { requests: None, min_requests: 72, warmup: None, cooldown: Span::Count(0) };
+        assert_eq!(Counts::of(&per, &at(1), false).requests, 72);
+        assert_eq!(Counts::of(&per, &at(64), false).requests, 128);
+    }
+
+    #[test]
+    fn refinement_bisects_between_the_last_pass_and_the_first_failure() {
+        let levels = [outcome(1.0, true), outcome(2.0, true), outcome(8.0, false), outcome(16.0, false)];
+        let users = RefineKind::Users(Duration::ZERO).next(&levels).unwrap();
+        assert_eq!(users.arrival, Arrival::Closed { users: 5, think: Duration::ZERO });
+        assert_eq!(RefineKind::Burst.next(&levels).unwrap().load, 5.0);
+        let rate = RefineKind::Rate { burstiness: Some(1.0) }.next(&levels).unwrap();
+        assert_eq!(rate.load, 5.0);
+        // No whole number between 2 and 3 users; 10.0 and 10.5 req/s are within 10 %.
+        assert!(RefineKind::Users(Duration::ZERO).next(&[outcome(2.0, true), outcome(3.0, false)]).is_none());
+        assert!(RefineKind::Rate { burstiness: None }.next(&[outcome(10.0, true), outcome(10.5, false)]).is_none());
+        assert!(RefineKind::None.next(&levels).is_none());
+        // Nothing failed, or nothing passed: nothing to bisect.
+        assert!(RefineKind::Users(Duration::ZERO).next(&levels[..2]).is_none());
+        assert!(RefineKind::Users(Duration::ZERO).next(&levels[2..]).is_none());
+    }
+}

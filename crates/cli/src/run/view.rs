@@ -1,0 +1,140 @@
+//! `goodput run` on the terminal: the run's progress as an indicatif bar (the levels done of
+//! those the sweep holds, the level running with its live line), and the finished run shown —
+//! the tables and the conclusion on stdout (stderr with `--json`, which takes stdout for the
+//! summary), where its files are, and why its exit status is not 0.
+
+use goodput_bench::progress::Progress;
+use goodput_bench::run::live::Live;
+use goodput_bench::run::Outcome;
+use goodput_bench::RunSpec;
+use goodput_report::console as table;
+use std::time::Duration;
+
+/// The progress bar on stderr; indicatif hides it when stderr is not a terminal, and `quiet`
+/// hides it always. Where it is hidden, lines go to stderr as they come (progress lines unless
+/// `quiet`).
+pub struct Bar {
+    bar: indicatif::ProgressBar,
+    quiet: bool,
+}
+
+impl Bar {
+    pub fn new(quiet: bool) -> Bar {
+        let bar = if quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(0) };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {pos}/{len}: {msg}")
+                .expect("a valid progress template"),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        Bar { bar, quiet }
+    }
+}
+
+impl Progress for Bar {
+    fn line(&self, line: &str, warning: bool) {
+        if !self.bar.is_hidden() {
+            self.bar.println(line);
+        } else if warning || !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+
+    fn levels(&self, total: usize) {
+        self.bar.set_length(total as u64);
+    }
+
+    fn level_started(&self, label: &str, live: Option<&Live>) {
+        self.bar.set_message(label.to_string());
+        if let Some(live) = live {
+            self.bar.set_style(style(live.clone()));
+        }
+    }
+
+    fn draws_live(&self) -> bool {
+        !self.bar.is_hidden()
+    }
+
+    fn level_finished(&self) {
+        self.bar.inc(1);
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// The bar's style for a level: `msg` (the level's load) then its live line.
+fn style(live: Live) -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {level}/{len}: {msg} │ {live}")
+        .expect("a valid progress template")
+        // The level running, where the bar's position counts the levels finished.
+        .with_key("level", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{}", (s.pos() + 1).min(s.len().unwrap_or(u64::MAX)));
+        })
+        .with_key("live", move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = w.write_str(&live.line());
+        })
+}
+
+/// The finished run shown: its tables and conclusion (on stderr with `--json`, the summary
+/// then on stdout), where its files are, and why its exit status is not 0. Returns the status.
+pub fn show(spec: &RunSpec, o: &Outcome) -> anyhow::Result<i32> {
+    let (s, unit, json) = (&o.summary, spec.unit, spec.outputs.json);
+    macro_rules! say {
+        ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
+    }
+    if let Some(storm) = s.verdict().retry_storm {
+        let shares: Vec<String> =
+            storm.iter().map(|r| format!("{:.0} % at {} {unit}", r.share * 100.0, r.load)).collect();
+        eprintln!(
+            "warning: retries feed on themselves: the share of attempts that were retries rises with load ({}); the extra attempts are load the target would not otherwise have had",
+            shares.join(", ")
+        );
+    }
+    match &spec.latency_columns {
+        Some(cols) => say!("{}", table::latency::levels_with(&s.levels, unit, &s.model, &s.workload.description, cols)),
+        None => say!("{}", table::levels(&s.levels, unit, &s.model, &s.workload.description)),
+    }
+    for t in [table::http(&s.levels, unit), table::server(&s.levels, unit)].into_iter().flatten() {
+        say!("{t}");
+    }
+    if let Some(last) = s.levels.last() {
+        if !last.turns.is_empty() {
+            say!("{}", table::turns(&last.turns, last.summary.load, unit));
+        }
+        if let Some(ag) = &last.agent {
+            say!("{}", table::agent(ag, last.summary.load, unit));
+        }
+        if let Some(r) = &last.rag {
+            say!("{}", table::rag(r, &last.summary, unit));
+        }
+    }
+    if let Some(p) = &s.prediction {
+        say!("{}", table::prediction(s, p, unit));
+    }
+    if let Some(soak) = &s.soak {
+        say!("{}", table::soak(soak, unit));
+    }
+    if let Some(sim) = &o.simulation {
+        say!(
+            "simulation: {} engine steps in {:.2} s ({:.0} steps/s), {:.1} s of measured windows simulated ({:.0}× real time)",
+            sim.steps,
+            sim.wall_s,
+            sim.steps as f64 / sim.wall_s,
+            sim.simulated_s,
+            sim.simulated_s / sim.wall_s
+        );
+    }
+    say!("{}", o.conclusion);
+    if json {
+        println!("{}", serde_json::to_string(s)?);
+    }
+    if let Some(page) = &o.report {
+        eprintln!("report in {}", page.display());
+    }
+    if let Some(dir) = &o.dir {
+        eprintln!("results in {}", dir.display());
+    }
+    o.errors.iter().for_each(|e| eprintln!("{e}"));
+    Ok(o.exit)
+}
