@@ -11,9 +11,12 @@
 //! Between `goodput-client` (and every crate below it) and the command line: it imports no
 //! command-line parsing, and nothing here may be imported by a crate below it.
 
+pub mod calibrate;
 pub mod clockref;
+pub mod command;
 pub mod cpu;
 pub mod fds;
+pub mod merge;
 pub mod progress;
 pub mod repeats;
 pub mod run;

@@ -29,6 +29,7 @@ use super::args::{parse_run, RunArgs, RunOnly};
 use anyhow::{anyhow, bail, Result};
 use clap::parser::ValueSource;
 use clap::{Arg, ArgMatches, CommandFactory};
+pub use goodput_bench::command::strip;
 use goodput_results::matrix::Axis;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -82,20 +83,6 @@ impl CommandLine {
         // `--color` is the whole command line's, not `run`'s.
         Self { tokens: strip(&strip(&argv[at..], "--config"), "--color"), set, out }
     }
-}
-
-/// `tokens` without `flag VALUE` and `flag=VALUE`.
-pub fn strip(tokens: &[String], flag: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut it = tokens.iter();
-    while let Some(t) = it.next() {
-        if t == flag {
-            it.next();
-        } else if !t.strip_prefix(flag).is_some_and(|rest| rest.starts_with('=')) {
-            out.push(t.clone());
-        }
-    }
-    out
 }
 
 /// Reads and expands the config file at `path` under the command line `cli`.

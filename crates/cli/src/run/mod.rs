@@ -11,7 +11,6 @@ mod spec;
 mod view;
 
 pub use args::{parse_run, CapacityArgs, RunArgs};
-pub use config::strip;
 
 use anyhow::{bail, Result};
 use goodput_bench::run::interrupt;
@@ -177,8 +176,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
 
 /// [`run`], stopped by `stop`.
 fn run_until(a: RunArgs, stop: Stop) -> Result<i32> {
-    let spec = spec::run_spec(a)?;
+    let (spec, shown) = spec::run_spec(a)?;
     let bar = view::Bar::new(spec.quiet);
     let outcome = goodput_bench::run::run(&spec, stop, &bar)?;
-    view::show(&spec, &outcome)
+    view::show(&spec, &shown, &outcome)
 }

@@ -3,6 +3,7 @@
 //! the tables and the conclusion on stdout (stderr with `--json`, which takes stdout for the
 //! summary), where its files are, and why its exit status is not 0.
 
+use super::spec::Shown;
 use goodput_bench::progress::Progress;
 use goodput_bench::run::live::Live;
 use goodput_bench::run::Outcome;
@@ -78,8 +79,8 @@ fn style(live: Live) -> indicatif::ProgressStyle {
 
 /// The finished run shown: its tables and conclusion (on stderr with `--json`, the summary
 /// then on stdout), where its files are, and why its exit status is not 0. Returns the status.
-pub fn show(spec: &RunSpec, o: &Outcome) -> anyhow::Result<i32> {
-    let (s, unit, json) = (&o.summary, spec.unit, spec.outputs.json);
+pub fn show(spec: &RunSpec, shown: &Shown, o: &Outcome) -> anyhow::Result<i32> {
+    let (s, unit, json) = (&o.summary, spec.unit, shown.json);
     macro_rules! say {
         ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
     }
@@ -91,7 +92,7 @@ pub fn show(spec: &RunSpec, o: &Outcome) -> anyhow::Result<i32> {
             shares.join(", ")
         );
     }
-    match &spec.latency_columns {
+    match &shown.latency_columns {
         Some(cols) => say!("{}", table::latency::levels_with(&s.levels, unit, &s.model, &s.workload.description, cols)),
         None => say!("{}", table::levels(&s.levels, unit, &s.model, &s.workload.description)),
     }

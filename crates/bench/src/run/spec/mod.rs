@@ -23,7 +23,6 @@ use crate::workload::WorkloadSpec;
 use goodput_core::ModelSpec;
 use goodput_engine::source::{EngineOptions, ModelSource};
 use goodput_metrics::slo::Slo;
-use goodput_report::console::latency::LatencyColumns;
 use goodput_results::{EngineSettings, LoadUnit};
 use goodput_workload::RetryPolicy;
 use std::collections::VecDeque;
@@ -42,8 +41,6 @@ pub struct Outputs {
     pub command: Option<Vec<String>>,
     /// A config file's inline scenario, written into `--out` as `scenario.toml`.
     pub scenario_toml: Option<String>,
-    /// `--json`: the summary on stdout, the tables on stderr.
-    pub json: bool,
     /// `--metrics-port` (and `--metrics-host`): where the run's live metrics are served.
     pub metrics: Option<std::net::SocketAddr>,
 }
@@ -92,8 +89,6 @@ pub struct RunSpec {
     pub per_level: PerLevel,
     /// The cap on requests in flight, the ramp and the think jitter.
     pub pacing: Pacing,
-    /// `--percentile-metrics`, `--metric-percentiles`: the final table's latency columns.
-    pub latency_columns: Option<LatencyColumns>,
     pub retry: RetryPolicy,
     /// A request without its end marker after this long times out.
     pub timeout: Duration,

@@ -13,14 +13,22 @@ use anyhow::{bail, Result};
 use goodput_bench::run::spec::{check_distinct, Counts, LevelSpec, PerLevel, RefineKind, RunSpec, Search, Span};
 use goodput_bench::run::spec::{OutDir, Outputs, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_USERS};
 use goodput_bench::workload::{build_workload, WorkloadSpec};
+use goodput_report::console::latency::LatencyColumns;
 use goodput_results::LoadUnit;
 use goodput_workload::shard::Shard;
 use goodput_workload::RetryPolicy;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// Checks `a` and takes what every later step needs from it.
-pub fn run_spec(a: RunArgs) -> Result<RunSpec> {
+/// How the finished run is shown: the final table's latency columns, and `--json` (the
+/// summary on stdout, the tables on stderr).
+pub struct Shown {
+    pub latency_columns: Option<LatencyColumns>,
+    pub json: bool,
+}
+
+/// Checks `a` and takes what every later step needs from it: the run, and how it is shown.
+pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
     let slos = load::slos(&a)?;
     let model = a.model.source().spec()?;
     if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
@@ -67,7 +75,8 @@ pub fn run_spec(a: RunArgs) -> Result<RunSpec> {
         bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
     }
     let cpus = |c: Option<crate::args::CpuList>| c.map(|c| c.0);
-    Ok(RunSpec {
+    let shown = Shown { latency_columns, json: a.json };
+    let spec = RunSpec {
         slos,
         model,
         model_args: a.model.source(),
@@ -87,7 +96,6 @@ pub fn run_spec(a: RunArgs) -> Result<RunSpec> {
         clock_ref: a.clock_ref.clone(),
         per_level,
         pacing,
-        latency_columns,
         retry: RetryPolicy { max: a.retries, backoff: a.retry_backoff },
         timeout: a.timeout,
         engine_cpus: cpus(a.engine_cpus),
@@ -105,11 +113,11 @@ pub fn run_spec(a: RunArgs) -> Result<RunSpec> {
                 a.command.unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
             )),
             scenario_toml: a.scenario_inline,
-            json: a.json,
             metrics: a.metrics_port.map(|p| std::net::SocketAddr::new(a.metrics_host, p)),
         },
         quiet: a.quiet,
-    })
+    };
+    Ok((spec, shown))
 }
 
 /// Export files go into directories that exist, and `--out` takes no second run: found out

@@ -1,66 +1,55 @@
-//! `goodput calibrate`: the load generator measured against a mock server with a known
-//! schedule (fixed TTFT, fixed inter-token interval, no model), so a user knows whether the
-//! client itself is a bottleneck at a given number of concurrent streams. The mock stamps when
-//! it wrote each chunk; the client stamps when it read it; the difference is the client's own
-//! delay (loopback, HTTP, SSE parsing, scheduling), reported with the client's CPU per token.
+//! The load generator measured against a mock server with a known schedule (fixed TTFT,
+//! fixed inter-token interval, no model), so a user knows whether the client itself is a
+//! bottleneck at a given number of concurrent streams. The mock stamps when it wrote each
+//! chunk; the client stamps when it read it; the difference is the client's own delay
+//! (loopback, HTTP, SSE parsing, scheduling), reported with the client's CPU per token. With
+//! [`CalibrateSpec::floor`], the bare reads of the same streams ([`floor`]): the floor under
+//! any client here. The mock runs in this process on a thread of its own.
 
 mod floor;
 
+use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use goodput_core::{ClientRecord, Clock, Stamp};
 use goodput_metrics::Summary;
-use goodput_report::console as table;
-use goodput_report::text::{ms, num};
 use goodput_results::CpuUse;
 use goodput_server::mock::Mock;
 use goodput_workload::{run_level, Arrival, LengthDist, LevelPlan, LevelRun, Ramp, RetryPolicy, Scenario, UnitPlan};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[derive(Args, Debug)]
-pub struct CalibrateArgs {
+/// A calibration: the mock's schedule, the levels of concurrent streams, and where the client
+/// and the mock run.
+#[derive(Clone, Debug)]
+pub struct CalibrateSpec {
     /// Concurrent streams per level.
-    #[arg(long, value_delimiter = ',', default_value = "100,1000")]
     pub concurrency: Vec<usize>,
     /// The mock's time to first token.
-    #[arg(long, default_value = "200ms", value_parser = crate::args::parse_duration)]
     pub ttft: Duration,
     /// The mock's interval between tokens.
-    #[arg(long, default_value = "20ms", value_parser = crate::args::parse_duration)]
     pub itl: Duration,
     /// Tokens per response.
-    #[arg(long, default_value_t = 50)]
     pub tokens: usize,
     /// Requests each stream sends one after the other.
-    #[arg(long, default_value_t = 2)]
     pub requests_per_stream: usize,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Start the streams spread over one inter-token interval instead of all at once, so
-    /// their tokens interleave evenly (a steady load) rather than arriving in one burst per
-    /// interval (the worst case, the default).
-    #[arg(long)]
+    /// Start the streams spread over one inter-token interval instead of all at once.
     pub stagger: bool,
-    /// Pin the client (this thread) to these CPUs, e.g. `1`; two or more CPUs: a worker pool,
-    /// one pinned worker per CPU.
-    #[arg(long, value_parser = crate::args::parse_cpus)]
-    pub client_cpus: Option<crate::args::CpuList>,
-    /// Pin the mock server's thread to these CPUs, e.g. `0`.
-    #[arg(long, value_parser = crate::args::parse_cpus)]
-    pub mock_cpus: Option<crate::args::CpuList>,
-    /// After each level, the same streams read as bare bytes on this thread (a hand-written
-    /// HTTP/1.1 request, the response read to its last chunk, nothing parsed): the kernel's
-    /// and the runtime's cost per token, the floor under any client here.
-    #[arg(long)]
+    /// Pin the client to these CPUs; two or more: a worker pool, one pinned worker per CPU.
+    pub client_cpus: Option<Vec<usize>>,
+    /// Pin the mock server's thread to these CPUs.
+    pub mock_cpus: Option<Vec<usize>>,
+    /// After each level, the same streams read as bare bytes on this thread.
     pub floor: bool,
-    /// Read the streams through hyper (reqwest), as every request was before goodput's own
-    /// HTTP/1.1 path for measured requests: the two side by side.
-    #[arg(long)]
+    /// Read the streams through hyper (reqwest) instead of goodput's own HTTP/1.1.
     pub hyper: bool,
+}
+
+/// A finished calibration: its levels, and the cores the client ran on.
+#[derive(Debug)]
+pub struct Calibration {
+    pub levels: Vec<CalibrationLevel>,
+    pub cores: usize,
 }
 
 /// The floor of one level ([`floor`]): CPU per token of bare reads of the same streams.
@@ -132,16 +121,18 @@ pub const BOUND_TTFT_P50_S: f64 = 0.002;
 /// The mock's share of its core above which its own writes lag behind their schedule.
 pub const MOCK_SATURATED: f64 = 0.9;
 
-pub fn run(a: CalibrateArgs) -> Result<()> {
-    check(&a)?;
+/// Runs the calibration: the mock on a thread of its own, the client on this one (or its
+/// pool), each level measured and said through `progress` as it ends.
+pub fn calibrate(a: &CalibrateSpec, progress: &dyn Progress) -> Result<Calibration> {
+    check(a)?;
     let clock = Clock::new();
     let mock = Arc::new(Mock::new(clock, a.ttft, a.itl, a.tokens));
     // The mock on a thread of its own; the client on this one (its CPU is the client's).
-    let (server_rt, mock_tids) = mock_runtime(&a)?;
+    let (server_rt, mock_tids) = mock_runtime(a)?;
     if let Some(c) = &a.client_cpus {
-        goodput_engine::affinity::pin_current(&c.0).context("--client-cpus")?;
+        goodput_engine::affinity::pin_current(c).context("--client-cpus")?;
     }
-    let pool = client_pool(&a)?;
+    let pool = client_pool(a)?;
     let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
     let addr = listener.local_addr()?;
     // Stopped when calibrate ends (the sender dropped): its connections close at once.
@@ -167,14 +158,15 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         None => "the client on this thread".into(),
     };
     let on = format!("{on}, through {}", if a.hyper { "hyper" } else { "goodput's own HTTP/1.1" });
-    eprintln!(
+    let line = format!(
         "goodput calibrate: mock server on {addr} (TTFT {:?}, ITL {:?}, {} tokens); {on}",
         a.ttft, a.itl, a.tokens
     );
+    progress.line(&line, false);
     let mut levels = Vec::new();
     let mut first_id = 0u64;
     for &c in &a.concurrency {
-        let plan = level_plan(&a, c, first_id);
+        let plan = level_plan(a, c, first_id);
         let t = std::time::Instant::now();
         let (threads, tids) = match &pool {
             Some((w, tids)) => (w.pthreads(), tids.lock().unwrap_or_else(|e| e.into_inner()).clone()),
@@ -184,10 +176,8 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         let mock0 = tasks_cpu(&mock_tids.lock().unwrap_or_else(|e| e.into_inner()));
         let _entered = pool.as_ref().map(|(w, _)| w.enter());
         // The mock serves from this process: the machine's other work is everyone else's.
-        let ((run, cpu), machine) = goodput_bench::cpu::watched(false, || {
-            goodput_bench::cpu::measure_with(&threads, || {
-                rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan))
-            })
+        let ((run, cpu), machine) = crate::cpu::watched(false, || {
+            crate::cpu::measure_with(&threads, || rt.block_on(run_level(target.clone(), scenario.clone(), 1000, plan)))
         });
         let uk1 = user_kernel(&tids);
         let mock_s = tasks_cpu(&mock_tids.lock().unwrap_or_else(|e| e.into_inner())) - mock0;
@@ -196,31 +186,27 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         let wall_s = t.elapsed().as_secs_f64();
         let sent = std::mem::take(&mut *mock.sent.lock().unwrap_or_else(|e| e.into_inner()));
         let received = std::mem::take(&mut *mock.received.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut level = measure(&a, c, &run, &Written { sent, received, cpu_s: mock_s }, cpu, wall_s);
+        let mut level = measure(a, c, &run, &Written { sent, received, cpu_s: mock_s }, cpu, wall_s);
         level.machine = machine;
         drop(_entered);
         if a.floor {
-            level.floor = Some(floor_level(&a, &rt, addr, c, &mock)?);
+            level.floor = Some(floor_level(a, &rt, addr, c, &mock)?);
             mock.sent.lock().unwrap_or_else(|e| e.into_inner()).clear();
             mock.received.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
-        say_level(c, &level);
+        for (line, warning) in level_lines(c, &level) {
+            progress.line(&line, warning);
+        }
         levels.push(level);
     }
-    print_levels(&a, &levels);
-    print_floor(&levels);
     let cores = pool.as_ref().map_or(1, |(w, _)| w.len());
-    println!("{}", per_core(&levels, cores));
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_vec_pretty(&levels)?).with_context(|| format!("writing {}", p.display()))?;
-    }
-    Ok(())
+    Ok(Calibration { levels, cores })
 }
 
 /// The mock's runtime: one worker thread, pinned to `--mock-cpus`, whose thread ids are kept
 /// to read its CPU time.
-fn mock_runtime(a: &CalibrateArgs) -> Result<(tokio::runtime::Runtime, Arc<Mutex<Vec<i32>>>)> {
-    let mock_cpus = a.mock_cpus.clone().map(|c| c.0);
+fn mock_runtime(a: &CalibrateSpec) -> Result<(tokio::runtime::Runtime, Arc<Mutex<Vec<i32>>>)> {
+    let mock_cpus = a.mock_cpus.clone();
     let mock_tids = Arc::new(Mutex::new(Vec::new()));
     let seen = mock_tids.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -232,7 +218,7 @@ fn mock_runtime(a: &CalibrateArgs) -> Result<(tokio::runtime::Runtime, Arc<Mutex
                     eprintln!("warning: --mock-cpus: {e}");
                 }
             }
-            if let Some(t) = goodput_bench::cpu::current_tid() {
+            if let Some(t) = crate::cpu::current_tid() {
                 seen.lock().unwrap_or_else(|e| e.into_inner()).push(t);
             }
         })
@@ -241,37 +227,41 @@ fn mock_runtime(a: &CalibrateArgs) -> Result<(tokio::runtime::Runtime, Arc<Mutex
     Ok((rt, mock_tids))
 }
 
-/// A level's line on stderr, and the warning when the mock, not the client, set its limit.
-fn say_level(c: usize, level: &CalibrationLevel) {
-    eprintln!(
-        "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token (user {:.1}, kernel {:.1})",
-        level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
-        level.cpu_per_token_s * 1e6,
-        level.user_per_token_s * 1e6,
-        level.kernel_per_token_s * 1e6,
-    );
+/// A level's line, and the warning (`true`) when the mock, not the client, set its limit.
+fn level_lines(c: usize, level: &CalibrationLevel) -> Vec<(String, bool)> {
+    let mut lines = vec![(
+        format!(
+            "  {c} streams: chunk delay p99 {} ms, client CPU {:.1} µs/token (user {:.1}, kernel {:.1})",
+            level.chunk_delay.as_ref().map_or("-".into(), |s| format!("{:.3}", s.p99 * 1e3)),
+            level.cpu_per_token_s * 1e6,
+            level.user_per_token_s * 1e6,
+            level.kernel_per_token_s * 1e6,
+        ),
+        false,
+    )];
     if level.mock_busy > MOCK_SATURATED {
-        eprintln!(
+        lines.push((format!(
             "  warning: the mock's thread was busy {:.0} % of the level ({:.1} µs a chunk): its own sends lag, and this level measures the mock's limit as much as the client's",
             level.mock_busy * 100.0,
             level.mock_cpu_per_token_s * 1e6
-        );
+        ), true));
     }
+    lines
 }
 
 /// `c` streams read bare on this thread ([`floor`]), their CPU per token.
 fn floor_level(
-    a: &CalibrateArgs,
+    a: &CalibrateSpec,
     rt: &tokio::runtime::Runtime,
     addr: std::net::SocketAddr,
     c: usize,
     mock: &Mock,
 ) -> Result<FloorLevel> {
     let stagger = if a.stagger { a.itl } else { Duration::ZERO };
-    let (u0, k0) = goodput_bench::cpu::thread_user_kernel_secs();
+    let (u0, k0) = crate::cpu::thread_user_kernel_secs();
     let (counts, reads) =
         rt.block_on(floor::level(addr, c, a.requests_per_stream, a.tokens, stagger, mock.clock)).context("--floor")?;
-    let (u1, k1) = goodput_bench::cpu::thread_user_kernel_secs();
+    let (u1, k1) = crate::cpu::thread_user_kernel_secs();
     let tokens = (c * a.requests_per_stream * a.tokens).max(1) as f64;
     let expected = c * a.requests_per_stream * (a.tokens + 2);
     if counts.events != expected {
@@ -292,36 +282,18 @@ fn floor_level(
     })
 }
 
-/// `--floor`: each level's floor beside the client's cost.
-fn print_floor(levels: &[CalibrationLevel]) {
-    for l in levels {
-        let Some(f) = &l.floor else { continue };
-        println!(
-            "Floor at {} streams (bare reads, this thread): chunk delay p50 {} ms, p99 {} ms; {:.1} µs/token (user {:.1}, kernel {:.1}), {:.2} reads/token; the client costs {:.1} µs/token above it",
-            l.streams,
-            num(ms(&f.chunk_delay, |x| x.p50), 3),
-            num(ms(&f.chunk_delay, |x| x.p99), 3),
-            f.cpu_per_token_s * 1e6,
-            f.user_per_token_s * 1e6,
-            f.kernel_per_token_s * 1e6,
-            f.reads_per_token,
-            (l.user_per_token_s + l.kernel_per_token_s - f.cpu_per_token_s) * 1e6
-        );
-    }
-}
-
 /// With two or more `--client-cpus`: the load generator's pool, a worker pinned to each CPU,
 /// and the workers' kernel thread ids (for their user and kernel CPU).
 #[allow(clippy::type_complexity)]
-fn client_pool(a: &CalibrateArgs) -> Result<Option<(goodput_workload::pool::Workers, Arc<Mutex<Vec<i32>>>)>> {
-    let Some(cpus) = a.client_cpus.clone().map(|c| c.0).filter(|c| c.len() >= 2) else { return Ok(None) };
+fn client_pool(a: &CalibrateSpec) -> Result<Option<(goodput_workload::pool::Workers, Arc<Mutex<Vec<i32>>>)>> {
+    let Some(cpus) = a.client_cpus.clone().filter(|c| c.len() >= 2) else { return Ok(None) };
     let tids = Arc::new(Mutex::new(Vec::new()));
     let seen = tids.clone();
     let workers = goodput_workload::pool::Workers::start(cpus.len(), move |k| {
         if let Err(e) = goodput_engine::affinity::pin_current(&[cpus[k]]) {
             eprintln!("warning: client worker {k}: {e}");
         }
-        if let Some(t) = goodput_bench::cpu::current_tid() {
+        if let Some(t) = crate::cpu::current_tid() {
             seen.lock().unwrap_or_else(|e| e.into_inner()).push(t);
         }
     })?;
@@ -330,17 +302,17 @@ fn client_pool(a: &CalibrateArgs) -> Result<Option<(goodput_workload::pool::Work
 
 /// CPU seconds (user and kernel) so far of the threads `tids` of this process.
 fn tasks_cpu(tids: &[i32]) -> f64 {
-    tids.iter().map(|&t| goodput_bench::cpu::task_user_kernel_secs(t)).map(|(u, k)| u + k).sum()
+    tids.iter().map(|&t| crate::cpu::task_user_kernel_secs(t)).map(|(u, k)| u + k).sum()
 }
 
 /// User and kernel CPU seconds so far of this thread and the workers `tids`.
 fn user_kernel(tids: &[i32]) -> (f64, f64) {
-    let (u, k) = goodput_bench::cpu::thread_user_kernel_secs();
-    tids.iter().map(|&t| goodput_bench::cpu::task_user_kernel_secs(t)).fold((u, k), |(u, k), (a, b)| (u + a, k + b))
+    let (u, k) = crate::cpu::thread_user_kernel_secs();
+    tids.iter().map(|&t| crate::cpu::task_user_kernel_secs(t)).fold((u, k), |(u, k), (a, b)| (u + a, k + b))
 }
 
 /// The flags' own bounds, and enough open files for every stream's two sockets.
-fn check(a: &CalibrateArgs) -> Result<()> {
+fn check(a: &CalibrateSpec) -> Result<()> {
     if a.concurrency.is_empty() || a.concurrency.contains(&0) {
         bail!("--concurrency: every level needs at least 1 stream, got {:?}", a.concurrency);
     }
@@ -349,8 +321,8 @@ fn check(a: &CalibrateArgs) -> Result<()> {
     }
     // Each stream is a socket on both sides: the mock server runs in this process.
     let streams = a.concurrency.iter().max().copied().unwrap_or(0) as u64;
-    let need = goodput_bench::fds::needed(streams, 2);
-    if let Some(l) = goodput_bench::fds::raise_for(need).filter(|l| l.soft < need) {
+    let need = crate::fds::needed(streams, 2);
+    if let Some(l) = crate::fds::raise_for(need).filter(|l| l.soft < need) {
         bail!("{streams} streams need about {need} open files (client and server sockets); the limit is {}", l.soft);
     }
     Ok(())
@@ -358,7 +330,7 @@ fn check(a: &CalibrateArgs) -> Result<()> {
 
 /// `c` closed-loop streams, each sending `--requests-per-stream` measured requests after the
 /// closed loop's warm-up (each stream's first), all starting at once, ids from `first_id`.
-fn level_plan(a: &CalibrateArgs, c: usize, first_id: u64) -> LevelPlan {
+fn level_plan(a: &CalibrateSpec, c: usize, first_id: u64) -> LevelPlan {
     LevelPlan::new(
         Arrival::Closed { users: c, think: Duration::ZERO },
         UnitPlan {
@@ -399,7 +371,7 @@ struct Written {
 /// over its measured requests (each stream's first, its connection's cold start, is warm-up);
 /// the client's CPU per token over all of them (the CPU was measured over all).
 fn measure(
-    a: &CalibrateArgs,
+    a: &CalibrateSpec,
     streams: usize,
     run: &LevelRun,
     mock: &Written,
@@ -456,82 +428,6 @@ fn measure(
         cpu_share: cpu.all.share(),
         wall_s,
     }
-}
-
-fn print_levels(a: &CalibrateArgs, levels: &[CalibrationLevel]) {
-    let mut t = table::new(&[
-        "streams",
-        "requests",
-        "failed",
-        "tokens",
-        "chunk delay p50",
-        "p99",
-        "max",
-        "TTFT error p50",
-        "p99",
-        "of it mock late p50",
-        "ITL error p99",
-        "client CPU/token",
-        "user",
-        "kernel",
-        "cores / 1000 streams",
-        "client CPU share",
-        "mock CPU/chunk",
-        "mock busy",
-        "wall",
-    ]);
-    let ms3 = |s: &Option<Summary>, f: fn(&Summary) -> f64| num(ms(s, f), 3);
-    for l in levels {
-        t.add_row(vec![
-            l.streams.to_string(),
-            l.requests.to_string(),
-            l.failed.to_string(),
-            l.tokens.to_string(),
-            ms3(&l.chunk_delay, |x| x.p50),
-            ms3(&l.chunk_delay, |x| x.p99),
-            ms3(&l.chunk_delay, |x| x.max),
-            ms3(&l.ttft_error, |x| x.p50),
-            ms3(&l.ttft_error, |x| x.p99),
-            ms3(&l.mock_late, |x| x.p50),
-            ms3(&l.itl_error, |x| x.p99),
-            format!("{:.1} µs", l.cpu_per_token_s * 1e6),
-            format!("{:.1} µs", l.user_per_token_s * 1e6),
-            format!("{:.1} µs", l.kernel_per_token_s * 1e6),
-            format!("{:.2}", l.cpu_per_stream * 1000.0),
-            format!("{:.0} %", l.cpu_share * 100.0),
-            format!("{:.1} µs", l.mock_cpu_per_token_s * 1e6),
-            format!("{:.0} %", l.mock_busy * 100.0),
-            format!("{:.1} s", l.wall_s),
-        ]);
-    }
-    println!(
-        "Client calibration against a mock server (TTFT {:?}, ITL {:?}, {} tokens; streams {}; times in ms; chunk delay = client read − mock write)\n{t}",
-        a.ttft,
-        a.itl,
-        a.tokens,
-        if a.stagger { "staggered over one ITL" } else { "started at once, their tokens in one burst per ITL" }
-    );
-}
-
-/// The calibration's verdict: streams per client core within the bound, and why a broken
-/// bound may not be the client's ([`goodput_report::calibrate::per_core`]).
-fn per_core(levels: &[CalibrationLevel], cores: usize) -> String {
-    let bound = format!(
-        "chunk delay p99 ≤ {} ms and TTFT error p50 ≤ {} ms (less the mock's own lateness)",
-        BOUND_CHUNK_P99_S * 1e3,
-        BOUND_TTFT_P50_S * 1e3
-    );
-    let seen: Vec<goodput_report::calibrate::Seen> = levels
-        .iter()
-        .map(|l| goodput_report::calibrate::Seen {
-            streams: l.streams,
-            within_bound: l.within_bound,
-            cpu_share: l.cpu_share,
-            cpu_per_stream: l.cpu_per_stream,
-            machine: l.machine.as_ref(),
-        })
-        .collect();
-    goodput_report::calibrate::per_core(&seen, cores, &bound)
 }
 
 /// The client's settings against the mock: token-id prompts, nothing beyond OpenAI's fields.

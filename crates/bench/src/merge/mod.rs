@@ -1,4 +1,4 @@
-//! `goodput merge DIR… --out RUN`: one run built from the shards of a run split over
+//! The merge (`goodput merge DIR… --out RUN`): one run built from the shards of a run split over
 //! processes or machines (`goodput run --shard i/N`). The shards are checked to be whole
 //! splits of one configuration ([`check`]); each level is rebuilt from the shards' raw records
 //! on one time line ([`level`]); the capacity verdict and the conclusion come from the merged
@@ -11,46 +11,48 @@ mod fuzz;
 mod level;
 mod verify;
 
-use anyhow::{Context, Result};
-use goodput_report::console as table;
+use anyhow::Result;
 use goodput_report::Conclusion;
-use goodput_results::clock::{ClockInfo, Merged};
+use goodput_results::clock::ClockInfo;
 use goodput_results::{RunSummary, RunWriter};
 use std::path::{Path, PathBuf};
 
-/// `goodput merge`'s arguments.
-#[derive(clap::Args, Debug)]
-pub struct MergeArgs {
-    /// The shards' results directories (`goodput run --shard i/N --out DIR`): every shard of
-    /// each level, the levels of one sweep (`results/*`).
-    #[arg(required = true, value_name = "DIR")]
+/// What to merge: the shards' results directories, and the merged run's directory.
+#[derive(Clone, Debug)]
+pub struct MergeSpec {
+    /// The shards' results directories (`goodput run --shard i/N --out DIR`).
     pub dirs: Vec<PathBuf>,
-    /// The merged run's directory: summary, records, conclusion, as `goodput run --out`
-    /// writes them.
-    #[arg(long, value_name = "DIR")]
+    /// The merged run's directory.
     pub out: PathBuf,
-    /// Replace a run already in --out.
-    #[arg(long)]
+    /// Replace a run already in `out`.
     pub overwrite: bool,
-    /// Also write report.html into --out.
-    #[arg(long)]
+    /// Also write report.html into `out`.
     pub report: bool,
-    /// Print the merged summary on stdout as JSON (one line); the tables go to stderr.
-    #[arg(long)]
-    pub json: bool,
 }
 
-/// Merges the shards; exits as `goodput run` does (3 when a level measured no completed
-/// request). Every shard is read and checked before `--out` is touched; a merge that fails
-/// after it created `--out` removes it again.
-pub fn run(a: MergeArgs) -> Result<i32> {
+/// The merged run as written: its summary and conclusion, the report page when asked for,
+/// what the merge found wrong with the shards, and the exit status a run of it would have.
+pub struct Merged {
+    pub summary: RunSummary,
+    pub conclusion: String,
+    pub report: Option<PathBuf>,
+    /// A line each: late starts, lost requests, clocks that disagree.
+    pub warnings: Vec<String>,
+    /// [`crate::run::EXIT_OK`], or [`crate::run::EXIT_NOTHING_COMPLETED`] when a level
+    /// measured no completed request.
+    pub exit: i32,
+}
+
+/// Merges the shards into `a.out`. Every shard is read and checked before `out` is touched;
+/// a merge that fails after it created `out` removes it again.
+pub fn merge(a: &MergeSpec) -> Result<Merged> {
     not_an_input(&a.out, &a.dirs)?;
     goodput_results::files::check_out_dir(&a.out, a.overwrite)?;
     let loaded = a.dirs.iter().map(|d| check::load(d)).collect::<Result<Vec<_>>>()?;
     let plan = check::plan(loaded)?;
     let lost = plan.levels.iter().map(verify::level).collect::<Result<Vec<_>>>()?;
     let new_dir = !a.out.exists();
-    let merged = write(&a, &plan, &lost);
+    let merged = write(a, &plan, &lost);
     if merged.is_err() && new_dir {
         let _ = std::fs::remove_dir_all(&a.out);
     }
@@ -76,15 +78,15 @@ fn not_an_input(out: &Path, dirs: &[PathBuf]) -> Result<()> {
 }
 
 /// Writes the merged run into `--out`.
-fn write(a: &MergeArgs, plan: &check::Plan, lost: &[Vec<verify::Lost>]) -> Result<i32> {
+fn write(a: &MergeSpec, plan: &check::Plan, lost: &[Vec<verify::Lost>]) -> Result<Merged> {
     let origin = plan.levels.iter().flat_map(|g| &g.shards).map(check::Loaded::origin_ns).min().unwrap_or(0);
     let mut summary = base_summary(plan, origin, &a.out);
     let unit = summary.load_unit.to_string();
     let (mut writer, mut log) = RunWriter::create(&a.out, a.overwrite)?;
-    let mut shards = Vec::new();
+    let (mut shards, mut warnings) = (Vec::new(), Vec::new());
     for (g, lost) in plan.levels.iter().zip(lost) {
         let m = level::merge(g, lost, origin, &summary.slos, &unit);
-        m.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+        warnings.extend(m.warnings.iter().map(|w| format!("warning: {w}")));
         for r in &m.rows {
             log.append(g.load, r.phase, &r.record)?;
         }
@@ -93,40 +95,20 @@ fn write(a: &MergeArgs, plan: &check::Plan, lost: &[Vec<verify::Lost>]) -> Resul
         summary.push_level(m.report);
         shards.extend(m.shards);
     }
-    summary.merged = Some(Merged { shards, referenced: plan.reference.is_some() });
+    summary.merged = Some(goodput_results::clock::Merged { shards, referenced: plan.reference.is_some() });
     writer.write_summary(&summary)?;
-    say(&summary, &unit, a.json)?;
     let conclusion = Conclusion::of(&summary).render();
     writer.write_conclusion(&conclusion)?;
-    if a.report {
+    let report = if a.report {
         let page = a.out.join(goodput_results::files::REPORT);
         goodput_report::html::write(&goodput_results::Results::read(&a.out)?, &page)?;
-        eprintln!("report in {}", page.display());
-    }
-    eprintln!("merged run in {}", a.out.display());
+        Some(page)
+    } else {
+        None
+    };
     let empty = summary.levels.iter().any(|l| l.summary.completed == 0);
-    Ok(if empty { goodput_bench::run::EXIT_NOTHING_COMPLETED } else { goodput_bench::run::EXIT_OK })
-}
-
-/// The tables, the shards and the conclusion (on stderr with `--json`, whose line is stdout's).
-fn say(s: &RunSummary, unit: &str, json: bool) -> Result<()> {
-    let mut parts = vec![table::levels(&s.levels, s.load_unit, &s.model, &s.workload.description)];
-    parts.extend([table::http(&s.levels, s.load_unit), table::server(&s.levels, s.load_unit)].into_iter().flatten());
-    if let Some(m) = &s.merged {
-        parts.push(table::shards(m, unit));
-    }
-    parts.push(Conclusion::of(s).render());
-    for p in parts {
-        if json {
-            eprintln!("{p}");
-        } else {
-            println!("{p}");
-        }
-    }
-    if json {
-        println!("{}", serde_json::to_string(s).context("the merged summary as JSON")?);
-    }
-    Ok(())
+    let exit = if empty { crate::run::EXIT_NOTHING_COMPLETED } else { crate::run::EXIT_OK };
+    Ok(Merged { summary, conclusion, report, warnings, exit })
 }
 
 /// The merged run's summary before its levels: the first shard's setup, its clock the common
@@ -150,7 +132,7 @@ fn base_summary(plan: &check::Plan, origin: i128, out: &Path) -> RunSummary {
 /// A shard's command line as the single process's: `--shard`, `--start-at`, `--clock-ref`
 /// and `--out` dropped, the levels' flag given every merged level, `--out` the merged run.
 fn single_command(shard: &[String], loads: &str, out: &Path) -> Vec<String> {
-    use crate::run::strip;
+    use crate::command::strip;
     let mut c = ["--shard", "--start-at", "--clock-ref", "--out"].iter().fold(shard.to_vec(), |c, f| strip(&c, f));
     for flag in ["--rate", "--burst", "--trace-speedup"] {
         let had = c.len();
