@@ -23,7 +23,10 @@ done
 python3 scripts/shared-prefix-trace.py --rate 4 --duration 30 --out "$out/trace.jsonl" >/dev/null
 "$bin" plan -m llama-3.1-8b --gpus h100-sxm --tp 1 --trace "$out/trace.jsonl" --trace-block-size 16 --replicas 2 \
   --json "$out/fleet.json" >"$out/fleet.txt" 2>/dev/null
-"$bin" plan --export-profile h200 -m llama-3.1-8b --tp 1 --out "$out/profile.json" >/dev/null 2>&1
+"$bin" plan --export-profile h200 -m llama-3.1-8b --tp 1 --out "$out/profile.json" --json "$out/phases.json" 2>/dev/null |
+  sed "s|$out|OUT|g" >"$out/projection.txt"
+"$bin" plan -m qwen2.5-0.5b --curve --gpus h100-sxm,l40s --tp 1 --requests 60 --json "$out/curve.json" --html "$out/curve.html" \
+  >"$out/curve.txt" 2>/dev/null
 "$bin" run -m llama-3.1-8b --simulate "$out/profile.json" --seed 7 --concurrency 1,16 --requests 40 --refine 0 \
   --out "$out/sim" >"$out/sim.txt" 2>/dev/null
 # What differs between any two runs of the same seed: wall-clock time, CPU, the machine.

@@ -3,7 +3,7 @@
 use clap::Args;
 pub use goodput_bench::run::spec::Span;
 use goodput_engine::source::{EngineOptions, ModelSource};
-use goodput_metrics::slo::parse_secs;
+pub use goodput_metrics::slo::{parse_duration, parse_duration_or_zero};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -158,30 +158,6 @@ pub fn parse_stage(s: &str) -> Result<(usize, Duration), String> {
         .filter(|&u| u > 0)
         .ok_or_else(|| format!("stage `{s}`: `{users}` is not a positive number of users"))?;
     Ok((users, parse_duration(d)?))
-}
-
-/// The longest duration any flag takes (a year; the run's own bounds are tighter): beyond it
-/// a `Duration` cannot even hold some values (`1e300s`).
-const MAX_FLAG_SECS: f64 = 366.0 * 86_400.0;
-
-fn duration_within(s: &str, secs: Option<f64>, example: &str) -> Result<Duration, String> {
-    match secs {
-        Some(x) if x > MAX_FLAG_SECS => Err(format!("`{s}` is longer than a year, the longest duration goodput takes")),
-        Some(x) => Duration::try_from_secs_f64(x).map_err(|_| format!("`{s}` is not a duration ({example})")),
-        None => Err(format!("`{s}` is not a duration ({example})")),
-    }
-}
-
-/// A duration or zero; zero needs no unit (`0`, `0s`).
-pub(crate) fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
-    if s.trim() == "0" {
-        return Ok(Duration::ZERO);
-    }
-    duration_within(s, parse_secs(s).filter(|x| *x >= 0.0), "0s, 500ms")
-}
-
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    duration_within(s, parse_secs(s).filter(|x| *x > 0.0), "120s, 500ms")
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::time::Duration;
 
 /// Why a metric key (`ttft_p95`, `error_rate`) is not one.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -300,6 +301,30 @@ pub fn parse_secs(s: &str) -> Option<f64> {
     let v: f64 = num.trim().parse().ok()?;
     let secs = v * scale;
     (secs.is_finite() && secs >= 0.0).then_some(secs)
+}
+
+/// The longest duration any flag takes (a year; the run's own bounds are tighter): beyond it
+/// a `Duration` cannot even hold some values (`1e300s`).
+const MAX_FLAG_SECS: f64 = 366.0 * 86_400.0;
+
+fn duration_within(s: &str, secs: Option<f64>, example: &str) -> Result<Duration, String> {
+    match secs {
+        Some(x) if x > MAX_FLAG_SECS => Err(format!("`{s}` is longer than a year, the longest duration goodput takes")),
+        Some(x) => Duration::try_from_secs_f64(x).map_err(|_| format!("`{s}` is not a duration ({example})")),
+        None => Err(format!("`{s}` is not a duration ({example})")),
+    }
+}
+
+/// A duration or zero; zero needs no unit (`0`, `0s`).
+pub fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    duration_within(s, parse_secs(s).filter(|x| *x >= 0.0), "0s, 500ms")
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    duration_within(s, parse_secs(s).filter(|x| *x > 0.0), "120s, 500ms")
 }
 
 #[cfg(test)]

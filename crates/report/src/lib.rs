@@ -22,6 +22,7 @@ pub mod console;
 pub mod cross_check;
 pub mod export;
 pub mod html;
+pub mod plan;
 pub mod prediction;
 pub mod text;
 

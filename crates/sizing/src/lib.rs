@@ -9,6 +9,7 @@ pub mod fit;
 pub mod fleet;
 pub mod hardware;
 pub mod layout;
+pub mod plan;
 pub mod price;
 pub mod profile;
 pub mod roofline;

@@ -1,33 +1,19 @@
-//! `goodput plan`: GPUs per model for a load under SLOs. For each GPU × TP: whether the model
-//! fits, the KV left for sequences, the usable capacity of one replica simulated on the real
-//! scheduler with roofline step costs (stated efficiencies, or calibrated from a measured
-//! profile), what bounds it, and the replicas, GPUs and cost for the load with headroom.
-//! `--check RUN_DIR --profile P` instead simulates a measured run's sweep and sets the
-//! prediction beside the measurement.
+//! `goodput plan`: its arguments consumed once into the planner's [`PlanSpec`]
+//! ([`goodput_sizing::plan`]), one call, and the answer shown through `goodput_report::plan`
+//! and written as JSON and a page where asked. `--check RUN_DIR --profile P` instead simulates
+//! a measured run's sweep ([`check`]).
 
-mod answer;
 mod check;
-mod config;
-mod curve;
-mod disagg;
-mod export;
-mod fleet;
-mod overhead;
-mod replay;
-mod search;
 
 use crate::args::parse_bytes;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
-use goodput_core::{Catalog, ModelSpec};
-use goodput_sizing::hardware::{DType, Gpu, HardwareCatalog};
-use goodput_sizing::layout::Layout;
-use goodput_sizing::roofline::{Efficiencies, ProjectedCost};
-use goodput_workload::Scenario;
-use search::{Load, Sim};
-use serde::Serialize;
+use goodput_sizing::hardware::DType;
+use goodput_sizing::plan::fleet::{parse_policy, parse_rule};
+use goodput_sizing::plan::overhead::Overhead;
+use goodput_sizing::plan::replay::TemplateTokens;
+use goodput_sizing::plan::{Answer, Ep, PlanSpec, Said};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
@@ -62,7 +48,7 @@ pub struct PlanArgs {
     pub dp_attention: Vec<usize>,
     /// Expert-parallel degrees to consider: a number, or `all` (EP over every GPU of a
     /// stage). A dense model has EP 1 whatever is given.
-    #[arg(long, value_delimiter = ',', default_value = "1,all", value_parser = parse_ep)]
+    #[arg(long, value_delimiter = ',', default_value = "1,all", value_parser = Ep::parse)]
     pub ep: Vec<Ep>,
     /// Pipeline-parallel stages to consider.
     #[arg(long, value_delimiter = ',', default_value = "1")]
@@ -106,14 +92,14 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 512, requires = "trace")]
     pub trace_block_size: usize,
     /// `--trace`: the routers to compare.
-    #[arg(long, value_delimiter = ',', default_value = "round-robin,least-loaded,cache-aware", value_parser = fleet::parse_policy)]
+    #[arg(long, value_delimiter = ',', default_value = "round-robin,least-loaded,cache-aware", value_parser = parse_policy)]
     pub router: Vec<goodput_sizing::fleet::router::Policy>,
     /// `--trace`: replicas (with `--autoscale`, those serving at the start).
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
     /// `--trace`: add and remove replicas by a rule, e.g.
     /// `requests=6,min=1,max=8,interval=15s,cooldown=60s,startup=120s` (or `kv=0.7,…`).
-    #[arg(long, value_parser = fleet::parse_rule)]
+    #[arg(long, value_parser = parse_rule)]
     pub autoscale: Option<goodput_sizing::fleet::autoscale::Rule>,
     /// `--trace`: how often routers read the replicas' load.
     #[arg(long, value_parser = crate::args::parse_duration, default_value = "5s")]
@@ -137,14 +123,14 @@ pub struct PlanArgs {
     /// against goodput serve replicas: each simulated request then takes one measured
     /// request's lag behind its engine's first and last token (their stamps give it), so the
     /// tail is in it too (`scripts/router-check.sh` measures it on a calibration trace).
-    #[arg(long, value_name = "DURATION|RUN_DIR", value_parser = overhead::Overhead::parse, default_value = "0s")]
-    pub request_overhead: overhead::Overhead,
+    #[arg(long, value_name = "DURATION|RUN_DIR", value_parser = Overhead::parse, default_value = "0s")]
+    pub request_overhead: Overhead,
     /// `--trace`: the tokens a server's chat template adds around each prompt, `HEAD,TAIL`
     /// (the head shared by every request): what an engine behind `--api chat` computes and
     /// caches beyond the trace's own tokens. Read them from a server's `/tokenize` of a chat
     /// (`scripts/router-check.sh` does).
-    #[arg(long, value_parser = replay::TemplateTokens::parse, default_value = "0,0")]
-    pub chat_template_tokens: replay::TemplateTokens,
+    #[arg(long, value_parser = TemplateTokens::parse, default_value = "0,0")]
+    pub chat_template_tokens: TemplateTokens,
     /// Price per GPU-hour, `GPU=USD` (e.g. h100-sxm=2.5,l40s=0.9).
     #[arg(long, value_delimiter = ',')]
     pub price: Vec<String>,
@@ -197,382 +183,98 @@ pub struct PlanArgs {
     pub extra_reserve: u64,
 }
 
-/// An expert-parallel degree of `--ep`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ep {
-    /// Over every GPU of a stage.
-    All,
-    Ways(usize),
-}
-
-fn parse_ep(s: &str) -> Result<Ep, String> {
-    match s.trim() {
-        "all" => Ok(Ep::All),
-        n => match n.parse::<usize>() {
-            Ok(n) if (1..=1024).contains(&n) => Ok(Ep::Ways(n)),
-            _ => Err(format!("`{s}`: an expert-parallel degree is a number from 1 to 1024, or `all`")),
-        },
-    }
-}
-
-/// One GPU × layout configuration of the plan.
-#[derive(Clone, Debug, Serialize)]
-pub struct Row {
-    pub gpu: String,
-    pub tp: usize,
-    pub layout: Layout,
-    /// `TP8`, `TP1·DP8·EP8`, …
-    pub layout_label: String,
-    pub gpus_per_replica: usize,
-    /// Attention groups × pipeline slots: the engines one replica runs side by side.
-    pub engines_per_replica: usize,
-    /// Why it cannot serve the model (does not fit, TP does not divide, no such dtype).
-    pub unfit: Option<String>,
-    pub weight_gb_per_gpu: f64,
-    /// KV tokens of one engine.
-    pub kv_tokens: usize,
-    /// Sequences of the scenario's mean length one engine's KV holds.
-    pub kv_sequences: f64,
-    /// Usable capacity of one replica (req/s or users, all its engines) and the output tok/s there.
-    pub capacity: Option<f64>,
-    pub capacity_output_tps: Option<f64>,
-    /// At the capacity: completed req/s (all its engines) and mean output tokens per
-    /// completed request; their product is `capacity_output_tps`. Under a rate capacity the
-    /// completed rate may fall short of the offered one (requests still in flight at the
-    /// window's end).
-    pub capacity_completed: Option<f64>,
-    pub capacity_mean_output: Option<f64>,
-    /// The same capacity in the other unit: concurrent requests in flight at the capacity rate
-    /// (Little's law: req/s × mean E2E), or the req/s the capacity users complete.
-    pub capacity_other: Option<f64>,
-    /// What breaks first above it.
-    pub bound: String,
-    pub replicas: Option<usize>,
-    pub gpus: Option<usize>,
-    pub cost_per_hour: Option<f64>,
-    pub cost_per_million_output_tokens: Option<f64>,
-}
-
-/// The whole plan, as written to JSON.
-#[derive(Debug, Serialize)]
-pub struct Plan {
-    pub model: String,
-    pub scenario: String,
-    pub load: Load,
-    pub slos: Vec<String>,
-    pub dtype: DType,
-    pub kv_dtype: DType,
-    pub expert_skew: f64,
-    pub headroom: f64,
-    pub efficiencies: Efficiencies,
-    pub mean_input_tokens: f64,
-    pub mean_output_tokens: f64,
-    pub rows: Vec<Row>,
-    pub answer: String,
-    pub assumptions: Vec<String>,
-}
-
-/// What every plan needs: the model, the GPUs, the efficiencies and the scenario.
-pub struct Setting {
-    pub spec: ModelSpec,
-    pub hw: HardwareCatalog,
-    pub eff: Efficiencies,
-    pub error_bar: String,
-    pub scenario: Scenario,
-    pub slos: Vec<goodput_metrics::slo::Slo>,
-    pub prices: std::collections::HashMap<String, f64>,
-    pub mean_in: f64,
-    pub mean_out: f64,
-}
-
-impl Setting {
-    /// One engine of a configuration, simulated on this setting's scenario and SLOs.
-    pub fn sim(&self, a: &PlanArgs, cost: ProjectedCost, sched: goodput_scheduler::SchedulerConfig) -> Sim<'_> {
-        Sim {
-            cost: Arc::new(cost),
-            sched,
-            scenario: &self.scenario,
-            vocab: self.spec.vocab_size,
-            slos: &self.slos,
-            requests: a.requests,
-            seed: a.seed,
+impl PlanArgs {
+    /// The plan these flags ask for, as the planner takes it.
+    fn spec(self) -> PlanSpec {
+        PlanSpec {
+            model: self.model,
+            catalog: self.catalog,
+            scenario: self.scenario,
+            rate: self.rate,
+            users: self.users,
+            slo: self.slo,
+            gpus: self.gpus,
+            tp: self.tp,
+            dp_attention: self.dp_attention,
+            ep: self.ep,
+            pp: self.pp,
+            nodes: self.nodes,
+            dtype: self.dtype,
+            kv_dtype: self.kv_dtype,
+            emulate: self.emulate,
+            expert_skew: self.expert_skew,
+            curve: self.curve,
+            export_profile: self.export_profile,
+            out: self.out,
+            trace: self.trace,
+            trace_block_size: self.trace_block_size,
+            router: self.router,
+            replicas: self.replicas,
+            autoscale: self.autoscale,
+            scrape_interval: self.scrape_interval,
+            disaggregate: self.disaggregate,
+            transfer_latency: self.transfer_latency,
+            speedup: self.speedup,
+            request_overhead: self.request_overhead,
+            chat_template_tokens: self.chat_template_tokens,
+            price: self.price,
+            headroom: self.headroom,
+            calibrate: self.calibrate,
+            hardware: self.hardware,
+            memory_utilization: self.memory_utilization,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            max_num_seqs: self.max_num_seqs,
+            block_size: self.block_size,
+            requests: self.requests,
+            seed: self.seed,
+            steps_out: self.steps_out,
+            profile: self.profile,
+            extra_reserve: self.extra_reserve,
         }
     }
 }
-
-fn check_args(a: &PlanArgs) -> Result<()> {
-    if !(0.0..=10.0).contains(&a.headroom) || !(0.05..=1.0).contains(&a.memory_utilization) {
-        bail!("--headroom must be within 0–10 and --memory-utilization within 0.05–1");
-    }
-    let degrees = |v: &[usize]| v.is_empty() || v.iter().any(|&t| t == 0 || t > 1024);
-    if a.tp.iter().any(|&t| t > 64) || degrees(&a.tp) {
-        bail!("--tp: tensor-parallel sizes between 1 and 64");
-    }
-    if degrees(&a.dp_attention) || degrees(&a.pp) || a.ep.is_empty() {
-        bail!("--dp-attention and --pp: degrees between 1 and 1024; --ep: at least one degree");
-    }
-    if a.nodes == 0 || a.nodes > 128 {
-        bail!("--nodes: between 1 and 128 nodes per replica");
-    }
-    if !(a.expert_skew.is_finite() && (0.0..=4.0).contains(&a.expert_skew)) {
-        bail!("--expert-skew: a power-law exponent between 0 (uniform) and 4");
-    }
-    if let Some(kv) = a.kv_dtype {
-        if !matches!(kv, DType::Bf16 | DType::Fp16 | DType::Fp8) {
-            bail!("--kv-dtype {kv}: a KV cache is bf16, fp16 or fp8");
-        }
-    }
-    if a.dtype == DType::F32 {
-        bail!("--dtype f32: the hardware catalog gives no f32 tensor peak; plan in bf16, fp16, fp8, mxfp4 or nvfp4");
-    }
-    if a.block_size == 0 || a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 {
-        bail!("--block-size, --max-num-seqs and --max-num-batched-tokens must be at least 1");
-    }
-    if a.requests == 0 || a.requests > 50_000 {
-        bail!("--requests: between 1 and 50000 measured requests per simulated level");
-    }
-    if a.trace.is_none() && !a.request_overhead.is_zero() {
-        bail!("--request-overhead is the time outside the engines of a fleet: it needs --trace");
-    }
-    if a.trace.is_none() && a.chat_template_tokens != replay::TemplateTokens::default() {
-        bail!("--chat-template-tokens wraps a trace's prompts: it needs --trace");
-    }
-    Ok(())
-}
-
-fn setting(a: &PlanArgs) -> Result<Setting> {
-    let catalog = match &a.catalog {
-        Some(p) => Catalog::from_path(p)?,
-        None => Catalog::builtin(),
-    };
-    let spec = catalog.get(&a.model)?.clone();
-    let mut hw = HardwareCatalog::builtin();
-    if let Some(p) = &a.hardware {
-        hw.extend(HardwareCatalog::from_path(p)?);
-    }
-    let prices = parse_prices(&a.price, &hw)?;
-    let scenario = scenario(&a.scenario, spec.max_position_embeddings)?;
-    let slos = goodput_metrics::slo::parse_slos(&a.slo)?;
-    let (eff, error_bar) = efficiencies(a)?;
-    let (mean_in, mean_out) = mean_lengths(&scenario, spec.vocab_size, a.seed);
-    Ok(Setting { spec, hw, eff, error_bar, scenario, slos, prices, mean_in, mean_out })
-}
-
-fn efficiencies(a: &PlanArgs) -> Result<(Efficiencies, String)> {
-    Ok(match &a.calibrate {
-        Some(p) => {
-            let profile = goodput_sizing::profile::Profile::read(p)?;
-            let eff = goodput_sizing::profile::calibrated(&profile).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-            let r = &profile.fit.residuals;
-            let bar = format!(
-                "the calibrating profile's step times are within {:.0} % (P50) and {:.0} % (P90) on the machine it measured; the carry-over to these GPUs is not itself validated",
-                r.p50 * 100.0,
-                r.p90 * 100.0
-            );
-            (eff, bar)
-        }
-        None => (
-            Efficiencies::default(),
-            "none measured — stated efficiencies, not validated against a measurement of these GPUs (calibrate with --calibrate PROFILE; check a run with plan --check)".to_string(),
-        ),
-    })
-}
-
-/// The highest `--rate` planned for, requests per second: a thousand times the busiest
-/// public LLM services' rates; beyond it replica counts stop meaning anything (and 1e308
-/// would wrap them).
-pub const MAX_PLAN_RATE: f64 = 1e6;
-/// The most `--users` planned for.
-pub const MAX_PLAN_USERS: usize = 100_000_000;
 
 pub fn run(a: PlanArgs) -> Result<()> {
     if let Some(dir) = &a.check {
         return check::run(dir, a.profile.as_ref().context("--check needs --profile")?);
     }
-    check_args(&a)?;
-    let set = setting(&a)?;
-    if let Some(gpu) = &a.export_profile {
-        return export::run(&a, &set, set.hw.get(gpu)?);
-    }
-    let gpus: Vec<Gpu> = a.gpus.iter().map(|g| set.hw.get(g).cloned()).collect::<Result<_, _>>()?;
-    if let Some(trace) = &a.trace {
-        if let Some(splits) = &a.disaggregate {
-            return disagg::run(&a, &set, &gpus, trace, splits);
+    let (json, html) = (a.json.clone(), a.html.clone());
+    let mut stepped = false;
+    let answer = goodput_sizing::plan::plan(&a.spec(), &mut |said| match said {
+        Said::Step(s) => {
+            eprint!("\r{s}        ");
+            stepped = true;
         }
-        return fleet::run(&a, &set, &gpus, trace);
+        Said::Line(s) => eprintln!("{s}"),
+    });
+    if stepped {
+        eprintln!();
     }
-    if a.curve {
-        return curve::run(&a, &set, &gpus);
-    }
-    let load = match (a.rate, a.users) {
-        (Some(r), None) if r.is_finite() && r > 0.0 && r <= MAX_PLAN_RATE => Load::Rate(r),
-        (None, Some(u)) if u > 0 && u <= MAX_PLAN_USERS => Load::Users(u),
-        (None, None) => bail!("give the load to serve: --rate REQ_PER_S or --users N"),
-        _ => bail!(
-            "--rate must be a positive number of requests per second up to {MAX_PLAN_RATE}, --users a positive count up to {MAX_PLAN_USERS}"
-        ),
+    show(&answer?, json, html)
+}
+
+/// The answer printed, and written as JSON and as a page where asked.
+fn show(answer: &Answer, json: Option<PathBuf>, html: Option<PathBuf>) -> Result<()> {
+    use goodput_report::plan as page;
+    let (text, value, body, what) = match answer {
+        Answer::Plan(p) => {
+            (page::answer::text(p), serde_json::to_string_pretty(p)?, Some(page::answer::html(p)), "plan")
+        }
+        Answer::Curve(c) => {
+            (page::curve::text(c), serde_json::to_string_pretty(c)?, Some(page::curve::html(c)?), "curve")
+        }
+        Answer::Fleet(f) => {
+            (page::fleet::text(f), serde_json::to_string_pretty(f)?, Some(page::fleet::html(f)?), "fleet")
+        }
+        Answer::Projection(p) => (page::export::text(p), serde_json::to_string_pretty(&p.phases)?, None, "projection"),
     };
-    let mut rows = Vec::new();
-    for g in &gpus {
-        for layout in config::layouts(&a, &set.spec) {
-            eprint!("\rplan: {} {layout}        ", g.name);
-            let mut row = evaluate(&a, &set, g, layout, load);
-            cost(&mut row, load, a.headroom, set.prices.get(&g.name).copied(), set.mean_out);
-            rows.push(row);
-        }
+    println!("{text}");
+    if let (Some(path), Some(body)) = (&html, body) {
+        std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("{what} page in {}", path.display());
     }
-    eprintln!();
-    let plan = answer::assemble(&a, &set, load, rows);
-    answer::print(&plan);
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&plan)? + "\n")
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
-    if let Some(p) = &a.html {
-        std::fs::write(p, answer::html(&plan)).with_context(|| format!("writing {}", p.display()))?;
-        eprintln!("plan page in {}", p.display());
+    if let Some(path) = &json {
+        std::fs::write(path, value + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
-}
-
-/// A built-in scenario, or a single-request scenario file.
-fn scenario(name: &str, max_len: usize) -> Result<Scenario> {
-    let path = std::path::Path::new(name);
-    if !(name.ends_with(".toml") || path.exists()) {
-        return Ok(Scenario::builtin(name, max_len)?);
-    }
-    match goodput_workload::load_scenario(path)? {
-        goodput_workload::ScenarioFile::Single(s) => {
-            s.validate(max_len)?;
-            Ok(s)
-        }
-        other => bail!("{name} is a {} scenario; plan simulates single requests", other.name()),
-    }
-}
-
-fn parse_prices(items: &[String], hw: &HardwareCatalog) -> Result<std::collections::HashMap<String, f64>> {
-    let mut out = std::collections::HashMap::new();
-    for item in items {
-        let (g, p) = item.split_once('=').with_context(|| format!("--price `{item}`: expected GPU=USD_PER_HOUR"))?;
-        let gpu = hw.get(g.trim())?;
-        let usd: f64 = p
-            .trim()
-            .parse()
-            .ok()
-            .filter(|x: &f64| x.is_finite() && *x >= 0.0)
-            .with_context(|| format!("--price `{item}`: `{p}` is not a price per hour"))?;
-        out.insert(gpu.name.clone(), usd);
-    }
-    for g in hw.gpus.values() {
-        if let Some(p) = g.price_per_hour {
-            out.entry(g.name.clone()).or_insert(p);
-        }
-    }
-    Ok(out)
-}
-
-/// Mean input and output tokens of the scenario's requests (1000 of them, as the run draws).
-fn mean_lengths(s: &Scenario, vocab: usize, seed: u64) -> (f64, f64) {
-    let n = 1000;
-    let (mut i, mut o) = (0usize, 0usize);
-    for id in 0..n {
-        let r = s.request(seed, id, vocab);
-        i += r.prompt.len();
-        o += r.params.max_tokens;
-    }
-    (i as f64 / n as f64, o as f64 / n as f64)
-}
-
-fn empty_row(g: &Gpu, layout: Layout) -> Row {
-    Row {
-        gpu: g.name.clone(),
-        tp: layout.tp,
-        layout,
-        layout_label: layout.label(),
-        gpus_per_replica: layout.gpus(),
-        engines_per_replica: layout.dp * layout.pp,
-        unfit: None,
-        weight_gb_per_gpu: 0.0,
-        kv_tokens: 0,
-        kv_sequences: 0.0,
-        capacity: None,
-        capacity_output_tps: None,
-        capacity_completed: None,
-        capacity_mean_output: None,
-        capacity_other: None,
-        bound: String::new(),
-        replicas: None,
-        gpus: None,
-        cost_per_hour: None,
-        cost_per_million_output_tokens: None,
-    }
-}
-
-/// One configuration's usable capacity: one engine simulated to its capacity under the SLOs,
-/// times the engines of a replica (each takes an equal share of the load).
-fn evaluate(a: &PlanArgs, set: &Setting, g: &Gpu, layout: Layout, load: Load) -> Row {
-    let mut row = empty_row(g, layout);
-    let p = match config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out) {
-        Ok(p) => p,
-        Err(why) => {
-            row.unfit = Some(why);
-            return row;
-        }
-    };
-    row.weight_gb_per_gpu = p.weight_gb_per_gpu;
-    row.kv_tokens = p.kv_tokens;
-    row.kv_sequences = p.kv_sequences;
-    let sim = set.sim(a, p.cost, p.sched);
-    let start = match load {
-        Load::Rate(_) => Load::Rate(0.5),
-        Load::Users(_) => Load::Users(1),
-    };
-    let (pass, fail) = match sim.capacity(start, 6) {
-        Ok(x) => x,
-        Err(e) => {
-            row.unfit = Some(format!("the simulated engine: {e}"));
-            return row;
-        }
-    };
-    let n = p.engines as f64;
-    row.capacity = pass.as_ref().map(|p| p.summary.load * n);
-    row.capacity_output_tps = pass.as_ref().map(|p| p.summary.output_throughput * n);
-    row.capacity_completed = pass.as_ref().map(|p| p.summary.request_throughput * n);
-    row.capacity_mean_output = pass.as_ref().map(|p| p.summary.mean_output_tokens);
-    row.capacity_other = pass.as_ref().and_then(|p| match load {
-        Load::Rate(_) => Some(p.summary.load * n * p.summary.e2e.as_ref()?.mean),
-        Load::Users(_) => Some(p.summary.request_throughput * n),
-    });
-    row.bound = match &fail {
-        Some(f) => search::binding(f),
-        None => match load {
-            Load::Users(_) => "throughput (more users only queue)".into(),
-            Load::Rate(_) => "nothing within the search".into(),
-        },
-    };
-    if pass.is_none() {
-        row.unfit = Some(format!("misses the SLOs even at the lowest load ({})", row.bound));
-    }
-    row
-}
-
-/// Replicas and GPUs for the load with headroom, and what they cost.
-fn cost(row: &mut Row, load: Load, headroom: f64, price: Option<f64>, mean_out: f64) {
-    let Some(cap) = row.capacity.filter(|c| *c > 0.0) else { return };
-    let replicas = (load.value() * (1.0 + headroom) / cap).ceil().max(1.0) as usize;
-    row.replicas = Some(replicas);
-    row.gpus = Some(replicas * row.gpus_per_replica);
-    if let Some(p) = price {
-        let per_hour = p * (replicas * row.gpus_per_replica) as f64;
-        row.cost_per_hour = Some(per_hour);
-        // Output tokens per hour at the load served: req/s × mean output, or the users'
-        // throughput scaled from one replica's at capacity.
-        let out_tps = match load {
-            Load::Rate(r) => r * mean_out,
-            Load::Users(u) => row.capacity_output_tps.unwrap_or(0.0) * u as f64 / cap,
-        };
-        if out_tps > 0.0 {
-            row.cost_per_million_output_tokens = Some(per_hour / (out_tps * 3600.0) * 1e6);
-        }
-    }
 }

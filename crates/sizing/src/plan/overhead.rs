@@ -54,7 +54,7 @@ impl Overhead {
         if path.is_dir() {
             return Self::measured(path).map_err(|e| format!("{e:#}"));
         }
-        let d = crate::args::parse_duration_or_zero(s)
+        let d = goodput_metrics::slo::parse_duration_or_zero(s)
             .map_err(|e| format!("{e}; or a run directory of goodput against goodput serve"))?;
         if d > MAX {
             return Err(format!("{d:?}: more than a minute outside the engines is not an overhead"));
@@ -103,7 +103,7 @@ impl Overhead {
             0 => Lag::default(),
             1 => self.lags[0],
             n => {
-                let z = goodput_sizing::sampled::splitmix(SEED ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let z = crate::sampled::splitmix(SEED ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
                 self.lags[(z % n as u64) as usize]
             }
         }

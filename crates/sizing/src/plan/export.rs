@@ -4,15 +4,32 @@
 //! attention group of one pipeline slot) with the GPU's KV pool; its run says it is a
 //! projection.
 
-use super::{config, PlanArgs, Setting};
+use super::{config, PlanSpec, Setting};
+use crate::cost::{StepCost, StepWork};
+use crate::fit::{Fit, Residuals};
+use crate::hardware::Gpu;
+use crate::profile::{Fingerprint, Profile, ProfileEngine};
 use anyhow::{bail, Context, Result};
-use goodput_sizing::cost::{StepCost, StepWork};
-use goodput_sizing::fit::{Fit, Residuals};
-use goodput_sizing::hardware::Gpu;
-use goodput_sizing::profile::{Fingerprint, Profile, ProfileEngine};
 use serde::Serialize;
 
-pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
+/// A layout's roofline step costs, written as a profile to `a.out`.
+#[derive(Debug)]
+pub struct Projection {
+    pub model: String,
+    /// `h200 ×1 (TP1, bf16 weights, bf16 KV)`.
+    pub device: String,
+    pub weight_gb_per_gpu: f64,
+    /// KV tokens of one engine, and the engines of one replica.
+    pub kv_tokens: usize,
+    pub engines: usize,
+    /// Each phase alone on one GPU.
+    pub phases: Vec<PhaseRow>,
+    /// Where the profile was written.
+    pub out: std::path::PathBuf,
+}
+
+/// Writes the profile of the one layout `a` gives on `g` to `a.out`.
+pub fn run(a: &PlanSpec, set: &Setting, g: &Gpu) -> Result<Projection> {
     let out = a.out.as_ref().context("--export-profile needs --out FILE")?;
     let layouts = config::layouts(a, &set.spec);
     let layout = match layouts.as_slice() {
@@ -58,27 +75,15 @@ pub fn run(a: &PlanArgs, set: &Setting, g: &Gpu) -> Result<()> {
     };
     profile.check().map_err(|e| anyhow::anyhow!("the projection: {e}"))?;
     profile.write(out).with_context(|| format!("writing {}", out.display()))?;
-    println!(
-        "Projection of {} on {device}: {:.1} GB of weights and {} KV tokens per engine, {} engine{} per replica.",
-        set.spec.name,
-        p.weight_gb_per_gpu,
-        p.kv_tokens,
-        p.engines,
-        if p.engines == 1 { "" } else { "s" },
-    );
-    let rows = phases(a, set, &p);
-    println!("{}", phase_table(&rows));
-    if let Some(path) = &a.json {
-        std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    println!(
-        "Written to {} — run any scenario on it with `goodput run -m {} --simulate {}` (each run says it is a projection).",
-        out.display(),
-        set.spec.name,
-        out.display()
-    );
-    Ok(())
+    Ok(Projection {
+        model: set.spec.name.clone(),
+        device,
+        weight_gb_per_gpu: p.weight_gb_per_gpu,
+        kv_tokens: p.kv_tokens,
+        engines: p.engines,
+        phases: phases(a, set, &p),
+        out: out.clone(),
+    })
 }
 
 /// One phase alone on one GPU: a decode batch, or a prefill step.
@@ -102,7 +107,7 @@ pub struct PhaseRow {
 /// Each phase alone on one GPU, without SLOs or a scheduler: decode steps of a batch at the
 /// scenario's mean context (its prompt and half its output), and a prefill step of the
 /// engine's whole token budget in prompts of the scenario's mean input.
-fn phases(a: &PlanArgs, set: &Setting, p: &config::Prepared) -> Vec<PhaseRow> {
+fn phases(a: &PlanSpec, set: &Setting, p: &config::Prepared) -> Vec<PhaseRow> {
     let tp = p.cost.layout.tp as f64;
     let step = |w: StepWork| p.cost.step_seconds(&w);
     let context = (set.mean_in + set.mean_out / 2.0).round();
@@ -148,23 +153,4 @@ fn phases(a: &PlanArgs, set: &Setting, p: &config::Prepared) -> Vec<PhaseRow> {
         kv_full: false,
     });
     out
-}
-
-fn phase_table(rows: &[PhaseRow]) -> String {
-    let mut t = goodput_report::console::new(&["phase", "batch", "context", "step (ms)", "tok/s per GPU"]);
-    for r in rows {
-        let batch = match (r.phase, r.kv_full) {
-            ("prefill", _) => format!("{} × {}", r.batch, r.prompt_tokens),
-            (_, true) => format!("{} (KV full)", r.batch),
-            _ => r.batch.to_string(),
-        };
-        t.add_row(vec![
-            r.phase.into(),
-            batch,
-            r.context.to_string(),
-            format!("{:.2}", r.step_s * 1e3),
-            format!("{:.0}", r.tokens_per_s_per_gpu),
-        ]);
-    }
-    format!("Each phase alone (one engine's steps; tok/s per GPU = the engine's ÷ its TP; no SLOs):\n{t}")
 }

@@ -1,19 +1,19 @@
-//! A plan's answer: the table, the written recommendation in the seeds' form, its assumptions,
-//! and the same as a self-contained HTML page.
+//! A plan's answer: the written recommendation in the seeds' form and its assumptions (its
+//! table and page are `goodput_report::plan`'s).
 
 use super::search::Load;
-use super::{Plan, PlanArgs, Row, Setting};
-use goodput_report::console as table;
-use goodput_report::html::escape;
+use super::{Plan, PlanSpec, Row, Setting};
 
-fn load_text(load: Load) -> String {
+/// The load as said: `4 req/s`, `16 concurrent users`.
+pub fn load_text(load: Load) -> String {
     match load {
         Load::Rate(r) => format!("{r} req/s"),
         Load::Users(u) => format!("{u} concurrent users"),
     }
 }
 
-fn unit(load: Load) -> &'static str {
+/// The load's unit: `req/s` or `users`.
+pub fn unit(load: Load) -> &'static str {
     match load {
         Load::Rate(_) => "req/s",
         Load::Users(_) => "users",
@@ -32,7 +32,8 @@ fn best(rows: &[Row]) -> Option<&Row> {
     })
 }
 
-pub fn assemble(a: &PlanArgs, set: &Setting, load: Load, rows: Vec<Row>) -> Plan {
+/// The plan of `rows` for `load`: the best row's answer in words, with its assumptions.
+pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, rows: Vec<Row>) -> Plan {
     let slo_text: Vec<String> = set.slos.iter().map(|s| s.to_string()).collect();
     let (mean_in, mean_out) = (set.mean_in, set.mean_out);
     let answer = match best(&rows) {
@@ -91,7 +92,7 @@ pub fn assemble(a: &PlanArgs, set: &Setting, load: Load, rows: Vec<Row>) -> Plan
 }
 
 /// What every row of a plan takes as given, in words.
-pub fn assumptions(a: &PlanArgs, set: &Setting) -> Vec<String> {
+pub fn assumptions(a: &PlanSpec, set: &Setting) -> Vec<String> {
     let eff = &set.eff;
     let precision = super::config::precision(a);
     let mut out = vec![
@@ -103,9 +104,9 @@ pub fn assumptions(a: &PlanArgs, set: &Setting) -> Vec<String> {
             "Weights {} ({}), KV cache {}; {:.0} % of the GPU for the engine; activations of one {}-token step reserved; the rest is KV.{}",
             a.dtype,
             match a.dtype {
-                goodput_sizing::hardware::DType::Fp8 => "every linear layer; embedding, LM head, norms and routers bf16",
-                goodput_sizing::hardware::DType::Mxfp4 => "the routed experts at 4.25 bits with their scales, the rest bf16",
-                goodput_sizing::hardware::DType::Nvfp4 => "every linear layer at 4.5 bits with their scales; embedding, LM head, norms and routers bf16",
+                crate::hardware::DType::Fp8 => "every linear layer; embedding, LM head, norms and routers bf16",
+                crate::hardware::DType::Mxfp4 => "the routed experts at 4.25 bits with their scales, the rest bf16",
+                crate::hardware::DType::Nvfp4 => "every linear layer at 4.5 bits with their scales; embedding, LM head, norms and routers bf16",
                 _ => "every weight",
             },
             precision.kv,
@@ -146,125 +147,9 @@ fn output_there(r: &Row) -> String {
     }
 }
 
-fn fmt_cap(c: Option<f64>) -> String {
+/// A capacity to two decimals below 10, whole above; `-` for none.
+pub fn fmt_cap(c: Option<f64>) -> String {
     c.map_or("-".into(), |c| if c >= 10.0 { format!("{c:.0}") } else { format!("{c:.2}") })
-}
-
-fn cells(r: &Row, load: Load) -> Vec<String> {
-    let opt = |x: Option<f64>, d: usize| x.map_or("-".into(), |x| table::f(x, d));
-    vec![
-        r.gpu.clone(),
-        r.layout_label.clone(),
-        table::f(r.weight_gb_per_gpu, 1),
-        if r.kv_tokens > 0 { format!("{} ({:.0} seqs)", r.kv_tokens, r.kv_sequences) } else { "-".into() },
-        match (r.capacity_other, load) {
-            (Some(o), Load::Rate(_)) => format!("{} {} (≈{o:.0} in flight)", fmt_cap(r.capacity), unit(load)),
-            (Some(o), Load::Users(_)) => format!("{} {} ({o:.2} req/s)", fmt_cap(r.capacity), unit(load)),
-            (None, _) => format!("{} {}", fmt_cap(r.capacity), unit(load)),
-        },
-        r.unfit.clone().unwrap_or_else(|| r.bound.clone()),
-        r.replicas.map_or("-".into(), |x| x.to_string()),
-        r.gpus.map_or("-".into(), |x| x.to_string()),
-        opt(r.cost_per_hour, 2),
-        opt(r.cost_per_million_output_tokens, 3),
-    ]
-}
-
-const HEADER: [&str; 10] = [
-    "GPU",
-    "layout",
-    "weights GB/GPU",
-    "KV tokens",
-    "usable / replica",
-    "bound (or why not)",
-    "replicas",
-    "GPUs",
-    "$/hour",
-    "$/M out tok",
-];
-
-pub fn print(p: &Plan) {
-    let mut t = table::new(&HEADER);
-    for r in &p.rows {
-        t.add_row(cells(r, p.load));
-    }
-    println!(
-        "Plan: {} for {} of {} ({}), SLOs {}\n{t}",
-        p.model,
-        load_text(p.load),
-        p.scenario,
-        p.dtype,
-        p.slos.join(", ")
-    );
-    println!("{}", p.answer);
-    for a in &p.assumptions {
-        println!("  - {a}");
-    }
-}
-
-/// One of the plan's self-contained pages (no scripts): the title, the heading and the answer
-/// (plain text, escaped here), then `body` (HTML), then the SLOs and goodput's version.
-/// `css` adds rules of the page's own.
-pub(super) fn page(title: &str, heading: &str, answer: &str, css: &str, body: &str, slos: &[String]) -> String {
-    format!(
-        r#"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }}
-.answer {{ font-size: 1.1em; background: #f3f7fb; border-left: 4px solid #2b6cb0; padding: 0.8em 1em; }}
-table {{ border-collapse: collapse; width: 100%; font-size: 0.9em; }}
-th, td {{ border-bottom: 1px solid #ddd; padding: 0.3em 0.5em; text-align: right; }}
-{css}
-</style></head><body>
-<h1>{heading}</h1>
-<p class="answer">{answer}</p>
-{body}
-<p>SLOs: {slos}. Generated by goodput {version}.</p>
-</body></html>
-"#,
-        title = escape(title),
-        heading = escape(heading),
-        answer = escape(answer),
-        slos = escape(&slos.join(", ")),
-        version = env!("CARGO_PKG_VERSION"),
-    )
-}
-
-/// A table of plain-text cells (escaped here); each row with its `<tr>` attributes.
-pub(super) fn table_html(head: &[&str], rows: impl Iterator<Item = (String, Vec<String>)>) -> String {
-    let th: String = head.iter().map(|h| format!("<th>{}</th>", escape(h))).collect();
-    let trs: String = rows
-        .map(|(attrs, cells)| {
-            let tds: String = cells.iter().map(|c| format!("<td>{}</td>", escape(c))).collect();
-            format!("<tr{attrs}>{tds}</tr>\n")
-        })
-        .collect();
-    format!("<table><thead><tr>{th}</tr></thead><tbody>\n{trs}</tbody></table>")
-}
-
-/// Assumptions as a list under their heading.
-pub(super) fn assumptions_html(items: &[String]) -> String {
-    let li: String = items.iter().map(|a| format!("<li>{}</li>", escape(a))).collect();
-    format!("<h2>Assumptions</h2><ul>{li}</ul>")
-}
-
-/// The plan as one self-contained page: the answer first, then the table, then the
-/// assumptions.
-pub fn html(p: &Plan) -> String {
-    let rows = p.rows.iter().map(|r| {
-        let class = if r.gpus.is_some() { "" } else { " class=\"unfit\"" };
-        (class.to_string(), cells(r, p.load))
-    });
-    let body =
-        format!("<h2>Every configuration</h2>\n{}\n{}", table_html(&HEADER, rows), assumptions_html(&p.assumptions));
-    page(
-        &format!("goodput plan: {}", p.model),
-        &format!("{}: {} of {}", p.model, load_text(p.load), p.scenario),
-        &p.answer,
-        "th:first-child, td:first-child, td:nth-child(6) { text-align: left; }\ntr.unfit td { color: #999; }",
-        &body,
-        &p.slos,
-    )
 }
 
 #[cfg(test)]
@@ -276,7 +161,7 @@ mod tests {
         Row {
             gpu: "h100-sxm".into(),
             tp: 1,
-            layout: goodput_sizing::layout::Layout { tp: 1, dp: 1, ep: 1, pp: 1 },
+            layout: crate::layout::Layout { tp: 1, dp: 1, ep: 1, pp: 1 },
             layout_label: "TP1".into(),
             gpus_per_replica: 1,
             engines_per_replica: 1,

@@ -2,13 +2,13 @@
 //! cost, the memory left for KV and the scheduler of one simulated attention group — or the
 //! reason it cannot be.
 
-use super::PlanArgs;
+use super::PlanSpec;
+use crate::hardware::{DType, Gpu};
+use crate::layout::Layout;
+use crate::roofline::{DeviceLimits, Efficiencies, ModelWork, ProjectedCost, RooflineCost};
+use crate::work::{Deployment, Precision};
 use goodput_core::ModelSpec;
 use goodput_scheduler::SchedulerConfig;
-use goodput_sizing::hardware::{DType, Gpu};
-use goodput_sizing::layout::Layout;
-use goodput_sizing::roofline::{DeviceLimits, Efficiencies, ModelWork, ProjectedCost, RooflineCost};
-use goodput_sizing::work::{Deployment, Precision};
 
 /// A configuration ready to simulate.
 pub struct Prepared {
@@ -25,7 +25,7 @@ pub struct Prepared {
 }
 
 /// The precision of a plan: `--dtype` weights, `--kv-dtype` (or fp8 with fp8 weights, else bf16).
-pub fn precision(a: &PlanArgs) -> Precision {
+pub fn precision(a: &PlanSpec) -> Precision {
     let kv = a.kv_dtype.unwrap_or(if a.dtype == DType::Fp8 { DType::Fp8 } else { DType::Bf16 });
     Precision { weights: a.dtype, kv }
 }
@@ -33,7 +33,7 @@ pub fn precision(a: &PlanArgs) -> Precision {
 /// Peak activation memory of one step of the token budget (hidden states, attention and MLP
 /// intermediates in bf16, f32 logits of the sampled rows): an estimate of what vLLM's
 /// profiling run reserves.
-fn activation_reserve(spec: &ModelSpec, a: &PlanArgs, tp: usize) -> f64 {
+fn activation_reserve(spec: &ModelSpec, a: &PlanSpec, tp: usize) -> f64 {
     let mlp = match &spec.moe {
         Some(m) => spec.intermediate_size.max(m.expert_intermediate_size * m.experts_per_token),
         None => spec.intermediate_size,
@@ -46,7 +46,7 @@ fn activation_reserve(spec: &ModelSpec, a: &PlanArgs, tp: usize) -> f64 {
 
 /// `spec` on `g` laid out as `layout`, or why not.
 pub fn prepare(
-    a: &PlanArgs,
+    a: &PlanSpec,
     spec: &ModelSpec,
     g: &Gpu,
     layout: Layout,
@@ -108,7 +108,7 @@ pub fn prepare(
 
 /// The layouts `a` asks for, each once: TP × DP × EP × PP (those beyond `--nodes` are refused
 /// by [`prepare`], by name). EP is 1 for a dense model; `all` is EP over every GPU of a stage.
-pub fn layouts(a: &PlanArgs, spec: &ModelSpec) -> Vec<Layout> {
+pub fn layouts(a: &PlanSpec, spec: &ModelSpec) -> Vec<Layout> {
     let mut out: Vec<Layout> = Vec::new();
     for &tp in &a.tp {
         for &dp in &a.dp_attention {

@@ -6,11 +6,11 @@
 use goodput_core::{ClientRecord, Outcome, RecordBuilder, Stamp};
 use goodput_metrics::level::{summarize, LevelSummary};
 
+use crate::cost::StepCost;
+use crate::sim::{drive, ClosedLoop, SimEngine, Timed};
+use crate::SizingError;
 use goodput_metrics::slo::Slo;
 use goodput_scheduler::{NewRequest, SchedulerConfig};
-use goodput_sizing::cost::StepCost;
-use goodput_sizing::sim::{drive, ClosedLoop, SimEngine, Timed};
-use goodput_sizing::SizingError;
 use goodput_workload::{Gaps, Scenario};
 use serde::Serialize;
 use std::sync::Arc;

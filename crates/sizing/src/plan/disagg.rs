@@ -1,5 +1,5 @@
 //! `goodput plan --trace FILE --disaggregate [xPyD,…]`: the trace served by `x` prefill and
-//! `y` decode replicas of one configuration (`goodput_sizing::fleet::disagg`), beside the
+//! `y` decode replicas of one configuration (`crate::fleet::disagg`), beside the
 //! aggregated fleet of `--replicas`, behind each router; the answer says which wins under
 //! the SLOs and by how much.
 //!
@@ -10,14 +10,14 @@
 //! replica is limited by the requests it holds, and the K/V arrives with the request, so a
 //! prefix tree buys it nothing).
 
-use super::fleet::{load, simulate, write};
+use super::fleet::{load, plan_of, simulate, FleetPlan};
 use super::replay::{projected, PolicyRun, ReplicaSpec, Tally, TraceSource};
-use super::{PlanArgs, Setting};
+use super::{PlanSpec, Said, Setting};
+use crate::fleet::disagg::{drive_disaggregated, Disaggregated, Transfer};
+use crate::fleet::router::{Policy, Router};
+use crate::hardware::Gpu;
+use crate::sim::SimEngine;
 use anyhow::{bail, Context, Result};
-use goodput_sizing::fleet::disagg::{drive_disaggregated, Disaggregated, Transfer};
-use goodput_sizing::fleet::router::{Policy, Router};
-use goodput_sizing::hardware::Gpu;
-use goodput_sizing::sim::SimEngine;
 use goodput_workload::trace::Trace;
 
 /// `2P6D,3P5D` (or `all`: every split of `replicas`).
@@ -61,7 +61,7 @@ fn transfer(p: &ReplicaSpec, replicas: usize, latency_s: f64) -> Result<Transfer
 }
 
 fn simulate_split(
-    a: &PlanArgs,
+    a: &PlanSpec,
     set: &Setting,
     p: &ReplicaSpec,
     policy: &Policy,
@@ -120,7 +120,16 @@ fn verdict(policy: &str, agg: &PolicyRun, splits: &[((usize, usize), &PolicyRun)
     })
 }
 
-pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path, which: &str) -> Result<()> {
+/// The aggregated fleet and each prefill/decode split of `which` replaying the trace at `path`
+/// behind each router, with a verdict per router.
+pub fn run(
+    a: &PlanSpec,
+    set: &Setting,
+    gpus: &[Gpu],
+    path: &std::path::Path,
+    which: &str,
+    say: &mut dyn FnMut(Said),
+) -> Result<FleetPlan> {
     if a.autoscale.is_some() {
         bail!("--disaggregate with --autoscale: scaling two pools is not simulated yet; give fixed --replicas");
     }
@@ -132,15 +141,15 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path, wh
     }
     let p = projected(a, set, gpus)?;
     let splits = splits(which, a.replicas)?;
-    let trace = load(a, set, &p, path)?;
+    let trace = load(a, set, &p, path, say)?;
     let (mut runs, mut verdicts) = (Vec::new(), Vec::new());
     for policy in &a.router {
-        eprint!("\rplan --trace: {} aggregated …        ", policy.name());
+        say(Said::Step(&format!("plan --trace: {} aggregated …", policy.name())));
         let mut agg = simulate(a, set, &p, policy.clone(), &trace)?;
         agg.router = format!("{}, aggregated {}", policy.name(), a.replicas);
         let mut split_runs = Vec::new();
         for &split in &splits {
-            eprint!("\rplan --trace: {} {}P{}D …        ", policy.name(), split.0, split.1);
+            say(Said::Step(&format!("plan --trace: {} {}P{}D …", policy.name(), split.0, split.1)));
             split_runs.push(simulate_split(a, set, &p, policy, &trace, split)?);
         }
         let paired: Vec<_> = splits.iter().copied().zip(&split_runs).collect();
@@ -148,8 +157,7 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu], path: &std::path::Path, wh
         runs.push(agg);
         runs.extend(split_runs);
     }
-    eprintln!();
-    write(a, set, &p, &trace, runs, &verdicts.join(" "))
+    Ok(plan_of(a, set, &p, &trace, runs, &verdicts.join(" ")))
 }
 
 #[cfg(test)]

@@ -4,13 +4,13 @@
 
 use super::overhead::Overhead;
 use super::search::client_record;
-use super::{config, PlanArgs, Setting};
+use super::{config, PlanSpec, Setting};
+use crate::hardware::Gpu;
 use anyhow::{bail, Result};
 use goodput_core::Stamp;
 use goodput_metrics::cache::PrefixHits;
 use goodput_metrics::level::request_is_good;
 use goodput_scheduler::NewRequest;
-use goodput_sizing::hardware::Gpu;
 use goodput_workload::trace::Trace;
 use serde::Serialize;
 
@@ -41,7 +41,7 @@ pub struct PolicyRun {
     pub wall_s: f64,
     /// The autoscaler's changes of the fleet's size (none without one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub scale_events: Vec<goodput_sizing::fleet::autoscale::ScaleEvent>,
+    pub scale_events: Vec<crate::fleet::autoscale::ScaleEvent>,
 }
 
 /// The trace's requests, each made when it is due (a day's prompts would not fit in memory
@@ -98,10 +98,10 @@ impl<'t> TraceSource<'t> {
         trace: &'t Trace,
         speedup: f64,
         vocab: usize,
-        policy: &goodput_sizing::fleet::router::Policy,
+        policy: &crate::fleet::router::Policy,
         template: TemplateTokens,
     ) -> Self {
-        let reads = matches!(policy, goodput_sizing::fleet::router::Policy::CacheAware { .. });
+        let reads = matches!(policy, crate::fleet::router::Policy::CacheAware { .. });
         Self { trace, next: 0, speedup, vocab, content: reads || trace.shares_prefixes(), template }
     }
 }
@@ -112,7 +112,7 @@ impl TraceSource<'_> {
     }
 }
 
-impl goodput_sizing::sim::Source for TraceSource<'_> {
+impl crate::sim::Source for TraceSource<'_> {
     fn due(&mut self, now: Stamp) -> Option<NewRequest> {
         let at = self.next_due().filter(|at| *at <= now)?;
         let i = self.next;
@@ -256,18 +256,18 @@ fn hold(chunks: &mut Vec<goodput_core::Chunk>, tokens: usize) {
 /// What each replica of the fleet is.
 pub struct ReplicaSpec {
     pub sched: goodput_scheduler::SchedulerConfig,
-    pub cost: std::sync::Arc<dyn goodput_sizing::cost::StepCost>,
+    pub cost: std::sync::Arc<dyn crate::cost::StepCost>,
     pub gpus: usize,
     /// The GPU (or the measured machine) and the layout, as the answer names them.
     pub gpu: String,
     pub layout: String,
     pub error_bar: String,
     /// The roofline configuration and its GPU (`None` for a measured profile).
-    pub projection: Option<(goodput_sizing::roofline::ProjectedCost, Gpu)>,
+    pub projection: Option<(crate::roofline::ProjectedCost, Gpu)>,
 }
 
 /// Replicas of one roofline configuration (one GPU, one layout).
-pub fn projected(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<ReplicaSpec> {
+pub fn projected(a: &PlanSpec, set: &Setting, gpus: &[Gpu]) -> Result<ReplicaSpec> {
     let [g] = gpus else { bail!("--trace plans one GPU: give one --gpus") };
     let layout = match config::layouts(a, &set.spec).as_slice() {
         [l] => *l,
@@ -295,7 +295,7 @@ pub fn projected(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<ReplicaSpe
 /// Replicas as a measured profile has them: its engine's limits and pool, its fitted step
 /// cost, one device each.
 pub fn measured(set: &Setting, path: &std::path::Path) -> Result<ReplicaSpec> {
-    let profile = goodput_sizing::profile::Profile::read(path)?;
+    let profile = crate::profile::Profile::read(path)?;
     if profile.model != set.spec.name {
         bail!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, set.spec.name);
     }

@@ -10,11 +10,9 @@
 //! output per GPU among those that meet them.
 
 use super::search::Load;
-use super::{config, PlanArgs, Setting};
-use anyhow::{Context, Result};
-use goodput_report::console as table;
-use goodput_report::html::svg::{self, Chart, Series};
-use goodput_sizing::hardware::Gpu;
+use super::{config, PlanSpec, Said, Setting};
+use crate::hardware::Gpu;
+use anyhow::Result;
 use serde::Serialize;
 
 /// One simulated level of one configuration.
@@ -59,7 +57,7 @@ fn levels(max_seqs: usize) -> Vec<usize> {
     std::iter::successors(Some(1usize), |u| Some(u * 2)).take_while(|&u| u <= max_seqs.max(1)).collect()
 }
 
-fn sweep(a: &PlanArgs, set: &Setting, g: &Gpu, p: config::Prepared, layout: String) -> Result<Vec<Point>> {
+fn sweep(a: &PlanSpec, set: &Setting, g: &Gpu, p: config::Prepared, layout: String) -> Result<Vec<Point>> {
     let engines = p.engines;
     let gpus = p.cost.layout.gpus() as f64;
     let sim = set.sim(a, p.cost, p.sched);
@@ -130,12 +128,13 @@ fn choice(points: &[Point]) -> Option<&Point> {
     cheapest.or_else(|| holding().max_by(|a, b| a.output_tps_per_gpu.total_cmp(&b.output_tps_per_gpu)))
 }
 
-pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<()> {
+/// The curve of every configuration of `gpus`, each step said through `say`.
+pub fn run(a: &PlanSpec, set: &Setting, gpus: &[Gpu], say: &mut dyn FnMut(Said)) -> Result<Curve> {
     let mut points = Vec::new();
     let mut unfit = Vec::new();
     for g in gpus {
         for layout in config::layouts(a, &set.spec) {
-            eprint!("\rplan --curve: {} {layout}        ", g.name);
+            say(Said::Step(&format!("plan --curve: {} {layout}", g.name)));
             let swept = config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out)
                 .and_then(|p| sweep(a, set, g, p, layout.label()).map_err(|e| e.to_string()));
             match swept {
@@ -144,7 +143,6 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<()> {
             }
         }
     }
-    eprintln!();
     mark_frontier(&mut points);
     let slos: Vec<String> = set.slos.iter().map(|s| s.to_string()).collect();
     let answer = match choice(&points) {
@@ -179,108 +177,5 @@ pub fn run(a: &PlanArgs, set: &Setting, gpus: &[Gpu]) -> Result<()> {
         answer,
         assumptions: super::answer::assumptions(a, set),
     };
-    print(&curve);
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&curve)? + "\n")
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
-    if let Some(p) = &a.html {
-        std::fs::write(p, html(&curve)?).with_context(|| format!("writing {}", p.display()))?;
-        eprintln!("curve page in {}", p.display());
-    }
-    Ok(())
-}
-
-const HEADER: [&str; 11] = [
-    "GPU",
-    "layout",
-    "users",
-    "out tok/s/GPU",
-    "total tok/s/GPU",
-    "tok/s/user",
-    "TTFT P95 s",
-    "$/M out tok",
-    "SLOs",
-    "frontier",
-    "cost frontier",
-];
-
-fn cells(p: &Point) -> Vec<String> {
-    vec![
-        p.gpu.clone(),
-        p.layout.clone(),
-        p.users.to_string(),
-        table::f(p.output_tps_per_gpu, 0),
-        table::f(p.total_tps_per_gpu, 0),
-        table::f(p.tps_per_user, 1),
-        table::f(p.ttft_p95_s, 2),
-        p.cost_per_million_output_tokens.map_or("-".into(), |c| table::f(c, 3)),
-        if p.slos_hold { "hold" } else { "miss" }.into(),
-        if p.frontier { "◆" } else { "" }.into(),
-        if p.cost_frontier { "◆" } else { "" }.into(),
-    ]
-}
-
-fn print(c: &Curve) {
-    let mut t = table::new(&HEADER);
-    for p in &c.points {
-        t.add_row(cells(p));
-    }
-    println!("Interactivity curve: {} on {}, SLOs {}\n{t}", c.model, c.scenario, c.slos.join(", "));
-    for (g, l, why) in &c.unfit {
-        println!("  {g} {l}: {why}");
-    }
-    println!("{}", c.answer);
-    for a in &c.assumptions {
-        println!("  - {a}");
-    }
-}
-
-/// One line per configuration, and the frontier.
-fn chart(c: &Curve, id: &str, x_label: &str, x_log2: bool, x: fn(&Point) -> f64, on: fn(&Point) -> bool) -> Chart {
-    let mut series: Vec<Series> = Vec::new();
-    for p in &c.points {
-        let name = format!("{} {}", p.gpu, p.layout);
-        match series.iter_mut().find(|s| s.name == name) {
-            Some(s) => s.points.push((x(p), p.output_tps_per_gpu)),
-            None => {
-                series.push(Series { name, points: vec![(x(p), p.output_tps_per_gpu)], right: false, emphasis: false })
-            }
-        }
-    }
-    let mut frontier: Vec<(f64, f64)> =
-        c.points.iter().filter(|p| on(p)).map(|p| (x(p), p.output_tps_per_gpu)).collect();
-    frontier.sort_by(|a, b| a.0.total_cmp(&b.0));
-    series.push(Series { name: "Pareto frontier".into(), points: frontier, right: false, emphasis: true });
-    Chart {
-        x_log2,
-        ..Chart::lines(
-            id,
-            &format!("Output tok/s per GPU against {x_label}"),
-            "Each line one configuration, concurrency doubling along it; the frontier joins the points no other beats on both axes.".into(),
-            (x_label, "output tok/s per GPU"),
-            series,
-        )
-    }
-}
-
-fn html(c: &Curve) -> Result<String> {
-    let interactivity =
-        svg::svg(&chart(c, "interactivity", "tok/s per user", false, |p| p.tps_per_user, |p| p.frontier))?;
-    // TTFT spans milliseconds to the minutes of an overloaded level: a log axis.
-    let ttft = svg::svg(&chart(c, "ttft", "TTFT P95 (s, log scale)", true, |p| p.ttft_p95_s, |p| p.ttft_frontier))?;
-    let rows = c.points.iter().map(|p| (String::new(), cells(p)));
-    let body = format!(
-        "{interactivity}\n{ttft}\n<h2>Every level</h2>\n{}\n{}",
-        super::answer::table_html(&HEADER, rows),
-        super::answer::assumptions_html(&c.assumptions)
-    );
-    Ok(super::answer::page(
-        &format!("goodput plan --curve: {}", c.model),
-        &format!("{}: throughput per GPU against interactivity ({})", c.model, c.scenario),
-        &c.answer,
-        "",
-        &body,
-        &c.slos,
-    ))
+    Ok(curve)
 }
