@@ -21,9 +21,9 @@ use syn::visit::Visit;
 /// The longest a Rust file may be.
 const MAX_LINES: usize = 600;
 
-/// The most lines `crates/cli/src` may hold outside its tests (9,248 when last lowered; issue 49's
+/// The most lines `crates/cli/src` may hold outside its tests (5,642 when last lowered; issue 49's
 /// aim is 3,000). Lower it as code moves out; never raise it.
-const CLI_CEILING: usize = 9_250;
+const CLI_CEILING: usize = 5_650;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -404,9 +404,8 @@ const CLI_OWN: &[&str] = &[
     "run/view.rs::Bar",
 ];
 
-/// The types the cli still holds that a library should (issue 49 moves each: the planner's
-/// into `sizing::plan`, the engine's benches and checks into `engine`, `compare`'s into
-/// `goodput-bench`). A type added to the cli fails the test (put it in a library), and so
+/// The types the cli still holds that a library should (issue 49 moves each: `compare`'s
+/// and `profile`'s into `goodput-bench`). A type added to the cli fails the test (put it in a library), and so
 /// does one listed that is gone (take it off the list), so the list only shrinks.
 const CLI_TYPES: &[&str] = &[
     "compare/criterion.rs::Estimate",
@@ -415,43 +414,10 @@ const CLI_TYPES: &[&str] = &[
     "compare/mod.rs::ExportRow",
     "compare/mod.rs::Outcome",
     "compare/mod.rs::Verdict",
-    "engine_bench.rs::BenchFile",
-    "engine_bench.rs::Costs",
-    "engine_bench.rs::DecodeRow",
-    "engine_bench.rs::PrefillRow",
-    "engine_bench.rs::Report",
-    "engine_bench.rs::Roofline",
-    "engine_bench.rs::Sizes",
-    "engine_bench/parts.rs::PartsRow",
-    "engine_check.rs::GreedyResult",
-    "engine_check.rs::LogitsResult",
-    "engine_check.rs::Report",
-    "engine_check.rs::Scenario",
-    "engine_check.rs::ScenarioRun",
-    "plan/config.rs::Prepared",
-    "plan/curve.rs::Curve",
-    "plan/curve.rs::Point",
-    "plan/export.rs::PhaseRow",
-    "plan/fleet.rs::FleetPlan",
-    "plan/mod.rs::Ep",
-    "plan/mod.rs::Plan",
-    "plan/mod.rs::Row",
-    "plan/mod.rs::Setting",
-    "plan/overhead.rs::Lag",
-    "plan/overhead.rs::Overhead",
-    "plan/replay.rs::PolicyRun",
-    "plan/replay.rs::ReplicaSpec",
-    "plan/replay.rs::Tally",
-    "plan/replay.rs::TemplateTokens",
-    "plan/replay.rs::TraceSource",
-    "plan/search.rs::Level",
-    "plan/search.rs::Load",
-    "plan/search.rs::Sim",
     "profile/grid.rs::Grid",
     "profile/grid.rs::Limits",
     "profile/grid.rs::Probe",
     "profile/mod.rs::Measured",
-    "rounding_study.rs::SchemeResult",
 ];
 
 #[test]

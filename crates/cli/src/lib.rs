@@ -17,7 +17,6 @@ mod models;
 mod plan;
 mod profile;
 mod report;
-mod rounding_study;
 mod run;
 mod serve;
 mod shell;

@@ -278,3 +278,14 @@ impl ModelSpec {
         narrow(per_layer.saturating_mul(layers as u128).saturating_mul(block_size as u128))
     }
 }
+/// Bytes in the largest binary unit that keeps the number ≥ 1.
+pub fn format_bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    format!("{x:.1} {}", units[u])
+}

@@ -18,6 +18,7 @@
 
 pub mod affinity;
 pub mod attention;
+pub mod bench;
 pub(crate) mod block;
 pub mod check;
 pub mod cpu;

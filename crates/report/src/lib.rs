@@ -20,6 +20,8 @@ pub mod columns;
 pub mod conclusion;
 pub mod console;
 pub mod cross_check;
+pub mod engine_bench;
+pub mod engine_check;
 pub mod export;
 pub mod html;
 pub mod plan;

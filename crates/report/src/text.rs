@@ -21,17 +21,8 @@ pub fn ms(s: &Option<Summary>, f: fn(&Summary) -> f64) -> Option<f64> {
     s.as_ref().map(|x| f(x) * 1e3)
 }
 
-/// Bytes in the largest binary unit that keeps the number ≥ 1.
-pub fn bytes(b: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = b as f64;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < units.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    format!("{x:.1} {}", units[u])
-}
+/// Bytes in the largest binary unit that keeps the number ≥ 1 (`2.5 GiB`).
+pub use goodput_core::sizes::format_bytes as bytes;
 
 /// A level's prefix-cache hits in words, after a `; ` (nothing when unknown).
 pub fn prefix_text(h: Option<&PrefixHits>) -> String {

@@ -10,9 +10,9 @@
 //! bench recorded, fitted as `experts_touched`.
 
 use super::ProfileArgs;
-use crate::engine_bench::BenchFile;
 use anyhow::{bail, Context, Result};
 use goodput_core::ModelSpec;
+use goodput_engine::bench::BenchFile;
 use goodput_sizing::cost::{ExpertShape, StepWork, Term};
 use goodput_sizing::fit::{fit, FitOptions, Sample};
 use goodput_sizing::profile::{Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor};

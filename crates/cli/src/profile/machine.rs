@@ -9,7 +9,7 @@ pub const HOW: &str =
 
 /// (bandwidth in bytes/s, FLOP/s), measured on `cpus` when given (as the engine is pinned).
 pub fn measure(cpus: Option<Vec<usize>>) -> (f64, f64) {
-    let body = || (crate::engine_bench::measure_read_bandwidth() * 1e9, matmul_flops());
+    let body = || (goodput_engine::bench::measure_read_bandwidth() * 1e9, matmul_flops());
     let Some(cpus) = cpus else { return body() };
     let pin = cpus.clone();
     let pool = rayon::ThreadPoolBuilder::new()

@@ -1,8 +1,17 @@
-//! engine-bench's console output: the prefill and decode tables against the roofline, the
+//! engine-bench's console output (`goodput_engine::bench` measures it): the prefill and decode tables against the roofline, the
 //! graph probe, the matmul tuning table and the per-op step profiles.
 
-use super::{Report, Summary};
-use goodput_report::console as table;
+use crate::console as table;
+use goodput_engine::bench::Report;
+use goodput_metrics::Summary;
+use std::fmt::Write;
+
+/// A line into the text (writing into a `String` cannot fail).
+macro_rules! line {
+    ($o:expr, $($t:tt)*) => {{
+        let _ = writeln!($o, $($t)*);
+    }};
+}
 
 /// The columns of [`latency_cells`].
 const LATENCY_HEAD: [&str; 5] = ["n", "p50 ms", "p90 ms", "p99 ms", "stddev ms"];
@@ -25,8 +34,10 @@ fn floor_cells(floor: Option<f64>, of: Option<f64>) -> [String; 2] {
     }
 }
 
-/// The prefill and decode tables and the roofline lines, on stdout.
-pub(super) fn print(r: &Report) {
+/// The prefill and decode tables, the roofline lines, the step's parts, the matmul tuning
+/// and the per-op profiles, as one text.
+pub fn text(r: &Report) -> String {
+    let o = &mut String::new();
     let mut head = vec!["prompt"];
     head.extend(LATENCY_HEAD);
     head.extend(["tokens/s", "GFLOP/s", "floor ms", "of floor"]);
@@ -38,58 +49,60 @@ pub(super) fn print(r: &Report) {
         row.extend(floor_cells(p.floor_s, p.of_floor));
         t.add_row(row);
     }
-    println!("Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
-    print_decode(r);
-    print_parts(r);
-    println!(
+    line!(o, "Prefill ({} {}, {})\n{t}", r.model, r.dtype, r.weights);
+    print_decode(o, r);
+    print_parts(o, r);
+    line!(
+        o,
         "weights read per step: {}; KV per token: {}",
         table::bytes(r.weight_bytes_per_step),
         table::bytes(r.kv_bytes_per_token)
     );
     if let Some(roof) = &r.roofline {
         let peak = roof.peak_tflops.map_or(String::new(), |p| format!(", {p:.0} TFLOP/s dense"));
-        println!(
+        line!(o,
             "roofline: {} — {:.0} GB/s{peak} ({}); floor = bytes / bandwidth (decode), max(FLOPs / peak, weights / bandwidth) (prefill)",
             roof.device_name, roof.bandwidth_gbytes_per_s, roof.source
         );
     }
     for (b, g) in &r.graph_probe {
         match (g.captured, g.replay_ms) {
-            (true, Some(ms)) => println!(
+            (true, Some(ms)) => line!(o,
                 "CUDA graph, decode batch {b}: eager {:.3} ms/step, replay {ms:.3} ms/step ({:.2}x); {} kernel launches per step ({} graph nodes)",
                 g.eager_ms,
                 g.eager_ms / ms,
                 g.kernel_nodes.map_or("?".into(), |n| n.to_string()),
                 g.nodes.map_or("?".into(), |n| n.to_string()),
             ),
-            _ => println!(
+            _ => line!(o,
                 "CUDA graph, decode batch {b}: eager {:.3} ms/step; not replayed: {}",
                 g.eager_ms,
                 g.error.as_deref().unwrap_or("?")
             ),
         }
     }
-    print_tuning(r);
+    print_tuning(o, r);
     if let Some(g) = &r.cuda_graphs {
-        println!("{g}");
+        line!(o, "{g}");
     }
     for p in &r.step_profile {
-        print_profile(p);
+        print_profile(o, p);
     }
     if let Some(bw) = r.machine_read_gbytes_per_s {
-        println!("machine read bandwidth (measured, best of 5 over 512 MiB): {bw:.1} GB/s");
+        line!(o, "machine read bandwidth (measured, best of 5 over 512 MiB): {bw:.1} GB/s");
     }
     if let Some(u) = r.batch1_bandwidth_utilisation {
-        println!("decode at batch 1: bytes read (weights and KV) / step time = {:.0} % of that bandwidth", u * 100.0);
+        line!(o, "decode at batch 1: bytes read (weights and KV) / step time = {:.0} % of that bandwidth", u * 100.0);
     }
     if let Some(x) = r.batch16_over_batch1_throughput {
-        println!("decode throughput batch 16 / batch 1: {x:.2}x");
+        line!(o, "decode throughput batch 16 / batch 1: {x:.2}x");
     }
+    std::mem::take(o)
 }
 
 /// Where each row's step time goes, layer parts apart (CPU runs).
-fn print_parts(r: &Report) {
-    let rows: Vec<(String, &super::PartsRow, f64)> = r
+fn print_parts(o: &mut String, r: &Report) {
+    let rows: Vec<(String, &goodput_engine::bench::PartsRow, f64)> = r
         .prefill
         .iter()
         .filter_map(|p| p.parts.as_ref().map(|x| (format!("prefill {}", p.prompt_len), x, p.latency_s.p50)))
@@ -117,11 +130,11 @@ fn print_parts(r: &Report) {
         }
         t.add_row(row);
     }
-    println!("Where the step goes (p50 of each part over the timed steps; rest: embedding, LM head, scheduling, sampling)\n{t}");
+    line!(o, "Where the step goes (p50 of each part over the timed steps; rest: embedding, LM head, scheduling, sampling)\n{t}");
 }
 
 /// One line per tuned weight shape and row count: each kernel's µs per call and GB/s.
-fn print_tuning(r: &Report) {
+fn print_tuning(o: &mut String, r: &Report) {
     for t in &r.gemv_tuning {
         let cells: Vec<String> = t
             .timings
@@ -131,7 +144,8 @@ fn print_tuning(r: &Report) {
                 _ => format!("{} —: {}", x.kernel.name(), x.error.as_deref().unwrap_or("?")),
             })
             .collect();
-        println!(
+        line!(
+            o,
             "gemv tuning {}×{} at {} rows ({} matrices): {} → {}",
             t.n,
             t.k,
@@ -142,17 +156,17 @@ fn print_tuning(r: &Report) {
         );
     }
     if let Some(e) = &r.gemv_tuning_error {
-        println!("gemv tuning: {e}");
+        line!(o, "gemv tuning: {e}");
     }
 }
 
-fn print_profile(p: &goodput_engine::cuda::StepTiming) {
+fn print_profile(o: &mut String, p: &goodput_engine::cuda::StepTiming) {
     let what = if p.prefill {
         format!("Prefill of {} tokens", p.context)
     } else {
         format!("Decode step at batch {}, context {}", p.batch, p.context)
     };
-    println!("{what}: GPU time per op (events between ops, launched eagerly, mean of {} steps)", p.steps);
+    line!(o, "{what}: GPU time per op (events between ops, launched eagerly, mean of {} steps)", p.steps);
     let mut t = table::new(&["op", "launches", "µs / step", "share", "weight GB/s"]);
     for o in &p.ops {
         t.add_row(vec![
@@ -163,12 +177,12 @@ fn print_profile(p: &goodput_engine::cuda::StepTiming) {
             o.weight_bytes.map_or(String::new(), |b| table::f(b as f64 / o.us / 1e3, 0)),
         ]);
     }
-    println!("{t}");
-    println!("sum of ops: {:.1} µs", p.total_us);
+    line!(o, "{t}");
+    line!(o, "sum of ops: {:.1} µs", p.total_us);
 }
 
 /// The decode table (with the experts a step read, for MoE models).
-fn print_decode(r: &Report) {
+fn print_decode(o: &mut String, r: &Report) {
     let moe = r.decode.iter().any(|d| d.expert_share.is_some());
     let mut head = vec!["batch", "ctx"];
     head.extend(LATENCY_HEAD);
@@ -192,9 +206,10 @@ fn print_decode(r: &Report) {
         }
         t.add_row(row);
     }
-    println!("Decode step\n{t}");
+    line!(o, "Decode step\n{t}");
     if moe {
-        println!(
+        line!(
+            o,
             "experts: (layer, expert) weight sets a decode step read (mean) and their share of all routed experts; \
              the step's bytes and floor count those experts only"
         );

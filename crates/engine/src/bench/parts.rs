@@ -1,12 +1,12 @@
 //! Where a benchmarked step's time goes: its layers' attention, dense MLPs and MoE layers
 //! (timed by the engine on the CPU, `Llama::time_parts`) and the rest of the step.
 
-use goodput_engine::PartTimes;
+use crate::PartTimes;
 use serde::{Deserialize, Serialize};
 
 /// The median over a row's timed steps of each part, in seconds.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct PartsRow {
+pub struct PartsRow {
     pub attention_s: f64,
     pub dense_mlp_s: f64,
     pub moe_s: f64,

@@ -1,22 +1,21 @@
-//! `goodput engine-check --rounding-study`: which bf16 rounding of a step costs how much top-1
+//! The rounding study (`goodput engine-check --rounding-study`): which bf16 rounding of a step costs how much top-1
 //! agreement with f32, on the CPU (`goodput_engine::check::numerics`). It uses the same teacher-forced
 //! sequences as the logits comparison and reports each scheme against f32 on the same weights,
 //! so a GPU's agreement can be predicted, and its losses placed, on a machine without one.
 
-use anyhow::Result;
+use super::numerics::agreement;
+use super::reference::Rounding;
+use crate::error::Result;
+use crate::Llama;
 use goodput_core::TokenId;
-use goodput_engine::check::numerics::agreement;
-use goodput_engine::check::reference::Rounding;
-use goodput_engine::Llama;
-use goodput_report::console as table;
 use serde::Serialize;
 
 /// Teacher-forced sequences: each one's tokens and the positions whose logits are compared
-/// (what `engine_check` builds and hands over; this module imports nothing of it).
+/// (what [`super::device`] builds and hands over; this module imports nothing of it).
 pub type Sequences = Vec<(Vec<TokenId>, std::ops::Range<usize>)>;
 
 /// One scheme on one kind of sequence.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 pub struct SchemeResult {
     pub scheme: &'static str,
     pub rounding: String,
@@ -31,7 +30,7 @@ pub fn run(model: &Llama, sets: &[(&'static str, Sequences)]) -> Result<Vec<Sche
     let mut out = Vec::new();
     for (name, seqs) in sets {
         let want: Vec<Vec<Vec<f32>>> =
-            seqs.iter().map(|(t, _)| model.logits_rounded(t, Rounding::NONE)).collect::<Result<_, _>>()?;
+            seqs.iter().map(|(t, _)| model.logits_rounded(t, Rounding::NONE)).collect::<Result<_>>()?;
         for (scheme, r) in Rounding::schemes() {
             let (mut agree, mut n, mut max) = (0, 0, 0f64);
             for ((tokens, range), w) in seqs.iter().zip(&want) {
@@ -50,18 +49,4 @@ pub fn run(model: &Llama, sets: &[(&'static str, Sequences)]) -> Result<Vec<Sche
         }
     }
     Ok(out)
-}
-
-pub fn print(model: &str, results: &[SchemeResult]) {
-    let mut t = table::new(&["rounded to bf16", "sequences", "positions", "top-1 vs f32", "max |Δ|"]);
-    for r in results {
-        t.add_row(vec![
-            r.scheme.to_string(),
-            r.sequences.to_string(),
-            r.positions.to_string(),
-            format!("{:.2} %", r.top1_agreement * 100.0),
-            format!("{:.4}", r.max_abs_diff),
-        ]);
-    }
-    println!("{model}: bf16 rounding points against f32 on the same weights (CPU, dense reference)\n{t}");
 }
