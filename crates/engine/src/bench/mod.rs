@@ -111,7 +111,7 @@ pub struct BenchSpec {
 }
 
 /// A prefill row of the bench (one prompt alone).
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct PrefillRow {
     pub prompt_len: usize,
     pub latency_s: Summary,
@@ -128,7 +128,7 @@ pub struct PrefillRow {
 }
 
 /// A decode row of the bench (a batch at a context).
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct DecodeRow {
     pub batch: usize,
     pub context: usize,
@@ -155,7 +155,7 @@ pub struct DecodeRow {
 }
 
 /// What the figures are held against: the device's memory bandwidth and dense peak.
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Roofline {
     /// The GPU's name as its driver reports it, or `cpu`.
     pub device_name: String,
@@ -169,7 +169,7 @@ pub struct Roofline {
 
 /// What `goodput profile --from-bench` reads of an `engine-bench --json` file: the rows and the
 /// roofline they were held against (the other fields are left unread).
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 pub struct BenchFile {
     pub model: String,
     pub weights: String,
@@ -181,7 +181,7 @@ pub struct BenchFile {
 }
 
 /// What `engine-bench` measured.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 pub struct Report {
     pub model: String,
     pub weights: String,

@@ -1,0 +1,106 @@
+//! The planner through its API alone, no command line: a spec built by hand, planned for a
+//! rate on two GPUs, the answer checked against its own rows; a curve of the same; and a
+//! spec the planner refuses.
+
+use goodput_sizing::hardware::DType;
+use goodput_sizing::plan::{plan, Answer, Ep, PlanSpec, Said};
+use std::time::Duration;
+
+/// `llama-3.1-8b` at 2 req/s of short questions on an H100 and an L40S, TP 1 and 2.
+fn spec() -> PlanSpec {
+    PlanSpec {
+        model: "llama-3.1-8b".into(),
+        catalog: None,
+        scenario: "short-qa".into(),
+        rate: Some(2.0),
+        users: None,
+        slo: "ttft_p95=1s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%".into(),
+        gpus: vec!["h100-sxm".into(), "l40s".into()],
+        tp: vec![1, 2],
+        dp_attention: vec![1],
+        ep: vec![Ep::Ways(1)],
+        pp: vec![1],
+        nodes: 1,
+        dtype: DType::Bf16,
+        kv_dtype: None,
+        emulate: false,
+        expert_skew: 0.0,
+        curve: false,
+        export_profile: None,
+        out: None,
+        trace: None,
+        trace_block_size: 512,
+        router: Vec::new(),
+        replicas: 1,
+        autoscale: None,
+        scrape_interval: Duration::from_secs(5),
+        disaggregate: None,
+        transfer_latency: Duration::from_micros(500),
+        speedup: 1.0,
+        request_overhead: Default::default(),
+        chat_template_tokens: Default::default(),
+        price: vec!["h100-sxm=3.0".into(), "l40s=1.0".into()],
+        headroom: 0.2,
+        calibrate: None,
+        hardware: None,
+        memory_utilization: 0.9,
+        max_num_batched_tokens: 8192,
+        max_num_seqs: 256,
+        block_size: 16,
+        requests: 60,
+        seed: 0,
+        steps_out: None,
+        profile: None,
+        extra_reserve: 0,
+    }
+}
+
+#[test]
+fn a_plan_runs_through_the_library_alone_and_its_answer_is_its_best_row() {
+    let mut steps = Vec::new();
+    let answer = plan(&spec(), &mut |s| {
+        if let Said::Step(s) = s {
+            steps.push(s.to_string());
+        }
+    })
+    .unwrap();
+    let Answer::Plan(p) = answer else { panic!("a rate plans GPUs per model") };
+    assert_eq!(steps.len(), 4, "one step per GPU × layout: {steps:?}");
+    assert_eq!(p.rows.len(), 4);
+    assert_eq!(p.model, "llama-3.1-8b");
+    // Every row that serves the load has replicas for 2 req/s × 1.2 headroom over its capacity.
+    for r in p.rows.iter().filter(|r| r.gpus.is_some()) {
+        let (cap, replicas) = (r.capacity.unwrap(), r.replicas.unwrap());
+        assert!(replicas as f64 * cap >= 2.0 * 1.2 - 1e-9, "{r:?}");
+        assert!((replicas - 1) as f64 * cap < 2.0 * 1.2, "the fewest replicas: {r:?}");
+        assert_eq!(r.cost_per_hour.is_some(), true, "both GPUs are priced");
+    }
+    // The answer names the cheapest row that serves the load.
+    let best = p
+        .rows
+        .iter()
+        .filter(|r| r.gpus.is_some())
+        .min_by(|a, b| a.cost_per_hour.unwrap().total_cmp(&b.cost_per_hour.unwrap()))
+        .unwrap();
+    assert!(p.answer.starts_with("To serve 2 req/s of short-qa"), "{}", p.answer);
+    assert!(p.answer.contains(&format!("{}× {} ({}", best.gpus.unwrap(), best.gpu, best.layout_label)), "{}", p.answer);
+    assert!(!p.assumptions.is_empty());
+}
+
+#[test]
+fn the_curve_marks_a_frontier_among_its_points() {
+    let s = PlanSpec { rate: None, curve: true, gpus: vec!["h100-sxm".into()], tp: vec![1], ..spec() };
+    let Answer::Curve(c) = plan(&s, &mut |_| {}).unwrap() else { panic!("--curve draws the curve") };
+    assert!(c.points.len() >= 4, "concurrency doubles up to the engine's cap");
+    assert!(c.points.iter().any(|p| p.frontier));
+    let users: Vec<usize> = c.points.iter().map(|p| p.users).collect();
+    assert!(users.windows(2).all(|w| w[1] == 2 * w[0]), "{users:?}");
+}
+
+#[test]
+fn a_spec_out_of_bounds_is_refused_by_its_flag() {
+    let e = plan(&PlanSpec { tp: vec![0], ..spec() }, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("--tp"), "{e}");
+    let e = plan(&PlanSpec { rate: None, ..spec() }, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("--rate") && e.contains("--users"), "{e}");
+}
