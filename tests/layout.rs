@@ -21,9 +21,9 @@ use syn::visit::Visit;
 /// The longest a Rust file may be.
 const MAX_LINES: usize = 600;
 
-/// The most lines `crates/cli/src` may hold outside its tests (5,642 when last lowered; issue 49's
+/// The most lines `crates/cli/src` may hold outside its tests (4,770 when last lowered; issue 49's
 /// aim is 3,000). Lower it as code moves out; never raise it.
-const CLI_CEILING: usize = 5_650;
+const CLI_CEILING: usize = 4_780;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -401,11 +401,12 @@ const CLI_OWN: &[&str] = &[
     "run/config.rs::Keys",
     "run/config.rs::Value",
     "run/spec/mod.rs::Shown",
+    "profile.rs::Steps",
     "run/view.rs::Bar",
 ];
 
 /// The types the cli still holds that a library should (issue 49 moves each: `compare`'s
-/// and `profile`'s into `goodput-bench`). A type added to the cli fails the test (put it in a library), and so
+/// into `goodput-bench`). A type added to the cli fails the test (put it in a library), and so
 /// does one listed that is gone (take it off the list), so the list only shrinks.
 const CLI_TYPES: &[&str] = &[
     "compare/criterion.rs::Estimate",
@@ -414,10 +415,6 @@ const CLI_TYPES: &[&str] = &[
     "compare/mod.rs::ExportRow",
     "compare/mod.rs::Outcome",
     "compare/mod.rs::Verdict",
-    "profile/grid.rs::Grid",
-    "profile/grid.rs::Limits",
-    "profile/grid.rs::Probe",
-    "profile/mod.rs::Measured",
 ];
 
 #[test]

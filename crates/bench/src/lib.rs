@@ -17,6 +17,7 @@ pub mod command;
 pub mod cpu;
 pub mod fds;
 pub mod merge;
+pub mod profile;
 pub mod progress;
 pub mod repeats;
 pub mod run;

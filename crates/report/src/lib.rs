@@ -26,6 +26,7 @@ pub mod export;
 pub mod html;
 pub mod plan;
 pub mod prediction;
+pub mod profile;
 pub mod text;
 
 pub use conclusion::Conclusion;

@@ -1,97 +1,72 @@
-//! `goodput profile`: the engine's step costs measured on a grid designed for the fit (or read
+//! The engine's step costs measured (`goodput profile`) on a grid designed for the fit (or read
 //! from a run's steps.jsonl), fitted into a step-cost model with intervals, residuals and each
 //! term against this machine's roofline, and written as `profile.json` for the simulator.
 
 mod bench;
-mod grid;
-mod machine;
+pub mod grid;
+pub mod machine;
 mod price;
 
-use crate::args::{CpuList, EngineArgs, ModelArgs};
+use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use goodput_core::{Clock, ModelSpec, StepRecord};
+use goodput_engine::source::{EngineOptions, ModelSource};
 use goodput_engine::Engine;
-use goodput_report::console as table;
 use goodput_sizing::cost::{StepWork, Term};
 use goodput_sizing::fit::{fit, Fit, FitOptions, Sample};
+use goodput_sizing::price::Priced;
 use goodput_sizing::profile::{Fingerprint, MachineRoofline, Profile, ProfileEngine, TermFloor};
 use goodput_sizing::roofline::{term_floor, DeviceLimits, ModelWork};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-#[derive(Args, Debug)]
-pub struct ProfileArgs {
-    #[command(flatten)]
-    pub model: ModelArgs,
-    #[command(flatten)]
-    pub engine: EngineArgs,
-    /// Pin the engine to these CPUs (as `run --engine-cpus`; a profile is only valid for runs
-    /// pinned the same way).
-    #[arg(long, value_parser = crate::args::parse_cpus)]
-    pub engine_cpus: Option<CpuList>,
-    /// Pin the thread that submits the grid's requests and follows their tokens (as `run
-    /// --harness-cpus`; left unpinned, it wakes for every token on the engine's CPUs too and
-    /// slows the steps it measures).
-    #[arg(long, value_parser = crate::args::parse_cpus)]
-    pub harness_cpus: Option<CpuList>,
+/// What `goodput profile` does: measure the grid on the engine (or read a run's steps,
+/// replicas' step files or `engine-bench` files), fit the step-cost model and write it; or
+/// price step files by a profile (`price_with`).
+#[derive(Clone, Debug)]
+pub struct ProfileSpec {
+    pub model: ModelSource,
+    pub engine: EngineOptions,
+    /// Pin the engine to these CPUs (a profile is only valid for runs pinned the same way).
+    pub engine_cpus: Option<Vec<usize>>,
+    /// Pin the thread that submits the grid's requests and follows their tokens.
+    pub harness_cpus: Option<Vec<usize>>,
     /// Where to write the profile.
-    #[arg(long, short = 'o', default_value = "profile.json")]
     pub out: PathBuf,
     /// Fit the steps of this run (its steps.jsonl) instead of measuring the grid.
-    #[arg(long, value_name = "RUN_DIR")]
     pub from: Option<PathBuf>,
-    /// Fit these files of step records (`serve --steps`: a replica's steps under its real
-    /// load, several replicas' together) instead of measuring the grid; the engine settings
-    /// are the flags given here, as the replicas were started with.
-    #[arg(long, value_name = "FILE", value_delimiter = ',', num_args = 1.., conflicts_with_all = ["from", "from_bench"])]
+    /// Fit these files of step records instead of measuring the grid.
     pub from_steps: Vec<PathBuf>,
-    /// Fit the rows of these `engine-bench --json` files (a GPU's, measured elsewhere)
-    /// instead of measuring the grid.
-    #[arg(long, value_name = "FILE", value_delimiter = ',', num_args = 1.., conflicts_with = "from")]
+    /// Fit the rows of these `engine-bench --json` files instead of measuring the grid.
     pub from_bench: Vec<PathBuf>,
-    /// Time spent measuring the grid (whole probes; the fit uses every round begun).
-    #[arg(long, value_parser = crate::args::parse_duration, default_value = "60s")]
+    /// Time spent measuring the grid.
     pub time: Duration,
-    /// An earlier profile to check for drift (default: the file at --out, if any).
-    #[arg(long)]
+    /// An earlier profile to check for drift (`None`: the file at `out`, if any).
     pub baseline: Option<PathBuf>,
     /// Bootstrap resamples for the coefficient intervals.
-    #[arg(long, default_value_t = 200)]
     pub bootstrap: usize,
     /// Seed of the grid's prompts and order, and of the bootstrap.
-    #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Also write the measured steps the fit used (JSON lines of step records).
-    #[arg(long, value_name = "FILE")]
+    /// Also write the measured steps the fit used.
     pub save_steps: Option<PathBuf>,
-    /// Skip measuring this machine's bandwidth and FLOP/s (no roofline column).
-    #[arg(long)]
-    pub no_roofline: bool,
-    /// No progress on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Instead of fitting: price the `--from-steps` files' steps by this profile and print,
-    /// per file, what its engine did and its step periods against their price, by kind of
-    /// step (a run's replicas beside a simulation's from `plan --trace --steps-out`).
-    #[arg(long, value_name = "PROFILE", requires = "from_steps")]
+    /// Measure this machine's bandwidth and FLOP/s for the roofline column.
+    pub roofline: bool,
+    /// Instead of fitting: price the `from_steps` files' steps by this profile.
     pub price_with: Option<PathBuf>,
-    /// `--price-with`: also write the tables as JSON here.
-    #[arg(long, requires = "price_with")]
-    pub json: Option<PathBuf>,
-    /// The decode-context term: a table over Σ context (the default), or one linear term (as
-    /// profiles before the table were fitted: for comparing the two on the same steps).
-    #[arg(long, hide = true, default_value = "table", value_parser = ["table", "linear"])]
+    /// The decode-context term: `table` (the default) or `linear`.
     pub context_term: String,
-    /// The sampled-rows term: one linear term (the default), or a table over the rows a step
-    /// samples (as profiles before were fitted: for comparing the two on the same steps). In
-    /// every decode probe a step samples as many rows as it has tokens, so a rows table is not
-    /// identified beside the tokens table: the fit split decode cost between the two at random
-    /// (smollm2 on an AVX2 CPU: rows@3 42 ms, rows@4 6 ms) and mispriced a run's mixed steps
-    /// by 5–9 %, which the linear term prices within 2 %; tiny's accuracy table is the same
-    /// with either (docs/sizing.md).
-    #[arg(long, hide = true, default_value = "linear", value_parser = ["table", "linear"])]
+    /// The sampled-rows term: `linear` (the default) or `table`.
     pub rows_term: String,
+}
+
+/// What `goodput profile` did.
+#[derive(Debug)]
+pub enum Profiled {
+    /// A profile fitted and written to `out`: the median gap between busy steps, its drift from
+    /// the baseline a line each, and the bench rows it was fitted from (`from_bench`).
+    Fitted { profile: Box<Profile>, gap: f64, drift: Vec<String>, bench_rows: Option<usize> },
+    /// `price_with`: each file's steps priced by the profile.
+    Priced(Vec<Priced>),
 }
 
 /// Measured steps and what they were measured with.
@@ -106,22 +81,29 @@ struct Measured {
     fingerprint: Option<Fingerprint>,
 }
 
-pub fn run(a: ProfileArgs) -> Result<()> {
+/// Profiles as `a` asks, saying how it goes through `progress`.
+pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
     if a.bootstrap > 10_000 {
         bail!("--bootstrap: {} resamples is more than needed (at most 10000)", a.bootstrap);
     }
-    let spec = a.model.source().spec()?;
+    let spec = a.model.spec()?;
     if !a.from_bench.is_empty() {
-        return bench::run(&a, &spec);
+        let (profile, rows) = bench::run(a, &spec)?;
+        return Ok(Profiled::Fitted {
+            profile: Box::new(profile),
+            gap: 0.0,
+            drift: Vec::new(),
+            bench_rows: Some(rows),
+        });
     }
     if let Some(profile) = &a.price_with {
-        return price::run(&a.from_steps, profile, a.json.as_deref());
+        return Ok(Profiled::Priced(price::run(&a.from_steps, profile)?));
     }
-    let baseline = read_baseline(&a)?;
+    let baseline = read_baseline(a)?;
     let m = match &a.from {
-        Some(dir) => from_run(&a, dir, &spec)?,
-        None if !a.from_steps.is_empty() => from_steps(&a, &spec)?,
-        None => measure_grid(&a, &spec)?,
+        Some(dir) => from_run(a, dir, &spec)?,
+        None if !a.from_steps.is_empty() => from_steps(a, &spec)?,
+        None => measure_grid(a, &spec, progress)?,
     };
     if let Some(path) = &a.save_steps {
         save_steps(path, &m.steps)?;
@@ -156,41 +138,36 @@ pub fn run(a: ProfileArgs) -> Result<()> {
     let unreached = fit.terms.iter().filter(|f| !f.measured && is_knot(f.term)).count();
     let grid = a.from.is_none() && a.from_steps.is_empty();
     if unreached > 0 && grid {
-        eprintln!("warning: the grid reached {unreached} of the table's knots not at all: shapes near them are priced low (raise --time)");
+        progress.line(&format!("warning: the grid reached {unreached} of the table's knots not at all: shapes near them are priced low (raise --time)"), true);
     }
     if unreached > 0 && !grid {
-        eprintln!(
-            "profile: the steps reach {unreached} of the table's knots not at all: fitting the linear terms instead"
+        progress.line(
+            &format!("profile: the steps reach {unreached} of the table's knots not at all: fitting the linear terms instead"),
+            false,
         );
         let mut linear = Term::ALL.to_vec();
         linear.extend(experts.map(|_| Term::ExpertsTouched));
         fit = goodput_sizing::fit::fit(&samples, &linear, &options)
             .with_context(|| format!("fitting {} steps", samples.len()))?;
     }
-    let roofline = if !a.no_roofline && m.device == "cpu" { roofline(&a, &spec, &m.dtype, &fit) } else { None };
+    let roofline = if a.roofline && m.device == "cpu" { roofline(a, &spec, &m.dtype, &fit, progress) } else { None };
     let profile = Profile {
         dtype: m.dtype.clone(),
         weights: m.weights.clone(),
         engine: m.engine.clone(),
-        fingerprint: m.fingerprint.clone().unwrap_or_else(|| fingerprint(&a, &m.device)),
+        fingerprint: m.fingerprint.clone().unwrap_or_else(|| fingerprint(a, &m.device)),
         source: m.source.clone(),
         // The fit's target is the step period, which holds the gap already (gap_s 0).
         roofline,
         experts,
         ..Profile::now(spec.name.clone(), fit)
     };
-    print(&profile, gap);
-    if let Some(old) = &baseline {
-        for line in profile.drift(old) {
-            eprintln!("warning: drift from the earlier profile: {line}");
-        }
-    }
+    let drift = baseline.as_ref().map(|old| profile.drift(old)).unwrap_or_default();
     profile.write(&a.out).with_context(|| format!("writing {}", a.out.display()))?;
-    println!("profile written to {}", a.out.display());
-    Ok(())
+    Ok(Profiled::Fitted { profile: Box::new(profile), gap, drift, bench_rows: None })
 }
 
-fn read_baseline(a: &ProfileArgs) -> Result<Option<Profile>> {
+fn read_baseline(a: &ProfileSpec) -> Result<Option<Profile>> {
     match &a.baseline {
         Some(p) => Ok(Some(Profile::read(p)?)),
         // The file about to be replaced, when it is a profile.
@@ -199,23 +176,25 @@ fn read_baseline(a: &ProfileArgs) -> Result<Option<Profile>> {
 }
 
 /// The grid, measured on the engine thread pinned as asked.
-fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
+fn measure_grid(a: &ProfileSpec, spec: &ModelSpec, progress: &dyn Progress) -> Result<Measured> {
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings);
-    a.engine.options().apply_before_load();
-    let loaded = crate::args::load(&a.model.source(), max_len)?;
+    a.engine.apply_before_load();
+    let mut warnings = Vec::new();
+    let loaded = a.model.load(max_len, &mut warnings)?;
+    warnings.iter().for_each(|w| progress.line(&format!("goodput: warning: {w}"), true));
     let dtype = format!("{:?}", loaded.model.dtype).to_lowercase();
     let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };
     let weights = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
-    let mut cfg = a.engine.options().config()?;
+    let mut cfg = a.engine.config()?;
     // Chunks at a context are measured through the prefix cache; the cost of a step does not
     // depend on whether the cache is on, only on what the step computes.
     cfg.enable_prefix_caching = true;
-    cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
+    cfg.cpus = a.engine_cpus.clone();
     let sc = cfg.scheduler_config(&loaded.model)?;
     let (tx, rx) = flume::unbounded();
     let engine = Engine::start(loaded.model, cfg, Clock::new(), Some(tx))?;
     if let Some(h) = &a.harness_cpus {
-        goodput_engine::affinity::pin_current(&h.0)?;
+        goodput_engine::affinity::pin_current(h)?;
     }
     let limits = grid::Limits {
         max_model_len: sc.max_model_len,
@@ -225,28 +204,25 @@ fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
         wide: device != "cpu",
     };
     let probes = grid::probes(&limits);
-    if !a.quiet {
-        eprintln!("profile: {} on {device} {dtype}: {} probes per round for {:?}", spec.name, probes.len(), a.time);
-    }
+    let line =
+        format!("profile: {} on {device} {dtype}: {} probes per round for {:?}", spec.name, probes.len(), a.time);
+    progress.line(&line, false);
     let t0 = Instant::now();
     let handle = engine.handle();
     let mut g = grid::Grid::new(&handle, &rx, spec.vocab_size, a.seed);
-    let quiet = a.quiet;
     let n = probes.len();
+    progress.levels(n);
     let (steps, rounds) = g.run(&probes, a.time, |round, i| {
-        if !quiet {
-            eprint!("\rprofile: round {round}, probe {i}/{n}   ");
-        }
+        progress.level_started(&format!("round {round}, probe {i}/{n}"), None);
     })?;
     engine.shutdown(false);
-    if !quiet {
-        eprintln!();
-    }
+    progress.finish();
     if rounds < 2 {
-        eprintln!(
+        let line = format!(
             "warning: the grid's first round did not finish within {:?}: the costliest probes were not measured (raise --time)",
             a.time
         );
+        progress.line(&line, true);
     }
     let source = format!(
         "grid: {} of {n} probes (the rest too long for the time), {rounds} round(s) begun, {} steps in {:.1} s",
@@ -260,13 +236,13 @@ fn measure_grid(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
         max_num_batched_tokens: sc.max_num_batched_tokens,
         max_num_seqs: sc.max_num_seqs,
         max_model_len: sc.max_model_len,
-        prefix_caching: !a.engine.no_prefix_caching,
+        prefix_caching: a.engine.prefix_caching,
     };
     Ok(Measured { steps, engine, source, weights, dtype, device, fingerprint: None })
 }
 
 /// The steps of a run, with the run's engine settings.
-fn from_run(a: &ProfileArgs, dir: &Path, spec: &ModelSpec) -> Result<Measured> {
+fn from_run(a: &ProfileSpec, dir: &Path, spec: &ModelSpec) -> Result<Measured> {
     let summary = goodput_results::read_summary(dir)?;
     if summary.device.starts_with("simulated") {
         bail!("{} is a simulated run: a profile is fitted on measured steps", dir.display());
@@ -319,7 +295,7 @@ fn from_run(a: &ProfileArgs, dir: &Path, spec: &ModelSpec) -> Result<Measured> {
 }
 
 /// The steps of `--from-steps` files, with the engine settings of the flags.
-fn from_steps(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
+fn from_steps(a: &ProfileSpec, spec: &ModelSpec) -> Result<Measured> {
     let mut steps: Vec<StepRecord> = Vec::new();
     for path in &a.from_steps {
         if !path.exists() {
@@ -337,7 +313,7 @@ fn from_steps(a: &ProfileArgs, spec: &ModelSpec) -> Result<Measured> {
         steps.extend(these);
     }
     let first = &steps[0];
-    let cfg = a.engine.options().config()?;
+    let cfg = a.engine.config()?;
     let engine = ProfileEngine {
         block_size: first.block_size,
         num_blocks: first.usable_blocks + 1,
@@ -366,8 +342,8 @@ fn is_knot(t: Term) -> bool {
 
 /// The dtype the engine runs at with these flags (`--dtype`, or the device's default), named
 /// as a measured profile names it.
-fn dtype_name(a: &ProfileArgs) -> Result<String> {
-    let (_, dtype) = a.model.source().device_dtype()?;
+fn dtype_name(a: &ProfileSpec) -> Result<String> {
+    let (_, dtype) = a.model.device_dtype()?;
     Ok(format!("{dtype:?}").to_lowercase())
 }
 
@@ -399,31 +375,40 @@ fn subsample(samples: Vec<Sample>, n: usize, seed: u64) -> Vec<Sample> {
     (0..n).filter_map(|i| samples.get((offset + i as f64 * stride) as usize).copied()).collect()
 }
 
-fn fingerprint(a: &ProfileArgs, device: &str) -> Fingerprint {
-    let m = goodput_bench::run::machine();
+fn fingerprint(a: &ProfileSpec, device: &str) -> Fingerprint {
+    let m = crate::run::machine();
     Fingerprint {
         cpu: m.cpu,
         logical_cpus: m.logical_cpus,
         memory_gib: m.memory_gib,
         kernel: m.kernel,
         device: device.into(),
-        engine_cpus: a.engine_cpus.as_ref().map(|c| goodput_engine::affinity::format_cpu_list(&c.0)),
+        engine_cpus: a.engine_cpus.as_deref().map(goodput_engine::affinity::format_cpu_list),
     }
 }
 
 /// This machine's bandwidth and FLOP/s, measured, and each term against them: every fitted
 /// term, a one-token decode step against weights ÷ bandwidth (MBU), and the marginal token of
 /// the largest batches against linear FLOPs ÷ FLOP/s (MFU).
-fn roofline(a: &ProfileArgs, spec: &ModelSpec, dtype: &str, fit: &Fit) -> Option<MachineRoofline> {
+fn roofline(
+    a: &ProfileSpec,
+    spec: &ModelSpec,
+    dtype: &str,
+    fit: &Fit,
+    progress: &dyn Progress,
+) -> Option<MachineRoofline> {
     use goodput_sizing::cost::StepCost;
-    let (bandwidth, flops) = machine::measure(a.engine_cpus.as_ref().map(|c| c.0.clone()));
+    let (bandwidth, flops) = machine::measure(a.engine_cpus.clone());
     if !(bandwidth.is_finite() && bandwidth > 0.0 && flops.is_finite() && flops > 0.0) {
-        eprintln!("warning: this machine's bandwidth or FLOP/s could not be measured; the profile has no roofline");
+        progress.line(
+            "warning: this machine's bandwidth or FLOP/s could not be measured; the profile has no roofline",
+            true,
+        );
         return None;
     }
     let Some(bytes) = goodput_sizing::hardware::DType::of_engine(dtype).map(goodput_sizing::hardware::DType::bytes)
     else {
-        eprintln!("warning: dtype `{dtype}` has no known size; the profile has no roofline");
+        progress.line(&format!("warning: dtype `{dtype}` has no known size; the profile has no roofline"), true);
         return None;
     };
     let dev = DeviceLimits::uniform(bandwidth, flops, 0.0);
@@ -460,61 +445,4 @@ fn roofline(a: &ProfileArgs, spec: &ModelSpec, dtype: &str, fit: &Fit) -> Option
         (c1 > c0).then(|| term_floor(Term::PrefillTokens, &work, &dev) / ((c1 - c0) / (k1 - k0) as f64))
     });
     Some(MachineRoofline { bandwidth, flops, how: machine::HOW.into(), terms, memory_efficiency, compute_efficiency })
-}
-
-/// The fitted terms, their intervals and their place against the roofline, on stdout.
-fn print(p: &Profile, gap: f64) {
-    let mut t = table::new(&["term", "per", "coefficient", "95 % interval", "floor", "of roofline"]);
-    for f in &p.fit.terms {
-        let floor = p.roofline.as_ref().and_then(|r| r.terms.iter().find(|x| x.term == f.term));
-        t.add_row(vec![
-            f.term.name(),
-            f.term.unit().to_string(),
-            if f.measured { secs(f.coefficient) } else { "not measured".into() },
-            if f.measured { format!("{} – {}", secs(f.lo), secs(f.hi)) } else { String::new() },
-            floor.map_or(String::new(), |x| secs(x.floor_s)),
-            floor
-                .and_then(|x| x.efficiency)
-                .map_or(String::new(), |e| format!("{:.1} % ({})", e * 100.0, floor.map_or("", |x| x.bound.as_str()))),
-        ]);
-    }
-    let r = &p.fit.residuals;
-    println!("Step-cost model of {} ({}, {}), {}\n{t}", p.model, p.dtype, p.fingerprint.device, p.source);
-    println!(
-        "R² {:.4} over {} step periods (start to the next start while busy); |relative residual| P50 {:.1} %, P90 {:.1} %, P99 {:.1} %, median bias {:+.1} %; median gap between busy steps {}",
-        p.fit.r2,
-        p.fit.samples,
-        r.p50 * 100.0,
-        r.p90 * 100.0,
-        r.p99 * 100.0,
-        r.bias * 100.0,
-        secs(gap)
-    );
-    if let Some(m) = &p.roofline {
-        let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.0} %", x * 100.0));
-        println!(
-            "roofline: {:.1} GB/s, {:.1} GFLOP/s ({}); a one-token decode step reaches {} of weights ÷ bandwidth (MBU), a token of the largest batches {} of its FLOPs ÷ FLOP/s (MFU)",
-            m.bandwidth / 1e9,
-            m.flops / 1e9,
-            m.how,
-            pct(m.memory_efficiency),
-            pct(m.compute_efficiency)
-        );
-    }
-}
-
-/// Seconds in the unit that reads best (s, ms, µs, ns).
-pub fn secs(s: f64) -> String {
-    let a = s.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 1.0 {
-        format!("{s:.3} s")
-    } else if a >= 1e-3 {
-        format!("{:.3} ms", s * 1e3)
-    } else if a >= 1e-6 {
-        format!("{:.3} µs", s * 1e6)
-    } else {
-        format!("{:.3} ns", s * 1e9)
-    }
 }

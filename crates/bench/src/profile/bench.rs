@@ -1,4 +1,4 @@
-//! `goodput profile --from-bench FILE…`: a profile fitted from `engine-bench --json` files
+//! A profile fitted from `engine-bench --json` files (`goodput profile --from-bench FILE…`) fitted from `engine-bench --json` files
 //! (the H200 runs of `docs/results/gpu-h200/`) rather than from steps measured here. A bench
 //! times whole engine steps of a few shapes — one prompt alone at a few lengths, a decode
 //! batch of a few sizes at one context — so the fit takes only the terms those shapes tell
@@ -9,7 +9,7 @@
 //! --calibrate` carries over. A mixture of experts' decode rows carry the expert reads the
 //! bench recorded, fitted as `experts_touched`.
 
-use super::ProfileArgs;
+use super::ProfileSpec;
 use anyhow::{bail, Context, Result};
 use goodput_core::ModelSpec;
 use goodput_engine::bench::BenchFile;
@@ -85,7 +85,8 @@ fn terms(files: &[BenchFile], moe: bool) -> Vec<Term> {
     t
 }
 
-pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
+/// The profile fitted from `a.from_bench`, written to `a.out`, and the bench rows it took.
+pub fn run(a: &ProfileSpec, spec: &ModelSpec) -> Result<(Profile, usize)> {
     let files: Vec<BenchFile> = a.from_bench.iter().map(|p| read(p, spec)).collect::<Result<_>>()?;
     let first = &files[0];
     let Some(roof) = first.roofline.as_ref().filter(|r| r.peak_tflops.is_some() && r.catalog_entry.is_some()) else {
@@ -161,12 +162,6 @@ pub fn run(a: &ProfileArgs, spec: &ModelSpec) -> Result<()> {
         experts,
         ..Profile::now(spec.name.clone(), fit)
     };
-    super::print(&profile, 0.0);
     profile.write(&a.out).with_context(|| format!("writing {}", a.out.display()))?;
-    println!(
-        "profile written to {} (fitted from {} bench rows: a thin sample of shapes)",
-        a.out.display(),
-        samples.len()
-    );
-    Ok(())
+    Ok((profile, samples_n))
 }
