@@ -8,8 +8,12 @@
 //! - no Rust file of the repository over [`MAX_LINES`] lines;
 //! - the command-line crate (`crates/cli/src`, its tests left out) no longer than
 //!   [`CLI_CEILING`] lines: the cli is wiring, and what it computes belongs in the library
-//!   crates. Issue 49 lowers the ceiling to 3,000 as the run, the planner and the engine's
-//!   benches move out; until then it only keeps the cli from growing.
+//!   crates. Issue 49 lowers the ceiling to 3,000 as the rest moves out (the run, the
+//!   planner, the engine's benches and checks, profile, compare, merge and calibrate have);
+//!   until then it only keeps the cli from growing;
+//! - the cli defines no type but its clap arguments and the few of its own listed in
+//!   [`CLI_OWN`] (a flag's value, a config file's expansion, the terminal's views): a type a
+//!   library's function takes or returns belongs in that library.
 //!
 //! Parsed with `syn`, so `use` groups, globs, paths in expressions and types, and paths inside
 //! macro invocations are all seen.
@@ -21,9 +25,9 @@ use syn::visit::Visit;
 /// The longest a Rust file may be.
 const MAX_LINES: usize = 600;
 
-/// The most lines `crates/cli/src` may hold outside its tests (4,770 when last lowered; issue 49's
+/// The most lines `crates/cli/src` may hold outside its tests (4,341 when last lowered; issue 49's
 /// aim is 3,000). Lower it as code moves out; never raise it.
-const CLI_CEILING: usize = 4_780;
+const CLI_CEILING: usize = 4_350;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -405,29 +409,17 @@ const CLI_OWN: &[&str] = &[
     "run/view.rs::Bar",
 ];
 
-/// The types the cli still holds that a library should (issue 49 moves each: `compare`'s
-/// into `goodput-bench`). A type added to the cli fails the test (put it in a library), and so
-/// does one listed that is gone (take it off the list), so the list only shrinks.
-const CLI_TYPES: &[&str] = &[
-    "compare/criterion.rs::Estimate",
-    "compare/criterion.rs::Estimates",
-    "compare/criterion.rs::Interval",
-    "compare/mod.rs::ExportRow",
-    "compare/mod.rs::Outcome",
-    "compare/mod.rs::Verdict",
-];
-
 #[test]
 fn the_cli_defines_its_arguments_and_no_new_types() {
     let found = cli_types();
-    let listed: BTreeSet<String> = CLI_OWN.iter().chain(CLI_TYPES).map(|s| s.to_string()).collect();
+    let listed: BTreeSet<String> = CLI_OWN.iter().map(|s| s.to_string()).collect();
     let new: Vec<&String> = found.difference(&listed).collect();
     let gone: Vec<&String> = listed.difference(&found).collect();
     assert!(
         new.is_empty(),
         "types defined in the cli that are not its arguments: {new:?}; what a library's function takes or returns belongs in that library"
     );
-    assert!(gone.is_empty(), "listed cli types that are gone (take them off CLI_TYPES): {gone:?}");
+    assert!(gone.is_empty(), "listed cli types that are gone (take them off CLI_OWN): {gone:?}");
 }
 
 /// The checker itself: a circle through `use`, a path in code and a macro is found; one only

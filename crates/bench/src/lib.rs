@@ -14,6 +14,7 @@
 pub mod calibrate;
 pub mod clockref;
 pub mod command;
+pub mod compare;
 pub mod cpu;
 pub mod fds;
 pub mod merge;

@@ -1,4 +1,4 @@
-//! `goodput compare A B`: two runs of the same workload (their `--out` directories), level by
+//! Two runs compared (`goodput compare A B`): two runs of the same workload (their `--out` directories), level by
 //! level and metric by metric — values, ratio, and whether the change is beyond the noise each
 //! run's own requests show (95 % bootstrap intervals that do not overlap). A Markdown table for
 //! pull requests; with `--fail-on ttft_p95=+10%`, exit 1 when a metric gets worse by more than
@@ -14,9 +14,8 @@
 
 mod criterion;
 
+use crate::runs::{load_run, Loaded};
 use anyhow::{bail, Context, Result};
-use clap::Args;
-use goodput_bench::runs::{load_run, Loaded};
 use goodput_core::ClientRecord;
 use goodput_metrics::compare::{breaks, compare_repeats, parse_thresholds, Key, Row, Threshold, DEFAULT_KEYS};
 use goodput_report::cross_check;
@@ -25,58 +24,25 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-#[derive(Args, Debug)]
-pub struct CompareArgs {
-    /// The baseline run (a `goodput run --out` directory), or its repeats separated by commas
-    /// (A1,A2,A3), or a `goodput run --repeats N` directory: the noise then includes the
-    /// run-to-run drift.
-    #[arg(value_delimiter = ',', num_args = 1, required = true)]
+/// What to compare: two sides (a run, its repeats, or a `--repeats` directory; or two criterion
+/// trees with their baselines), the metrics, the gate, and the noise.
+#[derive(Clone, Debug)]
+pub struct CompareSpec {
+    /// The baseline, or its repeats.
     pub a: Vec<PathBuf>,
-    /// The run to judge, or its repeats.
-    #[arg(value_delimiter = ',', num_args = 1, required = true)]
+    /// The side to judge, or its repeats.
     pub b: Vec<PathBuf>,
-    /// Metrics to compare (default: TTFT p50/p95/p99, TPOT p50/p95, ITL p95, E2E p95, queue
-    /// and prefill p95, output and request throughput).
-    #[arg(long, value_delimiter = ',')]
+    /// Metrics to compare (`None`: [`DEFAULT_KEYS`]).
     pub metrics: Option<Vec<String>>,
-    /// Exit 1 when a metric gets worse by more than this, beyond the noise:
-    /// `ttft_p95=+10%,output_throughput=-5%`.
-    #[arg(long)]
+    /// The gate: `ttft_p95=+10%,output_throughput=-5%`.
     pub fail_on: Option<String>,
-    /// Write the comparison as Markdown here (the table printed on stdout).
-    #[arg(long, alias = "markdown")]
-    pub export_markdown: Option<PathBuf>,
-    /// Write the comparison as JSON here: one object per level and metric.
-    #[arg(long)]
-    pub export_json: Option<PathBuf>,
-    /// Write the comparison as CSV here: one row per level and metric.
-    #[arg(long)]
-    pub export_csv: Option<PathBuf>,
     /// Bootstrap resamples per metric and run.
-    #[arg(long, default_value_t = 400)]
     pub bootstrap: usize,
-    /// Single runs on both sides: a change counts only beyond this share of A's value (and
-    /// beyond both runs' intervals) — the run-to-run drift of one machine that a single run's
-    /// interval cannot show. With --repeats (or A1,A2,…) on either side, their spread is the
-    /// noise instead.
-    #[arg(long, value_name = "PERCENT", value_parser = parse_floor, default_value = "10%")]
+    /// Single runs on both sides: a change counts only beyond this share of A's value.
     pub noise_floor: f64,
-    /// Criterion trees: the baseline of A.
-    #[arg(long, default_value = "base")]
+    /// Criterion trees: the baselines of A and B.
     pub baseline_a: String,
-    /// Criterion trees: the baseline of B.
-    #[arg(long, default_value = "new")]
     pub baseline_b: String,
-}
-
-/// `10%` (or `10`) as the fraction 0.1: from 0 to 100 %.
-fn parse_floor(s: &str) -> Result<f64, String> {
-    let x: f64 =
-        s.trim().trim_end_matches('%').trim().parse().map_err(|_| format!("`{s}` is not a percentage, e.g. 10%"))?;
-    if !(0.0..=100.0).contains(&x) {
-        return Err(format!("`{s}`: the noise floor is a percentage from 0 to 100"));
-    }
-    Ok(x / 100.0)
 }
 
 /// How B compares with A on one metric.
@@ -124,36 +90,35 @@ pub struct ExportRow {
 }
 
 /// A finished comparison: its table, its rows and the regressions beyond `--fail-on`.
+#[derive(Debug)]
 pub struct Outcome {
-    markdown: String,
-    rows: Vec<ExportRow>,
-    failures: Vec<String>,
+    /// The Markdown table, ending with the verdict's line.
+    pub markdown: String,
+    pub rows: Vec<ExportRow>,
+    /// The gated metrics that regressed or could not be judged, a line each.
+    pub failures: Vec<String>,
+    /// Runs that did not finish, a line each.
+    pub incomplete: Vec<String>,
 }
 
 impl Outcome {
     fn new(markdown: String) -> Self {
-        Outcome { markdown, rows: Vec::new(), failures: Vec::new() }
+        Outcome { markdown, rows: Vec::new(), failures: Vec::new(), incomplete: Vec::new() }
     }
 }
 
-/// `goodput compare`: 0 when nothing regressed, 1 when something did (errors are 2, by the
-/// binary).
-pub fn run(a: CompareArgs) -> Result<i32> {
+/// Compares `a`'s sides: criterion trees benchmark by benchmark, runs level by level.
+pub fn compare(a: &CompareSpec) -> Result<Outcome> {
     let outcome = if a.a.len() == 1 && a.b.len() == 1 && criterion::is_tree(&a.a[0]) && criterion::is_tree(&a.b[0]) {
         criterion::compare(&a.a[0], &a.baseline_a, &a.b[0], &a.baseline_b, a.fail_on.as_deref())?
     } else {
-        runs(&a)?
+        runs(a)?
     };
     let mut outcome = outcome;
     // The table ends with its verdict, on the console and in the exported Markdown alike.
     let last = last_line(&outcome, a.fail_on.is_some());
     outcome.markdown = format!("{}\n{last}", outcome.markdown.trim_end());
-    if !outcome.failures.is_empty() {
-        eprintln!("regression beyond --fail-on, or a gate that cannot judge:\n  {}", outcome.failures.join("\n  "));
-    }
-    println!("{}", outcome.markdown);
-    export(&a, &outcome)?;
-    Ok(if outcome.failures.is_empty() { 0 } else { 1 })
+    Ok(outcome)
 }
 
 /// The comparison's last line: with `--fail-on`, `PASS` or `FAIL` and why; without, how many
@@ -176,15 +141,22 @@ fn last_line(o: &Outcome, gated: bool) -> String {
     }
 }
 
-fn export(a: &CompareArgs, o: &Outcome) -> Result<()> {
+impl Outcome {
+    /// Writes the comparison where asked: its Markdown, its rows as JSON and as CSV.
+    pub fn export(&self, markdown: Option<&Path>, json: Option<&Path>, csv: Option<&Path>) -> Result<()> {
+        export(self, markdown, json, csv)
+    }
+}
+
+fn export(o: &Outcome, markdown: Option<&Path>, json: Option<&Path>, csv: Option<&Path>) -> Result<()> {
     let write = |p: &Path, bytes: Vec<u8>| std::fs::write(p, bytes).with_context(|| format!("writing {}", p.display()));
-    if let Some(p) = &a.export_markdown {
+    if let Some(p) = markdown {
         write(p, o.markdown.clone().into_bytes())?;
     }
-    if let Some(p) = &a.export_json {
+    if let Some(p) = json {
         write(p, serde_json::to_vec_pretty(&o.rows)?)?;
     }
-    if let Some(p) = &a.export_csv {
+    if let Some(p) = csv {
         let mut w = csv::Writer::from_writer(Vec::new());
         for r in &o.rows {
             w.serialize(r)?;
@@ -199,7 +171,7 @@ fn path_list(paths: &[PathBuf]) -> String {
 }
 
 /// The keys to compare and the `--fail-on` thresholds (their keys compared too).
-fn keys(a: &CompareArgs) -> Result<(Vec<Key>, Vec<Threshold>)> {
+fn keys(a: &CompareSpec) -> Result<(Vec<Key>, Vec<Threshold>)> {
     let names: Vec<String> = a.metrics.clone().unwrap_or_else(|| DEFAULT_KEYS.iter().map(|s| s.to_string()).collect());
     let mut keys: Vec<Key> = names.iter().map(|n| Ok(Key::parse(n)?)).collect::<Result<_>>().context("--metrics")?;
     let thresholds = match &a.fail_on {
@@ -214,9 +186,9 @@ fn keys(a: &CompareArgs) -> Result<(Vec<Key>, Vec<Threshold>)> {
     Ok((keys, thresholds))
 }
 
-fn runs(a: &CompareArgs) -> Result<Outcome> {
+fn runs(a: &CompareSpec) -> Result<Outcome> {
     let (keys, thresholds) = keys(a)?;
-    let (dirs_a, dirs_b) = (goodput_bench::runs::side(&a.a)?, goodput_bench::runs::side(&a.b)?);
+    let (dirs_a, dirs_b) = (crate::runs::side(&a.a)?, crate::runs::side(&a.b)?);
     let (ra, notes_a): (Vec<_>, Vec<_>) =
         dirs_a.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
     let (rb, notes_b): (Vec<_>, Vec<_>) =
@@ -228,9 +200,6 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
         dirs.iter().filter_map(|d| Some((d.clone(), goodput_results::read_summary(d).ok()?))).collect()
     };
     let (sa, sb) = (summaries(&dirs_a), summaries(&dirs_b));
-    for n in &notes {
-        eprintln!("warning: incomplete run: {n}");
-    }
     // Levels every repeat of both sides ran, by load ascending.
     let mut shared: Vec<&String> = ra[0].keys().filter(|l| ra.iter().chain(&rb).all(|r| r.contains_key(*l))).collect();
     if shared.is_empty() {
@@ -279,6 +248,7 @@ fn runs(a: &CompareArgs) -> Result<Outcome> {
             out.failures.push(unjudged(level, t.key, &xa, &xb));
         }
     }
+    out.incomplete = notes;
     Ok(out)
 }
 
