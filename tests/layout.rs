@@ -25,9 +25,9 @@ use syn::visit::Visit;
 /// The longest a Rust file may be.
 const MAX_LINES: usize = 600;
 
-/// The most lines `crates/cli/src` may hold outside its tests (4,341 when last lowered; issue 49's
+/// The most lines `crates/cli/src` may hold outside its tests (4,035 when last lowered; issue 49's
 /// aim is 3,000). Lower it as code moves out; never raise it.
-const CLI_CEILING: usize = 4_350;
+const CLI_CEILING: usize = 4_040;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -393,11 +393,9 @@ fn cli_types() -> BTreeSet<String> {
 }
 
 /// The command line's own types beyond clap's arguments: a flag's value, a config file
-/// expanded into runs' flags, credentials redacted from a stored command, what is shown of a
-/// run and the progress bar drawn for it.
+/// expanded into runs' flags, what is shown of a run and the progress drawn for it.
 const CLI_OWN: &[&str] = &[
     "args.rs::CpuList",
-    "connect.rs::Arg",
     "run/config.rs::AxisValues",
     "run/config.rs::CommandLine",
     "run/config.rs::Expanded",

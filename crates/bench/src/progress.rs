@@ -8,7 +8,7 @@ use crate::run::live::Live;
 /// A view of a run in progress. Every method is called from the sweep's own thread.
 pub trait Progress {
     /// A line for the person watching: progress, which a quiet view leaves out, or a warning
-    /// (`warning`), which it shows.
+    /// or a note on what the run is (`warning`), which it always shows.
     fn line(&self, line: &str, warning: bool);
     /// The sweep holds `total` levels so far (refinement and a search add levels as it goes;
     /// a capacity search that stops drops the rest).

@@ -1,13 +1,13 @@
 //! `goodput serve`: the in-process engine behind goodput's OpenAI-compatible server, until
-//! SIGINT or SIGTERM; then in-flight streams get `--shutdown-grace` to finish.
+//! SIGINT or SIGTERM; then in-flight streams get `--shutdown-grace` to finish. The flags are
+//! checked into a [`ReplicaSpec`] (the server's policy and limits included) and served by
+//! [`goodput_server::replica`].
 
 use crate::args::{EngineArgs, ModelArgs};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use goodput_core::Clock;
-use goodput_engine::Engine;
-use goodput_server::{AppState, ListenLimits, Policy};
-use std::sync::Arc;
+use goodput_server::replica::{serve_replica, ReplicaSpec};
+use goodput_server::{ListenLimits, Policy};
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -93,52 +93,6 @@ pub struct ServeArgs {
     pub steps: Option<std::path::PathBuf>,
 }
 
-/// Where the engine and the HTTP runtime run: the given sets, the HTTP runtime defaulting to
-/// the allowed CPUs less the engine's (none left: unpinned, said); a warning when they overlap.
-pub fn placement(
-    engine: Option<&[usize]>,
-    http: Option<&[usize]>,
-    allowed: &[usize],
-) -> (Option<Vec<usize>>, Option<String>) {
-    let fmt = goodput_engine::affinity::format_cpu_list;
-    match (engine, http) {
-        (Some(e), Some(h)) if h.iter().any(|c| e.contains(c)) => (
-            Some(h.to_vec()),
-            Some(format!(
-                "--http-cpus {} overlaps --engine-cpus {}: HTTP work competes with the engine's steps",
-                fmt(h),
-                fmt(e)
-            )),
-        ),
-        (_, Some(h)) => (Some(h.to_vec()), None),
-        (Some(e), None) => {
-            let rest: Vec<usize> = allowed.iter().copied().filter(|c| !e.contains(c)).collect();
-            if rest.is_empty() {
-                let why = format!(
-                    "--engine-cpus {} leaves no CPU for the HTTP runtime: it runs unpinned, sharing them",
-                    fmt(e)
-                );
-                (None, Some(why))
-            } else {
-                (Some(rest), None)
-            }
-        }
-        (None, None) => (None, None),
-    }
-}
-
-/// Builds the server's state over a started engine.
-pub fn state(
-    engine: &Engine,
-    loaded_tokenizer: Arc<goodput_engine::tokenizer::Tokenizer>,
-    name: String,
-    chat: goodput_engine::loader::ChatFormat,
-    policy: Policy,
-    reasoning: goodput_server::reasoning::ReasoningParser,
-) -> Result<Arc<AppState>> {
-    Ok(Arc::new(AppState::new(engine.handle(), loaded_tokenizer, name, chat, policy)?.with_reasoning(reasoning)))
-}
-
 impl ServeArgs {
     fn policy(&self) -> Result<Policy> {
         if self.api_key.as_deref().is_some_and(str::is_empty) {
@@ -181,158 +135,22 @@ impl ServeArgs {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub(crate) async fn signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
-}
-
+/// Serves the replica these flags describe until a signal ([`goodput_server::replica`]).
 pub fn run(a: ServeArgs) -> Result<()> {
-    let (policy, limits) = (a.policy()?, a.limits()?);
-    let tls = match (&a.tls_cert, &a.tls_key) {
-        (Some(cert), Some(key)) => Some(goodput_server::tls::server_config(cert, key)?),
-        _ => None,
+    let spec = ReplicaSpec {
+        model: a.model.source(),
+        engine: a.engine.options(),
+        host: a.host.clone(),
+        port: a.port,
+        served_model_name: a.served_model_name.clone(),
+        policy: a.policy()?,
+        limits: a.limits()?,
+        tls: a.tls_cert.clone().zip(a.tls_key.clone()),
+        threads: a.threads,
+        reasoning_parser: a.reasoning_parser.clone(),
+        engine_cpus: a.engine_cpus.as_ref().map(|c| c.0.clone()),
+        http_cpus: a.http_cpus.as_ref().map(|c| c.0.clone()),
+        steps: a.steps.clone(),
     };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let spec = a.model.source().spec()?;
-    let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings).min(spec.max_position_embeddings);
-    a.engine.options().apply_before_load();
-    let loaded = crate::args::load(&a.model.source(), max_len)?;
-    let name = a.served_model_name.clone().unwrap_or_else(|| spec.name.clone());
-    let mut cfg = a.engine.options().config()?;
-    cfg.cpus = a.engine_cpus.as_ref().map(|c| c.0.clone());
-    let allowed = goodput_engine::affinity::allowed();
-    let (http_cpus, warning) =
-        placement(a.engine_cpus.as_ref().map(|c| &c.0[..]), a.http_cpus.as_ref().map(|c| &c.0[..]), &allowed);
-    if let Some(w) = warning {
-        eprintln!("goodput serve: warning: {w}");
-    }
-    let (steps_tx, steps_writer) = match &a.steps {
-        Some(path) => {
-            let (tx, writer) = write_steps(path, http_cpus.clone())?;
-            (Some(tx), Some(writer))
-        }
-        None => (None, None),
-    };
-    let engine = Engine::start(loaded.model, cfg, Clock::new(), steps_tx)?;
-    let has_template = loaded.chat.template.is_some();
-    let tokenizer = Arc::new(loaded.tokenizer);
-    let parser = goodput_server::reasoning::ReasoningParser::named(&a.reasoning_parser, &tokenizer)?;
-    let st = state(&engine, tokenizer, name.clone(), loaded.chat, policy, parser)?;
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    rt.worker_threads(a.threads.max(1)).enable_all();
-    if let Some(cpus) = http_cpus.clone() {
-        // Every runtime thread (workers and blocking ones) pins itself as it starts; a failure
-        // there (the set was checked against the allowed CPUs) leaves that thread unpinned,
-        // said on stderr.
-        rt.on_thread_start(move || {
-            goodput_engine::affinity::pin_current_or_warn(&cpus, "the HTTP runtime");
-        });
-    }
-    let rt = rt.build()?;
-    if let Some(cpus) = &http_cpus {
-        // This thread runs the accept loop (block_on); the engine's threads are started and
-        // pinned already.
-        goodput_engine::affinity::pin_current(cpus)?;
-    }
-    let fmt = |c: Option<&[usize]>| c.map_or("any CPU".to_string(), goodput_engine::affinity::format_cpu_list);
-    let placed = (a.engine_cpus.is_some() || http_cpus.is_some()).then(|| {
-        format!(
-            "goodput serve: engine on {}, HTTP runtime on {}",
-            fmt(a.engine_cpus.as_ref().map(|c| &c.0[..])),
-            fmt(http_cpus.as_deref())
-        )
-    });
-    let addr = format!("{}:{}", a.host, a.port);
-    rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("listening on {addr}"))?;
-        eprintln!(
-            "goodput serve: `{name}` ({} weights) on {scheme}://{} — /v1/completions, /v1/chat/completions ({} chat template), /v1/models, /health, /metrics",
-            loaded.weights_kind,
-            listener.local_addr()?,
-            if has_template { "the model's" } else { "ChatML" }
-        );
-        if let Some(line) = &placed {
-            eprintln!("{line}");
-        }
-        // A second signal while shutting down ends everything at once.
-        let grace = limits.grace;
-        let shutdown = async move {
-            signal().await;
-            eprintln!("goodput serve: stopping (in-flight requests get {grace:?}; signal again to end them now)");
-        };
-        tokio::select! {
-            r = goodput_server::serve_tls(listener, st, shutdown, limits, tls) => r.context("serving"),
-            _ = async { signal().await; signal().await } => {
-                eprintln!("goodput serve: second signal, ending every request now");
-                Ok(())
-            }
-        }
-    })?;
-    eprintln!("goodput serve: stopped");
-    engine.shutdown(false);
-    if let Some(writer) = steps_writer {
-        // The engine's sender is gone with it: the writer drains what is left and ends.
-        writer.join().map_err(|_| anyhow::anyhow!("the steps writer panicked"))??;
-    }
-    Ok(())
-}
-
-/// The thread of [`write_steps`]: its result once the engine's sender is gone.
-type StepsWriter = std::thread::JoinHandle<Result<()>>;
-
-/// A thread writing each step record it receives to `path` as one JSON line, flushed per
-/// line so that a replica stopped by a signal keeps every step it ran. The file is created
-/// (truncated) before the engine starts, so a path that cannot be written fails the start.
-/// It runs where the HTTP runtime does (`cpus`), off the engine's CPUs.
-fn write_steps(
-    path: &std::path::Path,
-    cpus: Option<Vec<usize>>,
-) -> Result<(flume::Sender<goodput_core::StepRecord>, StepsWriter)> {
-    use std::io::Write;
-    let file = std::fs::File::create(path).with_context(|| format!("creating --steps {}", path.display()))?;
-    let (tx, rx) = flume::unbounded::<goodput_core::StepRecord>();
-    let shown = path.display().to_string();
-    let writer = std::thread::Builder::new().name("steps-writer".into()).spawn(move || -> Result<()> {
-        if let Some(cpus) = &cpus {
-            // Unpinned, it would take a share of the steps it records.
-            goodput_engine::affinity::pin_current_or_warn(cpus, "the --steps writer");
-        }
-        let mut out = std::io::LineWriter::new(file);
-        for step in rx.iter() {
-            serde_json::to_writer(&mut out, &step)?;
-            out.write_all(b"\n").with_context(|| format!("writing {shown}"))?;
-        }
-        out.flush().with_context(|| format!("writing {shown}"))
-    })?;
-    Ok((tx, writer))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::placement;
-
-    #[test]
-    fn the_http_runtime_keeps_off_the_engine_s_cpus() {
-        let all = [0, 1, 2, 3];
-        assert_eq!(placement(Some(&[0]), None, &all), (Some(vec![1, 2, 3]), None));
-        assert_eq!(placement(Some(&[0]), Some(&[2]), &all), (Some(vec![2]), None));
-        assert_eq!(placement(None, Some(&[1]), &all), (Some(vec![1]), None));
-        assert_eq!(placement(None, None, &all), (None, None));
-        let (cpus, w) = placement(Some(&[0, 1]), Some(&[1, 2]), &all);
-        assert_eq!(cpus, Some(vec![1, 2]));
-        assert!(w.unwrap().contains("--http-cpus 1-2 overlaps --engine-cpus 0-1"));
-        let (cpus, w) = placement(Some(&[0, 1]), None, &[0, 1]);
-        assert!(cpus.is_none() && w.unwrap().contains("leaves no CPU for the HTTP runtime"));
-    }
+    Ok(serve_replica(&spec, &|line| eprintln!("{line}"))?)
 }

@@ -29,6 +29,7 @@ mod connection;
 mod error;
 mod h1;
 mod prompt_fit;
+pub mod redact;
 mod scrape;
 mod sse;
 mod stream;

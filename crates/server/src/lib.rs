@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod mock;
 pub mod openai;
 pub mod reasoning;
+pub mod replica;
 mod respond;
 pub mod tls;
 

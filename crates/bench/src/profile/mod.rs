@@ -141,9 +141,10 @@ pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
         progress.line(&format!("warning: the grid reached {unreached} of the table's knots not at all: shapes near them are priced low (raise --time)"), true);
     }
     if unreached > 0 && !grid {
+        // Said even when quiet: it changes what the profile is.
         progress.line(
             &format!("profile: the steps reach {unreached} of the table's knots not at all: fitting the linear terms instead"),
-            false,
+            true,
         );
         let mut linear = Term::ALL.to_vec();
         linear.extend(experts.map(|_| Term::ExpertsTouched));

@@ -252,7 +252,7 @@ impl Rig {
                 path.display(),
                 profile.source
             );
-            p.line(&line, false);
+            p.line(&line, true);
         } else {
             warn_if_elsewhere(s, &profile, path, p);
         }
@@ -265,7 +265,7 @@ impl Rig {
                 "note: the projection's KV pool was sized for {} sequences and {} batched tokens a step; this run takes {} and {} (give --max-num-seqs and --max-num-batched-tokens as the plan had them)",
                 pe.max_num_seqs, pe.max_num_batched_tokens, cfg.max_num_seqs, cfg.max_num_batched_tokens
             );
-            p.line(&line, false);
+            p.line(&line, true);
         }
         if projected && s.engine.kv_blocks.is_none() && s.engine.kv_memory.is_none() {
             // The projected GPU's KV pool, unless the run sizes its own.

@@ -128,7 +128,7 @@ impl<'a> Sweep<'a> {
         let here = clock::on_this_clock(at, self.summary.clock.as_ref().and_then(|c| c.offset_s()).unwrap_or(0.0));
         let now = std::time::SystemTime::now();
         if let Ok(wait) = here.duration_since(now) {
-            self.log(format!("waiting {:.1} s for --start-at", wait.as_secs_f64()), false);
+            self.log(format!("waiting {:.1} s for --start-at", wait.as_secs_f64()), true);
             while std::time::SystemTime::now() < here && !self.stop.raised() {
                 let left = here.duration_since(std::time::SystemTime::now()).unwrap_or_default();
                 std::thread::sleep(left.min(std::time::Duration::from_millis(100)));

@@ -229,7 +229,7 @@ fn job_args(
 fn without_secrets(message: &str, tokens: &[String]) -> String {
     let secrets = tokens.iter().filter_map(|t| {
         let (flag, v) = t.strip_prefix("--")?.split_once('=')?;
-        crate::connect::hides(flag, v).then_some(v).filter(|v| !v.is_empty())
+        goodput_client::redact::hides(flag, v).then_some(v).filter(|v| !v.is_empty())
     });
     secrets.fold(message.to_string(), |m, v| m.replace(v, "<redacted>"))
 }
@@ -384,7 +384,7 @@ pub fn run_name(i: usize, values: &[(String, String)]) -> String {
 }
 
 /// Value `j` of an axis as a run's name, the index and the console show it: a secret flag's
-/// value that redaction hides anything of ([`crate::connect::hides`]) as `redacted-J`
+/// value that redaction hides anything of ([`goodput_client::redact::hides`]) as `redacted-J`
 /// (its place on the axis, 1-based), so runs stay apart and no secret reaches a directory
 /// name, `index.json`, the console or a stored command (through its `--out`).
 fn shown_secret(long: &str, v: &toml::Value, j: usize) -> String {
@@ -392,7 +392,7 @@ fn shown_secret(long: &str, v: &toml::Value, j: usize) -> String {
         toml::Value::Array(items) => items.iter().map(|i| scalar(long, i).unwrap_or_default()).collect(),
         other => vec![scalar(long, other).unwrap_or_default()],
     };
-    let secret = values.iter().any(|x| crate::connect::hides(long, x));
+    let secret = values.iter().any(|x| goodput_client::redact::hides(long, x));
     if secret {
         format!("redacted-{}", j + 1)
     } else {

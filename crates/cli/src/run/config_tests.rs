@@ -235,7 +235,7 @@ extra-body = ['{"api_key": "EB-SECRET-1"}', '{"temperature": 0.5}']
     for j in &e.jobs {
         let shown = format!("{} {:?}", j.name, j.values);
         assert!(!shown.contains("SECRET") && shown.contains("redacted-"), "{shown}");
-        let stored = crate::connect::redacted_command(j.args.command.clone().unwrap()).join(" ");
+        let stored = goodput_client::redact::redacted_command(j.args.command.clone().unwrap()).join(" ");
         assert!(!stored.contains("SECRET"), "{stored}");
         assert!(stored.contains(&format!("--out={}", root.join(&j.name).display())), "{stored}");
         // The run itself gets the real value.

@@ -109,7 +109,7 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
             export_json: a.export_json,
             export_csv: a.export_csv,
             export_markdown: a.export_markdown,
-            command: Some(crate::connect::redacted_command(
+            command: Some(goodput_client::redact::redacted_command(
                 a.command.unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
             )),
             scenario_toml: a.scenario_inline,
