@@ -74,10 +74,7 @@ pub fn run(a: CompareArgs) -> Result<i32> {
         baseline_a: a.baseline_a,
         baseline_b: a.baseline_b,
     };
-    let outcome = compare(&spec)?;
-    for n in &outcome.incomplete {
-        eprintln!("warning: incomplete run: {n}");
-    }
+    let outcome = compare(&spec, &mut |line| eprintln!("{line}"))?;
     if !outcome.failures.is_empty() {
         eprintln!("regression beyond --fail-on, or a gate that cannot judge:\n  {}", outcome.failures.join("\n  "));
     }

@@ -35,7 +35,7 @@ pub struct BenchArgs {
     /// paged: the paged-attention kernel reading blocks in place (on CUDA: goodput's kernels, the
     /// fused layer and on-device sampling); gather: each sequence's blocks gathered into a
     /// contiguous copy, then candle ops (on CUDA: the candle-op path, logits sampled on the host).
-    #[arg(long, default_value = "paged", value_parser = Attention::parse)]
+    #[arg(long, default_value = "paged", value_parser = attention())]
     pub attention: Attention,
     /// On CUDA: also capture a decode step (batch 1 and 32) as a CUDA graph and time its
     /// replay against launching it kernel by kernel.
@@ -76,6 +76,16 @@ pub struct BenchArgs {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// `--attention`'s values, listed in the help, completions and man page.
+fn attention() -> impl clap::builder::TypedValueParser<Value = Attention> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new([
+        PossibleValue::new("paged").help("the paged-attention kernel reading blocks in place"),
+        PossibleValue::new("gather").help("each sequence's blocks gathered into a copy, then candle ops"),
+    ])
+    .map(|s| Attention::parse(&s).expect("a listed value"))
 }
 
 impl BenchArgs {

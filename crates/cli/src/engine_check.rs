@@ -40,26 +40,20 @@ pub fn run(a: CheckArgs) -> Result<()> {
     let spec =
         CheckSpec { model: a.model.source(), max_tokens: a.max_tokens, sequences: a.sequences, min_top1: a.min_top1 };
     let say = &mut |line: &str| eprintln!("{line}");
-    let json = if a.rounding_study {
+    let (json, passed) = if a.rounding_study {
         let results = goodput_engine::check::device::rounding_study(&spec, say)?;
-        let model = spec.model.spec()?.name;
-        println!("{}", goodput_report::engine_check::rounding(&model, &results));
-        serde_json::to_string_pretty(&results)?
+        println!("{}", goodput_report::engine_check::rounding(&spec.model.spec()?.name, &results));
+        (serde_json::to_string_pretty(&results)?, true)
     } else {
         let report = goodput_engine::check::device::run(&spec, say)?;
         print!("{}", goodput_report::engine_check::text(&report));
-        if !report.passed {
-            write_json(a.json.as_ref(), &serde_json::to_string_pretty(&report)?)?;
-            bail!("engine-check failed (see above)");
-        }
-        serde_json::to_string_pretty(&report)?
+        (serde_json::to_string_pretty(&report)?, report.passed)
     };
-    write_json(a.json.as_ref(), &json)
-}
-
-fn write_json(path: Option<&PathBuf>, json: &str) -> Result<()> {
-    if let Some(p) = path {
+    if let Some(p) = &a.json {
         std::fs::write(p, json).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if !passed {
+        bail!("engine-check failed (see above)");
     }
     Ok(())
 }

@@ -1,7 +1,12 @@
-//! `goodput calibrate`'s verdict, in words: the streams per client core within the bound, and why a
+//! `goodput calibrate`'s table, its floors, and its verdict in words: the streams per client core within the bound, and why a
 //! bound that broke may not be the client's (its cores idle there, or the machine busy).
 
+use crate::console as table;
+use crate::text::{ms, num};
 use goodput_metrics::machine::MachineLoad;
+use goodput_metrics::Summary;
+use goodput_results::calibration::{CalibrationLevel, BOUND_CHUNK_P99_S, BOUND_TTFT_P50_S};
+use std::time::Duration;
 
 /// What the verdict needs of one calibration level.
 pub struct Seen<'a> {
@@ -67,6 +72,101 @@ fn bound_line(levels: &[Seen], cores: usize, bound: &str) -> String {
             sorted.first().map_or(0, |l| l.streams)
         ),
     }
+}
+
+/// `--floor`: each level's floor beside the client's cost, a line each.
+pub fn floors(levels: &[CalibrationLevel]) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in levels {
+        let Some(f) = &l.floor else { continue };
+        out.push(format!(
+            "Floor at {} streams (bare reads, this thread): chunk delay p50 {} ms, p99 {} ms; {:.1} µs/token (user {:.1}, kernel {:.1}), {:.2} reads/token; the client costs {:.1} µs/token above it",
+            l.streams,
+            num(ms(&f.chunk_delay, |x| x.p50), 3),
+            num(ms(&f.chunk_delay, |x| x.p99), 3),
+            f.cpu_per_token_s * 1e6,
+            f.user_per_token_s * 1e6,
+            f.kernel_per_token_s * 1e6,
+            f.reads_per_token,
+            (l.user_per_token_s + l.kernel_per_token_s - f.cpu_per_token_s) * 1e6
+        ));
+    }
+    out
+}
+
+/// The levels' table under its heading: the mock's schedule (`ttft`, `itl`, `tokens` per
+/// response) and whether the streams started staggered.
+pub fn levels(levels: &[CalibrationLevel], (ttft, itl, tokens): (Duration, Duration, usize), stagger: bool) -> String {
+    let mut t = table::new(&[
+        "streams",
+        "requests",
+        "failed",
+        "tokens",
+        "chunk delay p50",
+        "p99",
+        "max",
+        "TTFT error p50",
+        "p99",
+        "of it mock late p50",
+        "ITL error p99",
+        "client CPU/token",
+        "user",
+        "kernel",
+        "cores / 1000 streams",
+        "client CPU share",
+        "mock CPU/chunk",
+        "mock busy",
+        "wall",
+    ]);
+    let ms3 = |s: &Option<Summary>, f: fn(&Summary) -> f64| num(ms(s, f), 3);
+    for l in levels {
+        t.add_row(vec![
+            l.streams.to_string(),
+            l.requests.to_string(),
+            l.failed.to_string(),
+            l.tokens.to_string(),
+            ms3(&l.chunk_delay, |x| x.p50),
+            ms3(&l.chunk_delay, |x| x.p99),
+            ms3(&l.chunk_delay, |x| x.max),
+            ms3(&l.ttft_error, |x| x.p50),
+            ms3(&l.ttft_error, |x| x.p99),
+            ms3(&l.mock_late, |x| x.p50),
+            ms3(&l.itl_error, |x| x.p99),
+            format!("{:.1} µs", l.cpu_per_token_s * 1e6),
+            format!("{:.1} µs", l.user_per_token_s * 1e6),
+            format!("{:.1} µs", l.kernel_per_token_s * 1e6),
+            format!("{:.2}", l.cpu_per_stream * 1000.0),
+            format!("{:.0} %", l.cpu_share * 100.0),
+            format!("{:.1} µs", l.mock_cpu_per_token_s * 1e6),
+            format!("{:.0} %", l.mock_busy * 100.0),
+            format!("{:.1} s", l.wall_s),
+        ]);
+    }
+    format!(
+        "Client calibration against a mock server (TTFT {ttft:?}, ITL {itl:?}, {tokens} tokens; streams {}; times in ms; chunk delay = client read − mock write)\n{t}",
+        if stagger { "staggered over one ITL" } else { "started at once, their tokens in one burst per ITL" }
+    )
+}
+
+/// The calibration's verdict: streams per client core within the bound, and why a broken
+/// bound may not be the client's ([`per_core`]).
+pub fn verdict(levels: &[CalibrationLevel], cores: usize) -> String {
+    let bound = format!(
+        "chunk delay p99 ≤ {} ms and TTFT error p50 ≤ {} ms (less the mock's own lateness)",
+        BOUND_CHUNK_P99_S * 1e3,
+        BOUND_TTFT_P50_S * 1e3
+    );
+    let seen: Vec<Seen> = levels
+        .iter()
+        .map(|l| Seen {
+            streams: l.streams,
+            within_bound: l.within_bound,
+            cpu_share: l.cpu_share,
+            cpu_per_stream: l.cpu_per_stream,
+            machine: l.machine.as_ref(),
+        })
+        .collect();
+    per_core(&seen, cores, &bound)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! here may import from it (or from any crate but `core` and `metrics`).
 
 pub mod aiperf;
+pub mod calibration;
 pub mod clock;
 pub mod files;
 pub mod harness;

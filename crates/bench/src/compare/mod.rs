@@ -1,9 +1,9 @@
-//! Two runs compared (`goodput compare A B`): two runs of the same workload (their `--out` directories), level by
-//! level and metric by metric — values, ratio, and whether the change is beyond the noise each
-//! run's own requests show (95 % bootstrap intervals that do not overlap). A Markdown table for
-//! pull requests; with `--fail-on ttft_p95=+10%`, exit 1 when a metric gets worse by more than
-//! that and beyond the noise, so an engine's CI can gate on it; exit 2 on an error (hyperfine's
-//! and critcmp's manners). Runs are read through `goodput_results`' typed reader.
+//! Two runs of the same workload compared (`goodput compare A B`: their `--out` directories),
+//! level by level and metric by metric — values, ratio, and whether the change is beyond the
+//! noise each run's own requests show (95 % bootstrap intervals that do not overlap). A
+//! Markdown table for pull requests; with a gate (`ttft_p95=+10%`), the metrics that got worse
+//! by more than that and beyond the noise, so an engine's CI can fail on them. Runs are read
+//! through `goodput_results`' typed reader.
 //!
 //! Criterion baselines compare the same way ([`criterion`]): when A and B are criterion output
 //! trees (`target/criterion`), each benchmark's mean time and its 95 % confidence interval
@@ -97,22 +97,21 @@ pub struct Outcome {
     pub rows: Vec<ExportRow>,
     /// The gated metrics that regressed or could not be judged, a line each.
     pub failures: Vec<String>,
-    /// Runs that did not finish, a line each.
-    pub incomplete: Vec<String>,
 }
 
 impl Outcome {
     fn new(markdown: String) -> Self {
-        Outcome { markdown, rows: Vec::new(), failures: Vec::new(), incomplete: Vec::new() }
+        Outcome { markdown, rows: Vec::new(), failures: Vec::new() }
     }
 }
 
-/// Compares `a`'s sides: criterion trees benchmark by benchmark, runs level by level.
-pub fn compare(a: &CompareSpec) -> Result<Outcome> {
+/// Compares `a`'s sides: criterion trees benchmark by benchmark, runs level by level. A run
+/// that did not finish is said through `warn` as soon as it is read.
+pub fn compare(a: &CompareSpec, warn: &mut dyn FnMut(&str)) -> Result<Outcome> {
     let outcome = if a.a.len() == 1 && a.b.len() == 1 && criterion::is_tree(&a.a[0]) && criterion::is_tree(&a.b[0]) {
         criterion::compare(&a.a[0], &a.baseline_a, &a.b[0], &a.baseline_b, a.fail_on.as_deref())?
     } else {
-        runs(a)?
+        runs(a, warn)?
     };
     let mut outcome = outcome;
     // The table ends with its verdict, on the console and in the exported Markdown alike.
@@ -186,7 +185,7 @@ fn keys(a: &CompareSpec) -> Result<(Vec<Key>, Vec<Threshold>)> {
     Ok((keys, thresholds))
 }
 
-fn runs(a: &CompareSpec) -> Result<Outcome> {
+fn runs(a: &CompareSpec, warn: &mut dyn FnMut(&str)) -> Result<Outcome> {
     let (keys, thresholds) = keys(a)?;
     let (dirs_a, dirs_b) = (crate::runs::side(&a.a)?, crate::runs::side(&a.b)?);
     let (ra, notes_a): (Vec<_>, Vec<_>) =
@@ -200,6 +199,9 @@ fn runs(a: &CompareSpec) -> Result<Outcome> {
         dirs.iter().filter_map(|d| Some((d.clone(), goodput_results::read_summary(d).ok()?))).collect()
     };
     let (sa, sb) = (summaries(&dirs_a), summaries(&dirs_b));
+    for n in &notes {
+        warn(&format!("warning: incomplete run: {n}"));
+    }
     // Levels every repeat of both sides ran, by load ascending.
     let mut shared: Vec<&String> = ra[0].keys().filter(|l| ra.iter().chain(&rb).all(|r| r.contains_key(*l))).collect();
     if shared.is_empty() {
@@ -248,7 +250,6 @@ fn runs(a: &CompareSpec) -> Result<Outcome> {
             out.failures.push(unjudged(level, t.key, &xa, &xb));
         }
     }
-    out.incomplete = notes;
     Ok(out)
 }
 

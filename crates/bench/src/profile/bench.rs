@@ -1,5 +1,5 @@
-//! A profile fitted from `engine-bench --json` files (`goodput profile --from-bench FILE…`) fitted from `engine-bench --json` files
-//! (the H200 runs of `docs/results/gpu-h200/`) rather than from steps measured here. A bench
+//! A profile fitted from `engine-bench --json` files (`goodput profile --from-bench FILE…`:
+//! the H200 runs of `docs/results/gpu-h200/`) rather than from steps measured here. A bench
 //! times whole engine steps of a few shapes — one prompt alone at a few lengths, a decode
 //! batch of a few sizes at one context — so the fit takes only the terms those shapes tell
 //! apart: the fixed step, prefill tokens, decode sequences, and prefill attention or decode

@@ -8,7 +8,7 @@ pub const HOW: &str =
     "measured here: read bandwidth best of 5 parallel sums over 512 MiB; FLOP/s best of 5 f32 1024×1024×1024 matmuls (candle)";
 
 /// (bandwidth in bytes/s, FLOP/s), measured on `cpus` when given (as the engine is pinned).
-pub fn measure(cpus: Option<Vec<usize>>) -> (f64, f64) {
+pub fn measure(cpus: Option<Vec<usize>>, progress: &dyn crate::progress::Progress) -> (f64, f64) {
     let body = || (goodput_engine::bench::measure_read_bandwidth() * 1e9, matmul_flops());
     let Some(cpus) = cpus else { return body() };
     let pin = cpus.clone();
@@ -21,7 +21,10 @@ pub fn measure(cpus: Option<Vec<usize>>) -> (f64, f64) {
     match pool {
         Ok(p) => p.install(body),
         Err(e) => {
-            eprintln!("warning: the roofline is measured unpinned (no thread pool on CPUs {cpus:?}: {e})");
+            progress.line(
+                &format!("warning: the roofline is measured unpinned (no thread pool on CPUs {cpus:?}: {e})"),
+                true,
+            );
             body()
         }
     }

@@ -399,7 +399,7 @@ fn roofline(
     progress: &dyn Progress,
 ) -> Option<MachineRoofline> {
     use goodput_sizing::cost::StepCost;
-    let (bandwidth, flops) = machine::measure(a.engine_cpus.clone());
+    let (bandwidth, flops) = machine::measure(a.engine_cpus.clone(), progress);
     if !(bandwidth.is_finite() && bandwidth > 0.0 && flops.is_finite() && flops > 0.0) {
         progress.line(
             "warning: this machine's bandwidth or FLOP/s could not be measured; the profile has no roofline",

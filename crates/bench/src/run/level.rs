@@ -29,6 +29,9 @@ pub struct Finished {
     pub measured: Vec<ClientRecord>,
     /// The target's process over the level (its memory, descriptors, connections).
     pub process: Vec<ProcessSample>,
+    /// What the level warns of beyond its report (prompts served from a cache they should
+    /// have missed), a line each.
+    pub warnings: Vec<String>,
 }
 
 /// The request ids a level takes: one per request (a session has `turns` requests); a timed
@@ -252,9 +255,11 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     };
     let engine = EngineLevel::of(&in_window(&steps, window));
     let prefix_cache = PrefixHits::of_level(&measured, server.as_ref().and_then(|s| s.prefix_cache.as_ref()));
-    if let Some(h) = prefix_cache.filter(|h| h.contaminated() && rig.workload.unique_prompts()) {
-        warn_cache_hits(level.load, &h, spec.seed_drawn, &rig.workload);
-    }
+    let warnings: Vec<String> = prefix_cache
+        .filter(|h| h.contaminated() && rig.workload.unique_prompts())
+        .map(|h| cache_hits(level.load, &h, spec.seed_drawn, &rig.workload))
+        .into_iter()
+        .collect();
     let report = LevelReport {
         steady,
         saturated,
@@ -279,7 +284,7 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
     let series = goodput_metrics::engine::series(&steps, ran.start, spec.series_interval.as_secs_f64());
     let next_id = ran.records.iter().map(|(_, r)| r.id + 1).max().unwrap_or(0);
     let measured = measured.into_iter().cloned().collect();
-    Finished { report, steps, series, next_id, measured, process }
+    Finished { report, steps, series, next_id, measured, process, warnings }
 }
 
 /// vLLM's description of how a level was loaded (`request_rate`, `max_concurrency`: a closed
@@ -301,7 +306,7 @@ fn vllm_load(arrival: &Arrival, cap: Option<usize>, measured: &[&ClientRecord]) 
 }
 
 /// A workload of unique prompts served from the prefix cache: the level measured the cache.
-fn warn_cache_hits(load: f64, h: &PrefixHits, seed_drawn: bool, workload: &Workload) {
+fn cache_hits(load: f64, h: &PrefixHits, seed_drawn: bool, workload: &Workload) -> String {
     let why = match workload {
         Workload::Dataset(d) => format!(
             "the dataset's {} prompts repeat once the run has sent them all: give a larger dataset or fewer --requests",
@@ -314,7 +319,7 @@ fn warn_cache_hits(load: f64, h: &PrefixHits, seed_drawn: bool, workload: &Workl
         _ => "a run with the same --seed sent these prompts before: pass another --seed, or none (one is drawn per run)"
             .into(),
     };
-    eprintln!(
+    format!(
         "warning: level {load}: {:.0} % of prompt tokens beyond the {:.0} every request shares came from the prefix cache ({} of {} in all, from {}) where the \
          scenario's prompts are unique; {why}",
         h.beyond_shared_prefix().unwrap_or(0.0) * 100.0,
@@ -326,7 +331,7 @@ fn warn_cache_hits(load: f64, h: &PrefixHits, seed_drawn: bool, workload: &Workl
             HitSource::Usage => "usage.prompt_tokens_details",
             HitSource::Metrics => "the server's /metrics",
         }
-    );
+    )
 }
 
 /// The steps that overlap the measured window (all of them when there is none in it).

@@ -135,14 +135,9 @@ fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>, p: &dyn Progress) -> Result
         };
         let codec: Arc<dyn TextCodec> = Arc::new(ModelCodec(tokenizer.clone()));
         let setup = RagSetup::build(rag, embedder, codec, dir, seed)?;
-        if !s.quiet {
-            let with = setup.encoder.as_ref().map_or("hashed bag-of-words vectors".into(), |d| d.display().to_string());
-            let n = setup.index.chunks.len();
-            p.line(
-                &format!("rag: embedded {n} corpus chunks with {with} in {:.2} s", t.elapsed().as_secs_f64()),
-                false,
-            );
-        }
+        let with = setup.encoder.as_ref().map_or("hashed bag-of-words vectors".into(), |d| d.display().to_string());
+        let n = setup.index.chunks.len();
+        p.line(&format!("rag: embedded {n} corpus chunks with {with} in {:.2} s", t.elapsed().as_secs_f64()), false);
         Ok(setup)
     })
 }

@@ -1,7 +1,7 @@
-//! The sweep of `goodput run`: levels one after another, each written as soon as it finishes
+//! The sweep of a run: levels one after another, each written as soon as it finishes
 //! (records as each request ends, the rest and the summary after the level, so a later
-//! failure keeps the earlier levels), refinement levels added between the last passing and
-//! the first failing level, and at the end the tables, the conclusion and the report.
+//! failure keeps the earlier levels), refinement and search levels added, and at the end the
+//! conclusion and the report written; the caller shows the tables ([`Outcome`]).
 
 use super::clock;
 use super::exporter::{Exporter, Serving};
@@ -308,6 +308,9 @@ impl<'a> Sweep<'a> {
         }
         for w in table::level_warnings(r, unit) {
             self.log(format!("warning: {} {unit}: {w}", r.summary.load), true);
+        }
+        for w in &f.warnings {
+            self.log(w.clone(), true);
         }
         self.log(table::level_line(r, unit), false);
         if let Some(ramp) = r.harness.ramp_s {

@@ -253,28 +253,28 @@ pub fn run(a: PlanArgs) -> Result<()> {
     show(&answer?, json, html)
 }
 
-/// The answer printed, and written as JSON and as a page where asked.
+/// The answer printed, then written as JSON and as a page where asked (the page rendered only
+/// then).
 fn show(answer: &Answer, json: Option<PathBuf>, html: Option<PathBuf>) -> Result<()> {
     use goodput_report::plan as page;
-    let (text, value, body, what) = match answer {
-        Answer::Plan(p) => {
-            (page::answer::text(p), serde_json::to_string_pretty(p)?, Some(page::answer::html(p)), "plan")
-        }
-        Answer::Curve(c) => {
-            (page::curve::text(c), serde_json::to_string_pretty(c)?, Some(page::curve::html(c)?), "curve")
-        }
-        Answer::Fleet(f) => {
-            (page::fleet::text(f), serde_json::to_string_pretty(f)?, Some(page::fleet::html(f)?), "fleet")
-        }
-        Answer::Projection(p) => (page::export::text(p), serde_json::to_string_pretty(&p.phases)?, None, "projection"),
+    let (text, value, what) = match answer {
+        Answer::Plan(p) => (page::answer::text(p), serde_json::to_string_pretty(p)?, "plan"),
+        Answer::Curve(c) => (page::curve::text(c), serde_json::to_string_pretty(c)?, "curve"),
+        Answer::Fleet(f) => (page::fleet::text(f), serde_json::to_string_pretty(f)?, "fleet"),
+        Answer::Projection(p) => (page::export::text(p), serde_json::to_string_pretty(&p.phases)?, "projection"),
     };
     println!("{text}");
-    if let (Some(path), Some(body)) = (&html, body) {
-        std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("{what} page in {}", path.display());
-    }
     if let Some(path) = &json {
         std::fs::write(path, value + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
+    let Some(path) = &html else { return Ok(()) };
+    let body = match answer {
+        Answer::Plan(p) => page::answer::html(p),
+        Answer::Curve(c) => page::curve::html(c)?,
+        Answer::Fleet(f) => page::fleet::html(f)?,
+        Answer::Projection(_) => return Ok(()),
+    };
+    std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("{what} page in {}", path.display());
     Ok(())
 }

@@ -20,14 +20,24 @@ pub struct Bar {
 }
 
 impl Bar {
+    /// A bar drawn from the sweep's first levels on (not while the model loads): until then,
+    /// and always when `quiet`, lines go to stderr as they come.
     pub fn new(quiet: bool) -> Bar {
-        let bar = if quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(0) };
+        let bar = indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::hidden());
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] level {pos}/{len}: {msg}")
                 .expect("a valid progress template"),
         );
-        bar.enable_steady_tick(Duration::from_millis(120));
         Bar { bar, quiet }
+    }
+}
+
+/// A run that ends in an error leaves no half-drawn bar above it.
+impl Drop for Bar {
+    fn drop(&mut self) {
+        if !self.bar.is_finished() {
+            self.bar.finish_and_clear();
+        }
     }
 }
 
@@ -41,6 +51,12 @@ impl Progress for Bar {
     }
 
     fn levels(&self, total: usize) {
+        if self.bar.is_hidden() && !self.quiet && self.bar.length() == Some(0) {
+            // The sweep starts: the bar is drawn from here on (indicatif keeps it hidden where
+            // stderr is not a terminal).
+            self.bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            self.bar.enable_steady_tick(Duration::from_millis(120));
+        }
         self.bar.set_length(total as u64);
     }
 

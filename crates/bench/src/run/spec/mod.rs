@@ -1,14 +1,14 @@
 //! What a run will do, checked once before anything is loaded (ripgrep's "low args → high
-//! args" step): one [`RunSpec`] owns everything the rig, the sweep and each level need — the SLOs, the model's shape, the workload, the
-//! target ([`TargetSpec`]: the in-process engine, goodput's own server on loopback, or a
-//! server's URL, each with what it needs), the load levels and how refinement adds levels,
-//! and the files to write. Nothing after this step reads the arguments.
+//! args" step): one [`RunSpec`] owns everything the rig, the sweep and each level need — the
+//! SLOs, the model's shape, the workload, the target ([`TargetSpec`]: the in-process engine,
+//! goodput's own server on loopback, or a server's URL, each with what it needs), the load
+//! levels and how refinement adds levels, and the files to write. These are the checked
+//! types; the command line builds them from its flags (checking each by its flag's name), a
+//! program builds them directly.
 //!
-//! Here: the run as a whole and the checks across flags; [`levels`]: the sweep's levels, their
-//! bounds and counts; [`load`]: how the levels are paced, the SLOs and the latency columns;
-//! [`target`]: the target. The rest of `run` imports the checked types from
-//! here; nothing here imports the rest of `run` but its arguments (`run::args`), which import
-//! nothing from here.
+//! Here: the run as a whole; [`levels`]: the sweep's levels, their bounds and counts;
+//! [`load`]: how the levels are paced; [`target`]: the target. The rest of `run` imports the
+//! checked types from here; nothing here imports the rest of `run`.
 
 mod levels;
 mod load;
@@ -103,7 +103,8 @@ pub struct RunSpec {
     pub seed: u64,
     pub seed_drawn: bool,
     pub outputs: Outputs,
-    /// Print only the final table and conclusion.
+    /// A hint for the view (`--quiet`): progress lines left out, only warnings and the
+    /// outcome shown. The library prints nothing itself.
     pub quiet: bool,
 }
 
