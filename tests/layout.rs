@@ -25,9 +25,9 @@ use syn::visit::Visit;
 /// The longest a Rust file may be.
 const MAX_LINES: usize = 600;
 
-/// The most lines `crates/cli/src` may hold outside its tests (3,956 when last lowered; issue 49's
+/// The most lines `crates/cli/src` may hold outside its tests (3,937 when last lowered; issue 49's
 /// aim is 3,000). Lower it as code moves out; never raise it.
-const CLI_CEILING: usize = 3_960;
+const CLI_CEILING: usize = 3_940;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

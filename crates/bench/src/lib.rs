@@ -17,6 +17,7 @@ pub mod command;
 pub mod compare;
 pub mod cpu;
 pub mod fds;
+pub mod gpu;
 pub mod merge;
 pub mod profile;
 pub mod progress;

@@ -44,14 +44,7 @@ impl Progress for Recorded {
 /// `users` closed-loop levels of `requests` measured requests each, on the tiny model's
 /// dummy weights in this process, written to `out`.
 fn spec(users: &[usize], requests: usize, out: &Path) -> RunSpec {
-    let model_args = ModelSource {
-        model: "tiny".into(),
-        catalog: None,
-        weights: None,
-        tokenizer: None,
-        device: "cpu".into(),
-        dtype: Some("f32".into()),
-    };
+    let model_args = ModelSource { dtype: Some("f32".into()), ..ModelSource::new("tiny") };
     let engine = EngineOptions {
         kv_blocks: None,
         kv_memory: Some(64 << 20),

@@ -5,7 +5,7 @@
 use crate::args::ModelArgs;
 use anyhow::Result;
 use clap::Args;
-use goodput_engine::bench::{Attention, BenchSpec, Roofline};
+use goodput_engine::bench::{Attention, BenchSpec};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -114,27 +114,8 @@ impl BenchArgs {
     }
 }
 
-/// A GPU's datasheet bandwidth and dense peak from the built-in hardware catalog, matched by
-/// the name its driver reports.
-fn catalog(name: &str, dtype: candle_core::DType) -> Option<Roofline> {
-    let cat = goodput_sizing::hardware::HardwareCatalog::builtin();
-    let gpu = cat.for_device_name(name)?;
-    let dtype = match dtype {
-        candle_core::DType::BF16 => Some(goodput_sizing::hardware::DType::Bf16),
-        candle_core::DType::F16 => Some(goodput_sizing::hardware::DType::Fp16),
-        _ => None,
-    };
-    Some(Roofline {
-        device_name: name.to_string(),
-        catalog_entry: Some(gpu.name.clone()),
-        bandwidth_gbytes_per_s: gpu.memory_bandwidth_gbps,
-        peak_tflops: dtype.and_then(|d| gpu.flops_per_s(d)).map(|f| f / 1e12),
-        source: format!("hardware catalog `{}` ({})", gpu.name, gpu.description),
-    })
-}
-
 pub fn run(a: BenchArgs) -> Result<()> {
-    let report = goodput_engine::bench::run(a.spec(), &catalog, &mut |line| eprintln!("{line}"))?;
+    let report = goodput_engine::bench::run(a.spec(), &goodput_bench::gpu::roofline, &mut |line| eprintln!("{line}"))?;
     print!("{}", goodput_report::engine_bench::text(&report));
     if let Some(path) = &a.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)

@@ -56,6 +56,19 @@ pub struct ModelSource {
 }
 
 impl ModelSource {
+    /// `model` (a catalog name, a directory, a .gguf file or ORG/NAME) on the CPU at the
+    /// device's default dtype, its own weights (dummy for a catalog name) and tokenizer.
+    pub fn new(model: impl Into<String>) -> Self {
+        ModelSource {
+            model: model.into(),
+            catalog: None,
+            weights: None,
+            tokenizer: None,
+            device: "cpu".into(),
+            dtype: None,
+        }
+    }
+
     pub fn catalog(&self) -> Result<Catalog, SourceError> {
         Ok(match &self.catalog {
             Some(p) => Catalog::from_path(p)?,

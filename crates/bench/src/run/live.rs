@@ -2,7 +2,7 @@
 //! time of its duration), req/s, rolling TTFT and TPOT P50/P95, errors and an ETA, fed by the
 //! workload's progress sink as each request ends and drawn by a view's own ticker (so the
 //! load generator's tasks only push numbers; percentiles are taken when drawn, [`Live::line`]).
-//! Fed only where the view draws it ([`crate::progress::Progress::draws_live`]).
+//! Fed only where the view draws it (the progress view's `draws_live`).
 
 use goodput_core::{ClientRecord, Phase};
 use goodput_workload::RecordSink;

@@ -11,7 +11,7 @@ use goodput_core::TokenId;
 use serde::Serialize;
 
 /// Teacher-forced sequences: each one's tokens and the positions whose logits are compared
-/// (what [`super::device`] builds and hands over; this module imports nothing of it).
+/// (what the device check builds and hands over; this module imports nothing of it).
 pub type Sequences = Vec<(Vec<TokenId>, std::ops::Range<usize>)>;
 
 /// One scheme on one kind of sequence.

@@ -6,14 +6,7 @@ use goodput_engine::check::device::{self, CheckSpec};
 use goodput_engine::source::ModelSource;
 
 fn tiny() -> ModelSource {
-    ModelSource {
-        model: "tiny".into(),
-        catalog: None,
-        weights: None,
-        tokenizer: None,
-        device: "cpu".into(),
-        dtype: Some("f32".into()),
-    }
+    ModelSource { dtype: Some("f32".into()), ..ModelSource::new("tiny") }
 }
 
 fn spec() -> BenchSpec {
