@@ -12,12 +12,15 @@
 //! command-line parsing, and nothing here may be imported by a crate below it.
 
 pub mod calibrate;
+pub mod check;
 pub mod clockref;
 pub mod command;
 pub mod compare;
+pub mod config;
 pub mod cpu;
 pub mod fds;
 pub mod gpu;
+pub mod matrix;
 pub mod merge;
 pub mod profile;
 pub mod progress;

@@ -1,12 +1,13 @@
-//! Runs as `compare` and `run --repeats` read them: a run directory's measured records by
-//! level (through `goodput_results`' typed reader), and a side of a comparison — one run, its
-//! repeats given as a list, or a `--repeats` directory whose index names them.
+//! Runs as `compare`, `run --repeats` and `report` read them: a run directory's measured
+//! records by level (through `goodput_results`' typed reader), a side of a comparison — one
+//! run, its repeats given as a list, or a `--repeats` directory whose index names them — and
+//! the labelled runs a report overlays.
 
 use anyhow::{bail, Context, Result};
 use goodput_core::{ClientRecord, Phase};
 use goodput_results::files::{read_jsonl, RECORDS};
 use goodput_results::matrix::MatrixIndex;
-use goodput_results::RecordRow;
+use goodput_results::{RecordRow, Results};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -67,4 +68,45 @@ pub fn side(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
         out.extend(finished);
     }
     Ok(out)
+}
+
+/// The runs `report` overlays, each with its label: a run directory by its name, a matrix's
+/// directory as its finished runs labelled by their axes' values (`key=value, …`); a label
+/// two runs share becomes each run's path. A matrix's unfinished runs and an incomplete run
+/// are said through `warn`.
+pub fn labeled(dirs: &[PathBuf], warn: &mut dyn FnMut(String)) -> Result<Vec<(String, Results)>> {
+    let mut out: Vec<(String, Results)> = Vec::new();
+    for dir in dirs {
+        let Some(index) = MatrixIndex::read(dir)? else {
+            let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+            out.push((name, read(dir, warn)?));
+            continue;
+        };
+        for run in index.runs.iter().filter(|r| r.finished()) {
+            let label = run.values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+            out.push((label, read(&dir.join(&run.dir), warn)?));
+        }
+        let failed = index.runs.iter().filter(|r| !r.finished()).count();
+        if failed > 0 {
+            warn(format!("{}: {failed} of the matrix's runs did not finish and are left out", dir.display()));
+        }
+    }
+    if out.is_empty() {
+        bail!("no finished run in {}", dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    let labels: Vec<String> = out.iter().map(|(l, _)| l.clone()).collect();
+    for (label, r) in &mut out {
+        if labels.iter().filter(|l| *l == label).count() > 1 {
+            *label = r.dir.display().to_string();
+        }
+    }
+    Ok(out)
+}
+
+fn read(dir: &Path, warn: &mut dyn FnMut(String)) -> Result<Results> {
+    let r = Results::read(dir)?;
+    if let Some(note) = r.incomplete() {
+        warn(format!("{}: incomplete run: {note}", dir.display()));
+    }
+    Ok(r)
 }

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use goodput_core::TextCodec;
 use goodput_workload::scenario::Builtin;
 use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile};
-use goodput_workload::{DatasetOptions, Trace};
+use goodput_workload::{DatasetFormat, DatasetOptions, Trace, TraceFormat, TraceOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -27,6 +27,47 @@ pub struct DatasetSpec {
     pub name: String,
     pub conversations: Vec<Vec<goodput_workload::dataset::Turn>>,
     pub options: DatasetOptions,
+}
+
+impl DatasetSpec {
+    /// The dataset file at `path`, read in `format` with `options`; named by its file name.
+    pub fn read(path: &Path, format: DatasetFormat, options: DatasetOptions) -> Result<DatasetSpec> {
+        let conversations = goodput_workload::dataset::read(path, format)?;
+        Ok(DatasetSpec { name: file_name(path, "dataset"), conversations, options })
+    }
+}
+
+/// The trace file at `path`, read in `format`, its window of `options` ready to replay with
+/// prompts of at most `max_len` tokens drawn with `seed`; named by its file name.
+pub fn read_trace(
+    path: &Path,
+    format: TraceFormat,
+    options: TraceOptions,
+    max_len: usize,
+    seed: u64,
+) -> Result<Arc<Trace>> {
+    let all = goodput_workload::trace::read(path, format)?;
+    Ok(Arc::new(Trace::new(file_name(path, "trace"), all, options, max_len, seed)?))
+}
+
+fn file_name(path: &Path, or: &str) -> String {
+    path.file_name().map_or_else(|| or.into(), |n| n.to_string_lossy().into_owned())
+}
+
+/// A trace's window `FROM..TO` (`600..1200`, `10m..`, `..30m`): seconds from its first
+/// request, bare numbers as seconds.
+pub fn parse_window(s: &str) -> Result<(f64, Option<f64>), String> {
+    let (from, to) = s.split_once("..").ok_or_else(|| format!("`{s}`: expected FROM..TO, e.g. 600..1200"))?;
+    let secs = |x: &str| {
+        let x = x.trim();
+        x.parse::<f64>().ok().or_else(|| goodput_metrics::slo::parse_secs(x)).filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    let from = if from.trim().is_empty() { 0.0 } else { secs(from).ok_or(format!("`{from}` is not a time"))? };
+    let to = if to.trim().is_empty() { None } else { Some(secs(to).ok_or(format!("`{to}` is not a time"))?) };
+    if to.is_some_and(|t| t <= from) {
+        return Err(format!("`{s}`: the window ends before it starts"));
+    }
+    Ok((from, to))
 }
 
 impl WorkloadSpec {

@@ -124,23 +124,6 @@ impl EngineArgs {
     }
 }
 
-/// Loads the model `source` names, printing what the load warns of.
-pub fn load(source: &ModelSource, max_len: usize) -> anyhow::Result<goodput_engine::loader::LoadedModel> {
-    let mut warnings = Vec::new();
-    let loaded = source.load(max_len, &mut warnings)?;
-    warnings.iter().for_each(|w| eprintln!("goodput: warning: {w}"));
-    Ok(loaded)
-}
-
-pub fn parse_span(s: &str) -> Result<Span, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) => Ok(Span::Count(n)),
-        Err(_) => parse_duration(s)
-            .map(Span::Time)
-            .map_err(|_| format!("`{s}` is neither a count nor a duration (5, 10s, 500ms)")),
-    }
-}
-
 /// CPUs to pin to.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuList(pub Vec<usize>);

@@ -27,7 +27,7 @@ pub struct ConnectionArgs {
     pub ca_cert: Option<PathBuf>,
     /// HTTP targets: a JSON object merged into every request body, over goodput's own fields
     /// (e.g. '{"temperature":0.7,"chat_template_kwargs":{"enable_thinking":false}}').
-    #[arg(long, value_name = "JSON", value_parser = parse_extra_body)]
+    #[arg(long, value_name = "JSON", value_parser = Connection::parse_extra_body)]
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// HTTP targets: send only OpenAI's own fields, none of vLLM's extensions (`ignore_eos`,
     /// `min_tokens`, `top_k`, `return_token_ids`), for gateways that refuse unknown fields.
@@ -44,27 +44,6 @@ pub struct ConnectionArgs {
 
 fn parse_header(s: &str) -> Result<(String, Secret), String> {
     Connection::parse_header(s)
-}
-
-fn parse_extra_body(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-    match serde_json::from_str::<serde_json::Value>(s) {
-        Ok(serde_json::Value::Object(m)) => Ok(m),
-        // Not echoed: it may hold a key.
-        Ok(other) => Err(format!("--extra-body must be a JSON object, got {}", json_kind(&other))),
-        Err(e) => Err(format!("--extra-body is not JSON: {e}")),
-    }
-}
-
-/// What a JSON value is, in words.
-fn json_kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
 }
 
 impl ConnectionArgs {
@@ -97,18 +76,5 @@ impl ConnectionArgs {
             (self.hyper_client, "--hyper-client"),
         ];
         given.into_iter().filter(|g| g.0).map(|g| g.1).collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn extra_bodies_are_objects() {
-        assert!(parse_extra_body(r#"{"temperature":0.5}"#).unwrap().contains_key("temperature"));
-        assert!(parse_extra_body("[1]").unwrap_err().contains("JSON object, got an array"));
-        assert!(!parse_extra_body(r#""sk-1""#).unwrap_err().contains("sk-1"));
-        assert!(parse_extra_body("{").unwrap_err().contains("not JSON"));
     }
 }

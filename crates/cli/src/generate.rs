@@ -1,10 +1,11 @@
-//! `goodput generate`: one prompt through the in-process engine, streamed to stdout.
+//! `goodput generate`: one prompt through the in-process engine ([`goodput_engine::generate`]),
+//! streamed to stdout.
 
 use crate::args::{EngineArgs, ModelArgs};
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use goodput_core::{Clock, SamplingParams};
-use goodput_engine::{Engine, RequestEvent};
+use goodput_core::SamplingParams;
+use goodput_engine::generate::{self, Prompt};
 use goodput_metrics::engine as em;
 use std::io::Write;
 
@@ -49,23 +50,15 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let spec = a.model.source().spec()?;
     let max_len = a.engine.max_model_len.unwrap_or(spec.max_position_embeddings);
     a.engine.options().apply_before_load();
-    let loaded = crate::args::load(&a.model.source(), max_len)?;
-    let tok = &loaded.tokenizer;
-    let prompt: Vec<u32> = match (&a.prompt, &a.prompt_ids) {
-        (_, Some(ids)) => parse_ids(ids)?,
-        (Some(text), None) => {
-            let text = if a.chat {
-                if tok.token_to_id("<|im_start|>").is_none() {
-                    bail!("--chat: this tokenizer has no <|im_start|> token (ChatML); pass the prompt as it should be sent");
-                }
-                format!("<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n")
-            } else {
-                text.clone()
-            };
-            tok.encode(&text).context("tokenizing the prompt")?
-        }
+    let mut warnings = Vec::new();
+    let loaded = a.model.source().load(max_len, &mut warnings)?;
+    warnings.iter().for_each(|w| eprintln!("goodput: warning: {w}"));
+    let prompt = match (&a.prompt, &a.prompt_ids) {
+        (_, Some(ids)) => Prompt::Ids(generate::parse_ids(ids).map_err(|e| anyhow!("--prompt-ids: {e}"))?),
+        (Some(text), None) => Prompt::Text { text, chat: a.chat },
         (None, None) => bail!("give --prompt TEXT or --prompt-ids 1,2,3"),
     };
+    let prompt = generate::prompt_ids(&loaded.tokenizer, prompt)?;
     let params = SamplingParams {
         max_tokens: a.max_tokens,
         min_tokens: a.min_tokens,
@@ -77,71 +70,27 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         stop_token_ids: Vec::new(),
         reasoning_tokens: 0,
     };
-    let engine = Engine::start(loaded.model, a.engine.options().config()?, Clock::new(), None)?;
-    let stream = engine.handle().submit(prompt.clone(), params)?;
-    let mut decoder = tok.decode_stream();
+    let (kind, origin, load_secs) = (loaded.weights_kind, loaded.weights_origin.clone(), loaded.load_secs);
     let mut out = std::io::stdout().lock();
-    let mut record = None;
-    for ev in stream.events.iter() {
-        match ev {
-            RequestEvent::Token { token, .. } => {
-                if a.ids {
-                    write!(out, "{token} ")?;
-                } else if let Some(piece) = decoder.step(token)? {
-                    write!(out, "{piece}")?;
-                }
-                out.flush()?;
-            }
-            RequestEvent::Finished { record: r, .. } => {
-                record = Some(r);
-                break;
-            }
-            RequestEvent::Error(e) => bail!("generation failed: {e}"),
+    let mut write = |token: u32, piece: Option<&str>| {
+        match (a.ids, piece) {
+            (true, _) => write!(out, "{token} ")?,
+            (false, Some(piece)) => write!(out, "{piece}")?,
+            (false, None) => {}
         }
-    }
-    writeln!(out)?;
-    engine.shutdown(false);
-    let r = record.context("the engine stopped before the request finished")?;
-    let decode_tps = match (em::decode_time(&r), r.generated_tokens) {
-        (Some(d), n) if n > 1 && d > 0.0 => (n - 1) as f64 / d,
-        _ => f64::NAN,
+        out.flush()
     };
+    let r = generate::generate(loaded, a.engine.options().config()?, prompt, params, &mut write)?;
+    writeln!(out)?;
     eprintln!(
-        "model {} ({} weights, {}), prompt {} tokens, generated {} ({:?}); queue {:.1} ms, prefill {:.1} ms, decode {:.1} tok/s; load {:.2} s",
+        "model {} ({kind} weights, {origin}), prompt {} tokens, generated {} ({:?}); queue {:.1} ms, prefill {:.1} ms, decode {:.1} tok/s; load {load_secs:.2} s",
         spec.name,
-        loaded.weights_kind,
-        loaded.weights_origin,
         r.prompt_tokens,
         r.generated_tokens,
         r.finish_reason,
         em::queue_time(&r).unwrap_or(f64::NAN) * 1e3,
         em::prefill_time(&r).unwrap_or(f64::NAN) * 1e3,
-        decode_tps,
-        loaded.load_secs,
+        generate::decode_rate(&r),
     );
     Ok(())
-}
-
-/// Token ids, `1,2,3` (0 is a valid id).
-fn parse_ids(s: &str) -> Result<Vec<u32>> {
-    s.split(',')
-        .map(|x| {
-            let x = x.trim();
-            x.parse::<u32>().map_err(|_| match x.parse::<u64>() {
-                Ok(_) => anyhow::anyhow!("--prompt-ids: token id {x} is too large (token ids are u32)"),
-                Err(_) => anyhow::anyhow!("--prompt-ids: `{x}` is not a token id (expected ids like 1,2,3)"),
-            })
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn prompt_ids() {
-        assert_eq!(super::parse_ids("0, 5,7").unwrap(), vec![0, 5, 7]);
-        assert!(super::parse_ids("5,x").unwrap_err().to_string().contains("`x` is not a token id"));
-        assert!(super::parse_ids("4294967301").unwrap_err().to_string().contains("too large"));
-        assert!(super::parse_ids("").is_err());
-    }
 }

@@ -37,8 +37,7 @@ pub fn run(a: MergeArgs) -> Result<i32> {
     let spec = MergeSpec { dirs: a.dirs, out: a.out, overwrite: a.overwrite, report: a.report };
     let m = merge(&spec)?;
     m.warnings.iter().for_each(|w| eprintln!("{w}"));
-    let unit = m.summary.load_unit.to_string();
-    say(&m.summary, &unit, a.json)?;
+    say(&m.summary, a.json)?;
     if let Some(page) = &m.report {
         eprintln!("report in {}", page.display());
     }
@@ -47,20 +46,8 @@ pub fn run(a: MergeArgs) -> Result<i32> {
 }
 
 /// The tables, the shards and the conclusion (on stderr with `--json`, whose line is stdout's).
-fn say(s: &RunSummary, unit: &str, json: bool) -> Result<()> {
-    let mut parts = vec![table::levels(&s.levels, s.load_unit, &s.model, &s.workload.description)];
-    parts.extend([table::http(&s.levels, s.load_unit), table::server(&s.levels, s.load_unit)].into_iter().flatten());
-    if let Some(m) = &s.merged {
-        parts.push(table::shards(m, unit));
-    }
-    parts.push(Conclusion::of(s).render());
-    for p in parts {
-        if json {
-            eprintln!("{p}");
-        } else {
-            println!("{p}");
-        }
-    }
+fn say(s: &RunSummary, json: bool) -> Result<()> {
+    crate::run::print_blocks(&table::run(s, None, None, &Conclusion::of(s).render()), json);
     if json {
         println!("{}", serde_json::to_string(s).context("the merged summary as JSON")?);
     }

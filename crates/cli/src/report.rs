@@ -6,8 +6,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use goodput_report::html::overlay::Labeled;
 use goodput_results::matrix::MatrixIndex;
-use goodput_results::Results;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use goodput_report::html::write;
 
@@ -31,7 +30,7 @@ pub fn run(a: ReportArgs) -> Result<()> {
     if !(a.gpus.is_finite() && a.gpus > 0.0) {
         bail!("--gpus must be a positive number, got {}", a.gpus);
     }
-    let runs = runs(&a.dirs)?;
+    let runs = goodput_bench::runs::labeled(&a.dirs, &mut |w| eprintln!("warning: {w}"))?;
     if let [(_, r)] = &runs[..] {
         if MatrixIndex::read(&a.dirs[0])?.is_none() {
             let out = a.out.clone().unwrap_or_else(|| r.dir.join(goodput_results::files::REPORT));
@@ -50,50 +49,4 @@ pub fn run(a: ReportArgs) -> Result<()> {
     goodput_report::html::write_overlay(&labeled, a.gpus, &out)?;
     eprintln!("report: {} runs on {}", runs.len(), out.display());
     Ok(())
-}
-
-/// Every run the directories name, labeled: a matrix's finished runs by their values, any
-/// other directory by its name (its path where two names are the same).
-fn runs(dirs: &[PathBuf]) -> Result<Vec<(String, Results)>> {
-    let mut out: Vec<(String, Results)> = Vec::new();
-    for dir in dirs {
-        match MatrixIndex::read(dir)? {
-            Some(index) => {
-                for run in index.runs.iter().filter(|r| r.finished()) {
-                    let label = run.values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
-                    out.push((label, read(&dir.join(&run.dir))?));
-                }
-                let failed = index.runs.iter().filter(|r| !r.finished()).count();
-                if failed > 0 {
-                    eprintln!(
-                        "warning: {}: {failed} of the matrix's runs did not finish and are left out",
-                        dir.display()
-                    );
-                }
-            }
-            None => out.push((name(dir), read(dir)?)),
-        }
-    }
-    if out.is_empty() {
-        bail!("no finished run in {}", dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
-    }
-    let labels: Vec<String> = out.iter().map(|(l, _)| l.clone()).collect();
-    for (label, r) in &mut out {
-        if labels.iter().filter(|l| *l == label).count() > 1 {
-            *label = r.dir.display().to_string();
-        }
-    }
-    Ok(out)
-}
-
-fn name(dir: &Path) -> String {
-    dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned())
-}
-
-fn read(dir: &Path) -> Result<Results> {
-    let r = Results::read(dir)?;
-    if let Some(note) = r.incomplete() {
-        eprintln!("warning: {}: incomplete run: {note}", dir.display());
-    }
-    Ok(r)
 }

@@ -4,8 +4,9 @@
 //! [`goodput_server::replica`].
 
 use crate::args::{EngineArgs, ModelArgs};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
+use goodput_server::hosts::AllowedHosts;
 use goodput_server::replica::{serve_replica, ReplicaSpec};
 use goodput_server::{ListenLimits, Policy};
 use std::time::Duration;
@@ -93,49 +94,6 @@ pub struct ServeArgs {
     pub steps: Option<std::path::PathBuf>,
 }
 
-impl ServeArgs {
-    fn policy(&self) -> Result<Policy> {
-        if self.api_key.as_deref().is_some_and(str::is_empty) {
-            bail!("--api-key is empty; give a key or leave the flag out");
-        }
-        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
-            bail!("--header-timeout and --body-timeout must be positive");
-        }
-        if let Some(bad) =
-            self.allowed_hosts.iter().find(|n| n.trim_matches('.').is_empty() || n.contains([':', '/', ' ']))
-        {
-            bail!("--allowed-hosts `{bad}`: give host names without ports or schemes, e.g. `gpu1.example.com,.corp.example`");
-        }
-        Ok(Policy {
-            max_waiting: self.max_waiting,
-            api_key: self.api_key.clone(),
-            body_timeout: self.body_timeout,
-            max_body_bytes: usize::try_from(self.max_body).unwrap_or(usize::MAX),
-            allowed_hosts: goodput_server::hosts::AllowedHosts {
-                any: self.allow_any_host,
-                names: self.allowed_hosts.clone(),
-            },
-        })
-    }
-
-    fn limits(&self) -> Result<ListenLimits> {
-        let files = goodput_bench::fds::soft_limit();
-        // Room for the engine's own files, the listener and the log.
-        let room = files.map(|n| n.saturating_sub(64) as usize);
-        let max_connections = match (self.max_connections, room) {
-            (Some(0), _) => bail!("--max-connections must be at least 1"),
-            (Some(n), Some(room)) if n > room => bail!(
-                "--max-connections {n} exceeds what the open-file limit allows ({} files, so at most {room} connections); raise `ulimit -n` or lower the flag",
-                files.unwrap_or(0)
-            ),
-            (Some(n), _) => n,
-            (None, room) => room.map_or(1024, |r| r.max(1)),
-        };
-        Ok(ListenLimits { grace: self.shutdown_grace, max_connections, header_timeout: self.header_timeout })
-    }
-}
-
-/// Serves the replica these flags describe until a signal ([`goodput_server::replica`]).
 pub fn run(a: ServeArgs) -> Result<()> {
     let spec = ReplicaSpec {
         model: a.model.source(),
@@ -143,8 +101,18 @@ pub fn run(a: ServeArgs) -> Result<()> {
         host: a.host.clone(),
         port: a.port,
         served_model_name: a.served_model_name.clone(),
-        policy: a.policy()?,
-        limits: a.limits()?,
+        policy: Policy {
+            max_waiting: a.max_waiting,
+            api_key: a.api_key.clone(),
+            body_timeout: a.body_timeout,
+            max_body_bytes: usize::try_from(a.max_body).unwrap_or(usize::MAX),
+            allowed_hosts: AllowedHosts { any: a.allow_any_host, names: a.allowed_hosts.clone() },
+        },
+        limits: ListenLimits {
+            grace: a.shutdown_grace,
+            max_connections: ListenLimits::max_connections(a.max_connections, goodput_bench::fds::soft_limit())?,
+            header_timeout: a.header_timeout,
+        },
         tls: a.tls_cert.clone().zip(a.tls_key.clone()),
         threads: a.threads,
         reasoning_parser: a.reasoning_parser.clone(),

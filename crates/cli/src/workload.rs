@@ -49,27 +49,11 @@ pub struct TraceArgs {
     pub trace_speedup: Vec<f64>,
     /// The part of the trace to replay, in seconds from its first request: FROM..TO, FROM..
     /// or ..TO (e.g. 600..1200 or ..300s).
-    #[arg(long, value_parser = parse_window, requires = "trace")]
+    #[arg(long, value_parser = goodput_bench::workload::parse_window, requires = "trace")]
     pub trace_window: Option<(f64, Option<f64>)>,
     /// Prompt tokens per hash id of a Mooncake trace.
     #[arg(long, default_value_t = 512, requires = "trace")]
     pub trace_block_size: usize,
-}
-
-/// `FROM..TO` in seconds (either side may be empty; `s` and `ms` suffixes as elsewhere).
-fn parse_window(s: &str) -> Result<(f64, Option<f64>), String> {
-    let (from, to) = s.split_once("..").ok_or_else(|| format!("`{s}`: expected FROM..TO, e.g. 600..1200"))?;
-    // Bare numbers are seconds.
-    let secs = |x: &str| {
-        let x = x.trim();
-        x.parse::<f64>().ok().or_else(|| goodput_metrics::slo::parse_secs(x)).filter(|v| v.is_finite() && *v >= 0.0)
-    };
-    let from = if from.trim().is_empty() { 0.0 } else { secs(from).ok_or(format!("`{from}` is not a time"))? };
-    let to = if to.trim().is_empty() { None } else { Some(secs(to).ok_or(format!("`{to}` is not a time"))?) };
-    if to.is_some_and(|t| t <= from) {
-        return Err(format!("`{s}`: the window ends before it starts"));
-    }
-    Ok((from, to))
 }
 
 /// `--trace`, read and cut to its window: `None` without one.
@@ -84,10 +68,8 @@ pub fn read_trace(a: &TraceArgs, max_len: usize, seed: u64) -> Result<Option<Arc
         "azure" => TraceFormat::Azure,
         _ => TraceFormat::Auto,
     };
-    let all = goodput_workload::trace::read(path, format)?;
-    let name = path.file_name().map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
     let options = TraceOptions { window: a.trace_window.unwrap_or((0.0, None)), block_size: a.trace_block_size };
-    Ok(Some(Arc::new(Trace::new(name, all, options, max_len, seed)?)))
+    Ok(Some(goodput_bench::workload::read_trace(path, format, options, max_len, seed)?))
 }
 
 /// `--dataset`, read and checked: `None` without one.
@@ -104,13 +86,11 @@ pub fn read_dataset(a: &DatasetArgs, open_loop: bool) -> Result<Option<DatasetSp
         "jsonl" => DatasetFormat::Jsonl,
         _ => DatasetFormat::Auto,
     };
-    let conversations = goodput_workload::dataset::read(path, format)?;
-    let name = path.file_name().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
     let options = DatasetOptions {
         output_tokens: a.dataset_output_tokens,
         min_input: a.dataset_min_input,
         max_input: a.dataset_max_input,
         sessions: a.dataset_sessions,
     };
-    Ok(Some(DatasetSpec { name, conversations, options }))
+    Ok(Some(DatasetSpec::read(path, format, options)?))
 }

@@ -141,6 +141,27 @@ impl Connection {
         Ok((name.to_string(), Secret::new(value)))
     }
 
+    /// Parses an `--extra-body` argument: a JSON object whose fields every request body
+    /// carries. Not echoed when refused: it may hold a key.
+    pub fn parse_extra_body(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+        use serde_json::Value;
+        match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(other) => {
+                let kind = match other {
+                    Value::Null => "null",
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    Value::String(_) => "a string",
+                    Value::Array(_) => "an array",
+                    Value::Object(_) => "an object",
+                };
+                Err(format!("--extra-body must be a JSON object, got {kind}"))
+            }
+            Err(e) => Err(format!("--extra-body is not JSON: {e}")),
+        }
+    }
+
     /// The headers every request carries, the key's included.
     pub fn header_map(&self) -> Result<HeaderMap, ClientError> {
         let bad = |what: String| ClientError::Connection(what);
@@ -224,6 +245,14 @@ pub(crate) fn redirect_why(status: u16, location: Option<&str>, url: &reqwest::U
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_bodies_are_objects() {
+        assert!(Connection::parse_extra_body(r#"{"temperature":0.5}"#).unwrap().contains_key("temperature"));
+        assert!(Connection::parse_extra_body("[1]").unwrap_err().contains("JSON object, got an array"));
+        assert!(!Connection::parse_extra_body(r#""sk-1""#).unwrap_err().contains("sk-1"));
+        assert!(Connection::parse_extra_body("{").unwrap_err().contains("not JSON"));
+    }
 
     #[test]
     fn headers_parse_and_secrets_stay_hidden() {

@@ -28,6 +28,7 @@ pub mod encoder;
 pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod fp8;
+pub mod generate;
 pub(crate) mod guard;
 pub mod kv_cache;
 pub(crate) mod linear;

@@ -36,6 +36,14 @@ pub enum SloError {
     Empty { spec: String },
     #[error("`{text}` is not one SLO")]
     NotOne { text: String },
+    #[error("--goodput `{pair}`: expected METRIC:MILLISECONDS, e.g. ttft:200 tpot:50")]
+    GoodputPair { pair: String },
+    #[error(
+        "--goodput `{pair}`: `{metric}` is not one of vLLM's goodput metrics (ttft, tpot, e2el); use --slo for others"
+    )]
+    GoodputMetric { pair: String, metric: String },
+    #[error("--goodput `{pair}`: `{ms}` is not a number of milliseconds")]
+    GoodputBound { pair: String, ms: String },
 }
 
 /// Metrics an SLO may name (the contract's names).
@@ -204,6 +212,24 @@ impl Slo {
         } else {
             value <= self.bound
         }
+    }
+
+    /// One pair of vLLM's `--goodput` (`ttft:200`, `tpot:50`, `e2el:5000`: a metric and a
+    /// bound in milliseconds) as the SLO it means: the metric's value of every good request
+    /// at most the bound.
+    pub fn from_vllm_goodput(pair: &str) -> Result<Slo, SloError> {
+        let Some((key, ms)) = pair.split_once(':') else {
+            return Err(SloError::GoodputPair { pair: pair.into() });
+        };
+        let metric = match key.trim() {
+            "ttft" => Metric::Ttft,
+            "tpot" => Metric::Tpot,
+            "e2el" => Metric::E2e,
+            other => return Err(SloError::GoodputMetric { pair: pair.into(), metric: other.into() }),
+        };
+        let bound = ms.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+        let Some(bound) = bound else { return Err(SloError::GoodputBound { pair: pair.into(), ms: ms.into() }) };
+        Ok(Slo { metric, stat: Stat::Max, bound: bound / 1e3 })
     }
 
     /// Whether one request's own value meets the bound (for goodput: a request is good when

@@ -35,3 +35,12 @@ impl Prediction {
         self.capacity = verdict_of(&self.levels);
     }
 }
+
+/// What a `--simulate` run cost: engine steps and seconds of measured windows simulated, in
+/// wall seconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Simulation {
+    pub steps: usize,
+    pub simulated_s: f64,
+    pub wall_s: f64,
+}

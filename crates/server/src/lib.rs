@@ -27,6 +27,7 @@
 //! Connections, their deadlines and shutdown are [`listen`]'s.
 
 pub mod chat;
+mod checks;
 pub mod hosts;
 mod idle;
 pub mod listen;
@@ -38,6 +39,7 @@ pub mod replica;
 mod respond;
 pub mod tls;
 
+pub use checks::LimitError;
 pub use listen::{serve, serve_tls, ListenLimits};
 
 use axum::body::{Body, Bytes};

@@ -23,6 +23,9 @@ pub enum ReplicaError {
     Tls(#[from] crate::tls::TlsError),
     #[error(transparent)]
     Reasoning(#[from] crate::reasoning::ReasoningError),
+    /// The policy or the listener's limits cannot be served.
+    #[error(transparent)]
+    Limits(#[from] crate::LimitError),
     /// A file, a socket or a thread: what was being done, and why it failed.
     #[error("{what}")]
     Io {
@@ -128,6 +131,8 @@ pub async fn signal() {
 
 /// Serves `a` until a signal, saying what it does through `say`.
 pub fn serve_replica(a: &ReplicaSpec, say: &(dyn Fn(&str) + Sync)) -> Result<(), ReplicaError> {
+    a.policy.check()?;
+    a.limits.check()?;
     let tls = a.tls.as_ref().map(|(cert, key)| crate::tls::server_config(cert, key)).transpose()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let spec = a.model.spec()?;

@@ -97,24 +97,11 @@ impl DeviceLimits {
     }
 }
 
-/// The floor of each term on `dev`: seconds per unit of the term at 100 % of the device.
+/// The floor of each term on `dev`: seconds per unit of the term at 100 % of the device, as
+/// [`RooflineCost::term_seconds`] prices it at [`Efficiencies::ideal`] (one roofline for the
+/// planner's steps and a profile's floors).
 pub fn term_floor(term: Term, w: &ModelWork, dev: &DeviceLimits) -> f64 {
-    // A token's FLOPs through its k experts in every sparse layer join the dense layers'.
-    let experts = w.experts.as_ref().map_or(0.0, |x| x.routing.top_k as f64 * x.layers * x.flops_per_assignment);
-    let per_token = w.linear_flops_per_token + experts;
-    match term {
-        Term::Fixed => w.read_bytes / dev.bandwidth,
-        Term::PrefillTokens | Term::DecodeSeqs => per_token / dev.flops,
-        Term::PrefillAttention => w.attention_flops_per_pair / dev.flops,
-        Term::DecodeContext => w.kv_bytes_per_token / dev.bandwidth,
-        Term::SampledRows => w.lm_head_flops_per_row / dev.flops,
-        // A step at k tokens reads every dense weight and computes k tokens' linear layers.
-        Term::Tokens(k) => (w.read_bytes / dev.bandwidth).max(k as f64 * per_token / dev.flops),
-        Term::Rows(k) => k as f64 * w.lm_head_flops_per_row / dev.flops,
-        Term::Context(k) => k as f64 * w.kv_bytes_per_token / dev.bandwidth,
-        // One expert's weights, read once in one layer.
-        Term::ExpertsTouched => w.experts.as_ref().map_or(0.0, |x| x.bytes_per_expert / dev.bandwidth),
-    }
+    RooflineCost { work: w.clone(), device: dev.clone(), eff: Efficiencies::ideal() }.term_seconds(term)
 }
 
 /// The fractions of the floor an engine reaches.
@@ -157,6 +144,24 @@ fn a2a_latency_default() -> f64 {
 }
 fn moe_overhead_default() -> f64 {
     2e-6
+}
+
+impl Efficiencies {
+    /// 100 % of every limit and no overheads or latencies: the floor itself.
+    pub fn ideal() -> Self {
+        Self {
+            memory: 1.0,
+            compute: 1.0,
+            attention: 1.0,
+            link: 1.0,
+            allreduce_latency_s: 0.0,
+            step_overhead_s: 0.0,
+            internode: 1.0,
+            all_to_all_latency_s: 0.0,
+            moe_layer_overhead_s: 0.0,
+            source: "the roofline at 100 %".into(),
+        }
+    }
 }
 
 impl Default for Efficiencies {
@@ -294,6 +299,41 @@ impl RooflineCost {
         let ring = 2.0 * (tp - 1.0) / tp;
         let bytes = m.allreduce_bytes_per_token * tokens * ring;
         bytes / (self.device.link * self.eff.link) + m.allreduces_per_step * self.eff.allreduce_latency_s
+    }
+
+    /// The seconds one unit of `term` adds to a step, from the same parts as a step's cost: a
+    /// step's weight reads (`Fixed`), a token's linear and expert math (`PrefillTokens`,
+    /// `DecodeSeqs`), a query–key pair's attention math, a context token's KV read, a sampled
+    /// row's LM head, and a step at k tokens (its dense and expert parts, each the slower of
+    /// its reads and its math); `ExpertsTouched`: one expert's weights read in one layer.
+    pub fn term_seconds(&self, term: Term) -> f64 {
+        let at = |w: StepWork| self.parts(&w);
+        let zero = at(StepWork::default());
+        match term {
+            Term::Fixed => zero.dense.memory_s,
+            Term::PrefillTokens => {
+                let p = at(StepWork { prefill_tokens: 1.0, ..Default::default() });
+                p.dense.compute_s + p.experts.compute_s
+            }
+            Term::DecodeSeqs => {
+                let p = at(StepWork { decode_seqs: 1.0, ..Default::default() });
+                p.dense.compute_s + p.experts.compute_s
+            }
+            Term::PrefillAttention => at(StepWork { prefill_attention: 1.0, ..Default::default() }).attention.compute_s,
+            Term::DecodeContext => at(StepWork { decode_context: 1.0, ..Default::default() }).attention.memory_s,
+            Term::Context(k) => at(StepWork { decode_context: k as f64, ..Default::default() }).attention.memory_s,
+            Term::SampledRows => at(StepWork { sampled: 1.0, ..Default::default() }).dense.compute_s,
+            Term::Rows(k) => at(StepWork { sampled: k as f64, ..Default::default() }).dense.compute_s,
+            Term::Tokens(k) => {
+                let p = at(StepWork { prefill_tokens: k as f64, ..Default::default() });
+                p.dense.seconds() + p.experts.seconds()
+            }
+            Term::ExpertsTouched => self
+                .work
+                .experts
+                .as_ref()
+                .map_or(0.0, |x| x.bytes_per_expert / (self.device.bandwidth * self.eff.memory)),
+        }
     }
 
     /// Seconds reading memory in a step doing `w`, all parts.

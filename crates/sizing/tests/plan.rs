@@ -1,10 +1,9 @@
 //! The planner through its API alone, no command line: a spec built by hand, planned for a
-//! rate on two GPUs, the answer checked against its own rows; a curve of the same; and a
-//! spec the planner refuses.
+//! rate on two GPUs, the answer checked against its own rows; a curve of the same; and specs
+//! the planner refuses, each by what failed.
 
 use goodput_sizing::hardware::DType;
-use goodput_sizing::plan::{plan, Answer, Ep, PlanSpec, Said};
-use std::time::Duration;
+use goodput_sizing::plan::{plan, Answer, Ep, Load, Mode, PlanError, PlanSpec, Said};
 
 /// `llama-3.1-8b` at 2 req/s of short questions on an H100 and an L40S, TP 1 and 2.
 fn spec() -> PlanSpec {
@@ -12,8 +11,6 @@ fn spec() -> PlanSpec {
         model: "llama-3.1-8b".into(),
         catalog: None,
         scenario: "short-qa".into(),
-        rate: Some(2.0),
-        users: None,
         slo: "ttft_p95=1s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%".into(),
         gpus: vec!["h100-sxm".into(), "l40s".into()],
         tp: vec![1, 2],
@@ -25,33 +22,17 @@ fn spec() -> PlanSpec {
         kv_dtype: None,
         emulate: false,
         expert_skew: 0.0,
-        curve: false,
-        export_profile: None,
-        out: None,
-        trace: None,
-        trace_block_size: 512,
-        router: Vec::new(),
-        replicas: 1,
-        autoscale: None,
-        scrape_interval: Duration::from_secs(5),
-        disaggregate: None,
-        transfer_latency: Duration::from_micros(500),
-        speedup: 1.0,
-        request_overhead: Default::default(),
-        chat_template_tokens: Default::default(),
         price: vec!["h100-sxm=3.0".into(), "l40s=1.0".into()],
-        headroom: 0.2,
         calibrate: None,
         hardware: None,
         memory_utilization: 0.9,
         max_num_batched_tokens: 8192,
         max_num_seqs: 256,
         block_size: 16,
+        extra_reserve: 0,
         requests: 60,
         seed: 0,
-        steps_out: None,
-        profile: None,
-        extra_reserve: 0,
+        mode: Mode::Capacity { load: Load::of(Some(2.0), None).unwrap(), headroom: 0.2 },
     }
 }
 
@@ -89,7 +70,7 @@ fn a_plan_runs_through_the_library_alone_and_its_answer_is_its_best_row() {
 
 #[test]
 fn the_curve_marks_a_frontier_among_its_points() {
-    let s = PlanSpec { rate: None, curve: true, gpus: vec!["h100-sxm".into()], tp: vec![1], ..spec() };
+    let s = PlanSpec { mode: Mode::Curve, gpus: vec!["h100-sxm".into()], tp: vec![1], ..spec() };
     let Answer::Curve(c) = plan(&s, &mut |_| {}).unwrap() else { panic!("--curve draws the curve") };
     assert!(c.points.len() >= 4, "concurrency doubles up to the engine's cap");
     assert!(c.points.iter().any(|p| p.frontier));
@@ -99,8 +80,18 @@ fn the_curve_marks_a_frontier_among_its_points() {
 
 #[test]
 fn a_spec_out_of_bounds_is_refused_by_its_flag() {
-    let e = plan(&PlanSpec { tp: vec![0], ..spec() }, &mut |_| {}).unwrap_err().to_string();
-    assert!(e.contains("--tp"), "{e}");
-    let e = plan(&PlanSpec { rate: None, ..spec() }, &mut |_| {}).unwrap_err().to_string();
+    let e = plan(&PlanSpec { tp: vec![0], ..spec() }, &mut |_| {}).unwrap_err();
+    assert!(matches!(&e, PlanError::Spec(m) if m.contains("--tp")), "{e}");
+    // What failed is the error's variant: a caller matches on it.
+    let e = plan(&PlanSpec { model: "no-such-model".into(), ..spec() }, &mut |_| {}).unwrap_err();
+    assert!(matches!(e, PlanError::Catalog(_)), "{e}");
+    let e = plan(&PlanSpec { gpus: vec!["no-such-gpu".into()], ..spec() }, &mut |_| {}).unwrap_err();
+    assert!(matches!(e, PlanError::Hardware(_)), "{e}");
+    let e = plan(&PlanSpec { slo: "ttft_p95".into(), ..spec() }, &mut |_| {}).unwrap_err();
+    assert!(matches!(e, PlanError::Slo(_)), "{e}");
+    let e = Load::of(None, None).unwrap_err().to_string();
     assert!(e.contains("--rate") && e.contains("--users"), "{e}");
+    assert!(Load::of(Some(2.0), Some(3)).is_err() && Load::of(Some(f64::NAN), None).is_err());
+    let e = plan(&PlanSpec { mode: Mode::Capacity { load: Load::Rate(1.0), headroom: 11.0 }, ..spec() }, &mut |_| {});
+    assert!(e.unwrap_err().to_string().contains("--headroom"));
 }

@@ -438,14 +438,7 @@ pub struct Outcome {
     pub errors: Vec<String>,
 }
 
-/// What a `--simulate` run cost: engine steps and seconds of measured windows simulated, in
-/// wall seconds.
-#[derive(Clone, Copy, Debug)]
-pub struct Simulation {
-    pub steps: usize,
-    pub simulated_s: f64,
-    pub wall_s: f64,
-}
+pub use goodput_results::prediction::Simulation;
 
 /// The run's summary before any level: its setup, workload and stored command line.
 fn new_summary(spec: &RunSpec, rig: &Rig) -> RunSummary {

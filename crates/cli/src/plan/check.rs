@@ -1,10 +1,10 @@
-//! `goodput plan --check RUN_DIR --profile P`: a measured run's sweep simulated with a profile
-//! (its stored command line, run again with `--simulate` at exactly the loads it measured) and
-//! the prediction set beside the measurement, printed and written to `RUN_DIR/prediction.json`.
+//! `goodput plan --check RUN_DIR --profile P`: a measured run's stored command line re-read
+//! into `run`'s arguments, set to simulate exactly the loads it measured with the profile, and
+//! checked by [`goodput_bench::check`]; the simulated run shown as any run, then the
+//! prediction beside the measurement.
 
 use crate::run::{parse_run, RunArgs};
-use anyhow::{bail, Context, Result};
-use goodput_results::prediction::Prediction;
+use anyhow::{Context, Result};
 use goodput_results::{LoadUnit, RunSummary};
 use std::path::Path;
 
@@ -68,67 +68,14 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
 }
 
 pub fn run(dir: &Path, profile: &Path) -> Result<()> {
-    let summary = goodput_results::read_summary(dir)?;
-    if summary.command.is_empty() {
-        bail!("{}: the run predates stored command lines; run it again (or with --predict)", dir.display());
-    }
-    if summary.levels.is_empty() {
-        bail!("{}: the run has no finished level to check", dir.display());
-    }
-    let out = std::env::temp_dir().join(format!("goodput-check-{}", std::process::id()));
-    let a = simulated_args(&summary, profile, &out)?;
-    let t = std::time::Instant::now();
-    let status = crate::run::run(a);
-    let wall = t.elapsed().as_secs_f64();
-    let sim = status.and_then(|s| Ok((s, goodput_results::read_summary(&out)?)));
-    if sim.is_err() {
-        let _ = std::fs::remove_dir_all(&out);
-    }
-    let (status, sim) = sim.context("simulating the run's sweep")?;
-    let steps =
-        goodput_results::files::read_jsonl::<goodput_results::StepRow>(&out.join(goodput_results::files::STEPS))
-            .map(|s| s.len())
-            .unwrap_or(0);
-    let simulated: f64 = sim.levels.iter().map(|l| l.summary.window_s).sum();
-    let mut prediction = Prediction {
-        profile: profile.display().to_string(),
-        levels: Vec::new(),
-        capacity: RunSummary::verdict_of(&[]),
-        steps_per_s: steps as f64 / wall,
-        speedup: simulated / wall,
+    let simulated = |summary: &RunSummary, out: &Path| {
+        crate::run::run_spec(simulated_args(summary, profile, out)?).context("simulating the run's sweep")
     };
-    let levels = like_the_measured(&summary, sim.levels, &out);
-    for l in levels {
-        prediction.push_level(l);
-    }
-    let _ = std::fs::remove_dir_all(&out);
-    println!("{}", goodput_report::console::prediction(&summary, &prediction, summary.load_unit));
-    let path = dir.join(goodput_results::files::PREDICTION);
-    let text = serde_json::to_string_pretty(&prediction)? + "\n";
-    goodput_results::files::write_whole(dir, goodput_results::files::PREDICTION, text.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("prediction written to {} (simulated run exit status {status})", path.display());
+    let stop = goodput_bench::run::interrupt::install();
+    let c = goodput_bench::check::check(dir, profile, simulated, stop, &crate::run::Bar::new(true))?;
+    let status = crate::run::show(&c.view, &c.outcome)?;
+    c.notes.iter().for_each(|n| eprintln!("note: {n}"));
+    println!("{}", goodput_report::console::prediction(&c.measured, &c.prediction, c.measured.load_unit));
+    eprintln!("prediction written to {} (simulated run exit status {status})", c.path.display());
     Ok(())
-}
-
-/// The simulated levels counted as the measured run counted its own: a run written before the
-/// steady window counted its throughputs over the whole measured window (ramp and drain
-/// included), so its prediction is summarised over the same window from the simulated
-/// records, like with like.
-fn like_the_measured(
-    measured: &RunSummary,
-    mut levels: Vec<goodput_results::LevelReport>,
-    out: &Path,
-) -> Vec<goodput_results::LevelReport> {
-    if measured.levels.iter().any(|l| l.steady.is_some()) {
-        return levels;
-    }
-    let Ok(records) = goodput_results::Results::read(out) else { return levels };
-    eprintln!("note: the measured run predates the steady window: its prediction is counted over the whole measured window, as the run's own figures were");
-    for l in &mut levels {
-        let rs: Vec<&goodput_core::ClientRecord> = records.measured(l.summary.load).collect();
-        l.summary = goodput_metrics::level::summarize(l.summary.load, &rs, &measured.slos);
-        l.steady = None;
-    }
-    levels
 }

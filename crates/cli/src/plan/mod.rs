@@ -6,13 +6,13 @@
 mod check;
 
 use crate::args::parse_bytes;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_sizing::hardware::DType;
 use goodput_sizing::plan::fleet::{parse_policy, parse_rule};
 use goodput_sizing::plan::overhead::Overhead;
 use goodput_sizing::plan::replay::TemplateTokens;
-use goodput_sizing::plan::{Answer, Ep, PlanSpec, Said};
+use goodput_sizing::plan::{Answer, Ep, FleetSpec, Load, Mode, PlanSpec, Said};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -123,14 +123,15 @@ pub struct PlanArgs {
     /// against goodput serve replicas: each simulated request then takes one measured
     /// request's lag behind its engine's first and last token (their stamps give it), so the
     /// tail is in it too (`scripts/router-check.sh` measures it on a calibration trace).
-    #[arg(long, value_name = "DURATION|RUN_DIR", value_parser = Overhead::parse, default_value = "0s")]
-    pub request_overhead: Overhead,
+    /// None by default.
+    #[arg(long, value_name = "DURATION|RUN_DIR", value_parser = Overhead::parse, requires = "trace")]
+    pub request_overhead: Option<Overhead>,
     /// `--trace`: the tokens a server's chat template adds around each prompt, `HEAD,TAIL`
     /// (the head shared by every request): what an engine behind `--api chat` computes and
     /// caches beyond the trace's own tokens. Read them from a server's `/tokenize` of a chat
-    /// (`scripts/router-check.sh` does).
-    #[arg(long, value_parser = TemplateTokens::parse, default_value = "0,0")]
-    pub chat_template_tokens: TemplateTokens,
+    /// (`scripts/router-check.sh` does). None by default.
+    #[arg(long, value_parser = TemplateTokens::parse, requires = "trace")]
+    pub chat_template_tokens: Option<TemplateTokens>,
     /// Price per GPU-hour, `GPU=USD` (e.g. h100-sxm=2.5,l40s=0.9).
     #[arg(long, value_delimiter = ',')]
     pub price: Vec<String>,
@@ -184,14 +185,44 @@ pub struct PlanArgs {
 }
 
 impl PlanArgs {
-    /// The plan these flags ask for, as the planner takes it.
-    fn spec(self) -> PlanSpec {
-        PlanSpec {
+    /// The plan these flags ask for, as the planner takes it: the mode chosen by what is
+    /// given (`--export-profile`, `--trace`, `--curve`, else the load).
+    fn spec(self) -> Result<PlanSpec> {
+        // clap drops `requires = "trace"` where a flag conflicting with --trace is given.
+        let fleet_only = [
+            ("--request-overhead", self.request_overhead.is_some()),
+            ("--chat-template-tokens", self.chat_template_tokens.is_some()),
+            ("--steps-out", self.steps_out.is_some()),
+            ("--autoscale", self.autoscale.is_some()),
+            ("--disaggregate", self.disaggregate.is_some()),
+        ];
+        if let (None, Some((flag, _))) = (&self.trace, fleet_only.iter().find(|f| f.1)) {
+            bail!("{flag} is a fleet plan's: it needs --trace");
+        }
+        let mode = match (self.export_profile, self.trace) {
+            (Some(gpu), _) => Mode::Export { gpu, out: self.out.context("--export-profile needs --out FILE")? },
+            (None, Some(trace)) => Mode::Fleet(Box::new(FleetSpec {
+                trace,
+                trace_block_size: self.trace_block_size,
+                router: self.router,
+                replicas: self.replicas,
+                autoscale: self.autoscale,
+                scrape_interval: self.scrape_interval,
+                disaggregate: self.disaggregate,
+                transfer_latency: self.transfer_latency,
+                speedup: self.speedup,
+                request_overhead: self.request_overhead.unwrap_or_default(),
+                chat_template_tokens: self.chat_template_tokens.unwrap_or_default(),
+                steps_out: self.steps_out,
+                profile: self.profile,
+            })),
+            (None, None) if self.curve => Mode::Curve,
+            (None, None) => Mode::Capacity { load: Load::of(self.rate, self.users)?, headroom: self.headroom },
+        };
+        Ok(PlanSpec {
             model: self.model,
             catalog: self.catalog,
             scenario: self.scenario,
-            rate: self.rate,
-            users: self.users,
             slo: self.slo,
             gpus: self.gpus,
             tp: self.tp,
@@ -203,34 +234,18 @@ impl PlanArgs {
             kv_dtype: self.kv_dtype,
             emulate: self.emulate,
             expert_skew: self.expert_skew,
-            curve: self.curve,
-            export_profile: self.export_profile,
-            out: self.out,
-            trace: self.trace,
-            trace_block_size: self.trace_block_size,
-            router: self.router,
-            replicas: self.replicas,
-            autoscale: self.autoscale,
-            scrape_interval: self.scrape_interval,
-            disaggregate: self.disaggregate,
-            transfer_latency: self.transfer_latency,
-            speedup: self.speedup,
-            request_overhead: self.request_overhead,
-            chat_template_tokens: self.chat_template_tokens,
             price: self.price,
-            headroom: self.headroom,
             calibrate: self.calibrate,
             hardware: self.hardware,
             memory_utilization: self.memory_utilization,
             max_num_batched_tokens: self.max_num_batched_tokens,
             max_num_seqs: self.max_num_seqs,
             block_size: self.block_size,
+            extra_reserve: self.extra_reserve,
             requests: self.requests,
             seed: self.seed,
-            steps_out: self.steps_out,
-            profile: self.profile,
-            extra_reserve: self.extra_reserve,
-        }
+            mode,
+        })
     }
 }
 
@@ -240,7 +255,8 @@ pub fn run(a: PlanArgs) -> Result<()> {
     }
     let (json, html) = (a.json.clone(), a.html.clone());
     let mut stepped = false;
-    let answer = goodput_sizing::plan::plan(&a.spec(), &mut |said| match said {
+    let spec = a.spec()?;
+    let answer = goodput_sizing::plan::plan(&spec, &mut |said| match said {
         Said::Step(s) => {
             eprint!("\r{s}        ");
             stepped = true;
@@ -257,24 +273,13 @@ pub fn run(a: PlanArgs) -> Result<()> {
 /// then).
 fn show(answer: &Answer, json: Option<PathBuf>, html: Option<PathBuf>) -> Result<()> {
     use goodput_report::plan as page;
-    let (text, value, what) = match answer {
-        Answer::Plan(p) => (page::answer::text(p), serde_json::to_string_pretty(p)?, "plan"),
-        Answer::Curve(c) => (page::curve::text(c), serde_json::to_string_pretty(c)?, "curve"),
-        Answer::Fleet(f) => (page::fleet::text(f), serde_json::to_string_pretty(f)?, "fleet"),
-        Answer::Projection(p) => (page::export::text(p), serde_json::to_string_pretty(&p.phases)?, "projection"),
-    };
-    println!("{text}");
+    println!("{}", page::text(answer));
+    let (value, what) = page::json(answer)?;
     if let Some(path) = &json {
         std::fs::write(path, value + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
-    let Some(path) = &html else { return Ok(()) };
-    let body = match answer {
-        Answer::Plan(p) => page::answer::html(p),
-        Answer::Curve(c) => page::curve::html(c)?,
-        Answer::Fleet(f) => page::fleet::html(f)?,
-        Answer::Projection(_) => return Ok(()),
-    };
-    std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
+    let (Some(path), Some(body)) = (&html, html.as_ref().and_then(|_| page::html(answer))) else { return Ok(()) };
+    std::fs::write(path, body?).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("{what} page in {}", path.display());
     Ok(())
 }

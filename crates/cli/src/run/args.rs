@@ -2,9 +2,10 @@
 //! help text), as clap leaves them: `run::spec` consumes them into the checked `RunSpec`, and
 //! nothing after it reads them. This module imports nothing from the rest of `run`.
 
-use crate::args::{parse_cpus, parse_duration, parse_duration_or_zero, parse_span, parse_stage, CpuList, Span};
+use crate::args::{parse_cpus, parse_duration, parse_duration_or_zero, parse_stage, CpuList, Span};
 use crate::args::{EngineArgs, ModelArgs};
 use clap::Args;
+use goodput_bench::run::spec::parse_start_at;
 use goodput_report::console::latency::{parse_percentile, Latency};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -140,11 +141,11 @@ pub struct RunArgs {
     /// Default: one per user, or 2. In a closed loop, whatever is given, every user's first
     /// request and every request sent before the last of those ended are warm-up as well, so
     /// no cold first-wave request is measured (the measured count stays as asked).
-    #[arg(long, value_parser = parse_span)]
+    #[arg(long)]
     pub warmup: Option<Span>,
     /// Cool-down per level, run after the measured part (keeping the load up while it
     /// finishes) and left out: a count, or a duration before the end of sending (5s).
-    #[arg(long, value_parser = parse_span, default_value = "0")]
+    #[arg(long, default_value = "0")]
     pub cooldown: Span,
     /// A request without its end marker after this long times out; a side request to an HTTP
     /// target (/v1/models, a /metrics scrape) without its whole answer fails, naming its URL.
@@ -326,38 +327,6 @@ pub struct RunOnly {
     pub run: RunArgs,
 }
 
-/// How far ahead `--start-at` may be: a week (shards scheduled for a run days away are a
-/// mistake more often than a plan; a year-9999 start waits for ever).
-pub const MAX_START_AHEAD: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
-/// How far in the past `--start-at` may be: a day (a shard that starts late runs at once and
-/// records how late; a date long gone is a typo).
-pub const MAX_START_BEHIND: std::time::Duration = std::time::Duration::from_secs(86_400);
-
-fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
-    let at = humantime::parse_rfc3339_weak(s)
-        .map_err(|e| format!("`{s}`: {e} (expected RFC 3339, e.g. 2026-12-02T18:30:00Z)"))?;
-    start_within(at, std::time::SystemTime::now()).map_err(|e| format!("`{s}`: {e}"))
-}
-
-/// `at` when it is at most [`MAX_START_AHEAD`] after `now` and [`MAX_START_BEHIND`] before it.
-pub fn start_within(at: std::time::SystemTime, now: std::time::SystemTime) -> Result<std::time::SystemTime, String> {
-    let hours = |d: std::time::Duration| d.as_secs_f64() / 3600.0;
-    match at.duration_since(now) {
-        Ok(ahead) if ahead > MAX_START_AHEAD => Err(format!(
-            "{:.0} hours from now; --start-at may be at most {:.0} hours ahead",
-            hours(ahead),
-            hours(MAX_START_AHEAD)
-        )),
-        Ok(_) => Ok(at),
-        Err(e) if e.duration() > MAX_START_BEHIND => Err(format!(
-            "{:.0} hours ago; --start-at may be at most {:.0} hours in the past (a late shard starts at once)",
-            hours(e.duration()),
-            hours(MAX_START_BEHIND)
-        )),
-        Err(_) => Ok(at),
-    }
-}
-
 fn parse_latency(s: &str) -> Result<Latency, String> {
     s.parse()
 }
@@ -366,23 +335,4 @@ fn parse_latency(s: &str) -> Result<Latency, String> {
 pub struct CapacityArgs {
     #[command(flatten)]
     pub run: RunArgs,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, SystemTime};
-
-    #[test]
-    fn start_at_is_bounded_a_week_ahead_and_a_day_behind() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_780_000_000);
-        let ok = [now, now + Duration::from_secs(6 * 86_400), now - Duration::from_secs(3600)];
-        for at in ok {
-            assert_eq!(start_within(at, now), Ok(at));
-        }
-        let far = humantime::parse_rfc3339_weak("9999-12-31T23:59:59Z").unwrap();
-        assert!(start_within(far, now).unwrap_err().contains("at most 168 hours ahead"));
-        let gone = now - Duration::from_secs(3 * 86_400);
-        assert!(start_within(gone, now).unwrap_err().contains("72 hours ago"));
-    }
 }

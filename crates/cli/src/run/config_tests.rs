@@ -1,4 +1,5 @@
 use super::*;
+use goodput_bench::config::{run_name, MAX_RUNS};
 use std::time::Duration;
 
 fn file(name: &str, text: &str) -> PathBuf {
@@ -13,7 +14,7 @@ fn file(name: &str, text: &str) -> PathBuf {
 fn cli(args: &[&str]) -> CommandLine {
     let argv: Vec<String> = ["goodput", "run"].iter().chain(args).map(|s| s.to_string()).collect();
     let matches = RunOnly::command().try_get_matches_from(&argv[1..]).unwrap();
-    CommandLine::of(&matches, &argv)
+    command_line(&matches, &argv)
 }
 
 fn one(name: &str, text: &str, args: &[&str]) -> RunArgs {

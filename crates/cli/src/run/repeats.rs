@@ -6,14 +6,16 @@
 //! takes their directory as a side with the repeats as its noise.
 
 use super::args::RunArgs;
-use super::config::{run_name, strip, Expanded, Job};
+use super::config::{Expanded, Job};
 use anyhow::{anyhow, bail, Result};
+use goodput_bench::command::strip;
+use goodput_bench::config::run_name;
 use goodput_results::matrix::{Axis, REPEAT};
 use std::path::Path;
 
 /// Each job of `e` as its repeats, when they ask for more than one: a single run becomes a
 /// matrix of its repeats under its `--out`; a matrix gets the axis `repeat` last.
-pub fn expand(mut e: Expanded) -> Result<Expanded> {
+pub fn expand(mut e: Expanded<RunArgs>) -> Result<Expanded<RunArgs>> {
     let n = e.jobs.first().map_or(1, |j| j.args.repeats);
     if e.jobs.iter().any(|j| j.args.repeats != n) {
         bail!("repeats: one count for every run (it cannot be a matrix axis)");
@@ -46,7 +48,7 @@ pub fn expand(mut e: Expanded) -> Result<Expanded> {
             jobs.push(Job { name, values, args });
         }
     }
-    Ok(Expanded { jobs, matrix: Some((root, axes)) })
+    Ok(Expanded { jobs, matrix: Some((root, axes)), notes: e.notes })
 }
 
 /// One repeat of `a`: written to `dir`, with `a`'s seed or else `drawn`, and the command line

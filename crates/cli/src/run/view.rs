@@ -7,7 +7,6 @@ use super::spec::Shown;
 use goodput_bench::progress::Progress;
 use goodput_bench::run::live::Live;
 use goodput_bench::run::Outcome;
-use goodput_bench::RunSpec;
 use goodput_report::console as table;
 use std::time::Duration;
 
@@ -95,54 +94,23 @@ fn style(live: Live) -> indicatif::ProgressStyle {
 
 /// The finished run shown: its tables and conclusion (on stderr with `--json`, the summary
 /// then on stdout), where its files are, and why its exit status is not 0. Returns the status.
-pub fn show(spec: &RunSpec, shown: &Shown, o: &Outcome) -> anyhow::Result<i32> {
-    let (s, unit, json) = (&o.summary, spec.unit, shown.json);
-    macro_rules! say {
-        ($($t:tt)*) => { if json { eprintln!($($t)*) } else { println!($($t)*) } };
-    }
-    if let Some(storm) = s.verdict().retry_storm {
-        let shares: Vec<String> =
-            storm.iter().map(|r| format!("{:.0} % at {} {unit}", r.share * 100.0, r.load)).collect();
-        eprintln!(
-            "warning: retries feed on themselves: the share of attempts that were retries rises with load ({}); the extra attempts are load the target would not otherwise have had",
-            shares.join(", ")
-        );
-    }
-    match &shown.latency_columns {
-        Some(cols) => say!("{}", table::latency::levels_with(&s.levels, unit, &s.model, &s.workload.description, cols)),
-        None => say!("{}", table::levels(&s.levels, unit, &s.model, &s.workload.description)),
-    }
-    for t in [table::http(&s.levels, unit), table::server(&s.levels, unit)].into_iter().flatten() {
-        say!("{t}");
-    }
-    if let Some(last) = s.levels.last() {
-        if !last.turns.is_empty() {
-            say!("{}", table::turns(&last.turns, last.summary.load, unit));
-        }
-        if let Some(ag) = &last.agent {
-            say!("{}", table::agent(ag, last.summary.load, unit));
-        }
-        if let Some(r) = &last.rag {
-            say!("{}", table::rag(r, &last.summary, unit));
+/// Each block of a run's text on stdout, or on stderr where `--json` takes stdout.
+pub fn print_blocks(blocks: &[String], json: bool) {
+    for block in blocks {
+        if json {
+            eprintln!("{block}");
+        } else {
+            println!("{block}");
         }
     }
-    if let Some(p) = &s.prediction {
-        say!("{}", table::prediction(s, p, unit));
+}
+
+pub fn show(shown: &Shown, o: &Outcome) -> anyhow::Result<i32> {
+    let (s, json) = (&o.summary, shown.json);
+    if let Some(warning) = table::retry_storm(s) {
+        eprintln!("{warning}");
     }
-    if let Some(soak) = &s.soak {
-        say!("{}", table::soak(soak, unit));
-    }
-    if let Some(sim) = &o.simulation {
-        say!(
-            "simulation: {} engine steps in {:.2} s ({:.0} steps/s), {:.1} s of measured windows simulated ({:.0}× real time)",
-            sim.steps,
-            sim.wall_s,
-            sim.steps as f64 / sim.wall_s,
-            sim.simulated_s,
-            sim.simulated_s / sim.wall_s
-        );
-    }
-    say!("{}", o.conclusion);
+    print_blocks(&table::run(s, shown.latency_columns.as_ref(), o.simulation.as_ref(), &o.conclusion), json);
     if json {
         println!("{}", serde_json::to_string(s)?);
     }

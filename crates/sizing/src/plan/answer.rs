@@ -33,7 +33,7 @@ fn best(rows: &[Row]) -> Option<&Row> {
 }
 
 /// The plan of `rows` for `load`: the best row's answer in words, with its assumptions.
-pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, rows: Vec<Row>) -> Plan {
+pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, headroom: f64, rows: Vec<Row>) -> Plan {
     let slo_text: Vec<String> = set.slos.iter().map(|s| s.to_string()).collect();
     let (mean_in, mean_out) = (set.mean_in, set.mean_out);
     let answer = match best(&rows) {
@@ -55,7 +55,7 @@ pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, rows: Vec<Row>) -> Plan
             unit(load),
             output_there(r),
             r.bound,
-            a.headroom * 100.0,
+            headroom * 100.0,
             r.cost_per_hour.map_or(String::new(), |c| {
                 let per_m = r
                     .cost_per_million_output_tokens
@@ -81,7 +81,7 @@ pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, rows: Vec<Row>) -> Plan
         dtype: a.dtype,
         kv_dtype: precision.kv,
         expert_skew: a.expert_skew,
-        headroom: a.headroom,
+        headroom,
         efficiencies: set.eff.clone(),
         mean_input_tokens: mean_in,
         mean_output_tokens: mean_out,

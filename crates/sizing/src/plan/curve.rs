@@ -10,9 +10,9 @@
 //! output per GPU among those that meet them.
 
 use super::search::Load;
+use super::Result;
 use super::{config, PlanSpec, Said, Setting};
 use crate::hardware::Gpu;
-use anyhow::Result;
 use serde::Serialize;
 
 /// One simulated level of one configuration.
@@ -64,7 +64,7 @@ fn sweep(a: &PlanSpec, set: &Setting, g: &Gpu, p: config::Prepared, layout: Stri
     let price = set.prices.get(&g.name).copied();
     let mut out = Vec::new();
     for u in levels(a.max_num_seqs) {
-        let l = sim.level(Load::Users(u)).map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
+        let l = sim.level(Load::Users(u))?;
         let s = &l.summary;
         let per_gpu = |tps: f64| tps * engines as f64 / gpus;
         let output = per_gpu(s.output_throughput);

@@ -10,21 +10,22 @@
 //! replica is limited by the requests it holds, and the K/V arrives with the request, so a
 //! prefix tree buys it nothing).
 
+use super::error::refuse;
 use super::fleet::{load, plan_of, simulate, FleetPlan};
 use super::replay::{projected, PolicyRun, ReplicaSpec, Tally, TraceSource};
-use super::{PlanSpec, Said, Setting};
+use super::{FleetSpec, PlanSpec, Said, Setting};
+use super::{PlanError, Result};
 use crate::fleet::disagg::{drive_disaggregated, Disaggregated, Transfer};
 use crate::fleet::router::{Policy, Router};
 use crate::hardware::Gpu;
 use crate::sim::SimEngine;
-use anyhow::{bail, Context, Result};
 use goodput_workload::trace::Trace;
 
 /// `2P6D,3P5D` (or `all`: every split of `replicas`).
 fn splits(s: &str, replicas: usize) -> Result<Vec<(usize, usize)>> {
     if s.trim() == "all" {
         if replicas < 2 {
-            bail!("--disaggregate: a split needs at least 2 replicas (--replicas {replicas})");
+            refuse!("--disaggregate: a split needs at least 2 replicas (--replicas {replicas})");
         }
         return Ok((1..replicas).map(|x| (x, replicas - x)).collect());
     }
@@ -35,7 +36,9 @@ fn splits(s: &str, replicas: usize) -> Result<Vec<(usize, usize)>> {
                 let (x, y) = (x.parse::<usize>().ok()?, y.parse::<usize>().ok()?);
                 (x >= 1 && y >= 1 && x + y <= 4096).then_some((x, y))
             });
-            parsed.with_context(|| format!("--disaggregate `{part}`: a split is xPyD, e.g. 2P6D (x, y ≥ 1)"))
+            parsed.ok_or_else(|| {
+                PlanError::Spec(format!("--disaggregate `{part}`: a split is xPyD, e.g. 2P6D (x, y ≥ 1)"))
+            })
         })
         .collect()
 }
@@ -43,13 +46,13 @@ fn splits(s: &str, replicas: usize) -> Result<Vec<(usize, usize)>> {
 /// The hand-over of a split of `replicas` replicas like `p`'s.
 fn transfer(p: &ReplicaSpec, replicas: usize, latency_s: f64) -> Result<Transfer> {
     let Some((cost, g)) = &p.projection else {
-        bail!("--disaggregate prices the K/V hand-over over a GPU's links: plan it on --gpus, not on a --profile");
+        refuse!("--disaggregate prices the K/V hand-over over a GPU's links: plan it on --gpus, not on a --profile");
     };
     let (w, d, e) = (&cost.roofline.work, &cost.roofline.device, &cost.roofline.eff);
     let on_node = replicas * p.gpus <= g.gpus_per_node;
     let bytes_per_second = if on_node { d.link * e.link } else { d.internode * e.internode };
     if bytes_per_second <= 0.0 {
-        bail!(
+        refuse!(
             "{} has no network between its nodes in the hardware catalog: {replicas} replicas of {} GPUs span nodes",
             g.name,
             p.gpus
@@ -62,6 +65,7 @@ fn transfer(p: &ReplicaSpec, replicas: usize, latency_s: f64) -> Result<Transfer
 
 fn simulate_split(
     a: &PlanSpec,
+    f: &FleetSpec,
     set: &Setting,
     p: &ReplicaSpec,
     policy: &Policy,
@@ -73,22 +77,18 @@ fn simulate_split(
         enable_prefix_caching: p.sched.enable_prefix_caching && trace.shares_prefixes(),
         ..p.sched.clone()
     };
-    let engines = |n: usize| {
-        (0..n)
-            .map(|_| SimEngine::new(sched.clone(), p.cost.clone()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))
-    };
+    let engines =
+        |n: usize| (0..n).map(|_| SimEngine::new(sched.clone(), p.cost.clone())).collect::<Result<Vec<_>, _>>();
     let mut fleet = Disaggregated {
         prefill: engines(x)?,
         decode: engines(y)?,
         prefill_router: Router::new(policy.clone(), x, a.seed),
         decode_router: Router::new(Policy::LeastLoaded, y, a.seed),
-        transfer: transfer(p, x + y, a.transfer_latency.as_secs_f64())?,
-        scrape_ns: (a.scrape_interval.as_nanos() as u64).max(1),
+        transfer: transfer(p, x + y, f.transfer_latency.as_secs_f64())?,
+        scrape_ns: (f.scrape_interval.as_nanos() as u64).max(1),
     };
-    let mut tally = Tally::for_trace(trace, a.speedup, &a.request_overhead);
-    let mut source = TraceSource::new(trace, a.speedup, set.spec.vocab_size, policy, a.chat_template_tokens);
+    let mut tally = Tally::for_trace(trace, f.speedup, &f.request_overhead);
+    let mut source = TraceSource::new(trace, f.speedup, set.spec.vocab_size, policy, f.chat_template_tokens);
     let out = drive_disaggregated(&mut fleet, &mut source, &mut |r| tally.add(&r, &set.slos));
     let mut counts = vec![0usize; x];
     for r in &out.prefill_routed {
@@ -120,44 +120,44 @@ fn verdict(policy: &str, agg: &PolicyRun, splits: &[((usize, usize), &PolicyRun)
     })
 }
 
-/// The aggregated fleet and each prefill/decode split of `which` replaying the trace at `path`
+/// The aggregated fleet and each prefill/decode split of `which` replaying the fleet's trace
 /// behind each router, with a verdict per router.
 pub fn run(
     a: &PlanSpec,
+    f: &FleetSpec,
     set: &Setting,
     gpus: &[Gpu],
-    path: &std::path::Path,
     which: &str,
     say: &mut dyn FnMut(Said),
 ) -> Result<FleetPlan> {
-    if a.autoscale.is_some() {
-        bail!("--disaggregate with --autoscale: scaling two pools is not simulated yet; give fixed --replicas");
+    if f.autoscale.is_some() {
+        refuse!("--disaggregate with --autoscale: scaling two pools is not simulated yet; give fixed --replicas");
     }
-    if a.profile.is_some() {
-        bail!("--disaggregate prices the K/V hand-over over a GPU's links: plan it on --gpus, not on a --profile");
+    if f.profile.is_some() {
+        refuse!("--disaggregate prices the K/V hand-over over a GPU's links: plan it on --gpus, not on a --profile");
     }
-    if !((1..=4096).contains(&a.replicas) && a.speedup.is_finite() && a.speedup > 0.0) {
-        bail!("--replicas: 1 to 4096; --speedup: a positive factor");
+    if !((1..=4096).contains(&f.replicas) && f.speedup.is_finite() && f.speedup > 0.0) {
+        refuse!("--replicas: 1 to 4096; --speedup: a positive factor");
     }
     let p = projected(a, set, gpus)?;
-    let splits = splits(which, a.replicas)?;
-    let trace = load(a, set, &p, path, say)?;
+    let splits = splits(which, f.replicas)?;
+    let trace = load(a, f, set, &p, say)?;
     let (mut runs, mut verdicts) = (Vec::new(), Vec::new());
-    for policy in &a.router {
+    for policy in &f.router {
         say(Said::Step(&format!("plan --trace: {} aggregated …", policy.name())));
-        let mut agg = simulate(a, set, &p, policy.clone(), &trace)?;
-        agg.router = format!("{}, aggregated {}", policy.name(), a.replicas);
+        let mut agg = simulate(a, f, set, &p, policy.clone(), &trace)?;
+        agg.router = format!("{}, aggregated {}", policy.name(), f.replicas);
         let mut split_runs = Vec::new();
         for &split in &splits {
             say(Said::Step(&format!("plan --trace: {} {}P{}D …", policy.name(), split.0, split.1)));
-            split_runs.push(simulate_split(a, set, &p, policy, &trace, split)?);
+            split_runs.push(simulate_split(a, f, set, &p, policy, &trace, split)?);
         }
         let paired: Vec<_> = splits.iter().copied().zip(&split_runs).collect();
         verdicts.extend(verdict(policy.name(), &agg, &paired));
         runs.push(agg);
         runs.extend(split_runs);
     }
-    Ok(plan_of(a, set, &p, &trace, runs, &verdicts.join(" ")))
+    Ok(plan_of(f, set, &p, &trace, runs, &verdicts.join(" ")))
 }
 
 #[cfg(test)]

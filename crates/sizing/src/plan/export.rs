@@ -4,12 +4,13 @@
 //! attention group of one pipeline slot) with the GPU's KV pool; its run says it is a
 //! projection.
 
+use super::error::refuse;
 use super::{config, PlanSpec, Setting};
+use super::{PlanError, Result};
 use crate::cost::{StepCost, StepWork};
 use crate::fit::{Fit, Residuals};
 use crate::hardware::Gpu;
 use crate::profile::{Fingerprint, Profile, ProfileEngine};
-use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 /// A layout's roofline step costs, written as a profile to `a.out`.
@@ -29,20 +30,19 @@ pub struct Projection {
 }
 
 /// Writes the profile of the one layout `a` gives on `g` to `a.out`.
-pub fn run(a: &PlanSpec, set: &Setting, g: &Gpu) -> Result<Projection> {
-    let out = a.out.as_ref().context("--export-profile needs --out FILE")?;
+pub fn run(a: &PlanSpec, set: &Setting, g: &Gpu, out: &std::path::Path) -> Result<Projection> {
     let layouts = config::layouts(a, &set.spec);
     let layout = match layouts.as_slice() {
         [l] => *l,
-        [] => bail!("no layout within --nodes {} for {} on {}", a.nodes, set.spec.name, g.name),
-        many => bail!(
+        [] => refuse!("no layout within --nodes {} for {} on {}", a.nodes, set.spec.name, g.name),
+        many => refuse!(
             "--export-profile writes one layout; these flags give {} ({}): give one --tp, --ep, --dp-attention and --pp",
             many.len(),
             many.iter().map(|l| l.label()).collect::<Vec<_>>().join(", ")
         ),
     };
     let p = config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out)
-        .map_err(|why| anyhow::anyhow!("{} on {} {layout}: {why}", set.spec.name, g.name))?;
+        .map_err(|why| super::unfit(set, g, layout, why))?;
     let precision = config::precision(a);
     let device = format!("{} ×{} ({layout}, {} weights, {} KV)", g.name, layout.gpus(), a.dtype, precision.kv);
     // No fit: the projection is the step cost.
@@ -73,8 +73,8 @@ pub fn run(a: &PlanSpec, set: &Setting, g: &Gpu) -> Result<Projection> {
         projection: Some(p.cost.clone()),
         ..Profile::now(set.spec.name.clone(), empty)
     };
-    profile.check().map_err(|e| anyhow::anyhow!("the projection: {e}"))?;
-    profile.write(out).with_context(|| format!("writing {}", out.display()))?;
+    profile.check().map_err(|source| PlanError::ProfileUse { path: "the projection".into(), source })?;
+    profile.write(out).map_err(|source| PlanError::Write { what: format!("writing {}", out.display()), source })?;
     Ok(Projection {
         model: set.spec.name.clone(),
         device,
@@ -82,7 +82,7 @@ pub fn run(a: &PlanSpec, set: &Setting, g: &Gpu) -> Result<Projection> {
         kv_tokens: p.kv_tokens,
         engines: p.engines,
         phases: phases(a, set, &p),
-        out: out.clone(),
+        out: out.to_path_buf(),
     })
 }
 

@@ -4,14 +4,15 @@
 //! answer, per router, is the requests, how many met the SLOs (per hour and in all), GPU-hours,
 //! peak GPUs, prefix hits and how evenly the replicas were loaded.
 
+use super::error::refuse;
 use super::replay::{measured, projected, PolicyRun, ReplicaSpec, Tally, TraceSource};
-use super::{PlanSpec, Said, Setting};
+use super::{FleetSpec, PlanSpec, Said, Setting};
+use super::{PlanError, Result};
 use crate::fleet::autoscale::{Rule, Scaler, Signal};
 use crate::fleet::router::{Policy, Router};
 use crate::fleet::{drive_fleet_into, Fleet};
 use crate::hardware::Gpu;
 use crate::sim::SimEngine;
-use anyhow::{bail, Context, Result};
 use goodput_core::Stamp;
 use goodput_workload::trace::{Trace, TraceFormat, TraceOptions};
 use serde::Serialize;
@@ -102,40 +103,38 @@ pub struct FleetPlan {
 /// `policy`'s run of `trace` over `--replicas` (or the autoscaler's) aggregated replicas.
 pub(super) fn simulate(
     a: &PlanSpec,
+    f: &FleetSpec,
     set: &Setting,
     p: &ReplicaSpec,
     policy: Policy,
     trace: &Trace,
 ) -> Result<PolicyRun> {
     let started = std::time::Instant::now();
-    let n = a.autoscale.as_ref().map_or(a.replicas, |r| r.max);
+    let n = f.autoscale.as_ref().map_or(f.replicas, |r| r.max);
     // No prompt can hit another's blocks: a cache that only ever misses changes no step, and
     // costs a day-long fleet half its time.
     let sched = goodput_scheduler::SchedulerConfig {
         enable_prefix_caching: p.sched.enable_prefix_caching && trace.shares_prefixes(),
         ..p.sched.clone()
     };
-    let engines = (0..n)
-        .map(|_| SimEngine::new(sched.clone(), p.cost.clone()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
-    let scrape = a.scrape_interval;
+    let engines = (0..n).map(|_| SimEngine::new(sched.clone(), p.cost.clone())).collect::<Result<Vec<_>, _>>()?;
+    let scrape = f.scrape_interval;
     let mut fleet = Fleet::new(engines, Router::new(policy.clone(), n, a.seed), scrape);
-    fleet.keep_steps = a.steps_out.is_some();
-    if let Some(rule) = &a.autoscale {
-        fleet = fleet.with_scaler(Scaler::new(rule.clone(), n, a.replicas.min(n)));
+    fleet.keep_steps = f.steps_out.is_some();
+    if let Some(rule) = &f.autoscale {
+        fleet = fleet.with_scaler(Scaler::new(rule.clone(), n, f.replicas.min(n)));
     }
-    let mut tally = Tally::for_trace(trace, a.speedup, &a.request_overhead);
-    let mut source = TraceSource::new(trace, a.speedup, set.spec.vocab_size, &policy, a.chat_template_tokens);
+    let mut tally = Tally::for_trace(trace, f.speedup, &f.request_overhead);
+    let mut source = TraceSource::new(trace, f.speedup, set.spec.vocab_size, &policy, f.chat_template_tokens);
     let out = drive_fleet_into(&mut fleet, &mut source, &mut |_, r| tally.add(&r, &set.slos));
     for (id, _) in out.replicas.iter().flat_map(|r| &r.refused) {
         tally.refused(out.routed.iter().find(|x| x.id == *id).map_or(Stamp(0), |x| x.at));
     }
     let (replica_s, peak) = match &fleet.scaler {
-        Some(s) => (s.billed_s, s.events.iter().map(|e| e.replicas).max().unwrap_or(0).max(a.replicas.min(n))),
+        Some(s) => (s.billed_s, s.events.iter().map(|e| e.replicas).max().unwrap_or(0).max(f.replicas.min(n))),
         None => (n as f64 * tally.end_s(), n),
     };
-    if let Some(dir) = &a.steps_out {
+    if let Some(dir) = &f.steps_out {
         write_steps(dir, &policy, &out.replicas)?;
     }
     let mut counts = vec![0usize; n];
@@ -150,7 +149,8 @@ pub(super) fn simulate(
 
 /// Each replica's simulated steps, as JSON lines in `dir/POLICY-R.jsonl`.
 fn write_steps(dir: &std::path::Path, policy: &Policy, replicas: &[crate::sim::SimOutput]) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating --steps-out {}", dir.display()))?;
+    let what = |what: String| move |source| PlanError::Write { what, source };
+    std::fs::create_dir_all(dir).map_err(what(format!("creating --steps-out {}", dir.display())))?;
     for (r, replica) in replicas.iter().enumerate() {
         let mut text = String::new();
         for s in &replica.steps {
@@ -158,57 +158,52 @@ fn write_steps(dir: &std::path::Path, policy: &Policy, replicas: &[crate::sim::S
             text.push('\n');
         }
         let path = dir.join(format!("{}-{r}.jsonl", policy.name()));
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, text).map_err(what(format!("writing {}", path.display())))?;
     }
     Ok(())
 }
 
-/// The fleet of `a.replicas` replaying the trace at `path` behind each router of `a.router`.
-pub fn run(
-    a: &PlanSpec,
-    set: &Setting,
-    gpus: &[Gpu],
-    path: &std::path::Path,
-    say: &mut dyn FnMut(Said),
-) -> Result<FleetPlan> {
-    if !((1..=4096).contains(&a.replicas) && a.speedup.is_finite() && a.speedup > 0.0) {
-        bail!("--replicas: 1 to 4096; --speedup: a positive factor");
+/// The fleet of `f.replicas` replaying the trace at `path` behind each router of `f.router`.
+pub fn run(a: &PlanSpec, f: &FleetSpec, set: &Setting, gpus: &[Gpu], say: &mut dyn FnMut(Said)) -> Result<FleetPlan> {
+    if !((1..=4096).contains(&f.replicas) && f.speedup.is_finite() && f.speedup > 0.0) {
+        refuse!("--replicas: 1 to 4096; --speedup: a positive factor");
     }
-    let p = match &a.profile {
+    let p = match &f.profile {
         Some(profile) => measured(set, profile)?,
         None => projected(a, set, gpus)?,
     };
-    let trace = load(a, set, &p, path, say)?;
+    let trace = load(a, f, set, &p, say)?;
     let mut runs = Vec::new();
-    for policy in &a.router {
+    for policy in &f.router {
         say(Said::Step(&format!("plan --trace: {} …", policy.name())));
-        runs.push(simulate(a, set, &p, policy.clone(), &trace)?);
+        runs.push(simulate(a, f, set, &p, policy.clone(), &trace)?);
     }
-    Ok(plan_of(a, set, &p, &trace, runs, ""))
+    Ok(plan_of(f, set, &p, &trace, runs, ""))
 }
 
-/// The trace at `path`, within the replicas' context.
+/// The fleet's trace, within the replicas' context.
 pub(super) fn load(
     a: &PlanSpec,
+    f: &FleetSpec,
     set: &Setting,
     p: &ReplicaSpec,
-    path: &std::path::Path,
     say: &mut dyn FnMut(Said),
 ) -> Result<Trace> {
+    let path = &f.trace;
     let entries = goodput_workload::trace::read(path, TraceFormat::Auto)?;
-    let options = TraceOptions { window: (0.0, None), block_size: a.trace_block_size };
+    let options = TraceOptions { window: (0.0, None), block_size: f.trace_block_size };
     let max_len = p.sched.max_model_len.min(set.spec.max_position_embeddings);
     let trace = Trace::new(path.display().to_string(), entries, options, max_len, a.seed)?;
     say(Said::Line(&format!("plan --trace: {}", trace.describe())));
-    if !a.request_overhead.is_zero() {
-        say(Said::Line(&format!("plan --trace: outside the engines: {}", a.request_overhead.describe())));
+    if !f.request_overhead.is_zero() {
+        say(Said::Line(&format!("plan --trace: outside the engines: {}", f.request_overhead.describe())));
     }
     Ok(trace)
 }
 
 /// The plan of `runs`: its answer, then `more` of it.
 pub(super) fn plan_of(
-    a: &PlanSpec,
+    f: &FleetSpec,
     set: &Setting,
     p: &ReplicaSpec,
     trace: &Trace,
@@ -221,8 +216,8 @@ pub(super) fn plan_of(
         gpu: p.gpu.clone(),
         layout: p.layout.clone(),
         trace: trace.name.clone(),
-        replicas: a.replicas,
-        autoscale: a.autoscale.clone(),
+        replicas: f.replicas,
+        autoscale: f.autoscale.clone(),
         slos: set.slos.iter().map(|s| s.to_string()).collect(),
         answer: if more.is_empty() { answer } else { format!("{answer} {more}") },
         runs,

@@ -11,141 +11,28 @@ pub mod answer;
 pub mod config;
 pub mod curve;
 pub mod disagg;
+mod error;
 pub mod export;
 pub mod fleet;
 pub mod overhead;
 pub mod replay;
 pub mod search;
+mod spec;
 
 use crate::hardware::{DType, Gpu, HardwareCatalog};
 use crate::layout::Layout;
 use crate::roofline::{Efficiencies, ProjectedCost};
-use anyhow::{bail, Context, Result};
+use error::refuse;
+pub use error::PlanError;
 use goodput_core::{Catalog, ModelSpec};
 use goodput_workload::Scenario;
-use search::{Load, Sim};
+pub use search::Load;
+use search::Sim;
 use serde::Serialize;
-use std::path::PathBuf;
-use std::sync::Arc;
+pub use spec::{FleetSpec, Mode, PlanSpec};
 
-/// A plan to make, checked once from the command line (or built by a program): every
-/// setting the planner's modes read. The mode is chosen by what is given: `export_profile`,
-/// `trace` (with `disaggregate`), `curve`, else the load (`rate` or `users`).
-#[derive(Clone, Debug)]
-pub struct PlanSpec {
-    /// Model from the catalog.
-    pub model: String,
-    /// Read the model catalog from this TOML file.
-    pub catalog: Option<PathBuf>,
-    /// Single-request scenario: built in (short-qa, long-gen, long-context, reasoning) or a TOML file of
-    /// `kind = "single"` (fixed lengths such as 128 in / 128 out: `{ kind = "fixed", n = 128 }`).
-    pub scenario: String,
-    /// The load to serve, requests per second (Poisson).
-    pub rate: Option<f64>,
-    /// The load to serve, concurrent users (closed loop).
-    pub users: Option<usize>,
-    /// SLOs of usable capacity.
-    pub slo: String,
-    /// GPUs to consider (`goodput hardware` lists them).
-    pub gpus: Vec<String>,
-    /// Tensor-parallel sizes to consider (within a node).
-    pub tp: Vec<usize>,
-    /// Attention data-parallel groups per stage to consider (the wide-EP layout: each group its
-    /// own batch and KV cache, the experts shared).
-    pub dp_attention: Vec<usize>,
-    /// Expert-parallel degrees to consider: a number, or `all` (EP over every GPU of a
-    /// stage). A dense model has EP 1 whatever is given.
-    pub ep: Vec<Ep>,
-    /// Pipeline-parallel stages to consider.
-    pub pp: Vec<usize>,
-    /// Most nodes one replica may span (across nodes: the catalog's network between them).
-    pub nodes: usize,
-    /// Weight dtype: bf16, fp16, fp8 (every linear layer), mxfp4 (the experts, as gpt-oss),
-    /// nvfp4 (every linear layer).
-    pub dtype: DType,
-    /// KV-cache dtype: bf16, fp16 or fp8 (default: fp8 with fp8 weights, else bf16).
-    pub kv_dtype: Option<DType>,
-    /// Run weights the GPU has no tensor cores for (FP8 before Hopper, FP4 before Blackwell)
-    /// on bf16 math, as vLLM's weight-only kernels do, instead of refusing them.
-    pub emulate: bool,
-    /// Power-law exponent of expert popularity (0: uniform routing; 1: the most popular
-    /// expert twice as busy as the second).
-    pub expert_skew: f64,
-    /// Instead of a capacity per configuration: sweep concurrency on each and write output
-    /// throughput per GPU against tokens per second per user and against TTFT P95, with the
-    /// Pareto frontier across configurations.
-    pub curve: bool,
-    /// Instead of planning: write the roofline step costs of this GPU (with one --tp, --ep,
-    /// --dp-attention, --pp and --dtype) as a profile for `goodput run --simulate`.
-    pub export_profile: Option<String>,
-    /// The profile `--export-profile` writes.
-    pub out: Option<PathBuf>,
-    /// Instead of one replica's capacity: serve this trace (Azure CSV or Mooncake JSONL) with a
-    /// fleet of one configuration behind each `--router`, and say per router how many
-    /// requests met the SLOs, on how many GPU-hours.
-    pub trace: Option<PathBuf>,
-    /// `--trace`: prompt tokens per hash id of a Mooncake trace (as `run --trace-block-size`).
-    pub trace_block_size: usize,
-    /// `--trace`: the routers to compare.
-    pub router: Vec<crate::fleet::router::Policy>,
-    /// `--trace`: replicas (with `--autoscale`, those serving at the start).
-    pub replicas: usize,
-    /// `--trace`: add and remove replicas by a rule, e.g.
-    /// `requests=6,min=1,max=8,interval=15s,cooldown=60s,startup=120s` (or `kv=0.7,…`).
-    pub autoscale: Option<crate::fleet::autoscale::Rule>,
-    /// `--trace`: how often routers read the replicas' load.
-    pub scrape_interval: std::time::Duration,
-    /// `--trace`: serve the trace also with prefill and decode on separate replicas, as
-    /// `xPyD` splits (`2P6D,3P5D`), or every split of `--replicas` when no split is given;
-    /// the aggregated fleet of `--replicas` is beside them.
-    pub disaggregate: Option<String>,
-    /// `--disaggregate`: the fixed time of one K/V hand-over (connection, descriptors, the
-    /// decode side's acknowledgement), beyond its bytes over the link.
-    pub transfer_latency: std::time::Duration,
-    /// `--trace`: replay the trace this many times faster.
-    pub speedup: f64,
-    /// `--trace`: each request's time outside the engines — the load generator, the HTTP hops
-    /// through the router and a server, tokenization, the first text's hold (first tokens that
-    /// are not yet a whole character), the way back — added to its TTFT and end (BLIS's
-    /// per-request overhead). A duration for every request, or a run directory of goodput
-    /// against goodput serve replicas: each simulated request then takes one measured
-    /// request's lag behind its engine's first and last token (their stamps give it), so the
-    /// tail is in it too (`scripts/router-check.sh` measures it on a calibration trace).
-    pub request_overhead: overhead::Overhead,
-    /// `--trace`: the tokens a server's chat template adds around each prompt, `HEAD,TAIL`
-    /// (the head shared by every request): what an engine behind `--api chat` computes and
-    /// caches beyond the trace's own tokens. Read them from a server's `/tokenize` of a chat
-    /// (`scripts/router-check.sh` does).
-    pub chat_template_tokens: replay::TemplateTokens,
-    /// Price per GPU-hour, `GPU=USD` (e.g. h100-sxm=2.5,l40s=0.9).
-    pub price: Vec<String>,
-    /// Spare capacity to keep: replicas are sized for the load × (1 + headroom).
-    pub headroom: f64,
-    /// Carry this measured profile's efficiencies (measured ÷ roofline per term) over to the
-    /// GPUs, instead of the stated defaults.
-    pub calibrate: Option<PathBuf>,
-    /// Add or replace GPUs from this TOML file (as hardware.toml).
-    pub hardware: Option<PathBuf>,
-    /// Fraction of GPU memory the engine may use (vLLM's gpu_memory_utilization).
-    pub memory_utilization: f64,
-    /// Engine settings of each replica.
-    pub max_num_batched_tokens: usize,
-    pub max_num_seqs: usize,
-    pub block_size: usize,
-    /// Measured requests per simulated level.
-    pub requests: usize,
-    /// Seed of the simulated workload.
-    pub seed: u64,
-    /// `--trace`: write each simulated replica's steps into this directory, as `serve --steps`
-    /// writes a replica's (`ROUTER-R.jsonl`; the aggregated fleets', not a split's), to set
-    /// beside a run's with `profile --from-steps … --price-with PROFILE`.
-    pub steps_out: Option<PathBuf>,
-    /// A measured profile whose replicas a fleet plan (`trace`) simulates, in place of the
-    /// roofline projection of `gpus`.
-    pub profile: Option<PathBuf>,
-    /// Activation memory to reserve per GPU beyond the estimate (e.g. 2GiB).
-    pub extra_reserve: u64,
-}
+type Result<T, E = PlanError> = std::result::Result<T, E>;
+use std::sync::Arc;
 
 /// An expert-parallel degree of `--ep`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,41 +141,39 @@ impl Setting {
 }
 
 fn check_args(a: &PlanSpec) -> Result<()> {
-    if !(0.0..=10.0).contains(&a.headroom) || !(0.05..=1.0).contains(&a.memory_utilization) {
-        bail!("--headroom must be within 0–10 and --memory-utilization within 0.05–1");
+    let headroom = match a.mode {
+        Mode::Capacity { headroom, .. } => headroom,
+        _ => 0.0,
+    };
+    if !(0.0..=10.0).contains(&headroom) || !(0.05..=1.0).contains(&a.memory_utilization) {
+        refuse!("--headroom must be within 0–10 and --memory-utilization within 0.05–1");
     }
     let degrees = |v: &[usize]| v.is_empty() || v.iter().any(|&t| t == 0 || t > 1024);
     if a.tp.iter().any(|&t| t > 64) || degrees(&a.tp) {
-        bail!("--tp: tensor-parallel sizes between 1 and 64");
+        refuse!("--tp: tensor-parallel sizes between 1 and 64");
     }
     if degrees(&a.dp_attention) || degrees(&a.pp) || a.ep.is_empty() {
-        bail!("--dp-attention and --pp: degrees between 1 and 1024; --ep: at least one degree");
+        refuse!("--dp-attention and --pp: degrees between 1 and 1024; --ep: at least one degree");
     }
     if a.nodes == 0 || a.nodes > 128 {
-        bail!("--nodes: between 1 and 128 nodes per replica");
+        refuse!("--nodes: between 1 and 128 nodes per replica");
     }
     if !(a.expert_skew.is_finite() && (0.0..=4.0).contains(&a.expert_skew)) {
-        bail!("--expert-skew: a power-law exponent between 0 (uniform) and 4");
+        refuse!("--expert-skew: a power-law exponent between 0 (uniform) and 4");
     }
     if let Some(kv) = a.kv_dtype {
         if !matches!(kv, DType::Bf16 | DType::Fp16 | DType::Fp8) {
-            bail!("--kv-dtype {kv}: a KV cache is bf16, fp16 or fp8");
+            refuse!("--kv-dtype {kv}: a KV cache is bf16, fp16 or fp8");
         }
     }
     if a.dtype == DType::F32 {
-        bail!("--dtype f32: the hardware catalog gives no f32 tensor peak; plan in bf16, fp16, fp8, mxfp4 or nvfp4");
+        refuse!("--dtype f32: the hardware catalog gives no f32 tensor peak; plan in bf16, fp16, fp8, mxfp4 or nvfp4");
     }
     if a.block_size == 0 || a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 {
-        bail!("--block-size, --max-num-seqs and --max-num-batched-tokens must be at least 1");
+        refuse!("--block-size, --max-num-seqs and --max-num-batched-tokens must be at least 1");
     }
     if a.requests == 0 || a.requests > 50_000 {
-        bail!("--requests: between 1 and 50000 measured requests per simulated level");
-    }
-    if a.trace.is_none() && !a.request_overhead.is_zero() {
-        bail!("--request-overhead is the time outside the engines of a fleet: it needs --trace");
-    }
-    if a.trace.is_none() && a.chat_template_tokens != replay::TemplateTokens::default() {
-        bail!("--chat-template-tokens wraps a trace's prompts: it needs --trace");
+        refuse!("--requests: between 1 and 50000 measured requests per simulated level");
     }
     Ok(())
 }
@@ -315,7 +200,8 @@ fn efficiencies(a: &PlanSpec) -> Result<(Efficiencies, String)> {
     Ok(match &a.calibrate {
         Some(p) => {
             let profile = crate::profile::Profile::read(p)?;
-            let eff = crate::profile::calibrated(&profile).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            let eff = crate::profile::calibrated(&profile)
+                .map_err(|source| PlanError::ProfileUse { path: p.display().to_string(), source })?;
             let r = &profile.fit.residuals;
             let bar = format!(
                 "the calibrating profile's step times are within {:.0} % (P50) and {:.0} % (P90) on the machine it measured; the carry-over to these GPUs is not itself validated",
@@ -363,37 +249,33 @@ pub enum Answer {
 pub fn plan(a: &PlanSpec, say: &mut dyn FnMut(Said)) -> Result<Answer> {
     check_args(a)?;
     let set = setting(a)?;
-    if let Some(gpu) = &a.export_profile {
-        return Ok(Answer::Projection(export::run(a, &set, set.hw.get(gpu)?)?));
+    if let Mode::Export { gpu, out } = &a.mode {
+        return Ok(Answer::Projection(export::run(a, &set, set.hw.get(gpu)?, out)?));
     }
     let gpus: Vec<Gpu> = a.gpus.iter().map(|g| set.hw.get(g).cloned()).collect::<Result<_, _>>()?;
-    if let Some(trace) = &a.trace {
-        if let Some(splits) = &a.disaggregate {
-            return Ok(Answer::Fleet(disagg::run(a, &set, &gpus, trace, splits, say)?));
-        }
-        return Ok(Answer::Fleet(fleet::run(a, &set, &gpus, trace, say)?));
-    }
-    if a.curve {
-        return Ok(Answer::Curve(curve::run(a, &set, &gpus, say)?));
-    }
-    let load = match (a.rate, a.users) {
-        (Some(r), None) if r.is_finite() && r > 0.0 && r <= MAX_PLAN_RATE => Load::Rate(r),
-        (None, Some(u)) if u > 0 && u <= MAX_PLAN_USERS => Load::Users(u),
-        (None, None) => bail!("give the load to serve: --rate REQ_PER_S or --users N"),
-        _ => bail!(
-            "--rate must be a positive number of requests per second up to {MAX_PLAN_RATE}, --users a positive count up to {MAX_PLAN_USERS}"
-        ),
-    };
+    Ok(match &a.mode {
+        Mode::Fleet(f) => match &f.disaggregate {
+            Some(splits) => Answer::Fleet(disagg::run(a, f, &set, &gpus, splits, say)?),
+            None => Answer::Fleet(fleet::run(a, f, &set, &gpus, say)?),
+        },
+        Mode::Curve => Answer::Curve(curve::run(a, &set, &gpus, say)?),
+        Mode::Capacity { load, headroom } => Answer::Plan(capacity(a, &set, &gpus, *load, *headroom, say)),
+        Mode::Export { .. } => unreachable!("answered above"),
+    })
+}
+
+/// Each GPU × layout's usable capacity, and the replicas for `load` with `headroom`.
+fn capacity(a: &PlanSpec, set: &Setting, gpus: &[Gpu], load: Load, headroom: f64, say: &mut dyn FnMut(Said)) -> Plan {
     let mut rows = Vec::new();
-    for g in &gpus {
+    for g in gpus {
         for layout in config::layouts(a, &set.spec) {
             say(Said::Step(&format!("plan: {} {layout}", g.name)));
-            let mut row = evaluate(a, &set, g, layout, load);
-            cost(&mut row, load, a.headroom, set.prices.get(&g.name).copied(), set.mean_out);
+            let mut row = evaluate(a, set, g, layout, load);
+            cost(&mut row, load, headroom, set.prices.get(&g.name).copied(), set.mean_out);
             rows.push(row);
         }
     }
-    Ok(Answer::Plan(answer::assemble(a, &set, load, rows)))
+    answer::assemble(a, set, load, headroom, rows)
 }
 
 /// A built-in scenario, or a single-request scenario file.
@@ -407,21 +289,17 @@ fn scenario(name: &str, max_len: usize) -> Result<Scenario> {
             s.validate(max_len)?;
             Ok(s)
         }
-        other => bail!("{name} is a {} scenario; plan simulates single requests", other.name()),
+        other => refuse!("{name} is a {} scenario; plan simulates single requests", other.name()),
     }
 }
 
 fn parse_prices(items: &[String], hw: &HardwareCatalog) -> Result<std::collections::HashMap<String, f64>> {
     let mut out = std::collections::HashMap::new();
     for item in items {
-        let (g, p) = item.split_once('=').with_context(|| format!("--price `{item}`: expected GPU=USD_PER_HOUR"))?;
+        let Some((g, p)) = item.split_once('=') else { refuse!("--price `{item}`: expected GPU=USD_PER_HOUR") };
         let gpu = hw.get(g.trim())?;
-        let usd: f64 = p
-            .trim()
-            .parse()
-            .ok()
-            .filter(|x: &f64| x.is_finite() && *x >= 0.0)
-            .with_context(|| format!("--price `{item}`: `{p}` is not a price per hour"))?;
+        let usd = p.trim().parse().ok().filter(|x: &f64| x.is_finite() && *x >= 0.0);
+        let Some(usd) = usd else { refuse!("--price `{item}`: `{p}` is not a price per hour") };
         out.insert(gpu.name.clone(), usd);
     }
     for g in hw.gpus.values() {
@@ -442,6 +320,11 @@ fn mean_lengths(s: &Scenario, vocab: usize, seed: u64) -> (f64, f64) {
         o += r.params.max_tokens;
     }
     (i as f64 / n as f64, o as f64 / n as f64)
+}
+
+/// A layout that cannot serve the model on `g`, and why.
+fn unfit(set: &Setting, g: &Gpu, layout: Layout, why: String) -> PlanError {
+    PlanError::Unfit { model: set.spec.name.clone(), gpu: g.name.clone(), layout: layout.to_string(), why }
 }
 
 fn empty_row(g: &Gpu, layout: Layout) -> Row {

@@ -14,7 +14,8 @@
 //! tiny's byte tokens the first whole character comes a few tokens after the first token, and
 //! those few decode steps take as long as the load makes them.
 
-use anyhow::{bail, Context, Result};
+use super::error::refuse;
+use super::{PlanError, Result};
 use goodput_core::Phase;
 use goodput_results::Results;
 use std::path::Path;
@@ -66,7 +67,8 @@ impl Overhead {
     /// Each measured request's time outside the engine in the run at `dir` (warm-up and
     /// cool-down requests left out).
     pub fn measured(dir: &Path) -> Result<Self> {
-        let results = Results::read(dir).with_context(|| format!("--request-overhead {}", dir.display()))?;
+        let results =
+            Results::read(dir).map_err(|source| PlanError::Run { path: dir.display().to_string(), source })?;
         let ns = |s: f64| (s.max(0.0) * 1e9).round() as u64;
         let lags: Vec<Lag> = results
             .records
@@ -77,14 +79,14 @@ impl Overhead {
             .map(|o| Lag { first_ns: ns(o.to_first_s), hold_tokens: o.hold_tokens, end_ns: ns(o.to_end_s) })
             .collect();
         if lags.is_empty() {
-            bail!(
+            refuse!(
                 "--request-overhead {}: no measured request there carries goodput serve's engine stamps \
                  (measure it with goodput run against goodput serve replicas, directly or through a router)",
                 dir.display()
             );
         }
         if let Some(l) = lags.iter().find(|l| l.first_ns.max(l.end_ns) > MAX.as_nanos() as u64) {
-            bail!(
+            refuse!(
                 "--request-overhead {}: a request spent {:.1} s outside the engine: not an overhead",
                 dir.display(),
                 l.first_ns.max(l.end_ns) as f64 / 1e9

@@ -2,11 +2,12 @@
 //! requests made as they fall due, what each replica is (a roofline configuration or a
 //! measured profile), and what a run keeps of each request as it ends.
 
+use super::error::refuse;
 use super::overhead::Overhead;
 use super::search::client_record;
+use super::Result;
 use super::{config, PlanSpec, Setting};
 use crate::hardware::Gpu;
-use anyhow::{bail, Result};
 use goodput_core::Stamp;
 use goodput_metrics::cache::PrefixHits;
 use goodput_metrics::level::request_is_good;
@@ -268,19 +269,19 @@ pub struct ReplicaSpec {
 
 /// Replicas of one roofline configuration (one GPU, one layout).
 pub fn projected(a: &PlanSpec, set: &Setting, gpus: &[Gpu]) -> Result<ReplicaSpec> {
-    let [g] = gpus else { bail!("--trace plans one GPU: give one --gpus") };
+    let [g] = gpus else { refuse!("--trace plans one GPU: give one --gpus") };
     let layout = match config::layouts(a, &set.spec).as_slice() {
         [l] => *l,
-        many => bail!(
+        many => refuse!(
             "--trace plans one layout; these flags give {}: give one --tp, --ep, --dp-attention, --pp",
             many.len()
         ),
     };
     if layout.dp * layout.pp != 1 {
-        bail!("--trace: a fleet of {layout} replicas (several engines each) is not simulated yet; use DP 1 and PP 1");
+        refuse!("--trace: a fleet of {layout} replicas (several engines each) is not simulated yet; use DP 1 and PP 1");
     }
     let p = config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out)
-        .map_err(|why| anyhow::anyhow!("{} on {} {layout}: {why}", set.spec.name, g.name))?;
+        .map_err(|why| super::unfit(set, g, layout, why))?;
     Ok(ReplicaSpec {
         sched: p.sched,
         gpus: p.cost.layout.gpus(),
@@ -297,7 +298,7 @@ pub fn projected(a: &PlanSpec, set: &Setting, gpus: &[Gpu]) -> Result<ReplicaSpe
 pub fn measured(set: &Setting, path: &std::path::Path) -> Result<ReplicaSpec> {
     let profile = crate::profile::Profile::read(path)?;
     if profile.model != set.spec.name {
-        bail!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, set.spec.name);
+        refuse!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, set.spec.name);
     }
     let e = &profile.engine;
     let sched = goodput_scheduler::SchedulerConfig {

@@ -113,3 +113,34 @@ fn a_decode_run_costs_each_step_to_the_bit() {
         assert!(run[149] > run[0], "the context's reads grow");
     }
 }
+
+/// A profile's floors and the planner's steps are one roofline: each term's floor is what a
+/// unit of it adds to a step priced at 100 % of the device.
+#[test]
+fn the_floors_are_the_step_costs_parts_at_100_percent() {
+    let (w, d) = (ModelWork::of(&llama8b(), 2.0, 1).unwrap(), h100());
+    let floor = |t| term_floor(t, &w, &d);
+    assert_eq!(floor(Term::Fixed), w.read_bytes / d.bandwidth);
+    assert_eq!(floor(Term::PrefillTokens), w.linear_flops_per_token / d.flops);
+    assert_eq!(floor(Term::DecodeSeqs), floor(Term::PrefillTokens));
+    assert_eq!(floor(Term::PrefillAttention), w.attention_flops_per_pair / d.attention_flops);
+    assert_eq!(floor(Term::DecodeContext), w.kv_bytes_per_token / d.bandwidth);
+    assert_eq!(floor(Term::SampledRows), w.lm_head_flops_per_row / d.lm_head_flops);
+    assert!((floor(Term::Rows(4)) - 4.0 * floor(Term::SampledRows)).abs() < 1e-15);
+    // A step at k tokens: the weights' read until the math of k tokens takes longer.
+    let k = |k: u32| (w.read_bytes / d.bandwidth).max(k as f64 * w.linear_flops_per_token / d.flops);
+    assert_eq!(floor(Term::Tokens(8)), k(8));
+    assert_eq!(floor(Term::Tokens(4096)), k(4096));
+    assert!(floor(Term::Tokens(4096)) > floor(Term::Fixed), "compute-bound at 4096 tokens");
+    assert_eq!(floor(Term::ExpertsTouched), 0.0, "a dense model touches no expert");
+    // The same figure as a step priced at 100 %: a decode step of one sequence at context 1.
+    let cost = ProjectedCost {
+        roofline: RooflineCost { work: w.clone(), device: d.clone(), eff: Efficiencies::ideal() },
+        layout: Layout { tp: 1, dp: 1, ep: 1, pp: 1 },
+        network_hops: 0,
+    };
+    let one = StepWork { decode_seqs: 1.0, decode_context: 1.0, ..Default::default() };
+    let step = cost.step_seconds(&one);
+    let parts = (w.read_bytes + w.kv_bytes_per_token) / d.bandwidth;
+    assert!((step - parts).abs() < 1e-12, "{step} against {parts}");
+}

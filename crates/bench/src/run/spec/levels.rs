@@ -5,7 +5,9 @@
 
 use anyhow::{bail, Result};
 use goodput_metrics::capacity::{pass_fail_levels, refine_point, LevelOutcome};
-use goodput_workload::{Arrival, Trim};
+use goodput_results::LoadUnit;
+use goodput_workload::shard::Shard;
+use goodput_workload::{Arrival, Trace, Trim};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -15,6 +17,75 @@ pub struct LevelSpec {
     pub load: f64,
     pub arrival: Arrival,
     pub duration: Option<Duration>,
+}
+
+impl LevelSpec {
+    fn of(arrival: Arrival, duration: Option<Duration>) -> LevelSpec {
+        LevelSpec { load: arrival.load(), arrival, duration }
+    }
+
+    /// Closed loops of `users` each (`--concurrency`; [`SEARCH_START`] when none is given),
+    /// thinking `think` between requests, each level lasting `duration` if given.
+    pub fn users(users: &[usize], think: Duration, duration: Option<Duration>) -> Result<VecDeque<LevelSpec>> {
+        if users.contains(&0) {
+            bail!("--concurrency: every level must be at least 1 user, got {users:?}");
+        }
+        let users = if users.is_empty() { &SEARCH_START[..] } else { users };
+        Ok(users.iter().map(|&u| Self::of(Arrival::Closed { users: u, think }, duration)).collect())
+    }
+
+    /// Open loops at `rates` requests per second (`--rate`), Poisson or gamma with
+    /// `burstiness`, each level lasting `duration` if given.
+    pub fn rates(rates: &[f64], burstiness: Option<f64>, duration: Option<Duration>) -> Result<VecDeque<LevelSpec>> {
+        if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r >= 0.001)) {
+            bail!("--rate: every rate must be a positive number, at least 0.001 requests per second, got {rates:?}");
+        }
+        Ok(rates.iter().map(|&rate| Self::of(Arrival::Rate { rate, burstiness }, duration)).collect())
+    }
+
+    /// Bursts of `sizes` requests sent at once (`--burst`).
+    pub fn bursts(sizes: &[usize]) -> Result<VecDeque<LevelSpec>> {
+        if sizes.is_empty() || sizes.contains(&0) {
+            bail!("--burst: every level must send at least 1 request, got {sizes:?}");
+        }
+        Ok(sizes.iter().map(|&size| Self::of(Arrival::Burst { size }, None)).collect())
+    }
+
+    /// Stages of `(users, duration)` (`--stages`), thinking `think` between requests.
+    pub fn stages(stages: &[(usize, Duration)], think: Duration) -> Result<VecDeque<LevelSpec>> {
+        if stages.is_empty() {
+            bail!("--stages: give at least one USERSxDURATION stage");
+        }
+        Ok(stages.iter().map(|&(users, d)| Self::of(Arrival::Closed { users, think }, Some(d))).collect())
+    }
+
+    /// `trace` replayed at each of `speedups` (`--trace-speedup`), each level offering the
+    /// trace's rate × its speedup (at most [`MAX_RATE`]).
+    pub fn trace(trace: &Trace, speedups: &[f64], duration: Option<Duration>) -> Result<VecDeque<LevelSpec>> {
+        let (rate, requests) = (trace.rate(), trace.entries.len());
+        let level = |&speedup: &f64| {
+            // Offered requests per second, to the thousandth (a level's name in every table).
+            let offered = (rate * speedup * 1e3).round() / 1e3;
+            if offered > MAX_RATE {
+                bail!(
+                    "--trace-speedup {speedup}: the trace would offer {offered} requests per second, beyond what \
+                     goodput offers (at most {MAX_RATE})"
+                );
+            }
+            Ok(Self::of(Arrival::Trace { speedup, rate: offered, requests }, duration))
+        };
+        speedups.iter().map(level).collect()
+    }
+}
+
+/// `1, 2, 4, …` users up to `max`, and `max` itself (`goodput capacity`'s levels).
+pub fn doubling(max: usize) -> Vec<usize> {
+    let mut users: Vec<usize> =
+        std::iter::successors(Some(1usize), |&u| u.checked_mul(2)).take_while(|&u| u <= max).collect();
+    if users.last() != Some(&max) {
+        users.push(max);
+    }
+    users
 }
 
 /// How refinement levels are made: integer users, rates, or not at all (stages, durations).
@@ -72,6 +143,30 @@ pub struct Search {
 }
 
 impl Search {
+    /// A search of users up to `max_users` (4096 when not given) or of rates up to
+    /// `max_rate` requests per second, by `unit`, within `budget`; each bound refused by its
+    /// flag beyond what goodput drives in a level.
+    pub fn bounded(unit: LoadUnit, max_users: Option<usize>, max_rate: f64, budget: Duration) -> Result<Search> {
+        let max_load = match unit {
+            LoadUnit::Users => {
+                let m = max_users.unwrap_or(4096);
+                if m == 0 || m > MAX_USERS {
+                    bail!("--max-users must be between 1 and {MAX_USERS}, got {m}");
+                }
+                m as f64
+            }
+            _ => {
+                if !(max_rate.is_finite() && max_rate > 0.0 && max_rate <= MAX_RATE) {
+                    bail!(
+                        "--max-rate must be a positive rate of at most {MAX_RATE} requests per second, got {max_rate}"
+                    );
+                }
+                max_rate
+            }
+        };
+        Ok(Search { max_load, budget })
+    }
+
     /// The level after `last` (every level so far held), whose SLO nearest its bound reached
     /// `used` of it (value ÷ bound: 0.96 for a P95 TPOT of 48 ms against 50 ms): four times
     /// its load while every SLO uses under a quarter of its bound, else twice, or where that
@@ -97,6 +192,31 @@ impl Search {
 
 /// The most levels one sweep runs.
 pub const MAX_LEVELS: usize = 1000;
+
+/// A shard whose slice of a level's schedule is empty (request `j` goes to shard `j mod N`,
+/// and the schedule holds fewer than `i + 1` requests) would send nothing: refused before the
+/// run, not said at its end.
+pub fn check_slice(
+    shard: Option<Shard>,
+    per_level: &PerLevel,
+    levels: &VecDeque<LevelSpec>,
+    sessions: bool,
+) -> Result<()> {
+    let Some(shard) = shard else { return Ok(()) };
+    for l in levels.iter().filter(|l| l.duration.is_none()) {
+        let c = Counts::of(per_level, l, sessions);
+        let total = c.requests.saturating_add(c.warmup).saturating_add(c.cooldown);
+        if (shard.index as usize) >= total {
+            bail!(
+                "--shard {shard}: the level at {} holds {total} requests (warm-up and cool-down included), none of which falls to shard {} (request j goes to shard j mod {}): give fewer shards or more --requests",
+                l.load,
+                shard.index,
+                shard.count
+            );
+        }
+    }
+    Ok(())
+}
 
 /// At most [`MAX_LEVELS`], each load once: levels are named by their load in every table,
 /// file and comparison, so a second level of the same load would be mixed with the first.
@@ -134,6 +254,20 @@ impl Span {
     }
     pub fn is_zero(self) -> bool {
         self.count() == 0 && self.time().is_zero()
+    }
+}
+
+impl std::str::FromStr for Span {
+    type Err = String;
+
+    /// A count (`5`) or a duration (`10s`, `500ms`).
+    fn from_str(s: &str) -> Result<Span, String> {
+        match s.trim().parse::<usize>() {
+            Ok(n) => Ok(Span::Count(n)),
+            Err(_) => goodput_metrics::slo::parse_duration(s)
+                .map(Span::Time)
+                .map_err(|_| format!("`{s}` is neither a count nor a duration (5, 10s, 500ms)")),
+        }
     }
 }
 

@@ -12,11 +12,13 @@
 
 mod levels;
 mod load;
+mod start;
 mod target;
 
-pub use levels::{check_distinct, Counts, LevelSpec, PerLevel, RefineKind, Search, Span};
+pub use levels::{check_distinct, check_slice, doubling, Counts, LevelSpec, PerLevel, RefineKind, Search, Span};
 pub use levels::{MAX_DURATION, MAX_LEVELS, MAX_RATE, MAX_REQUESTS, MAX_USERS, SEARCH_START};
 pub use load::{in_flight, Pacing};
+pub use start::{parse_start_at, start_within, MAX_START_AHEAD, MAX_START_BEHIND};
 pub use target::{HttpSpec, Simulation, TargetSpec, APIS, MAX_TOKENS_FIELDS};
 
 use crate::workload::WorkloadSpec;
@@ -43,6 +45,28 @@ pub struct Outputs {
     pub scenario_toml: Option<String>,
     /// `--metrics-port` (and `--metrics-host`): where the run's live metrics are served.
     pub metrics: Option<std::net::SocketAddr>,
+}
+
+impl Outputs {
+    /// `--out` takes no second run (unless replaced), and each export goes into a directory
+    /// that exists: found out now, not after the first level.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(o) = &self.out {
+            goodput_results::files::check_out_dir(&o.dir, o.overwrite)?;
+        }
+        let exports = [
+            ("--export-json", &self.export_json),
+            ("--export-csv", &self.export_csv),
+            ("--export-markdown", &self.export_markdown),
+        ];
+        for (flag, path) in exports.into_iter().filter_map(|(f, p)| Some((f, p.as_deref()?))) {
+            let dir = path.parent().unwrap_or(std::path::Path::new(""));
+            if !(dir.as_os_str().is_empty() || dir.is_dir()) {
+                anyhow::bail!("{flag} {}: no directory {} to write it in", path.display(), dir.display());
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The run's directory.

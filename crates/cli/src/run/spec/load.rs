@@ -5,37 +5,8 @@
 
 use crate::run::args::{RunArgs, DEFAULT_SLOS};
 use anyhow::{bail, Context, Result};
-use goodput_bench::run::spec::{LevelSpec, Pacing, MAX_DURATION, MAX_USERS};
-use goodput_metrics::slo::{parse_slos, Metric, Slo, Stat};
+use goodput_metrics::slo::{parse_slos, Slo};
 use goodput_report::console::latency::LatencyColumns;
-use goodput_workload::Arrival;
-use std::collections::VecDeque;
-
-/// The pacing flags, checked against the levels they apply to.
-pub fn pacing(a: &RunArgs, levels: &VecDeque<LevelSpec>) -> Result<Pacing> {
-    let open = levels.iter().all(|l| matches!(l.arrival, Arrival::Rate { .. } | Arrival::Trace { .. }));
-    match a.max_concurrency {
-        Some(0) => bail!("--max-concurrency must be at least 1: it is the most requests in flight at once"),
-        Some(n) if n > MAX_USERS => {
-            bail!("--max-concurrency: {n} is more than goodput keeps in flight in one level (at most {MAX_USERS})")
-        }
-        Some(n) if !open => bail!(
-            "--max-concurrency {n} caps an open loop (--rate or --trace); a closed loop's users are its concurrency (--concurrency)"
-        ),
-        _ => {}
-    }
-    let j = a.think_jitter;
-    if !(j.is_finite() && (0.0..=1.0).contains(&j)) {
-        bail!("--think-jitter must be a fraction between 0 and 1 (0.2: think times within ±20 %), got {j}");
-    }
-    if j > 0.0 && a.think.is_zero() {
-        bail!("--think-jitter {j} jitters the think time, and there is none: give --think too");
-    }
-    if let Some(r) = a.ramp.filter(|r| *r > MAX_DURATION) {
-        bail!("--ramp: {r:?} is longer than a week, the longest goodput accepts");
-    }
-    Ok(Pacing { max_in_flight: a.max_concurrency, ramp: a.ramp, think_jitter: j })
-}
 
 /// The SLOs: `--slo` (or the default) with vLLM's `--goodput METRIC:MS` pairs read as
 /// `METRIC_max=MS` — with `--goodput` and no `--slo`, the default keeps only its rates.
@@ -46,29 +17,13 @@ pub fn slos(a: &RunArgs) -> Result<Vec<Slo>> {
         slos.retain(|s| s.metric.is_rate());
     }
     for pair in pairs.iter().filter(|p| !p.trim().is_empty()) {
-        let slo = goodput_pair(pair)?;
+        let slo = Slo::from_vllm_goodput(pair)?;
         if slos.iter().any(|s| s.metric == slo.metric && s.stat == slo.stat) {
             bail!("--goodput {pair}: {} is given twice (in --slo or --goodput)", slo);
         }
         slos.push(slo);
     }
     Ok(slos)
-}
-
-/// One of vLLM's goodput SLOs, `ttft:200`: milliseconds a request must stay within.
-fn goodput_pair(pair: &str) -> Result<Slo> {
-    let Some((key, ms)) = pair.split_once(':') else {
-        bail!("--goodput `{pair}`: expected METRIC:MILLISECONDS, e.g. ttft:200 tpot:50");
-    };
-    let metric = match key.trim() {
-        "ttft" => Metric::Ttft,
-        "tpot" => Metric::Tpot,
-        "e2el" => Metric::E2e,
-        other => bail!("--goodput `{pair}`: `{other}` is not one of vLLM's goodput metrics (ttft, tpot, e2el); use --slo for others"),
-    };
-    let bound = ms.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
-    let Some(bound) = bound else { bail!("--goodput `{pair}`: `{ms}` is not a number of milliseconds") };
-    Ok(Slo { metric, stat: Stat::Max, bound: bound / 1e3 })
 }
 
 /// `--percentile-metrics` and `--metric-percentiles`: the final table's latency columns, if

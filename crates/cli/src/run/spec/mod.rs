@@ -1,23 +1,20 @@
 //! `goodput run`'s arguments checked into the library's [`RunSpec`] (ripgrep's "low args →
 //! high args" step): every check across flags, each refused by its flag's name; nothing after
-//! this step reads the arguments. [`levels`]: the sweep's levels from the flags; [`load`]:
-//! the pacing, the SLOs and the latency columns; [`target`]: the target.
+//! this step reads the arguments. [`load`]: the pacing, the SLOs and the latency columns;
+//! [`target`]: the target. The levels are the library's ([`LevelSpec`]'s constructors).
 
-mod levels;
 mod load;
 mod target;
 
 use super::args::RunArgs;
 use crate::workload::{read_dataset, read_trace};
 use anyhow::{bail, Result};
-use goodput_bench::run::spec::{check_distinct, Counts, LevelSpec, PerLevel, RefineKind, RunSpec, Search, Span};
-use goodput_bench::run::spec::{OutDir, Outputs, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_USERS};
+use goodput_bench::run::spec::{check_distinct, check_slice, LevelSpec, PerLevel, RefineKind, RunSpec, Search, Span};
+use goodput_bench::run::spec::{OutDir, Outputs, Pacing, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_USERS};
 use goodput_bench::workload::{build_workload, WorkloadSpec};
 use goodput_report::console::latency::LatencyColumns;
 use goodput_results::LoadUnit;
-use goodput_workload::shard::Shard;
 use goodput_workload::RetryPolicy;
-use std::collections::VecDeque;
 use std::time::Duration;
 
 /// How the finished run is shown: the final table's latency columns, and `--json` (the
@@ -36,7 +33,8 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
     }
     check_bounds(&a)?;
     check_spans(&a)?;
-    check_exports(&a)?;
+    let outputs = outputs(&a);
+    outputs.check()?;
     let max_len = a.engine.max_model_len.unwrap_or(model.max_position_embeddings).min(model.max_position_embeddings);
     // A nonce per run unless told: the same prompts twice meet a warm prefix cache.
     let (seed, seed_drawn) = match a.seed {
@@ -60,16 +58,19 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
         (None, None) if a.duration.is_none() => (LoadUnit::Users, RefineKind::Users(a.think)),
         _ => (LoadUnit::Users, RefineKind::None),
     };
-    let levels = match &workload.trace {
-        Some(t) => levels::trace_levels(&a, t)?,
-        None => levels::levels(&a, burstiness)?,
+    let levels = match (&workload.trace, &a.burst, &a.stages, &a.rate) {
+        (Some(t), ..) => LevelSpec::trace(t, &a.trace.trace_speedup, a.duration)?,
+        (None, Some(sizes), _, _) => LevelSpec::bursts(sizes)?,
+        (None, None, Some(stages), _) => LevelSpec::stages(stages, a.think)?,
+        (None, None, None, Some(rates)) => LevelSpec::rates(rates, burstiness, a.duration)?,
+        (None, None, None, None) => LevelSpec::users(&a.concurrency, a.think, a.duration)?,
     };
     check_distinct(&levels)?;
     let min_requests = goodput_metrics::interval::min_requests(&slos, MAX_REQUESTS);
     let per_level = PerLevel { requests: a.requests, min_requests, warmup: a.warmup, cooldown: a.cooldown };
     let search = search(&a, &workload, unit)?;
     check_slice(a.shard, &per_level, &levels, workload.is_sessions())?;
-    let pacing = load::pacing(&a, &levels)?;
+    let pacing = Pacing::checked(a.max_concurrency, a.ramp, a.think_jitter, a.think, &levels)?;
     let latency_columns = load::latency_columns(&a);
     if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
         bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
@@ -104,37 +105,10 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
         series_interval: a.series_interval,
         seed,
         seed_drawn,
-        outputs: Outputs {
-            out: a.out.map(|dir| OutDir { dir, overwrite: a.overwrite, report: a.report }),
-            export_json: a.export_json,
-            export_csv: a.export_csv,
-            export_markdown: a.export_markdown,
-            command: Some(goodput_client::redact::redacted_command(
-                a.command.unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
-            )),
-            scenario_toml: a.scenario_inline,
-            metrics: a.metrics_port.map(|p| std::net::SocketAddr::new(a.metrics_host, p)),
-        },
+        outputs,
         quiet: a.quiet,
     };
     Ok((spec, shown))
-}
-
-/// Export files go into directories that exist, and `--out` takes no second run: found out
-/// now, not after the first level.
-fn check_exports(a: &RunArgs) -> Result<()> {
-    if let Some(dir) = &a.out {
-        goodput_results::files::check_out_dir(dir, a.overwrite)?;
-    }
-    let exports =
-        [("--export-json", &a.export_json), ("--export-csv", &a.export_csv), ("--export-markdown", &a.export_markdown)];
-    for (flag, path) in exports.into_iter().filter_map(|(f, p)| Some((f, p.as_deref()?))) {
-        let dir = path.parent().unwrap_or(std::path::Path::new(""));
-        if !(dir.as_os_str().is_empty() || dir.is_dir()) {
-            bail!("{flag} {}: no directory {} to write it in", path.display(), dir.display());
-        }
-    }
-    Ok(())
 }
 
 fn check_spans(a: &RunArgs) -> Result<()> {
@@ -145,6 +119,23 @@ fn check_spans(a: &RunArgs) -> Result<()> {
         bail!("--cooldown {}: a level bounded by time has no fixed last request; give the cool-down as a duration (e.g. 5s)", a.cooldown.count());
     }
     Ok(())
+}
+
+/// The run's files as given.
+fn outputs(a: &RunArgs) -> Outputs {
+    Outputs {
+        out: a.out.clone().map(|dir| OutDir { dir, overwrite: a.overwrite, report: a.report }),
+        export_json: a.export_json.clone(),
+        export_csv: a.export_csv.clone(),
+        export_markdown: a.export_markdown.clone(),
+        command: Some(goodput_client::redact::redacted_command(
+            a.command
+                .clone()
+                .unwrap_or_else(|| std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect()),
+        )),
+        scenario_toml: a.scenario_inline.clone(),
+        metrics: a.metrics_port.map(|p| std::net::SocketAddr::new(a.metrics_host, p)),
+    }
 }
 
 /// What only single-request scenarios take.
@@ -190,45 +181,7 @@ fn search(a: &RunArgs, w: &WorkloadSpec, unit: LoadUnit) -> Result<Option<Search
     if (given && !a.search) || schedule || a.shard.is_some() || a.stop_at_first_failure {
         return Ok(None);
     }
-    let max_load = match unit {
-        LoadUnit::Users => {
-            let m = a.max_users.unwrap_or(4096);
-            if m == 0 || m > MAX_USERS {
-                bail!("--max-users must be between 1 and {MAX_USERS}, got {m}");
-            }
-            m as f64
-        }
-        _ => {
-            if !(a.max_rate.is_finite() && a.max_rate > 0.0 && a.max_rate <= MAX_RATE) {
-                bail!(
-                    "--max-rate must be a positive rate of at most {MAX_RATE} requests per second, got {}",
-                    a.max_rate
-                );
-            }
-            a.max_rate
-        }
-    };
-    Ok(Some(Search { max_load, budget: a.search_budget }))
-}
-
-/// A shard whose slice of a level's schedule is empty (request `j` goes to shard `j mod N`,
-/// and the schedule holds fewer than `i + 1` requests) would send nothing: refused before the
-/// run, not said at its end.
-fn check_slice(shard: Option<Shard>, per_level: &PerLevel, levels: &VecDeque<LevelSpec>, sessions: bool) -> Result<()> {
-    let Some(shard) = shard else { return Ok(()) };
-    for l in levels.iter().filter(|l| l.duration.is_none()) {
-        let c = Counts::of(per_level, l, sessions);
-        let total = c.requests.saturating_add(c.warmup).saturating_add(c.cooldown);
-        if (shard.index as usize) >= total {
-            bail!(
-                "--shard {shard}: the level at {} holds {total} requests (warm-up and cool-down included), none of which falls to shard {} (request j goes to shard j mod {}): give fewer shards or more --requests",
-                l.load,
-                shard.index,
-                shard.count
-            );
-        }
-    }
-    Ok(())
+    Ok(Some(Search::bounded(unit, a.max_users, a.max_rate, a.search_budget)?))
 }
 
 fn check_workload(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
