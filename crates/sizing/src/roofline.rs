@@ -58,18 +58,12 @@ impl DeviceLimits {
     /// `gpu`'s limits for `prec`. A weight dtype the GPU has no tensor cores for (FP8 before
     /// Hopper and Ada, FP4 before Blackwell) is refused, or with `emulate` run as vLLM's
     /// weight-only kernels do (Marlin): the weights read at their size, the math in bf16.
-    pub fn of(gpu: &Gpu, prec: Precision, emulate: bool) -> Result<Self, String> {
-        let peak = |d: DType| -> Result<(f64, bool), String> {
+    pub fn of(gpu: &Gpu, prec: Precision, emulate: bool) -> Result<Self, NoTensorCores> {
+        let peak = |d: DType| -> Result<(f64, bool), NoTensorCores> {
             match gpu.flops_per_s(d) {
                 Some(f) => Ok((f, false)),
                 None if emulate => Ok((gpu.bf16_tflops * 1e12, true)),
-                None => Err(format!(
-                    "{} has no {} tensor cores{}; --emulate runs {} weights on bf16 math (weight-only kernels)",
-                    gpu.name,
-                    d,
-                    if d.is_fp4() { " (Blackwell has)" } else { "" },
-                    d
-                )),
+                None => Err(NoTensorCores { gpu: gpu.name.clone(), dtype: d }),
             }
         };
         let (dense, expert) = prec.math();
@@ -95,6 +89,14 @@ impl DeviceLimits {
             math,
         })
     }
+}
+
+/// A weight dtype a GPU has no tensor cores for (and `--emulate` not given).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{gpu} has no {dtype} tensor cores{}; --emulate runs {dtype} weights on bf16 math (weight-only kernels)", if .dtype.is_fp4() { " (Blackwell has)" } else { "" })]
+pub struct NoTensorCores {
+    pub gpu: String,
+    pub dtype: DType,
 }
 
 /// The floor of each term on `dev`: seconds per unit of the term at 100 % of the device, as

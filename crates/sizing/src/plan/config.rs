@@ -2,6 +2,7 @@
 //! cost, the memory left for KV and the scheduler of one simulated attention group — or the
 //! reason it cannot be.
 
+pub use super::error::Unfit;
 use super::PlanSpec;
 use crate::hardware::{DType, Gpu};
 use crate::layout::Layout;
@@ -52,27 +53,23 @@ pub fn prepare(
     layout: Layout,
     eff: &Efficiencies,
     mean_len: f64,
-) -> Result<Prepared, String> {
-    layout.check(spec, g.gpus_per_node, g.internode.is_some()).map_err(|e| e.to_string())?;
+) -> Result<Prepared, Unfit> {
+    layout.check(spec, g.gpus_per_node, g.internode.is_some())?;
     let nodes = layout.nodes(g.gpus_per_node);
     if nodes > a.nodes {
-        return Err(format!(
-            "needs {nodes} nodes of {} GPUs, beyond --nodes {} (raise it to consider them)",
-            g.gpus_per_node, a.nodes
-        ));
+        return Err(Unfit::Nodes { nodes, per_node: g.gpus_per_node, allowed: a.nodes });
     }
     let precision = precision(a);
     let deploy = Deployment { precision, layout, skew: a.expert_skew, gpus_per_node: g.gpus_per_node };
-    let work = ModelWork::build(spec, &deploy).map_err(|e| e.to_string())?;
+    let work = ModelWork::build(spec, &deploy)?;
     let device = DeviceLimits::of(g, precision, a.emulate)?;
     let free = g.memory_bytes() * a.memory_utilization - work.weight_bytes - activation_reserve(spec, a, layout.tp);
     if free <= 0.0 {
-        return Err(format!(
-            "does not fit: {:.1} GB of weights + activations per GPU exceed {:.0} % of {:.0} GB",
-            work.weight_bytes / 1e9,
-            a.memory_utilization * 100.0,
-            g.memory_gb
-        ));
+        return Err(Unfit::Memory {
+            weights_gb: work.weight_bytes / 1e9,
+            percent: a.memory_utilization * 100.0,
+            memory_gb: g.memory_gb,
+        });
     }
     // The pipeline's slots share each stage's KV memory.
     let per_engine = free / layout.pp as f64;

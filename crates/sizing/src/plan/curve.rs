@@ -135,8 +135,11 @@ pub fn run(a: &PlanSpec, set: &Setting, gpus: &[Gpu], say: &mut dyn FnMut(Said))
     for g in gpus {
         for layout in config::layouts(a, &set.spec) {
             say(Said::Step(&format!("plan --curve: {} {layout}", g.name)));
-            let swept = config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out)
-                .and_then(|p| sweep(a, set, g, p, layout.label()).map_err(|e| e.to_string()));
+            // Why a configuration has no curve is a reason shown in its row.
+            let swept = match config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out) {
+                Ok(p) => sweep(a, set, g, p, layout.label()).map_err(|e| e.to_string()),
+                Err(why) => Err(why.to_string()),
+            };
             match swept {
                 Ok(p) => points.extend(p),
                 Err(why) => unfit.push((g.name.clone(), layout.label(), why)),

@@ -1,10 +1,13 @@
 //! Why a plan could not be made, by what failed: a setting out of bounds (named by its flag),
 //! a catalog, the scenario or a trace, the SLOs, a profile, a layout that cannot serve the
-//! model, the simulated engine, or a file written. A leaf of `plan`: it imports nothing of it.
+//! model ([`Unfit`]), the simulated engine, or a file written. A leaf of `plan`: it imports
+//! nothing of it.
 
 use crate::error::SizingError;
 use crate::hardware::HardwareError;
+use crate::layout::ShardError;
 use crate::profile::ProfileError;
+use crate::roofline::NoTensorCores;
 
 /// Why a plan could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +37,7 @@ pub enum PlanError {
     Run { path: String, source: goodput_results::ResultsError },
     /// A layout cannot serve the model on a GPU (it does not fit, it does not shard).
     #[error("{model} on {gpu} {layout}: {why}")]
-    Unfit { model: String, gpu: String, layout: String, why: String },
+    Unfit { model: String, gpu: String, layout: String, why: Unfit },
     /// The simulated engine refused its settings.
     #[error("the simulated engine: {0}")]
     Simulation(#[from] SizingError),
@@ -43,6 +46,22 @@ pub enum PlanError {
     Write { what: String, source: std::io::Error },
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+}
+
+/// Why a layout cannot serve a model on a GPU.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Unfit {
+    /// The layout does not shard the model (heads, experts, GPUs per node).
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+    #[error("needs {nodes} nodes of {per_node} GPUs, beyond --nodes {allowed} (raise it to consider them)")]
+    Nodes { nodes: usize, per_node: usize, allowed: usize },
+    #[error(transparent)]
+    Math(#[from] NoTensorCores),
+    #[error(
+        "does not fit: {weights_gb:.1} GB of weights + activations per GPU exceed {percent:.0} % of {memory_gb:.0} GB"
+    )]
+    Memory { weights_gb: f64, percent: f64, memory_gb: f64 },
 }
 
 /// `Err(PlanError::Spec)` of a formatted message, returned.

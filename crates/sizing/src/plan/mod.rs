@@ -323,7 +323,7 @@ fn mean_lengths(s: &Scenario, vocab: usize, seed: u64) -> (f64, f64) {
 }
 
 /// A layout that cannot serve the model on `g`, and why.
-fn unfit(set: &Setting, g: &Gpu, layout: Layout, why: String) -> PlanError {
+fn unfit(set: &Setting, g: &Gpu, layout: Layout, why: config::Unfit) -> PlanError {
     PlanError::Unfit { model: set.spec.name.clone(), gpu: g.name.clone(), layout: layout.to_string(), why }
 }
 
@@ -359,7 +359,7 @@ fn evaluate(a: &PlanSpec, set: &Setting, g: &Gpu, layout: Layout, load: Load) ->
     let p = match config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out) {
         Ok(p) => p,
         Err(why) => {
-            row.unfit = Some(why);
+            row.unfit = Some(why.to_string());
             return row;
         }
     };
