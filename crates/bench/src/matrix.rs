@@ -40,7 +40,7 @@ pub struct MatrixSpec<'a> {
 pub struct MatrixOutcome {
     pub index: MatrixIndex,
     pub status: i32,
-    pub spread: Option<anyhow::Result<RepeatsFile>>,
+    pub spread: Option<Result<RepeatsFile, crate::runs::RunsError>>,
 }
 
 /// Runs `jobs` one by one through `run` under `spec.root`, each in its directory (its name),

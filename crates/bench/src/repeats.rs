@@ -2,7 +2,7 @@
 //! each level's metrics as their median over the repeats and their spread
 //! (`goodput_metrics::spread`), written as `repeats.json`.
 
-use anyhow::Result;
+use crate::runs::RunsError;
 use goodput_metrics::compare::{Key, DEFAULT_KEYS};
 use goodput_metrics::spread::{over_repeats, Spread};
 use goodput_results::matrix::{Group, MatrixIndex};
@@ -10,7 +10,7 @@ use goodput_results::repeats::{GroupSpread, LevelSpread, MetricSpread, RepeatsFi
 use std::path::{Path, PathBuf};
 
 /// The spread over the repeats of each combination in `index` (the matrix directory `root`).
-pub fn summarize(root: &Path, index: &MatrixIndex) -> Result<RepeatsFile> {
+pub fn summarize(root: &Path, index: &MatrixIndex) -> Result<RepeatsFile, RunsError> {
     let keys: Vec<Key> = DEFAULT_KEYS.iter().map(|k| Key::parse(k).expect("the default keys parse")).collect();
     let mut groups = Vec::new();
     for g in index.groups() {
@@ -22,7 +22,7 @@ pub fn summarize(root: &Path, index: &MatrixIndex) -> Result<RepeatsFile> {
 }
 
 /// One combination's spread; `None` when none of its repeats finished.
-fn group(root: &Path, g: &Group<'_>, keys: &[Key]) -> Result<Option<GroupSpread>> {
+fn group(root: &Path, g: &Group<'_>, keys: &[Key]) -> Result<Option<GroupSpread>, RunsError> {
     let finished: Vec<PathBuf> = g.runs.iter().filter(|r| r.finished()).map(|r| r.dir.clone()).collect();
     let unfinished = g.runs.iter().filter(|r| !r.finished()).map(|r| r.dir.clone()).collect();
     if finished.is_empty() {
@@ -30,7 +30,7 @@ fn group(root: &Path, g: &Group<'_>, keys: &[Key]) -> Result<Option<GroupSpread>
     }
     let summaries =
         finished.iter().map(|d| goodput_results::read_summary(&root.join(d))).collect::<Result<Vec<_>, _>>()?;
-    let loaded = finished.iter().map(|d| crate::runs::load_run(&root.join(d))).collect::<Result<Vec<_>>>()?;
+    let loaded = finished.iter().map(|d| crate::runs::load_run(&root.join(d))).collect::<Result<Vec<_>, _>>()?;
     let runs: Vec<_> = loaded.into_iter().map(|(levels, _)| levels).collect();
     let (levels, not_shared) = levels(&runs, keys);
     let capacity = |f: fn(&goodput_metrics::capacity::Verdict) -> Option<f64>| -> Vec<Option<f64>> {

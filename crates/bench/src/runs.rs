@@ -3,13 +3,36 @@
 //! run, its repeats given as a list, or a `--repeats` directory whose index names them — and
 //! the labelled runs a report overlays.
 
-use anyhow::{bail, Context, Result};
 use goodput_core::{ClientRecord, Phase};
 use goodput_results::files::{read_jsonl, RECORDS};
 use goodput_results::matrix::MatrixIndex;
+use goodput_results::ResultsError;
 use goodput_results::{RecordRow, Results};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// Why runs could not be read as a comparison or a report reads them.
+#[derive(Debug, thiserror::Error)]
+pub enum RunsError {
+    #[error("{0}: not a goodput run directory (no records.jsonl)")]
+    NotARun(String),
+    /// The run's summary exists but cannot be read (cut, corrupt, from a newer goodput).
+    #[error("{dir}: its summary cannot be read")]
+    Summary { dir: String, source: ResultsError },
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+    #[error("{0}: no measured requests")]
+    NoMeasured(String),
+    /// A matrix of several combinations given as one side.
+    #[error("{dir}: a matrix of {count} combinations ({names}); compare one of them: name its run directory, or a --repeats directory of one")]
+    Matrix { dir: String, count: usize, names: String },
+    #[error("{0}: none of its runs finished")]
+    NoneFinished(String),
+    #[error("no finished run in {0}")]
+    NoFinishedRun(String),
+}
+
+type Result<T, E = RunsError> = std::result::Result<T, E>;
 
 /// A run's measured records by level load (the text of the load, as the tables show it), and
 /// why the run is incomplete if it is.
@@ -19,15 +42,15 @@ pub type Loaded = (BTreeMap<String, Vec<ClientRecord>>, Option<String>);
 pub fn load_run(dir: &Path) -> Result<Loaded> {
     let path = dir.join(RECORDS);
     if !path.is_file() {
-        bail!("{}: not a goodput run directory (no records.jsonl)", dir.display());
+        return Err(RunsError::NotARun(dir.display().to_string()));
     }
     let rows = read_jsonl::<RecordRow>(&path)?;
     // A run killed before its first level ended has no summary; one that cannot be read (cut,
     // corrupt, from a newer goodput) is an error, never taken for a missing one.
     let summary = match goodput_results::read_summary(dir) {
         Ok(s) => Some(s),
-        Err(goodput_results::ResultsError::NotResults { .. }) => None,
-        Err(e) => return Err(e).with_context(|| format!("{}: its summary cannot be read", dir.display())),
+        Err(ResultsError::NotResults { .. }) => None,
+        Err(source) => return Err(RunsError::Summary { dir: dir.display().to_string(), source }),
     };
     let note = goodput_results::incomplete_note(summary.as_ref(), &rows).map(|n| format!("`{}`: {n}", dir.display()));
     let mut levels: BTreeMap<String, Vec<ClientRecord>> = BTreeMap::new();
@@ -35,7 +58,7 @@ pub fn load_run(dir: &Path) -> Result<Loaded> {
         levels.entry(row.level.to_string()).or_default().push(row.record);
     }
     if levels.is_empty() {
-        bail!("{}: no measured requests", path.display());
+        return Err(RunsError::NoMeasured(path.display().to_string()));
     }
     Ok((levels, note))
 }
@@ -53,17 +76,13 @@ pub fn side(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
         let groups = index.groups();
         if groups.len() > 1 {
             let names: Vec<String> = groups.iter().map(|g| format!("`{}`", g.label())).collect();
-            bail!(
-                "{}: a matrix of {} combinations ({}); compare one of them: name its run directory, or a --repeats directory of one",
-                dir.display(),
-                groups.len(),
-                names.join(", ")
-            );
+            let (dir, count, names) = (dir.display().to_string(), groups.len(), names.join(", "));
+            return Err(RunsError::Matrix { dir, count, names });
         }
         let finished: Vec<PathBuf> =
             groups.iter().flat_map(|g| &g.runs).filter(|r| r.finished()).map(|r| dir.join(&r.dir)).collect();
         if finished.is_empty() {
-            bail!("{}: none of its runs finished", dir.display());
+            return Err(RunsError::NoneFinished(dir.display().to_string()));
         }
         out.extend(finished);
     }
@@ -92,7 +111,8 @@ pub fn labeled(dirs: &[PathBuf], warn: &mut dyn FnMut(String)) -> Result<Vec<(St
         }
     }
     if out.is_empty() {
-        bail!("no finished run in {}", dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "));
+        let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        return Err(RunsError::NoFinishedRun(dirs.join(", ")));
     }
     let labels: Vec<String> = out.iter().map(|(l, _)| l.clone()).collect();
     for (label, r) in &mut out {

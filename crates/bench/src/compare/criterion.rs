@@ -2,8 +2,7 @@
 //! confidence interval from `<bench>/<baseline>/estimates.json` (criterion's own file, read
 //! through a typed struct of the part we use).
 
-use super::{Outcome, Verdict};
-use anyhow::{bail, Context, Result};
+use super::{CompareError, Outcome, Result, Verdict};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,8 +42,11 @@ fn tree(root: &Path, baseline: &str) -> Result<BTreeMap<String, Estimate>> {
         for p in entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()) {
             let est = p.join(baseline).join("estimates.json");
             if est.is_file() {
-                let e: Estimates = serde_json::from_slice(&goodput_core::input::read_bytes(&est)?)
-                    .with_context(|| format!("{}: not criterion's estimates", est.display()))?;
+                let path = || est.display().to_string();
+                let bytes = goodput_core::input::read_bytes(&est)
+                    .map_err(|source| CompareError::Read { path: path(), source })?;
+                let e: Estimates = serde_json::from_slice(&bytes)
+                    .map_err(|source| CompareError::Estimates { path: path(), source })?;
                 out.insert(p.strip_prefix(root).unwrap_or(&p).display().to_string(), e.mean);
             }
             if p.file_name().is_some_and(|n| n != "report") {
@@ -59,14 +61,15 @@ fn tree(root: &Path, baseline: &str) -> Result<BTreeMap<String, Estimate>> {
 fn limits(fail_on: Option<&str>) -> Result<Vec<(String, f64)>> {
     let mut out = Vec::new();
     for part in fail_on.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part.split_once('=').with_context(|| format!("--fail-on `{part}`: expected time=+10%"))?;
+        let gate = |why| CompareError::CriterionGate { part: part.to_string(), why };
+        let (k, v) = part.split_once('=').ok_or_else(|| gate("expected time=+10%"))?;
         let pct: f64 = v
             .trim()
             .strip_prefix('+')
             .and_then(|x| x.strip_suffix('%'))
             .and_then(|x| x.trim().parse().ok())
             .filter(|x: &f64| *x > 0.0)
-            .with_context(|| format!("--fail-on `{part}`: a benchmark's time gets worse as it rises; write +N%"))?;
+            .ok_or_else(|| gate("a benchmark's time gets worse as it rises; write +N%"))?;
         out.push((if k.trim() == "time" { String::new() } else { k.trim().to_string() }, pct / 100.0));
     }
     Ok(out)
@@ -84,13 +87,13 @@ fn t(ns: f64) -> String {
 pub fn compare(a: &Path, baseline_a: &str, b: &Path, baseline_b: &str, fail_on: Option<&str>) -> Result<Outcome> {
     let (ta, tb) = (tree(a, baseline_a)?, tree(b, baseline_b)?);
     if ta.is_empty() || tb.is_empty() {
-        bail!(
+        return Err(CompareError::Nothing(format!(
             "no criterion estimates: {} has {} `{baseline_a}` benchmarks, {} has {} `{baseline_b}` ones (a `goodput run --out` directory has records.jsonl; a criterion tree has <bench>/<baseline>/estimates.json)",
             a.display(),
             ta.len(),
             b.display(),
             tb.len(),
-        );
+        )));
     }
     let limits = limits(fail_on)?;
     let mut out = Outcome::new(format!(

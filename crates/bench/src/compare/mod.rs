@@ -14,8 +14,7 @@
 
 mod criterion;
 
-use crate::runs::{load_run, Loaded};
-use anyhow::{bail, Context, Result};
+use crate::runs::{load_run, Loaded, RunsError};
 use goodput_core::ClientRecord;
 use goodput_metrics::compare::{breaks, compare_repeats, parse_thresholds, Key, Row, Threshold, DEFAULT_KEYS};
 use goodput_report::cross_check;
@@ -23,6 +22,35 @@ use goodput_report::text::key_value as fmt;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// Why two sides could not be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error(transparent)]
+    Runs(#[from] RunsError),
+    #[error("--metrics")]
+    Metrics(#[source] goodput_metrics::slo::KeyError),
+    #[error("--fail-on")]
+    FailOn(#[source] goodput_metrics::compare::ThresholdError),
+    /// A criterion gate that is not `time=+N%` or `PATTERN=+N%`.
+    #[error("--fail-on `{part}`: {why}")]
+    CriterionGate { part: String, why: &'static str },
+    /// Nothing in common to compare: no level both sides ran, no criterion estimates.
+    #[error("{0}")]
+    Nothing(String),
+    #[error("{path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: not criterion's estimates")]
+    Estimates { path: String, source: serde_json::Error },
+    #[error("writing {path}")]
+    Write { path: String, source: std::io::Error },
+    #[error("CSV export")]
+    Csv(#[from] csv::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+type Result<T, E = CompareError> = std::result::Result<T, E>;
 
 /// What to compare: two sides (a run, its repeats, or a `--repeats` directory; or two criterion
 /// trees with their baselines), the metrics, the gate, and the noise.
@@ -148,7 +176,9 @@ impl Outcome {
 }
 
 fn export(o: &Outcome, markdown: Option<&Path>, json: Option<&Path>, csv: Option<&Path>) -> Result<()> {
-    let write = |p: &Path, bytes: Vec<u8>| std::fs::write(p, bytes).with_context(|| format!("writing {}", p.display()));
+    let write = |p: &Path, bytes: Vec<u8>| {
+        std::fs::write(p, bytes).map_err(|source| CompareError::Write { path: p.display().to_string(), source })
+    };
     if let Some(p) = markdown {
         write(p, o.markdown.clone().into_bytes())?;
     }
@@ -160,7 +190,7 @@ fn export(o: &Outcome, markdown: Option<&Path>, json: Option<&Path>, csv: Option
         for r in &o.rows {
             w.serialize(r)?;
         }
-        write(p, w.into_inner().context("CSV export")?)?;
+        write(p, w.into_inner().map_err(|e| CompareError::Csv(e.into_error().into()))?)?;
     }
     Ok(())
 }
@@ -172,9 +202,10 @@ fn path_list(paths: &[PathBuf]) -> String {
 /// The keys to compare and the `--fail-on` thresholds (their keys compared too).
 fn keys(a: &CompareSpec) -> Result<(Vec<Key>, Vec<Threshold>)> {
     let names: Vec<String> = a.metrics.clone().unwrap_or_else(|| DEFAULT_KEYS.iter().map(|s| s.to_string()).collect());
-    let mut keys: Vec<Key> = names.iter().map(|n| Ok(Key::parse(n)?)).collect::<Result<_>>().context("--metrics")?;
+    let mut keys: Vec<Key> =
+        names.iter().map(|n| Key::parse(n)).collect::<Result<_, _>>().map_err(CompareError::Metrics)?;
     let thresholds = match &a.fail_on {
-        Some(s) => parse_thresholds(s).context("--fail-on")?,
+        Some(s) => parse_thresholds(s).map_err(CompareError::FailOn)?,
         None => Vec::new(),
     };
     for t in &thresholds {
@@ -189,9 +220,9 @@ fn runs(a: &CompareSpec, warn: &mut dyn FnMut(&str)) -> Result<Outcome> {
     let (keys, thresholds) = keys(a)?;
     let (dirs_a, dirs_b) = (crate::runs::side(&a.a)?, crate::runs::side(&a.b)?);
     let (ra, notes_a): (Vec<_>, Vec<_>) =
-        dirs_a.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
+        dirs_a.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>, _>>()?.into_iter().unzip();
     let (rb, notes_b): (Vec<_>, Vec<_>) =
-        dirs_b.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>>>()?.into_iter().unzip();
+        dirs_b.iter().map(|p| load_run(p)).collect::<Result<Vec<Loaded>, _>>()?.into_iter().unzip();
     let notes: Vec<String> = notes_a.into_iter().chain(notes_b).flatten().collect();
     // Each side's summaries, read once for what is said beside the table (a run killed
     // before its first level has none).
@@ -205,11 +236,11 @@ fn runs(a: &CompareSpec, warn: &mut dyn FnMut(&str)) -> Result<Outcome> {
     // Levels every repeat of both sides ran, by load ascending.
     let mut shared: Vec<&String> = ra[0].keys().filter(|l| ra.iter().chain(&rb).all(|r| r.contains_key(*l))).collect();
     if shared.is_empty() {
-        bail!(
+        return Err(CompareError::Nothing(format!(
             "the runs share no load level (A has {:?}, B has {:?}); compare runs of the same sweep",
             ra[0].keys().collect::<Vec<_>>(),
             rb[0].keys().collect::<Vec<_>>()
-        );
+        )));
     }
     shared.sort_by(|x, y| x.parse::<f64>().unwrap_or(0.0).total_cmp(&y.parse::<f64>().unwrap_or(0.0)));
     let unshared = unshared_levels(&ra, &rb);
@@ -336,4 +367,39 @@ fn add_row(out: &mut Outcome, level: &str, r: &Row, thresholds: &[Threshold]) {
         b_high: r.b_interval.1,
         verdict,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What failed is the error's variant: a caller (a CI gate) tells a missing run from a bad
+    /// flag.
+    #[test]
+    fn refusals_are_typed_by_what_failed() {
+        let dir = std::env::temp_dir().join(format!("goodput-compare-typed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Two repeats on side A: runs, not criterion trees.
+        let spec = |metrics: Option<Vec<String>>, fail_on: Option<&str>| CompareSpec {
+            a: vec![dir.clone(), dir.clone()],
+            b: vec![dir.clone()],
+            metrics,
+            fail_on: fail_on.map(String::from),
+            bootstrap: 10,
+            noise_floor: 0.0,
+            baseline_a: "base".into(),
+            baseline_b: "new".into(),
+        };
+        let e = compare(&spec(Some(vec!["ttft_p42x".into()]), None), &mut |_| {}).unwrap_err();
+        assert!(matches!(e, CompareError::Metrics(_)), "{e}");
+        let e = compare(&spec(None, Some("ttft_p95=10")), &mut |_| {}).unwrap_err();
+        assert!(matches!(e, CompareError::FailOn(_)), "{e}");
+        let e = compare(&spec(None, None), &mut |_| {}).unwrap_err();
+        assert!(matches!(e, CompareError::Runs(RunsError::NotARun(_))), "an empty directory is no run: {e}");
+        // One empty directory a side reads as two criterion trees with no estimates.
+        let trees = CompareSpec { a: vec![dir.clone()], ..spec(None, None) };
+        let e = compare(&trees, &mut |_| {}).unwrap_err();
+        assert!(matches!(e, CompareError::Nothing(_)), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

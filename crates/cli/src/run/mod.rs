@@ -89,7 +89,9 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<con
                 println!("{table}");
             }
         }
-        Some(Err(e)) => eprintln!("error: the repeats' spread: {e:#} (the runs themselves are written)"),
+        Some(Err(e)) => {
+            eprintln!("error: the repeats' spread: {:#} (the runs themselves are written)", anyhow::Error::from(e))
+        }
         None => {}
     }
     let spread_file = root.join(goodput_results::repeats::REPEATS);
