@@ -3,7 +3,8 @@
 //! level are the whole split (every index once, none twice) and all of them ran one
 //! configuration (seed, model, workload, SLOs, target) and measured their clocks the same way.
 
-use anyhow::{anyhow, bail, Context, Result};
+use super::error::refuse;
+use super::{MergeError, Result};
 use goodput_core::shard::Shard;
 use goodput_results::files::{read_jsonl, RECORDS};
 use goodput_results::{LevelReport, RecordRow, RunSummary};
@@ -46,29 +47,30 @@ pub fn load(dir: &Path) -> Result<Loaded> {
     let shown = dir.display();
     let summary = match goodput_results::read_summary(dir) {
         Ok(s) => s,
-        Err(goodput_results::ResultsError::NotResults { .. }) => bail!(
+        Err(goodput_results::ResultsError::NotResults { .. }) => refuse!(
+            NotMergeable,
             "{shown}: no summary.json: not a goodput run, or a shard killed before its level ended; rerun that shard"
         ),
-        Err(e) => return Err(e).with_context(|| format!("{shown}: its summary cannot be read")),
+        Err(source) => return Err(MergeError::Summary { dir: shown.to_string(), source }),
     };
     let Some(shard) = summary.shard else {
-        bail!("{shown}: not a shard (`goodput run` without --shard); merge takes the directories of `goodput run --shard i/N`");
+        refuse!(NotMergeable, "{shown}: not a shard (`goodput run` without --shard); merge takes the directories of `goodput run --shard i/N`");
     };
     if summary.merged.is_some() {
-        bail!("{shown}: already a merged run; merge the shards it was made of");
+        refuse!(NotMergeable, "{shown}: already a merged run; merge the shards it was made of");
     }
     if summary.levels.len() != 1 {
-        bail!("{shown} (shard {shard}): {} finished levels where a shard has one (interrupted or killed before its level ended?); rerun that shard", summary.levels.len());
+        refuse!(NotMergeable, "{shown} (shard {shard}): {} finished levels where a shard has one (interrupted or killed before its level ended?); rerun that shard", summary.levels.len());
     }
     if summary.target == "in-process" || summary.target == "http-local" {
-        bail!("{shown} (shard {shard}): ran the engine in its own process (--target {}), so its shards measured one engine each, not one server; shard a run against a server's URL", summary.target);
+        refuse!(NotMergeable, "{shown} (shard {shard}): ran the engine in its own process (--target {}), so its shards measured one engine each, not one server; shard a run against a server's URL", summary.target);
     }
     let level = &summary.levels[0];
     if level.agent.is_some() || level.rag.is_some() {
-        bail!("{shown} (shard {shard}): an agent or RAG run, whose task records are not in records.jsonl; merge takes runs of single requests");
+        refuse!(NotMergeable, "{shown} (shard {shard}): an agent or RAG run, whose task records are not in records.jsonl; merge takes runs of single requests");
     }
     if summary.clock.is_none() {
-        bail!("{shown} (shard {shard}): written by a goodput that did not keep its clock's wall time; rerun the shard with this one");
+        refuse!(NotMergeable, "{shown} (shard {shard}): written by a goodput that did not keep its clock's wall time; rerun the shard with this one");
     }
     let records = read_jsonl::<RecordRow>(&dir.join(RECORDS))?;
     Ok(Loaded { dir: dir.to_path_buf(), summary, shard, records })
@@ -89,14 +91,15 @@ pub struct Plan {
 
 /// Checks that `shards` are the whole splits of levels of one configuration and groups them.
 pub fn plan(shards: Vec<Loaded>) -> Result<Plan> {
-    let first = shards.first().ok_or_else(|| anyhow!("no shard directories given"))?;
+    let first = shards.first().ok_or(MergeError::NoShards)?;
     for s in &shards[1..] {
         same_setup(first, s)?;
     }
     let reference = first.reference().map(String::from);
     if let Some(s) = shards.iter().find(|s| s.reference() != reference.as_deref()) {
         let said = |r: Option<&str>| r.map_or("no --clock-ref".to_string(), |u| format!("--clock-ref {u}"));
-        bail!(
+        refuse!(
+            NotOneRun,
             "{} measured its clock with {}, {} with {}: give every shard the same --clock-ref (or none, to trust the machines' wall clocks)",
             s.name(),
             said(s.reference()),
@@ -125,14 +128,16 @@ fn whole_split(g: &Group) -> Result<()> {
     let level = format!("level {} {}", g.load, g.shards[0].summary.load_unit);
     let n = g.shards[0].shard.count;
     if let Some(s) = g.shards.iter().find(|s| s.shard.count != n) {
-        bail!(
+        refuse!(
+            NotOneRun,
             "{level}: {} and {} split it differently; the shards of a level share one COUNT",
             g.shards[0].name(),
             s.name()
         );
     }
     if let Some(w) = g.shards.windows(2).find(|w| w[0].shard.index == w[1].shard.index) {
-        bail!(
+        refuse!(
+            NotOneRun,
             "{level}: shard {} given twice ({} and {}): the shards overlap; give each index once",
             w[0].shard,
             w[0].dir.display(),
@@ -145,7 +150,8 @@ fn whole_split(g: &Group) -> Result<()> {
         .collect();
     if !missing.is_empty() {
         let given: Vec<String> = g.shards.iter().map(Loaded::name).collect();
-        bail!(
+        refuse!(
+            NotOneRun,
             "{level}: shard{} {} missing (given: {}); a merge needs every shard of the split",
             if missing.len() > 1 { "s" } else { "" },
             missing.join(", "),
@@ -179,7 +185,8 @@ fn differ<T: Serialize + PartialEq>(what: &str, x: &T, y: &T, a: &Loaded, b: &Lo
             s
         }
     };
-    bail!(
+    refuse!(
+        NotOneRun,
         "{} and {} ran different runs: {what} {} against {}; merge the shards of one run",
         a.name(),
         b.name(),

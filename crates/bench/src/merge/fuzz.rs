@@ -77,8 +77,8 @@ fn write_shard(dir: &Path, k: u32) -> PathBuf {
 }
 
 /// Reads, checks and merges `dirs` as `goodput merge` does, without writing: the merged rows.
-fn merge_rows(dirs: &[PathBuf]) -> anyhow::Result<Vec<RecordRow>> {
-    let loaded = dirs.iter().map(|d| check::load(d)).collect::<anyhow::Result<Vec<_>>>()?;
+fn merge_rows(dirs: &[PathBuf]) -> Result<Vec<RecordRow>, super::MergeError> {
+    let loaded = dirs.iter().map(|d| check::load(d)).collect::<Result<Vec<_>, _>>()?;
     let plan = check::plan(loaded)?;
     let mut rows = Vec::new();
     for g in &plan.levels {
@@ -91,7 +91,7 @@ fn merge_rows(dirs: &[PathBuf]) -> anyhow::Result<Vec<RecordRow>> {
     Ok(rows)
 }
 
-fn merge(dirs: &[PathBuf]) -> anyhow::Result<usize> {
+fn merge(dirs: &[PathBuf]) -> Result<usize, super::MergeError> {
     merge_rows(dirs).map(|r| r.len())
 }
 

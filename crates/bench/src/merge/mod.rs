@@ -6,12 +6,16 @@
 //! instances' summaries; goodput keeps every request's stamps, so its merge is exact.
 
 mod check;
+mod error;
 #[cfg(test)]
 mod fuzz;
 mod level;
 mod verify;
 
-use anyhow::Result;
+use error::refuse;
+pub use error::MergeError;
+
+type Result<T, E = MergeError> = std::result::Result<T, E>;
 use goodput_report::Conclusion;
 use goodput_results::clock::ClockInfo;
 use goodput_results::{RunSummary, RunWriter};
@@ -66,7 +70,8 @@ fn not_an_input(out: &Path, dirs: &[PathBuf]) -> Result<()> {
     for d in dirs {
         let Ok(c) = d.canonicalize() else { continue };
         if c == out_c || c.starts_with(&out_c) {
-            anyhow::bail!(
+            refuse!(
+                Out,
                 "--out {} is {} shard {}: the merged run goes to a directory of its own",
                 out.display(),
                 if c == out_c { "the" } else { "a directory above the" },
@@ -148,6 +153,20 @@ fn single_command(shard: &[String], loads: &str, out: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What failed is the error's variant.
+    #[test]
+    fn refusals_are_typed_by_what_failed() {
+        let dir = std::env::temp_dir().join(format!("goodput-merge-typed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(matches!(check::plan(Vec::new()), Err(MergeError::NoShards)));
+        let e = check::load(&dir).err().unwrap();
+        assert!(matches!(&e, MergeError::NotMergeable(m) if m.contains("no summary.json")), "{e}");
+        let spec = MergeSpec { dirs: vec![dir.join("shard")], out: dir.clone(), overwrite: false, report: false };
+        std::fs::create_dir_all(dir.join("shard")).unwrap();
+        assert!(matches!(merge(&spec), Err(MergeError::Out(_))), "--out above a shard");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_shards_command_becomes_the_single_processs() {

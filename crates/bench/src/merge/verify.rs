@@ -7,7 +7,8 @@
 //! billion ids costs no memory).
 
 use super::check::{Group, Loaded};
-use anyhow::{bail, Result};
+use super::error::refuse;
+use super::Result;
 use goodput_core::{ClientRecord, Phase};
 
 /// The requests of one shard's slice that no shard recorded: how many, and the first few ids.
@@ -35,7 +36,11 @@ pub fn level(g: &Group) -> Result<Vec<Lost>> {
         } else {
             format!("by {} and {}", a.name(), b.name())
         };
-        bail!("request id {} is recorded {by}: a request is sent once; merge the shards of one run, each once", w[0].0);
+        refuse!(
+            Records,
+            "request id {} is recorded {by}: a request is sent once; merge the shards of one run, each once",
+            w[0].0
+        );
     }
     // Without a schedule (results that predate it), the level ran at least to its highest id.
     let top = schedule.unwrap_or_else(|| ids.last().map_or(0, |x| x.0 + 1));
@@ -59,7 +64,8 @@ fn shard(s: &Loaded, load: f64, schedule: Option<u64>) -> Result<()> {
     for (phase, n) in want {
         let got = s.records.iter().filter(|r| r.phase == phase).count();
         if got != n {
-            bail!(
+            refuse!(
+                Records,
                 "{name}: its summary counts {n} {} requests, its records.jsonl holds {got}: the shard's files disagree (records.jsonl cut or edited?); rerun that shard",
                 phase_name(phase)
             );
@@ -69,20 +75,21 @@ fn shard(s: &Loaded, load: f64, schedule: Option<u64>) -> Result<()> {
     for r in &s.records {
         let id = r.record.id;
         if r.level.to_bits() != load.to_bits() {
-            bail!("{name}: request id {id} is recorded at level {}, not the shard's level {load}", r.level);
+            refuse!(Records, "{name}: request id {id} is recorded at level {}, not the shard's level {load}", r.level);
         }
         if !s.shard.takes(id) {
             let owner = id % u64::from(s.shard.count);
-            bail!("{name}: request id {id} falls to shard {owner}/{}, not to this one: these records are not this shard's", s.shard.count);
+            refuse!(Records, "{name}: request id {id} falls to shard {owner}/{}, not to this one: these records are not this shard's", s.shard.count);
         }
         if let Some(top) = schedule.filter(|&top| id >= top) {
-            bail!(
+            refuse!(
+                Records,
                 "{name}: request id {id} is beyond the level's schedule of {top} requests (ids 0 to {})",
                 top.saturating_sub(1)
             );
         }
         if let Err(why) = span.check(&r.record) {
-            bail!("{name}: request id {id}: {why}: its stamps cannot be trusted");
+            refuse!(Records, "{name}: request id {id}: {why}: its stamps cannot be trusted");
         }
     }
     Ok(())
