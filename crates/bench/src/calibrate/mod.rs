@@ -9,8 +9,8 @@
 mod floor;
 
 use crate::progress::Progress;
-use anyhow::{bail, Context, Result};
 use goodput_core::{ClientRecord, Clock, Stamp};
+use goodput_engine::EngineError;
 use goodput_metrics::Summary;
 pub use goodput_results::calibration::{
     CalibrationLevel, FloorLevel, BOUND_CHUNK_P99_S, BOUND_TTFT_P50_S, MOCK_SATURATED,
@@ -55,6 +55,31 @@ pub struct Calibration {
     pub cores: usize,
 }
 
+/// Why a calibration could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    /// A setting out of its bounds, named by its flag, or too few open files for its streams.
+    #[error("{0}")]
+    Spec(String),
+    #[error("--client-cpus")]
+    Pin(#[source] EngineError),
+    /// The mock's socket, a runtime, or the floor's bare streams: what was being done.
+    #[error("{what}")]
+    Io { what: &'static str, source: std::io::Error },
+    #[error(transparent)]
+    Client(#[from] goodput_client::ClientError),
+    #[error(transparent)]
+    Pool(#[from] goodput_workload::pool::PoolError),
+    #[error("--floor: read {read} events where the mock sent {sent}")]
+    FloorEvents { read: usize, sent: usize },
+}
+
+type Result<T, E = CalibrateError> = std::result::Result<T, E>;
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> CalibrateError {
+    move |source| CalibrateError::Io { what, source }
+}
+
 /// Runs the calibration: the mock on a thread of its own, the client on this one (or its
 /// pool), each level measured and said through `progress` as it ends.
 pub fn calibrate(a: &CalibrateSpec, progress: &dyn Progress) -> Result<Calibration> {
@@ -64,11 +89,11 @@ pub fn calibrate(a: &CalibrateSpec, progress: &dyn Progress) -> Result<Calibrati
     // The mock on a thread of its own; the client on this one (its CPU is the client's).
     let (server_rt, mock_tids) = mock_runtime(a)?;
     if let Some(c) = &a.client_cpus {
-        goodput_engine::affinity::pin_current(c).context("--client-cpus")?;
+        goodput_engine::affinity::pin_current(c).map_err(CalibrateError::Pin)?;
     }
     let pool = client_pool(a)?;
-    let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
-    let addr = listener.local_addr()?;
+    let listener = server_rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).map_err(io("binding 127.0.0.1"))?;
+    let addr = listener.local_addr().map_err(io("the mock's address"))?;
     // Stopped when calibrate ends (the sender dropped): its connections close at once.
     let (_stop_mock, mock_stopped) = tokio::sync::oneshot::channel::<()>();
     server_rt.spawn(goodput_server::mock::serve(listener, mock.clone(), async {
@@ -86,7 +111,7 @@ pub fn calibrate(a: &CalibrateSpec, progress: &dyn Progress) -> Result<Calibrati
         reasoning_share: None,
         note: None,
     });
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io("the client's runtime"))?;
     let on = match &pool {
         Some((w, _)) => format!("the client on {} worker threads, one per --client-cpus CPU", w.len()),
         None => "the client on this thread".into(),
@@ -157,7 +182,8 @@ fn mock_runtime(a: &CalibrateSpec) -> Result<(tokio::runtime::Runtime, Arc<Mutex
             }
         })
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(io("the mock's runtime"))?;
     Ok((rt, mock_tids))
 }
 
@@ -193,13 +219,14 @@ fn floor_level(
 ) -> Result<FloorLevel> {
     let stagger = if a.stagger { a.itl } else { Duration::ZERO };
     let (u0, k0) = crate::cpu::thread_user_kernel_secs();
-    let (counts, reads) =
-        rt.block_on(floor::level(addr, c, a.requests_per_stream, a.tokens, stagger, mock.clock)).context("--floor")?;
+    let (counts, reads) = rt
+        .block_on(floor::level(addr, c, a.requests_per_stream, a.tokens, stagger, mock.clock))
+        .map_err(io("--floor"))?;
     let (u1, k1) = crate::cpu::thread_user_kernel_secs();
     let tokens = (c * a.requests_per_stream * a.tokens).max(1) as f64;
     let expected = c * a.requests_per_stream * (a.tokens + 2);
     if counts.events != expected {
-        bail!("--floor: read {} events where the mock sent {expected}", counts.events);
+        return Err(CalibrateError::FloorEvents { read: counts.events, sent: expected });
     }
     let sent = mock.sent.lock().unwrap_or_else(|e| e.into_inner());
     let delay: Vec<f64> = reads
@@ -248,16 +275,22 @@ fn user_kernel(tids: &[i32]) -> (f64, f64) {
 /// The flags' own bounds, and enough open files for every stream's two sockets.
 fn check(a: &CalibrateSpec) -> Result<()> {
     if a.concurrency.is_empty() || a.concurrency.contains(&0) {
-        bail!("--concurrency: every level needs at least 1 stream, got {:?}", a.concurrency);
+        return Err(CalibrateError::Spec(format!(
+            "--concurrency: every level needs at least 1 stream, got {:?}",
+            a.concurrency
+        )));
     }
     if a.tokens == 0 || a.requests_per_stream == 0 {
-        bail!("--tokens and --requests-per-stream must be at least 1");
+        return Err(CalibrateError::Spec("--tokens and --requests-per-stream must be at least 1".into()));
     }
     // Each stream is a socket on both sides: the mock server runs in this process.
     let streams = a.concurrency.iter().max().copied().unwrap_or(0) as u64;
     let need = crate::fds::needed(streams, 2);
     if let Some(l) = crate::fds::raise_for(need).filter(|l| l.soft < need) {
-        bail!("{streams} streams need about {need} open files (client and server sockets); the limit is {}", l.soft);
+        return Err(CalibrateError::Spec(format!(
+            "{streams} streams need about {need} open files (client and server sockets); the limit is {}",
+            l.soft
+        )));
     }
     Ok(())
 }
@@ -370,5 +403,34 @@ fn mock_config(addr: std::net::SocketAddr) -> goodput_client::HttpConfig {
         exact_lengths: false,
         same_clock: true,
         ..goodput_client::HttpConfig::new(format!("http://{addr}"), "mock")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What failed is the error's variant: a bad flag is `Spec`, refused before any socket.
+    #[test]
+    fn refusals_are_typed_by_what_failed() {
+        let spec = CalibrateSpec {
+            concurrency: vec![1, 0],
+            ttft: Duration::from_millis(1),
+            itl: Duration::from_millis(1),
+            tokens: 4,
+            requests_per_stream: 1,
+            stagger: false,
+            client_cpus: None,
+            mock_cpus: None,
+            floor: false,
+            hyper: false,
+        };
+        let e = calibrate(&spec, &crate::progress::Lines { quiet: true }).err().unwrap();
+        assert!(matches!(&e, CalibrateError::Spec(m) if m.starts_with("--concurrency")), "{e}");
+        let e = calibrate(
+            &CalibrateSpec { concurrency: vec![1], tokens: 0, ..spec },
+            &crate::progress::Lines { quiet: true },
+        );
+        assert!(matches!(e, Err(CalibrateError::Spec(_))));
     }
 }
