@@ -310,9 +310,8 @@ impl RooflineCost {
     /// its reads and its math); `ExpertsTouched`: one expert's weights read in one layer.
     pub fn term_seconds(&self, term: Term) -> f64 {
         let at = |w: StepWork| self.parts(&w);
-        let zero = at(StepWork::default());
         match term {
-            Term::Fixed => zero.dense.memory_s,
+            Term::Fixed => at(StepWork::default()).dense.memory_s,
             Term::PrefillTokens => {
                 let p = at(StepWork { prefill_tokens: 1.0, ..Default::default() });
                 p.dense.compute_s + p.experts.compute_s

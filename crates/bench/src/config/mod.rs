@@ -25,7 +25,7 @@
 //! line parses each run's tokens with its own parser. A flag on the command line overrides
 //! the file's key of the same name, any key it conflicts with and a matrix axis of that name.
 //!
-//! Imports nothing of `run`; the command line and [`crate::matrix`] import it.
+//! Imports nothing of `run` or of the matrix runner, which import it.
 
 mod values;
 
