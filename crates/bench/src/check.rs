@@ -5,13 +5,33 @@
 //! line re-reads it with its own parser); here: the run, its measurement and the prediction.
 
 use crate::progress::Progress;
-use crate::run::Outcome;
+use crate::run::{Outcome, RunError};
 use crate::RunSpec;
-use anyhow::{bail, Context, Result};
 use goodput_results::prediction::Prediction;
 use goodput_results::{files, LevelReport, RunSummary};
 use goodput_workload::Stop;
 use std::path::{Path, PathBuf};
+
+/// Why a run could not be checked.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The run's summary (or the simulated run's) could not be read.
+    #[error(transparent)]
+    Read(#[from] goodput_results::ResultsError),
+    #[error("{}: the run predates stored command lines; run it again (or with --predict)", dir.display())]
+    NoCommand { dir: PathBuf },
+    #[error("{}: the run has no finished level to check", dir.display())]
+    NoLevels { dir: PathBuf },
+    /// The caller could not make the simulated run's spec of the stored command line.
+    #[error("{}", goodput_client::causes(.0.as_ref()))]
+    Spec(Box<dyn std::error::Error + Send + Sync>),
+    #[error("simulating the run's sweep")]
+    Simulate(#[source] RunError),
+    #[error("writing {}", path.display())]
+    Write { path: PathBuf, source: goodput_results::ResultsError },
+    #[error("the prediction as JSON")]
+    Json(#[from] serde_json::Error),
+}
 
 /// A checked run: the measurement, the simulated run (its outcome, as the caller shows any
 /// run) and the prediction made of it, written to `path`.
@@ -29,22 +49,22 @@ pub struct Checked<V> {
 /// Simulates the run in `dir` with `profile`: `simulated` makes the run's spec (its levels
 /// at the measured loads, the profile's simulation, its files under the given directory),
 /// which runs with `progress` until done or `stop`.
-pub fn check<V>(
+pub fn check<V, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     dir: &Path,
     profile: &Path,
-    simulated: impl FnOnce(&RunSummary, &Path) -> Result<(RunSpec, V)>,
+    simulated: impl FnOnce(&RunSummary, &Path) -> Result<(RunSpec, V), E>,
     stop: Stop,
     progress: &dyn Progress,
-) -> Result<Checked<V>> {
+) -> Result<Checked<V>, CheckError> {
     let measured = goodput_results::read_summary(dir)?;
     if measured.command.is_empty() {
-        bail!("{}: the run predates stored command lines; run it again (or with --predict)", dir.display());
+        return Err(CheckError::NoCommand { dir: dir.into() });
     }
     if measured.levels.is_empty() {
-        bail!("{}: the run has no finished level to check", dir.display());
+        return Err(CheckError::NoLevels { dir: dir.into() });
     }
     let out = std::env::temp_dir().join(format!("goodput-check-{}", std::process::id()));
-    let (spec, view) = simulated(&measured, &out)?;
+    let (spec, view) = simulated(&measured, &out).map_err(|e| CheckError::Spec(e.into()))?;
     let t = std::time::Instant::now();
     let ran = crate::run::run(&spec, stop, progress);
     let wall = t.elapsed().as_secs_f64();
@@ -52,7 +72,7 @@ pub fn check<V>(
     if sim.is_err() {
         let _ = std::fs::remove_dir_all(&out);
     }
-    let (outcome, sim) = sim.context("simulating the run's sweep")?;
+    let (outcome, sim) = sim.map_err(CheckError::Simulate)?;
     let steps = files::read_jsonl::<goodput_results::StepRow>(&out.join(files::STEPS)).map_or(0, |s| s.len());
     let simulated: f64 = sim.levels.iter().map(|l| l.summary.window_s).sum();
     let mut prediction = Prediction {
@@ -70,7 +90,7 @@ pub fn check<V>(
     let path = dir.join(files::PREDICTION);
     let text = serde_json::to_string_pretty(&prediction)? + "\n";
     files::write_whole(dir, files::PREDICTION, text.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
+        .map_err(|source| CheckError::Write { path: path.clone(), source })?;
     Ok(Checked { measured, view, outcome, prediction, path, notes })
 }
 

@@ -5,7 +5,6 @@
 //! (NTP's clock filter). The reference is an NTP server (`ntp://HOST[:PORT]`, SNTP through
 //! `rsntp`) or a `goodput serve` (`http(s)://HOST:PORT`, its [`CLOCK_PATH`]).
 
-use anyhow::{anyhow, bail, Context, Result};
 use goodput_core::http::{WallClock, CLOCK_PATH};
 use goodput_results::clock::ClockOffset;
 use std::time::Duration;
@@ -19,6 +18,43 @@ pub const MAX_OFFSET_S: f64 = 86_400.0;
 const MAX_ANSWER: usize = 4096;
 /// How long one exchange may take.
 const TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why a reference clock could not be read, or was not believed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClockRefError {
+    #[error("ntp://{host}: SNTP exchange")]
+    Ntp { host: String, source: rsntp::SynchronizationError },
+    /// The exchange's HTTP client or runtime could not be built.
+    #[error("{what}")]
+    Setup { what: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
+    /// The request failed, or its answer could not be read.
+    #[error("{url}")]
+    Request { url: String, source: reqwest::Error },
+    #[error("{url}: HTTP {status} (is it a `goodput serve`?)")]
+    Status { url: String, status: reqwest::StatusCode },
+    #[error("{url}: an answer over {MAX_ANSWER} bytes: not a goodput clock (whose answer is one number)")]
+    TooLong { url: String },
+    #[error("{url}: not a goodput clock")]
+    NotAClock { url: String, source: serde_json::Error },
+    #[error("{reference}: no exchange answered")]
+    NoAnswer { reference: String },
+    /// The message carries the reason (not a `#[source]`: a chain printer would repeat it).
+    #[error("{reference}: {reason}")]
+    Unbelievable { reference: String, reason: Unbelievable },
+}
+
+/// An offset beyond [`MAX_OFFSET_S`] (or not a number): the clocks are not synchronised at
+/// all, or the reference is not a clock.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "this machine's clock is {offset_s:+.3e} s ({:+.1} years) from the reference's, more than the day goodput believes: fix this machine's clock, or name a reference that is a clock",
+    offset_s / (365.25 * 86_400.0)
+)]
+pub struct Unbelievable {
+    pub offset_s: f64,
+}
+
+type Result<T, E = ClockRefError> = std::result::Result<T, E>;
 
 /// A reference clock.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,19 +112,15 @@ pub fn measure(r: &ClockRef) -> Result<ClockOffset> {
         ClockRef::Ntp(host) => ntp(host)?,
         ClockRef::Http(url) => http(url)?,
     };
-    let o = best(&samples).ok_or_else(|| anyhow!("{r}: no exchange answered"))?;
-    believable(o).map_err(|e| anyhow!("{r}: {e}"))
+    let o = best(&samples).ok_or_else(|| ClockRefError::NoAnswer { reference: r.to_string() })?;
+    believable(o).map_err(|reason| ClockRefError::Unbelievable { reference: r.to_string(), reason })
 }
 
 /// `o` when its offset is within [`MAX_OFFSET_S`] (and a number at all).
-pub fn believable(o: ClockOffset) -> Result<ClockOffset, String> {
+pub fn believable(o: ClockOffset) -> Result<ClockOffset, Unbelievable> {
     let within = o.offset_s.is_finite() && o.offset_s.abs() <= MAX_OFFSET_S;
     if !within || !o.rtt_s.is_finite() {
-        let years = o.offset_s / (365.25 * 86_400.0);
-        return Err(format!(
-            "this machine's clock is {:+.3e} s ({years:+.1} years) from the reference's, more than the day goodput believes: fix this machine's clock, or name a reference that is a clock",
-            o.offset_s
-        ));
+        return Err(Unbelievable { offset_s: o.offset_s });
     }
     Ok(o)
 }
@@ -99,32 +131,36 @@ fn ntp(host: &str) -> Result<Vec<ClockOffset>> {
     // Fewer than over HTTP: public servers rate-limit bursts.
     (0..SAMPLES / 2)
         .map(|_| {
-            let r = client.synchronize(host).with_context(|| format!("ntp://{host}: SNTP exchange"))?;
+            let r = client.synchronize(host).map_err(|source| ClockRefError::Ntp { host: host.into(), source })?;
             Ok(ClockOffset { offset_s: r.clock_offset().as_secs_f64(), rtt_s: r.round_trip_delay().as_secs_f64() })
         })
         .collect()
 }
 
 fn http(base: &str) -> Result<Vec<ClockOffset>> {
-    let shown = goodput_client::redact_url(base);
-    let url = format!("{base}{CLOCK_PATH}");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let url = format!("{}{CLOCK_PATH}", goodput_client::redact_url(base));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ClockRefError::Setup { what: "a runtime", source: Box::new(e) })?;
     rt.block_on(async {
-        let client = reqwest::Client::builder().timeout(TIMEOUT).build()?;
+        let client = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .build()
+            .map_err(|e| ClockRefError::Setup { what: "the HTTP client", source: Box::new(e) })?;
+        let request = |source| ClockRefError::Request { url: url.clone(), source };
         let get = || async {
             let t0 = WallClock::now().unix_ns;
-            let mut resp = client.get(&url).send().await.with_context(|| format!("{shown}{CLOCK_PATH}"))?;
+            let mut resp = client.get(format!("{base}{CLOCK_PATH}")).send().await.map_err(request)?;
             if !resp.status().is_success() {
-                bail!("{shown}{CLOCK_PATH}: HTTP {} (is it a `goodput serve`?)", resp.status());
+                return Err(ClockRefError::Status { url: url.clone(), status: resp.status() });
             }
-            let (bytes, more) = goodput_client::read_capped(&mut resp, MAX_ANSWER)
-                .await
-                .with_context(|| format!("{shown}{CLOCK_PATH}"))?;
+            let (bytes, more) = goodput_client::read_capped(&mut resp, MAX_ANSWER).await.map_err(request)?;
             if more {
-                bail!("{shown}{CLOCK_PATH}: an answer over {MAX_ANSWER} bytes: not a goodput clock (whose answer is one number)");
+                return Err(ClockRefError::TooLong { url: url.clone() });
             }
             let body: WallClock = serde_json::from_slice(&bytes)
-                .with_context(|| format!("{shown}{CLOCK_PATH}: not a goodput clock"))?;
+                .map_err(|source| ClockRefError::NotAClock { url: url.clone(), source })?;
             Ok(exchange(t0, body.unix_ns, WallClock::now().unix_ns))
         };
         // The first exchange opens the connection; its round trip is not the clock's.
@@ -159,7 +195,8 @@ mod tests {
         assert_eq!(believable(ok), Ok(ok));
         for offset_s in [-57.0 * 365.25 * 86_400.0, 527.0 * 365.25 * 86_400.0, f64::NAN] {
             let e = believable(ClockOffset { offset_s, rtt_s: 1e-3 }).unwrap_err();
-            assert!(e.contains("more than the day"), "{e}");
+            assert!(e.offset_s.is_nan() || e.offset_s == offset_s, "{e:?}");
+            assert!(e.to_string().contains("more than the day"), "{e}");
         }
         assert!(believable(ClockOffset { offset_s: 1.0, rtt_s: f64::INFINITY }).is_err());
     }
@@ -188,9 +225,11 @@ mod tests {
         // One machine, one clock: the offset is within the round trip.
         assert!(o.offset_s.abs() <= o.rtt_s.max(1e-3), "{o:?}");
         let e = measure(&ClockRef::Http(format!("http://{addr}/other"))).unwrap_err();
-        assert!(format!("{e:#}").contains("not a goodput clock"), "{e:#}");
+        assert!(matches!(e, ClockRefError::NotAClock { .. }), "{e:?}");
+        assert!(e.to_string().contains("not a goodput clock"), "{e}");
         let e = measure(&ClockRef::Http(format!("http://{addr}/none"))).unwrap_err();
-        assert!(format!("{e:#}").contains("HTTP 404"), "{e:#}");
+        assert!(matches!(e, ClockRefError::Status { status, .. } if status == 404), "{e:?}");
+        assert!(e.to_string().contains("HTTP 404"), "{e}");
     }
 
     /// An answer that never ends is read up to its bound, not for as long as it streams.
@@ -209,7 +248,8 @@ mod tests {
         rt.spawn(async move { axum::serve(listener, app).await });
         let t = std::time::Instant::now();
         let e = measure(&ClockRef::Http(format!("http://{addr}"))).unwrap_err();
-        assert!(format!("{e:#}").contains("an answer over 4096 bytes"), "{e:#}");
+        assert!(matches!(e, ClockRefError::TooLong { .. }), "{e:?}");
+        assert!(e.to_string().contains("an answer over 4096 bytes"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     }
 }

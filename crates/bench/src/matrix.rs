@@ -45,12 +45,13 @@ pub struct MatrixOutcome {
 
 /// Runs `jobs` one by one through `run` under `spec.root`, each in its directory (its name),
 /// until they are done or `stop` is raised.
-pub fn run<A>(
+/// A run's error is any error (the caller's, with its causes): it is recorded as text.
+pub fn run<A, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     spec: MatrixSpec,
     jobs: Vec<Job<A>>,
     stop: &Stop,
     progress: &dyn Progress,
-    mut run: impl FnMut(A) -> anyhow::Result<i32>,
+    mut run: impl FnMut(A) -> Result<i32, E>,
 ) -> Result<MatrixOutcome, MatrixError> {
     let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
     for warning in prepare(spec.root, spec.overwrite, &names)? {
@@ -72,8 +73,9 @@ pub fn run<A>(
         let (exit, error) = match run(job.args) {
             Ok(code) => (code, None),
             Err(e) => {
-                progress.line(&format!("error: the matrix's run {}: {e:#}", job.name), true);
-                (1, Some(format!("{e:#}")))
+                let e = goodput_client::causes(e.into().as_ref());
+                progress.line(&format!("error: the matrix's run {}: {e}", job.name), true);
+                (1, Some(e))
             }
         };
         index.runs.push(MatrixRun { dir: job.name.clone().into(), name: job.name, values: job.values, exit, error });

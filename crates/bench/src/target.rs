@@ -2,7 +2,6 @@
 //! started in this process on loopback, or any OpenAI-compatible one), and what is read from
 //! an HTTP server's /metrics around each level.
 
-use anyhow::{Context, Result};
 use goodput_client::HttpTarget;
 use goodput_core::{ClientRecord, Clock, ServerScrape, Stamp, Target, WorkRequest};
 use goodput_metrics::server::ServerSide;
@@ -97,6 +96,14 @@ impl Scraper {
 }
 
 /// goodput's server on loopback in this process, on a runtime of its own.
+/// goodput's own server on loopback could not start: what was being done.
+#[derive(Debug, thiserror::Error)]
+#[error("the local server: {what}")]
+pub struct LocalServerError {
+    what: &'static str,
+    source: std::io::Error,
+}
+
 pub struct LocalServer {
     pub url: String,
     rt: tokio::runtime::Runtime,
@@ -107,7 +114,8 @@ pub struct LocalServer {
 impl LocalServer {
     /// `cpus`: pin the server's threads there (the harness's CPUs: the HTTP layer is the
     /// client side of the measurement, not the engine's).
-    pub fn start(state: Arc<goodput_server::AppState>, cpus: Option<Vec<usize>>) -> Result<Self> {
+    pub fn start(state: Arc<goodput_server::AppState>, cpus: Option<Vec<usize>>) -> Result<Self, LocalServerError> {
+        let io = |what| move |source| LocalServerError { what, source };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("goodput-server")
@@ -117,9 +125,10 @@ impl LocalServer {
                 }
             })
             .enable_all()
-            .build()?;
-        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).context("binding 127.0.0.1")?;
-        let url = format!("http://{}", listener.local_addr()?);
+            .build()
+            .map_err(io("its runtime"))?;
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).map_err(io("binding 127.0.0.1"))?;
+        let url = format!("http://{}", listener.local_addr().map_err(io("its address"))?);
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
         let task = rt.spawn(goodput_server::serve(
             listener,

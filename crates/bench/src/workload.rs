@@ -2,13 +2,31 @@
 //! the adapters the workloads and the HTTP client need from the engine (its sentence
 //! encoder, its tokenizer).
 
-use anyhow::{bail, Result};
 use goodput_core::TextCodec;
 use goodput_workload::scenario::Builtin;
 use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile};
 use goodput_workload::{DatasetFormat, DatasetOptions, Trace, TraceFormat, TraceOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Why the scenario, its dataset or its trace was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("the config's [scenario]: {0}")]
+    Inline(goodput_workload::ScenarioTomlError),
+    /// A file that cannot be read, a built-in that is not, a scenario that does not fit.
+    #[error(transparent)]
+    Workload(#[from] goodput_workload::WorkloadError),
+    #[error("--scenario {scenario}: {units} run closed-loop: use --concurrency, not --rate")]
+    ClosedLoop { scenario: String, units: &'static str },
+    #[error(
+        "--encoder {}: no model.safetensors there (scripts/fetch-minilm.sh puts all-MiniLM-L6-v2 in place)",
+        dir.display()
+    )]
+    NoEncoder { dir: PathBuf },
+}
+
+type Result<T, E = ScenarioError> = std::result::Result<T, E>;
 
 /// What the scenario asks for, checked before the run is set up: RAG still needs its encoder
 /// loaded and its corpus embedded (the rig builds the [`goodput_workload::Workload`]).
@@ -100,7 +118,7 @@ pub fn build_workload(
     max_len: usize,
 ) -> Result<WorkloadSpec> {
     let file = if let Some(text) = inline {
-        goodput_workload::parse_scenario(text, "inline").map_err(|e| anyhow::anyhow!("the config's [scenario]: {e}"))?
+        goodput_workload::parse_scenario(text, "inline").map_err(ScenarioError::Inline)?
     } else if scenario.ends_with(".toml") {
         load_scenario(Path::new(scenario))?
     } else {
@@ -118,7 +136,7 @@ pub fn build_workload(
         ScenarioFile::Rag(_) => Some("RAG queries"),
     };
     if let Some(units) = units.filter(|_| open_loop) {
-        bail!("--scenario {scenario}: {units} run closed-loop: use --concurrency, not --rate");
+        return Err(ScenarioError::ClosedLoop { scenario: scenario.into(), units });
     }
     match &file {
         ScenarioFile::Single(s) => s.validate(max_len)?,
@@ -141,10 +159,7 @@ fn rag_encoder(encoder: Option<&Path>) -> Result<Option<PathBuf>> {
         return Ok(Some(dir));
     }
     if encoder.is_some() {
-        bail!(
-            "--encoder {}: no model.safetensors there (scripts/fetch-minilm.sh puts all-MiniLM-L6-v2 in place)",
-            dir.display()
-        );
+        return Err(ScenarioError::NoEncoder { dir });
     }
     eprintln!(
         "rag: no sentence encoder at {} (scripts/fetch-minilm.sh fetches all-MiniLM-L6-v2); the embed stage is the engine's own prefill-only pass over the query, and retrieval uses hashed bag-of-words vectors",

@@ -2,11 +2,13 @@
 //! (the tiny model on dummy weights, in-process, two closed-loop levels), run with a
 //! progress view that records its events, and the outcome checked against the files written.
 
+use goodput_bench::profile::{profile, ProfileSpec, ProfilingError};
 use goodput_bench::progress::Progress;
 use goodput_bench::run::live::Live;
-use goodput_bench::run::spec::{LevelSpec, OutDir, Outputs, Pacing, PerLevel, RefineKind, Span, TargetSpec};
-use goodput_bench::run::{run, EXIT_INTERRUPTED, EXIT_OK};
-use goodput_bench::workload::build_workload;
+use goodput_bench::run::spec::TargetSpec;
+use goodput_bench::run::spec::{LevelSpec, OutDir, Outputs, Pacing, PerLevel, RefineKind, Simulation, Span, SpecError};
+use goodput_bench::run::{run, RunError, EXIT_INTERRUPTED, EXIT_OK};
+use goodput_bench::workload::{build_workload, ScenarioError};
 use goodput_bench::RunSpec;
 use goodput_engine::source::{EngineOptions, ModelSource};
 use goodput_metrics::slo::parse_slos;
@@ -162,4 +164,60 @@ fn a_stop_raised_before_the_first_level_ends_the_run_as_interrupted() {
     assert!(o.summary.levels.is_empty() && !o.summary.complete);
     assert!(o.errors[0].contains("interrupted"), "{:?}", o.errors);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What the library refuses, it refuses with a typed error a program can match on, and
+/// loses nothing on the way.
+#[test]
+fn refusals_are_typed_errors() {
+    let zero = LevelSpec::users(&[2, 0], Duration::ZERO, None);
+    assert!(matches!(zero, Err(SpecError::ZeroUsers(ref u)) if u == &[2, 0]), "{zero:?}");
+    let closed = LevelSpec::users(&[2], Duration::ZERO, None).unwrap();
+    let capped = Pacing::checked(Some(4), None, 0.0, Duration::ZERO, &closed);
+    assert!(matches!(capped, Err(SpecError::InFlightClosed(4))), "{capped:?}");
+    let open_rag = build_workload("rag", None, None, true, 512);
+    assert!(matches!(open_rag, Err(ScenarioError::ClosedLoop { units: "RAG queries", .. })), "{:?}", open_rag.err());
+
+    // A run into a directory that holds a file no run writes: refused, the file kept.
+    let dir = out_dir("foreign");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let Err(e) = run(&spec(&[1], 2, &dir), Stop::default(), &Recorded::default()) else { panic!("ran") };
+    assert!(matches!(e, RunError::Results(goodput_results::ResultsError::NotEmpty { .. })), "{e:?}");
+    assert_eq!(std::fs::read_to_string(dir.join("notes.txt")).unwrap(), "mine");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // A simulation of a profile that is not there.
+    let mut s = spec(&[1], 2, &out_dir("simulated"));
+    let engine = s.engine.config().unwrap();
+    s.target = TargetSpec::InProcess { engine, simulation: Some(Simulation::Simulate("no-such-profile.json".into())) };
+    let Err(e) = run(&s, Stop::default(), &Recorded::default()) else { panic!("ran") };
+    assert!(matches!(e, RunError::Profile(_)), "{e:?}");
+
+    // Profiling: too many resamples; steps priced from a file that is not there.
+    let base = spec(&[1], 1, &out_dir("profile"));
+    let mut p = ProfileSpec {
+        model: base.model_args,
+        engine: base.engine,
+        engine_cpus: None,
+        harness_cpus: None,
+        out: out_dir("profile").join("profile.json"),
+        from: None,
+        from_steps: Vec::new(),
+        from_bench: Vec::new(),
+        time: Duration::from_secs(1),
+        baseline: None,
+        bootstrap: 20_000,
+        seed: 1,
+        save_steps: None,
+        roofline: false,
+        price_with: None,
+        context_term: "table".into(),
+        rows_term: "linear".into(),
+    };
+    assert!(matches!(profile(&p, &Recorded::default()), Err(ProfilingError::Bootstrap(20_000))));
+    p.bootstrap = 10;
+    p.from_steps = vec!["no-such-steps.jsonl".into()];
+    let e = profile(&p, &Recorded::default()).unwrap_err();
+    assert!(matches!(e, ProfilingError::NoFile { ref path } if path.ends_with("no-such-steps.jsonl")), "{e:?}");
 }

@@ -60,19 +60,25 @@ pub fn load_scenario(path: &Path) -> Result<ScenarioFile, crate::WorkloadError> 
     let text = goodput_core::input::read_to_string(path, "scenario file", goodput_core::input::MAX_WHOLE_FILE)
         .map_err(|e| fail(e.to_string()))?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
-    parse_scenario(&text, stem).map_err(fail)
+    parse_scenario(&text, stem).map_err(|e| fail(e.to_string()))
 }
+
+/// A scenario's TOML that does not parse, or names no scenario: the parser's error, shown by
+/// its message alone (the field it names; not the source excerpt, which is the user's own).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.message())]
+pub struct ScenarioTomlError(pub toml::de::Error);
 
 /// A scenario from TOML text (a file's, or a config file's inline `[scenario]`): `kind`
 /// defaults to `single`, and a single scenario without `name` takes `default_name`. The
 /// error is the TOML parser's, naming the field.
-pub fn parse_scenario(text: &str, default_name: &str) -> Result<ScenarioFile, String> {
-    let mut table: toml::Table = toml::from_str(text).map_err(|e: toml::de::Error| e.message().to_string())?;
+pub fn parse_scenario(text: &str, default_name: &str) -> Result<ScenarioFile, ScenarioTomlError> {
+    let mut table: toml::Table = toml::from_str(text).map_err(ScenarioTomlError)?;
     table.entry("kind").or_insert_with(|| toml::Value::String("single".into()));
     if !table.contains_key("name") && table.get("kind").and_then(|k| k.as_str()) == Some("single") {
         table.insert("name".into(), toml::Value::String(default_name.into()));
     }
-    toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| e.message().to_string())
+    toml::Value::Table(table).try_into().map_err(ScenarioTomlError)
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub mod workload;
 
 pub use agent::{run_tasks, Agent, AgentNode, AgentStep};
 pub use dataset::{Dataset, DatasetFormat, DatasetOptions};
-pub use file::{load_scenario, parse_scenario, ScenarioFile};
+pub use file::{load_scenario, parse_scenario, ScenarioFile, ScenarioTomlError};
 pub use goodput_core::Phase;
 
 /// Why a workload cannot run: a scenario file that cannot be read, a scenario that does not

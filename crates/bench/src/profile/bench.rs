@@ -9,8 +9,8 @@
 //! --calibrate` carries over. A mixture of experts' decode rows carry the expert reads the
 //! bench recorded, fitted as `experts_touched`.
 
+use super::error::{self, ProfilingError};
 use super::ProfileSpec;
-use anyhow::{bail, Context, Result};
 use goodput_core::ModelSpec;
 use goodput_engine::bench::BenchFile;
 use goodput_sizing::cost::{ExpertShape, StepWork, Term};
@@ -19,13 +19,15 @@ use goodput_sizing::profile::{Fingerprint, MachineRoofline, Profile, ProfileEngi
 use goodput_sizing::roofline::{term_floor, DeviceLimits, ModelWork};
 use std::path::Path;
 
+type Result<T, E = ProfilingError> = std::result::Result<T, E>;
+
 fn read(path: &Path, spec: &ModelSpec) -> Result<BenchFile> {
     let text = goodput_core::input::read_to_string(path, "engine-bench file", goodput_core::input::MAX_WHOLE_FILE)
-        .with_context(|| format!("reading {}", path.display()))?;
-    let b: BenchFile = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not an `engine-bench --json` file", path.display()))?;
+        .map_err(|source| ProfilingError::Read { path: path.into(), source })?;
+    let b: BenchFile =
+        serde_json::from_str(&text).map_err(|source| ProfilingError::NotBench { path: path.into(), source })?;
     if b.model != spec.name {
-        bail!("{} benchmarks `{}`, not --model `{}`", path.display(), b.model, spec.name);
+        return Err(ProfilingError::BenchOfOther { path: path.into(), found: b.model, model: spec.name.clone() });
     }
     Ok(b)
 }
@@ -90,28 +92,25 @@ pub fn run(a: &ProfileSpec, spec: &ModelSpec) -> Result<(Profile, usize)> {
     let files: Vec<BenchFile> = a.from_bench.iter().map(|p| read(p, spec)).collect::<Result<_>>()?;
     let first = &files[0];
     let Some(roof) = first.roofline.as_ref().filter(|r| r.peak_tflops.is_some() && r.catalog_entry.is_some()) else {
-        bail!(
-            "{}: the bench has no GPU roofline (a catalog GPU and its peak); profile a CPU by measuring it here",
-            a.from_bench[0].display()
-        );
+        return Err(ProfilingError::NoGpuRoofline { path: a.from_bench[0].clone() });
     };
     if files
         .iter()
         .any(|b| b.dtype != first.dtype || b.roofline.as_ref().map(|r| &r.device_name) != Some(&roof.device_name))
     {
-        bail!("--from-bench: the files must bench one dtype on one GPU");
+        return Err(ProfilingError::MixedBench);
     }
     let experts = ExpertShape::of(spec);
     let samples = samples(&files, experts.as_ref());
     let terms = terms(&files, experts.is_some());
     let fit = fit(&samples, &terms, &FitOptions { bootstrap: a.bootstrap, seed: a.seed })
-        .with_context(|| format!("fitting {} bench rows", samples.len()))?;
+        .map_err(|source| ProfilingError::Fit { what: format!("{} bench rows", samples.len()), source })?;
     let (bandwidth, flops) = (roof.bandwidth_gbytes_per_s * 1e9, roof.peak_tflops.unwrap_or(0.0) * 1e12);
     let dev = DeviceLimits::uniform(bandwidth, flops, 0.0);
     let bytes = goodput_sizing::hardware::DType::of_engine(&first.dtype)
         .map(goodput_sizing::hardware::DType::bytes)
-        .with_context(|| format!("--from-bench: dtype `{}` has no known size", first.dtype))?;
-    let work = ModelWork::of(spec, bytes, 1).context("pricing the model's roofline")?;
+        .ok_or_else(|| ProfilingError::UnknownDtype(first.dtype.clone()))?;
+    let work = ModelWork::of(spec, bytes, 1).map_err(ProfilingError::Work)?;
     let floors = fit
         .terms
         .iter()
@@ -162,6 +161,6 @@ pub fn run(a: &ProfileSpec, spec: &ModelSpec) -> Result<(Profile, usize)> {
         experts,
         ..Profile::now(spec.name.clone(), fit)
     };
-    profile.write(&a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    profile.write(&a.out).map_err(error::write(&a.out))?;
     Ok((profile, samples_n))
 }

@@ -8,11 +8,13 @@
 //! Prefill chunks at a context use the prefix cache: the context is prefilled once, then the
 //! same prefix followed by `chunk` new tokens computes only those, attending to all.
 
-use anyhow::{Context, Result};
+use super::error::ProfilingError;
 use goodput_core::{SamplingParams, StepRecord, TokenId};
 use goodput_engine::{EngineHandle, RequestEvent, RequestStream};
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
+
+type Result<T, E = ProfilingError> = std::result::Result<T, E>;
 
 /// One shape of load the grid runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -164,7 +166,7 @@ impl<'a> Grid<'a> {
     }
 
     fn submit(&self, prompt: Vec<TokenId>, out: usize) -> Result<RequestStream> {
-        self.h.submit(prompt, SamplingParams::greedy_exact(out)).context("profiling request refused by the engine")
+        self.h.submit(prompt, SamplingParams::greedy_exact(out)).map_err(ProfilingError::Refused)
     }
 
     /// `batch` new prompts of `len` tokens, `out` tokens each, submitted together.

@@ -3,12 +3,13 @@
 //! term against this machine's roofline, and written as `profile.json` for the simulator.
 
 mod bench;
+mod error;
 pub mod grid;
 pub mod machine;
 mod price;
 
 use crate::progress::Progress;
-use anyhow::{bail, Context, Result};
+pub use error::ProfilingError;
 use goodput_core::{Clock, ModelSpec, StepRecord};
 use goodput_engine::source::{EngineOptions, ModelSource};
 use goodput_engine::Engine;
@@ -19,6 +20,8 @@ use goodput_sizing::profile::{Fingerprint, MachineRoofline, Profile, ProfileEngi
 use goodput_sizing::roofline::{term_floor, DeviceLimits, ModelWork};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+type Result<T, E = ProfilingError> = std::result::Result<T, E>;
 
 /// What `goodput profile` does: measure the grid on the engine (or read a run's steps,
 /// replicas' step files or `engine-bench` files), fit the step-cost model and write it; or
@@ -84,7 +87,7 @@ struct Measured {
 /// Profiles as `a` asks, saying how it goes through `progress`.
 pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
     if a.bootstrap > 10_000 {
-        bail!("--bootstrap: {} resamples is more than needed (at most 10000)", a.bootstrap);
+        return Err(ProfilingError::Bootstrap(a.bootstrap));
     }
     let spec = a.model.spec()?;
     if !a.from_bench.is_empty() {
@@ -130,7 +133,8 @@ pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
         terms.push(Term::ExpertsTouched);
     }
     let options = FitOptions { bootstrap: a.bootstrap, seed: a.seed };
-    let mut fit = fit(&samples, &terms, &options).with_context(|| format!("fitting {} steps", samples.len()))?;
+    let fitting = |source| ProfilingError::Fit { what: format!("{} steps", samples.len()), source };
+    let mut fit = fit(&samples, &terms, &options).map_err(fitting)?;
     // A knot no step reached prices its shapes at 0 (a 64-token chunk between measured 33
     // and 65 costs nothing). A load's steps (a run's, a replica's) cover only the few shapes
     // its requests make: they get the linear terms, which interpolate and extrapolate from
@@ -148,8 +152,7 @@ pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
         );
         let mut linear = Term::ALL.to_vec();
         linear.extend(experts.map(|_| Term::ExpertsTouched));
-        fit = goodput_sizing::fit::fit(&samples, &linear, &options)
-            .with_context(|| format!("fitting {} steps", samples.len()))?;
+        fit = goodput_sizing::fit::fit(&samples, &linear, &options).map_err(fitting)?;
     }
     let roofline = if a.roofline && m.device == "cpu" { roofline(a, &spec, &m.dtype, &fit, progress) } else { None };
     let profile = Profile {
@@ -164,7 +167,7 @@ pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
         ..Profile::now(spec.name.clone(), fit)
     };
     let drift = baseline.as_ref().map(|old| profile.drift(old)).unwrap_or_default();
-    profile.write(&a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    profile.write(&a.out).map_err(error::write(&a.out))?;
     Ok(Profiled::Fitted { profile: Box::new(profile), gap, drift, bench_rows: None })
 }
 
@@ -246,25 +249,22 @@ fn measure_grid(a: &ProfileSpec, spec: &ModelSpec, progress: &dyn Progress) -> R
 fn from_run(a: &ProfileSpec, dir: &Path, spec: &ModelSpec) -> Result<Measured> {
     let summary = goodput_results::read_summary(dir)?;
     if summary.device.starts_with("simulated") {
-        bail!("{} is a simulated run: a profile is fitted on measured steps", dir.display());
+        return Err(ProfilingError::Simulated { dir: dir.into() });
     }
     if summary.model != spec.name {
-        bail!("{} is a run of `{}`, not of --model `{}`", dir.display(), summary.model, spec.name);
+        return Err(ProfilingError::RunOfOther { dir: dir.into(), found: summary.model, model: spec.name.clone() });
     }
     let rows: Vec<goodput_results::StepRow> =
         goodput_results::files::read_jsonl(&dir.join(goodput_results::files::STEPS))?;
     let steps: Vec<StepRecord> = rows.into_iter().map(|r| r.step).collect();
     if let Some(why) = StepRecord::implausible_run(&steps) {
-        bail!("{}: {why}; a fit on it would be decided by it", dir.join(goodput_results::files::STEPS).display());
+        return Err(ProfilingError::Implausible { path: dir.join(goodput_results::files::STEPS), why });
     }
     if steps.iter().any(|s| s.prefill_tokens > 0) && steps.iter().all(|s| s.prefill_attention == 0) {
-        bail!(
-            "{}: its steps predate the attention work in step records (prefill_attention); fit a newer run",
-            dir.display()
-        );
+        return Err(ProfilingError::NoAttention { dir: dir.into() });
     }
     let e = &summary.engine;
-    let first = steps.first().context("the run has no engine steps (was its target another process's server?)")?;
+    let first = steps.first().ok_or(ProfilingError::NoSteps)?;
     let engine = ProfileEngine {
         block_size: e.block_size,
         num_blocks: first.usable_blocks + 1,
@@ -300,14 +300,14 @@ fn from_steps(a: &ProfileSpec, spec: &ModelSpec) -> Result<Measured> {
     let mut steps: Vec<StepRecord> = Vec::new();
     for path in &a.from_steps {
         if !path.exists() {
-            bail!("--from-steps {}: no such file", path.display());
+            return Err(ProfilingError::NoFile { path: path.clone() });
         }
         let these: Vec<StepRecord> = goodput_results::files::read_jsonl(path)?;
         if these.is_empty() {
-            bail!("{}: no step records (was the replica started with --steps and sent requests?)", path.display());
+            return Err(ProfilingError::NoStepRecords { path: path.clone() });
         }
         if let Some(why) = StepRecord::implausible_run(&these) {
-            bail!("{}: {why}; a fit on it would be decided by it", path.display());
+            return Err(ProfilingError::Implausible { path: path.clone(), why });
         }
         // A step's period runs to the next step of the same engine: each file's steps count
         // from 0, so no period runs from one file into the next.
@@ -354,7 +354,7 @@ fn save_steps(path: &Path, steps: &[StepRecord]) -> Result<()> {
         text += &serde_json::to_string(s)?;
         text.push('\n');
     }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    std::fs::write(path, text).map_err(error::write(path))
 }
 
 /// Each step as a sample of the fit: what it did and its period.

@@ -2,10 +2,10 @@
 //! from a reference clock before and after the sweep (shards on machines whose clocks
 //! disagree are lined up by it), and a reference moment on this machine's clock.
 
+use super::error::RunError;
 use super::rig::Rig;
 use super::spec::RunSpec;
 use crate::progress::Progress;
-use anyhow::{Context, Result};
 use goodput_results::RunSummary;
 
 /// The moment `at` of a reference clock on this machine's clock, which is `offset_s` behind
@@ -17,14 +17,19 @@ pub fn on_this_clock(at: std::time::SystemTime, offset_s: f64) -> std::time::Sys
 
 /// The wall time of the run's stamp 0, and with `--clock-ref` the machine's offset from the
 /// reference before the first level (a reference that does not answer ends the run here).
-pub fn clock_start(spec: &RunSpec, rig: &Rig, progress: &dyn Progress) -> Result<goodput_results::clock::ClockInfo> {
+pub fn clock_start(
+    spec: &RunSpec,
+    rig: &Rig,
+    progress: &dyn Progress,
+) -> Result<goodput_results::clock::ClockInfo, RunError> {
     let now = goodput_core::http::WallClock::now().unix_ns;
     let stamp = goodput_core::Target::clock(&*rig.target).now();
     let origin_unix_ns = now.saturating_sub(stamp.0);
     let reference = match &spec.clock_ref {
         None => None,
         Some(r) => {
-            let start = crate::clockref::measure(r).with_context(|| format!("--clock-ref {r}"))?;
+            let start =
+                crate::clockref::measure(r).map_err(|source| RunError::ClockRef { url: r.to_string(), source })?;
             let line = format!("{:+.3} ms from {r} (round trip {:.3} ms)", start.offset_s * 1e3, start.rtt_s * 1e3);
             if start.offset_s.abs() > 1.0 {
                 let warning = format!(
@@ -48,7 +53,11 @@ pub fn clock_end(spec: &RunSpec, summary: &mut RunSummary, progress: &dyn Progre
     match crate::clockref::measure(c) {
         Ok(end) => r.end = Some(end),
         Err(e) => progress.line(
-            &format!("warning: --clock-ref {}: the offset after the run: {e:#} (the one before stands)", r.url),
+            &format!(
+                "warning: --clock-ref {}: the offset after the run: {} (the one before stands)",
+                r.url,
+                goodput_client::causes(&e)
+            ),
             true,
         ),
     }

@@ -5,8 +5,8 @@
 //! rolling P50/P95 over the last requests to end. Served at `http://HOST:P/metrics` by a
 //! thread of its own (prometheus-client's text format), stopped when the run ends.
 
+use super::error::{io, RunError};
 use super::live::{Rolling, WINDOW};
-use anyhow::{Context, Result};
 use goodput_core::{ClientRecord, Phase};
 use goodput_metrics::names;
 use goodput_server::listen::{serve_router, ListenLimits, Served};
@@ -174,11 +174,10 @@ impl Exporter {
     /// serve's accept loop ([`goodput_server::listen::serve_router`]) under [`LIMITS`]: a
     /// scraper that sends half a request, or sends and never reads, cannot keep the run from
     /// ending.
-    pub fn serve(&self, addr: SocketAddr) -> Result<(Serving, SocketAddr)> {
-        let listener =
-            std::net::TcpListener::bind(addr).with_context(|| format!("--metrics-port: cannot listen on {addr}"))?;
-        listener.set_nonblocking(true)?;
-        let bound = listener.local_addr()?;
+    pub fn serve(&self, addr: SocketAddr) -> Result<(Serving, SocketAddr), RunError> {
+        let listener = std::net::TcpListener::bind(addr).map_err(|source| RunError::MetricsPort { addr, source })?;
+        listener.set_nonblocking(true).map_err(io("the metrics listener"))?;
+        let bound = listener.local_addr().map_err(io("the metrics listener's address"))?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let me = self.clone();
         let thread = std::thread::Builder::new().name("goodput-metrics".into()).spawn(move || {
@@ -197,7 +196,8 @@ impl Exporter {
                 let served = Served { app, limits: LIMITS, tls: None, open: Gauge::default() };
                 let _ = serve_router(listener, served, async { stopped.await.unwrap_or(()) }, || Duration::ZERO).await;
             });
-        })?;
+        });
+        let thread = thread.map_err(io("starting the metrics server"))?;
         Ok((Serving { stop: Some(stop), thread: Some(thread) }, bound))
     }
 }

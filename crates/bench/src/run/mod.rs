@@ -3,6 +3,7 @@
 //! [`run`] does it all and returns the [`Outcome`].
 
 pub mod clock;
+mod error;
 pub mod exporter;
 pub mod interrupt;
 pub mod level;
@@ -13,11 +14,11 @@ pub mod rig;
 pub mod spec;
 pub mod sweep;
 
+pub use error::RunError;
 pub use rig::machine;
 pub use sweep::Outcome;
 
 use crate::progress::Progress;
-use anyhow::Result;
 use goodput_workload::Stop;
 use spec::RunSpec;
 
@@ -32,7 +33,7 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// refinement and search levels added, the soak, then the conclusion and the report written.
 /// `stop` (raised by an interrupt, [`interrupt::install`]) ends it early, with what finished
 /// written and the summary marked incomplete.
-pub fn run(spec: &RunSpec, stop: Stop, progress: &dyn Progress) -> Result<Outcome> {
+pub fn run(spec: &RunSpec, stop: Stop, progress: &dyn Progress) -> Result<Outcome, RunError> {
     raise_open_files(spec, progress);
     let rig = rig::Rig::build(spec, progress)?;
     let twin = spec

@@ -5,7 +5,7 @@
 //! writer is the harness's bookkeeping: it runs where the harness is pinned, its CPU counts in
 //! the process's, and the load generator's own cost per record is one copy of the record.
 
-use anyhow::{anyhow, Result};
+use super::error::{io, RunError};
 use goodput_core::{ClientRecord, Phase};
 use goodput_results::RecordLog;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub struct RecordWriter {
 }
 
 impl RecordWriter {
-    pub fn spawn(mut log: RecordLog) -> Result<Self> {
+    pub fn spawn(mut log: RecordLog) -> Result<Self, RunError> {
         let (tx, rx) = flume::unbounded::<Msg>();
         let thread = std::thread::Builder::new().name("goodput-records".into()).spawn(move || {
             // Flush whenever nothing more is waiting: one write per burst of records rather than
@@ -53,7 +53,8 @@ impl RecordWriter {
                 log.flush()?;
             }
             Ok(())
-        })?;
+        });
+        let thread = thread.map_err(io("starting the request-record writer"))?;
         Ok(RecordWriter { tx, thread: Some(thread) })
     }
 
@@ -63,15 +64,15 @@ impl RecordWriter {
     }
 
     /// Waits until every record sent so far is on disk; the writer's error if it failed.
-    pub fn sync(&mut self) -> Result<()> {
+    pub fn sync(&mut self) -> Result<(), RunError> {
         let (done, wait) = flume::bounded(1);
         if self.tx.send(Msg::Sync(done)).is_ok() && wait.recv().is_ok() {
             return Ok(());
         }
         // The thread ended: it failed to write.
         match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(Err(e))) => Err(anyhow::Error::new(e).context("writing the request records")),
-            _ => Err(anyhow!("the request-record writer stopped")),
+            Some(Ok(Err(e))) => Err(RunError::Records(e)),
+            _ => Err(RunError::RecordWriterStopped),
         }
     }
 }

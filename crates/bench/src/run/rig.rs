@@ -3,11 +3,11 @@
 //! goodput's own server on loopback, or an external server), the RAG index, the engine's step
 //! channel and the load generator's runtime. Dropping the rig stops the server and the engine.
 
+use super::error::{io, RunError};
 use super::spec::{HttpSpec, RunSpec, Simulation, TargetSpec};
 use crate::progress::Progress;
 use crate::target::{AnyTarget, LocalServer};
 use crate::workload::{EncoderEmbedder, ModelCodec};
-use anyhow::{bail, Context, Result};
 use goodput_client::{Api, HttpConfig, HttpTarget};
 use goodput_core::{Clock, StepRecord, Target, TextCodec};
 use goodput_engine::tokenizer::Tokenizer;
@@ -16,6 +16,8 @@ use goodput_engine::EngineConfig;
 use goodput_results::{Machine, Pinning};
 use goodput_workload::{Dataset, Embedder, RagSetup, Workload};
 use std::sync::Arc;
+
+type Result<T, E = RunError> = std::result::Result<T, E>;
 
 pub struct Rig {
     /// The load generator's runtime: one thread, so its CPU time is the harness's own cost.
@@ -81,7 +83,7 @@ fn load_model(s: &RunSpec, p: &dyn Progress) -> Result<Model> {
                     );
                     p.line(&line, true);
                 }
-                Tokenizer::try_byte_level(s.model.vocab_size).map_err(|e| anyhow::anyhow!("{e}"))?
+                Tokenizer::try_byte_level(s.model.vocab_size).map_err(RunError::Tokenizer)?
             }
         };
         return Ok(Model {
@@ -197,10 +199,13 @@ impl Rig {
                 let http = HttpTarget::new(http_config(http, url.clone(), &m.tokenizer), Clock::new())?;
                 (AnyTarget::Http(Arc::new(http)), None)
             }
-            _ => bail!("no engine and no server to send requests to"),
+            _ => return Err(RunError::NoTarget),
         };
         let mut rig = Rig {
-            rt: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(io("the load generator's runtime"))?,
             local: tokio::task::LocalSet::new(),
             simulated: false,
             tokenizer: m.tokenizer.clone(),
@@ -238,7 +243,8 @@ impl Rig {
     ) -> Result<Rig> {
         let profile = goodput_sizing::profile::Profile::read(path)?;
         if profile.model != s.model.name {
-            bail!("{} is a profile of `{}`, not of --model `{}`", path.display(), profile.model, s.model.name);
+            let (profile, model) = (profile.model, s.model.name.clone());
+            return Err(RunError::ProfileModel { path: path.to_path_buf(), profile, model });
         }
         let projected = profile.projection.is_some();
         if projected {
@@ -251,7 +257,11 @@ impl Rig {
         } else {
             warn_if_elsewhere(s, &profile, path, p);
         }
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .map_err(io("the simulation's runtime"))?;
         let clock = crate::simulate::clock(&rt);
         let mut cfg = engine.clone();
         let pe = &profile.engine;
@@ -267,12 +277,11 @@ impl Rig {
             (cfg.num_blocks, cfg.block_size) = (Some(profile.engine.num_blocks), profile.engine.block_size);
         }
         let sc = sim_config(s, &cfg)?;
-        let engine = goodput_sizing::sim::SimEngine::new(sc, profile.step_cost())
-            .map_err(|e| anyhow::anyhow!("the simulated engine: {e}"))?;
+        let engine = goodput_sizing::sim::SimEngine::new(sc, profile.step_cost()).map_err(RunError::Simulator)?;
         let tokenizer = match tokenizer {
             Some(t) => t,
             None if s.model.vocab_size >= 259 => Arc::new(Tokenizer::byte_level(s.model.vocab_size)),
-            None => bail!("a simulation needs a vocabulary of at least 259 tokens (bytes and specials)"),
+            None => return Err(RunError::SmallVocab),
         };
         let workload = workload(s, &tokenizer, p)?;
         let (step_tx, steps) = flume::unbounded();
@@ -313,7 +322,7 @@ impl Rig {
         tokenizer: &Arc<Tokenizer>,
         template: goodput_engine::loader::ChatFormat,
     ) -> Result<()> {
-        let e = self.engine.as_ref().context("http-local needs the engine")?;
+        let Some(e) = self.engine.as_ref() else { return Err(RunError::NoTarget) };
         let name = http.config.model.clone();
         let st =
             Arc::new(goodput_server::AppState::new(e.handle(), tokenizer.clone(), name, template, Default::default())?);
@@ -344,7 +353,7 @@ impl Rig {
     /// serves one model only is asked for its name (`GET /v1/models`).
     fn check_served(&mut self, http: &HttpSpec, p: &dyn Progress) -> Result<()> {
         let Some(h) = self.http() else { return Ok(()) };
-        let models = self.block_on(h.models()).context("asking the server for its models")?;
+        let models = self.block_on(h.models()).map_err(RunError::Models)?;
         let name = &http.config.model;
         if models.contains(name) {
             return Ok(());
@@ -356,10 +365,7 @@ impl Rig {
                 self.target = Arc::new(AnyTarget::Http(Arc::new(HttpTarget::new(cfg, h.clock())?)));
                 Ok(())
             }
-            _ => bail!(
-                "the server at {} does not serve `{name}` (it lists {models:?}); pass --served-model-name",
-                h.config().base_url
-            ),
+            _ => Err(RunError::NotServed { url: h.config().base_url.clone(), name: name.clone(), models }),
         }
     }
 
@@ -447,7 +453,7 @@ fn sim_config(s: &RunSpec, cfg: &EngineConfig) -> Result<goodput_scheduler::Sche
         eos_token_id: s.model.eos_token_id,
         group_windows: s.model.kv_groups().iter().map(|g| g.window).collect(),
     };
-    sc.validate().map_err(|e| anyhow::anyhow!("{e}: raise --kv-blocks or --kv-memory, or check the engine flags"))?;
+    sc.validate().map_err(|reason| RunError::SimSettings { reason })?;
     Ok(sc)
 }
 

@@ -4,6 +4,7 @@
 //! conclusion and the report written; the caller shows the tables ([`Outcome`]).
 
 use super::clock;
+use super::error::RunError;
 use super::exporter::{Exporter, Serving};
 use super::level::{self, Feeds, Finished};
 use super::live::{Goal, Live};
@@ -11,13 +12,14 @@ use super::records::RecordWriter;
 use super::rig::{machine, Rig};
 use super::spec::{LevelSpec, RunSpec};
 use crate::progress::Progress;
-use anyhow::Result;
 use goodput_report::console as table;
 use goodput_report::{export, Conclusion};
 use goodput_results::{RetrySetting, RunSummary, RunWriter, WorkloadInfo, FORMAT};
 use goodput_workload::{Arrival, RecordSink, Stop};
 use std::collections::VecDeque;
 use std::time::Duration;
+
+type Result<T, E = RunError> = std::result::Result<T, E>;
 
 pub struct Sweep<'a> {
     spec: &'a RunSpec,

@@ -3,13 +3,15 @@
 //! refinement adds levels between the last passing and the first failing one, and the counts
 //! of requests a level measures and leaves out.
 
-use anyhow::{bail, Result};
+use super::error::SpecError;
 use goodput_metrics::capacity::{pass_fail_levels, refine_point, LevelOutcome};
 use goodput_results::LoadUnit;
 use goodput_workload::shard::Shard;
 use goodput_workload::{Arrival, Trace, Trim};
 use std::collections::VecDeque;
 use std::time::Duration;
+
+type Result<T, E = SpecError> = std::result::Result<T, E>;
 
 /// One level to run: its load, how requests arrive, and how long it lasts (if by time).
 #[derive(Clone, Debug, PartialEq)]
@@ -28,7 +30,7 @@ impl LevelSpec {
     /// thinking `think` between requests, each level lasting `duration` if given.
     pub fn users(users: &[usize], think: Duration, duration: Option<Duration>) -> Result<VecDeque<LevelSpec>> {
         if users.contains(&0) {
-            bail!("--concurrency: every level must be at least 1 user, got {users:?}");
+            return Err(SpecError::ZeroUsers(users.to_vec()));
         }
         let users = if users.is_empty() { &SEARCH_START[..] } else { users };
         Ok(users.iter().map(|&u| Self::of(Arrival::Closed { users: u, think }, duration)).collect())
@@ -38,7 +40,7 @@ impl LevelSpec {
     /// `burstiness`, each level lasting `duration` if given.
     pub fn rates(rates: &[f64], burstiness: Option<f64>, duration: Option<Duration>) -> Result<VecDeque<LevelSpec>> {
         if rates.is_empty() || rates.iter().any(|r| !(r.is_finite() && *r >= 0.001)) {
-            bail!("--rate: every rate must be a positive number, at least 0.001 requests per second, got {rates:?}");
+            return Err(SpecError::Rates(rates.to_vec()));
         }
         Ok(rates.iter().map(|&rate| Self::of(Arrival::Rate { rate, burstiness }, duration)).collect())
     }
@@ -46,7 +48,7 @@ impl LevelSpec {
     /// Bursts of `sizes` requests sent at once (`--burst`).
     pub fn bursts(sizes: &[usize]) -> Result<VecDeque<LevelSpec>> {
         if sizes.is_empty() || sizes.contains(&0) {
-            bail!("--burst: every level must send at least 1 request, got {sizes:?}");
+            return Err(SpecError::Bursts(sizes.to_vec()));
         }
         Ok(sizes.iter().map(|&size| Self::of(Arrival::Burst { size }, None)).collect())
     }
@@ -54,7 +56,7 @@ impl LevelSpec {
     /// Stages of `(users, duration)` (`--stages`), thinking `think` between requests.
     pub fn stages(stages: &[(usize, Duration)], think: Duration) -> Result<VecDeque<LevelSpec>> {
         if stages.is_empty() {
-            bail!("--stages: give at least one USERSxDURATION stage");
+            return Err(SpecError::NoStages);
         }
         Ok(stages.iter().map(|&(users, d)| Self::of(Arrival::Closed { users, think }, Some(d))).collect())
     }
@@ -67,10 +69,7 @@ impl LevelSpec {
             // Offered requests per second, to the thousandth (a level's name in every table).
             let offered = (rate * speedup * 1e3).round() / 1e3;
             if offered > MAX_RATE {
-                bail!(
-                    "--trace-speedup {speedup}: the trace would offer {offered} requests per second, beyond what \
-                     goodput offers (at most {MAX_RATE})"
-                );
+                return Err(SpecError::TraceSpeedup { speedup, offered });
             }
             Ok(Self::of(Arrival::Trace { speedup, rate: offered, requests }, duration))
         };
@@ -151,15 +150,13 @@ impl Search {
             LoadUnit::Users => {
                 let m = max_users.unwrap_or(4096);
                 if m == 0 || m > MAX_USERS {
-                    bail!("--max-users must be between 1 and {MAX_USERS}, got {m}");
+                    return Err(SpecError::MaxUsers(m));
                 }
                 m as f64
             }
             _ => {
                 if !(max_rate.is_finite() && max_rate > 0.0 && max_rate <= MAX_RATE) {
-                    bail!(
-                        "--max-rate must be a positive rate of at most {MAX_RATE} requests per second, got {max_rate}"
-                    );
+                    return Err(SpecError::MaxRate(max_rate));
                 }
                 max_rate
             }
@@ -207,12 +204,7 @@ pub fn check_slice(
         let c = Counts::of(per_level, l, sessions);
         let total = c.requests.saturating_add(c.warmup).saturating_add(c.cooldown);
         if (shard.index as usize) >= total {
-            bail!(
-                "--shard {shard}: the level at {} holds {total} requests (warm-up and cool-down included), none of which falls to shard {} (request j goes to shard j mod {}): give fewer shards or more --requests",
-                l.load,
-                shard.index,
-                shard.count
-            );
+            return Err(SpecError::EmptySlice { shard, load: l.load, total });
         }
     }
     Ok(())
@@ -222,11 +214,11 @@ pub fn check_slice(
 /// file and comparison, so a second level of the same load would be mixed with the first.
 pub fn check_distinct(levels: &VecDeque<LevelSpec>) -> Result<()> {
     if levels.len() > MAX_LEVELS {
-        bail!("{} levels given; a sweep runs at most {MAX_LEVELS}", levels.len());
+        return Err(SpecError::TooManyLevels(levels.len()));
     }
     for (i, l) in levels.iter().enumerate() {
         if levels.iter().take(i).any(|m| m.load == l.load) {
-            bail!("the load {} is given twice; each level of a sweep must have a load of its own", l.load);
+            return Err(SpecError::LoadTwice(l.load));
         }
     }
     Ok(())

@@ -2,8 +2,8 @@
 //! (`--max-concurrency`), a closed loop's ramp (`--ramp`, or users joining one per ended
 //! request) and think jitter; and the requests a level may have in flight.
 
+use super::error::SpecError;
 use super::levels::{LevelSpec, MAX_DURATION, MAX_USERS};
-use anyhow::{bail, Result};
 use goodput_workload::{Arrival, Ramp};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -29,27 +29,23 @@ impl Pacing {
         think_jitter: f64,
         think: Duration,
         levels: &VecDeque<LevelSpec>,
-    ) -> Result<Pacing> {
+    ) -> Result<Pacing, SpecError> {
         let open = levels.iter().all(|l| matches!(l.arrival, Arrival::Rate { .. } | Arrival::Trace { .. }));
         match max_in_flight {
-            Some(0) => bail!("--max-concurrency must be at least 1: it is the most requests in flight at once"),
-            Some(n) if n > MAX_USERS => {
-                bail!("--max-concurrency: {n} is more than goodput keeps in flight in one level (at most {MAX_USERS})")
-            }
-            Some(n) if !open => bail!(
-                "--max-concurrency {n} caps an open loop (--rate or --trace); a closed loop's users are its concurrency (--concurrency)"
-            ),
+            Some(0) => return Err(SpecError::ZeroInFlight),
+            Some(n) if n > MAX_USERS => return Err(SpecError::InFlightOver(n)),
+            Some(n) if !open => return Err(SpecError::InFlightClosed(n)),
             _ => {}
         }
         let j = think_jitter;
         if !(j.is_finite() && (0.0..=1.0).contains(&j)) {
-            bail!("--think-jitter must be a fraction between 0 and 1 (0.2: think times within ±20 %), got {j}");
+            return Err(SpecError::ThinkJitter(j));
         }
         if j > 0.0 && think.is_zero() {
-            bail!("--think-jitter {j} jitters the think time, and there is none: give --think too");
+            return Err(SpecError::JitterNoThink(j));
         }
         if let Some(r) = ramp.filter(|r| *r > MAX_DURATION) {
-            bail!("--ramp: {r:?} is longer than a week, the longest goodput accepts");
+            return Err(SpecError::RampTooLong(r));
         }
         Ok(Pacing { max_in_flight, ramp, think_jitter: j })
     }

@@ -10,11 +10,13 @@
 //! [`load`]: how the levels are paced; [`target`]: the target. The rest of `run` imports the
 //! checked types from here; nothing here imports the rest of `run`.
 
+mod error;
 mod levels;
 mod load;
 mod start;
 mod target;
 
+pub use error::{SpecError, StartAtError, StartError};
 pub use levels::{check_distinct, check_slice, doubling, Counts, LevelSpec, PerLevel, RefineKind, Search, Span};
 pub use levels::{MAX_DURATION, MAX_LEVELS, MAX_RATE, MAX_REQUESTS, MAX_USERS, SEARCH_START};
 pub use load::{in_flight, Pacing};
@@ -50,7 +52,7 @@ pub struct Outputs {
 impl Outputs {
     /// `--out` takes no second run (unless replaced), and each export goes into a directory
     /// that exists: found out now, not after the first level.
-    pub fn check(&self) -> anyhow::Result<()> {
+    pub fn check(&self) -> Result<(), SpecError> {
         if let Some(o) = &self.out {
             goodput_results::files::check_out_dir(&o.dir, o.overwrite)?;
         }
@@ -62,7 +64,7 @@ impl Outputs {
         for (flag, path) in exports.into_iter().filter_map(|(f, p)| Some((f, p.as_deref()?))) {
             let dir = path.parent().unwrap_or(std::path::Path::new(""));
             if !(dir.as_os_str().is_empty() || dir.is_dir()) {
-                anyhow::bail!("{flag} {}: no directory {} to write it in", path.display(), dir.display());
+                return Err(SpecError::ExportDir { flag, path: path.to_path_buf(), dir: dir.to_path_buf() });
             }
         }
         Ok(())
