@@ -11,7 +11,7 @@ pub enum ProfilingError {
     Bootstrap(usize),
     /// The model (its shape, weights, device, dtype) could not be loaded.
     #[error(transparent)]
-    Model(#[from] SourceError),
+    Model(Box<SourceError>),
     /// The engine could not start, or the grid's requests failed in it.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -66,4 +66,10 @@ pub enum ProfilingError {
 /// A [`ProfilingError::Write`] of `path`.
 pub(crate) fn write(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ProfilingError + '_ {
     move |source| ProfilingError::Write { path: path.to_path_buf(), source }
+}
+
+impl From<SourceError> for ProfilingError {
+    fn from(e: SourceError) -> Self {
+        Self::Model(Box::new(e))
+    }
 }

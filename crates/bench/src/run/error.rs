@@ -17,7 +17,7 @@ pub enum RunError {
     Spec(#[from] super::spec::SpecError),
     /// The model (its weights, tokenizer, device) could not be loaded.
     #[error(transparent)]
-    Model(#[from] SourceError),
+    Model(Box<SourceError>),
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error("the byte-level tokenizer")]
@@ -77,4 +77,10 @@ pub enum RunError {
 /// A [`RunError::Io`] of what was being done.
 pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> RunError {
     move |source| RunError::Io { what, source }
+}
+
+impl From<SourceError> for RunError {
+    fn from(e: SourceError) -> Self {
+        Self::Model(Box::new(e))
+    }
 }
