@@ -5,7 +5,7 @@
 //! pins those too. Elsewhere (macOS, the BSDs) threads cannot be pinned: [`allowed`] is every
 //! CPU the machine has and [`pin_current`] refuses, naming why.
 
-use crate::error::{EngineError, Result};
+use crate::error::{PinError, Result};
 
 /// The CPUs the calling thread may run on.
 #[cfg(target_os = "linux")]
@@ -29,28 +29,28 @@ pub fn allowed() -> Vec<usize> {
 /// Restricts the calling thread to `cpus`: only Linux pins threads.
 #[cfg(not(target_os = "linux"))]
 pub fn pin_current(cpus: &[usize]) -> Result<()> {
-    Err(EngineError::Config(format!("cannot pin to CPUs {cpus:?}: pinning threads needs Linux (sched_setaffinity)")))
+    Err(PinError::NotLinux(cpus.to_vec()).into())
 }
 
 /// Restricts the calling thread to `cpus`.
 #[cfg(target_os = "linux")]
 pub fn pin_current(cpus: &[usize]) -> Result<()> {
     if cpus.is_empty() {
-        return Err(EngineError::Config("a CPU set must name at least one CPU".into()));
+        return Err(PinError::Empty.into());
     }
     // SAFETY: as above; CPU_SET is only given CPUs below CPU_SETSIZE.
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         for &c in cpus {
             if c >= libc::CPU_SETSIZE as usize {
-                return Err(EngineError::Config(format!("CPU {c} is beyond what the system can address")));
+                return Err(PinError::Beyond(c).into());
             }
             libc::CPU_SET(c, &mut set);
         }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if rc != 0 {
-        return Err(EngineError::Config(format!("cannot pin to CPUs {cpus:?}: {}", std::io::Error::last_os_error())));
+        return Err(PinError::Refused { cpus: cpus.to_vec(), os: std::io::Error::last_os_error() }.into());
     }
     Ok(())
 }
@@ -145,7 +145,9 @@ mod tests {
         })
         .join()
         .unwrap();
-        assert!(pin_current(&[]).is_err());
+        assert!(matches!(pin_current(&[]), Err(crate::EngineError::Pin(PinError::Empty))));
+        let beyond = pin_current(&[usize::MAX]);
+        assert!(matches!(beyond, Err(crate::EngineError::Pin(PinError::Beyond(usize::MAX)))), "{beyond:?}");
     }
     /// A CPU beyond what the system addresses cannot be pinned to: the failure is said (on
     /// stderr, once), not dropped, and the thread goes on unpinned.

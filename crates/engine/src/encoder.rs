@@ -22,19 +22,19 @@ impl Encoder {
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
         let read = |name: &str| {
             goodput_core::input::read_text(dir.join(name))
-                .map_err(|e| EngineError::Weights(format!("encoder: cannot read {}: {e}", dir.join(name).display())))
+                .map_err(|e| EngineError::file("sentence encoder file", dir.join(name), e))
         };
         let cfg: Config = serde_json::from_str(&read("config.json")?)
-            .map_err(|e| EngineError::Config(format!("encoder: {}: {e}", dir.join("config.json").display())))?;
+            .map_err(|e| EngineError::file("sentence encoder config", dir.join("config.json"), e))?;
         let weights = dir.join("model.safetensors");
         if !weights.is_file() {
-            return Err(EngineError::Weights(format!("encoder: {} is missing", weights.display())));
+            return Err(EngineError::file("sentence encoder weights", weights, "missing"));
         }
         // SAFETY: the weights file is memory-mapped read-only and not modified while in use.
         let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, device)? };
-        let model = BertModel::load(vb, &cfg).map_err(|e| EngineError::Weights(format!("encoder: {e}")))?;
+        let model = BertModel::load(vb, &cfg).map_err(|e| EngineError::file("sentence encoder weights", dir, e))?;
         let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json"))
-            .map_err(|e| EngineError::Tokenizer(format!("encoder: {}: {e}", dir.join("tokenizer.json").display())))?;
+            .map_err(|e| EngineError::TokenizerFile { path: dir.join("tokenizer.json"), reason: e.to_string() })?;
         // The shipped tokenizer pads to a fixed length; one text at a time needs no padding,
         // and pads must not enter the mean.
         tokenizer.with_padding(None);
@@ -53,7 +53,10 @@ impl Encoder {
     }
 
     fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
-        let enc = self.tokenizer.encode(text, true).map_err(|e| EngineError::Tokenizer(format!("encoder: {e}")))?;
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| EngineError::TokenizerFile { path: "the sentence encoder's".into(), reason: e.to_string() })?;
         let mut ids: Vec<u32> = enc.get_ids().to_vec();
         ids.truncate(self.max_tokens);
         let n = ids.len().max(1);

@@ -118,7 +118,7 @@ impl RequestStream {
         for ev in self.events.iter() {
             match ev {
                 RequestEvent::Finished { record, tokens } => return Ok((record, tokens)),
-                RequestEvent::Error(e) => return Err(EngineError::Other(e)),
+                RequestEvent::Error(e) => return Err(EngineError::Request(e)),
                 RequestEvent::Token { .. } => {}
             }
         }
@@ -260,7 +260,7 @@ impl Engine {
                             crate::affinity::pin_current_or_warn(&pin, "the engine's compute pool");
                         })
                         .build()
-                        .map_err(|e| EngineError::Other(format!("cannot start the compute threads: {e}")))
+                        .map_err(|e| EngineError::Thread { what: "the compute threads", reason: e.to_string() })
                 });
                 match pool {
                     Ok(pool) => pool.install(body),
@@ -269,7 +269,7 @@ impl Engine {
                     }
                 }
             })
-            .map_err(|e| EngineError::Other(format!("cannot start the engine thread: {e}")))?;
+            .map_err(|e| EngineError::Thread { what: "the engine thread", reason: e.to_string() })?;
         ready_rx.recv().map_err(|_| EngineError::Stopped)??;
         let handle = EngineHandle {
             tx,

@@ -42,18 +42,18 @@ impl KvCache {
 
     pub fn new(spec: &ModelSpec, num_blocks: usize, block_size: usize, dtype: DType, device: &Device) -> Result<Self> {
         if num_blocks < 2 || block_size == 0 {
-            return Err(EngineError::Config(format!(
-                "a KV pool needs at least 2 blocks (one is the reserved null block) of at least 1 token; got {num_blocks} × {block_size}"
-            )));
+            let problem = format!("a KV pool needs at least 2 blocks (one is the reserved null block) of at least 1 token; got {num_blocks} × {block_size}");
+            return Err(EngineError::Setting { setting: "--kv-blocks", problem });
         }
         let bytes = Self::bytes_per_block(spec, block_size, dtype) * num_blocks as u64;
         if let Some(avail) = crate::weights::mem_available() {
             if device.is_cpu() && bytes > avail {
-                return Err(EngineError::Config(format!(
-                    "the KV pool needs {:.2} GiB ({num_blocks} blocks × {block_size} tokens) but only {:.2} GiB of memory is available",
-                    bytes as f64 / (1u64 << 30) as f64,
-                    avail as f64 / (1u64 << 30) as f64
-                )));
+                return Err(EngineError::Memory {
+                    what: "the KV pool".into(),
+                    detail: format!(" ({num_blocks} blocks × {block_size} tokens)"),
+                    needs_gib: bytes as f64 / (1u64 << 30) as f64,
+                    available_gib: avail as f64 / (1u64 << 30) as f64,
+                });
             }
         }
         let groups = spec.kv_groups();

@@ -49,6 +49,6 @@ pub mod weights;
 // the modules above that stay `pub`, and these items of the crate-private ones.
 pub use block::PartTimes;
 pub use engine::{Engine, EngineHandle, EngineStats, RequestEvent, RequestStream};
-pub use error::{EngineError, Result};
+pub use error::{EngineError, Mismatch, PinError, Result, TensorProblem};
 pub use model::{AttentionImpl, Llama, StepBatch};
 pub use step::{EngineConfig, EngineCore, StepOutput};

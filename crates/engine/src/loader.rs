@@ -2,7 +2,7 @@
 //! directory, the local Hugging Face cache (offline), or a GGUF file. Real weights are checked
 //! against the catalog entry's shape before anything runs.
 
-use crate::error::{EngineError, Result};
+use crate::error::{EngineError, Mismatch, Result};
 use crate::model::Llama;
 use crate::tokenizer::{self, Tokenizer};
 use crate::weights::{check_hf_config, mem_available, DummySource, GgufSource, SafetensorsSource, TensorSource};
@@ -66,21 +66,20 @@ impl ChatFormat {
 
 /// `cpu`, `cuda` or `cuda:N`.
 pub fn device(name: &str) -> Result<Device> {
+    let unknown_device = |expected| EngineError::Unknown { what: "device", value: name.into(), expected };
     match name {
         "cpu" => Ok(Device::Cpu),
         _ if name == "cuda" || name.starts_with("cuda:") => {
             let ordinal = match name.strip_prefix("cuda:") {
-                Some(n) => n.parse().map_err(|_| EngineError::Config(format!("device `{name}`: expected cuda:N")))?,
+                Some(n) => n.parse().map_err(|_| unknown_device("cuda:N"))?,
                 None => 0,
             };
             if !candle_core::utils::cuda_is_available() {
-                return Err(EngineError::Config(format!(
-                    "device `{name}`: this goodput was built without CUDA (rebuild with `--features cuda`)"
-                )));
+                return Err(EngineError::NoCuda(name.into()));
             }
             Ok(Device::new_cuda(ordinal)?)
         }
-        _ => Err(EngineError::Config(format!("device `{name}`: expected cpu, cuda or cuda:N"))),
+        _ => Err(unknown_device("cpu, cuda or cuda:N")),
     }
 }
 
@@ -112,7 +111,7 @@ pub fn parse_dtype(s: &str) -> Result<DType> {
         "f32" => Ok(DType::F32),
         "f16" => Ok(DType::F16),
         "bf16" => Ok(DType::BF16),
-        _ => Err(EngineError::Config(format!("dtype `{s}`: expected f32, f16 or bf16"))),
+        _ => Err(EngineError::Unknown { what: "dtype", value: s.into(), expected: "f32, f16 or bf16" }),
     }
 }
 
@@ -122,7 +121,7 @@ pub fn parse_precision(s: &str) -> Result<(DType, bool)> {
     match s {
         "fp8" => Ok((DType::BF16, true)),
         "f32" | "f16" | "bf16" => Ok((parse_dtype(s)?, false)),
-        _ => Err(EngineError::Config(format!("dtype `{s}`: expected f32, f16, bf16 or fp8"))),
+        _ => Err(EngineError::Unknown { what: "dtype", value: s.into(), expected: "f32, f16, bf16 or fp8" }),
     }
 }
 
@@ -167,12 +166,12 @@ fn check_fits(spec: &ModelSpec, dtype: DType, device: &Device) -> Result<()> {
             } else {
                 ""
             };
-            return Err(EngineError::Config(format!(
-                "model `{}` needs {:.1} GiB of weights in {dtype:?}{how} but only {:.1} GiB of memory is available",
-                spec.name,
-                bytes as f64 / (1u64 << 30) as f64,
-                avail as f64 / (1u64 << 30) as f64
-            )));
+            return Err(EngineError::Memory {
+                what: format!("model `{}`", spec.name),
+                detail: format!(" of weights in {dtype:?}{how}"),
+                needs_gib: bytes as f64 / (1u64 << 30) as f64,
+                available_gib: avail as f64 / (1u64 << 30) as f64,
+            });
         }
     }
     Ok(())
@@ -181,9 +180,9 @@ fn check_fits(spec: &ModelSpec, dtype: DType, device: &Device) -> Result<()> {
 fn dir_tokenizer(dir: &Path, spec: &ModelSpec) -> Result<Tokenizer> {
     let path = dir.join("tokenizer.json");
     if path.is_file() {
-        Tokenizer::from_file(&path).map_err(|e| EngineError::Tokenizer(e.to_string()))
+        Ok(Tokenizer::from_file(&path)?)
     } else {
-        Tokenizer::try_byte_level(spec.vocab_size).map_err(|e| EngineError::Tokenizer(e.to_string()))
+        Ok(Tokenizer::try_byte_level(spec.vocab_size)?)
     }
 }
 
@@ -201,25 +200,17 @@ pub fn load(
             check_fits(spec, dtype, device)?;
             let mut src = DummySource { seed: *seed, dtype, device: device.clone() };
             let model = Llama::load(spec, &mut src, max_len, device, dtype)?;
-            let tok = Tokenizer::try_byte_level(spec.vocab_size).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+            let tok = Tokenizer::try_byte_level(spec.vocab_size)?;
             (model, tok, format!("dummy (seed {seed})"), ChatFormat::default())
         }
         WeightsSource::Dir(dir) => load_dir(spec, dir, device, dtype, max_len)?,
         WeightsSource::HfCache => {
-            let repo = spec.hf_repo.clone().ok_or_else(|| {
-                EngineError::Config(format!(
-                    "model `{}` names no hf_repo in the catalog; pass a directory instead",
-                    spec.name
-                ))
-            })?;
+            let repo = spec.hf_repo.clone().ok_or_else(|| EngineError::NoRepo(spec.name.clone()))?;
             let cache = hf_hub::Cache::from_env();
             let cr = cache.model(repo.clone());
-            let config = cr.get("config.json").ok_or_else(|| {
-                EngineError::Weights(format!(
-                    "`{repo}` is not in the local Hugging Face cache ({}); goodput never downloads weights",
-                    cache.path().display()
-                ))
-            })?;
+            let config = cr
+                .get("config.json")
+                .ok_or_else(|| EngineError::NotCached { repo: repo.clone(), cache: cache.path().clone() })?;
             let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
             load_dir(spec, &dir, device, dtype, max_len)?
         }
@@ -227,8 +218,8 @@ pub fn load(
             let mut src = GgufSource::open(path, *dequantize, dtype, device.clone())?;
             check_gguf_shape(spec, &src, path)?;
             let md = src.metadata().clone();
-            let tok =
-                Tokenizer::from_gguf(&md).map_err(|e| EngineError::Tokenizer(format!("{}: {e}", path.display())))?;
+            let tok = Tokenizer::from_gguf(&md)
+                .map_err(|e| EngineError::TokenizerFile { path: path.clone(), reason: e.to_string() })?;
             let chat = ChatFormat::from_gguf(&md, &tok);
             let model = Llama::load(spec, &mut src, max_len, device, dtype)?;
             (model, tok, path.display().to_string(), chat)
@@ -279,30 +270,31 @@ fn check_gguf_shape(spec: &ModelSpec, src: &GgufSource, path: &Path) -> Result<(
         match got {
             Some(g) if g as usize == want => {}
             Some(g) => {
-                return Err(EngineError::Config(format!(
-                    "{}: `{}.{key}` is {g} but catalog entry `{}` says {want}",
-                    path.display(),
-                    src.arch(),
-                    spec.name
-                )))
+                return Err(Mismatch {
+                    path: path.to_path_buf(),
+                    field: format!("{}.{key}", src.arch()),
+                    found: g.to_string(),
+                    model: spec.name.clone(),
+                    expected: want.to_string(),
+                }
+                .into())
             }
             None => {
-                return Err(EngineError::Config(format!(
-                    "{}: GGUF metadata lacks `{}.{key}`",
-                    path.display(),
-                    src.arch()
-                )))
+                let problem = format!("GGUF metadata lacks `{}.{key}`", src.arch());
+                return Err(EngineError::ModelConfig { path: path.to_path_buf(), problem });
             }
         }
     }
     if let Some(theta) = src.md_f32("rope.freq_base") {
         if ((theta as f64) - spec.rope_theta).abs() > spec.rope_theta * 1e-6 {
-            return Err(EngineError::Config(format!(
-                "{}: rope.freq_base is {theta} but catalog entry `{}` says rope_theta {}",
-                path.display(),
-                spec.name,
-                spec.rope_theta
-            )));
+            return Err(Mismatch {
+                path: path.to_path_buf(),
+                field: "rope.freq_base".into(),
+                found: theta.to_string(),
+                model: spec.name.clone(),
+                expected: spec.rope_theta.to_string(),
+            }
+            .into());
         }
     }
     Ok(())

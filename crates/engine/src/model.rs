@@ -169,10 +169,7 @@ impl Llama {
             n += l.quantize_fp8()?;
         }
         if n == 0 {
-            return Err(EngineError::Config(format!(
-                "--dtype fp8: model `{}` has no dense projection to store in e4m3 (MLA, experts and GGUF-quantized weights keep their format)",
-                self.spec.name
-            )));
+            return Err(EngineError::Unsupported(format!("--dtype fp8: model `{}` has no dense projection to store in e4m3 (MLA, experts and GGUF-quantized weights keep their format)", self.spec.name)));
         }
         Ok(n)
     }
@@ -236,12 +233,12 @@ impl Llama {
     pub fn forward(&self, batch: &StepBatch, kv: &KvCache) -> Result<Tensor> {
         let t = batch.tokens.len();
         if t == 0 {
-            return Err(EngineError::Other("empty step".into()));
+            return Err(EngineError::Internal("empty step".into()));
         }
         let spec = &self.spec;
         if let Some(&p) = batch.positions.iter().max() {
             if p as usize >= self.cos.dim(0)? {
-                return Err(EngineError::Other(format!(
+                return Err(EngineError::Internal(format!(
                     "position {p} is beyond the RoPE table ({})",
                     self.cos.dim(0)?
                 )));
@@ -261,7 +258,7 @@ impl Llama {
         for (l, layer) in self.layers.iter().enumerate() {
             let (k, v, group) = kv.layer(l);
             let meta = batch.metas.get(group).ok_or_else(|| {
-                EngineError::Other(format!(
+                EngineError::Internal(format!(
                     "the step has block tables for {} KV groups, layer {l} is in group {group}",
                     batch.metas.len()
                 ))

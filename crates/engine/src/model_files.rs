@@ -35,11 +35,11 @@ pub fn resolve(name: &str, catalog: &Catalog) -> Result<NamedModel> {
     if path.is_dir() {
         let config = path.join("config.json");
         let text = goodput_core::input::read_text(&config).map_err(|e| {
-            EngineError::Config(format!("{}: {e} (a model directory needs config.json)", config.display()))
+            EngineError::file("model config", &config, format!("{e} (a model directory needs config.json)"))
         })?;
         let base = path.canonicalize().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
         let spec = ModelSpec::from_hf_config(&base.unwrap_or_else(|| name.to_string()), &text)
-            .map_err(|e| EngineError::Config(format!("{}: {e}", path.display())))?;
+            .map_err(|e| EngineError::ModelConfig { path: config.clone(), problem: e.to_string() })?;
         return Ok(NamedModel {
             spec,
             weights: WeightsSource::Dir(path.to_path_buf()),
@@ -52,18 +52,18 @@ pub fn resolve(name: &str, catalog: &Catalog) -> Result<NamedModel> {
         return Ok(NamedModel { spec, weights, origin: path.display().to_string() });
     }
     if let Some(config) = hf_cache_file(name, "config.json") {
-        let text = goodput_core::input::read_text(&config)
-            .map_err(|e| EngineError::Config(format!("{}: {e}", config.display())))?;
-        let mut spec =
-            ModelSpec::from_hf_config(name, &text).map_err(|e| EngineError::Config(format!("{name}: {e}")))?;
+        let text =
+            goodput_core::input::read_text(&config).map_err(|e| EngineError::file("model config", &config, e))?;
+        let mut spec = ModelSpec::from_hf_config(name, &text)
+            .map_err(|e| EngineError::ModelConfig { path: config.clone(), problem: e.to_string() })?;
         spec.hf_repo = Some(name.to_string());
         return Ok(NamedModel { spec, weights: WeightsSource::HfCache, origin: format!("hf-cache {name}") });
     }
-    Err(EngineError::Config(format!(
-        "{not_in_catalog}; nor is `{name}` a directory with config.json, a .gguf file, or a repository in the \
-         local Hugging Face cache ({})",
-        hf_hub::Cache::from_env().path().display()
-    )))
+    Err(EngineError::NoModel {
+        name: name.into(),
+        not_in_catalog: not_in_catalog.to_string(),
+        cache: hf_hub::Cache::from_env().path().clone(),
+    })
 }
 
 /// `file` of repository `repo` in the local Hugging Face cache, if it is there.
@@ -81,17 +81,13 @@ pub fn spec_from_gguf(path: &Path) -> Result<ModelSpec> {
     let architecture = match arch.as_str() {
         "llama" => Architecture::Llama,
         "qwen2" => Architecture::Qwen2,
-        other => {
-            return Err(EngineError::Config(format!(
-                "{}: architecture `{other}` is not one goodput's engine runs (llama, qwen2)",
-                path.display()
-            )))
-        }
+        other => return Err(EngineError::Architecture { path: path.into(), arch: other.into() }),
     };
     let need = |key: &str| {
-        src.md_u32(key)
-            .map(|v| v as usize)
-            .ok_or_else(|| EngineError::Config(format!("{}: GGUF metadata lacks `{arch}.{key}`", path.display())))
+        src.md_u32(key).map(|v| v as usize).ok_or_else(|| EngineError::ModelConfig {
+            path: path.into(),
+            problem: format!("GGUF metadata lacks `{arch}.{key}`"),
+        })
     };
     let md = src.metadata();
     let vocab = match md.get(tokenizer::keys::TOKENS).and_then(|v| v.to_vec().ok()) {
@@ -131,7 +127,7 @@ pub fn spec_from_gguf(path: &Path) -> Result<ModelSpec> {
         hf_repo: None,
         gguf_file: Some(path.display().to_string()),
     };
-    spec.validate().map_err(|e| EngineError::Config(format!("{}: {e}", path.display())))?;
+    spec.validate().map_err(|e| EngineError::ModelConfig { path: path.into(), problem: e.to_string() })?;
     Ok(spec)
 }
 
@@ -147,12 +143,9 @@ pub fn load_tokenizer(arg: &str) -> Result<(Tokenizer, ChatFormat)> {
     } else if let Some(f) = hf_cache_file(arg, "tokenizer.json") {
         f
     } else {
-        return Err(EngineError::Tokenizer(format!(
-            "--tokenizer `{arg}` is no tokenizer.json, no directory holding one, and no repository with one in the \
-             local Hugging Face cache"
-        )));
+        return Err(EngineError::NoTokenizer(arg.into()));
     };
-    let tok = Tokenizer::from_file(&file).map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+    let tok = Tokenizer::from_file(&file)?;
     let config = file.with_file_name("tokenizer_config.json");
     let chat = goodput_core::input::read_text(&config)
         .ok()
@@ -167,12 +160,11 @@ pub fn load_tokenizer(arg: &str) -> Result<(Tokenizer, ChatFormat)> {
 /// would send ids the model has no row for).
 pub fn check_fits(tok: &Tokenizer, spec: &ModelSpec) -> Result<()> {
     if tok.vocab_size() > spec.vocab_size {
-        return Err(EngineError::Tokenizer(format!(
-            "the tokenizer has {} tokens, more than model `{}`'s vocabulary of {}",
-            tok.vocab_size(),
-            spec.name,
-            spec.vocab_size
-        )));
+        return Err(EngineError::TokenizerTooLarge {
+            tokens: tok.vocab_size(),
+            model: spec.name.clone(),
+            vocab: spec.vocab_size,
+        });
     }
     Ok(())
 }

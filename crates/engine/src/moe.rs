@@ -6,7 +6,7 @@
 //! 3-D ones, or gpt-oss's (interleaved gate/up, x·W orientation, MXFP4 blocks).
 
 use crate::cpu::mxfp4::Mxfp4Matrix;
-use crate::error::{EngineError, Result};
+use crate::error::{EngineError, Result, TensorProblem};
 use crate::linear::{fuse, Linear};
 use crate::mxfp4;
 use crate::weights::{Init, TensorSource};
@@ -210,7 +210,7 @@ impl Moe {
 
     /// The MoE of layer `i` (`prefix` = `model.layers.{i}`).
     pub(crate) fn load(spec: &ModelSpec, src: &mut dyn TensorSource, i: usize, act: DType) -> Result<Self> {
-        let m = spec.moe.clone().ok_or_else(|| EngineError::Config("a sparse layer without a moe spec".into()))?;
+        let m = spec.moe.clone().ok_or_else(|| EngineError::Internal("a sparse layer without a moe spec".into()))?;
         let (h, p) = (spec.hidden_size, format!("model.layers.{i}"));
         let names = Names::of(spec.architecture, &p);
         let router = Linear::load(src, &names.router, m.num_experts, h, m.router_bias, act)?;
@@ -280,7 +280,7 @@ fn per_expert(
     let mut up = Linear::load(src, &format!("{prefix}.{}", parts[1]), i, h, bias, act)?;
     let mut down = Linear::load(src, &format!("{prefix}.{}", parts[2]), h, i, bias, act)?;
     let mut gate_up =
-        fuse([&mut gate, &mut up])?.ok_or_else(|| EngineError::Weights(format!("{prefix}: quantized experts")))?;
+        fuse([&mut gate, &mut up])?.ok_or_else(|| EngineError::tensor(prefix, TensorProblem::Quantized))?;
     gate_up.pack()?;
     down.pack()?;
     Ok(Expert { gate_up: Proj::Dense(gate_up), down: Proj::Dense(down) })

@@ -6,7 +6,7 @@
 //! `Mxfp4Matrix::decode_row` is the one decoder).
 
 use crate::cpu::mxfp4::Mxfp4Matrix;
-use crate::error::{EngineError, Result};
+use crate::error::{EngineError, Result, TensorProblem};
 use crate::weights::TensorSource;
 use candle_core::DType;
 
@@ -19,7 +19,7 @@ pub fn packed(
     inp: usize,
 ) -> Result<Vec<Mxfp4Matrix>> {
     if !inp.is_multiple_of(32) {
-        return Err(EngineError::Weights(format!("{name}: {inp} values per row are not whole MXFP4 blocks of 32")));
+        return Err(EngineError::tensor(name, TensorProblem::NotMxfp4(inp)));
     }
     let nb = inp / 32;
     let blocks =
@@ -29,7 +29,7 @@ pub fn packed(
     (0..experts)
         .map(|j| {
             Mxfp4Matrix::new(out, inp, blocks[j * eb..(j + 1) * eb].to_vec(), scales[j * es..(j + 1) * es].to_vec())
-                .map_err(|e| EngineError::Weights(format!("{name}: {e}")))
+                .map_err(|e| EngineError::tensor(name, TensorProblem::Mxfp4(e.to_string())))
         })
         .collect()
 }

@@ -154,7 +154,7 @@ impl ModelSource {
             WeightsSource::Gguf { path, .. } => {
                 let src = crate::weights::GgufSource::open(path, false, DType::F32, Device::Cpu)?;
                 let tok = Tokenizer::from_gguf(src.metadata())
-                    .map_err(|e| EngineError::Other(format!("{}: {e}", path.display())))?;
+                    .map_err(|e| EngineError::TokenizerFile { path: path.clone(), reason: e.to_string() })?;
                 let chat = ChatFormat::from_gguf(src.metadata(), &tok);
                 Some((tok, chat))
             }

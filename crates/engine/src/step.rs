@@ -69,24 +69,23 @@ impl EngineConfig {
         let positions = model.spec.max_position_embeddings.min(model.max_positions());
         let max_model_len = self.max_model_len.unwrap_or(positions);
         if max_model_len == 0 || max_model_len > positions {
-            return Err(EngineError::Config(format!(
-                "max model length {max_model_len} must be between 1 and the {positions} positions the model was loaded for"
-            )));
+            let problem = format!("max model length {max_model_len} must be between 1 and the {positions} positions the model was loaded for");
+            return Err(EngineError::Setting { setting: "--max-model-len", problem });
         }
         if self.block_size == 0 || self.max_num_batched_tokens == 0 || self.max_num_seqs == 0 {
-            return Err(EngineError::Config(
-                "block size, max batched tokens and max sequences must be positive".into(),
-            ));
+            let problem = "block size, max batched tokens and max sequences must be positive".into();
+            return Err(EngineError::Setting { setting: "--max-num-seqs", problem });
         }
         let num_blocks = match self.num_blocks {
             Some(n) => n,
             None => KvCache::blocks_for_bytes(&model.spec, self.block_size, model.dtype, self.kv_memory),
         };
         if num_blocks < 2 {
-            return Err(EngineError::Config(format!(
+            let problem = format!(
                 "the KV pool would have {num_blocks} blocks; it needs at least 2 (one is reserved): raise --kv-blocks or --kv-memory (one block is {} bytes)",
                 KvCache::bytes_per_block(&model.spec, self.block_size, model.dtype)
-            )));
+            );
+            return Err(EngineError::Setting { setting: "--kv-blocks", problem });
         }
         Ok(SchedulerConfig {
             max_num_batched_tokens: self.max_num_batched_tokens,
@@ -134,15 +133,14 @@ impl EngineCore {
         let graphs =
             StepGraphs::for_model(&model, cfg.cuda_graphs, cfg.cuda_mixed_graphs, sc.max_model_len, sc.block_size);
         let kv = KvCache::new(&model.spec, sc.num_blocks, sc.block_size, model.dtype, &model.device)?;
-        let sched =
-            Scheduler::new(sc).map_err(|e| EngineError::Config(e.to_string()))?.with_vocab_size(model.spec.vocab_size);
+        let sched = Scheduler::new(sc)?.with_vocab_size(model.spec.vocab_size);
         let pool = if model.device.is_cpu() && rayon::current_thread_index().is_none() {
             Some(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(rayon::current_num_threads())
                     .thread_name(|i| format!("goodput-step-{i}"))
                     .build()
-                    .map_err(|e| EngineError::Other(format!("cannot start the compute threads: {e}")))?,
+                    .map_err(|e| EngineError::Thread { what: "the compute threads", reason: e.to_string() })?,
             )
         } else {
             None
@@ -323,7 +321,7 @@ impl EngineCore {
     }
 
     fn sampler(&mut self, id: RequestId) -> Result<&mut Sampler> {
-        self.samplers.get_mut(&id).ok_or_else(|| EngineError::Other(format!("no sampler for request {id}")))
+        self.samplers.get_mut(&id).ok_or_else(|| EngineError::Internal(format!("no sampler for request {id}")))
     }
 
     /// Runs until every queued request has finished; returns the finished requests.

@@ -2,7 +2,7 @@
 //! local Hugging Face cache) or GGUF. Every tensor is checked against the shape the catalog
 //! entry implies; a missing tensor or a wrong shape is an error naming the tensor.
 
-use crate::error::{EngineError, Result};
+use crate::error::{EngineError, Mismatch, Result, TensorProblem};
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, Tensor};
 use goodput_core::ModelSpec;
@@ -37,7 +37,7 @@ pub trait TensorSource {
     /// A tensor of exactly `shape` and `dtype`, as stored (packed quantized blocks, scales),
     /// not converted to the model dtype.
     fn raw(&mut self, name: &str, _shape: &[usize], _dtype: DType) -> Result<Tensor> {
-        Err(EngineError::Weights(format!("tensor `{name}`: this source holds no packed tensors")))
+        Err(EngineError::tensor(name, TensorProblem::NotPacked))
     }
     /// The LM head of a model with tied embeddings, when the source keeps a form of the
     /// embedding better suited to a matmul than the dense one (GGUF: the quantized table, as
@@ -51,9 +51,14 @@ pub trait TensorSource {
     }
 }
 
+/// A tensor its reader could not read (`e`: candle's error, or the panic it was caught in).
+fn unreadable(name: &str, e: impl std::fmt::Display) -> EngineError {
+    EngineError::tensor(name, TensorProblem::Unreadable(e.to_string()))
+}
+
 fn check_shape(name: &str, want: &[usize], got: &[usize]) -> Result<()> {
     if want != got {
-        return Err(EngineError::Weights(format!("tensor `{name}` has shape {got:?}, the model needs {want:?}")));
+        return Err(EngineError::tensor(name, TensorProblem::Shape { got: got.to_vec(), want: want.to_vec() }));
     }
     Ok(())
 }
@@ -110,7 +115,7 @@ impl TensorSource for DummySource {
     /// values of std ~ 0.02 (an FP4 code's RMS is ~2.9): about `1/sqrt(fan_in)` of gpt-oss's 2880.
     fn raw(&mut self, name: &str, shape: &[usize], dtype: DType) -> Result<Tensor> {
         if dtype != DType::U8 {
-            return Err(EngineError::Weights(format!("dummy `{name}`: packed tensors are bytes")));
+            return Err(EngineError::tensor(name, TensorProblem::DType { got: dtype, want: DType::U8 }));
         }
         let n: usize = shape.iter().product();
         let mut h = std::hash::DefaultHasher::new();
@@ -134,11 +139,11 @@ pub struct SafetensorsSource {
 impl SafetensorsSource {
     pub fn open(files: &[PathBuf], dtype: DType, device: Device) -> Result<Self> {
         if files.is_empty() {
-            return Err(EngineError::Weights("no .safetensors files found".into()));
+            return Err(EngineError::NoSafetensors { dir: None });
         }
         // SAFETY: the files are memory-mapped read-only; goodput does not modify them while running.
         let st = unsafe { candle_core::safetensors::MmapedSafetensors::multi(files) }
-            .map_err(|e| EngineError::Weights(format!("cannot read {}: {e}", files[0].display())))?;
+            .map_err(|e| EngineError::file("weights file", &files[0], e))?;
         let names = st.tensors().into_iter().map(|(n, _)| n).collect();
         let origin = files[0].parent().map(|p| p.display().to_string()).unwrap_or_default();
         Ok(Self { st, names, dtype, device, origin })
@@ -146,15 +151,14 @@ impl SafetensorsSource {
 
     /// The `*.safetensors` files of a directory, sorted.
     pub fn files_in(dir: &Path) -> Result<Vec<PathBuf>> {
-        let rd =
-            std::fs::read_dir(dir).map_err(|e| EngineError::Weights(format!("cannot read {}: {e}", dir.display())))?;
+        let rd = std::fs::read_dir(dir).map_err(|e| EngineError::file("weights directory", dir, e))?;
         let mut files: Vec<PathBuf> = rd
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
             .collect();
         files.sort();
         if files.is_empty() {
-            return Err(EngineError::Weights(format!("no .safetensors files in {}", dir.display())));
+            return Err(EngineError::NoSafetensors { dir: Some(dir.to_path_buf()) });
         }
         Ok(files)
     }
@@ -163,20 +167,20 @@ impl SafetensorsSource {
 impl TensorSource for SafetensorsSource {
     fn tensor(&mut self, name: &str, shape: &[usize], _init: Init) -> Result<Tensor> {
         if !self.names.contains(name) {
-            return Err(EngineError::Weights(format!("tensor `{name}` is missing from {}", self.origin)));
+            return Err(EngineError::tensor(name, TensorProblem::Missing(self.origin.clone())));
         }
-        let t = self.st.load(name, &self.device).map_err(|e| EngineError::Weights(format!("tensor `{name}`: {e}")))?;
+        let t = self.st.load(name, &self.device).map_err(|e| unreadable(name, e))?;
         check_shape(name, shape, t.dims())?;
         Ok(t.to_dtype(self.dtype)?)
     }
     fn raw(&mut self, name: &str, shape: &[usize], dtype: DType) -> Result<Tensor> {
         if !self.names.contains(name) {
-            return Err(EngineError::Weights(format!("tensor `{name}` is missing from {}", self.origin)));
+            return Err(EngineError::tensor(name, TensorProblem::Missing(self.origin.clone())));
         }
-        let t = self.st.load(name, &Device::Cpu).map_err(|e| EngineError::Weights(format!("tensor `{name}`: {e}")))?;
+        let t = self.st.load(name, &Device::Cpu).map_err(|e| unreadable(name, e))?;
         check_shape(name, shape, t.dims())?;
         if t.dtype() != dtype {
-            return Err(EngineError::Weights(format!("tensor `{name}` is {:?}, expected {dtype:?}", t.dtype())));
+            return Err(EngineError::tensor(name, TensorProblem::DType { got: t.dtype(), want: dtype }));
         }
         Ok(t)
     }
@@ -200,10 +204,8 @@ pub struct GgufSource {
 
 impl GgufSource {
     pub fn open(path: &Path, dequantize: bool, dtype: DType, device: Device) -> Result<Self> {
-        let mut file = std::fs::File::open(path)
-            .map_err(|e| EngineError::Weights(format!("cannot open {}: {e}", path.display())))?;
-        let unreadable =
-            |e: String| EngineError::Weights(format!("{} is not a readable GGUF file: {e}", path.display()));
+        let mut file = std::fs::File::open(path).map_err(|e| EngineError::file("GGUF file", path, e))?;
+        let unreadable = |e: String| EngineError::file("GGUF file", path, format!("not readable: {e}"));
         // candle's reader panics on some malformed headers (an alignment of 0).
         let content = crate::guard::quietly(|| gguf_file::Content::read(&mut file))
             .map_err(unreadable)?
@@ -277,15 +279,15 @@ impl GgufSource {
     fn qtensor(&mut self, name: &str) -> Result<QTensor> {
         let g = Self::gguf_name(name);
         if !self.content.tensor_infos.contains_key(&g) {
-            return Err(EngineError::Weights(format!("tensor `{g}` (for `{name}`) is missing from {}", self.origin)));
+            return Err(EngineError::tensor(g, TensorProblem::Missing(self.origin.clone())));
         }
         let (content, file, device) = (&self.content, &mut self.file, &self.device);
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
         check_gguf_tensor(&g, &content.tensor_infos[&g], content.tensor_data_offset, len)
-            .map_err(|e| EngineError::Weights(format!("{}: {e}", self.origin)))?;
+            .map_err(|e| unreadable(&g, e))?;
         crate::guard::quietly(|| content.tensor(file, &g, device))
-            .map_err(|panic| EngineError::Weights(format!("tensor `{g}` cannot be read: {panic}")))?
-            .map_err(|e| EngineError::Weights(format!("tensor `{g}`: {e}")))
+            .map_err(|panic| unreadable(&g, panic))?
+            .map_err(|e| unreadable(&g, e))
     }
 }
 
@@ -344,10 +346,9 @@ pub fn same_at_f32(a: f64, b: f64) -> bool {
 
 /// `rope_parameters`, as newer SmolLM2 configs do, silently falling back to 10000).
 pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
-    let text = goodput_core::input::read_text(path)
-        .map_err(|e| EngineError::Config(format!("cannot read {}: {e}", path.display())))?;
+    let text = goodput_core::input::read_text(path).map_err(|e| EngineError::file("model config", path, e))?;
     let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| EngineError::Config(format!("{} is not JSON: {e}", path.display())))?;
+        serde_json::from_str(&text).map_err(|e| EngineError::file("model config", path, format!("not JSON: {e}")))?;
     let num = |k: &str| v.get(k).and_then(|x| x.as_f64());
     // A field that is there must be a number: a string or a list is not "absent".
     let shape_keys = ["hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"];
@@ -355,7 +356,8 @@ pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
     let nested = v.get("rope_parameters").and_then(|r| r.get("rope_theta")).map(|x| ("rope_parameters.rope_theta", x));
     let present = shape_keys.iter().chain(&other_keys).filter_map(|&k| Some((k, v.get(k)?))).chain(nested);
     if let Some((k, x)) = present.filter(|(_, x)| !x.is_null()).find(|(_, x)| !x.is_number()) {
-        return Err(EngineError::Config(format!("{}: `{k}` is {x}, not a number", path.display())));
+        let problem = format!("`{k}` is {x}, not a number");
+        return Err(EngineError::ModelConfig { path: path.to_path_buf(), problem });
     }
     let rope_theta = num("rope_theta")
         .or_else(|| v.get("rope_parameters").and_then(|r| r.get("rope_theta")).and_then(|x| x.as_f64()));
@@ -373,17 +375,18 @@ pub fn check_hf_config(spec: &ModelSpec, path: &Path) -> Result<()> {
         match got {
             Some(g) if same_at_f32(g, want) => {}
             Some(g) => {
-                return Err(EngineError::Config(format!(
-                    "{}: `{field}` is {g} but catalog entry `{}` says {want}",
-                    path.display(),
-                    spec.name
-                )))
+                return Err(Mismatch {
+                    path: path.to_path_buf(),
+                    field: field.into(),
+                    found: g.to_string(),
+                    model: spec.name.clone(),
+                    expected: want.to_string(),
+                }
+                .into())
             }
             None if field == "rope_theta" => {
-                return Err(EngineError::Config(format!(
-                    "{}: no `rope_theta` (nor `rope_parameters.rope_theta`); refusing to guess",
-                    path.display()
-                )))
+                let problem = "no `rope_theta` (nor `rope_parameters.rope_theta`); refusing to guess".into();
+                return Err(EngineError::ModelConfig { path: path.to_path_buf(), problem });
             }
             None => {}
         }

@@ -34,7 +34,10 @@ impl Llama {
     /// computed in f32 with the values of `r` rounded to bf16. Needs an f32 model.
     pub fn logits_rounded(&self, tokens: &[u32], r: Rounding) -> Result<Vec<Vec<f32>>> {
         if self.dtype != DType::F32 {
-            return Err(crate::EngineError::Other(format!("logits_rounded needs f32 weights, not {:?}", self.dtype)));
+            return Err(crate::EngineError::Unsupported(format!(
+                "logits_rounded needs f32 weights, not {:?}",
+                self.dtype
+            )));
         }
         ReferenceRunner::with_rounding(self, r).forward_all(tokens)
     }

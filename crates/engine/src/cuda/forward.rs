@@ -210,10 +210,12 @@ impl Llama {
         let mut delta: Option<Tensor> = None;
         for (l, layer) in self.layers.iter().enumerate() {
             let Some((attn, mlp)) = layer.llama() else {
-                return Err(EngineError::Other(format!("layer {l} is not the Llama block goodput's CUDA step runs")));
+                return Err(EngineError::Unsupported(format!(
+                    "layer {l} is not the Llama block goodput's CUDA step runs"
+                )));
             };
             let (Some(qkv), Some(gate_up)) = (&attn.qkv, &mlp.gate_up) else {
-                return Err(EngineError::Other(format!("layer {l} has no fused projections")));
+                return Err(EngineError::Internal(format!("layer {l} has no fused projections")));
             };
             let (x1, hn) = add_rms_norm(&x, delta.as_ref(), &layer.attn_norm, eps)?;
             mark("add + rms norm")?;

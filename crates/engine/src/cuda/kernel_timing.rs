@@ -51,7 +51,7 @@ fn time_ops(model: &Llama, kv: &KvCache, step: &StepBatch, steps: usize) -> Resu
     let event = || {
         stream
             .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| EngineError::Other(format!("record event: {e}")))
+            .map_err(|e| EngineError::Internal(format!("record event: {e}")))
     };
     model.forward(step, kv).map_err(err)?;
     let mut ops: Vec<OpTime> = Vec::new();

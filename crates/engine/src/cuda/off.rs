@@ -90,6 +90,6 @@ impl Llama {
 
     /// Never called ([`Llama::uses_cuda_kernels`] is false).
     pub(crate) fn forward_cuda(&self, _: &StepBatch, _: &KvCache) -> Result<Tensor> {
-        Err(EngineError::Other("goodput's CUDA step needs the `cuda` feature".into()))
+        Err(EngineError::Unsupported("goodput's CUDA step needs the `cuda` feature".into()))
     }
 }

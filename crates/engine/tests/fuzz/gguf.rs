@@ -6,6 +6,7 @@ use candle_core::{DType, Device};
 use goodput_core::WeightsSource;
 use goodput_engine::tokenizer::{gguf_chat_template, gguf_special_ids, Tokenizer};
 use goodput_engine::weights::{GgufSource, Init, TensorSource};
+use goodput_engine::EngineError;
 use goodput_fuzzing::{byte_edits, config, mutate_bytes, small_bytes, temp_path};
 use proptest::prelude::*;
 
@@ -359,8 +360,9 @@ pub(crate) fn a_gguf_with_an_alignment_of_zero_is_refused() {
         data: Vec::new(),
     };
     std::fs::write(&path, file.encode()).unwrap();
-    let e = GgufSource::open(&path, false, DType::F32, Device::Cpu).err().unwrap().to_string();
-    assert!(e.contains("not a readable GGUF file") && e.contains("divide by zero"), "{e}");
+    let e = GgufSource::open(&path, false, DType::F32, Device::Cpu).err().unwrap();
+    assert!(matches!(&e, EngineError::File { what: "GGUF file", path: p, .. } if *p == path), "{e:?}");
+    assert!(e.to_string().contains("not readable") && e.to_string().contains("divide by zero"), "{e}");
     let _ = std::fs::remove_file(&path);
 }
 
