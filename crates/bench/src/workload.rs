@@ -2,7 +2,7 @@
 //! the adapters the workloads and the HTTP client need from the engine (its sentence
 //! encoder, its tokenizer).
 
-use goodput_core::TextCodec;
+use goodput_core::{CodecError, TextCodec};
 use goodput_workload::scenario::Builtin;
 use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile};
 use goodput_workload::{DatasetFormat, DatasetOptions, Trace, TraceFormat, TraceOptions};
@@ -171,8 +171,8 @@ fn rag_encoder(encoder: Option<&Path>) -> Result<Option<PathBuf>> {
 /// The engine's sentence encoder as the workload's embedder.
 pub struct EncoderEmbedder(pub goodput_engine::encoder::Encoder);
 impl Embedder for EncoderEmbedder {
-    fn embed(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, String> {
-        self.0.embed(texts).map_err(|e| e.to_string())
+    fn embed(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, CodecError> {
+        self.0.embed(texts).map_err(CodecError::new)
     }
 }
 
@@ -180,11 +180,11 @@ impl Embedder for EncoderEmbedder {
 /// of what it receives) and the workloads' (RAG's assembled prompts, a dataset's lengths).
 pub struct ModelCodec(pub Arc<goodput_engine::tokenizer::Tokenizer>);
 impl TextCodec for ModelCodec {
-    fn encode(&self, text: &str) -> std::result::Result<Vec<u32>, String> {
-        self.0.encode(text).map_err(|e| e.to_string())
+    fn encode(&self, text: &str) -> std::result::Result<Vec<u32>, CodecError> {
+        self.0.encode(text).map_err(CodecError::new)
     }
-    fn decode(&self, ids: &[u32]) -> std::result::Result<String, String> {
-        self.0.decode(ids).map_err(|e| e.to_string())
+    fn decode(&self, ids: &[u32]) -> std::result::Result<String, CodecError> {
+        self.0.decode(ids).map_err(CodecError::new)
     }
     fn writable(&self, ids: &[u32]) -> Vec<u32> {
         if self.0.kind() != "bytes" {

@@ -271,7 +271,9 @@ impl HttpTarget {
             let codec = self.cfg.codec.as_ref().ok_or("no tokenizer to write the prompt as text")?;
             let want = self.prompt_fit.lock().unwrap_or_else(|e| e.into_inner()).written_for(req.prompt.len());
             let ids: Vec<TokenId> = req.prompt.iter().cycle().take(want).copied().collect();
-            let (text, n) = exact_text(codec.as_ref(), &codec.writable(&ids))?;
+            // A request's failure is recorded as text.
+            let (text, n) =
+                exact_text(codec.as_ref(), &codec.writable(&ids)).map_err(|e| format!("the prompt as text: {e}"))?;
             written = Some(n);
             Ok(text)
         };
@@ -495,10 +497,10 @@ mod tests {
     fn the_length_field_the_responses_shape_and_the_reasoning_extension() {
         struct Ids;
         impl TextCodec for Ids {
-            fn encode(&self, text: &str) -> Result<Vec<TokenId>, String> {
+            fn encode(&self, text: &str) -> Result<Vec<TokenId>, goodput_core::CodecError> {
                 Ok(text.split(' ').map(|w| w.parse().unwrap_or(0)).collect())
             }
-            fn decode(&self, ids: &[TokenId]) -> Result<String, String> {
+            fn decode(&self, ids: &[TokenId]) -> Result<String, goodput_core::CodecError> {
                 Ok(ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(" "))
             }
         }
@@ -544,10 +546,10 @@ mod tests {
     /// Each id decodes to one letter; the text encodes in pairs of letters (and drops id 0).
     struct Pairs;
     impl TextCodec for Pairs {
-        fn encode(&self, text: &str) -> Result<Vec<TokenId>, String> {
+        fn encode(&self, text: &str) -> Result<Vec<TokenId>, goodput_core::CodecError> {
             Ok((0..text.len().div_ceil(2) as u32).collect())
         }
-        fn decode(&self, ids: &[TokenId]) -> Result<String, String> {
+        fn decode(&self, ids: &[TokenId]) -> Result<String, goodput_core::CodecError> {
             Ok(ids.iter().filter(|&&i| i != 0).map(|_| 'a').collect())
         }
     }

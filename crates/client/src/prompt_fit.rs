@@ -7,13 +7,13 @@
 //! the scenario's. Until a response has come, the prompt is written as the scenario says.
 //! [`exact_text`] writes a number of tokens as text that the client's tokenizer counts back.
 
-use goodput_core::{TextCodec, TokenId};
+use goodput_core::{CodecError, TextCodec, TokenId};
 
 /// Text that the codec encodes to exactly `ids.len()` tokens where it can: the ids decoded,
 /// then trimmed or extended (from the ids again, by the ids-per-token seen so far) and decoded
 /// anew until re-encoding gives the length, at most eight rounds (vLLM's random dataset does the same). Returns the text and
 /// its length in tokens (the nearest reached, when not exact).
-pub fn exact_text(codec: &dyn TextCodec, ids: &[TokenId]) -> Result<(String, usize), String> {
+pub fn exact_text(codec: &dyn TextCodec, ids: &[TokenId]) -> Result<(String, usize), CodecError> {
     let want = ids.len();
     let mut cur = ids.to_vec();
     let mut best: Option<(String, usize)> = None;
@@ -32,7 +32,7 @@ pub fn exact_text(codec: &dyn TextCodec, ids: &[TokenId]) -> Result<(String, usi
             std::cmp::Ordering::Less => cur.extend(ids.iter().cycle().skip(cur.len()).take(ids_for(want - n))),
         }
     }
-    best.ok_or_else(|| "no text for an empty prompt".to_string())
+    best.ok_or_else(|| CodecError::new("no text for an empty prompt"))
 }
 
 /// `(written, counted)` pairs and the line through them.

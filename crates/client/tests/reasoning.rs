@@ -15,10 +15,10 @@ use tokio::net::TcpListener;
 struct Words;
 
 impl TextCodec for Words {
-    fn encode(&self, text: &str) -> Result<Vec<TokenId>, String> {
+    fn encode(&self, text: &str) -> Result<Vec<TokenId>, goodput_core::CodecError> {
         Ok(text.split_whitespace().map(|w| w.len() as TokenId).collect())
     }
-    fn decode(&self, ids: &[TokenId]) -> Result<String, String> {
+    fn decode(&self, ids: &[TokenId]) -> Result<String, goodput_core::CodecError> {
         Ok(ids.iter().map(|&n| "w".repeat(n as usize)).collect::<Vec<_>>().join(" "))
     }
 }

@@ -3,6 +3,7 @@
 //! attention kind ([`LayerKind`]) and the RoPE frequency scalings ([`RopeScaling`]). Plain data
 //! with its own checks; what they cost (parameters, KV bytes) is `sizes.rs`'s.
 
+use crate::FieldError;
 use serde::{Deserialize, Serialize};
 
 /// How a router turns its logits into the experts of a token and their weights.
@@ -93,7 +94,7 @@ impl MoeSpec {
     }
 
     /// Checks the fields against each other and the layer count; the message names the field.
-    pub fn validate(&self, num_layers: usize) -> Result<(), String> {
+    pub fn validate(&self, num_layers: usize) -> Result<(), FieldError> {
         let positive = [
             ("num_experts", self.num_experts),
             ("experts_per_token", self.experts_per_token),
@@ -103,54 +104,72 @@ impl MoeSpec {
             ("sparse_step", self.sparse_step),
         ];
         if let Some((f, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("field `moe.{f}` must be positive"));
+            return Err(FieldError::new(format!("moe.{f}"), format!("field `moe.{f}` must be positive")));
         }
         if let Some((f, v)) = positive
             .iter()
             .chain(&[("shared_intermediate_size", self.shared_intermediate_size)])
             .find(|(_, v)| *v > 1 << 24)
         {
-            return Err(format!("field `moe.{f}`: {v} is beyond any model"));
+            return Err(FieldError::new(format!("moe.{f}"), format!("field `moe.{f}`: {v} is beyond any model")));
         }
         if self.experts_per_token > self.num_experts {
-            return Err(format!(
-                "field `moe.experts_per_token`: {} of {} experts",
-                self.experts_per_token, self.num_experts
+            return Err(FieldError::new(
+                "moe.experts_per_token",
+                format!("field `moe.experts_per_token`: {} of {} experts", self.experts_per_token, self.num_experts),
             ));
         }
         if !self.num_experts.is_multiple_of(self.n_group) || self.topk_group > self.n_group {
-            return Err(format!(
-                "field `moe.n_group`: {} groups of {} experts with {} kept",
-                self.n_group, self.num_experts, self.topk_group
+            return Err(FieldError::new(
+                "moe.n_group",
+                format!(
+                    "field `moe.n_group`: {} groups of {} experts with {} kept",
+                    self.n_group, self.num_experts, self.topk_group
+                ),
             ));
         }
         if self.n_group > 1 && self.experts_per_token > self.topk_group * (self.num_experts / self.n_group) {
-            return Err(format!(
-                "field `moe.topk_group`: {} groups of {} experts hold fewer than the {} a token takes",
-                self.topk_group,
-                self.num_experts / self.n_group,
-                self.experts_per_token
+            return Err(FieldError::new(
+                "moe.topk_group",
+                format!(
+                    "field `moe.topk_group`: {} groups of {} experts hold fewer than the {} a token takes",
+                    self.topk_group,
+                    self.num_experts / self.n_group,
+                    self.experts_per_token
+                ),
             ));
         }
         if self.n_group > 1 && self.scoring != Scoring::Sigmoid {
-            return Err("field `moe.n_group`: grouped routing is DeepSeek's, with sigmoid scoring".into());
+            return Err(FieldError::new(
+                "moe.n_group",
+                "field `moe.n_group`: grouped routing is DeepSeek's, with sigmoid scoring",
+            ));
         }
         if !(self.routed_scaling_factor.is_finite() && self.routed_scaling_factor > 0.0) {
-            return Err(format!(
-                "field `moe.routed_scaling_factor` must be positive, got {}",
-                self.routed_scaling_factor
+            return Err(FieldError::new(
+                "moe.routed_scaling_factor",
+                format!("field `moe.routed_scaling_factor` must be positive, got {}", self.routed_scaling_factor),
             ));
         }
         if let ExpertActivation::ClampedSwiglu { limit, alpha } = self.activation {
             if !(limit.is_finite() && limit > 0.0 && alpha.is_finite() && alpha > 0.0) {
-                return Err(format!("field `moe.activation`: limit {limit} and alpha {alpha} must be positive"));
+                return Err(FieldError::new(
+                    "moe.activation",
+                    format!("field `moe.activation`: limit {limit} and alpha {alpha} must be positive"),
+                ));
             }
         }
         if let Some(&l) = self.dense_layers.iter().find(|&&l| l >= num_layers) {
-            return Err(format!("field `moe.dense_layers`: layer {l} of {num_layers}"));
+            return Err(FieldError::new(
+                "moe.dense_layers",
+                format!("field `moe.dense_layers`: layer {l} of {num_layers}"),
+            ));
         }
         if !(0..num_layers).any(|i| self.is_sparse(i)) {
-            return Err("field `moe`: no layer is sparse (first_dense_layers, sparse_step, dense_layers)".into());
+            return Err(FieldError::new(
+                "moe",
+                "field `moe`: no layer is sparse (first_dense_layers, sparse_step, dense_layers)",
+            ));
         }
         Ok(())
     }
@@ -177,7 +196,7 @@ impl MlaSpec {
         self.kv_lora_rank + self.qk_rope_head_dim
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let fields = [
             ("kv_lora_rank", self.kv_lora_rank),
             ("qk_nope_head_dim", self.qk_nope_head_dim),
@@ -187,13 +206,16 @@ impl MlaSpec {
         ];
         for (f, v) in fields {
             if v == 0 || v > 1 << 20 {
-                return Err(format!("field `mla.{f}`: {v} must be positive and at most 2^20"));
+                return Err(FieldError::new(
+                    format!("mla.{f}"),
+                    format!("field `mla.{f}`: {v} must be positive and at most 2^20"),
+                ));
             }
         }
         if !self.qk_rope_head_dim.is_multiple_of(2) {
-            return Err(format!(
-                "field `mla.qk_rope_head_dim`: {} must be even (RoPE rotates pairs)",
-                self.qk_rope_head_dim
+            return Err(FieldError::new(
+                "mla.qk_rope_head_dim",
+                format!("field `mla.qk_rope_head_dim`: {} must be even (RoPE rotates pairs)", self.qk_rope_head_dim),
             ));
         }
         Ok(())
@@ -272,22 +294,32 @@ impl RopeScaling {
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let positive = |x: Option<f64>| x.is_none_or(|x| x.is_finite() && x > 0.0);
         if !(self.factor.is_finite() && self.factor > 0.0) || self.original_max_position_embeddings == 0 {
-            return Err("field `rope_scaling`: needs factor > 0 and original_max_position_embeddings > 0".into());
+            return Err(FieldError::new(
+                "rope_scaling",
+                "field `rope_scaling`: needs factor > 0 and original_max_position_embeddings > 0",
+            ));
         }
         match self.rope_type.as_str() {
             "llama3" => match (self.low_freq_factor, self.high_freq_factor) {
                 (Some(lo), Some(hi)) if lo > 0.0 && hi > lo => Ok(()),
-                _ => Err("field `rope_scaling` (llama3): needs high_freq_factor > low_freq_factor > 0".into()),
+                _ => Err(FieldError::new(
+                    "rope_scaling",
+                    "field `rope_scaling` (llama3): needs high_freq_factor > low_freq_factor > 0",
+                )),
             },
             "yarn" if [self.beta_fast, self.beta_slow, self.attention_factor].into_iter().all(positive) => Ok(()),
-            "yarn" => {
-                Err("field `rope_scaling` (yarn): beta_fast, beta_slow and attention_factor must be positive".into())
-            }
-            other => Err(format!(
-                "field `rope_scaling.rope_type`: `{other}` is not one goodput's engine implements (llama3, yarn)"
+            "yarn" => Err(FieldError::new(
+                "rope_scaling",
+                "field `rope_scaling` (yarn): beta_fast, beta_slow and attention_factor must be positive",
+            )),
+            other => Err(FieldError::new(
+                "rope_scaling.rope_type",
+                format!(
+                    "field `rope_scaling.rope_type`: `{other}` is not one goodput's engine implements (llama3, yarn)"
+                ),
             )),
         }
     }
@@ -325,24 +357,28 @@ mod tests {
         // Qwen3-MoE: every second layer, but not layer 3 (mlp_only_layers).
         let q = MoeSpec { sparse_step: 2, dense_layers: vec![3], ..moe() };
         assert_eq!((0..6).map(|i| q.is_sparse(i)).collect::<Vec<_>>(), [false, true, false, false, false, true]);
-        assert!(MoeSpec { dense_layers: vec![0, 1], ..moe() }.validate(2).unwrap_err().contains("no layer is sparse"));
+        assert!(MoeSpec { dense_layers: vec![0, 1], ..moe() }
+            .validate(2)
+            .unwrap_err()
+            .to_string()
+            .contains("no layer is sparse"));
     }
 
     #[test]
     fn bad_moe_and_mla_fields_are_named() {
         assert!(moe().validate(2).is_ok());
         let e = MoeSpec { experts_per_token: 9, ..moe() }.validate(2).unwrap_err();
-        assert!(e.contains("experts_per_token"), "{e}");
+        assert_eq!(e.field, "moe.experts_per_token", "{e}");
         let e = MoeSpec { n_group: 3, ..moe() }.validate(2).unwrap_err();
-        assert!(e.contains("n_group"), "{e}");
+        assert!(e.to_string().contains("n_group"), "{e}");
         let e = MoeSpec { n_group: 4, topk_group: 1, scoring: Scoring::Sigmoid, experts_per_token: 3, ..moe() }
             .validate(2)
             .unwrap_err();
-        assert!(e.contains("topk_group"), "{e}");
+        assert!(e.to_string().contains("topk_group"), "{e}");
         let e = MoeSpec { n_group: 4, topk_group: 2, ..moe() }.validate(2).unwrap_err();
-        assert!(e.contains("sigmoid"), "{e}");
+        assert!(e.to_string().contains("sigmoid"), "{e}");
         let e = MoeSpec { dense_layers: vec![5], ..moe() }.validate(2).unwrap_err();
-        assert!(e.contains("dense_layers"), "{e}");
+        assert!(e.to_string().contains("dense_layers"), "{e}");
         let mla = MlaSpec {
             q_lora_rank: Some(0),
             kv_lora_rank: 512,
@@ -350,7 +386,7 @@ mod tests {
             qk_rope_head_dim: 64,
             v_head_dim: 128,
         };
-        assert!(mla.validate().unwrap_err().contains("q_lora_rank"));
+        assert!(mla.validate().unwrap_err().to_string().contains("q_lora_rank"));
         assert_eq!(MlaSpec { q_lora_rank: None, ..mla }.cache_width(), 576);
     }
 
@@ -375,6 +411,6 @@ mod tests {
         assert_eq!(yarn(Some(1.0), Some(1.0)).attention_factor(), 1.0);
         assert!(yarn(None, None).validate().is_ok());
         let e = RopeScaling { rope_type: "dynamic".into(), ..yarn(None, None) }.validate().unwrap_err();
-        assert!(e.contains("`dynamic`"), "{e}");
+        assert!(e.to_string().contains("`dynamic`"), "{e}");
     }
 }

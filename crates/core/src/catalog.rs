@@ -4,6 +4,7 @@
 //! read with [`Catalog::from_path`]. Every entry is validated when the catalog is read, and an
 //! error names the entry and the field.
 
+use crate::FieldError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -195,7 +196,7 @@ impl ModelSpec {
     }
 
     /// Checks the shape is consistent; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let positive = [
             ("hidden_size", self.hidden_size),
             ("num_layers", self.num_layers),
@@ -207,47 +208,65 @@ impl ModelSpec {
         ];
         for (field, v) in positive {
             if v == 0 {
-                return Err(format!("field `{field}` must be positive"));
+                return Err(FieldError::new(field, format!("field `{field}` must be positive")));
             }
             if v > MAX_DIM {
-                return Err(format!("field `{field}`: {v} is beyond any model (at most {MAX_DIM})"));
+                return Err(FieldError::new(
+                    field,
+                    format!("field `{field}`: {v} is beyond any model (at most {MAX_DIM})"),
+                ));
             }
         }
         if let Some(d) = self.head_dim.filter(|&d| d > MAX_DIM) {
-            return Err(format!("field `head_dim`: {d} is beyond any model (at most {MAX_DIM})"));
+            return Err(FieldError::new(
+                "head_dim",
+                format!("field `head_dim`: {d} is beyond any model (at most {MAX_DIM})"),
+            ));
         }
         self.validate_blocks()?;
         let f32_bytes = self.params_wide().saturating_mul(4);
         if f32_bytes > MAX_WEIGHT_BYTES as u128 {
-            return Err(format!(
-                "the shape has {} parameters, {} bytes in f32: beyond any machine (at most 2^50 bytes)",
-                self.params_wide(),
-                f32_bytes
+            return Err(FieldError::new(
+                "num_layers",
+                format!(
+                    "the shape has {} parameters, {} bytes in f32: beyond any machine (at most 2^50 bytes)",
+                    self.params_wide(),
+                    f32_bytes
+                ),
             ));
         }
         if self.head_dim.is_none() && self.mla.is_none() && !self.hidden_size.is_multiple_of(self.num_heads) {
-            return Err(format!(
-                "field `num_heads`: {} heads do not divide hidden_size {}",
-                self.num_heads, self.hidden_size
+            return Err(FieldError::new(
+                "num_heads",
+                format!("field `num_heads`: {} heads do not divide hidden_size {}", self.num_heads, self.hidden_size),
             ));
         }
         if !self.rope_dim().is_multiple_of(2) || self.head_dim() == 0 {
-            return Err(format!(
-                "field `head_dim`: {} must be even and positive (RoPE rotates pairs)",
-                self.head_dim()
+            return Err(FieldError::new(
+                "head_dim",
+                format!("field `head_dim`: {} must be even and positive (RoPE rotates pairs)", self.head_dim()),
             ));
         }
         if !self.num_heads.is_multiple_of(self.num_kv_heads) {
-            return Err(format!(
-                "field `num_kv_heads`: {} kv heads do not divide num_heads {}",
-                self.num_kv_heads, self.num_heads
+            return Err(FieldError::new(
+                "num_kv_heads",
+                format!(
+                    "field `num_kv_heads`: {} kv heads do not divide num_heads {}",
+                    self.num_kv_heads, self.num_heads
+                ),
             ));
         }
         if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
-            return Err(format!("field `rope_theta` must be positive, got {}", self.rope_theta));
+            return Err(FieldError::new(
+                "rope_theta",
+                format!("field `rope_theta` must be positive, got {}", self.rope_theta),
+            ));
         }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
-            return Err(format!("field `rms_norm_eps` must be positive, got {}", self.rms_norm_eps));
+            return Err(FieldError::new(
+                "rms_norm_eps",
+                format!("field `rms_norm_eps` must be positive, got {}", self.rms_norm_eps),
+            ));
         }
         if let Some(s) = &self.rope_scaling {
             s.validate()?;
@@ -255,7 +274,10 @@ impl ModelSpec {
         for (field, id) in [("bos_token_id", self.bos_token_id), ("eos_token_id", self.eos_token_id)] {
             if let Some(id) = id {
                 if id as usize >= self.vocab_size {
-                    return Err(format!("field `{field}`: {id} is outside the vocabulary ({})", self.vocab_size));
+                    return Err(FieldError::new(
+                        field,
+                        format!("field `{field}`: {id} is outside the vocabulary ({})", self.vocab_size),
+                    ));
                 }
             }
         }
@@ -264,33 +286,44 @@ impl ModelSpec {
 
     /// The family's parts present and consistent: experts for the MoE families, latent
     /// attention for DeepSeek-V3, windows with their layer kinds.
-    fn validate_blocks(&self) -> Result<(), String> {
+    fn validate_blocks(&self) -> Result<(), FieldError> {
         let arch = self.architecture;
         match (&self.moe, arch.is_moe()) {
             (Some(m), true) => m.validate(self.num_layers)?,
-            (None, true) => return Err(format!("architecture `{}` needs a `moe` table", arch.name())),
-            (Some(_), false) => return Err(format!("field `moe`: architecture `{}` has no experts", arch.name())),
+            (None, true) => {
+                return Err(FieldError::new("moe", format!("architecture `{}` needs a `moe` table", arch.name())))
+            }
+            (Some(_), false) => {
+                return Err(FieldError::new(
+                    "moe",
+                    format!("field `moe`: architecture `{}` has no experts", arch.name()),
+                ))
+            }
             (None, false) => {}
         }
         match (&self.mla, arch == Architecture::DeepseekV3) {
             (Some(m), true) => m.validate()?,
-            (None, true) => return Err("architecture `deepseek_v3` needs an `mla` table".into()),
+            (None, true) => return Err(FieldError::new("mla", "architecture `deepseek_v3` needs an `mla` table")),
             (Some(_), false) => {
-                return Err(format!("field `mla`: architecture `{}` has no latent attention", arch.name()))
+                return Err(FieldError::new(
+                    "mla",
+                    format!("field `mla`: architecture `{}` has no latent attention", arch.name()),
+                ))
             }
             (None, false) => {}
         }
         if let Some(w) = self.sliding_window {
             if w == 0 || w > MAX_DIM {
-                return Err(format!("field `sliding_window`: {w} must be positive"));
+                return Err(FieldError::new("sliding_window", format!("field `sliding_window`: {w} must be positive")));
             }
         }
         match &self.layer_types {
-            Some(t) if t.len() != self.num_layers => {
-                Err(format!("field `layer_types`: {} kinds for {} layers", t.len(), self.num_layers))
-            }
+            Some(t) if t.len() != self.num_layers => Err(FieldError::new(
+                "layer_types",
+                format!("field `layer_types`: {} kinds for {} layers", t.len(), self.num_layers),
+            )),
             Some(t) if self.sliding_window.is_none() && t.contains(&LayerKind::Sliding) => {
-                Err("field `layer_types`: sliding layers without a `sliding_window`".into())
+                Err(FieldError::new("layer_types", "field `layer_types`: sliding layers without a `sliding_window`"))
             }
             _ => Ok(()),
         }
@@ -399,7 +432,7 @@ impl Catalog {
             let mut spec: ModelSpec =
                 value.clone().try_into().map_err(|e: toml::de::Error| entry(e.message().to_string()))?;
             spec.name = name.clone();
-            spec.validate().map_err(entry)?;
+            spec.validate().map_err(|e| entry(e.message))?;
             out.insert(name.clone(), spec);
         }
         Ok(Self { origin, models: out })

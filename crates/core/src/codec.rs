@@ -7,8 +7,8 @@ use crate::request::TokenId;
 
 /// Text ↔ token ids, for text prompts, counting received tokens and conversation history.
 pub trait TextCodec: Send + Sync + 'static {
-    fn encode(&self, text: &str) -> Result<Vec<TokenId>, String>;
-    fn decode(&self, ids: &[TokenId]) -> Result<String, String>;
+    fn encode(&self, text: &str) -> Result<Vec<TokenId>, CodecError>;
+    fn decode(&self, ids: &[TokenId]) -> Result<String, CodecError>;
     /// A prompt's ids as they are to be written as text: a codec whose decoding loses
     /// arbitrary ids (the byte scheme of dummy models: bytes that are not UTF-8 become U+FFFD,
     /// so random prompts would read back as runs of one character, shared by every request)
@@ -16,5 +16,16 @@ pub trait TextCodec: Send + Sync + 'static {
     /// shared by token stay shared by text. Others keep the ids.
     fn writable(&self, ids: &[TokenId]) -> Vec<TokenId> {
         ids.to_vec()
+    }
+}
+
+/// A codec's failure: the tokenizer's own error, kept as the cause (shown as its message).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CodecError(pub Box<dyn std::error::Error + Send + Sync>);
+
+impl CodecError {
+    pub fn new(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(e.into())
     }
 }

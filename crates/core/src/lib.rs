@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod codec;
+mod field_error;
 pub mod hf_config;
 pub mod http;
 pub mod input;
@@ -25,10 +26,12 @@ pub use client::{
     Chunk, ClientRecord, Failure, FailureKind, Outcome, Phase, Reasoning, StepKind, TaskRecord, TaskStep,
 };
 pub use clock::{Clock, Stamp};
-pub use codec::TextCodec;
+pub use codec::{CodecError, TextCodec};
+pub use field_error::{FieldError, HfConfigError};
 pub use http::{Anomaly, AnomalyKind, HttpStamps, ServerScrape, ServerTimings};
 pub use request::{
-    EngineRecord, ExpertStepLoad, FinishReason, KvBlocksByKind, RequestId, SamplingParams, StepRecord, TokenId,
+    EngineRecord, ExpertStepLoad, FinishReason, KvBlocksByKind, ParamsError, RequestId, SamplingParams, StepRecord,
+    TokenId,
 };
 pub use sizes::{KvGroup, KvPerToken, Params};
 pub use target::{Target, WorkRequest};

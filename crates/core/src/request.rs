@@ -69,21 +69,49 @@ impl SamplingParams {
         Self { max_tokens: n, ignore_eos: true, ..Self::default() }
     }
 
-    /// Checks the values a caller controls; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the values a caller controls; the error names the field.
+    pub fn validate(&self) -> Result<(), ParamsError> {
         if self.max_tokens == 0 {
-            return Err("max_tokens must be at least 1".into());
+            return Err(ParamsError::ZeroMaxTokens);
         }
         if self.min_tokens > self.max_tokens {
-            return Err(format!("min_tokens ({}) is larger than max_tokens ({})", self.min_tokens, self.max_tokens));
+            return Err(ParamsError::MinOverMax { min_tokens: self.min_tokens, max_tokens: self.max_tokens });
         }
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
-            return Err(format!("temperature must be finite and >= 0, got {}", self.temperature));
+            return Err(ParamsError::Temperature(self.temperature));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(format!("top_p must be in (0, 1], got {}", self.top_p));
+            return Err(ParamsError::TopP(self.top_p));
         }
         Ok(())
+    }
+}
+
+/// Sampling parameters a request may not have, by field.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ParamsError {
+    #[error("max_tokens must be at least 1")]
+    ZeroMaxTokens,
+    #[error("min_tokens ({min_tokens}) is larger than max_tokens ({max_tokens})")]
+    MinOverMax { min_tokens: usize, max_tokens: usize },
+    #[error("temperature must be finite and >= 0, got {0}")]
+    Temperature(f32),
+    #[error("top_p must be in (0, 1], got {0}")]
+    TopP(f32),
+    /// A request prefilled elsewhere (its first token generated there) asks for one token only.
+    #[error("a prefilled request has its one token already")]
+    PrefilledOneToken,
+}
+
+impl ParamsError {
+    /// The request field at fault (an OpenAI error's `param`).
+    pub fn field(&self) -> &'static str {
+        match self {
+            ParamsError::ZeroMaxTokens | ParamsError::PrefilledOneToken => "max_tokens",
+            ParamsError::MinOverMax { .. } => "min_tokens",
+            ParamsError::Temperature(_) => "temperature",
+            ParamsError::TopP(_) => "top_p",
+        }
     }
 }
 

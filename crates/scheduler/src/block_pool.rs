@@ -130,7 +130,7 @@ pub fn hash_full_blocks(tokens: &[u32], block_size: usize) -> Vec<BlockHash> {
 }
 
 /// Invalid [`BlockPool`] configuration.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PoolError {
     /// The pool needs the reserved null block plus at least one usable block.
     #[error("KV block pool needs at least 2 blocks (1 reserved null block + 1 usable), got {num_blocks}")]

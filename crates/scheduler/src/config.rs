@@ -41,25 +41,25 @@ impl Default for SchedulerConfig {
 
 impl SchedulerConfig {
     /// Checks the limits themselves: every budget positive, a pool of at least two blocks
-    /// (one is the reserved null block). The message names the setting.
-    pub fn validate(&self) -> Result<(), String> {
+    /// (one is the reserved null block). The error names the setting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = [
             ("block size", self.block_size),
             ("max batched tokens", self.max_num_batched_tokens),
             ("max sequences", self.max_num_seqs),
             ("max model length", self.max_model_len),
         ];
-        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("the {name} must be at least 1"));
+        if let Some(&(name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::Zero(name));
         }
         if self.num_blocks < 2 {
-            return Err(format!("the KV pool has {} blocks; it needs at least 2 (one is reserved)", self.num_blocks));
+            return Err(ConfigError::TooFewBlocks(self.num_blocks));
         }
         if self.group_windows.is_empty() {
-            return Err("the KV cache needs at least one group of layers".into());
+            return Err(ConfigError::NoLayerGroups);
         }
         if self.group_windows.contains(&Some(0)) {
-            return Err("a sliding window must be at least 1 position".into());
+            return Err(ConfigError::ZeroWindow);
         }
         Ok(())
     }
@@ -113,13 +113,27 @@ impl SchedulerConfig {
     }
 }
 
-/// Why a request was refused before it was queued.
+/// Scheduler settings it cannot run with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A budget of 0: the setting named.
+    #[error("the {0} must be at least 1")]
+    Zero(&'static str),
+    #[error("the KV pool has {0} blocks; it needs at least 2 (one is reserved)")]
+    TooFewBlocks(usize),
+    #[error("the KV cache needs at least one group of layers")]
+    NoLayerGroups,
+    #[error("a sliding window must be at least 1 position")]
+    ZeroWindow,
+}
+
+/// Why a request was refused before it was queued.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AdmissionError {
     #[error("the prompt is empty")]
     EmptyPrompt,
     #[error("invalid sampling parameters: {0}")]
-    InvalidParams(String),
+    InvalidParams(goodput_core::ParamsError),
     #[error("the prompt has {prompt} tokens but the model's context is {max_model_len} tokens")]
     PromptTooLong { prompt: usize, max_model_len: usize },
     #[error(

@@ -10,6 +10,6 @@ pub mod seq_blocks;
 
 pub use block_pool::{BlockHash, BlockId, BlockPool, PoolError};
 pub use block_table::{BlockTable, SharedPool};
-pub use config::{AdmissionError, SchedulerConfig};
+pub use config::{AdmissionError, ConfigError, SchedulerConfig};
 pub use scheduler::{NewRequest, ScheduledSeq, Scheduler, SchedulerOutput, StepUpdate};
 pub use seq_blocks::SeqBlocks;

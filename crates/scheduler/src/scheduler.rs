@@ -208,7 +208,7 @@ impl Scheduler {
     fn queue(&mut self, req: NewRequest, first: Option<TokenId>, now: Stamp) -> Result<(), AdmissionError> {
         self.check(req.prompt.len(), &req.params)?;
         if first.is_some() && req.params.max_tokens < 2 {
-            return Err(AdmissionError::InvalidParams("a prefilled request has its one token already".into()));
+            return Err(AdmissionError::InvalidParams(goodput_core::ParamsError::PrefilledOneToken));
         }
         if let Some(vocab) = self.vocab_size {
             if let Some(&token) = req.prompt.iter().find(|&&t| t as usize >= vocab) {

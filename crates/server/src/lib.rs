@@ -168,7 +168,7 @@ impl AppState {
             stop_token_ids: s.stop_token_ids.clone(),
             reasoning_tokens: s.goodput.as_ref().map_or(0, |g| g.reasoning_tokens),
         };
-        p.validate().map_err(|e| ApiError::bad_request(e, None))?;
+        p.validate().map_err(|e| ApiError::bad_request(e.to_string(), Some(e.field())))?;
         Ok(p)
     }
 

@@ -34,6 +34,9 @@ pub enum SizingError {
     #[error("{0}")]
     Entry(String),
     /// The simulator's scheduler refused its settings.
-    #[error("{0}")]
-    Scheduler(String),
+    #[error(transparent)]
+    Scheduler(#[from] goodput_scheduler::ConfigError),
+    /// The simulator's KV block pool refused its settings.
+    #[error(transparent)]
+    Pool(#[from] goodput_scheduler::PoolError),
 }

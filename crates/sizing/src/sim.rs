@@ -70,7 +70,7 @@ impl SimEngine {
     pub fn new(cfg: SchedulerConfig, cost: Arc<dyn StepCost>) -> Result<Self, SizingError> {
         cfg.validate().map_err(SizingError::Scheduler)?;
         let token = if cfg.eos_token_id == Some(0) { 1 } else { 0 };
-        let sched = Scheduler::new(cfg).map_err(|e| SizingError::Scheduler(e.to_string()))?;
+        let sched = Scheduler::new(cfg)?;
         Ok(Self { sched, cost, steps: 0, token })
     }
 

@@ -178,10 +178,10 @@ impl Dataset {
             let mut turns = Vec::with_capacity(take);
             let mut context = 0usize;
             for t in conv.into_iter().take(take) {
-                let prompt = tok.encode(&t.user).map_err(WorkloadError::Invalid)?;
+                let prompt = tok.encode(&t.user).map_err(WorkloadError::Tokenize)?;
                 let output = match (options.output_tokens, t.output_tokens, &t.reply) {
                     (Some(n), _, _) | (None, Some(n), _) => n,
-                    (None, None, Some(r)) => tok.encode(r).map_err(WorkloadError::Invalid)?.len(),
+                    (None, None, Some(r)) => tok.encode(r).map_err(WorkloadError::Tokenize)?.len(),
                     (None, None, None) => 128,
                 }
                 .max(1);
@@ -299,10 +299,10 @@ mod tests {
     /// One token per whitespace-separated word (decoded as one word per id).
     struct Words;
     impl TextCodec for Words {
-        fn encode(&self, text: &str) -> Result<Vec<TokenId>, String> {
+        fn encode(&self, text: &str) -> Result<Vec<TokenId>, goodput_core::CodecError> {
             Ok(text.split_whitespace().map(|w| w.len() as TokenId + 3).collect())
         }
-        fn decode(&self, ids: &[TokenId]) -> Result<String, String> {
+        fn decode(&self, ids: &[TokenId]) -> Result<String, goodput_core::CodecError> {
             Ok(vec!["w"; ids.len()].join(" "))
         }
     }

@@ -38,8 +38,12 @@ pub enum WorkloadError {
     Unknown { name: String, known: String },
     #[error("{0}")]
     Invalid(String),
+    /// The sentence encoder failed on the RAG corpus (its error kept as the cause).
     #[error("embedding the RAG corpus: {0}")]
-    Embed(String),
+    Embed(goodput_core::CodecError),
+    /// The model's tokenizer failed on a dataset's text.
+    #[error("tokenizing: {0}")]
+    Tokenize(goodput_core::CodecError),
 }
 pub use level::{Arrival, LevelPlan, LevelRun, Ramp, RecordSink, RetryPolicy, Stop, Trim, UnitPlan, Window};
 pub use multiturn::{run_sessions, MultiTurn};

@@ -31,7 +31,8 @@ use std::sync::Arc;
 
 /// Text → normalised embedding vectors (the sentence encoder).
 pub trait Embedder: Send + Sync + 'static {
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String>;
+    /// The error is the encoder's own, kept as the cause ([`goodput_core::CodecError`]).
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, goodput_core::CodecError>;
 }
 
 /// Feature hashing of words into `dims` buckets (FNV-1a), L2-normalised: a bag-of-words
@@ -41,7 +42,7 @@ pub struct HashEmbedder {
 }
 
 impl Embedder for HashEmbedder {
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, goodput_core::CodecError> {
         let dims = self.dims.max(1);
         Ok(texts
             .iter()
@@ -328,11 +329,12 @@ impl<T: Target> Queries<T> {
             }
         }
         let (setup, query) = (self.setup.clone(), query.to_string());
-        tokio::task::spawn_blocking(move || setup.embedder.embed(&[query.as_str()]))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r)
-            .and_then(|mut v| v.pop().ok_or_else(|| "the embedder returned no vector".to_string()))
+        // The query's failure is recorded as text (a record's failure message).
+        match tokio::task::spawn_blocking(move || setup.embedder.embed(&[query.as_str()])).await {
+            Ok(Ok(mut v)) => v.pop().ok_or_else(|| "the embedder returned no vector".to_string()),
+            Ok(Err(e)) => Err(format!("embedding: {e}")),
+            Err(e) => Err(format!("embedding: {e}")),
+        }
     }
 
     /// The prompt: the kept chunks, then the question.
@@ -342,7 +344,7 @@ impl<T: Target> Queries<T> {
             text.push_str(&format!("[{}] {}\n", n + 1, self.setup.index.chunks[i]));
         }
         text.push_str(&format!("Question: {query}\nAnswer:"));
-        self.setup.tokenizer.encode(&text)
+        self.setup.tokenizer.encode(&text).map_err(|e| format!("assembling the prompt: {e}"))
     }
 
     /// Query number `q` of the level, through every stage; a failed embed ends it early.
@@ -407,7 +409,7 @@ mod tests {
     /// Bag-of-words embedding over the fixed vocabulary: enough to test search and rerank.
     struct Bow;
     impl Embedder for Bow {
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, goodput_core::CodecError> {
             let vocab: Vec<&str> = TOPICS.iter().chain(WORDS.iter()).copied().collect();
             Ok(texts
                 .iter()

@@ -292,10 +292,10 @@ mod tests {
     /// One token per byte.
     struct Bytes;
     impl TextCodec for Bytes {
-        fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        fn encode(&self, text: &str) -> Result<Vec<u32>, goodput_core::CodecError> {
             Ok(text.bytes().map(u32::from).collect())
         }
-        fn decode(&self, ids: &[u32]) -> Result<String, String> {
+        fn decode(&self, ids: &[u32]) -> Result<String, goodput_core::CodecError> {
             Ok(ids.iter().map(|&i| char::from(i as u8)).collect())
         }
     }

@@ -57,10 +57,10 @@ fn dataset_seeds() -> Vec<Value> {
 /// One token per whitespace-separated word (decoded as one word per id).
 struct Words;
 impl TextCodec for Words {
-    fn encode(&self, text: &str) -> Result<Vec<TokenId>, String> {
+    fn encode(&self, text: &str) -> Result<Vec<TokenId>, goodput_core::CodecError> {
         Ok(text.split_whitespace().map(|w| w.len() as TokenId + 3).collect())
     }
-    fn decode(&self, ids: &[TokenId]) -> Result<String, String> {
+    fn decode(&self, ids: &[TokenId]) -> Result<String, goodput_core::CodecError> {
         Ok(vec!["w"; ids.len()].join(" "))
     }
 }

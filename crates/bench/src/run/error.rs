@@ -54,7 +54,7 @@ pub enum RunError {
     SmallVocab,
     /// The simulated engine's scheduler refused the run's engine settings.
     #[error("{reason}: raise --kv-blocks or --kv-memory, or check the engine flags")]
-    SimSettings { reason: String },
+    SimSettings { reason: goodput_scheduler::ConfigError },
     #[error("the simulated engine")]
     Simulator(#[source] goodput_sizing::SizingError),
     #[error("--clock-ref {url}")]

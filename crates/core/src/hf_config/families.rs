@@ -5,14 +5,15 @@
 use super::raw::{HfConfig, RopeParameters};
 use crate::arch::{ExpertActivation, LayerKind, MlaSpec, MoeSpec, RopeScaling, Scoring};
 use crate::catalog::Architecture;
+use crate::FieldError;
 
-fn need<T: Copy>(x: Option<T>, key: &str, arch: Architecture) -> Result<T, String> {
-    x.ok_or_else(|| format!("`{key}` is missing ({} configs have it)", arch.name()))
+fn need<T: Copy>(x: Option<T>, key: &str, arch: Architecture) -> Result<T, FieldError> {
+    x.ok_or_else(|| FieldError::new(key, format!("`{key}` is missing ({} configs have it)", arch.name())))
 }
 
 /// The experts of a MoE family's config (`None` for dense families).
-pub(crate) fn moe(c: &HfConfig, arch: Architecture) -> Result<Option<MoeSpec>, String> {
-    let base = |experts: Option<usize>, key: &str, size: usize| -> Result<MoeSpec, String> {
+pub(crate) fn moe(c: &HfConfig, arch: Architecture) -> Result<Option<MoeSpec>, FieldError> {
+    let base = |experts: Option<usize>, key: &str, size: usize| -> Result<MoeSpec, FieldError> {
         Ok(MoeSpec {
             num_experts: need(experts, key, arch)?,
             experts_per_token: need(c.num_experts_per_tok.or(c.experts_per_token), "num_experts_per_tok", arch)?,
@@ -34,7 +35,10 @@ pub(crate) fn moe(c: &HfConfig, arch: Architecture) -> Result<Option<MoeSpec>, S
     Ok(Some(match arch {
         Architecture::Qwen3Moe => {
             if c.shared_expert_intermediate_size.unwrap_or(0) > 0 {
-                return Err("`shared_expert_intermediate_size`: Qwen3-MoE has no shared expert".into());
+                return Err(FieldError::new(
+                    "shared_expert_intermediate_size",
+                    "`shared_expert_intermediate_size`: Qwen3-MoE has no shared expert",
+                ));
             }
             MoeSpec {
                 renormalize: c.norm_topk_prob.unwrap_or(false),
@@ -60,16 +64,25 @@ pub(crate) fn moe(c: &HfConfig, arch: Architecture) -> Result<Option<MoeSpec>, S
 }
 
 /// DeepSeek-V3's router (`noaux_tc`: sigmoid, grouped, a correction bias) and shared experts.
-fn deepseek_moe(c: &HfConfig, base: MoeSpec) -> Result<MoeSpec, String> {
+fn deepseek_moe(c: &HfConfig, base: MoeSpec) -> Result<MoeSpec, FieldError> {
     let arch = Architecture::DeepseekV3;
     if let Some(f) = c.scoring_func.as_deref().filter(|f| *f != "sigmoid") {
-        return Err(format!("`scoring_func` `{f}` is not one goodput's engine implements (sigmoid)"));
+        return Err(FieldError::new(
+            "scoring_func",
+            format!("`scoring_func` `{f}` is not one goodput's engine implements (sigmoid)"),
+        ));
     }
     if let Some(m) = c.topk_method.as_deref().filter(|m| *m != "noaux_tc") {
-        return Err(format!("`topk_method` `{m}` is not one goodput's engine implements (noaux_tc)"));
+        return Err(FieldError::new(
+            "topk_method",
+            format!("`topk_method` `{m}` is not one goodput's engine implements (noaux_tc)"),
+        ));
     }
     if let Some(f) = c.moe_layer_freq.filter(|&f| f != 1) {
-        return Err(format!("`moe_layer_freq` {f} is not supported (DeepSeek-V3 and Kimi K2 have 1)"));
+        return Err(FieldError::new(
+            "moe_layer_freq",
+            format!("`moe_layer_freq` {f} is not supported (DeepSeek-V3 and Kimi K2 have 1)"),
+        ));
     }
     let size = need(c.moe_intermediate_size, "moe_intermediate_size", arch)?;
     Ok(MoeSpec {
@@ -86,12 +99,15 @@ fn deepseek_moe(c: &HfConfig, base: MoeSpec) -> Result<MoeSpec, String> {
 }
 
 /// DeepSeek-V3's latent attention.
-pub(crate) fn mla(c: &HfConfig, arch: Architecture) -> Result<Option<MlaSpec>, String> {
+pub(crate) fn mla(c: &HfConfig, arch: Architecture) -> Result<Option<MlaSpec>, FieldError> {
     if arch != Architecture::DeepseekV3 {
         return Ok(None);
     }
     if c.rope_interleave == Some(false) {
-        return Err("`rope_interleave` false is not supported (DeepSeek-V3 rotates interleaved pairs)".into());
+        return Err(FieldError::new(
+            "rope_interleave",
+            "`rope_interleave` false is not supported (DeepSeek-V3 rotates interleaved pairs)",
+        ));
     }
     Ok(Some(MlaSpec {
         q_lora_rank: c.q_lora_rank,
@@ -105,14 +121,17 @@ pub(crate) fn mla(c: &HfConfig, arch: Architecture) -> Result<Option<MlaSpec>, S
 /// The window and each layer's kind: gpt-oss's `layer_types`, Mistral's window on every layer,
 /// none for Qwen3 unless `use_sliding_window` (refused: its `max_window_layers` rule is not
 /// implemented).
-pub(crate) fn windows(c: &HfConfig, arch: Architecture) -> Result<(Option<usize>, Option<Vec<LayerKind>>), String> {
+pub(crate) fn windows(c: &HfConfig, arch: Architecture) -> Result<(Option<usize>, Option<Vec<LayerKind>>), FieldError> {
     let kinds = match &c.layer_types {
         Some(t) => Some(
             t.iter()
                 .map(|k| match k.as_str() {
                     "full_attention" => Ok(LayerKind::Full),
                     "sliding_attention" => Ok(LayerKind::Sliding),
-                    other => Err(format!("`layer_types`: `{other}` is not a layer kind goodput's engine runs")),
+                    other => Err(FieldError::new(
+                        "layer_types",
+                        format!("`layer_types`: `{other}` is not a layer kind goodput's engine runs"),
+                    )),
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         ),
@@ -121,7 +140,10 @@ pub(crate) fn windows(c: &HfConfig, arch: Architecture) -> Result<(Option<usize>
     match arch {
         Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Qwen3Moe => {
             if c.use_sliding_window == Some(true) {
-                return Err("`use_sliding_window` true is not supported (Qwen's max_window_layers rule)".into());
+                return Err(FieldError::new(
+                    "use_sliding_window",
+                    "`use_sliding_window` true is not supported (Qwen's max_window_layers rule)",
+                ));
             }
             Ok((None, None))
         }
@@ -143,26 +165,36 @@ pub(crate) fn windows(c: &HfConfig, arch: Architecture) -> Result<(Option<usize>
 
 impl RopeParameters {
     /// Llama 3 or YaRN scaling, none for `default`; other kinds are refused by name.
-    pub(crate) fn scaling(&self, max_positions: usize) -> Result<Option<RopeScaling>, String> {
+    pub(crate) fn scaling(&self, max_positions: usize) -> Result<Option<RopeScaling>, FieldError> {
         let kind = match self.rope_type.as_deref() {
             None | Some("default") => return Ok(None),
             Some(k @ ("llama3" | "yarn")) => k,
             Some(other) => {
-                return Err(format!(
+                return Err(FieldError::new(
+                    "rope_scaling",
+                    format!(
                     "rope_scaling type `{other}` is not one goodput's engine implements (default, llama3 and yarn are)"
+                ),
                 ))
             }
         };
-        let factor = self.factor.ok_or(format!("rope_scaling ({kind}) has no `factor`"))?;
+        let factor = self
+            .factor
+            .ok_or_else(|| FieldError::new("rope_scaling", format!("rope_scaling ({kind}) has no `factor`")))?;
         let original = match (kind, self.original_max_position_embeddings) {
             (_, Some(o)) => o,
             ("yarn", None) => max_positions,
-            _ => return Err("rope_scaling (llama3) has no `original_max_position_embeddings`".into()),
+            _ => {
+                return Err(FieldError::new(
+                    "rope_scaling",
+                    "rope_scaling (llama3) has no `original_max_position_embeddings`",
+                ))
+            }
         };
         if kind == "llama3" {
             for (k, v) in [("low_freq_factor", self.low_freq_factor), ("high_freq_factor", self.high_freq_factor)] {
                 if v.is_none() {
-                    return Err(format!("rope_scaling (llama3) has no `{k}`"));
+                    return Err(FieldError::new("rope_scaling", format!("rope_scaling (llama3) has no `{k}`")));
                 }
             }
         }

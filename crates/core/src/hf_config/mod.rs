@@ -9,10 +9,11 @@ mod families;
 mod raw;
 
 use crate::catalog::{Architecture, ModelSpec};
+use crate::{FieldError, HfConfigError};
 use raw::HfConfig;
 
 /// The family of a `model_type` (or, without one, of the first `architectures` entry).
-fn architecture(kind: &str) -> Result<Architecture, String> {
+fn architecture(kind: &str) -> Result<Architecture, FieldError> {
     Ok(match kind {
         "llama" | "LlamaForCausalLM" => Architecture::Llama,
         "mistral" | "MistralForCausalLM" => Architecture::Mistral,
@@ -23,9 +24,12 @@ fn architecture(kind: &str) -> Result<Architecture, String> {
         "deepseek_v3" | "kimi_k2" | "DeepseekV3ForCausalLM" => Architecture::DeepseekV3,
         "gpt_oss" | "GptOssForCausalLM" => Architecture::GptOss,
         other => {
-            return Err(format!(
-                "config.json: model_type `{other}` is not one goodput's engine runs (llama, mistral, qwen2, qwen3, \
+            return Err(FieldError::new(
+                "model_type",
+                format!(
+                    "model_type `{other}` is not one goodput's engine runs (llama, mistral, qwen2, qwen3, \
                  qwen3_moe, mixtral, deepseek_v3, kimi_k2, gpt_oss)"
+                ),
             ))
         }
     })
@@ -33,18 +37,24 @@ fn architecture(kind: &str) -> Result<Architecture, String> {
 
 /// Refusals that hold for every family: an activation other than SiLU, biases where the
 /// family has none, quantized checkpoints other than gpt-oss's MXFP4.
-fn refusals(c: &HfConfig, arch: Architecture) -> Result<(), String> {
+fn refusals(c: &HfConfig, arch: Architecture) -> Result<(), FieldError> {
     if let Some(act) = c.hidden_act.as_deref().filter(|a| *a != "silu") {
-        return Err(format!("`hidden_act` `{act}` is not supported (SiLU is)"));
+        return Err(FieldError::new("hidden_act", format!("`hidden_act` `{act}` is not supported (SiLU is)")));
     }
     if c.attention_bias && !matches!(arch, Architecture::Qwen2 | Architecture::GptOss) {
-        return Err("attention_bias = true (biases on every attention projection) is not supported".into());
+        return Err(FieldError::new(
+            "attention_bias",
+            "attention_bias = true (biases on every attention projection) is not supported",
+        ));
     }
     if let Some(q) = &c.quantization_config {
         let method = q.get("quant_method").and_then(|m| m.as_str()).unwrap_or("?");
         if !(arch == Architecture::GptOss && method == "mxfp4") {
-            return Err(format!(
+            return Err(FieldError::new(
+                "quantization_config",
+                format!(
                 "`quantization_config`: `{method}` checkpoints are not supported (gpt-oss's mxfp4 is; run bf16 weights)"
+            ),
             ));
         }
     }
@@ -54,25 +64,23 @@ fn refusals(c: &HfConfig, arch: Architecture) -> Result<(), String> {
 impl ModelSpec {
     /// The spec of the model whose `config.json` is `text`, named `name`. The message of an
     /// error names the field.
-    pub fn from_hf_config(name: &str, text: &str) -> Result<ModelSpec, String> {
-        let c: HfConfig = serde_json::from_str(text).map_err(|e| format!("config.json: {e}"))?;
+    pub fn from_hf_config(name: &str, text: &str) -> Result<ModelSpec, HfConfigError> {
+        let c: HfConfig = serde_json::from_str(text)?;
         let kind = c.model_type.clone().or_else(|| c.architectures.first().cloned()).unwrap_or_default();
         let architecture = architecture(&kind)?;
-        let at = |e: String| format!("config.json: {e}");
-        refusals(&c, architecture).map_err(at)?;
-        let rope_theta = c
-            .rope_theta
-            .or_else(|| c.rope_parameters.as_ref()?.rope_theta)
-            .ok_or("config.json: no `rope_theta` (nor `rope_parameters.rope_theta`); refusing to guess".to_string())?;
+        refusals(&c, architecture)?;
+        let rope_theta = c.rope_theta.or_else(|| c.rope_parameters.as_ref()?.rope_theta).ok_or_else(|| {
+            FieldError::new("rope_theta", "no `rope_theta` (nor `rope_parameters.rope_theta`); refusing to guess")
+        })?;
         let max = c.max_position_embeddings;
         let scaling = match (&c.rope_scaling, &c.rope_parameters) {
-            (Some(s), _) => s.scaling(max).map_err(at)?,
-            (None, Some(p)) => p.scaling(max).map_err(at)?,
+            (Some(s), _) => s.scaling(max)?,
+            (None, Some(p)) => p.scaling(max)?,
             (None, None) => None,
         };
-        let moe = families::moe(&c, architecture).map_err(at)?;
-        let mla = families::mla(&c, architecture).map_err(at)?;
-        let (sliding_window, layer_types) = families::windows(&c, architecture).map_err(at)?;
+        let moe = families::moe(&c, architecture)?;
+        let mla = families::mla(&c, architecture)?;
+        let (sliding_window, layer_types) = families::windows(&c, architecture)?;
         let spec = ModelSpec {
             name: name.to_string(),
             architecture,
@@ -101,7 +109,7 @@ impl ModelSpec {
             hf_repo: None,
             gguf_file: None,
         };
-        spec.validate().map_err(at)?;
+        spec.validate()?;
         Ok(spec)
     }
 }

@@ -1,4 +1,4 @@
-use crate::{Catalog, LayerKind, ModelSpec};
+use crate::{Catalog, HfConfigError, LayerKind, ModelSpec};
 
 /// Llama 3.1 8B's config.json as transformers writes it.
 const LLAMA31_8B: &str = r#"{
@@ -32,15 +32,19 @@ fn rope_theta_inside_rope_parameters_and_refusals_by_name() {
     let s = ModelSpec::from_hf_config("t", nested).unwrap();
     assert_eq!((s.rope_theta, s.tie_word_embeddings, s.num_kv_heads), (100000.0, true, 4));
     let no_theta = nested.replace(r#""rope_theta":100000.0,"#, "");
-    assert!(ModelSpec::from_hf_config("t", &no_theta).unwrap_err().contains("refusing to guess"));
+    let e = ModelSpec::from_hf_config("t", &no_theta).unwrap_err();
+    assert!(matches!(&e, HfConfigError::Field(f) if f.field == "rope_theta"), "{e:?}");
+    assert!(e.to_string().contains("refusing to guess"), "{e}");
+    let e = ModelSpec::from_hf_config("t", "{").unwrap_err();
+    assert!(matches!(e, HfConfigError::Json(_)), "{e:?}");
     let gpt2 = nested.replace(r#""model_type":"llama""#, r#""model_type":"gpt2""#);
-    assert!(ModelSpec::from_hf_config("t", &gpt2).unwrap_err().contains("`gpt2`"));
+    assert!(ModelSpec::from_hf_config("t", &gpt2).unwrap_err().to_string().contains("`gpt2`"));
     let dynamic = nested.replace(r#""rope_type":"default""#, r#""rope_type":"dynamic""#);
-    assert!(ModelSpec::from_hf_config("t", &dynamic).unwrap_err().contains("`dynamic`"));
+    assert!(ModelSpec::from_hf_config("t", &dynamic).unwrap_err().to_string().contains("`dynamic`"));
     let missing = nested.replace(r#""hidden_size":64,"#, "");
-    assert!(ModelSpec::from_hf_config("t", &missing).unwrap_err().contains("hidden_size"));
+    assert!(ModelSpec::from_hf_config("t", &missing).unwrap_err().to_string().contains("hidden_size"));
     let bad_heads = nested.replace(r#""num_attention_heads":4"#, r#""num_attention_heads":3"#);
-    assert!(ModelSpec::from_hf_config("t", &bad_heads).unwrap_err().contains("config.json"));
+    assert!(ModelSpec::from_hf_config("t", &bad_heads).unwrap_err().to_string().contains("config.json"));
 }
 
 /// A config of `tests/fixtures/configs/`.
@@ -148,7 +152,7 @@ fn unsupported_values_of_the_2026_configs_are_refused_by_name() {
         let text = fixture(name);
         assert!(text.contains(from), "{name} has no {from}");
         let e = ModelSpec::from_hf_config(name, &text.replacen(from, to, 1)).unwrap_err();
-        assert!(e.contains(needle), "{name}: {e}");
+        assert!(e.to_string().contains(needle), "{name}: {e}");
     };
     refused("deepseek-v3", r#""scoring_func": "sigmoid""#, r#""scoring_func": "softmax""#, "`softmax`");
     refused("deepseek-v3", r#""topk_method": "noaux_tc""#, r#""topk_method": "greedy""#, "`greedy`");

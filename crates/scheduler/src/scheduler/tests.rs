@@ -322,7 +322,7 @@ fn admission_errors_are_clear() {
     let s = Scheduler::new(c).unwrap().with_vocab_size(100);
     let p = |n| SamplingParams::greedy_exact(n);
     assert_eq!(s.check(0, &p(1)), Err(AdmissionError::EmptyPrompt));
-    assert!(matches!(s.check(3, &p(0)), Err(AdmissionError::InvalidParams(m)) if m.contains("max_tokens")));
+    assert_eq!(s.check(3, &p(0)), Err(AdmissionError::InvalidParams(goodput_core::ParamsError::ZeroMaxTokens)));
     assert!(matches!(s.check(64, &p(1)), Err(AdmissionError::PromptTooLong { .. })));
     assert!(matches!(s.check(60, &p(10)), Err(AdmissionError::ContextTooLong { .. })));
     let e = s.check(10, &p(8)).unwrap_err();
