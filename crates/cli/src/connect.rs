@@ -42,7 +42,7 @@ pub struct ConnectionArgs {
     pub hyper_client: bool,
 }
 
-fn parse_header(s: &str) -> Result<(String, Secret), String> {
+fn parse_header(s: &str) -> Result<(String, Secret), goodput_client::ArgError> {
     Connection::parse_header(s)
 }
 

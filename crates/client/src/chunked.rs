@@ -39,6 +39,22 @@ enum State {
     Done,
 }
 
+/// A body's HTTP/1.1 framing that cannot be trusted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FramingError {
+    #[error("a chunk longer than its size")]
+    ChunkOverrun,
+    #[error("a chunk-size or trailer line over {MAX_LINE} bytes")]
+    LineTooLong,
+    /// The line as received (lossily as text).
+    #[error("invalid chunk size line {0:?}")]
+    ChunkSize(String),
+    #[error("content-length {0:?} is not a length")]
+    ContentLength(String),
+    #[error("two content-lengths, {0} and {1}")]
+    TwoLengths(u64, u64),
+}
+
 impl Body {
     /// True once the whole body has been read (a body that runs to the close never is).
     pub fn finished(&self) -> bool {
@@ -51,7 +67,7 @@ impl Body {
 
     /// Decodes `bytes`, handing each run of body data to `data`; returns how many bytes it
     /// took (fewer than given only once the body is finished: the rest is not this body's).
-    pub fn feed(&mut self, bytes: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, String> {
+    pub fn feed(&mut self, bytes: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, FramingError> {
         match self {
             Body::Chunked(c) => c.feed(bytes, data),
             Body::Length(n) => {
@@ -73,7 +89,7 @@ impl Body {
 }
 
 impl Chunked {
-    fn feed(&mut self, bytes: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, String> {
+    fn feed(&mut self, bytes: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, FramingError> {
         let mut at = 0;
         while at < bytes.len() {
             let rest = &bytes[at..];
@@ -93,7 +109,7 @@ impl Chunked {
                             n => State::Data(n),
                         },
                         State::DataEnd if line.is_empty() => State::Size,
-                        State::DataEnd => return Err("a chunk longer than its size".into()),
+                        State::DataEnd => return Err(FramingError::ChunkOverrun),
                         _ if line.is_empty() => State::Done,
                         _ => State::Trailer,
                     };
@@ -105,11 +121,11 @@ impl Chunked {
 
     /// The next whole line (without its CRLF) from `rest`, advancing `at` past what was read;
     /// `None` when the line goes on past `rest` (its start kept).
-    fn line_from(&mut self, rest: &[u8], at: &mut usize) -> Result<Option<Vec<u8>>, String> {
+    fn line_from(&mut self, rest: &[u8], at: &mut usize) -> Result<Option<Vec<u8>>, FramingError> {
         let end = rest.iter().position(|&b| b == b'\n');
         let piece = &rest[..end.unwrap_or(rest.len())];
         if self.line.len() + piece.len() > MAX_LINE {
-            return Err(format!("a chunk-size or trailer line over {MAX_LINE} bytes"));
+            return Err(FramingError::LineTooLong);
         }
         match end {
             Some(i) => {
@@ -131,13 +147,14 @@ impl Chunked {
 }
 
 /// A chunk-size line's size: hex digits, then maybe `;extensions`.
-fn parse_size(line: &[u8]) -> Result<u64, String> {
+fn parse_size(line: &[u8]) -> Result<u64, FramingError> {
+    let bad = || FramingError::ChunkSize(String::from_utf8_lossy(line).into_owned());
     let digits = line.split(|&b| b == b';').next().unwrap_or_default();
     let text = std::str::from_utf8(digits).unwrap_or("").trim_matches([' ', '\t']);
     if text.is_empty() || text.len() > 15 {
-        return Err(format!("invalid chunk size line {:?}", String::from_utf8_lossy(line)));
+        return Err(bad());
     }
-    u64::from_str_radix(text, 16).map_err(|_| format!("invalid chunk size line {:?}", String::from_utf8_lossy(line)))
+    u64::from_str_radix(text, 16).map_err(|_| bad())
 }
 
 #[cfg(test)]
@@ -146,7 +163,7 @@ mod tests {
     use proptest::prelude::*;
 
     /// `bytes` fed in pieces cut at `cuts`: the data, the bytes taken, and whether it finished.
-    fn decode(bytes: &[u8], cuts: &[usize]) -> Result<(Vec<u8>, usize, bool), String> {
+    fn decode(bytes: &[u8], cuts: &[usize]) -> Result<(Vec<u8>, usize, bool), FramingError> {
         let mut body = Body::Chunked(Chunked::default());
         let (mut out, mut taken, mut from) = (Vec::new(), 0, 0);
         let mut ends: Vec<usize> = cuts.iter().map(|&c| c.min(bytes.len())).collect();
@@ -170,10 +187,10 @@ mod tests {
 
     #[test]
     fn bad_framing_is_named() {
-        assert!(decode(b"zz\r\n", &[]).unwrap_err().contains("invalid chunk size line"));
-        assert!(decode(b"2\r\nabc\r\n", &[]).unwrap_err().contains("longer than its size"));
+        assert_eq!(decode(b"zz\r\n", &[]).unwrap_err(), FramingError::ChunkSize("zz".into()));
+        assert_eq!(decode(b"2\r\nabc\r\n", &[]).unwrap_err(), FramingError::ChunkOverrun);
         let long = [b"1".repeat(MAX_LINE + 10), b"\r\n".to_vec()].concat();
-        assert!(decode(&long, &[100]).unwrap_err().contains("over 4096 bytes"));
+        assert_eq!(decode(&long, &[100]).unwrap_err(), FramingError::LineTooLong);
     }
 
     #[test]

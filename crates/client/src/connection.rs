@@ -128,22 +128,36 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A `--header` or `--extra-body` refused. Neither echoes the value: it may be a credential.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    #[error("a header without `:`: expected `Name: value`")]
+    HeaderWithoutColon,
+    #[error("header name `{0}` is not a valid HTTP name")]
+    HeaderName(String),
+    #[error("the value of header `{0}` is not a valid HTTP value")]
+    HeaderValue(String),
+    #[error("--extra-body must be a JSON object, got {0}")]
+    ExtraBodyNotObject(&'static str),
+    #[error("--extra-body is not JSON: {0}")]
+    ExtraBodyNotJson(serde_json::Error),
+}
+
 impl Connection {
     /// Parses a `--header` argument, `Name: value`.
-    pub fn parse_header(s: &str) -> Result<(String, Secret), String> {
+    pub fn parse_header(s: &str) -> Result<(String, Secret), ArgError> {
         // Not echoed: what was meant as a value may be a credential.
-        let (name, value) = s.split_once(':').ok_or("a header without `:`: expected `Name: value`")?;
+        let (name, value) = s.split_once(':').ok_or(ArgError::HeaderWithoutColon)?;
         let name = name.trim();
-        HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("header name `{name}` is not a valid HTTP name"))?;
+        HeaderName::from_bytes(name.as_bytes()).map_err(|_| ArgError::HeaderName(name.into()))?;
         let value = value.trim();
-        HeaderValue::from_str(value).map_err(|_| format!("the value of header `{name}` is not a valid HTTP value"))?;
+        HeaderValue::from_str(value).map_err(|_| ArgError::HeaderValue(name.into()))?;
         Ok((name.to_string(), Secret::new(value)))
     }
 
     /// Parses an `--extra-body` argument: a JSON object whose fields every request body
     /// carries. Not echoed when refused: it may hold a key.
-    pub fn parse_extra_body(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    pub fn parse_extra_body(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, ArgError> {
         use serde_json::Value;
         match serde_json::from_str::<Value>(s) {
             Ok(Value::Object(m)) => Ok(m),
@@ -156,9 +170,9 @@ impl Connection {
                     Value::Array(_) => "an array",
                     Value::Object(_) => "an object",
                 };
-                Err(format!("--extra-body must be a JSON object, got {kind}"))
+                Err(ArgError::ExtraBodyNotObject(kind))
             }
-            Err(e) => Err(format!("--extra-body is not JSON: {e}")),
+            Err(e) => Err(ArgError::ExtraBodyNotJson(e)),
         }
     }
 
@@ -249,9 +263,9 @@ mod tests {
     #[test]
     fn extra_bodies_are_objects() {
         assert!(Connection::parse_extra_body(r#"{"temperature":0.5}"#).unwrap().contains_key("temperature"));
-        assert!(Connection::parse_extra_body("[1]").unwrap_err().contains("JSON object, got an array"));
-        assert!(!Connection::parse_extra_body(r#""sk-1""#).unwrap_err().contains("sk-1"));
-        assert!(Connection::parse_extra_body("{").unwrap_err().contains("not JSON"));
+        assert!(matches!(Connection::parse_extra_body("[1]"), Err(ArgError::ExtraBodyNotObject("an array"))));
+        assert!(!Connection::parse_extra_body(r#""sk-1""#).unwrap_err().to_string().contains("sk-1"));
+        assert!(matches!(Connection::parse_extra_body("{"), Err(ArgError::ExtraBodyNotJson(_))));
     }
 
     #[test]
@@ -259,11 +273,11 @@ mod tests {
         let (n, v) = Connection::parse_header("X-Api-Key:  abc123 ").unwrap();
         assert_eq!((n.as_str(), v.expose()), ("X-Api-Key", "abc123"));
         assert_eq!(format!("{v:?} {v}"), "<redacted> <redacted>");
-        assert!(Connection::parse_header("no colon").unwrap_err().contains("Name: value"));
-        assert!(Connection::parse_header("bad name: x").unwrap_err().contains("not a valid HTTP name"));
-        assert!(Connection::parse_header("X-A: line\nbreak").unwrap_err().contains("not a valid HTTP value"));
+        assert!(matches!(Connection::parse_header("no colon"), Err(ArgError::HeaderWithoutColon)));
+        assert!(matches!(Connection::parse_header("bad name: x"), Err(ArgError::HeaderName(n)) if n == "bad name"));
+        assert!(matches!(Connection::parse_header("X-A: line\nbreak"), Err(ArgError::HeaderValue(n)) if n == "X-A"));
         // A malformed credential header is not echoed.
-        assert!(!Connection::parse_header("Authorization Bearer sk-1").unwrap_err().contains("sk-1"));
+        assert!(!Connection::parse_header("Authorization Bearer sk-1").unwrap_err().to_string().contains("sk-1"));
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub enum ClientError {
     #[error("GET {url}: no complete answer within {timeout:?} (--timeout)")]
     Timeout { url: String, timeout: Duration },
     #[error("parsing /metrics: {0}")]
-    Metrics(String),
+    Metrics(#[from] crate::scrape::MetricsError),
 }
 
 /// An error with its causes, `a: b: c` (reqwest's own message hides why a connection failed:

@@ -11,7 +11,7 @@
 //! reqwest ([`Lean::for_config`] says which targets take this path).
 
 use crate::body::{error_from, ERROR_BODY_WITHIN, MAX_ERROR_BODY};
-use crate::chunked::{Body, Chunked};
+use crate::chunked::{Body, Chunked, FramingError};
 use crate::sse::{SseDecoder, MAX_EVENT_BYTES};
 use crate::stream::{Step, StreamParser};
 use crate::{redact_url, redirect_why, request_id, ClientError, HttpConfig};
@@ -293,7 +293,7 @@ fn read_head(buf: &[u8]) -> Result<Option<Head>, (FailureKind, String)> {
     } else if has("transfer-encoding", "chunked") {
         Body::Chunked(Chunked::default())
     } else {
-        match content_length(field("content-length")).map_err(|e| (FailureKind::Framing, e))? {
+        match content_length(field("content-length")).map_err(|e| (FailureKind::Framing, e.to_string()))? {
             Some(n) => Body::Length(n),
             None => Body::UntilClose,
         }
@@ -309,7 +309,7 @@ fn read_head(buf: &[u8]) -> Result<Option<Head>, (FailureKind, String)> {
 
 /// The body's length from its `Content-Length` fields: every value (a field may list several)
 /// a decimal number of at most 19 digits, all the same (RFC 9110 §8.6).
-fn content_length<'a>(fields: impl Iterator<Item = std::borrow::Cow<'a, str>>) -> Result<Option<u64>, String> {
+fn content_length<'a>(fields: impl Iterator<Item = std::borrow::Cow<'a, str>>) -> Result<Option<u64>, FramingError> {
     let mut length = None;
     for f in fields {
         for v in f.split(',').map(str::trim) {
@@ -317,9 +317,9 @@ fn content_length<'a>(fields: impl Iterator<Item = std::borrow::Cow<'a, str>>) -
                 .parse::<u64>()
                 .ok()
                 .filter(|_| !v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()))
-                .ok_or_else(|| format!("content-length {v:?} is not a length"))?;
+                .ok_or_else(|| FramingError::ContentLength(v.into()))?;
             match length {
-                Some(m) if m != n => return Err(format!("two content-lengths, {m} and {n}")),
+                Some(m) if m != n => return Err(FramingError::TwoLengths(m, n)),
                 _ => length = Some(n),
             }
         }

@@ -19,11 +19,18 @@ const COLON: &str = "__colon__";
 pub const MAX_SCRAPE_LINES: usize = 100_000;
 
 /// Why `text` is refused for its number of lines, if it is.
-fn over_lines(text: &str) -> Option<String> {
-    let n = text.lines().filter(|l| !l.trim().is_empty()).take(MAX_SCRAPE_LINES + 1).count();
-    (n > MAX_SCRAPE_LINES).then(|| {
-        format!("/metrics holds more than {MAX_SCRAPE_LINES} lines (series, HELP and TYPE), goodput's bound for it")
-    })
+/// Why a `/metrics` text was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("/metrics holds more than {MAX_SCRAPE_LINES} lines (series, HELP and TYPE), goodput's bound for it")]
+    TooLong,
+    /// `prometheus-parse`'s error.
+    #[error("{0}")]
+    Exposition(std::io::Error),
+}
+
+fn over_lines(text: &str) -> bool {
+    text.lines().filter(|l| !l.trim().is_empty()).take(MAX_SCRAPE_LINES + 1).count() > MAX_SCRAPE_LINES
 }
 
 /// The name without a server's prefix: after the last `:`, or without `goodput_`.
@@ -55,12 +62,12 @@ fn map_colons(line: &str) -> String {
 
 /// Parses Prometheus text exposition (or OpenMetrics) with `prometheus-parse`; refuses text
 /// of more than [`MAX_SCRAPE_LINES`] lines.
-pub fn parse_metrics(text: &str, at: Stamp) -> Result<ServerScrape, String> {
-    if let Some(why) = over_lines(text) {
-        return Err(why);
+pub fn parse_metrics(text: &str, at: Stamp) -> Result<ServerScrape, MetricsError> {
+    if over_lines(text) {
+        return Err(MetricsError::TooLong);
     }
     let lines = text.lines().filter(|l| l.trim() != "# EOF").map(|l| Ok(map_colons(l)));
-    let scrape = prometheus_parse::Scrape::parse(lines).map_err(|e| format!("parsing /metrics: {e}"))?;
+    let scrape = prometheus_parse::Scrape::parse(lines).map_err(MetricsError::Exposition)?;
     let mut out = ServerScrape { at, ..Default::default() };
     for s in scrape.samples {
         let name = bare(&s.metric).to_string();
@@ -110,10 +117,10 @@ impl HttpTarget {
         let scrape = self.within(&url, async {
             let mut resp = self.get(&url).await?;
             let text = crate::body::read_side(&mut resp, &url).await?;
-            if let Some(why) = over_lines(&text) {
-                return Err(ClientError::Oversize { url: url.clone(), why });
+            if over_lines(&text) {
+                return Err(ClientError::Oversize { url: url.clone(), why: MetricsError::TooLong.to_string() });
             }
-            parse_metrics(&text, self.clock.now()).map_err(ClientError::Metrics)
+            parse_metrics(&text, self.clock.now()).map_err(ClientError::from)
         });
         scrape.await.map_err(|e| match e {
             ClientError::Oversize { url, why } => {

@@ -157,8 +157,8 @@ impl From<FailureKind> for String {
 }
 
 impl TryFrom<String> for FailureKind {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = crate::ValueError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
         const NAMED: [FailureKind; 11] = [
             FailureKind::Timeout,
             FailureKind::Connect,
@@ -173,9 +173,15 @@ impl TryFrom<String> for FailureKind {
             FailureKind::Other,
         ];
         if let Some(code) = s.strip_prefix("http-") {
-            return code.parse().map(FailureKind::Http).map_err(|_| format!("failure kind `{s}`: bad HTTP status"));
+            return code
+                .parse()
+                .map(FailureKind::Http)
+                .map_err(|_| crate::ValueError::new(&s, "a failure kind of a bad HTTP status"));
         }
-        NAMED.into_iter().find(|k| k.to_string() == s).ok_or_else(|| format!("unknown failure kind `{s}`"))
+        NAMED
+            .into_iter()
+            .find(|k| k.to_string() == s)
+            .ok_or_else(|| crate::ValueError::new(s, "an unknown failure kind"))
     }
 }
 

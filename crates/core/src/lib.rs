@@ -9,10 +9,10 @@ pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod codec;
-mod field_error;
 pub mod hf_config;
 pub mod http;
 pub mod input;
+mod refused;
 pub mod request;
 pub mod shard;
 pub mod sizes;
@@ -27,8 +27,8 @@ pub use client::{
 };
 pub use clock::{Clock, Stamp};
 pub use codec::{CodecError, TextCodec};
-pub use field_error::{FieldError, HfConfigError};
 pub use http::{Anomaly, AnomalyKind, HttpStamps, ServerScrape, ServerTimings};
+pub use refused::{FieldError, HfConfigError, ValueError};
 pub use request::{
     EngineRecord, ExpertStepLoad, FinishReason, KvBlocksByKind, ParamsError, RequestId, SamplingParams, StepRecord,
     TokenId,

@@ -32,12 +32,14 @@ impl fmt::Display for Shard {
 }
 
 impl FromStr for Shard {
-    type Err = String;
+    type Err = crate::ValueError;
 
     /// `i/N`: shard `i` (0 ≤ i < N) of `N` (1 ≤ N ≤ [`MAX_SHARDS`]); the index is a Kubernetes
     /// Indexed Job's completion index.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}`: expected INDEX/COUNT with 0 ≤ INDEX < COUNT ≤ {MAX_SHARDS}, e.g. 0/4");
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            crate::ValueError::new(s, format!("expected INDEX/COUNT with 0 ≤ INDEX < COUNT ≤ {MAX_SHARDS}, e.g. 0/4"))
+        };
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
         let (index, count): (u32, u32) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
         if count == 0 || count > MAX_SHARDS || index >= count {
@@ -58,7 +60,7 @@ mod tests {
         assert_eq!(Shard { index: 1, count: 3 }.to_string(), "1/3");
         for bad in ["3/3", "1/0", "x/2", "1", "-1/2", "0/10001"] {
             let e = bad.parse::<Shard>().unwrap_err();
-            assert!(e.contains(bad) && e.contains("INDEX/COUNT"), "{e}");
+            assert!(e.value == bad && e.expected.contains("INDEX/COUNT"), "{e}");
         }
     }
 

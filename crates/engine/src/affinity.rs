@@ -78,15 +78,16 @@ pub fn pin_current_or_warn(cpus: &[usize], what: &str) -> bool {
 
 /// Parses a CPU list in the kernel's notation (`0`, `0-3`, `0,2,4-5`), checked against the
 /// CPUs this process may use.
-pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {
+pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<usize>, goodput_core::ValueError> {
+    let bad = |why: String| goodput_core::ValueError::new(s, why);
     let mut cpus = Vec::new();
     for part in s.split(',').map(str::trim) {
-        let num = |x: &str| x.trim().parse::<usize>().map_err(|_| format!("`{s}`: `{x}` is not a CPU number"));
+        let num = |x: &str| x.trim().parse::<usize>().map_err(|_| bad(format!("`{x}` is not a CPU number")));
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (num(a)?, num(b)?);
                 if a > b {
-                    return Err(format!("`{s}`: range {a}-{b} runs backwards"));
+                    return Err(bad(format!("range {a}-{b} runs backwards")));
                 }
                 cpus.extend(a..=b);
             }
@@ -97,10 +98,10 @@ pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {
     cpus.dedup();
     let allowed = allowed();
     if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
-        return Err(format!(
-            "`{s}`: CPU {c} is not available to this process (available: {})",
+        return Err(bad(format!(
+            "CPU {c} is not available to this process (available: {})",
             format_cpu_list(&allowed)
-        ));
+        )));
     }
     Ok(cpus)
 }
@@ -129,9 +130,9 @@ mod tests {
         let first = allowed()[0];
         assert_eq!(parse_cpu_list(&first.to_string()).unwrap(), vec![first]);
         assert_eq!(format_cpu_list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
-        assert!(parse_cpu_list("4096").unwrap_err().contains("not available"));
-        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
-        assert!(parse_cpu_list("a").unwrap_err().contains("not a CPU number"));
+        assert!(parse_cpu_list("4096").unwrap_err().expected.contains("not available"));
+        assert!(parse_cpu_list("3-1").unwrap_err().expected.contains("backwards"));
+        assert!(parse_cpu_list("a").unwrap_err().expected.contains("not a CPU number"));
     }
 
     #[test]

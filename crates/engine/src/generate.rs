@@ -37,13 +37,13 @@ pub enum GenerateError {
 }
 
 /// Token ids written `1,2,3` (0 is a valid id).
-pub fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
+pub fn parse_ids(s: &str) -> Result<Vec<u32>, goodput_core::ValueError> {
     s.split(',')
         .map(|x| {
             let x = x.trim();
             x.parse::<u32>().map_err(|_| match x.parse::<u64>() {
-                Ok(_) => format!("token id {x} is too large (token ids are u32)"),
-                Err(_) => format!("`{x}` is not a token id (expected ids like 1,2,3)"),
+                Ok(_) => goodput_core::ValueError::new(x, "a token id too large (token ids are u32)"),
+                Err(_) => goodput_core::ValueError::new(x, "not a token id (expected ids like 1,2,3)"),
             })
         })
         .collect()
@@ -112,8 +112,8 @@ mod tests {
     #[test]
     fn prompt_ids() {
         assert_eq!(super::parse_ids("0, 5,7").unwrap(), vec![0, 5, 7]);
-        assert!(super::parse_ids("5,x").unwrap_err().contains("`x` is not a token id"));
-        assert!(super::parse_ids("4294967301").unwrap_err().contains("too large"));
+        assert_eq!(super::parse_ids("5,x").unwrap_err().value, "x");
+        assert!(super::parse_ids("4294967301").unwrap_err().expected.contains("too large"));
         assert!(super::parse_ids("").is_err());
     }
 }

@@ -333,23 +333,35 @@ pub fn parse_secs(s: &str) -> Option<f64> {
 /// a `Duration` cannot even hold some values (`1e300s`).
 const MAX_FLAG_SECS: f64 = 366.0 * 86_400.0;
 
-fn duration_within(s: &str, secs: Option<f64>, example: &str) -> Result<Duration, String> {
+/// A duration flag's value refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("`{0}` is longer than a year, the longest duration goodput takes")]
+    TooLong(String),
+    /// Not a number with a unit (or not a positive one, where zero is not taken).
+    #[error("`{value}` is not a duration ({example})")]
+    NotADuration { value: String, example: &'static str },
+}
+
+fn duration_within(s: &str, secs: Option<f64>, example: &'static str) -> Result<Duration, DurationError> {
+    let not = || DurationError::NotADuration { value: s.into(), example };
     match secs {
-        Some(x) if x > MAX_FLAG_SECS => Err(format!("`{s}` is longer than a year, the longest duration goodput takes")),
-        Some(x) => Duration::try_from_secs_f64(x).map_err(|_| format!("`{s}` is not a duration ({example})")),
-        None => Err(format!("`{s}` is not a duration ({example})")),
+        Some(x) if x > MAX_FLAG_SECS => Err(DurationError::TooLong(s.into())),
+        Some(x) => Duration::try_from_secs_f64(x).map_err(|_| not()),
+        None => Err(not()),
     }
 }
 
 /// A duration or zero; zero needs no unit (`0`, `0s`).
-pub fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+pub fn parse_duration_or_zero(s: &str) -> Result<Duration, DurationError> {
     if s.trim() == "0" {
         return Ok(Duration::ZERO);
     }
     duration_within(s, parse_secs(s).filter(|x| *x >= 0.0), "0s, 500ms")
 }
 
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+/// A positive duration with its unit (`120s`, `500ms`, `2m`).
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     duration_within(s, parse_secs(s).filter(|x| *x > 0.0), "120s, 500ms")
 }
 

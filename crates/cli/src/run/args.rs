@@ -327,7 +327,7 @@ pub struct RunOnly {
     pub run: RunArgs,
 }
 
-fn parse_latency(s: &str) -> Result<Latency, String> {
+fn parse_latency(s: &str) -> Result<Latency, goodput_core::ValueError> {
     s.parse()
 }
 

@@ -63,11 +63,11 @@ pub enum Attention {
 
 impl Attention {
     /// `paged` or `gather`.
-    pub fn parse(s: &str) -> Result<Attention, String> {
+    pub fn parse(s: &str) -> Result<Attention, goodput_core::ValueError> {
         match s {
             "paged" => Ok(Attention::Paged),
             "gather" => Ok(Attention::Gather),
-            _ => Err(format!("`{s}`: the attention is `paged` or `gather`")),
+            _ => Err(goodput_core::ValueError::new(s, "the attention is `paged` or `gather`")),
         }
     }
 }

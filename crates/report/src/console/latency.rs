@@ -55,15 +55,16 @@ impl Latency {
 }
 
 impl FromStr for Latency {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = goodput_core::ValueError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim() {
             "ttft" => Ok(Latency::Ttft),
             "tpot" => Ok(Latency::Tpot),
             "itl" => Ok(Latency::Itl),
             "e2el" | "e2e" => Ok(Latency::E2e),
-            other => Err(format!(
-                "`{other}` is not a latency goodput shows percentiles of; choose from ttft, tpot, itl, e2el"
+            other => Err(goodput_core::ValueError::new(
+                other,
+                "not a latency goodput shows percentiles of; choose from ttft, tpot, itl, e2el",
             )),
         }
     }
@@ -73,10 +74,13 @@ impl FromStr for Latency {
 pub const PERCENTILES: [u32; 4] = [50, 90, 95, 99];
 
 /// A percentile of [`PERCENTILES`], from `99` or `99.0`; any other is refused, naming them.
-pub fn parse_percentile(s: &str) -> Result<u32, String> {
-    let p: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a percentile (e.g. 99)"))?;
+pub fn parse_percentile(s: &str) -> Result<u32, goodput_core::ValueError> {
+    let p: f64 = s.trim().parse().map_err(|_| goodput_core::ValueError::new(s, "not a percentile (e.g. 99)"))?;
     PERCENTILES.iter().copied().find(|&q| f64::from(q) == p).ok_or_else(|| {
-        format!("goodput keeps the 50th, 90th, 95th and 99th percentiles of every latency; choose among 50,90,95,99, not {s}")
+        goodput_core::ValueError::new(
+            s,
+            "goodput keeps the 50th, 90th, 95th and 99th percentiles of every latency; choose among 50,90,95,99",
+        )
     })
 }
 

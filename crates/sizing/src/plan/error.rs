@@ -15,6 +15,9 @@ pub enum PlanError {
     /// A setting out of its bounds or in conflict with another, named by its flag.
     #[error("{0}")]
     Spec(String),
+    /// A flag's value refused by its parser.
+    #[error(transparent)]
+    Value(#[from] goodput_core::ValueError),
     /// The model is not in the catalog, or the catalog file cannot be read.
     #[error(transparent)]
     Catalog(#[from] goodput_core::CatalogError),

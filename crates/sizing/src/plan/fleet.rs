@@ -14,24 +14,27 @@ use crate::fleet::{drive_fleet_into, Fleet};
 use crate::hardware::Gpu;
 use crate::sim::SimEngine;
 use goodput_core::Stamp;
+use goodput_core::ValueError;
 use goodput_workload::trace::{Trace, TraceFormat, TraceOptions};
 use serde::Serialize;
 use std::time::Duration;
 
 /// A router's name on the command line.
-pub fn parse_policy(s: &str) -> Result<Policy, String> {
+pub fn parse_policy(s: &str) -> Result<Policy, ValueError> {
     match s.trim() {
         "round-robin" => Ok(Policy::RoundRobin),
         "random" => Ok(Policy::Random),
         "power-of-two" => Ok(Policy::PowerOfTwo),
         "least-loaded" => Ok(Policy::LeastLoaded),
         "cache-aware" => Ok(Policy::cache_aware()),
-        other => Err(format!("`{other}`: a router is round-robin, random, power-of-two, least-loaded or cache-aware")),
+        other => {
+            Err(ValueError::new(other, "a router is round-robin, random, power-of-two, least-loaded or cache-aware"))
+        }
     }
 }
 
 /// `requests=6,min=1,max=8,interval=15s,cooldown=60s,startup=120s[,stabilize=300s]` (or `kv=0.7,…`, `queue=500ms,…`).
-pub fn parse_rule(s: &str) -> Result<Rule, String> {
+pub fn parse_rule(s: &str) -> Result<Rule, ValueError> {
     let mut rule = Rule {
         signal: Signal::Requests,
         target: 0.0,
@@ -43,12 +46,11 @@ pub fn parse_rule(s: &str) -> Result<Rule, String> {
         stabilization: Duration::ZERO,
     };
     for part in s.split(',') {
-        let (k, v) = part.split_once('=').ok_or_else(|| format!("--autoscale `{part}`: expected KEY=VALUE"))?;
+        let (k, v) = part.split_once('=').ok_or_else(|| ValueError::new(part, "expected KEY=VALUE"))?;
         let num = || v.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0);
         let count = || v.trim().parse::<usize>().ok().filter(|&x| x >= 1);
-        let dur =
-            || goodput_metrics::slo::parse_duration_or_zero(v.trim()).map_err(|e| format!("--autoscale {k}: {e}"));
-        let bad = |what: &str| format!("--autoscale {k}=`{v}`: {what}");
+        let bad = |what: &str| ValueError::new(part, format!("{k} takes {what}"));
+        let dur = || goodput_metrics::slo::parse_duration_or_zero(v.trim()).map_err(|e| bad(&e.to_string()));
         match k.trim() {
             "requests" => {
                 (rule.signal, rule.target) = (Signal::Requests, num().ok_or_else(|| bad("a positive number"))?)
@@ -71,17 +73,20 @@ pub fn parse_rule(s: &str) -> Result<Rule, String> {
             "startup" => rule.startup = dur()?,
             "stabilize" => rule.stabilization = dur()?,
             other => {
-                return Err(format!(
-                    "--autoscale: unknown key `{other}` (requests, kv, queue, min, max, interval, cooldown, startup, stabilize)"
+                return Err(ValueError::new(
+                    part,
+                    format!(
+                        "unknown key `{other}` (requests, kv, queue, min, max, interval, cooldown, startup, stabilize)"
+                    ),
                 ))
             }
         }
     }
     if rule.target <= 0.0 || rule.max == 0 || rule.min > rule.max || rule.interval.is_zero() {
-        return Err(
-            "--autoscale needs a target (requests=N, kv=F or queue=DURATION), max ≥ min ≥ 1 and a non-zero interval"
-                .into(),
-        );
+        return Err(ValueError::new(
+            s,
+            "a rule needs a target (requests=N, kv=F or queue=DURATION), max ≥ min ≥ 1 and a non-zero interval",
+        ));
     }
     Ok(rule)
 }

@@ -44,12 +44,15 @@ pub enum Ep {
 
 impl Ep {
     /// `all`, or a degree from 1 to 1024.
-    pub fn parse(s: &str) -> Result<Ep, String> {
+    pub fn parse(s: &str) -> Result<Ep, goodput_core::ValueError> {
         match s.trim() {
             "all" => Ok(Ep::All),
             n => match n.parse::<usize>() {
                 Ok(n) if (1..=1024).contains(&n) => Ok(Ep::Ways(n)),
-                _ => Err(format!("`{s}`: an expert-parallel degree is a number from 1 to 1024, or `all`")),
+                _ => Err(goodput_core::ValueError::new(
+                    s,
+                    "an expert-parallel degree is a number from 1 to 1024, or `all`",
+                )),
             },
         }
     }

@@ -50,15 +50,16 @@ const SEED: u64 = 0x0e4e_4ead;
 
 impl Overhead {
     /// `--request-overhead`: a duration (`0s`, `12.6ms`), or a run directory.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, PlanError> {
         let path = Path::new(s);
         if path.is_dir() {
-            return Self::measured(path).map_err(|e| format!("{e:#}"));
+            return Self::measured(path);
         }
+        let refused = |expected: String| PlanError::Value(goodput_core::ValueError::new(s, expected));
         let d = goodput_metrics::slo::parse_duration_or_zero(s)
-            .map_err(|e| format!("{e}; or a run directory of goodput against goodput serve"))?;
+            .map_err(|e| refused(format!("{e}; or a run directory of goodput against goodput serve")))?;
         if d > MAX {
-            return Err(format!("{d:?}: more than a minute outside the engines is not an overhead"));
+            return Err(refused(format!("{d:?}: more than a minute outside the engines is not an overhead")));
         }
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Ok(Overhead { lags: Arc::new(vec![Lag { first_ns: ns, hold_tokens: 0, end_ns: ns }]), source: None })
@@ -148,9 +149,10 @@ mod tests {
         assert!(Overhead::parse("0s").unwrap().is_zero() && Overhead::default().is_zero());
         assert_eq!(Overhead::default().of(3), Lag::default());
         let e = Overhead::parse("2m").unwrap_err();
-        assert!(e.contains("not an overhead"), "{e}");
+        assert!(matches!(&e, PlanError::Value(v) if v.value == "2m"), "{e:?}");
+        assert!(e.to_string().contains("not an overhead"), "{e}");
         let e = Overhead::parse("/no/such/run").unwrap_err();
-        assert!(e.contains("run directory"), "{e}");
+        assert!(e.to_string().contains("run directory"), "{e}");
     }
 
     #[test]

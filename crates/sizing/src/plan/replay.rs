@@ -70,14 +70,21 @@ pub struct TemplateTokens {
 
 impl TemplateTokens {
     /// `HEAD,TAIL`, e.g. `17,33`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let bad =
-            || format!("`{s}`: give the template's tokens before and after each prompt as HEAD,TAIL (e.g. 17,33)");
+    pub fn parse(s: &str) -> Result<Self, goodput_core::ValueError> {
+        let bad = || {
+            goodput_core::ValueError::new(
+                s,
+                "give the template's tokens before and after each prompt as HEAD,TAIL (e.g. 17,33)",
+            )
+        };
         let (h, t) = s.split_once(',').ok_or_else(bad)?;
         let (head, tail): (usize, usize) = (h.trim().parse().map_err(|_| bad())?, t.trim().parse().map_err(|_| bad())?);
         let total = head.saturating_add(tail);
         if total > 65_536 {
-            return Err(format!("`{s}`: {total} template tokens a prompt is no chat template"));
+            return Err(goodput_core::ValueError::new(
+                s,
+                format!("{total} template tokens a prompt is no chat template"),
+            ));
         }
         Ok(Self { head, tail })
     }
@@ -365,10 +372,10 @@ mod tests {
         assert!(v.capacity() >= 11, "room for the output");
         // Ids stay within the vocabulary.
         assert_eq!(TemplateTokens { head: 3, tail: 0 }.around(&[], 0, 2), [0, 1, 0]);
-        assert!(TemplateTokens::parse("3").unwrap_err().contains("HEAD,TAIL"));
+        assert!(TemplateTokens::parse("3").unwrap_err().expected.contains("HEAD,TAIL"));
         assert!(TemplateTokens::parse("a,2").is_err() && TemplateTokens::parse("70000,0").is_err());
         assert!(
-            TemplateTokens::parse("18446744073709551615,1").unwrap_err().contains("no chat template"),
+            TemplateTokens::parse("18446744073709551615,1").unwrap_err().expected.contains("no chat template"),
             "no overflow"
         );
     }
