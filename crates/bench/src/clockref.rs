@@ -66,10 +66,12 @@ pub enum ClockRef {
 }
 
 impl std::str::FromStr for ClockRef {
-    type Err = String;
+    type Err = goodput_core::ValueError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}`: expected ntp://HOST[:PORT] or the http(s):// URL of a `goodput serve`");
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            goodput_core::ValueError::new(s, "expected ntp://HOST[:PORT] or the http(s):// URL of a `goodput serve`")
+        };
         if let Some(host) = s.strip_prefix("ntp://") {
             let host = host.trim_end_matches('/');
             if host.is_empty() || host.contains('/') {
@@ -208,7 +210,7 @@ mod tests {
         assert_eq!("http://h:8000/".parse(), Ok(ClockRef::Http("http://h:8000".into())));
         for bad in ["pool.ntp.org", "ntp://", "ftp://x", "http://", "ntp://a/b"] {
             let e = bad.parse::<ClockRef>().unwrap_err();
-            assert!(e.contains(bad) && e.contains("ntp://HOST"), "{e}");
+            assert!(e.value == bad && e.expected.contains("ntp://HOST"), "{e}");
         }
     }
 

@@ -2,7 +2,7 @@
 //! the adapters the workloads and the HTTP client need from the engine (its sentence
 //! encoder, its tokenizer).
 
-use goodput_core::{CodecError, TextCodec};
+use goodput_core::{CodecError, TextCodec, ValueError};
 use goodput_workload::scenario::Builtin;
 use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile};
 use goodput_workload::{DatasetFormat, DatasetOptions, Trace, TraceFormat, TraceOptions};
@@ -74,16 +74,18 @@ fn file_name(path: &Path, or: &str) -> String {
 
 /// A trace's window `FROM..TO` (`600..1200`, `10m..`, `..30m`): seconds from its first
 /// request, bare numbers as seconds.
-pub fn parse_window(s: &str) -> Result<(f64, Option<f64>), String> {
-    let (from, to) = s.split_once("..").ok_or_else(|| format!("`{s}`: expected FROM..TO, e.g. 600..1200"))?;
+pub fn parse_window(s: &str) -> Result<(f64, Option<f64>), ValueError> {
+    let bad = |why: String| ValueError::new(s, why);
+    let (from, to) = s.split_once("..").ok_or_else(|| bad("expected FROM..TO, e.g. 600..1200".into()))?;
     let secs = |x: &str| {
         let x = x.trim();
         x.parse::<f64>().ok().or_else(|| goodput_metrics::slo::parse_secs(x)).filter(|v| v.is_finite() && *v >= 0.0)
     };
-    let from = if from.trim().is_empty() { 0.0 } else { secs(from).ok_or(format!("`{from}` is not a time"))? };
-    let to = if to.trim().is_empty() { None } else { Some(secs(to).ok_or(format!("`{to}` is not a time"))?) };
+    let time = |x: &str| secs(x).ok_or_else(|| bad(format!("`{x}` is not a time")));
+    let from = if from.trim().is_empty() { 0.0 } else { time(from)? };
+    let to = if to.trim().is_empty() { None } else { Some(time(to)?) };
     if to.is_some_and(|t| t <= from) {
-        return Err(format!("`{s}`: the window ends before it starts"));
+        return Err(bad("the window ends before it starts".into()));
     }
     Ok((from, to))
 }

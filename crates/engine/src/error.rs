@@ -121,9 +121,15 @@ pub enum TensorProblem {
     #[error("{0} values per row are not whole MXFP4 blocks of 32")]
     NotMxfp4(usize),
     #[error("packed MXFP4 experts: {0}")]
-    Mxfp4(String),
+    Mxfp4(crate::cpu::mxfp4::Mxfp4Shape),
     #[error("quantized experts cannot be fused")]
     Quantized,
+    #[error("has no elements (dims {0:?})")]
+    NoElements(Vec<usize>),
+    #[error("dims {0:?} overflow")]
+    Overflow(Vec<usize>),
+    #[error("(dims {dims:?}) lies beyond the end of the file ({len} bytes)")]
+    BeyondFile { dims: Vec<usize>, len: u64 },
 }
 
 /// Why a thread could not be pinned to its CPUs.

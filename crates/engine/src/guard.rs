@@ -27,18 +27,25 @@ fn install_hook() {
     });
 }
 
+/// A panic caught by [`quietly`]: its message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Panicked(pub String);
+
 /// Runs `f`; a panic inside it becomes `Err` with the panic's message.
-pub fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
     install_hook();
     let was = QUIET.with(|q| q.replace(true));
     let out = catch_unwind(AssertUnwindSafe(f));
     QUIET.with(|q| q.set(was));
     out.map_err(|payload| {
-        payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "the reader failed".into())
+        Panicked(
+            payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "the reader failed".into()),
+        )
     })
 }
 
@@ -51,7 +58,7 @@ mod tests {
         assert_eq!(quietly(|| 7), Ok(7));
         let zero = std::hint::black_box(0u64);
         let e = quietly(|| 10 / zero).unwrap_err();
-        assert!(e.contains("divide by zero"), "{e}");
-        assert_eq!(quietly(|| panic!("bad {}", 3)), Err::<(), _>("bad 3".into()));
+        assert!(e.0.contains("divide by zero"), "{e}");
+        assert_eq!(quietly(|| panic!("bad {}", 3)), Err::<(), _>(Panicked("bad 3".into())));
     }
 }

@@ -29,7 +29,7 @@ pub fn packed(
     (0..experts)
         .map(|j| {
             Mxfp4Matrix::new(out, inp, blocks[j * eb..(j + 1) * eb].to_vec(), scales[j * es..(j + 1) * es].to_vec())
-                .map_err(|e| EngineError::tensor(name, TensorProblem::Mxfp4(e.to_string())))
+                .map_err(|e| EngineError::tensor(name, TensorProblem::Mxfp4(e)))
         })
         .collect()
 }

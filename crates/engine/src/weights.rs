@@ -205,13 +205,13 @@ pub struct GgufSource {
 impl GgufSource {
     pub fn open(path: &Path, dequantize: bool, dtype: DType, device: Device) -> Result<Self> {
         let mut file = std::fs::File::open(path).map_err(|e| EngineError::file("GGUF file", path, e))?;
-        let unreadable = |e: String| EngineError::file("GGUF file", path, format!("not readable: {e}"));
+        let unreadable = |e: &dyn std::fmt::Display| EngineError::file("GGUF file", path, format!("not readable: {e}"));
         // candle's reader panics on some malformed headers (an alignment of 0).
         let content = crate::guard::quietly(|| gguf_file::Content::read(&mut file))
-            .map_err(unreadable)?
-            .map_err(|e| unreadable(e.to_string()))?;
+            .map_err(|p| unreadable(&p))?
+            .map_err(|e| unreadable(&e))?;
         for (name, info) in &content.tensor_infos {
-            check_gguf_tensor(name, info, content.tensor_data_offset, u64::MAX).map_err(unreadable)?;
+            check_gguf_tensor(info, content.tensor_data_offset, u64::MAX).map_err(|p| EngineError::tensor(name, p))?;
         }
         let arch =
             content.metadata.get("general.architecture").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
@@ -283,8 +283,8 @@ impl GgufSource {
         }
         let (content, file, device) = (&self.content, &mut self.file, &self.device);
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        check_gguf_tensor(&g, &content.tensor_infos[&g], content.tensor_data_offset, len)
-            .map_err(|e| unreadable(&g, e))?;
+        check_gguf_tensor(&content.tensor_infos[&g], content.tensor_data_offset, len)
+            .map_err(|p| EngineError::tensor(&g, p))?;
         crate::guard::quietly(|| content.tensor(file, &g, device))
             .map_err(|panic| unreadable(&g, panic))?
             .map_err(|e| unreadable(&g, e))
@@ -322,17 +322,17 @@ impl TensorSource for GgufSource {
 /// (by checked arithmetic) inside a file of `len` bytes (at open, `u64::MAX`: a cut file is
 /// found when its tensors are read). candle's reader overflows on huge
 /// dimensions and aborts the process on a tensor of no elements.
-fn check_gguf_tensor(name: &str, info: &gguf_file::TensorInfo, data_offset: u64, len: u64) -> Result<(), String> {
+fn check_gguf_tensor(info: &gguf_file::TensorInfo, data_offset: u64, len: u64) -> Result<(), TensorProblem> {
     let dims = info.shape.dims();
     let elems = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
     let (block, size) = (info.ggml_dtype.block_size(), info.ggml_dtype.type_size());
     let bytes = elems.filter(|&n| n > 0).and_then(|n| (n / block).checked_mul(size));
     let end = bytes.and_then(|b| data_offset.checked_add(info.offset)?.checked_add(b as u64));
     match (elems, end) {
-        (Some(0), _) => Err(format!("tensor `{name}` has no elements (dims {dims:?})")),
-        (None, _) => Err(format!("tensor `{name}`: dims {dims:?} overflow")),
+        (Some(0), _) => Err(TensorProblem::NoElements(dims.to_vec())),
+        (None, _) => Err(TensorProblem::Overflow(dims.to_vec())),
         (_, Some(end)) if end <= len => Ok(()),
-        _ => Err(format!("tensor `{name}` (dims {dims:?}) lies beyond the end of the file ({len} bytes)")),
+        _ => Err(TensorProblem::BeyondFile { dims: dims.to_vec(), len }),
     }
 }
 

@@ -129,6 +129,15 @@ pub fn hash_full_blocks(tokens: &[u32], block_size: usize) -> Vec<BlockHash> {
     out
 }
 
+/// A broken invariant of the pool, said by [`BlockPool::check_invariants`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BrokenInvariant(pub String);
+
+fn broken(what: impl Into<String>) -> BrokenInvariant {
+    BrokenInvariant(what.into())
+}
+
 /// Invalid [`BlockPool`] configuration.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PoolError {
@@ -385,29 +394,29 @@ impl BlockPool {
     /// (the head-to-tail walk ends at `tail`, `prev`/`next` mirror each other, no cycles) and the
     /// walk length equals `num_free_blocks`; the cache map and the per-block hashes mirror each
     /// other exactly (and are empty with prefix caching disabled). O(num_blocks).
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), BrokenInvariant> {
         let n = self.ref_cnt.len();
         if n < 2 {
-            return Err(format!("num_blocks {n} < 2"));
+            return Err(broken(format!("num_blocks {n} < 2")));
         }
         if self.hash.len() != n || self.prev.len() != n || self.next.len() != n {
-            return Err("per-block vectors have different lengths".into());
+            return Err(broken("per-block vectors have different lengths"));
         }
         let null = Self::NULL_BLOCK as usize;
         if self.ref_cnt[null] != 0 {
-            return Err(format!("null block has ref_cnt {}", self.ref_cnt[null]));
+            return Err(broken(format!("null block has ref_cnt {}", self.ref_cnt[null])));
         }
         if self.hash[null].is_some() {
-            return Err("null block has a hash".into());
+            return Err(broken("null block has a hash"));
         }
         if self.prev[null] != NONE || self.next[null] != NONE {
-            return Err("null block has free-list links".into());
+            return Err(broken("null block has free-list links"));
         }
         if self.head == Self::NULL_BLOCK || self.tail == Self::NULL_BLOCK {
-            return Err("null block is the free-list head or tail".into());
+            return Err(broken("null block is the free-list head or tail"));
         }
         if (self.head == NONE) != (self.tail == NONE) {
-            return Err(format!("free-list head {} and tail {} disagree on emptiness", self.head, self.tail));
+            return Err(broken(format!("free-list head {} and tail {} disagree on emptiness", self.head, self.tail)));
         }
 
         // Walk head -> tail.
@@ -418,19 +427,22 @@ impl BlockPool {
         while cur != NONE {
             let c = cur as usize;
             if c >= n {
-                return Err(format!("free list reaches out-of-range block {cur}"));
+                return Err(broken(format!("free list reaches out-of-range block {cur}")));
             }
             if cur == Self::NULL_BLOCK {
-                return Err("free list reaches the null block".into());
+                return Err(broken("free list reaches the null block"));
             }
             if on_list[c] {
-                return Err(format!("free list has a cycle through block {cur}"));
+                return Err(broken(format!("free list has a cycle through block {cur}")));
             }
             if self.prev[c] != expected_prev {
-                return Err(format!("block {cur}: prev is {} but the walk came from {expected_prev}", self.prev[c]));
+                return Err(broken(format!(
+                    "block {cur}: prev is {} but the walk came from {expected_prev}",
+                    self.prev[c]
+                )));
             }
             if self.ref_cnt[c] != 0 {
-                return Err(format!("block {cur} is on the free list with ref_cnt {}", self.ref_cnt[c]));
+                return Err(broken(format!("block {cur} is on the free list with ref_cnt {}", self.ref_cnt[c])));
             }
             on_list[c] = true;
             count += 1;
@@ -438,41 +450,44 @@ impl BlockPool {
             cur = self.next[c];
         }
         if self.tail != expected_prev {
-            return Err(format!("free-list tail is {} but the walk ends at {expected_prev}", self.tail));
+            return Err(broken(format!("free-list tail is {} but the walk ends at {expected_prev}", self.tail)));
         }
         if count != self.free_count {
-            return Err(format!("free_count is {} but the free list holds {count} blocks", self.free_count));
+            return Err(broken(format!("free_count is {} but the free list holds {count} blocks", self.free_count)));
         }
         for (b, &listed) in on_list.iter().enumerate().skip(1) {
             if !listed {
                 if self.ref_cnt[b] == 0 {
-                    return Err(format!("block {b} has ref_cnt 0 but is not on the free list"));
+                    return Err(broken(format!("block {b} has ref_cnt 0 but is not on the free list")));
                 }
                 if self.prev[b] != NONE || self.next[b] != NONE {
-                    return Err(format!("referenced block {b} has stale free-list links"));
+                    return Err(broken(format!("referenced block {b} has stale free-list links")));
                 }
             }
         }
 
         // Cache map <-> per-block hashes.
         if !self.enable_prefix_caching && !self.cached.is_empty() {
-            return Err("cache map is not empty with prefix caching disabled".into());
+            return Err(broken("cache map is not empty with prefix caching disabled"));
         }
         for (h, &b) in &self.cached {
             if b == Self::NULL_BLOCK || b as usize >= n {
-                return Err(format!("cache map points at invalid block {b}"));
+                return Err(broken(format!("cache map points at invalid block {b}")));
             }
             if self.hash[b as usize] != Some(*h) {
-                return Err(format!(
+                return Err(broken(format!(
                     "cache map has {h:?} -> block {b}, but the block's hash is {:?}",
                     self.hash[b as usize]
-                ));
+                )));
             }
         }
         for (b, h) in self.hash.iter().enumerate() {
             if let Some(h) = h {
                 if self.cached.get(h) != Some(&(b as BlockId)) {
-                    return Err(format!("block {b} has hash {h:?} but the cache map has {:?}", self.cached.get(h)));
+                    return Err(broken(format!(
+                        "block {b} has hash {h:?} but the cache map has {:?}",
+                        self.cached.get(h)
+                    )));
                 }
             }
         }

@@ -8,7 +8,7 @@ pub mod config;
 pub mod scheduler;
 pub mod seq_blocks;
 
-pub use block_pool::{BlockHash, BlockId, BlockPool, PoolError};
+pub use block_pool::{BlockHash, BlockId, BlockPool, BrokenInvariant, PoolError};
 pub use block_table::{BlockTable, SharedPool};
 pub use config::{AdmissionError, ConfigError, SchedulerConfig};
 pub use scheduler::{NewRequest, ScheduledSeq, Scheduler, SchedulerOutput, StepUpdate};

@@ -37,15 +37,21 @@ const FUSED_UPTO: usize = PANEL_FROM - 1;
 /// decoded row is dotted with four rows of `x` at a time).
 const PANEL_FROM: usize = 16;
 
+/// Bytes and scales that do not make an MXFP4 matrix of `(n, k)`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("MXFP4 matrix ({n}, {k}): {bytes} bytes and {scales} scales do not make whole blocks of 32")]
+pub struct Mxfp4Shape {
+    pub n: usize,
+    pub k: usize,
+    pub bytes: usize,
+    pub scales: usize,
+}
+
 impl Mxfp4Matrix {
     /// Checks the sizes: `k` a multiple of 32, `n·k/2` bytes and `n·k/32` scales.
-    pub fn new(n: usize, k: usize, blocks: Vec<u8>, scales: Vec<u8>) -> Result<Self, String> {
+    pub fn new(n: usize, k: usize, blocks: Vec<u8>, scales: Vec<u8>) -> Result<Self, Mxfp4Shape> {
         if !k.is_multiple_of(32) || blocks.len() != n * k / 2 || scales.len() != n * k / 32 {
-            return Err(format!(
-                "MXFP4 matrix ({n}, {k}): {} bytes and {} scales do not make whole blocks of 32",
-                blocks.len(),
-                scales.len()
-            ));
+            return Err(Mxfp4Shape { n, k, bytes: blocks.len(), scales: scales.len() });
         }
         Ok(Self { n, k, blocks, scales })
     }

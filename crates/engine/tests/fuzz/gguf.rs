@@ -393,7 +393,7 @@ pub(crate) fn a_gguf_tensor_with_no_elements_is_refused() {
     let path = temp_path("empty-tensor", "gguf");
     std::fs::write(&path, gguf_with_one_tensor(Vec::new(), "t", vec![0], 0)).unwrap();
     let e = GgufSource::open(&path, false, DType::F32, Device::Cpu).err().unwrap().to_string();
-    assert!(e.contains("tensor `t` has no elements"), "{e}");
+    assert!(e.contains("tensor `t`: has no elements"), "{e}");
     std::fs::write(&path, tiny_gguf(vec![256, 0]).encode()).unwrap();
     let w = WeightsSource::Gguf { path: path.clone(), dequantize: false };
     assert!(goodput_engine::loader::load(&tiny(), &w, &Device::Cpu, DType::F32, 64).is_err());

@@ -286,7 +286,7 @@ fn check_invariants_detects_corruption() {
 
     let mut p = base.clone();
     p.free_count += 1;
-    assert!(p.check_invariants().unwrap_err().contains("free_count"));
+    assert!(p.check_invariants().unwrap_err().0.contains("free_count"));
 
     let mut p = base.clone();
     let t = p.tail as usize;

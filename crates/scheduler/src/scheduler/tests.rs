@@ -438,7 +438,7 @@ proptest! {
             let out = s.schedule(Stamp(t));
             prop_assert!(out.num_tokens() <= c.max_num_batched_tokens);
             prop_assert!(s.num_running() <= c.max_num_seqs);
-            s.pool().check_invariants().map_err(TestCaseError::fail)?;
+            s.pool().check_invariants().map_err(|e| TestCaseError::fail(e.0))?;
             for q in &out.seqs {
                 for (bt, w) in q.block_tables.iter().zip(&c.group_windows) {
                     let held = bt.iter().filter(|&&b| b != BlockPool::NULL_BLOCK).count();
@@ -475,6 +475,6 @@ proptest! {
         prop_assert_eq!(done, expected);
         let p = s.pool();
         prop_assert_eq!(p.num_free_blocks(), p.usable_blocks());
-        p.check_invariants().map_err(TestCaseError::fail)?;
+        p.check_invariants().map_err(|e| TestCaseError::fail(e.0))?;
     }
 }

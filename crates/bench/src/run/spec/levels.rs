@@ -250,15 +250,15 @@ impl Span {
 }
 
 impl std::str::FromStr for Span {
-    type Err = String;
+    type Err = goodput_core::ValueError;
 
     /// A count (`5`) or a duration (`10s`, `500ms`).
-    fn from_str(s: &str) -> Result<Span, String> {
+    fn from_str(s: &str) -> Result<Span, Self::Err> {
         match s.trim().parse::<usize>() {
             Ok(n) => Ok(Span::Count(n)),
             Err(_) => goodput_metrics::slo::parse_duration(s)
                 .map(Span::Time)
-                .map_err(|_| format!("`{s}` is neither a count nor a duration (5, 10s, 500ms)")),
+                .map_err(|_| goodput_core::ValueError::new(s, "neither a count nor a duration (5, 10s, 500ms)")),
         }
     }
 }
