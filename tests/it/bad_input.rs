@@ -329,7 +329,7 @@ fn safetensors_dir_without_safetensors_files() {
 fn safetensors_file_that_is_not_safetensors() {
     let (_d, cat, w) = weights_dir("garbage-st", None, None);
     std::fs::write(Path::new(&w).join("model.safetensors"), b"definitely not safetensors").unwrap();
-    fails(&generate_args(&cat, &w), &["model.safetensors", "cannot read"]);
+    fails(&generate_args(&cat, &w), &["model.safetensors", "weights file"]);
 }
 
 #[test]
@@ -406,7 +406,7 @@ fn prompt_token_outside_the_vocabulary() {
 
 #[test]
 fn prompt_ids_that_are_not_token_ids() {
-    fails(&["generate", "--prompt-ids", "5,x,7"], &["--prompt-ids", "`x` is not a token id"]);
+    fails(&["generate", "--prompt-ids", "5,x,7"], &["--prompt-ids", "`x`: not a token id"]);
     // 2^32 + 5 must not wrap around to token 5.
     fails(&["generate", "--prompt-ids", "4294967301,6", "--max-tokens", "2"], &["--prompt-ids", "4294967301"]);
     fails(&["generate"], &["--prompt", "--prompt-ids"]);
@@ -493,7 +493,7 @@ fn gguf_file_that_is_not_gguf() {
     let f = dir.write("model.gguf", &garbage);
     fails(
         &["generate", "--prompt-ids", "5,6,7", "--weights", &f],
-        &["model.gguf", "not a readable GGUF file", "model `tiny`"],
+        &["model.gguf", "GGUF file", "not readable", "model `tiny`"],
     );
     // A file that starts like GGUF but is cut short.
     let f = dir.write("short.gguf", b"GGUF\x03\x00\x00\x00");

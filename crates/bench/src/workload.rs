@@ -3,6 +3,7 @@
 //! encoder, its tokenizer).
 
 use goodput_core::{CodecError, TextCodec, ValueError};
+use goodput_workload::lengths::Lengths;
 use goodput_workload::scenario::Builtin;
 use goodput_workload::{load_scenario, Agent, Embedder, MultiTurn, Rag, Scenario, ScenarioFile};
 use goodput_workload::{DatasetFormat, DatasetOptions, Trace, TraceFormat, TraceOptions};
@@ -19,6 +20,12 @@ pub enum ScenarioError {
     Workload(#[from] goodput_workload::WorkloadError),
     #[error("--scenario {scenario}: {units} run closed-loop: use --concurrency, not --rate")]
     ClosedLoop { scenario: String, units: &'static str },
+    #[error("--dataset-output-tokens must be at least 1")]
+    ZeroOutput,
+    #[error("--dataset-sessions run closed-loop: use --concurrency, not --rate")]
+    SessionsOpenLoop,
+    #[error("--trace-speedup: every speedup must be a number from 0.001 to 10000, got {0:?}")]
+    Speedup(Vec<f64>),
     #[error(
         "--encoder {}: no model.safetensors there (scripts/fetch-minilm.sh puts all-MiniLM-L6-v2 in place)",
         dir.display()
@@ -49,21 +56,32 @@ pub struct DatasetSpec {
 
 impl DatasetSpec {
     /// The dataset file at `path`, read in `format` with `options`; named by its file name.
-    pub fn read(path: &Path, format: DatasetFormat, options: DatasetOptions) -> Result<DatasetSpec> {
+    /// Sessions run closed-loop (`open_loop`: refused), and ask for at least one token.
+    pub fn read(path: &Path, format: DatasetFormat, options: DatasetOptions, open_loop: bool) -> Result<DatasetSpec> {
+        if options.sessions && open_loop {
+            return Err(ScenarioError::SessionsOpenLoop);
+        }
+        if options.output_tokens == Some(0) {
+            return Err(ScenarioError::ZeroOutput);
+        }
         let conversations = goodput_workload::dataset::read(path, format)?;
         Ok(DatasetSpec { name: file_name(path, "dataset"), conversations, options })
     }
 }
 
 /// The trace file at `path`, read in `format`, its window of `options` ready to replay with
-/// prompts of at most `max_len` tokens drawn with `seed`; named by its file name.
+/// prompts of at most `max_len` tokens drawn with `seed`, at each of `speedups` (from 0.001
+/// to 10000); named by its file name.
 pub fn read_trace(
     path: &Path,
     format: TraceFormat,
     options: TraceOptions,
-    max_len: usize,
-    seed: u64,
+    (max_len, seed): (usize, u64),
+    speedups: &[f64],
 ) -> Result<Arc<Trace>> {
+    if speedups.is_empty() || speedups.iter().any(|x| !(x.is_finite() && (0.001..=10_000.0).contains(x))) {
+        return Err(ScenarioError::Speedup(speedups.to_vec()));
+    }
     let all = goodput_workload::trace::read(path, format)?;
     Ok(Arc::new(Trace::new(file_name(path, "trace"), all, options, max_len, seed)?))
 }
@@ -108,18 +126,22 @@ impl WorkloadSpec {
     }
 }
 
-/// The scenario named by `--scenario` (a built-in name or a TOML file) or given `inline` (a
-/// config file's `[scenario]` table as TOML, which then takes its place), checked against
-/// the model (`max_len`) and the arrival (`open_loop`: `--rate`) before anything runs;
-/// `encoder` is RAG's sentence encoder directory (`--encoder`).
+/// The scenario named by `--scenario` (a built-in name or a TOML file), given `inline` (a
+/// config file's `[scenario]` table as TOML, which then takes its place) or by its `lengths`
+/// (`--input-len`, `--output-len`), checked against the model (`max_len`) and the arrival
+/// (`open_loop`: `--rate`) before anything runs; `encoder` is RAG's sentence encoder
+/// directory (`--encoder`).
 pub fn build_workload(
     scenario: &str,
     inline: Option<&str>,
+    lengths: Option<&Lengths>,
     encoder: Option<&Path>,
     open_loop: bool,
     max_len: usize,
 ) -> Result<WorkloadSpec> {
-    let file = if let Some(text) = inline {
+    let file = if let Some(l) = lengths {
+        ScenarioFile::Single(l.scenario())
+    } else if let Some(text) = inline {
         goodput_workload::parse_scenario(text, "inline").map_err(ScenarioError::Inline)?
     } else if scenario.ends_with(".toml") {
         load_scenario(Path::new(scenario))?
@@ -154,7 +176,7 @@ pub fn build_workload(
 }
 
 /// RAG's sentence encoder: `--encoder`, else where scripts/fetch-minilm.sh puts it; `None`
-/// (said so) when there is none there.
+/// when there is none there (the rig says so, through the run's progress).
 fn rag_encoder(encoder: Option<&Path>) -> Result<Option<PathBuf>> {
     let dir = encoder.map(Path::to_path_buf).unwrap_or_else(default_encoder_dir);
     if dir.join("model.safetensors").is_file() {
@@ -163,10 +185,6 @@ fn rag_encoder(encoder: Option<&Path>) -> Result<Option<PathBuf>> {
     if encoder.is_some() {
         return Err(ScenarioError::NoEncoder { dir });
     }
-    eprintln!(
-        "rag: no sentence encoder at {} (scripts/fetch-minilm.sh fetches all-MiniLM-L6-v2); the embed stage is the engine's own prefill-only pass over the query, and retrieval uses hashed bag-of-words vectors",
-        dir.display()
-    );
     Ok(None)
 }
 
@@ -218,9 +236,9 @@ mod tests {
     fn every_builtin_fits_the_default_model_or_names_one_that_it_does() {
         for b in Builtin::ALL.into_iter().filter(|&b| b != Builtin::LongContext) {
             let name = b.name();
-            build_workload(name, None, None, false, 2048).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            build_workload(name, None, None, None, false, 2048).unwrap_or_else(|e| panic!("{name}: {e:#}"));
         }
-        let err = build_workload("long-context", None, None, false, 2048).err().expect("refused").to_string();
+        let err = build_workload("long-context", None, None, None, false, 2048).err().expect("refused").to_string();
         assert!(err.contains("--model qwen2.5-0.5b"), "{err}");
     }
 

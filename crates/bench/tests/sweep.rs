@@ -77,7 +77,7 @@ fn spec(users: &[usize], requests: usize, out: &Path) -> RunSpec {
         model_args,
         engine,
         max_len,
-        workload: build_workload("short-qa", None, None, false, max_len).unwrap(),
+        workload: build_workload("short-qa", None, None, None, false, max_len).unwrap(),
         unit: LoadUnit::Users,
         levels,
         refine: RefineKind::None,
@@ -175,7 +175,7 @@ fn refusals_are_typed_errors() {
     let closed = LevelSpec::users(&[2], Duration::ZERO, None).unwrap();
     let capped = Pacing::checked(Some(4), None, 0.0, Duration::ZERO, &closed);
     assert!(matches!(capped, Err(SpecError::InFlightClosed(4))), "{capped:?}");
-    let open_rag = build_workload("rag", None, None, true, 512);
+    let open_rag = build_workload("rag", None, None, None, true, 512);
     assert!(matches!(open_rag, Err(ScenarioError::ClosedLoop { units: "RAG queries", .. })), "{:?}", open_rag.err());
 
     // A run into a directory that holds a file no run writes: refused, the file kept.

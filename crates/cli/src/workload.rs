@@ -1,10 +1,42 @@
-//! `goodput run`'s dataset and trace flags, read into the library's workload spec.
+//! `goodput run`'s lengths, dataset and trace flags, read into the library's workload spec.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use goodput_bench::workload::DatasetSpec;
+use goodput_workload::lengths::{parse_length, Lengths};
+use goodput_workload::scenario::LengthDist;
 use goodput_workload::{DatasetFormat, DatasetOptions, Trace, TraceFormat, TraceOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// A single-request workload given by its lengths, in place of a scenario file.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LengthArgs {
+    /// Tokens in each prompt, in place of --scenario: N, MEAN±SD (or MEAN+-SD: normal, within
+    /// three deviations) or MIN..MAX (uniform). vLLM: --random-input-len.
+    #[arg(long, visible_alias = "random-input-len", value_name = "LEN", value_parser = parse_length)]
+    #[arg(requires = "output_len", conflicts_with = "scenario")]
+    pub input_len: Option<LengthDist>,
+    /// Tokens each response is asked for (max_tokens, with ignore_eos): N, MEAN±SD or
+    /// MIN..MAX. vLLM: --random-output-len.
+    #[arg(long, visible_alias = "random-output-len", value_name = "LEN", value_parser = parse_length)]
+    #[arg(requires = "input_len")]
+    pub output_len: Option<LengthDist>,
+    /// A fixed --input-len or --output-len L drawn uniformly from L×(1−R) to L×(1+R), R from 0
+    /// to below 1, as vLLM's random dataset draws it. vLLM: --random-range-ratio.
+    #[arg(long, visible_alias = "random-range-ratio", value_name = "R", requires = "input_len")]
+    pub range_ratio: Option<f64>,
+    /// Tokens every prompt starts with, the same in each (a prefix the server's cache can
+    /// hold), before its --input-len tokens. vLLM: --random-prefix-len.
+    #[arg(long, visible_alias = "random-prefix-len", value_name = "N", default_value_t = 0, requires = "input_len")]
+    pub prefix_len: usize,
+}
+
+impl LengthArgs {
+    pub fn lengths(&self) -> Result<Option<Lengths>> {
+        let (i, o) = (self.input_len.as_ref(), self.output_len.as_ref());
+        Ok(Lengths::from_flags(i, o, self.range_ratio, self.prefix_len)?)
+    }
+}
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct DatasetArgs {
@@ -14,8 +46,8 @@ pub struct DatasetArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "scenario")]
     pub dataset: Option<PathBuf>,
     /// The dataset's layout: sharegpt, jsonl, or auto (JSONL when it starts with `{`).
-    #[arg(long, default_value = "auto", value_parser = ["sharegpt", "jsonl", "auto"], requires = "dataset")]
-    pub dataset_format: String,
+    #[arg(long, default_value = "auto", requires = "dataset")]
+    pub dataset_format: DatasetFormat,
     /// Dataset: every request asks for this many output tokens (default: the reply's length,
     /// or the line's `output_tokens`).
     #[arg(long, requires = "dataset")]
@@ -42,8 +74,8 @@ pub struct TraceArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["scenario", "dataset", "rate", "burst", "stages"])]
     pub trace: Option<PathBuf>,
     /// The trace's layout: mooncake, azure, or auto (azure when its header names TIMESTAMP).
-    #[arg(long, default_value = "auto", value_parser = ["mooncake", "azure", "auto"], requires = "trace")]
-    pub trace_format: String,
+    #[arg(long, default_value = "auto", requires = "trace")]
+    pub trace_format: TraceFormat,
     /// Replay this many times faster (a level each: 1,2,4).
     #[arg(long, value_delimiter = ',', default_value = "1", requires = "trace")]
     pub trace_speedup: Vec<f64>,
@@ -59,38 +91,19 @@ pub struct TraceArgs {
 /// `--trace`, read and cut to its window: `None` without one.
 pub fn read_trace(a: &TraceArgs, max_len: usize, seed: u64) -> Result<Option<Arc<Trace>>> {
     let Some(path) = &a.trace else { return Ok(None) };
-    if a.trace_speedup.is_empty() || a.trace_speedup.iter().any(|x| !(x.is_finite() && (0.001..=10_000.0).contains(x)))
-    {
-        bail!("--trace-speedup: every speedup must be a number from 0.001 to 10000, got {:?}", a.trace_speedup);
-    }
-    let format = match a.trace_format.as_str() {
-        "mooncake" => TraceFormat::Mooncake,
-        "azure" => TraceFormat::Azure,
-        _ => TraceFormat::Auto,
-    };
     let options = TraceOptions { window: a.trace_window.unwrap_or((0.0, None)), block_size: a.trace_block_size };
-    Ok(Some(goodput_bench::workload::read_trace(path, format, options, max_len, seed)?))
+    let read = goodput_bench::workload::read_trace(path, a.trace_format, options, (max_len, seed), &a.trace_speedup);
+    Ok(Some(read?))
 }
 
 /// `--dataset`, read and checked: `None` without one.
 pub fn read_dataset(a: &DatasetArgs, open_loop: bool) -> Result<Option<DatasetSpec>> {
     let Some(path) = &a.dataset else { return Ok(None) };
-    if a.dataset_sessions && open_loop {
-        bail!("--dataset-sessions run closed-loop: use --concurrency, not --rate");
-    }
-    if a.dataset_output_tokens == Some(0) {
-        bail!("--dataset-output-tokens must be at least 1");
-    }
-    let format = match a.dataset_format.as_str() {
-        "sharegpt" => DatasetFormat::Sharegpt,
-        "jsonl" => DatasetFormat::Jsonl,
-        _ => DatasetFormat::Auto,
-    };
     let options = DatasetOptions {
         output_tokens: a.dataset_output_tokens,
         min_input: a.dataset_min_input,
         max_input: a.dataset_max_input,
         sessions: a.dataset_sessions,
     };
-    Ok(Some(DatasetSpec::read(path, format, options)?))
+    Ok(Some(DatasetSpec::read(path, a.dataset_format, options, open_loop)?))
 }

@@ -11,6 +11,7 @@ fn spec() -> PlanSpec {
         model: "llama-3.1-8b".into(),
         catalog: None,
         scenario: "short-qa".into(),
+        lengths: None,
         slo: "ttft_p95=1s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%".into(),
         gpus: vec!["h100-sxm".into(), "l40s".into()],
         tp: vec![1, 2],

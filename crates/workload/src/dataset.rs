@@ -20,13 +20,28 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The layout of a dataset file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DatasetFormat {
     Sharegpt,
     Jsonl,
     /// JSONL when the file's first non-blank character is `{`, else ShareGPT.
+    #[default]
     Auto,
+}
+
+impl std::str::FromStr for DatasetFormat {
+    type Err = goodput_core::ValueError;
+
+    /// `sharegpt`, `jsonl` or `auto`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sharegpt" => Ok(DatasetFormat::Sharegpt),
+            "jsonl" => Ok(DatasetFormat::Jsonl),
+            "auto" => Ok(DatasetFormat::Auto),
+            _ => Err(goodput_core::ValueError::new(s, "a dataset is sharegpt, jsonl or auto")),
+        }
+    }
 }
 
 /// One turn of a conversation as read: the user's text and what is known of the reply.

@@ -18,13 +18,28 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TraceFormat {
     Mooncake,
     Azure,
     /// Azure when the first line names `TIMESTAMP`, else Mooncake.
+    #[default]
     Auto,
+}
+
+impl std::str::FromStr for TraceFormat {
+    type Err = goodput_core::ValueError;
+
+    /// `mooncake`, `azure` or `auto`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "mooncake" => Ok(TraceFormat::Mooncake),
+            "azure" => Ok(TraceFormat::Azure),
+            "auto" => Ok(TraceFormat::Auto),
+            _ => Err(goodput_core::ValueError::new(s, "a trace is mooncake, azure or auto")),
+        }
+    }
 }
 
 /// One traced request: when (seconds from the trace's first request) and how long.

@@ -133,7 +133,14 @@ fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>, p: &dyn Progress) -> Result
         let dir = spec.encoder.clone();
         let embedder: Arc<dyn Embedder> = match &dir {
             Some(d) => Arc::new(EncoderEmbedder(goodput_engine::encoder::Encoder::load(d, &candle_core::Device::Cpu)?)),
-            None => Arc::new(goodput_workload::HashEmbedder { dims: 384 }),
+            None => {
+                let line = format!(
+                    "rag: no sentence encoder at {} (scripts/fetch-minilm.sh fetches all-MiniLM-L6-v2); the embed stage is the engine's own prefill-only pass over the query, and retrieval uses hashed bag-of-words vectors",
+                    crate::workload::default_encoder_dir().display()
+                );
+                p.line(&line, false);
+                Arc::new(goodput_workload::HashEmbedder { dims: 384 })
+            }
         };
         let codec: Arc<dyn TextCodec> = Arc::new(ModelCodec(tokenizer.clone()));
         let setup = RagSetup::build(rag, embedder, codec, dir, seed)?;

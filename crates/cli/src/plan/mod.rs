@@ -27,6 +27,8 @@ pub struct PlanArgs {
     /// `kind = "single"` (fixed lengths such as 128 in / 128 out: `{ kind = "fixed", n = 128 }`).
     #[arg(long, default_value = "short-qa")]
     pub scenario: String,
+    #[command(flatten)]
+    pub lengths: crate::workload::LengthArgs,
     /// The load to serve, requests per second (Poisson).
     #[arg(long, conflicts_with = "users")]
     pub rate: Option<f64>,
@@ -219,10 +221,13 @@ impl PlanArgs {
             (None, None) if self.curve => Mode::Curve,
             (None, None) => Mode::Capacity { load: Load::of(self.rate, self.users)?, headroom: self.headroom },
         };
+        let lengths = self.lengths.lengths()?;
         Ok(PlanSpec {
             model: self.model,
             catalog: self.catalog,
-            scenario: self.scenario,
+            // The scenario's name as the answer shows it: the lengths' when given.
+            scenario: lengths.as_ref().map_or(self.scenario, |l| l.scenario().name),
+            lengths,
             slo: self.slo,
             gpus: self.gpus,
             tp: self.tp,

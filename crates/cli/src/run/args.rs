@@ -28,20 +28,14 @@ pub struct RunArgs {
     /// The model name the HTTP server expects (default: the catalog name).
     #[arg(long)]
     pub served_model_name: Option<String>,
-    /// HTTP API: `completions` (prompts as token ids, exact lengths), `completions-text`
-    /// (prompts decoded to text, for servers that take no token ids, as llama.cpp's), `chat`
-    /// (prompts as text in one user message, through the server's chat template; a reasoning
-    /// model's `delta.reasoning` is split out there) or `responses` (OpenAI's Responses API:
-    /// the prompt as text `input`, streamed as typed events). Default: completions, or chat
-    /// for a scenario that asks for reasoning (`reasoning`).
+    /// HTTP API: `completions` (token ids, exact lengths), `completions-text` (text, for
+    /// servers that take no ids), `chat` (one user message through the server's template;
+    /// reasoning split out) or `responses` (OpenAI's). Default: completions, or chat for `reasoning`.
     #[arg(long, value_parser = ["completions", "completions-text", "chat", "responses"])]
     pub api: Option<String>,
-    /// HTTP targets: the body field of the output length. `auto`: each API's current name —
-    /// `max_completion_tokens` for chat (OpenAI deprecated `max_tokens` there and refuses it
-    /// for reasoning models; vLLM, SGLang and TGI take both), `max_tokens` for completions,
-    /// `max_output_tokens` for responses; `max_tokens` for chat servers that know only the old
-    /// name. Reasoning effort and thinking budgets are the server's own fields: pass them with
-    /// --extra-body ('{"reasoning_effort":"low"}', '{"chat_template_kwargs":{"thinking_budget":512}}').
+    /// HTTP targets: the body field of the output length. `auto`: each API's current name
+    /// (`max_completion_tokens` for chat, `max_tokens` for completions, `max_output_tokens` for
+    /// responses); `max_tokens` for chat servers that know only the old name.
     #[arg(long, default_value = "auto", value_parser = ["auto", "max_tokens", "max_completion_tokens"])]
     pub max_tokens_field: String,
     /// HTTP targets: ignore the per-request engine stamps a server returns (goodput's own
@@ -52,6 +46,8 @@ pub struct RunArgs {
     pub ignore_server_stamps: bool,
     #[command(flatten)]
     pub connection: crate::connect::ConnectionArgs,
+    #[command(flatten)]
+    pub lengths: crate::workload::LengthArgs,
     #[command(flatten)]
     pub dataset: crate::workload::DatasetArgs,
     #[command(flatten)]
@@ -93,16 +89,10 @@ pub struct RunArgs {
     /// who happen to send together drift apart.
     #[arg(long, value_name = "F", default_value_t = 0.0, conflicts_with_all = ["rate", "burst"])]
     pub think_jitter: f64,
-    /// Closed loop: start the users staggered over this long, user k of N at k × ramp / N
-    /// (0: all at once). Users that start together send together and, with requests of one
-    /// shape, go on doing so, wave after wave. Default: users join one per ended request —
-    /// user 0 at once, user k once the level's k-th request ended, after a seeded random
-    /// share of the time since the one before — so the ramp paces itself: a target that
-    /// serves requests one after another (a saturated core) gets a new user per request time,
-    /// the starts spreading over about one request time at the full load; one whose request
-    /// time does not grow with load, over a few. The ramp used is each level's
-    /// `harness.ramp_s`. The warm-up covers it: each user's first request, and any sent before
-    /// the last of them ended, is left out.
+    /// Closed loop: start user k of N at k × ramp / N (0: all at once, and in waves after).
+    /// Default: user k joins once the level's k-th request ended (after a seeded share of the
+    /// time since), so the ramp paces itself to the target. The warm-up covers it; the ramp
+    /// used is each level's `harness.ramp_s`.
     #[arg(long, value_parser = parse_duration_or_zero, conflicts_with_all = ["rate", "burst"])]
     pub ramp: Option<Duration>,
     /// Open-loop sweep: requests per second per level (Poisson arrivals).
@@ -136,11 +126,9 @@ pub struct RunArgs {
     /// no warm-up (the first level meets a cold engine).
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["rate", "stages", "duration", "requests"])]
     pub burst: Option<Vec<usize>>,
-    /// Warm-up per level, run and left out of the statistics: a count (requests; sessions,
-    /// tasks or queries for those scenarios) or a duration of intended send time (5s).
-    /// Default: one per user, or 2. In a closed loop, whatever is given, every user's first
-    /// request and every request sent before the last of those ended are warm-up as well, so
-    /// no cold first-wave request is measured (the measured count stays as asked).
+    /// Warm-up per level, run and left out: a count (requests, or sessions, tasks, queries) or
+    /// a duration of send time (5s). Default: one per user, or 2. A closed loop's first wave
+    /// (each user's first request, and those sent before the last of them ended) is warm-up too.
     #[arg(long)]
     pub warmup: Option<Span>,
     /// Cool-down per level, run after the measured part (keeping the load up while it
@@ -178,11 +166,9 @@ pub struct RunArgs {
     /// bound. [default: ttft_p95=1s,tpot_p95=50ms,e2e_p95=10s,error_rate=1%]
     #[arg(long)]
     pub slo: Option<String>,
-    /// vLLM `bench serve`'s goodput SLOs, METRIC:MILLISECONDS (ttft, tpot, e2el): a request
-    /// counts toward goodput only if it meets all of them. Read as --slo METRIC_max=MS: goodput
-    /// (requests meeting every bound per second) is vLLM's request_goodput, and a level's
-    /// SLOs hold when every measured request met them. Added to --slo; without it, they take
-    /// the place of the default's latency SLOs (its error_rate=1% stays).
+    /// vLLM `bench serve`'s goodput SLOs, METRIC:MS (ttft, tpot, e2el), read as --slo
+    /// METRIC_max=MS: goodput is vLLM's request_goodput. Added to --slo, else in place of the
+    /// default's latency SLOs (its error_rate=1% stays).
     #[arg(long, value_name = "METRIC:MS", num_args = 1.., value_delimiter = ' ')]
     pub goodput: Option<Vec<String>>,
     /// The latencies the final levels table shows percentiles of, by vLLM's names: ttft,
@@ -252,12 +238,9 @@ pub struct RunArgs {
     /// The profile must be measured apart from this run (`goodput profile`), never fitted on it.
     #[arg(long, value_name = "PROFILE", conflicts_with = "simulate")]
     pub predict: Option<PathBuf>,
-    /// Send shard INDEX of COUNT of the run (`0/4`, a Kubernetes Indexed Job's completion
-    /// index): every process computes the one schedule (with the same --seed, which it
-    /// requires) and sends request j of a level when j mod COUNT = INDEX, so the shards are
-    /// disjoint and together the single process's run. Open loops, traces and bursts of single
-    /// requests, one level per process (give each its --start-at); no refinement levels (each
-    /// shard would choose its own); --max-concurrency caps each shard's requests in flight.
+    /// Send shard INDEX of COUNT (`0/4`, a Kubernetes Indexed Job's index): every process
+    /// computes one schedule (same --seed) and sends request j when j mod COUNT = INDEX. Open
+    /// loops, traces and bursts, one level each (give each its --start-at), no refinement.
     #[arg(long, value_name = "INDEX/COUNT", requires = "seed")]
     pub shard: Option<goodput_workload::shard::Shard>,
     /// Start the first level at this moment (RFC 3339, `2026-12-02T18:30:00Z`), so shards on
@@ -272,12 +255,9 @@ pub struct RunArgs {
     /// (the cluster's time server), or the URL of a `goodput serve` (its /goodput/clock).
     #[arg(long, value_name = "URL")]
     pub clock_ref: Option<goodput_bench::clockref::ClockRef>,
-    /// Run the whole sweep N times with one seed (the same prompts, lengths and arrivals) and
-    /// report each level's metrics as their median over the repeats and their spread
-    /// (min–max, and that range over the median): the run-to-run noise one run cannot show.
-    /// Each repeat is a run of its own under --out (DIR/01-repeat=1, …), with index.json and
-    /// repeats.json beside them; `goodput compare` takes such a directory as a side, its
-    /// repeats as the noise. In a config file with a [matrix], each combination is repeated.
+    /// Run the sweep N times with one seed and report each level's median and spread over the
+    /// repeats (the run-to-run noise): each a run under --out (DIR/01-repeat=1, …) beside
+    /// index.json and repeats.json, which `goodput compare` takes as a side with its noise.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeats: u32,
     /// Print only the final table and conclusion.
@@ -297,11 +277,9 @@ pub struct RunArgs {
     /// conclusion go to stderr instead.
     #[arg(long)]
     pub json: bool,
-    /// The whole benchmark from a TOML file: every flag of `run` as a key of the same name
-    /// (`concurrency = [1, 4, 16]`, `slo = "ttft_p95=1s"`, `no-prefix-caching = true`), the
-    /// scenario by name, by path or inline (`[scenario]`), and a `[matrix]` of keys to lists
-    /// of values, run once per combination under `out` with an `index.json`. A flag given
-    /// here overrides the file's key (and a matrix axis). Examples in `examples/`.
+    /// The benchmark from a TOML file: each flag a key (`concurrency = [1, 4, 16]`), the
+    /// scenario by name, path or inline (`[scenario]`), and a `[matrix]` of keys to lists run
+    /// once per combination under `out`. A flag given overrides its key. See `examples/`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// A config file's inline scenario (TOML), in place of --scenario.

@@ -192,7 +192,14 @@ fn setting(a: &PlanSpec) -> Result<Setting> {
         hw.extend(HardwareCatalog::from_path(p)?);
     }
     let prices = parse_prices(&a.price, &hw)?;
-    let scenario = scenario(&a.scenario, spec.max_position_embeddings)?;
+    let scenario = match &a.lengths {
+        Some(l) => {
+            let s = l.scenario();
+            s.validate(spec.max_position_embeddings)?;
+            s
+        }
+        None => scenario(&a.scenario, spec.max_position_embeddings)?,
+    };
     let slos = goodput_metrics::slo::parse_slos(&a.slo)?;
     let (eff, error_bar) = efficiencies(a)?;
     let (mean_in, mean_out) = mean_lengths(&scenario, spec.vocab_size, a.seed);

@@ -26,6 +26,9 @@ pub struct PlanSpec {
     /// Single-request scenario: built in (short-qa, long-gen, long-context, reasoning) or a TOML file of
     /// `kind = "single"`.
     pub scenario: String,
+    /// `--input-len`/`--output-len`: a single-request scenario of these lengths, in place of
+    /// `scenario`.
+    pub lengths: Option<goodput_workload::lengths::Lengths>,
     /// SLOs of usable capacity.
     pub slo: String,
     /// GPUs to consider (`goodput hardware` lists them).

@@ -24,8 +24,25 @@ pub struct Shown {
     pub json: bool,
 }
 
+/// `--request-rate inf` as vLLM means it: every request due at once — a burst of --num-prompts
+/// (1000 unless given, as vLLM's), or with --max-concurrency N, N users sending back to back.
+fn infinite_rate(mut a: RunArgs) -> Result<RunArgs> {
+    let Some(rates) = a.rate.as_ref().filter(|r| r.contains(&f64::INFINITY)) else { return Ok(a) };
+    if rates.len() > 1 || a.duration.is_some() {
+        bail!("--request-rate inf sends every request at once: give it alone, with --num-prompts, not --duration");
+    }
+    let n = a.requests.unwrap_or(1000);
+    match a.max_concurrency.take() {
+        Some(users) => (a.concurrency, a.requests) = (vec![users], Some(n)),
+        None => (a.burst, a.requests) = (Some(vec![n]), None),
+    }
+    a.rate = None;
+    Ok(a)
+}
+
 /// Checks `a` and takes what every later step needs from it: the run, and how it is shown.
 pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
+    let a = infinite_rate(a)?;
     let slos = load::slos(&a)?;
     let model = a.model.source().spec()?;
     if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
@@ -41,8 +58,9 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
         Some(s) => (s, false),
         None => (u64::from(rand::random::<u32>()), true),
     };
-    let mut workload =
-        build_workload(&a.scenario, a.scenario_inline.as_deref(), a.encoder.as_deref(), a.rate.is_some(), max_len)?;
+    let lengths = a.lengths.lengths()?;
+    let (inline, encoder, open) = (a.scenario_inline.as_deref(), a.encoder.as_deref(), a.rate.is_some());
+    let mut workload = build_workload(&a.scenario, inline, lengths.as_ref(), encoder, open, max_len)?;
     workload.dataset = read_dataset(&a.dataset, a.rate.is_some())?;
     workload.trace = read_trace(&a.trace, max_len, seed)?;
     check_workload(&a, &workload)?;
