@@ -26,7 +26,18 @@ pub enum ClientError {
     #[error("GET {url}: no complete answer within {timeout:?} (--timeout)")]
     Timeout { url: String, timeout: Duration },
     #[error("parsing /metrics: {0}")]
-    Metrics(#[from] crate::scrape::MetricsError),
+    Metrics(#[from] MetricsError),
+}
+
+/// Why a `/metrics` text was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// More than `max` lines ([`crate::MAX_SCRAPE_LINES`]).
+    #[error("/metrics holds more than {max} lines (series, HELP and TYPE), goodput's bound for it")]
+    TooLong { max: usize },
+    /// `prometheus-parse`'s error.
+    #[error("{0}")]
+    Exposition(std::io::Error),
 }
 
 /// An error with its causes, `a: b: c` (reqwest's own message hides why a connection failed:

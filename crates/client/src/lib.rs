@@ -40,11 +40,11 @@ pub use body::read_capped;
 pub use body::{MAX_ERROR_BODY, MAX_SCRAPE_BYTES};
 pub use connection::{is_sensitive, redact_url, split_credentials, ArgError, BasicAuth, Connection, Secret};
 pub(crate) use connection::{redirect, redirect_why};
-pub use error::{causes, ClientError};
+pub use error::{causes, ClientError, MetricsError};
 /// The codec of [`HttpConfig::codec`] (defined in goodput-core, shared with the workloads).
 pub use goodput_core::TextCodec;
 pub use prompt_fit::exact_text;
-pub use scrape::{parse_metrics, MetricsError, ServerScrape, MAX_SCRAPE_LINES};
+pub use scrape::{parse_metrics, ServerScrape, MAX_SCRAPE_LINES};
 pub use sse::{SseDecoder, SseError, MAX_EVENT_BYTES};
 pub use stream::{Step, StreamParser};
 pub use trust::{tolerance, COUNT_TOLERANCE_SHARE, COUNT_TOLERANCE_TOKENS, TEMPLATE_TOKENS};

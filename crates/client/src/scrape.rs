@@ -3,7 +3,7 @@
 //! [`MAX_SCRAPE_LINES`] is refused, and scrapes of that server stop for the run (the run goes
 //! on without its server-side numbers, saying why).
 
-use crate::{ClientError, HttpTarget};
+use crate::{ClientError, HttpTarget, MetricsError};
 use goodput_core::Stamp;
 
 pub use goodput_core::ServerScrape;
@@ -19,16 +19,6 @@ const COLON: &str = "__colon__";
 pub const MAX_SCRAPE_LINES: usize = 100_000;
 
 /// Why `text` is refused for its number of lines, if it is.
-/// Why a `/metrics` text was not read.
-#[derive(Debug, thiserror::Error)]
-pub enum MetricsError {
-    #[error("/metrics holds more than {MAX_SCRAPE_LINES} lines (series, HELP and TYPE), goodput's bound for it")]
-    TooLong,
-    /// `prometheus-parse`'s error.
-    #[error("{0}")]
-    Exposition(std::io::Error),
-}
-
 fn over_lines(text: &str) -> bool {
     text.lines().filter(|l| !l.trim().is_empty()).take(MAX_SCRAPE_LINES + 1).count() > MAX_SCRAPE_LINES
 }
@@ -64,7 +54,7 @@ fn map_colons(line: &str) -> String {
 /// of more than [`MAX_SCRAPE_LINES`] lines.
 pub fn parse_metrics(text: &str, at: Stamp) -> Result<ServerScrape, MetricsError> {
     if over_lines(text) {
-        return Err(MetricsError::TooLong);
+        return Err(MetricsError::TooLong { max: MAX_SCRAPE_LINES });
     }
     let lines = text.lines().filter(|l| l.trim() != "# EOF").map(|l| Ok(map_colons(l)));
     let scrape = prometheus_parse::Scrape::parse(lines).map_err(MetricsError::Exposition)?;
@@ -118,7 +108,10 @@ impl HttpTarget {
             let mut resp = self.get(&url).await?;
             let text = crate::body::read_side(&mut resp, &url).await?;
             if over_lines(&text) {
-                return Err(ClientError::Oversize { url: url.clone(), why: MetricsError::TooLong.to_string() });
+                return Err(ClientError::Oversize {
+                    url: url.clone(),
+                    why: MetricsError::TooLong { max: MAX_SCRAPE_LINES }.to_string(),
+                });
             }
             parse_metrics(&text, self.clock.now()).map_err(ClientError::from)
         });

@@ -360,7 +360,11 @@ async fn a_metrics_page_over_its_bounds_turns_scrapes_off_without_failing() {
     // The parser itself keeps the bound for every caller.
     let text: String = (0..100_001).map(|i| format!("s{i} 1\n")).collect();
     let e = goodput_client::parse_metrics(&text, goodput_core::Stamp(0)).unwrap_err();
-    assert!(matches!(e, goodput_client::MetricsError::TooLong) && e.to_string().contains("more than 100000"), "{e}");
+    assert!(
+        matches!(e, goodput_client::MetricsError::TooLong { max: 100_000 })
+            && e.to_string().contains("more than 100000"),
+        "{e}"
+    );
 }
 
 /// The `goodput` object of a final chunk, with `first_scheduled` before `queued`.

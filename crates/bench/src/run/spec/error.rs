@@ -1,7 +1,7 @@
 //! Why a run's description was refused: each variant a setting out of its bounds, named by
 //! its flag (the flag a program sets through the field of the same name).
 
-use super::levels::{MAX_LEVELS, MAX_RATE, MAX_USERS};
+use super::bounds::{MAX_LEVELS, MAX_RATE, MAX_USERS};
 use goodput_workload::shard::Shard;
 use std::path::PathBuf;
 use std::time::Duration;

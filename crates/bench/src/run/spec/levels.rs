@@ -3,6 +3,7 @@
 //! refinement adds levels between the last passing and the first failing one, and the counts
 //! of requests a level measures and leaves out.
 
+use super::bounds::{MAX_LEVELS, MAX_RATE, MAX_USERS};
 use super::error::SpecError;
 use goodput_metrics::capacity::{pass_fail_levels, refine_point, LevelOutcome};
 use goodput_results::LoadUnit;
@@ -119,16 +120,6 @@ impl RefineKind {
     }
 }
 
-/// The most virtual users (or burst requests) one level may have: far beyond what one load
-/// generator drives, and small enough that a typo cannot exhaust memory.
-pub const MAX_USERS: usize = 100_000;
-/// The highest request rate one level may offer (requests per second).
-pub const MAX_RATE: f64 = 100_000.0;
-/// The most measured requests (sessions, tasks) per level.
-pub const MAX_REQUESTS: usize = 10_000_000;
-/// The longest level, warm-up or think time.
-pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
-
 /// The level a search starts with when none are given: 1 user.
 pub const SEARCH_START: [usize; 1] = [1];
 
@@ -186,9 +177,6 @@ impl Search {
         Some(LevelSpec { load: arrival.load(), arrival, duration: last.duration })
     }
 }
-
-/// The most levels one sweep runs.
-pub const MAX_LEVELS: usize = 1000;
 
 /// A shard whose slice of a level's schedule is empty (request `j` goes to shard `j mod N`,
 /// and the schedule holds fewer than `i + 1` requests) would send nothing: refused before the

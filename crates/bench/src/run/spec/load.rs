@@ -2,8 +2,9 @@
 //! (`--max-concurrency`), a closed loop's ramp (`--ramp`, or users joining one per ended
 //! request) and think jitter; and the requests a level may have in flight.
 
+use super::bounds::{MAX_DURATION, MAX_USERS};
 use super::error::SpecError;
-use super::levels::{LevelSpec, MAX_DURATION, MAX_USERS};
+use super::levels::LevelSpec;
 use goodput_workload::{Arrival, Ramp};
 use std::collections::VecDeque;
 use std::time::Duration;
