@@ -88,3 +88,23 @@ fn a_plan_takes_its_lengths_as_flags() {
     assert!(ok, "{err}");
     assert!(out.contains("of random (1500 tokens in, 300 out on average)"), "{out}");
 }
+
+/// Every scenario file `docs/scenarios.md` shows parses, and fits a model of 4096 positions.
+#[test]
+fn the_scenario_page_s_examples_are_scenarios() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/scenarios.md")).unwrap();
+    let blocks: Vec<&str> = page.split("```toml\n").skip(1).filter_map(|b| b.split("```").next()).collect();
+    let files: Vec<&str> = blocks.into_iter().filter(|b| b.contains("name =") || b.contains("kind = \"")).collect();
+    let files: Vec<&str> = files.into_iter().filter(|b| !b.trim_start().starts_with('{')).collect();
+    assert_eq!(files.len(), 4, "single, multi-turn, agent, rag");
+    for text in files {
+        let file = goodput_workload::parse_scenario(text, "example").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let checked = match &file {
+            goodput_workload::ScenarioFile::Single(s) => s.validate(4096),
+            goodput_workload::ScenarioFile::MultiTurn(m) => m.validate(4096),
+            goodput_workload::ScenarioFile::Agent(a) => a.validate(4096),
+            goodput_workload::ScenarioFile::Rag(r) => r.validate(),
+        };
+        checked.unwrap_or_else(|e| panic!("{e}\n{text}"));
+    }
+}

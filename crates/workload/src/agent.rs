@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
 
-fn check_latency(latency_ms: &LengthDist, what: &str) -> Result<(), String> {
+fn check_latency(latency_ms: &LengthDist, what: &str) -> Result<(), crate::Invalid> {
     latency_ms.validate(what)?;
     if latency_ms.max() > MAX_LATENCY_MS {
-        return Err(format!(
-            "{what}: latency_ms reaches {} ms; a step may wait at most {MAX_LATENCY_MS} ms (an hour)",
+        let problem = format!(
+            "latency_ms reaches {} ms; a step may wait at most {MAX_LATENCY_MS} ms (an hour)",
             latency_ms.max()
-        ));
+        );
+        return Err(crate::Invalid::new(what, problem));
     }
     Ok(())
 }
@@ -163,20 +164,19 @@ impl Agent {
     /// Whether the sessions fit a model of `max_model_len` positions, and every step's
     /// latency is at most [`MAX_LATENCY_MS`].
     pub fn validate(&self, max_model_len: usize) -> Result<(), crate::WorkloadError> {
-        self.check(max_model_len).map_err(crate::WorkloadError::Invalid)
+        Ok(self.check(max_model_len)?)
     }
 
-    fn check(&self, max_model_len: usize) -> Result<(), String> {
+    fn check(&self, max_model_len: usize) -> Result<(), crate::Invalid> {
         if self.model_calls() == 0 {
-            return Err("agent: a task needs at least one llm step".into());
+            return Err(crate::Invalid::new("agent", "a task needs at least one llm step"));
         }
         self.question.validate("agent question")?;
         for (i, node) in self.steps.iter().enumerate() {
             let what = format!("agent step {} ({})", i + 1, node.step.kind());
             if let Some(bad) = node.after.iter().flatten().find(|&&a| a == 0 || a > i) {
-                return Err(format!(
-                    "{what}: after = {bad}, but a step can only wait for earlier steps (1 to {i}, 1-based)"
-                ));
+                let problem = format!("after = {bad}, but a step can only wait for earlier steps (1 to {i}, 1-based)");
+                return Err(crate::Invalid::new(what, problem));
             }
             match &node.step {
                 AgentStep::Llm { output } => output.validate(&what)?,
@@ -191,9 +191,12 @@ impl Agent {
             }
         }
         if self.max_context() > max_model_len {
-            return Err(format!(
-                "agent: a task can reach {} tokens of context, beyond the model's {max_model_len}",
-                self.max_context()
+            return Err(crate::Invalid::new(
+                "agent",
+                format!(
+                    "a task can reach {} tokens of context, beyond the model's {max_model_len}",
+                    self.max_context()
+                ),
             ));
         }
         Ok(())

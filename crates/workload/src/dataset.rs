@@ -212,10 +212,10 @@ impl Dataset {
             }
         }
         if out.is_empty() {
-            return Err(WorkloadError::Invalid(format!(
-                "dataset {name}: none of its {read} conversations fits the length bounds and the model's context of \
-                 {max_model_len}"
-            )));
+            let problem = format!(
+                "none of its {read} conversations fits the length bounds and the model's context of {max_model_len}"
+            );
+            return Err(crate::Invalid::new(format!("dataset {name}"), problem).into());
         }
         out.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed ^ 0xDA7A));
         let filtered = read - out.len();

@@ -37,8 +37,9 @@ pub enum WorkloadError {
     Data { what: &'static str, path: std::path::PathBuf, reason: String },
     #[error("unknown scenario `{name}`; built in: {known} (or a scenario file, NAME.toml)")]
     Unknown { name: String, known: String },
-    #[error("{0}")]
-    Invalid(String),
+    /// A scenario, dataset or trace the model cannot run: the part and why.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
     /// The sentence encoder failed on the RAG corpus (its error kept as the cause).
     #[error("embedding the RAG corpus: {0}")]
     Embed(goodput_core::CodecError),
@@ -46,6 +47,21 @@ pub enum WorkloadError {
     #[error("tokenizing: {0}")]
     Tokenize(goodput_core::CodecError),
 }
+/// A part of a workload that cannot run: `what` names it (`scenario NAME input`, `rag`,
+/// `agent step 2 (tool)`, `trace NAME`), `problem` says why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: {problem}")]
+pub struct Invalid {
+    pub what: String,
+    pub problem: String,
+}
+
+impl Invalid {
+    pub fn new(what: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self { what: what.into(), problem: problem.into() }
+    }
+}
+
 pub use level::{Arrival, LevelPlan, LevelRun, Ramp, RecordSink, RetryPolicy, Stop, Trim, UnitPlan, Window};
 pub use multiturn::{run_sessions, MultiTurn};
 pub use prompts::Prompts;

@@ -52,16 +52,17 @@ impl MultiTurn {
     /// Checks the sessions against the model's context before anything runs.
     /// Whether the sessions fit a model of `max_model_len` positions.
     pub fn validate(&self, max_model_len: usize) -> Result<(), crate::WorkloadError> {
-        self.check(max_model_len).map_err(crate::WorkloadError::Invalid)
+        Ok(self.check(max_model_len)?)
     }
 
-    fn check(&self, max_model_len: usize) -> Result<(), String> {
+    fn check(&self, max_model_len: usize) -> Result<(), crate::Invalid> {
+        let bad = |problem: String| Err(crate::Invalid::new("multi-turn", problem));
         if self.turns == 0 {
-            return Err("multi-turn: turns must be at least 1".into());
+            return bad("turns must be at least 1".into());
         }
         if self.think_ms > crate::scenario::MAX_LATENCY_MS as u64 {
-            return Err(format!(
-                "multi-turn: think_ms is {}; at most {} ms (an hour)",
+            return bad(format!(
+                "think_ms is {}; at most {} ms (an hour)",
                 self.think_ms,
                 crate::scenario::MAX_LATENCY_MS
             ));
@@ -69,8 +70,8 @@ impl MultiTurn {
         self.user.validate("multi-turn user messages")?;
         self.output.validate("multi-turn answers")?;
         if self.max_context() > max_model_len {
-            return Err(format!(
-                "multi-turn: {} turns can reach {} tokens of history, beyond the model's context of {max_model_len}",
+            return bad(format!(
+                "{} turns can reach {} tokens of history, beyond the model's context of {max_model_len}",
                 self.turns,
                 self.max_context()
             ));

@@ -150,22 +150,23 @@ impl Rag {
 
     /// Whether the corpus and retrieval settings make sense.
     pub fn validate(&self) -> Result<(), crate::WorkloadError> {
-        self.check().map_err(crate::WorkloadError::Invalid)
+        Ok(self.check()?)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), crate::Invalid> {
+        let bad = |problem: String| Err(crate::Invalid::new("rag", problem));
         if self.corpus_chunks == 0 || self.chunk_words == 0 || self.query_words == 0 {
-            return Err("rag: corpus_chunks, chunk_words and query_words must be positive".into());
+            return bad("corpus_chunks, chunk_words and query_words must be positive".into());
         }
         if self.corpus_chunks > 1_000_000 || self.chunk_words > 100_000 || self.query_words > 100_000 {
-            return Err(format!(
-                "rag: at most 1000000 corpus_chunks of at most 100000 chunk_words and 100000 query_words \
+            return bad(format!(
+                "at most 1000000 corpus_chunks of at most 100000 chunk_words and 100000 query_words \
                  (got {} chunks of {} words, queries of {})",
                 self.corpus_chunks, self.chunk_words, self.query_words
             ));
         }
         if self.keep == 0 || self.keep > self.top_k || self.top_k > self.corpus_chunks {
-            return Err("rag: needs 1 ≤ keep ≤ top_k ≤ corpus_chunks".into());
+            return bad("needs 1 ≤ keep ≤ top_k ≤ corpus_chunks".into());
         }
         self.output.validate("rag output")
     }

@@ -55,8 +55,8 @@ impl LengthDist {
     /// a finite number of tokens in `[0, 2^32]`, and a spread that is finite and non-negative,
     /// at most 2^32 tokens for a normal and at most [`MAX_SIGMA`] for a log-normal (e^16 ≈ 9
     /// million times the median: anything wider is a typo, not a workload).
-    pub fn validate(&self, what: &str) -> Result<(), String> {
-        let bad = |m: String| Err(format!("{what}: {m}"));
+    pub fn validate(&self, what: &str) -> Result<(), crate::Invalid> {
+        let bad = |m: String| Err(crate::Invalid::new(what, m));
         let centre_ok = |c: f64| c.is_finite() && (0.0..=MAX_CENTRE).contains(&c);
         match *self {
             LengthDist::Fixed { n: 0 } => bad("a fixed length must be at least 1".into()),
@@ -202,11 +202,12 @@ impl Scenario {
             return Err(crate::WorkloadError::Unknown { name: name.into(), known: Builtin::names(false) });
         };
         if !b.single() {
-            return Err(crate::WorkloadError::Invalid(format!(
-                "scenario {name} runs {} of its own, not single requests; here a single-request scenario is needed: {}",
+            let problem = format!(
+                "runs {} of its own, not single requests; here a single-request scenario is needed: {}",
                 if b == Builtin::MultiTurn { "sessions" } else { "tasks" },
                 Builtin::names(true)
-            )));
+            );
+            return Err(crate::Invalid::new(format!("scenario {name}"), problem).into());
         }
         let s = match name {
             // Short questions and answers: input ≤ 200 tokens, output ≤ 100.
@@ -226,10 +227,11 @@ impl Scenario {
             "long-context" => {
                 let max_in = 32_768.min(max_model_len.saturating_sub(256));
                 if max_in < 8192 {
-                    return Err(crate::WorkloadError::Invalid(format!(
-                        "scenario long-context needs 8K–32K input tokens but the model's context is {max_model_len}: \
+                    let problem = format!(
+                        "needs 8K–32K input tokens but the model's context is {max_model_len}: \
                          run it on a model of at least 8448 positions, e.g. `--model qwen2.5-0.5b` (32768)"
-                    )));
+                    );
+                    return Err(crate::Invalid::new("scenario long-context", problem).into());
                 }
                 Scenario {
                     name: name.into(),
@@ -253,10 +255,11 @@ impl Scenario {
         let (out_min, out_max) = (1500, 1600);
         let room = max_model_len.saturating_sub(out_max).min(600);
         if room < 200 {
-            return Err(crate::WorkloadError::Invalid(format!(
-                "scenario long-gen needs about 500 input and 1600 output tokens, which exceeds the model's context of \
+            let problem = format!(
+                "needs about 500 input and 1600 output tokens, which exceeds the model's context of \
                  {max_model_len}: run it on a model of at least 1800 positions, e.g. `--model smollm2-135m` (8192)"
-            )));
+            );
+            return Err(crate::Invalid::new("scenario long-gen", problem).into());
         }
         let (min, max) = (room * 2 / 3, room);
         let input = LengthDist::Normal { mean: (room * 5 / 6) as f64, std: (room / 12) as f64, min, max };
@@ -288,9 +291,11 @@ impl Scenario {
         let scale = (room as f64 / (full_in + full_out) as f64).min(1.0);
         let (n_in, n_out) = ((full_in as f64 * scale) as usize, (full_out as f64 * scale) as usize);
         if n_in < 32 {
-            return Err(crate::WorkloadError::Invalid(format!(
-                "scenario reasoning needs 1024 input and 8192 output tokens (at least 32 and 256 scaled down),                  which exceeds the model's context of {max_model_len}"
-            )));
+            let problem = format!(
+                "needs 1024 input and 8192 output tokens (at least 32 and 256 scaled down), which exceeds the \
+                 model's context of {max_model_len}"
+            );
+            return Err(crate::Invalid::new("scenario reasoning", problem).into());
         }
         let note = (scale < 1.0).then(|| {
             format!("scaled from 1024 in / 8192 out to {n_in} / {n_out} to fit the model's context of {max_model_len}")
@@ -308,26 +313,26 @@ impl Scenario {
     /// Checks the scenario against the model before anything runs.
     /// Whether the scenario fits a model of `max_model_len` positions.
     pub fn validate(&self, max_model_len: usize) -> Result<(), crate::WorkloadError> {
-        self.check(max_model_len).map_err(crate::WorkloadError::Invalid)
+        Ok(self.check(max_model_len)?)
     }
 
-    fn check(&self, max_model_len: usize) -> Result<(), String> {
+    fn check(&self, max_model_len: usize) -> Result<(), crate::Invalid> {
         self.input.validate(&format!("scenario {} input", self.name))?;
         self.output.validate(&format!("scenario {} output", self.name))?;
+        let bad = |problem: String| Err(crate::Invalid::new(format!("scenario {}", self.name), problem));
         let longest = self.input.max().saturating_add(self.output.max());
         if longest > max_model_len {
-            return Err(format!(
-                "scenario {}: up to {} input + {} output tokens exceeds the model's context of {max_model_len}",
-                self.name,
+            return bad(format!(
+                "up to {} input + {} output tokens exceeds the model's context of {max_model_len}",
                 self.input.max(),
                 self.output.max()
             ));
         }
         if self.shared_prefix >= self.input.max() {
-            return Err(format!("scenario {}: shared_prefix must be shorter than the inputs", self.name));
+            return bad("shared_prefix must be shorter than the inputs".into());
         }
         if let Some(r) = self.reasoning_share.filter(|r| !(r.is_finite() && (0.0..=1.0).contains(r))) {
-            return Err(format!("scenario {}: reasoning_share must be between 0 and 1, got {r}", self.name));
+            return bad(format!("reasoning_share must be between 0 and 1, got {r}"));
         }
         Ok(())
     }
@@ -425,7 +430,7 @@ mod tests {
         assert!(LengthDist::Uniform { min: 5, max: 2 }.validate("x").is_err());
         for (mean, std) in [(f64::NAN, 1.0), (f64::INFINITY, 1.0), (-5.0, 1.0), (10.0, 1e308), (10.0, -1.0)] {
             let err = LengthDist::Normal { mean, std, min: 1, max: 9 }.validate("input").unwrap_err();
-            assert!(err.starts_with("input: normal needs"), "{mean} {std}: {err}");
+            assert!(err.what == "input" && err.problem.starts_with("normal needs"), "{mean} {std}: {err}");
         }
         for (median, sigma) in [(f64::NAN, 0.5), (-1.0, 0.5), (100.0, 1e308), (100.0, f64::NAN)] {
             assert!(LengthDist::LogNormal { median, sigma, min: 1, max: 9 }.validate("x").is_err(), "{median} {sigma}");

@@ -184,7 +184,7 @@ impl Trace {
         seed: u64,
     ) -> Result<Self, WorkloadError> {
         if options.block_size == 0 {
-            return Err(WorkloadError::Invalid("trace: the block size must be at least 1".into()));
+            return Err(crate::Invalid::new("trace", "the block size must be at least 1").into());
         }
         let (from, to) = options.window;
         let inside: Vec<TraceEntry> =
@@ -198,9 +198,9 @@ impl Trace {
             .map(|e| TraceEntry { at_s: e.at_s - from, ..e })
             .collect();
         if entries.is_empty() {
-            return Err(WorkloadError::Invalid(format!(
-                "trace {name}: no request in the window fits the model's context of {max_model_len} ({n} in the window)"
-            )));
+            let problem =
+                format!("no request in the window fits the model's context of {max_model_len} ({n} in the window)");
+            return Err(crate::Invalid::new(format!("trace {name}"), problem).into());
         }
         let span_s = entries.last().map_or(0.0, |e| e.at_s);
         Ok(Trace { name, too_long: n - entries.len(), span_s, options, entries, seed })

@@ -52,7 +52,7 @@ pub struct RunArgs {
     pub dataset: crate::workload::DatasetArgs,
     #[command(flatten)]
     pub trace: crate::workload::TraceArgs,
-    /// Scenario: a TOML file (see `goodput_workload::file`), or built in: short-qa, long-gen,
+    /// Scenario: a TOML file (docs/scenarios.md has every field), or built in: short-qa, long-gen,
     /// long-context, reasoning (1K in / 8K out, 75 % of each output reasoning — asked of
     /// goodput's engine and server through its `reasoning_tokens` extension, so it runs on
     /// dummy weights; scaled to fit smaller contexts), multi-turn (--requests counts sessions),
