@@ -293,3 +293,13 @@ fn third_round_inputs_are_refused_by_name() {
     }
     let _ = std::fs::remove_file(trace);
 }
+
+/// A refused connection's causes are each said once: the client's message holds them all, and
+/// the lines after it add nothing it said.
+#[test]
+fn an_error_s_causes_are_said_once() {
+    let (ok, _, err) = goodput(&["run", "--target", "http://127.0.0.1:9", "--concurrency", "1"]);
+    assert!(!ok && err.contains("Connection refused"), "{err}");
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    assert!(err.lines().filter(|l| l.contains("caused by")).count() <= 1, "{err}");
+}

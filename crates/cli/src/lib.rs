@@ -131,10 +131,14 @@ pub fn main() -> i32 {
             if broken_pipe {
                 return 0;
             }
-            // No URL's user:password@ is printed, whichever message carries it.
-            eprintln!("error: {}", goodput_client::redact_url(&e.to_string()));
-            for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {}", goodput_client::redact_url(&cause.to_string()));
+            // No URL's user:password@ is printed, whichever message carries it; each cause once.
+            let mut said = goodput_client::redact_url(&e.to_string());
+            eprintln!("error: {said}");
+            for cause in e.chain().skip(1).map(|c| goodput_client::redact_url(&c.to_string())) {
+                if !said.contains(&cause) {
+                    eprintln!("  caused by: {cause}");
+                    said.push_str(&cause);
+                }
             }
             error_code
         }

@@ -52,11 +52,9 @@ pub struct RunArgs {
     pub dataset: crate::workload::DatasetArgs,
     #[command(flatten)]
     pub trace: crate::workload::TraceArgs,
-    /// Scenario: a TOML file (docs/scenarios.md has every field), or built in: short-qa, long-gen,
-    /// long-context, reasoning (1K in / 8K out, 75 % of each output reasoning — asked of
-    /// goodput's engine and server through its `reasoning_tokens` extension, so it runs on
-    /// dummy weights; scaled to fit smaller contexts), multi-turn (--requests counts sessions),
-    /// agent (--requests counts tasks), rag (needs the encoder of scripts/fetch-minilm.sh).
+    /// Scenario: a TOML file (docs/scenarios.md has every field), or built in: short-qa,
+    /// long-gen, long-context, reasoning (1K in / 8K out, 75 % reasoning), multi-turn
+    /// (--requests counts sessions), agent (counts tasks), rag (scripts/fetch-minilm.sh's encoder).
     #[arg(long, default_value = "short-qa")]
     pub scenario: String,
     /// Closed-loop sweep: virtual users per level. Without it (nor --rate, --stages, --burst,
