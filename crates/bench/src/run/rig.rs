@@ -73,7 +73,13 @@ fn load_model(s: &RunSpec, p: &dyn Progress) -> Result<Model> {
         let tokenizer = match s.model_args.client_tokenizer()? {
             Some(t) => t,
             None => {
-                if http.config.api != Api::Completions {
+                if http.config.api == Api::Completions {
+                    let line = format!(
+                        "prompts: token ids below `{}`'s vocabulary of {} (no tokenizer of it here): for the served model's own, give --model (its directory, catalog name or ORG/NAME in the local Hugging Face cache) or --tokenizer",
+                        s.model.name, s.model.vocab_size
+                    );
+                    p.line(&line, false);
+                } else {
                     let line = format!(
                         "warning: no tokenizer of `{}` here (give --tokenizer, or --model as a directory or a \
                          repository in the local Hugging Face cache): the --api {} prompts are byte-level text, so \

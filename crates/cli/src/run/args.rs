@@ -25,7 +25,8 @@ pub struct RunArgs {
     /// OpenAI-compatible server: vLLM, SGLang, TGI, llama.cpp).
     #[arg(long, default_value = "in-process")]
     pub target: String,
-    /// The model name the HTTP server expects (default: the catalog name).
+    /// The model name the HTTP server expects. Default: --model's name, or the one model a
+    /// server lists at /v1/models when it serves one only.
     #[arg(long)]
     pub served_model_name: Option<String>,
     /// HTTP API: `completions` (token ids, exact lengths), `completions-text` (text, for
