@@ -24,8 +24,6 @@ pub enum ScenarioError {
     ZeroOutput,
     #[error("--dataset-sessions run closed-loop: use --concurrency, not --rate")]
     SessionsOpenLoop,
-    #[error("--trace-speedup: every speedup must be a number from 0.001 to 10000, got {0:?}")]
-    Speedup(Vec<f64>),
     #[error(
         "--encoder {}: no model.safetensors there (scripts/fetch-minilm.sh puts all-MiniLM-L6-v2 in place)",
         dir.display()
@@ -70,18 +68,14 @@ impl DatasetSpec {
 }
 
 /// The trace file at `path`, read in `format`, its window of `options` ready to replay with
-/// prompts of at most `max_len` tokens drawn with `seed`, at each of `speedups` (from 0.001
-/// to 10000); named by its file name.
+/// prompts of at most `max_len` tokens drawn with `seed`; named by its file name.
 pub fn read_trace(
     path: &Path,
     format: TraceFormat,
     options: TraceOptions,
-    (max_len, seed): (usize, u64),
-    speedups: &[f64],
+    max_len: usize,
+    seed: u64,
 ) -> Result<Arc<Trace>> {
-    if speedups.is_empty() || speedups.iter().any(|x| !(x.is_finite() && (0.001..=10_000.0).contains(x))) {
-        return Err(ScenarioError::Speedup(speedups.to_vec()));
-    }
     let all = goodput_workload::trace::read(path, format)?;
     Ok(Arc::new(Trace::new(file_name(path, "trace"), all, options, max_len, seed)?))
 }

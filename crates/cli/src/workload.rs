@@ -92,8 +92,7 @@ pub struct TraceArgs {
 pub fn read_trace(a: &TraceArgs, max_len: usize, seed: u64) -> Result<Option<Arc<Trace>>> {
     let Some(path) = &a.trace else { return Ok(None) };
     let options = TraceOptions { window: a.trace_window.unwrap_or((0.0, None)), block_size: a.trace_block_size };
-    let read = goodput_bench::workload::read_trace(path, a.trace_format, options, (max_len, seed), &a.trace_speedup);
-    Ok(Some(read?))
+    Ok(Some(goodput_bench::workload::read_trace(path, a.trace_format, options, max_len, seed)?))
 }
 
 /// `--dataset`, read and checked: `None` without one.

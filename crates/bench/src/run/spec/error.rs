@@ -22,6 +22,8 @@ pub enum SpecError {
          offers (at most {MAX_RATE})"
     )]
     TraceSpeedup { speedup: f64, offered: f64 },
+    #[error("--trace-speedup: every speedup must be a number from 0.001 to 10000, got {0:?}")]
+    Speedups(Vec<f64>),
     #[error("--max-users must be between 1 and {MAX_USERS}, got {0}")]
     MaxUsers(usize),
     #[error("--max-rate must be a positive rate of at most {MAX_RATE} requests per second, got {0}")]

@@ -62,9 +62,12 @@ impl LevelSpec {
         Ok(stages.iter().map(|&(users, d)| Self::of(Arrival::Closed { users, think }, Some(d))).collect())
     }
 
-    /// `trace` replayed at each of `speedups` (`--trace-speedup`), each level offering the
-    /// trace's rate × its speedup (at most [`MAX_RATE`]).
+    /// `trace` replayed at each of `speedups` (`--trace-speedup`, each from 0.001 to 10000),
+    /// each level offering the trace's rate × its speedup (at most [`MAX_RATE`]).
     pub fn trace(trace: &Trace, speedups: &[f64], duration: Option<Duration>) -> Result<VecDeque<LevelSpec>> {
+        if speedups.is_empty() || speedups.iter().any(|x| !(x.is_finite() && (0.001..=10_000.0).contains(x))) {
+            return Err(SpecError::Speedups(speedups.to_vec()));
+        }
         let (rate, requests) = (trace.rate(), trace.entries.len());
         let level = |&speedup: &f64| {
             // Offered requests per second, to the thousandth (a level's name in every table).
