@@ -322,17 +322,7 @@ fn warmup_and_cooldown_are_run_but_left_out_and_the_engine_series_is_written() {
     let recs = records(&dir);
     let count = |p: &str| recs.iter().filter(|r| r["phase"] == p).count();
     assert_eq!((count("warmup"), count("measured"), count("cooldown")), (warm, 4, 2));
-    // Exactly the rule: user 1's first request is the first sent while another was in flight;
-    // every request sent before both first requests ended is warm-up, every later one is not.
-    let at = |r: &Value, k: &str| r[k].as_u64().unwrap();
-    let mut by_send: Vec<&Value> = recs.iter().collect();
-    by_send.sort_by_key(|r| at(r, "sent"));
-    let overlaps = |r: &&&Value| by_send.iter().any(|o| at(o, "sent") < at(r, "sent") && at(r, "sent") < at(o, "end"));
-    let second_first = by_send.iter().find(overlaps).expect("user 1 sent while user 0 was busy");
-    let both_ended = at(by_send[0], "end").max(at(second_first, "end"));
-    for r in &recs {
-        assert_eq!(r["phase"] == "warmup", at(r, "sent") < both_ended, "{r}");
-    }
+    crate::common::two_users_warmup_is_exact(&recs);
     if cpus.len() >= 2 {
         assert_eq!(summary["cpus"]["engine"], e.as_str());
         assert_eq!(summary["cpus"]["harness"], h.as_str());
