@@ -27,8 +27,9 @@
 # $OUT/results.tgz, so a run cut short still brings back what it finished.
 # Usage: scripts/gpu-check.sh [BINARY] [STEPS]
 #   STEPS: any of check,bench,profile,short-qa,long-context,http,plan-check,nsys (default: all).
-# A dry run of the steps' commands on a CPU (flags, files, packing; not the figures):
-#   DEVICE=cpu MODEL=tiny KV=64MiB LEVELS=1,2 DURATION=2s PROFILE_TIME=20s GPU=h100-sxm \
+# A dry run of the steps' commands on a CPU (flags, files, packing; not the figures; DURATION
+# longer than the sweeps' 2 s warm-up):
+#   DEVICE=cpu MODEL=tiny KV=64MiB LEVELS=1,2 DURATION=5s PROFILE_TIME=20s GPU=h100-sxm \
 #     scripts/gpu-check.sh target/release/goodput profile,short-qa,plan-check
 set -uo pipefail
 BIN=${1:-target/goodput-cuda}

@@ -148,3 +148,37 @@ fn a_running_sweep_serves_its_live_metrics() {
     let (ok, _, err) = goodput(&["run", "--metrics-port", &port, "--concurrency", "1", "--requests", "2"]);
     assert!(!ok && err.contains("--metrics-port: cannot listen on"), "{err}");
 }
+
+/// The answer at a glance: `run -h` is a screen of one line a flag under headings; a run's
+/// default output fits a 120-column terminal, its final table ten columns at most; `--wide`
+/// and `--explain` give the rest; `--dry-run` lists the runs and runs none.
+#[test]
+fn the_default_output_is_one_screen_and_the_rest_is_asked_for() {
+    let (ok, short, err) = goodput(&["run", "-h"]);
+    assert!(ok, "{err}");
+    assert!(short.lines().count() <= 80, "`run -h` is {} lines:\n{short}", short.lines().count());
+    for heading in ["Workload:", "Load:", "SLOs:", "Target and HTTP:", "Output:"] {
+        assert!(short.contains(heading), "{heading}\n{short}");
+    }
+    let (_, long, _) = goodput(&["run", "--help"]);
+    assert!(long.contains("CUDA engine:") && long.len() > 3 * short.len());
+    let dir = temp("one-screen");
+    let args = ["run", "--concurrency", "1,2", "--requests", "4", "--refine", "0", "--seed", "3"];
+    let (ok, out, err) = goodput(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let wide: Vec<&str> = out.lines().chain(err.lines()).filter(|l| l.chars().count() > 120).collect();
+    assert!(wide.is_empty(), "lines over 120 columns: {wide:#?}");
+    let header = out.lines().find(|l| l.contains("load (users)")).expect("the levels table");
+    assert!(header.matches('┆').count() < 10, "at most ten columns: {header}");
+    assert!(!err.contains("Level 1 users"), "the three layers only with --explain:\n{err}");
+    let more = temp("one-screen-more");
+    let (ok, out, err) = goodput(&[&args[..], &["--wide", "--explain", "--out", more.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    assert!(out.contains("KV max") && out.contains("harness CPU"), "--wide: every column\n{out}");
+    assert!(err.contains("Level 2 users") && err.contains("per-user tok/s"), "--explain: the three layers\n{err}");
+    let (ok, listed, err) = goodput(&["run", "--repeats", "3", "--out", "/nonexistent/x", "--dry-run"]);
+    assert!(ok, "{err}");
+    assert!(listed.starts_with("3 runs under /nonexistent/x:") && listed.lines().count() == 4, "{listed}");
+    assert!(!std::path::Path::new("/nonexistent/x").exists());
+    let _ = (std::fs::remove_dir_all(&dir), std::fs::remove_dir_all(&more));
+}

@@ -230,3 +230,45 @@ fn renders_in_chromium(dir: &std::path::Path, charts: usize) {
         "console errors:\n{log}"
     );
 }
+
+/// The screenshots under `docs/screenshots/`, taken here in headless Chromium: a sweep's report
+/// (the checked-in fixture), a trace replay's (one level: its time charts lead) and a plan's
+/// page. `GOODPUT_UPDATE_SCREENSHOTS=1` writes them into `docs/`; every run checks they render.
+#[test]
+fn screenshots_of_the_report_and_the_plan_page() {
+    let installed =
+        Command::new("bash").arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/install-chromium.sh")).output().unwrap();
+    assert!(installed.status.success(), "install-chromium.sh: {}", String::from_utf8_lossy(&installed.stderr));
+    let chromium = String::from_utf8(installed.stdout).unwrap().trim().to_string();
+    let dir = temp("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let (sweep, trace, plan) = (dir.join("sweep.html"), dir.join("trace"), dir.join("plan.html"));
+    let (ok, _, err) = goodput(&["report", &format!("{root}/tests/fixtures/run-small"), "-o", sweep.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let trace_file = format!("{root}/examples/traces/mooncake-sample.jsonl");
+    run_ok(&trace, &["--trace", &trace_file, "--trace-window", "..12", "--report"]);
+    let (ok, _, err) =
+        goodput(&["plan", "-m", "llama-3.1-8b", "--rate", "10", "--gpus", "h100-sxm,h200", "--html", plan.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let pages = [("report-sweep", sweep), ("report-trace", trace.join("report.html")), ("plan", plan)];
+    for (name, page) in pages {
+        let shot = dir.join(format!("{name}.png"));
+        let out = Command::new(&chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,2200"])
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(format!("file://{}", page.display()))
+            .env("HOME", &dir)
+            .output()
+            .expect("run chromium");
+        let png = std::fs::read(&shot).unwrap_or_else(|_| panic!("no {name}.png: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        assert!(png.len() > 20_000, "{name}: a blank page would be tiny: {} bytes", png.len());
+        if std::env::var_os("GOODPUT_UPDATE_SCREENSHOTS").is_some() {
+            let docs = std::path::Path::new(root).join("docs/screenshots");
+            std::fs::create_dir_all(&docs).unwrap();
+            std::fs::copy(&shot, docs.join(format!("{name}.png"))).unwrap();
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

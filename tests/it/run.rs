@@ -298,7 +298,7 @@ fn a_burst_sends_a_level_at_once_with_nothing_left_out() {
 fn warmup_and_cooldown_are_run_but_left_out_and_the_engine_series_is_written() {
     let dir = temp("phases");
     let cpus = goodput_engine::affinity::allowed();
-    let mut args = vec!["run", "--concurrency", "2", "--requests", "4", "--warmup", "1", "--cooldown", "2"];
+    let mut args = vec!["run", "--concurrency", "2", "--requests", "4", "--warmup", "1", "--cooldown", "2", "--explain"];
     let (e, h) = (cpus[0].to_string(), cpus.last().unwrap().to_string());
     if cpus.len() >= 2 {
         args.extend(["--engine-cpus", &e, "--harness-cpus", &h]);
@@ -306,7 +306,7 @@ fn warmup_and_cooldown_are_run_but_left_out_and_the_engine_series_is_written() {
     args.extend(["--series-interval", "50ms", "--out", dir.to_str().unwrap()]);
     let (ok, _, err) = goodput(&args);
     assert!(ok, "{err}");
-    // The level's three layers, printed as it finished.
+    // The level's three layers, printed as it finished (--explain).
     assert!(err.contains("Level 2 users") && err.contains("queue (ms)") && err.contains("per-user tok/s"), "{err}");
     // --warmup 1 is below the 2 users: both first requests are warm-up, and any sent before
     // the second of them ended (the users join one per ended request: user 0 sends as many

@@ -9,6 +9,7 @@ use crate::config::Job;
 use crate::progress::Progress;
 use crate::run::{EXIT_INTERRUPTED, EXIT_OK};
 use goodput_results::matrix::{Axis, MatrixIndex, MatrixRun, INDEX_FORMAT};
+use goodput_results::outcome::RunOutcome;
 use goodput_results::repeats::RepeatsFile;
 use goodput_workload::Stop;
 use std::path::{Component, Path, PathBuf};
@@ -78,7 +79,10 @@ pub fn run<A, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
                 (1, Some(e))
             }
         };
-        index.runs.push(MatrixRun { dir: job.name.clone().into(), name: job.name, values: job.values, exit, error });
+        // What the run found, from the summary it wrote (none where it wrote none).
+        let outcome = goodput_results::read_summary(&root.join(&job.name)).ok().map(|s| RunOutcome::of(&s));
+        let dir = job.name.clone().into();
+        index.runs.push(MatrixRun { dir, name: job.name, values: job.values, exit, error, outcome });
         index.write(root)?;
         if status == EXIT_OK {
             status = exit;

@@ -113,6 +113,7 @@ fn spec(users: &[usize], requests: usize, out: &Path) -> RunSpec {
             metrics: None,
         },
         quiet: true,
+        explain: false,
     }
 }
 

@@ -14,6 +14,8 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
+    /// Model: a catalog name, a directory, a .gguf file or ORG/NAME.
+    ///
     /// Model: a catalog name (`goodput models` lists them), a directory with config.json (and
     /// safetensors, tokenizer.json), a .gguf file, or ORG/NAME in the local Hugging Face cache
     /// (never downloaded). A model named by its files runs on those files unless --weights says
@@ -23,11 +25,15 @@ pub struct ModelArgs {
     /// Read the catalog from this TOML file instead of the built-in one.
     #[arg(long)]
     pub catalog: Option<PathBuf>,
+    /// Weights: dummy, dummy:SEED, hf, a directory or a .gguf file.
+    ///
     /// Weights: `dummy`, `dummy:SEED`, `hf` (local Hugging Face cache, never downloaded), a
     /// directory with safetensors, or a .gguf file (`FILE.gguf:dequant` to run it in f32).
     /// Default: the files --model names, else dummy.
     #[arg(long)]
     pub weights: Option<String>,
+    /// Tokenizer: a tokenizer.json, its directory, or ORG/NAME.
+    ///
     /// Tokenizer: a tokenizer.json, a directory holding one (with its tokenizer_config.json:
     /// chat template, special tokens), or ORG/NAME in the local Hugging Face cache. Default: the
     /// weights' own; for dummy weights the byte-level scheme (or the catalog model's tokenizer
@@ -37,6 +43,8 @@ pub struct ModelArgs {
     /// Device: cpu, cuda, cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// Dtype: f32, f16, bf16 or fp8.
+    ///
     /// Model dtype: f32, f16, bf16 (default: bf16 on CUDA; on CPU bf16 weights with f32
     /// activations where the CPU has avx512_bf16, else f32), or fp8: the dense layers'
     /// projections in e4m3 with per-channel scales, the rest bf16 (on CUDA the decode matmuls
@@ -64,18 +72,22 @@ pub struct EngineArgs {
     /// KV pool size in blocks (including the reserved null block).
     #[arg(long)]
     pub kv_blocks: Option<usize>,
+    /// KV cache size, e.g. 2GiB (default 1GiB).
+    ///
     /// KV pool size as memory, e.g. 2GiB (used when --kv-blocks is not given; 1GiB by
     /// default, or a projection's own pool under `--simulate`).
-    #[arg(long, value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     pub kv_memory: Option<u64>,
     /// Tokens per KV block.
     #[arg(long, default_value_t = 16)]
     pub block_size: usize,
+    /// Tokens one engine step holds at most.
+    ///
     /// Token budget of one step (prefill chunk tokens + decodes).
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, value_name = "N", default_value_t = 2048)]
     pub max_num_batched_tokens: usize,
     /// Most sequences running at once.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_num_seqs: usize,
     /// Longest sequence (prompt + output); default: the model's context.
     #[arg(long)]

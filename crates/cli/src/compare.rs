@@ -51,6 +51,21 @@ pub struct CompareArgs {
     pub baseline_b: String,
 }
 
+impl CompareArgs {
+    /// `goodput compare BASELINE OUT --fail-on SPEC` with every other flag at its default (`run --baseline`).
+    pub fn gate(baseline: PathBuf, out: PathBuf, fail_on: String) -> CompareArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            c: CompareArgs,
+        }
+        let mut c = Only::parse_from(["compare", "a", "b"]).c;
+        (c.a, c.b, c.fail_on) = (vec![baseline], vec![out], Some(fail_on));
+        c
+    }
+}
+
 /// `10%` (or `10`) as the fraction 0.1: from 0 to 100 %.
 fn parse_floor(s: &str) -> Result<f64, String> {
     let x: f64 =

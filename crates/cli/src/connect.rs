@@ -9,15 +9,19 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ConnectionArgs {
+    /// A header sent with every request, `Name: value`.
+    ///
     /// HTTP targets: a header sent with every request (the measured ones, /v1/models,
     /// /metrics), `Name: value`; repeat for more. Values are never printed or written (the
     /// command stored in results says `<redacted>`); none is sent on across a redirect, since
     /// none is followed.
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", value_parser = parse_header)]
     pub headers: Vec<(String, Secret)>,
+    /// Send `Authorization: Bearer KEY`.
+    ///
     /// HTTP targets: send `Authorization: Bearer KEY` (also read from OPENAI_API_KEY). Never
     /// printed or written to results.
-    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    #[arg(long, value_name = "KEY", env = "OPENAI_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// HTTPS targets: accept any certificate and host name (self-signed test servers).
     #[arg(long, conflicts_with = "ca_cert")]
@@ -25,6 +29,8 @@ pub struct ConnectionArgs {
     /// HTTPS targets: also trust the certificates in this PEM file (a private CA).
     #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
+    /// JSON merged into every request body.
+    ///
     /// HTTP targets: a JSON object merged into every request body, over goodput's own fields
     /// (e.g. '{"temperature":0.7,"chat_template_kwargs":{"enable_thinking":false}}').
     #[arg(long, value_name = "JSON", value_parser = Connection::parse_extra_body)]

@@ -12,6 +12,7 @@ mod engine_bench;
 mod engine_check;
 mod generate;
 mod hardware;
+mod help;
 mod merge;
 mod models;
 mod plan;
@@ -28,9 +29,11 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "goodput", version, about, long_about = None)]
 struct Cli {
+    /// When to color verdicts: auto, always or never.
+    ///
     /// When to color the console's verdicts: auto (a terminal, unless NO_COLOR is set),
     /// always or never.
-    #[arg(long, global = true, value_enum, default_value_t = shell::ColorWhen::Auto)]
+    #[arg(long, global = true, value_enum, hide_possible_values = true, default_value_t = shell::ColorWhen::Auto)]
     color: shell::ColorWhen,
     #[command(subcommand)]
     command: Command,
@@ -46,8 +49,10 @@ enum Command {
     /// ids (alone, batched, prefix hits, preemption), teacher-forced logits at the device's
     /// dtype, and on CUDA goodput's kernels against candle's ops.
     EngineCheck(engine_check::CheckArgs),
-    /// Run a scenario through a sweep of load levels: the three layers of numbers, SLOs,
-    /// usable and limit capacity, and the written conclusion.
+    /// Sweep a scenario's load to its usable capacity under SLOs.
+    ///
+    /// The load levels of a scenario, each measured in three layers (what users see, what the
+    /// engine did, what the system delivered), usable and limit capacity, and the conclusion.
     Run(Box<run::RunArgs>),
     /// Search usable capacity directly: double the users from 1 until an SLO breaks (or
     /// --max-users), then bisect between the last passing and the first failing level.
@@ -91,8 +96,14 @@ enum Command {
 /// chain; a closed stdout (`goodput models | head`) ends quietly.
 pub fn main() -> i32 {
     quiet_on_broken_pipe();
-    let matches = Cli::command().get_matches();
+    let matches = help::shaped(Cli::command()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Some(("run" | "capacity", m)) = matches.subcommand() {
+        let idle = help::idle_engine_flags(m);
+        if !idle.is_empty() {
+            eprintln!("warning: {} set goodput's own engine, which a URL target does not run: ignored", idle.join(", "));
+        }
+    }
     // `--json` takes stdout for itself, and the tables go to stderr.
     let json =
         matches!(&cli.command, Command::Run(a) if a.json) || matches!(&cli.command, Command::Capacity(c) if c.run.json);
@@ -114,10 +125,10 @@ pub fn main() -> i32 {
         Command::Merge(a) => merge::run(a),
         Command::Report(a) => report::run(a).map(|()| 0),
         Command::Completions(a) => {
-            shell::completions(a, Cli::command());
+            shell::completions(a, help::shaped(Cli::command()));
             Ok(0)
         }
-        Command::Man(a) => shell::man(a, Cli::command()).map(|files| {
+        Command::Man(a) => shell::man(a, help::shaped(Cli::command())).map(|files| {
             files.iter().for_each(|f| eprintln!("wrote {}", f.display()));
             0
         }),
@@ -167,7 +178,7 @@ mod tests {
 
     #[test]
     fn the_command_line_is_consistent() {
-        Cli::command().debug_assert();
+        help::shaped(Cli::command()).debug_assert();
         let c =
             Cli::try_parse_from(["goodput", "engine-bench", "--prompt-lens", "16,32", "--batch-sizes", "1,2"]).unwrap();
         let Command::EngineBench(b) = c.command else { panic!() };

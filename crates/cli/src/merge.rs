@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use goodput_bench::merge::{merge, MergeSpec};
+use goodput_report::columns::Output;
 use goodput_report::console as table;
 use goodput_report::Conclusion;
 use goodput_results::RunSummary;
@@ -47,7 +48,7 @@ pub fn run(a: MergeArgs) -> Result<i32> {
 
 /// The tables, the shards and the conclusion (on stderr with `--json`, whose line is stdout's).
 fn say(s: &RunSummary, json: bool) -> Result<()> {
-    crate::run::print_blocks(&table::run(s, None, None, &Conclusion::of(s).render()), json);
+    crate::run::print_blocks(&table::run(s, None, None, &Conclusion::of(s).render(), Output::Compact), json);
     if json {
         println!("{}", serde_json::to_string(s).context("the merged summary as JSON")?);
     }

@@ -11,11 +11,15 @@ use std::sync::Arc;
 /// A single-request workload given by its lengths, in place of a scenario file.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct LengthArgs {
+    /// Prompt tokens: N, MEAN±SD or MIN..MAX.
+    ///
     /// Tokens in each prompt, in place of --scenario: N, MEAN±SD (or MEAN+-SD: normal, within
     /// three deviations) or MIN..MAX (uniform). vLLM: --random-input-len.
     #[arg(long, visible_alias = "random-input-len", value_name = "LEN", value_parser = parse_length)]
     #[arg(requires = "output_len", conflicts_with = "scenario")]
     pub input_len: Option<LengthDist>,
+    /// Output tokens: N, MEAN±SD or MIN..MAX.
+    ///
     /// Tokens each response is asked for (max_tokens, with ignore_eos): N, MEAN±SD or
     /// MIN..MAX. vLLM: --random-output-len.
     #[arg(long, visible_alias = "random-output-len", value_name = "LEN", value_parser = parse_length)]
@@ -25,6 +29,8 @@ pub struct LengthArgs {
     /// to below 1, as vLLM's random dataset draws it. vLLM: --random-range-ratio.
     #[arg(long, visible_alias = "random-range-ratio", value_name = "R", requires = "input_len")]
     pub range_ratio: Option<f64>,
+    /// Tokens of a prefix every prompt shares.
+    ///
     /// Tokens every prompt starts with, the same in each (a prefix the server's cache can
     /// hold), before its --input-len tokens. vLLM: --random-prefix-len.
     #[arg(long, visible_alias = "random-prefix-len", value_name = "N", default_value_t = 0, requires = "input_len")]
@@ -40,6 +46,8 @@ impl LengthArgs {
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct DatasetArgs {
+    /// Prompts from a ShareGPT or JSONL file.
+    ///
     /// Prompts from a dataset file instead of --scenario's synthetic ones: ShareGPT JSON (the
     /// first human turn, the reply's length as output length) or JSONL (`prompt` or `messages`,
     /// optional `output_tokens`). Lengths are measured with the model's tokenizer (--tokenizer).
@@ -67,6 +75,8 @@ pub struct DatasetArgs {
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct TraceArgs {
+    /// Replay a Mooncake or Azure trace at its times.
+    ///
     /// Replay a trace: requests open loop at its times, with its lengths. Mooncake JSONL
     /// (`timestamp` ms, `input_length`, `output_length`, `hash_ids`: equal ids are equal
     /// prompt blocks, so prefix sharing is replayed) or the Azure LLM inference trace CSV

@@ -17,7 +17,10 @@ use serde::{Serialize, Serializer};
 /// An output of the level table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
+    /// The console's widest table (`run --wide`).
     Console,
+    /// The console's default table: [`COMPACT`]'s columns, which a 120-column terminal holds.
+    Compact,
     Html,
     Markdown,
     Csv,
@@ -36,6 +39,7 @@ impl Shown {
     pub fn shows(self, out: Output) -> bool {
         match out {
             Output::Console => self.console,
+            Output::Compact => false,
             Output::Html => self.html,
             Output::Markdown => self.markdown,
             Output::Csv => self.csv,
@@ -149,7 +153,7 @@ impl Column {
     /// The header `out` writes.
     pub fn header(&self, out: Output, unit: LoadUnit) -> String {
         let h = match (out, self.console_header) {
-            (Output::Console, Some(h)) => h,
+            (Output::Console | Output::Compact, Some(h)) => h,
             (Output::Csv, _) => self.key,
             _ => self.header,
         };
@@ -166,10 +170,26 @@ impl Column {
     }
 }
 
+/// The columns of the console's default table, by key: the load, the requests, the two
+/// throughputs, the P95 of each latency users see and of the queue, and the SLOs' verdict.
+pub const COMPACT: [&str; 10] = [
+    "load",
+    "requests",
+    "request_throughput",
+    "output_throughput",
+    "ttft_p95_ms",
+    "ttfo_p95_ms",
+    "tpot_p95_ms",
+    "e2e_p95_ms",
+    "queue_time_p95_ms",
+    "slos_hold",
+];
+
 /// The columns `out` shows for a table of `levels`, in order: those it shows, less the
 /// conditional ones ([`Column::when`]) no level has.
 pub fn shown(out: Output, levels: &[LevelReport]) -> Vec<&'static Column> {
-    LEVEL.iter().filter(move |c| c.shown.shows(out) && c.when.is_none_or(|when| levels.iter().any(when))).collect()
+    let shows = move |c: &Column| if out == Output::Compact { COMPACT.contains(&c.key) } else { c.shown.shows(out) };
+    LEVEL.iter().filter(move |c| shows(c) && c.when.is_none_or(|when| levels.iter().any(when))).collect()
 }
 
 /// Whether a level's requests reasoned (its summary counts reasoning tokens; their answer

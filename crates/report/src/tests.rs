@@ -115,7 +115,7 @@ fn a_reasoning_run_shows_ttfo_and_thinking_everywhere() {
     // ms and reasoning time 60 ms; 6 of 8 tokens are reasoning (75 %).
     let l = &s.levels[0];
     assert_eq!(l.summary.load, 1.0);
-    let console = crate::console::levels(&s.levels, s.load_unit, "tiny", "reasoning");
+    let console = crate::console::levels(&s.levels, s.load_unit, "tiny", "reasoning", Output::Console);
     assert!(
         console.contains("TTFO p95") && console.contains("think p50") && console.contains("think share"),
         "{console}"
@@ -127,7 +127,7 @@ fn a_reasoning_run_shows_ttfo_and_thinking_everywhere() {
     let row = LevelRow::of(l);
     assert_eq!((row.ttfo_p95_ms, row.reasoning_time_p50_ms, row.reasoning_share), (Some(80.0), Some(60.0), Some(0.75)));
     let plain = two_levels().0;
-    assert!(!crate::console::levels(&plain.levels, plain.load_unit, "tiny", "short-qa").contains("TTFO"));
+    assert!(!crate::console::levels(&plain.levels, plain.load_unit, "tiny", "short-qa", Output::Console).contains("TTFO"));
     assert!(!crate::console::layers(&plain.levels[0], plain.load_unit).contains("TTFO"));
     assert!(export::markdown_table(&s).contains("| TTFO p95 |"));
     // The conclusion: the answer starts after 80 ms (median), 60 ms of it thinking.
@@ -145,7 +145,7 @@ fn a_reasoning_run_shows_ttfo_and_thinking_everywhere() {
     }
     let c = Conclusion::of(&cut).body();
     assert!(c.contains("No answer started") && c.contains("median 6 reasoning tokens"), "{c}");
-    assert!(crate::console::levels(&cut.levels, cut.load_unit, "tiny", "r").contains("TTFO p95"));
+    assert!(crate::console::levels(&cut.levels, cut.load_unit, "tiny", "r", Output::Console).contains("TTFO p95"));
     // The page has the TTFT vs TTFO chart; a run without reasoning has not.
     let has_chart = |s: &RunSummary| {
         let r = Results {
@@ -165,7 +165,7 @@ fn the_console_colors_its_verdicts_only_when_asked() {
     let (s, _) = two_levels();
     let table = |color| {
         crate::console::set_color(color);
-        let t = crate::console::levels(&s.levels, s.load_unit, "m", "w");
+        let t = crate::console::levels(&s.levels, s.load_unit, "m", "w", Output::Console);
         crate::console::set_color(false);
         t
     };

@@ -21,6 +21,25 @@ pub fn ms(s: &Option<Summary>, f: fn(&Summary) -> f64) -> Option<f64> {
     s.as_ref().map(|x| f(x) * 1e3)
 }
 
+/// The width the console's text is wrapped to: a 120-column terminal's.
+pub const WIDTH: usize = 120;
+
+/// `block` with each line longer than `width` wrapped at word boundaries, its continuation
+/// lines indented two spaces past its own indent; a table's lines (box drawing) are left as
+/// they are, since a table is as wide as its columns.
+pub fn wrap(block: &str, width: usize) -> String {
+    let lines = block.lines().map(|line| {
+        let table = line.trim_start().starts_with(['┌', '│', '╞', '├', '└', '╭', '╰', '┆']);
+        if table || textwrap::core::display_width(line) <= width {
+            return line.to_string();
+        }
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let more = format!("{indent}  ");
+        textwrap::fill(line.trim_start(), textwrap::Options::new(width).initial_indent(indent).subsequent_indent(&more))
+    });
+    lines.collect::<Vec<_>>().join("\n")
+}
+
 /// Bytes in the largest binary unit that keeps the number ≥ 1 (`2.5 GiB`).
 pub use goodput_core::sizes::format_bytes as bytes;
 

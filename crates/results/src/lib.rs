@@ -16,6 +16,7 @@ pub mod files;
 pub mod harness;
 pub mod level;
 pub mod matrix;
+pub mod outcome;
 pub mod prediction;
 pub mod repeats;
 pub mod rows;

@@ -53,6 +53,10 @@ pub struct MatrixRun {
     pub exit: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the run found (absent for a run that wrote no summary, and in indexes written
+    /// before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<crate::outcome::RunOutcome>,
 }
 
 impl MatrixIndex {
@@ -128,6 +132,7 @@ mod tests {
             values: vec![("max-num-seqs".into(), name.into())],
             exit,
             error: error.map(Into::into),
+            outcome: None,
         };
         let index = MatrixIndex {
             format: INDEX_FORMAT,
@@ -152,6 +157,7 @@ mod tests {
             values: vec![("rate".into(), rate.into()), (REPEAT.into(), k.into())],
             exit: 0,
             error: None,
+            outcome: None,
         };
         let index = MatrixIndex {
             format: INDEX_FORMAT,

@@ -365,7 +365,7 @@ pub struct ProjectedCost {
 
 impl ProjectedCost {
     /// Seconds of the hand-overs between stages for `tokens` tokens.
-    fn hops_seconds(&self, tokens: f64) -> f64 {
+    pub(crate) fn hops_seconds(&self, tokens: f64) -> f64 {
         let r = &self.roofline;
         let hops = self.layout.pp.saturating_sub(1);
         let network = self.network_hops.min(hops);

@@ -20,6 +20,8 @@ fn spec() -> PlanSpec {
         pp: vec![1],
         nodes: 1,
         dtype: DType::Bf16,
+        try_dtypes: false,
+        every_layout: true,
         kv_dtype: None,
         emulate: false,
         expert_skew: 0.0,

@@ -10,7 +10,7 @@ use super::level::{self, Feeds, Finished};
 use super::live::{Goal, Live};
 use super::records::RecordWriter;
 use super::rig::{machine, Rig};
-use super::spec::{LevelSpec, RunSpec};
+use super::spec::{LevelSpec, RunSpec, Span};
 use crate::progress::Progress;
 use goodput_report::console as table;
 use goodput_report::{export, Conclusion};
@@ -50,6 +50,8 @@ pub struct Sweep<'a> {
     last: Option<(LevelSpec, Duration)>,
     /// Every level run, for `--soak` to run the usable one again.
     ran: Vec<LevelSpec>,
+    /// Whether a level has said what a busy machine means (later ones say only that it was).
+    busy_told: bool,
 }
 
 impl<'a> Sweep<'a> {
@@ -106,6 +108,7 @@ impl<'a> Sweep<'a> {
             started: std::time::Instant::now(),
             last: None,
             ran: Vec::new(),
+            busy_told: false,
         })
     }
 
@@ -308,14 +311,16 @@ impl<'a> Sweep<'a> {
         for w in r.harness.warnings().into_iter().filter(|_| !self.simulated) {
             self.log(format!("warning: {} {unit}: {w}", r.summary.load), true);
         }
-        for w in table::level_warnings(r, unit) {
+        for w in table::level_warnings(r, self.busy_told) {
             self.log(format!("warning: {} {unit}: {w}", r.summary.load), true);
         }
+        self.busy_told |= r.machine.as_ref().is_some_and(|m| !m.busy().is_empty());
         for w in &f.warnings {
             self.log(w.clone(), true);
         }
-        self.log(table::level_line(r, unit), false);
-        if let Some(ramp) = r.harness.ramp_s {
+        let explain = self.spec.explain;
+        self.log(if explain { table::level_line(r, unit) } else { table::level_brief(r, unit) }, false);
+        if let Some(ramp) = r.harness.ramp_s.filter(|_| explain) {
             let from = self.spec.pacing.ramp_source(self.spec.workload.is_sessions());
             self.log(format!("  users started over a {ramp:.2} s ramp ({from})"), false);
         }
@@ -327,7 +332,9 @@ impl<'a> Sweep<'a> {
         if r.partial {
             self.log(format!("  {} {unit}: partial (interrupted)", r.summary.load), true);
         }
-        self.log(table::layers(r, unit), false);
+        if explain {
+            self.log(table::layers(r, unit), false);
+        }
         self.done += 1;
         self.progress.level_finished();
         let failed = !r.summary.slos_hold();
@@ -506,7 +513,8 @@ fn create_files(spec: &RunSpec) -> Result<Option<(RunWriter, RecordWriter)>> {
 /// An explicit warm-up count below a closed-loop level's users: said once, before the run,
 /// that the first wave is left out anyway.
 fn warmup_note(spec: &RunSpec) -> Option<String> {
-    let given = spec.per_level.warmup?.count();
+    // A warm-up of send time (`--warmup 5s`) is no count to set against the users.
+    let Some(Span::Count(given)) = spec.per_level.warmup else { return None };
     let users = spec.levels.iter().filter_map(|l| match l.arrival {
         Arrival::Closed { users, .. } => Some(users),
         _ => None,

@@ -38,8 +38,9 @@ pub struct PlanArgs {
     /// SLOs of usable capacity.
     #[arg(long, default_value = "ttft_p95=1s,tpot_p95=50ms,e2e_p95=30s,error_rate=1%")]
     pub slo: String,
-    /// GPUs to consider (`goodput hardware` lists them).
-    #[arg(long, value_delimiter = ',', default_value = "h100-sxm,h100-pcie,h200,a100-80gb,l40s")]
+    /// GPUs to consider (`goodput hardware` lists them); by default the data-centre GPUs of
+    /// the last two generations.
+    #[arg(long, value_delimiter = ',', default_value = "h100-sxm,h200,b200,mi300x,a100-80gb,l40s")]
     pub gpus: Vec<String>,
     /// Tensor-parallel sizes to consider (within a node).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
@@ -59,9 +60,15 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 1)]
     pub nodes: usize,
     /// Weight dtype: bf16, fp16, fp8 (every linear layer), mxfp4 (the experts, as gpt-oss),
-    /// nvfp4 (every linear layer).
-    #[arg(long, default_value = "bf16")]
-    pub dtype: DType,
+    /// nvfp4 (every linear layer). Default: a plan tries bf16, fp8 where a GPU has fp8 tensor
+    /// cores and nvfp4 on Blackwell; gpt-oss in mxfp4, as published (weight-only before
+    /// Blackwell); the other modes take bf16.
+    #[arg(long)]
+    pub dtype: Option<DType>,
+    /// Simulate and print every configuration: those that do not fit (with why), and the
+    /// larger layouts of a GPU that cannot need fewer GPUs than a smaller one.
+    #[arg(long)]
+    pub all: bool,
     /// KV-cache dtype: bf16, fp16 or fp8 (default: fp8 with fp8 weights, else bf16).
     #[arg(long)]
     pub kv_dtype: Option<DType>,
@@ -235,7 +242,9 @@ impl PlanArgs {
             ep: self.ep,
             pp: self.pp,
             nodes: self.nodes,
-            dtype: self.dtype,
+            dtype: self.dtype.unwrap_or(DType::Bf16),
+            try_dtypes: self.dtype.is_none(),
+            every_layout: self.all,
             kv_dtype: self.kv_dtype,
             emulate: self.emulate,
             expert_skew: self.expert_skew,
@@ -258,27 +267,29 @@ pub fn run(a: PlanArgs) -> Result<()> {
     if let Some(dir) = &a.check {
         return check::run(dir, a.profile.as_ref().context("--check needs --profile")?);
     }
-    let (json, html) = (a.json.clone(), a.html.clone());
+    let (json, html, all) = (a.json.clone(), a.html.clone(), a.all);
     let mut stepped = false;
     let spec = a.spec()?;
+    // A terminal's step line is overwritten in place; elsewhere each is a line of its own.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let answer = goodput_sizing::plan::plan(&spec, &mut |said| match said {
-        Said::Step(s) => {
+        Said::Step(s) if terminal => {
             eprint!("\r{s}        ");
             stepped = true;
         }
-        Said::Line(s) => eprintln!("{s}"),
+        Said::Step(s) | Said::Line(s) => eprintln!("{s}"),
     });
     if stepped {
         eprintln!();
     }
-    show(&answer?, json, html)
+    show(&answer?, json, html, all)
 }
 
 /// The answer printed, then written as JSON and as a page where asked (the page rendered only
 /// then).
-fn show(answer: &Answer, json: Option<PathBuf>, html: Option<PathBuf>) -> Result<()> {
+fn show(answer: &Answer, json: Option<PathBuf>, html: Option<PathBuf>, all: bool) -> Result<()> {
     use goodput_report::plan as page;
-    println!("{}", page::text(answer));
+    println!("{}", goodput_report::text::wrap(&page::text(answer, all), goodput_report::text::WIDTH));
     let (value, what) = page::json(answer)?;
     if let Some(path) = &json {
         std::fs::write(path, value + "\n").with_context(|| format!("writing {}", path.display()))?;

@@ -51,7 +51,7 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
 /// are `run`'s, to tell which flags the command line set); with `--repeats N`, the run or
 /// each combination N times, then their spread; else [`run`].
 pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
-    let file = a.config.clone();
+    let (file, dry_run) = (a.config.clone(), a.dry_run);
     let expanded = match (&file, matches) {
         (Some(path), Some(matches)) => {
             let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
@@ -60,8 +60,26 @@ pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
         _ => config::Expanded::one(a),
     };
     let expanded = repeats::expand(expanded)?;
+    if dry_run {
+        let at = expanded.matrix.as_ref().map_or(String::new(), |(root, _)| format!(" under {}", root.display()));
+        println!("{} run{}{at}:", expanded.jobs.len(), if expanded.jobs.len() == 1 { "" } else { "s" });
+        for j in &expanded.jobs {
+            let argv = j.args.command.clone().unwrap_or_else(|| std::env::args().collect());
+            let shown = goodput_client::redact::redacted_command(argv.into_iter().filter(|t| t != "--dry-run"));
+            println!("  {}: {}", if j.name.is_empty() { "." } else { &j.name }, shown.join(" "));
+        }
+        return Ok(0);
+    }
     match expanded.matrix {
-        None => run(expanded.jobs.into_iter().next().expect("a run expands to one job").args),
+        None => {
+            let a = expanded.jobs.into_iter().next().expect("a run expands to one job").args;
+            let gate = a.baseline.clone().zip(a.out.clone()).zip(a.fail_on.clone());
+            let code = run(a)?;
+            match gate {
+                Some(((baseline, out), fail_on)) if code == 0 => gate_against(baseline, out, fail_on),
+                _ => Ok(code),
+            }
+        }
         Some((root, axes)) => run_matrix(file.as_deref(), &root, axes, expanded.jobs),
     }
 }
@@ -80,6 +98,7 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<con
     let (n, stop) = (jobs.len(), interrupt::install());
     let spec = MatrixSpec { root, config, axes, overwrite };
     let done = goodput_bench::matrix::run(spec, jobs, &stop, &Lines { quiet: false }, |a| run_until(a, stop.clone()))?;
+    print_blocks(&[goodput_report::console::matrix(&done.index)], json);
     match done.spread {
         Some(Ok(spread)) => {
             let table = goodput_report::console::repeats(&spread);
@@ -105,6 +124,15 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<con
         index.display()
     );
     Ok(done.status)
+}
+
+/// `--baseline`: the finished run in `out` against the baseline, as `goodput compare` judges
+/// it with its defaults; 1 when a `--fail-on` metric regressed beyond the noise.
+fn gate_against(baseline: std::path::PathBuf, out: std::path::PathBuf, fail_on: String) -> Result<i32> {
+    let args = crate::compare::CompareArgs::gate(baseline, out, fail_on);
+    let code = crate::compare::run(args)?;
+    eprintln!("gate against the baseline: {}", if code == 0 { "PASS" } else { "FAIL" });
+    Ok(code)
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {

@@ -7,7 +7,9 @@ use super::spec::Shown;
 use goodput_bench::progress::Progress;
 use goodput_bench::run::live::Live;
 use goodput_bench::run::Outcome;
+use goodput_report::columns::Output;
 use goodput_report::console as table;
+use goodput_report::text::{wrap, WIDTH};
 use std::time::Duration;
 
 /// The progress bar on stderr; indicatif hides it when stderr is not a terminal, and `quiet`
@@ -42,6 +44,7 @@ impl Drop for Bar {
 
 impl Progress for Bar {
     fn line(&self, line: &str, warning: bool) {
+        let line = wrap(line, WIDTH);
         if !self.bar.is_hidden() {
             self.bar.println(line);
         } else if warning || !self.quiet {
@@ -96,7 +99,7 @@ fn style(live: Live) -> indicatif::ProgressStyle {
 /// then on stdout), where its files are, and why its exit status is not 0. Returns the status.
 /// Each block of a run's text on stdout, or on stderr where `--json` takes stdout.
 pub fn print_blocks(blocks: &[String], json: bool) {
-    for block in blocks {
+    for block in blocks.iter().map(|b| wrap(b, WIDTH)) {
         if json {
             eprintln!("{block}");
         } else {
@@ -110,7 +113,8 @@ pub fn show(shown: &Shown, o: &Outcome) -> anyhow::Result<i32> {
     if let Some(warning) = table::retry_storm(s) {
         eprintln!("{warning}");
     }
-    print_blocks(&table::run(s, shown.latency_columns.as_ref(), o.simulation.as_ref(), &o.conclusion), json);
+    let out = if shown.wide { Output::Console } else { Output::Compact };
+    print_blocks(&table::run(s, shown.latency_columns.as_ref(), o.simulation.as_ref(), &o.conclusion, out), json);
     if json {
         println!("{}", serde_json::to_string(s)?);
     }

@@ -140,12 +140,13 @@ pub fn levels_with(
     unit: LoadUnit,
     model: &str,
     scenario: &str,
+    out: Output,
     cols: &LatencyColumns,
 ) -> String {
-    let shown = columns::shown(Output::Console, levels);
+    let shown = columns::shown(out, levels);
     let at = shown.iter().position(|c| replaced(c.key)).unwrap_or(shown.len());
     let kept: Vec<_> = shown.iter().filter(|c| !replaced(c.key)).collect();
-    let head = |cs: &[&&columns::Column]| cs.iter().map(|c| c.header(Output::Console, unit)).collect::<Vec<_>>();
+    let head = |cs: &[&&columns::Column]| cs.iter().map(|c| c.header(out, unit)).collect::<Vec<_>>();
     let header = [head(&kept[..at]), cols.header(), head(&kept[at..])].concat();
     let mut t = new(&header.iter().map(String::as_str).collect::<Vec<_>>());
     for l in levels {
@@ -153,7 +154,7 @@ pub fn levels_with(
         let chosen = cols.cells(l).into_iter().map(comfy_table::Cell::new).collect();
         t.add_row([cells(&kept[..at]), chosen, cells(&kept[at..])].concat());
     }
-    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level)\n{t}")
+    format!("{}\n{t}", super::caption(levels, model, scenario, out))
 }
 
 #[cfg(test)]
@@ -165,7 +166,7 @@ mod tests {
     fn chosen_latencies_replace_the_table_s_own_percentile_columns() {
         let (s, _) = two_levels();
         let cols = LatencyColumns::new(Some(vec![Latency::Ttft, Latency::E2e]), Some(vec![50, 99]));
-        let t = levels_with(&s.levels, s.load_unit, "m", "w", &cols);
+        let t = levels_with(&s.levels, s.load_unit, "m", "w", Output::Console, &cols);
         let header = t.lines().nth(2).unwrap();
         for h in ["TTFT p50", "TTFT p99", "E2E p50", "E2E p99", "out tok/s", "wait p95"] {
             assert!(header.contains(h), "{h} in {header}");

@@ -9,6 +9,7 @@
 
 mod http;
 pub mod latency;
+mod matrix;
 mod predicted;
 mod repeats;
 mod run;
@@ -19,12 +20,13 @@ mod tasks;
 
 pub use crate::text::{bytes, f};
 pub use http::{http, server};
+pub use matrix::{matrix, most};
 pub use predicted::prediction;
 pub use repeats::repeats;
 pub use run::{retry_storm, run};
 pub use shards::{rows as shard_rows, shards, time_line as shards_time_line, SHARD_HEADER};
 pub use soak::{soak, verdict as soak_verdict};
-pub use sweep::{layers, level_line, level_warnings, levels};
+pub use sweep::{caption, layers, level_brief, level_line, level_warnings, levels};
 pub use tasks::{agent, rag, turns};
 
 use crate::columns::{Column, Output, Value};

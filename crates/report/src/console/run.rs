@@ -4,6 +4,7 @@
 //! simulation cost and the conclusion; and the warning a retry storm earns.
 
 use super::latency::{levels_with, LatencyColumns};
+use crate::columns::Output;
 use goodput_results::prediction::Simulation;
 use goodput_results::RunSummary;
 
@@ -13,11 +14,12 @@ pub fn run(
     columns: Option<&LatencyColumns>,
     sim: Option<&Simulation>,
     conclusion: &str,
+    table: Output,
 ) -> Vec<String> {
     let unit = s.load_unit;
     let mut out = vec![match columns {
-        Some(cols) => levels_with(&s.levels, unit, &s.model, &s.workload.description, cols),
-        None => super::levels(&s.levels, unit, &s.model, &s.workload.description),
+        Some(cols) => levels_with(&s.levels, unit, &s.model, &s.workload.description, table, cols),
+        None => super::levels(&s.levels, unit, &s.model, &s.workload.description, table),
     }];
     out.extend([super::http(&s.levels, unit), super::server(&s.levels, unit)].into_iter().flatten());
     if let Some(m) = &s.merged {

@@ -4,6 +4,7 @@
 use super::{cell, new};
 use crate::columns::{self, stat_cells, Output, LAYERS, STAT_HEADER};
 use crate::text::{graph_text, ms, num, occupancy_text, prefix_text};
+use goodput_metrics::interval::Confidence;
 use goodput_results::{LevelReport, LoadUnit};
 
 /// One line per finished level, for progress on stderr.
@@ -45,16 +46,51 @@ pub fn level_line(l: &LevelReport, unit: LoadUnit) -> String {
     )
 }
 
+/// One level in a line of at most [`crate::text::WIDTH`] characters, for progress on stderr:
+/// its requests, output throughput, the P95 TTFT and TPOT with their 95 % intervals, and the
+/// SLOs (the table at the end has the rest).
+pub fn level_brief(l: &LevelReport, unit: LoadUnit) -> String {
+    let s = &l.summary;
+    let iv = s.intervals.clone().unwrap_or_default();
+    let p95 = |x, i: Option<goodput_metrics::interval::Interval>| {
+        let within = i.map_or(String::new(), |i| format!(" [{}]", i.text(1e3, 1)));
+        format!("{} ms{within}", num(ms(x, |x| x.p95), 1))
+    };
+    format!(
+        "  {} {unit}: {} req, {:.0} out tok/s, TTFT p95 {}, TPOT p95 {}, SLOs {}",
+        s.load,
+        s.requests,
+        s.output_throughput,
+        p95(&s.ttft, iv.ttft_p95),
+        p95(&s.tpot, iv.tpot_p95),
+        crate::columns::slos_word(s.confidence())
+    )
+}
+
 /// The table of a sweep: service layer (TTFT, TPOT, E2E, throughput, goodput) and engine
-/// layer (queue, prefill, KV occupancy, running/waiting, preemptions) side by side.
-pub fn levels(levels: &[LevelReport], unit: LoadUnit, model: &str, scenario: &str) -> String {
-    let cols = columns::shown(Output::Console, levels);
-    let header: Vec<String> = cols.iter().map(|c| c.header(Output::Console, unit)).collect();
+/// layer (queue, prefill, KV occupancy, running/waiting, preemptions) side by side; the
+/// compact table ([`Output::Compact`]) the service layer's P95s, the queue's and the SLOs.
+pub fn levels(levels: &[LevelReport], unit: LoadUnit, model: &str, scenario: &str, out: Output) -> String {
+    let cols = columns::shown(out, levels);
+    let header: Vec<String> = cols.iter().map(|c| c.header(out, unit)).collect();
     let mut t = new(&header.iter().map(String::as_str).collect::<Vec<_>>());
     for l in levels {
         t.add_row(cols.iter().map(|c| cell(c, l)).collect::<Vec<_>>());
     }
-    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level, throughputs over each level's steady window; SLOs: hold = every SLO holds, its percentiles and means with 95 % confidence, n.s. = not significant: a value's 95 % interval reaches past its bound)\n{t}")
+    format!("{}\n{t}", caption(levels, model, scenario, out))
+}
+
+/// The line above a sweep's table: what was run and how to read the table.
+pub fn caption(levels: &[LevelReport], model: &str, scenario: &str, out: Output) -> String {
+    let ns = levels.iter().any(|l| {
+        let c = l.summary.confidence();
+        matches!(c, Confidence::HoldsNotSignificant | Confidence::BreaksNotSignificant)
+    });
+    let ns = if ns { "; n.s. = not significant: a value's 95 % interval reaches past its bound" } else { "" };
+    if out == Output::Compact {
+        return format!("{model}, {scenario}\n(times in ms; percentiles over each level's n measured requests, throughputs over its steady window; SLOs hold with 95 % confidence{ns}; --wide: every column)");
+    }
+    format!("{model}, {scenario} (times in ms; wait = engine wait: handoff into the engine + queue; percentiles over all measured requests, n per level, throughputs over each level's steady window; SLOs: hold = every SLO holds, its percentiles and means with 95 % confidence{ns})")
 }
 
 /// One level's three layers as rows of a table: what users see (TTFT, TPOT, ITL, E2E,
@@ -91,9 +127,10 @@ pub fn layers(l: &LevelReport, unit: LoadUnit) -> String {
 }
 
 /// What a reader of a finished level must be warned of, each as one sentence: short outputs,
-/// server figures that contradict the stream, a busy machine, and prompts the target counted
-/// off the scenario's lengths.
-pub fn level_warnings(r: &LevelReport, _unit: LoadUnit) -> Vec<String> {
+/// server figures that contradict the stream, a busy machine (what it means and what to do
+/// said once: `busy_told` where an earlier level said it), and prompts the target counted off
+/// the scenario's lengths.
+pub fn level_warnings(r: &LevelReport, busy_told: bool) -> Vec<String> {
     let s = &r.summary;
     let mut out = Vec::new();
     if s.short_outputs > 0 {
@@ -114,7 +151,9 @@ pub fn level_warnings(r: &LevelReport, _unit: LoadUnit) -> Vec<String> {
     }
     if let Some(m) = &r.machine {
         let busy: Vec<String> = m.busy().iter().map(ToString::to_string).collect();
-        if !busy.is_empty() {
+        if !busy.is_empty() && busy_told {
+            out.push(format!("the machine was busy: {}", busy.join("; ")));
+        } else if !busy.is_empty() {
             out.push(format!(
                 "the machine was busy during the level: {}; its numbers may not reproduce (--repeats measures the spread; pin the engine with --engine-cpus, or use a quiet machine)",
                 busy.join("; ")

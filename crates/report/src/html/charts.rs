@@ -10,10 +10,18 @@ use goodput_results::{LevelReport, Results};
 
 /// The charts of a run (those its data allows), the answer first: capacity, TTFT
 /// decomposition, percentiles with SLO lines; then the engine, multi-turn, agent and RAG
-/// timelines and the TTFT distributions.
+/// timelines and the TTFT distributions. A run of one level (a trace replay, a soak) has no
+/// "vs load" to draw: its time charts lead, offered against served first.
 pub fn charts(r: &Results) -> Vec<Chart> {
     let s = &r.summary;
     let cx = Ctx::of(s);
+    if s.levels.len() == 1 {
+        let mut out: Vec<Chart> = offered_and_served(&cx, r).into_iter().collect();
+        out.extend(engine_timeline(&cx, r));
+        out.push(ttft_decomposition(&cx));
+        out.extend(after_the_levels(&cx, r));
+        return out;
+    }
     let v = s.verdict();
     let mut marks = Vec::new();
     for (x, name) in [(v.knee, "knee"), (v.usable, "usable"), (v.limit, "limit")] {
@@ -51,14 +59,22 @@ pub fn charts(r: &Results) -> Vec<Chart> {
     }
     out.extend(engine_timeline(&cx, r));
     out.extend(offered_and_served(&cx, r));
-    if let Some(p) = &s.prediction {
-        out.extend(super::predicted::charts(&cx, p));
+    out.extend(after_the_levels(&cx, r));
+    out
+}
+
+/// The charts every run ends with: predicted against measured, the last level's turns and
+/// tasks, the TTFT distributions.
+fn after_the_levels(cx: &Ctx, r: &Results) -> Vec<Chart> {
+    let mut out = Vec::new();
+    if let Some(p) = &r.summary.prediction {
+        out.extend(super::predicted::charts(cx, p));
     }
-    if let Some(last) = s.levels.last() {
-        out.extend(by_turn(&cx, last));
-        out.extend(task_timelines(&cx, last));
+    if let Some(last) = r.summary.levels.last() {
+        out.extend(by_turn(cx, last));
+        out.extend(task_timelines(cx, last));
     }
-    out.extend(ttft_cdf(&cx, r));
+    out.extend(ttft_cdf(cx, r));
     out
 }
 

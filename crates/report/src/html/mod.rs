@@ -5,13 +5,14 @@
 //! (`<script type="application/json" id="chart-data">`, inert) so tests can check it.
 //!
 //! Here: the page ([`page`], [`write`]) and the one HTML escaping every page of goodput uses
-//! ([`escape`], also `goodput plan --html`'s); the tables ([`tables`]); the charts as data
+//! ([`escape`], also `goodput plan --html`'s); its headline ([`headline`]); the tables ([`tables`]); the charts as data
 //! ([`charts`], with [`context`], [`timelines`], [`predicted`]) and their drawing ([`svg`]).
 //! The drawing knows nothing of runs: [`svg`] imports nothing from its siblings, and the
 //! chart builders share what they share through [`context`], never through each other.
 
 pub mod charts;
 pub mod context;
+pub mod headline;
 pub mod overlay;
 pub mod predicted;
 pub mod svg;
@@ -29,7 +30,7 @@ pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-pub(crate) const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}figure{margin:1.5em 0}figcaption{color:#555;font-size:0.9em}table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}details{margin:0.6em 0}summary{cursor:pointer;font-weight:bold}p.incomplete{background:#fff3cd;border-left:4px solid #d39e00;padding:0.8em}p.conclusion{font-size:1.05em;line-height:1.5;background:#f6f8fa;padding:1em;border-left:4px solid #1f77b4}";
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;max-width:1400px;margin:2em auto;padding:0 1em;color:#222}figure{margin:1.5em 0}figure svg{width:100%;height:auto}div.headline{background:#eef5ec;border-left:6px solid #2e7d32;padding:0.8em 1.2em;margin:1em 0;line-height:1.6}div.headline .big{font-size:1.6em;font-weight:bold}figcaption{color:#555;font-size:0.9em}table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}details{margin:0.6em 0}summary{cursor:pointer;font-weight:bold}p.incomplete{background:#fff3cd;border-left:4px solid #d39e00;padding:0.8em}p.conclusion{font-size:1.05em;line-height:1.5;background:#f6f8fa;padding:1em;border-left:4px solid #1f77b4}";
 
 /// The whole page.
 pub fn page(r: &Results) -> Result<String, ReportError> {
@@ -40,6 +41,7 @@ pub fn page(r: &Results) -> Result<String, ReportError> {
         escape(&s.model)
     );
     page.push_str(&format!("<h1>goodput report: {}, {}</h1>\n", escape(&s.model), escape(&s.workload.name)));
+    page.push_str(&headline::html(s));
     if let Some(note) = r.incomplete() {
         page.push_str(&format!(
             "<p class=\"incomplete\" id=\"incomplete\"><strong>Incomplete run.</strong> {}</p>\n",

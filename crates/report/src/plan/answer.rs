@@ -5,7 +5,7 @@
 
 use crate::console as table;
 use crate::html::escape;
-use goodput_sizing::plan::answer::{fmt_cap, load_text, unit};
+use goodput_sizing::plan::answer::{best, best_per_gpu, dtype_text, fmt_cap, load_text, unit};
 use goodput_sizing::plan::search::Load;
 use goodput_sizing::plan::{Plan, Row};
 
@@ -13,6 +13,7 @@ fn cells(r: &Row, load: Load) -> Vec<String> {
     let opt = |x: Option<f64>, d: usize| x.map_or("-".into(), |x| table::f(x, d));
     vec![
         r.gpu.clone(),
+        dtype_text(r),
         r.layout_label.clone(),
         table::f(r.weight_gb_per_gpu, 1),
         if r.kv_tokens > 0 { format!("{} ({:.0} seqs)", r.kv_tokens, r.kv_sequences) } else { "-".into() },
@@ -26,11 +27,13 @@ fn cells(r: &Row, load: Load) -> Vec<String> {
         r.gpus.map_or("-".into(), |x| x.to_string()),
         opt(r.cost_per_hour, 2),
         opt(r.cost_per_million_output_tokens, 3),
+        opt(r.cost_per_million_tokens, 3),
     ]
 }
 
-const HEADER: [&str; 10] = [
+const HEADER: [&str; 12] = [
     "GPU",
+    "weights",
     "layout",
     "weights GB/GPU",
     "KV tokens",
@@ -40,27 +43,99 @@ const HEADER: [&str; 10] = [
     "GPUs",
     "$/hour",
     "$/M out tok",
+    "$/M all tok",
 ];
 
-/// The plan on the console: its table, its answer and its assumptions.
-pub fn text(p: &Plan) -> String {
-    let mut t = table::new(&HEADER);
-    for r in &p.rows {
-        t.add_row(cells(r, p.load));
-    }
+/// A row never simulated: the model does not fit it, or its GPU cannot run its dtype.
+fn never_ran(r: &Row) -> bool {
+    r.unfit.is_some() && r.kv_tokens == 0
+}
+
+/// The plan on the console: the answer first — the best layout of each GPU (★ the pick) and
+/// the answer in words — then the table of the configurations simulated (`all`: every one,
+/// those that do not fit too), and the assumptions.
+pub fn text(p: &Plan, all: bool) -> String {
+    let weights = if p.try_dtypes { "as each GPU serves them best (see the assumptions)".to_string() } else { p.dtype.to_string() };
     let mut out = format!(
-        "Plan: {} for {} of {} ({}), SLOs {}\n{t}\n",
+        "Plan: {} for {} of {} ({:.0} tokens in, {:.0} out on average)\nSLOs {}; weights {weights}\n",
         p.model,
         load_text(p.load),
         p.scenario,
-        p.dtype,
+        p.mean_input_tokens,
+        p.mean_output_tokens,
         p.slos.join(", ")
     );
+    out += &format!("Best layout per GPU, picked by {}:\n", p.criterion);
+    let pick = best(&p.rows);
+    for (gpu, b) in best_per_gpu(&p.rows) {
+        let star = if b.is_some() && b.map(|b| (&b.gpu, b.dtype, b.layout)) == pick.map(|b| (&b.gpu, b.dtype, b.layout)) { "★" } else { " " };
+        out += &format!("  {star} {gpu:<10} {}\n", best_line(p, gpu, b));
+    }
     out += &p.answer;
+    let shown: Vec<&Row> = p.rows.iter().filter(|r| all || !never_ran(r)).collect();
+    let mut t = table::new(&HEADER);
+    for r in &shown {
+        t.add_row(cells(r, p.load));
+    }
+    out += &format!("\n{t}");
+    let left_out = p.rows.len() - shown.len();
+    if left_out > 0 {
+        out += &format!("\n{left_out} of {} configurations do not fit and are left out (--all lists them, with why).", p.rows.len());
+    }
+    if p.skipped > 0 {
+        out += &format!(
+            "\n{} larger layouts were not simulated: a replica of them alone holds more GPUs than a smaller layout of the same GPU needs in all (--all simulates them).",
+            p.skipped
+        );
+    }
     for a in &p.assumptions {
         out += &format!("\n  - {a}");
     }
     out
+}
+
+/// One GPU's best configuration in a line: dtype, layout × replicas, GPUs, capacity, what
+/// binds it and the two largest shares of a step's time; or why none of its rows serves the
+/// load.
+fn best_line(p: &Plan, gpu: &str, b: Option<&Row>) -> String {
+    let Some(r) = b else {
+        // The last row tried (the largest layout of the last dtype) is the nearest to serving.
+        let why = p.rows.iter().rev().find(|r| r.gpu == gpu).and_then(|r| r.unfit.clone()).unwrap_or_default();
+        return format!("none serves it: {why}");
+    };
+    // Where a step's time goes, its two largest shares.
+    let step = r.step.as_ref().map_or(String::new(), |s| format!("; {}", s.largest_shares(2)));
+    let w = p.rows.iter().map(|r| dtype_text(r).len()).max().unwrap_or(4);
+    let gpus = r.gpus.unwrap_or(0);
+    format!(
+        "{:<w$} {} ×{} = {gpus} GPU{}, {} {} each, bound by {}{step}",
+        dtype_text(r),
+        r.layout_label,
+        r.replicas.unwrap_or(0),
+        if gpus == 1 { "" } else { "s" },
+        fmt_cap(r.capacity),
+        unit(p.load),
+        without_parentheses(&r.bound)
+    )
+}
+
+/// `throughput (at 12.8 req/s offered, 10.8 completed)` as `throughput`: what binds, its
+/// figures left to the answer and the table.
+fn without_parentheses(s: &str) -> String {
+    let mut depth = 0usize;
+    let kept: String = s
+        .chars()
+        .filter(|&c| {
+            let keep = depth == 0 && c != '(';
+            depth = match c {
+                '(' => depth + 1,
+                ')' => depth.saturating_sub(1),
+                _ => depth,
+            };
+            keep && c != ')'
+        })
+        .collect();
+    kept.split(',').map(str::trim).filter(|p| !p.is_empty()).collect::<Vec<_>>().join(", ")
 }
 
 /// One of the plan's self-contained pages (no scripts): the title, the heading and the answer

@@ -10,10 +10,11 @@ pub mod fleet;
 
 use goodput_sizing::plan::Answer;
 
-/// The answer as text, whatever its mode.
-pub fn text(a: &Answer) -> String {
+/// The answer as text, whatever its mode; `all`: a plan's table with the configurations that
+/// do not fit too.
+pub fn text(a: &Answer, all: bool) -> String {
     match a {
-        Answer::Plan(p) => answer::text(p),
+        Answer::Plan(p) => answer::text(p, all),
         Answer::Curve(c) => curve::text(c),
         Answer::Fleet(f) => fleet::text(f),
         Answer::Projection(p) => export::text(p),

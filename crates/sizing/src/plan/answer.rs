@@ -20,9 +20,44 @@ pub fn unit(load: Load) -> &'static str {
     }
 }
 
+/// How the plan picks among the rows that serve the load, in words.
+pub fn criterion(rows: &[Row]) -> String {
+    if rows.iter().any(|r| r.cost_per_hour.is_some()) {
+        "cheapest per hour (priced GPUs first), then fewest GPUs".into()
+    } else {
+        "fewest GPUs, then most capacity (--price GPU=USD_PER_HOUR picks the cheapest)".into()
+    }
+}
+
+/// Each GPU's best row for the load by [`best`]'s order, in the order the GPUs were given;
+/// `None` for a GPU none of whose rows serves it.
+pub fn best_per_gpu(rows: &[Row]) -> Vec<(&str, Option<&Row>)> {
+    let mut gpus: Vec<&str> = Vec::new();
+    for r in rows {
+        if !gpus.contains(&r.gpu.as_str()) {
+            gpus.push(&r.gpu);
+        }
+    }
+    let of = |g: &str| rows.iter().filter(|r| r.gpu == g).cloned().collect::<Vec<Row>>();
+    gpus.into_iter().map(|g| (g, best(&of(g)).and_then(|b| rows.iter().find(|r| same(r, b))))).collect()
+}
+
+fn same(a: &Row, b: &Row) -> bool {
+    a.gpu == b.gpu && a.dtype == b.dtype && a.layout == b.layout
+}
+
+/// A row's weights as said: `fp8`, `mxfp4 weight-only`.
+pub fn dtype_text(r: &Row) -> String {
+    if r.weight_only {
+        format!("{} weight-only", r.dtype)
+    } else {
+        r.dtype.to_string()
+    }
+}
+
 /// The row that serves the load at the least cost per hour (priced rows before unpriced ones),
 /// then with the fewest GPUs, then with the most capacity.
-fn best(rows: &[Row]) -> Option<&Row> {
+pub fn best(rows: &[Row]) -> Option<&Row> {
     rows.iter().filter(|r| r.gpus.is_some()).min_by(|a, b| {
         let key = |r: &Row| (r.cost_per_hour.unwrap_or(f64::INFINITY), r.gpus.unwrap_or(usize::MAX));
         let (ka, kb) = (key(a), key(b));
@@ -38,7 +73,7 @@ pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, headroom: f64, rows: Ve
     let (mean_in, mean_out) = (set.mean_in, set.mean_out);
     let answer = match best(&rows) {
         Some(r) => format!(
-            "To serve {} of {} ({:.0} tokens in, {:.0} out on average) within {} you need {}× {} ({}, {} replica{} of {} GPU{}); one replica serves {} {} within the SLOs ({}), and the next load tried breaks on {}; sized with {:.0} % headroom{}. Error bar: {}.",
+            "To serve {} of {} ({:.0} tokens in, {:.0} out on average) within {} you need {}× {} ({} weights, {}, {} replica{} of {} GPU{}); one replica serves {} {} within the SLOs ({}), and the next load tried breaks on {}{}; sized with {:.0} % headroom{}. Picked as {}. Error bar: {}.",
             load_text(load),
             a.scenario,
             mean_in,
@@ -46,6 +81,7 @@ pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, headroom: f64, rows: Ve
             slo_text.join(", "),
             r.gpus.unwrap_or(0),
             r.gpu,
+            dtype_text(r),
             r.layout_label,
             r.replicas.unwrap_or(0),
             if r.replicas == Some(1) { "" } else { "s" },
@@ -55,13 +91,23 @@ pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, headroom: f64, rows: Ve
             unit(load),
             output_there(r),
             r.bound,
+            r.step.as_ref().map_or(String::new(), |s| format!(
+                "; a step there takes {:.1} ms on average: {}, so it rests on {}",
+                s.mean_step_s * 1e3,
+                s.text(),
+                s.largest()
+            )),
             headroom * 100.0,
             r.cost_per_hour.map_or(String::new(), |c| {
-                let per_m = r
-                    .cost_per_million_output_tokens
-                    .map_or(String::new(), |m| format!(", ${m:.3} per million output tokens at this load"));
+                let per_m = match (r.cost_per_million_output_tokens, r.cost_per_million_tokens) {
+                    (Some(o), Some(all)) => {
+                        format!(", ${o:.3} per million output tokens (${all:.3} per million tokens in and out) at this load")
+                    }
+                    _ => String::new(),
+                };
                 format!(", at ${c:.2}/hour{per_m}")
             }),
+            criterion(&rows),
             set.error_bar,
         ),
         None => format!(
@@ -85,6 +131,9 @@ pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, headroom: f64, rows: Ve
         efficiencies: set.eff.clone(),
         mean_input_tokens: mean_in,
         mean_output_tokens: mean_out,
+        try_dtypes: a.try_dtypes,
+        criterion: criterion(&rows),
+        skipped: 0,
         rows,
         answer,
         assumptions: assumptions(a, set),
@@ -101,15 +150,9 @@ pub fn assumptions(a: &PlanSpec, set: &Setting) -> Vec<String> {
             eff.memory, eff.compute, eff.attention, eff.link, eff.allreduce_latency_s * 1e6, eff.step_overhead_s * 1e6, eff.source
         ),
         format!(
-            "Weights {} ({}), KV cache {}; {:.0} % of the GPU for the engine; activations of one {}-token step reserved; the rest is KV.{}",
-            a.dtype,
-            match a.dtype {
-                crate::hardware::DType::Fp8 => "every linear layer; embedding, LM head, norms and routers bf16",
-                crate::hardware::DType::Mxfp4 => "the routed experts at 4.25 bits with their scales, the rest bf16",
-                crate::hardware::DType::Nvfp4 => "every linear layer at 4.5 bits with their scales; embedding, LM head, norms and routers bf16",
-                _ => "every weight",
-            },
-            precision.kv,
+            "Weights {}, KV cache {}; {:.0} % of the GPU for the engine; activations of one {}-token step reserved; the rest is KV.{}",
+            weights_text(a),
+            if a.try_dtypes && a.kv_dtype.is_none() { "fp8 with fp8 weights, else bf16".to_string() } else { precision.kv.to_string() },
             a.memory_utilization * 100.0,
             a.max_num_batched_tokens,
             if a.emulate { " Weights without tensor cores on a GPU run on bf16 math (--emulate)." } else { "" }
@@ -136,6 +179,22 @@ pub fn assumptions(a: &PlanSpec, set: &Setting) -> Vec<String> {
     out
 }
 
+/// The weights' dtype as the assumptions say it: the one asked and what it covers, or the
+/// recommended ones each row tries.
+fn weights_text(a: &PlanSpec) -> String {
+    use crate::hardware::DType;
+    if a.try_dtypes {
+        return "as each row says (no --dtype: a model published in mxfp4 in mxfp4, weight-only on bf16 math where the GPU has no FP4 tensor cores; the others bf16, fp8 where the GPU has fp8 tensor cores, nvfp4 on Blackwell)".into();
+    }
+    let covers = match a.dtype {
+        DType::Fp8 => "every linear layer; embedding, LM head, norms and routers bf16",
+        DType::Mxfp4 => "the routed experts at 4.25 bits with their scales, the rest bf16",
+        DType::Nvfp4 => "every linear layer at 4.5 bits with their scales; embedding, LM head, norms and routers bf16",
+        _ => "every weight",
+    };
+    format!("{} ({covers})", a.dtype)
+}
+
 /// `14.9 req/s completed × 299 tokens = 4458 output tok/s there`: the capacity's output
 /// throughput as the product it is, so it can be checked against the rate and the lengths.
 fn output_there(r: &Row) -> String {
@@ -147,9 +206,15 @@ fn output_there(r: &Row) -> String {
     }
 }
 
-/// A capacity to two decimals below 10, whole above; `-` for none.
+/// A capacity to three significant figures (`0.620`, `5.31`, `18.0`, `240`), one format for
+/// every size; `-` for none.
 pub fn fmt_cap(c: Option<f64>) -> String {
-    c.map_or("-".into(), |c| if c >= 10.0 { format!("{c:.0}") } else { format!("{c:.2}") })
+    c.map_or("-".into(), |c| match c.abs() {
+        x if x >= 100.0 => format!("{c:.0}"),
+        x if x >= 10.0 => format!("{c:.1}"),
+        x if x >= 1.0 => format!("{c:.2}"),
+        _ => format!("{c:.3}"),
+    })
 }
 
 #[cfg(test)]
@@ -179,6 +244,10 @@ mod tests {
             gpus: Some(1),
             cost_per_hour: None,
             cost_per_million_output_tokens: None,
+            cost_per_million_tokens: None,
+            step: None,
+            dtype: crate::hardware::DType::Bf16,
+            weight_only: false,
         }
     }
 

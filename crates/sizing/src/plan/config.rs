@@ -127,3 +127,27 @@ pub fn layouts(a: &PlanSpec, spec: &ModelSpec) -> Vec<Layout> {
     }
     out
 }
+
+/// The weight dtypes a capacity plan tries on `g`, each with whether it runs on bf16 math
+/// (weight-only kernels): the one asked, or where none was asked ([`PlanSpec::try_dtypes`])
+/// the recommended ones — for a model published in MXFP4 (gpt-oss's experts) that format
+/// alone, on bf16 math where `g` has no FP4 tensor cores, as vLLM serves it on Hopper; for
+/// the others bf16, fp8 where `g` has fp8 tensor cores and nvfp4 where it has FP4 ones
+/// (Blackwell).
+pub fn dtypes(a: &PlanSpec, spec: &ModelSpec, g: &Gpu) -> Vec<(DType, bool)> {
+    let fp4 = g.flops_per_s(DType::Nvfp4).is_some();
+    if !a.try_dtypes {
+        return vec![(a.dtype, a.emulate)];
+    }
+    if spec.architecture == goodput_core::Architecture::GptOss {
+        return vec![(DType::Mxfp4, !fp4)];
+    }
+    let mut out = vec![(DType::Bf16, false)];
+    if g.flops_per_s(DType::Fp8).is_some() {
+        out.push((DType::Fp8, false));
+    }
+    if fp4 {
+        out.push((DType::Nvfp4, false));
+    }
+    out
+}

@@ -18,6 +18,7 @@ pub mod overhead;
 pub mod replay;
 pub mod search;
 mod spec;
+pub mod why;
 
 use crate::hardware::{DType, Gpu, HardwareCatalog};
 use crate::layout::Layout;
@@ -62,6 +63,10 @@ impl Ep {
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
     pub gpu: String,
+    /// The weights' dtype, and whether they run on bf16 math (weight-only kernels: FP8 or FP4
+    /// weights on a GPU without tensor cores for them, as vLLM serves them).
+    pub dtype: DType,
+    pub weight_only: bool,
     pub tp: usize,
     pub layout: Layout,
     /// `TP8`, `TP1·DP8·EP8`, …
@@ -94,6 +99,10 @@ pub struct Row {
     pub gpus: Option<usize>,
     pub cost_per_hour: Option<f64>,
     pub cost_per_million_output_tokens: Option<f64>,
+    /// Per million tokens in and out together, at the load served.
+    pub cost_per_million_tokens: Option<f64>,
+    /// Where the time of a step goes at the usable capacity (the passing level's steps).
+    pub step: Option<why::StepShares>,
 }
 
 /// The whole plan, as written to JSON.
@@ -103,9 +112,16 @@ pub struct Plan {
     pub scenario: String,
     pub load: Load,
     pub slos: Vec<String>,
+    /// The dtype asked; with `try_dtypes`, each row's own instead.
     pub dtype: DType,
+    pub try_dtypes: bool,
     pub kv_dtype: DType,
     pub expert_skew: f64,
+    /// How the answer picks among the rows that serve the load.
+    pub criterion: String,
+    /// Layouts not simulated: their replica alone holds more GPUs than a smaller layout of the
+    /// same GPU needs in all.
+    pub skipped: usize,
     pub headroom: f64,
     pub efficiencies: Efficiencies,
     pub mean_input_tokens: f64,
@@ -274,18 +290,49 @@ pub fn plan(a: &PlanSpec, say: &mut dyn FnMut(Said)) -> Result<Answer> {
     })
 }
 
-/// Each GPU × layout's usable capacity, and the replicas for `load` with `headroom`.
+/// Each GPU × dtype × layout's usable capacity, and the replicas for `load` with `headroom`;
+/// the GPUs simulated side by side on the machine's cores, each GPU's configurations from the
+/// smallest replica up. A layout whose replica alone holds more GPUs than a smaller one of the
+/// same GPU needs in all is not simulated (it cannot need fewer GPUs, nor cost less), unless
+/// [`PlanSpec::every_layout`].
 fn capacity(a: &PlanSpec, set: &Setting, gpus: &[Gpu], load: Load, headroom: f64, say: &mut dyn FnMut(Said)) -> Plan {
-    let mut rows = Vec::new();
-    for g in gpus {
-        for layout in config::layouts(a, &set.spec) {
-            say(Said::Step(&format!("plan: {} {layout}", g.name)));
-            let mut row = evaluate(a, set, g, layout, load);
-            cost(&mut row, load, headroom, set.prices.get(&g.name).copied(), set.mean_out);
-            rows.push(row);
-        }
-    }
-    answer::assemble(a, set, load, headroom, rows)
+    use rayon::prelude::*;
+    let per_gpu: Vec<(&Gpu, Vec<(PlanSpec, Layout)>)> = gpus
+        .iter()
+        .map(|g| {
+            let mut configs = Vec::new();
+            for (dtype, emulate) in config::dtypes(a, &set.spec, g) {
+                let a = PlanSpec { dtype, emulate, ..a.clone() };
+                configs.extend(config::layouts(&a, &set.spec).into_iter().map(|l| (a.clone(), l)));
+            }
+            configs.sort_by_key(|(_, l)| l.gpus());
+            (g, configs)
+        })
+        .collect();
+    let n: usize = per_gpu.iter().map(|(_, c)| c.len()).sum();
+    say(Said::Step(&format!("plan: up to {n} configurations on {} GPUs", gpus.len())));
+    let done: Vec<(Vec<Row>, usize)> = per_gpu
+        .into_par_iter()
+        .map(|(g, configs)| {
+            let (mut rows, mut skipped, mut fewest) = (Vec::new(), 0, usize::MAX);
+            for (a, layout) in configs {
+                if !a.every_layout && layout.gpus() > fewest {
+                    skipped += 1;
+                    continue;
+                }
+                let mut row = evaluate(&a, set, g, layout, load);
+                row.weight_only = a.emulate && g.flops_per_s(a.dtype).is_none();
+                cost(&mut row, load, headroom, set.prices.get(&g.name).copied(), (set.mean_in, set.mean_out));
+                fewest = fewest.min(row.gpus.unwrap_or(usize::MAX));
+                rows.push(row);
+            }
+            (rows, skipped)
+        })
+        .collect();
+    let skipped = done.iter().map(|d| d.1).sum();
+    let mut plan = answer::assemble(a, set, load, headroom, done.into_iter().flat_map(|d| d.0).collect());
+    plan.skipped = skipped;
+    plan
 }
 
 /// A built-in scenario, or a single-request scenario file.
@@ -337,9 +384,11 @@ fn unfit(set: &Setting, g: &Gpu, layout: Layout, why: config::Unfit) -> PlanErro
     PlanError::Unfit { model: set.spec.name.clone(), gpu: g.name.clone(), layout: layout.to_string(), why }
 }
 
-fn empty_row(g: &Gpu, layout: Layout) -> Row {
+fn empty_row(g: &Gpu, dtype: DType, layout: Layout) -> Row {
     Row {
         gpu: g.name.clone(),
+        dtype,
+        weight_only: false,
         tp: layout.tp,
         layout,
         layout_label: layout.label(),
@@ -359,13 +408,15 @@ fn empty_row(g: &Gpu, layout: Layout) -> Row {
         gpus: None,
         cost_per_hour: None,
         cost_per_million_output_tokens: None,
+        cost_per_million_tokens: None,
+        step: None,
     }
 }
 
 /// One configuration's usable capacity: one engine simulated to its capacity under the SLOs,
 /// times the engines of a replica (each takes an equal share of the load).
 fn evaluate(a: &PlanSpec, set: &Setting, g: &Gpu, layout: Layout, load: Load) -> Row {
-    let mut row = empty_row(g, layout);
+    let mut row = empty_row(g, a.dtype, layout);
     let p = match config::prepare(a, &set.spec, g, layout, &set.eff, set.mean_in + set.mean_out) {
         Ok(p) => p,
         Err(why) => {
@@ -376,6 +427,7 @@ fn evaluate(a: &PlanSpec, set: &Setting, g: &Gpu, layout: Layout, load: Load) ->
     row.weight_gb_per_gpu = p.weight_gb_per_gpu;
     row.kv_tokens = p.kv_tokens;
     row.kv_sequences = p.kv_sequences;
+    let priced = p.cost.clone();
     let sim = set.sim(a, p.cost, p.sched);
     let start = match load {
         Load::Rate(_) => Load::Rate(0.5),
@@ -389,6 +441,7 @@ fn evaluate(a: &PlanSpec, set: &Setting, g: &Gpu, layout: Layout, load: Load) ->
         }
     };
     let n = p.engines as f64;
+    row.step = pass.as_ref().map(|p| why::StepShares::of(&priced, &p.work));
     row.capacity = pass.as_ref().map(|p| p.summary.load * n);
     row.capacity_output_tps = pass.as_ref().map(|p| p.summary.output_throughput * n);
     row.capacity_completed = pass.as_ref().map(|p| p.summary.request_throughput * n);
@@ -410,8 +463,9 @@ fn evaluate(a: &PlanSpec, set: &Setting, g: &Gpu, layout: Layout, load: Load) ->
     row
 }
 
-/// Replicas and GPUs for the load with headroom, and what they cost.
-fn cost(row: &mut Row, load: Load, headroom: f64, price: Option<f64>, mean_out: f64) {
+/// Replicas and GPUs for the load with headroom, and what they cost per hour and per million
+/// tokens (output, and input and output together) at the load served.
+fn cost(row: &mut Row, load: Load, headroom: f64, price: Option<f64>, (mean_in, mean_out): (f64, f64)) {
     let Some(cap) = row.capacity.filter(|c| *c > 0.0) else { return };
     let replicas = (load.value() * (1.0 + headroom) / cap).ceil().max(1.0) as usize;
     row.replicas = Some(replicas);
@@ -427,6 +481,9 @@ fn cost(row: &mut Row, load: Load, headroom: f64, price: Option<f64>, mean_out: 
         };
         if out_tps > 0.0 {
             row.cost_per_million_output_tokens = Some(per_hour / (out_tps * 3600.0) * 1e6);
+            // Input tokens in the requests' proportion: the same requests carry both.
+            let all_tps = out_tps * (mean_in + mean_out) / mean_out.max(1e-9);
+            row.cost_per_million_tokens = Some(per_hour / (all_tps * 3600.0) * 1e6);
         }
     }
 }

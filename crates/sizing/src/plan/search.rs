@@ -6,7 +6,7 @@
 use goodput_core::{ClientRecord, Outcome, RecordBuilder, Stamp};
 use goodput_metrics::level::{summarize, LevelSummary};
 
-use crate::cost::StepCost;
+use crate::cost::{StepCost, StepWork};
 use crate::sim::{drive, ClosedLoop, SimEngine, Timed};
 use crate::SizingError;
 use goodput_metrics::slo::Slo;
@@ -60,6 +60,8 @@ pub struct Level {
     pub refused: Option<String>,
     pub preemptions: usize,
     pub kv_peak: f64,
+    /// The work of every step the level ran, warm-up included (what [`super::why`] prices).
+    pub work: Vec<StepWork>,
 }
 
 impl Level {
@@ -123,6 +125,7 @@ impl Sim<'_> {
             refused: out.refused.first().map(|(_, e)| e.to_string()),
             preemptions: out.steps.iter().map(|s| s.preemptions).sum(),
             kv_peak: out.steps.iter().map(|s| s.blocks_used as f64 / s.usable_blocks.max(1) as f64).fold(0.0, f64::max),
+            work: out.steps.iter().map(StepWork::of_record).collect(),
         })
     }
 
@@ -235,6 +238,7 @@ mod tests {
             refused: refused.then(|| "a prompt of 9000 tokens exceeds the pool".into()),
             preemptions,
             kv_peak,
+            work: Vec::new(),
         }
     }
 

@@ -45,6 +45,12 @@ pub struct PlanSpec {
     pub nodes: usize,
     /// Weight dtype: bf16, fp16, fp8, mxfp4 (the experts), nvfp4.
     pub dtype: DType,
+    /// No dtype was asked: a capacity plan tries the recommended ones on each GPU
+    /// ([`super::config::dtypes`]) in place of `dtype` alone.
+    pub try_dtypes: bool,
+    /// Simulate every layout, also those whose replica alone holds more GPUs than a smaller
+    /// layout of the same GPU needs in all.
+    pub every_layout: bool,
     /// KV-cache dtype (default: fp8 with fp8 weights, else bf16).
     pub kv_dtype: Option<DType>,
     /// Run weights the GPU has no tensor cores for on bf16 math instead of refusing them.

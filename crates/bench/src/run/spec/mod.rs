@@ -134,6 +134,9 @@ pub struct RunSpec {
     /// A hint for the view (`--quiet`): progress lines left out, only warnings and the
     /// outcome shown. The library prints nothing itself.
     pub quiet: bool,
+    /// A hint for the view (`--explain`): each level's full line, its ramp and its three
+    /// layers printed as it ends, rather than one short line.
+    pub explain: bool,
 }
 
 impl RunSpec {

@@ -17,11 +17,12 @@ use goodput_results::LoadUnit;
 use goodput_workload::RetryPolicy;
 use std::time::Duration;
 
-/// How the finished run is shown: the final table's latency columns, and `--json` (the
-/// summary on stdout, the tables on stderr).
+/// How the finished run is shown: the final table's latency columns, `--json` (the
+/// summary on stdout, the tables on stderr), and `--wide` (every column).
 pub struct Shown {
     pub latency_columns: Option<LatencyColumns>,
     pub json: bool,
+    pub wide: bool,
 }
 
 /// `--request-rate inf` as vLLM means it: every request due at once — a burst of --num-prompts
@@ -94,7 +95,7 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
         bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
     }
     let cpus = |c: Option<crate::args::CpuList>| c.map(|c| c.0);
-    let shown = Shown { latency_columns, json: a.json };
+    let shown = Shown { latency_columns, json: a.json, wide: a.wide };
     let spec = RunSpec {
         slos,
         model,
@@ -125,6 +126,7 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
         seed_drawn,
         outputs,
         quiet: a.quiet,
+        explain: a.explain,
     };
     Ok((spec, shown))
 }

@@ -1,0 +1,81 @@
+//! A matrix's runs side by side on the console: each combination's usable capacity, the output
+//! throughput and P95 latencies there, the SLOs that broke above it, and the combination that
+//! serves the most within its SLOs named.
+
+use super::new;
+use goodput_results::matrix::{MatrixIndex, MatrixRun};
+use goodput_results::outcome::RunOutcome;
+
+/// The summary table of a matrix's runs, then the one that serves the most.
+pub fn matrix(index: &MatrixIndex) -> String {
+    let mut t = new(&["run", "usable", "out tok/s", "TTFT p95", "TPOT p95", "bound by"]);
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{:.1} ms", v * 1e3));
+    for r in &index.runs {
+        let row = match &r.outcome {
+            Some(o) => vec![
+                r.name.clone(),
+                o.usable_text(),
+                o.output_throughput.map_or("-".into(), |x| format!("{x:.0}")),
+                ms(o.ttft_p95_s),
+                ms(o.tpot_p95_s),
+                if o.bound.is_empty() { "-".into() } else { o.bound.join(", ") },
+            ],
+            None => vec![r.name.clone(), format!("failed (exit {})", r.exit), "-".into(), "-".into(), "-".into(), "-".into()],
+        };
+        t.add_row(row);
+    }
+    let best = match most(index) {
+        Some((r, o)) => format!("Most usable capacity: {} ({}).", r.name, o.usable_text()),
+        None => "No run held its SLOs at any level: none is usable.".into(),
+    };
+    format!("Matrix: {} runs\n{t}\n{best}", index.runs.len())
+}
+
+/// The run with the highest usable capacity among those in the first run's load unit (a
+/// lower bound, "at least", counts as its value); the first of equals.
+pub fn most(index: &MatrixIndex) -> Option<(&MatrixRun, &RunOutcome)> {
+    let unit = index.runs.iter().find_map(|r| r.outcome.as_ref()).map(|o| o.load_unit)?;
+    let usable = |r: &&MatrixRun| r.outcome.as_ref().filter(|o| o.load_unit == unit).and_then(|o| o.usable);
+    let mut best: Option<(&MatrixRun, f64)> = None;
+    for r in &index.runs {
+        if let Some(u) = usable(&r) {
+            if best.is_none_or(|(_, b)| u > b) {
+                best = Some((r, u));
+            }
+        }
+    }
+    best.and_then(|(r, _)| Some((r, r.outcome.as_ref()?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_results::matrix::INDEX_FORMAT;
+    use goodput_results::testing::two_levels;
+
+    #[test]
+    fn the_summary_names_the_run_that_serves_the_most() {
+        let (s, _) = two_levels();
+        let o = RunOutcome::of(&s);
+        let run = |name: &str, usable: Option<f64>| MatrixRun {
+            name: name.into(),
+            dir: name.into(),
+            values: Vec::new(),
+            exit: 0,
+            error: None,
+            outcome: Some(RunOutcome { usable, ..o.clone() }),
+        };
+        let failed = MatrixRun { outcome: None, exit: 1, ..run("c", None) };
+        let index = MatrixIndex {
+            format: INDEX_FORMAT,
+            config: None,
+            axes: Vec::new(),
+            runs: vec![run("a", Some(4.0)), run("b", Some(16.0)), failed],
+        };
+        let t = matrix(&index);
+        assert!(t.ends_with(&format!("Most usable capacity: b (16 {}).", s.load_unit)), "{t}");
+        assert!(t.contains("failed (exit 1)") && t.starts_with("Matrix: 3 runs"), "{t}");
+        let none = MatrixIndex { runs: vec![run("a", None)], ..index };
+        assert!(matrix(&none).ends_with("none is usable."));
+    }
+}

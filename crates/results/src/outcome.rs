@@ -1,0 +1,102 @@
+//! What a run found, in the few figures that answer it: usable capacity (and whether the sweep
+//! bracketed it), the throughput and latencies users got there, and the SLOs that broke above
+//! it. The report's headline, a matrix's summary across its runs and the overlay's table read
+//! it, so that each says the same of a run.
+
+use crate::{LoadUnit, RunSummary};
+use goodput_metrics::capacity::Reach;
+use goodput_metrics::interval::Confidence;
+use serde::{Deserialize, Serialize};
+
+/// A run's answer in figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    pub load_unit: LoadUnit,
+    /// Usable capacity: the highest load whose SLOs hold with confidence.
+    pub usable: Option<f64>,
+    /// Whether the sweep bracketed it: a level above broke (`found`), none did (`not_reached`:
+    /// usable is a lower bound), or the lowest level broke (`below_lowest`).
+    pub reach: Option<Reach>,
+    /// The lowest and highest loads run.
+    pub lowest: Option<f64>,
+    pub highest: Option<f64>,
+    /// At usable capacity: completed req/s, output tok/s, the median per-user tok/s, and the
+    /// P95 TTFT, TPOT and E2E in seconds.
+    pub request_throughput: Option<f64>,
+    pub output_throughput: Option<f64>,
+    pub per_user_tps_p50: Option<f64>,
+    pub ttft_p95_s: Option<f64>,
+    pub tpot_p95_s: Option<f64>,
+    pub e2e_p95_s: Option<f64>,
+    /// The first load above usable whose SLOs did not hold with confidence, and those SLOs by
+    /// name (`tpot_p95`).
+    pub broke_at: Option<f64>,
+    pub bound: Vec<String>,
+}
+
+impl RunOutcome {
+    pub fn of(s: &RunSummary) -> RunOutcome {
+        let v = s.verdict();
+        let loads = s.levels.iter().map(|l| l.summary.load);
+        let at = v.usable.and_then(|u| s.level(u)).map(|l| &l.summary);
+        let p95 = |get: fn(&goodput_metrics::level::LevelSummary) -> &Option<goodput_metrics::Summary>| {
+            at.and_then(|x| get(x).as_ref().map(|d| d.p95))
+        };
+        let broke = v.first_unsure.and_then(|u| s.level(u));
+        let bound = broke.map_or(Vec::new(), |l| {
+            let unsure = l.summary.slos.iter().filter(|r| !matches!(r.confidence(), Confidence::Holds));
+            unsure.map(|r| r.slo.to_string().split(" <=").next().unwrap_or_default().to_string()).collect()
+        });
+        RunOutcome {
+            load_unit: s.load_unit,
+            usable: v.usable,
+            reach: v.reach,
+            lowest: loads.clone().reduce(f64::min),
+            highest: loads.reduce(f64::max),
+            request_throughput: at.map(|x| x.request_throughput),
+            output_throughput: at.map(|x| x.output_throughput),
+            per_user_tps_p50: at.and_then(|x| x.per_user_tps.as_ref().map(|d| d.p50)),
+            ttft_p95_s: p95(|x| &x.ttft),
+            tpot_p95_s: p95(|x| &x.tpot),
+            e2e_p95_s: p95(|x| &x.e2e),
+            broke_at: v.first_unsure,
+            bound,
+        }
+    }
+
+    /// Usable capacity in words: `84 users`, `at least 256 users`, `below 1 users`, `none`.
+    pub fn usable_text(&self) -> String {
+        let unit = self.load_unit;
+        match (self.usable, self.reach) {
+            (Some(u), Some(Reach::NotReached)) => format!("at least {u} {unit}"),
+            (Some(u), _) => format!("{u} {unit}"),
+            (None, _) => self.lowest.map_or("none".into(), |l| format!("below {l} {unit}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::two_levels;
+
+    #[test]
+    fn the_outcome_is_the_verdict_s_and_its_level_s() {
+        let (s, _) = two_levels();
+        let o = RunOutcome::of(&s);
+        let v = s.verdict();
+        assert_eq!(o.usable, v.usable);
+        assert_eq!((o.lowest, o.highest), (Some(s.levels[0].summary.load), Some(s.levels[1].summary.load)));
+        if let Some(u) = v.usable {
+            let l = &s.level(u).unwrap().summary;
+            assert_eq!(o.output_throughput, Some(l.output_throughput));
+            assert_eq!(o.tpot_p95_s, l.tpot.as_ref().map(|d| d.p95));
+        }
+        assert_eq!(o.broke_at, v.first_unsure);
+        assert_eq!(o.bound.is_empty(), v.first_unsure.is_none());
+        let none = RunOutcome { usable: None, reach: Some(Reach::BelowLowest), lowest: Some(1.0), ..o.clone() };
+        assert_eq!(none.usable_text(), format!("below 1 {}", s.load_unit));
+        let open = RunOutcome { usable: Some(64.0), reach: Some(Reach::NotReached), ..o };
+        assert_eq!(open.usable_text(), format!("at least 64 {}", s.load_unit));
+    }
+}
