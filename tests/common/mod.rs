@@ -22,6 +22,7 @@ pub fn goodput_code(args: &[&str]) -> (i32, String, String) {
         .env_remove("RUST_LIB_BACKTRACE")
         .env_remove("NO_COLOR")
         .env_remove("CLICOLOR_FORCE")
+        .env_remove("COLUMNS")
         .output()
         .expect("run the goodput binary");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -34,6 +35,7 @@ pub fn goodput_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String
         .args(args)
         .env_remove("NO_COLOR")
         .env_remove("CLICOLOR_FORCE")
+        .env_remove("COLUMNS")
         .envs(env.iter().copied())
         .env_remove("RUST_BACKTRACE")
         .env_remove("RUST_LIB_BACKTRACE")

@@ -164,7 +164,8 @@ fn the_default_output_is_one_screen_and_the_rest_is_asked_for() {
     assert!(long.contains("CUDA engine:") && long.len() > 3 * short.len());
     let dir = temp("one-screen");
     let args = ["run", "--concurrency", "1,2", "--requests", "4", "--refine", "0", "--seed", "3"];
-    let (ok, out, err) = goodput(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    // A 120-column terminal, as COLUMNS says (a pipe's lines are left as written).
+    let (ok, out, err) = goodput_env(&[&args[..], &["--out", dir.to_str().unwrap()]].concat(), &[("COLUMNS", "120")]);
     assert!(ok, "{err}");
     let wide: Vec<&str> = out.lines().chain(err.lines()).filter(|l| l.chars().count() > 120).collect();
     assert!(wide.is_empty(), "lines over 120 columns: {wide:#?}");

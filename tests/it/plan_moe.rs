@@ -86,7 +86,7 @@ fn layouts_and_dtypes_that_cannot_be_are_refused_by_name() {
         plan(&["-m", "deepseek-v3", "--gpus", "h100-sxm", "--tp", "8", "--dp-attention", "2", "--ep", "all"]);
     assert!(ok && out.contains("needs 2 nodes of 8 GPUs, beyond --nodes 1"), "{out}{err}");
     let (ok, out, err) = plan(&["-m", "llama-3.1-8b", "--gpus", "h200", "--tp", "1", "--ep", "all"]);
-    assert!(ok && out.contains("you need 1× h200 (TP1,"), "{out}{err}");
+    assert!(ok && out.contains("you need 1× h200 (") && out.contains(", TP1, 1 replica"), "{out}{err}");
     // Flags out of range.
     let (ok, _, err) = plan(&["--ep", "x"]);
     assert!(!ok && err.contains("expert-parallel degree"), "{err}");

@@ -248,8 +248,17 @@ fn screenshots_of_the_report_and_the_plan_page() {
     assert!(ok, "{err}");
     let trace_file = format!("{root}/examples/traces/mooncake-sample.jsonl");
     run_ok(&trace, &["--trace", &trace_file, "--trace-window", "..12", "--report"]);
-    let (ok, _, err) =
-        goodput(&["plan", "-m", "llama-3.1-8b", "--rate", "10", "--gpus", "h100-sxm,h200", "--html", plan.to_str().unwrap()]);
+    let (ok, _, err) = goodput(&[
+        "plan",
+        "-m",
+        "llama-3.1-8b",
+        "--rate",
+        "10",
+        "--gpus",
+        "h100-sxm,h200",
+        "--html",
+        plan.to_str().unwrap(),
+    ]);
     assert!(ok, "{err}");
     let pages = [("report-sweep", sweep), ("report-trace", trace.join("report.html")), ("plan", plan)];
     for (name, page) in pages {
@@ -261,7 +270,8 @@ fn screenshots_of_the_report_and_the_plan_page() {
             .env("HOME", &dir)
             .output()
             .expect("run chromium");
-        let png = std::fs::read(&shot).unwrap_or_else(|_| panic!("no {name}.png: {}", String::from_utf8_lossy(&out.stderr)));
+        let png =
+            std::fs::read(&shot).unwrap_or_else(|_| panic!("no {name}.png: {}", String::from_utf8_lossy(&out.stderr)));
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         assert!(png.len() > 20_000, "{name}: a blank page would be tiny: {} bytes", png.len());
         if std::env::var_os("GOODPUT_UPDATE_SCREENSHOTS").is_some() {

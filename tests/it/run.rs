@@ -298,7 +298,8 @@ fn a_burst_sends_a_level_at_once_with_nothing_left_out() {
 fn warmup_and_cooldown_are_run_but_left_out_and_the_engine_series_is_written() {
     let dir = temp("phases");
     let cpus = goodput_engine::affinity::allowed();
-    let mut args = vec!["run", "--concurrency", "2", "--requests", "4", "--warmup", "1", "--cooldown", "2", "--explain"];
+    let mut args =
+        vec!["run", "--concurrency", "2", "--requests", "4", "--warmup", "1", "--cooldown", "2", "--explain"];
     let (e, h) = (cpus[0].to_string(), cpus.last().unwrap().to_string());
     if cpus.len() >= 2 {
         args.extend(["--engine-cpus", &e, "--harness-cpus", &h]);

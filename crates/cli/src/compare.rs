@@ -5,7 +5,7 @@
 use anyhow::Result;
 use clap::Args;
 use goodput_bench::compare::{compare, CompareSpec};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
@@ -51,21 +51,6 @@ pub struct CompareArgs {
     pub baseline_b: String,
 }
 
-impl CompareArgs {
-    /// `goodput compare BASELINE OUT --fail-on SPEC` with every other flag at its default (`run --baseline`).
-    pub fn gate(baseline: PathBuf, out: PathBuf, fail_on: String) -> CompareArgs {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Only {
-            #[command(flatten)]
-            c: CompareArgs,
-        }
-        let mut c = Only::parse_from(["compare", "a", "b"]).c;
-        (c.a, c.b, c.fail_on) = (vec![baseline], vec![out], Some(fail_on));
-        c
-    }
-}
-
 /// `10%` (or `10`) as the fraction 0.1: from 0 to 100 %.
 fn parse_floor(s: &str) -> Result<f64, String> {
     let x: f64 =
@@ -89,11 +74,18 @@ pub fn run(a: CompareArgs) -> Result<i32> {
         baseline_a: a.baseline_a,
         baseline_b: a.baseline_b,
     };
-    let outcome = compare(&spec, &mut |line| eprintln!("{line}"))?;
+    let exports = (a.export_markdown, a.export_json, a.export_csv);
+    judge(&spec, (exports.0.as_deref(), exports.1.as_deref(), exports.2.as_deref()))
+}
+
+/// `spec` judged, its table printed (and exported where asked): 0 when nothing regressed, 1
+/// when something did.
+pub fn judge(spec: &CompareSpec, (md, json, csv): (Option<&Path>, Option<&Path>, Option<&Path>)) -> Result<i32> {
+    let outcome = compare(spec, &mut |line| eprintln!("{line}"))?;
     if !outcome.failures.is_empty() {
         eprintln!("regression beyond --fail-on, or a gate that cannot judge:\n  {}", outcome.failures.join("\n  "));
     }
     println!("{}", outcome.markdown);
-    outcome.export(a.export_markdown.as_deref(), a.export_json.as_deref(), a.export_csv.as_deref())?;
+    outcome.export(md, json, csv)?;
     Ok(if outcome.failures.is_empty() { 0 } else { 1 })
 }

@@ -101,7 +101,10 @@ pub fn main() -> i32 {
     if let Some(("run" | "capacity", m)) = matches.subcommand() {
         let idle = help::idle_engine_flags(m);
         if !idle.is_empty() {
-            eprintln!("warning: {} set goodput's own engine, which a URL target does not run: ignored", idle.join(", "));
+            eprintln!(
+                "warning: {} set goodput's own engine, which a URL target does not run: ignored",
+                idle.join(", ")
+            );
         }
     }
     // `--json` takes stdout for itself, and the tables go to stderr.

@@ -127,7 +127,9 @@ fn a_reasoning_run_shows_ttfo_and_thinking_everywhere() {
     let row = LevelRow::of(l);
     assert_eq!((row.ttfo_p95_ms, row.reasoning_time_p50_ms, row.reasoning_share), (Some(80.0), Some(60.0), Some(0.75)));
     let plain = two_levels().0;
-    assert!(!crate::console::levels(&plain.levels, plain.load_unit, "tiny", "short-qa", Output::Console).contains("TTFO"));
+    assert!(
+        !crate::console::levels(&plain.levels, plain.load_unit, "tiny", "short-qa", Output::Console).contains("TTFO")
+    );
     assert!(!crate::console::layers(&plain.levels[0], plain.load_unit).contains("TTFO"));
     assert!(export::markdown_table(&s).contains("| TTFO p95 |"));
     // The conclusion: the answer starts after 80 ms (median), 60 ms of it thinking.

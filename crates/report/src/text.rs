@@ -21,8 +21,20 @@ pub fn ms(s: &Option<Summary>, f: fn(&Summary) -> f64) -> Option<f64> {
     s.as_ref().map(|x| f(x) * 1e3)
 }
 
-/// The width the console's text is wrapped to: a 120-column terminal's.
+/// The width the console's text is wrapped to on a terminal: a 120-column terminal's.
 pub const WIDTH: usize = 120;
+
+/// The width a console stream's text is wrapped to: `COLUMNS` where set (40 or more), else
+/// [`WIDTH`] on a terminal; `None` (lines as written, for a pipe or a file) otherwise.
+pub fn console_width(terminal: bool) -> Option<usize> {
+    let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|&c| c >= 40);
+    columns.or(terminal.then_some(WIDTH))
+}
+
+/// [`wrap`] to `width`, or `block` as it is without one.
+pub fn wrap_to(block: &str, width: Option<usize>) -> String {
+    width.map_or_else(|| block.to_string(), |w| wrap(block, w))
+}
 
 /// `block` with each line longer than `width` wrapped at word boundaries, its continuation
 /// lines indented two spaces past its own indent; a table's lines (box drawing) are left as

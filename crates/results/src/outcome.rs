@@ -28,10 +28,13 @@ pub struct RunOutcome {
     pub ttft_p95_s: Option<f64>,
     pub tpot_p95_s: Option<f64>,
     pub e2e_p95_s: Option<f64>,
-    /// The first load above usable whose SLOs did not hold with confidence, and those SLOs by
-    /// name (`tpot_p95`).
+    /// The first load above usable whose SLOs did not hold with confidence; there, the SLOs
+    /// whose values missed their bounds (`tpot_p95`), and those whose values met them but whose
+    /// 95 % intervals reach past them (not shown to hold: too few requests to tell).
     pub broke_at: Option<f64>,
     pub bound: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsure: Vec<String>,
 }
 
 impl RunOutcome {
@@ -43,10 +46,14 @@ impl RunOutcome {
             at.and_then(|x| get(x).as_ref().map(|d| d.p95))
         };
         let broke = v.first_unsure.and_then(|u| s.level(u));
-        let bound = broke.map_or(Vec::new(), |l| {
-            let unsure = l.summary.slos.iter().filter(|r| !matches!(r.confidence(), Confidence::Holds));
-            unsure.map(|r| r.slo.to_string().split(" <=").next().unwrap_or_default().to_string()).collect()
-        });
+        let named = |which: fn(Confidence) -> bool| {
+            broke.map_or(Vec::new(), |l| {
+                let these = l.summary.slos.iter().filter(|r| which(r.confidence()));
+                these.map(|r| r.slo.to_string().split(" <=").next().unwrap_or_default().to_string()).collect()
+            })
+        };
+        let bound = named(|c| matches!(c, Confidence::Breaks | Confidence::BreaksNotSignificant));
+        let unsure = named(|c| matches!(c, Confidence::HoldsNotSignificant | Confidence::NoData));
         RunOutcome {
             load_unit: s.load_unit,
             usable: v.usable,
@@ -61,6 +68,7 @@ impl RunOutcome {
             e2e_p95_s: p95(|x| &x.e2e),
             broke_at: v.first_unsure,
             bound,
+            unsure,
         }
     }
 
@@ -93,7 +101,7 @@ mod tests {
             assert_eq!(o.tpot_p95_s, l.tpot.as_ref().map(|d| d.p95));
         }
         assert_eq!(o.broke_at, v.first_unsure);
-        assert_eq!(o.bound.is_empty(), v.first_unsure.is_none());
+        assert_eq!(o.bound.is_empty() && o.unsure.is_empty(), v.first_unsure.is_none());
         let none = RunOutcome { usable: None, reach: Some(Reach::BelowLowest), lowest: Some(1.0), ..o.clone() };
         assert_eq!(none.usable_text(), format!("below 1 {}", s.load_unit));
         let open = RunOutcome { usable: Some(64.0), reach: Some(Reach::NotReached), ..o };

@@ -73,6 +73,23 @@ pub struct CompareSpec {
     pub baseline_b: String,
 }
 
+impl CompareSpec {
+    /// A CI gate (`run --baseline A --fail-on …`): run `b` against `a` on the default metrics,
+    /// 400 resamples, a 10 % noise floor, as `goodput compare A B --fail-on …` judges.
+    pub fn gate(a: PathBuf, b: PathBuf, fail_on: String) -> CompareSpec {
+        CompareSpec {
+            a: vec![a],
+            b: vec![b],
+            metrics: None,
+            fail_on: Some(fail_on),
+            bootstrap: 400,
+            noise_floor: 0.1,
+            baseline_a: "base".into(),
+            baseline_b: "new".into(),
+        }
+    }
+}
+
 /// How B compares with A on one metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -121,6 +121,20 @@ pub struct Expanded<A> {
 }
 
 impl<A> Expanded<A> {
+    /// What `run --dry-run` prints: the runs, each with its directory (`.` for a run of its
+    /// own) and its command line as `command` gives it, less `--dry-run`, secrets redacted.
+    pub fn dry_run(&self, command: impl Fn(&A) -> Vec<String>) -> String {
+        let at = self.matrix.as_ref().map_or(String::new(), |(root, _)| format!(" under {}", root.display()));
+        let n = self.jobs.len();
+        let mut out = format!("{n} run{}{at}:", if n == 1 { "" } else { "s" });
+        for j in &self.jobs {
+            let argv = command(&j.args).into_iter().filter(|t| t != "--dry-run");
+            let shown = goodput_client::redact::redacted_command(argv).join(" ");
+            out += &format!("\n  {}: {shown}", if j.name.is_empty() { "." } else { &j.name });
+        }
+        out
+    }
+
     /// One run, not from a file.
     pub fn one(args: A) -> Self {
         Self { jobs: vec![Job { name: String::new(), values: Vec::new(), args }], matrix: None, notes: Vec::new() }

@@ -289,7 +289,8 @@ pub fn run(a: PlanArgs) -> Result<()> {
 /// then).
 fn show(answer: &Answer, json: Option<PathBuf>, html: Option<PathBuf>, all: bool) -> Result<()> {
     use goodput_report::plan as page;
-    println!("{}", goodput_report::text::wrap(&page::text(answer, all), goodput_report::text::WIDTH));
+    let width = goodput_report::text::console_width(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    println!("{}", goodput_report::text::wrap_to(&page::text(answer, all), width));
     let (value, what) = page::json(answer)?;
     if let Some(path) = &json {
         std::fs::write(path, value + "\n").with_context(|| format!("writing {}", path.display()))?;

@@ -61,13 +61,7 @@ pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
     };
     let expanded = repeats::expand(expanded)?;
     if dry_run {
-        let at = expanded.matrix.as_ref().map_or(String::new(), |(root, _)| format!(" under {}", root.display()));
-        println!("{} run{}{at}:", expanded.jobs.len(), if expanded.jobs.len() == 1 { "" } else { "s" });
-        for j in &expanded.jobs {
-            let argv = j.args.command.clone().unwrap_or_else(|| std::env::args().collect());
-            let shown = goodput_client::redact::redacted_command(argv.into_iter().filter(|t| t != "--dry-run"));
-            println!("  {}: {}", if j.name.is_empty() { "." } else { &j.name }, shown.join(" "));
-        }
+        println!("{}", expanded.dry_run(|a| a.command.clone().unwrap_or_else(|| std::env::args().collect())));
         return Ok(0);
     }
     match expanded.matrix {
@@ -129,8 +123,8 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<con
 /// `--baseline`: the finished run in `out` against the baseline, as `goodput compare` judges
 /// it with its defaults; 1 when a `--fail-on` metric regressed beyond the noise.
 fn gate_against(baseline: std::path::PathBuf, out: std::path::PathBuf, fail_on: String) -> Result<i32> {
-    let args = crate::compare::CompareArgs::gate(baseline, out, fail_on);
-    let code = crate::compare::run(args)?;
+    let spec = goodput_bench::compare::CompareSpec::gate(baseline, out, fail_on);
+    let code = crate::compare::judge(&spec, (None, None, None))?;
     eprintln!("gate against the baseline: {}", if code == 0 { "PASS" } else { "FAIL" });
     Ok(code)
 }

@@ -9,7 +9,8 @@ use goodput_bench::run::live::Live;
 use goodput_bench::run::Outcome;
 use goodput_report::columns::Output;
 use goodput_report::console as table;
-use goodput_report::text::{wrap, WIDTH};
+use goodput_report::text::{console_width, wrap_to};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 /// The progress bar on stderr; indicatif hides it when stderr is not a terminal, and `quiet`
@@ -44,7 +45,7 @@ impl Drop for Bar {
 
 impl Progress for Bar {
     fn line(&self, line: &str, warning: bool) {
-        let line = wrap(line, WIDTH);
+        let line = wrap_to(line, console_width(std::io::stderr().is_terminal()));
         if !self.bar.is_hidden() {
             self.bar.println(line);
         } else if warning || !self.quiet {
@@ -99,7 +100,8 @@ fn style(live: Live) -> indicatif::ProgressStyle {
 /// then on stdout), where its files are, and why its exit status is not 0. Returns the status.
 /// Each block of a run's text on stdout, or on stderr where `--json` takes stdout.
 pub fn print_blocks(blocks: &[String], json: bool) {
-    for block in blocks.iter().map(|b| wrap(b, WIDTH)) {
+    let terminal = if json { std::io::stderr().is_terminal() } else { std::io::stdout().is_terminal() };
+    for block in blocks.iter().map(|b| wrap_to(b, console_width(terminal))) {
         if json {
             eprintln!("{block}");
         } else {

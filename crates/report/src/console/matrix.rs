@@ -18,9 +18,20 @@ pub fn matrix(index: &MatrixIndex) -> String {
                 o.output_throughput.map_or("-".into(), |x| format!("{x:.0}")),
                 ms(o.ttft_p95_s),
                 ms(o.tpot_p95_s),
-                if o.bound.is_empty() { "-".into() } else { o.bound.join(", ") },
+                match (o.bound.is_empty(), o.unsure.is_empty()) {
+                    (false, _) => o.bound.join(", "),
+                    (true, false) => format!("{} (not shown)", o.unsure.join(", ")),
+                    (true, true) => "-".into(),
+                },
             ],
-            None => vec![r.name.clone(), format!("failed (exit {})", r.exit), "-".into(), "-".into(), "-".into(), "-".into()],
+            None => vec![
+                r.name.clone(),
+                format!("failed (exit {})", r.exit),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ],
         };
         t.add_row(row);
     }

@@ -25,10 +25,18 @@ pub fn lines(s: &RunSummary) -> (String, Vec<String>) {
             ms(o.e2e_p95_s)
         ));
     }
-    match (o.broke_at, o.bound.is_empty()) {
-        (Some(at), false) => out.push(format!("Bound by {} at {at} {unit}", o.bound.join(", "))),
-        (None, _) => out.push(format!("No SLO broke up to {} {unit}", o.highest.unwrap_or(0.0))),
-        _ => {}
+    if let Some(at) = o.broke_at {
+        if !o.bound.is_empty() {
+            out.push(format!("Bound by {} at {at} {unit}", o.bound.join(", ")));
+        }
+        if !o.unsure.is_empty() {
+            out.push(format!(
+                "At {at} {unit}, {} not shown to hold: their values meet the bounds, their 95 % intervals reach past them (more requests narrow them)",
+                o.unsure.join(", ")
+            ));
+        }
+    } else {
+        out.push(format!("No SLO broke up to {} {unit}", o.highest.unwrap_or(0.0)));
     }
     let when = s.clock.as_ref().map_or(String::new(), |c| {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(c.origin_unix_ns);

@@ -12,6 +12,7 @@ use super::{escape, STYLE};
 use crate::text::num;
 use crate::ReportError;
 use goodput_metrics::Summary;
+use goodput_results::outcome::RunOutcome;
 use goodput_results::{LevelReport, RunSummary};
 
 /// One run of the page: how it is named there, and its summary.
@@ -95,30 +96,42 @@ fn pareto(runs: &[Labeled], gpus: f64) -> Chart {
     )
 }
 
-/// The runs' table: label, model, scenario, target, levels, usable and limit capacity, and
-/// the highest output throughput measured.
+/// The runs' table: label, model, scenario, target, levels, usable capacity ("at least" where
+/// nothing broke) and what bound it, limit capacity, and the highest output throughput
+/// measured; then the run that serves the most within its SLOs.
 fn table(runs: &[Labeled]) -> String {
     let mut t = String::from(
-        "<table id=\"runs\"><tr><th class=\"l\">run</th><th class=\"l\">model</th><th class=\"l\">scenario</th><th class=\"l\">target</th><th>levels</th><th>usable</th><th>limit</th><th>best out tok/s</th></tr>\n",
+        "<table id=\"runs\"><tr><th class=\"l\">run</th><th class=\"l\">model</th><th class=\"l\">scenario</th><th class=\"l\">target</th><th>levels</th><th>usable</th><th class=\"l\">bound by</th><th>limit</th><th>best out tok/s</th></tr>\n",
     );
-    for r in runs {
+    let outcomes: Vec<RunOutcome> = runs.iter().map(|r| RunOutcome::of(r.summary)).collect();
+    for (r, o) in runs.iter().zip(&outcomes) {
         let s = r.summary;
-        let v = s.verdict();
-        let cap = |x: Option<f64>| x.map_or("none".to_string(), |x| format!("{x} {}", s.load_unit));
+        let limit = s.verdict().limit.map_or("none".to_string(), |x| format!("{x} {}", s.load_unit));
         let best = s.levels.iter().map(|l| l.summary.output_throughput).fold(f64::NAN, f64::max);
         t.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&r.label),
             escape(&s.model),
             escape(&s.workload.name),
             escape(&s.target),
             s.levels.len(),
-            cap(v.usable),
-            cap(v.limit),
+            escape(&o.usable_text()),
+            escape(&if o.bound.is_empty() { "-".to_string() } else { o.bound.join(", ") }),
+            limit,
             num(Some(best), 0)
         ));
     }
-    t + "</table>\n"
+    let unit = outcomes.first().map(|o| o.load_unit);
+    let most = runs
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| Some(o.load_unit) == unit)
+        .filter_map(|(r, o)| Some((r, o, o.usable?)));
+    let line = match most.max_by(|a, b| a.2.total_cmp(&b.2)) {
+        Some((r, o, _)) => format!("Most usable capacity: {} ({}).", r.label, o.usable_text()),
+        None => "No run held its SLOs at any level.".into(),
+    };
+    t + "</table>\n<p id=\"most\">" + &escape(&line) + "</p>\n"
 }
 
 /// The page of many runs.
@@ -182,5 +195,9 @@ mod tests {
         }
         let page = page(&runs, 2.0).unwrap();
         assert!(page.contains("<td class=\"l\">b, x=1</td>") && page.matches("<svg").count() == 4, "{page}");
+        // The run that serves the most is named under the table, by the same outcome as a matrix's summary.
+        let usable = RunOutcome::of(&a).usable_text();
+        assert!(page.contains("<p id=\"most\">Most usable capacity: ") || page.contains("No run held"), "{page}");
+        assert!(page.contains(&format!("<td>{}</td>", escape(&usable))), "{page}");
     }
 }

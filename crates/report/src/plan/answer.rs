@@ -55,7 +55,11 @@ fn never_ran(r: &Row) -> bool {
 /// the answer in words — then the table of the configurations simulated (`all`: every one,
 /// those that do not fit too), and the assumptions.
 pub fn text(p: &Plan, all: bool) -> String {
-    let weights = if p.try_dtypes { "as each GPU serves them best (see the assumptions)".to_string() } else { p.dtype.to_string() };
+    let weights = if p.try_dtypes {
+        "as each GPU serves them best (see the assumptions)".to_string()
+    } else {
+        p.dtype.to_string()
+    };
     let mut out = format!(
         "Plan: {} for {} of {} ({:.0} tokens in, {:.0} out on average)\nSLOs {}; weights {weights}\n",
         p.model,
@@ -68,7 +72,12 @@ pub fn text(p: &Plan, all: bool) -> String {
     out += &format!("Best layout per GPU, picked by {}:\n", p.criterion);
     let pick = best(&p.rows);
     for (gpu, b) in best_per_gpu(&p.rows) {
-        let star = if b.is_some() && b.map(|b| (&b.gpu, b.dtype, b.layout)) == pick.map(|b| (&b.gpu, b.dtype, b.layout)) { "★" } else { " " };
+        let star = if b.is_some() && b.map(|b| (&b.gpu, b.dtype, b.layout)) == pick.map(|b| (&b.gpu, b.dtype, b.layout))
+        {
+            "★"
+        } else {
+            " "
+        };
         out += &format!("  {star} {gpu:<10} {}\n", best_line(p, gpu, b));
     }
     out += &p.answer;
@@ -80,7 +89,10 @@ pub fn text(p: &Plan, all: bool) -> String {
     out += &format!("\n{t}");
     let left_out = p.rows.len() - shown.len();
     if left_out > 0 {
-        out += &format!("\n{left_out} of {} configurations do not fit and are left out (--all lists them, with why).", p.rows.len());
+        out += &format!(
+            "\n{left_out} of {} configurations do not fit and are left out (--all lists them, with why).",
+            p.rows.len()
+        );
     }
     if p.skipped > 0 {
         out += &format!(
@@ -191,8 +203,21 @@ pub fn html(p: &Plan) -> String {
         let class = if r.gpus.is_some() { "" } else { " class=\"unfit\"" };
         (class.to_string(), cells(r, p.load))
     });
-    let body =
-        format!("<h2>Every configuration</h2>\n{}\n{}", table_html(&HEADER, rows), assumptions_html(&p.assumptions));
+    let pick = best(&p.rows).map(|b| (b.gpu.clone(), b.dtype, b.layout));
+    let per_gpu = best_per_gpu(&p.rows).into_iter().map(|(gpu, b)| {
+        let star = if b.map(|b| (b.gpu.clone(), b.dtype, b.layout)) == pick && pick.is_some() { "★ " } else { "" };
+        (String::new(), vec![format!("{star}{gpu}"), best_line(p, gpu, b)])
+    });
+    let body = format!(
+        "<h2 id=\"best\">Best layout per GPU</h2>\n<p>Picked by {}.</p>\n{}\n<h2>Every configuration</h2>\n{}\n{}",
+        escape(&p.criterion),
+        table_html(
+            &["GPU", "best layout: weights, layout × replicas, capacity, what binds it, where a step's time goes"],
+            per_gpu
+        ),
+        table_html(&HEADER, rows),
+        assumptions_html(&p.assumptions)
+    );
     page(
         &format!("goodput plan: {}", p.model),
         &format!("{}: {} of {}", p.model, load_text(p.load), p.scenario),

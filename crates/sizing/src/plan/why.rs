@@ -134,12 +134,16 @@ mod tests {
     fn a_lone_decode_reads_weights_and_a_long_prefill_computes() {
         let c = cost(1);
         // Batch 1 at a short context: 16 GB of weights read for 16 GFLOP of math.
-        let decode = StepShares::of(&c, &[StepWork { decode_seqs: 1.0, decode_context: 100.0, sampled: 1.0, ..Default::default() }]);
+        let decode = StepShares::of(
+            &c,
+            &[StepWork { decode_seqs: 1.0, decode_context: 100.0, sampled: 1.0, ..Default::default() }],
+        );
         assert_eq!(decode.largest(), "weight reads (memory bandwidth)");
         let first = format!("{:.0} % weight reads", decode.weights * 100.0);
         assert!(decode.weights > 0.9 && decode.text().starts_with(&first), "{}", decode.text());
         // 8192 prompt tokens: 131 TFLOP against the same 16 GB.
-        let prefill = StepWork { prefill_tokens: 8192.0, prefill_attention: 8192.0 * 4096.0, sampled: 1.0, ..Default::default() };
+        let prefill =
+            StepWork { prefill_tokens: 8192.0, prefill_attention: 8192.0 * 4096.0, sampled: 1.0, ..Default::default() };
         let p = StepShares::of(&c, &[prefill]);
         assert_eq!(p.largest(), "compute (FLOP/s)");
         assert!(p.text().contains("% compute") && !p.text().contains("communication"), "{}", p.text());
