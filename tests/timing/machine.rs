@@ -6,7 +6,8 @@ use crate::common::{goodput, summary_of, temp};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-const RUN: [&str; 7] = ["run", "--concurrency", "2,4", "--requests", "80", "--seed", "5"];
+/// `--wide`: the table's machine column is in the wide table.
+const RUN: [&str; 8] = ["run", "--concurrency", "2,4", "--requests", "80", "--seed", "5", "--wide"];
 
 /// Runs [`RUN`] into `name`'s directory; returns the summary and stdout.
 fn run(name: &str) -> (serde_json::Value, String) {

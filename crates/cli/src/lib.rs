@@ -102,7 +102,7 @@ pub fn main() -> i32 {
         let idle = help::idle_engine_flags(m);
         if !idle.is_empty() {
             eprintln!(
-                "warning: {} set goodput's own engine, which a URL target does not run: ignored",
+                "warning: {}: flags of goodput's own engine, which a URL target does not run: ignored",
                 idle.join(", ")
             );
         }

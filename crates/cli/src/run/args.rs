@@ -113,13 +113,8 @@ pub struct RunArgs {
     /// Open loop: requests per second per level (inf: a burst).
     ///
     /// Open-loop sweep: requests per second per level (Poisson arrivals).
-    #[arg(
-        long,
-        value_name = "REQ/S",
-        visible_alias = "request-rate",
-        value_delimiter = ',',
-        allow_negative_numbers = true
-    )]
+    #[arg(long, value_name = "REQ/S", visible_alias = "request-rate")]
+    #[arg(value_delimiter = ',', allow_negative_numbers = true)]
     pub rate: Option<Vec<f64>>,
     /// Open loop: at most N requests in flight.
     ///

@@ -38,11 +38,7 @@ pub fn capacity(c: CapacityArgs) -> Result<i32> {
     if a.trace.trace.is_some() {
         bail!("goodput capacity searches over users; a trace sends at its own times: use `run --trace F --trace-speedup 1,2,4`");
     }
-    let max_users = a.max_users.unwrap_or(256);
-    if max_users == 0 || max_users > goodput_bench::run::spec::MAX_USERS {
-        bail!("--max-users must be between 1 and {}, got {max_users}", goodput_bench::run::spec::MAX_USERS);
-    }
-    a.concurrency = goodput_bench::run::spec::doubling(max_users);
+    a.concurrency = goodput_bench::run::spec::capacity_levels(a.max_users)?;
     (a.stop_at_first_failure, a.search) = (true, false);
     run(a)
 }

@@ -81,6 +81,16 @@ impl LevelSpec {
     }
 }
 
+/// `goodput capacity`'s levels: [`doubling`] up to `--max-users` (256 unless given), refused
+/// beyond [`MAX_USERS`] or at 0.
+pub fn capacity_levels(max_users: Option<usize>) -> Result<Vec<usize>, SpecError> {
+    let max = max_users.unwrap_or(256);
+    if max == 0 || max > MAX_USERS {
+        return Err(SpecError::MaxUsers(max));
+    }
+    Ok(doubling(max))
+}
+
 /// `1, 2, 4, …` users up to `max`, and `max` itself (`goodput capacity`'s levels).
 pub fn doubling(max: usize) -> Vec<usize> {
     let mut users: Vec<usize> =

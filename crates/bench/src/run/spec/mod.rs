@@ -20,7 +20,9 @@ mod target;
 pub use bounds::{MAX_DURATION, MAX_LEVELS, MAX_RATE, MAX_REQUESTS, MAX_USERS};
 pub use error::{SpecError, StartAtError, StartError};
 pub use levels::SEARCH_START;
-pub use levels::{check_distinct, check_slice, doubling, Counts, LevelSpec, PerLevel, RefineKind, Search, Span};
+pub use levels::{
+    capacity_levels, check_distinct, check_slice, doubling, Counts, LevelSpec, PerLevel, RefineKind, Search, Span,
+};
 pub use load::{in_flight, Pacing};
 pub use start::{parse_start_at, start_within, MAX_START_AHEAD, MAX_START_BEHIND};
 pub use target::{HttpSpec, Simulation, TargetSpec, APIS, MAX_TOKENS_FIELDS};
