@@ -142,3 +142,27 @@ fn compare_flags_capacities_that_contradict_each_other() {
     assert!(!out.contains("contradict"), "{out}");
     let _ = std::fs::remove_dir_all(&broke);
 }
+
+/// A CI gate in one command: `run --baseline BASE --fail-on …` runs, then judges the run
+/// against BASE as `goodput compare` does: the same run passes (exit 0), a run throttled to
+/// one sequence at a time regresses TTFT and throughput (exit 1), both saying so.
+#[test]
+fn a_run_with_a_baseline_is_a_ci_gate() {
+    let (base, same, slow) = (temp("gate-base"), temp("gate-same"), temp("gate-slow"));
+    let run = ["--seed", "1", "--concurrency", "4", "--requests", "80", "--quiet"];
+    run_ok(&base, &run);
+    let gate = ["--baseline", base.to_str().unwrap(), "--fail-on", "ttft_p95=+10%,output_throughput=-5%"];
+    let (code, out, err) = goodput_code(&[&["run"], &run[..], &gate[..], &["--out", same.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("gate against the baseline: PASS") && out.contains("PASS"), "{out}{err}");
+    let throttled = ["--max-num-seqs", "1", "--out", slow.to_str().unwrap()];
+    let (code, out, err) = goodput_code(&[&["run"], &run[..], &gate[..], &throttled[..]].concat());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("gate against the baseline: FAIL") && err.contains("ttft_p95 at load 4"), "{err}");
+    let (code, _, err) = goodput_code(&["run", "--baseline", base.to_str().unwrap(), "--requests", "4"]);
+    assert!(code == 2 || code == 1, "--baseline needs --out and --fail-on: {err}");
+    assert!(err.contains("--out") || err.contains("--fail-on"), "{err}");
+    for d in [base, same, slow] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

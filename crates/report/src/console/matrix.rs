@@ -37,7 +37,7 @@ pub fn matrix(index: &MatrixIndex) -> String {
     }
     let best = match most(index) {
         Some((r, o)) => format!("Most usable capacity: {} ({}).", r.name, o.usable_text()),
-        None => "No run held its SLOs at any level: none is usable.".into(),
+        None => "No run's SLOs were shown to hold (with 95 % confidence) at any level: none is shown usable.".into(),
     };
     format!("Matrix: {} runs\n{t}\n{best}", index.runs.len())
 }
@@ -87,6 +87,6 @@ mod tests {
         assert!(t.ends_with(&format!("Most usable capacity: b (16 {}).", s.load_unit)), "{t}");
         assert!(t.contains("failed (exit 1)") && t.starts_with("Matrix: 3 runs"), "{t}");
         let none = MatrixIndex { runs: vec![run("a", None)], ..index };
-        assert!(matrix(&none).ends_with("none is usable."));
+        assert!(matrix(&none).ends_with("none is shown usable."));
     }
 }

@@ -129,7 +129,7 @@ fn table(runs: &[Labeled]) -> String {
         .filter_map(|(r, o)| Some((r, o, o.usable?)));
     let line = match most.max_by(|a, b| a.2.total_cmp(&b.2)) {
         Some((r, o, _)) => format!("Most usable capacity: {} ({}).", r.label, o.usable_text()),
-        None => "No run held its SLOs at any level.".into(),
+        None => "No run's SLOs were shown to hold (with 95 % confidence) at any level.".into(),
     };
     t + "</table>\n<p id=\"most\">" + &escape(&line) + "</p>\n"
 }
@@ -197,7 +197,7 @@ mod tests {
         assert!(page.contains("<td class=\"l\">b, x=1</td>") && page.matches("<svg").count() == 4, "{page}");
         // The run that serves the most is named under the table, by the same outcome as a matrix's summary.
         let usable = RunOutcome::of(&a).usable_text();
-        assert!(page.contains("<p id=\"most\">Most usable capacity: ") || page.contains("No run held"), "{page}");
+        assert!(page.contains("<p id=\"most\">Most usable capacity: ") || page.contains("No run's SLOs"), "{page}");
         assert!(page.contains(&format!("<td>{}</td>", escape(&usable))), "{page}");
     }
 }
