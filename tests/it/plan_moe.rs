@@ -3,6 +3,7 @@
 //! GPU this machine does not have exported as a profile and run end to end.
 
 use crate::common::{goodput, summary_of, temp};
+use std::process::Command;
 
 fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -262,4 +263,58 @@ fn a_mixture_of_experts_is_profiled_and_predicted_on_this_machine() {
         .expected_touched(8.0);
     assert!((expected - 43.19).abs() < 0.01 && (mean / expected - 1.0).abs() < 0.05, "{mean} vs {expected}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `plan --emit`: the launch commands carry the chosen row's layout and dtypes, and the
+/// Kubernetes manifests validate against Kubernetes' own schema, offline (PyPI's
+/// `kubernetes-validate`, strict): a Deployment for a replica on one node, and the pods of a
+/// LeaderWorkerSet for one across two nodes (a CRD: its pod templates are what the schema
+/// holds). `scripts/emit-check.sh` starts vLLM's CPU build with an emitted command.
+#[test]
+fn plan_emits_launch_commands_and_manifests_kubernetes_accepts() {
+    let dir = temp("emit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dense = ["plan", "-m", "llama-3.1-70b", "--rate", "30", "--gpus", "h200", "--requests", "100"];
+    let (ok, out, err) = goodput(&[&dense[..], &["--emit", "vllm,sglang,k8s"]].concat());
+    assert!(ok, "{err}");
+    assert!(err.contains("Best layout per GPU"), "the plan on stderr: {err}");
+    assert!(out.contains("vllm serve meta-llama/Llama-3.1-70B-Instruct \\\n  --tensor-parallel-size "), "{out}");
+    assert!(out.contains("python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B-Instruct"), "{out}");
+    let manifest = &out[out.find("\n{").expect("the manifest") + 1..];
+    std::fs::write(dir.join("deployment.json"), manifest).unwrap();
+    let m: serde_json::Value = serde_json::from_str(manifest).unwrap();
+    assert_eq!(m["kind"], "Deployment");
+    let moe = ["plan", "-m", "deepseek-v3", "--rate", "10", "--gpus", "h100-sxm", "--tp", "8", "--ep", "1"];
+    let (ok, out, err) =
+        goodput(&[&moe[..], &["--pp", "2", "--nodes", "2", "--requests", "100", "--emit", "k8s"]].concat());
+    assert!(ok, "{err}");
+    let lws: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (lws["kind"].as_str(), lws["spec"]["leaderWorkerTemplate"]["size"].as_u64()),
+        (Some("LeaderWorkerSet"), Some(2))
+    );
+    let mut files = vec![dir.join("deployment.json")];
+    for t in ["leaderTemplate", "workerTemplate"] {
+        let spec = &lws["spec"]["leaderWorkerTemplate"][t]["spec"];
+        let gpus = &spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"];
+        assert_eq!(gpus.as_u64(), Some(8), "a node's GPUs per pod");
+        let pod = serde_json::json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": t.to_lowercase() }, "spec": spec });
+        files.push(dir.join(format!("{t}.json")));
+        std::fs::write(files.last().unwrap(), pod.to_string()).unwrap();
+    }
+    let (ok, _, err) = goodput(&[&dense[..], &["--emit", "vllm", "--emit-row", "h200/fp8/TP3"]].concat());
+    assert!(!ok && err.contains("GPU/DTYPE/LAYOUT") && err.contains("h200/"), "{err}");
+    // Kubernetes' schema, from PyPI into a virtual environment.
+    let venv = dir.join("venv");
+    let run = |cmd: &mut Command| {
+        let o = cmd.output().expect("run");
+        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+    };
+    let (ok, log) = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    assert!(ok, "python3 -m venv: {log}");
+    let (ok, log) = run(Command::new(venv.join("bin/pip")).args(["install", "-q", "kubernetes-validate==1.37.0"]));
+    assert!(ok, "pip install kubernetes-validate: {log}");
+    let (ok, log) = run(Command::new(venv.join("bin/kubernetes-validate")).arg("--strict").args(&files));
+    assert!(ok && log.matches("passed for resource").count() == 3, "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

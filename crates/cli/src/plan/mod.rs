@@ -9,6 +9,7 @@ use crate::args::parse_bytes;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use goodput_sizing::hardware::DType;
+use goodput_sizing::plan::deploy::Emit;
 use goodput_sizing::plan::fleet::{parse_policy, parse_rule};
 use goodput_sizing::plan::overhead::Overhead;
 use goodput_sizing::plan::replay::TemplateTokens;
@@ -65,6 +66,14 @@ pub struct PlanArgs {
     /// Blackwell); the other modes take bf16.
     #[arg(long)]
     pub dtype: Option<DType>,
+    /// Write what to deploy for the picked row (or --emit-row's) on stdout, the plan then on
+    /// stderr: `vllm` or `sglang` (the launch command, each flag's source above it) or `k8s` (a
+    /// Deployment, or a LeaderWorkerSet where a replica spans nodes; JSON, which kubectl reads).
+    #[arg(long, value_delimiter = ',')]
+    pub emit: Vec<Emit>,
+    /// The row --emit writes for, `GPU/DTYPE/LAYOUT` (`h200/fp8/TP4`); default: the pick.
+    #[arg(long, value_name = "GPU/DTYPE/LAYOUT", requires = "emit")]
+    pub emit_row: Option<String>,
     /// Simulate and print every configuration: those that do not fit (with why), and the
     /// larger layouts of a GPU that cannot need fewer GPUs than a smaller one.
     #[arg(long)]
@@ -267,7 +276,7 @@ pub fn run(a: PlanArgs) -> Result<()> {
     if let Some(dir) = &a.check {
         return check::run(dir, a.profile.as_ref().context("--check needs --profile")?);
     }
-    let (json, html, all) = (a.json.clone(), a.html.clone(), a.all);
+    let (json, html, all, emit, row) = (a.json.clone(), a.html.clone(), a.all, a.emit.clone(), a.emit_row.clone());
     let mut stepped = false;
     let spec = a.spec()?;
     // A terminal's step line is overwritten in place; elsewhere each is a line of its own.
@@ -282,7 +291,16 @@ pub fn run(a: PlanArgs) -> Result<()> {
     if stepped {
         eprintln!();
     }
-    show(&answer?, json, html, all)
+    let answer = answer?;
+    match (&answer, emit.is_empty()) {
+        (_, true) => show(&answer, json, html, all),
+        // The plan on stderr, each asked deployment of its row on stdout.
+        (Answer::Plan(p), false) => {
+            eprintln!("{}", goodput_report::plan::answer::text(p, false));
+            Ok(println!("{}", goodput_sizing::plan::deploy::emit(p, &spec, row.as_deref(), &emit)?))
+        }
+        _ => bail!("--emit writes a capacity plan's deployment (--rate or --users)"),
+    }
 }
 
 /// The answer printed, then written as JSON and as a page where asked (the page rendered only

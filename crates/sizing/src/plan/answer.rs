@@ -121,6 +121,7 @@ pub fn assemble(a: &PlanSpec, set: &Setting, load: Load, headroom: f64, rows: Ve
     let precision = super::config::precision(a);
     Plan {
         model: set.spec.name.clone(),
+        hf_repo: set.spec.hf_repo.clone(),
         scenario: a.scenario.clone(),
         load,
         slos: slo_text,
@@ -229,6 +230,7 @@ mod tests {
             layout: crate::layout::Layout { tp: 1, dp: 1, ep: 1, pp: 1 },
             layout_label: "TP1".into(),
             gpus_per_replica: 1,
+            nodes: 1,
             engines_per_replica: 1,
             unfit: None,
             weight_gb_per_gpu: 16.0,

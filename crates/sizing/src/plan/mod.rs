@@ -10,6 +10,7 @@
 pub mod answer;
 pub mod config;
 pub mod curve;
+pub mod deploy;
 pub mod disagg;
 mod error;
 pub mod export;
@@ -72,6 +73,8 @@ pub struct Row {
     /// `TP8`, `TP1·DP8·EP8`, …
     pub layout_label: String,
     pub gpus_per_replica: usize,
+    /// Nodes one replica spans.
+    pub nodes: usize,
     /// Attention groups × pipeline slots: the engines one replica runs side by side.
     pub engines_per_replica: usize,
     /// Why it cannot serve the model (does not fit, TP does not divide, no such dtype).
@@ -109,6 +112,8 @@ pub struct Row {
 #[derive(Debug, Serialize)]
 pub struct Plan {
     pub model: String,
+    /// The model's repository (what a server loads), where the catalog names one.
+    pub hf_repo: Option<String>,
     pub scenario: String,
     pub load: Load,
     pub slos: Vec<String>,
@@ -384,6 +389,12 @@ fn unfit(set: &Setting, g: &Gpu, layout: Layout, why: config::Unfit) -> PlanErro
     PlanError::Unfit { model: set.spec.name.clone(), gpu: g.name.clone(), layout: layout.to_string(), why }
 }
 
+/// An empty row of `layout` on an H100 SXM, for tests.
+#[cfg(test)]
+pub(crate) fn empty_row_for_tests(layout: Layout, dtype: DType) -> Row {
+    empty_row(HardwareCatalog::builtin().get("h100-sxm").expect("in the catalog"), dtype, layout)
+}
+
 fn empty_row(g: &Gpu, dtype: DType, layout: Layout) -> Row {
     Row {
         gpu: g.name.clone(),
@@ -393,6 +404,7 @@ fn empty_row(g: &Gpu, dtype: DType, layout: Layout) -> Row {
         layout,
         layout_label: layout.label(),
         gpus_per_replica: layout.gpus(),
+        nodes: layout.nodes(g.gpus_per_node),
         engines_per_replica: layout.dp * layout.pp,
         unfit: None,
         weight_gb_per_gpu: 0.0,
