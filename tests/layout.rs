@@ -29,10 +29,10 @@ const MAX_LINES: usize = 600;
 /// one-line summary beside its whole text. Issue 49 set a ceiling of 3,000 lines of any kind
 /// (2,144 of them code); issue 50's help layout (`help.rs`, its heading table included), the
 /// flags it added (`--wide`, `--explain`, `--dry-run`, `--baseline`, `--fail-on`, `plan --all`)
-/// and issue 52's `plan --emit`/`--emit-row` brought the code to 2,267 (their logic in the
+/// and issue 52's `plan --emit`/`--emit-row` brought the code to 2,265 (their logic in the
 /// libraries: `capacity_levels`, `Expanded::dry_run`, `CompareSpec::gate`, `deploy::emit`).
 /// Lower it as code moves out; never raise it.
-const CLI_CEILING: usize = 2_267;
+const CLI_CEILING: usize = 2_265;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

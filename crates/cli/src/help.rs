@@ -70,13 +70,16 @@ pub fn under(heading: &str) -> impl Iterator<Item = &'static str> + '_ {
     headings().filter(move |(h, _)| *h == heading).flat_map(|(_, ids)| ids.map(|id| id.trim_start_matches('*')))
 }
 
-/// The engine's flags given on `run`'s (or `capacity`'s) command line where `--target` is a
-/// URL: they set goodput's own engine, which then does not run.
-pub fn idle_engine_flags(m: &clap::ArgMatches) -> Vec<String> {
+/// The warning for the engine's flags given on `run`'s (or `capacity`'s) command line where
+/// `--target` is a URL: they set goodput's own engine, which then does not run.
+pub fn idle_engine_warning(m: &clap::ArgMatches) -> Option<String> {
     let url = m.get_one::<String>("target").is_some_and(|t| t.contains("://"));
     let given = |id: &&str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
-    let ids = ENGINE.iter().flat_map(|h| under(h)).filter(given);
-    ids.filter(|_| url).map(|id| format!("--{}", id.replace('_', "-"))).collect()
+    let ids: Vec<String> =
+        ENGINE.iter().flat_map(|h| under(h)).filter(given).map(|id| format!("--{}", id.replace('_', "-"))).collect();
+    let said =
+        format!("warning: {}: flags of goodput's own engine, which a URL target does not run: ignored", ids.join(", "));
+    (url && !ids.is_empty()).then_some(said)
 }
 
 #[cfg(test)]
@@ -128,8 +131,12 @@ mod tests {
         let run = run_command();
         let m = |args: &[&str]| run.clone().try_get_matches_from(args).unwrap();
         let url = m(&["run", "--target", "http://127.0.0.1:9", "--kv-memory", "2GiB", "--no-pdl", "--model", "tiny"]);
-        assert_eq!(idle_engine_flags(&url), ["--kv-memory", "--no-pdl"]);
-        assert!(idle_engine_flags(&m(&["run", "--kv-memory", "2GiB", "--target", "http-local"])).is_empty());
-        assert!(idle_engine_flags(&m(&["run", "--target", "http://127.0.0.1:9"])).is_empty(), "defaults are not given");
+        let said = idle_engine_warning(&url).unwrap();
+        assert!(said.starts_with("warning: --kv-memory, --no-pdl: flags of goodput's own engine"), "{said}");
+        assert!(idle_engine_warning(&m(&["run", "--kv-memory", "2GiB", "--target", "http-local"])).is_none());
+        assert!(
+            idle_engine_warning(&m(&["run", "--target", "http://127.0.0.1:9"])).is_none(),
+            "defaults are not given"
+        );
     }
 }

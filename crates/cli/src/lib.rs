@@ -99,13 +99,7 @@ pub fn main() -> i32 {
     let matches = help::shaped(Cli::command()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(("run" | "capacity", m)) = matches.subcommand() {
-        let idle = help::idle_engine_flags(m);
-        if !idle.is_empty() {
-            eprintln!(
-                "warning: {}: flags of goodput's own engine, which a URL target does not run: ignored",
-                idle.join(", ")
-            );
-        }
+        help::idle_engine_warning(m).into_iter().for_each(|w| eprintln!("{w}"));
     }
     // `--json` takes stdout for itself, and the tables go to stderr.
     let json =

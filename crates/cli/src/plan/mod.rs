@@ -297,7 +297,8 @@ pub fn run(a: PlanArgs) -> Result<()> {
         // The plan on stderr, each asked deployment of its row on stdout.
         (Answer::Plan(p), false) => {
             eprintln!("{}", goodput_report::plan::answer::text(p, false));
-            Ok(println!("{}", goodput_sizing::plan::deploy::emit(p, &spec, row.as_deref(), &emit)?))
+            let emitted = goodput_sizing::plan::deploy::emit(p, &spec, row.as_deref(), &emit);
+            emitted.map(|text| println!("{text}")).map_err(anyhow::Error::from)
         }
         _ => bail!("--emit writes a capacity plan's deployment (--rate or --users)"),
     }
