@@ -49,7 +49,11 @@ fn a_plan_runs_through_the_library_alone_and_its_answer_is_its_best_row() {
     })
     .unwrap();
     let Answer::Plan(p) = answer else { panic!("a rate plans GPUs per model") };
-    assert_eq!(steps.len(), 4, "one step per GPU × layout: {steps:?}");
+    assert_eq!(
+        steps,
+        ["plan: up to 4 configurations on 2 GPUs"],
+        "one step for the GPUs × layouts simulated side by side"
+    );
     assert_eq!(p.rows.len(), 4);
     assert_eq!(p.model, "llama-3.1-8b");
     // Every row that serves the load has replicas for 2 req/s × 1.2 headroom over its capacity.
@@ -67,7 +71,9 @@ fn a_plan_runs_through_the_library_alone_and_its_answer_is_its_best_row() {
         .min_by(|a, b| a.cost_per_hour.unwrap().total_cmp(&b.cost_per_hour.unwrap()))
         .unwrap();
     assert!(p.answer.starts_with("To serve 2 req/s of short-qa"), "{}", p.answer);
-    assert!(p.answer.contains(&format!("{}× {} ({}", best.gpus.unwrap(), best.gpu, best.layout_label)), "{}", p.answer);
+    let named = format!("{}× {} ({} weights, {},", best.gpus.unwrap(), best.gpu, best.dtype, best.layout_label);
+    assert!(p.answer.contains(&named), "{named} in {}", p.answer);
+    assert!(p.answer.contains("Picked as cheapest per hour"), "the criterion said: {}", p.answer);
     assert!(!p.assumptions.is_empty());
 }
 
