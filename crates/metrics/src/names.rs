@@ -83,6 +83,17 @@ pub const ITL_ALIASES: &[Alias] =
 pub const TPOT_ALIASES: &[Alias] =
     &[a("request_time_per_output_token_seconds", VLLM), a("tgi_request_mean_time_per_token_duration", TGI)];
 
+/// Speculative decoding's counters: (verification steps with a draft, tokens drafted, drafted
+/// tokens accepted).
+pub const SPEC_DECODE_ALIASES: &[(Alias, Alias, Alias)] = &[(
+    a("spec_decode_num_drafts_total", VLLM),
+    a("spec_decode_num_draft_tokens_total", VLLM),
+    a("spec_decode_num_accepted_tokens_total", VLLM),
+)];
+/// SGLang's speculative decoding: its own running average of tokens a step gains per request
+/// (a gauge; the verified token included).
+pub const SGLANG_ACCEPT_LENGTH: Alias = a("spec_accept_length", SGLANG);
+
 /// Prefix-cache counters, in prompt tokens: (looked up, found). SGLang counts every prompt
 /// token and the cached ones among them.
 pub const PREFIX_CACHE_ALIASES: &[(Alias, Alias)] = &[

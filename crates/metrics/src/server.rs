@@ -111,6 +111,9 @@ pub struct ServerSide {
     /// The prefix cache over the histogram window, from the server's counters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<PrefixCache>,
+    /// Speculative decoding over the histogram window, where the server does it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode: Option<SpecDecode>,
     /// Why scraping failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -150,6 +153,7 @@ impl ServerSide {
             measured_window_s: window.map(|(a, b)| (since(a), since(b))),
             series: scrapes.iter().map(|s| GaugePoint::of(s, since(s.at))).collect(),
             prefix_cache: PrefixCache::between(before, after),
+            spec_decode: SpecDecode::between(before, after),
             error: None,
         }
     }
@@ -203,6 +207,55 @@ impl PrefixCache {
     /// Found ÷ looked up; `None` when nothing was looked up.
     pub fn hit_rate(&self) -> Option<f64> {
         (self.queried_tokens > 0.0).then(|| self.hit_tokens / self.queried_tokens)
+    }
+}
+
+/// Speculative decoding over a window, from the server's counters: verification steps that
+/// carried a draft, tokens drafted and tokens of them accepted (vLLM's
+/// `spec_decode_num_drafts`, `…_num_draft_tokens`, `…_num_accepted_tokens`), their increase
+/// between two scrapes; or SGLang's running average of tokens per step (a gauge).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SpecDecode {
+    pub drafts: Option<f64>,
+    pub draft_tokens: Option<f64>,
+    pub accepted_tokens: Option<f64>,
+    /// SGLang's `spec_accept_length` at the window's end (its own average, not the window's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_tokens_per_step: Option<f64>,
+}
+
+impl SpecDecode {
+    /// The counters' increase from `before` to `after` (none where the server has none, or a
+    /// counter went down: a restart), or SGLang's gauge at `after`.
+    pub fn between(before: &ServerScrape, after: &ServerScrape) -> Option<Self> {
+        let d = |n: &str| Some(after.gauges.get(n)? - before.gauges.get(n)?).filter(|d| *d >= 0.0);
+        let counted = names::SPEC_DECODE_ALIASES.iter().find_map(|(s, t, acc)| {
+            Some(SpecDecode {
+                drafts: Some(d(s.name)?),
+                draft_tokens: Some(d(t.name)?),
+                accepted_tokens: Some(d(acc.name)?),
+                server_tokens_per_step: None,
+            })
+        });
+        let gauge = after.gauges.get(names::SGLANG_ACCEPT_LENGTH.name).copied();
+        counted.or_else(|| Some(SpecDecode { server_tokens_per_step: Some(gauge?), ..SpecDecode::default() }))
+    }
+
+    /// The acceptance rate: drafted tokens accepted ÷ tokens drafted (vLLM's "draft acceptance
+    /// rate"); `None` without drafts.
+    pub fn acceptance_rate(&self) -> Option<f64> {
+        let (drafted, accepted) = (self.draft_tokens?, self.accepted_tokens?);
+        (drafted > 0.0).then(|| accepted / drafted)
+    }
+
+    /// Tokens a sequence gains per verification step: the one the target model samples itself
+    /// plus the drafted ones accepted, 1 + accepted ÷ drafts (vLLM's "mean acceptance length");
+    /// SGLang's own average where it gives only that.
+    pub fn tokens_per_step(&self) -> Option<f64> {
+        match (self.drafts, self.accepted_tokens) {
+            (Some(n), Some(acc)) if n > 0.0 => Some(1.0 + acc / n),
+            _ => self.server_tokens_per_step,
+        }
     }
 }
 
@@ -281,5 +334,34 @@ mod tests {
         );
         let named = serde_json::to_string(&p).unwrap();
         assert_eq!(serde_json::from_str::<GaugePoint>(&named).unwrap(), p);
+    }
+
+    #[test]
+    fn speculative_decoding_is_counted_over_the_window_by_hand() {
+        let counters = |at: u64, drafts: f64, drafted: f64, accepted: f64| {
+            let mut s = ServerScrape { at: Stamp(at), ..Default::default() };
+            let (n, t, a) = &names::SPEC_DECODE_ALIASES[0];
+            s.gauges.extend([
+                (n.name.to_string(), drafts),
+                (t.name.to_string(), drafted),
+                (a.name.to_string(), accepted),
+            ]);
+            s
+        };
+        // 100 verification steps with a draft of 3 tokens each, 225 of the 300 accepted:
+        // 225 / 300 = 75 % accepted; 1 + 225 / 100 = 3.25 tokens a step.
+        let d = SpecDecode::between(&counters(0, 10.0, 30.0, 20.0), &counters(5, 110.0, 330.0, 245.0)).unwrap();
+        assert_eq!((d.drafts, d.draft_tokens, d.accepted_tokens), (Some(100.0), Some(300.0), Some(225.0)));
+        assert_eq!(d.acceptance_rate(), Some(0.75));
+        assert_eq!(d.tokens_per_step(), Some(3.25));
+        // A restart (a counter down), and a server without the counters: nothing to say.
+        assert_eq!(SpecDecode::between(&counters(0, 10.0, 30.0, 20.0), &counters(5, 5.0, 330.0, 245.0)), None);
+        let plain = ServerScrape::default();
+        assert_eq!(SpecDecode::between(&plain, &plain), None);
+        // SGLang: its own running average, taken as it is.
+        let mut sg = ServerScrape::default();
+        sg.gauges.insert(names::SGLANG_ACCEPT_LENGTH.name.into(), 2.4);
+        let d = SpecDecode::between(&plain, &sg).unwrap();
+        assert_eq!((d.tokens_per_step(), d.acceptance_rate()), (Some(2.4), None));
     }
 }

@@ -277,3 +277,28 @@ mod conclusion_properties {
         }
     }
 }
+
+/// Speculative decoding, where a server's counters show it, is a table of its own beside each
+/// level's TPOT: 225 of 300 drafted tokens accepted over 100 drafts is 75.0 % and 3.25 tokens a
+/// step; a run without the counters prints no such table.
+#[test]
+fn speculative_decoding_is_shown_beside_tpot_where_the_server_counts_it() {
+    use goodput_metrics::server::{ServerSide, SpecDecode};
+    let (mut s, _) = two_levels();
+    assert!(crate::console::spec_decode(&s.levels, s.load_unit).is_none());
+    let d = SpecDecode {
+        drafts: Some(100.0),
+        draft_tokens: Some(300.0),
+        accepted_tokens: Some(225.0),
+        ..Default::default()
+    };
+    s.levels[1].server = Some(ServerSide { scrapes: 2, spec_decode: Some(d), ..Default::default() });
+    let t = crate::console::spec_decode(&s.levels, s.load_unit).unwrap();
+    let tpot = s.levels[1].summary.tpot.as_ref().unwrap().p95 * 1e3;
+    let row = t.lines().find(|l| l.contains("75.0 %")).expect("the level's row");
+    assert!(
+        row.contains("300") && row.contains("225") && row.contains("3.25") && row.contains(&format!("{tpot:.1}")),
+        "{t}"
+    );
+    assert_eq!(t.lines().filter(|l| l.contains(" %")).count(), 1, "one level has the counters: {t}");
+}

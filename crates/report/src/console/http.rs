@@ -129,3 +129,28 @@ pub fn server(levels: &[LevelReport], unit: LoadUnit) -> Option<String> {
         "Server side, from its /metrics (histogram deltas between the scrapes bracketing each level's measured requests: exact means, bucket-interpolated percentiles, `< B` where one lies in the first bucket (0, B]; times in ms)\n{t}"
     ))
 }
+
+/// Speculative decoding where the server does it: each level's tokens drafted and accepted,
+/// the acceptance rate and tokens a sequence gains per step (the server's counters over the
+/// histogram window, or SGLang's own average), beside the level's TPOT P95.
+pub fn spec_decode(levels: &[LevelReport], unit: LoadUnit) -> Option<String> {
+    let rows: Vec<_> = levels.iter().filter_map(|l| Some((l, l.server.as_ref()?.spec_decode?))).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let load = format!("load ({unit})");
+    let mut t = new(&[&load, "drafted", "accepted", "acceptance", "tokens/step", "TPOT p95 (ms)"]);
+    for (l, d) in rows {
+        t.add_row(vec![
+            l.summary.load.to_string(),
+            num(d.draft_tokens, 0),
+            num(d.accepted_tokens, 0),
+            d.acceptance_rate().map_or("-".into(), |r| format!("{:.1} %", r * 100.0)),
+            num(d.tokens_per_step(), 2),
+            num(ms(&l.summary.tpot, |x| x.p95), 1),
+        ]);
+    }
+    Some(format!(
+        "Speculative decoding, from the server's /metrics over each level's histogram window (acceptance = accepted ÷ drafted tokens; tokens/step = 1 + accepted ÷ drafts)\n{t}"
+    ))
+}

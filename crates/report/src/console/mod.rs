@@ -19,7 +19,7 @@ mod sweep;
 mod tasks;
 
 pub use crate::text::{bytes, f};
-pub use http::{http, server};
+pub use http::{http, server, spec_decode};
 pub use matrix::{matrix, most};
 pub use predicted::prediction;
 pub use repeats::repeats;

@@ -21,7 +21,8 @@ pub fn run(
         Some(cols) => levels_with(&s.levels, unit, &s.model, &s.workload.description, table, cols),
         None => super::levels(&s.levels, unit, &s.model, &s.workload.description, table),
     }];
-    out.extend([super::http(&s.levels, unit), super::server(&s.levels, unit)].into_iter().flatten());
+    let server = [super::http(&s.levels, unit), super::server(&s.levels, unit), super::spec_decode(&s.levels, unit)];
+    out.extend(server.into_iter().flatten());
     if let Some(m) = &s.merged {
         out.push(super::shards(m, &unit.to_string()));
     }
