@@ -145,13 +145,15 @@ fn compare_flags_capacities_that_contradict_each_other() {
 
 /// A CI gate in one command: `run --baseline BASE --fail-on …` runs, then judges the run
 /// against BASE as `goodput compare` does: the same run passes (exit 0), a run throttled to
-/// one sequence at a time regresses TTFT and throughput (exit 1), both saying so.
+/// one sequence at a time regresses its TTFT P95 many times over (exit 1), both saying so.
 #[test]
 fn a_run_with_a_baseline_is_a_ci_gate() {
     let (base, same, slow) = (temp("gate-base"), temp("gate-same"), temp("gate-slow"));
     let run = ["--seed", "1", "--concurrency", "4", "--requests", "80", "--quiet"];
     run_ok(&base, &run);
-    let gate = ["--baseline", base.to_str().unwrap(), "--fail-on", "ttft_p95=+10%,output_throughput=-5%"];
+    // A wide limit: the same run on this shared machine has drifted by 45 % at P95 (and its
+    // throughput by 24 %); one sequence at a time queues the other three users, ten times over.
+    let gate = ["--baseline", base.to_str().unwrap(), "--fail-on", "ttft_p95=+300%"];
     let (code, out, err) = goodput_code(&[&["run"], &run[..], &gate[..], &["--out", same.to_str().unwrap()]].concat());
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("gate against the baseline: PASS") && out.contains("PASS"), "{out}{err}");
