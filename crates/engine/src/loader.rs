@@ -24,6 +24,18 @@ pub struct LoadedModel {
     pub load_secs: f64,
 }
 
+impl LoadedModel {
+    /// The weights in words: their kind and where they came from (`safetensors (/models/x)`),
+    /// or the origin alone where it names its kind already (`dummy (seed 0)`).
+    pub fn weights_text(&self) -> String {
+        if self.weights_origin.starts_with(self.weights_kind) {
+            self.weights_origin.clone()
+        } else {
+            format!("{} ({})", self.weights_kind, self.weights_origin)
+        }
+    }
+}
+
 /// What a chat template needs from the model: the template (Jinja) and the text of its
 /// beginning- and end-of-sequence tokens (Llama 3's templates start with `{{ bos_token }}`).
 #[derive(Clone, Debug, Default, PartialEq)]

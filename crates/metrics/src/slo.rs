@@ -172,15 +172,22 @@ impl TryFrom<SloRepr> for Slo {
     }
 }
 
-impl fmt::Display for Slo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = self.metric.name();
+impl Slo {
+    /// The SLO's key as `--slo` writes it, without its bound: `tpot_p95`, `error_rate`.
+    pub fn key(&self) -> String {
         let stat = match self.stat {
             Stat::P(p) => format!("_p{p}"),
             Stat::Mean => "_mean".into(),
             Stat::Max => "_max".into(),
             Stat::Rate => String::new(),
         };
+        format!("{}{stat}", self.metric.name())
+    }
+}
+
+impl fmt::Display for Slo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = self.key();
         let op = if self.metric.higher_is_better() { ">=" } else { "<=" };
         let bound = if self.metric.is_time() {
             format_secs(self.bound)
@@ -189,7 +196,7 @@ impl fmt::Display for Slo {
         } else {
             format!("{}", self.bound)
         };
-        write!(f, "{m}{stat} {op} {bound}")
+        write!(f, "{key} {op} {bound}")
     }
 }
 

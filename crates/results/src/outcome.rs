@@ -49,7 +49,7 @@ impl RunOutcome {
         let named = |which: fn(Confidence) -> bool| {
             broke.map_or(Vec::new(), |l| {
                 let these = l.summary.slos.iter().filter(|r| which(r.confidence()));
-                these.map(|r| r.slo.to_string().split(" <=").next().unwrap_or_default().to_string()).collect()
+                these.map(|r| r.slo.key()).collect()
             })
         };
         let bound = named(|c| matches!(c, Confidence::Breaks | Confidence::BreaksNotSignificant));
@@ -83,6 +83,38 @@ impl RunOutcome {
     }
 }
 
+/// Of runs (each named by a `T`), the one with the most usable capacity among those in the
+/// first one's load unit (a lower bound counting as its value; the first of equals), and the
+/// others that reached no limit: while there are any, which run serves the most is not settled.
+pub fn most<'a, T: Copy>(runs: impl IntoIterator<Item = (T, &'a RunOutcome)>) -> Option<(T, &'a RunOutcome, Vec<T>)> {
+    let runs: Vec<(T, &RunOutcome)> = runs.into_iter().collect();
+    let unit = runs.first()?.1.load_unit;
+    let same: Vec<&(T, &RunOutcome)> = runs.iter().filter(|(_, o)| o.load_unit == unit).collect();
+    let mut best: Option<(T, &RunOutcome, f64)> = None;
+    for (t, o, u) in same.iter().filter_map(|(t, o)| Some((*t, *o, o.usable?))) {
+        if best.is_none_or(|b| u > b.2) {
+            best = Some((t, o, u));
+        }
+    }
+    let (winner, outcome, _) = best?;
+    let open = same.iter().filter(|(_, o)| !std::ptr::eq(*o, outcome) && o.reach == Some(Reach::NotReached));
+    Some((winner, outcome, open.map(|(t, _)| *t).collect()))
+}
+
+/// [`most`] in a sentence: `Most usable capacity: B (48 users).`, with what keeps it from being
+/// settled; `none` where no run held its SLOs.
+pub fn most_text<'a>(runs: impl IntoIterator<Item = (&'a str, &'a RunOutcome)>) -> String {
+    match most(runs) {
+        Some((name, o, open)) if open.is_empty() => format!("Most usable capacity: {name} ({}).", o.usable_text()),
+        Some((name, o, open)) => format!(
+            "Most usable capacity so far: {name} ({}); not settled: {} reached no limit (its capacity may lie above; give higher loads).",
+            o.usable_text(),
+            open.join(", ")
+        ),
+        None => "No run's SLOs were shown to hold (with 95 % confidence) at any level: none is shown usable.".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,7 +136,17 @@ mod tests {
         assert_eq!(o.bound.is_empty() && o.unsure.is_empty(), v.first_unsure.is_none());
         let none = RunOutcome { usable: None, reach: Some(Reach::BelowLowest), lowest: Some(1.0), ..o.clone() };
         assert_eq!(none.usable_text(), format!("below 1 {}", s.load_unit));
-        let open = RunOutcome { usable: Some(64.0), reach: Some(Reach::NotReached), ..o };
+        let open = RunOutcome { usable: Some(64.0), reach: Some(Reach::NotReached), ..o.clone() };
         assert_eq!(open.usable_text(), format!("at least 64 {}", s.load_unit));
+        // The most: 96 found beats 64 reached; while 64 reached no limit, it is not settled.
+        let found = RunOutcome { usable: Some(96.0), reach: Some(Reach::Found), ..o.clone() };
+        let text = most_text([("a", &open), ("b", &found), ("c", &none)]);
+        assert!(
+            text.starts_with("Most usable capacity so far: b (96 ") && text.contains("not settled: a reached"),
+            "{text}"
+        );
+        let found2 = RunOutcome { usable: Some(32.0), ..found.clone() };
+        assert!(most_text([("a", &found2), ("b", &found)]).starts_with("Most usable capacity: b (96 "));
+        assert!(most_text([("c", &none)]).ends_with("none is shown usable."));
     }
 }

@@ -188,11 +188,7 @@ fn measure_grid(a: &ProfileSpec, spec: &ModelSpec, progress: &dyn Progress) -> R
     warnings.iter().for_each(|w| progress.line(&format!("goodput: warning: {w}"), true));
     let dtype = format!("{:?}", loaded.model.dtype).to_lowercase();
     let device = if loaded.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", loaded.model.device) };
-    let weights = if loaded.weights_origin.starts_with(loaded.weights_kind) {
-        loaded.weights_origin.clone()
-    } else {
-        format!("{} ({})", loaded.weights_kind, loaded.weights_origin)
-    };
+    let weights = loaded.weights_text();
     let mut cfg = a.engine.config()?;
     // Chunks at a context are measured through the prefix cache; the cost of a step does not
     // depend on whether the cache is on, only on what the step computes.

@@ -106,12 +106,7 @@ fn load_model(s: &RunSpec, p: &dyn Progress) -> Result<Model> {
     warnings.iter().for_each(|w| p.line(&format!("goodput: warning: {w}"), true));
     let device = if l.model.device.is_cpu() { "cpu".to_string() } else { format!("{:?}", l.model.device) };
     Ok(Model {
-        // `dummy (seed 0)` says its kind already.
-        weights: if l.weights_origin.starts_with(l.weights_kind) {
-            l.weights_origin.clone()
-        } else {
-            format!("{} ({})", l.weights_kind, l.weights_origin)
-        },
+        weights: l.weights_text(),
         device,
         model: Some(l.model),
         tokenizer: Arc::new(l.tokenizer),

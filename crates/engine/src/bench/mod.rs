@@ -468,7 +468,7 @@ pub fn run(mut a: BenchSpec, catalog: Catalog, say: &mut dyn FnMut(&str)) -> Res
         cuda_pdl: a.pdl,
         ..Default::default()
     };
-    let weights_desc = format!("{} ({})", loaded.weights_kind, loaded.weights_origin);
+    let weights_desc = loaded.weights_text();
     let (device, dtype) = (format!("{:?}", loaded.model.device), format!("{:?}", loaded.model.dtype));
     let mut core = EngineCore::new(loaded.model, &cfg, Clock::new())?;
     let m = &core.model;

@@ -3,8 +3,8 @@
 //! serves the most within its SLOs named.
 
 use super::new;
-use goodput_results::matrix::{MatrixIndex, MatrixRun};
-use goodput_results::outcome::RunOutcome;
+use goodput_results::matrix::MatrixIndex;
+use goodput_results::outcome::most_text;
 
 /// The summary table of a matrix's runs, then the one that serves the most.
 pub fn matrix(index: &MatrixIndex) -> String {
@@ -35,33 +35,15 @@ pub fn matrix(index: &MatrixIndex) -> String {
         };
         t.add_row(row);
     }
-    let best = match most(index) {
-        Some((r, o)) => format!("Most usable capacity: {} ({}).", r.name, o.usable_text()),
-        None => "No run's SLOs were shown to hold (with 95 % confidence) at any level: none is shown usable.".into(),
-    };
-    format!("Matrix: {} runs\n{t}\n{best}", index.runs.len())
-}
-
-/// The run with the highest usable capacity among those in the first run's load unit (a
-/// lower bound, "at least", counts as its value); the first of equals.
-pub fn most(index: &MatrixIndex) -> Option<(&MatrixRun, &RunOutcome)> {
-    let unit = index.runs.iter().find_map(|r| r.outcome.as_ref()).map(|o| o.load_unit)?;
-    let usable = |r: &&MatrixRun| r.outcome.as_ref().filter(|o| o.load_unit == unit).and_then(|o| o.usable);
-    let mut best: Option<(&MatrixRun, f64)> = None;
-    for r in &index.runs {
-        if let Some(u) = usable(&r) {
-            if best.is_none_or(|(_, b)| u > b) {
-                best = Some((r, u));
-            }
-        }
-    }
-    best.and_then(|(r, _)| Some((r, r.outcome.as_ref()?)))
+    let most = most_text(index.runs.iter().filter_map(|r| Some((r.name.as_str(), r.outcome.as_ref()?))));
+    format!("Matrix: {} runs\n{t}\n{most}", index.runs.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_results::matrix::INDEX_FORMAT;
+    use goodput_results::matrix::{MatrixRun, INDEX_FORMAT};
+    use goodput_results::outcome::RunOutcome;
     use goodput_results::testing::two_levels;
 
     #[test]

@@ -20,7 +20,7 @@ mod tasks;
 
 pub use crate::text::{bytes, f};
 pub use http::{http, server, spec_decode};
-pub use matrix::{matrix, most};
+pub use matrix::matrix;
 pub use predicted::prediction;
 pub use repeats::repeats;
 pub use run::{retry_storm, run};

@@ -38,12 +38,7 @@ pub fn best_per_gpu(rows: &[Row]) -> Vec<(&str, Option<&Row>)> {
             gpus.push(&r.gpu);
         }
     }
-    let of = |g: &str| rows.iter().filter(|r| r.gpu == g).cloned().collect::<Vec<Row>>();
-    gpus.into_iter().map(|g| (g, best(&of(g)).and_then(|b| rows.iter().find(|r| same(r, b))))).collect()
-}
-
-fn same(a: &Row, b: &Row) -> bool {
-    a.gpu == b.gpu && a.dtype == b.dtype && a.layout == b.layout
+    gpus.into_iter().map(|g| (g, best(rows.iter().filter(|r| r.gpu == g)))).collect()
 }
 
 /// A row's weights as said: `fp8`, `mxfp4 weight-only`.
@@ -57,8 +52,8 @@ pub fn dtype_text(r: &Row) -> String {
 
 /// The row that serves the load at the least cost per hour (priced rows before unpriced ones),
 /// then with the fewest GPUs, then with the most capacity.
-pub fn best(rows: &[Row]) -> Option<&Row> {
-    rows.iter().filter(|r| r.gpus.is_some()).min_by(|a, b| {
+pub fn best<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Option<&'a Row> {
+    rows.into_iter().filter(|r| r.gpus.is_some()).min_by(|a, b| {
         let key = |r: &Row| (r.cost_per_hour.unwrap_or(f64::INFINITY), r.gpus.unwrap_or(usize::MAX));
         let (ka, kb) = (key(a), key(b));
         let by_cost =

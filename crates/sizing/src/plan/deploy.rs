@@ -82,14 +82,20 @@ pub fn vllm_flags(row: &Row, e: &Engine) -> Vec<Flag> {
     if e.kv == DType::Fp8 {
         out.push(flag("--kv-cache-dtype", "fp8", "the plan's KV cache in fp8"));
     }
-    out.extend([
-        flag("--max-num-seqs", e.max_num_seqs, "the plan's --max-num-seqs"),
-        flag("--max-num-batched-tokens", e.max_num_batched_tokens, "the plan's --max-num-batched-tokens"),
-        flag("--block-size", e.block_size, "the plan's --block-size"),
-        flag("--gpu-memory-utilization", e.memory_utilization, "the plan's --memory-utilization"),
-        switch("--enable-prefix-caching", "the plan simulates prefix caching"),
-    ]);
+    out.extend(engine(e, ["--max-num-seqs", "--max-num-batched-tokens", "--block-size", "--gpu-memory-utilization"]));
+    out.push(switch("--enable-prefix-caching", "the plan simulates prefix caching"));
     out
+}
+
+/// The plan's engine settings under a server's names for them: most sequences, a step's
+/// tokens, tokens a KV block, the memory fraction.
+fn engine(e: &Engine, names: [&'static str; 4]) -> [Flag; 4] {
+    [
+        flag(names[0], e.max_num_seqs, "the plan's --max-num-seqs"),
+        flag(names[1], e.max_num_batched_tokens, "the plan's --max-num-batched-tokens"),
+        flag(names[2], e.block_size, "the plan's --block-size"),
+        flag(names[3], e.memory_utilization, "the plan's --memory-utilization"),
+    ]
 }
 
 /// SGLang's `launch_server` flags for `row` (after the model).
@@ -111,12 +117,7 @@ pub fn sglang_flags(row: &Row, e: &Engine) -> Vec<Flag> {
     if e.kv == DType::Fp8 {
         out.push(flag("--kv-cache-dtype", "fp8_e4m3", "the plan's KV cache in fp8"));
     }
-    out.extend([
-        flag("--max-running-requests", e.max_num_seqs, "the plan's --max-num-seqs"),
-        flag("--chunked-prefill-size", e.max_num_batched_tokens, "the plan's --max-num-batched-tokens"),
-        flag("--page-size", e.block_size, "the plan's --block-size"),
-        flag("--mem-fraction-static", e.memory_utilization, "the plan's --memory-utilization"),
-    ]);
+    out.extend(engine(e, ["--max-running-requests", "--chunked-prefill-size", "--page-size", "--mem-fraction-static"]));
     out
 }
 
@@ -275,8 +276,9 @@ pub fn row<'a>(p: &'a Plan, named: Option<&str>) -> Result<&'a Row, goodput_core
         Some(n) => serving.iter().copied().find(|r| id(r) == n.trim()).ok_or_else(|| {
             goodput_core::ValueError::new(n, format!("a row that serves the load, GPU/DTYPE/LAYOUT: {}", listed()))
         }),
-        None => super::answer::best(&p.rows)
-            .ok_or_else(|| goodput_core::ValueError::new("", "a row that serves the load: none does")),
+        None => super::answer::best(&p.rows).ok_or_else(|| {
+            goodput_core::ValueError::new("the pick", "a row that serves the load, and none does: nothing to deploy")
+        }),
     }
 }
 

@@ -187,13 +187,7 @@ pub(super) fn client_record(r: &goodput_core::EngineRecord) -> ClientRecord {
 /// What breaks first at a failing level: the SLOs that do not hold, and the KV pool when
 /// requests were preempted for lack of blocks.
 pub fn binding(fail: &Level) -> String {
-    let mut parts: Vec<String> = fail
-        .summary
-        .slos
-        .iter()
-        .filter(|s| !s.holds)
-        .map(|s| s.slo.to_string().split(" <=").next().unwrap_or_default().to_string())
-        .collect();
+    let mut parts: Vec<String> = fail.summary.slos.iter().filter(|s| !s.holds).map(|s| s.slo.key()).collect();
     if let Some(why) = &fail.refused {
         parts.push(format!("KV (requests refused: {why})"));
     }
