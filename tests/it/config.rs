@@ -95,7 +95,7 @@ fn the_shipped_examples_expand_and_bad_files_are_refused() {
     assert!(code == 1 && err.contains("goodput run --config"), "{err}");
     // The examples: each expands and is checked as its runs' flags (--help-free dry check:
     // a bad --model stops every run before it loads anything, after the file was accepted).
-    for example in ["bench", "matrix"] {
+    for example in ["bench", "matrix", "servers"] {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/configs/").to_string() + example + ".toml";
         let (code, _, err) = goodput_code(&[
             "run",

@@ -14,6 +14,7 @@ mod deploy;
 mod engine_check;
 mod fleet;
 mod hostile_servers;
+mod launch;
 mod lengths;
 mod merge;
 mod misuse;

@@ -20,6 +20,7 @@ pub mod config;
 pub mod cpu;
 pub mod fds;
 pub mod gpu;
+pub mod launch;
 pub mod matrix;
 pub mod merge;
 pub mod profile;

@@ -12,7 +12,7 @@ use goodput_results::matrix::{Axis, MatrixIndex, MatrixRun, INDEX_FORMAT};
 use goodput_results::outcome::RunOutcome;
 use goodput_results::repeats::RepeatsFile;
 use goodput_workload::Stop;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 
 /// Why a matrix could not start or record its runs.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +34,9 @@ pub struct MatrixSpec<'a> {
     pub axes: Vec<Axis>,
     /// Replace an old matrix's runs in `root`.
     pub overwrite: bool,
+    /// Keep the runs of an old matrix in `root` that finished (exit 0, a summary written) and
+    /// are among `jobs`; run the rest.
+    pub resume: bool,
 }
 
 /// A finished matrix: its index, the exit status, and for repeats their spread (or why it
@@ -42,6 +45,31 @@ pub struct MatrixOutcome {
     pub index: MatrixIndex,
     pub status: i32,
     pub spread: Option<Result<RepeatsFile, crate::runs::RunsError>>,
+}
+
+impl MatrixOutcome {
+    /// What the console shows of the matrix: its summary, and for repeats their spread.
+    pub fn tables(&self) -> Vec<String> {
+        let spread = self.spread.as_ref().and_then(|s| s.as_ref().ok()).map(goodput_report::console::repeats);
+        std::iter::once(goodput_report::console::matrix(&self.index)).chain(spread).collect()
+    }
+
+    /// The lines after the tables: why the repeats' spread could not be taken (when it could
+    /// not), and where the `planned` runs went under `root`.
+    pub fn footer(&self, root: &Path, planned: usize) -> String {
+        let error = match &self.spread {
+            Some(Err(e)) => {
+                format!("error: the repeats' spread: {} (the runs themselves are written)\n", goodput_client::causes(e))
+            }
+            _ => String::new(),
+        };
+        let spread = root.join(goodput_results::repeats::REPEATS);
+        let spread =
+            if self.index.repeated() { format!(", their spread: {}", spread.display()) } else { String::new() };
+        let index = root.join(goodput_results::matrix::INDEX);
+        let (done, at) = (self.index.runs.len(), root.display());
+        format!("{error}matrix: {done} of {planned} runs in {at} (their index: {}{spread})", index.display())
+    }
 }
 
 /// Runs `jobs` one by one through `run` under `spec.root`, each in its directory (its name),
@@ -54,11 +82,20 @@ pub fn run<A, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     progress: &dyn Progress,
     mut run: impl FnMut(A) -> Result<i32, E>,
 ) -> Result<MatrixOutcome, MatrixError> {
-    let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
-    for warning in prepare(spec.root, spec.overwrite, &names)? {
+    let root = spec.root;
+    let finished = if spec.resume { finished(root, &jobs)? } else { Vec::new() };
+    let names: Vec<&str> = finished.iter().map(|r| r.name.as_str()).collect();
+    let names = if spec.resume { names } else { jobs.iter().map(|j| j.name.as_str()).collect() };
+    let mut warnings = prepare(root, spec.overwrite || spec.resume, &names)?;
+    if spec.resume {
+        // A run cut short (not yet in the index) is run again from an empty directory.
+        for j in jobs.iter().filter(|j| !names.contains(&j.name.as_str())) {
+            warnings.extend(clear(&root.join(&j.name))?);
+        }
+    }
+    for warning in warnings {
         progress.line(&format!("warning: {warning}"), true);
     }
-    let root = spec.root;
     let mut index = MatrixIndex {
         format: INDEX_FORMAT,
         config: spec.config.map(Path::to_path_buf),
@@ -70,6 +107,12 @@ pub fn run<A, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     let n = jobs.len();
     let mut status = EXIT_OK;
     for (i, job) in jobs.into_iter().enumerate() {
+        if let Some(done) = finished.iter().find(|r| r.name == job.name) {
+            progress.line(&format!("matrix: run {} of {n}: {} finished before (--resume)", i + 1, job.name), false);
+            index.runs.push(done.clone());
+            index.write(root)?;
+            continue;
+        }
         progress.line(&format!("matrix: run {} of {n}: {}", i + 1, job.name), false);
         let (exit, error) = match run(job.args) {
             Ok(code) => (code, None),
@@ -98,6 +141,31 @@ pub fn run<A, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     Ok(MatrixOutcome { index, status, spread })
 }
 
+/// Removes the run in `dir`: only a run's own files go; a directory holding anything else
+/// stays, said in the warning returned.
+fn clear(dir: &Path) -> Result<Option<String>, MatrixError> {
+    match goodput_results::files::check_out_dir(dir, true) {
+        Ok(()) => match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(MatrixError::Io(dir.display().to_string(), e)),
+            _ => Ok(None),
+        },
+        Err(e) => Ok(Some(format!("the old matrix's run {} is left in place: {e}", dir.display()))),
+    }
+}
+
+/// The runs of the matrix already in `root` (none when it holds none) that finished, each as
+/// one of `jobs` (the same name, so the same values): exit 0, no error, a summary written.
+fn finished<A>(root: &Path, jobs: &[Job<A>]) -> Result<Vec<MatrixRun>, MatrixError> {
+    let Some(old) = MatrixIndex::read(root)? else { return Ok(Vec::new()) };
+    let done = |r: &MatrixRun| {
+        r.exit == EXIT_OK
+            && r.error.is_none()
+            && jobs.iter().any(|j| j.name == r.name && j.values == r.values)
+            && goodput_results::read_summary(&root.join(&r.dir)).is_ok()
+    };
+    Ok(old.runs.into_iter().filter(done).collect())
+}
+
 /// Makes `root` ready for a matrix of the runs `names`: an old matrix's runs that are not
 /// among them removed (with `overwrite`), its spread removed; anything else there refused.
 /// Returns warnings for old runs left in place (a directory holding more than a run's files).
@@ -111,15 +179,7 @@ pub fn prepare(root: &Path, overwrite: bool, names: &[&str]) -> Result<Vec<Strin
         }
         let own = |d: &Path| matches!(d.components().collect::<Vec<_>>()[..], [Component::Normal(_)]);
         for run in old.runs.iter().filter(|r| own(&r.dir) && !names.iter().any(|n| Path::new(n) == r.dir)) {
-            let dir: PathBuf = root.join(&run.dir);
-            // Only a run's own files go; a directory holding anything else stays, said so.
-            match goodput_results::files::check_out_dir(&dir, true) {
-                Ok(()) => match std::fs::remove_dir_all(&dir) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
-                    _ => {}
-                },
-                Err(e) => warnings.push(format!("the old matrix's run {} is left in place: {e}", dir.display())),
-            }
+            warnings.extend(clear(&root.join(&run.dir))?);
         }
     } else if std::fs::read_dir(root).is_ok_and(|mut d| d.next().is_some()) {
         return Err(MatrixError::NotEmpty(shown));

@@ -176,7 +176,14 @@ fn refusals_are_typed_errors() {
     let closed = LevelSpec::users(&[2], Duration::ZERO, None).unwrap();
     let capped = Pacing::checked(Some(4), None, 0.0, Duration::ZERO, &closed);
     assert!(matches!(capped, Err(SpecError::InFlightClosed(4))), "{capped:?}");
-    let entry = goodput_workload::trace::TraceEntry { at_s: 0.0, input: 8, output: 4, hash_ids: Vec::new() };
+    let entry = goodput_workload::trace::TraceEntry {
+        at_s: 0.0,
+        input: 8,
+        output: 4,
+        hash_ids: Vec::new(),
+        session: None,
+        delay_s: None,
+    };
     let options = goodput_workload::TraceOptions { window: (0.0, None), block_size: 16 };
     let trace = goodput_workload::Trace::new("t".into(), vec![entry], options, 512, 1).unwrap();
     let slow = LevelSpec::trace(&trace, &[1.0, 0.0], None);

@@ -46,6 +46,14 @@ pub struct ConnectionArgs {
     /// `user:password@` URLs always go through hyper.
     #[arg(long)]
     pub hyper_client: bool,
+    /// Send each request's session in this header (X-Session-ID): a router pins sessions.
+    ///
+    /// Send each request's session (a conversation of `multi-turn`, an agent's task, a
+    /// dataset's or a trace's session) in this header, as AIPerf and SGLang's bench do, so a
+    /// router that hashes it (vllm-router's `consistent_hash` reads X-Session-ID) keeps every
+    /// turn of a session on one replica and its prefix cache.
+    #[arg(long, value_name = "NAME")]
+    pub session_header: Option<String>,
 }
 
 fn parse_header(s: &str) -> Result<(String, Secret), goodput_client::ArgError> {
@@ -65,6 +73,7 @@ impl ConnectionArgs {
             api_key: self.api_key.clone().filter(|k| !k.trim().is_empty()).map(Secret::new),
             insecure: self.insecure,
             ca_cert: self.ca_cert.clone(),
+            session_header: self.session_header.clone(),
             // A URL's user:password@, moved here by the target that takes the URL.
             basic_auth: None,
         })
@@ -80,6 +89,7 @@ impl ConnectionArgs {
             (self.extra_body.is_some(), "--extra-body"),
             (self.strict_openai, "--strict-openai"),
             (self.hyper_client, "--hyper-client"),
+            (self.session_header.is_some(), "--session-header"),
         ];
         given.into_iter().filter(|g| g.0).map(|g| g.1).collect()
     }

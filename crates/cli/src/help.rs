@@ -15,15 +15,15 @@ Load: *concurrency *rate *max_concurrency constant_rate burstiness *requests *du
   *max_users max_rate search_budget *think think_jitter ramp *warmup cooldown refine stop_at_first_failure *repeats \
   *soak soak_windows shard start_at clock_ref
 SLOs: *slo *goodput
-Target and HTTP: *target *model catalog *tokenizer *served_model_name *api max_tokens_field ignore_server_stamps \
-  *headers *api_key insecure ca_cert *extra_body strict_openai hyper_client *timeout retries retry_backoff \
+Target and HTTP: *target *server *model catalog *tokenizer *served_model_name *api max_tokens_field ignore_server_stamps \
+  *headers *api_key insecure ca_cert *extra_body strict_openai hyper_client session_header *timeout retries retry_backoff \
   scrape_interval harness_cpus
 Engine (in-process and http-local targets): *weights *device *dtype kv_blocks *kv_memory block_size \
   *max_num_batched_tokens *max_num_seqs no_prefix_caching *engine_cpus series_interval
 CUDA engine: no_cuda_graphs no_mixed_graphs no_flash_prefill no_pdl
 Simulated twin: *simulate *predict
 Output: *out overwrite *report export_json *export_csv export_markdown *json *quiet *wide *explain percentile_metrics \
-  metric_percentiles metrics_port metrics_host *config dry_run *baseline fail_on";
+  metric_percentiles metrics_port metrics_host *config resume dry_run *baseline fail_on";
 
 /// The headings whose flags set goodput's own engine: they do nothing against a URL.
 pub const ENGINE: [&str; 2] = ["Engine (in-process and http-local targets)", "CUDA engine"];

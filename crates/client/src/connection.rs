@@ -51,6 +51,9 @@ pub struct Connection {
     pub insecure: bool,
     /// PEM certificates trusted beside the system's roots (a private CA).
     pub ca_cert: Option<PathBuf>,
+    /// The header that carries each request's session (`--session-header X-Session-ID`), as
+    /// AIPerf and SGLang's bench send one, so a router can keep a session on one replica.
+    pub session_header: Option<String>,
 }
 
 /// Names whose values are credentials: never written anywhere.
@@ -187,6 +190,12 @@ impl Connection {
                 .map_err(|_| bad(format!("the value of header `{name}` is not a valid HTTP value")))?;
             v.set_sensitive(is_sensitive(name));
             map.append(n, v);
+        }
+        if let Some(name) = &self.session_header {
+            let n = HeaderName::from_bytes(name.as_bytes());
+            if n.as_ref().map_or(true, |n| map.contains_key(n)) {
+                return Err(bad(format!("--session-header `{name}`: not a header name, or one --header sends too")));
+            }
         }
         if self.basic_auth.is_some() && (self.api_key.is_some() || map.contains_key(AUTHORIZATION)) {
             return Err(bad(

@@ -74,7 +74,15 @@ impl Lean {
     }
 
     /// POSTs `body` to `url` as request `id`, reading its streamed answer into `p`.
-    pub async fn post(&self, url: &str, id: u64, body: &Value, clock: Clock, p: &mut StreamParser) -> Outcome {
+    /// With its session's header (`name`, `value`) when it has one.
+    pub async fn post(
+        &self,
+        url: &str,
+        (id, session): (u64, Option<(&str, String)>),
+        body: &Value,
+        clock: Clock,
+        p: &mut StreamParser,
+    ) -> Outcome {
         let parsed = match reqwest::Url::parse(url) {
             Ok(u) => u,
             Err(e) => return Outcome::refused(FailureKind::Invalid, format!("{}: {e}", redact_url(url))),
@@ -85,9 +93,10 @@ impl Lean {
             None => parsed.path().to_string(),
         };
         let mut req = format!(
-            "POST {target} HTTP/1.1\r\n{}x-request-id: {}\r\ncontent-length: {}\r\n\r\n",
+            "POST {target} HTTP/1.1\r\n{}x-request-id: {}\r\n{}content-length: {}\r\n\r\n",
             self.fixed,
             request_id(id),
+            session.map_or(String::new(), |(name, value)| format!("{name}: {value}\r\n")),
             json.len()
         )
         .into_bytes();

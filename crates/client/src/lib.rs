@@ -358,7 +358,8 @@ impl Target for HttpTarget {
             bounds: stream::Bounds::for_max_tokens(req.params.max_tokens),
             ..Default::default()
         };
-        let outcome = self.follow(id, &url, &body, &mut p).await;
+        let session = self.cfg.connection.session_header.as_deref().zip(req.session.map(|s| s.to_string()));
+        let outcome = self.follow((id, session), &url, &body, &mut p).await;
         rec.end = self.clock.now();
         rec.outcome = outcome;
         if !self.cfg.server_stamps {
@@ -426,11 +427,21 @@ impl Target for HttpTarget {
 }
 
 impl HttpTarget {
-    async fn follow(&self, id: u64, url: &str, body: &Value, p: &mut StreamParser) -> Outcome {
+    /// POSTs `body` as request `id`, with its session's header when it has one.
+    async fn follow(
+        &self,
+        (id, session): (u64, Option<(&str, String)>),
+        url: &str,
+        body: &Value,
+        p: &mut StreamParser,
+    ) -> Outcome {
         if let Some(lean) = &self.lean {
-            return lean.post(url, id, body, self.clock, p).await;
+            return lean.post(url, (id, session), body, self.clock, p).await;
         }
-        let post = self.request(reqwest::Method::POST, url).header("x-request-id", request_id(id)).json(body);
+        let mut post = self.request(reqwest::Method::POST, url).header("x-request-id", request_id(id)).json(body);
+        if let Some((name, value)) = session {
+            post = post.header(name, value);
+        }
         let resp = match post.send().await {
             Ok(r) => r,
             Err(e) => {
@@ -468,7 +479,7 @@ mod tests {
 
     fn body(t: &HttpTarget) -> Value {
         let params = SamplingParams { top_k: 5, min_tokens: 4, ..SamplingParams::greedy_exact(4) };
-        t.body(&WorkRequest { id: 1, prompt: vec![1, 2], params }).unwrap().1
+        t.body(&WorkRequest { session: None, id: 1, prompt: vec![1, 2], params }).unwrap().1
     }
 
     #[test]
@@ -486,7 +497,10 @@ mod tests {
         assert_eq!(strict["stream_options"]["include_usage"], true);
         // No minimum, none sent (sglang-router refuses `min_tokens: 0`).
         let t = target(false, json!({})).unwrap();
-        let b = t.body(&WorkRequest { id: 1, prompt: vec![1], params: SamplingParams::greedy_exact(4) }).unwrap().1;
+        let b = t
+            .body(&WorkRequest { session: None, id: 1, prompt: vec![1], params: SamplingParams::greedy_exact(4) })
+            .unwrap()
+            .1;
         assert!(b.get("min_tokens").is_none() && b["ignore_eos"] == true, "{b}");
     }
 
@@ -516,7 +530,7 @@ mod tests {
             let params = SamplingParams { reasoning_tokens: 3, ..SamplingParams::greedy_exact(9) };
             HttpTarget::new(cfg, Clock::new())
                 .unwrap()
-                .body(&WorkRequest { id: 1, prompt: vec![4, 5], params })
+                .body(&WorkRequest { session: None, id: 1, prompt: vec![4, 5], params })
                 .unwrap()
         };
         let (url, chat, _) = with(Api::Chat, MaxTokensField::Auto, false, json!({}));

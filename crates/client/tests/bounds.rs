@@ -126,7 +126,8 @@ fn target(url: &str) -> HttpTarget {
 }
 
 async fn one(t: &HttpTarget, max_tokens: usize) -> ClientRecord {
-    let req = WorkRequest { id: 1, prompt: vec![5, 6, 7], params: SamplingParams::greedy_exact(max_tokens) };
+    let req =
+        WorkRequest { session: None, id: 1, prompt: vec![5, 6, 7], params: SamplingParams::greedy_exact(max_tokens) };
     t.run(req, t.clock().now()).await
 }
 

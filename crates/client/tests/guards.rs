@@ -63,7 +63,7 @@ fn target(url: String, connection: Connection, timeout: Duration) -> HttpTarget 
 }
 
 async fn one(t: &HttpTarget) -> goodput_core::ClientRecord {
-    let req = WorkRequest { id: 1, prompt: vec![5, 6, 7], params: SamplingParams::greedy_exact(2) };
+    let req = WorkRequest { session: None, id: 1, prompt: vec![5, 6, 7], params: SamplingParams::greedy_exact(2) };
     t.run(req, t.clock().now()).await
 }
 

@@ -86,7 +86,7 @@ fn target(port: u16, own: bool) -> HttpTarget {
 }
 
 async fn one(t: &HttpTarget, id: u64) -> ClientRecord {
-    let req = WorkRequest { id, prompt: vec![5, 6, 7], params: SamplingParams::greedy_exact(3) };
+    let req = WorkRequest { session: None, id, prompt: vec![5, 6, 7], params: SamplingParams::greedy_exact(3) };
     let r = tokio::time::timeout(Duration::from_secs(10), t.run(req, t.clock().now())).await;
     r.expect("the request ended within 10 s")
 }
@@ -351,5 +351,42 @@ async fn failure_kinds_name_the_fault() {
     ] {
         let r = one(&target(scripted(script).await, false), 1).await;
         assert_eq!(r.outcome.failure_kind(), Some(kind), "hyper, {what}: {:?}", r.outcome);
+    }
+}
+
+#[tokio::test]
+async fn a_session_is_sent_in_the_session_header_by_both_paths() {
+    use tokio::io::AsyncReadExt;
+    for own in [true, false] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let head = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut buf = Vec::new();
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                let mut chunk = [0u8; 4096];
+                let n = conn.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "the request ended before its head");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let _ = conn.write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n").await;
+            String::from_utf8_lossy(&buf).to_ascii_lowercase()
+        });
+        let mut cfg = HttpConfig { own_http1: own, ..HttpConfig::new(format!("http://127.0.0.1:{port}"), "m") };
+        cfg.connection.session_header = Some("X-Session-ID".into());
+        let t = HttpTarget::new(cfg, Clock::new()).unwrap();
+        let req = WorkRequest { session: Some(42), id: 1, prompt: vec![5], params: SamplingParams::greedy_exact(2) };
+        t.run(req, t.clock().now()).await;
+        let head = head.await.unwrap();
+        assert!(head.contains("\r\nx-session-id: 42\r\n"), "own path {own}: {head}");
+    }
+    // A name no header can have, or one --header sends already, is refused at the start.
+    for (name, headers) in [("bad name", vec![]), ("X-Session-ID", vec![("x-session-id".to_string(), "1".into())])] {
+        let mut cfg = HttpConfig::new("http://127.0.0.1:1", "m");
+        cfg.connection.session_header = Some(name.into());
+        cfg.connection.headers =
+            headers.into_iter().map(|(n, v): (String, String)| (n, goodput_client::Secret::new(v))).collect();
+        let e = HttpTarget::new(cfg, Clock::new()).err().expect("refused").to_string();
+        assert!(e.contains("--session-header"), "{e}");
     }
 }

@@ -59,7 +59,7 @@ async fn reasoning_tokens_are_output_counted_with_the_answer_and_kept_out_of_the
         ..HttpConfig::new(format!("http://127.0.0.1:{port}"), "m")
     };
     let t = HttpTarget::new(cfg, Clock::new()).unwrap();
-    let req = WorkRequest { id: 1, prompt: vec![3, 4], params: SamplingParams::greedy_exact(5) };
+    let req = WorkRequest { session: None, id: 1, prompt: vec![3, 4], params: SamplingParams::greedy_exact(5) };
     let rec = tokio::time::timeout(Duration::from_secs(10), t.run(req, t.clock().now())).await.unwrap();
     assert!(rec.is_ok(), "{:?}", rec.outcome);
     let http = rec.http.as_ref().unwrap();

@@ -14,6 +14,9 @@ pub struct WorkRequest {
     pub id: u64,
     pub prompt: Vec<TokenId>,
     pub params: SamplingParams,
+    /// The session (conversation, agent task) the request is a turn of: an HTTP target sends
+    /// it in `--session-header` so a router can keep a session on one replica.
+    pub session: Option<u64>,
 }
 
 /// A system under test.

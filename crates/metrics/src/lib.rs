@@ -21,6 +21,7 @@ pub mod request;
 pub mod resample;
 pub mod saturation;
 pub mod server;
+pub mod sessions;
 pub mod slo;
 pub mod soak;
 pub mod spread;

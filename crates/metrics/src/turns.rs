@@ -14,7 +14,8 @@ pub struct TurnSummary {
     pub n: usize,
     /// Mean prompt (history + new message) tokens.
     pub prompt_tokens: f64,
-    /// Mean prompt tokens the engine served from its prefix cache.
+    /// Mean prompt tokens served from the prefix cache (the engine's count, else the server's
+    /// usage: [`crate::sessions::cached_tokens`]).
     pub cached_tokens: f64,
     /// Mean prompt tokens the engine had to compute (prompt − cached).
     pub new_prefill_tokens: f64,
@@ -32,8 +33,7 @@ pub fn by_turn(records: &[&ClientRecord]) -> Vec<TurnSummary> {
                 return None;
             }
             let n = rs.len() as f64;
-            let cached: f64 =
-                rs.iter().map(|r| r.engine.as_ref().map_or(0, |e| e.cached_tokens) as f64).sum::<f64>() / n;
+            let cached: f64 = rs.iter().map(|r| crate::sessions::cached_tokens(r) as f64).sum::<f64>() / n;
             let prompt: f64 = rs.iter().map(|r| r.input_tokens as f64).sum::<f64>() / n;
             Some(TurnSummary {
                 turn: t,

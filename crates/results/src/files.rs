@@ -33,10 +33,27 @@ pub const SCENARIO: &str = "scenario.toml";
 /// per load).
 pub const SOAK_RECORDS: &str = "soak.jsonl";
 
+/// A server the run started (`run --server`, a config's `[server]`): what it printed, and how
+/// it was started and stopped ([`crate::server::ServerRecord`]).
+pub const SERVER_LOG: &str = "server.log";
+pub const SERVER: &str = "server.json";
+
 /// Every file a run (and `report`, `plan --check` on it) writes into its directory: what
 /// `--overwrite` may remove.
-const RUN_FILES: [&str; 10] =
-    [SUMMARY, RECORDS, REQUESTS, STEPS, SERIES, CONCLUSION, REPORT, PREDICTION, SCENARIO, SOAK_RECORDS];
+const RUN_FILES: [&str; 12] = [
+    SUMMARY,
+    RECORDS,
+    REQUESTS,
+    STEPS,
+    SERIES,
+    CONCLUSION,
+    REPORT,
+    PREDICTION,
+    SCENARIO,
+    SOAK_RECORDS,
+    SERVER_LOG,
+    SERVER,
+];
 
 /// Writes `rows` as JSON lines to `dir/name`, whole ([`write_whole`]).
 pub fn write_jsonl<T: serde::Serialize>(dir: &Path, name: &str, rows: &[T]) -> Result<()> {

@@ -47,6 +47,10 @@ pub struct LevelReport {
     /// Multi-turn runs (and agents, by call): the requests grouped by turn index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<TurnSummary>,
+    /// Runs of sessions (multi-turn, agents, a trace's sessions): what they re-sent, what the
+    /// prefix cache served, and which turns found their session's context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<goodput_metrics::sessions::SessionSummary>,
     /// Agent runs: task-level numbers (task E2E, calls per task, tool-wait share, steps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<TaskSummary>,

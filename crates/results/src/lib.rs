@@ -21,6 +21,7 @@ pub mod prediction;
 pub mod repeats;
 pub mod rows;
 pub mod schema;
+pub mod server;
 pub mod summary;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -67,6 +67,7 @@ pub fn level(load: f64, records: &[ClientRecord]) -> LevelReport {
         vllm: vllm_keys(&summary, Default::default()),
         aiperf: crate::aiperf::aiperf_keys(&summary),
         turns: goodput_metrics::turns::by_turn(&measured),
+        sessions: goodput_metrics::sessions::summarize(&measured),
         summary,
         warmup_requests: 1,
         cooldown_requests: 0,

@@ -257,7 +257,12 @@ async fn the_http_target_stamps_a_request_and_reads_the_engine_s_timings() {
     };
     let target = goodput_client::HttpTarget::new(cfg, s.state.clock).unwrap();
     assert_eq!(target.models().await.unwrap(), ["tiny"]);
-    let req = WorkRequest { id: 7, prompt: (10..60).collect(), params: goodput_core::SamplingParams::greedy_exact(12) };
+    let req = WorkRequest {
+        session: None,
+        id: 7,
+        prompt: (10..60).collect(),
+        params: goodput_core::SamplingParams::greedy_exact(12),
+    };
     let intended = target.clock().now();
     let rec = target.run(req, intended).await;
     assert!(rec.is_ok(), "{:?}", rec.outcome);
@@ -280,8 +285,9 @@ async fn the_http_target_stamps_a_request_and_reads_the_engine_s_timings() {
         s.state.clock,
     )
     .unwrap();
-    let rec =
-        bad.run(WorkRequest { id: 8, prompt: vec![5; 4], params: Default::default() }, target.clock().now()).await;
+    let rec = bad
+        .run(WorkRequest { session: None, id: 8, prompt: vec![5; 4], params: Default::default() }, target.clock().now())
+        .await;
     assert!(
         matches!(&rec.outcome, goodput_core::Outcome::Refused(f) if f.message.contains("404") && f.kind == goodput_core::FailureKind::Http(404)),
         "{:?}",

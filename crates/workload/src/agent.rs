@@ -338,7 +338,7 @@ impl<T: Target> Tasks<T> {
                     prompt.extend_from_slice(added[a].as_deref().unwrap_or_default());
                 }
                 let id = self.plan.first_id + t * self.calls() + (call - 1);
-                let req = WorkRequest { id, prompt, params: SamplingParams::greedy_exact(*n_out) };
+                let req = WorkRequest { session: Some(task), id, prompt, params: SamplingParams::greedy_exact(*n_out) };
                 Ok((req, *call))
             }
             Drawn::Wait { ms, tokens } => Err((*ms, tokens.clone())),

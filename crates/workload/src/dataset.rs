@@ -226,7 +226,7 @@ impl Dataset {
     /// requests than the dataset holds).
     pub fn request(&self, id: u64) -> WorkRequest {
         let t = &self.conversations[(id % self.conversations.len() as u64) as usize][0];
-        WorkRequest { id, prompt: t.prompt.clone(), params: SamplingParams::greedy_exact(t.output) }
+        WorkRequest { session: None, id, prompt: t.prompt.clone(), params: SamplingParams::greedy_exact(t.output) }
     }
 
     /// The most turns a session has (request ids are spaced by it).
@@ -270,7 +270,12 @@ impl<T: Target> Sessions<T> {
         for (turn, t) in conv.iter().enumerate() {
             history.extend_from_slice(&t.prompt);
             let id = self.plan.first_id + s * per + turn as u64;
-            let req = WorkRequest { id, prompt: history.clone(), params: SamplingParams::greedy_exact(t.output) };
+            let req = WorkRequest {
+                session: Some(session),
+                id,
+                prompt: history.clone(),
+                params: SamplingParams::greedy_exact(t.output),
+            };
             let intended = self.target.clock().now();
             let mut rec = send(&*self.target, req, intended, self.plan.timeout, self.plan.retry).await;
             rec.session = Some(session);

@@ -116,7 +116,12 @@ impl<T: Target> Sessions<T> {
             let n_out = mt.output.sample(&mut rng);
             history.extend(random_tokens(&mut rng, n_user, self.vocab));
             let id = plan.first_id + s * turns + (turn as u64 - 1);
-            let req = WorkRequest { id, prompt: history.clone(), params: SamplingParams::greedy_exact(n_out) };
+            let req = WorkRequest {
+                session: Some(session),
+                id,
+                prompt: history.clone(),
+                params: SamplingParams::greedy_exact(n_out),
+            };
             let intended = self.target.clock().now();
             let mut rec = send(&*self.target, req, intended, plan.timeout, plan.retry).await;
             rec.session = Some(session);

@@ -16,4 +16,24 @@ pub trait Prompts: Send + Sync + 'static {
     fn due(&self, _index: u64, _speedup: f64) -> Option<f64> {
         None
     }
+
+    /// For prompts of sessions (a trace's): request `index`'s session and its turn (1 first).
+    fn turn(&self, _index: u64) -> Option<(u64, u32)> {
+        None
+    }
+
+    /// For prompts of sessions: the session's turn after request `index`, and when it is due
+    /// (at speed 1), once `index` has ended.
+    fn next_turn(&self, _index: u64) -> Option<(u64, NextDue)> {
+        None
+    }
+}
+
+/// When a session's next turn is due, once the turn before it has ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NextDue {
+    /// This many seconds after it ended (a tool's or a user's wait).
+    After(f64),
+    /// At this time from the level's start (its own time in the trace), or at once if past.
+    At(f64),
 }

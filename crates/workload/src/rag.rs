@@ -323,7 +323,8 @@ impl<T: Target> Queries<T> {
     async fn embed(&self, id: u64, query: &str, t0: Stamp) -> Result<Vec<f32>, String> {
         if self.setup.embed_by_prefill() {
             let prompt = self.setup.tokenizer.encode(query).map_err(|e| format!("embedding pass: {e}"))?;
-            let req = WorkRequest { id: id | EMBED_ID_BIT, prompt, params: SamplingParams::greedy_exact(1) };
+            let req =
+                WorkRequest { session: None, id: id | EMBED_ID_BIT, prompt, params: SamplingParams::greedy_exact(1) };
             match send(&*self.target, req, t0, self.plan.timeout, self.plan.retry).await.outcome {
                 Outcome::Ok => {}
                 other => return Err(format!("embedding pass: {other:?}")),
@@ -372,7 +373,7 @@ impl<T: Target> Queries<T> {
         let t4 = self.stamp(StepKind::Assemble, t3, &mut steps);
         let rec = match prompt {
             Ok(prompt) => {
-                let req = WorkRequest { id, prompt, params: SamplingParams::greedy_exact(n_out) };
+                let req = WorkRequest { session: None, id, prompt, params: SamplingParams::greedy_exact(n_out) };
                 // Latency of the model call starts when the prompt was ready.
                 send(&*self.target, req, t4, self.plan.timeout, self.plan.retry).await
             }

@@ -14,6 +14,7 @@
 
 use crate::drive::{join_all, send, Collector};
 use crate::level::{Arrival, LevelPlan, LevelRun, UnitPlan, Window};
+use crate::prompts::NextDue;
 use crate::prompts::Prompts;
 use crate::users::{closed_loop, Users};
 use goodput_core::{ClientRecord, Stamp, Target};
@@ -77,8 +78,27 @@ impl<T: Target> Level<T> {
             None => None,
         };
         let req = self.scenario.request(self.plan.seed, self.plan.first_id + i, i, self.vocab);
-        let rec = send(&*self.target, req, intended, self.plan.timeout, self.plan.retry).await;
+        let mut rec = send(&*self.target, req, intended, self.plan.timeout, self.plan.retry).await;
+        (rec.session, rec.turn) = self.scenario.turn(i).map_or((None, None), |(s, t)| (Some(s), Some(t)));
         self.collector.push(rec);
+    }
+
+    /// Request `i`, then, for a session's turn, the session's later turns one after another,
+    /// each due when the trace says once the one before it ended (`t0` the level's start).
+    async fn turns(&self, mut i: u64, mut intended: Stamp, t0: tokio::time::Instant, speedup: f64) {
+        loop {
+            self.request(i, intended).await;
+            let Some((next, due)) = self.scenario.next_turn(i).filter(|(j, _)| *j < self.plan.total()) else { break };
+            let at = match due {
+                NextDue::After(s) => tokio::time::Instant::now() + Duration::from_secs_f64((s / speedup).min(86_400.0)),
+                NextDue::At(s) => t0 + Duration::from_secs_f64((s / speedup).clamp(0.0, 366.0 * 86_400.0)),
+            };
+            tokio::time::sleep_until(at).await;
+            if self.plan.stop.raised() {
+                break;
+            }
+            (i, intended) = (next, self.target.clock().stamp(at.max(tokio::time::Instant::now()).into_std()));
+        }
     }
 
     /// Closed loop: each user's next request is due the moment its previous one ended (plus
@@ -106,7 +126,7 @@ impl<T: Target> Level<T> {
     async fn open(self: &Arc<Self>, rate: f64, burstiness: Option<f64>, deadline: Option<Instant>) -> u64 {
         let mut gaps = Gaps::new(rate, burstiness, self.plan.seed);
         let mut at = 0.0f64;
-        self.scheduled(deadline, move |_| {
+        self.scheduled(deadline, 1.0, move |_| {
             let now = at;
             at += gaps.next_gap();
             now
@@ -118,13 +138,19 @@ impl<T: Target> Level<T> {
     /// does (an open loop). The requests of the schedule it went through.
     async fn traced(self: &Arc<Self>, speedup: f64, deadline: Option<Instant>) -> u64 {
         let prompts = self.scenario.clone();
-        self.scheduled(deadline, move |i| prompts.due(i, speedup).unwrap_or(0.0).max(0.0)).await
+        self.scheduled(deadline, speedup, move |i| prompts.due(i, speedup).unwrap_or(0.0).max(0.0)).await
     }
 
     /// Sends request `i` at `at(i)` seconds after the level's start (`at` called in order of
     /// `i`, times ascending), until all are sent, the deadline passes or the level stops.
     /// Returns how many requests of the schedule it went through (this shard's or another's).
-    async fn scheduled(self: &Arc<Self>, deadline: Option<Instant>, mut at: impl FnMut(u64) -> f64) -> u64 {
+    /// A session's later turns are sent by its first ([`Level::turns`], at `speedup`).
+    async fn scheduled(
+        self: &Arc<Self>,
+        deadline: Option<Instant>,
+        speedup: f64,
+        mut at: impl FnMut(u64) -> f64,
+    ) -> u64 {
         let (clock, total) = (self.target.clock(), self.plan.total());
         let t0 = tokio::time::Instant::now();
         let mut tasks = crate::drive::Aborting::default();
@@ -138,7 +164,8 @@ impl<T: Target> Level<T> {
             }
             through = i + 1;
             // Another shard's request: its time is drawn all the same, so the schedule is one.
-            if !self.sends(i) {
+            let later_turn = self.scenario.turn(i).is_some_and(|(_, t)| t > 1);
+            if !self.sends(i) || later_turn {
                 continue;
             }
             tokio::time::sleep_until(due).await;
@@ -147,7 +174,7 @@ impl<T: Target> Level<T> {
                 break;
             }
             let (level, intended) = (self.clone(), clock.stamp(due.into_std()));
-            tasks.push(crate::pool::spawn(async move { level.request(i, intended).await }));
+            tasks.push(crate::pool::spawn(async move { level.turns(i, intended, t0, speedup).await }));
         }
         join_all(tasks).await;
         through
@@ -226,6 +253,32 @@ mod tests {
     fn plan(arrival: Arrival, requests: usize, warmup: usize) -> LevelPlan {
         let unit = units(arrival.users(), requests, warmup);
         LevelPlan::new(arrival, unit)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sessions_turn_waits_for_the_turn_before_and_its_delay() {
+        use crate::trace::{read, Trace, TraceFormat, TraceOptions};
+        let text = r#"{"session_id": "a", "timestamp": 0, "input_length": 8, "output_length": 2, "hash_ids": [1]}
+{"session_id": "a", "delay": 100, "input_length": 12, "output_length": 2, "hash_ids": [1, 2]}
+{"session_id": "b", "timestamp": 10, "input_length": 8, "output_length": 2, "hash_ids": [5]}
+{"session_id": "a", "timestamp": 20, "input_length": 16, "output_length": 2, "hash_ids": [1, 2, 3]}
+"#;
+        let path = std::env::temp_dir().join(format!("goodput-runner-sessions-{}.jsonl", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let opts = TraceOptions { window: (0.0, None), block_size: 4 };
+        let trace = Trace::new("s".into(), read(&path, TraceFormat::Auto).unwrap(), opts, 512, 1).unwrap();
+        let (t, n) = (fake(50), trace.entries.len());
+        let p = plan(Arrival::Trace { speedup: 1.0, rate: 1.0, requests: n }, n, 0);
+        let run = run_level(t, Arc::new(trace), 1000, p).await;
+        let by = |s: u64, turn: u32| run.records.iter().find(|r| r.session == Some(s) && r.turn == Some(turn)).unwrap();
+        let ms = |a: goodput_core::Stamp, b: goodput_core::Stamp| (b.0 as f64 - a.0 as f64) / 1e6;
+        let (a1, a2, a3) = (by(0, 1), by(0, 2), by(0, 3));
+        // Turn 2: 100 ms after turn 1 ended; turn 3 (due at 20 ms) once turn 2 ended.
+        assert!((95.0..150.0).contains(&ms(a1.end, a2.intended)), "{}", ms(a1.end, a2.intended));
+        assert!((0.0..30.0).contains(&ms(a2.end, a3.intended)), "{}", ms(a2.end, a3.intended));
+        // Session b went on its own time, beside session a's first turn.
+        assert!(ms(run.start, by(1, 1).intended) < 40.0);
+        assert_eq!(run.records.len(), 4);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -350,7 +350,7 @@ impl Scenario {
         prompt.extend((self.shared_prefix..n_in).map(|_| rng.random_range(3..hi)));
         let mut params = SamplingParams::greedy_exact(n_out);
         params.reasoning_tokens = self.reasoning_share.map_or(0, |r| ((r * n_out as f64).round() as usize).min(n_out));
-        WorkRequest { id, prompt, params }
+        WorkRequest { session: None, id, prompt, params }
     }
 
     pub fn describe(&self) -> String {

@@ -9,8 +9,16 @@
 //!   `ContextTokens`, `GeneratedTokens`; prompts are unique.
 //!
 //! Latency counts from each request's intended time (its trace time), as for any open loop.
+//!
+//! **Sessions** (agentic and chat traces, as AIPerf's `mooncake_trace` with `session_id`
+//! reads them): a Mooncake line with `"session_id"` (a string or number) is a turn of that
+//! session, in the file's order; a session starts at its first turn's `timestamp`, and each
+//! later turn is sent `delay` ms (a tool's or user's wait) after the turn before it ended, or,
+//! without `delay`, at its own `timestamp` once that turn ended. A turn's `hash_ids` are its
+//! whole prompt as recorded, so a session's context grows as it grew (its turns share their
+//! leading blocks), whatever the target answers.
 
-use crate::prompts::Prompts;
+use crate::prompts::{NextDue, Prompts};
 use crate::scenario::random_tokens;
 use crate::WorkloadError;
 use goodput_core::{input, SamplingParams, TokenId, WorkRequest};
@@ -51,15 +59,23 @@ pub struct TraceEntry {
     /// Mooncake: the ids of the prompt's blocks, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hash_ids: Vec<u64>,
+    /// The session the request is a turn of (sessions numbered from 0 in the file's order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    /// Seconds after the session's turn before ended at which this turn is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_s: Option<f64>,
 }
 
 #[derive(Deserialize)]
 struct MooncakeLine {
-    timestamp: f64,
+    timestamp: Option<f64>,
     input_length: usize,
     output_length: usize,
     #[serde(default)]
     hash_ids: Vec<u64>,
+    session_id: Option<serde_json::Value>,
+    delay: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -125,19 +141,26 @@ pub fn read(path: &Path, format: TraceFormat) -> Result<Vec<TraceEntry>, Workloa
                 let row = row.map_err(|e| bad(format!("row {}: {e}", i + 1)))?;
                 let at = parse_timestamp(&row.timestamp)
                     .ok_or_else(|| bad(format!("row {}: `{}` is not a timestamp", i + 1, row.timestamp)))?;
-                entries.push(TraceEntry { at_s: at, input: row.context, output: row.generated, hash_ids: Vec::new() });
+                let (input, output) = (row.context, row.generated);
+                entries.push(TraceEntry {
+                    at_s: at,
+                    input,
+                    output,
+                    hash_ids: Vec::new(),
+                    session: None,
+                    delay_s: None,
+                });
             }
         }
-        _ => input::for_each_line(file, |i, line| {
-            let l: MooncakeLine = serde_json::from_str(line).map_err(|e| format!("line {i}: {e}"))?;
-            if !(l.timestamp.is_finite() && l.timestamp >= 0.0) {
-                return Err(format!("line {i}: the timestamp is not a number of milliseconds from 0"));
-            }
-            let (input, output, hash_ids) = (l.input_length, l.output_length, l.hash_ids);
-            entries.push(TraceEntry { at_s: l.timestamp / 1e3, input, output, hash_ids });
-            Ok(())
-        })
-        .map_err(|e| bad(e.to_string()))?,
+        _ => {
+            let mut sessions = Sessions::default();
+            input::for_each_line(file, |i, line| {
+                let l: MooncakeLine = serde_json::from_str(line).map_err(|e| format!("line {i}: {e}"))?;
+                entries.push(sessions.entry(l).map_err(|e| format!("line {i}: {e}"))?);
+                Ok::<(), String>(())
+            })
+            .map_err(|e| bad(e.to_string()))?
+        }
     }
     if entries.is_empty() {
         return Err(bad("no requests".into()));
@@ -150,6 +173,49 @@ pub fn read(path: &Path, format: TraceFormat) -> Result<Vec<TraceEntry>, Workloa
         return Err(bad(format!("its requests span {span:.0} s; a trace may span at most a year ({MAX_SPAN_S:.0} s)")));
     }
     Ok(entries)
+}
+
+/// The sessions of a Mooncake trace as its lines come: each id's number and its last turn's
+/// time (a later turn without a timestamp is placed `delay` after it, to order and window it).
+#[derive(Default)]
+struct Sessions {
+    ids: std::collections::HashMap<String, (u64, f64)>,
+}
+
+impl Sessions {
+    fn entry(&mut self, l: MooncakeLine) -> Result<TraceEntry, String> {
+        let ms = |x: f64, what: &str| {
+            (x.is_finite() && x >= 0.0)
+                .then_some(x / 1e3)
+                .ok_or(format!("the {what} is not a number of milliseconds from 0"))
+        };
+        let delay_s = l.delay.map(|d| ms(d, "delay")).transpose()?;
+        let at = l.timestamp.map(|t| ms(t, "timestamp")).transpose()?;
+        let (session, at_s) = match l.session_id {
+            None => (None, at.ok_or("no timestamp (a turn of a session may give a delay instead)")?),
+            Some(id) => {
+                let key = match id {
+                    serde_json::Value::String(s) => s,
+                    serde_json::Value::Number(n) => n.to_string(),
+                    other => return Err(format!("the session_id {other} is not a string or number")),
+                };
+                let next = self.ids.len() as u64;
+                let known = self.ids.get(&key).copied();
+                // A session's turns keep their order: none placed before the turn before it.
+                let at_s = match (at, known) {
+                    (Some(t), None) => t,
+                    (Some(t), Some((_, last))) => t.max(last),
+                    (None, Some((_, last))) => last + delay_s.unwrap_or(0.0),
+                    (None, None) => return Err(format!("session {key} starts without a timestamp")),
+                };
+                let n = known.map_or(next, |(n, _)| n);
+                self.ids.insert(key, (n, at_s));
+                (Some(n), at_s)
+            }
+        };
+        let (input, output, hash_ids) = (l.input_length, l.output_length, l.hash_ids);
+        Ok(TraceEntry { at_s, input, output, hash_ids, session, delay_s })
+    }
 }
 
 /// How a trace is replayed.
@@ -172,6 +238,39 @@ pub struct Trace {
     /// Seconds the window spans (to its last request).
     pub span_s: f64,
     seed: u64,
+    /// Per request of a trace of sessions: its turn ([`Turn`]).
+    turns: Vec<Option<Turn>>,
+    /// The sessions in the window.
+    pub sessions: u64,
+}
+
+/// A request's place in its session: the session, its turn number (1 first, within the
+/// window) and the turn after it with when that one is due.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Turn {
+    session: u64,
+    number: u32,
+    next: Option<(usize, NextDue)>,
+}
+
+/// The turns of `entries`: each session's in order, each linked to the next.
+fn turns(entries: &[TraceEntry]) -> (Vec<Option<Turn>>, u64) {
+    let mut turns: Vec<Option<Turn>> = vec![None; entries.len()];
+    let mut last: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    for (j, e) in entries.iter().enumerate() {
+        let Some(session) = e.session else { continue };
+        let number = match last.insert(session, j) {
+            Some(i) => {
+                let due = e.delay_s.map_or(NextDue::At(e.at_s), NextDue::After);
+                let prev = turns[i].as_mut().expect("a session's turn");
+                prev.next = Some((j, due));
+                prev.number + 1
+            }
+            None => 1,
+        };
+        turns[j] = Some(Turn { session, number, next: None });
+    }
+    (turns, last.len() as u64)
 }
 
 impl Trace {
@@ -203,7 +302,8 @@ impl Trace {
             return Err(crate::Invalid::new(format!("trace {name}"), problem).into());
         }
         let span_s = entries.last().map_or(0.0, |e| e.at_s);
-        Ok(Trace { name, too_long: n - entries.len(), span_s, options, entries, seed })
+        let (turns, sessions) = turns(&entries);
+        Ok(Trace { name, too_long: n - entries.len(), span_s, options, entries, seed, turns, sessions })
     }
 
     /// Whether two of the window's requests share a hash id (so their prompts share a prefix
@@ -247,7 +347,23 @@ impl Trace {
         }
         let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed ^ id.wrapping_mul(0xD1B5_4A32_D192_ED03));
         prompt.extend(random_tokens(&mut rng, e.input - prompt.len(), vocab));
-        WorkRequest { id, prompt, params: SamplingParams::greedy_exact(e.output) }
+        let session = self.turn(i as u64).map(|(s, _)| s);
+        WorkRequest { session, id, prompt, params: SamplingParams::greedy_exact(e.output) }
+    }
+
+    /// Request `index`'s session and turn: a replay past the window's end (more requests than
+    /// it holds) takes it again, with sessions numbered on.
+    pub fn turn(&self, index: u64) -> Option<(u64, u32)> {
+        let len = self.entries.len() as u64;
+        let t = self.turns[(index % len) as usize]?;
+        Some((t.session + index / len * self.sessions, t.number))
+    }
+
+    /// The turn after request `index` in its session, and when it is due.
+    pub fn next_turn(&self, index: u64) -> Option<(u64, NextDue)> {
+        let len = self.entries.len() as u64;
+        let (j, due) = self.turns[(index % len) as usize]?.next?;
+        Some((index - index % len + j as u64, due))
     }
 
     pub fn describe(&self) -> String {
@@ -273,6 +389,12 @@ impl Prompts for Trace {
     }
     fn due(&self, index: u64, speedup: f64) -> Option<f64> {
         Some(Trace::due(self, index as usize, speedup))
+    }
+    fn turn(&self, index: u64) -> Option<(u64, u32)> {
+        Trace::turn(self, index)
+    }
+    fn next_turn(&self, index: u64) -> Option<(u64, NextDue)> {
+        Trace::next_turn(self, index)
     }
 }
 
@@ -325,6 +447,51 @@ mod tests {
         let once = "{\"timestamp\": 0, \"input_length\": 9, \"output_length\": 3, \"hash_ids\": [7, 7, 5]}\n";
         let t = Trace::new("m".into(), read(&file("o.jsonl", once), TraceFormat::Auto).unwrap(), opts_of(4), 512, 1);
         assert!(!t.unwrap().shares_prefixes());
+    }
+
+    #[test]
+    fn sessions_link_their_turns_in_order_with_their_waits() {
+        // Session "a": at 0, then 250 ms after turn 1 ended, then at its own time (2 s); session
+        // 7 at 1 s; a request of no session at 0.5 s.
+        let text = r#"{"session_id": "a", "timestamp": 0, "input_length": 8, "output_length": 2, "hash_ids": [1, 2]}
+{"session_id": 7, "timestamp": 1000, "input_length": 8, "output_length": 2, "hash_ids": [9, 10]}
+{"session_id": "a", "delay": 250, "input_length": 12, "output_length": 2, "hash_ids": [1, 2, 3]}
+{"timestamp": 500, "input_length": 4, "output_length": 2}
+{"session_id": "a", "timestamp": 2000, "input_length": 16, "output_length": 2, "hash_ids": [1, 2, 3, 4]}
+"#;
+        let all = read(&file("s.jsonl", text), TraceFormat::Auto).unwrap();
+        let order: Vec<(f64, Option<u64>)> = all.iter().map(|e| (e.at_s, e.session)).collect();
+        assert_eq!(order, [(0.0, Some(0)), (0.25, Some(0)), (0.5, None), (1.0, Some(1)), (2.0, Some(0))]);
+        let t = Trace::new("s".into(), all, opts_of(4), 512, 1).unwrap();
+        assert_eq!(t.sessions, 2);
+        let turns: Vec<Option<(u64, u32)>> = (0..5).map(|i| t.turn(i)).collect();
+        assert_eq!(turns, [Some((0, 1)), Some((0, 2)), None, Some((1, 1)), Some((0, 3))]);
+        assert_eq!(t.next_turn(0), Some((1, NextDue::After(0.25))));
+        assert_eq!(t.next_turn(1), Some((4, NextDue::At(2.0))));
+        assert_eq!((t.next_turn(2), t.next_turn(3), t.next_turn(4)), (None, None, None));
+        // A replay past the window takes the sessions again, numbered on; a request its session.
+        assert_eq!((t.turn(5), t.next_turn(6)), (Some((2, 1)), Some((9, NextDue::At(2.0)))));
+        assert_eq!((t.request(100, 1, 1000).session, t.request(102, 2, 1000).session), (Some(0), None));
+        // The turns share their session's blocks: turn 2 starts with turn 1's prompt.
+        assert_eq!(t.request(100, 0, 1000).prompt[..], t.request(101, 1, 1000).prompt[..8]);
+        for (bad, said) in [
+            (
+                r#"{"session_id": "b", "delay": 5, "input_length": 8, "output_length": 2}"#,
+                "session b starts without a timestamp",
+            ),
+            (r#"{"input_length": 8, "output_length": 2}"#, "no timestamp"),
+            (
+                r#"{"session_id": [1], "timestamp": 0, "input_length": 8, "output_length": 2}"#,
+                "is not a string or number",
+            ),
+            (
+                r#"{"session_id": 1, "timestamp": 0, "delay": -1, "input_length": 8, "output_length": 2}"#,
+                "the delay is not",
+            ),
+        ] {
+            let e = read(&file("bad.jsonl", &format!("{bad}\n")), TraceFormat::Mooncake).unwrap_err().to_string();
+            assert!(e.contains("line 1") && e.contains(said), "{e}");
+        }
     }
 
     fn opts_of(block_size: usize) -> TraceOptions {

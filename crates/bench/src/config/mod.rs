@@ -32,10 +32,15 @@ mod values;
 pub use values::{run_name, Value};
 
 use crate::command::strip;
+use crate::launch::{Server, ServerTemplate};
 use goodput_results::matrix::Axis;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use values::{axes, combinations, tokens, AxisValues};
+
+/// The prefix of a matrix's axes over the launched server's placeholders (`[matrix]
+/// server.max-num-seqs = [8, 64]`): a run's values under it fill the `[server]` command.
+pub const SERVER_AXIS: &str = "server.";
 
 /// The most runs one matrix expands to.
 pub const MAX_RUNS: usize = 1000;
@@ -118,12 +123,15 @@ pub struct Expanded<A> {
     pub jobs: Vec<Job<A>>,
     pub matrix: Option<(PathBuf, Vec<Axis>)>,
     pub notes: Vec<String>,
+    /// The file's `[server]`: how each run starts the server it measures.
+    pub server: Option<ServerTemplate>,
 }
 
 impl<A> Expanded<A> {
     /// What `run --dry-run` prints: the runs, each with its directory (`.` for a run of its
-    /// own) and its command line as `command` gives it, less `--dry-run`, secrets redacted.
-    pub fn dry_run(&self, command: impl Fn(&A) -> Vec<String>) -> String {
+    /// own) and its command line as `command` gives it, less `--dry-run`, secrets redacted;
+    /// then the server it launches, as `server` gives it.
+    pub fn dry_run(&self, command: impl Fn(&A) -> Vec<String>, server: impl Fn(&A) -> Option<String>) -> String {
         let at = self.matrix.as_ref().map_or(String::new(), |(root, _)| format!(" under {}", root.display()));
         let n = self.jobs.len();
         let mut out = format!("{n} run{}{at}:", if n == 1 { "" } else { "s" });
@@ -131,13 +139,45 @@ impl<A> Expanded<A> {
             let argv = command(&j.args).into_iter().filter(|t| t != "--dry-run");
             let shown = goodput_client::redact::redacted_command(argv).join(" ");
             out += &format!("\n  {}: {shown}", if j.name.is_empty() { "." } else { &j.name });
+            if let Some(s) = server(&j.args) {
+                out += &format!("\n    server: {s}");
+            }
         }
         out
     }
 
+    /// Each run with the server it launches: the file's `[server]` with the run's
+    /// `server.NAME` values, under what `of` reads from the run's arguments (the command
+    /// line's `--server`, and the run's `--target` URL); none for a run that launches none.
+    pub fn servers(
+        self,
+        of: impl Fn(&A) -> (Option<&str>, Option<&str>),
+    ) -> Result<Expanded<(A, Option<Server>)>, String> {
+        let mut jobs = Vec::new();
+        for j in self.jobs {
+            let (flag, url) = of(&j.args);
+            let server = match (&self.server, flag) {
+                (None, None) => None,
+                (template, flag) => {
+                    let axes: Vec<(String, String)> = j
+                        .values
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.strip_prefix(SERVER_AXIS)?.to_string(), v.clone())))
+                        .collect();
+                    let at = if j.name.is_empty() { String::new() } else { format!(" (the run {})", j.name) };
+                    let t = template.clone().unwrap_or_default();
+                    Some(t.render(flag, &axes, url).map_err(|e| format!("the server to launch{at}: {e}"))?)
+                }
+            };
+            jobs.push(Job { name: j.name, values: j.values, args: (j.args, server) });
+        }
+        Ok(Expanded { jobs, matrix: self.matrix, notes: self.notes, server: self.server })
+    }
+
     /// One run, not from a file.
     pub fn one(args: A) -> Self {
-        Self { jobs: vec![Job { name: String::new(), values: Vec::new(), args }], matrix: None, notes: Vec::new() }
+        let jobs = vec![Job { name: String::new(), values: Vec::new(), args }];
+        Self { jobs, matrix: None, notes: Vec::new(), server: None }
     }
 
     /// Each run's arguments parsed by `f`; the first refusal is the whole expansion's.
@@ -147,7 +187,7 @@ impl<A> Expanded<A> {
             .into_iter()
             .map(|j| Ok(Job { name: j.name, values: j.values, args: f(j.args)? }))
             .collect::<Result<_, E>>()?;
-        Ok(Expanded { jobs, matrix: self.matrix, notes: self.notes })
+        Ok(Expanded { jobs, matrix: self.matrix, notes: self.notes, server: self.server })
     }
 }
 
@@ -201,6 +241,15 @@ pub fn expand(path: &Path, flags: &dyn Flags, cli: &CommandLine) -> Result<Expan
         None => None,
     };
     let inline = inline.filter(|_| !flags.overridden("scenario"));
+    // `[server]`, a table; `server = "CMD"` is the --server flag's key.
+    let server = match table.remove("server") {
+        Some(toml::Value::Table(t)) => Some(ServerTemplate::from_table(&t).map_err(|e| fail(Problem::Key(e)))?),
+        Some(v) => {
+            table.insert("server".into(), v);
+            None
+        }
+        None => None,
+    };
     // Each key by its flag's id (an alias and its flag are one key).
     let mut base = Vec::new();
     for (key, value) in &table {
@@ -211,7 +260,7 @@ pub fn expand(path: &Path, flags: &dyn Flags, cli: &CommandLine) -> Result<Expan
     }
     let Some(matrix) = matrix else {
         let args = job_tokens(&base, &[], cli, inline, None);
-        return Ok(Expanded::one(args));
+        return Ok(Expanded { server, ..Expanded::one(args) });
     };
     let mut notes = Vec::new();
     let axes = axes(flags, &matrix, &mut notes).map_err(|e| fail(Problem::Matrix(e)))?;
@@ -224,10 +273,10 @@ pub fn expand(path: &Path, flags: &dyn Flags, cli: &CommandLine) -> Result<Expan
             )))
         }
     };
-    let jobs = matrix_jobs(base, &axes, cli, &inline, &root);
+    let jobs = matrix_jobs(base, &axes, cli, &inline, &root, seed_of(&text));
     let shown =
         axes.iter().map(|a| Axis { key: a.key.clone(), values: a.values.iter().map(|v| v.shown.clone()).collect() });
-    Ok(Expanded { jobs, matrix: Some((root, shown.collect())), notes })
+    Ok(Expanded { jobs, matrix: Some((root, shown.collect())), notes, server })
 }
 
 /// One run per combination of the axes, each under `root`.
@@ -237,12 +286,14 @@ fn matrix_jobs(
     cli: &CommandLine,
     inline: &Option<String>,
     root: &Path,
+    seed: u32,
 ) -> Vec<Job<Tokens>> {
     let mut base: Vec<_> = base.into_iter().filter(|(k, _)| k != "out").collect();
     // One seed for every run of the matrix, so that runs differ by their axes, not by their
-    // prompts: the file's or the command line's, else drawn once here.
+    // prompts: the file's or the command line's, else `seed` (the file's own, so that a
+    // matrix resumed sends the prompts its finished runs sent).
     if !base.iter().any(|(k, _)| k == "seed") && !cli.set.contains("seed") && !axes.iter().any(|a| a.id == "seed") {
-        base.push(("seed".into(), vec![format!("--seed={}", rand::random::<u32>())]));
+        base.push(("seed".into(), vec![format!("--seed={seed}")]));
     }
     let mut jobs = Vec::new();
     for (i, combo) in combinations(axes).into_iter().enumerate() {
@@ -254,6 +305,12 @@ fn matrix_jobs(
         jobs.push(Job { name, values, args });
     }
     jobs
+}
+
+/// The matrix's seed when neither the file nor the command line gives one: the file's text
+/// hashed (FNV-1a), the same for the same file, another for an edited one.
+fn seed_of(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
 /// Every list of `t` (its keys', the matrix's axes', their items') at most [`MAX_LIST`] long,

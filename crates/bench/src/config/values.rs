@@ -2,7 +2,7 @@
 //! flag's [`Shape`], the matrix's axes and their combinations, and each value as the run's
 //! directory name, the matrix's index and the console show it (a secret's never).
 
-use super::{Flag, Flags, Shape, MAX_RUNS};
+use super::{Flag, Flags, Shape, MAX_RUNS, SERVER_AXIS};
 
 /// One value of an axis: its tokens and how it is shown (in the run's name and the index).
 #[derive(Clone, Debug)]
@@ -26,6 +26,10 @@ pub(super) fn axes(
 ) -> Result<Vec<AxisValues>, String> {
     let mut axes = Vec::new();
     for (key, v) in matrix {
+        if let ("server", toml::Value::Table(t)) = (key.as_str(), v) {
+            axes.extend(server_axes(t)?);
+            continue;
+        }
         let flag = flags.flag(key)?;
         let toml::Value::Array(items) = v else {
             return Err(format!("matrix.{key}: a list of values, one per run (e.g. {key} = [a, b])"));
@@ -54,6 +58,27 @@ pub(super) fn axes(
         Some(runs) => Err(format!("the matrix expands to {} = {runs} runs, more than {MAX_RUNS}", sizes.join(" × "))),
         None => Err(format!("the matrix expands to {} runs, more than {MAX_RUNS}", sizes.join(" × "))),
     }
+}
+
+/// A matrix's `server.NAME` axes: values of the launched server's placeholders
+/// ([`crate::launch::template`]), which no flag of the run takes.
+fn server_axes(t: &toml::Table) -> Result<Vec<AxisValues>, String> {
+    let mut axes = Vec::new();
+    for (name, v) in t {
+        let key = format!("{SERVER_AXIS}{name}");
+        let toml::Value::Array(items) = v else {
+            return Err(format!("matrix.{key}: a list of values, one per run (e.g. {key} = [8, 64])"));
+        };
+        if items.is_empty() {
+            return Err(format!("matrix.{key}: an empty list would run nothing"));
+        }
+        let values = items
+            .iter()
+            .map(|item| Ok(Value { tokens: Vec::new(), shown: scalar(&key, item).map_err(|e| format!("matrix.{e}"))? }))
+            .collect::<Result<Vec<_>, String>>()?;
+        axes.push(AxisValues { id: key.clone(), key, values });
+    }
+    Ok(axes)
 }
 
 /// Every combination of the axes' values, the last axis varying fastest.

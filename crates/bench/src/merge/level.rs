@@ -74,6 +74,7 @@ pub fn merge(g: &Group, lost: &[Lost], origin: i128, slos: &[Slo], unit: &str) -
         vllm: vllm_keys(&summary, load),
         aiperf: goodput_results::aiperf_keys(&summary),
         turns: goodput_metrics::turns::by_turn(&measured),
+        sessions: goodput_metrics::sessions::summarize(&measured),
         start_s: Some(earliest),
         warmup_requests: count(Phase::Warmup),
         cooldown_requests: count(Phase::Cooldown),

@@ -268,6 +268,7 @@ pub fn run(rig: &Rig, spec: &RunSpec, level: &LevelSpec, lp: LevelPlan, stop: &S
         vllm: vllm_keys(&summary, vllm_load(&level.arrival, spec.pacing.max_in_flight, &measured)),
         aiperf: goodput_results::aiperf_keys(&summary),
         turns: goodput_metrics::turns::by_turn(&measured),
+        sessions: goodput_metrics::sessions::summarize(&measured),
         summary,
         start_s: Some(ran.start.as_secs()),
         warmup_requests: ran.count(Phase::Warmup),

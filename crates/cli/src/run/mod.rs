@@ -55,64 +55,59 @@ pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
         }
         _ => config::Expanded::one(a),
     };
-    let expanded = repeats::expand(expanded)?;
+    let expanded = repeats::expand(expanded)?
+        .servers(|a| (a.server.as_deref(), a.target.contains("://").then_some(a.target.as_str())))
+        .map_err(anyhow::Error::msg)?;
     if dry_run {
-        println!("{}", expanded.dry_run(|a| a.command.clone().unwrap_or_else(|| std::env::args().collect())));
+        let command = |(a, _): &(RunArgs, _)| a.command.clone().unwrap_or_else(|| std::env::args().collect());
+        println!("{}", expanded.dry_run(command, |(_, s)| s.as_ref().map(|s| s.command.clone())));
         return Ok(0);
     }
+    let stop = interrupt::install();
     match expanded.matrix {
         None => {
-            let a = expanded.jobs.into_iter().next().expect("a run expands to one job").args;
+            let (a, server) = expanded.jobs.into_iter().next().expect("a run expands to one job").args;
+            if a.resume {
+                bail!("--resume: {} holds no [matrix]; it resumes a matrix's runs", file.unwrap_or_default().display());
+            }
             let gate = a.baseline.clone().zip(a.out.clone()).zip(a.fail_on.clone());
-            let code = run(a)?;
+            let code = served(a, server.as_ref(), &stop)?;
             match gate {
                 Some(((baseline, out), fail_on)) if code == 0 => gate_against(baseline, out, fail_on),
                 _ => Ok(code),
             }
         }
-        Some((root, axes)) => run_matrix(file.as_deref(), &root, axes, expanded.jobs),
+        Some((root, axes)) => run_matrix(file.as_deref(), &root, axes, expanded.jobs, stop),
     }
 }
 
+/// [`run_until`] with the server it launches, when it launches one.
+/// The run's arguments are checked before the server starts: a mistake costs no start.
+fn served(a: RunArgs, server: Option<&goodput_bench::launch::Server>, stop: &Stop) -> Result<i32> {
+    let (out, lines) = (a.out.clone(), Lines { quiet: a.quiet });
+    let (spec, shown) = spec::run_spec(a)?;
+    let run = || view::show(&shown, &goodput_bench::run::run(&spec, stop.clone(), &view::Bar::new(spec.quiet))?);
+    Ok(goodput_bench::launch::around(server, out.as_deref(), stop, &lines, run)?)
+}
+
+/// A run of a matrix with the server it launches.
+type Served = config::Job<(RunArgs, Option<goodput_bench::launch::Server>)>;
+
 /// A config file's matrix (or the repeats) run by run through [`goodput_bench::matrix`], then
 /// the repeats' spread printed.
-fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<config::Job<RunArgs>>) -> Result<i32> {
-    if jobs
-        .iter()
-        .any(|j| j.args.export_json.is_some() || j.args.export_csv.is_some() || j.args.export_markdown.is_some())
-    {
+fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<Served>, stop: Stop) -> Result<i32> {
+    let exports = |a: &RunArgs| a.export_json.is_some() || a.export_csv.is_some() || a.export_markdown.is_some();
+    if jobs.iter().any(|j| exports(&j.args.0)) {
         bail!("--export-json, --export-csv and --export-markdown name one file, which each run of a matrix or of --repeats would overwrite; every run writes its summary and tables in its own directory under {}", root.display());
     }
-    let json = jobs.first().is_some_and(|j| j.args.json);
-    let overwrite = jobs.iter().all(|j| j.args.overwrite);
-    let (n, stop) = (jobs.len(), interrupt::install());
-    let spec = MatrixSpec { root, config, axes, overwrite };
-    let done = goodput_bench::matrix::run(spec, jobs, &stop, &Lines { quiet: false }, |a| run_until(a, stop.clone()))?;
-    print_blocks(&[goodput_report::console::matrix(&done.index)], json);
-    match done.spread {
-        Some(Ok(spread)) => {
-            let table = goodput_report::console::repeats(&spread);
-            if json {
-                eprintln!("{table}");
-            } else {
-                println!("{table}");
-            }
-        }
-        Some(Err(e)) => {
-            eprintln!("error: the repeats' spread: {:#} (the runs themselves are written)", anyhow::Error::from(e))
-        }
-        None => {}
-    }
-    let spread_file = root.join(goodput_results::repeats::REPEATS);
-    let spread =
-        if done.index.repeated() { format!(", their spread: {}", spread_file.display()) } else { String::new() };
-    let index = root.join(goodput_results::matrix::INDEX);
-    eprintln!(
-        "matrix: {} of {n} runs in {} (their index: {}{spread})",
-        done.index.runs.len(),
-        root.display(),
-        index.display()
-    );
+    let json = jobs.first().is_some_and(|j| j.args.0.json);
+    let overwrite = jobs.iter().all(|j| j.args.0.overwrite);
+    let (n, resume) = (jobs.len(), jobs.iter().any(|j| j.args.0.resume));
+    let spec = MatrixSpec { root, config, axes, overwrite, resume };
+    let run = |(a, server): (RunArgs, Option<_>)| served(a, server.as_ref(), &stop);
+    let done = goodput_bench::matrix::run(spec, jobs, &stop, &Lines { quiet: false }, run)?;
+    print_blocks(&done.tables(), json);
+    eprintln!("{}", done.footer(root, n));
     Ok(done.status)
 }
 

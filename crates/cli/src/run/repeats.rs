@@ -48,7 +48,7 @@ pub fn expand(mut e: Expanded<RunArgs>) -> Result<Expanded<RunArgs>> {
             jobs.push(Job { name, values, args });
         }
     }
-    Ok(Expanded { jobs, matrix: Some((root, axes)), notes: e.notes })
+    Ok(Expanded { jobs, matrix: Some((root, axes)), notes: e.notes, server: e.server })
 }
 
 /// One repeat of `a`: written to `dir`, with `a`'s seed or else `drawn`, and the command line

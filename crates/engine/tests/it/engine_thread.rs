@@ -179,7 +179,7 @@ fn the_target_refuses_an_absurd_max_tokens_without_panicking() {
     use goodput_core::{Outcome, Target, WorkRequest};
     let e = engine(None);
     let h = e.handle();
-    let req = WorkRequest { id: 1, prompt: prompt(4), params: SamplingParams::greedy_exact(usize::MAX) };
+    let req = WorkRequest { session: None, id: 1, prompt: prompt(4), params: SamplingParams::greedy_exact(usize::MAX) };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let rec = rt.block_on(h.run(req, h.clock().now()));
     assert!(

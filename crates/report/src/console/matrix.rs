@@ -36,7 +36,12 @@ pub fn matrix(index: &MatrixIndex) -> String {
         t.add_row(row);
     }
     let most = most_text(index.runs.iter().filter_map(|r| Some((r.name.as_str(), r.outcome.as_ref()?))));
-    format!("Matrix: {} runs\n{t}\n{most}", index.runs.len())
+    let errors: String = index
+        .runs
+        .iter()
+        .filter_map(|r| Some(format!("\n{}: {}", r.name, r.error.as_deref()?.lines().next()?)))
+        .collect();
+    format!("Matrix: {} runs\n{t}{errors}\n{most}", index.runs.len())
 }
 
 #[cfg(test)]
@@ -58,7 +63,8 @@ mod tests {
             error: None,
             outcome: Some(RunOutcome { usable, ..o.clone() }),
         };
-        let failed = MatrixRun { outcome: None, exit: 1, ..run("c", None) };
+        let error = Some("the server exited (exit status: 2) before it was healthy; the end of its log:\nbad".into());
+        let failed = MatrixRun { outcome: None, exit: 1, error, ..run("c", None) };
         let index = MatrixIndex {
             format: INDEX_FORMAT,
             config: None,
@@ -68,6 +74,10 @@ mod tests {
         let t = matrix(&index);
         assert!(t.ends_with(&format!("Most usable capacity: b (16 {}).", s.load_unit)), "{t}");
         assert!(t.contains("failed (exit 1)") && t.starts_with("Matrix: 3 runs"), "{t}");
+        assert!(
+            t.contains("\nc: the server exited (exit status: 2) before it was healthy; the end of its log:\n"),
+            "{t}"
+        );
         let none = MatrixIndex { runs: vec![run("a", None)], ..index };
         assert!(matrix(&none).ends_with("none is shown usable."));
     }

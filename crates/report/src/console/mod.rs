@@ -27,7 +27,7 @@ pub use run::{retry_storm, run};
 pub use shards::{rows as shard_rows, shards, time_line as shards_time_line, SHARD_HEADER};
 pub use soak::{soak, verdict as soak_verdict};
 pub use sweep::{caption, layers, level_brief, level_line, level_warnings, levels};
-pub use tasks::{agent, rag, turns};
+pub use tasks::{agent, rag, sessions, turns};
 
 use crate::columns::{Column, Output, Value};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Color, Table};

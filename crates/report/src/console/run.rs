@@ -29,6 +29,7 @@ pub fn run(
     if let Some(last) = s.levels.last() {
         if !last.turns.is_empty() {
             out.push(super::turns(&last.turns, last.summary.load, unit));
+            out.extend(last.sessions.as_ref().map(super::sessions));
         }
         if let Some(ag) = &last.agent {
             out.push(super::agent(ag, last.summary.load, unit));

@@ -27,6 +27,27 @@ pub fn turns(turns: &[TurnSummary], load: f64, unit: LoadUnit) -> String {
     format!("By turn at {load} {unit} (times in ms; cached = prompt tokens served by the prefix cache)\n{t}")
 }
 
+/// Sessions: what they re-sent, what the prefix cache served, and which turns found their
+/// session's context (the test of a router's session affinity).
+pub fn sessions(s: &goodput_metrics::sessions::SessionSummary) -> String {
+    let pct = |a: usize, b: usize| if b == 0 { "-".into() } else { format!("{:.0} %", 100.0 * a as f64 / b as f64) };
+    format!(
+        "Sessions: {} ({} turns), each sent {:.2}× its last turn's prompt; turns after the first found {:.0} % of their \
+         prompt tokens cached; {} of {} ({}) found the turn before's prompt cached (≥ {:.0} %: sent where their session's \
+         context was), and {} of {} sessions of several turns did so throughout.",
+        s.sessions,
+        s.turns,
+        s.amplification,
+        100.0 * s.later_cached_share,
+        s.continued,
+        s.later_turns,
+        pct(s.continued, s.later_turns),
+        100.0 * goodput_metrics::sessions::CONTINUED_SHARE,
+        s.sessions_kept,
+        s.multi_turn_sessions
+    )
+}
+
 /// Agent: the task-level numbers and one row per step of the plan.
 pub fn agent(a: &TaskSummary, load: f64, unit: LoadUnit) -> String {
     let mut t = new(&["step", "kind", "n", "mean ms", "p50 ms", "p95 ms"]);

@@ -1,0 +1,133 @@
+//! Session metrics (multi-turn conversations, agent tasks, a trace's sessions): how much each
+//! session re-sends, how much of it the prefix cache serves, and whether each turn reached the
+//! cache its session left — the test of session affinity behind a router, where a turn sent
+//! to another replica than the turn before it finds none of its session's blocks there.
+
+use goodput_core::ClientRecord;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The share of the turn before's prompt a turn must find cached to have "continued" its
+/// session on the same replica: its blocks are that prompt less a partial last block.
+pub const CONTINUED_SHARE: f64 = 0.9;
+
+/// A level's sessions, over its measured requests that name a session and a turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionSummary {
+    /// Sessions with at least one measured turn.
+    pub sessions: usize,
+    /// Their turns (measured requests).
+    pub turns: usize,
+    /// `amplification` = prompt tokens sent over a session's turns / its last turn's prompt
+    /// tokens, summed over sessions: how many times the final context was sent.
+    pub amplification: f64,
+    /// Cached prompt tokens / prompt tokens over turns after the first (the engine's count,
+    /// else the server's `usage.prompt_tokens_details.cached_tokens`).
+    pub later_cached_share: f64,
+    /// Turns after the first whose turn before is among the records and succeeded.
+    pub later_turns: usize,
+    /// Of those, the turns with at least [`CONTINUED_SHARE`] of the turn before's prompt
+    /// served from the cache: sent where their session's context was.
+    pub continued: usize,
+    /// Sessions of two turns or more all of whose later turns continued.
+    pub sessions_kept: usize,
+    /// Sessions of two turns or more.
+    pub multi_turn_sessions: usize,
+}
+
+/// Prompt tokens of `r` served by the prefix cache: the engine's count, else the server's
+/// usage (none: 0).
+pub fn cached_tokens(r: &ClientRecord) -> usize {
+    match &r.engine {
+        Some(e) => e.cached_tokens,
+        None => r.http.as_ref().and_then(|h| h.usage_cached_tokens).unwrap_or(0),
+    }
+}
+
+/// The sessions of `records` (those without a session or a turn are left out); none when no
+/// record names a session.
+pub fn summarize(records: &[&ClientRecord]) -> Option<SessionSummary> {
+    let mut by: BTreeMap<u64, Vec<&ClientRecord>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.turn.is_some()) {
+        by.entry(r.session?).or_default().push(r);
+    }
+    if by.is_empty() {
+        return None;
+    }
+    let mut s = SessionSummary {
+        sessions: by.len(),
+        turns: 0,
+        amplification: 0.0,
+        later_cached_share: 0.0,
+        later_turns: 0,
+        continued: 0,
+        sessions_kept: 0,
+        multi_turn_sessions: 0,
+    };
+    let (mut sent, mut last, mut later_prompt, mut later_cached) = (0usize, 0usize, 0usize, 0usize);
+    for turns in by.values_mut() {
+        turns.sort_by_key(|r| r.turn);
+        s.turns += turns.len();
+        sent += turns.iter().map(|r| r.input_tokens).sum::<usize>();
+        last += turns.last().map_or(0, |r| r.input_tokens);
+        let mut kept = true;
+        for pair in turns.windows(2) {
+            let (before, r) = (pair[0], pair[1]);
+            later_prompt += r.input_tokens;
+            later_cached += cached_tokens(r);
+            if r.turn != before.turn.map(|t| t + 1) || !before.is_ok() {
+                continue;
+            }
+            s.later_turns += 1;
+            let continued = cached_tokens(r) as f64 >= CONTINUED_SHARE * before.input_tokens as f64;
+            s.continued += usize::from(continued);
+            kept &= continued;
+        }
+        if turns.len() > 1 {
+            s.multi_turn_sessions += 1;
+            s.sessions_kept += usize::from(kept);
+        }
+    }
+    s.amplification = if last > 0 { sent as f64 / last as f64 } else { 0.0 };
+    s.later_cached_share = if later_prompt > 0 { later_cached as f64 / later_prompt as f64 } else { 0.0 };
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goodput_core::{HttpStamps, RecordBuilder};
+
+    /// Turn `turn` of `session`: `prompt` tokens, `cached` of them from the server's usage.
+    fn turn(session: u64, turn: u32, prompt: usize, cached: usize) -> ClientRecord {
+        let http = HttpStamps { usage_cached_tokens: Some(cached), ..Default::default() };
+        RecordBuilder::new(u64::from(turn)).input(prompt).http(http).turn(session, turn).build()
+    }
+
+    #[test]
+    fn a_session_kept_on_its_replica_continues_each_turn() {
+        // Session 1: 100, 200 (90 of 100 cached: continued), 300 (150 of 200: not).
+        // Session 2: 100, 250 (100 of 100 cached: continued) — kept.
+        // Session 3: one turn.
+        let rs = [
+            turn(1, 1, 100, 0),
+            turn(1, 2, 200, 90),
+            turn(1, 3, 300, 150),
+            turn(2, 2, 250, 100),
+            turn(2, 1, 100, 0),
+            turn(3, 1, 400, 0),
+        ];
+        let refs: Vec<&ClientRecord> = rs.iter().collect();
+        let s = summarize(&refs).unwrap();
+        assert_eq!((s.sessions, s.turns, s.multi_turn_sessions), (3, 6, 2));
+        assert_eq!((s.later_turns, s.continued, s.sessions_kept), (3, 2, 1));
+        // (600 + 350 + 400) / (300 + 250 + 400) = 1350 / 950
+        assert!((s.amplification - 1350.0 / 950.0).abs() < 1e-12);
+        // (90 + 150 + 100) / (200 + 300 + 250)
+        assert!((s.later_cached_share - 340.0 / 750.0).abs() < 1e-12);
+        let none = turn(1, 1, 10, 0);
+        let mut plain = none.clone();
+        plain.session = None;
+        assert_eq!(summarize(&[&plain]), None);
+    }
+}
