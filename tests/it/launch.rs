@@ -77,6 +77,17 @@ server.max-num-seqs = [1, "none", 4]
     let resumed = MatrixIndex::read(&out).unwrap().unwrap();
     assert_eq!((&resumed.runs[0], &resumed.runs[2]), (&index.runs[0], &index.runs[2]));
     assert!(resumed.runs[1].error.as_deref().unwrap().contains("before it was healthy"));
+    // A resume whose file no longer makes some of the old runs is refused before any start.
+    let fewer = dir.join("fewer.toml");
+    std::fs::write(&fewer, std::fs::read_to_string(&config).unwrap().replace(r#"[1, "none", 4]"#, "[1, 4]")).unwrap();
+    let (code, _, err) = goodput_code(&["run", "--config", fewer.to_str().unwrap(), "-q", "--resume"]);
+    assert!(
+        code == 1
+            && err
+                .contains("holds runs this one does not make (02-server.max-num-seqs=none, 03-server.max-num-seqs=4)"),
+        "{err}"
+    );
+    assert_eq!(MatrixIndex::read(&out).unwrap().unwrap(), resumed, "nothing touched");
     // Without --resume (or --overwrite) the matrix's directory is refused, as any matrix's.
     let (code, _, err) = goodput_code(&["run", "--config", cfg, "-q"]);
     assert!(code == 1 && err.contains("holds a matrix's runs"), "{err}");

@@ -21,6 +21,8 @@ pub enum MatrixError {
     HoldsMatrix(String),
     #[error("{0}: not empty and not a matrix's directory (no index.json); a matrix or --repeats writes its runs under an empty --out")]
     NotEmpty(String),
+    #[error("{0}: its matrix holds runs this one does not make ({1}); --resume keeps what it reruns: give --overwrite as well to remove them")]
+    Gone(String, String),
     #[error("{0}: {1}")]
     Io(String, std::io::Error),
     #[error(transparent)]
@@ -72,28 +74,25 @@ impl MatrixOutcome {
     }
 }
 
-/// Runs `jobs` one by one through `run` under `spec.root`, each in its directory (its name),
-/// until they are done or `stop` is raised.
+/// Runs `jobs` one by one through `run` under `spec.root`, each in its directory (its name)
+/// emptied first, until they are done or `stop` is raised. `seed` tells a job's seed, which a
+/// run kept by `--resume` must have been run with.
 /// A run's error is any error (the caller's, with its causes): it is recorded as text.
 pub fn run<A, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     spec: MatrixSpec,
     jobs: Vec<Job<A>>,
     stop: &Stop,
     progress: &dyn Progress,
+    seed: impl Fn(&A) -> Option<u64>,
     mut run: impl FnMut(A) -> Result<i32, E>,
 ) -> Result<MatrixOutcome, MatrixError> {
     let root = spec.root;
-    let finished = if spec.resume { finished(root, &jobs)? } else { Vec::new() };
-    let names: Vec<&str> = finished.iter().map(|r| r.name.as_str()).collect();
-    let names = if spec.resume { names } else { jobs.iter().map(|j| j.name.as_str()).collect() };
-    let mut warnings = prepare(root, spec.overwrite || spec.resume, &names)?;
-    if spec.resume {
-        // A run cut short (not yet in the index) is run again from an empty directory.
-        for j in jobs.iter().filter(|j| !names.contains(&j.name.as_str())) {
-            warnings.extend(clear(&root.join(&j.name))?);
-        }
-    }
-    for warning in warnings {
+    let finished = if spec.resume { finished(root, &jobs, spec.overwrite, seed)? } else { Vec::new() };
+    let names: Vec<&str> = match spec.resume {
+        true => finished.iter().map(|r| r.name.as_str()).collect(),
+        false => jobs.iter().map(|j| j.name.as_str()).collect(),
+    };
+    for warning in prepare(root, spec.overwrite || spec.resume, &names)? {
         progress.line(&format!("warning: {warning}"), true);
     }
     let mut index = MatrixIndex {
@@ -106,7 +105,8 @@ pub fn run<A, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     index.write(root)?;
     let n = jobs.len();
     let mut status = EXIT_OK;
-    for (i, job) in jobs.into_iter().enumerate() {
+    let mut jobs = jobs.into_iter().enumerate();
+    for (i, job) in jobs.by_ref() {
         if let Some(done) = finished.iter().find(|r| r.name == job.name) {
             progress.line(&format!("matrix: run {} of {n}: {} finished before (--resume)", i + 1, job.name), false);
             index.runs.push(done.clone());
@@ -114,6 +114,11 @@ pub fn run<A, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
             continue;
         }
         progress.line(&format!("matrix: run {} of {n}: {}", i + 1, job.name), false);
+        // An old run of this name (--overwrite, --resume, one cut short) is gone before this
+        // one, so nothing of it is read as this run's.
+        if let Some(warning) = clear(&root.join(&job.name))? {
+            progress.line(&format!("warning: {warning}"), true);
+        }
         let (exit, error) = match run(job.args) {
             Ok(code) => (code, None),
             Err(e) => {
@@ -135,6 +140,9 @@ pub fn run<A, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
             break;
         }
     }
+    // Stopped early: the finished runs not reached stay in the index (a later --resume keeps them).
+    index.runs.extend(jobs.filter_map(|(_, j)| finished.iter().find(|r| r.name == j.name).cloned()));
+    index.write(root)?;
     let spread = index
         .repeated()
         .then(|| crate::repeats::summarize(root, &index).and_then(|s| Ok(s.write(root).map(|()| s)?)));
@@ -154,14 +162,25 @@ fn clear(dir: &Path) -> Result<Option<String>, MatrixError> {
 }
 
 /// The runs of the matrix already in `root` (none when it holds none) that finished, each as
-/// one of `jobs` (the same name, so the same values): exit 0, no error, a summary written.
-fn finished<A>(root: &Path, jobs: &[Job<A>]) -> Result<Vec<MatrixRun>, MatrixError> {
+/// one of `jobs` (the same name, so the same values) with the seed the job has: exit 0, no
+/// error, a summary written. Its runs that no job makes are refused unless `overwrite`.
+fn finished<A>(
+    root: &Path,
+    jobs: &[Job<A>],
+    overwrite: bool,
+    seed: impl Fn(&A) -> Option<u64>,
+) -> Result<Vec<MatrixRun>, MatrixError> {
     let Some(old) = MatrixIndex::read(root)? else { return Ok(Vec::new()) };
+    let gone: Vec<&str> =
+        old.runs.iter().filter(|r| !jobs.iter().any(|j| j.name == r.name)).map(|r| r.name.as_str()).collect();
+    if !gone.is_empty() && !overwrite {
+        return Err(MatrixError::Gone(root.display().to_string(), gone.join(", ")));
+    }
     let done = |r: &MatrixRun| {
-        r.exit == EXIT_OK
-            && r.error.is_none()
-            && jobs.iter().any(|j| j.name == r.name && j.values == r.values)
-            && goodput_results::read_summary(&root.join(&r.dir)).is_ok()
+        let Some(job) = jobs.iter().find(|j| j.name == r.name && j.values == r.values) else { return false };
+        let summary = goodput_results::read_summary(&root.join(&r.dir));
+        let same_seed = |s: &goodput_results::RunSummary| seed(&job.args).is_none_or(|x| x == s.seed);
+        r.exit == EXIT_OK && r.error.is_none() && summary.is_ok_and(|s| same_seed(&s))
     };
     Ok(old.runs.into_iter().filter(done).collect())
 }

@@ -183,6 +183,7 @@ fn refusals_are_typed_errors() {
         hash_ids: Vec::new(),
         session: None,
         delay_s: None,
+        parent: None,
     };
     let options = goodput_workload::TraceOptions { window: (0.0, None), block_size: 16 };
     let trace = goodput_workload::Trace::new("t".into(), vec![entry], options, 512, 1).unwrap();

@@ -192,9 +192,14 @@ impl Connection {
             map.append(n, v);
         }
         if let Some(name) = &self.session_header {
+            // The headers goodput writes itself are not a session's to set.
+            let own = ["host", "content-length", "content-type", "accept", "authorization", "x-request-id"];
+            let own = own.iter().chain(&["transfer-encoding", "connection", "te", "upgrade"]);
             let n = HeaderName::from_bytes(name.as_bytes());
-            if n.as_ref().map_or(true, |n| map.contains_key(n)) {
-                return Err(bad(format!("--session-header `{name}`: not a header name, or one --header sends too")));
+            if n.as_ref().map_or(true, |n| map.contains_key(n) || own.clone().any(|o| n.as_str() == *o)) {
+                return Err(bad(format!(
+                    "--session-header `{name}`: not a header name, one --header sends too, or one goodput writes itself"
+                )));
             }
         }
         if self.basic_auth.is_some() && (self.api_key.is_some() || map.contains_key(AUTHORIZATION)) {

@@ -49,7 +49,9 @@ pub fn cached_tokens(r: &ClientRecord) -> usize {
 pub fn summarize(records: &[&ClientRecord]) -> Option<SessionSummary> {
     let mut by: BTreeMap<u64, Vec<&ClientRecord>> = BTreeMap::new();
     for r in records.iter().filter(|r| r.turn.is_some()) {
-        by.entry(r.session?).or_default().push(r);
+        if let Some(s) = r.session {
+            by.entry(s).or_default().push(r);
+        }
     }
     if by.is_empty() {
         return None;

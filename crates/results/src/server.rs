@@ -33,9 +33,13 @@ pub struct ServerRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ServerEnd {
+    /// It was never started (something answered at its health URL already, or it could not
+    /// be spawned).
+    NotStarted,
     /// Stopped after the run, by SIGTERM to its process group.
     Stopped,
-    /// Killed (SIGKILL) after the run, when SIGTERM left it running past the grace.
+    /// Killed (SIGKILL) after the run, when SIGTERM left some of its process group running
+    /// past the grace.
     Killed,
     /// It exited before it was healthy.
     ExitedAtStart,

@@ -27,6 +27,18 @@ pub trait Prompts: Send + Sync + 'static {
     fn next_turn(&self, _index: u64) -> Option<(u64, NextDue)> {
         None
     }
+
+    /// Whether request `index` is sent by another request's chain (a session's later turn, a
+    /// subagent's first), not at its own time.
+    fn follows(&self, _index: u64) -> bool {
+        false
+    }
+
+    /// The subagents request `index` calls once it has ended: their first turns, each with its
+    /// delay in seconds (at speed 1); the session's next turn waits for them all.
+    fn calls(&self, _index: u64) -> Vec<(u64, f64)> {
+        Vec::new()
+    }
 }
 
 /// When a session's next turn is due, once the turn before it has ended.

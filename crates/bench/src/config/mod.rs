@@ -140,7 +140,7 @@ impl<A> Expanded<A> {
             let shown = goodput_client::redact::redacted_command(argv).join(" ");
             out += &format!("\n  {}: {shown}", if j.name.is_empty() { "." } else { &j.name });
             if let Some(s) = server(&j.args) {
-                out += &format!("\n    server: {s}");
+                out += &format!("\n    server: {}", goodput_client::redact_url(&s));
             }
         }
         out
@@ -157,7 +157,14 @@ impl<A> Expanded<A> {
         for j in self.jobs {
             let (flag, url) = of(&j.args);
             let server = match (&self.server, flag) {
-                (None, None) => None,
+                (None, None) => match j.values.iter().find(|(k, _)| k.starts_with(SERVER_AXIS)) {
+                    Some((k, _)) => {
+                        return Err(format!(
+                            "matrix.{k}: no server to fill: give [server] command = \"…\" (or --server CMD)"
+                        ))
+                    }
+                    None => None,
+                },
                 (template, flag) => {
                     let axes: Vec<(String, String)> = j
                         .values

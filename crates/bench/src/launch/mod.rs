@@ -64,11 +64,11 @@ pub fn around<T, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     };
     let mut record = ServerRecord {
         format: SERVER_FORMAT,
-        command: server.command.clone(),
-        health: server.health.clone(),
+        command: goodput_client::redact_url(&server.command),
+        health: goodput_client::redact_url(&server.health),
         env: server.env.iter().map(|(k, _)| k.clone()).collect(),
         healthy_after_s: None,
-        end: ServerEnd::Stopped,
+        end: ServerEnd::NotStarted,
         exit: None,
     };
     let shown = out.map_or(log.clone(), |d| d.join(SERVER_LOG));
@@ -94,10 +94,10 @@ fn launched<T, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
         std::fs::create_dir_all(parent).map_err(|e| LaunchError::Log(log.to_path_buf(), e))?;
     }
     let health = Health::new()?;
-    if health.ok(&server.health) {
-        return Err(LaunchError::Busy(server.health.clone()));
+    if health.answers(&server.health) {
+        return Err(LaunchError::Busy(goodput_client::redact_url(&server.health)));
     }
-    progress.line(&format!("server: starting `{}` (its log: {})", server.command, shown.display()), false);
+    progress.line(&format!("server: starting `{}` (its log: {})", record.command, shown.display()), false);
     let mut group = Group::spawn(server, log)?;
     let started = Instant::now();
     let end = |status: ExitStatus, when: String| LaunchError::Exited {
@@ -130,11 +130,14 @@ fn launched<T, E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     }
     record.healthy_after_s = Some(started.elapsed().as_secs_f64());
     progress
-        .line(&format!("server: healthy at {} after {:.1} s", server.health, started.elapsed().as_secs_f64()), false);
+        .line(&format!("server: healthy at {} after {:.1} s", record.health, started.elapsed().as_secs_f64()), false);
     let result = run();
     if let Some(status) = group.exited() {
         (record.end, record.exit) = (ServerEnd::Died, Some(status.to_string()));
-        return Err(end(status, "during the run".into()));
+        let run = result
+            .err()
+            .map_or(String::new(), |e| format!(" (and the run: {})", goodput_client::causes(e.into().as_ref())));
+        return Err(end(status, format!("during the run{run}")));
     }
     let (killed, exit) = group.stop(server.grace);
     (record.end, record.exit) = (if killed { ServerEnd::Killed } else { ServerEnd::Stopped }, exit);
@@ -147,8 +150,10 @@ fn keep(log: &Path, out: Option<&Path>, record: &ServerRecord) -> Result<(), Lau
     let Some(dir) = out else { return Ok(()) };
     let io = |e| LaunchError::Log(dir.join(SERVER_LOG), e);
     std::fs::create_dir_all(dir).map_err(io)?;
-    if log.exists() {
-        std::fs::rename(log, dir.join(SERVER_LOG)).map_err(io)?;
+    // A rename, or across file systems (an --out that links elsewhere) a copy.
+    if log.exists() && std::fs::rename(log, dir.join(SERVER_LOG)).is_err() {
+        std::fs::copy(log, dir.join(SERVER_LOG)).map_err(io)?;
+        let _ = std::fs::remove_file(log);
     }
     record.write(dir).map_err(|e| LaunchError::Log(dir.to_path_buf(), std::io::Error::other(e.to_string())))
 }
@@ -178,6 +183,7 @@ impl Health {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io)?;
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
+            .no_proxy()
             .build()
             .map_err(|e| io(std::io::Error::other(e.to_string())))?;
         Ok(Self { rt, client })
@@ -186,6 +192,24 @@ impl Health {
     /// Whether `url` answers 200.
     fn ok(&self, url: &str) -> bool {
         self.rt.block_on(async { self.client.get(url).send().await }).is_ok_and(|r| r.status().is_success())
+    }
+
+    /// Whether anything answers at `url`, whatever its status.
+    fn answers(&self, url: &str) -> bool {
+        self.rt.block_on(async { self.client.get(url).send().await }).is_ok()
+    }
+}
+
+/// The process groups of the servers running now, for [`kill_all`].
+static LIVE: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
+
+/// Kills (SIGKILL) every launched server still running: for a process that quits at once (a
+/// second interrupt), where no [`Group`] is dropped. The servers run in groups of their own,
+/// which a terminal's Ctrl-C does not reach.
+pub fn kill_all() {
+    for pgid in LIVE.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        // SAFETY: as in `Group::stop`.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
     }
 }
 
@@ -210,7 +234,26 @@ impl Group {
             .process_group(0)
             .spawn()
             .map_err(|e| LaunchError::Spawn(server.command.clone(), e))?;
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).push(child.id() as libc::pid_t);
         Ok(Self { child, stopped: false })
+    }
+
+    /// Whether any process of the group is left running: one that has exited but is not yet
+    /// reaped (a zombie, which a container's init may never reap) is not; without `/proc`,
+    /// whether the group exists at all.
+    fn alive(&self) -> bool {
+        let pgid = self.child.id() as libc::pid_t;
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            // SAFETY: kill(2) with signal 0 only checks that the group exists.
+            return unsafe { libc::kill(-pgid, 0) == 0 };
+        };
+        procs.flatten().any(|p| {
+            let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
+            // `pid (comm) state ppid pgrp …`; the name may hold spaces and parentheses.
+            let mut fields = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace();
+            let (state, pgrp) = (fields.next(), fields.nth(1));
+            pgrp.and_then(|g| g.parse::<libc::pid_t>().ok()) == Some(pgid) && !matches!(state, Some("Z" | "X"))
+        })
     }
 
     /// The status of the group's leader, once it has exited.
@@ -220,22 +263,27 @@ impl Group {
 
     /// SIGTERM to the group, up to `grace` for the leader to exit, then SIGKILL to the group:
     /// whether it was killed, and the leader's status.
+    /// The grace holds for the whole group: `sh` may exit at SIGTERM while the server it
+    /// started is still shutting down.
     fn stop(&mut self, grace: Duration) -> (bool, Option<String>) {
         self.stopped = true;
-        let group = -(self.child.id() as libc::pid_t);
+        let pgid = self.child.id() as libc::pid_t;
         // SAFETY: kill(2) with a process group id and a signal number has no memory effects.
-        unsafe { libc::kill(group, libc::SIGTERM) };
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
         let at = Instant::now();
+        let mut status = None;
         while at.elapsed() < grace {
-            if let Some(status) = self.exited() {
-                // The leader is gone; what it left running in its group goes too.
-                unsafe { libc::kill(group, libc::SIGKILL) };
-                return (false, Some(status.to_string()));
+            status = status.or_else(|| self.exited());
+            if status.is_some() && !self.alive() {
+                break;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        unsafe { libc::kill(group, libc::SIGKILL) };
-        (true, self.child.wait().ok().map(|s| s.to_string()))
+        let killed = self.alive();
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let status = status.or_else(|| self.child.wait().ok());
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|&g| g != pgid);
+        (killed, status.map(|s| s.to_string()))
     }
 }
 

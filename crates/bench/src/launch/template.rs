@@ -1,9 +1,9 @@
 //! A server's command as a config file gives it (`[server]`, a matrix's `server.KEY` axes,
 //! `run --server CMD`), and the command one run launches, its placeholders filled.
 //!
-//! `{name}` takes the value of `name` (`-` and `_` alike): the `[server]` table's own keys,
-//! then the run's `server.NAME` axis, then what the run itself gives — `{url}` (its
-//! `--target`), `{host}`, `{port}` and `{goodput}` (this program). Values are quoted for the
+//! `{name}` takes the value of `name` (`-` and `_` alike): the run's `server.NAME` axis, else
+//! the `[server]` table's key, else what the run itself gives — `{url}` (its `--target`),
+//! `{host}`, `{port}` and `{goodput}` (this program). Values are quoted for the
 //! shell; `{{` and `}}` are braces, and `${VAR}` is left to the shell.
 
 use std::time::Duration;
@@ -77,8 +77,8 @@ impl ServerTemplate {
         let template = command.or(self.command.as_deref()).ok_or(
             "[server] has no `command`: give command = \"vllm serve {model} --port {port} …\" (or --server CMD)",
         )?;
-        let mut values: Vec<(String, String)> = self.values.clone();
-        values.extend(axes.iter().cloned());
+        // What the run gives first; the table's keys, then the run's axes, over it.
+        let mut values: Vec<(String, String)> = Vec::new();
         if let Some(url) = url {
             let parsed = reqwest::Url::parse(url).map_err(|e| format!("--target {url}: {e}"))?;
             values.push(("url".into(), url.trim_end_matches('/').into()));
@@ -88,6 +88,8 @@ impl ServerTemplate {
         if let Ok(exe) = std::env::current_exe() {
             values.push(("goodput".into(), exe.display().to_string()));
         }
+        values.extend(self.values.iter().cloned());
+        values.extend(axes.iter().cloned());
         let health = match (&self.health, url) {
             (Some(h), _) => fill(h, &values, false)?,
             (None, Some(u)) => format!("{}/health", u.trim_end_matches('/')),
@@ -166,7 +168,7 @@ mod tests {
     }
 
     #[test]
-    fn placeholders_take_the_table_then_the_axis_then_the_url() {
+    fn placeholders_take_the_axis_then_the_table_then_the_url() {
         let t = table(
             r#"command = "vllm serve {model} --port {port} --max-num-seqs {max-num-seqs} --x ${HOME} {{a}}"
                model = "/m/my model"
@@ -189,7 +191,7 @@ mod tests {
     fn what_cannot_be_filled_is_refused_by_name() {
         let t = table(r#"command = "vllm serve {modle}""#);
         let e = t.render(None, &[], Some("http://127.0.0.1:8000")).unwrap_err();
-        assert!(e.contains("`{modle}` has no value") && e.contains("known: url, host, port"), "{e}");
+        assert!(e.contains("`{modle}` has no value") && e.contains("known: url, host, port, goodput"), "{e}");
         assert!(table("").render(None, &[], Some("http://h:1")).unwrap_err().contains("no `command`"));
         let e = table(r#"command = "x""#).render(None, &[], None).unwrap_err();
         assert!(e.contains("--target http://HOST:PORT"), "{e}");

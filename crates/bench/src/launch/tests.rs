@@ -8,7 +8,8 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 
 /// A loopback port that answers 200 once the server's command has made the file `$READY`
-/// (503 before), for as long as the test runs.
+/// (closes each connection unanswered before, as a port nothing serves yet), for as long as
+/// the test runs.
 fn healthy(ready: &Path) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -17,8 +18,9 @@ fn healthy(ready: &Path) -> String {
         for mut s in listener.incoming().flatten() {
             let mut buf = [0u8; 1024];
             let _ = s.read(&mut buf);
-            let status = if ready.exists() { "200 OK" } else { "503 Service Unavailable" };
-            let _ = write!(s, "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            if ready.exists() {
+                let _ = write!(s, "HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            }
         }
     });
     format!("http://127.0.0.1:{port}/health")
@@ -110,6 +112,17 @@ fn a_server_that_ignores_sigterm_is_killed_after_the_grace() {
 }
 
 #[test]
+fn the_grace_holds_for_the_whole_group_not_only_its_shell() {
+    // `sh` runs the server as its child and exits at SIGTERM; the server takes 0.4 s to stop.
+    let out = dir("graceful");
+    let s = ready_then("graceful", "sh -c 'trap \"sleep 0.4; exit 0\" TERM; while true; do sleep 0.05; done' & wait");
+    let s = Server { grace: Duration::from_secs(5), ..s };
+    let (r, rec) = go(&s, &out, || Ok(0));
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(rec.end, ServerEnd::Stopped, "stopped within its grace, not killed: {rec:?}");
+}
+
+#[test]
 fn a_server_that_dies_during_the_run_is_an_error() {
     let out = dir("died");
     let s = ready_then("died", "sleep 1.2; exit 4");
@@ -124,12 +137,22 @@ fn a_server_that_dies_during_the_run_is_an_error() {
 
 #[test]
 fn a_port_already_served_is_refused_before_any_start() {
-    let ready = dir("busy.ready");
-    std::fs::write(&ready, "").unwrap();
-    let health = healthy(&ready);
+    // Anything that answers at all, a 404 too.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let health = format!("http://127.0.0.1:{}/health", listener.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let _ = s.read(&mut [0u8; 1024]);
+            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
     let r = around(Some(&server("exit 0", health.clone())), None, &Stop::default(), &Lines { quiet: true }, || {
         Ok::<_, String>(0)
     });
     let e = r.unwrap_err().to_string();
     assert!(e.starts_with(&format!("{health} already answers")), "{e}");
+    // Never started: said so in its record.
+    let out = dir("busy");
+    let (_, rec) = go(&server("exit 0", health.clone()), &out, || Ok(0));
+    assert_eq!((rec.end, rec.exit), (ServerEnd::NotStarted, None));
 }

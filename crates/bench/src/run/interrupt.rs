@@ -69,5 +69,6 @@ async fn watch(mut signals: (Signal, Signal), raised: Stop) {
             );
         }
     }
+    crate::launch::kill_all();
     std::process::exit(super::EXIT_INTERRUPTED);
 }

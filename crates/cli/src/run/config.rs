@@ -49,7 +49,8 @@ fn job_args(path: &Path, t: Tokens) -> Result<RunArgs> {
         let at = t.out.as_ref().map_or(String::new(), |d| format!(" (the run in {})", d.display()));
         anyhow!("{}{at}: {}", path.display(), without_secrets(&clap_message(&e), &t.tokens))
     })?;
-    let mut command: Vec<String> = argv.collect();
+    // The run's own command: `--resume` is the matrix's.
+    let mut command: Vec<String> = argv.filter(|t| t != "--resume").collect();
     if let (Some(_), Some(dir)) = (&t.inline, &args.out) {
         command.push(format!("--scenario={}", dir.join(goodput_results::files::SCENARIO).display()));
     }

@@ -68,7 +68,7 @@ pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
         None => {
             let (a, server) = expanded.jobs.into_iter().next().expect("a run expands to one job").args;
             if a.resume {
-                bail!("--resume: {} holds no [matrix]; it resumes a matrix's runs", file.unwrap_or_default().display());
+                bail!("--resume resumes a matrix's runs (a config's [matrix], --repeats); this is one run");
             }
             let gate = a.baseline.clone().zip(a.out.clone()).zip(a.fail_on.clone());
             let code = served(a, server.as_ref(), &stop)?;
@@ -81,7 +81,7 @@ pub fn main(a: RunArgs, matches: Option<&clap::ArgMatches>) -> Result<i32> {
     }
 }
 
-/// [`run_until`] with the server it launches, when it launches one.
+/// A run (stopped by `stop`) with the server it launches, when it launches one.
 /// The run's arguments are checked before the server starts: a mistake costs no start.
 fn served(a: RunArgs, server: Option<&goodput_bench::launch::Server>, stop: &Stop) -> Result<i32> {
     let (out, lines) = (a.out.clone(), Lines { quiet: a.quiet });
@@ -105,7 +105,8 @@ fn run_matrix(config: Option<&Path>, root: &Path, axes: Vec<Axis>, jobs: Vec<Ser
     let (n, resume) = (jobs.len(), jobs.iter().any(|j| j.args.0.resume));
     let spec = MatrixSpec { root, config, axes, overwrite, resume };
     let run = |(a, server): (RunArgs, Option<_>)| served(a, server.as_ref(), &stop);
-    let done = goodput_bench::matrix::run(spec, jobs, &stop, &Lines { quiet: false }, run)?;
+    let seed = |(a, _): &(RunArgs, Option<_>)| a.seed;
+    let done = goodput_bench::matrix::run(spec, jobs, &stop, &Lines { quiet: false }, seed, run)?;
     print_blocks(&done.tables(), json);
     eprintln!("{}", done.footer(root, n));
     Ok(done.status)
@@ -121,13 +122,5 @@ fn gate_against(baseline: std::path::PathBuf, out: std::path::PathBuf, fail_on: 
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    run_until(a, interrupt::install())
-}
-
-/// [`run`], stopped by `stop`.
-fn run_until(a: RunArgs, stop: Stop) -> Result<i32> {
-    let (spec, shown) = spec::run_spec(a)?;
-    let bar = view::Bar::new(spec.quiet);
-    let outcome = goodput_bench::run::run(&spec, stop, &bar)?;
-    view::show(&shown, &outcome)
+    served(a, None, &interrupt::install())
 }

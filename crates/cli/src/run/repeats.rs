@@ -61,6 +61,7 @@ fn repeat_args(a: &RunArgs, dir: &Path, drawn: u64) -> RunArgs {
     let command =
         a.command.clone().unwrap_or_else(|| std::env::args_os().map(|s| s.to_string_lossy().into_owned()).collect());
     let mut c = ["--repeats", "--out", "--seed", "--config"].iter().fold(command, |c, flag| strip(&c, flag));
+    c.retain(|t| t != "--resume");
     if r.scenario_inline.is_some() {
         c = strip(&c, "--scenario");
         c.push(format!("--scenario={}", dir.join(goodput_results::files::SCENARIO).display()));

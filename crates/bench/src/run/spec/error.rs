@@ -28,6 +28,9 @@ pub enum SpecError {
     MaxUsers(usize),
     #[error("--max-rate must be a positive rate of at most {MAX_RATE} requests per second, got {0}")]
     MaxRate(f64),
+    /// A trace of sessions split over shards.
+    #[error("--shard with a trace of sessions: a session's turns follow one another, so they cannot be split over load generators by request; run one generator, or split the trace by session into one file per generator")]
+    ShardedSessions,
     /// A shard whose slice of a level's schedule is empty.
     #[error(
         "--shard {shard}: the level at {load} holds {total} requests (warm-up and cool-down included), none of which falls to shard {} (request j goes to shard j mod {}): give fewer shards or more --requests",

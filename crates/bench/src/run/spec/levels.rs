@@ -194,13 +194,19 @@ impl Search {
 /// A shard whose slice of a level's schedule is empty (request `j` goes to shard `j mod N`,
 /// and the schedule holds fewer than `i + 1` requests) would send nothing: refused before the
 /// run, not said at its end.
+/// A trace of sessions is refused: a session's later turns follow its first, so they go with
+/// it, not with the shard of their own number.
 pub fn check_slice(
     shard: Option<Shard>,
     per_level: &PerLevel,
     levels: &VecDeque<LevelSpec>,
-    sessions: bool,
+    workload: &crate::workload::WorkloadSpec,
 ) -> Result<()> {
     let Some(shard) = shard else { return Ok(()) };
+    if workload.trace.as_ref().is_some_and(|t| t.sessions > 0) {
+        return Err(SpecError::ShardedSessions);
+    }
+    let sessions = workload.is_sessions();
     for l in levels.iter().filter(|l| l.duration.is_none()) {
         let c = Counts::of(per_level, l, sessions);
         let total = c.requests.saturating_add(c.warmup).saturating_add(c.cooldown);

@@ -88,7 +88,7 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
     let min_requests = goodput_metrics::interval::min_requests(&slos, MAX_REQUESTS);
     let per_level = PerLevel { requests: a.requests, min_requests, warmup: a.warmup, cooldown: a.cooldown };
     let search = search(&a, &workload, unit)?;
-    check_slice(a.shard, &per_level, &levels, workload.is_sessions())?;
+    check_slice(a.shard, &per_level, &levels, &workload)?;
     let pacing = Pacing::checked(a.max_concurrency, a.ramp, a.think_jitter, a.think, &levels)?;
     let latency_columns = load::latency_columns(&a);
     if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {

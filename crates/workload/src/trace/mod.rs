@@ -17,6 +17,11 @@
 //! without `delay`, at its own `timestamp` once that turn ended. A turn's `hash_ids` are its
 //! whole prompt as recorded, so a session's context grows as it grew (its turns share their
 //! leading blocks), whatever the target answers.
+//!
+//! **Subagents**: a session whose first line names `"parent_session_id"` is a subagent the
+//! parent's turn before it (in the file) calls: it starts `delay` ms after that turn ended, and
+//! the parent's next turn waits until every subagent it called has ended (its wait counted from
+//! then), as an agent awaits the tools it called.
 
 use crate::prompts::{NextDue, Prompts};
 use crate::scenario::random_tokens;
@@ -65,6 +70,9 @@ pub struct TraceEntry {
     /// Seconds after the session's turn before ended at which this turn is due.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_s: Option<f64>,
+    /// A subagent's first turn: the session that calls it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -76,6 +84,7 @@ struct MooncakeLine {
     hash_ids: Vec<u64>,
     session_id: Option<serde_json::Value>,
     delay: Option<f64>,
+    parent_session_id: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +158,7 @@ pub fn read(path: &Path, format: TraceFormat) -> Result<Vec<TraceEntry>, Workloa
                     hash_ids: Vec::new(),
                     session: None,
                     delay_s: None,
+                    parent: None,
                 });
             }
         }
@@ -191,30 +201,45 @@ impl Sessions {
         };
         let delay_s = l.delay.map(|d| ms(d, "delay")).transpose()?;
         let at = l.timestamp.map(|t| ms(t, "timestamp")).transpose()?;
-        let (session, at_s) = match l.session_id {
-            None => (None, at.ok_or("no timestamp (a turn of a session may give a delay instead)")?),
-            Some(id) => {
-                let key = match id {
-                    serde_json::Value::String(s) => s,
-                    serde_json::Value::Number(n) => n.to_string(),
-                    other => return Err(format!("the session_id {other} is not a string or number")),
-                };
-                let next = self.ids.len() as u64;
-                let known = self.ids.get(&key).copied();
-                // A session's turns keep their order: none placed before the turn before it.
-                let at_s = match (at, known) {
-                    (Some(t), None) => t,
-                    (Some(t), Some((_, last))) => t.max(last),
-                    (None, Some((_, last))) => last + delay_s.unwrap_or(0.0),
-                    (None, None) => return Err(format!("session {key} starts without a timestamp")),
-                };
-                let n = known.map_or(next, |(n, _)| n);
-                self.ids.insert(key, (n, at_s));
-                (Some(n), at_s)
-            }
-        };
         let (input, output, hash_ids) = (l.input_length, l.output_length, l.hash_ids);
-        Ok(TraceEntry { at_s, input, output, hash_ids, session, delay_s })
+        let Some(id) = l.session_id else {
+            let at_s = at.ok_or("no timestamp (a turn of a session may give a delay instead)")?;
+            return Ok(TraceEntry { at_s, input, output, hash_ids, session: None, delay_s, parent: None });
+        };
+        let key = key_of(id)?;
+        let known = self.ids.get(&key).copied();
+        let parent = match (l.parent_session_id.map(key_of).transpose()?, known) {
+            (Some(p), None) => {
+                let found = self.ids.get(&p).copied();
+                Some((p.clone(), found.ok_or(format!("the parent session {p} has no turn before its subagent {key}"))?))
+            }
+            _ => None,
+        };
+        // A session's turns keep their order: none placed before the turn before it; a
+        // subagent's first after its parent's turn, and the parent's next after it.
+        let last = known.or(parent.as_ref().map(|(_, v)| *v)).map(|(_, last)| last);
+        let at_s = match (at, last) {
+            (Some(t), None) => t,
+            (Some(t), Some(last)) => t.max(last),
+            (None, Some(last)) => last + delay_s.unwrap_or(0.0),
+            (None, None) => return Err(format!("session {key} starts without a timestamp")),
+        };
+        let n = known.map_or(self.ids.len() as u64, |(n, _)| n);
+        self.ids.insert(key, (n, at_s));
+        if let Some((p, (pn, plast))) = &parent {
+            self.ids.insert(p.clone(), (*pn, plast.max(at_s)));
+        }
+        let parent = parent.map(|(_, (pn, _))| pn);
+        Ok(TraceEntry { at_s, input, output, hash_ids, session: Some(n), delay_s, parent })
+    }
+}
+
+/// A session id as text (a string or a number).
+fn key_of(id: serde_json::Value) -> Result<String, String> {
+    match id {
+        serde_json::Value::String(s) => Ok(s),
+        serde_json::Value::Number(n) => Ok(n.to_string()),
+        other => Err(format!("the session_id {other} is not a string or number")),
     }
 }
 
@@ -245,20 +270,29 @@ pub struct Trace {
 }
 
 /// A request's place in its session: the session, its turn number (1 first, within the
-/// window) and the turn after it with when that one is due.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// window), the turn after it with when that one is due, the subagents it calls (their first
+/// turns, each with its delay) and whether it is a subagent's first turn (sent by its caller).
+#[derive(Clone, Debug, PartialEq)]
 struct Turn {
     session: u64,
     number: u32,
     next: Option<(usize, NextDue)>,
+    calls: Vec<(usize, f64)>,
+    called: bool,
 }
 
-/// The turns of `entries`: each session's in order, each linked to the next.
+/// The turns of `entries`: each session's in order, each linked to the next, and a subagent's
+/// first to its parent's turn before it; sessions numbered 0, 1, … as they start in the window
+/// (so a replay past it numbers on without a gap).
 fn turns(entries: &[TraceEntry]) -> (Vec<Option<Turn>>, u64) {
     let mut turns: Vec<Option<Turn>> = vec![None; entries.len()];
     let mut last: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    let mut dense: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
     for (j, e) in entries.iter().enumerate() {
-        let Some(session) = e.session else { continue };
+        let Some(id) = e.session else { continue };
+        let n = dense.len() as u64;
+        let session = *dense.entry(id).or_insert(n);
+        let caller = e.parent.and_then(|p| last.get(dense.get(&p)?).copied());
         let number = match last.insert(session, j) {
             Some(i) => {
                 let due = e.delay_s.map_or(NextDue::At(e.at_s), NextDue::After);
@@ -268,9 +302,13 @@ fn turns(entries: &[TraceEntry]) -> (Vec<Option<Turn>>, u64) {
             }
             None => 1,
         };
-        turns[j] = Some(Turn { session, number, next: None });
+        let called = number == 1 && caller.is_some();
+        if let Some(i) = caller.filter(|_| called) {
+            turns[i].as_mut().expect("a session's turn").calls.push((j, e.delay_s.unwrap_or(0.0)));
+        }
+        turns[j] = Some(Turn { session, number, next: None, calls: Vec::new(), called });
     }
-    (turns, last.len() as u64)
+    (turns, dense.len() as u64)
 }
 
 impl Trace {
@@ -355,15 +393,29 @@ impl Trace {
     /// it holds) takes it again, with sessions numbered on.
     pub fn turn(&self, index: u64) -> Option<(u64, u32)> {
         let len = self.entries.len() as u64;
-        let t = self.turns[(index % len) as usize]?;
+        let t = self.turns[(index % len) as usize].as_ref()?;
         Some((t.session + index / len * self.sessions, t.number))
     }
 
     /// The turn after request `index` in its session, and when it is due.
     pub fn next_turn(&self, index: u64) -> Option<(u64, NextDue)> {
         let len = self.entries.len() as u64;
-        let (j, due) = self.turns[(index % len) as usize]?.next?;
+        let (j, due) = self.turns[(index % len) as usize].as_ref()?.next?;
         Some((index - index % len + j as u64, due))
+    }
+
+    /// Whether request `index` is sent by another's chain (a later turn, a subagent's first).
+    pub fn follows(&self, index: u64) -> bool {
+        let len = self.entries.len() as u64;
+        self.turns[(index % len) as usize].as_ref().is_some_and(|t| t.number > 1 || t.called)
+    }
+
+    /// The subagents request `index` calls: their first turns, each with its delay (s).
+    pub fn calls(&self, index: u64) -> Vec<(u64, f64)> {
+        let len = self.entries.len() as u64;
+        let base = index - index % len;
+        let t = self.turns[(index % len) as usize].as_ref();
+        t.map_or(Vec::new(), |t| t.calls.iter().map(|&(j, d)| (base + j as u64, d)).collect())
     }
 
     pub fn describe(&self) -> String {
@@ -396,138 +448,13 @@ impl Prompts for Trace {
     fn next_turn(&self, index: u64) -> Option<(u64, NextDue)> {
         Trace::next_turn(self, index)
     }
+    fn follows(&self, index: u64) -> bool {
+        Trace::follows(self, index)
+    }
+    fn calls(&self, index: u64) -> Vec<(u64, f64)> {
+        Trace::calls(self, index)
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn file(name: &str, text: &str) -> std::path::PathBuf {
-        let p = std::env::temp_dir().join(format!("goodput-trace-{}-{name}", std::process::id()));
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    #[test]
-    fn azure_timestamps_are_seconds_since_1970() {
-        assert_eq!(parse_timestamp("1970-01-01 00:00:01"), Some(1.0));
-        // 2023-11-16 is day 19 677 since 1970.
-        let t = parse_timestamp("2023-11-16 18:15:46.6805900").unwrap();
-        assert!((t - (19_677.0 * 86_400.0 + 18.0 * 3600.0 + 15.0 * 60.0 + 46.68059)).abs() < 1e-6, "{t}");
-        assert_eq!(parse_timestamp("2024-02-29T00:00:00Z"), Some(19_782.0 * 86_400.0));
-        assert_eq!(parse_timestamp("2023-13-01 00:00:00"), None);
-        for impossible in ["2023-02-31 00:00:00", "2023-02-29 00:00:00", "2023-04-31 00:00:00", "2023-01-01 -1:00:00"] {
-            assert_eq!(parse_timestamp(impossible), None, "{impossible}");
-        }
-        assert_eq!(parse_timestamp("99999999999999999-01-01 00:00:00"), None, "no overflow");
-        assert_eq!(parse_timestamp("yesterday"), None);
-    }
-
-    #[test]
-    fn mooncake_blocks_share_prefixes_by_hash_id_and_the_window_cuts() {
-        let text = "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [7, 8, 9]}\n\
-                    {\"timestamp\": 0, \"input_length\": 9, \"output_length\": 3, \"hash_ids\": [7, 8, 5]}\n\
-                    {\"timestamp\": 2500, \"input_length\": 900, \"output_length\": 3, \"hash_ids\": []}\n";
-        let all = read(&file("m.jsonl", text), TraceFormat::Auto).unwrap();
-        assert_eq!(all.iter().map(|e| e.at_s).collect::<Vec<_>>(), [0.0, 1.0, 2.5], "sorted, from the first");
-        let opts = TraceOptions { window: (0.0, None), block_size: 4 };
-        let t = Trace::new("m".into(), all.clone(), opts, 512, 1).unwrap();
-        assert_eq!((t.entries.len(), t.too_long), (2, 1), "900 + 3 tokens exceed 512");
-        let (a, b) = (t.request(100, 0, 1000), t.request(101, 1, 1000));
-        assert_eq!((a.prompt.len(), b.prompt.len()), (9, 10));
-        // Blocks 7 and 8: the first 8 tokens agree; block 5 and block 9 differ.
-        assert_eq!(a.prompt[..8], b.prompt[..8]);
-        assert_ne!(a.prompt[8], b.prompt[8]);
-        assert_eq!((t.due(1, 2.0), t.rate()), (0.5, 2.0));
-        assert!(t.shares_prefixes(), "7 and 8 in both");
-        let late =
-            Trace::new("m".into(), all, TraceOptions { window: (0.5, Some(3.0)), block_size: 4 }, 4096, 1).unwrap();
-        assert_eq!(late.entries.iter().map(|e| e.at_s).collect::<Vec<_>>(), [0.5, 2.0]);
-        // One request left in the window: nothing shared, even with a repeated id.
-        let once = "{\"timestamp\": 0, \"input_length\": 9, \"output_length\": 3, \"hash_ids\": [7, 7, 5]}\n";
-        let t = Trace::new("m".into(), read(&file("o.jsonl", once), TraceFormat::Auto).unwrap(), opts_of(4), 512, 1);
-        assert!(!t.unwrap().shares_prefixes());
-    }
-
-    #[test]
-    fn sessions_link_their_turns_in_order_with_their_waits() {
-        // Session "a": at 0, then 250 ms after turn 1 ended, then at its own time (2 s); session
-        // 7 at 1 s; a request of no session at 0.5 s.
-        let text = r#"{"session_id": "a", "timestamp": 0, "input_length": 8, "output_length": 2, "hash_ids": [1, 2]}
-{"session_id": 7, "timestamp": 1000, "input_length": 8, "output_length": 2, "hash_ids": [9, 10]}
-{"session_id": "a", "delay": 250, "input_length": 12, "output_length": 2, "hash_ids": [1, 2, 3]}
-{"timestamp": 500, "input_length": 4, "output_length": 2}
-{"session_id": "a", "timestamp": 2000, "input_length": 16, "output_length": 2, "hash_ids": [1, 2, 3, 4]}
-"#;
-        let all = read(&file("s.jsonl", text), TraceFormat::Auto).unwrap();
-        let order: Vec<(f64, Option<u64>)> = all.iter().map(|e| (e.at_s, e.session)).collect();
-        assert_eq!(order, [(0.0, Some(0)), (0.25, Some(0)), (0.5, None), (1.0, Some(1)), (2.0, Some(0))]);
-        let t = Trace::new("s".into(), all, opts_of(4), 512, 1).unwrap();
-        assert_eq!(t.sessions, 2);
-        let turns: Vec<Option<(u64, u32)>> = (0..5).map(|i| t.turn(i)).collect();
-        assert_eq!(turns, [Some((0, 1)), Some((0, 2)), None, Some((1, 1)), Some((0, 3))]);
-        assert_eq!(t.next_turn(0), Some((1, NextDue::After(0.25))));
-        assert_eq!(t.next_turn(1), Some((4, NextDue::At(2.0))));
-        assert_eq!((t.next_turn(2), t.next_turn(3), t.next_turn(4)), (None, None, None));
-        // A replay past the window takes the sessions again, numbered on; a request its session.
-        assert_eq!((t.turn(5), t.next_turn(6)), (Some((2, 1)), Some((9, NextDue::At(2.0)))));
-        assert_eq!((t.request(100, 1, 1000).session, t.request(102, 2, 1000).session), (Some(0), None));
-        // The turns share their session's blocks: turn 2 starts with turn 1's prompt.
-        assert_eq!(t.request(100, 0, 1000).prompt[..], t.request(101, 1, 1000).prompt[..8]);
-        for (bad, said) in [
-            (
-                r#"{"session_id": "b", "delay": 5, "input_length": 8, "output_length": 2}"#,
-                "session b starts without a timestamp",
-            ),
-            (r#"{"input_length": 8, "output_length": 2}"#, "no timestamp"),
-            (
-                r#"{"session_id": [1], "timestamp": 0, "input_length": 8, "output_length": 2}"#,
-                "is not a string or number",
-            ),
-            (
-                r#"{"session_id": 1, "timestamp": 0, "delay": -1, "input_length": 8, "output_length": 2}"#,
-                "the delay is not",
-            ),
-        ] {
-            let e = read(&file("bad.jsonl", &format!("{bad}\n")), TraceFormat::Mooncake).unwrap_err().to_string();
-            assert!(e.contains("line 1") && e.contains(said), "{e}");
-        }
-    }
-
-    fn opts_of(block_size: usize) -> TraceOptions {
-        TraceOptions { window: (0.0, None), block_size }
-    }
-
-    #[test]
-    fn azure_csv_rows_and_refusals_by_row() {
-        let text = "TIMESTAMP,ContextTokens,GeneratedTokens\n\
-                    2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n";
-        let all = read(&file("a.csv", text), TraceFormat::Auto).unwrap();
-        assert_eq!(all.len(), 2);
-        assert!(!Trace::new("a".into(), all.clone(), opts_of(16), 4096, 1).unwrap().shares_prefixes());
-        assert!((all[1].at_s - 4.314579).abs() < 1e-6 && all[1].input == 396 && all[1].output == 109);
-        let bad = "TIMESTAMP,ContextTokens,GeneratedTokens\nnot a time,1,1\n";
-        assert!(read(&file("b.csv", bad), TraceFormat::Azure).unwrap_err().to_string().contains("row 1"));
-        let err = read(&file("c.jsonl", "{\"timestamp\": 1}\n"), TraceFormat::Mooncake).unwrap_err();
-        assert!(err.to_string().contains("line 1"), "{err}");
-    }
-
-    #[test]
-    fn boundary_lengths_are_left_out_not_wrapped() {
-        let max = u64::MAX;
-        let text = format!(
-            "{{\"timestamp\":0,\"input_length\":{max},\"output_length\":1}}\n\
-             {{\"timestamp\":1,\"input_length\":1,\"output_length\":{max}}}\n\
-             {{\"timestamp\":2,\"input_length\":3,\"output_length\":4}}\n"
-        );
-        let all = read(&file("max.jsonl", &text), TraceFormat::Auto).unwrap();
-        let t = Trace::new("max".into(), all, TraceOptions { window: (0.0, None), block_size: 4 }, 2048, 1).unwrap();
-        assert_eq!((t.entries.len(), t.too_long), (1, 2));
-        let far = "{\"timestamp\":0,\"input_length\":1,\"output_length\":1}\n\
-                   {\"timestamp\":1e300,\"input_length\":1,\"output_length\":1}\n";
-        let err = read(&file("far.jsonl", far), TraceFormat::Auto).unwrap_err().to_string();
-        assert!(err.contains("at most a year"), "{err}");
-        let neg = "{\"timestamp\":-5,\"input_length\":1,\"output_length\":1}\n";
-        assert!(read(&file("neg.jsonl", neg), TraceFormat::Auto).is_err());
-    }
-}
+mod tests;
