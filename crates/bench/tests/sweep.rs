@@ -184,6 +184,7 @@ fn refusals_are_typed_errors() {
         session: None,
         delay_s: None,
         parent: None,
+        text: None,
     };
     let options = goodput_workload::TraceOptions { window: (0.0, None), block_size: 16 };
     let trace = goodput_workload::Trace::new("t".into(), vec![entry], options, 512, 1).unwrap();

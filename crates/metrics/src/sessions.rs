@@ -7,9 +7,12 @@ use goodput_core::ClientRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The share of the turn before's prompt a turn must find cached to have "continued" its
-/// session on the same replica: its blocks are that prompt less a partial last block.
-pub const CONTINUED_SHARE: f64 = 0.9;
+/// How many of the turn before's prompt tokens a turn may miss in the cache and still have
+/// "continued" its session on the same replica: a partial last block (16 tokens in vLLM's and
+/// goodput's blocks, 1 in SGLang's radix tree, 64 at most in common engines). An absolute
+/// slack, not a share: a prompt that is mostly a system prompt every replica holds is cached
+/// nearly whole anywhere, all but the session's own turns.
+pub const CONTINUED_SLACK: usize = 64;
 
 /// A level's sessions, over its measured requests that name a session and a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -26,8 +29,8 @@ pub struct SessionSummary {
     pub later_cached_share: f64,
     /// Turns after the first whose turn before is among the records and succeeded.
     pub later_turns: usize,
-    /// Of those, the turns with at least [`CONTINUED_SHARE`] of the turn before's prompt
-    /// served from the cache: sent where their session's context was.
+    /// Of those, the turns that found the turn before's prompt cached, all but
+    /// [`CONTINUED_SLACK`] tokens at most: sent where their session's context was.
     pub continued: usize,
     /// Sessions of two turns or more all of whose later turns continued.
     pub sessions_kept: usize,
@@ -81,7 +84,7 @@ pub fn summarize(records: &[&ClientRecord]) -> Option<SessionSummary> {
                 continue;
             }
             s.later_turns += 1;
-            let continued = cached_tokens(r) as f64 >= CONTINUED_SHARE * before.input_tokens as f64;
+            let continued = cached_tokens(r) + CONTINUED_SLACK >= before.input_tokens;
             s.continued += usize::from(continued);
             kept &= continued;
         }
@@ -108,13 +111,13 @@ mod tests {
 
     #[test]
     fn a_session_kept_on_its_replica_continues_each_turn() {
-        // Session 1: 100, 200 (90 of 100 cached: continued), 300 (150 of 200: not).
-        // Session 2: 100, 250 (100 of 100 cached: continued) — kept.
+        // Session 1: 100, 200 (40 of 100 cached: continued, 64 at most missed), 300 (120 of 200:
+        // not). Session 2: 100, 250 (100 of 100 cached: continued) — kept.
         // Session 3: one turn.
         let rs = [
             turn(1, 1, 100, 0),
-            turn(1, 2, 200, 90),
-            turn(1, 3, 300, 150),
+            turn(1, 2, 200, 40),
+            turn(1, 3, 300, 120),
             turn(2, 2, 250, 100),
             turn(2, 1, 100, 0),
             turn(3, 1, 400, 0),
@@ -125,8 +128,8 @@ mod tests {
         assert_eq!((s.later_turns, s.continued, s.sessions_kept), (3, 2, 1));
         // (600 + 350 + 400) / (300 + 250 + 400) = 1350 / 950
         assert!((s.amplification - 1350.0 / 950.0).abs() < 1e-12);
-        // (90 + 150 + 100) / (200 + 300 + 250)
-        assert!((s.later_cached_share - 340.0 / 750.0).abs() < 1e-12);
+        // (40 + 120 + 100) / (200 + 300 + 250)
+        assert!((s.later_cached_share - 260.0 / 750.0).abs() < 1e-12);
         let none = turn(1, 1, 10, 0);
         let mut plain = none.clone();
         plain.session = None;

@@ -118,8 +118,12 @@ fn load_model(s: &RunSpec, p: &dyn Progress) -> Result<Model> {
 fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>, p: &dyn Progress) -> Result<Workload> {
     let (spec, seed, max_len) = (&s.workload, s.seed, s.max_len);
     if let Some(t) = &spec.trace {
+        let t = match t.has_text() {
+            true => Arc::new(t.tokenized(|text| tokenizer.encode(text))?),
+            false => t.clone(),
+        };
         p.line(&format!("trace: {}", t.describe()), false);
-        return Ok(Workload::Trace(t.clone()));
+        return Ok(Workload::Trace(t));
     }
     if let Some(d) = &spec.dataset {
         if tokenizer.kind() == "bytes" {

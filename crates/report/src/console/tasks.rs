@@ -33,8 +33,8 @@ pub fn sessions(s: &goodput_metrics::sessions::SessionSummary) -> String {
     let pct = |a: usize, b: usize| if b == 0 { "-".into() } else { format!("{:.0} %", 100.0 * a as f64 / b as f64) };
     format!(
         "Sessions: {} ({} turns), each sent {:.2}× its last turn's prompt; turns after the first found {:.0} % of their \
-         prompt tokens cached; {} of {} ({}) found the turn before's prompt cached (≥ {:.0} %: sent where their session's \
-         context was), and {} of {} sessions of several turns did so throughout.",
+         prompt tokens cached; {} of {} ({}) found the turn before's prompt cached (all but {} tokens at most: sent where \
+         their session's context was), and {} of {} sessions of several turns did so throughout.",
         s.sessions,
         s.turns,
         s.amplification,
@@ -42,7 +42,7 @@ pub fn sessions(s: &goodput_metrics::sessions::SessionSummary) -> String {
         s.continued,
         s.later_turns,
         pct(s.continued, s.later_turns),
-        100.0 * goodput_metrics::sessions::CONTINUED_SHARE,
+        goodput_metrics::sessions::CONTINUED_SLACK,
         s.sessions_kept,
         s.multi_turn_sessions
     )

@@ -5,6 +5,8 @@
 //!   "hash_ids": [..]}`. Each hash id names one block of `block_size` prompt tokens (512 in
 //!   Mooncake's traces): equal ids are equal blocks, so requests that share leading hash ids
 //!   share that prefix, and the target's prefix cache meets what the traced one met.
+//!   A line may give its prompt as text (`"text_input"`, AIPerf's field) in place of
+//!   `input_length` and `hash_ids`: sent in the model's tokens ([`Trace::tokenized`]).
 //! - **Azure** LLM inference trace CSV: `TIMESTAMP` (`2023-11-16 18:15:46.6805900`),
 //!   `ContextTokens`, `GeneratedTokens`; prompts are unique.
 //!
@@ -73,12 +75,17 @@ pub struct TraceEntry {
     /// A subagent's first turn: the session that calls it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<u64>,
+    /// The prompt as text (`text_input`), sent in the model's tokens ([`Trace::tokenized`]) in
+    /// place of hash blocks; `input` is its length in bytes until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct MooncakeLine {
     timestamp: Option<f64>,
-    input_length: usize,
+    input_length: Option<usize>,
+    text_input: Option<String>,
     output_length: usize,
     #[serde(default)]
     hash_ids: Vec<u64>,
@@ -159,6 +166,7 @@ pub fn read(path: &Path, format: TraceFormat) -> Result<Vec<TraceEntry>, Workloa
                     session: None,
                     delay_s: None,
                     parent: None,
+                    text: None,
                 });
             }
         }
@@ -201,10 +209,15 @@ impl Sessions {
         };
         let delay_s = l.delay.map(|d| ms(d, "delay")).transpose()?;
         let at = l.timestamp.map(|t| ms(t, "timestamp")).transpose()?;
-        let (input, output, hash_ids) = (l.input_length, l.output_length, l.hash_ids);
+        let (output, hash_ids, text) = (l.output_length, l.hash_ids, l.text_input);
+        let input = match (l.input_length, &text) {
+            (_, Some(t)) => t.len(),
+            (Some(n), None) => n,
+            (None, None) => return Err("neither input_length nor text_input".into()),
+        };
         let Some(id) = l.session_id else {
             let at_s = at.ok_or("no timestamp (a turn of a session may give a delay instead)")?;
-            return Ok(TraceEntry { at_s, input, output, hash_ids, session: None, delay_s, parent: None });
+            return Ok(TraceEntry { at_s, input, output, hash_ids, session: None, delay_s, parent: None, text });
         };
         let key = key_of(id)?;
         let known = self.ids.get(&key).copied();
@@ -230,7 +243,7 @@ impl Sessions {
             self.ids.insert(p.clone(), (*pn, plast.max(at_s)));
         }
         let parent = parent.map(|(_, (pn, _))| pn);
-        Ok(TraceEntry { at_s, input, output, hash_ids, session: Some(n), delay_s, parent })
+        Ok(TraceEntry { at_s, input, output, hash_ids, session: Some(n), delay_s, parent, text })
     }
 }
 
@@ -267,6 +280,12 @@ pub struct Trace {
     turns: Vec<Option<Turn>>,
     /// The sessions in the window.
     pub sessions: u64,
+    /// The model's context: a request's prompt and output within it.
+    max_len: usize,
+    /// Per request given as text, its prompt in the model's tokens ([`Trace::tokenized`]).
+    prompts: Vec<Option<Vec<TokenId>>>,
+    /// Prompts given as text cut to fit the model's context.
+    pub cut: usize,
 }
 
 /// A request's place in its session: the session, its turn number (1 first, within the
@@ -329,8 +348,10 @@ impl Trace {
         let n = inside.len();
         let entries: Vec<TraceEntry> = inside
             .into_iter()
+            // A text's length is known in tokens once tokenized, and cut to fit then.
             .filter(|e| {
-                e.input >= 1 && e.output >= 1 && e.input.checked_add(e.output).is_some_and(|n| n <= max_model_len)
+                let fits = e.text.is_some() || e.input.checked_add(e.output).is_some_and(|n| n <= max_model_len);
+                e.input >= 1 && e.output >= 1 && e.output < max_model_len && fits
             })
             .map(|e| TraceEntry { at_s: e.at_s - from, ..e })
             .collect();
@@ -341,7 +362,41 @@ impl Trace {
         }
         let span_s = entries.last().map_or(0.0, |e| e.at_s);
         let (turns, sessions) = turns(&entries);
-        Ok(Trace { name, too_long: n - entries.len(), span_s, options, entries, seed, turns, sessions })
+        let too_long = n - entries.len();
+        let (max_len, prompts, cut) = (max_model_len, Vec::new(), 0);
+        Ok(Trace { name, too_long, span_s, options, entries, seed, turns, sessions, max_len, prompts, cut })
+    }
+
+    /// Whether a request gives its prompt as text.
+    pub fn has_text(&self) -> bool {
+        self.entries.iter().any(|e| e.text.is_some())
+    }
+
+    /// The trace with every prompt given as text in the model's tokens (`encode`), each cut
+    /// to leave its output room in the model's context (counted in [`Trace::cut`]).
+    pub fn tokenized<E: std::fmt::Display>(
+        &self,
+        encode: impl Fn(&str) -> Result<Vec<TokenId>, E>,
+    ) -> Result<Trace, WorkloadError> {
+        let mut t = self.clone();
+        t.prompts = vec![None; t.entries.len()];
+        for (e, p) in t.entries.iter_mut().zip(t.prompts.iter_mut()) {
+            let Some(text) = &e.text else { continue };
+            let mut ids =
+                encode(text).map_err(|err| crate::Invalid::new(format!("trace {}", self.name), err.to_string()))?;
+            if ids.len() + e.output > t.max_len {
+                ids.truncate(t.max_len - e.output);
+                t.cut += 1;
+            }
+            if ids.is_empty() {
+                return Err(
+                    crate::Invalid::new(format!("trace {}", self.name), "a text_input encodes to no token").into()
+                );
+            }
+            e.input = ids.len();
+            *p = Some(ids);
+        }
+        Ok(t)
     }
 
     /// Whether two of the window's requests share a hash id (so their prompts share a prefix
@@ -369,8 +424,13 @@ impl Trace {
     /// Request `id` (the `i`-th of its level): the traced lengths; blocks of equal hash ids
     /// are equal tokens within a level (each level its own, so a replay at another speed
     /// does not start with the last one's cache), the rest unique to the request.
+    /// A prompt given as text is its tokens.
     pub fn request(&self, id: u64, i: usize, vocab: usize) -> WorkRequest {
         let e = &self.entries[i % self.entries.len()];
+        let session = self.turn(i as u64).map(|(s, _)| s);
+        if let Some(prompt) = self.prompts.get(i % self.entries.len()).and_then(Option::clone) {
+            return WorkRequest { session, id, prompt, params: SamplingParams::greedy_exact(e.output) };
+        }
         let bs = self.options.block_size;
         let level = id.wrapping_sub(i as u64);
         let mut prompt: Vec<TokenId> = Vec::with_capacity(e.input);
@@ -385,7 +445,6 @@ impl Trace {
         }
         let mut rng = rand::rngs::SmallRng::seed_from_u64(self.seed ^ id.wrapping_mul(0xD1B5_4A32_D192_ED03));
         prompt.extend(random_tokens(&mut rng, e.input - prompt.len(), vocab));
-        let session = self.turn(i as u64).map(|(s, _)| s);
         WorkRequest { session, id, prompt, params: SamplingParams::greedy_exact(e.output) }
     }
 
@@ -422,13 +481,14 @@ impl Trace {
         let mean =
             |f: fn(&TraceEntry) -> usize| self.entries.iter().map(f).sum::<usize>() as f64 / self.entries.len() as f64;
         format!(
-            "{}: {} requests over {:.0} s ({:.2} req/s at speed 1; {} beyond the context left out), mean input {:.0}, \
-             output {:.0} tokens",
+            "{}: {} requests over {:.0} s ({:.2} req/s at speed 1; {} beyond the context left out, {} texts cut to \
+             it), mean input {:.0}, output {:.0} tokens",
             self.name,
             self.entries.len(),
             self.span_s,
             self.rate(),
             self.too_long,
+            self.cut,
             mean(|e| e.input),
             mean(|e| e.output)
         )

@@ -148,3 +148,26 @@ fn boundary_lengths_are_left_out_not_wrapped() {
     let neg = "{\"timestamp\":-5,\"input_length\":1,\"output_length\":1}\n";
     assert!(read(&file("neg.jsonl", neg), TraceFormat::Auto).is_err());
 }
+
+#[test]
+fn a_prompt_given_as_text_is_sent_in_the_models_tokens_and_cut_to_its_context() {
+    let text = r#"{"session_id": "a", "timestamp": 0, "text_input": "one two three", "output_length": 2}
+{"session_id": "a", "delay": 10, "text_input": "one two three four five six seven eight nine", "output_length": 2}
+{"timestamp": 5, "input_length": 4, "output_length": 2, "hash_ids": [1]}
+"#;
+    let all = read(&file("text.jsonl", text), TraceFormat::Auto).unwrap();
+    assert_eq!(all[0].input, 13, "bytes, until tokenized");
+    let t = Trace::new("t".into(), all, opts_of(4), 10, 1).unwrap();
+    assert_eq!((t.entries.len(), t.too_long), (3, 0), "a long text is cut once tokenized, not left out");
+    assert!(t.has_text());
+    // A word a token: 3 tokens; 9 cut to 8 (10 − 2 of output).
+    let words = |s: &str| Ok::<_, String>(s.split(' ').map(|w| w.len() as u32).collect::<Vec<u32>>());
+    let tok = t.tokenized(words).unwrap();
+    assert_eq!((tok.request(100, 0, 1000).prompt, tok.entries[0].input), (vec![3, 3, 5], 3));
+    assert_eq!((tok.request(102, 2, 1000).prompt.len(), tok.cut), (8, 1));
+    assert_eq!(tok.request(101, 1, 1000).prompt.len(), 4, "hash blocks as before");
+    assert_eq!(tok.request(102, 2, 1000).session, Some(0));
+    let e = read(&file("neither.jsonl", "{\"timestamp\": 0, \"output_length\": 2}\n"), TraceFormat::Mooncake);
+    assert!(e.unwrap_err().to_string().contains("neither input_length nor text_input"));
+    assert!(t.tokenized(|_| Err("no tokenizer")).unwrap_err().to_string().contains("no tokenizer"));
+}
