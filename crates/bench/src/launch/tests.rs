@@ -125,9 +125,10 @@ fn the_grace_holds_for_the_whole_group_not_only_its_shell() {
 #[test]
 fn a_server_that_dies_during_the_run_is_an_error() {
     let out = dir("died");
-    let s = ready_then("died", "sleep 1.2; exit 4");
+    // Healthy within 0.5 s, dead at 2 s, the run still going at 3.5 s: room for a busy machine.
+    let s = ready_then("died", "sleep 2; exit 4");
     let (r, rec) = go(&s, &out, || {
-        std::thread::sleep(Duration::from_millis(2500));
+        std::thread::sleep(Duration::from_millis(3500));
         Ok(0)
     });
     let e = r.unwrap_err().to_string();
