@@ -3,6 +3,8 @@
 //! cache its session left — the test of session affinity behind a router, where a turn sent
 //! to another replica than the turn before it finds none of its session's blocks there.
 
+use crate::request::ttft;
+use crate::stats::Summary;
 use goodput_core::ClientRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,6 +38,13 @@ pub struct SessionSummary {
     pub sessions_kept: usize,
     /// Sessions of two turns or more.
     pub multi_turn_sessions: usize,
+    /// TTFT (seconds) of the sessions' first turns, and of their later turns (which re-send
+    /// the session's context: the prefix cache's, and a router's affinity's, to serve).
+    pub first_ttft: Option<Summary>,
+    pub later_ttft: Option<Summary>,
+    /// A session's span, in seconds: its first turn's intended time to its last turn's end,
+    /// over the sessions whose turns all succeeded (tool waits and subagents included).
+    pub session_e2e: Option<Summary>,
 }
 
 /// Prompt tokens of `r` served by the prefix cache: the engine's count, else the server's
@@ -68,11 +77,21 @@ pub fn summarize(records: &[&ClientRecord]) -> Option<SessionSummary> {
         continued: 0,
         sessions_kept: 0,
         multi_turn_sessions: 0,
+        first_ttft: None,
+        later_ttft: None,
+        session_e2e: None,
     };
+    let (mut first, mut later, mut spans) = (Vec::new(), Vec::new(), Vec::new());
     let (mut sent, mut last, mut later_prompt, mut later_cached) = (0usize, 0usize, 0usize, 0usize);
     for turns in by.values_mut() {
         turns.sort_by_key(|r| r.turn);
         s.turns += turns.len();
+        first.extend(turns.iter().filter(|r| r.turn == Some(1)).filter_map(|r| ttft(r)));
+        later.extend(turns.iter().filter(|r| r.turn.is_some_and(|t| t > 1)).filter_map(|r| ttft(r)));
+        if turns.iter().all(|r| r.is_ok()) {
+            let (start, end) = (turns.iter().map(|r| r.intended).min(), turns.iter().map(|r| r.end).max());
+            spans.extend(start.zip(end).map(|(a, b)| b.secs_since(a)));
+        }
         sent += turns.iter().map(|r| r.input_tokens).sum::<usize>();
         last += turns.last().map_or(0, |r| r.input_tokens);
         let mut kept = true;
@@ -95,13 +114,14 @@ pub fn summarize(records: &[&ClientRecord]) -> Option<SessionSummary> {
     }
     s.amplification = if last > 0 { sent as f64 / last as f64 } else { 0.0 };
     s.later_cached_share = if later_prompt > 0 { later_cached as f64 / later_prompt as f64 } else { 0.0 };
+    (s.first_ttft, s.later_ttft, s.session_e2e) = (Summary::of(&first), Summary::of(&later), Summary::of(&spans));
     Some(s)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goodput_core::{HttpStamps, RecordBuilder};
+    use goodput_core::{HttpStamps, RecordBuilder, Stamp};
 
     /// Turn `turn` of `session`: `prompt` tokens, `cached` of them from the server's usage.
     fn turn(session: u64, turn: u32, prompt: usize, cached: usize) -> ClientRecord {
@@ -130,9 +150,36 @@ mod tests {
         assert!((s.amplification - 1350.0 / 950.0).abs() < 1e-12);
         // (40 + 120 + 100) / (200 + 300 + 250)
         assert!((s.later_cached_share - 260.0 / 750.0).abs() < 1e-12);
+        // No turn has a first token here: no TTFT; no span without times either.
+        assert_eq!((s.first_ttft.is_none(), s.later_ttft.is_none()), (true, true));
         let none = turn(1, 1, 10, 0);
         let mut plain = none.clone();
         plain.session = None;
         assert_eq!(summarize(&[&plain]), None);
+    }
+
+    #[test]
+    fn first_and_later_turns_ttft_and_a_sessions_span() {
+        // Turn 1: intended at 0, first token at 100 ms, end at 200 ms; turn 2 (a tool wait
+        // later): intended at 300 ms, first token at 350 ms, end at 500 ms.
+        let ms = |m: u64| Stamp(m * 1_000_000);
+        let t = |turn: u32, at: u64, first: u64, end: u64| {
+            RecordBuilder::new(u64::from(turn))
+                .intended(ms(at))
+                .sent(ms(at))
+                .tokens_at([ms(first)])
+                .end(ms(end))
+                .input(100)
+                .turn(7, turn)
+                .build()
+        };
+        let rs = [t(1, 0, 100, 200), t(2, 300, 350, 500)];
+        let refs: Vec<&ClientRecord> = rs.iter().collect();
+        let s = summarize(&refs).unwrap();
+        let p50 = |x: &Option<Summary>| x.as_ref().map(|s| (s.p50 * 1e3).round());
+        assert_eq!(
+            (p50(&s.first_ttft), p50(&s.later_ttft), p50(&s.session_e2e)),
+            (Some(100.0), Some(50.0), Some(500.0))
+        );
     }
 }

@@ -45,6 +45,19 @@ pub fn sessions(s: &goodput_metrics::sessions::SessionSummary) -> String {
         goodput_metrics::sessions::CONTINUED_SLACK,
         s.sessions_kept,
         s.multi_turn_sessions
+    ) + &session_times(s)
+}
+
+/// First and later turns' TTFT and a session's span, where measured.
+fn session_times(s: &goodput_metrics::sessions::SessionSummary) -> String {
+    let p = |x: &Option<goodput_metrics::stats::Summary>, unit: f64| {
+        x.as_ref().map_or("-".into(), |x| format!("{:.1}/{:.1}", x.p50 * unit, x.p95 * unit))
+    };
+    format!(
+        " TTFT P50/P95: first turns {} ms, later turns {} ms; a session lasts {} s (P50/P95).",
+        p(&s.first_ttft, 1e3),
+        p(&s.later_ttft, 1e3),
+        p(&s.session_e2e, 1.0)
     )
 }
 
