@@ -48,10 +48,8 @@ pub struct ConnectionArgs {
     pub hyper_client: bool,
     /// Send each request's session in this header (X-Session-ID): a router pins sessions.
     ///
-    /// Send each request's session (a conversation of `multi-turn`, an agent's task, a
-    /// dataset's or a trace's session) in this header, as AIPerf and SGLang's bench do, so a
-    /// router that hashes it (vllm-router's `consistent_hash` reads X-Session-ID) keeps every
-    /// turn of a session on one replica and its prefix cache.
+    /// Send each request's session (multi-turn, agent, dataset or trace) in this header, as
+    /// AIPerf does, so a router (vllm-router's `consistent_hash`) keeps a session on one replica.
     #[arg(long, value_name = "NAME")]
     pub session_header: Option<String>,
 }

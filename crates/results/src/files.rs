@@ -34,7 +34,7 @@ pub const SCENARIO: &str = "scenario.toml";
 pub const SOAK_RECORDS: &str = "soak.jsonl";
 
 /// A server the run started (`run --server`, a config's `[server]`): what it printed, and how
-/// it was started and stopped ([`crate::server::ServerRecord`]).
+/// it was started and stopped (`ServerRecord`, in the `server` module, which reads this one).
 pub const SERVER_LOG: &str = "server.log";
 pub const SERVER: &str = "server.json";
 

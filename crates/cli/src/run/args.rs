@@ -359,13 +359,10 @@ pub struct RunArgs {
     pub fail_on: Option<String>,
     /// Start this server for the run and stop it after (`vllm serve … --port {port}`).
     ///
-    /// Start the server under test for the run, and stop it after: the command is run by
-    /// `sh -c` in a process group of its own, with `{url}`, `{host}` and `{port}` from
-    /// --target and `{goodput}` this program; the run starts once `{url}/health` answers 200,
-    /// and the server's log and command are kept in --out (`server.log`, `server.json`). A
-    /// config file's `[server]` table sets the health URL, start timeout, grace and
-    /// environment, and a `[matrix]` of `server.NAME` values starts one configuration per run
-    /// (docs/servers.md).
+    /// Start the server under test for the run (`sh -c`, its own process group; `{url}`,
+    /// `{host}`, `{port}` from --target), run once `{url}/health` answers 200, stop it after;
+    /// its log and command kept in --out. A config's `[server]` and `server.NAME` matrix
+    /// axes: docs/servers.md.
     #[arg(long, value_name = "CMD", requires = "out")]
     pub server: Option<String>,
     /// Resume the matrix in --out: keep the runs that finished, run the rest.

@@ -32,7 +32,7 @@ pub fn turns(turns: &[TurnSummary], load: f64, unit: LoadUnit) -> String {
 pub fn sessions(s: &goodput_metrics::sessions::SessionSummary) -> String {
     let pct = |a: usize, b: usize| if b == 0 { "-".into() } else { format!("{:.0} %", 100.0 * a as f64 / b as f64) };
     format!(
-        "Sessions: {} ({} turns), each sent {:.2}× its last turn's prompt; turns after the first found {:.0} % of their \
+        "Sessions: {} ({} turns), which sent {:.2}× their last turns' prompts in all; turns after the first found {:.0} % of their \
          prompt tokens cached; {} of {} ({}) found the turn before's prompt cached (all but {} tokens at most: sent where \
          their session's context was), and {} of {} sessions of several turns did so throughout.",
         s.sessions,
