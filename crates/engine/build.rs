@@ -19,13 +19,14 @@ fn nvcc() -> PathBuf {
 }
 
 /// The CPU kernels' tests run only where their instructions exist: this sets
-/// `host_avx2` and `host_avx512bf16` when the machine building the tests has them (and builds
+/// `host_avx2`, `host_avx512bf16` and `host_amx` when the machine building the tests has them (and builds
 /// for itself), so a test of a kernel the CPU lacks is marked `ignored` with its reason,
 /// counted as such, instead of passing without running. `GOODPUT_PRETEND_NO_SIMD=1` builds as
 /// a host without them would (to see those tests ignored on a host that has them).
 fn host_cpu_features() {
     println!("cargo::rustc-check-cfg=cfg(host_avx2)");
     println!("cargo::rustc-check-cfg=cfg(host_avx512bf16)");
+    println!("cargo::rustc-check-cfg=cfg(host_amx)");
     println!("cargo::rerun-if-env-changed=GOODPUT_PRETEND_NO_SIMD");
     let (host, target) = (std::env::var("HOST").unwrap_or_default(), std::env::var("TARGET").unwrap_or_default());
     if host != target || std::env::var_os("GOODPUT_PRETEND_NO_SIMD").is_some() {
@@ -38,6 +39,12 @@ fn host_cpu_features() {
         }
         if std::is_x86_feature_detected!("avx512bf16") && std::is_x86_feature_detected!("avx512f") {
             println!("cargo::rustc-cfg=host_avx512bf16");
+        }
+        // AMX-BF16 and AMX-TILE (cpuid leaf 7, edx bits 22 and 24): not yet detectable by
+        // `is_x86_feature_detected!` in stable Rust.
+        let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+        if edx & (1 << 22) != 0 && edx & (1 << 24) != 0 {
+            println!("cargo::rustc-cfg=host_amx");
         }
     }
 }

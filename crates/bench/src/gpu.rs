@@ -19,5 +19,6 @@ pub fn roofline(name: &str, dtype: candle_core::DType) -> Option<Roofline> {
         bandwidth_gbytes_per_s: gpu.memory_bandwidth_gbps,
         peak_tflops: dtype.and_then(|d| gpu.flops_per_s(d)).map(|f| f / 1e12),
         source: format!("hardware catalog `{}` ({})", gpu.name, gpu.description),
+        cpu_bf16_peak: None,
     })
 }

@@ -64,6 +64,9 @@ pub fn text(r: &Report) -> String {
             "roofline: {} — {:.0} GB/s{peak} ({}); floor = bytes / bandwidth (decode), max(FLOPs / peak, weights / bandwidth) (prefill)",
             roof.device_name, roof.bandwidth_gbytes_per_s, roof.source
         );
+        if let Some(p) = &roof.cpu_bf16_peak {
+            cpu_peak_lines(o, p, roof.peak_tflops, &r.prefill);
+        }
     }
     for (b, g) in &r.graph_probe {
         match (g.captured, g.replay_ms) {
@@ -212,6 +215,35 @@ fn print_decode(o: &mut String, r: &Report) {
             o,
             "experts: (layer, expert) weight sets a decode step read (mean) and their share of all routed experts; \
              the step's bytes and floor count those experts only"
+        );
+    }
+}
+
+/// The CPU's measured bf16 peaks per core, and each prefill's FLOP/s as a share of the
+/// `vdpbf16ps` peak over the engine's threads (the issue's floor where AMX is absent).
+fn cpu_peak_lines(
+    o: &mut String,
+    p: &goodput_engine::cpu::peak::Bf16Peak,
+    engine_tflops: Option<f64>,
+    prefill: &[goodput_engine::bench::PrefillRow],
+) {
+    let g = |x: Option<f64>| x.map_or("absent".to_string(), |v| format!("{:.0} GFLOP/s", v / 1e9));
+    line!(
+        o,
+        "bf16 peak per core (measured from registers): vdpbf16ps {}, AMX tdpbf16ps {}",
+        g(p.vdpbf16ps_per_core),
+        g(p.amx_per_core)
+    );
+    let (Some(dot), Some(engine)) = (p.vdpbf16ps_per_core, engine_tflops) else { return };
+    let threads = p.engine_per_core().map_or(1.0, |c| (engine * 1e12 / c).round().max(1.0));
+    for row in prefill {
+        line!(o,
+            "prefill {}: {:.0} GFLOP/s = {:.0} % of the vdpbf16ps peak over {threads:.0} threads ({:.0} GFLOP/s), {:.1} % of the engine's peak",
+            row.prompt_len,
+            row.gflops_per_s,
+            100.0 * row.gflops_per_s * 1e9 / (dot * threads),
+            dot * threads / 1e9,
+            100.0 * row.gflops_per_s / (engine * 1e3),
         );
     }
 }

@@ -162,9 +162,14 @@ pub struct Roofline {
     /// The hardware catalog's entry (`goodput hardware`), when one matches.
     pub catalog_entry: Option<String>,
     pub bandwidth_gbytes_per_s: f64,
-    /// Dense tensor peak at the model's dtype (none for f32 or the CPU).
+    /// Dense tensor peak at the model's dtype (a GPU's datasheet; on the CPU in bf16, the
+    /// measured per-core peak of the instruction its prefill matmuls run on × the threads;
+    /// none for f32).
     pub peak_tflops: Option<f64>,
     pub source: String,
+    /// On the CPU: the measured bf16 peak of each instruction, per core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_bf16_peak: Option<crate::cpu::peak::Bf16Peak>,
 }
 
 /// What `goodput profile --from-bench` reads of an `engine-bench --json` file: the rows and the
@@ -559,12 +564,22 @@ pub type Catalog<'a> = &'a dyn Fn(&str, candle_core::DType) -> Option<Roofline>;
 /// `catalog` (matched by the driver's device name), or the CPU's measured bandwidth.
 fn roofline(m: &Llama, cpu_bw: Option<f64>, catalog: Catalog, say: &mut dyn FnMut(&str)) -> Option<Roofline> {
     if m.device.is_cpu() {
+        let peak = (m.dtype == candle_core::DType::BF16).then(crate::cpu::peak::Bf16Peak::measure);
+        let threads = rayon::current_num_threads();
+        let per_core = peak.and_then(|p| p.engine_per_core());
+        let on = if crate::cpu::amx::available() { "AMX tdpbf16ps" } else { "vdpbf16ps" };
         return cpu_bw.map(|bw| Roofline {
             device_name: "cpu".into(),
             catalog_entry: None,
             bandwidth_gbytes_per_s: bw,
-            peak_tflops: None,
-            source: "measured read bandwidth (best of 5 over 512 MiB)".into(),
+            peak_tflops: per_core.map(|p| p * threads as f64 / 1e12),
+            source: match per_core {
+                Some(_) => format!(
+                    "measured read bandwidth (best of 5 over 512 MiB); bf16 peak: {on} from registers, best of 5, × {threads} threads"
+                ),
+                None => "measured read bandwidth (best of 5 over 512 MiB)".into(),
+            },
+            cpu_bf16_peak: peak,
         });
     }
     let name = crate::loader::device_name(&m.device)?;

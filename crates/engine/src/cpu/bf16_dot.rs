@@ -15,6 +15,7 @@
 //! are then unused.
 #![cfg_attr(not(target_arch = "x86_64"), allow(unused_variables, unused_mut))]
 
+use crate::cpu::amx;
 use crate::cpu::common::OutPtr;
 use rayon::prelude::*;
 use std::sync::OnceLock;
@@ -43,21 +44,25 @@ pub fn available() -> bool {
 pub fn pack_x(x: &[f32], m: usize, k: usize) -> Vec<u32> {
     let k2 = k.div_ceil(2);
     let mut out = vec![0u32; m * k2];
-    out.par_chunks_mut(k2).zip(x[..m * k].par_chunks(k)).for_each(|(dst, row)| {
-        let mut p0 = 0;
-        #[cfg(target_arch = "x86_64")]
-        if available() {
-            // SAFETY: AVX-512 BF16 was detected; the kernel reads and writes whole blocks of
-            // 32 values (16 pairs) within the row and returns how many pairs it wrote.
-            p0 = unsafe { x86::round_pairs(row, dst) };
-        }
-        let bits = |v: f32| half::bf16::from_f32(v).to_bits() as u32;
-        for (p, d) in dst.iter_mut().enumerate().skip(p0) {
-            let hi = if 2 * p + 1 < k { bits(row[2 * p + 1]) } else { 0 };
-            *d = bits(row[2 * p]) | (hi << 16);
-        }
-    });
+    out.par_chunks_mut(k2).zip(x[..m * k].par_chunks(k)).for_each(|(dst, row)| round_pairs_into(row, dst));
     out
+}
+
+/// One row of f32 rounded to bf16 pairs into `dst` (`row.len().div_ceil(2)` words), as
+/// [`pack_x`] rounds each row.
+pub(crate) fn round_pairs_into(row: &[f32], dst: &mut [u32]) {
+    let k = row.len();
+    let mut p0 = 0;
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        // SAFETY: AVX-512 BF16 was detected; whole blocks of 32 values within the row.
+        p0 = unsafe { x86::round_pairs(row, dst) };
+    }
+    let bits = |v: f32| half::bf16::from_f32(v).to_bits() as u32;
+    for (p, d) in dst.iter_mut().enumerate().take(k.div_ceil(2)).skip(p0) {
+        let hi = if 2 * p + 1 < k { bits(row[2 * p + 1]) } else { 0 };
+        *d = bits(row[2 * p]) | (hi << 16);
+    }
 }
 
 /// Packs weight rows `w` (`rows ≤ NR` rows of `k` bf16) into `out`: pair `p` of row `c` at
@@ -129,11 +134,23 @@ impl Packed {
     }
 }
 
-/// `x · wᵀ` for `x` (`m × k` f32) and a packed `w`, `m × n` f32. Needs [`available`].
+/// `x · wᵀ` for `x` (`m × k` f32) and a packed `w`, `m × n` f32: on AMX tiles where
+/// [`amx::takes`] the product, else on `vdpbf16ps`. Needs [`available`].
 pub fn matmul_packed(x: &[f32], w: &Packed, m: usize) -> Vec<f32> {
+    matmul_packed_on(x, w, m, amx::takes(m, w.k))
+}
+
+/// [`matmul_packed`] on AMX tiles (`tiles`, which needs [`amx::takes`]) or on `vdpbf16ps`
+/// (the benchmarks and tests compare them).
+pub fn matmul_packed_on(x: &[f32], w: &Packed, m: usize, tiles: bool) -> Vec<f32> {
     assert!(available(), "bf16_dot::matmul_packed needs AVX-512 BF16");
     let (n, k) = (w.n, w.k);
-    let (k2, xa) = (k.div_ceil(2), pack_x(x, m, k));
+    let (k2, mut xa) = (k.div_ceil(2), pack_x(x, m, k));
+    if tiles {
+        assert!(amx::takes(m, k), "bf16_dot: a {m} × {k} product does not fit AMX tiles here");
+        xa.resize(m.div_ceil(16) * 16 * k2, 0);
+        return amx::matmul(&xa, m, k2, &w.data, n);
+    }
     let mut out = vec![0f32; m * n];
     let dst = OutPtr(out.as_mut_ptr());
     w.data.par_chunks(k2 * NR).enumerate().for_each(|(j, panel)| {
@@ -151,6 +168,10 @@ pub fn matmul_packed(x: &[f32], w: &Packed, m: usize) -> Vec<f32> {
 /// weight rows in parallel, each packed by the task that multiplies it. Needs [`available`].
 pub fn matmul(x: &[f32], w: &[u16], m: usize, k: usize, n: usize) -> Vec<f32> {
     assert!(available(), "bf16_dot::matmul needs AVX-512 BF16");
+    if amx::takes(m, k) {
+        // The tiles want every panel before the row blocks stream through them.
+        return matmul_packed_on(x, &Packed::new(w, n, k), m, true);
+    }
     let xa = pack_x(x, m, k);
     let mut out = vec![0f32; m * n];
     let dst = OutPtr(out.as_mut_ptr());
@@ -168,11 +189,45 @@ pub fn matmul(x: &[f32], w: &[u16], m: usize, k: usize, n: usize) -> Vec<f32> {
     out
 }
 
+/// FLOP/s of one core on `vdpbf16ps` from registers (12 independent accumulators, enough to
+/// hide its latency), over `iters` instructions; `None` without AVX-512 BF16.
+pub fn peak_flops(iters: u64) -> Option<f64> {
+    if !available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let rounds = iters.div_ceil(12);
+        let t = std::time::Instant::now();
+        // SAFETY: AVX-512 BF16 was detected; the loop touches registers only.
+        let sum = unsafe { x86::spin(rounds) };
+        let s = t.elapsed().as_secs_f64();
+        std::hint::black_box(sum);
+        // 16 lanes × 2 products, a multiply and an add each.
+        return Some(rounds as f64 * 12.0 * 64.0 / s);
+    }
+    #[allow(unreachable_code)]
+    None
+}
+
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_op_in_unsafe_fn)]
 mod x86 {
     use super::{MR, NR};
     use std::arch::x86_64::*;
+
+    /// `12 · rounds` `vdpbf16ps` into 12 accumulators; their sum.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    pub(super) unsafe fn spin(rounds: u64) -> f32 {
+        let b: __m512bh = std::mem::transmute(_mm512_set1_epi32(std::hint::black_box(0x3f80_3f80)));
+        let mut acc = [_mm512_setzero_ps(); 12];
+        for _ in 0..rounds {
+            for a in acc.iter_mut() {
+                *a = _mm512_dpbf16_ps(*a, b, b);
+            }
+        }
+        _mm512_reduce_add_ps(acc.iter().fold(_mm512_setzero_ps(), |s, &a| _mm512_add_ps(s, a)))
+    }
 
     /// Pairs `0..full` of `NR` rows of `k` bf16 (`w`) into `out` (`p · NR + c`): each vector of
     /// 16 rows' pair `p` is one gather of 32-bit words at 2-byte-aligned addresses.
@@ -354,6 +409,33 @@ mod tests {
         assert!(available(), "{MOVED}");
         for (m, k, n) in [(1, 2, 1), (8, 64, 32), (9, 13, 33), (17, 576, 70), (64, 31, 5), (23, 1536, 96)] {
             check(m, k, n, (m * 31 + k * 7 + n) as u64);
+        }
+    }
+
+    #[test]
+    #[cfg_attr(not(host_amx), ignore = "this CPU has no AMX: the tiles cannot run here")]
+    fn amx_tiles_match_the_f64_product_and_vdpbf16ps() {
+        assert!(
+            amx::available(),
+            "built on a CPU with AMX, but the tiles were not granted here (or GOODPUT_CPU_AMX=0)"
+        );
+        // Single and double row tiles, row and column tails, several row blocks and panels.
+        for (m, k, n) in [(16, 32, 1), (17, 64, 33), (32, 576, 96), (48, 1536, 70), (100, 96, 200), (300, 576, 64)] {
+            let mut next = crate::cpu::common::test_values((m * 7 + k + n) as u64);
+            let x: Vec<f32> = (0..m * k).map(|_| next()).collect();
+            let w: Vec<u16> = (0..n * k).map(|_| bf16::from_f32(next()).to_bits()).collect();
+            let p = Packed::new(&w, n, k);
+            let (tiles, dot) = (matmul_packed_on(&x, &p, m, true), matmul_packed_on(&x, &p, m, false));
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|t| bf16::from_f32(x[i * k + t]).to_f64() * bf16::from_bits(w[j * k + t]).to_f64())
+                        .sum();
+                    let (a, b) = (tiles[i * n + j] as f64, dot[i * n + j] as f64);
+                    assert!((a - want).abs() < 1e-5 * k as f64, "{m}×{k}×{n} at ({i}, {j}): tiles {a} vs {want}");
+                    assert!((a - b).abs() < 1e-5 * k as f64, "{m}×{k}×{n} at ({i}, {j}): tiles {a} vs vdpbf16ps {b}");
+                }
+            }
         }
     }
 

@@ -8,7 +8,7 @@
 //! first `dv` values are the V row). Also the in-place write of new K/V into a CPU pool. The
 //! pool layout is `kv_cache.rs`'s; which path a step takes is `attention.rs`'s.
 
-use crate::cpu::simd;
+use crate::cpu::{flash_amx, simd};
 use crate::kv_cache::AttnMeta;
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use half::slice::HalfFloatSliceExt;
@@ -246,8 +246,19 @@ impl CustomOp3 for PagedAttention<'_> {
             meta.block_tables.iter().copied().max().unwrap_or(0) as usize * meta.block_size + meta.block_size;
         let dims = Dims { hq, hkv, dk, v_row, dv };
         let out = match (cpu_pool(ks, kl, "k pool")?, cpu_pool(vs, vl, "v pool")?) {
-            (PoolData::F32(k), PoolData::F32(v)) => self.attend(q, k, v, dims, t, max_slot)?,
-            (PoolData::Bf16(k), PoolData::Bf16(v)) => self.attend(q, k, v, dims, t, max_slot)?,
+            (PoolData::F32(k), PoolData::F32(v)) => self.attend(q, k, v, dims, t, max_slot, &[])?,
+            (PoolData::Bf16(k), PoolData::Bf16(v)) => {
+                let plain = self.opts.window.is_none() && self.opts.sinks.is_none();
+                let flash: Vec<bool> =
+                    meta.seqs.iter().map(|s| flash_amx::takes(s.q_len, dk, dv, v_row, plain)).collect();
+                let mut out = self.attend(q, k, v, dims, t, max_slot, &flash)?;
+                let seqs: Vec<usize> = (0..flash.len()).filter(|&i| flash[i]).collect();
+                if !seqs.is_empty() {
+                    let d = flash_amx::Dims { hq, hkv, dk };
+                    flash_amx::attend(q, k, v, meta, &seqs, d, self.opts.scale, &mut out);
+                }
+                out
+            }
             _ => candle_core::bail!("paged attention: the k and v pools differ in dtype"),
         };
         Ok((CpuStorage::F32(out), Shape::from((t, hq, dv))))
@@ -258,7 +269,7 @@ impl PagedAttention<'_> {
     /// The tiles of a call: prefill chunks in blocks of [`TILE_ROWS`] rows; each KV head's
     /// query group split in halves until there are a few tiles per thread (a decode of one
     /// sequence over one latent head would otherwise be one item).
-    fn tiles(&self, d: Dims) -> Vec<Tile> {
+    fn tiles(&self, d: Dims, skip: &[bool]) -> Vec<Tile> {
         let group = d.hq / d.hkv;
         let row_tiles: usize = self.meta.seqs.iter().map(|s| s.q_len.div_ceil(TILE_ROWS)).sum();
         let want = 4 * rayon::current_num_threads();
@@ -268,6 +279,9 @@ impl PagedAttention<'_> {
         }
         let mut tiles = Vec::with_capacity(row_tiles * d.hkv * group.div_ceil(hn));
         for (seq, s) in self.meta.seqs.iter().enumerate() {
+            if skip.get(seq) == Some(&true) {
+                continue;
+            }
             for row0 in (s.q_start..s.q_start + s.q_len).step_by(TILE_ROWS) {
                 let rows = TILE_ROWS.min(s.q_start + s.q_len - row0);
                 for kh in 0..d.hkv {
@@ -283,11 +297,22 @@ impl PagedAttention<'_> {
     /// The kernel over pools of element `E`: tiles in parallel, each an online softmax per
     /// (query row, query head) over the K/V rows its sequence sees, every K and V row widened
     /// once per tile.
-    fn attend<E: KvElem>(&self, q: &[f32], k: &[E], v: &[E], d: Dims, t: usize, max_slot: usize) -> Result<Vec<f32>> {
+    /// Sequences marked in `skip` are left zero (the tiles of `flash_amx` take them).
+    #[allow(clippy::too_many_arguments)]
+    fn attend<E: KvElem>(
+        &self,
+        q: &[f32],
+        k: &[E],
+        v: &[E],
+        d: Dims,
+        t: usize,
+        max_slot: usize,
+        skip: &[bool],
+    ) -> Result<Vec<f32>> {
         if max_slot * d.hkv * d.dk > k.len() || max_slot * d.hkv * d.v_row > v.len() {
             candle_core::bail!("paged attention: a block table points outside the kv pool");
         }
-        let tiles = self.tiles(d);
+        let tiles = self.tiles(d, skip);
         let outs: Vec<Vec<f32>> = tiles.par_iter().map(|tile| self.tile::<E>(q, k, v, d, tile)).collect();
         let mut out = vec![0f32; t * d.hq * d.dv];
         for (tile, o) in tiles.iter().zip(outs) {
@@ -437,156 +462,4 @@ pub fn paged_attention_kernel(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::attention::{gather_attention, paged_attention, write_kv, write_rows};
-
-    #[test]
-    fn the_polynomial_exp_is_within_a_few_ulp_of_expf() {
-        let mut worst = 0f64;
-        for i in 0..=20_000 {
-            let x = -30.0 * i as f32 / 20_000.0;
-            let (got, want) = (exp_poly(x) as f64, (x as f64).exp());
-            worst = worst.max((got - want).abs() / want);
-        }
-        assert!(worst < 5e-7, "relative error {worst}");
-        assert_eq!(exp_poly(0.0), 1.0);
-        assert!(exp_poly(f32::NEG_INFINITY) < 1e-37);
-    }
-    use candle_core::{DType, Device};
-
-    fn rand(shape: (usize, usize, usize), seed: u64) -> Tensor {
-        let n = shape.0 * shape.1 * shape.2;
-        let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-        let v: Vec<f32> = (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect();
-        Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
-    }
-
-    #[test]
-    fn kernel_matches_gather_for_decode_and_chunks_with_gqa() {
-        let (bs, nb, hkv, hq, d) = (4, 48, 2, 6, 16);
-        let k_pool = Tensor::zeros((nb * bs, hkv, d), DType::F32, &Device::Cpu).unwrap();
-        let v_pool = Tensor::zeros((nb * bs, hkv, d), DType::F32, &Device::Cpu).unwrap();
-        let long: usize = 67;
-        let long_blocks: Vec<u32> = (20..20 + long.div_ceil(bs) as u32).collect();
-        // (new tokens, context, block table): a decode, a short chunk, a fresh prefill, a long
-        // chunk, and another decode.
-        let seqs: Vec<(usize, usize, Vec<u32>)> = vec![
-            (1, 10, vec![3, 7, 1]),
-            (5, 11, vec![2, 9, 11]),
-            (7, 7, vec![19, 4]),
-            (long - 5, long, long_blocks),
-            (1, 3, vec![5]),
-        ];
-        let mut meta = AttnMeta::new(bs);
-        let mut fill = AttnMeta::new(bs);
-        for (q, c, bt) in &seqs {
-            meta.push(*q, *c, bt);
-            fill.push(*c, *c, bt);
-        }
-        let n = fill.num_tokens();
-        write_kv(&k_pool, &v_pool, &rand((n, hkv, d), 1), &rand((n, hkv, d), 2), &fill).unwrap();
-        let q = rand((meta.num_tokens(), hq, d), 3);
-        let a = paged_attention(&q, &k_pool, &v_pool, &meta, &AttnOpts::scaled(0.25)).unwrap();
-        let b = gather_attention(&q, &k_pool, &v_pool, &meta, &AttnOpts::scaled(0.25)).unwrap();
-        assert_eq!(a.dims(), &[meta.num_tokens(), hq, d]);
-        let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-        assert!(diff < 1e-5, "max abs diff {diff}");
-    }
-
-    /// bf16 pools: the kernel reads them in place and agrees with the gather path over the same
-    /// pools (both see the same rounded K/V), and stays close to attention over f32 pools.
-    #[test]
-    fn bf16_pools_match_gather_and_stay_close_to_f32() {
-        let (bs, nb, hkv, hq, d) = (4, 24, 2, 4, 16);
-        let mut meta = AttnMeta::new(bs);
-        let mut fill = AttnMeta::new(bs);
-        for (q, c, bt) in [(1usize, 10usize, vec![3u32, 7, 1]), (6, 13, vec![2, 9, 11, 12]), (1, 2, vec![5])] {
-            meta.push(q, c, &bt);
-            fill.push(c, c, &bt);
-        }
-        let n = fill.num_tokens();
-        let (k, v) = (rand((n, hkv, d), 4), rand((n, hkv, d), 5));
-        let pools = |dt: DType| {
-            let kp = Tensor::zeros((nb * bs, hkv, d), dt, &Device::Cpu).unwrap();
-            let vp = kp.zeros_like().unwrap();
-            write_kv(&kp, &vp, &k, &v, &fill).unwrap();
-            (kp, vp)
-        };
-        let (kb, vb) = pools(DType::BF16);
-        let (kf, vf) = pools(DType::F32);
-        let q = rand((meta.num_tokens(), hq, d), 6);
-        let max_diff =
-            |a: Tensor, b: Tensor| (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-        let paged = paged_attention(&q, &kb, &vb, &meta, &AttnOpts::scaled(0.25)).unwrap();
-        assert_eq!(paged.dtype(), DType::F32);
-        let gathered = gather_attention(&q, &kb, &vb, &meta, &AttnOpts::scaled(0.25)).unwrap();
-        assert!(max_diff(paged.clone(), gathered) < 1e-5);
-        let f32_out = paged_attention(&q, &kf, &vf, &meta, &AttnOpts::scaled(0.25)).unwrap();
-        let d = max_diff(paged, f32_out);
-        assert!(d > 0.0 && d < 2e-2, "bf16 rounding moves the output a little: {d}");
-    }
-
-    /// Sliding windows, sinks and a latent pool read as both K and V (MLA), on decode rows and
-    /// chunks longer than a tile, f32 and bf16: the kernel agrees with the gather reference.
-    #[test]
-    fn windows_sinks_and_latent_pools_match_gather() {
-        let (bs, nb) = (4, 64);
-        let seqs: Vec<(usize, usize, Vec<u32>)> =
-            vec![(1, 10, vec![3, 7, 1]), (37, 41, (20..31).collect()), (5, 5, vec![40, 41]), (1, 2, vec![5])];
-        let mut meta = AttnMeta::new(bs);
-        let mut fill = AttnMeta::new(bs);
-        for (q, c, bt) in &seqs {
-            meta.push(*q, *c, bt);
-            fill.push(*c, *c, bt);
-        }
-        let n = fill.num_tokens();
-        let max_diff =
-            |a: &Tensor, b: &Tensor| (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-        for dt in [DType::F32, DType::BF16] {
-            // GQA (6 heads over 2) with a window of 6 and sinks.
-            let (hkv, hq, d) = (2, 6, 16);
-            let kp = Tensor::zeros((nb * bs, hkv, d), dt, &Device::Cpu).unwrap();
-            let vp = kp.zeros_like().unwrap();
-            write_kv(&kp, &vp, &rand((n, hkv, d), 7), &rand((n, hkv, d), 8), &fill).unwrap();
-            let q = rand((meta.num_tokens(), hq, d), 9);
-            let sinks: Vec<f32> = (0..hq).map(|h| h as f32 * 0.7 - 1.5).collect();
-            for opts in [
-                AttnOpts { window: Some(6), ..AttnOpts::scaled(0.3) },
-                AttnOpts { sinks: Some(sinks.clone()), ..AttnOpts::scaled(0.3) },
-                AttnOpts { window: Some(3), sinks: Some(sinks.clone()), ..AttnOpts::scaled(0.3) },
-            ] {
-                let a = paged_attention(&q, &kp, &vp, &meta, &opts).unwrap();
-                let b = gather_attention(&q, &kp, &vp, &meta, &opts).unwrap();
-                assert!(max_diff(&a, &b) < 1e-5, "{dt:?} {opts:?}: {}", max_diff(&a, &b));
-                let plain = paged_attention(&q, &kp, &vp, &meta, &AttnOpts::scaled(0.3)).unwrap();
-                assert!(max_diff(&a, &plain) > 1e-3, "{opts:?} changes the output");
-            }
-            // MLA: one latent head of 24 (16 latent + 8 RoPE key) read as K, its first 16 as V.
-            let lp = Tensor::zeros((nb * bs, 1, 24), dt, &Device::Cpu).unwrap();
-            write_rows(&lp, &rand((n, 1, 24), 10), &fill).unwrap();
-            let q = rand((meta.num_tokens(), 5, 24), 11);
-            let opts = AttnOpts { dv: Some(16), ..AttnOpts::scaled(0.2) };
-            let a = paged_attention(&q, &lp, &lp, &meta, &opts).unwrap();
-            assert_eq!(a.dims(), &[meta.num_tokens(), 5, 16]);
-            let b = gather_attention(&q, &lp, &lp, &meta, &opts).unwrap();
-            assert!(max_diff(&a, &b) < 1e-5, "{dt:?} latent: {}", max_diff(&a, &b));
-        }
-    }
-
-    #[test]
-    fn a_block_table_outside_the_pool_is_an_error() {
-        let k_pool = Tensor::zeros((8, 1, 8), DType::F32, &Device::Cpu).unwrap();
-        let mut meta = AttnMeta::new(4);
-        meta.push(1, 1, &[5]);
-        let q = rand((1, 1, 8), 1);
-        assert!(paged_attention(&q, &k_pool, &k_pool, &meta, &AttnOpts::scaled(1.0)).is_err());
-    }
-}
+mod tests;
