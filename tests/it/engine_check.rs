@@ -100,7 +100,20 @@ fn engine_bench_holds_each_row_against_the_roofline() {
         let of = d["of_floor"].as_f64().unwrap();
         assert!((of - floor / d["step_s"]["p50"].as_f64().unwrap()).abs() < 1e-9, "{d}");
     }
-    // No dense peak on the CPU: no prefill floor.
-    assert!(v["prefill"][0]["floor_s"].is_null());
+    // A prefill floor only where a bf16 peak was measured (bf16 on a CPU with AVX-512 BF16
+    // or AMX): the longer of FLOPs / peak and weights / bandwidth, of_floor = floor / p50.
+    let pre = &v["prefill"][0];
+    match roof["peak_tflops"].as_f64() {
+        Some(peak) => {
+            assert!(!roof["cpu_bf16_peak"].is_null(), "{roof}");
+            assert!(out.contains("bf16 peak per core") && out.contains("of the vdpbf16ps peak"), "{out}");
+            let floor = pre["floor_s"].as_f64().unwrap();
+            let weights = v["weight_bytes_per_step"].as_f64().unwrap() / (bw * 1e9);
+            assert!(floor > 0.0 && floor >= weights - 1e-15 && peak > 0.0, "{pre}");
+            let of = pre["of_floor"].as_f64().unwrap();
+            assert!((of - floor / pre["latency_s"]["p50"].as_f64().unwrap()).abs() < 1e-9, "{pre}");
+        }
+        None => assert!(pre["floor_s"].is_null(), "{pre}"),
+    }
     let _ = std::fs::remove_file(&path);
 }

@@ -13,7 +13,9 @@ use goodput_metrics::Summary;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+mod host;
 mod parts;
+pub use host::measure_read_bandwidth;
 pub use parts::PartsRow;
 
 /// Why a benchmark or a check could not run, or ran other than measured.
@@ -224,25 +226,6 @@ fn attn_flops(m: &Llama, q: usize, ctx: usize) -> f64 {
         |w: Option<usize>| -> f64 { (0..q).map(|i| (ctx - q + i + 1).min(w.unwrap_or(usize::MAX)) as f64).sum() };
     let per_layer = 4.0 * s.num_heads as f64 * s.head_dim() as f64;
     s.kv_groups().iter().map(|g| g.layers.len() as f64 * per_layer * visible(g.window)).sum()
-}
-
-/// Best-of-5 parallel read bandwidth over a 512 MiB buffer, in GB/s.
-pub fn measure_read_bandwidth() -> f64 {
-    use rayon::prelude::*;
-    let n = 64 << 20; // u64 words = 512 MiB
-    let buf: Vec<u64> = (0..n as u64).collect();
-    let mut best = 0.0f64;
-    for _ in 0..5 {
-        let t = std::time::Instant::now();
-        let s: u64 = buf
-            .par_chunks(1 << 16)
-            .map(|c| c.iter().fold(0u64, |a, &x| a.wrapping_add(x)))
-            .reduce(|| 0, u64::wrapping_add);
-        let dt = t.elapsed().as_secs_f64();
-        std::hint::black_box(s);
-        best = best.max((n * 8) as f64 / dt / 1e9);
-    }
-    best
 }
 
 /// What a benchmark measures with, after checking the arguments: the prompt lengths (capped
@@ -564,23 +547,7 @@ pub type Catalog<'a> = &'a dyn Fn(&str, candle_core::DType) -> Option<Roofline>;
 /// `catalog` (matched by the driver's device name), or the CPU's measured bandwidth.
 fn roofline(m: &Llama, cpu_bw: Option<f64>, catalog: Catalog, say: &mut dyn FnMut(&str)) -> Option<Roofline> {
     if m.device.is_cpu() {
-        let peak = (m.dtype == candle_core::DType::BF16).then(crate::cpu::peak::Bf16Peak::measure);
-        let threads = rayon::current_num_threads();
-        let per_core = peak.and_then(|p| p.engine_per_core());
-        let on = if crate::cpu::amx::available() { "AMX tdpbf16ps" } else { "vdpbf16ps" };
-        return cpu_bw.map(|bw| Roofline {
-            device_name: "cpu".into(),
-            catalog_entry: None,
-            bandwidth_gbytes_per_s: bw,
-            peak_tflops: per_core.map(|p| p * threads as f64 / 1e12),
-            source: match per_core {
-                Some(_) => format!(
-                    "measured read bandwidth (best of 5 over 512 MiB); bf16 peak: {on} from registers, best of 5, × {threads} threads"
-                ),
-                None => "measured read bandwidth (best of 5 over 512 MiB)".into(),
-            },
-            cpu_bf16_peak: peak,
-        });
+        return cpu_bw.map(|bw| host::roofline(m.dtype, bw));
     }
     let name = crate::loader::device_name(&m.device)?;
     let found = catalog(&name, m.dtype);
