@@ -64,7 +64,7 @@ pub const MIN_ROWS: usize = 2;
 /// Whether a product of `m` rows of `x` with `k` values takes the tiles: AMX here, at least
 /// [`MIN_ROWS`], and whole tile rows of reduction (`k` a multiple of 32).
 pub fn takes(m: usize, k: usize) -> bool {
-    m >= MIN_ROWS && k % (2 * PAIRS) == 0 && available()
+    m >= MIN_ROWS && k.is_multiple_of(2 * PAIRS) && available()
 }
 
 /// `x · wᵀ` on tiles: `xa` holds `m` rows of `k2` pairs (`bf16_dot::pack_x`) and then zero
@@ -74,7 +74,10 @@ pub fn takes(m: usize, k: usize) -> bool {
 pub fn matmul(xa: &[u32], m: usize, k2: usize, panels: &[u32], n: usize) -> Vec<f32> {
     assert!(available(), "amx::matmul needs AMX");
     let m16 = m.div_ceil(16) * 16;
-    assert!(k2 % PAIRS == 0 && xa.len() >= m16 * k2, "amx::matmul: x must be padded to 16 rows of whole tiles");
+    assert!(
+        k2.is_multiple_of(PAIRS) && xa.len() >= m16 * k2,
+        "amx::matmul: x must be padded to 16 rows of whole tiles"
+    );
     assert!(panels.len() >= n.div_ceil(PANEL) * k2 * PANEL, "amx::matmul: fewer panels than columns");
     let mut out = vec![0f32; m * n];
     let dst = OutPtr(out.as_mut_ptr());

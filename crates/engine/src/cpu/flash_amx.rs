@@ -32,7 +32,7 @@ const KB: usize = 32;
 
 /// Whether a sequence's chunk of `q_len` rows goes through the tiles.
 pub(crate) fn takes(q_len: usize, dk: usize, dv: usize, v_row: usize, plain: bool) -> bool {
-    plain && q_len >= QT && dk % KB == 0 && dk <= 256 && dv == dk && v_row == dk && amx::available()
+    plain && q_len >= QT && dk.is_multiple_of(KB) && dk <= 256 && dv == dk && v_row == dk && amx::available()
 }
 
 /// Heads and widths of a call: query heads, KV heads, and `dk` (= `dv`).
@@ -72,6 +72,7 @@ fn pack(meta: &AttnMeta, s: &AttnSeq, kh: usize, d: Dims, k: &[u16], v: &[u16]) 
 /// The attention of sequences `seqs` (indices into `meta.seqs`) into their rows of `out`
 /// (`t × hq × dk`): `q` is `t × hq × dk` f32, `k` and `v` the bf16 pools (`slots × hkv × dk`).
 /// Needs [`takes`] for each of them; the pools are bounds-checked by the caller.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn attend(
     q: &[f32],
     k: &[u16],
@@ -292,7 +293,7 @@ mod x86 {
         let f = _mm512_sub_ps(x, n);
         // ln2^k / k!
         const C: [f32; 7] =
-            [1.0, 0.693_147_2, 0.240_226_5, 0.055_504_11, 0.009_618_129, 0.001_333_355_8, 0.000_154_035_3];
+            [1.0, std::f32::consts::LN_2, 0.240_226_5, 0.055_504_11, 0.009_618_129, 0.001_333_355_8, 0.000_154_035_3];
         let mut p = _mm512_set1_ps(C[6]);
         for &c in C[..6].iter().rev() {
             p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
