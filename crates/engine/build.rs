@@ -43,7 +43,12 @@ fn host_cpu_features() {
         // AMX-BF16 and AMX-TILE (cpuid leaf 7, edx bits 22 and 24): not yet detectable by
         // `is_x86_feature_detected!` in stable Rust.
         let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
-        if edx & (1 << 22) != 0 && edx & (1 << 24) != 0 {
+        // And an OS that saves the tile state (XCR0 bits 17 and 18), read only where the CPU
+        // has OSXSAVE (cpuid leaf 1, ecx bit 27).
+        let osxsave = std::arch::x86_64::__cpuid(1).ecx & (1 << 27) != 0;
+        // SAFETY: xgetbv exists where OSXSAVE is set.
+        let os_tiles = osxsave && unsafe { xcr0() } & (0b11 << 17) == 0b11 << 17;
+        if edx & (1 << 22) != 0 && edx & (1 << 24) != 0 && os_tiles {
             println!("cargo::rustc-cfg=host_amx");
         }
     }
@@ -72,4 +77,15 @@ fn main() {
         .status()
         .unwrap_or_else(|e| panic!("the `cuda` feature needs nvcc ({}): {e}", nvcc.display()));
     assert!(status.success(), "nvcc failed to compile kernels/goodput.cu ({status})");
+}
+
+/// The OS's enabled state components (XCR0).
+///
+/// # Safety
+/// Only where cpuid says OSXSAVE.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "xsave")]
+unsafe fn xcr0() -> u64 {
+    // SAFETY: as the caller promises.
+    unsafe { std::arch::x86_64::_xgetbv(0) }
 }
