@@ -38,13 +38,49 @@ pub fn available() -> bool {
     })
 }
 
+/// `u32` words whose first starts a cache line (64 bytes): a tile row (AMX) or a vector
+/// (`vdpbf16ps`) that straddles two lines is loaded from both. Allocators align large blocks
+/// to 16 bytes only (glibc's and mimalloc's gave offsets of 16, 32 and 48 bytes here).
+pub struct Lines {
+    buf: Vec<u32>,
+    off: usize,
+    len: usize,
+}
+
+impl Lines {
+    /// `len` zero words.
+    pub fn zeroed(len: usize) -> Self {
+        let buf = vec![0u32; len + 15];
+        let off = (64 - buf.as_ptr() as usize % 64) % 64 / 4;
+        Self { buf, off, len }
+    }
+}
+
+impl std::ops::Deref for Lines {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        &self.buf[self.off..self.off + self.len]
+    }
+}
+
+impl std::ops::DerefMut for Lines {
+    fn deref_mut(&mut self) -> &mut [u32] {
+        &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
 /// `x` (`m` rows of `k` f32) rounded to bf16 (nearest, ties to even) as `k.div_ceil(2)` pairs
 /// per row, the low half the even element; an odd `k` pads each row with a zero. Rows in
 /// parallel, 32 values per `vcvtne2ps2bf16` where the CPU has it.
-pub fn pack_x(x: &[f32], m: usize, k: usize) -> Vec<u32> {
+pub fn pack_x(x: &[f32], m: usize, k: usize) -> Lines {
+    pack_x_rows(x, m, k, m)
+}
+
+/// [`pack_x`] into `rows ≥ m` rows, the last `rows - m` zero (whole tiles of 16 rows).
+fn pack_x_rows(x: &[f32], m: usize, k: usize, rows: usize) -> Lines {
     let k2 = k.div_ceil(2);
-    let mut out = vec![0u32; m * k2];
-    out.par_chunks_mut(k2).zip(x[..m * k].par_chunks(k)).for_each(|(dst, row)| round_pairs_into(row, dst));
+    let mut out = Lines::zeroed(rows.max(m) * k2);
+    out[..m * k2].par_chunks_mut(k2).zip(x[..m * k].par_chunks(k)).for_each(|(dst, row)| round_pairs_into(row, dst));
     out
 }
 
@@ -106,14 +142,14 @@ pub fn pack_w(w: &[u16], rows: usize, k: usize, out: &mut Vec<u32>) {
 pub struct Packed {
     n: usize,
     k: usize,
-    data: Vec<u32>,
+    data: Lines,
 }
 
 impl Packed {
     /// Packs `w` (`n × k` bf16 bits), panels in parallel.
     pub fn new(w: &[u16], n: usize, k: usize) -> Self {
         let per = k.div_ceil(2) * NR;
-        let mut data = vec![0u32; n.div_ceil(NR) * per];
+        let mut data = Lines::zeroed(n.div_ceil(NR) * per);
         data.par_chunks_mut(per.max(1)).enumerate().for_each_init(Vec::new, |buf: &mut Vec<u32>, (j, dst)| {
             let c0 = j * NR;
             let cols = NR.min(n - c0);
@@ -145,12 +181,13 @@ pub fn matmul_packed(x: &[f32], w: &Packed, m: usize) -> Vec<f32> {
 pub fn matmul_packed_on(x: &[f32], w: &Packed, m: usize, tiles: bool) -> Vec<f32> {
     assert!(available(), "bf16_dot::matmul_packed needs AVX-512 BF16");
     let (n, k) = (w.n, w.k);
-    let (k2, mut xa) = (k.div_ceil(2), pack_x(x, m, k));
+    let k2 = k.div_ceil(2);
     if tiles {
         assert!(amx::takes(m, k), "bf16_dot: a {m} × {k} product does not fit AMX tiles here");
-        xa.resize(m.div_ceil(16) * 16 * k2, 0);
+        let xa = pack_x_rows(x, m, k, m.div_ceil(16) * 16);
         return amx::matmul(&xa, m, k2, &w.data, n);
     }
+    let xa = pack_x(x, m, k);
     let mut out = vec![0f32; m * n];
     let dst = OutPtr(out.as_mut_ptr());
     w.data.par_chunks(k2 * NR).enumerate().for_each(|(j, panel)| {
@@ -363,7 +400,7 @@ mod tests {
                 })
             })
             .collect();
-        assert_eq!(pack_x(&x, m, k), want);
+        assert_eq!(pack_x(&x, m, k)[..], want[..]);
     }
 
     #[test]
@@ -377,6 +414,18 @@ mod tests {
             assert_eq!(p.dims(), (n, k));
             assert_eq!(matmul_packed(&x, &p, m), matmul(&x, &w, m, k, n), "{m}×{k}×{n}");
         }
+    }
+
+    #[test]
+    fn lines_start_a_cache_line_and_hold_what_was_asked() {
+        for len in [1usize, 15, 16, 17, 1000, 4099] {
+            let mut l = Lines::zeroed(len);
+            assert_eq!((l.as_ptr() as usize % 64, l.len()), (0, len), "{len} words");
+            l[len - 1] = 7;
+            assert!(l[..len - 1].iter().all(|&w| w == 0) && l[len - 1] == 7);
+        }
+        let p = Packed::new(&[1u16; 5 * 64], 5, 64);
+        assert_eq!(p.data.as_ptr() as usize % 64, 0);
     }
 
     #[test]
@@ -397,7 +446,7 @@ mod tests {
     #[test]
     fn packing_pairs_rows_and_rounds_to_nearest_even() {
         // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even, 1.0 (0x3f80).
-        assert_eq!(pack_x(&[1.0 + 1.0 / 256.0, -2.0, 3.0], 1, 3), vec![0x3f80 | (0xc000 << 16), 0x4040]);
+        assert_eq!(pack_x(&[1.0 + 1.0 / 256.0, -2.0, 3.0], 1, 3)[..], [0x3f80 | (0xc000 << 16), 0x4040]);
         let mut p = Vec::new();
         pack_w(&[1, 2, 3, 4, 5, 6], 2, 3, &mut p);
         assert_eq!((p.len(), p[0], p[1], p[2], p[NR], p[NR + 1]), (2 * NR, 1 | 2 << 16, 4 | 5 << 16, 0, 3, 6));
