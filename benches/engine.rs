@@ -1,7 +1,8 @@
 //! Engine step costs: attention (paged kernel over f32 and bf16 pools, gather path, contiguous
 //! cache) at decode and prefill shapes of SmolLM2; the bf16-weight matmul against the f32 one
 //! (its `vdpbf16ps` path and its f32-activation panels at 512 rows, where the CPU has AVX-512
-//! BF16) and candle's bf16 matmul at SmolLM2's shapes; whole decode and prefill steps of the `tiny`
+//! BF16) and candle's bf16 matmul at SmolLM2's shapes; the packed prefill product on AMX tiles
+//! against `vdpbf16ps`; whole decode and prefill steps of the `tiny`
 //! model in f32 and bf16; the sampler (greedy, temperature, top-k, top-p).
 //!
 //! `cargo bench --bench engine` (add `-- attention_decode` to run one group).
@@ -11,7 +12,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use goodput_core::{Catalog, Clock, FinishReason, SamplingParams};
 use goodput_engine::attention::{contiguous_attention, gather_attention, paged_attention, write_kv, AttnOpts};
 use goodput_engine::cpu::paged_attention::paged_attention_kernel;
-use goodput_engine::cpu::{bf16, bf16_dot, skinny};
+use goodput_engine::cpu::{amx, bf16, bf16_dot, skinny};
 use goodput_engine::kv_cache::AttnMeta;
 use goodput_engine::weights::DummySource;
 use goodput_engine::{EngineConfig, EngineCore, Llama};
@@ -159,6 +160,36 @@ fn attention_decode_batch(c: &mut Criterion) {
 /// 49152 × 576) for decode-sized and prefill-sized `x`: f32 weights (the few-rows kernel or
 /// candle's gemm, as the engine picks), bf16 weights through goodput's kernel, and candle's own
 /// bf16 matmul. Throughput is weight bytes (decode rows) or FLOPs as elements (512 rows).
+/// The packed bf16 product at SmolLM2's prefill shapes (gate|up, down, q|k|v at 1024 rows;
+/// gate|up at 128 and 16) on AMX tiles against `vdpbf16ps`, where the CPU has them.
+/// Throughput is FLOPs as elements.
+fn prefill_matmul(c: &mut Criterion) {
+    if !bf16_dot::available() {
+        return;
+    }
+    let mut g = c.benchmark_group("prefill_matmul");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    for (m, k, n) in
+        [(1024usize, 576usize, 3072usize), (1024, 1536, 576), (1024, 576, 960), (128, 576, 3072), (16, 576, 3072)]
+    {
+        let x: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
+        let w: Vec<u16> =
+            (0..n * k).map(|i| ((((i * 104729) % 997) as f32 / 997.0 - 0.5).to_bits() >> 16) as u16).collect();
+        let p = bf16_dot::Packed::new(&w, n, k);
+        g.throughput(Throughput::Elements((2 * m * k * n) as u64));
+        let shape = format!("{m}x{k}x{n}");
+        g.bench_function(BenchmarkId::new("vdpbf16ps", &shape), |b| {
+            b.iter(|| bf16_dot::matmul_packed_on(&x, &p, m, false))
+        });
+        if amx::takes(m, k) {
+            g.bench_function(BenchmarkId::new("amx", &shape), |b| {
+                b.iter(|| bf16_dot::matmul_packed_on(&x, &p, m, true))
+            });
+        }
+    }
+    g.finish();
+}
+
 fn matmul(c: &mut Criterion) {
     let mut g = c.benchmark_group("matmul_smollm2");
     g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
@@ -347,5 +378,15 @@ fn sampling(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, attention, attention_decode_batch, matmul, mxfp4, decode_steps, prefill_steps, sampling);
+criterion_group!(
+    benches,
+    attention,
+    attention_decode_batch,
+    matmul,
+    prefill_matmul,
+    mxfp4,
+    decode_steps,
+    prefill_steps,
+    sampling
+);
 criterion_main!(benches);
