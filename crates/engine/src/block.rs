@@ -365,6 +365,15 @@ impl Mlp {
     }
 
     pub(crate) fn forward(&self, h: &Tensor) -> Result<Tensor> {
+        // bf16 weights on the CPU (packed): SwiGLU in one vectorized pass over the fused rows.
+        if let (Some(f), Some(_)) = (&self.gate_up, &self.down.packed) {
+            let y = f.forward(h)?;
+            if let Some(a) = crate::cpu::swiglu::swiglu(&y)? {
+                return self.down.forward(&a);
+            }
+            let i = y.dim(1)? / 2;
+            return self.down.forward(&(candle_nn::ops::silu(&y.narrow(1, 0, i)?)? * y.narrow(1, i, i)?)?);
+        }
         let (g, u) = self.gate_up(h)?;
         self.down.forward(&(candle_nn::ops::silu(&g)? * u)?)
     }

@@ -35,6 +35,21 @@ pub(crate) fn untranspose(out_t: Vec<f32>, m: usize, n: usize) -> Vec<f32> {
     out
 }
 
+/// `e^x` for `x ≤ 0` (softmax weights, SiLU's sigmoid) in arithmetic the compiler vectorizes: `x = n ln 2 + r`
+/// with `|r| ≤ ln 2 / 2`, a degree-6 Taylor polynomial of `e^r` (relative error < 3e-7 on
+/// that interval, about 2 ulp), times `2^n` built in the exponent bits. Below −87 it gives
+/// ~1e-38 instead of a denormal or 0.
+pub(crate) fn exp_poly(x: f32) -> f32 {
+    // Rounding by adding and subtracting 1.5 · 2^23 (nearest, ties to even; |x| < 2^22),
+    // not `round()`, which is a libm call on baseline x86-64 and stops vectorization.
+    const SHIFT: f32 = 12_582_912.0;
+    let x = x.max(-87.0);
+    let n = (x * std::f32::consts::LOG2_E + SHIFT) - SHIFT;
+    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
     use std::arch::x86_64::*;

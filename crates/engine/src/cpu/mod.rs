@@ -18,3 +18,4 @@ pub mod paged_attention;
 pub mod peak;
 pub mod simd;
 pub mod skinny;
+pub mod swiglu;

@@ -8,6 +8,7 @@
 //! first `dv` values are the V row). Also the in-place write of new K/V into a CPU pool. The
 //! pool layout is `kv_cache.rs`'s; which path a step takes is `attention.rs`'s.
 
+use crate::cpu::common::exp_poly;
 use crate::cpu::{flash_amx, simd};
 use crate::kv_cache::AttnMeta;
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
@@ -31,21 +32,6 @@ trait KvElem: simd::Lane + Send + Sync {
     fn from_f32(x: f32) -> Self;
     /// The row as f32: itself, or widened into `buf` (once per tile, not once per head).
     fn widen<'a>(row: &'a [Self], buf: &'a mut [f32]) -> &'a [f32];
-}
-
-/// `e^x` for `x ≤ 0` (softmax weights) in arithmetic the compiler vectorizes: `x = n ln 2 + r`
-/// with `|r| ≤ ln 2 / 2`, a degree-6 Taylor polynomial of `e^r` (relative error < 3e-7 on
-/// that interval, about 2 ulp), times `2^n` built in the exponent bits. Below −87 it gives
-/// ~1e-38 instead of a denormal or 0.
-fn exp_poly(x: f32) -> f32 {
-    // Rounding by adding and subtracting 1.5 · 2^23 (nearest, ties to even; |x| < 2^22),
-    // not `round()`, which is a libm call on baseline x86-64 and stops vectorization.
-    const SHIFT: f32 = 12_582_912.0;
-    let x = x.max(-87.0);
-    let n = (x * std::f32::consts::LOG2_E + SHIFT) - SHIFT;
-    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
-    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
 impl KvElem for f32 {
