@@ -355,11 +355,7 @@ impl Mlp {
     /// The gate and up projections of the normed rows `h`, with one matmul where fused.
     pub(crate) fn gate_up(&self, h: &Tensor) -> Result<(Tensor, Tensor)> {
         Ok(match &self.gate_up {
-            Some(f) => {
-                let y = f.forward(h)?;
-                let i = y.dim(1)? / 2;
-                (y.narrow(1, 0, i)?, y.narrow(1, i, i)?)
-            }
+            Some(f) => halves(&f.forward(h)?)?,
             None => (self.gate.forward(h)?, self.up.forward(h)?),
         })
     }
@@ -371,12 +367,18 @@ impl Mlp {
             if let Some(a) = crate::cpu::swiglu::swiglu(&y)? {
                 return self.down.forward(&a);
             }
-            let i = y.dim(1)? / 2;
-            return self.down.forward(&(candle_nn::ops::silu(&y.narrow(1, 0, i)?)? * y.narrow(1, i, i)?)?);
+            let (g, u) = halves(&y)?;
+            return self.down.forward(&(candle_nn::ops::silu(&g)? * u)?);
         }
         let (g, u) = self.gate_up(h)?;
         self.down.forward(&(candle_nn::ops::silu(&g)? * u)?)
     }
+}
+
+/// The gate and up halves of a fused gate|up product's rows.
+fn halves(y: &Tensor) -> Result<(Tensor, Tensor)> {
+    let i = y.dim(1)? / 2;
+    Ok((y.narrow(1, 0, i)?, y.narrow(1, i, i)?))
 }
 
 #[cfg(test)]

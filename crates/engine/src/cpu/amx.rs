@@ -103,6 +103,24 @@ pub fn matmul(xa: &[u32], m: usize, k2: usize, panels: &[u32], n: usize) -> Vec<
     out
 }
 
+/// One packed panel (`PANEL` weight rows of `k2` pairs, as `bf16_dot::pack_w` makes it)
+/// against every row of `xa` (`m` rows then zero rows up to a multiple of 16), into columns
+/// `c0..c0 + PANEL.min(n - c0)` of the `m × n` output at `dst`, which no other caller may
+/// write at the same time. For weights packed per call, one panel per task (no copy of the
+/// whole weight). Needs [`available`] and `k2` a multiple of [`PAIRS`].
+pub(crate) fn panel(xa: &[u32], m: usize, k2: usize, panel: &[u32], dst: OutPtr, c0: usize, n: usize) {
+    let m16 = m.div_ceil(16) * 16;
+    assert!(available() && k2.is_multiple_of(PAIRS) && xa.len() >= m16 * k2 && panel.len() >= k2 * PANEL && c0 < n);
+    // SAFETY: AMX was granted; the reads stay within xa (m16 × k2) and the panel (k2 × PANEL);
+    // the writes are rows below m of columns c0..c0 + PANEL.min(n - c0), the caller's own.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        configure();
+        x86::one_panel(xa, k2, 0..m16, panel.as_ptr(), dst, c0, m, n);
+        release();
+    }
+}
+
 /// FLOP/s of one core on `tdpbf16ps` from registers (the four accumulators of a 2 × 2 block),
 /// over `iters` instructions; `None` without AMX.
 pub fn peak_flops(iters: u64) -> Option<f64> {
@@ -187,29 +205,43 @@ mod x86 {
         n: usize,
     ) {
         configure();
-        let mut buf = [0f32; ROWS * PANEL];
         for j in cols {
-            let b = panels.as_ptr().add(j * k2 * PANEL);
-            let c0 = j * PANEL;
-            let width = PANEL.min(n - c0);
-            let mut r = rows.start;
-            while r < rows.end {
-                let two = r + ROWS <= rows.end;
-                let a = xa.as_ptr().add(r * k2);
-                if two {
-                    block2(a, k2, b, buf.as_mut_ptr());
-                } else {
-                    block1(a, k2, b, buf.as_mut_ptr());
-                }
-                let height = (if two { ROWS } else { 16 }).min(m.saturating_sub(r));
-                for i in 0..height {
-                    let o = dst.get().add((r + i) * n + c0);
-                    std::ptr::copy_nonoverlapping(buf.as_ptr().add(i * PANEL), o, width);
-                }
-                r += if two { ROWS } else { 16 };
-            }
+            one_panel(xa, k2, rows.clone(), panels.as_ptr().add(j * k2 * PANEL), dst, j * PANEL, m, n);
         }
         asm!("tilerelease", options(nostack, nomem));
+    }
+
+    /// Rows `rows` of `xa` against the panel at `b`, into columns `c0..` of the `m × n`
+    /// output. The tiles must be configured.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn one_panel(
+        xa: &[u32],
+        k2: usize,
+        rows: Range<usize>,
+        b: *const u32,
+        dst: OutPtr,
+        c0: usize,
+        m: usize,
+        n: usize,
+    ) {
+        let mut buf = [0f32; ROWS * PANEL];
+        let width = PANEL.min(n - c0);
+        let mut r = rows.start;
+        while r < rows.end {
+            let two = r + ROWS <= rows.end;
+            let a = xa.as_ptr().add(r * k2);
+            if two {
+                block2(a, k2, b, buf.as_mut_ptr());
+            } else {
+                block1(a, k2, b, buf.as_mut_ptr());
+            }
+            let height = (if two { ROWS } else { 16 }).min(m.saturating_sub(r));
+            for i in 0..height {
+                let o = dst.get().add((r + i) * n + c0);
+                std::ptr::copy_nonoverlapping(buf.as_ptr().add(i * PANEL), o, width);
+            }
+            r += if two { ROWS } else { 16 };
+        }
     }
 
     /// 32 rows of pairs at `a` (row stride `k2` words) × the panel at `b`, into `c` (32 × 32

@@ -205,17 +205,18 @@ pub fn matmul_packed_on(x: &[f32], w: &Packed, m: usize, tiles: bool) -> Vec<f32
 /// weight rows in parallel, each packed by the task that multiplies it. Needs [`available`].
 pub fn matmul(x: &[f32], w: &[u16], m: usize, k: usize, n: usize) -> Vec<f32> {
     assert!(available(), "bf16_dot::matmul needs AVX-512 BF16");
-    if amx::takes(m, k) {
-        // The tiles want every panel before the row blocks stream through them.
-        return matmul_packed_on(x, &Packed::new(w, n, k), m, true);
-    }
-    let xa = pack_x(x, m, k);
+    let tiles = amx::takes(m, k);
+    // The tiles read whole tiles of 16 rows.
+    let xa = pack_x_rows(x, m, k, if tiles { m.div_ceil(16) * 16 } else { m });
     let mut out = vec![0f32; m * n];
     let dst = OutPtr(out.as_mut_ptr());
     (0..n.div_ceil(NR)).into_par_iter().for_each_init(Vec::new, |panel: &mut Vec<u32>, j| {
         let c0 = j * NR;
         let cols = NR.min(n - c0);
         pack_w(&w[c0 * k..(c0 + cols) * k], cols, k, panel);
+        if tiles {
+            return amx::panel(&xa, m, k.div_ceil(2), panel, dst, c0, n);
+        }
         // SAFETY: AVX-512 BF16 was detected; xa holds m × k2 pairs, the panel k2 × NR; this
         // task writes columns c0..c0 + cols of the m × n output only.
         #[cfg(target_arch = "x86_64")]

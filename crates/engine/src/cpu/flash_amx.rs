@@ -101,15 +101,16 @@ pub(crate) fn attend(
         let rows = QT.min(s.q_len - r0);
         // The absolute position of the block's first row: it sees keys 0..=that + its row.
         let first = s.ctx_len - s.q_len + r0;
+        // One task's buffers, reused by each head of the group.
+        let (mut qa, mut o) = (vec![0u32; QT * d.dk / 2], vec![0f32; QT * d.dk]);
         for h in kh * group..(kh + 1) * group {
-            let mut qa = vec![0u32; QT * d.dk / 2];
             for r in 0..rows {
                 let at = ((s.q_start + r0 + r) * d.hq + h) * d.dk;
                 bf16_dot::round_pairs_into(&q[at..at + d.dk], &mut qa[r * d.dk / 2..(r + 1) * d.dk / 2]);
             }
             #[cfg(target_arch = "x86_64")]
             {
-                let mut o = vec![0f32; QT * d.dk];
+                o.fill(0.0);
                 // SAFETY: AMX was granted; `qa` holds 16 rows of dk / 2 pairs, the packed keys
                 // and values cover ctx_pad ≥ first + rows positions (first + rows ≤ ctx_len).
                 unsafe { x86::tile(&qa, &packed[j], d.dk, first, first + rows, scale_log2, &mut o) };
