@@ -362,7 +362,13 @@ impl Mlp {
 
     pub(crate) fn forward(&self, h: &Tensor) -> Result<Tensor> {
         // bf16 weights on the CPU (packed): SwiGLU in one vectorized pass over the fused rows.
-        if let (Some(f), Some(_)) = (&self.gate_up, &self.down.packed) {
+        if let (Some(f), Some(d)) = (&self.gate_up, &self.down.packed) {
+            // On AMX tiles: SwiGLU in the gate|up product's epilogue, no f32 rows between.
+            if let (Some(p), None, None) = (&f.packed, &f.b, &self.down.b) {
+                if let Some(y) = crate::cpu::mlp_amx::forward(h, p, d)? {
+                    return Ok(y);
+                }
+            }
             let y = f.forward(h)?;
             if let Some(a) = crate::cpu::swiglu::swiglu(&y)? {
                 return self.down.forward(&a);

@@ -20,6 +20,7 @@
 
 use crate::cpu::common::OutPtr;
 use rayon::prelude::*;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 /// Weight rows of one packed panel (`bf16_dot::NR`): two B tiles of 16 columns.
@@ -79,19 +80,11 @@ pub fn matmul(xa: &[u32], m: usize, k2: usize, panels: &[u32], n: usize) -> Vec<
         "amx::matmul: x must be padded to 16 rows of whole tiles"
     );
     assert!(panels.len() >= n.div_ceil(PANEL) * k2 * PANEL, "amx::matmul: fewer panels than columns");
-    let mut out = vec![0f32; m * n];
+    // Every element is written by exactly one task before the length is set: no zeroing
+    // pass (at prefill sizes, megabytes of fresh pages per product).
+    let mut out = Vec::<f32>::with_capacity(m * n);
     let dst = OutPtr(out.as_mut_ptr());
-    // Tasks: blocks of rows whose pairs fit half of L2 × runs of panels, row blocks outer so
-    // each thread keeps its rows of `x` in cache while the panels stream through.
-    let rows_per = ((256 * 1024 / (k2 * 4)).max(ROWS) / ROWS * ROWS).min(m16.div_ceil(ROWS) * ROWS);
-    let (row_blocks, n_panels) = (m16.div_ceil(rows_per), n.div_ceil(PANEL));
-    let want = 4 * rayon::current_num_threads();
-    let per_task = n_panels.div_ceil(want.div_ceil(row_blocks)).max(1);
-    let panel_tasks = n_panels.div_ceil(per_task);
-    (0..row_blocks * panel_tasks).into_par_iter().for_each(|t| {
-        let (rb, pt) = (t / panel_tasks, t % panel_tasks);
-        let rows = rb * rows_per..((rb + 1) * rows_per).min(m16);
-        let cols = pt * per_task..((pt + 1) * per_task).min(n_panels);
+    tasks(m16, k2, n.div_ceil(PANEL)).for_each(|(rows, cols)| {
         // SAFETY: AMX was granted (`available`); the block reads rows `rows` of xa (within
         // m16 × k2) and panels `cols` (within the panels' length), and writes rows below `m`
         // of columns `cols × PANEL` below `n` of the m × n output, which no other task writes.
@@ -100,7 +93,53 @@ pub fn matmul(xa: &[u32], m: usize, k2: usize, panels: &[u32], n: usize) -> Vec<
             x86::task(xa, k2, rows, cols, panels, dst, m, n)
         }
     });
+    // SAFETY: the tasks wrote all m × n elements (rows below m of every panel's columns).
+    unsafe { out.set_len(m * n) };
     out
+}
+
+/// The tasks of a product of `m16` rows of `k2` pairs with `n_panels` panels: blocks of rows
+/// whose pairs fit an eighth of L2 (256 KiB) × runs of panels, row blocks outer so each thread
+/// keeps its rows of `x` in cache while the panels stream through.
+fn tasks(m16: usize, k2: usize, n_panels: usize) -> impl ParallelIterator<Item = (Range<usize>, Range<usize>)> {
+    let rows_per = ((256 * 1024 / (k2 * 4)).max(ROWS) / ROWS * ROWS).min(m16.div_ceil(ROWS) * ROWS);
+    let row_blocks = m16.div_ceil(rows_per);
+    let want = 4 * rayon::current_num_threads();
+    let per_task = n_panels.div_ceil(want.div_ceil(row_blocks)).max(1);
+    let panel_tasks = n_panels.div_ceil(per_task);
+    (0..row_blocks * panel_tasks).into_par_iter().map(move |t| {
+        let (rb, pt) = (t / panel_tasks, t % panel_tasks);
+        (rb * rows_per..((rb + 1) * rows_per).min(m16), pt * per_task..((pt + 1) * per_task).min(n_panels))
+    })
+}
+
+/// SwiGLU of a fused gate|up product on tiles, straight into bf16 pairs: `panels` holds the
+/// `2i` weight rows (gate then up, `i` a multiple of [`PANEL`]) of `k2` pairs; for each row of
+/// `xa` (`m` rows then zero rows up to a multiple of 16) `ya` gets `silu(gate) · up` rounded to
+/// bf16 as `i / 2` pairs — the next product's `x`, as `bf16_dot::pack_x` would have rounded
+/// `swiglu`'s f32 rows, bit for bit. The `m × 2i` f32 product, its `m × i` f32 SwiGLU and the
+/// rounding pass over it are never in memory. `ya`'s rows from `m` are left as they are (zero
+/// for the next product's padding). Needs [`available`], AVX-512 BF16 and `k2` a multiple of
+/// [`PAIRS`].
+pub(crate) fn swiglu_pairs(xa: &[u32], m: usize, k2: usize, panels: &[u32], i: usize, ya: &mut [u32]) {
+    let m16 = m.div_ceil(16) * 16;
+    assert!(available() && k2.is_multiple_of(PAIRS) && i.is_multiple_of(PANEL) && xa.len() >= m16 * k2);
+    assert!(panels.len() >= 2 * i * k2 && ya.len() >= m * i / 2, "amx::swiglu_pairs: short panels or output");
+    let dst = OutPtr(ya.as_mut_ptr().cast());
+    tasks(m16, k2, i / PANEL).for_each(|(rows, cols)| {
+        // SAFETY: AMX was granted; reads stay within xa (m16 × k2) and the 2i / PANEL panels;
+        // the task writes pairs 16j..16j + 16 (j in cols) of rows below m of ya (i / 2 pairs
+        // per row), which no other task writes.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            configure();
+            for j in cols {
+                let (g, u) = (panels.as_ptr().add(j * k2 * PANEL), panels.as_ptr().add((j + i / PANEL) * k2 * PANEL));
+                x86::swiglu_panel(xa, k2, rows.clone(), g, u, dst.get().cast::<u32>().add(j * PANEL / 2), m, i / 2);
+            }
+            release();
+        }
+    });
 }
 
 /// One packed panel (`PANEL` weight rows of `k2` pairs, as `bf16_dot::pack_w` makes it)
@@ -164,7 +203,9 @@ pub(crate) unsafe fn release() {
 #[allow(unsafe_op_in_unsafe_fn)]
 mod x86 {
     use super::{OutPtr, PAIRS, PANEL, ROWS};
+    use crate::cpu::common::x86::silu_mul;
     use std::arch::asm;
+    use std::arch::x86_64::*;
     use std::ops::Range;
 
     /// Palette 1, eight tiles of 16 rows × 64 bytes.
@@ -230,12 +271,19 @@ mod x86 {
         while r < rows.end {
             let two = r + ROWS <= rows.end;
             let a = xa.as_ptr().add(r * k2);
+            let height = (if two { ROWS } else { 16 }).min(m.saturating_sub(r));
+            // A whole 32 × 32 block inside the output is stored there by the tiles; edges
+            // go through `buf`.
+            if two && height == ROWS && width == PANEL {
+                block2(a, k2, b, dst.get().add(r * n + c0), n);
+                r += ROWS;
+                continue;
+            }
             if two {
-                block2(a, k2, b, buf.as_mut_ptr());
+                block2(a, k2, b, buf.as_mut_ptr(), PANEL);
             } else {
                 block1(a, k2, b, buf.as_mut_ptr());
             }
-            let height = (if two { ROWS } else { 16 }).min(m.saturating_sub(r));
             for i in 0..height {
                 let o = dst.get().add((r + i) * n + c0);
                 std::ptr::copy_nonoverlapping(buf.as_ptr().add(i * PANEL), o, width);
@@ -244,9 +292,51 @@ mod x86 {
         }
     }
 
+    /// Rows `rows` of `xa` against the gate panel at `g` and the up panel at `u`: SwiGLU of
+    /// each row's 32 columns as 16 bf16 pairs at `y` (row stride `ys` words), rows below `m`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn swiglu_panel(
+        xa: &[u32],
+        k2: usize,
+        rows: Range<usize>,
+        g: *const u32,
+        u: *const u32,
+        y: *mut u32,
+        m: usize,
+        ys: usize,
+    ) {
+        let (mut gb, mut ub) = ([0f32; ROWS * PANEL], [0f32; ROWS * PANEL]);
+        let mut r = rows.start;
+        while r < rows.end {
+            let two = r + ROWS <= rows.end;
+            let a = xa.as_ptr().add(r * k2);
+            if two {
+                block2(a, k2, g, gb.as_mut_ptr(), PANEL);
+                block2(a, k2, u, ub.as_mut_ptr(), PANEL);
+            } else {
+                block1(a, k2, g, gb.as_mut_ptr());
+                block1(a, k2, u, ub.as_mut_ptr());
+            }
+            let height = (if two { ROWS } else { 16 }).min(m.saturating_sub(r));
+            for i in 0..height {
+                silu_row(gb.as_ptr().add(i * PANEL), ub.as_ptr().add(i * PANEL), y.add((r + i) * ys));
+            }
+            r += if two { ROWS } else { 16 };
+        }
+    }
+
+    /// `silu(g) · u` of 32 values, rounded to bf16 (nearest, ties to even) as 16 pairs at `y`.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    unsafe fn silu_row(g: *const f32, u: *const f32, y: *mut u32) {
+        let lo = silu_mul(_mm512_loadu_ps(g), _mm512_loadu_ps(u));
+        let hi = silu_mul(_mm512_loadu_ps(g.add(16)), _mm512_loadu_ps(u.add(16)));
+        let w: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
+        _mm512_storeu_si512(y.cast(), w);
+    }
+
     /// 32 rows of pairs at `a` (row stride `k2` words) × the panel at `b`, into `c` (32 × 32
-    /// f32, row stride 32).
-    unsafe fn block2(a: *const u32, k2: usize, b: *const u32, c: *mut f32) {
+    /// f32, row stride `ldc` values).
+    unsafe fn block2(a: *const u32, k2: usize, b: *const u32, c: *mut f32, ldc: usize) {
         asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
         let (sa, sb) = (k2 * 4, PANEL * 4);
         for p in (0..k2).step_by(PAIRS) {
@@ -268,7 +358,7 @@ mod x86 {
                 options(nostack, readonly),
             );
         }
-        let sc = PANEL * 4;
+        let sc = ldc * 4;
         asm!(
             "tilestored [{c0} + {sc}*1], tmm0",
             "tilestored [{c1} + {sc}*1], tmm1",
@@ -276,8 +366,8 @@ mod x86 {
             "tilestored [{c3} + {sc}*1], tmm3",
             c0 = in(reg) c,
             c1 = in(reg) c.add(16),
-            c2 = in(reg) c.add(16 * PANEL),
-            c3 = in(reg) c.add(16 * PANEL + 16),
+            c2 = in(reg) c.add(16 * ldc),
+            c3 = in(reg) c.add(16 * ldc + 16),
             sc = in(reg) sc,
             options(nostack),
         );

@@ -77,7 +77,7 @@ pub fn pack_x(x: &[f32], m: usize, k: usize) -> Lines {
 }
 
 /// [`pack_x`] into `rows ≥ m` rows, the last `rows - m` zero (whole tiles of 16 rows).
-fn pack_x_rows(x: &[f32], m: usize, k: usize, rows: usize) -> Lines {
+pub(crate) fn pack_x_rows(x: &[f32], m: usize, k: usize, rows: usize) -> Lines {
     let k2 = k.div_ceil(2);
     let mut out = Lines::zeroed(rows.max(m) * k2);
     out[..m * k2].par_chunks_mut(k2).zip(x[..m * k].par_chunks(k)).for_each(|(dst, row)| round_pairs_into(row, dst));
@@ -157,6 +157,11 @@ impl Packed {
             dst.copy_from_slice(buf);
         });
         Self { n, k, data }
+    }
+
+    /// The panels, [`NR`] weight rows of `k.div_ceil(2)` pairs each (`pack_w`'s layout).
+    pub(crate) fn panels(&self) -> &[u32] {
+        &self.data
     }
 
     /// `(rows, columns)` of the weight: `(n, k)`.

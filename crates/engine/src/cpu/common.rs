@@ -61,6 +61,36 @@ pub(crate) mod x86 {
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
         _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
     }
+
+    /// `2^x` for `x ≤ 0` (−∞ and anything below −126 give 0): `x = n + f`, `|f| ≤ 1/2`, a
+    /// degree-6 Taylor polynomial of `2^f` (relative error < 2e-7), scaled by `2^n`.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn exp2(x: __m512) -> __m512 {
+        let x = _mm512_max_ps(x, _mm512_set1_ps(-200.0));
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
+        let f = _mm512_sub_ps(x, n);
+        // ln2^k / k!
+        const C: [f32; 7] =
+            [1.0, std::f32::consts::LN_2, 0.240_226_5, 0.055_504_11, 0.009_618_129, 0.001_333_355_8, 0.000_154_035_3];
+        let mut p = _mm512_set1_ps(C[6]);
+        for &c in C[..6].iter().rev() {
+            p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
+        }
+        _mm512_scalef_ps(p, n)
+    }
+
+    /// `silu(x) · u` on 16 lanes, the sigmoid from `e = e^(−|x|)` ∈ (0, 1] (never overflows):
+    /// `1 / (1 + e)` for `x ≥ 0`, `e / (1 + e)` below. SwiGLU's one formula on AVX-512
+    /// (`swiglu.rs`, and the tiles' fused gate|up epilogue in `amx.rs`), so both round alike.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn silu_mul(x: __m512, u: __m512) -> __m512 {
+        let one = _mm512_set1_ps(1.0);
+        // SAFETY: AVX-512F is enabled for this function; `exp2` needs nothing more.
+        let e = unsafe { exp2(_mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(-std::f32::consts::LOG2_E))) };
+        let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps());
+        let s = _mm512_div_ps(_mm512_mask_blend_ps(neg, one, e), _mm512_add_ps(one, e));
+        _mm512_mul_ps(_mm512_mul_ps(x, s), u)
+    }
 }
 
 /// Values in [-1, 1] from a xorshift generator seeded by `seed` (tests of `bf16.rs` and

@@ -129,6 +129,7 @@ pub(crate) fn attend(
 mod x86 {
     use super::{Packed, KB, QT};
     use crate::cpu::amx;
+    use crate::cpu::common::x86::exp2;
     use std::arch::asm;
     use std::arch::x86_64::*;
 
@@ -283,22 +284,5 @@ mod x86 {
             let w: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(wh, wl));
             _mm512_storeu_si512(p.as_mut_ptr().add(r * KB / 2).cast(), w);
         }
-    }
-
-    /// `2^x` for `x ≤ 0` (−∞ and anything below −126 give 0): `x = n + f`, `|f| ≤ 1/2`, a
-    /// degree-6 Taylor polynomial of `2^f` (relative error < 2e-7), scaled by `2^n`.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn exp2(x: __m512) -> __m512 {
-        let x = _mm512_max_ps(x, _mm512_set1_ps(-200.0));
-        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
-        let f = _mm512_sub_ps(x, n);
-        // ln2^k / k!
-        const C: [f32; 7] =
-            [1.0, std::f32::consts::LN_2, 0.240_226_5, 0.055_504_11, 0.009_618_129, 0.001_333_355_8, 0.000_154_035_3];
-        let mut p = _mm512_set1_ps(C[6]);
-        for &c in C[..6].iter().rev() {
-            p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
-        }
-        _mm512_scalef_ps(p, n)
     }
 }

@@ -13,6 +13,7 @@ pub mod bf16;
 pub mod bf16_dot;
 pub(crate) mod common;
 pub(crate) mod flash_amx;
+pub(crate) mod mlp_amx;
 pub mod mxfp4;
 pub mod paged_attention;
 pub mod peak;

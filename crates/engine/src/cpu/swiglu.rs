@@ -1,12 +1,15 @@
 //! SwiGLU on the CPU in one pass: `silu(gate) · up` from the fused gate|up product's rows,
-//! with the sigmoid's exponential a polynomial the compiler vectorizes (`common::exp_poly`)
-//! instead of libm's `expf` one value at a time, and no tensor for `silu(gate)` between. Taken
+//! 16 values per AVX-512 vector where the CPU has it (`common::x86::exp2`), elsewhere with the
+//! sigmoid's exponential a polynomial the compiler vectorizes (`common::exp_poly`) instead of
+//! libm's `expf` one value at a time, and no tensor for `silu(gate)` between. (The portable
+//! loop alone, on the baseline x86-64 target, cost a third of the MLP's products at prefill.) Taken
 //! only where the weights are bf16 (their results need not match f32 bit for bit); f32 runs
 //! keep candle's ops.
 
 use crate::cpu::common::exp_poly;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// `silu(y[:, :i]) · y[:, i:]` for `y` `(m, 2i)` f32 on the CPU; `None` for other inputs.
 pub fn swiglu(y: &Tensor) -> Result<Option<Tensor>> {
@@ -24,6 +27,40 @@ fn silu(x: f32) -> f32 {
     x * s
 }
 
+/// `o[j] = silu(g[j]) · u[j]` for every `j`.
+fn fill_row(o: &mut [MaybeUninit<f32>], g: &[f32], u: &[f32]) {
+    let mut j0 = 0;
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: AVX-512F was detected; the slices are as long as `g`.
+        j0 = unsafe { x86::fill_row(o, g, u) };
+    }
+    for j in j0..g.len() {
+        o[j].write(silu(g[j]) * u[j]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use crate::cpu::common::x86::silu_mul;
+    use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
+
+    /// [`super::fill_row`] over whole vectors of 16; returns how many values it wrote.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn fill_row(o: &mut [MaybeUninit<f32>], g: &[f32], u: &[f32]) -> usize {
+        let n = g.len().min(u.len()).min(o.len()) / 16 * 16;
+        // SAFETY: whole vectors of 16 below n, within the three slices.
+        for j in (0..n).step_by(16) {
+            unsafe {
+                let v = silu_mul(_mm512_loadu_ps(g.as_ptr().add(j)), _mm512_loadu_ps(u.as_ptr().add(j)));
+                _mm512_storeu_ps(o.as_mut_ptr().add(j).cast(), v);
+            }
+        }
+        n
+    }
+}
+
 struct SwiGlu;
 
 impl CustomOp1 for SwiGlu {
@@ -37,13 +74,14 @@ impl CustomOp1 for SwiGlu {
         };
         let (m, two_i) = l.shape().dims2()?;
         let i = two_i / 2;
-        let mut out = vec![0f32; m * i];
-        out.par_chunks_mut(i.max(1)).zip(y[a..b].par_chunks(two_i.max(1))).for_each(|(o, row)| {
+        let mut out = Vec::<f32>::with_capacity(m * i);
+        let rows = out.spare_capacity_mut()[..m * i].par_chunks_mut(i.max(1));
+        rows.zip(y[a..b].par_chunks(two_i.max(1))).for_each(|(o, row)| {
             let (g, u) = row.split_at(i);
-            for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
-                *o = silu(g) * u;
-            }
+            fill_row(o, g, u);
         });
+        // SAFETY: `fill_row` wrote every one of the m rows of i values.
+        unsafe { out.set_len(m * i) };
         Ok((CpuStorage::F32(out), Shape::from((m, i))))
     }
 }
@@ -52,6 +90,21 @@ impl CustomOp1 for SwiGlu {
 mod tests {
     use super::*;
     use candle_core::Device;
+
+    #[test]
+    fn the_vector_path_agrees_with_the_portable_one() {
+        // Both paths on an AVX-512 host (vectors, then the 7-value tail); the portable one
+        // everywhere else.
+        let g: Vec<f32> = (0..103).map(|k| ((k * 7919) % 4001) as f32 / 40.0 - 50.0).collect();
+        let u: Vec<f32> = (0..103).map(|k| ((k * 104_729) % 997) as f32 / 99.7 - 5.0).collect();
+        let mut o = vec![MaybeUninit::new(f32::NAN); g.len()];
+        fill_row(&mut o, &g, &u);
+        for j in 0..g.len() {
+            // SAFETY: every value was initialised above.
+            let (got, want) = (unsafe { o[j].assume_init() }, silu(g[j]) * u[j]);
+            assert!((got - want).abs() <= 1e-6 * want.abs().max(1.0), "{j}: {got} vs {want}");
+        }
+    }
 
     #[test]
     fn matches_candle_silu_times_up_and_refuses_other_inputs() {
