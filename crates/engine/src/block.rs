@@ -65,9 +65,21 @@ pub(crate) struct StepCtx<'a> {
     pub sin: &'a Tensor,
     pub attention: AttentionImpl,
     pub interleaved: bool,
+    /// Seconds in the attention layers' q|k|v and o products this step, when the step is timed
+    /// by parts ([`PartTimes::projections_s`]).
+    pub projections: Option<std::cell::Cell<f64>>,
 }
 
 impl StepCtx<'_> {
+    /// `f()`, its time added to [`StepCtx::projections`] when the step is timed.
+    pub(crate) fn projection<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let Some(c) = &self.projections else { return f() };
+        let t = std::time::Instant::now();
+        let y = f()?;
+        c.set(c.get() + t.elapsed().as_secs_f64());
+        Ok(y)
+    }
+
     pub(crate) fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
         Ok(candle_nn::ops::rms_norm(&x.contiguous()?, w, self.spec.rms_norm_eps as f32)?)
     }
@@ -84,17 +96,21 @@ impl StepCtx<'_> {
     }
 }
 
-/// Seconds one step spent in each part of its layers, summed over them (on the CPU, where
-/// the forward is synchronous; [`crate::Llama::time_parts`]). The rest of the step (the
-/// embedding, final norm and LM head, scheduling, sampling) is not in it.
+/// Seconds one step spent in each part of its forward, summed over the layers (on the CPU,
+/// where the forward is synchronous; [`crate::Llama::time_parts`]). The rest of the step (the
+/// embedding, scheduling, sampling) is not in it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct PartTimes {
-    /// Norm, projections, RoPE, the KV write and attention, of every layer.
+    /// The q|k|v and o products of the attention layers (GQA; MLA's are in `attention_s`).
+    pub projections_s: f64,
+    /// Norm, RoPE, the KV write and attention itself, of every layer.
     pub attention_s: f64,
     /// Norm and MLP of the dense layers.
     pub dense_mlp_s: f64,
     /// Norm, router, routed and shared experts of the sparse layers.
     pub moe_s: f64,
+    /// The final norm and the LM head of the rows sampled.
+    pub lm_head_s: f64,
 }
 
 /// A layer's place in the paged pool: its K and V pools (MLA's one latent pool is both) and
@@ -177,7 +193,8 @@ impl Layer {
                 let (q, k, v) = g.qkv(&h, ctx)?;
                 write_kv(kv.k, kv.v, &k, &v, kv.meta)?;
                 let a = ctx.attend(&q, kv, kv.v, &g.opts)?;
-                g.o.forward(&a.reshape((t, ()))?)?
+                let a = a.reshape((t, ()))?;
+                ctx.projection(|| g.o.forward(&a))?
             }
             Attn::Mla(m) => {
                 let rows = m.rows(&h, &|x| ctx.rope(x))?;
@@ -311,10 +328,10 @@ impl Gqa {
         let (nq, nkv) = (s.num_heads * d, s.num_kv_heads * d);
         let (q, k, v) = match &self.qkv {
             Some(f) => {
-                let y = f.forward(h)?;
+                let y = ctx.projection(|| f.forward(h))?;
                 (y.narrow(1, 0, nq)?, y.narrow(1, nq, nkv)?, y.narrow(1, nq + nkv, nkv)?)
             }
-            None => (self.q.forward(h)?, self.k.forward(h)?, self.v.forward(h)?),
+            None => ctx.projection(|| Ok((self.q.forward(h)?, self.k.forward(h)?, self.v.forward(h)?)))?,
         };
         let mut q = q.reshape((t, s.num_heads, d))?;
         let mut k = k.reshape((t, s.num_kv_heads, d))?;

@@ -252,9 +252,17 @@ impl Llama {
         let cos = self.cos.index_select(&pos, 0)?;
         let sin = self.sin.index_select(&pos, 0)?;
         let mut x = self.embed.index_select(&ids, 0)?.to_dtype(self.act_dtype)?;
-        let ctx = StepCtx { spec, cos: &cos, sin: &sin, attention: self.attention, interleaved: self.interleaved };
-        let mut loads = Vec::new();
         let mut times = self.time_parts.then(PartTimes::default);
+        let projections = times.map(|_| std::cell::Cell::new(0.0));
+        let ctx = StepCtx {
+            spec,
+            cos: &cos,
+            sin: &sin,
+            attention: self.attention,
+            interleaved: self.interleaved,
+            projections,
+        };
+        let mut loads = Vec::new();
         for (l, layer) in self.layers.iter().enumerate() {
             let (k, v, group) = kv.layer(l);
             let meta = batch.metas.get(group).ok_or_else(|| {
@@ -268,10 +276,25 @@ impl Llama {
             loads.extend(load);
         }
         *self.expert_load.lock().unwrap_or_else(|e| e.into_inner()) = loads;
+        if let (Some(t), Some(p)) = (times.as_mut(), &ctx.projections) {
+            // The layers timed their attention halves whole: the products come out of them.
+            t.projections_s = p.get();
+            t.attention_s -= t.projections_s;
+        }
+        let head = std::time::Instant::now();
+        let logits = self.head(&x, batch);
+        if let Some(t) = times.as_mut() {
+            t.lm_head_s = head.elapsed().as_secs_f64();
+        }
         *self.part_times.lock().unwrap_or_else(|e| e.into_inner()) = times;
+        logits
+    }
+
+    /// The logits of the rows the step samples: final norm and LM head.
+    fn head(&self, x: &Tensor, batch: &StepBatch) -> Result<Tensor> {
         if batch.sample_rows.is_empty() {
             // A step of prefill chunks only: nothing to sample (and no zero-sized kernels).
-            return Ok(Tensor::zeros((0, spec.vocab_size), DType::F32, &Device::Cpu)?);
+            return Ok(Tensor::zeros((0, self.spec.vocab_size), DType::F32, &Device::Cpu)?);
         }
         let rows = Tensor::from_slice(&batch.sample_rows, batch.sample_rows.len(), &self.device)?;
         let x = x.index_select(&rows, 0)?;

@@ -119,21 +119,26 @@ fn print_parts(o: &mut String, r: &Report) {
         return;
     }
     let moe = rows.iter().any(|(_, p, _)| p.moe_s > 0.0);
-    let mut head = vec!["step", "attention ms", "dense MLP ms", "MoE ms", "rest ms", "attention share"];
+    let mut head = vec!["step", "projections ms", "attention ms", "dense MLP ms", "MoE ms", "LM head ms", "rest ms"];
+    head.push("attention share");
     if moe {
         head.extend(["MoE share", "MoE experts GB/s"]);
     }
     let mut t = table::new(&head);
     for (name, p, total) in rows {
         let share = |x: f64| format!("{:.0} %", 100.0 * x / total.max(1e-12));
-        let mut row = vec![name, table::f(p.attention_s * 1e3, 2), table::f(p.dense_mlp_s * 1e3, 2)];
-        row.extend([table::f(p.moe_s * 1e3, 2), table::f(p.rest_s * 1e3, 2), share(p.attention_s)]);
+        let ms = |x: f64| table::f(x * 1e3, 2);
+        let mut row = vec![name, ms(p.projections_s), ms(p.attention_s), ms(p.dense_mlp_s), ms(p.moe_s)];
+        row.extend([ms(p.lm_head_s), ms(p.rest_s), share(p.attention_s)]);
         if moe {
             row.extend([share(p.moe_s), p.moe_gbytes_per_s.map_or("-".into(), |g| table::f(g, 1))]);
         }
         t.add_row(row);
     }
-    line!(o, "Where the step goes (p50 of each part over the timed steps; rest: embedding, LM head, scheduling, sampling)\n{t}");
+    line!(
+        o,
+        "Where the step goes (p50 of each part over the timed steps; projections: q|k|v and o; attention: norm, RoPE, KV write, attention; rest: embedding, scheduling, sampling)\n{t}"
+    );
 }
 
 /// One line per tuned weight shape and row count: each kernel's µs per call and GB/s.

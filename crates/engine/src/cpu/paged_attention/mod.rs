@@ -10,6 +10,8 @@
 
 use crate::cpu::common::exp_poly;
 use crate::cpu::{flash_amx, simd};
+
+mod few;
 use crate::kv_cache::AttnMeta;
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use half::slice::HalfFloatSliceExt;
@@ -32,6 +34,8 @@ trait KvElem: simd::Lane + Send + Sync {
     fn from_f32(x: f32) -> Self;
     /// The row as f32: itself, or widened into `buf` (once per tile, not once per head).
     fn widen<'a>(row: &'a [Self], buf: &'a mut [f32]) -> &'a [f32];
+    /// The pool as bf16 bits, where it is bf16 (`few`'s block kernels read those).
+    fn bf16(pool: &[Self]) -> Option<&[u16]>;
 }
 
 impl KvElem for f32 {
@@ -41,6 +45,9 @@ impl KvElem for f32 {
     }
     fn widen<'a>(row: &'a [f32], _buf: &'a mut [f32]) -> &'a [f32] {
         row
+    }
+    fn bf16(_: &[f32]) -> Option<&[u16]> {
+        None
     }
 }
 
@@ -54,6 +61,9 @@ impl KvElem for u16 {
             *b = f32::from_bits(u32::from(x) << 16);
         }
         &buf[..row.len()]
+    }
+    fn bf16(pool: &[u16]) -> Option<&[u16]> {
+        Some(pool)
     }
 }
 
@@ -168,7 +178,8 @@ struct Dims {
 }
 
 /// One parallel item: `rows` query rows of one sequence from `row0`, query heads
-/// `h0..h0 + hn` of KV head `kh`. Each K and V row it reads serves all of them.
+/// `h0..h0 + hn` of KV head `kh`. Each K and V row it reads serves all of them. A decode row's
+/// tile may hold every head (`hn` = all, `kh` 0): then it walks each block's slots whole.
 #[derive(Clone, Copy)]
 struct Tile {
     seq: usize,
@@ -188,6 +199,9 @@ const TILE_ROWS: usize = 16;
 /// for a decode row's small head group (measured on SmolLM2's group of 3: widening first made
 /// a batch-16 decode step 1.5× slower).
 const WIDEN_FROM: usize = 4;
+
+/// Blocks of K/V rows a decode tile asks the caches for ahead of the one it computes.
+const PREFETCH_BLOCKS: usize = 2;
 
 impl CustomOp3 for PagedAttention<'_> {
     fn name(&self) -> &'static str {
@@ -255,10 +269,13 @@ impl PagedAttention<'_> {
     /// The tiles of a call: prefill chunks in blocks of [`TILE_ROWS`] rows; each KV head's
     /// query group split in halves until there are a few tiles per thread (a decode of one
     /// sequence over one latent head would otherwise be one item).
-    fn tiles(&self, d: Dims, skip: &[bool]) -> Vec<Tile> {
+    /// `wide`: a decode row's tile may take every head (`few`'s block kernels run its groups),
+    /// when there are enough rows to keep the threads busy.
+    fn tiles(&self, d: Dims, skip: &[bool], wide: bool) -> Vec<Tile> {
         let group = d.hq / d.hkv;
         let row_tiles: usize = self.meta.seqs.iter().map(|s| s.q_len.div_ceil(TILE_ROWS)).sum();
         let want = 4 * rayon::current_num_threads();
+        let wide = wide && d.hkv > 1 && row_tiles >= want;
         let mut hn = group;
         while hn > 1 && row_tiles * d.hkv * group.div_ceil(hn) < want {
             hn = hn.div_ceil(2);
@@ -266,6 +283,13 @@ impl PagedAttention<'_> {
         let mut tiles = Vec::with_capacity(row_tiles * d.hkv * group.div_ceil(hn));
         for (seq, s) in self.meta.seqs.iter().enumerate() {
             if skip.get(seq) == Some(&true) {
+                continue;
+            }
+            if wide && s.q_len == 1 {
+                // The K/V slots of a block hold every KV head side by side: one tile reads
+                // them in order (a tile per KV head read a third of each, a stride the
+                // prefetchers did not follow).
+                tiles.push(Tile { seq, row0: s.q_start, rows: 1, kh: 0, h0: 0, hn: d.hq });
                 continue;
             }
             for row0 in (s.q_start..s.q_start + s.q_len).step_by(TILE_ROWS) {
@@ -298,7 +322,9 @@ impl PagedAttention<'_> {
         if max_slot * d.hkv * d.dk > k.len() || max_slot * d.hkv * d.v_row > v.len() {
             candle_core::bail!("paged attention: a block table points outside the kv pool");
         }
-        let tiles = self.tiles(d, skip);
+        let group = d.hq / d.hkv;
+        let wide = E::bf16(k).is_some() && group < WIDEN_FROM && few::takes(group, d.dk, d.dv);
+        let tiles = self.tiles(d, skip, wide);
         let outs: Vec<Vec<f32>> = tiles.par_iter().map(|tile| self.tile::<E>(q, k, v, d, tile)).collect();
         let mut out = vec![0f32; t * d.hq * d.dv];
         for (tile, o) in tiles.iter().zip(outs) {
@@ -341,39 +367,48 @@ impl PagedAttention<'_> {
         let mut acc = vec![0f32; nq * d.dv];
         let mut scores = vec![0f32; nq * bs];
         let (mut kbuf, mut vbuf) = (vec![0f32; d.dk], vec![0f32; d.dv]);
+        // A decode tile over a bf16 pool: each group against whole blocks at once. A wide tile
+        // (every head of a decode row) holds all KV heads' groups, `nq / hkv` vectors each.
+        let few = (nq < WIDEN_FROM || tile.hn == d.hq && tile.rows == 1)
+            .then(|| E::bf16(k).zip(E::bf16(v)))
+            .flatten()
+            .filter(|_| few::takes(nq.min(d.hq / d.hkv), d.dk, d.dv));
+        let groups: Vec<(usize, std::ops::Range<usize>)> = match tile.hn == d.hq && d.hkv > 1 && tile.rows == 1 {
+            true => (0..d.hkv).map(|kh| (kh, kh * (nq / d.hkv)..(kh + 1) * (nq / d.hkv))).collect(),
+            false => vec![(tile.kh, 0..nq)],
+        };
         let mut p0 = lo;
         while p0 < hi {
             let n = (bs - p0 % bs).min(hi - p0);
             let base = meta.slot(s, p0);
             let unmasked = p0 >= all_lo && p0 + n <= all_hi;
-            for j in 0..n {
-                let off = ((base + j) * d.hkv + tile.kh) * d.dk;
-                let pos = p0 + j;
-                if nq < WIDEN_FROM {
-                    // Few queries: the pool row is read (and widened) in each product itself.
-                    for i in 0..nq {
-                        let r = row_of[i];
-                        let seen = unmasked || (pos <= last[r] && pos >= first[r]);
-                        scores[i * bs + j] =
-                            if seen { simd::dot(qv[i], &k[off..off + d.dk]) * opts.scale } else { f32::NEG_INFINITY };
-                    }
-                    continue;
+            if let Some((kb, vb)) = few {
+                self.prefetch_ahead((kb, vb), d, (p0, lo, hi), s, &groups);
+                for (kh, g) in &groups {
+                    let ks =
+                        few::Rows { data: kb, off: (base * d.hkv + kh) * d.dk, stride: d.hkv * d.dk, n, len: d.dk };
+                    few::scores(&qv[g.clone()], ks, opts.scale, &mut scores[g.start * bs..], bs);
                 }
-                let krow = E::widen(&k[off..off + d.dk], &mut kbuf);
-                let mut i = 0;
-                while i < nq {
-                    let dots = if i + 4 <= nq {
-                        simd::dot4([qv[i], qv[i + 1], qv[i + 2], qv[i + 3]], krow)
-                    } else {
-                        [0, 1, 2, 3].map(|x| if i + x < nq { simd::dot(qv[i + x], krow) } else { 0.0 })
-                    };
-                    for (x, dot) in dots.into_iter().enumerate().take(nq - i) {
-                        let r = row_of[i + x];
-                        let seen = unmasked || (pos <= last[r] && pos >= first[r]);
-                        scores[(i + x) * bs + j] = if seen { dot * opts.scale } else { f32::NEG_INFINITY };
+                if !unmasked {
+                    for (i, &r) in row_of.iter().enumerate() {
+                        for (j, sc) in scores[i * bs..i * bs + n].iter_mut().enumerate() {
+                            if p0 + j > last[r] || p0 + j < first[r] {
+                                *sc = f32::NEG_INFINITY;
+                            }
+                        }
                     }
-                    i += 4;
                 }
+            } else {
+                self.key_scores(
+                    &qv,
+                    k,
+                    d,
+                    tile,
+                    (p0, n, base),
+                    (unmasked, &first, &last, &row_of),
+                    &mut kbuf,
+                    &mut scores,
+                );
             }
             for i in 0..nq {
                 softmax_block(
@@ -384,24 +419,19 @@ impl PagedAttention<'_> {
                     E::POLY_EXP,
                 );
             }
-            for j in 0..n {
-                let off = ((base + j) * d.hkv + tile.kh) * d.v_row;
-                if nq < WIDEN_FROM {
-                    for i in 0..nq {
-                        let w = scores[i * bs + j];
-                        if w != 0.0 {
-                            simd::axpy(w, &v[off..off + d.dv], &mut acc[i * d.dv..(i + 1) * d.dv]);
-                        }
-                    }
-                    continue;
+            if let Some((_, vb)) = few {
+                for (kh, g) in &groups {
+                    let vs = few::Rows {
+                        data: vb,
+                        off: (base * d.hkv + kh) * d.v_row,
+                        stride: d.hkv * d.v_row,
+                        n,
+                        len: d.dv,
+                    };
+                    few::weigh(&scores[g.start * bs..], bs, g.len(), vs, &mut acc[g.start * d.dv..g.end * d.dv]);
                 }
-                let vrow = E::widen(&v[off..off + d.dv], &mut vbuf);
-                for i in 0..nq {
-                    let w = scores[i * bs + j];
-                    if w != 0.0 {
-                        simd::axpy(w, vrow, &mut acc[i * d.dv..(i + 1) * d.dv]);
-                    }
-                }
+            } else {
+                weigh_values(v, d, tile.kh, (n, base, bs), &scores, &mut vbuf, &mut acc);
             }
             p0 += n;
         }
@@ -410,6 +440,115 @@ impl PagedAttention<'_> {
             acc[i * d.dv..(i + 1) * d.dv].iter_mut().for_each(|a| *a *= inv);
         }
         acc
+    }
+
+    /// Asks the caches for the K and V rows of the block [`PREFETCH_BLOCKS`] ahead of the one
+    /// at `p0` (the first ones too at the tile's first block), for the KV heads of `groups`.
+    fn prefetch_ahead(
+        &self,
+        (kb, vb): (&[u16], &[u16]),
+        d: Dims,
+        (p0, lo, hi): (usize, usize, usize),
+        s: &crate::kv_cache::AttnSeq,
+        groups: &[(usize, std::ops::Range<usize>)],
+    ) {
+        let bs = self.meta.block_size;
+        let ahead = if p0 == lo { 1..=PREFETCH_BLOCKS } else { PREFETCH_BLOCKS..=PREFETCH_BLOCKS };
+        // Every head of a slot, or one head's rows.
+        let (h, heads) = match groups {
+            [(kh, _)] => (*kh, 1),
+            _ => (0, d.hkv),
+        };
+        for a in ahead {
+            let at = (p0 / bs + a) * bs;
+            if at >= hi {
+                break;
+            }
+            let (next, n) = (self.meta.slot(s, at), (hi - at).min(bs));
+            let (kr, vr) = (d.hkv * d.dk, d.hkv * d.v_row);
+            let v_len = if heads == 1 { d.dv } else { vr };
+            few::prefetch(few::Rows { data: kb, off: (next * d.hkv + h) * d.dk, stride: kr, n, len: heads * d.dk });
+            few::prefetch(few::Rows { data: vb, off: (next * d.hkv + h) * d.v_row, stride: vr, n, len: v_len });
+        }
+    }
+
+    /// The scores of a block of `n` keys from `p0` (slots from `base`) for the tile's query
+    /// vectors `qv`, one key at a time; keys a row does not see are −∞.
+    #[allow(clippy::too_many_arguments)]
+    fn key_scores<E: KvElem>(
+        &self,
+        qv: &[&[f32]],
+        k: &[E],
+        d: Dims,
+        tile: &Tile,
+        (p0, n, base): (usize, usize, usize),
+        (unmasked, first, last, row_of): (bool, &[usize], &[usize], &[usize]),
+        kbuf: &mut [f32],
+        scores: &mut [f32],
+    ) {
+        let (nq, bs) = (qv.len(), self.meta.block_size);
+        for j in 0..n {
+            let off = ((base + j) * d.hkv + tile.kh) * d.dk;
+            let pos = p0 + j;
+            if nq < WIDEN_FROM {
+                // Few queries: the pool row is read (and widened) in each product itself.
+                for i in 0..nq {
+                    let r = row_of[i];
+                    let seen = unmasked || (pos <= last[r] && pos >= first[r]);
+                    scores[i * bs + j] =
+                        if seen { simd::dot(qv[i], &k[off..off + d.dk]) * self.opts.scale } else { f32::NEG_INFINITY };
+                }
+                continue;
+            }
+            let krow = E::widen(&k[off..off + d.dk], kbuf);
+            let mut i = 0;
+            while i < nq {
+                let dots = if i + 4 <= nq {
+                    simd::dot4([qv[i], qv[i + 1], qv[i + 2], qv[i + 3]], krow)
+                } else {
+                    [0, 1, 2, 3].map(|x| if i + x < nq { simd::dot(qv[i + x], krow) } else { 0.0 })
+                };
+                for (x, dot) in dots.into_iter().enumerate().take(nq - i) {
+                    let r = row_of[i + x];
+                    let seen = unmasked || (pos <= last[r] && pos >= first[r]);
+                    scores[(i + x) * bs + j] = if seen { dot * self.opts.scale } else { f32::NEG_INFINITY };
+                }
+                i += 4;
+            }
+        }
+    }
+}
+
+/// `acc` (each query vector's `dv` values) plus the block's value rows weighed by `scores`,
+/// one value row at a time (widened once where the tile has many query vectors).
+fn weigh_values<E: KvElem>(
+    v: &[E],
+    d: Dims,
+    kh: usize,
+    (n, base, bs): (usize, usize, usize),
+    scores: &[f32],
+    vbuf: &mut [f32],
+    acc: &mut [f32],
+) {
+    let nq = acc.len() / d.dv;
+    for j in 0..n {
+        let off = ((base + j) * d.hkv + kh) * d.v_row;
+        if nq < WIDEN_FROM {
+            for i in 0..nq {
+                let w = scores[i * bs + j];
+                if w != 0.0 {
+                    simd::axpy(w, &v[off..off + d.dv], &mut acc[i * d.dv..(i + 1) * d.dv]);
+                }
+            }
+            continue;
+        }
+        let vrow = E::widen(&v[off..off + d.dv], vbuf);
+        for i in 0..nq {
+            let w = scores[i * bs + j];
+            if w != 0.0 {
+                simd::axpy(w, vrow, &mut acc[i * d.dv..(i + 1) * d.dv]);
+            }
+        }
     }
 }
 

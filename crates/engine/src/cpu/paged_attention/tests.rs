@@ -202,3 +202,37 @@ fn a_block_table_outside_the_pool_is_an_error() {
     let q = rand((1, 1, 8), 1);
     assert!(paged_attention(&q, &k_pool, &k_pool, &meta, &AttnOpts::scaled(1.0)).is_err());
 }
+
+/// Decode rows enough to keep the threads busy take one tile per row over every KV head
+/// (`few`'s block kernels on AVX-512, the slots read whole): against the gather path on bf16
+/// pools, with a chunk beside them, a window and sinks (one thread: four rows are enough).
+#[test]
+fn decode_rows_over_every_kv_head_at_once_match_gather() {
+    let (bs, nb, hkv, hq, d) = (4, 96, 3, 9, 32);
+    let mut meta = AttnMeta::new(bs);
+    let mut fill = AttnMeta::new(bs);
+    let mut next = 0u32;
+    for (q, c) in [(1usize, 23usize), (1, 9), (1, 1), (6, 14), (1, 30), (1, 17), (1, 4)] {
+        let bt: Vec<u32> = (next..next + c.div_ceil(bs) as u32).rev().collect();
+        next += c.div_ceil(bs) as u32;
+        meta.push(q, c, &bt);
+        fill.push(c, c, &bt);
+    }
+    let n = fill.num_tokens();
+    let kp = Tensor::zeros((nb * bs, hkv, d), DType::BF16, &Device::Cpu).unwrap();
+    let vp = kp.zeros_like().unwrap();
+    write_kv(&kp, &vp, &rand((n, hkv, d), 12), &rand((n, hkv, d), 13), &fill).unwrap();
+    let q = rand((meta.num_tokens(), hq, d), 14);
+    let sinks: Vec<f32> = (0..hq).map(|h| h as f32 * 0.3 - 1.0).collect();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    for opts in [
+        AttnOpts::scaled(0.2),
+        AttnOpts { window: Some(7), ..AttnOpts::scaled(0.2) },
+        AttnOpts { sinks: Some(sinks), ..AttnOpts::scaled(0.2) },
+    ] {
+        let a = pool.install(|| paged_attention(&q, &kp, &vp, &meta, &opts)).unwrap();
+        let b = gather_attention(&q, &kp, &vp, &meta, &opts).unwrap();
+        let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(diff < 1e-5, "{opts:?}: max abs diff {diff}");
+    }
+}
