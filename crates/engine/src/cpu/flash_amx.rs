@@ -1,8 +1,8 @@
 //! Prefill attention on AMX tiles, flash-style: for 16 query rows of one head at a time, the
 //! keys the rows see go by in steps of 32 — the scores `Q·Kᵀ` of the step on tiles (two
 //! 16 × 16 f32 tiles), an online softmax over them in AVX-512 (running max and sum per row,
-//! the weights rounded to bf16), and the step's `P·V` on tiles added into the rows' output
-//! rescaled by the change of their max. No score matrix is materialised; the steps beyond the
+//! the weights rounded to bf16), and the step's `P·V` accumulated on tiles into the rows'
+//! output, which is rescaled only when a row's max rises past `LAZY_MAX`. No score matrix is materialised; the steps beyond the
 //! tile's last row are never computed (causal), and only the steps that reach past its first
 //! row are masked.
 //!
@@ -27,6 +27,10 @@ use rayon::prelude::*;
 
 /// Query rows per tile.
 const QT: usize = 16;
+/// How far (in log2 units) a step's top score may pass a row's running max before the max is
+/// moved and the row's output rescaled: its weights then reach at most 2^8, exact enough in
+/// f32 sums and as bf16 (FlashAttention-4's conditional rescaling).
+const LAZY_MAX: f32 = 8.0;
 /// Keys per step: two score tiles, one weight tile of 16 pairs.
 const KB: usize = 32;
 
@@ -110,7 +114,6 @@ pub(crate) fn attend(
             }
             #[cfg(target_arch = "x86_64")]
             {
-                o.fill(0.0);
                 // SAFETY: AMX was granted; `qa` holds 16 rows of dk / 2 pairs, the packed keys
                 // and values cover ctx_pad ≥ first + rows positions (first + rows ≤ ctx_len).
                 unsafe { x86::tile(&qa, &packed[j], d.dk, first, first + rows, scale_log2, &mut o) };
@@ -127,7 +130,7 @@ pub(crate) fn attend(
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_op_in_unsafe_fn)]
 mod x86 {
-    use super::{Packed, KB, QT};
+    use super::{Packed, KB, LAZY_MAX, QT};
     use crate::cpu::amx;
     use crate::cpu::common::x86::exp2;
     use std::arch::asm;
@@ -161,13 +164,13 @@ mod x86 {
         let (mut m, mut l) = ([f32::NEG_INFINITY; QT], [0f32; QT]);
         let mut s = [0f32; QT * KB];
         let mut p = [0u32; QT * KB / 2];
-        let mut pv = vec![0f32; QT * dk];
+        o[..QT * dk].iter_mut().for_each(|x| *x = 0.0);
         amx::configure();
         for b in 0..(end - 1) / KB + 1 {
             scores(qa, pk, dk, b, &mut s);
             // Keys of this step past the first row's own position need the causal mask.
             let masked = (b + 1) * KB - 1 > first;
-            let mut alpha = [0f32; QT];
+            let mut alpha = [1f32; QT];
             softmax(
                 &mut s,
                 &mut m,
@@ -177,16 +180,16 @@ mod x86 {
                 scale_log2,
                 masked.then_some(first as i64 - (b * KB) as i64),
             );
-            weighted_values(&p, pk, dk, b, &mut pv);
-            for r in 0..QT {
-                let (or, pr) = (&mut o[r * dk..(r + 1) * dk], &pv[r * dk..(r + 1) * dk]);
-                let a = _mm512_set1_ps(alpha[r]);
+            // A row whose max rose enough shrinks its output first; the step's P·V is then
+            // added on the tiles, the output loaded as their accumulators.
+            for (r, &a) in alpha.iter().enumerate().filter(|(_, a)| **a != 1.0) {
+                let or = &mut o[r * dk..(r + 1) * dk];
                 for c in (0..dk).step_by(16) {
-                    let x =
-                        _mm512_fmadd_ps(_mm512_loadu_ps(or.as_ptr().add(c)), a, _mm512_loadu_ps(pr.as_ptr().add(c)));
+                    let x = _mm512_mul_ps(_mm512_loadu_ps(or.as_ptr().add(c)), _mm512_set1_ps(a));
                     _mm512_storeu_ps(or.as_mut_ptr().add(c), x);
                 }
             }
+            weighted_values(&p, pk, dk, b, o);
         }
         amx::release();
         for r in 0..QT {
@@ -225,15 +228,17 @@ mod x86 {
         );
     }
 
-    /// `pv` (16 × dk) = the step's weights `p` × its 32 value rows, four 16-column tiles at a time.
-    unsafe fn weighted_values(p: &[u32; QT * KB / 2], pk: &Packed, dk: usize, b: usize, pv: &mut [f32]) {
+    /// `o` (16 × dk) += the step's weights `p` × its 32 value rows, four 16-column tiles at a
+    /// time, `o` loaded as their accumulators.
+    unsafe fn weighted_values(p: &[u32; QT * KB / 2], pk: &Packed, dk: usize, b: usize, o: &mut [f32]) {
         let sv = dk * 4;
         let vb = pk.vp.as_ptr().add(b * (KB / 2) * dk);
         for g in (0..dk / 16).step_by(4) {
             let n = (dk / 16 - g).min(4);
             asm!("tileloadd tmm4, [{a} + {sa}*1]", a = in(reg) p.as_ptr(), sa = in(reg) 64usize, options(nostack, readonly));
             for i in 0..n {
-                on_tile!(i, "tilezero tmm", "");
+                let c = o.as_ptr().add((g + i) * 16);
+                on_tile!(i, "tileloadd tmm", ", [{c} + {sc}*1]", c = c, sc = sv);
             }
             for i in 0..n {
                 let bt = vb.add((g + i) * 16);
@@ -241,7 +246,7 @@ mod x86 {
                 on_tile!(i, "tdpbf16ps tmm", ", tmm4, tmm6");
             }
             for i in 0..n {
-                let c = pv.as_mut_ptr().add((g + i) * 16);
+                let c = o.as_mut_ptr().add((g + i) * 16);
                 on_tile!(i, "tilestored [{c} + {sc}*1], tmm", "", c = c, sc = sv);
             }
         }
@@ -275,10 +280,15 @@ mod x86 {
                 lo = _mm512_mask_blend_ps(l0, lo, ninf);
                 hi = _mm512_mask_blend_ps(l1, hi, ninf);
             }
-            let top = _mm512_reduce_max_ps(_mm512_max_ps(lo, hi)).max(m[r]);
-            alpha[r] = if m[r] == f32::NEG_INFINITY { 0.0 } else { (m[r] - top).exp2() };
-            m[r] = top;
-            let t = _mm512_set1_ps(top);
+            // The running max moves only when the step's top passes it by `LAZY_MAX` (or at
+            // the row's first keys, whose output and sum are still 0): the weights stay below
+            // 2^LAZY_MAX, and the output is rescaled in a few steps, not in every one.
+            let top = _mm512_reduce_max_ps(_mm512_max_ps(lo, hi));
+            if m[r] == f32::NEG_INFINITY || top > m[r] + LAZY_MAX {
+                alpha[r] = if m[r] == f32::NEG_INFINITY { 1.0 } else { (m[r] - top).exp2() };
+                m[r] = top;
+            }
+            let t = _mm512_set1_ps(m[r]);
             let (wl, wh) = (exp2(_mm512_sub_ps(lo, t)), exp2(_mm512_sub_ps(hi, t)));
             l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(_mm512_add_ps(wl, wh));
             let w: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(wh, wl));

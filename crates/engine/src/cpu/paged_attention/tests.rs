@@ -147,6 +147,31 @@ fn prefill_chunks_on_amx_tiles_match_gather() {
     }
 }
 
+/// A key far above every earlier one (its score 16, 23 in log2 units, past `LAZY_MAX`) makes
+/// the tiles move their rows' running max late and rescale the output they hold; keys a few
+/// units above the max leave it where it is. Against the gather path.
+#[test]
+#[cfg_attr(not(host_amx), ignore = "this CPU has no AMX: the tiles cannot run here")]
+fn a_late_key_far_above_the_max_rescales_the_tiles_output() {
+    let (bs, d, len) = (16, 64, 80);
+    let mut meta = AttnMeta::new(bs);
+    meta.push(len, len, &[0, 1, 2, 3, 4]);
+    let (q, mut k) = (rand((len, 1, d), 21).affine(0.1, 0.5).unwrap(), rand((len, 1, d), 22).to_vec3::<f32>().unwrap());
+    // q ≈ 0.5 everywhere: key 45 (all 4.0) scores about 16 after the 1/8 scale; key 70 (all
+    // 0.4) about 1.6, a little above the random keys.
+    k[45][0] = vec![4.0; d];
+    k[70][0] = vec![0.4; d];
+    let k = Tensor::new(k, &Device::Cpu).unwrap();
+    let kp = Tensor::zeros((5 * bs, 1, d), DType::BF16, &Device::Cpu).unwrap();
+    let vp = kp.zeros_like().unwrap();
+    write_kv(&kp, &vp, &k, &rand((len, 1, d), 23), &meta).unwrap();
+    let opts = AttnOpts::scaled(1.0 / (d as f32).sqrt());
+    let a = paged_attention(&q, &kp, &vp, &meta, &opts).unwrap();
+    let b = gather_attention(&q, &kp, &vp, &meta, &opts).unwrap();
+    let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(diff > 1e-5 && diff < 1.5e-2, "max abs diff {diff}");
+}
+
 /// Sliding windows, sinks and a latent pool read as both K and V (MLA), on decode rows and
 /// chunks longer than a tile, f32 and bf16: the kernel agrees with the gather reference.
 #[test]
