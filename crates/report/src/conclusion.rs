@@ -18,10 +18,6 @@ pub struct Conclusion<'a> {
 }
 
 /// A time in whole milliseconds with its unit, `-` when unknown.
-fn whole_ms(x: Option<f64>) -> String {
-    x.map_or("-".into(), |v| format!("{v:.0} ms"))
-}
-
 fn p50_ms(x: &Option<Summary>) -> f64 {
     ms(x, |d| d.p50).unwrap_or(f64::NAN)
 }
@@ -93,25 +89,34 @@ impl<'a> Conclusion<'a> {
             );
         }
         let iv = s.intervals.clone().unwrap_or_default();
-        let within = |i: Option<Interval>, scale: f64, unit: &str| {
-            let d = if i.and_then(|i| i.hi).is_some_and(|hi| hi * scale < 100.0) { 1 } else { 0 };
+        // One decimal below 100 (of the interval's top, else of the value), whole numbers
+        // above: a value and its interval always printed alike ("1.5 ms [1.5–1.6 ms]", not
+        // "1 ms [1.5–1.6 ms]").
+        let places = |v: Option<f64>, i: Option<Interval>, scale: f64| {
+            usize::from(i.and_then(|i| i.hi).map_or(v, |hi| Some(hi * scale)).is_some_and(|x| x < 100.0))
+        };
+        let within = |i: Option<Interval>, d: usize, scale: f64, unit: &str| {
             i.map_or(String::new(), |i| format!(" [{}{unit}]", i.text(scale, d)))
         };
+        let point = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$} ms"));
+        let (ttft, tpot) = (ms(&s.ttft, |x| x.p95), ms(&s.tpot, |x| x.p95));
+        let (dt, dp) = (places(ttft, iv.ttft_p95, 1e3), places(tpot, iv.tpot_p95, 1e3));
+        let d_out = places(Some(s.output_throughput), iv.output_throughput, 1.0);
         format!(
             "In the {} scenario ({lengths}measured mean input {:.0} tokens, output {:.0} tokens), at {} {unit}: \
-             P95 TTFT {}{}, P95 TPOT {}{}, per-user generation {:.1} tok/s (median), total output {:.0} tok/s{}, \
+             P95 TTFT {}{}, P95 TPOT {}{}, per-user generation {:.1} tok/s (median), total output {:.d_out$} tok/s{}, \
              {:.2} requests/s ({} measured requests; [95 % intervals]).",
             w.name,
             s.mean_input_tokens,
             s.mean_output_tokens,
             s.load,
-            whole_ms(ms(&s.ttft, |x| x.p95)),
-            within(iv.ttft_p95, 1e3, " ms"),
-            whole_ms(ms(&s.tpot, |x| x.p95)),
-            within(iv.tpot_p95, 1e3, " ms"),
+            point(ttft, dt),
+            within(iv.ttft_p95, dt, 1e3, " ms"),
+            point(tpot, dp),
+            within(iv.tpot_p95, dp, 1e3, " ms"),
             s.per_user_tps.as_ref().map_or(0.0, |x| x.p50),
             s.output_throughput,
-            within(iv.output_throughput, 1.0, ""),
+            within(iv.output_throughput, d_out, 1.0, ""),
             s.request_throughput,
             s.requests,
         )

@@ -268,10 +268,25 @@ mod conclusion_properties {
                 let needle = format!("busy during {busy} of {} levels", levels.len());
                 prop_assert!(text.contains(&needle), "{}", text);
             }
-            // The headline's throughput is the described level's.
+            // A P95 and its interval in the same places ("1.5 ms [1.5–1.6 ms]", never "1 ms
+            // [1.5–1.6 ms]").
+            for key in ["P95 TTFT ", "P95 TPOT "] {
+                let Some(rest) = text.split(key).nth(1) else { continue };
+                let Some((value, after)) = rest.split_once(" ms") else { continue };
+                let places = |t: &str| t.split_once('.').map_or(0, |(_, f)| f.len());
+                if let Some((iv, _)) = after.strip_prefix(" [").and_then(|a| a.split_once(" ms]")) {
+                    for end in iv.split('–').filter(|e| *e != "?") {
+                        prop_assert_eq!(places(value), places(end), "{}", text);
+                    }
+                }
+            }
+            // The headline's throughput is the described level's, in its interval's places
+            // (one decimal below 100 tok/s).
             let shown = v.usable.and_then(|u| s.level(u)).unwrap_or(&s.levels[0]);
             if shown.summary.completed > 0 {
-                let tps = format!("total output {:.0} tok/s", shown.summary.output_throughput);
+                let x = shown.summary.output_throughput;
+                let hi = shown.summary.intervals.as_ref().and_then(|i| i.output_throughput).and_then(|i| i.hi).unwrap_or(x);
+                let tps = if hi < 100.0 { format!("total output {x:.1} tok/s") } else { format!("total output {x:.0} tok/s") };
                 prop_assert!(text.contains(&tps), "{}", text);
             }
         }
