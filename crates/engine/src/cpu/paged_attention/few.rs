@@ -80,6 +80,42 @@ pub(super) fn weigh(w: &[f32], bs: usize, nq: usize, v: Rows, acc: &mut [f32]) {
     }
 }
 
+/// The query groups of a tile: each KV head's index and its query vectors' range.
+pub(super) type Groups = [(usize, std::ops::Range<usize>)];
+
+/// [`scores`] of each group against the block of `n` slots from `base` of the K pool `kb`
+/// (`hkv` heads of `dk` values per slot).
+pub(super) fn group_scores(
+    qv: &[&[f32]],
+    kb: &[u16],
+    groups: &Groups,
+    (hkv, dk): (usize, usize),
+    (base, n, bs): (usize, usize, usize),
+    scale: f32,
+    out: &mut [f32],
+) {
+    for (kh, g) in groups {
+        let ks = Rows { data: kb, off: (base * hkv + kh) * dk, stride: hkv * dk, n, len: dk };
+        scores(&qv[g.clone()], ks, scale, &mut out[g.start * bs..], bs);
+    }
+}
+
+/// [`weigh`] of each group over the block of `n` slots from `base` of the V pool `vb` (`hkv`
+/// heads of `v_row` values per slot, the first `dv` read), into `acc`.
+pub(super) fn group_weigh(
+    vb: &[u16],
+    groups: &Groups,
+    (hkv, v_row, dv): (usize, usize, usize),
+    (base, n, bs): (usize, usize, usize),
+    w: &[f32],
+    acc: &mut [f32],
+) {
+    for (kh, g) in groups {
+        let vs = Rows { data: vb, off: (base * hkv + kh) * v_row, stride: hkv * v_row, n, len: dv };
+        weigh(&w[g.start * bs..], bs, g.len(), vs, &mut acc[g.start * dv..g.end * dv]);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Rows, MAX_Q};

@@ -384,19 +384,9 @@ impl PagedAttention<'_> {
             let unmasked = p0 >= all_lo && p0 + n <= all_hi;
             if let Some((kb, vb)) = few {
                 self.prefetch_ahead((kb, vb), d, (p0, lo, hi), s, &groups);
-                for (kh, g) in &groups {
-                    let ks =
-                        few::Rows { data: kb, off: (base * d.hkv + kh) * d.dk, stride: d.hkv * d.dk, n, len: d.dk };
-                    few::scores(&qv[g.clone()], ks, opts.scale, &mut scores[g.start * bs..], bs);
-                }
+                few::group_scores(&qv, kb, &groups, (d.hkv, d.dk), (base, n, bs), opts.scale, &mut scores);
                 if !unmasked {
-                    for (i, &r) in row_of.iter().enumerate() {
-                        for (j, sc) in scores[i * bs..i * bs + n].iter_mut().enumerate() {
-                            if p0 + j > last[r] || p0 + j < first[r] {
-                                *sc = f32::NEG_INFINITY;
-                            }
-                        }
-                    }
+                    hide_unseen(&mut scores, (p0, n, bs), &row_of, &first, &last);
                 }
             } else {
                 self.key_scores(
@@ -420,16 +410,7 @@ impl PagedAttention<'_> {
                 );
             }
             if let Some((_, vb)) = few {
-                for (kh, g) in &groups {
-                    let vs = few::Rows {
-                        data: vb,
-                        off: (base * d.hkv + kh) * d.v_row,
-                        stride: d.hkv * d.v_row,
-                        n,
-                        len: d.dv,
-                    };
-                    few::weigh(&scores[g.start * bs..], bs, g.len(), vs, &mut acc[g.start * d.dv..g.end * d.dv]);
-                }
+                few::group_weigh(vb, &groups, (d.hkv, d.v_row, d.dv), (base, n, bs), &scores, &mut acc);
             } else {
                 weigh_values(v, d, tile.kh, (n, base, bs), &scores, &mut vbuf, &mut acc);
             }
@@ -514,6 +495,24 @@ impl PagedAttention<'_> {
                     scores[(i + x) * bs + j] = if seen { dot * self.opts.scale } else { f32::NEG_INFINITY };
                 }
                 i += 4;
+            }
+        }
+    }
+}
+
+/// The scores of keys `p0..p0 + n` a query vector's row does not see (before `first`, after
+/// `last` of its row) set to −∞.
+fn hide_unseen(
+    scores: &mut [f32],
+    (p0, n, bs): (usize, usize, usize),
+    row_of: &[usize],
+    first: &[usize],
+    last: &[usize],
+) {
+    for (i, &r) in row_of.iter().enumerate() {
+        for (j, sc) in scores[i * bs..i * bs + n].iter_mut().enumerate() {
+            if p0 + j > last[r] || p0 + j < first[r] {
+                *sc = f32::NEG_INFINITY;
             }
         }
     }
