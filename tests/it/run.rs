@@ -40,7 +40,7 @@ fn a_small_sweep_prints_the_table_and_conclusion_and_writes_its_files() {
     assert!(q1 < 0.005, "queue p95 at 1 user: {q1}");
     let recs = records(&dir);
     // 6 measured a level; the warm-up: 2 at 1 user, at 4 users each user's first request and
-    // any sent before the last of them ended (4 or more).
+    // any sent before the last user started (4 or more).
     let warm: Vec<u64> = levels.iter().map(|l| l["warmup_requests"].as_u64().unwrap()).collect();
     assert!(warm[0] == 2 && warm[1] >= 4, "{warm:?}");
     assert_eq!(recs.len() as u64, 12 + warm[0] + warm[1]);
@@ -255,7 +255,7 @@ fn rag_without_an_encoder_says_so_and_embeds_with_the_engine_s_prefill() {
     let steps = std::fs::read_to_string(out_dir.join("steps.jsonl")).unwrap();
     assert!(steps.lines().count() > 5);
     // 4 measured generation calls and the warm-up: each user's first query (2) and any taken
-    // before the last of them ended.
+    // before the last user started.
     let warm = level["warmup_requests"].as_u64().unwrap();
     assert!(warm >= 2, "{warm}");
     assert_eq!(records(&out_dir).len() as u64, 4 + warm);

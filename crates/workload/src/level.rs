@@ -188,8 +188,9 @@ pub struct UnitPlan {
     /// Measured units (the most, for a level with a duration).
     pub units: usize,
     /// Units run first and left out of the statistics. In a closed loop, at least: every
-    /// user's first unit, and every unit taken before the last of those ended, is warm-up too
-    /// (see [`UnitPlan::total`]), so no cold first-wave request is measured.
+    /// user's first unit, and every unit taken before the last user started, is warm-up too
+    /// (see [`UnitPlan::total`]), so no cold first-wave request, and none sent before the
+    /// level's full load, is measured.
     pub warmup: usize,
     /// Units run after the measured ones (keeping the load up while those finish) and left
     /// out of the statistics.
@@ -234,7 +235,8 @@ impl Stop {
 
 impl UnitPlan {
     /// Units run in all: warm-up, measured and cool-down. A closed loop runs more when its
-    /// warm-up grows to cover every user's first unit (the level's window says how many).
+    /// warm-up grows to cover every user's first unit and the units taken before the last
+    /// user started (the level's window says how many).
     pub fn total(&self) -> u64 {
         (self.warmup as u64).saturating_add(self.units as u64).saturating_add(self.cooldown as u64)
     }

@@ -4,10 +4,12 @@
 //! together, and with units of one shape finish and send again together, wave after wave; and
 //! the first wave meets a cold target all at once. So users start over a ramp ([`Ramp`]: user
 //! `k` of `N` at `k · ramp / N`, or one per ended unit), and a unit counts as warm-up when it
-//! is among the first
-//! `warmup` or was taken before every user had ended its first unit: measured units start
-//! only after the last first unit ended (the measured count stays what was asked; the
-//! warm-up grows instead).
+//! is among the first `warmup` or was taken before every user had started: measured units
+//! start only once all `N` users are in flight, so each runs at the level's full load from
+//! its start, and every first unit (the ramp's, the cold first wave) is warm-up (the measured
+//! count stays what was asked; the warm-up grows instead). Waiting further, for the last first
+//! unit to end, would add one request time at full load to every level and measure nothing
+//! the units taken meanwhile do not: they already run among `N` in flight.
 
 use crate::level::{Ramp, Stop, UnitPlan};
 use rand::{Rng, SeedableRng};
@@ -68,17 +70,17 @@ struct Counter {
     warm: Option<u64>,
 }
 
-/// Units per user a closed loop runs at most, on average, before every user has ended its
-/// first: past it, users that have ended theirs wait for the last. Only a target that
-/// answers some users at once (failing them, say) and keeps another waiting gets there;
-/// without it their warm-up would grow without end.
+/// Units per user a closed loop runs at most, on average, before every user has started:
+/// past it, users that have ended their first unit wait for the last to start. Only a paced
+/// ramp whose target keeps units waiting (so that users do not join) gets there; without it
+/// the warm-up would grow without end.
 pub(crate) const EARLY_UNITS: u64 = 8;
 
 /// What the users share.
 struct Shared {
     units: Mutex<Counter>,
-    /// Users that have not ended their first unit (or left without one).
-    first_left: AtomicUsize,
+    /// Users that have not taken their first unit (nor left without one).
+    unstarted: AtomicUsize,
     /// The level's first units to end, for a paced ramp.
     joins: tokio::sync::watch::Sender<Joins>,
     /// When each user started, from the level's start.
@@ -109,10 +111,10 @@ impl Shared {
         }))
     }
 
-    /// One user has ended its first unit (or left without one); the last one decides the
+    /// One user has taken its first unit (or left without one); the last one decides the
     /// warm-up.
-    fn first_done(&self, users: &Users, on_warm: &(dyn Fn(u64) + Send + Sync)) {
-        if self.first_left.fetch_sub(1, Ordering::SeqCst) == 1 {
+    fn started(&self, users: &Users, on_warm: &(dyn Fn(u64) + Send + Sync)) {
+        if self.unstarted.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.decide(users, on_warm);
         }
     }
@@ -153,7 +155,7 @@ where
     let units = Mutex::new(Counter { next: 0, limit: u64::MAX, early, warm: None });
     let (joins, _) = tokio::sync::watch::channel(Joins::default());
     let starts = Mutex::new(vec![None; n]);
-    let shared = Arc::new(Shared { units, first_left: AtomicUsize::new(n), joins, starts });
+    let shared = Arc::new(Shared { units, unstarted: AtomicUsize::new(n), joins, starts });
     let (users, on_warm) = (Arc::new(users), Arc::new(on_warm));
     let t0 = tokio::time::Instant::now();
     let tasks = (0..n).map(|k| {
@@ -209,6 +211,10 @@ async fn user<C, F, Fut>(
                 continue;
             }
         };
+        if first {
+            first = false;
+            shared.started(users, on_warm);
+        }
         unit(ctx.clone(), i).await;
         // A unit that ends at once (a refused connection) must not keep the worker from the
         // rest of the level's tasks and timers.
@@ -220,15 +226,11 @@ async fn user<C, F, Fut>(
             }
             more
         });
-        if first {
-            first = false;
-            shared.first_done(users, on_warm);
-        }
     }
     shared.joins.send_modify(|j| j.over = true);
     if first {
         // Left without a first unit: nobody waits for it.
-        shared.first_done(users, on_warm);
+        shared.started(users, on_warm);
     }
 }
 
@@ -325,30 +327,53 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn warm_up_covers_every_user_s_first_unit_and_what_was_taken_before_the_last_ended() {
-        // 3 users over 300 ms, explicit warm-up 1. Units 0..3 are the first units (0, 100,
-        // 200 ms, 1 s each): the last ends at 1200 ms. Users 0 and 1 took units 3 and 4 at
-        // 1000 and 1100 ms, before it: warm-up 5, then 4 measured and cool-down units.
+    async fn warm_up_covers_every_user_s_first_unit_and_what_was_taken_before_the_last_started() {
+        // 3 users over 300 ms, explicit warm-up 1, units of 1 s. Units 0..3 are the first units
+        // (taken at 0, 100, 200 ms): the last user started at 200 ms, so warm-up 3, then 4
+        // measured and cool-down units, each taken with all 3 users in flight.
         let (s, log, warm) = run(users(3, Ramp::Over(Duration::from_millis(300)), 1, 4), |_| 1000).await;
-        assert_eq!(s.warmup, 5);
-        assert_eq!(warm, Some(5));
-        assert_eq!(log.iter().map(|x| x.0).collect::<Vec<_>>(), (0..9).collect::<Vec<_>>(), "each unit once");
-        let last_first_end = log.iter().take(3).map(|x| x.2).max().unwrap();
-        assert_eq!(last_first_end, 1200);
-        assert!(log.iter().filter(|x| x.0 >= 5).all(|x| x.1 >= last_first_end), "{log:?}");
+        assert_eq!((s.warmup, warm), (3, Some(3)));
+        assert_eq!(log.iter().map(|x| x.0).collect::<Vec<_>>(), (0..7).collect::<Vec<_>>(), "each unit once");
+        let last_start = log.iter().take(3).map(|x| x.1).max().unwrap();
+        assert_eq!(last_start, 200);
+        for &(i, at, _) in log.iter().filter(|x| x.0 >= 3) {
+            let in_flight = log.iter().filter(|x| x.1 <= at && x.2 > at).count();
+            assert!(in_flight == 3 && at >= last_start, "unit {i} at {at} ms: {in_flight} in flight: {log:?}");
+        }
+        // Units of 100 ms over a 300 ms ramp: user 0 took units at 0 and 100 ms, user 1 its
+        // first at 100 ms, user 2 its first at 200 ms: those four are warm-up, and any taken
+        // at 200 ms before user 2's; every later unit is taken at 200 ms or after.
+        let (s, log, _) = run(users(3, Ramp::Over(Duration::from_millis(300)), 0, 2), |_| 100).await;
+        assert!(s.warmup >= 4 && log.len() as u64 == s.warmup + 2, "{s:?} {log:?}");
+        assert!(log.iter().filter(|x| x.0 >= s.warmup).all(|x| x.1 >= 200), "{log:?}");
         // An explicit warm-up beyond that stands.
         let (s, log, _) = run(users(3, Ramp::Over(Duration::ZERO), 7, 2), |_| 1000).await;
         assert_eq!((s.warmup, log.len()), (7, 9));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn users_answered_at_once_wait_for_one_kept_waiting_instead_of_warming_up_without_end() {
-        // Unit 2 (user 2's first) takes 10 s, every other 1 ms: users 0 and 1 run units until
-        // 3 + 8 · 3 = 27 are taken, then wait for it; then 5 measured units.
-        let (s, log, warm) = run(users(3, Ramp::Over(Duration::ZERO), 0, 5), |i| if i == 2 { 10_000 } else { 1 }).await;
-        assert_eq!((s.warmup, warm), (27, Some(27)));
-        assert_eq!(log.len(), 32);
-        assert!(log.iter().filter(|x| x.0 >= 27).all(|x| x.1 >= 10_000), "{log:?}");
+    async fn a_paced_ramp_measures_only_once_every_user_runs() {
+        // Units of 800 ms: users join one per ended unit; every measured unit is taken with
+        // all 4 users in flight.
+        let (s, log, warm) = run(users(4, Ramp::Paced, 0, 8), |_| 800).await;
+        let w = warm.unwrap();
+        assert_eq!(s.warmup, w);
+        assert_eq!(log.len() as u64, w + 8);
+        for &(i, at, _) in log.iter().filter(|x| x.0 >= w) {
+            let in_flight = log.iter().filter(|x| x.1 <= at && x.2 > at).count();
+            assert_eq!(in_flight, 4, "unit {i} at {at} ms: {log:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn users_answered_at_once_wait_for_a_late_one_instead_of_warming_up_without_end() {
+        // 3 users over 3 s, units of 1 ms: user 0 runs units until 3 + 8 · 3 = 27 are taken,
+        // then waits; user 1 takes its first (27) at 1 s, user 2 its first (28) at 2 s: warm-up
+        // 29, then 5 measured units, all from 2 s on.
+        let (s, log, warm) = run(users(3, Ramp::Over(Duration::from_millis(3000)), 0, 5), |_| 1).await;
+        assert_eq!((s.warmup, warm), (29, Some(29)));
+        assert_eq!(log.len(), 34);
+        assert!(log.iter().filter(|x| x.0 >= 29).all(|x| x.1 >= 2000), "{log:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -356,7 +381,7 @@ mod tests {
         let mut u = users(3, Ramp::Over(Duration::from_millis(3000)), 0, 100);
         u.deadline = Some(tokio::time::Instant::now().into_std() + Duration::from_millis(1500));
         // Users start at 0, 1000 and 2000 ms; the third never does. Every unit started before
-        // the deadline; all of them were taken before every user had ended a first unit.
+        // the deadline; all of them were taken before every user had started.
         let (s, log, warm) = run(u, |_| 1000).await;
         assert!(log.iter().all(|x| x.1 < 1500), "{log:?}");
         assert_eq!((s.warmup, warm), (log.len() as u64, Some(log.len() as u64)));

@@ -418,7 +418,7 @@ impl<'a> Sweep<'a> {
             let mut why = failure_text(&l.summary.failures);
             if l.summary.requests == 0 && l.warmup_requests > 0 && l.harness.ramp_s.is_some() {
                 why = format!(
-                    "all {} requests were warm-up: the level ended before every user had ended its first request (the ramp and the first wave are warm-up); give it longer (--duration, --stages), or --ramp 0",
+                    "all {} requests were warm-up: the level ended before every user had started (the ramp and the first wave are warm-up); give it longer (--duration, --stages), or --ramp 0",
                     l.warmup_requests
                 );
             }
@@ -521,7 +521,7 @@ fn warmup_note(spec: &RunSpec) -> Option<String> {
     });
     let most = users.max().filter(|&u| u > given)?;
     Some(format!(
-        "--warmup {given} is fewer than the {most} users of a closed-loop level: every user's first request, and any sent before the last of them ended, is warm-up too (the measured count stays as asked)"
+        "--warmup {given} is fewer than the {most} users of a closed-loop level: every user's first request, and any sent before the last user started, is warm-up too (the measured count stays as asked)"
     ))
 }
 

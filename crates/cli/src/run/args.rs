@@ -156,7 +156,7 @@ pub struct RunArgs {
     ///
     /// Warm-up per level, run and left out: a count (requests, or sessions, tasks, queries) or
     /// a duration of send time (5s). Default: one per user, or 2. A closed loop's first wave
-    /// (each user's first request, and those sent before the last of them ended) is warm-up too.
+    /// (each user's first request, and those sent before the last user started) is warm-up too.
     #[arg(long, value_name = "N|DURATION")]
     pub warmup: Option<Span>,
     /// Cool-down per level, run after the measured part (keeping the load up while it
