@@ -43,7 +43,10 @@ fn detect() -> bool {
     // Leaf 7 sub-leaf 0: the extended features.
     let edx = __cpuid_count(7, 0).edx;
     let (amx_bf16, amx_tile) = (edx & (1 << 22) != 0, edx & (1 << 24) != 0);
-    if !(amx_bf16 && amx_tile && std::is_x86_feature_detected!("avx512f")) {
+    let vectors = std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512bf16");
+    if !(amx_bf16 && amx_tile && vectors) {
         return false;
     }
     const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
