@@ -88,6 +88,11 @@ impl StepCtx<'_> {
         rope::apply(x, self.cos, self.sin, self.interleaved)
     }
 
+    /// RoPE of `x` `(tokens, heads · head_dim)`, as `(tokens, heads, head_dim)`.
+    pub(crate) fn rope_heads(&self, x: &Tensor, heads: usize) -> Result<Tensor> {
+        rope::apply_heads(x, heads, self.cos, self.sin, self.interleaved)
+    }
+
     pub(crate) fn attend(&self, q: &Tensor, kv: &LayerKv, v: &Tensor, opts: &AttnOpts) -> Result<Tensor> {
         Ok(match self.attention {
             AttentionImpl::Paged => paged_attention(q, kv.k, v, kv.meta, opts)?,
@@ -333,12 +338,14 @@ impl Gqa {
             }
             None => ctx.projection(|| Ok((self.q.forward(h)?, self.k.forward(h)?, self.v.forward(h)?)))?,
         };
-        let mut q = q.reshape((t, s.num_heads, d))?;
-        let mut k = k.reshape((t, s.num_kv_heads, d))?;
+        let v = v.reshape((t, s.num_kv_heads, d))?;
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
-            (q, k) = (ctx.rms_norm(&q, qn)?, ctx.rms_norm(&k, kn)?);
+            let q = ctx.rms_norm(&q.reshape((t, s.num_heads, d))?, qn)?;
+            let k = ctx.rms_norm(&k.reshape((t, s.num_kv_heads, d))?, kn)?;
+            return Ok((ctx.rope(&q)?, ctx.rope(&k)?, v));
         }
-        Ok((ctx.rope(&q)?, ctx.rope(&k)?, v.reshape((t, s.num_kv_heads, d))?))
+        // Rotated where they lie in the fused product (no copy of q and k first).
+        Ok((ctx.rope_heads(&q, s.num_heads)?, ctx.rope_heads(&k, s.num_kv_heads)?, v))
     }
 }
 

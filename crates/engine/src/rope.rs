@@ -79,6 +79,9 @@ pub fn tables(spec: &ModelSpec, max_len: usize, device: &Device, dtype: DType) -
 /// pairs `(2i, 2i + 1)` when `interleaved` (GGUF Llama, DeepSeek), else `(i, i + d/2)`.
 pub fn apply(x: &Tensor, cos: &Tensor, sin: &Tensor, interleaved: bool) -> Result<Tensor> {
     let (t, h, d) = x.dims3()?;
+    if let Some(y) = crate::cpu::rope::apply(x, cos, sin, d, interleaved)? {
+        return Ok(y);
+    }
     if interleaved {
         let x = x.reshape((1, t, h, d))?.transpose(1, 2)?.contiguous()?;
         let y = candle_nn::rotary_emb::rope_i(&x, cos, sin)?;
@@ -87,6 +90,17 @@ pub fn apply(x: &Tensor, cos: &Tensor, sin: &Tensor, interleaved: bool) -> Resul
         let x = x.reshape((1, t, h, d))?.contiguous()?;
         Ok(candle_nn::rotary_emb::rope_thd(&x, cos, sin)?.reshape((t, h, d))?)
     }
+}
+
+/// [`apply`] to `x` `(tokens, heads · d)` (a column range of a wider product is read where
+/// it lies on the CPU), returning `(tokens, heads, d)`.
+pub fn apply_heads(x: &Tensor, heads: usize, cos: &Tensor, sin: &Tensor, interleaved: bool) -> Result<Tensor> {
+    let (t, n) = x.dims2()?;
+    let d = n / heads.max(1);
+    if let Some(y) = crate::cpu::rope::apply(x, cos, sin, d, interleaved)? {
+        return Ok(y);
+    }
+    apply(&x.reshape((t, heads, d))?, cos, sin, interleaved)
 }
 
 #[cfg(test)]
