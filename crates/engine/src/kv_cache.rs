@@ -71,13 +71,13 @@ impl KvCache {
             match &spec.mla {
                 // One latent row per token (latent ‖ RoPE key), read as K and V: no V pool.
                 Some(m) => {
-                    k.push(zeroed((slots, 1, m.cache_width()), dtype, device)?);
-                    v.push(zeroed((0, 1, m.cache_width()), dtype, device)?);
+                    k.push(Tensor::zeros((slots, 1, m.cache_width()), dtype, device)?);
+                    v.push(Tensor::zeros((0, 1, m.cache_width()), dtype, device)?);
                 }
                 None => {
                     let shape = (slots, spec.num_kv_heads, spec.head_dim());
-                    k.push(zeroed(shape, dtype, device)?);
-                    v.push(zeroed(shape, dtype, device)?);
+                    k.push(Tensor::zeros(shape, dtype, device)?);
+                    v.push(Tensor::zeros(shape, dtype, device)?);
                 }
             }
         }
@@ -110,20 +110,6 @@ impl KvCache {
     pub fn num_groups(&self) -> usize {
         self.groups
     }
-}
-
-/// A zeroed pool tensor. On the CPU, 16-bit pools are made from zeroed `u16` bits: the
-/// allocator's zeroed pages are mapped as the pool is first written, where `Tensor::zeros`
-/// fills `bf16::ZERO` element by element (a 1 GiB pool cost 3 s before the first step).
-fn zeroed(shape: impl Into<candle_core::Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
-    use half::vec::HalfBitsVecExt;
-    let shape = shape.into();
-    let bits = || vec![0u16; shape.elem_count()];
-    Ok(match dtype {
-        DType::BF16 if device.is_cpu() => Tensor::from_vec(bits().reinterpret_into::<half::bf16>(), shape, device)?,
-        DType::F16 if device.is_cpu() => Tensor::from_vec(bits().reinterpret_into::<half::f16>(), shape, device)?,
-        _ => Tensor::zeros(shape, dtype, device)?,
-    })
 }
 
 /// Where each sequence's queries and K/V are.
@@ -180,20 +166,5 @@ impl AttnMeta {
     pub(crate) fn slot(&self, s: &AttnSeq, pos: usize) -> usize {
         let bs = self.block_size;
         self.block_tables[s.bt_start + pos / bs] as usize * bs + pos % bs
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pools_start_zeroed_in_every_dtype() {
-        for dtype in [DType::BF16, DType::F16, DType::F32] {
-            let t = zeroed((3, 2, 4), dtype, &Device::Cpu).unwrap();
-            assert_eq!((t.dims(), t.dtype()), (&[3, 2, 4][..], dtype));
-            let v: Vec<f32> = t.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-            assert!(v.iter().all(|&x| x.to_bits() == 0), "{dtype:?}: {v:?}");
-        }
     }
 }
