@@ -19,17 +19,22 @@ pub fn apply(x: &Tensor, cos: &Tensor, sin: &Tensor, head_dim: usize, interleave
     if !(f32_cpu(x) && f32_cpu(cos) && f32_cpu(sin)) || head_dim == 0 || !head_dim.is_multiple_of(2) {
         return Ok(None);
     }
-    let rows_of = |l: &Layout| match (l.dims(), l.stride()) {
-        (&[t, n], &[rs, 1]) => Some((t, n, rs)),
-        (&[t, h, d], &[rs, sh, 1]) if d == head_dim && (sh == d || h == 1) => Some((t, h * d, rs)),
-        _ => None,
-    };
-    let Some((t, n, _)) = rows_of(x.layout()) else { return Ok(None) };
+    let Some((t, n, _)) = rows(x.layout(), head_dim) else { return Ok(None) };
     if !n.is_multiple_of(head_dim) || cos.dims() != [t, head_dim / 2] || sin.dims() != [t, head_dim / 2] {
         return Ok(None);
     }
     let (cos, sin) = (cos.contiguous()?, sin.contiguous()?);
     Ok(Some(x.apply_op3_no_bwd(&cos, &sin, &Rope { head_dim, interleaved })?))
+}
+
+/// `x`'s layout as rows: tokens, values per token (heads · `d`, side by side), and the row
+/// stride; `None` for any other layout.
+fn rows(l: &Layout, d: usize) -> Option<(usize, usize, usize)> {
+    match (l.dims(), l.stride()) {
+        (&[t, n], &[rs, 1]) => Some((t, n, rs)),
+        (&[t, h, dd], &[rs, sh, 1]) if dd == d && (sh == d || h == 1) => Some((t, h * d, rs)),
+        _ => None,
+    }
 }
 
 struct Rope {
@@ -58,37 +63,40 @@ impl CustomOp3 for Rope {
             candle_core::bail!("rope-rows: contiguous cos and sin only")
         };
         let (d, half) = (self.head_dim, self.head_dim / 2);
-        let (t, n, rs) = match (xl.dims(), xl.stride()) {
-            (&[t, n], &[rs, 1]) => (t, n, rs),
-            (&[t, h, dd], &[rs, sh, 1]) if dd == d && (sh == d || h == 1) => (t, h * d, rs),
-            _ => candle_core::bail!("rope-rows: rows of heads side by side only"),
-        };
+        let Some((t, n, rs)) = rows(xl, d) else { candle_core::bail!("rope-rows: rows of heads side by side only") };
         if t > 0 && (xl.start_offset() + (t - 1) * rs + n > x.len() || c1 - c0 != t * half || s1 - s0 != t * half) {
             candle_core::bail!("rope-rows: {t} rows of {n} do not fit the storage or the tables");
         }
         let (x, c, s) = (&x[xl.start_offset()..], &c[c0..c1], &s[s0..s1]);
-        let mut out = vec![0f32; t * n];
+        let (rotate, mut out) = (kernel(), vec![0f32; t * n]);
         out.par_chunks_mut(n.max(1)).enumerate().for_each(|(i, o)| {
             let (ci, si) = (&c[i * half..(i + 1) * half], &s[i * half..(i + 1) * half]);
-            rotate(&x[i * rs..i * rs + n], ci, si, d, self.interleaved, o);
+            // SAFETY: `kernel` chose a build this CPU runs.
+            unsafe { rotate(&x[i * rs..i * rs + n], ci, si, d, self.interleaved, o) };
         });
         Ok((CpuStorage::F32(out), Shape::from((t, n / d, d))))
     }
 }
 
 /// One token's heads `x` rotated into `o` by its tables `c` and `s` (`d / 2` each).
-fn rotate(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
+type RotateFn = unsafe fn(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]);
+
+/// The build of [`rotate_body`] for this CPU, chosen once per call (not per token).
+fn kernel() -> RotateFn {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: AVX-512F was detected.
-            return unsafe { x86::rotate_avx512(x, c, s, d, interleaved, o) };
+            return x86::rotate_avx512;
         }
         if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 was detected.
-            return unsafe { x86::rotate_avx2(x, c, s, d, interleaved, o) };
+            return x86::rotate_avx2;
         }
     }
+    rotate_portable
+}
+
+/// [`rotate_body`] for any CPU (`unsafe` only to share [`RotateFn`]'s type).
+unsafe fn rotate_portable(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
     rotate_body(x, c, s, d, interleaved, o)
 }
 
@@ -123,14 +131,20 @@ mod x86 {
     use super::rotate_body;
 
     /// [`rotate_body`] compiled for AVX-512.
+    ///
+    /// # Safety
+    /// AVX-512F must be available.
     #[target_feature(enable = "avx512f")]
-    pub(super) fn rotate_avx512(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
+    pub(super) unsafe fn rotate_avx512(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
         rotate_body(x, c, s, d, interleaved, o)
     }
 
     /// [`rotate_body`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// AVX2 must be available.
     #[target_feature(enable = "avx2")]
-    pub(super) fn rotate_avx2(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
+    pub(super) unsafe fn rotate_avx2(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
         rotate_body(x, c, s, d, interleaved, o)
     }
 }
