@@ -81,7 +81,7 @@ impl StepCtx<'_> {
     }
 
     pub(crate) fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
-        Ok(candle_nn::ops::rms_norm(&x.contiguous()?, w, self.spec.rms_norm_eps as f32)?)
+        rms_norm(x, w, self.spec.rms_norm_eps as f32)
     }
 
     pub(crate) fn rope(&self, x: &Tensor) -> Result<Tensor> {
@@ -98,6 +98,24 @@ impl StepCtx<'_> {
             AttentionImpl::Paged => paged_attention(q, kv.k, v, kv.meta, opts)?,
             AttentionImpl::Gather => gather_attention(q, kv.k, v, kv.meta, opts)?,
         })
+    }
+}
+
+/// RMSNorm over the last dimension: goodput's kernel for f32 on the CPU ([`crate::cpu::norm`]),
+/// candle's op elsewhere.
+pub(crate) fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
+    match crate::cpu::norm::rms_norm(x, w, eps)? {
+        Some(y) => Ok(y),
+        None => Ok(candle_nn::ops::rms_norm(&x.contiguous()?, w, eps)?),
+    }
+}
+
+/// The residual stream `x + y`: goodput's add for f32 on the CPU ([`crate::cpu::norm::add`]),
+/// candle's elsewhere.
+pub(crate) fn residual(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    match crate::cpu::norm::add(x, y)? {
+        Some(s) => Ok(s),
+        None => Ok((x + y)?),
     }
 }
 
@@ -186,7 +204,7 @@ impl Layer {
                 Ffn::Moe(_) => t.moe_s += ffn,
             }
         }
-        Ok(((x + y)?, load))
+        Ok((residual(&x, &y)?, load))
     }
 
     /// The residual stream after the attention half of the layer.
@@ -208,7 +226,7 @@ impl Layer {
                 m.output(&o_lat)?
             }
         };
-        Ok((x + a)?)
+        residual(x, &a)
     }
 
     /// Loads layer `i`, fusing and packing its projections where that pays (see [`Gqa::qkv`]).

@@ -219,7 +219,7 @@ impl Llama {
     }
 
     pub(crate) fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
-        Ok(candle_nn::ops::rms_norm(&x.contiguous()?, w, self.spec.rms_norm_eps as f32)?)
+        crate::block::rms_norm(x, w, self.spec.rms_norm_eps as f32)
     }
 
     /// Applies RoPE to `x` of shape `(tokens, heads, rope_dim)` with per-token `cos`/`sin`
