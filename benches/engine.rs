@@ -125,11 +125,22 @@ fn attention_decode_batch(c: &mut Criterion) {
             b.iter(|| paged_attention(&q, &k_pool, &v_pool, &meta, scale).unwrap())
         });
     }
-    // The same over 30 layers' pools of 2048 blocks each, one after the other, as a decode
-    // step of SmolLM2 reads them (each pool cold in the caches when its turn comes; each
-    // sequence's blocks consecutive, as the scheduler hands them out).
-    let (batch, ctx, layers, blocks) = (16usize, 137usize, 30usize, 2048usize);
+    // The same over 30 layers' pools, one after the other, as a decode step of SmolLM2 reads
+    // them (each pool cold in the caches when its turn comes; each sequence's blocks
+    // consecutive, as the scheduler hands them out), at short and long contexts (1024: 12 MB
+    // of K/V per layer, streamed from memory).
+    for ctx in [137usize, 1024] {
+        attention_decode_cold(&mut g, ctx);
+    }
+    g.finish();
+}
+
+/// [`attention_decode_batch`]'s 30 cold layers at `ctx` positions per sequence.
+fn attention_decode_cold(g: &mut criterion::BenchmarkGroup<criterion::measurement::WallTime>, ctx: usize) {
+    let scale = &AttnOpts::scaled(1.0 / (D as f32).sqrt());
+    let (batch, layers) = (16usize, 30usize);
     let per = ctx.div_ceil(BS);
+    let blocks = batch * per + 1;
     let (mut meta, mut fill) = (AttnMeta::new(BS), AttnMeta::new(BS));
     for s in 0..batch {
         let table: Vec<u32> = (0..per).map(|b| (1 + s * per + b) as u32).collect();
@@ -146,14 +157,18 @@ fn attention_decode_batch(c: &mut Criterion) {
         })
         .collect();
     let q = rand((batch, HQ, D));
-    g.bench_function(BenchmarkId::new("paged_bf16_30_layers_cold", batch), |b| {
+    let name = if ctx == 137 {
+        "paged_bf16_30_layers_cold".to_string()
+    } else {
+        format!("paged_bf16_30_layers_cold_ctx{ctx}")
+    };
+    g.bench_function(BenchmarkId::new(name, batch), |b| {
         b.iter(|| {
             for (k, v) in &pools {
                 paged_attention(&q, k, v, &meta, scale).unwrap();
             }
         })
     });
-    g.finish();
 }
 
 /// `x · Wᵀ` at SmolLM2-135M's shapes (gate/up 1536 × 576, down 576 × 1536, LM head

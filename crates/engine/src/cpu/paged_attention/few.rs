@@ -4,6 +4,12 @@
 //! called a dot product and an axpy per query vector and key, on AVX2, with a horizontal sum
 //! each; a SmolLM2 decode step at batch 16 spent more in them (17 ms) than in every
 //! projection and MLP product of its 30 layers (engine-bench, this project's AMX host).
+//! Where the CPU has AVX-512 BF16 the scores skip the widening (`vdpbf16ps` on the rows as they
+//! lie, 16 keys' sums per horizontal pass), and the block's online softmax runs on 16 query
+//! vectors at once instead of one scalar row at a time: a hot batch-16 decode's attention
+//! 214-229 → 198-200 µs per layer (criterion `attention_decode_batch/paged_bf16`). At long
+//! contexts the step waits on memory instead (1024 positions: 12 MB per layer, 73-75 ms for 30
+//! layers either way).
 
 /// Most query vectors the block kernels take (their accumulators stay in registers).
 pub(super) const MAX_Q: usize = 4;
@@ -57,14 +63,71 @@ pub(super) fn prefetch(rows: Rows) {
 }
 
 /// `scores[i * bs + j] = scale · q[i] · k_j` for each query vector `i` and key row `j` of `k`.
+/// Where the CPU has AVX-512 BF16 and rows of whole 32-value steps, on `vdpbf16ps`: `q` split
+/// into two bf16 parts (within about 2^-16 of f32 `q`; the products exact), no key row widened,
+/// and one horizontal pass per 16 keys instead of one per key; else in f32, one key at a time.
 /// Needs [`takes`].
 pub(super) fn scores(q: &[&[f32]], k: Rows, scale: f32, scores: &mut [f32], bs: usize) {
     assert!(q.len() <= MAX_Q && k.fits() && k.len.is_multiple_of(16) && k.n <= bs && scores.len() >= q.len() * bs);
     assert!(q.iter().all(|v| v.len() >= k.len));
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `takes` found AVX-512F; the asserts bound every read and write.
+    // SAFETY: `takes` found AVX-512F (and `pairs` AVX-512 BF16); the asserts bound every read
+    // and write.
     unsafe {
-        x86::scores(q, k, scale, scores, bs)
+        if k.len.is_multiple_of(32) && k.len <= 256 && pairs() {
+            x86::scores_pairs(q, k, scale, scores, bs)
+        } else {
+            x86::scores(q, k, scale, scores, bs)
+        }
+    }
+}
+
+/// Whether the CPU multiplies bf16 pairs (`vdpbf16ps`).
+fn pairs() -> bool {
+    static P: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        *P.get_or_init(|| std::is_x86_feature_detected!("avx512bf16") && std::is_x86_feature_detected!("avx512bw"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        *P.get_or_init(|| false)
+    }
+}
+
+/// The online softmax of one block's scores for `nq` query vectors (`sc[i * bs..][..n]`, `−∞`
+/// where hidden), with their running max `m`, sum `l` and outputs `acc` (`dv` each), 16 query
+/// vectors at a time with one per lane: their block maxima, new maxima and rescale factors in
+/// one pass, no branch on whether a max rose (the outputs are rescaled every block, by 1 where
+/// it did not). The scores become the weights `e^(s − m)`. Needs [`takes`].
+#[allow(clippy::too_many_arguments)]
+pub(super) fn softmax(
+    sc: &mut [f32],
+    bs: usize,
+    n: usize,
+    nq: usize,
+    m: &mut [f32],
+    l: &mut [f32],
+    acc: &mut [f32],
+    dv: usize,
+) {
+    assert!(n <= bs && sc.len() >= nq * bs && m.len() >= nq && l.len() >= nq && acc.len() >= nq * dv);
+    assert!(dv.is_multiple_of(16));
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `takes` found AVX-512F; the asserts bound the rows read and written.
+    unsafe {
+        for r0 in (0..nq).step_by(16) {
+            let rn = (nq - r0).min(16);
+            x86::softmax_rows(
+                &mut sc[r0 * bs..],
+                bs,
+                n,
+                rn,
+                &mut m[r0..r0 + rn],
+                &mut l[r0..r0 + rn],
+                &mut acc[r0 * dv..(r0 + rn) * dv],
+            );
+        }
     }
 }
 
@@ -147,6 +210,182 @@ mod x86 {
         }
     }
 
+    /// Lane `j` of the result: the sum of the 16 lanes of `v[j]` (`j < 16`), in a tree of
+    /// shuffles (45 operations for the 16, where a horizontal sum each takes 8).
+    #[allow(unsafe_op_in_unsafe_fn)]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn transpose_sum(v: &[__m512; 16]) -> __m512 {
+        // Pairs of keys: lanes (x0 + x2, y0 + y2, x1 + x3, y1 + y3) of each 128-bit chunk.
+        let mut t = [_mm512_setzero_ps(); 8];
+        for (a, t) in t.iter_mut().enumerate() {
+            let (x, y) = (v[2 * a], v[2 * a + 1]);
+            *t = _mm512_add_ps(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
+        }
+        // Fours: each 128-bit chunk holds its part of keys 4g..4g + 4.
+        let mut r = [_mm512_setzero_ps(); 4];
+        for (g, r) in r.iter_mut().enumerate() {
+            let (a, b) = (t[2 * g], t[2 * g + 1]);
+            *r = _mm512_add_ps(_mm512_shuffle_ps::<0b01_00_01_00>(a, b), _mm512_shuffle_ps::<0b11_10_11_10>(a, b));
+        }
+        // Across the chunks: halves, then the whole.
+        let s01 = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0b10_00_10_00>(r[0], r[1]),
+            _mm512_shuffle_f32x4::<0b11_01_11_01>(r[0], r[1]),
+        );
+        let s23 = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0b10_00_10_00>(r[2], r[3]),
+            _mm512_shuffle_f32x4::<0b11_01_11_01>(r[2], r[3]),
+        );
+        _mm512_add_ps(_mm512_shuffle_f32x4::<0b10_00_10_00>(s01, s23), _mm512_shuffle_f32x4::<0b11_01_11_01>(s01, s23))
+    }
+
+    /// [`super::scores`] on `vdpbf16ps`: `q` as two bf16 parts, each key row read once as its
+    /// own pairs for every query vector, 16 keys' sums at a time into one vector. `k.len` a
+    /// multiple of 32, ≤ 256.
+    #[allow(unsafe_op_in_unsafe_fn)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    pub(super) unsafe fn scores_pairs(q: &[&[f32]], k: Rows, scale: f32, out: &mut [f32], bs: usize) {
+        match k.len / 32 {
+            1 => scores_steps::<1>(q, k, scale, out, bs),
+            2 => scores_steps::<2>(q, k, scale, out, bs),
+            3 => scores_steps::<3>(q, k, scale, out, bs),
+            4 => scores_steps::<4>(q, k, scale, out, bs),
+            5 => scores_steps::<5>(q, k, scale, out, bs),
+            6 => scores_steps::<6>(q, k, scale, out, bs),
+            7 => scores_steps::<7>(q, k, scale, out, bs),
+            _ => scores_steps::<8>(q, k, scale, out, bs),
+        }
+    }
+
+    /// [`scores_pairs`] for rows of `S` steps of 32 values.
+    #[allow(unsafe_op_in_unsafe_fn)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    unsafe fn scores_steps<const S: usize>(q: &[&[f32]], k: Rows, scale: f32, out: &mut [f32], bs: usize) {
+        let nq = q.len();
+        // q as a bf16 pair of pairs: its rounding `hi` and what that left, `lo` (also rounded),
+        // so `k · hi + k · lo` is within about 2^-16 of `k · q` (f32 q, as the paged path).
+        let (mut hi, mut lo) = ([[_mm512_setzero_ps(); S]; MAX_Q], [[_mm512_setzero_ps(); S]; MAX_Q]);
+        let back = |h: __m256bh| -> __m512 {
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
+                std::mem::transmute::<__m256bh, __m256i>(h),
+            )))
+        };
+        for (i, qv) in q.iter().enumerate() {
+            for c in 0..S {
+                let (v0, v1) =
+                    (_mm512_loadu_ps(qv.as_ptr().add(32 * c)), _mm512_loadu_ps(qv.as_ptr().add(32 * c + 16)));
+                let (h0, h1) = (back(_mm512_cvtneps_pbh(v0)), back(_mm512_cvtneps_pbh(v1)));
+                hi[i][c] = std::mem::transmute::<__m512bh, __m512>(_mm512_cvtne2ps_pbh(v1, v0));
+                lo[i][c] = std::mem::transmute::<__m512bh, __m512>(_mm512_cvtne2ps_pbh(
+                    _mm512_sub_ps(v1, h1),
+                    _mm512_sub_ps(v0, h0),
+                ));
+            }
+        }
+        let sv = _mm512_set1_ps(scale);
+        // Each key's sums, written once (no chain through memory); keys past the block's end 0.
+        let mut acc = [[_mm512_setzero_ps(); 16]; MAX_Q];
+        for j0 in (0..k.n).step_by(16) {
+            let cnt = (k.n - j0).min(16);
+            for j in 0..cnt {
+                let row = k.data.as_ptr().add(k.off + (j0 + j) * k.stride);
+                let mut kc = [_mm512_setzero_ps(); S];
+                for (c, kc) in kc.iter_mut().enumerate() {
+                    *kc = _mm512_loadu_ps(row.add(32 * c).cast());
+                }
+                let bh = |v: __m512| std::mem::transmute::<__m512, __m512bh>(v);
+                for i in 0..nq {
+                    let (mut a, mut b) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+                    for c in 0..S {
+                        a = _mm512_dpbf16_ps(a, bh(kc[c]), bh(hi[i][c]));
+                        b = _mm512_dpbf16_ps(b, bh(kc[c]), bh(lo[i][c]));
+                    }
+                    acc[i][j] = _mm512_add_ps(a, b);
+                }
+            }
+            for acc in acc.iter_mut().take(nq) {
+                acc[cnt..].iter_mut().for_each(|a| *a = _mm512_setzero_ps());
+            }
+            let mask = if cnt == 16 { 0xFFFF } else { (1u16 << cnt) - 1 };
+            for (i, acc) in acc.iter().enumerate().take(nq) {
+                _mm512_mask_storeu_ps(out.as_mut_ptr().add(i * bs + j0), mask, _mm512_mul_ps(transpose_sum(acc), sv));
+            }
+        }
+    }
+
+    /// `(1 << n) - 1` for `n ≤ 16`.
+    fn lanes(n: usize) -> __mmask16 {
+        if n >= 16 {
+            0xFFFF
+        } else {
+            (1u16 << n) - 1
+        }
+    }
+
+    /// [`super::softmax`] of `rn ≤ 16` query vectors: `m`, `l` of `rn` each, `acc` `rn` rows of
+    /// its `dv` (a multiple of 16).
+    #[allow(unsafe_op_in_unsafe_fn)]
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn softmax_rows(
+        sc: &mut [f32],
+        bs: usize,
+        n: usize,
+        rn: usize,
+        m: &mut [f32],
+        l: &mut [f32],
+        acc: &mut [f32],
+    ) {
+        let dv = acc.len() / rn;
+        let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
+        let log2e = _mm512_set1_ps(std::f32::consts::LOG2_E);
+        let base = sc.as_mut_ptr();
+        let row = |i: usize, j: usize| base.add(i * bs + j).cast_const();
+        let mut bm = [f32::NEG_INFINITY; 16];
+        for (i, bm) in bm.iter_mut().enumerate().take(rn) {
+            let mut top = ninf;
+            for j in (0..n).step_by(16) {
+                top = _mm512_max_ps(top, _mm512_mask_loadu_ps(ninf, lanes(n - j), row(i, j)));
+            }
+            *bm = _mm512_reduce_max_ps(top);
+        }
+        let rm = lanes(rn);
+        let old = _mm512_mask_loadu_ps(ninf, rm, m.as_ptr());
+        let new = _mm512_max_ps(old, _mm512_loadu_ps(bm.as_ptr()));
+        // Where the max is still −∞ nothing was seen: the factor is 1 (and the weights 0).
+        let seen = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(new, ninf);
+        let c = _mm512_mask_blend_ps(
+            seen,
+            _mm512_set1_ps(1.0),
+            crate::cpu::common::x86::exp2(_mm512_mul_ps(_mm512_sub_ps(old, new), log2e)),
+        );
+        let mut cs = [0f32; 16];
+        _mm512_storeu_ps(cs.as_mut_ptr(), c);
+        _mm512_mask_storeu_ps(m.as_mut_ptr(), rm, new);
+        let mut sums = [0f32; 16];
+        for i in 0..rn {
+            let ci = _mm512_set1_ps(cs[i]);
+            for d in (0..dv).step_by(16) {
+                let a = acc.as_mut_ptr().add(i * dv + d);
+                _mm512_storeu_ps(a, _mm512_mul_ps(_mm512_loadu_ps(a), ci));
+            }
+            let mi = _mm512_set1_ps(m[i]);
+            let mut sum = _mm512_setzero_ps();
+            for j in (0..n).step_by(16) {
+                let s = _mm512_mask_loadu_ps(ninf, lanes(n - j), row(i, j));
+                // exp2(−∞ − −∞) would be NaN: a row that saw nothing gets weights 0.
+                let w = _mm512_maskz_mov_ps(
+                    if m[i] == f32::NEG_INFINITY { 0 } else { 0xFFFF },
+                    crate::cpu::common::x86::exp2(_mm512_mul_ps(_mm512_sub_ps(s, mi), log2e)),
+                );
+                sum = _mm512_add_ps(sum, w);
+                _mm512_mask_storeu_ps(base.add(i * bs + j), lanes(n - j), w);
+            }
+            sums[i] = _mm512_reduce_add_ps(sum);
+        }
+        let lv = _mm512_mul_ps(_mm512_mask_loadu_ps(_mm512_setzero_ps(), rm, l.as_ptr()), c);
+        _mm512_mask_storeu_ps(l.as_mut_ptr(), rm, _mm512_add_ps(lv, _mm512_loadu_ps(sums.as_ptr())));
+    }
+
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn weigh(w: &[f32], bs: usize, nq: usize, v: Rows, acc: &mut [f32]) {
         let dv = v.len;
@@ -172,34 +411,88 @@ mod x86 {
 mod tests {
     use super::*;
 
+    fn val(i: usize) -> half::bf16 {
+        half::bf16::from_f32(((i * 7919) % 2003) as f32 / 1000.0 - 1.0)
+    }
+
+    /// Scores of 11, 16 and 27 keys (a block's tail, a whole 16, and a 16 with a tail) against
+    /// f32 sums, on `vdpbf16ps` (q in two bf16 parts) where the CPU has it and on the f32
+    /// per-key loop; then the weighted values.
     #[test]
     #[cfg_attr(not(host_avx512bf16), ignore = "this CPU has no AVX-512: the per-key path runs instead")]
     fn scores_and_weighted_values_match_the_scalar_sums() {
-        let (dk, n, bs, stride) = (64usize, 11usize, 16usize, 3 * 64 + 16);
+        let (dk, stride) = (64usize, 3 * 64 + 16);
         assert!(takes(3, dk, dk), "built on a CPU with AVX-512, but the block kernels are not taken here");
-        let val = |i: usize| half::bf16::from_f32(((i * 7919) % 2003) as f32 / 1000.0 - 1.0);
-        let data: Vec<u16> = (0..5 + n * stride).map(|i| val(i).to_bits()).collect();
-        let rows = Rows { data: &data, off: 5, stride, n, len: dk };
-        let qv: Vec<Vec<f32>> =
-            (0..3).map(|i| (0..dk).map(|d| ((i * 31 + d * 17) % 29) as f32 / 14.0 - 1.0).collect()).collect();
-        let q: Vec<&[f32]> = qv.iter().map(|v| v.as_slice()).collect();
-        let row = |j: usize| -> Vec<f32> { (0..dk).map(|d| val(5 + j * stride + d).to_f32()).collect() };
-        let mut s = vec![0f32; 3 * bs];
-        scores(&q, rows, 0.5, &mut s, bs);
-        for i in 0..3 {
-            for j in 0..n {
-                let want: f32 = q[i].iter().zip(row(j)).map(|(a, b)| a * b).sum::<f32>() * 0.5;
-                assert!((s[i * bs + j] - want).abs() < 1e-4, "score {i},{j}: {} vs {want}", s[i * bs + j]);
+        for (n, bs) in [(11usize, 16usize), (16, 16), (27, 32)] {
+            let data: Vec<u16> = (0..5 + n * stride).map(|i| val(i).to_bits()).collect();
+            let rows = Rows { data: &data, off: 5, stride, n, len: dk };
+            let qv: Vec<Vec<f32>> =
+                (0..3).map(|i| (0..dk).map(|d| ((i * 31 + d * 17) % 29) as f32 / 14.3 - 1.0).collect()).collect();
+            let q: Vec<&[f32]> = qv.iter().map(|v| v.as_slice()).collect();
+            let row = |j: usize| -> Vec<f32> { (0..dk).map(|d| val(5 + j * stride + d).to_f32()).collect() };
+            let mut s = vec![0f32; 3 * bs];
+            let mut per_key = vec![0f32; 3 * bs];
+            scores(&q, rows, 0.5, &mut s, bs);
+            // SAFETY: `takes` found AVX-512F.
+            unsafe { x86::scores(&q, rows, 0.5, &mut per_key, bs) };
+            for i in 0..3 {
+                for j in 0..n {
+                    let want: f32 = q[i].iter().zip(row(j)).map(|(a, b)| a * b).sum::<f32>() * 0.5;
+                    for got in [s[i * bs + j], per_key[i * bs + j]] {
+                        assert!((got - want).abs() < 1e-4, "n {n}: score {i},{j}: {got} vs {want}");
+                    }
+                }
+            }
+            let mut acc: Vec<f32> = (0..3 * dk).map(|x| x as f32 / 100.0).collect();
+            let before = acc.clone();
+            weigh(&s, bs, 3, rows, &mut acc);
+            for i in 0..3 {
+                for d in 0..dk {
+                    let want = before[i * dk + d] + (0..n).map(|j| s[i * bs + j] * row(j)[d]).sum::<f32>();
+                    assert!((acc[i * dk + d] - want).abs() < 1e-3, "acc {i},{d}: {} vs {want}", acc[i * dk + d]);
+                }
             }
         }
-        let mut acc: Vec<f32> = (0..3 * dk).map(|x| x as f32 / 100.0).collect();
-        let before = acc.clone();
-        weigh(&s, bs, 3, rows, &mut acc);
-        for i in 0..3 {
-            for d in 0..dk {
-                let want = before[i * dk + d] + (0..n).map(|j| s[i * bs + j] * row(j)[d]).sum::<f32>();
-                assert!((acc[i * dk + d] - want).abs() < 1e-3, "acc {i},{d}: {} vs {want}", acc[i * dk + d]);
+    }
+
+    /// The rows' softmax against the scalar one (`super::super::softmax_block`), 18 query
+    /// vectors (two passes of 16 lanes) over two blocks: hidden keys, a row that sees nothing
+    /// in the first block, maxima that rise in the second.
+    #[test]
+    #[cfg_attr(not(host_avx512bf16), ignore = "this CPU has no AVX-512: the scalar softmax runs instead")]
+    fn the_rows_softmax_matches_the_scalar_one() {
+        let (nq, bs, n, dv) = (18usize, 16usize, 13usize, 32usize);
+        let (mut m, mut l) = (vec![f32::NEG_INFINITY; nq], vec![0f32; nq]);
+        let (mut m2, mut l2) = (m.clone(), l.clone());
+        let mut acc: Vec<f32> = (0..nq * dv).map(|x| (x % 7) as f32).collect();
+        let mut acc2 = acc.clone();
+        for block in 0..2 {
+            let mut sc: Vec<f32> =
+                (0..nq * bs).map(|x| ((x * 37 + block * 11) % 19) as f32 / 3.0 - 3.0 + block as f32).collect();
+            for i in 0..nq {
+                sc[i * bs + (i % n)] = f32::NEG_INFINITY;
             }
+            if block == 0 {
+                sc[5 * bs..5 * bs + n].iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+            }
+            let mut sc2 = sc.clone();
+            softmax(&mut sc, bs, n, nq, &mut m, &mut l, &mut acc, dv);
+            for i in 0..nq {
+                super::super::softmax_block(
+                    &mut sc2[i * bs..i * bs + n],
+                    &mut m2[i],
+                    &mut l2[i],
+                    &mut acc2[i * dv..(i + 1) * dv],
+                    true,
+                );
+            }
+            let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1.0));
+            for i in 0..nq {
+                assert!(close(&sc[i * bs..i * bs + n], &sc2[i * bs..i * bs + n]), "block {block}, row {i}: weights");
+            }
+            assert_eq!(m, m2, "block {block}: maxima");
+            assert!(close(&l, &l2) && close(&acc, &acc2), "block {block}: sums or outputs");
         }
+        assert_eq!(l[5], l2[5]);
     }
 }

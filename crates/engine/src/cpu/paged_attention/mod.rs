@@ -400,14 +400,18 @@ impl PagedAttention<'_> {
                     &mut scores,
                 );
             }
-            for i in 0..nq {
-                softmax_block(
-                    &mut scores[i * bs..i * bs + n],
-                    &mut m[i],
-                    &mut l[i],
-                    &mut acc[i * d.dv..(i + 1) * d.dv],
-                    E::POLY_EXP,
-                );
+            if few.is_some() {
+                few::softmax(&mut scores, bs, n, nq, &mut m, &mut l, &mut acc, d.dv);
+            } else {
+                for i in 0..nq {
+                    softmax_block(
+                        &mut scores[i * bs..i * bs + n],
+                        &mut m[i],
+                        &mut l[i],
+                        &mut acc[i * d.dv..(i + 1) * d.dv],
+                        E::POLY_EXP,
+                    );
+                }
             }
             if let Some((_, vb)) = few {
                 few::group_weigh(vb, &groups, (d.hkv, d.v_row, d.dv), (base, n, bs), &scores, &mut acc);
