@@ -6,10 +6,12 @@
 //! projection and MLP product of its 30 layers (engine-bench, this project's AMX host).
 //! Where the CPU has AVX-512 BF16 the scores skip the widening (`vdpbf16ps` on the rows as they
 //! lie, 16 keys' sums per horizontal pass), and the block's online softmax runs on 16 query
-//! vectors at once instead of one scalar row at a time: a hot batch-16 decode's attention
-//! 214-229 → 198-200 µs per layer (criterion `attention_decode_batch/paged_bf16`). At long
-//! contexts the step waits on memory instead (1024 positions: 12 MB per layer, 73-75 ms for 30
-//! layers either way).
+//! vectors at once instead of one scalar row at a time. At long contexts the step waits on
+//! memory: the rows of the block two ahead are asked for one per key computed
+//! ([`prefetch_row`]), not in one burst per block, which stalled the work behind it. 30 cold
+//! layers at batch 16 (criterion `attention_decode_batch`, one core, three alternations):
+//! 1024 positions 64-68 → 54-57 ms, 137 positions 8.6-9.9 → 8.6-9.1 ms; one hot layer 197-203
+//! → 193-210 µs (unchanged within this host's noise).
 
 /// Most query vectors the block kernels take (their accumulators stay in registers).
 pub(super) const MAX_Q: usize = 4;
@@ -62,22 +64,42 @@ pub(super) fn prefetch(rows: Rows) {
     }
 }
 
+/// Asks the caches for row `j` of `ahead` (a block a few ahead of the one computed), where
+/// there is one: the kernels ask one row per key they compute, so the requests go out spread
+/// over the block's work instead of in one burst that stalls it (a decode step at 1024
+/// positions waited on such bursts for half its attention time).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_row(ahead: Option<Rows>, j: usize) {
+    if let Some(a) = ahead.filter(|a| j < a.n) {
+        let row = &a.data[a.off + j * a.stride..][..a.len];
+        for line in (0..a.len).step_by(32) {
+            // SAFETY: a prefetch of an address within `row`; it reads nothing.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(row[line..].as_ptr().cast())
+            };
+        }
+    }
+}
+
 /// `scores[i * bs + j] = scale · q[i] · k_j` for each query vector `i` and key row `j` of `k`.
 /// Where the CPU has AVX-512 BF16 and rows of whole 32-value steps, on `vdpbf16ps`: `q` split
 /// into two bf16 parts (within about 2^-16 of f32 `q`; the products exact), no key row widened,
 /// and one horizontal pass per 16 keys instead of one per key; else in f32, one key at a time.
 /// Needs [`takes`].
-pub(super) fn scores(q: &[&[f32]], k: Rows, scale: f32, scores: &mut [f32], bs: usize) {
+/// `ahead`: the rows of a block to come, asked for one per key (see [`prefetch_row`]).
+pub(super) fn scores(q: &[&[f32]], k: Rows, scale: f32, scores: &mut [f32], bs: usize, ahead: Option<Rows>) {
     assert!(q.len() <= MAX_Q && k.fits() && k.len.is_multiple_of(16) && k.n <= bs && scores.len() >= q.len() * bs);
+    let ahead = ahead.filter(|a| a.fits());
     assert!(q.iter().all(|v| v.len() >= k.len));
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `takes` found AVX-512F (and `pairs` AVX-512 BF16); the asserts bound every read
     // and write.
     unsafe {
         if k.len.is_multiple_of(32) && k.len <= 256 && pairs() {
-            x86::scores_pairs(q, k, scale, scores, bs)
+            x86::scores_pairs(q, k, scale, scores, bs, ahead)
         } else {
-            x86::scores(q, k, scale, scores, bs)
+            x86::scores(q, k, scale, scores, bs, ahead)
         }
     }
 }
@@ -133,13 +155,14 @@ pub(super) fn softmax(
 
 /// `acc[i * dv..][..dv] += Σ_j w[i * bs + j] · v_j` over the value rows `v_j` of `v`. Needs
 /// [`takes`].
-pub(super) fn weigh(w: &[f32], bs: usize, nq: usize, v: Rows, acc: &mut [f32]) {
+/// `ahead` as in [`scores`].
+pub(super) fn weigh(w: &[f32], bs: usize, nq: usize, v: Rows, acc: &mut [f32], ahead: Option<Rows>) {
     assert!(nq <= MAX_Q && v.fits() && v.len.is_multiple_of(16) && v.n <= bs && w.len() >= nq * bs);
     assert!(acc.len() >= nq * v.len);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: as in `scores`.
     unsafe {
-        x86::weigh(w, bs, nq, v, acc)
+        x86::weigh(w, bs, nq, v, acc, ahead.filter(|a| a.fits()))
     }
 }
 
@@ -148,18 +171,21 @@ pub(super) type Groups = [(usize, std::ops::Range<usize>)];
 
 /// [`scores`] of each group against the block of `n` slots from `base` of the K pool `kb`
 /// (`hkv` heads of `dk` values per slot).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn group_scores(
     qv: &[&[f32]],
     kb: &[u16],
     groups: &Groups,
     (hkv, dk): (usize, usize),
     (base, n, bs): (usize, usize, usize),
+    ahead: Option<(usize, usize)>,
     scale: f32,
     out: &mut [f32],
 ) {
     for (kh, g) in groups {
-        let ks = Rows { data: kb, off: (base * hkv + kh) * dk, stride: hkv * dk, n, len: dk };
-        scores(&qv[g.clone()], ks, scale, &mut out[g.start * bs..], bs);
+        let rows = |base: usize, n: usize| Rows { data: kb, off: (base * hkv + kh) * dk, stride: hkv * dk, n, len: dk };
+        let next = ahead.map(|(b, n)| rows(b, n));
+        scores(&qv[g.clone()], rows(base, n), scale, &mut out[g.start * bs..], bs, next);
     }
 }
 
@@ -170,18 +196,21 @@ pub(super) fn group_weigh(
     groups: &Groups,
     (hkv, v_row, dv): (usize, usize, usize),
     (base, n, bs): (usize, usize, usize),
+    ahead: Option<(usize, usize)>,
     w: &[f32],
     acc: &mut [f32],
 ) {
     for (kh, g) in groups {
-        let vs = Rows { data: vb, off: (base * hkv + kh) * v_row, stride: hkv * v_row, n, len: dv };
-        weigh(&w[g.start * bs..], bs, g.len(), vs, &mut acc[g.start * dv..g.end * dv]);
+        let rows =
+            |base: usize, n: usize| Rows { data: vb, off: (base * hkv + kh) * v_row, stride: hkv * v_row, n, len: dv };
+        let next = ahead.map(|(b, n)| rows(b, n));
+        weigh(&w[g.start * bs..], bs, g.len(), rows(base, n), &mut acc[g.start * dv..g.end * dv], next);
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Rows, MAX_Q};
+    use super::{prefetch_row, Rows, MAX_Q};
     use std::arch::x86_64::*;
 
     /// 16 bf16 at `p` as f32 (exact).
@@ -193,9 +222,10 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn scores(q: &[&[f32]], k: Rows, scale: f32, out: &mut [f32], bs: usize) {
+    pub(super) unsafe fn scores(q: &[&[f32]], k: Rows, scale: f32, out: &mut [f32], bs: usize, ahead: Option<Rows>) {
         let nq = q.len();
         for j in 0..k.n {
+            prefetch_row(ahead, j);
             let row = unsafe { k.data.as_ptr().add(k.off + j * k.stride) };
             let mut acc = [_mm512_setzero_ps(); MAX_Q];
             for c in (0..k.len).step_by(16) {
@@ -244,23 +274,37 @@ mod x86 {
     /// multiple of 32, ≤ 256.
     #[allow(unsafe_op_in_unsafe_fn)]
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    pub(super) unsafe fn scores_pairs(q: &[&[f32]], k: Rows, scale: f32, out: &mut [f32], bs: usize) {
+    pub(super) unsafe fn scores_pairs(
+        q: &[&[f32]],
+        k: Rows,
+        scale: f32,
+        out: &mut [f32],
+        bs: usize,
+        ahead: Option<Rows>,
+    ) {
         match k.len / 32 {
-            1 => scores_steps::<1>(q, k, scale, out, bs),
-            2 => scores_steps::<2>(q, k, scale, out, bs),
-            3 => scores_steps::<3>(q, k, scale, out, bs),
-            4 => scores_steps::<4>(q, k, scale, out, bs),
-            5 => scores_steps::<5>(q, k, scale, out, bs),
-            6 => scores_steps::<6>(q, k, scale, out, bs),
-            7 => scores_steps::<7>(q, k, scale, out, bs),
-            _ => scores_steps::<8>(q, k, scale, out, bs),
+            1 => scores_steps::<1>(q, k, scale, out, bs, ahead),
+            2 => scores_steps::<2>(q, k, scale, out, bs, ahead),
+            3 => scores_steps::<3>(q, k, scale, out, bs, ahead),
+            4 => scores_steps::<4>(q, k, scale, out, bs, ahead),
+            5 => scores_steps::<5>(q, k, scale, out, bs, ahead),
+            6 => scores_steps::<6>(q, k, scale, out, bs, ahead),
+            7 => scores_steps::<7>(q, k, scale, out, bs, ahead),
+            _ => scores_steps::<8>(q, k, scale, out, bs, ahead),
         }
     }
 
     /// [`scores_pairs`] for rows of `S` steps of 32 values.
-    #[allow(unsafe_op_in_unsafe_fn)]
+    #[allow(unsafe_op_in_unsafe_fn, clippy::needless_range_loop)]
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    unsafe fn scores_steps<const S: usize>(q: &[&[f32]], k: Rows, scale: f32, out: &mut [f32], bs: usize) {
+    unsafe fn scores_steps<const S: usize>(
+        q: &[&[f32]],
+        k: Rows,
+        scale: f32,
+        out: &mut [f32],
+        bs: usize,
+        ahead: Option<Rows>,
+    ) {
         let nq = q.len();
         // q as a bf16 pair of pairs: its rounding `hi` and what that left, `lo` (also rounded),
         // so `k · hi + k · lo` is within about 2^-16 of `k · q` (f32 q, as the paged path).
@@ -288,6 +332,7 @@ mod x86 {
         for j0 in (0..k.n).step_by(16) {
             let cnt = (k.n - j0).min(16);
             for j in 0..cnt {
+                prefetch_row(ahead, j0 + j);
                 let row = k.data.as_ptr().add(k.off + (j0 + j) * k.stride);
                 let mut kc = [_mm512_setzero_ps(); S];
                 for (c, kc) in kc.iter_mut().enumerate() {
@@ -387,7 +432,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn weigh(w: &[f32], bs: usize, nq: usize, v: Rows, acc: &mut [f32]) {
+    pub(super) unsafe fn weigh(w: &[f32], bs: usize, nq: usize, v: Rows, acc: &mut [f32], ahead: Option<Rows>) {
         let dv = v.len;
         for c in (0..dv).step_by(16) {
             let mut a = [_mm512_setzero_ps(); MAX_Q];
@@ -395,6 +440,9 @@ mod x86 {
                 *a = unsafe { _mm512_loadu_ps(acc.as_ptr().add(i * dv + c)) };
             }
             for j in 0..v.n {
+                if c == 0 {
+                    prefetch_row(ahead, j);
+                }
                 let vc = unsafe { widen(v.data.as_ptr().add(v.off + j * v.stride + c)) };
                 for i in 0..nq {
                     a[i] = _mm512_fmadd_ps(_mm512_set1_ps(w[i * bs + j]), vc, a[i]);
@@ -432,9 +480,9 @@ mod tests {
             let row = |j: usize| -> Vec<f32> { (0..dk).map(|d| val(5 + j * stride + d).to_f32()).collect() };
             let mut s = vec![0f32; 3 * bs];
             let mut per_key = vec![0f32; 3 * bs];
-            scores(&q, rows, 0.5, &mut s, bs);
+            scores(&q, rows, 0.5, &mut s, bs, Some(rows));
             // SAFETY: `takes` found AVX-512F.
-            unsafe { x86::scores(&q, rows, 0.5, &mut per_key, bs) };
+            unsafe { x86::scores(&q, rows, 0.5, &mut per_key, bs, None) };
             for i in 0..3 {
                 for j in 0..n {
                     let want: f32 = q[i].iter().zip(row(j)).map(|(a, b)| a * b).sum::<f32>() * 0.5;
@@ -445,7 +493,7 @@ mod tests {
             }
             let mut acc: Vec<f32> = (0..3 * dk).map(|x| x as f32 / 100.0).collect();
             let before = acc.clone();
-            weigh(&s, bs, 3, rows, &mut acc);
+            weigh(&s, bs, 3, rows, &mut acc, None);
             for i in 0..3 {
                 for d in 0..dk {
                     let want = before[i * dk + d] + (0..n).map(|j| s[i * bs + j] * row(j)[d]).sum::<f32>();

@@ -382,9 +382,14 @@ impl PagedAttention<'_> {
             let n = (bs - p0 % bs).min(hi - p0);
             let base = meta.slot(s, p0);
             let unmasked = p0 >= all_lo && p0 + n <= all_hi;
+            // The block PREFETCH_BLOCKS ahead: its rows asked for one per key computed.
+            let at = (p0 / bs + PREFETCH_BLOCKS) * bs;
+            let ahead = (at < hi).then(|| (meta.slot(s, at), (hi - at).min(bs)));
             if let Some((kb, vb)) = few {
-                self.prefetch_ahead((kb, vb), d, (p0, lo, hi), s, &groups);
-                few::group_scores(&qv, kb, &groups, (d.hkv, d.dk), (base, n, bs), opts.scale, &mut scores);
+                if p0 == lo {
+                    self.prefetch_ahead((kb, vb), d, (p0, hi), s, &groups);
+                }
+                few::group_scores(&qv, kb, &groups, (d.hkv, d.dk), (base, n, bs), ahead, opts.scale, &mut scores);
                 if !unmasked {
                     hide_unseen(&mut scores, (p0, n, bs), &row_of, &first, &last);
                 }
@@ -414,7 +419,7 @@ impl PagedAttention<'_> {
                 }
             }
             if let Some((_, vb)) = few {
-                few::group_weigh(vb, &groups, (d.hkv, d.v_row, d.dv), (base, n, bs), &scores, &mut acc);
+                few::group_weigh(vb, &groups, (d.hkv, d.v_row, d.dv), (base, n, bs), ahead, &scores, &mut acc);
             } else {
                 weigh_values(v, d, tile.kh, (n, base, bs), &scores, &mut vbuf, &mut acc);
             }
@@ -427,24 +432,24 @@ impl PagedAttention<'_> {
         acc
     }
 
-    /// Asks the caches for the K and V rows of the block [`PREFETCH_BLOCKS`] ahead of the one
-    /// at `p0` (the first ones too at the tile's first block), for the KV heads of `groups`.
+    /// At a tile's first block `p0`: asks the caches for the K and V rows of the blocks before
+    /// the one [`PREFETCH_BLOCKS`] ahead, for the KV heads of `groups` (from then on the block
+    /// kernels ask for that one's rows as they go, one per key: `few::prefetch_row`).
     fn prefetch_ahead(
         &self,
         (kb, vb): (&[u16], &[u16]),
         d: Dims,
-        (p0, lo, hi): (usize, usize, usize),
+        (p0, hi): (usize, usize),
         s: &crate::kv_cache::AttnSeq,
         groups: &[(usize, std::ops::Range<usize>)],
     ) {
         let bs = self.meta.block_size;
-        let ahead = if p0 == lo { 1..=PREFETCH_BLOCKS } else { PREFETCH_BLOCKS..=PREFETCH_BLOCKS };
         // Every head of a slot, or one head's rows.
         let (h, heads) = match groups {
             [(kh, _)] => (*kh, 1),
             _ => (0, d.hkv),
         };
-        for a in ahead {
+        for a in 1..PREFETCH_BLOCKS {
             let at = (p0 / bs + a) * bs;
             if at >= hi {
                 break;
