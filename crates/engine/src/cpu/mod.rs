@@ -1,7 +1,7 @@
 //! goodput's CPU kernels, chosen at run time by the CPU's features (AVX2+FMA, AVX-512 BF16, AMX):
 //! the few-rows f32 matmul (`skinny`), the bf16-weight matmuls (`bf16`, and `bf16_dot` on
-//! `vdpbf16ps`, and `amx` on AMX tiles), the paged attention kernel and KV write (`paged_attention`), RoPE (`rope`), RMSNorm and the
-//! residual add (`norm`), and the SIMD
+//! `vdpbf16ps`, and `amx` on AMX tiles), the paged attention kernel and KV write
+//! (`paged_attention`), RoPE (`rope`), RMSNorm and the residual add (`norm`), and the SIMD
 //! inner loops they share (`simd`, `common`).
 //!
 //! Only kernels live here: slices in, slices out, wrapped as candle custom ops. They may import
