@@ -1,6 +1,6 @@
 //! RMSNorm and the residual add of f32 activations on the CPU (what a CPU step's hidden states
-//! are, bf16 weights included: `model::activation_dtype`), row by row on the calling thread's
-//! rayon pool, each output written once into a buffer that is never zeroed first.
+//! are, bf16 weights included: `model::activation_dtype`) as candle custom ops, row by row on
+//! the calling thread's rayon pool, each output written once into a buffer never zeroed first.
 //!
 //! Why not candle's: its CPU `rms_norm` sums a row's squares one value after the other (a chain
 //! of dependent adds), and both it and the elementwise add fan out to candle's own spinning
@@ -12,8 +12,50 @@
 //! chosen at run time; a row's sum of squares goes into 16 lane sums in a fixed order, so every
 //! build gives the same bits.
 
-use candle_core::{DType, Tensor};
+use candle_core::{CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
+
+/// `x / sqrt(mean(x²) + eps) · w` over the last dimension of `x`, as transformers computes it
+/// (the row times the reciprocal root, then times the weight). `x` and `w` f32 on the CPU, `w`
+/// as long as `x`'s last dimension; `None` for anything else (candle's op then).
+pub fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Option<Tensor>> {
+    let Some(&n) = x.dims().last() else { return Ok(None) };
+    if n == 0 || w.dims() != [n] || !(f32_cpu(x) && f32_cpu(w)) {
+        return Ok(None);
+    }
+    Ok(Some(x.contiguous()?.apply_op2_no_bwd(&w.contiguous()?, &RmsNorm { eps })?))
+}
+
+/// `a + b`: both f32 on the CPU, of one shape; `None` for anything else (candle's op then).
+pub fn add(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
+    if !(f32_cpu(a) && f32_cpu(b)) || a.dims() != b.dims() || a.elem_count() == 0 {
+        return Ok(None);
+    }
+    Ok(Some(a.contiguous()?.apply_op2_no_bwd(&b.contiguous()?, &Add)?))
+}
+
+fn f32_cpu(t: &Tensor) -> bool {
+    t.device().is_cpu() && t.dtype() == DType::F32
+}
+
+/// The values of a contiguous f32 storage.
+fn values<'a>(s: &'a CpuStorage, l: &Layout, op: &str) -> Result<&'a [f32]> {
+    match (s, l.contiguous_offsets()) {
+        (CpuStorage::F32(v), Some((o0, o1))) => Ok(&v[o0..o1]),
+        _ => candle_core::bail!("{op}: contiguous f32 inputs only"),
+    }
+}
+
+/// `len` values written by `f(start, chunk)` for chunks of `chunk` values in parallel (the
+/// calling thread's pool), into a buffer never zeroed: `f` must write every value of its chunk.
+fn par_fill(len: usize, chunk: usize, f: impl Fn(usize, &mut [MaybeUninit<f32>]) + Sync) -> Vec<f32> {
+    let (mut out, chunk) = (Vec::<f32>::with_capacity(len), chunk.max(1));
+    out.spare_capacity_mut()[..len].par_chunks_mut(chunk).enumerate().for_each(|(i, o)| f(i * chunk, o));
+    // SAFETY: the chunks cover `len` values and `f` wrote each of them.
+    unsafe { out.set_len(len) };
+    out
+}
 
 /// Rows per parallel task: about 16 KB of f32 each, and at least four tasks per thread when
 /// there are rows enough.
@@ -22,79 +64,60 @@ fn rows_per_task(rows: usize, n: usize) -> usize {
     rows.div_ceil(4 * rayon::current_num_threads()).max(by_size)
 }
 
-/// The f32 values of a contiguous CPU f32 tensor, or `None`.
-fn f32_values(t: &Tensor) -> candle_core::Result<Option<Vec<f32>>> {
-    if !t.device().is_cpu() || t.dtype() != DType::F32 {
-        return Ok(None);
-    }
-    Ok(Some(t.flatten_all()?.to_vec1::<f32>()?))
+struct RmsNorm {
+    eps: f32,
 }
 
-/// `x / sqrt(mean(x²) + eps) · w` over the last dimension of `x`, as transformers computes it
-/// (the row times the reciprocal root, then times the weight). `x` and `w` f32 on the CPU, `w`
-/// as long as `x`'s last dimension; `None` for anything else (candle's op then).
-pub fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> candle_core::Result<Option<Tensor>> {
-    let Some(&n) = x.dims().last() else { return Ok(None) };
-    if n == 0 || w.dims() != [n] || x.dtype() != DType::F32 || !x.device().is_cpu() {
-        return Ok(None);
+impl CustomOp2 for RmsNorm {
+    fn name(&self) -> &'static str {
+        "rms-norm-rows"
     }
-    let Some(wv) = f32_values(w)? else { return Ok(None) };
-    let x = x.contiguous()?;
-    let (storage, layout) = x.storage_and_layout();
-    let candle_core::Storage::Cpu(candle_core::CpuStorage::F32(xs)) = &*storage else { return Ok(None) };
-    let Some((o0, o1)) = layout.contiguous_offsets() else { return Ok(None) };
-    let xs = &xs[o0..o1];
-    let (norm, rows) = (kernel_rms(), xs.len() / n);
-    let mut out: Vec<f32> = Vec::with_capacity(xs.len());
-    let chunk = rows_per_task(rows, n) * n;
-    out.spare_capacity_mut()[..xs.len()].par_chunks_mut(chunk).zip(xs.par_chunks(chunk)).for_each(|(o, x)| {
-        for (o, x) in o.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-            // SAFETY: `kernel_rms` chose a build this CPU runs; `o` and `x` are rows of `n`.
-            unsafe { norm(x, &wv, eps, o) };
+
+    fn cpu_fwd(&self, xs: &CpuStorage, xl: &Layout, ws: &CpuStorage, wl: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (x, w) = (values(xs, xl, "rms-norm-rows")?, values(ws, wl, "rms-norm-rows")?);
+        let n = w.len();
+        if n == 0 || x.len() % n != 0 {
+            candle_core::bail!("rms-norm-rows: rows of {} values against a weight of {n}", x.len());
         }
-    });
-    // SAFETY: every row of `out` was written above (the chunks cover `xs.len()` values).
-    unsafe { out.set_len(xs.len()) };
-    drop(storage);
-    Ok(Some(Tensor::from_vec(out, x.shape(), x.device())?))
+        let (norm, eps) = (kernel_rms(), self.eps);
+        let chunk = rows_per_task(x.len() / n, n) * n;
+        let out = par_fill(x.len(), chunk, |start, o| {
+            for (o, x) in o.chunks_exact_mut(n).zip(x[start..].chunks_exact(n)) {
+                // SAFETY: `kernel_rms` chose a build this CPU runs; `o` and `x` are rows of `n`.
+                unsafe { norm(x, w, eps, o) };
+            }
+        });
+        Ok((CpuStorage::F32(out), xl.shape().clone()))
+    }
 }
 
-/// `a + b`: both f32 on the CPU, of one shape; `None` for anything else (candle's op then).
-pub fn add(a: &Tensor, b: &Tensor) -> candle_core::Result<Option<Tensor>> {
-    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
-    if !(f32_cpu(a) && f32_cpu(b)) || a.dims() != b.dims() || a.elem_count() == 0 {
-        return Ok(None);
+struct Add;
+
+impl CustomOp2 for Add {
+    fn name(&self) -> &'static str {
+        "add-f32"
     }
-    let (a, b) = (a.contiguous()?, b.contiguous()?);
-    let ((sa, la), (sb, lb)) = (a.storage_and_layout(), b.storage_and_layout());
-    let (
-        candle_core::Storage::Cpu(candle_core::CpuStorage::F32(va)),
-        candle_core::Storage::Cpu(candle_core::CpuStorage::F32(vb)),
-    ) = (&*sa, &*sb)
-    else {
-        return Ok(None);
-    };
-    let (Some((a0, a1)), Some((b0, b1))) = (la.contiguous_offsets(), lb.contiguous_offsets()) else { return Ok(None) };
-    let (va, vb) = (&va[a0..a1], &vb[b0..b1]);
-    let (sum, len) = (kernel_add(), va.len());
-    let mut out: Vec<f32> = Vec::with_capacity(len);
-    let chunk = rows_per_task(len.div_ceil(1024), 1024) * 1024;
-    out.spare_capacity_mut()[..len].par_chunks_mut(chunk).zip(va.par_chunks(chunk).zip(vb.par_chunks(chunk))).for_each(
-        |(o, (a, b))| {
-            // SAFETY: `kernel_add` chose a build this CPU runs; the three chunks are as long.
-            unsafe { sum(a, b, o) }
-        },
-    );
-    // SAFETY: every value of `out` was written above.
-    unsafe { out.set_len(len) };
-    drop((sa, sb));
-    Ok(Some(Tensor::from_vec(out, a.shape(), a.device())?))
+
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (a, b) = (values(s1, l1, "add-f32")?, values(s2, l2, "add-f32")?);
+        if a.len() != b.len() {
+            candle_core::bail!("add-f32: {} values against {}", a.len(), b.len());
+        }
+        let sum = kernel_add();
+        let chunk = rows_per_task(a.len().div_ceil(1024), 1024) * 1024;
+        let out = par_fill(a.len(), chunk, |start, o| {
+            let end = start + o.len();
+            // SAFETY: `kernel_add` chose a build this CPU runs; the three slices are as long.
+            unsafe { sum(&a[start..end], &b[start..end], o) }
+        });
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
 }
 
 /// One row normalised into `o` (uninitialised on entry, every value written).
-type RmsFn = unsafe fn(x: &[f32], w: &[f32], eps: f32, o: &mut [std::mem::MaybeUninit<f32>]);
+type RmsFn = unsafe fn(x: &[f32], w: &[f32], eps: f32, o: &mut [MaybeUninit<f32>]);
 /// `a + b` into `o`.
-type AddFn = unsafe fn(a: &[f32], b: &[f32], o: &mut [std::mem::MaybeUninit<f32>]);
+type AddFn = unsafe fn(a: &[f32], b: &[f32], o: &mut [MaybeUninit<f32>]);
 
 fn kernel_rms() -> RmsFn {
     #[cfg(target_arch = "x86_64")]
@@ -123,12 +146,12 @@ fn kernel_add() -> AddFn {
 }
 
 /// [`rms_body`] for any CPU (`unsafe` only to share [`RmsFn`]'s type).
-unsafe fn rms_portable(x: &[f32], w: &[f32], eps: f32, o: &mut [std::mem::MaybeUninit<f32>]) {
+unsafe fn rms_portable(x: &[f32], w: &[f32], eps: f32, o: &mut [MaybeUninit<f32>]) {
     rms_body(x, w, eps, o)
 }
 
 /// [`add_body`] for any CPU.
-unsafe fn add_portable(a: &[f32], b: &[f32], o: &mut [std::mem::MaybeUninit<f32>]) {
+unsafe fn add_portable(a: &[f32], b: &[f32], o: &mut [MaybeUninit<f32>]) {
     add_body(a, b, o)
 }
 
@@ -158,7 +181,7 @@ fn sum_squares(x: &[f32]) -> f32 {
 
 /// transformers' `LlamaRMSNorm` in f32: `w · (x · 1/sqrt(mean(x²) + eps))`.
 #[inline(always)]
-fn rms_body(x: &[f32], w: &[f32], eps: f32, o: &mut [std::mem::MaybeUninit<f32>]) {
+fn rms_body(x: &[f32], w: &[f32], eps: f32, o: &mut [MaybeUninit<f32>]) {
     let n = x.len();
     let (w, o) = (&w[..n], &mut o[..n]);
     let inv = 1.0 / (sum_squares(x) / n as f32 + eps).sqrt();
@@ -168,7 +191,7 @@ fn rms_body(x: &[f32], w: &[f32], eps: f32, o: &mut [std::mem::MaybeUninit<f32>]
 }
 
 #[inline(always)]
-fn add_body(a: &[f32], b: &[f32], o: &mut [std::mem::MaybeUninit<f32>]) {
+fn add_body(a: &[f32], b: &[f32], o: &mut [MaybeUninit<f32>]) {
     let n = a.len();
     let (b, o) = (&b[..n], &mut o[..n]);
     for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
