@@ -7,7 +7,12 @@
 //! on tiles 0–3 from the first step to the last when `dk ≤ 64`, rescaled only when a query's
 //! max rises past `LAZY_MAX`. No score matrix is materialised; the steps beyond the tile's
 //! last row are never computed (causal), and only the steps that reach past its first row are
-//! masked.
+//! masked. Each step's successor's scores go to the tile unit before the step's softmax, so
+//! the two run side by side (`attention_prefill/kernel_bf16`, one core: 2048 positions 13.0–
+//! 14.5 → 11.8–12.4 ms, 128 positions 192–203 → 132–137 µs, with the transposes below).
+//!
+//! The queries into the tiles' lanes, the output back to rows and the values into pairs of
+//! keys are 16 × 16 transposes of 32-bit lanes in AVX-512 shuffles ([`to_lanes`]).
 //!
 //! Layouts (each `u32` a pair of bf16, the low half first, as `tdpbf16ps` reads them):
 //! - the tile's queries `qb[p][row] = (q_row[2p], q_row[2p+1])`: a B tile per 32 values of
@@ -65,15 +70,67 @@ fn pack(meta: &AttnMeta, s: &AttnSeq, kh: usize, d: Dims, k: &[u16], v: &[u16]) 
     let dk = d.dk;
     let ctx_pad = s.ctx_len.div_ceil(KB) * KB;
     let (mut kr, mut vt) = (vec![0u16; ctx_pad * dk], vec![0u32; dk * ctx_pad / 2]);
+    let row = |pos: usize| (meta.slot(s, pos) * d.hkv + kh) * dk;
     for pos in 0..s.ctx_len {
-        let off = (meta.slot(s, pos) * d.hkv + kh) * dk;
-        kr[pos * dk..(pos + 1) * dk].copy_from_slice(&k[off..off + dk]);
-        let (at, shift) = (pos / KB * dk * KB / 2 + pos % KB / 2, 16 * (pos % 2));
-        for (i, &x) in v[off..off + dk].iter().enumerate() {
-            vt[at + i * KB / 2] |= u32::from(x) << shift;
+        kr[pos * dk..(pos + 1) * dk].copy_from_slice(&k[row(pos)..row(pos) + dk]);
+    }
+    // A step's values as 16 rows of key pairs (`pairs[j][d] = (v_2j[d], v_2j+1[d])`), then
+    // turned into the step's `dk` rows of 16 pairs.
+    let mut pairs = vec![0u32; KB / 2 * dk];
+    for (b, step) in vt.chunks_exact_mut(dk * KB / 2).enumerate() {
+        for (j, pr) in pairs.chunks_exact_mut(dk).enumerate() {
+            let (p0, p1) = (b * KB + 2 * j, b * KB + 2 * j + 1);
+            let val = |pos: usize, i: usize| if pos < s.ctx_len { u32::from(v[row(pos) + i]) } else { 0 };
+            if p1 < s.ctx_len {
+                let (v0, v1) = (&v[row(p0)..row(p0) + dk], &v[row(p1)..row(p1) + dk]);
+                pr.iter_mut().zip(v0.iter().zip(v1)).for_each(|(x, (&a, &b))| *x = u32::from(a) | u32::from(b) << 16);
+            } else {
+                pr.iter_mut().enumerate().for_each(|(i, x)| *x = val(p0, i) | val(p1, i) << 16);
+            }
         }
+        to_lanes(&pairs, dk, step);
     }
     Packed { kr, vt, ctx_pad }
+}
+
+/// `src`, 16 rows of `w` 32-bit values (`w` a multiple of 16), as `w` rows of 16 lanes:
+/// `dst[c * 16 + r] = src[r * w + c]`.
+fn to_lanes<T: Copy>(src: &[T], w: usize, dst: &mut [T]) {
+    const { assert!(size_of::<T>() == 4) };
+    assert!(w.is_multiple_of(16) && src.len() >= 16 * w && dst.len() >= 16 * w);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        for c in (0..w).step_by(16) {
+            // SAFETY: AVX-512F is here; block c reads rows 0..16 of columns c..c + 16 of src
+            // and writes rows c..c + 16 of dst, within both (checked above).
+            unsafe { x86::transpose16(src.as_ptr().add(c).cast(), w, dst.as_mut_ptr().add(c * 16).cast(), 16) };
+        }
+        return;
+    }
+    for r in 0..16 {
+        for c in 0..w {
+            dst[c * 16 + r] = src[r * w + c];
+        }
+    }
+}
+
+/// The inverse of [`to_lanes`]: `w` rows of 16 lanes as 16 rows of `w` values.
+fn from_lanes<T: Copy>(src: &[T], w: usize, dst: &mut [T]) {
+    const { assert!(size_of::<T>() == 4) };
+    assert!(w.is_multiple_of(16) && src.len() >= 16 * w && dst.len() >= 16 * w);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        for c in (0..w).step_by(16) {
+            // SAFETY: as in `to_lanes`, the other way round.
+            unsafe { x86::transpose16(src.as_ptr().add(c * 16).cast(), 16, dst.as_mut_ptr().add(c).cast(), w) };
+        }
+        return;
+    }
+    for r in 0..16 {
+        for c in 0..w {
+            dst[r * w + c] = src[c * 16 + r];
+        }
+    }
 }
 
 /// The attention of sequences `seqs` (indices into `meta.seqs`) into their rows of `out`
@@ -108,25 +165,29 @@ pub(crate) fn attend(
         let rows = QT.min(s.q_len - r0);
         // The absolute position of the block's first row: it sees keys 0..=that + its row.
         let first = s.ctx_len - s.q_len + r0;
-        // One task's buffers, reused by each head of the group (rows past `rows` stay 0).
+        // One task's buffers, reused by each head of the group: the rows' q as pairs (rows
+        // past `rows` stay 0), the same as the tiles' B layout, the output held transposed
+        // and turned back.
         let half = d.dk / 2;
-        let (mut pairs, mut qb, mut o) = (vec![0u32; half], vec![0u32; half * QT], vec![0f32; d.dk * QT]);
+        let (mut qp, mut qb) = (vec![0u32; QT * half], vec![0u32; half * QT]);
+        let (mut o, mut ot) = (vec![0f32; d.dk * QT], vec![0f32; QT * d.dk]);
         for h in kh * group..(kh + 1) * group {
             let at = |r: usize| ((s.q_start + r0 + r) * d.hq + h) * d.dk;
             for r in 0..rows {
-                bf16_dot::round_pairs_into(&q[at(r)..at(r) + d.dk], &mut pairs);
-                pairs.iter().enumerate().for_each(|(p, &x)| qb[p * QT + r] = x);
+                bf16_dot::round_pairs_into(&q[at(r)..at(r) + d.dk], &mut qp[r * half..(r + 1) * half]);
             }
+            to_lanes(&qp, half, &mut qb);
             #[cfg(target_arch = "x86_64")]
             {
                 // SAFETY: AMX was granted (with AVX-512 BW and BF16); `qb` holds dk / 2 pair
                 // rows of 16 queries, the packed keys and values cover ctx_pad ≥ first + rows
                 // positions (first + rows ≤ ctx_len).
                 unsafe { x86::tile(&qb, &packed[j], d.dk, first, first + rows, scale_log2, &mut o) };
+                from_lanes(&o, d.dk, &mut ot);
                 for r in 0..rows {
                     // SAFETY: row (q_start + r0 + r, h) of `out` belongs to this task alone.
                     let row = unsafe { std::slice::from_raw_parts_mut(dst.get().add(at(r)), d.dk) };
-                    row.iter_mut().enumerate().for_each(|(c, x)| *x = o[c * QT + r]);
+                    row.copy_from_slice(&ot[r * d.dk..(r + 1) * d.dk]);
                 }
             }
         }
@@ -181,13 +242,25 @@ mod x86 {
         if resident {
             asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
         }
-        for b in 0..(end - 1) / KB + 1 {
-            scores(qb, pk, dk, b, &mut s);
+        // Software-pipelined: step b + 1's scores go to the tiles before step b's softmax,
+        // so the tile unit computes them while the vector units work (the tiles are not
+        // renamed: in program order, each step's scores are stored before the next's start).
+        let steps = (end - 1) / KB + 1;
+        scores_issue(qb, pk, dk, 0);
+        for b in 0..steps {
+            scores_store(&mut s);
+            if b + 1 < steps {
+                scores_issue(qb, pk, dk, b + 1);
+            }
             // Key row j of the step is at `shift + j` past the first query's position: the
             // rows past it (shift + 31 > 0) need the causal mask.
             let shift = (b * KB) as i64 - first as i64;
-            let mask = (shift + KB as i64 - 1 > 0).then_some(shift);
-            if let Some(alpha) = softmax(&s, &mut m, &mut l, &mut p, scale_log2, mask) {
+            let alpha = if shift + KB as i64 - 1 > 0 {
+                softmax::<true>(&s, &mut m, &mut l, &mut p, scale_log2, shift)
+            } else {
+                softmax::<false>(&s, &mut m, &mut l, &mut p, scale_log2, 0)
+            };
+            if let Some(alpha) = alpha {
                 // Some query's max rose past LAZY_MAX: its output shrinks first.
                 if resident {
                     store_resident(dk, o);
@@ -205,6 +278,41 @@ mod x86 {
         amx::release();
         let inv = _mm512_maskz_div_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(l, _mm512_setzero_ps()), _mm512_set1_ps(1.0), l);
         scale_rows(&mut o[..dk * QT], inv);
+    }
+
+    /// The 16 × 16 block of 32-bit values with rows at `src + i · ss` into rows at
+    /// `dst + i · ds`, transposed: four rounds of lane shuffles (pairs, quads, 128-bit
+    /// quarters, halves).
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose16(src: *const u32, ss: usize, dst: *mut u32, ds: usize) {
+        let mut r = [_mm512_setzero_si512(); 16];
+        for (i, x) in r.iter_mut().enumerate() {
+            *x = _mm512_loadu_si512(src.add(i * ss).cast());
+        }
+        let mut t = [_mm512_setzero_si512(); 16];
+        for i in (0..16).step_by(2) {
+            t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+        }
+        for i in (0..16).step_by(4) {
+            r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+            r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+            r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+            r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+        }
+        for i in (0..16).step_by(8) {
+            for j in 0..4 {
+                t[i + j] = _mm512_shuffle_i32x4::<0x88>(r[i + j], r[i + j + 4]);
+                t[i + j + 4] = _mm512_shuffle_i32x4::<0xdd>(r[i + j], r[i + j + 4]);
+            }
+        }
+        for j in 0..8 {
+            r[j] = _mm512_shuffle_i32x4::<0x88>(t[j], t[j + 8]);
+            r[j + 8] = _mm512_shuffle_i32x4::<0xdd>(t[j], t[j + 8]);
+        }
+        for (i, x) in r.iter().enumerate() {
+            _mm512_storeu_si512(dst.add(i * ds).cast(), *x);
+        }
     }
 
     /// Every 16-lane row of `o` times `f`, lane by lane.
@@ -230,8 +338,9 @@ mod x86 {
     }
 
     /// Scores of step `b`, transposed: `s[key][query]` (32 × 16 f32) = Σ over dk of k · q,
-    /// the keys' rows straight as A tiles, the queries' pairs as the B tile.
-    unsafe fn scores(qb: &[u32], pk: &Packed, dk: usize, b: usize, s: &mut [f32; KB * QT]) {
+    /// the keys' rows straight as A tiles, the queries' pairs as the B tile: onto tiles 4 and
+    /// 5, for [`scores_store`].
+    unsafe fn scores_issue(qb: &[u32], pk: &Packed, dk: usize, b: usize) {
         asm!("tilezero tmm4", "tilezero tmm5", options(nostack, nomem));
         let sa = dk * 2;
         for c in 0..dk / KB {
@@ -250,6 +359,10 @@ mod x86 {
                 options(nostack, readonly),
             );
         }
+    }
+
+    /// The scores on tiles 4 and 5 into `s`.
+    unsafe fn scores_store(s: &mut [f32; KB * QT]) {
         asm!(
             "tilestored [{c0} + {sc}*1], tmm4",
             "tilestored [{c1} + {sc}*1], tmm5",
@@ -291,32 +404,34 @@ mod x86 {
     /// The online softmax of one step's transposed scores (times `scale_log2`, so `2^x` is
     /// the weight), one query per lane: the running max `m` moved where the step's top passes
     /// it by `LAZY_MAX` (or at the first keys, where `m` is −∞), the sum `l` grown, the step's
-    /// weights into `p` as pairs of keys per query. `mask`: key row `j` is seen by queries
-    /// `mask + j` and up. Returns the factor the output shrinks by when some max moved.
+    /// weights into `p` as pairs of keys per query. `MASKED`: key row `j` is seen by queries
+    /// `shift + j` and up (else by all). Returns the factor the output shrinks by when some
+    /// max moved.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    unsafe fn softmax(
+    unsafe fn softmax<const MASKED: bool>(
         s: &[f32; KB * QT],
         m: &mut __m512,
         l: &mut __m512,
         p: &mut [u32; KB / 2 * QT],
         scale_log2: f32,
-        mask: Option<i64>,
+        shift: i64,
     ) -> Option<__m512> {
         let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         let seen = |j: usize| -> __mmask16 {
-            match mask {
-                None => 0xFFFF,
-                Some(shift) => {
-                    let t = (shift + j as i64).clamp(0, QT as i64) as i32;
-                    _mm512_cmpge_epi32_mask(lanes, _mm512_set1_epi32(t))
-                }
+            if MASKED {
+                let t = (shift + j as i64).clamp(0, QT as i64) as i32;
+                _mm512_cmpge_epi32_mask(lanes, _mm512_set1_epi32(t))
+            } else {
+                0xFFFF
             }
         };
         let row = |j: usize| unsafe { _mm512_loadu_ps(s.as_ptr().add(j * QT)) };
-        let mut top = _mm512_set1_ps(f32::NEG_INFINITY);
+        // Four running tops, not one chain of 32 dependent maxima.
+        let mut tops = [_mm512_set1_ps(f32::NEG_INFINITY); 4];
         for j in 0..KB {
-            top = _mm512_mask_max_ps(top, seen(j), top, row(j));
+            tops[j % 4] = _mm512_mask_max_ps(tops[j % 4], seen(j), tops[j % 4], row(j));
         }
+        let top = _mm512_max_ps(_mm512_max_ps(tops[0], tops[1]), _mm512_max_ps(tops[2], tops[3]));
         let k = _mm512_set1_ps(scale_log2);
         let top = _mm512_mul_ps(top, k);
         // The running max moves only where the step's top passes it by LAZY_MAX: the weights
@@ -335,15 +450,65 @@ mod x86 {
             31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17,
             1, 16, 0,
         );
-        let mut sum = _mm512_setzero_ps();
+        let mut sums = [_mm512_setzero_ps(); 2];
         for jp in 0..KB / 2 {
-            let w = |j: usize| unsafe { _mm512_maskz_mov_ps(seen(j), exp2(_mm512_fmsub_ps(row(j), k, *m))) };
+            let w = |j: usize| unsafe {
+                let x = exp2_weight(_mm512_fmsub_ps(row(j), k, *m));
+                if MASKED {
+                    _mm512_maskz_mov_ps(seen(j), x)
+                } else {
+                    x
+                }
+            };
             let (w0, w1) = (w(2 * jp), w(2 * jp + 1));
-            sum = _mm512_add_ps(sum, _mm512_add_ps(w0, w1));
+            sums[jp % 2] = _mm512_add_ps(sums[jp % 2], _mm512_add_ps(w0, w1));
             let bf: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(w1, w0));
             _mm512_storeu_si512(p.as_mut_ptr().add(jp * QT).cast(), _mm512_permutexvar_epi16(inter, bf));
         }
-        *l = _mm512_add_ps(*l, sum);
+        *l = _mm512_add_ps(*l, _mm512_add_ps(sums[0], sums[1]));
         alpha
+    }
+
+    /// `2^x` of a softmax weight, `x ≤ LAZY_MAX` finite (lanes of masked keys may hold
+    /// anything: the caller zeroes them): `x = n + f`, `|f| ≤ 1/2`, a degree-4 polynomial of
+    /// `2^f` fitted for relative error (below 3e-6, a thousandth of the weight's rounding to
+    /// bf16), scaled by `2^n` (`scalef` gives 0 below the smallest f32). Two multiply-adds and
+    /// the clamp fewer than `common::x86::exp2`.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn exp2_weight(x: __m512) -> __m512 {
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
+        let f = _mm512_sub_ps(x, n);
+        let mut p = _mm512_set1_ps(EXP2_C[4]);
+        for &c in EXP2_C[..4].iter().rev() {
+            p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
+        }
+        _mm512_scalef_ps(p, n)
+    }
+
+    /// Coefficients of [`exp2_weight`]'s polynomial, lowest first: weighted least squares
+    /// towards equal relative error on [−1/2, 1/2] (Lawson's iteration).
+    const EXP2_C: [f32; 5] = [0.999_999_3, 0.693_121_8, 0.240_247_44, 0.055_917_86, 0.009_570_101];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{from_lanes, to_lanes};
+
+    /// The shuffled transposes against their definition, for widths of one to eight blocks.
+    #[test]
+    fn lanes_turn_rows_and_back() {
+        for w in [16usize, 32, 64, 128] {
+            let src: Vec<u32> = (0..16 * w as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+            let mut lanes = vec![0u32; 16 * w];
+            to_lanes(&src, w, &mut lanes);
+            for r in 0..16 {
+                for c in 0..w {
+                    assert_eq!(lanes[c * 16 + r], src[r * w + c], "w {w}: row {r}, column {c}");
+                }
+            }
+            let mut back = vec![0u32; 16 * w];
+            from_lanes(&lanes, w, &mut back);
+            assert_eq!(back, src, "w {w}");
+        }
     }
 }
