@@ -20,6 +20,7 @@
 
 use crate::cpu::common::OutPtr;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -121,10 +122,10 @@ fn tasks(m16: usize, k2: usize, n_panels: usize) -> impl ParallelIterator<Item =
 /// `xa` (`m` rows then zero rows up to a multiple of 16) `ya` gets `silu(gate) · up` rounded to
 /// bf16 as `i / 2` pairs — the next product's `x`, as `bf16_dot::pack_x` would have rounded
 /// `swiglu`'s f32 rows, bit for bit. The `m × 2i` f32 product, its `m × i` f32 SwiGLU and the
-/// rounding pass over it are never in memory. `ya`'s rows from `m` are left as they are (zero
-/// for the next product's padding). Needs [`available`], AVX-512 BF16 and `k2` a multiple of
-/// [`PAIRS`].
-pub(crate) fn swiglu_pairs(xa: &[u32], m: usize, k2: usize, panels: &[u32], i: usize, ya: &mut [u32]) {
+/// rounding pass over it are never in memory. Writes the first `m` rows of `ya` (which may
+/// hold anything before), every word of them. Needs [`available`], AVX-512 BF16 and `k2` a
+/// multiple of [`PAIRS`].
+pub(crate) fn swiglu_pairs(xa: &[u32], m: usize, k2: usize, panels: &[u32], i: usize, ya: &mut [MaybeUninit<u32>]) {
     let m16 = m.div_ceil(16) * 16;
     assert!(available() && k2.is_multiple_of(PAIRS) && i.is_multiple_of(PANEL) && xa.len() >= m16 * k2);
     assert!(panels.len() >= 2 * i * k2 && ya.len() >= m * i / 2, "amx::swiglu_pairs: short panels or output");
@@ -209,6 +210,7 @@ mod x86 {
     use crate::cpu::common::x86::silu_mul;
     use std::arch::asm;
     use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
     use std::ops::Range;
 
     /// Palette 1, eight tiles of 16 rows × 64 bytes.
@@ -268,7 +270,9 @@ mod x86 {
         m: usize,
         n: usize,
     ) {
-        let mut buf = [0f32; ROWS * PANEL];
+        // Written by the tiles before each read (16 or 32 rows of 32): never zeroed.
+        let mut buf = MaybeUninit::<[f32; ROWS * PANEL]>::uninit();
+        let buf = buf.as_mut_ptr().cast::<f32>();
         let width = PANEL.min(n - c0);
         let mut r = rows.start;
         while r < rows.end {
@@ -283,13 +287,13 @@ mod x86 {
                 continue;
             }
             if two {
-                block2(a, k2, b, buf.as_mut_ptr(), PANEL);
+                block2(a, k2, b, buf, PANEL);
             } else {
-                block1(a, k2, b, buf.as_mut_ptr());
+                block1(a, k2, b, buf);
             }
             for i in 0..height {
                 let o = dst.get().add((r + i) * n + c0);
-                std::ptr::copy_nonoverlapping(buf.as_ptr().add(i * PANEL), o, width);
+                std::ptr::copy_nonoverlapping(buf.add(i * PANEL), o, width);
             }
             r += if two { ROWS } else { 16 };
         }
@@ -308,21 +312,24 @@ mod x86 {
         m: usize,
         ys: usize,
     ) {
-        let (mut gb, mut ub) = ([0f32; ROWS * PANEL], [0f32; ROWS * PANEL]);
+        // Written by the tiles before each read: never zeroed.
+        let (mut gb, mut ub) =
+            (MaybeUninit::<[f32; ROWS * PANEL]>::uninit(), MaybeUninit::<[f32; ROWS * PANEL]>::uninit());
+        let (gb, ub) = (gb.as_mut_ptr().cast::<f32>(), ub.as_mut_ptr().cast::<f32>());
         let mut r = rows.start;
         while r < rows.end {
             let two = r + ROWS <= rows.end;
             let a = xa.as_ptr().add(r * k2);
             if two {
-                block2(a, k2, g, gb.as_mut_ptr(), PANEL);
-                block2(a, k2, u, ub.as_mut_ptr(), PANEL);
+                block2(a, k2, g, gb, PANEL);
+                block2(a, k2, u, ub, PANEL);
             } else {
-                block1(a, k2, g, gb.as_mut_ptr());
-                block1(a, k2, u, ub.as_mut_ptr());
+                block1(a, k2, g, gb);
+                block1(a, k2, u, ub);
             }
             let height = (if two { ROWS } else { 16 }).min(m.saturating_sub(r));
             for i in 0..height {
-                silu_row(gb.as_ptr().add(i * PANEL), ub.as_ptr().add(i * PANEL), y.add((r + i) * ys));
+                silu_row(gb.add(i * PANEL), ub.add(i * PANEL), y.add((r + i) * ys));
             }
             r += if two { ROWS } else { 16 };
         }

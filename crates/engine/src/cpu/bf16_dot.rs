@@ -18,6 +18,7 @@
 use crate::cpu::amx;
 use crate::cpu::common::OutPtr;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 /// Weight rows (output columns) of one packed panel: two vectors of 16 f32 sums.
@@ -54,6 +55,23 @@ impl Lines {
         let off = (64 - buf.as_ptr() as usize % 64) % 64 / 4;
         Self { buf, off, len }
     }
+
+    /// `len` words, the first `head` written by `fill` (which must write every one of them),
+    /// the rest zero: no zeroing pass over what `fill` writes (at prefill sizes, megabytes per
+    /// product).
+    pub(crate) fn filled(len: usize, head: usize, fill: impl FnOnce(&mut [MaybeUninit<u32>])) -> Self {
+        assert!(head <= len, "Lines::filled: a head of {head} words past the {len} words");
+        let mut buf = Vec::<u32>::with_capacity(len + 15);
+        let off = (64 - buf.as_ptr() as usize % 64) % 64 / 4;
+        let words = &mut buf.spare_capacity_mut()[..off + len];
+        words[..off].fill(MaybeUninit::new(0));
+        fill(&mut words[off..off + head]);
+        words[off + head..].fill(MaybeUninit::new(0));
+        // SAFETY: words 0..off + len are written: the gap before the first line and the tail
+        // here, the head by `fill`.
+        unsafe { buf.set_len(off + len) };
+        Self { buf, off, len }
+    }
 }
 
 impl std::ops::Deref for Lines {
@@ -79,25 +97,35 @@ pub fn pack_x(x: &[f32], m: usize, k: usize) -> Lines {
 /// [`pack_x`] into `rows ≥ m` rows, the last `rows - m` zero (whole tiles of 16 rows).
 pub(crate) fn pack_x_rows(x: &[f32], m: usize, k: usize, rows: usize) -> Lines {
     let k2 = k.div_ceil(2);
-    let mut out = Lines::zeroed(rows.max(m) * k2);
-    out[..m * k2].par_chunks_mut(k2).zip(x[..m * k].par_chunks(k)).for_each(|(dst, row)| round_pairs_into(row, dst));
-    out
+    Lines::filled(rows.max(m) * k2, m * k2, |head| {
+        head.par_chunks_mut(k2.max(1))
+            .zip(x[..m * k].par_chunks(k.max(1)))
+            .for_each(|(dst, row)| round_pairs_to(row, dst));
+    })
 }
 
 /// One row of f32 rounded to bf16 pairs into `dst` (`row.len().div_ceil(2)` words), as
 /// [`pack_x`] rounds each row.
 pub(crate) fn round_pairs_into(row: &[f32], dst: &mut [u32]) {
+    // SAFETY: the same words seen as possibly uninitialised; only initialised ones are written.
+    round_pairs_to(row, unsafe { &mut *(dst as *mut [u32] as *mut [MaybeUninit<u32>]) })
+}
+
+/// [`round_pairs_into`] into words not yet written: it writes all `row.len().div_ceil(2)`.
+fn round_pairs_to(row: &[f32], dst: &mut [MaybeUninit<u32>]) {
     let k = row.len();
+    assert!(dst.len() >= k.div_ceil(2), "round_pairs: {} words for {k} values", dst.len());
     let mut p0 = 0;
     #[cfg(target_arch = "x86_64")]
     if available() {
-        // SAFETY: AVX-512 BF16 was detected; whole blocks of 32 values within the row.
-        p0 = unsafe { x86::round_pairs(row, dst) };
+        // SAFETY: AVX-512 BF16 was detected; whole blocks of 32 values within the row, and
+        // dst holds their pairs (checked above).
+        p0 = unsafe { x86::round_pairs(row, dst.as_mut_ptr().cast()) };
     }
     let bits = |v: f32| half::bf16::from_f32(v).to_bits() as u32;
     for (p, d) in dst.iter_mut().enumerate().take(k.div_ceil(2)).skip(p0) {
         let hi = if 2 * p + 1 < k { bits(row[2 * p + 1]) } else { 0 };
-        *d = bits(row[2 * p]) | (hi << 16);
+        d.write(bits(row[2 * p]) | (hi << 16));
     }
 }
 
@@ -295,18 +323,17 @@ mod x86 {
         }
     }
 
-    /// The first `row.len() / 32 * 16` pairs of `row` rounded to bf16 into `dst`; returns that
-    /// count.
+    /// The first `row.len() / 32 * 16` pairs of `row` rounded to bf16 into `dst` (that many
+    /// words, written only); returns that count.
     #[target_feature(enable = "avx512f,avx512bf16")]
-    pub(super) unsafe fn round_pairs(row: &[f32], dst: &mut [u32]) -> usize {
+    pub(super) unsafe fn round_pairs(row: &[f32], dst: *mut u32) -> usize {
         let blocks = row.len() / 32;
-        debug_assert!(dst.len() >= blocks * 16);
         for b in 0..blocks {
             let lo = _mm512_loadu_ps(row.as_ptr().add(32 * b));
             let hi = _mm512_loadu_ps(row.as_ptr().add(32 * b + 16));
             // Words 0..16 come from the second operand, 16..32 from the first.
             let v: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
-            _mm512_storeu_si512(dst.as_mut_ptr().add(16 * b).cast(), v);
+            _mm512_storeu_si512(dst.add(16 * b).cast(), v);
         }
         blocks * 16
     }

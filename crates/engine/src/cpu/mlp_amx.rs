@@ -24,8 +24,10 @@ pub fn fused(x: &[f32], m: usize, gate_up: &Packed, down: &Packed) -> Vec<f32> {
     let ((_, k), (h, i)) = (gate_up.dims(), down.dims());
     let m16 = m.div_ceil(16) * 16;
     let xa = bf16_dot::pack_x_rows(x, m, k, m16);
-    let mut ya = Lines::zeroed(m16 * i / 2);
-    amx::swiglu_pairs(&xa, m, k.div_ceil(2), gate_up.panels(), i, &mut ya);
+    // Rows from m stay zero (the down product's padding); the rows before, SwiGLU's.
+    let ya = Lines::filled(m16 * i / 2, m * i / 2, |head| {
+        amx::swiglu_pairs(&xa, m, k.div_ceil(2), gate_up.panels(), i, head)
+    });
     amx::matmul(&ya, m, i / 2, down.panels(), h)
 }
 

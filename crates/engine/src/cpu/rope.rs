@@ -9,6 +9,7 @@
 
 use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// `x` rotated: `x` is `(tokens, heads · head_dim)` (a column range of a wider product, its
 /// rows at any stride) or `(tokens, heads, head_dim)` with each token's heads side by side,
@@ -64,22 +65,28 @@ impl CustomOp3 for Rope {
         };
         let (d, half) = (self.head_dim, self.head_dim / 2);
         let Some((t, n, rs)) = rows(xl, d) else { candle_core::bail!("rope-rows: rows of heads side by side only") };
+        if d == 0 || d % 2 != 0 || n % d != 0 {
+            candle_core::bail!("rope-rows: rows of {n} values are not whole heads of an even {d}");
+        }
         if t > 0 && (xl.start_offset() + (t - 1) * rs + n > x.len() || c1 - c0 != t * half || s1 - s0 != t * half) {
             candle_core::bail!("rope-rows: {t} rows of {n} do not fit the storage or the tables");
         }
         let (x, c, s) = (&x[xl.start_offset()..], &c[c0..c1], &s[s0..s1]);
-        let (rotate, mut out) = (kernel(), vec![0f32; t * n]);
-        out.par_chunks_mut(n.max(1)).enumerate().for_each(|(i, o)| {
+        // Every value is written once by its row's rotation: no zeroing pass first.
+        let (rotate, mut out) = (kernel(), Vec::<f32>::with_capacity(t * n));
+        out.spare_capacity_mut()[..t * n].par_chunks_mut(n.max(1)).enumerate().for_each(|(i, o)| {
             let (ci, si) = (&c[i * half..(i + 1) * half], &s[i * half..(i + 1) * half]);
             // SAFETY: `kernel` chose a build this CPU runs.
             unsafe { rotate(&x[i * rs..i * rs + n], ci, si, d, self.interleaved, o) };
         });
+        // SAFETY: the t rows of n values were each written by their rotation (n a multiple of d).
+        unsafe { out.set_len(t * n) };
         Ok((CpuStorage::F32(out), Shape::from((t, n / d, d))))
     }
 }
 
 /// One token's heads `x` rotated into `o` by its tables `c` and `s` (`d / 2` each).
-type RotateFn = unsafe fn(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]);
+type RotateFn = unsafe fn(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [MaybeUninit<f32>]);
 
 /// The build of [`rotate_body`] for this CPU, chosen once per call (not per token).
 fn kernel() -> RotateFn {
@@ -96,14 +103,14 @@ fn kernel() -> RotateFn {
 }
 
 /// [`rotate_body`] for any CPU (`unsafe` only to share [`RotateFn`]'s type).
-unsafe fn rotate_portable(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
+unsafe fn rotate_portable(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [MaybeUninit<f32>]) {
     rotate_body(x, c, s, d, interleaved, o)
 }
 
 /// candle's formulas: `x1·cos − x2·sin` and `x1·sin + x2·cos` (the sum in either order is
 /// the same float). No fused multiply-add: Rust never contracts without being asked.
 #[inline(always)]
-fn rotate_body(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
+fn rotate_body(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [MaybeUninit<f32>]) {
     let half = d / 2;
     // Every slice cut to its length first, so the loops carry no bounds checks and vectorise.
     let (c, s) = (&c[..half], &s[..half]);
@@ -111,16 +118,16 @@ fn rotate_body(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: 
         if interleaved {
             for ((o, x), (&c, &s)) in oh.chunks_exact_mut(2).zip(xh.chunks_exact(2)).zip(c.iter().zip(s)) {
                 let (a, b) = (x[0], x[1]);
-                o[0] = a * c - b * s;
-                o[1] = a * s + b * c;
+                o[0].write(a * c - b * s);
+                o[1].write(a * s + b * c);
             }
         } else {
             let (x1, x2) = xh.split_at(half);
             let (o1, o2) = oh.split_at_mut(half);
             let pairs = o1.iter_mut().zip(o2.iter_mut()).zip(x1.iter().zip(x2));
             for (((o1, o2), (&a, &b)), (&c, &s)) in pairs.zip(c.iter().zip(s)) {
-                *o1 = a * c - b * s;
-                *o2 = a * s + b * c;
+                o1.write(a * c - b * s);
+                o2.write(a * s + b * c);
             }
         }
     }
@@ -129,13 +136,21 @@ fn rotate_body(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::rotate_body;
+    use std::mem::MaybeUninit;
 
     /// [`rotate_body`] compiled for AVX-512.
     ///
     /// # Safety
     /// AVX-512F must be available.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn rotate_avx512(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
+    pub(super) unsafe fn rotate_avx512(
+        x: &[f32],
+        c: &[f32],
+        s: &[f32],
+        d: usize,
+        interleaved: bool,
+        o: &mut [MaybeUninit<f32>],
+    ) {
         rotate_body(x, c, s, d, interleaved, o)
     }
 
@@ -144,7 +159,14 @@ mod x86 {
     /// # Safety
     /// AVX2 must be available.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn rotate_avx2(x: &[f32], c: &[f32], s: &[f32], d: usize, interleaved: bool, o: &mut [f32]) {
+    pub(super) unsafe fn rotate_avx2(
+        x: &[f32],
+        c: &[f32],
+        s: &[f32],
+        d: usize,
+        interleaved: bool,
+        o: &mut [MaybeUninit<f32>],
+    ) {
         rotate_body(x, c, s, d, interleaved, o)
     }
 }
@@ -190,8 +212,10 @@ mod tests {
                 cos.narrow(0, 2, 1).unwrap().flatten_all().unwrap().to_vec1().unwrap(),
                 sin.narrow(0, 2, 1).unwrap().flatten_all().unwrap().to_vec1().unwrap(),
             );
-            let mut o = vec![0f32; h * d];
+            let mut o = vec![std::mem::MaybeUninit::new(0f32); h * d];
             rotate_body(&xs, &c, &s, d, interleaved, &mut o);
+            // SAFETY: initialised above (and written by the rotation).
+            let o: Vec<f32> = o.iter().map(|v| unsafe { v.assume_init() }).collect();
             assert!(o.iter().zip(&want[2 * h * d..3 * h * d]).all(|(a, b)| a.to_bits() == b.to_bits()));
         }
         // Not taken: bf16, tables of another length, an odd head width.
