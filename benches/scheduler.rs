@@ -25,6 +25,7 @@ fn scheduler(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let cfg = SchedulerConfig {
                     max_num_batched_tokens: 8192,
+                    max_prefill_tokens: None,
                     max_num_seqs: seqs,
                     num_blocks: group_windows.len() * seqs * (128 + iters as usize + 16).div_ceil(16) + 8,
                     block_size: 16,

@@ -270,6 +270,7 @@ fn constant_profile(path: &std::path::Path, step_s: f64) {
             block_size: 16,
             num_blocks: 4096,
             max_num_batched_tokens: 2048,
+            max_prefill_tokens: None,
             max_num_seqs: 256,
             max_model_len: 2048,
             prefix_caching: true,

@@ -52,6 +52,7 @@ fn spec(users: &[usize], requests: usize, out: &Path) -> RunSpec {
         kv_memory: Some(64 << 20),
         block_size: 16,
         max_num_batched_tokens: 512,
+        max_prefill_tokens: None,
         max_num_seqs: 16,
         max_model_len: Some(512),
         prefix_caching: true,

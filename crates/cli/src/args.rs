@@ -86,6 +86,15 @@ pub struct EngineArgs {
     /// Token budget of one step (prefill chunk tokens + decodes).
     #[arg(long, value_name = "N", default_value_t = 2048)]
     pub max_num_batched_tokens: usize,
+    /// Prefill tokens past which a step starts no further prompt (default: 512 on the CPU, none on CUDA).
+    ///
+    /// The first prompt of a step always starts (chunked by --max-num-batched-tokens); others
+    /// join only while the step's prefill tokens are below N. On a CPU, whose prefill time
+    /// grows with its tokens whatever the batch, a second long prompt in a step only delays
+    /// the first one's first token. A value at least --max-num-batched-tokens lets prompts join
+    /// while the budget lasts.
+    #[arg(long, value_name = "N")]
+    pub max_prefill_tokens: Option<usize>,
     /// Most sequences running at once.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_num_seqs: usize,
@@ -124,6 +133,7 @@ impl EngineArgs {
             kv_memory: self.kv_memory,
             block_size: self.block_size,
             max_num_batched_tokens: self.max_num_batched_tokens,
+            max_prefill_tokens: self.max_prefill_tokens,
             max_num_seqs: self.max_num_seqs,
             max_model_len: self.max_model_len,
             prefix_caching: !self.no_prefix_caching,

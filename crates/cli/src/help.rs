@@ -19,7 +19,7 @@ Target and HTTP: *target *server *model catalog *tokenizer *served_model_name *a
   *headers *api_key insecure ca_cert *extra_body strict_openai hyper_client session_header *timeout retries retry_backoff \
   scrape_interval harness_cpus
 Engine (in-process and http-local targets): *weights *device *dtype kv_blocks *kv_memory block_size \
-  *max_num_batched_tokens *max_num_seqs no_prefix_caching *engine_cpus series_interval
+  *max_num_batched_tokens max_prefill_tokens *max_num_seqs no_prefix_caching *engine_cpus series_interval
 CUDA engine: no_cuda_graphs no_mixed_graphs no_flash_prefill no_pdl
 Simulated twin: *simulate *predict
 Output: *out overwrite *report export_json *export_csv export_markdown *json *quiet *wide *explain percentile_metrics \

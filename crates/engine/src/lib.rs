@@ -51,4 +51,4 @@ pub use block::PartTimes;
 pub use engine::{Engine, EngineHandle, EngineStats, RequestEvent, RequestStream};
 pub use error::{EngineError, Mismatch, PinError, Result, TensorProblem};
 pub use model::{AttentionImpl, Llama, StepBatch};
-pub use step::{EngineConfig, EngineCore, StepOutput};
+pub use step::{prefill_cap, EngineConfig, EngineCore, StepOutput, CPU_MAX_PREFILL_TOKENS};

@@ -94,6 +94,11 @@ impl ModelSource {
         Ok((device, dtype))
     }
 
+    /// Whether the model runs on the CPU (`--device cpu`).
+    pub fn on_cpu(&self) -> bool {
+        self.device == "cpu"
+    }
+
     /// Whether `dtype` asks for e4m3 projections (`fp8`).
     pub fn fp8(&self) -> bool {
         self.dtype.as_deref().is_some_and(|d| matches!(loader::parse_precision(d), Ok((_, true))))
@@ -208,6 +213,8 @@ pub struct EngineOptions {
     pub kv_memory: Option<u64>,
     pub block_size: usize,
     pub max_num_batched_tokens: usize,
+    /// `--max-prefill-tokens`; `None`: by device (`EngineConfig::prefill_cap`).
+    pub max_prefill_tokens: Option<usize>,
     pub max_num_seqs: usize,
     pub max_model_len: Option<usize>,
     pub prefix_caching: bool,
@@ -239,10 +246,14 @@ impl EngineOptions {
         if self.block_size == 0 {
             return Err(SourceError::Setting("--block-size must be at least 1".into()));
         }
+        if self.max_prefill_tokens == Some(0) {
+            return Err(SourceError::Setting("--max-prefill-tokens must be at least 1".into()));
+        }
         let bounds = [
             ("--block-size", self.block_size, 1 << 12),
             ("--max-num-seqs", self.max_num_seqs, 1 << 16),
             ("--max-num-batched-tokens", self.max_num_batched_tokens, 1 << 24),
+            ("--max-prefill-tokens", self.max_prefill_tokens.unwrap_or(0), 1 << 24),
             ("--kv-blocks", self.kv_blocks.unwrap_or(0), 1 << 28),
             ("--max-model-len", self.max_model_len.unwrap_or(0), 1 << 26),
         ];
@@ -254,6 +265,7 @@ impl EngineOptions {
             num_blocks: self.kv_blocks,
             kv_memory: self.kv_memory_bytes(),
             max_num_batched_tokens: self.max_num_batched_tokens,
+            max_prefill_tokens: self.max_prefill_tokens,
             max_num_seqs: self.max_num_seqs,
             enable_prefix_caching: self.prefix_caching,
             max_model_len: self.max_model_len,
@@ -286,6 +298,7 @@ mod tests {
             kv_memory: None,
             block_size: 16,
             max_num_batched_tokens: 2048,
+            max_prefill_tokens: None,
             max_num_seqs: 256,
             max_model_len: None,
             prefix_caching: true,

@@ -136,6 +136,10 @@ pub struct EngineSettings {
     pub kv_blocks: Option<usize>,
     pub kv_memory_bytes: Option<u64>,
     pub max_num_batched_tokens: usize,
+    /// Prefill tokens past which a step started no further prompt (`None`: no cap; older
+    /// summaries have none).
+    #[serde(default)]
+    pub max_prefill_tokens: Option<usize>,
     pub max_num_seqs: usize,
     pub max_model_len: usize,
     pub prefix_caching: bool,

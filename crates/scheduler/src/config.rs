@@ -8,6 +8,12 @@ use goodput_core::{RequestId, SamplingParams, TokenId};
 pub struct SchedulerConfig {
     /// Token budget of one step (prefill chunk tokens + one per decode).
     pub max_num_batched_tokens: usize,
+    /// Prefill tokens past which a step starts no further waiting prompt (SGLang's
+    /// `--max-prefill-tokens`): the first always starts, chunked by the budget. Where prefill
+    /// is compute-bound (a CPU), a second prompt in the same step only makes the first wait
+    /// for it; one at a time, each gets its first token as soon as its own prefill is done.
+    /// `None`: prompts join while the budget lasts.
+    pub max_prefill_tokens: Option<usize>,
     /// Most sequences running at once.
     pub max_num_seqs: usize,
     /// Blocks in the pool, including the reserved null block.
@@ -28,6 +34,7 @@ impl Default for SchedulerConfig {
     fn default() -> Self {
         Self {
             max_num_batched_tokens: 2048,
+            max_prefill_tokens: None,
             max_num_seqs: 256,
             num_blocks: 1024,
             block_size: 16,
@@ -46,6 +53,7 @@ impl SchedulerConfig {
         let positive = [
             ("block size", self.block_size),
             ("max batched tokens", self.max_num_batched_tokens),
+            ("max prefill tokens", self.max_prefill_tokens.unwrap_or(1)),
             ("max sequences", self.max_num_seqs),
             ("max model length", self.max_model_len),
         ];

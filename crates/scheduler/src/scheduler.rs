@@ -1,8 +1,9 @@
 //! Continuous batching in the manner of vLLM v1.
 //!
 //! Each step: running sequences first (decodes and unfinished prefill chunks, oldest first),
-//! then waiting ones (FCFS), within a token budget (`max_num_batched_tokens`) and a sequence
-//! cap (`max_num_seqs`). A prompt larger than the remaining budget is prefilled in chunks,
+//! then waiting ones (FCFS), within a token budget (`max_num_batched_tokens`), a sequence
+//! cap (`max_num_seqs`) and, if set, a cap on the prefill tokens past which no further prompt
+//! starts (`max_prefill_tokens`). A prompt larger than the remaining budget is prefilled in chunks,
 //! mixed with decodes in the same forward. When the pool has no block for a running sequence,
 //! the newest running sequence is preempted by recompute: its blocks are freed and it goes
 //! back to the front of the waiting queue with everything it has generated so far.
@@ -347,12 +348,24 @@ impl Scheduler {
         Some(1)
     }
 
+    /// The prefill tokens of `n` new tokens of `seq` in a step: 0 for a decode (one token
+    /// after the first sampled), `n` otherwise.
+    fn prefill_part(seq: &Sequence, n: usize) -> usize {
+        if n == 1 && seq.generated() > 0 {
+            0
+        } else {
+            n
+        }
+    }
+
     /// Chooses this step's batch and allocates its blocks.
     pub fn schedule(&mut self, now: Stamp) -> SchedulerOutput {
         let mut out = SchedulerOutput::default();
         let mut budget = self.cfg.max_num_batched_tokens;
         // (index into running, new tokens)
         let mut picked: Vec<(usize, usize)> = Vec::new();
+        // Prefill tokens picked so far (for `max_prefill_tokens`).
+        let mut prefill = 0;
 
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
@@ -382,14 +395,22 @@ impl Scheduler {
                 break;
             }
             picked.push((i, n));
+            prefill += Self::prefill_part(&self.running[i], n);
             budget -= n;
             i += 1;
         }
 
         // Admit waiting sequences only when nothing had to be preempted (as vLLM v1 does).
         if out.preempted.is_empty() {
+            let cap = self.cfg.max_prefill_tokens.unwrap_or(usize::MAX);
             while budget > 0 && self.running.len() < self.cfg.max_num_seqs {
+                // A prompt to prefill waits for the next step once this one holds `cap`
+                // prefill tokens; one prefilled elsewhere joins as a decode.
+                if prefill >= cap && self.waiting.front().is_some_and(|s| !s.prefilled) {
+                    break;
+                }
                 let Some(n) = self.admit_front(budget, now, &mut out) else { break };
+                prefill += Self::prefill_part(self.running.last().expect("just admitted"), n);
                 picked.push((self.running.len() - 1, n));
                 budget -= n;
             }

@@ -47,6 +47,10 @@ pub struct ProfileEngine {
     /// KV blocks in the pool (including the null block).
     pub num_blocks: usize,
     pub max_num_batched_tokens: usize,
+    /// Prefill tokens past which a step started no further prompt (`None`: no cap; older
+    /// profiles have none).
+    #[serde(default)]
+    pub max_prefill_tokens: Option<usize>,
     pub max_num_seqs: usize,
     pub max_model_len: usize,
     pub prefix_caching: bool,

@@ -146,6 +146,8 @@ pub fn run(a: &ProfileSpec, spec: &ModelSpec) -> Result<(Profile, usize)> {
             block_size: 16,
             num_blocks: (max_batch * (max_ctx + 1)).div_ceil(16) + 1,
             max_num_batched_tokens: longest.max(max_batch),
+            // As a server on the bench's device would run.
+            max_prefill_tokens: goodput_engine::prefill_cap(None, first.device.to_ascii_lowercase().starts_with("cpu")),
             max_num_seqs: max_batch,
             max_model_len: spec.max_position_embeddings,
             prefix_caching: true,

@@ -282,6 +282,8 @@ impl Rig {
         let clock = crate::simulate::clock(&rt);
         let mut cfg = engine.clone();
         let pe = &profile.engine;
+        // The profiled engine's cap on a step's prefill tokens, unless the run sets one.
+        cfg.max_prefill_tokens = cfg.max_prefill_tokens.or(pe.max_prefill_tokens);
         if projected && (cfg.max_num_seqs, cfg.max_num_batched_tokens) != (pe.max_num_seqs, pe.max_num_batched_tokens) {
             let line = format!(
                 "note: the projection's KV pool was sized for {} sequences and {} batched tokens a step; this run takes {} and {} (give --max-num-seqs and --max-num-batched-tokens as the plan had them)",
@@ -462,6 +464,7 @@ fn sim_config(s: &RunSpec, cfg: &EngineConfig) -> Result<goodput_scheduler::Sche
     };
     let sc = goodput_scheduler::SchedulerConfig {
         max_num_batched_tokens: cfg.max_num_batched_tokens,
+        max_prefill_tokens: cfg.max_prefill_tokens,
         max_num_seqs: cfg.max_num_seqs,
         num_blocks,
         block_size: cfg.block_size,

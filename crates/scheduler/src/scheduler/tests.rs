@@ -109,6 +109,7 @@ fn req(id: RequestId, prompt: Vec<TokenId>, max_tokens: usize) -> NewRequest {
 fn cfg(num_blocks: usize, block_size: usize, budget: usize, max_seqs: usize) -> SchedulerConfig {
     SchedulerConfig {
         max_num_batched_tokens: budget,
+        max_prefill_tokens: None,
         max_num_seqs: max_seqs,
         num_blocks,
         block_size,
@@ -239,6 +240,40 @@ fn max_num_seqs_and_budget_limit_admission() {
     s.update(&out, &sampled, Stamp(2));
     let done = run_to_end(&mut s, &mut r, 100);
     assert_eq!(done.len(), 5);
+}
+
+/// With `max_prefill_tokens`, a step that already holds that many prefill tokens starts no
+/// further prompt: long prompts go one per step (the first of each step always starts), short
+/// ones join until the cap is reached, a running prompt's chunks hold the queue back, decodes
+/// are not held back. Without it, prompts join while the budget lasts.
+#[test]
+fn a_prefill_cap_starts_prompts_one_step_at_a_time() {
+    let long = |id| req(id, (0..1024).map(|t| t as TokenId % 50).collect(), 4);
+    let short = |id| req(id, vec![7; 128], 4);
+    let start = |cap: Option<usize>, prompts: Vec<NewRequest>| {
+        let mut s = Scheduler::new(SchedulerConfig { max_prefill_tokens: cap, ..cfg(512, 16, 2048, 64) }).unwrap();
+        prompts.into_iter().for_each(|r| s.add(r, Stamp(1)).unwrap());
+        s
+    };
+    // One step: its (id, new tokens), then its results applied (token 9 where it samples).
+    let step = |s: &mut Scheduler, t: u64| {
+        let out = s.schedule(Stamp(t));
+        let sampled: Vec<Option<TokenId>> = out.seqs.iter().map(|q| q.samples.then_some(9)).collect();
+        s.update(&out, &sampled, Stamp(t));
+        out.seqs.iter().map(|q| (q.id, q.tokens.len())).collect::<Vec<_>>()
+    };
+    assert_eq!(step(&mut start(None, vec![long(1), long(2), long(3)]), 2), [(1, 1024), (2, 1024)]);
+    let mut s = start(Some(512), vec![long(1), long(2), long(3)]);
+    assert_eq!(step(&mut s, 2), [(1, 1024)]);
+    assert_eq!(step(&mut s, 3), [(1, 1), (2, 1024)], "1 decodes beside 2's prefill; 3 waits");
+    assert_eq!(step(&mut s, 4), [(1, 1), (2, 1), (3, 1024)]);
+    let mut s = start(Some(512), (1..=6).map(short).collect());
+    assert_eq!(step(&mut s, 2), [(1, 128), (2, 128), (3, 128), (4, 128)], "short prompts join up to 512");
+    // A prompt longer than the budget: its chunks hold the later prompt back.
+    let mut s = start(Some(512), vec![req(1, vec![3; 3000], 2), short(2)]);
+    assert_eq!(step(&mut s, 2), [(1, 2048)]);
+    assert_eq!(step(&mut s, 3), [(1, 952)]);
+    assert_eq!(step(&mut s, 4), [(1, 1), (2, 128)]);
 }
 
 #[test]
@@ -387,10 +422,12 @@ fn arb_windows() -> impl Strategy<Value = Vec<Option<usize>>> {
 }
 
 fn arb_case() -> impl Strategy<Value = (SchedulerConfig, Vec<(Vec<TokenId>, usize, u64)>)> {
-    (2usize..40, 1usize..6, 1usize..64, 1usize..6, any::<bool>(), arb_windows()).prop_flat_map(
-        |(nb, bs, budget, seqs, cache, windows)| {
+    let prefill_cap = prop::option::of(1usize..40);
+    (2usize..40, 1usize..6, 1usize..64, 1usize..6, any::<bool>(), arb_windows(), prefill_cap).prop_flat_map(
+        |(nb, bs, budget, seqs, cache, windows, prefill_cap)| {
             let c = SchedulerConfig {
                 max_num_batched_tokens: budget,
+                max_prefill_tokens: prefill_cap,
                 max_num_seqs: seqs,
                 num_blocks: nb,
                 block_size: bs,

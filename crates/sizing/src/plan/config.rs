@@ -81,6 +81,8 @@ pub fn prepare(
     let kv_sequences = per_engine / (work.kv_bytes_per_token * mean_len + work.sliding_kv_bytes_per_token * window);
     let sched = SchedulerConfig {
         max_num_batched_tokens: a.max_num_batched_tokens,
+        // GPU replicas: prompts join while the budget lasts (the engine's CUDA default).
+        max_prefill_tokens: None,
         max_num_seqs: a.max_num_seqs,
         num_blocks,
         block_size: a.block_size,

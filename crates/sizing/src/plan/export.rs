@@ -59,6 +59,7 @@ pub fn run(a: &PlanSpec, set: &Setting, g: &Gpu, out: &std::path::Path) -> Resul
             block_size: p.sched.block_size,
             num_blocks: p.sched.num_blocks,
             max_num_batched_tokens: p.sched.max_num_batched_tokens,
+            max_prefill_tokens: p.sched.max_prefill_tokens,
             max_num_seqs: p.sched.max_num_seqs,
             max_model_len: p.sched.max_model_len,
             prefix_caching: true,

@@ -310,6 +310,7 @@ pub fn measured(set: &Setting, path: &std::path::Path) -> Result<ReplicaSpec> {
     let e = &profile.engine;
     let sched = goodput_scheduler::SchedulerConfig {
         max_num_batched_tokens: e.max_num_batched_tokens,
+        max_prefill_tokens: e.max_prefill_tokens,
         max_num_seqs: e.max_num_seqs,
         num_blocks: e.num_blocks,
         block_size: e.block_size,

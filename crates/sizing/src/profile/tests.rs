@@ -22,6 +22,7 @@ pub(crate) fn fixture() -> Profile {
             block_size: 16,
             num_blocks: 1024,
             max_num_batched_tokens: 2048,
+            max_prefill_tokens: None,
             max_num_seqs: 256,
             max_model_len: 2048,
             prefix_caching: true,

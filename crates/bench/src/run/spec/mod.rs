@@ -150,6 +150,7 @@ impl RunSpec {
             kv_blocks: e.kv_blocks,
             kv_memory_bytes: Some(e.kv_memory_bytes()),
             max_num_batched_tokens: e.max_num_batched_tokens,
+            max_prefill_tokens: goodput_engine::prefill_cap(e.max_prefill_tokens, self.model_args.on_cpu()),
             max_num_seqs: e.max_num_seqs,
             max_model_len: self.max_len,
             prefix_caching: e.prefix_caching,

@@ -54,6 +54,7 @@ fn arb_case() -> impl Strategy<Value = (SchedulerConfig, Reqs, usize)> {
         |(nb, bs, budget, seqs, cache, cap)| {
             let c = SchedulerConfig {
                 max_num_batched_tokens: budget,
+                max_prefill_tokens: None,
                 max_num_seqs: seqs,
                 num_blocks: nb,
                 block_size: bs,
