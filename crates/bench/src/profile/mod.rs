@@ -194,6 +194,10 @@ fn measure_grid(a: &ProfileSpec, spec: &ModelSpec, progress: &dyn Progress) -> R
     // depend on whether the cache is on, only on what the step computes.
     cfg.enable_prefix_caching = true;
     cfg.cpus = a.engine_cpus.clone();
+    // The probes are built whole (every prompt of a probe in one step), as before the cap;
+    // the profile records the cap a server on this device would run with.
+    let serving_cap = cfg.prefill_cap(&loaded.model.device);
+    cfg.max_prefill_tokens = Some(cfg.max_num_batched_tokens);
     let sc = cfg.scheduler_config(&loaded.model)?;
     let (tx, rx) = flume::unbounded();
     let engine = Engine::start(loaded.model, cfg, Clock::new(), Some(tx))?;
@@ -238,7 +242,7 @@ fn measure_grid(a: &ProfileSpec, spec: &ModelSpec, progress: &dyn Progress) -> R
         block_size: sc.block_size,
         num_blocks: sc.num_blocks,
         max_num_batched_tokens: sc.max_num_batched_tokens,
-        max_prefill_tokens: sc.max_prefill_tokens,
+        max_prefill_tokens: serving_cap,
         max_num_seqs: sc.max_num_seqs,
         max_model_len: sc.max_model_len,
         prefix_caching: a.engine.prefix_caching,

@@ -444,10 +444,13 @@ pub fn run(mut a: BenchSpec, catalog: Catalog, say: &mut dyn FnMut(&str)) -> Res
         Attention::Paged => AttentionImpl::Paged,
         Attention::Gather => AttentionImpl::Gather,
     };
+    let budget = z.max_prompt.max(z.max_b * a.decode_context).max(z.max_b);
     let cfg = EngineConfig {
         block_size: a.block_size,
         num_blocks: Some(z.blocks),
-        max_num_batched_tokens: z.max_prompt.max(z.max_b * a.decode_context).max(z.max_b),
+        max_num_batched_tokens: budget,
+        // Its batches are built whole, every prompt in one step: no cap on a step's prefill.
+        max_prefill_tokens: Some(budget),
         max_num_seqs: z.max_b,
         enable_prefix_caching: false,
         max_model_len: Some(z.max_len),

@@ -145,12 +145,24 @@ impl RunSpec {
     /// The engine's settings as given (for the setup).
     pub fn engine_settings(&self) -> EngineSettings {
         let e = &self.engine;
+        // goodput's engine runs: the cap it takes on its device. A simulated one takes its
+        // profile's unless the run sets one, and a server elsewhere its own: as given.
+        let engine_runs = matches!(
+            self.target,
+            TargetSpec::InProcess { simulation: None | Some(Simulation::Predict(_)), .. }
+                | TargetSpec::HttpLocal { .. }
+        );
+        let cap = if engine_runs {
+            goodput_engine::prefill_cap(e.max_prefill_tokens, self.model_args.on_cpu())
+        } else {
+            e.max_prefill_tokens
+        };
         EngineSettings {
             block_size: e.block_size,
             kv_blocks: e.kv_blocks,
             kv_memory_bytes: Some(e.kv_memory_bytes()),
             max_num_batched_tokens: e.max_num_batched_tokens,
-            max_prefill_tokens: goodput_engine::prefill_cap(e.max_prefill_tokens, self.model_args.on_cpu()),
+            max_prefill_tokens: cap,
             max_num_seqs: e.max_num_seqs,
             max_model_len: self.max_len,
             prefix_caching: e.prefix_caching,
