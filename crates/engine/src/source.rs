@@ -312,6 +312,12 @@ mod tests {
         assert_eq!((c.block_size, c.kv_memory, c.enable_prefix_caching), (16, DEFAULT_KV_MEMORY, true));
         let zero = EngineOptions { block_size: 0, ..o.clone() };
         assert!(matches!(zero.config(), Err(SourceError::Setting(m)) if m.contains("--block-size")));
+        let no_prefill = EngineOptions { max_prefill_tokens: Some(0), ..o.clone() };
+        assert!(
+            matches!(no_prefill.config(), Err(SourceError::Setting(m)) if m.contains("--max-prefill-tokens must be at least 1"))
+        );
+        let huge = EngineOptions { max_prefill_tokens: Some(1 << 25), ..o.clone() };
+        assert!(matches!(huge.config(), Err(SourceError::Setting(m)) if m.contains("--max-prefill-tokens: 33554432")));
         let big = EngineOptions { max_num_seqs: 1 << 17, ..o };
         assert!(matches!(big.config(), Err(SourceError::Setting(m)) if m.contains("--max-num-seqs: 131072")));
     }

@@ -348,10 +348,15 @@ impl Scheduler {
         Some(1)
     }
 
-    /// The prefill tokens of `n` new tokens of `seq` in a step: 0 for a decode (one token
-    /// after the first sampled), `n` otherwise.
+    /// Whether `n` new tokens of `seq` are a decode: its one last token, after the first
+    /// sampled.
+    fn is_decode(seq: &Sequence, n: usize) -> bool {
+        n == 1 && seq.generated() > 0 && seq.num_computed + n == seq.tokens.len()
+    }
+
+    /// The prefill tokens of `n` new tokens of `seq` in a step: 0 for a decode, else `n`.
     fn prefill_part(seq: &Sequence, n: usize) -> usize {
-        if n == 1 && seq.generated() > 0 {
+        if Self::is_decode(seq, n) {
             0
         } else {
             n
@@ -423,7 +428,7 @@ impl Scheduler {
             }
             let start = seq.num_computed;
             let samples = start + n == seq.tokens.len();
-            let is_decode = n == 1 && seq.generated() > 0 && samples;
+            let is_decode = Self::is_decode(seq, n);
             if is_decode {
                 out.decode_seqs += 1;
             } else {
