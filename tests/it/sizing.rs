@@ -101,6 +101,29 @@ fn a_profile_drives_a_simulated_sweep_a_predicted_run_and_a_check() {
     assert!(ok, "{err}");
     assert!(out.contains("Predicted against measured"), "{out}");
     assert!(run.join("prediction.json").exists());
+
+    // Several runs at once: the accuracy suite, typed in --json. The simulated sweep checked
+    // against the profile it was simulated with is its own twin.
+    let json = dir.join("accuracy.json");
+    let (ok, out, err) = goodput(&[
+        "plan",
+        "--check",
+        run.to_str().unwrap(),
+        sim.to_str().unwrap(),
+        "--profile",
+        p,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("The twin against the measurement") && out.contains("agrees in"), "{out}");
+    let r: goodput_results::accuracy::AccuracyReport =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let names: Vec<&str> = r.families.iter().map(|f| f.family.as_str()).collect();
+    assert_eq!(names, ["run", "sim"]);
+    let tput = r.families[1].metrics.iter().find(|m| m.metric == "output_throughput").unwrap();
+    assert!(tput.mape.unwrap() < 0.01, "a simulated run against its own profile: {tput:?}");
+    assert!(!r.families[0].steps.is_empty(), "the measured run's steps priced by kind");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -282,6 +305,7 @@ fn constant_profile(path: &std::path::Path, step_s: f64) {
         roofline: None,
         projection: None,
         experts: None,
+        selection: Vec::new(),
     };
     p.write(path).unwrap();
 }

@@ -11,6 +11,7 @@
 //! Between `goodput-client` (and every crate below it) and the command line: it imports no
 //! command-line parsing, and nothing here may be imported by a crate below it.
 
+pub mod accuracy;
 pub mod calibrate;
 pub mod check;
 pub mod clockref;

@@ -71,9 +71,12 @@ pub struct ProfileArgs {
     /// `--price-with`: also write the tables as JSON here.
     #[arg(long, requires = "price_with")]
     pub json: Option<PathBuf>,
-    /// The decode-context term: a table over Σ context (the default), or one linear term (as
-    /// profiles before the table were fitted: for comparing the two on the same steps).
-    #[arg(long, hide = true, default_value = "table", value_parser = ["table", "linear"])]
+    /// The decode-attention term: `auto` (the default) fits whichever of `table` (a table over
+    /// Σ decode context), `batch+length` (a table over the decode batch plus one over the
+    /// context per sequence) and `seq` (one table over both) has the smallest held-out error
+    /// on the steps (each shape predicted by a fit without it); `linear` is one linear term,
+    /// as profiles before the tables were fitted.
+    #[arg(long, hide = true, default_value = "auto", value_parser = ["auto", "table", "batch+length", "seq", "linear"])]
     pub context_term: String,
     /// The sampled-rows term: one linear term (the default), or a table over the rows a step
     /// samples (as profiles before were fitted: for comparing the two on the same steps). In

@@ -1,6 +1,7 @@
 //! Pure statistics for goodput: every metric and statistic is defined here once, with its
 //! definition in a doc comment and hand-computed tests. No I/O, no clocks.
 
+pub mod accuracy;
 pub mod agent;
 pub mod cache;
 pub mod capacity;

@@ -15,24 +15,32 @@ pub struct Compared {
     pub unit: String,
     pub measured: Option<f64>,
     pub predicted: Option<f64>,
+    /// Whether the prediction lies outside the measured value's 95 % interval (the noise of
+    /// one run); `None` for a metric without one.
+    #[serde(default)]
+    pub beyond: Option<bool>,
 }
 
 impl Compared {
     /// predicted ÷ measured − 1; `None` when either is missing or the measurement is 0.
     pub fn error(&self) -> Option<f64> {
-        let (m, p) = (self.measured?, self.predicted?);
-        (m != 0.0 && m.is_finite() && p.is_finite()).then(|| p / m - 1.0)
+        goodput_metrics::accuracy::prediction_error(self.measured, self.predicted)
     }
 }
 
 /// The metrics a prediction is judged on, for one level: output throughput, TTFT, TPOT and
 /// E2E at P50 and P95, queue time P95 and the KV peak.
 pub fn compare(measured: &LevelReport, predicted: &LevelReport) -> Vec<Compared> {
-    let row = |metric: &str, unit: &str, f: &dyn Fn(&LevelReport) -> Option<f64>| Compared {
-        metric: metric.into(),
-        unit: unit.into(),
-        measured: f(measured),
-        predicted: f(predicted),
+    let row = |metric: &str, unit: &str, f: &dyn Fn(&LevelReport) -> Option<f64>| {
+        let p = f(predicted);
+        let interval = interval(measured, metric);
+        Compared {
+            metric: metric.into(),
+            unit: unit.into(),
+            measured: f(measured),
+            predicted: p,
+            beyond: p.and_then(|p| goodput_metrics::accuracy::outside_interval(p, interval.as_ref())),
+        }
     };
     vec![
         row("output_throughput", "tok/s", &|l| Some(l.summary.output_throughput)),
@@ -46,6 +54,18 @@ pub fn compare(measured: &LevelReport, predicted: &LevelReport) -> Vec<Compared>
         row("engine_wait_p95", "s", &|l| l.summary.engine_wait.as_ref().map(|s| s.p95)),
         row("kv_block_usage_max", "fraction", &|l| Some(l.engine.kv_block_usage_max)),
     ]
+}
+
+/// The measured level's 95 % interval of `metric`, where the level has one.
+pub fn interval(l: &LevelReport, metric: &str) -> Option<goodput_metrics::interval::Interval> {
+    let i = l.summary.intervals.as_ref()?;
+    match metric {
+        "output_throughput" => i.output_throughput,
+        "ttft_p95" => i.ttft_p95,
+        "tpot_p95" => i.tpot_p95,
+        "e2e_p95" => i.e2e_p95,
+        _ => None,
+    }
 }
 
 /// Usable capacity measured and predicted, and whether they agree: the same level, or

@@ -3,6 +3,7 @@
 //! files priced by a profile.
 
 use crate::console as table;
+use goodput_sizing::cost::Term;
 use goodput_sizing::price::Priced;
 use goodput_sizing::profile::Profile;
 use std::fmt::Write;
@@ -20,7 +21,7 @@ macro_rules! line {
 pub fn text(p: &Profile, gap: f64) -> String {
     let o = &mut String::new();
     let mut t = table::new(&["term", "per", "coefficient", "95 % interval", "floor", "of roofline"]);
-    for f in &p.fit.terms {
+    for f in p.fit.terms.iter().filter(|f| !matches!(f.term, Term::SeqContext(..))) {
         let floor = p.roofline.as_ref().and_then(|r| r.terms.iter().find(|x| x.term == f.term));
         t.add_row(vec![
             f.term.name(),
@@ -35,6 +36,21 @@ pub fn text(p: &Profile, gap: f64) -> String {
     }
     let r = &p.fit.residuals;
     line!(o, "Step-cost model of {} ({}, {}), {}\n{t}", p.model, p.dtype, p.fingerprint.device, p.source);
+    if let Some(grid) = seq_grid(p) {
+        line!(o, "decode attention per context token (ns), by decode batch (rows) and context per sequence (columns); * interpolated from the measured cells\n{grid}");
+    }
+    for c in &p.selection {
+        line!(
+            o,
+            "decode attention as {}: held-out |error| mean {:.1} %, P50 {:.1} %, P90 {:.1} % over {} steps{}",
+            c.name,
+            c.held_out.mean * 100.0,
+            c.held_out.p50 * 100.0,
+            c.held_out.p90 * 100.0,
+            c.held_out.steps,
+            if c.chosen { " (chosen: the smaller held-out error)" } else { "" }
+        );
+    }
     line!(o,
         "R² {:.4} over {} step periods (start to the next start while busy); |relative residual| P50 {:.1} %, P90 {:.1} %, P99 {:.1} %, median bias {:+.1} %; median gap between busy steps {}",
         p.fit.r2,
@@ -57,6 +73,44 @@ pub fn text(p: &Profile, gap: f64) -> String {
         );
     }
     std::mem::take(o)
+}
+
+/// The decode-attention table's cells as a grid, `None` without them.
+fn seq_grid(p: &Profile) -> Option<String> {
+    let cells: Vec<(u32, u32, f64, bool)> = p
+        .fit
+        .terms
+        .iter()
+        .filter_map(|f| match f.term {
+            Term::SeqContext(b, c) => Some((b, c, f.coefficient, f.measured)),
+            _ => None,
+        })
+        .collect();
+    if cells.is_empty() {
+        return None;
+    }
+    let mut batches: Vec<u32> = cells.iter().map(|c| c.0).collect();
+    let mut contexts: Vec<u32> = cells.iter().map(|c| c.1).collect();
+    batches.sort_unstable();
+    batches.dedup();
+    contexts.sort_unstable();
+    contexts.dedup();
+    let mut header = vec!["batch".to_string()];
+    header.extend(contexts.iter().map(|c| c.to_string()));
+    let mut t = table::new(&header.iter().map(String::as_str).collect::<Vec<_>>());
+    for b in batches {
+        let mut row = vec![b.to_string()];
+        for &c in &contexts {
+            row.push(
+                cells
+                    .iter()
+                    .find(|x| x.0 == b && x.1 == c)
+                    .map_or(String::new(), |x| format!("{:.1}{}", x.2 * 1e9, if x.3 { "" } else { "*" })),
+            );
+        }
+        t.add_row(row);
+    }
+    Some(t.to_string())
 }
 
 /// Seconds in the unit that reads best (s, ms, µs, ns).

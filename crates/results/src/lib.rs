@@ -9,6 +9,7 @@
 //! format is written here — presentation is `goodput-report`'s, the floor above, and nothing
 //! here may import from it (or from any crate but `core` and `metrics`).
 
+pub mod accuracy;
 pub mod aiperf;
 pub mod calibration;
 pub mod clock;

@@ -4,6 +4,8 @@
 use crate::routing::Routing;
 use goodput_core::{ModelSpec, StepRecord};
 use goodput_scheduler::SchedulerOutput;
+pub use knots::Tables;
+use knots::{batch_knots, clamped_hat, context_knots, hat, knots};
 use serde::{Deserialize, Serialize};
 
 /// One term of the step-cost model, in the spirit of Vidur and BLIS: what a step's time grows
@@ -50,6 +52,47 @@ pub enum Term {
     /// simulated step takes its expectation. The experts' FLOPs grow with the assignments,
     /// k per token and layer, which the tokens terms already carry.
     ExpertsTouched,
+    /// A decode step `j` steps after the last step that computed prompt tokens (1: the next
+    /// one): what such a step costs beyond the same step long after, as a table over the steps
+    /// since the prefill on the knots [`AFTER_PREFILL_KNOTS`] (interpolated between them, to
+    /// 0 at twice the last). Measured on goodput's CPU engine: the first two decode steps after
+    /// a prefill take up to twice as long as the twentieth, and at long contexts and larger
+    /// batches the excess decays over ten steps, so a grid whose decode probes ran a few steps
+    /// each priced a long generation's steps a third too high.
+    AfterPrefill(u32),
+    /// The same step's extra per context token (its K/V read again from memory).
+    AfterPrefillContext(u32),
+    /// Decode attention, seconds per context token, at a decode batch of `.0` sequences and
+    /// `.1` context tokens per sequence: a table over both, interpolated between its knots
+    /// (bilinear in the per-token rate, flat beyond the outer knots). A CPU reads the K/V
+    /// of a few long sequences from its caches and walks each sequence's heads apart, while
+    /// a large batch streams its K/V from memory: the same Σ context costs 0.27 µs a token at
+    /// one sequence and 0.08 µs at eight (goodput's engine on `tiny`, one core), which a
+    /// table over Σ context alone ([`Term::Context`]) prices alike.
+    SeqContext(u32, u32),
+    /// Decode attention, seconds per context token, as two tables added: this one over the
+    /// decode batch (`.0` sequences), [`Term::LengthContext`] over the context per sequence
+    /// — each interpolated between its knots, flat beyond. Fewer cells than
+    /// [`Term::SeqContext`]'s product, each measured at every length (or batch) of the grid.
+    BatchContext(u32),
+    /// The context-per-sequence table of the additive decode-attention model.
+    LengthContext(u32),
+}
+
+/// The knots of [`Term::AfterPrefill`]'s table: steps since the last prefill.
+pub const AFTER_PREFILL_KNOTS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
+
+/// The weight of after-prefill knot `j` at `since` steps after a prefill: 1 at the knot,
+/// falling linearly to 0 at its neighbouring knots (at 0 below the first, at twice the last).
+fn after_prefill_weight(j: u32, since: u32) -> f64 {
+    let Some(i) = AFTER_PREFILL_KNOTS.iter().position(|&k| k == j) else { return 0.0 };
+    let (s, k) = (f64::from(since), f64::from(j));
+    if s <= k {
+        let lo = if i == 0 { 0.0 } else { f64::from(AFTER_PREFILL_KNOTS[i - 1]) };
+        return ((s - lo) / (k - lo)).max(0.0);
+    }
+    let hi = AFTER_PREFILL_KNOTS.get(i + 1).map_or(2.0 * k, |&h| f64::from(h));
+    ((hi - s) / (hi - k)).max(0.0)
 }
 
 impl Term {
@@ -62,6 +105,34 @@ impl Term {
         Term::DecodeContext,
         Term::SampledRows,
     ];
+
+    /// The after-prefill terms: a constant and a per-context-token one at each of
+    /// [`AFTER_PREFILL_KNOTS`].
+    pub fn after_prefill() -> Vec<Term> {
+        AFTER_PREFILL_KNOTS.iter().flat_map(|&j| [Term::AfterPrefill(j), Term::AfterPrefillContext(j)]).collect()
+    }
+
+    /// The decode-attention table of [`Term::SeqContext`]: batches 1, 2, 3, 4 and every power
+    /// of two to the first at or above `max_batch`, crossed with contexts per sequence at
+    /// every power of 4 from 256 below `max_context` and at `max_context`.
+    pub fn seq_table(max_batch: usize, max_context: usize) -> Vec<Term> {
+        let contexts = knots::seq_context_knots(max_context);
+        batch_knots(max_batch).into_iter().flat_map(|b| contexts.iter().map(move |&c| Term::SeqContext(b, c))).collect()
+    }
+
+    /// The additive decode-attention tables: [`Term::BatchContext`] on [`Term::seq_table`]'s
+    /// batches, [`Term::LengthContext`] on its contexts per sequence.
+    pub fn batch_length_tables(max_batch: usize, max_context: usize) -> Vec<Term> {
+        let mut out: Vec<Term> = batch_knots(max_batch).into_iter().map(Term::BatchContext).collect();
+        out.extend(knots::seq_context_knots(max_context).into_iter().map(Term::LengthContext));
+        out
+    }
+
+    /// Whether the term is a cell of a decode-attention table (its coefficient interpolated
+    /// from its neighbours when the steps did not measure it).
+    pub fn is_attention_cell(self) -> bool {
+        matches!(self, Term::SeqContext(..) | Term::BatchContext(_) | Term::LengthContext(_))
+    }
 
     /// The terms of a table model: tokens knots (see the type's docs) up to the first power
     /// of two at or above `max_tokens`, rows knots likewise up to `max_rows`, context knots
@@ -88,6 +159,11 @@ impl Term {
             Term::Rows(k) => format!("rows@{k}"),
             Term::Context(k) => format!("context@{k}"),
             Term::ExpertsTouched => "experts_touched".into(),
+            Term::AfterPrefill(j) => format!("after_prefill@{j}"),
+            Term::AfterPrefillContext(j) => format!("after_prefill_context@{j}"),
+            Term::SeqContext(b, c) => format!("context@{b}x{c}"),
+            Term::BatchContext(b) => format!("context@batch{b}"),
+            Term::LengthContext(c) => format!("context@length{c}"),
         }
     }
 
@@ -104,53 +180,12 @@ impl Term {
             Term::Rows(_) => "step at this many rows",
             Term::Context(_) => "step at this much context",
             Term::ExpertsTouched => "expert read (one layer)",
+            Term::AfterPrefill(_) => "decode step this long after a prefill",
+            Term::AfterPrefillContext(_) => "context token of such a step",
+            Term::SeqContext(..) => "context token at this batch and context per sequence",
+            Term::BatchContext(_) => "context token at this batch",
+            Term::LengthContext(_) => "context token at this context per sequence",
         }
-    }
-}
-
-/// Knots 1–5, then every power of two and the next count, and last the first power of two at
-/// or above `max`.
-fn knots(max: usize) -> Vec<u32> {
-    let top = max.max(1).next_power_of_two() as u32;
-    let mut out: Vec<u32> = (1..=5).filter(|&k| k <= top.max(1)).collect();
-    let mut p = 8;
-    while p < top {
-        out.extend([p, p + 1]);
-        p *= 2;
-    }
-    if top > 5 {
-        out.push(top);
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
-/// The first context knot: below it a step's K/V is small against any cache.
-const FIRST_CONTEXT_KNOT: u32 = 512;
-
-/// Every power of two from [`FIRST_CONTEXT_KNOT`] to the first at or above `max`.
-fn context_knots(max: usize) -> Vec<u32> {
-    let top = (max.max(1).next_power_of_two() as u64).clamp(FIRST_CONTEXT_KNOT as u64, 1 << 31) as u32;
-    std::iter::successors(Some(FIRST_CONTEXT_KNOT), |k| (*k < top).then(|| k * 2)).collect()
-}
-
-/// The hat function of knot `k` among the sorted `knots` at `x`: 1 at `k`, falling linearly
-/// to 0 at its neighbouring knots (to 0 at `x = 0` below the first); the last knot keeps
-/// rising beyond itself (`x / k`).
-fn hat(k: u32, knots: &[u32], x: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    let i = knots.iter().position(|&n| n == k).unwrap_or(0);
-    let kf = k as f64;
-    if x <= kf {
-        let lo = if i == 0 { 0.0 } else { knots[i - 1] as f64 };
-        return ((x - lo) / (kf - lo)).max(0.0);
-    }
-    match knots.get(i + 1) {
-        Some(&hi) => ((hi as f64 - x) / (hi as f64 - kf)).max(0.0),
-        None => x / kf,
     }
 }
 
@@ -165,6 +200,9 @@ pub struct StepWork {
     /// Distinct experts reached, summed over the sparse layers, as the engine recorded it;
     /// `None` for a planned step (a cost model with an [`ExpertShape`] takes the expectation).
     pub experts_touched: Option<f64>,
+    /// Steps since the last step that computed prompt tokens (1: the step right after it);
+    /// `None` when no such step is known (a planned step alone, the first steps of a file).
+    pub since_prefill: Option<u32>,
 }
 
 /// What a cost model needs to expect a step's expert reads: the routing and the sparse layers.
@@ -195,7 +233,7 @@ impl ExpertShape {
 }
 
 impl StepWork {
-    /// The work of a step the engine recorded.
+    /// The work of a step the engine recorded, alone (nothing known of the steps before it).
     pub fn of_record(r: &StepRecord) -> Self {
         Self {
             prefill_tokens: r.prefill_tokens as f64,
@@ -204,7 +242,25 @@ impl StepWork {
             decode_context: r.decode_context as f64,
             sampled: r.sampled as f64,
             experts_touched: r.experts.as_ref().map(|e| e.touched as f64),
+            since_prefill: None,
         }
+    }
+
+    /// The work of each of a run of steps, in order: each knows how many steps ago the last
+    /// prompt tokens were computed (counted in step numbers, so a gap in the file's steps
+    /// counts its missing ones).
+    pub fn of_records(steps: &[StepRecord]) -> Vec<Self> {
+        let mut last: Option<u64> = None;
+        steps
+            .iter()
+            .map(|r| {
+                let since = last.map(|l| u32::try_from(r.step.saturating_sub(l)).unwrap_or(u32::MAX));
+                if r.prefill_tokens > 0 {
+                    last = Some(r.step);
+                }
+                Self { since_prefill: since, ..Self::of_record(r) }
+            })
+            .collect()
     }
 
     /// The work of a step the scheduler planned.
@@ -216,6 +272,35 @@ impl StepWork {
             decode_context: o.decode_context() as f64,
             sampled: o.sampled() as f64,
             experts_touched: None,
+            since_prefill: None,
+        }
+    }
+
+    /// The share of a step in a table cell: for [`Term::SeqContext`] the product of its
+    /// batch's and its context per sequence's hats (the cells' shares add to 1 when the step
+    /// decodes), for [`Term::BatchContext`] and [`Term::LengthContext`] the one hat; for any
+    /// other term 1 when the step has the term, else 0.
+    pub fn share(&self, t: Term, tables: &Tables) -> f64 {
+        match t {
+            Term::SeqContext(b, c) if self.decode_seqs > 0.0 => {
+                let per_seq = self.decode_context / self.decode_seqs;
+                clamped_hat(b, &tables.batch, self.decode_seqs) * clamped_hat(c, &tables.seq_context, per_seq)
+            }
+            Term::BatchContext(b) if self.decode_seqs > 0.0 => clamped_hat(b, &tables.batch, self.decode_seqs),
+            Term::LengthContext(c) if self.decode_seqs > 0.0 => {
+                clamped_hat(c, &tables.seq_context, self.decode_context / self.decode_seqs)
+            }
+            Term::SeqContext(..) | Term::BatchContext(_) | Term::LengthContext(_) => 0.0,
+            _ => f64::from(u8::from(self.value(t, tables) != 0.0)),
+        }
+    }
+
+    /// The weight of after-prefill knot `j` in this step: 0 unless it decodes alone after a
+    /// known prefill.
+    fn after_prefill(&self, j: u32) -> f64 {
+        match self.since_prefill {
+            Some(since) if self.prefill_tokens == 0.0 && self.decode_seqs > 0.0 => after_prefill_weight(j, since),
+            _ => 0.0,
         }
     }
 
@@ -236,7 +321,12 @@ impl StepWork {
             Term::Tokens(k) => hat(k, &tables.tokens, self.prefill_tokens + self.decode_seqs),
             Term::Rows(k) => hat(k, &tables.rows, self.sampled),
             Term::Context(k) => hat(k, &tables.context, self.decode_context),
+            Term::SeqContext(..) | Term::BatchContext(_) | Term::LengthContext(_) => {
+                self.decode_context * self.share(t, tables)
+            }
             Term::ExpertsTouched => self.experts_touched.unwrap_or(0.0),
+            Term::AfterPrefill(j) => self.after_prefill(j),
+            Term::AfterPrefillContext(j) => self.after_prefill(j) * self.decode_context,
         }
     }
 
@@ -244,29 +334,6 @@ impl StepWork {
     pub fn values(&self, terms: &[Term]) -> Vec<f64> {
         let tables = Tables::of(terms);
         terms.iter().map(|&t| self.value(t, &tables)).collect()
-    }
-}
-
-/// The sorted knots of the tokens, rows and context tables among some terms.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Tables {
-    pub tokens: Vec<u32>,
-    pub rows: Vec<u32>,
-    pub context: Vec<u32>,
-}
-
-impl Tables {
-    pub fn of(terms: &[Term]) -> Self {
-        let pick = |f: fn(&Term) -> Option<u32>| {
-            let mut v: Vec<u32> = terms.iter().filter_map(f).collect();
-            v.sort_unstable();
-            v
-        };
-        Self {
-            tokens: pick(|t| if let Term::Tokens(k) = t { Some(*k) } else { None }),
-            rows: pick(|t| if let Term::Rows(k) = t { Some(*k) } else { None }),
-            context: pick(|t| if let Term::Context(k) = t { Some(*k) } else { None }),
-        }
     }
 }
 
@@ -278,13 +345,14 @@ pub trait StepCost: Send + Sync {
     /// new requests, sending tokens).
     fn gap_seconds(&self) -> f64;
     /// The seconds of up to `steps` decode steps in a row from `first` (decodes alone), step
-    /// `j` with `decode_context + j × decode_seqs`: each handed to `each`, in order, until it
+    /// `j` with `decode_context + j × decode_seqs` (and `since_prefill + j`): each handed to `each`, in order, until it
     /// answers false. Equal to `step_seconds` of each step; a cost whose other parts stay put
     /// along a run computes them once.
     fn decode_run_seconds(&self, first: &StepWork, steps: usize, each: &mut dyn FnMut(f64) -> bool) {
         let mut w = *first;
         for j in 0..steps {
             w.decode_context = first.decode_context + j as f64 * first.decode_seqs;
+            w.since_prefill = first.since_prefill.map(|s| s.saturating_add(j as u32));
             if !each(self.step_seconds(&w)) {
                 return;
             }
@@ -340,6 +408,9 @@ impl StepCost for LinearCost {
     }
 }
 
+#[path = "cost/knots.rs"]
+mod knots;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +441,7 @@ mod tests {
             decode_context: 400.0,
             sampled: 5.0,
             experts_touched: None,
+            since_prefill: None,
         };
         // 1 ms + 100·10 µs + 5050 ns + 4·20 µs + 400·10 ns + 5·30 µs
         let want = 1e-3 + 1e-3 + 5.05e-6 + 8e-5 + 4e-6 + 1.5e-4;
@@ -425,5 +497,74 @@ mod tests {
         assert!((at(6.5, 0.0) - 7e-3).abs() < 1e-12, "halfway between 5 and 8");
         assert!((at(16.0, 1.0) - (20e-3 + 0.5e-3)).abs() < 1e-12, "the last knot grows linearly");
         assert!((at(8.0, 4.0) - (10e-3 + 2e-3)).abs() < 1e-12, "rows beyond their last knot");
+    }
+
+    #[test]
+    fn steps_know_how_long_ago_the_last_prefill_was() {
+        let step = |n: u64, prefill: usize| StepRecord {
+            step: n,
+            prefill_tokens: prefill,
+            decode_seqs: 1,
+            ..Default::default()
+        };
+        // Nothing before the first prefill; a missing step number counts; a prefill restarts.
+        let steps = [step(1, 0), step(2, 50), step(3, 0), step(5, 0), step(6, 10), step(7, 0)];
+        let since: Vec<Option<u32>> = StepWork::of_records(&steps).iter().map(|w| w.since_prefill).collect();
+        assert_eq!(since, [None, None, Some(1), Some(3), Some(4), Some(1)]);
+        let w = StepWork::of_records(&steps);
+        let t = Tables::default();
+        // A decode-only step 1 after a prefill has the term, with its context; a mixed one not.
+        let after = StepWork { decode_context: 300.0, ..w[2] };
+        assert_eq!(after.value(Term::AfterPrefill(1), &t), 1.0);
+        assert_eq!(after.value(Term::AfterPrefillContext(1), &t), 300.0);
+        assert_eq!(after.value(Term::AfterPrefill(2), &t), 0.0);
+        assert_eq!(w[5].value(Term::AfterPrefill(1), &t), 1.0);
+        let mixed = StepWork { prefill_tokens: 4.0, ..w[2] };
+        assert_eq!(mixed.value(Term::AfterPrefill(1), &t), 0.0);
+        assert_eq!(Term::after_prefill().len(), 2 * AFTER_PREFILL_KNOTS.len());
+        // Between knots: 5 steps after is halfway from 4 to 6; 24 halfway from 16 to 0 at 32.
+        let at = |since| StepWork { since_prefill: Some(since), ..after };
+        assert_eq!(at(5).value(Term::AfterPrefill(4), &t), 0.5);
+        assert_eq!(at(5).value(Term::AfterPrefill(6), &t), 0.5);
+        assert_eq!(at(24).value(Term::AfterPrefill(16), &t), 0.5);
+        assert_eq!(at(40).value(Term::AfterPrefill(16), &t), 0.0);
+    }
+
+    #[test]
+    fn a_decode_shares_its_context_among_the_cells_of_its_batch_and_length() {
+        let terms = Term::seq_table(8, 1024);
+        let t = Tables::of(&terms);
+        assert_eq!(t.batch, [1, 2, 3, 4, 8]);
+        assert_eq!(t.seq_context, [256, 1024]);
+        // 6 sequences of 640 tokens: halfway between batches 4 and 8, and contexts 256 and 1024.
+        let w = StepWork { decode_seqs: 6.0, decode_context: 6.0 * 640.0, ..Default::default() };
+        let share = |b, c| w.share(Term::SeqContext(b, c), &t);
+        assert!((share(4, 256) - 0.25).abs() < 1e-12 && (share(8, 1024) - 0.25).abs() < 1e-12);
+        let total: f64 = terms.iter().map(|&x| w.share(x, &t)).sum();
+        assert!((total - 1.0).abs() < 1e-12);
+        // 0.5 µs a token in every cell: the step's attention is 3840 × 0.5 µs.
+        let c = LinearCost::new(terms.clone(), vec![0.5e-6; terms.len()], 0.0);
+        assert!((c.step_seconds(&w) - 3840.0 * 0.5e-6).abs() < 1e-12);
+        assert_eq!(StepWork::default().share(Term::SeqContext(1, 256), &t), 0.0, "no decode, no share");
+        assert_eq!(Term::SeqContext(4, 256).name(), "context@4x256");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_decode_is_priced_whole_by_each_attention_table(b in 1u32..300, per_seq in 1.0f64..20_000.0) {
+            // One rate in every cell: any step's attention is its Σ context at that rate,
+            // whichever table and whatever its batch and length, inside the knots or beyond.
+            let w = StepWork { decode_seqs: f64::from(b), decode_context: f64::from(b) * per_seq, ..Default::default() };
+            for terms in [Term::seq_table(64, 1552), Term::batch_length_tables(64, 1552)] {
+                let t = Tables::of(&terms);
+                let cells: Vec<Term> = terms.iter().copied().filter(|x| x.is_attention_cell()).collect();
+                let rows = if matches!(cells[0], Term::SeqContext(..)) { 1.0 } else { 2.0 };
+                let share: f64 = cells.iter().map(|&x| w.share(x, &t)).sum();
+                proptest::prop_assert!((share - rows).abs() < 1e-9, "{share}");
+                let c = LinearCost::new(terms.clone(), vec![1e-7; terms.len()], 0.0);
+                let want = rows * 1e-7 * w.decode_context;
+                proptest::prop_assert!((c.step_seconds(&w) / want - 1.0).abs() < 1e-9);
+            }
+        }
     }
 }

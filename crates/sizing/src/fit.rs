@@ -113,8 +113,19 @@ pub fn fit(samples: &[Sample], terms: &[Term], opts: &FitOptions) -> Result<Fit,
         return Err(FitError::BadDuration(s.seconds));
     }
     let x: Vec<Vec<f64>> = samples.iter().map(|s| s.work.values(terms)).collect();
-    // A term enters the fit only if the steps exercise it.
-    let measured: Vec<bool> = (0..terms.len()).map(|j| x.iter().any(|row| row[j] != 0.0)).collect();
+    // A term enters the fit only if the steps exercise it; a cell of the decode-attention
+    // table only if a few steps sit mostly in it (it is interpolated from its neighbours
+    // otherwise, not decided by the tails of the hats of steps near another knot).
+    let tables = crate::cost::Tables::of(terms);
+    let measured: Vec<bool> = (0..terms.len())
+        .map(|j| match terms[j] {
+            t if t.is_attention_cell() => {
+                let shares = samples.iter().map(|s| s.work.share(terms[j], &tables));
+                shares.filter(|&x| x >= 0.5).sum::<f64>() >= MIN_CELL_STEPS
+            }
+            _ => x.iter().any(|row| row[j] != 0.0),
+        })
+        .collect();
     let cols: Vec<usize> = (0..terms.len()).filter(|&j| measured[j]).collect();
     let needed = cols.len() + 3;
     if samples.len() < needed {
@@ -124,10 +135,141 @@ pub fn fit(samples: &[Sample], terms: &[Term], opts: &FitOptions) -> Result<Fit,
     let all: Vec<usize> = (0..samples.len()).collect();
     let coef = solve(&x, &y, &all, &cols)?;
     let boots = bootstrap(&x, &y, &cols, opts)?;
-    let fits = cols_to_terms(terms, &coef, &boots, &cols);
+    let mut fits = cols_to_terms(terms, &coef, &boots, &cols);
+    fill_cells(&mut fits);
+    fill_knots(&mut fits);
     let fit = Fit { terms: fits, r2: 0.0, residuals: Residuals::default(), samples: samples.len() };
     let (r2, residuals) = quality(samples, &fit.cost(0.0));
     Ok(Fit { r2, residuals, ..fit })
+}
+
+/// How well a set of terms predicts steps it was not fitted on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeldOut {
+    /// Mean |relative error| of the held-out steps' predicted periods.
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    /// Steps predicted (every fitted step, once).
+    pub steps: usize,
+}
+
+/// The held-out error of fitting `terms` to `samples`: the steps split into `folds` by their
+/// shape (kind, batch, context per sequence and prompt tokens, each rounded to a power of
+/// two), so that every shape is held out whole, and each fold predicted by a fit on the
+/// others (no bootstrap): the error of pricing shapes the fit never saw, as a workload's
+/// steps are. A fold whose complement cannot be fitted is skipped.
+pub fn held_out(samples: &[Sample], terms: &[Term], folds: usize) -> Result<HeldOut, FitError> {
+    let folds = folds.max(2);
+    let shape = |w: &StepWork| {
+        let log = |x: f64| if x > 0.0 { x.log2().round() as i64 } else { -1 };
+        let per_seq = if w.decode_seqs > 0.0 { w.decode_context / w.decode_seqs } else { 0.0 };
+        let key = (log(w.prefill_tokens), w.decode_seqs as i64, log(per_seq));
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&key, &mut h);
+        (std::hash::Hasher::finish(&h) % folds as u64) as usize
+    };
+    let fold: Vec<usize> = samples.iter().map(|s| shape(&s.work)).collect();
+    let opts = FitOptions { bootstrap: 0, seed: 0 };
+    let mut errors = Vec::new();
+    for k in 0..folds {
+        let train: Vec<Sample> = samples.iter().zip(&fold).filter(|(_, f)| **f != k).map(|(s, _)| *s).collect();
+        let Ok(f) = fit(&train, terms, &opts) else { continue };
+        let cost = f.cost(0.0);
+        errors.extend(
+            samples
+                .iter()
+                .zip(&fold)
+                .filter(|(_, f)| **f == k)
+                .map(|(s, _)| (cost.step_seconds(&s.work) - s.seconds) / s.seconds),
+        );
+    }
+    if errors.is_empty() {
+        return Err(FitError::NoSteps);
+    }
+    let abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+    let at = |q| percentile(&abs, q).unwrap_or(f64::NAN);
+    Ok(HeldOut { mean: abs.iter().sum::<f64>() / abs.len() as f64, p50: at(50.0), p90: at(90.0), steps: abs.len() })
+}
+
+/// The steps' worth a cell of the decode-attention table needs to be fitted: Σ of the shares
+/// ([`StepWork::share`]) of the steps that sit at least half in it.
+pub const MIN_CELL_STEPS: f64 = 3.0;
+
+/// The decode-attention cells no steps measured, interpolated from the measured ones: along
+/// the context per sequence first (linearly between the measured knots of the same batch,
+/// flat beyond them), then along the batch for batches with none measured. Left at 0 when
+/// no cell was measured. An interpolated cell stays `measured: false`.
+fn fill_cells(fits: &mut [TermFit]) {
+    let cell = |f: &TermFit| match f.term {
+        Term::SeqContext(b, c) => Some((b, c)),
+        _ => None,
+    };
+    let mut known: Vec<(u32, u32, f64)> =
+        fits.iter().filter(|f| f.measured).filter_map(|f| cell(f).map(|(b, c)| (b, c, f.coefficient))).collect();
+    let missing: Vec<usize> = (0..fits.len()).filter(|&i| !fits[i].measured && cell(&fits[i]).is_some()).collect();
+    // Along the context per sequence, within each batch.
+    let mut along_c = Vec::new();
+    for &i in &missing {
+        let (b, c) = cell(&fits[i]).expect("a cell");
+        let row: Vec<(f64, f64)> = known.iter().filter(|k| k.0 == b).map(|k| (f64::from(k.1), k.2)).collect();
+        if let Some(v) = interpolate(&row, f64::from(c)) {
+            along_c.push((i, v));
+        }
+    }
+    for (i, v) in &along_c {
+        let (b, c) = cell(&fits[*i]).expect("a cell");
+        known.push((b, c, *v));
+        set(&mut fits[*i], *v);
+    }
+    // Along the batch, for the rows with no measured cell.
+    for &i in missing.iter().filter(|i| !along_c.iter().any(|(j, _)| j == *i)) {
+        let (b, c) = cell(&fits[i]).expect("a cell");
+        let col: Vec<(f64, f64)> = known.iter().filter(|k| k.1 == c).map(|k| (f64::from(k.0), k.2)).collect();
+        if let Some(v) = interpolate(&col, f64::from(b)) {
+            set(&mut fits[i], v);
+        }
+    }
+}
+
+/// The additive tables' knots no steps measured, interpolated along their own table from the
+/// measured ones (flat beyond them).
+fn fill_knots(fits: &mut [TermFit]) {
+    let batch = |t: Term| if let Term::BatchContext(b) = t { Some(b) } else { None };
+    let length = |t: Term| if let Term::LengthContext(c) = t { Some(c) } else { None };
+    for of in [batch, length] {
+        let known: Vec<(f64, f64)> = fits
+            .iter()
+            .filter(|f| f.measured)
+            .filter_map(|f| of(f.term).map(|k| (f64::from(k), f.coefficient)))
+            .collect();
+        for f in fits.iter_mut().filter(|f| !f.measured) {
+            if let Some(v) = of(f.term).and_then(|k| interpolate(&known, f64::from(k))) {
+                set(f, v);
+            }
+        }
+    }
+}
+
+fn set(f: &mut TermFit, v: f64) {
+    (f.coefficient, f.lo, f.hi) = (v, v, v);
+}
+
+/// The piecewise-linear interpolation of the points `(x, y)` at `x`, flat beyond the outer
+/// points; `None` without points.
+fn interpolate(points: &[(f64, f64)], x: f64) -> Option<f64> {
+    let mut p = points.to_vec();
+    p.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (first, last) = (p.first()?, p.last()?);
+    if x <= first.0 {
+        return Some(first.1);
+    }
+    if x >= last.0 {
+        return Some(last.1);
+    }
+    let i = p.partition_point(|q| q.0 <= x);
+    let (lo, hi) = (p[i - 1], p[i]);
+    Some(lo.1 + (hi.1 - lo.1) * (x - lo.0) / (hi.0 - lo.0))
 }
 
 /// The coefficients of the `cols` terms fitted on the rows `idx` of `x` (values) and `y`.
@@ -210,19 +352,22 @@ pub fn quality(samples: &[Sample], cost: &LinearCost) -> (f64, Residuals) {
 }
 
 /// Non-negative least squares, `min ‖Ax − b‖ subject to x ≥ 0`, by Lawson and Hanson's
-/// active-set method; each unconstrained subproblem is solved by nalgebra's SVD.
+/// active-set method on the normal equations: `AᵀA` and `Aᵀb` are formed once (the steps
+/// are thousands of rows, the terms tens of columns), and each unconstrained subproblem
+/// solves `(AᵀA)_PP z = (Aᵀb)_P` over the passive columns by an SVD of that small matrix.
 pub fn nnls(a: &DMatrix<f64>, b: &DVector<f64>) -> Result<DVector<f64>, FitError> {
+    let (g, h) = (a.transpose() * a, a.transpose() * b);
     let n = a.ncols();
     let mut x = DVector::zeros(n);
     let mut passive = vec![false; n];
     let tol = 1e-12 * a.norm().max(1.0) * b.norm().max(1.0);
     for _ in 0..(3 * n + 3) {
-        let w = a.transpose() * (b - a * &x);
+        let w = &h - &g * &x;
         let next = (0..n).filter(|&j| !passive[j] && w[j] > tol).max_by(|&i, &k| w[i].total_cmp(&w[k]));
         let Some(j) = next else { break };
         passive[j] = true;
         for _ in 0..(3 * n + 3) {
-            let s = unconstrained(a, b, &passive)?;
+            let s = unconstrained(&g, &h, &passive)?;
             if (0..n).filter(|&i| passive[i]).all(|i| s[i] > 0.0) {
                 x = s;
                 break;
@@ -242,12 +387,15 @@ pub fn nnls(a: &DMatrix<f64>, b: &DVector<f64>) -> Result<DVector<f64>, FitError
     Ok(x)
 }
 
-/// Least squares over the passive columns only (the others held at 0).
-fn unconstrained(a: &DMatrix<f64>, b: &DVector<f64>, passive: &[bool]) -> Result<DVector<f64>, FitError> {
-    let cols: Vec<usize> = (0..a.ncols()).filter(|&j| passive[j]).collect();
-    let sub = a.select_columns(&cols);
-    let sol = sub.svd(true, true).solve(b, 1e-12).map_err(|e| FitError::Solve(e.to_string()))?;
-    let mut out = DVector::zeros(a.ncols());
+/// The normal equations `g z = h` over the passive columns only (the others held at 0).
+fn unconstrained(g: &DMatrix<f64>, h: &DVector<f64>, passive: &[bool]) -> Result<DVector<f64>, FitError> {
+    let cols: Vec<usize> = (0..g.ncols()).filter(|&j| passive[j]).collect();
+    let sub = g.select_columns(&cols).select_rows(&cols);
+    let rhs = DVector::from_iterator(cols.len(), cols.iter().map(|&j| h[j]));
+    let svd = sub.svd(true, true);
+    let eps = 1e-13 * svd.singular_values.max();
+    let sol = svd.solve(&rhs, eps).map_err(|e| FitError::Solve(e.to_string()))?;
+    let mut out = DVector::zeros(g.ncols());
     for (k, &j) in cols.iter().enumerate() {
         out[j] = sol[k];
     }

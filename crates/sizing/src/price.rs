@@ -11,20 +11,23 @@ use goodput_core::StepRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Each step that took time, with its period in seconds.
-pub fn periods(steps: &[StepRecord], gap: f64) -> Vec<(&StepRecord, f64)> {
+/// Each step that took time, with its work (knowing the steps before it) and its period in
+/// seconds.
+pub fn periods(steps: &[StepRecord], gap: f64) -> Vec<(&StepRecord, StepWork, f64)> {
+    let works = StepWork::of_records(steps);
     steps
         .iter()
+        .zip(works)
         .enumerate()
-        .filter(|(_, s)| s.end > s.start)
-        .map(|(i, s)| {
+        .filter(|(_, (s, _))| s.end > s.start)
+        .map(|(i, (s, work))| {
             let next =
                 steps.get(i + 1).filter(|n| n.step == s.step + 1 && s.running + s.waiting > 0 && n.start >= s.end);
             let seconds = match next {
                 Some(n) => n.start.secs_since(s.start),
                 None => s.end.secs_since(s.start) + gap,
             };
-            (s, seconds)
+            (s, work, seconds)
         })
         .collect()
 }
@@ -61,10 +64,29 @@ pub struct Priced {
     pub kinds: Vec<Kind>,
 }
 
+/// What a kind of step computes.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum StepClass {
+    /// Decodes alone.
+    #[default]
+    Decode,
+    /// Prompt tokens beside decodes.
+    Mixed,
+    /// Prompt tokens alone.
+    Prefill,
+}
+
 /// The steps of one kind: measured period ÷ price, percentiles.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Kind {
     pub kind: String,
+    /// What the kind's steps compute, and its size: the decode batch, or the prompt tokens
+    /// rounded up to a power of two.
+    #[serde(default)]
+    pub class: StepClass,
+    #[serde(default)]
+    pub size: usize,
     pub steps: usize,
     pub period_p50_s: f64,
     pub ratio_p10: f64,
@@ -72,10 +94,16 @@ pub struct Kind {
     pub ratio_p90: f64,
     /// Σ measured ÷ Σ priced over the kind's steps.
     pub ratio_total: f64,
+    /// Σ measured periods and Σ prices of the kind's steps, seconds (what kinds of several
+    /// files add up to).
+    #[serde(default)]
+    pub measured_s: f64,
+    #[serde(default)]
+    pub priced_s: f64,
 }
 
-/// A kind of step: its place in the order kinds are listed in, and its name.
-type KindKey = ((u8, usize), String);
+/// A kind of step: its class and size (the order kinds are listed in), and its name.
+type KindKey = ((StepClass, usize), String);
 
 /// The kind a step is counted under — decodes alone by batch; prompt chunks beside decodes
 /// (mixed), or alone, by their tokens rounded up to a power of two — with its place in that
@@ -83,27 +111,30 @@ type KindKey = ((u8, usize), String);
 fn kind(s: &StepRecord) -> KindKey {
     let bucket = s.prefill_tokens.next_power_of_two();
     match (s.prefill_tokens, s.decode_seqs) {
-        (0, k) => ((0, k), format!("decode ×{k}")),
-        (_, 0) => ((2, bucket), format!("prefill ≤{bucket}")),
-        (_, _) => ((1, bucket), format!("mixed ≤{bucket}")),
+        (0, k) => ((StepClass::Decode, k), format!("decode ×{k}")),
+        (_, 0) => ((StepClass::Prefill, bucket), format!("prefill ≤{bucket}")),
+        (_, _) => ((StepClass::Mixed, bucket), format!("mixed ≤{bucket}")),
     }
 }
 
 /// `steps` priced by `cost` (periods as the fit reads them).
 pub fn price(file: String, steps: &[StepRecord], cost: &dyn StepCost) -> Priced {
     let periods = periods(steps, gap(steps));
-    let price = |s: &StepRecord| cost.step_seconds(&StepWork::of_record(s)) + cost.gap_seconds();
+    let price = |w: &StepWork| cost.step_seconds(w) + cost.gap_seconds();
     let mut by_kind: BTreeMap<KindKey, Vec<(f64, f64)>> = BTreeMap::new();
-    for (s, measured) in &periods {
-        by_kind.entry(kind(s)).or_default().push((*measured, price(s)));
+    for (s, w, measured) in &periods {
+        by_kind.entry(kind(s)).or_default().push((*measured, price(w)));
     }
-    let kinds = by_kind.into_iter().map(|((_, kind), pairs)| summarize_kind(kind, &pairs)).collect();
+    let kinds = by_kind
+        .into_iter()
+        .map(|(((class, size), kind), pairs)| Kind { class, size, ..summarize_kind(kind, &pairs) })
+        .collect();
     let n = steps.len().max(1) as f64;
     Priced {
         file,
         steps: steps.len(),
-        busy_s: periods.iter().map(|(_, p)| p).sum(),
-        priced_s: periods.iter().map(|(s, _)| price(s)).sum(),
+        busy_s: periods.iter().map(|(_, _, p)| p).sum(),
+        priced_s: periods.iter().map(|(_, w, _)| price(w)).sum(),
         prefill_tokens: steps.iter().map(|s| s.prefill_tokens).sum(),
         mixed_steps: steps.iter().filter(|s| s.prefill_tokens > 0 && s.decode_seqs > 0).count(),
         preemptions: steps.iter().map(|s| s.preemptions).sum(),
@@ -120,14 +151,19 @@ fn summarize_kind(kind: String, pairs: &[(f64, f64)]) -> Kind {
     let periods: Vec<f64> = pairs.iter().map(|(m, _)| *m).collect();
     let at = |v: &[f64], p| percentile(v, p).unwrap_or(f64::NAN);
     let priced: f64 = pairs.iter().map(|(_, p)| p).sum();
+    let measured: f64 = periods.iter().sum();
     Kind {
         kind,
+        class: StepClass::Decode,
+        size: 0,
         steps: pairs.len(),
         period_p50_s: at(&periods, 50.0),
         ratio_p10: at(&ratios, 10.0),
         ratio_p50: at(&ratios, 50.0),
         ratio_p90: at(&ratios, 90.0),
-        ratio_total: if priced > 0.0 { periods.iter().sum::<f64>() / priced } else { f64::NAN },
+        ratio_total: if priced > 0.0 { measured / priced } else { f64::NAN },
+        measured_s: measured,
+        priced_s: priced,
     }
 }
 
@@ -159,7 +195,7 @@ mod tests {
         ];
         let g = gap(&steps);
         assert!((g - 0.003).abs() < 1e-12, "{g}");
-        let p: Vec<f64> = periods(&steps, g).iter().map(|(_, s)| *s).collect();
+        let p: Vec<f64> = periods(&steps, g).iter().map(|(_, _, s)| *s).collect();
         let want = [0.012, 0.012, 0.006 + 0.003, 0.005 + 0.003];
         for (a, b) in p.iter().zip(want) {
             assert!((a - b).abs() < 1e-12, "{p:?}");

@@ -132,6 +132,19 @@ pub struct Profile {
     /// (`experts_touched`); `None` for a dense model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experts: Option<crate::cost::ExpertShape>,
+    /// The decode-attention terms compared by their held-out error before the fit, the one
+    /// fitted marked; empty when the terms were named (`--context-term`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selection: Vec<Candidate>,
+}
+
+/// A set of terms compared by how well it prices steps it was not fitted on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Candidate {
+    pub name: String,
+    pub held_out: crate::fit::HeldOut,
+    pub chosen: bool,
 }
 
 /// The seed of the simulated steps' spread.
@@ -176,6 +189,7 @@ impl Profile {
             roofline: None,
             projection: None,
             experts: None,
+            selection: Vec::new(),
         }
     }
 

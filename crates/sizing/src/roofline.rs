@@ -323,12 +323,18 @@ impl RooflineCost {
             Term::PrefillAttention => at(StepWork { prefill_attention: 1.0, ..Default::default() }).attention.compute_s,
             Term::DecodeContext => at(StepWork { decode_context: 1.0, ..Default::default() }).attention.memory_s,
             Term::Context(k) => at(StepWork { decode_context: k as f64, ..Default::default() }).attention.memory_s,
+            // One context token's K/V read, whatever the batch and length.
+            Term::SeqContext(..) | Term::BatchContext(_) | Term::LengthContext(_) => {
+                at(StepWork { decode_context: 1.0, ..Default::default() }).attention.memory_s
+            }
             Term::SampledRows => at(StepWork { sampled: 1.0, ..Default::default() }).dense.compute_s,
             Term::Rows(k) => at(StepWork { sampled: k as f64, ..Default::default() }).dense.compute_s,
             Term::Tokens(k) => {
                 let p = at(StepWork { prefill_tokens: k as f64, ..Default::default() });
                 p.dense.seconds() + p.experts.seconds()
             }
+            // Beyond the same step later: no roofline of its own (0, no efficiency).
+            Term::AfterPrefill(_) | Term::AfterPrefillContext(_) => 0.0,
             Term::ExpertsTouched => self
                 .work
                 .experts

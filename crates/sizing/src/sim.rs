@@ -55,6 +55,8 @@ pub struct SimEngine {
     /// The token every sampled row produces: never end-of-sequence, so a request generates
     /// `max_tokens` (what benchmark workloads ask for with `ignore_eos`).
     token: TokenId,
+    /// The number of the last step that computed prompt tokens.
+    last_prefill: Option<u64>,
 }
 
 /// Nanoseconds of a step, at most an hour (a cost model's absurd answer must not overflow
@@ -71,7 +73,7 @@ impl SimEngine {
         cfg.validate().map_err(SizingError::Scheduler)?;
         let token = if cfg.eos_token_id == Some(0) { 1 } else { 0 };
         let sched = Scheduler::new(cfg)?;
-        Ok(Self { sched, cost, steps: 0, token })
+        Ok(Self { sched, cost, steps: 0, token, last_prefill: None })
     }
 
     pub fn config(&self) -> &SchedulerConfig {
@@ -111,7 +113,8 @@ impl SimEngine {
         if out.is_empty() {
             return None;
         }
-        let busy = nanos(self.cost.step_seconds(&StepWork::of_output(&out))).max(1);
+        let work = StepWork { since_prefill: self.since_prefill(), ..StepWork::of_output(&out) };
+        let busy = nanos(self.cost.step_seconds(&work)).max(1);
         let end = Stamp(now.0.saturating_add(busy));
         let gap_ns = nanos(self.cost.gap_seconds());
         let next = Stamp(end.0.saturating_add(gap_ns));
@@ -134,6 +137,7 @@ impl SimEngine {
             decode_context: self.sched.decode_context_next() as f64,
             sampled: n,
             experts_touched: None,
+            since_prefill: self.since_prefill(),
         };
         let gap_ns = nanos(self.cost.gap_seconds());
         let mut run = Vec::with_capacity(k);
@@ -166,8 +170,16 @@ impl SimEngine {
         update
     }
 
+    /// Steps from the last that computed prompt tokens to the one about to begin.
+    fn since_prefill(&self) -> Option<u32> {
+        self.last_prefill.map(|l| u32::try_from(self.steps.saturating_sub(l)).unwrap_or(u32::MAX))
+    }
+
     fn apply(&mut self, p: &Planned) -> StepUpdate {
         let token = self.token;
+        if p.out.prefill_tokens > 0 {
+            self.last_prefill = Some(self.steps);
+        }
         if !p.run.is_empty() {
             let ends: Vec<Stamp> = p.run.iter().map(|(_, end)| *end).collect();
             let ran = self.sched.decode_run(token, &ends);

@@ -29,6 +29,12 @@ pub enum Probe {
     Mixed { batch: usize, context: usize, chunk: usize },
 }
 
+/// Tokens each decode probe generates: its first decode steps run slower than the rest (after
+/// the prefill, up to twice as long on the CPU engine, the excess gone after 4–12 steps;
+/// `Term::AfterPrefill` prices them apart), and a long generation's steps are nearly all of
+/// the rest, so a probe must run well past them.
+pub const DECODE_STEPS: usize = 32;
+
 /// The engine's limits a grid must respect.
 pub struct Limits {
     pub max_model_len: usize,
@@ -64,16 +70,19 @@ pub fn probes(l: &Limits) -> Vec<Probe> {
     // Decode batches crossed with contexts (batch and context must not move together, or the
     // fit cannot tell a sequence's cost from a context token's), up to 32K tokens in all so
     // their prefill stays short.
-    // Batches on either side of the powers of two, where kernels switch; contexts up to ¾ of
-    // the model's (a long context's K/V no longer fits a cache: its cost per token grows). On a
-    // wide device, batches to 256 (the graph buckets' edges) and 128K tokens in all.
+    // Batches on either side of the powers of two, where kernels switch; contexts per sequence
+    // on the decode-attention table's knots (64, 256, 1024) and ¾ of the model's (a long
+    // context's K/V no longer fits a cache: its cost per token grows), so that a few long
+    // sequences and many short ones of the same Σ context are both measured. Up to 66K
+    // tokens in all (64 × 1024; the time a probe may take drops what a slow model cannot
+    // prefill). On a wide device, batches to 256 (the graph buckets' edges) and 128K tokens.
     let long = l.max_model_len * 3 / 4;
-    let (wide, most): (&[usize], usize) = if l.wide { (&[96, 128, 129, 192, 256], 131_072) } else { (&[], 32_768) };
+    let (wide, most): (&[usize], usize) = if l.wide { (&[96, 128, 129, 192, 256], 131_072) } else { (&[], 66_560) };
     for batch in [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64].iter().chain(wide).copied() {
-        for context in [64, 512, 2048.min(long / 2), long] {
+        for context in [64, 256, 1024.min(long / 2), long] {
             let total = batch * (context + 8);
             if batch <= l.max_seqs && total <= most && context + 8 < l.max_model_len && fits(total) {
-                out.push(Probe::Decode { batch, context, steps: 8 });
+                out.push(Probe::Decode { batch, context, steps: DECODE_STEPS });
             }
         }
     }
@@ -248,9 +257,9 @@ mod tests {
     fn a_wide_device_measures_batches_up_to_the_sequence_cap() {
         let l = Limits { max_model_len: 8192, budget: 2048, max_seqs: 256, pool_tokens: 1 << 20, wide: true };
         let ps = probes(&l);
-        let decode = |b: usize, c: usize| ps.contains(&Probe::Decode { batch: b, context: c, steps: 8 });
-        // 256 × (512 + 8) = 133,120 tokens: beyond 128K; 256 at 64 and 192 at 512 are in.
-        assert!(decode(256, 64) && decode(192, 512) && !decode(256, 512) && decode(129, 64));
+        let decode = |b: usize, c: usize| ps.contains(&Probe::Decode { batch: b, context: c, steps: DECODE_STEPS });
+        // 128 × (1024 + 8) = 132,096 tokens: beyond 128K; 96 at 1024 and 256 at 256 are in.
+        assert!(decode(256, 64) && decode(256, 256) && decode(96, 1024) && !decode(128, 1024) && decode(129, 64));
         assert!(ps.contains(&Probe::Prompts { batch: 256, len: 8 }));
         assert!(!ps.contains(&Probe::Prompts { batch: 256, len: 32 }), "256 × 32 is over the 2048-token budget");
         // Not wide: decode batches stop at 64.

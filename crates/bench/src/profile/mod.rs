@@ -7,6 +7,7 @@ mod error;
 pub mod grid;
 pub mod machine;
 mod price;
+mod terms;
 
 use crate::progress::Progress;
 pub use error::ProfilingError;
@@ -113,25 +114,8 @@ pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
     }
     let gap = goodput_sizing::price::gap(&m.steps);
     let samples = subsample(samples(&m.steps, gap), 20_000, a.seed);
-    // Tables over the batch shapes the steps reached (kernels switch with the batch).
-    let max_tokens = m.steps.iter().map(|s| s.prefill_tokens + s.decode_seqs).max().unwrap_or(1);
-    let max_rows = m.steps.iter().map(|s| s.sampled).max().unwrap_or(1);
-    let max_context = m.steps.iter().filter(|s| s.decode_seqs > 0).map(|s| s.decode_context).max().unwrap_or(0);
-    let mut terms = Term::table(max_tokens, max_rows, usize::try_from(max_context).unwrap_or(usize::MAX));
-    if a.context_term == "linear" {
-        terms.retain(|t| !matches!(t, Term::Context(_)));
-        terms.push(Term::DecodeContext);
-    }
-    if a.rows_term == "linear" {
-        terms.retain(|t| !matches!(t, Term::Rows(_)));
-        terms.push(Term::SampledRows);
-    }
-    // A mixture of experts reads the experts its tokens reach: recorded per step, expected
-    // when simulated.
     let experts = goodput_sizing::cost::ExpertShape::of(&spec);
-    if experts.is_some() {
-        terms.push(Term::ExpertsTouched);
-    }
+    let (terms, mut selection) = terms::choose(&m.steps, &samples, experts, &a.context_term, &a.rows_term);
     let options = FitOptions { bootstrap: a.bootstrap, seed: a.seed };
     let fitting = |source| ProfilingError::Fit { what: format!("{} steps", samples.len()), source };
     let mut fit = fit(&samples, &terms, &options).map_err(fitting)?;
@@ -152,7 +136,9 @@ pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
         );
         let mut linear = Term::ALL.to_vec();
         linear.extend(experts.map(|_| Term::ExpertsTouched));
+        linear.extend(Term::after_prefill());
         fit = goodput_sizing::fit::fit(&samples, &linear, &options).map_err(fitting)?;
+        selection.clear();
     }
     let roofline = if a.roofline && m.device == "cpu" { roofline(a, &spec, &m.dtype, &fit, progress) } else { None };
     let profile = Profile {
@@ -164,6 +150,7 @@ pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
         // The fit's target is the step period, which holds the gap already (gap_s 0).
         roofline,
         experts,
+        selection,
         ..Profile::now(spec.name.clone(), fit)
     };
     let drift = baseline.as_ref().map(|old| profile.drift(old)).unwrap_or_default();
@@ -366,10 +353,7 @@ fn save_steps(path: &Path, steps: &[StepRecord]) -> Result<()> {
 
 /// Each step as a sample of the fit: what it did and its period.
 fn samples(steps: &[StepRecord], gap: f64) -> Vec<Sample> {
-    goodput_sizing::price::periods(steps, gap)
-        .into_iter()
-        .map(|(s, seconds)| Sample { work: StepWork::of_record(s), seconds })
-        .collect()
+    goodput_sizing::price::periods(steps, gap).into_iter().map(|(_, work, seconds)| Sample { work, seconds }).collect()
 }
 
 /// At most `n` samples, drawn evenly (a long run's steps would make the bootstrap slow; 20 000
@@ -406,7 +390,7 @@ fn roofline(
     progress: &dyn Progress,
 ) -> Option<MachineRoofline> {
     use goodput_sizing::cost::StepCost;
-    let (bandwidth, flops) = machine::measure(a.engine_cpus.clone(), progress);
+    let (bandwidth, flops, how) = machine::measure(a.engine_cpus.clone(), dtype, progress);
     if !(bandwidth.is_finite() && bandwidth > 0.0 && flops.is_finite() && flops > 0.0) {
         progress.line(
             "warning: this machine's bandwidth or FLOP/s could not be measured; the profile has no roofline",
@@ -426,9 +410,10 @@ fn roofline(
         .iter()
         .map(|f| {
             let floor_s = term_floor(f.term, &work, &dev);
-            let efficiency = (f.measured && f.coefficient > 0.0).then(|| floor_s / f.coefficient);
+            let efficiency = (f.measured && f.coefficient > 0.0 && floor_s > 0.0).then(|| floor_s / f.coefficient);
             let memory = match f.term {
                 Term::Fixed | Term::DecodeContext | Term::Context(_) | Term::ExpertsTouched => true,
+                t if t.is_attention_cell() => true,
                 Term::Tokens(k) => work.read_bytes / bandwidth >= k as f64 * work.linear_flops_per_token / flops,
                 _ => false,
             };
@@ -452,5 +437,5 @@ fn roofline(
         let &(k0, c0) = knots.iter().rev().find(|(k, _)| *k <= k1 / 2)?;
         (c1 > c0).then(|| term_floor(Term::PrefillTokens, &work, &dev) / ((c1 - c0) / (k1 - k0) as f64))
     });
-    Some(MachineRoofline { bandwidth, flops, how: machine::HOW.into(), terms, memory_efficiency, compute_efficiency })
+    Some(MachineRoofline { bandwidth, flops, how: how.into(), terms, memory_efficiency, compute_efficiency })
 }

@@ -6,7 +6,7 @@
 use crate::run::{parse_run, RunArgs};
 use anyhow::{Context, Result};
 use goodput_results::{LoadUnit, RunSummary};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The run's own arguments, set to simulate its measured levels with `profile` into `out`.
 fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<RunArgs> {
@@ -67,15 +67,20 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
     Ok(a)
 }
 
-pub fn run(dir: &Path, profile: &Path) -> Result<()> {
+/// Checks the runs under `dirs`: one run's prediction beside its measurement; several (or a
+/// directory of repeats) as the accuracy suite, written to `json` when given.
+pub fn run(dirs: &[PathBuf], profile: &Path, json: Option<&Path>) -> Result<()> {
     let simulated = |summary: &RunSummary, out: &Path| {
         crate::run::run_spec(simulated_args(summary, profile, out)?).context("simulating the run's sweep")
     };
-    let stop = goodput_bench::run::interrupt::install();
-    let c = goodput_bench::check::check(dir, profile, simulated, stop, &crate::run::Bar::new(true))?;
-    let status = crate::run::show(&c.view, &c.outcome)?;
-    c.notes.iter().for_each(|n| eprintln!("note: {n}"));
-    println!("{}", goodput_report::console::prediction(&c.measured, &c.prediction, c.measured.load_unit));
-    eprintln!("prediction written to {} (simulated run exit status {status})", c.path.display());
-    Ok(())
+    let (stop, runs) = (goodput_bench::run::interrupt::install(), goodput_bench::accuracy::runs_of(dirs)?);
+    let (checked, report) =
+        goodput_bench::accuracy::check_all(&runs, profile, simulated, stop, &crate::run::Bar::new(true))?;
+    match (checked.as_slice(), json) {
+        ([c], None) => {
+            println!("{}", goodput_report::console::prediction(&c.measured, &c.prediction, c.measured.load_unit))
+        }
+        _ => println!("{}", goodput_report::console::accuracy(&report)),
+    }
+    json.map_or(Ok(()), |path| report.write(path).with_context(|| format!("writing {}", path.display())))
 }

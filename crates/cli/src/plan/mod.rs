@@ -190,10 +190,17 @@ pub struct PlanArgs {
     /// Write the plan as an HTML page here.
     #[arg(long)]
     pub html: Option<PathBuf>,
-    /// Instead of planning: simulate this measured run's sweep with --profile and set the
-    /// prediction beside the measurement.
-    #[arg(long, value_name = "RUN_DIR", requires = "profile")]
-    pub check: Option<PathBuf>,
+    /// Instead of planning: simulate measured runs' sweeps with --profile and set each
+    /// prediction beside its measurement.
+    ///
+    /// Instead of planning: simulate each measured run's sweep with --profile and set the
+    /// prediction beside the measurement (written to the run's prediction.json). Several
+    /// directories (or a `--repeats` directory, whose repeats are one family) make an
+    /// accuracy suite: per family and metric the MAPE over the levels beside the run-to-run
+    /// spread, the levels beyond it, the capacities and the steps priced by kind (--json
+    /// writes it; scripts/accuracy.sh measures the families).
+    #[arg(long, value_name = "RUN_DIR", requires = "profile", num_args = 1..)]
+    pub check: Vec<PathBuf>,
     /// The profile of `--check`.
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<PathBuf>,
@@ -273,8 +280,8 @@ impl PlanArgs {
 }
 
 pub fn run(a: PlanArgs) -> Result<()> {
-    if let Some(dir) = &a.check {
-        return check::run(dir, a.profile.as_ref().context("--check needs --profile")?);
+    if !a.check.is_empty() {
+        return check::run(&a.check, a.profile.as_ref().context("--check needs --profile")?, a.json.as_deref());
     }
     let (json, html, all, emit, row) = (a.json.clone(), a.html.clone(), a.all, a.emit.clone(), a.emit_row.clone());
     let mut stepped = false;

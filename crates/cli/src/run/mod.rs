@@ -12,7 +12,7 @@ mod view;
 
 pub use args::{parse_run, CapacityArgs, RunArgs};
 pub use spec::run_spec;
-pub use view::{print_blocks, show, Bar};
+pub use view::{print_blocks, Bar};
 
 use anyhow::{bail, Result};
 use goodput_bench::matrix::MatrixSpec;

@@ -7,6 +7,7 @@
 //! Only strings come out: printing them (stdout for results, stderr for progress) is the
 //! cli's, the only caller: no other module of this crate imports from this folder.
 
+mod accuracy;
 mod http;
 pub mod latency;
 mod matrix;
@@ -19,6 +20,7 @@ mod sweep;
 mod tasks;
 
 pub use crate::text::{bytes, f};
+pub use accuracy::accuracy;
 pub use http::{http, server, spec_decode};
 pub use matrix::matrix;
 pub use predicted::prediction;

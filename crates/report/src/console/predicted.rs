@@ -34,7 +34,8 @@ pub fn prediction(s: &RunSummary, p: &Prediction, unit: LoadUnit) -> String {
                 (Some(x), _) => format!("{x:.0}"),
                 (None, _) => "-".into(),
             };
-            let err = c.error().map_or(String::new(), |e| format!(" ({:+.0}%)", e * 100.0));
+            let beyond = if c.beyond == Some(true) { " !" } else { "" };
+            let err = c.error().map_or(String::new(), |e| format!(" ({:+.0}%{beyond})", e * 100.0));
             cells.push(format!("{} → {}{err}", v(c.measured), v(c.predicted)));
         }
         t.add_row(cells);
@@ -42,7 +43,7 @@ pub fn prediction(s: &RunSummary, p: &Prediction, unit: LoadUnit) -> String {
     let (measured, predicted, agree) = capacity_agreement(s, p);
     let cap = |x: Option<f64>| x.map_or("none".to_string(), |x| format!("{x} {unit}"));
     format!(
-        "Predicted against measured (measured → predicted; times in ms), profile {}\n{t}\nusable capacity: measured {}, predicted {} ({}); simulation {:.0} steps/s, {:.0}× real time",
+        "Predicted against measured (measured → predicted; times in ms; ! the prediction outside the measured 95 % interval: beyond this run's noise), profile {}\n{t}\nusable capacity: measured {}, predicted {} ({}); simulation {:.0} steps/s, {:.0}× real time",
         p.profile,
         cap(measured),
         cap(predicted),

@@ -39,6 +39,7 @@ fn grid() -> Vec<StepWork> {
                 decode_context: b * ctx,
                 sampled: b + 1.0,
                 experts_touched: None,
+                since_prefill: None,
             });
         }
     }
@@ -204,4 +205,80 @@ fn the_spread_kept_for_sampling_is_the_measured_over_predicted_ratio_keeping_the
     assert!((mean - 1.1).abs() < 1e-9, "{mean}");
     let k = 1.1 / mean;
     assert!((r.ratios[0] / r.ratios[100] - 0.8 / 1.5).abs() < 1e-9 && k > 0.0);
+}
+
+/// Decode steps whose attention costs `rate(b, c)` seconds a context token at `b` sequences of
+/// `c` context each, on top of 1 ms a step and 20 µs a sequence; three steps of each shape.
+fn decodes(shapes: &[(f64, f64)], rate: impl Fn(f64, f64) -> f64) -> Vec<Sample> {
+    shapes
+        .iter()
+        .flat_map(|&(b, c)| {
+            let work = StepWork { decode_seqs: b, decode_context: b * c, sampled: b, ..Default::default() };
+            let seconds = 1e-3 + 2e-5 * b + rate(b, c) * b * c;
+            std::iter::repeat_n(Sample { work, seconds }, 3)
+        })
+        .collect()
+}
+
+/// A few long sequences cost more a token than many short ones: 400 ns ÷ √batch up to 256
+/// tokens each, falling to half of that at 1024 tokens and flat beyond.
+fn per_token(b: f64, c: f64) -> f64 {
+    let by_context = 1.0 - 0.5 * ((c - 256.0) / 768.0).clamp(0.0, 1.0);
+    400e-9 / b.sqrt() * by_context
+}
+
+#[test]
+fn a_batch_and_context_table_recovers_its_cells_and_fills_the_ones_never_measured() {
+    // Each batch at 64 and 256 tokens a sequence (the same rate: it and the batch's own cost
+    // are told apart), and at 4096; batch 16 never beyond 256, 1024 never measured.
+    let mut shapes = Vec::new();
+    for b in [1.0, 2.0, 4.0, 8.0, 16.0] {
+        for c in [64.0, 256.0, 4096.0] {
+            shapes.push((b, c));
+        }
+    }
+    shapes.retain(|&s| s != (16.0, 4096.0));
+    let samples = decodes(&shapes, per_token);
+    // A step's own cost per batch, as the tokens table prices it.
+    let mut terms: Vec<Term> = [1, 2, 4, 8, 16].into_iter().map(Term::Tokens).collect();
+    terms.extend(Term::seq_table(16, 4096));
+    let f = fit(&samples, &terms, &FitOptions { bootstrap: 0, seed: 0 }).unwrap();
+    let cell = |b, c| f.term(Term::SeqContext(b, c)).unwrap();
+    for (b, c) in [(1, 256), (4, 4096), (8, 256), (16, 256)] {
+        let want = per_token(b as f64, c as f64);
+        assert!((cell(b, c).coefficient / want - 1.0).abs() < 1e-6, "{b}×{c}: {:?} vs {want}", cell(b, c));
+        assert!(cell(b, c).measured);
+    }
+    // Batch 3 lies between measured 2 and 4, and 1024 tokens a sequence was never measured:
+    // filled, not fitted.
+    assert!(!cell(3, 256).measured && !cell(2, 1024).measured && !cell(16, 4096).measured);
+    // 1024 is a fifth of the way from 256 to 4096: linear between the row's cells.
+    let want = cell(2, 256).coefficient + (cell(2, 4096).coefficient - cell(2, 256).coefficient) * 768.0 / 3840.0;
+    assert!((cell(2, 1024).coefficient - want).abs() < 1e-15);
+    // Batch 16's row holds 256 only: flat along the context.
+    assert_eq!(cell(16, 4096).coefficient, cell(16, 256).coefficient);
+    // Batch 3's row holds nothing: between batches 2 and 4 of its column.
+    let want = (cell(2, 256).coefficient + cell(4, 256).coefficient) / 2.0;
+    assert!((cell(3, 256).coefficient - want).abs() < 1e-15);
+}
+
+#[test]
+fn held_out_error_prefers_the_terms_that_price_unseen_shapes() {
+    let mut shapes = Vec::new();
+    for b in [1.0, 2.0, 3.0, 4.0, 5.0, 8.0, 9.0, 16.0, 17.0, 32.0] {
+        for c in [64.0, 256.0, 1024.0, 1536.0] {
+            shapes.push((b, c));
+        }
+    }
+    let samples = decodes(&shapes, per_token);
+    let base: Vec<Term> = Term::table(32, 1, 0).into_iter().filter(|t| matches!(t, Term::Tokens(_))).collect();
+    let sigma: Vec<Term> = base
+        .iter()
+        .copied()
+        .chain(Term::table(1, 1, 32 * 1536).into_iter().filter(|t| matches!(t, Term::Context(_))))
+        .collect();
+    let additive: Vec<Term> = base.iter().copied().chain(Term::batch_length_tables(32, 1536)).collect();
+    let (a, b) = (held_out(&samples, &sigma, 5).unwrap(), held_out(&samples, &additive, 5).unwrap());
+    assert_eq!(a.steps, samples.len());
+    assert!(b.mean < a.mean * 0.75, "Σ context {a:?}, batch + context {b:?}");
 }

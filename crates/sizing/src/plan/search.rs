@@ -125,7 +125,7 @@ impl Sim<'_> {
             refused: out.refused.first().map(|(_, e)| e.to_string()),
             preemptions: out.steps.iter().map(|s| s.preemptions).sum(),
             kv_peak: out.steps.iter().map(|s| s.blocks_used as f64 / s.usable_blocks.max(1) as f64).fold(0.0, f64::max),
-            work: out.steps.iter().map(StepWork::of_record).collect(),
+            work: StepWork::of_records(&out.steps),
         })
     }
 

@@ -46,6 +46,7 @@ pub(crate) fn fixture() -> Profile {
         roofline: None,
         projection: None,
         experts: None,
+        selection: Vec::new(),
     }
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::cost::LinearCost;
+use crate::cost::{LinearCost, Term};
 use goodput_core::SamplingParams;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
@@ -109,4 +109,17 @@ fn a_closed_loop_user_sends_its_next_request_while_the_following_step_runs() {
     let third = out.records.iter().find(|r| r.id == 2).unwrap();
     assert_eq!(third.arrival, Stamp(10_000_000));
     assert_eq!(third.first_scheduled, Some(Stamp(20_000_000)));
+}
+
+#[test]
+fn the_decode_steps_after_a_prefill_are_priced_apart_in_runs_and_alone() {
+    // 1 ms a step, 2 ms more for the first decode step after a prefill and 1 ms for the second.
+    let cost =
+        LinearCost::new(vec![Term::Fixed, Term::AfterPrefill(1), Term::AfterPrefill(2)], vec![1e-3, 2e-3, 1e-3], 0.0);
+    let mut engine = SimEngine::new(cfg(8), Arc::new(cost)).unwrap();
+    let out = run_arrivals(&mut engine, vec![(Stamp(0), request(1, 100, 6, Stamp(0)))]);
+    let r = &out.records[0];
+    let gaps: Vec<u64> = r.token_times.windows(2).map(|w| (w[1].0 - w[0].0) / 1_000_000).collect();
+    assert_eq!(gaps, [3, 2, 1, 1, 1]);
+    assert_eq!(r.first_token, Some(Stamp(1_000_000)));
 }
