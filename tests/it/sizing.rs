@@ -102,8 +102,13 @@ fn a_profile_drives_a_simulated_sweep_a_predicted_run_and_a_check() {
     assert!(out.contains("Predicted against measured"), "{out}");
     assert!(run.join("prediction.json").exists());
 
-    // Several runs at once: the accuracy suite, typed in --json. The simulated sweep checked
-    // against the profile it was simulated with is its own twin.
+    accuracy_suite_of(&dir, &run, &sim, p);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Several runs checked at once: the accuracy suite, typed in --json. The simulated sweep
+/// checked against the profile it was simulated with is its own twin.
+fn accuracy_suite_of(dir: &std::path::Path, run: &std::path::Path, sim: &std::path::Path, p: &str) {
     let json = dir.join("accuracy.json");
     let (ok, out, err) = goodput(&[
         "plan",
@@ -124,7 +129,6 @@ fn a_profile_drives_a_simulated_sweep_a_predicted_run_and_a_check() {
     let tput = r.families[1].metrics.iter().find(|m| m.metric == "output_throughput").unwrap();
     assert!(tput.mape.unwrap() < 0.01, "a simulated run against its own profile: {tput:?}");
     assert!(!r.families[0].steps.is_empty(), "the measured run's steps priced by kind");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Replays measured step durations in order.

@@ -26,7 +26,11 @@ pub fn text(p: &Profile, gap: f64) -> String {
         t.add_row(vec![
             f.term.name(),
             f.term.unit().to_string(),
-            if f.measured { secs(f.coefficient) } else { "not measured".into() },
+            match (f.measured, f.coefficient > 0.0) {
+                (true, _) => secs(f.coefficient),
+                (false, true) => format!("{} (interpolated, not measured)", secs(f.coefficient)),
+                (false, false) => "not measured".into(),
+            },
             if f.measured { format!("{} – {}", secs(f.lo), secs(f.hi)) } else { String::new() },
             floor.map_or(String::new(), |x| secs(x.floor_s)),
             floor
