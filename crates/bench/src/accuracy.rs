@@ -81,15 +81,21 @@ fn metric(name: &str, loads: &[f64], runs: &[&CheckedRun]) -> MetricAccuracy {
     }
 }
 
-/// The metric at one load over the runs that measured it and simulated its twin.
+/// The metric at one load over the runs that measured it and simulated its twin; a run whose
+/// level stopped early over-saturated is counted, not compared.
 fn level(name: &str, load: f64, runs: &[&CheckedRun]) -> Option<LevelAccuracy> {
     let mut measured = Vec::new();
     let mut predicted = Vec::new();
     let mut errors = Vec::new();
     let mut outside = Vec::new();
+    let mut stopped = 0;
     for r in runs {
         let Some(m) = r.measured.levels.iter().find(|l| l.summary.load == load) else { continue };
         let Some(p) = r.prediction.level(load) else { continue };
+        if m.saturated.is_some() {
+            stopped += 1;
+            continue;
+        }
         let c = goodput_report::prediction::compare(m, p);
         let Some(c) = c.iter().find(|c| c.metric == name) else { continue };
         let (Some(mv), Some(pv)) = (c.measured, c.predicted) else { continue };
@@ -98,9 +104,12 @@ fn level(name: &str, load: f64, runs: &[&CheckedRun]) -> Option<LevelAccuracy> {
         errors.extend(prediction_error(Some(mv), Some(pv)));
         outside.extend(c.beyond);
     }
-    let m = Spread::of(&measured)?;
+    let m = Spread::of(&measured);
+    if m.is_none() && stopped == 0 {
+        return None;
+    }
     let error = percentile(&errors, 50.0);
-    let spread = (m.n > 1).then_some(m.relative);
+    let spread = m.as_ref().filter(|m| m.n > 1).map(|m| m.relative);
     let beyond = match (error, spread) {
         (Some(e), Some(s)) => Some(beyond_spread(e, s)),
         // One run: beyond when the prediction falls outside its 95 % interval.
@@ -108,11 +117,12 @@ fn level(name: &str, load: f64, runs: &[&CheckedRun]) -> Option<LevelAccuracy> {
     };
     Some(LevelAccuracy {
         load,
-        measured: Some(m.median),
+        measured: m.map(|m| m.median),
         predicted: percentile(&predicted, 50.0),
         error,
         spread,
         beyond,
+        stopped,
     })
 }
 
@@ -260,5 +270,37 @@ mod tests {
         assert_eq!(f.capacity.len(), 2);
         let text = goodput_report::console::accuracy(&r);
         assert!(text.contains("10 % (noise 10 %, 1/2 beyond)") && text.contains("+15 % !"), "{text}");
+    }
+
+    #[test]
+    fn a_level_stopped_over_saturated_is_counted_not_compared() {
+        // Load 2 of the second run was stopped by the saturation guard: only the first run's
+        // +10 % is compared there; the first level as before.
+        let mut runs = [checked([100.0, 200.0], [120.0, 220.0]), checked([110.0, 100.0], [121.0, 400.0])];
+        let stop = goodput_metrics::saturation::SaturationStop {
+            at_s: 55.0,
+            offered_rate: 2.0,
+            completion_rate: 0.5,
+            ended: 20,
+            sent_about: 110.0,
+            early_e2e_s: 16.0,
+            late_e2e_s: 40.0,
+        };
+        runs[1].measured.levels[1].saturated = Some(stop);
+        let r = report("p.json", &runs);
+        let m = r.families[0].metrics.iter().find(|m| m.metric == "output_throughput").unwrap();
+        let l2 = &m.levels[1];
+        assert_eq!((l2.stopped, l2.spread), (1, None));
+        assert!((l2.error.unwrap() - 0.10).abs() < 1e-9 && l2.measured == Some(200.0));
+        assert!((m.mape.unwrap() - 0.125).abs() < 1e-9, "(15 % + 10 %) / 2: {:?}", m.mape);
+        // Stopped in every run: no error, and the console says it is left out.
+        runs[0].measured.levels[1].saturated = runs[1].measured.levels[1].saturated.clone();
+        let r = report("p.json", &runs);
+        let m = r.families[0].metrics.iter().find(|m| m.metric == "output_throughput").unwrap();
+        assert_eq!((m.levels[1].error, m.levels[1].stopped), (None, 2));
+        assert!((m.mape.unwrap() - 0.15).abs() < 1e-9);
+        let text = goodput_report::console::accuracy(&r);
+        assert!(text.contains("Not compared") && text.contains("fam at 2 users (2 of 2 runs)"), "{text}");
+        assert!(text.contains("stopped"), "{text}");
     }
 }

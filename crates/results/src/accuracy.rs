@@ -64,6 +64,10 @@ pub struct LevelAccuracy {
     /// Whether the error is beyond the noise (the spread, or with one run the measured
     /// value's 95 % interval); `None` when neither is known.
     pub beyond: Option<bool>,
+    /// Runs whose measurement of this level stopped early, the queue growing without bound:
+    /// not compared (their numbers are those of a transient cut where the guard fired).
+    #[serde(default)]
+    pub stopped: usize,
 }
 
 /// One run's usable capacity, measured and predicted.

@@ -2,10 +2,12 @@
 //! turn them into seconds (fitted from measured steps, or projected from the roofline).
 
 use crate::routing::Routing;
+pub use fresh::{FreshSequences, FRESH_WINDOW};
 use goodput_core::{ModelSpec, StepRecord};
 use goodput_scheduler::SchedulerOutput;
 pub use knots::Tables;
-use knots::{batch_knots, clamped_hat, context_knots, hat, knots};
+use knots::{after_idle_weight, after_prefill_weight, batch_knots, clamped_hat, context_knots, hat, knots};
+pub use knots::{AFTER_IDLE_MS, AFTER_PREFILL_KNOTS};
 use serde::{Deserialize, Serialize};
 
 /// One term of the step-cost model, in the spirit of Vidur and BLIS: what a step's time grows
@@ -58,7 +60,10 @@ pub enum Term {
     /// 0 at twice the last). Measured on goodput's CPU engine: the first two decode steps after
     /// a prefill take up to twice as long as the twentieth, and at long contexts and larger
     /// batches the excess decays over ten steps, so a grid whose decode probes ran a few steps
-    /// each priced a long generation's steps a third too high.
+    /// each priced a long generation's steps a third too high. Weighed by the share of the
+    /// batch that finished its prefill lately ([`StepWork::fresh`]): in runs, a step of four
+    /// or more sequences that one newcomer joined ran no slower than later ones, while a grid
+    /// probe's whole batch is new.
     AfterPrefill(u32),
     /// The same step's extra per context token (its K/V read again from memory).
     AfterPrefillContext(u32),
@@ -77,22 +82,17 @@ pub enum Term {
     BatchContext(u32),
     /// The context-per-sequence table of the additive decode-attention model.
     LengthContext(u32),
-}
-
-/// The knots of [`Term::AfterPrefill`]'s table: steps since the last prefill.
-pub const AFTER_PREFILL_KNOTS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
-
-/// The weight of after-prefill knot `j` at `since` steps after a prefill: 1 at the knot,
-/// falling linearly to 0 at its neighbouring knots (at 0 below the first, at twice the last).
-fn after_prefill_weight(j: u32, since: u32) -> f64 {
-    let Some(i) = AFTER_PREFILL_KNOTS.iter().position(|&k| k == j) else { return 0.0 };
-    let (s, k) = (f64::from(since), f64::from(j));
-    if s <= k {
-        let lo = if i == 0 { 0.0 } else { f64::from(AFTER_PREFILL_KNOTS[i - 1]) };
-        return ((s - lo) / (k - lo)).max(0.0);
-    }
-    let hi = AFTER_PREFILL_KNOTS.get(i + 1).map_or(2.0 * k, |&h| f64::from(h));
-    ((hi - s) / (hi - k)).max(0.0)
+    /// A step that began after the engine sat idle this many milliseconds (a table on the
+    /// knots [`AFTER_IDLE_MS`], interpolated, flat beyond the last): what it costs beyond
+    /// the same step in a busy stretch. Measured on goodput's CPU engine: a prompt that
+    /// reaches an engine idle for tens of milliseconds prefills 15–30 % slower than one
+    /// queued behind a step (its weights and code cold again), which a grid whose probes
+    /// followed each other within a millisecond never saw and a closed loop or a low rate
+    /// meets on every request.
+    AfterIdle(u32),
+    /// The same step's extra per token through the linear layers (prompt tokens and decode
+    /// sequences).
+    AfterIdleTokens(u32),
 }
 
 impl Term {
@@ -110,6 +110,11 @@ impl Term {
     /// [`AFTER_PREFILL_KNOTS`].
     pub fn after_prefill() -> Vec<Term> {
         AFTER_PREFILL_KNOTS.iter().flat_map(|&j| [Term::AfterPrefill(j), Term::AfterPrefillContext(j)]).collect()
+    }
+
+    /// The after-idle terms: a constant and a per-token one at each of [`AFTER_IDLE_MS`].
+    pub fn after_idle() -> Vec<Term> {
+        AFTER_IDLE_MS.iter().flat_map(|&k| [Term::AfterIdle(k), Term::AfterIdleTokens(k)]).collect()
     }
 
     /// The decode-attention table of [`Term::SeqContext`]: batches 1, 2, 3, 4 and every power
@@ -164,6 +169,8 @@ impl Term {
             Term::SeqContext(b, c) => format!("context@{b}x{c}"),
             Term::BatchContext(b) => format!("context@batch{b}"),
             Term::LengthContext(c) => format!("context@length{c}"),
+            Term::AfterIdle(k) => format!("after_idle@{k}ms"),
+            Term::AfterIdleTokens(k) => format!("after_idle_tokens@{k}ms"),
         }
     }
 
@@ -185,6 +192,8 @@ impl Term {
             Term::SeqContext(..) => "context token at this batch and context per sequence",
             Term::BatchContext(_) => "context token at this batch",
             Term::LengthContext(_) => "context token at this context per sequence",
+            Term::AfterIdle(_) => "step after this long idle",
+            Term::AfterIdleTokens(_) => "token of such a step",
         }
     }
 }
@@ -203,6 +212,14 @@ pub struct StepWork {
     /// Steps since the last step that computed prompt tokens (1: the step right after it);
     /// `None` when no such step is known (a planned step alone, the first steps of a file).
     pub since_prefill: Option<u32>,
+    /// The share of the decode sequences that finished their prefill in the last
+    /// [`FRESH_WINDOW`] steps (at most 1), which the after-prefill terms are weighed by;
+    /// `None` when not known (taken as the whole batch).
+    pub fresh: Option<f64>,
+    /// Seconds the engine sat between the end of the step before and this step's start;
+    /// `None` when not known (a planned step alone, the first of a file, a step of a decode
+    /// run after its first, which follows its neighbour at once).
+    pub idle_s: Option<f64>,
 }
 
 /// What a cost model needs to expect a step's expert reads: the routing and the sparse layers.
@@ -243,22 +260,32 @@ impl StepWork {
             sampled: r.sampled as f64,
             experts_touched: r.experts.as_ref().map(|e| e.touched as f64),
             since_prefill: None,
+            fresh: None,
+            idle_s: None,
         }
     }
 
     /// The work of each of a run of steps, in order: each knows how many steps ago the last
     /// prompt tokens were computed (counted in step numbers, so a gap in the file's steps
-    /// counts its missing ones).
+    /// counts its missing ones), what share of its decodes finished their prefill lately,
+    /// and how long the engine sat idle before it (when the step before it is in the file).
     pub fn of_records(steps: &[StepRecord]) -> Vec<Self> {
         let mut last: Option<u64> = None;
+        let mut before: Option<&StepRecord> = None;
+        let mut fresh = FreshSequences::default();
         steps
             .iter()
             .map(|r| {
                 let since = last.map(|l| u32::try_from(r.step.saturating_sub(l)).unwrap_or(u32::MAX));
+                let share = fresh.share(r.step, r.decode_seqs as f64);
                 if r.prefill_tokens > 0 {
                     last = Some(r.step);
+                    fresh.record(r.step, r.sampled.saturating_sub(r.decode_seqs));
                 }
-                Self { since_prefill: since, ..Self::of_record(r) }
+                let idle =
+                    before.filter(|b| b.step + 1 == r.step && r.start >= b.end).map(|b| r.start.secs_since(b.end));
+                before = Some(r);
+                Self { since_prefill: since, fresh: share, idle_s: idle, ..Self::of_record(r) }
             })
             .collect()
     }
@@ -273,6 +300,8 @@ impl StepWork {
             sampled: o.sampled() as f64,
             experts_touched: None,
             since_prefill: None,
+            fresh: None,
+            idle_s: None,
         }
     }
 
@@ -296,12 +325,19 @@ impl StepWork {
     }
 
     /// The weight of after-prefill knot `j` in this step: 0 unless it decodes alone after a
-    /// known prefill.
+    /// known prefill, times the share of its sequences that prefill made.
     fn after_prefill(&self, j: u32) -> f64 {
         match self.since_prefill {
-            Some(since) if self.prefill_tokens == 0.0 && self.decode_seqs > 0.0 => after_prefill_weight(j, since),
+            Some(since) if self.prefill_tokens == 0.0 && self.decode_seqs > 0.0 => {
+                after_prefill_weight(j, since) * self.fresh.unwrap_or(1.0)
+            }
             _ => 0.0,
         }
+    }
+
+    /// The weight of after-idle knot `k` in this step: 0 when its idle is not known.
+    fn after_idle(&self, k: u32) -> f64 {
+        self.idle_s.map_or(0.0, |idle| after_idle_weight(k, idle))
     }
 
     /// The value of each classic term, in [`Term::ALL`]'s order (the fixed term is 1).
@@ -327,6 +363,8 @@ impl StepWork {
             Term::ExpertsTouched => self.experts_touched.unwrap_or(0.0),
             Term::AfterPrefill(j) => self.after_prefill(j),
             Term::AfterPrefillContext(j) => self.after_prefill(j) * self.decode_context,
+            Term::AfterIdle(k) => self.after_idle(k),
+            Term::AfterIdleTokens(k) => self.after_idle(k) * (self.prefill_tokens + self.decode_seqs),
         }
     }
 
@@ -345,14 +383,16 @@ pub trait StepCost: Send + Sync {
     /// new requests, sending tokens).
     fn gap_seconds(&self) -> f64;
     /// The seconds of up to `steps` decode steps in a row from `first` (decodes alone), step
-    /// `j` with `decode_context + j × decode_seqs` (and `since_prefill + j`): each handed to `each`, in order, until it
-    /// answers false. Equal to `step_seconds` of each step; a cost whose other parts stay put
-    /// along a run computes them once.
+    /// `j` with `decode_context + j × decode_seqs`, `since_prefill + j`, and no idle before
+    /// it after the first: each handed to `each`, in order, until it answers false. Equal to
+    /// `step_seconds` of each step; a cost whose other parts stay put along a run computes
+    /// them once.
     fn decode_run_seconds(&self, first: &StepWork, steps: usize, each: &mut dyn FnMut(f64) -> bool) {
         let mut w = *first;
         for j in 0..steps {
             w.decode_context = first.decode_context + j as f64 * first.decode_seqs;
             w.since_prefill = first.since_prefill.map(|s| s.saturating_add(j as u32));
+            w.idle_s = first.idle_s.filter(|_| j == 0);
             if !each(self.step_seconds(&w)) {
                 return;
             }
@@ -408,163 +448,11 @@ impl StepCost for LinearCost {
     }
 }
 
+#[path = "cost/fresh.rs"]
+mod fresh;
 #[path = "cost/knots.rs"]
 mod knots;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_planned_step_expects_the_experts_a_recorded_one_counts() {
-        // 2 sparse layers of 8 experts, top 2: 4 tokens reach 8·(1 − (6/8)^4) = 5.46875 each.
-        let shape = ExpertShape { routing: Routing::uniform(8, 2), sparse_layers: 2 };
-        let c =
-            LinearCost::new(vec![Term::Fixed, Term::ExpertsTouched], vec![1e-3, 1e-4], 0.0).with_experts(Some(shape));
-        let planned = StepWork { decode_seqs: 4.0, ..Default::default() };
-        assert!((c.step_seconds(&planned) - (1e-3 + 1e-4 * 2.0 * 5.468_75)).abs() < 1e-12);
-        let recorded = StepWork { experts_touched: Some(3.0), ..planned };
-        assert!((c.step_seconds(&recorded) - (1e-3 + 3e-4)).abs() < 1e-12);
-        // A dense model's cost ignores the term.
-        let dense = LinearCost::new(vec![Term::Fixed, Term::ExpertsTouched], vec![1e-3, 1e-4], 0.0);
-        assert_eq!(dense.step_seconds(&planned), 1e-3);
-        assert_eq!(Term::ExpertsTouched.name(), "experts_touched");
-    }
-
-    #[test]
-    fn a_linear_cost_is_the_sum_of_its_terms() {
-        let c = LinearCost::classic([1e-3, 1e-5, 1e-9, 2e-5, 1e-8, 3e-5], 5e-5);
-        let w = StepWork {
-            prefill_tokens: 100.0,
-            prefill_attention: 5050.0,
-            decode_seqs: 4.0,
-            decode_context: 400.0,
-            sampled: 5.0,
-            experts_touched: None,
-            since_prefill: None,
-        };
-        // 1 ms + 100·10 µs + 5050 ns + 4·20 µs + 400·10 ns + 5·30 µs
-        let want = 1e-3 + 1e-3 + 5.05e-6 + 8e-5 + 4e-6 + 1.5e-4;
-        assert!((c.step_seconds(&w) - want).abs() < 1e-12);
-        assert_eq!(w.value(Term::DecodeContext, &Tables::default()), 400.0);
-        assert_eq!(c.coefficient(Term::SampledRows), 3e-5);
-    }
-
-    #[test]
-    fn a_table_interpolates_between_its_knots_and_extends_its_last() {
-        let terms = Term::table(6, 1, 1500);
-        let k: Vec<Term> = [1, 2, 3, 4, 5, 8].into_iter().map(Term::Tokens).collect();
-        assert_eq!(terms[..6], k[..]);
-        assert_eq!(
-            terms[6..],
-            [
-                Term::Rows(1),
-                Term::PrefillAttention,
-                Term::DecodeSeqs,
-                Term::Context(512),
-                Term::Context(1024),
-                Term::Context(2048)
-            ]
-        );
-        assert_eq!(knots(64), [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64]);
-        assert_eq!(knots(3), [1, 2, 3, 4]);
-        assert_eq!(context_knots(0), [512]);
-        assert_eq!(context_knots(4096), [512, 1024, 2048, 4096]);
-        // 1 µs a context token up to 1024, then 3 µs (a cliff); the last knot extends through 0.
-        let t = Tables::of(&terms);
-        let ctx = |c: f64| {
-            let w = StepWork { decode_context: c, ..Default::default() };
-            [512, 1024, 2048]
-                .iter()
-                .zip([0.512e-3, 1.024e-3, 4.096e-3])
-                .map(|(&k, v)| w.value(Term::Context(k), &t) * v)
-                .sum::<f64>()
-        };
-        assert!((ctx(256.0) - 0.256e-3).abs() < 1e-12 && (ctx(1536.0) - 2.56e-3).abs() < 1e-12);
-        assert!((ctx(4096.0) - 8.192e-3).abs() < 1e-12, "beyond the last knot: its value × c / k");
-        // 1 ms at 1 token, 2 at 2, 2.5 at 3, 3 at 4, 4 at 5, 10 at 8 (a kernel switch); 0.5 ms per row.
-        let c = LinearCost::new(
-            terms.clone(),
-            vec![1e-3, 2e-3, 2.5e-3, 3e-3, 4e-3, 10e-3, 0.5e-3, 0.0, 0.0, 0.0, 0.0, 0.0],
-            0.0,
-        );
-        let at = |tokens: f64, rows: f64| {
-            let w = StepWork { prefill_tokens: tokens, sampled: rows, ..Default::default() };
-            c.step_seconds(&w)
-        };
-        assert!((at(1.0, 1.0) - 1.5e-3).abs() < 1e-12);
-        assert!((at(3.0, 1.0) - (2.5e-3 + 0.5e-3)).abs() < 1e-12);
-        assert!((at(6.5, 0.0) - 7e-3).abs() < 1e-12, "halfway between 5 and 8");
-        assert!((at(16.0, 1.0) - (20e-3 + 0.5e-3)).abs() < 1e-12, "the last knot grows linearly");
-        assert!((at(8.0, 4.0) - (10e-3 + 2e-3)).abs() < 1e-12, "rows beyond their last knot");
-    }
-
-    #[test]
-    fn steps_know_how_long_ago_the_last_prefill_was() {
-        let step = |n: u64, prefill: usize| StepRecord {
-            step: n,
-            prefill_tokens: prefill,
-            decode_seqs: 1,
-            ..Default::default()
-        };
-        // Nothing before the first prefill; a missing step number counts; a prefill restarts.
-        let steps = [step(1, 0), step(2, 50), step(3, 0), step(5, 0), step(6, 10), step(7, 0)];
-        let since: Vec<Option<u32>> = StepWork::of_records(&steps).iter().map(|w| w.since_prefill).collect();
-        assert_eq!(since, [None, None, Some(1), Some(3), Some(4), Some(1)]);
-        let w = StepWork::of_records(&steps);
-        let t = Tables::default();
-        // A decode-only step 1 after a prefill has the term, with its context; a mixed one not.
-        let after = StepWork { decode_context: 300.0, ..w[2] };
-        assert_eq!(after.value(Term::AfterPrefill(1), &t), 1.0);
-        assert_eq!(after.value(Term::AfterPrefillContext(1), &t), 300.0);
-        assert_eq!(after.value(Term::AfterPrefill(2), &t), 0.0);
-        assert_eq!(w[5].value(Term::AfterPrefill(1), &t), 1.0);
-        let mixed = StepWork { prefill_tokens: 4.0, ..w[2] };
-        assert_eq!(mixed.value(Term::AfterPrefill(1), &t), 0.0);
-        assert_eq!(Term::after_prefill().len(), 2 * AFTER_PREFILL_KNOTS.len());
-        // Between knots: 5 steps after is halfway from 4 to 6; 24 halfway from 16 to 0 at 32.
-        let at = |since| StepWork { since_prefill: Some(since), ..after };
-        assert_eq!(at(5).value(Term::AfterPrefill(4), &t), 0.5);
-        assert_eq!(at(5).value(Term::AfterPrefill(6), &t), 0.5);
-        assert_eq!(at(24).value(Term::AfterPrefill(16), &t), 0.5);
-        assert_eq!(at(40).value(Term::AfterPrefill(16), &t), 0.0);
-    }
-
-    #[test]
-    fn a_decode_shares_its_context_among_the_cells_of_its_batch_and_length() {
-        let terms = Term::seq_table(8, 1024);
-        let t = Tables::of(&terms);
-        assert_eq!(t.batch, [1, 2, 3, 4, 8]);
-        assert_eq!(t.seq_context, [256, 1024]);
-        // 6 sequences of 640 tokens: halfway between batches 4 and 8, and contexts 256 and 1024.
-        let w = StepWork { decode_seqs: 6.0, decode_context: 6.0 * 640.0, ..Default::default() };
-        let share = |b, c| w.share(Term::SeqContext(b, c), &t);
-        assert!((share(4, 256) - 0.25).abs() < 1e-12 && (share(8, 1024) - 0.25).abs() < 1e-12);
-        let total: f64 = terms.iter().map(|&x| w.share(x, &t)).sum();
-        assert!((total - 1.0).abs() < 1e-12);
-        // 0.5 µs a token in every cell: the step's attention is 3840 × 0.5 µs.
-        let c = LinearCost::new(terms.clone(), vec![0.5e-6; terms.len()], 0.0);
-        assert!((c.step_seconds(&w) - 3840.0 * 0.5e-6).abs() < 1e-12);
-        assert_eq!(StepWork::default().share(Term::SeqContext(1, 256), &t), 0.0, "no decode, no share");
-        assert_eq!(Term::SeqContext(4, 256).name(), "context@4x256");
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn every_decode_is_priced_whole_by_each_attention_table(b in 1u32..300, per_seq in 1.0f64..20_000.0) {
-            // One rate in every cell: any step's attention is its Σ context at that rate,
-            // whichever table and whatever its batch and length, inside the knots or beyond.
-            let w = StepWork { decode_seqs: f64::from(b), decode_context: f64::from(b) * per_seq, ..Default::default() };
-            for terms in [Term::seq_table(64, 1552), Term::batch_length_tables(64, 1552)] {
-                let t = Tables::of(&terms);
-                let cells: Vec<Term> = terms.iter().copied().filter(|x| x.is_attention_cell()).collect();
-                let rows = if matches!(cells[0], Term::SeqContext(..)) { 1.0 } else { 2.0 };
-                let share: f64 = cells.iter().map(|&x| w.share(x, &t)).sum();
-                proptest::prop_assert!((share - rows).abs() < 1e-9, "{share}");
-                let c = LinearCost::new(terms.clone(), vec![1e-7; terms.len()], 0.0);
-                let want = rows * 1e-7 * w.decode_context;
-                proptest::prop_assert!((c.step_seconds(&w) / want - 1.0).abs() < 1e-9);
-            }
-        }
-    }
-}
+#[path = "cost/tests.rs"]
+mod tests;

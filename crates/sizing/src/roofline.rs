@@ -334,7 +334,7 @@ impl RooflineCost {
                 p.dense.seconds() + p.experts.seconds()
             }
             // Beyond the same step later: no roofline of its own (0, no efficiency).
-            Term::AfterPrefill(_) | Term::AfterPrefillContext(_) => 0.0,
+            Term::AfterPrefill(_) | Term::AfterPrefillContext(_) | Term::AfterIdle(_) | Term::AfterIdleTokens(_) => 0.0,
             Term::ExpertsTouched => self
                 .work
                 .experts

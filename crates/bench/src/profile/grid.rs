@@ -35,6 +35,12 @@ pub enum Probe {
 /// the rest, so a probe must run well past them.
 pub const DECODE_STEPS: usize = 32;
 
+/// How long the engine is left idle before each prompt probe (`Chunk`, `Prompts`), in turn,
+/// in milliseconds: a prompt that finds the engine idle for tens of milliseconds prefills up
+/// to a third slower than one queued behind a step (`Term::AfterIdle` prices it), and a
+/// closed loop or a low rate meets that on every request. About 1.5 s of a round.
+pub const IDLES_MS: [u64; 6] = [0, 1, 4, 16, 64, 256];
+
 /// The engine's limits a grid must respect.
 pub struct Limits {
     pub max_model_len: usize,
@@ -117,11 +123,13 @@ pub struct Grid<'a> {
     /// Probes kept after pricing them (see [`Grid::run`]).
     pub kept: usize,
     rng: rand::rngs::SmallRng,
+    /// Prompt probes begun, which picks the next idle from [`IDLES_MS`].
+    prompt_probes: usize,
 }
 
 impl<'a> Grid<'a> {
     pub fn new(h: &'a EngineHandle, steps: &'a flume::Receiver<StepRecord>, vocab: usize, seed: u64) -> Self {
-        Self { h, steps, vocab, kept: 0, rng: rand::rngs::SmallRng::seed_from_u64(seed) }
+        Self { h, steps, vocab, kept: 0, rng: rand::rngs::SmallRng::seed_from_u64(seed), prompt_probes: 0 }
     }
 
     /// Runs rounds of `probes` until `time` has passed; returns the steps and the rounds begun.
@@ -185,6 +193,11 @@ impl<'a> Grid<'a> {
     }
 
     fn probe(&mut self, p: &Probe) -> Result<()> {
+        if matches!(p, Probe::Chunk { .. } | Probe::Prompts { .. }) {
+            let idle = IDLES_MS[self.prompt_probes % IDLES_MS.len()];
+            self.prompt_probes += 1;
+            std::thread::sleep(Duration::from_millis(idle));
+        }
         match *p {
             Probe::Chunk { context, chunk } => {
                 let prefix = self.prompt(context);

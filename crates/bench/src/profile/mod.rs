@@ -137,6 +137,7 @@ pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
         let mut linear = Term::ALL.to_vec();
         linear.extend(experts.map(|_| Term::ExpertsTouched));
         linear.extend(Term::after_prefill());
+        linear.extend(Term::after_idle());
         fit = goodput_sizing::fit::fit(&samples, &linear, &options).map_err(fitting)?;
         selection.clear();
     }

@@ -38,6 +38,7 @@ pub fn choose(
     // when simulated.
     base.extend(experts.map(|_| Term::ExpertsTouched));
     base.extend(Term::after_prefill());
+    base.extend(Term::after_idle());
     let with = |attention: Vec<Term>| {
         let mut t = base.clone();
         t.extend(attention);

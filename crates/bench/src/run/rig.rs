@@ -477,6 +477,16 @@ fn sim_config(s: &RunSpec, cfg: &EngineConfig) -> Result<goodput_scheduler::Sche
     Ok(sc)
 }
 
+/// The machine's logical CPUs: those /proc/cpuinfo lists, not the ones this process may run
+/// on (a profile pinned to one core was measured on the same two-core machine as a run that
+/// is not), else what the standard library sees.
+fn logical_cpus(cpuinfo: &str) -> usize {
+    match cpuinfo.lines().filter(|l| l.starts_with("processor")).count() {
+        0 => std::thread::available_parallelism().map_or(0, |n| n.get()),
+        n => n,
+    }
+}
+
 /// CPU model, logical CPUs, memory and kernel of this machine, for the report's setup.
 pub fn machine() -> Machine {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
@@ -491,7 +501,7 @@ pub fn machine() -> Machine {
     let mem_kib: u64 = field(&read("/proc/meminfo"), "MemTotal").trim_end_matches("kB").trim().parse().unwrap_or(0);
     Machine {
         cpu: field(&cpuinfo, "model name"),
-        logical_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        logical_cpus: logical_cpus(&cpuinfo),
         memory_gib: (mem_kib as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0,
         kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
     }

@@ -55,14 +55,36 @@ fn levels(r: &AccuracyReport) -> String {
             let mut row = vec![f.family.clone(), format!("{} {}", l.load, f.load_unit)];
             for (m, _) in HEADLINE {
                 let level = find(f, m).and_then(|m| m.levels.iter().find(|x| x.load == l.load));
-                row.push(level.and_then(|x| x.error.map(|e| (e, x.beyond))).map_or("-".into(), |(e, beyond)| {
-                    format!("{:+.0} %{}", e * 100.0, if beyond == Some(true) { " !" } else { "" })
-                }));
+                row.push(match level {
+                    Some(x) if x.error.is_none() && x.stopped > 0 => "stopped".into(),
+                    Some(x) => x.error.map_or("-".into(), |e| {
+                        format!("{:+.0} %{}", e * 100.0, if x.beyond == Some(true) { " !" } else { "" })
+                    }),
+                    None => "-".into(),
+                });
             }
             t.add_row(row);
         }
     }
     t.to_string()
+}
+
+/// The levels some run stopped early over-saturated, which the errors leave out: `None` when
+/// there are none.
+fn stopped(r: &AccuracyReport) -> Option<String> {
+    let mut out = Vec::new();
+    for f in &r.families {
+        let Some(first) = f.metrics.first() else { continue };
+        for l in first.levels.iter().filter(|l| l.stopped > 0) {
+            out.push(format!("{} at {} {} ({} of {} runs)", f.family, l.load, f.load_unit, l.stopped, f.runs));
+        }
+    }
+    (!out.is_empty()).then(|| {
+        format!(
+            "Not compared: levels whose measurement stopped early, the queue growing without bound (their numbers are a transient cut where the guard fired, not a load's): {}.",
+            out.join("; ")
+        )
+    })
 }
 
 /// Each family's steps priced by kind.
@@ -84,6 +106,9 @@ pub fn accuracy(r: &AccuracyReport) -> String {
         r.profile,
         summary(r)
     );
+    if let Some(line) = stopped(r) {
+        out.push_str(&format!("\n{line}"));
+    }
     out.push_str(&format!(
         "\nErrors per level (! beyond the run-to-run spread, or with one run outside the measured 95 % interval)\n{}",
         levels(r)

@@ -90,6 +90,48 @@ pub(super) fn clamped_hat(k: u32, knots: &[u32], x: f64) -> f64 {
     }
 }
 
+/// The knots of [`Term::AfterPrefill`]'s table: steps since the last prefill.
+pub const AFTER_PREFILL_KNOTS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
+
+/// The weight of after-prefill knot `j` at `since` steps after a prefill: 1 at the knot,
+/// falling linearly to 0 at its neighbouring knots (at 0 below the first, at twice the last).
+pub(super) fn after_prefill_weight(j: u32, since: u32) -> f64 {
+    let Some(i) = AFTER_PREFILL_KNOTS.iter().position(|&k| k == j) else { return 0.0 };
+    let (s, k) = (f64::from(since), f64::from(j));
+    if s <= k {
+        let lo = if i == 0 { 0.0 } else { f64::from(AFTER_PREFILL_KNOTS[i - 1]) };
+        return ((s - lo) / (k - lo)).max(0.0);
+    }
+    let hi = AFTER_PREFILL_KNOTS.get(i + 1).map_or(2.0 * k, |&h| f64::from(h));
+    ((hi - s) / (hi - k)).max(0.0)
+}
+
+/// The knots of [`Term::AfterIdle`]'s table: milliseconds the engine sat idle before a step.
+/// Two: with five (1, 4, 16, 64, 256) a short grid of a slow model (smollm2, two rounds)
+/// left neighbouring knots unidentified (26.6 ms at 64 ms, 0 at 256), and on tiny the
+/// excess was 0 up to 4 ms, then 0.6, 0.8 and 1.3 ms at 16, 64 and 256 ms.
+pub const AFTER_IDLE_MS: [u32; 2] = [16, 256];
+
+/// Idle below this many milliseconds is the engine's own gap between busy steps (50–300 µs
+/// measured), not idleness: no after-idle weight.
+const IDLE_FLOOR_MS: f64 = 0.25;
+
+/// The weight of after-idle knot `k` (ms) after `idle_s` seconds idle: rising from 0 at
+/// [`IDLE_FLOOR_MS`] to 1 at the first knot, a hat between the knots, flat beyond the last
+/// (a longer idle has left nothing more to lose).
+pub(super) fn after_idle_weight(k: u32, idle_s: f64) -> f64 {
+    let Some(i) = AFTER_IDLE_MS.iter().position(|&n| n == k) else { return 0.0 };
+    let (ms, kf) = (idle_s * 1e3, f64::from(k));
+    if ms <= kf {
+        let lo = i.checked_sub(1).map_or(IDLE_FLOOR_MS, |j| f64::from(AFTER_IDLE_MS[j]));
+        return ((ms - lo) / (kf - lo)).max(0.0);
+    }
+    match AFTER_IDLE_MS.get(i + 1) {
+        Some(&hi) => ((f64::from(hi) - ms) / (f64::from(hi) - kf)).max(0.0),
+        None => 1.0,
+    }
+}
+
 /// The sorted knots of the tokens, rows and context tables among some terms, and the batch
 /// and per-sequence context knots of the decode-attention table.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -149,5 +191,24 @@ mod tests {
         assert_eq!(seq_context_knots(6160), [256, 1024, 4096, 6160]);
         assert_eq!(seq_context_knots(1024), [256, 1024]);
         assert_eq!(seq_context_knots(0), [256]);
+    }
+
+    #[test]
+    fn after_idle_weights_rise_from_the_busy_gap_and_stay_flat_past_the_last_knot() {
+        // The busy gap weighs nothing; 8.125 ms is halfway from the floor (0.25) to 16 ms.
+        assert_eq!(after_idle_weight(16, 0.000_1), 0.0);
+        assert!((after_idle_weight(16, 0.008_125) - 0.5).abs() < 1e-12);
+        // 136 ms is halfway from 16 to 256; 5 s is past the last knot.
+        assert!(
+            (after_idle_weight(16, 0.136) - 0.5).abs() < 1e-12 && (after_idle_weight(256, 0.136) - 0.5).abs() < 1e-12
+        );
+        assert_eq!(after_idle_weight(256, 5.0), 1.0);
+        assert_eq!(after_idle_weight(16, 5.0), 0.0);
+        assert_eq!(after_idle_weight(3, 0.003), 0.0, "not a knot");
+        // From the first knot on the knots' weights add to 1.
+        for s in [0.016, 0.05, 0.2, 0.256, 3.0] {
+            let sum: f64 = AFTER_IDLE_MS.iter().map(|&k| after_idle_weight(k, s)).sum();
+            assert!((sum - 1.0).abs() < 1e-12, "{s}: {sum}");
+        }
     }
 }

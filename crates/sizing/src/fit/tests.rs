@@ -40,6 +40,8 @@ fn grid() -> Vec<StepWork> {
                 sampled: b + 1.0,
                 experts_touched: None,
                 since_prefill: None,
+                fresh: None,
+                idle_s: None,
             });
         }
     }

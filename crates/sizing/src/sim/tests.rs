@@ -123,3 +123,35 @@ fn the_decode_steps_after_a_prefill_are_priced_apart_in_runs_and_alone() {
     assert_eq!(gaps, [3, 2, 1, 1, 1]);
     assert_eq!(r.first_token, Some(Stamp(1_000_000)));
 }
+
+#[test]
+fn a_prompt_that_finds_the_engine_idle_pays_the_after_idle_price() {
+    // 1 ms a step, 4 ms more after ≥ 256 ms idle. Two one-token requests: the first finds
+    // the engine never run (no idle known), the second arrives a second after it finished.
+    let cost = LinearCost::new(vec![Term::Fixed, Term::AfterIdle(256)], vec![1e-3, 4e-3], 0.0);
+    let mut engine = SimEngine::new(cfg(8), Arc::new(cost)).unwrap();
+    let (a, b) = (Stamp(0), Stamp(1_000_000_000));
+    let out = run_arrivals(&mut engine, vec![(a, request(1, 8, 1, a)), (b, request(2, 8, 1, b))]);
+    let took: Vec<u64> = out.steps.iter().map(|s| s.end.0 - s.start.0).collect();
+    assert_eq!(took, [1_000_000, 5_000_000]);
+}
+
+#[test]
+fn a_newcomer_to_a_batch_weighs_its_share_of_the_after_prefill_price() {
+    // 1 ms a step, 4 ms more for the first decode step after a prefill, for a batch all of
+    // whose sequences that prefill made. Three prompts together: their first decode step
+    // pays it whole. A fourth joins 100 ms later: the step after its prefill holds four
+    // sequences, one fresh, and pays a quarter.
+    let cost = LinearCost::new(vec![Term::Fixed, Term::AfterPrefill(1)], vec![1e-3, 4e-3], 0.0);
+    let mut engine = SimEngine::new(cfg(8), Arc::new(cost)).unwrap();
+    let (t0, late) = (Stamp(0), Stamp(100_000_000));
+    let mut arrivals: Vec<(Stamp, NewRequest)> = (1..=3).map(|i| (t0, request(i, 8 + i as usize, 200, t0))).collect();
+    arrivals.push((late, request(4, 8, 4, late)));
+    let out = run_arrivals(&mut engine, arrivals);
+    let gaps = |id: u64| -> Vec<u64> {
+        let r = out.records.iter().find(|r| r.id == id).unwrap();
+        r.token_times.windows(2).map(|w| (w[1].0 - w[0].0) / 1_000).collect()
+    };
+    assert_eq!(gaps(1)[..3], [5_000, 1_000, 1_000]);
+    assert_eq!(gaps(4), [2_000, 1_000, 1_000]);
+}
