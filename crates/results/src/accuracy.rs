@@ -91,10 +91,11 @@ pub struct KindPrice {
 }
 
 impl AccuracyReport {
-    /// Writes the report as pretty JSON.
-    pub fn write(&self, path: &std::path::Path) -> std::io::Result<()> {
-        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(path, json + "\n")
+    /// Writes the report as pretty JSON, whole ([`crate::files::write_json`]).
+    pub fn write(&self, path: &std::path::Path) -> Result<(), crate::ResultsError> {
+        let dir = path.parent().unwrap_or(std::path::Path::new(""));
+        let name = path.file_name().map_or_else(|| path.to_string_lossy(), |n| n.to_string_lossy());
+        crate::files::write_json(dir, &name, self)
     }
 }
 

@@ -2,9 +2,9 @@
 //! turn them into seconds (fitted from measured steps, or projected from the roofline).
 
 use crate::routing::Routing;
-pub use fresh::{FreshSequences, FRESH_WINDOW};
 use goodput_core::{ModelSpec, StepRecord};
 use goodput_scheduler::SchedulerOutput;
+pub use history::{StepHistory, FRESH_WINDOW};
 pub use knots::Tables;
 use knots::{after_idle_weight, after_prefill_weight, batch_knots, clamped_hat, context_knots, hat, knots};
 pub use knots::{AFTER_IDLE_MS, AFTER_PREFILL_KNOTS};
@@ -265,27 +265,16 @@ impl StepWork {
         }
     }
 
-    /// The work of each of a run of steps, in order: each knows how many steps ago the last
-    /// prompt tokens were computed (counted in step numbers, so a gap in the file's steps
-    /// counts its missing ones), what share of its decodes finished their prefill lately,
-    /// and how long the engine sat idle before it (when the step before it is in the file).
+    /// The work of each of a run of steps, in order, each with its history
+    /// ([`StepHistory::before`]).
     pub fn of_records(steps: &[StepRecord]) -> Vec<Self> {
-        let mut last: Option<u64> = None;
-        let mut before: Option<&StepRecord> = None;
-        let mut fresh = FreshSequences::default();
+        let mut h = StepHistory::default();
         steps
             .iter()
             .map(|r| {
-                let since = last.map(|l| u32::try_from(r.step.saturating_sub(l)).unwrap_or(u32::MAX));
-                let share = fresh.share(r.step, r.decode_seqs as f64);
-                if r.prefill_tokens > 0 {
-                    last = Some(r.step);
-                    fresh.record(r.step, r.sampled.saturating_sub(r.decode_seqs));
-                }
-                let idle =
-                    before.filter(|b| b.step + 1 == r.step && r.start >= b.end).map(|b| r.start.secs_since(b.end));
-                before = Some(r);
-                Self { since_prefill: since, fresh: share, idle_s: idle, ..Self::of_record(r) }
+                let w = h.before(r.step, r.start, Self::of_record(r));
+                h.after(r.step, r.end, r.prefill_tokens > 0, r.sampled.saturating_sub(r.decode_seqs));
+                w
             })
             .collect()
     }
@@ -448,8 +437,8 @@ impl StepCost for LinearCost {
     }
 }
 
-#[path = "cost/fresh.rs"]
-mod fresh;
+#[path = "cost/history.rs"]
+mod history;
 #[path = "cost/knots.rs"]
 mod knots;
 

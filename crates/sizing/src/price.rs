@@ -125,10 +125,7 @@ pub fn price(file: String, steps: &[StepRecord], cost: &dyn StepCost) -> Priced 
     for (s, w, measured) in &periods {
         by_kind.entry(kind(s)).or_default().push((*measured, price(w)));
     }
-    let kinds = by_kind
-        .into_iter()
-        .map(|(((class, size), kind), pairs)| Kind { class, size, ..summarize_kind(kind, &pairs) })
-        .collect();
+    let kinds = by_kind.into_iter().map(|(key, pairs)| summarize_kind(key, &pairs)).collect();
     let n = steps.len().max(1) as f64;
     Priced {
         file,
@@ -145,7 +142,7 @@ pub fn price(file: String, steps: &[StepRecord], cost: &dyn StepCost) -> Priced 
     }
 }
 
-fn summarize_kind(kind: String, pairs: &[(f64, f64)]) -> Kind {
+fn summarize_kind(((class, size), kind): KindKey, pairs: &[(f64, f64)]) -> Kind {
     use goodput_metrics::stats::percentile;
     let ratios: Vec<f64> = pairs.iter().filter(|(_, p)| *p > 0.0).map(|(m, p)| m / p).collect();
     let periods: Vec<f64> = pairs.iter().map(|(m, _)| *m).collect();
@@ -154,8 +151,8 @@ fn summarize_kind(kind: String, pairs: &[(f64, f64)]) -> Kind {
     let measured: f64 = periods.iter().sum();
     Kind {
         kind,
-        class: StepClass::Decode,
-        size: 0,
+        class,
+        size,
         steps: pairs.len(),
         period_p50_s: at(&periods, 50.0),
         ratio_p10: at(&ratios, 10.0),

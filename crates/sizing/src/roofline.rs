@@ -321,12 +321,11 @@ impl RooflineCost {
                 p.dense.compute_s + p.experts.compute_s
             }
             Term::PrefillAttention => at(StepWork { prefill_attention: 1.0, ..Default::default() }).attention.compute_s,
-            Term::DecodeContext => at(StepWork { decode_context: 1.0, ..Default::default() }).attention.memory_s,
-            Term::Context(k) => at(StepWork { decode_context: k as f64, ..Default::default() }).attention.memory_s,
             // One context token's K/V read, whatever the batch and length.
-            Term::SeqContext(..) | Term::BatchContext(_) | Term::LengthContext(_) => {
+            Term::DecodeContext | Term::SeqContext(..) | Term::BatchContext(_) | Term::LengthContext(_) => {
                 at(StepWork { decode_context: 1.0, ..Default::default() }).attention.memory_s
             }
+            Term::Context(k) => at(StepWork { decode_context: k as f64, ..Default::default() }).attention.memory_s,
             Term::SampledRows => at(StepWork { sampled: 1.0, ..Default::default() }).dense.compute_s,
             Term::Rows(k) => at(StepWork { sampled: k as f64, ..Default::default() }).dense.compute_s,
             Term::Tokens(k) => {

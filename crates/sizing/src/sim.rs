@@ -9,7 +9,7 @@
 //! applies its tokens at that stamp. [`run_arrivals`] is the plain discrete-event driver for a
 //! list of timed arrivals; goodput's front end drives the same engine from the workload code.
 
-use crate::cost::{FreshSequences, StepCost, StepWork};
+use crate::cost::{StepCost, StepHistory, StepWork};
 use crate::error::SizingError;
 use goodput_core::{EngineRecord, FinishReason, RequestId, Stamp, StepRecord, TokenId};
 use goodput_scheduler::{AdmissionError, NewRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepUpdate};
@@ -55,12 +55,8 @@ pub struct SimEngine {
     /// The token every sampled row produces: never end-of-sequence, so a request generates
     /// `max_tokens` (what benchmark workloads ask for with `ignore_eos`).
     token: TokenId,
-    /// The number of the last step that computed prompt tokens.
-    last_prefill: Option<u64>,
-    /// When the last step (or decode run) ended.
-    last_end: Option<Stamp>,
-    /// The prefills finished lately, by step.
-    fresh: FreshSequences,
+    /// The steps so far, as the after-prefill and after-idle terms read them.
+    history: StepHistory,
 }
 
 /// Nanoseconds of a step, at most an hour (a cost model's absurd answer must not overflow
@@ -77,7 +73,7 @@ impl SimEngine {
         cfg.validate().map_err(SizingError::Scheduler)?;
         let token = if cfg.eos_token_id == Some(0) { 1 } else { 0 };
         let sched = Scheduler::new(cfg)?;
-        Ok(Self { sched, cost, steps: 0, token, last_prefill: None, last_end: None, fresh: FreshSequences::default() })
+        Ok(Self { sched, cost, steps: 0, token, history: StepHistory::default() })
     }
 
     pub fn config(&self) -> &SchedulerConfig {
@@ -117,13 +113,7 @@ impl SimEngine {
         if out.is_empty() {
             return None;
         }
-        let fresh = self.fresh.share(self.steps, out.decode_seqs as f64);
-        let work = StepWork {
-            since_prefill: self.since_prefill(),
-            fresh,
-            idle_s: self.idle_s(now),
-            ..StepWork::of_output(&out)
-        };
+        let work = self.history.before(self.steps, now, StepWork::of_output(&out));
         let busy = nanos(self.cost.step_seconds(&work)).max(1);
         let end = Stamp(now.0.saturating_add(busy));
         let gap_ns = nanos(self.cost.gap_seconds());
@@ -140,17 +130,13 @@ impl SimEngine {
             return self.begin(now);
         }
         let n = self.sched.num_running() as f64;
-        let first = StepWork {
-            prefill_tokens: 0.0,
-            prefill_attention: 0.0,
+        let decodes = StepWork {
             decode_seqs: n,
             decode_context: self.sched.decode_context_next() as f64,
             sampled: n,
-            experts_touched: None,
-            since_prefill: self.since_prefill(),
-            fresh: self.fresh.share(self.steps, n),
-            idle_s: self.idle_s(now),
+            ..StepWork::default()
         };
+        let first = self.history.before(self.steps, now, decodes);
         let gap_ns = nanos(self.cost.gap_seconds());
         let mut run = Vec::with_capacity(k);
         let mut start = now;
@@ -182,23 +168,10 @@ impl SimEngine {
         update
     }
 
-    /// Steps from the last that computed prompt tokens to the one about to begin.
-    fn since_prefill(&self) -> Option<u32> {
-        self.last_prefill.map(|l| u32::try_from(self.steps.saturating_sub(l)).unwrap_or(u32::MAX))
-    }
-
-    /// Seconds from the end of the last step to `now`.
-    fn idle_s(&self, now: Stamp) -> Option<f64> {
-        self.last_end.map(|e| now.secs_since(e).max(0.0))
-    }
-
     fn apply(&mut self, p: &Planned) -> StepUpdate {
         let token = self.token;
-        self.last_end = Some(p.end);
-        if p.out.prefill_tokens > 0 {
-            self.last_prefill = Some(self.steps);
-            self.fresh.record(self.steps, p.out.sampled().saturating_sub(p.out.decode_seqs));
-        }
+        let finished = p.out.sampled().saturating_sub(p.out.decode_seqs);
+        self.history.after(self.steps + p.steps() as u64 - 1, p.end, p.out.prefill_tokens > 0, finished);
         if !p.run.is_empty() {
             let ends: Vec<Stamp> = p.run.iter().map(|(_, end)| *end).collect();
             let ran = self.sched.decode_run(token, &ends);

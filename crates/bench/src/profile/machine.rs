@@ -23,15 +23,17 @@ pub fn measure(
 ) -> (f64, f64, &'static str) {
     let bf16 = (dtype == "bf16").then(|| goodput_engine::cpu::peak::Bf16Peak::measure().engine_per_core()).flatten();
     let cores = cpus.as_ref().map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), Vec::len);
-    let (bw, f32_flops) = measure_f32(cpus, progress);
+    let (bw, f32_flops) = measure_pinned(cpus, bf16.is_none(), progress);
     match bf16 {
         Some(per_core) => (bw, per_core * cores as f64, HOW_BF16),
         None => (bw, f32_flops, HOW),
     }
 }
 
-fn measure_f32(cpus: Option<Vec<usize>>, progress: &dyn crate::progress::Progress) -> (f64, f64) {
-    let body = || (goodput_engine::bench::measure_read_bandwidth() * 1e9, matmul_flops());
+/// (bandwidth, f32 FLOP/s — NaN unless `matmul`), measured on `cpus` when given.
+fn measure_pinned(cpus: Option<Vec<usize>>, matmul: bool, progress: &dyn crate::progress::Progress) -> (f64, f64) {
+    let body =
+        || (goodput_engine::bench::measure_read_bandwidth() * 1e9, if matmul { matmul_flops() } else { f64::NAN });
     let Some(cpus) = cpus else { return body() };
     let pin = cpus.clone();
     let pool = rayon::ThreadPoolBuilder::new()

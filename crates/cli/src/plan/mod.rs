@@ -193,8 +193,7 @@ pub struct PlanArgs {
     /// Instead of planning: simulate measured runs' sweeps with --profile and set each
     /// prediction beside its measurement.
     ///
-    /// Instead of planning: simulate each measured run's sweep with --profile and set the
-    /// prediction beside the measurement (written to the run's prediction.json). Several
+    /// Each run's prediction is written to its prediction.json. Several
     /// directories (or a `--repeats` directory, whose repeats are one family) make an
     /// accuracy suite: per family and metric the MAPE over the levels beside the run-to-run
     /// spread, the levels beyond it, the capacities and the steps priced by kind (--json
