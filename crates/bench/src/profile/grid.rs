@@ -36,8 +36,8 @@ pub enum Probe {
 pub const DECODE_STEPS: usize = 32;
 
 /// How long the engine is left idle before each prompt probe (`Chunk`, `Prompts`), in turn,
-/// in milliseconds: a prompt that finds the engine idle for tens of milliseconds prefills up
-/// to a third slower than one queued behind a step (`Term::AfterIdle` prices it), and a
+/// in milliseconds: a prompt that finds the engine idle for tens of milliseconds prefills
+/// 15–30 % slower than one queued behind a step (`Term::AfterIdle` prices it), and a
 /// closed loop or a low rate meets that on every request. About 1.5 s of a round.
 pub const IDLES_MS: [u64; 6] = [0, 1, 4, 16, 64, 256];
 
