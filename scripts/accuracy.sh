@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The simulated twin on workloads it was not fitted on (a held-out accuracy suite): a
-# profile fitted on the profiling grid alone, then each scenario family measured REPEATS
-# times (`run --repeats`, the engine pinned to CPU 0 and the harness to CPU 1), then every
-# measured run simulated with the profile (`goodput plan --check`), which prints per family
-# and metric the MAPE of the twin over the levels beside the run-to-run spread of the
-# measurement, the levels whose error is beyond that spread, whether the usable capacities
-# agree, and the run's steps priced by kind.
+# profile fitted on the profiling grid alone, measured before the families and again after
+# them (on a shared host a 90 s grid ran the decode shapes 15–40 % slower than a grid 50
+# minutes later; the fit over both says the ratio on its first line), each scenario family
+# measured REPEATS times (`run --repeats`, the engine pinned to CPU 0 and the harness to
+# CPU 1), then every measured run simulated with the profile (`goodput plan --check`), which
+# prints per family and metric the MAPE of the twin over the levels beside the run-to-run
+# spread of the measurement, the levels whose error is beyond that spread, whether the usable
+# capacities agree, and the run's steps priced by kind.
 #
 #   scripts/accuracy.sh [--goodput BIN] [--model M] [--out DIR] [--repeats N]
 #                       [--profile-time T] [--families "F …"] [--check-only]
@@ -80,10 +82,16 @@ output = { kind = "uniform", min = 50, max = 200 }
 think_ms = 2000
 TOML
 
+# A grid: its steps to $OUT/grid-$1.jsonl (and the profile of that grid alone).
+grid() {
+    "$GOODPUT" profile -m "$MODEL" "${PIN[@]}" --time "$PROFILE_TIME" --out "$OUT/profile-$1.json" \
+        --save-steps "$OUT/grid-$1.jsonl" -q
+}
+
 if [ "$CHECK_ONLY" = 0 ]; then
-    # The grid alone: nothing of the families below enters the fit.
-    "$GOODPUT" profile -m "$MODEL" "${PIN[@]}" --time "$PROFILE_TIME" --out "$OUT/profile.json" \
-        --save-steps "$OUT/grid.jsonl" -q
+    # The grid alone enters the fit, nothing of the families below; measured before them and
+    # again after them, so that the profile is not one moment of a machine whose speed moves.
+    grid before
     for f in $FAMILIES; do
         text=$(family_args "$f") || continue
         read -r -a args <<<"$text"
@@ -92,6 +100,13 @@ if [ "$CHECK_ONLY" = 0 ]; then
         "$GOODPUT" run -m "$MODEL" "${PIN[@]}" "${args[@]}" --refine 0 --repeats "$REPEATS" \
             --out "$OUT/$f" --overwrite -q >"$OUT/$f.log" 2>&1 || echo "accuracy: $f: run failed (see $OUT/$f.log)" >&2
     done
+    grid after || echo "accuracy: the grid after the families failed: the fit is the grid before's alone" >&2
+    # One fit over both grids; its first line says how far the machine moved between them.
+    grids=()
+    for g in before after; do [ -s "$OUT/grid-$g.jsonl" ] && grids+=("$OUT/grid-$g.jsonl"); done
+    "$GOODPUT" profile -m "$MODEL" --engine-cpus 0 --from-steps "${grids[@]}" --out "$OUT/profile.json" \
+        >"$OUT/profile.txt"
+    head -n 1 "$OUT/profile.txt" >&2
 fi
 dirs=()
 for f in $FAMILIES; do [ -d "$OUT/$f" ] && dirs+=("$OUT/$f"); done

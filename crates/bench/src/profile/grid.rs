@@ -101,16 +101,70 @@ pub fn probes(l: &Limits) -> Vec<Probe> {
     out
 }
 
-impl Probe {
-    /// Tokens the probe prefills, and decode steps it runs: its cost in prefill tokens, a
-    /// decode step counted as ten.
-    fn weight(&self) -> usize {
-        match *self {
-            Probe::Chunk { context, chunk } => context + chunk,
-            Probe::Prompts { batch, len } => batch * len,
-            Probe::Decode { batch, context, steps } => batch * context + 10 * steps,
-            Probe::Mixed { batch, context, chunk } => batch * context + chunk + 10 * 16,
+/// What a probe computes, to price it before it runs: tokens through the linear layers (a
+/// decode step counted as ten tokens whatever its batch) and query-key pairs of attention. A
+/// long prompt's attention grows with its square and, on a CPU without matrix units, costs
+/// more than its linear layers (`tiny`'s profile on an AVX-512 EPYC priced a 1 536-token
+/// prompt at 0.29 s of attention and 0.09 s of linear layers), so tokens alone underprice
+/// the long-context probes by 3–4×.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Work {
+    pub tokens: f64,
+    pub pairs: f64,
+}
+
+/// Seconds per unit of [`Work`], measured by the warm-up probes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    pub per_token: f64,
+    pub per_pair: f64,
+}
+
+impl Rates {
+    /// The rates that price `a` (the tokens-heavy probe) and `b` (the pairs-heavy one) at
+    /// their measured seconds (two equations, two unknowns), neither below 0: when the two
+    /// are not told apart (or one rate comes out negative), `a` prices tokens alone, or `b`
+    /// pairs alone.
+    pub fn solve((a, ta): (Work, f64), (b, tb): (Work, f64)) -> Rates {
+        let det = a.tokens * b.pairs - b.tokens * a.pairs;
+        let (token, pair) = if det.abs() > f64::EPSILON * a.tokens * b.pairs {
+            ((ta * b.pairs - tb * a.pairs) / det, (a.tokens * tb - b.tokens * ta) / det)
+        } else {
+            (f64::NAN, f64::NAN)
+        };
+        match (token >= 0.0, pair >= 0.0) {
+            (true, true) => Rates { per_token: token, per_pair: pair },
+            (false, true) if b.pairs > 0.0 => Rates { per_token: 0.0, per_pair: tb / b.pairs },
+            _ => Rates { per_token: ta / a.tokens.max(1.0), per_pair: 0.0 },
         }
+    }
+
+    /// The seconds `w` is expected to take.
+    pub fn price(&self, w: Work) -> f64 {
+        w.tokens * self.per_token + w.pairs * self.per_pair
+    }
+}
+
+/// Query-key pairs of a causal prompt of `n` tokens after `context` cached ones.
+fn pairs(context: usize, n: usize) -> f64 {
+    (n * context) as f64 + (n * (n + 1) / 2) as f64
+}
+
+impl Probe {
+    /// What the probe computes (see [`Work`]).
+    pub fn work(&self) -> Work {
+        let (tokens, pairs) = match *self {
+            Probe::Chunk { context, chunk } => (context + chunk, pairs(0, context) + pairs(context, chunk)),
+            Probe::Prompts { batch, len } => (batch * len, batch as f64 * pairs(0, len)),
+            Probe::Decode { batch, context, steps } => {
+                (batch * context + 10 * steps, batch as f64 * pairs(0, context) + (steps * batch * context) as f64)
+            }
+            Probe::Mixed { batch, context, chunk } => (
+                batch * context + chunk + 10 * 16,
+                batch as f64 * pairs(0, context) + pairs(0, chunk) + (16 * batch * context) as f64,
+            ),
+        };
+        Work { tokens: tokens as f64, pairs }
     }
 }
 
@@ -142,16 +196,12 @@ impl<'a> Grid<'a> {
         let t0 = Instant::now();
         let mut all = Vec::new();
         let mut rounds = 0;
-        // A warm-up probe whose steps are dropped (first-touch of the pool, caches); its time
-        // prices a prefill token, and probes that would take over a twelfth of the time are
+        // Warm-up probes whose steps are dropped (first-touch of the pool, caches) price a
+        // probe's work (see [`Work`]); probes that would take over a twelfth of the time are
         // left out (a large model on one core cannot prefill 32K tokens per probe).
-        let warm = Probe::Decode { batch: 4, context: 64, steps: 4 };
-        let t = Instant::now();
-        self.probe(&warm)?;
-        let _ = self.steps.drain().count();
-        let per_token = t.elapsed().as_secs_f64() / warm.weight() as f64;
-        let affordable: Vec<Probe> =
-            probes.iter().filter(|p| p.weight() as f64 * per_token <= time.as_secs_f64() / 12.0).cloned().collect();
+        let rates = self.warm_up(probes, time.as_secs_f64() / 12.0)?;
+        let price = |p: &Probe| rates.price(p.work());
+        let affordable: Vec<Probe> = probes.iter().filter(|p| price(p) <= time.as_secs_f64() / 12.0).cloned().collect();
         let probes = if affordable.len() >= 4 { affordable } else { probes.to_vec() };
         self.kept = probes.len();
         'rounds: loop {
@@ -160,7 +210,7 @@ impl<'a> Grid<'a> {
             if rounds == 1 {
                 // The cheapest first: a round cut short by the time still covers every batch
                 // size (every knot of the tables) at a short context.
-                order.sort_by_key(|p| p.weight());
+                order.sort_by(|a, b| price(a).total_cmp(&price(b)));
             } else {
                 for i in (1..order.len()).rev() {
                     order.swap(i, self.rng.random_range(0..=i));
@@ -192,12 +242,43 @@ impl<'a> Grid<'a> {
         prompts.into_iter().map(|p| self.submit(p, out)).collect()
     }
 
+    /// Runs the warm-up probes and drops their steps: a short decode batch twice (the first
+    /// untimed: the engine's first steps touch the pool and caches) and the longest prompt at
+    /// context 0 that the short batch prices within `cap` seconds, attention-heavy beside
+    /// it. Returns the rates their times give.
+    fn warm_up(&mut self, probes: &[Probe], cap: f64) -> Result<Rates> {
+        let mut timed = |p: &Probe| -> Result<(Work, f64)> {
+            let t = Instant::now();
+            self.run_probe(p)?;
+            let _ = self.steps.drain().count();
+            Ok((p.work(), t.elapsed().as_secs_f64()))
+        };
+        let short = Probe::Decode { batch: 4, context: 64, steps: 4 };
+        timed(&short)?;
+        let short = timed(&short)?;
+        let by_tokens = Rates::solve(short, (Work::default(), 0.0));
+        let longest = probes
+            .iter()
+            .filter(|p| matches!(p, Probe::Chunk { context: 0, .. }) && by_tokens.price(p.work()) <= cap)
+            .max_by(|a, b| a.work().tokens.total_cmp(&b.work().tokens));
+        let long = match longest {
+            Some(p) => timed(p)?,
+            None => (Work::default(), 0.0),
+        };
+        Ok(Rates::solve(short, long))
+    }
+
+    /// Runs `p`, a prompt probe after the engine idled for the next of [`IDLES_MS`].
     fn probe(&mut self, p: &Probe) -> Result<()> {
         if matches!(p, Probe::Chunk { .. } | Probe::Prompts { .. }) {
             let idle = IDLES_MS[self.prompt_probes % IDLES_MS.len()];
             self.prompt_probes += 1;
             std::thread::sleep(Duration::from_millis(idle));
         }
+        self.run_probe(p)
+    }
+
+    fn run_probe(&mut self, p: &Probe) -> Result<()> {
         match *p {
             Probe::Chunk { context, chunk } => {
                 let prefix = self.prompt(context);
@@ -264,6 +345,31 @@ mod tests {
         // A small pool leaves out what would not fit.
         let small = probes(&Limits { pool_tokens: 1000, ..l });
         assert!(small.iter().all(|p| !matches!(p, Probe::Chunk { context: 1024, .. })));
+    }
+
+    #[test]
+    fn a_probe_is_priced_with_its_attention() {
+        // By hand: 33 prompts of 1 536 tokens (1 536 · 1 537 / 2 = 1 180 416 pairs each), then
+        // 32 decode steps of 33 × 1 536 pairs and ten tokens each.
+        let decode = Probe::Decode { batch: 33, context: 1536, steps: 32 }.work();
+        assert_eq!(decode, Work { tokens: 50_688.0 + 320.0, pairs: 33.0 * 1_180_416.0 + 1_622_016.0 });
+        // A chunk after a context: the context's own prefill, then 16 × 1 024 + 16 · 17 / 2.
+        let chunk = Probe::Chunk { context: 1024, chunk: 16 }.work();
+        assert_eq!(chunk, Work { tokens: 1040.0, pairs: 524_800.0 + 16_384.0 + 136.0 });
+        // The two warm-up probes' times give back the rates that made them.
+        let r = Rates { per_token: 50e-6, per_pair: 200e-9 };
+        let short = Probe::Decode { batch: 4, context: 64, steps: 4 }.work();
+        let long = Probe::Chunk { context: 0, chunk: 1024 }.work();
+        let solved = Rates::solve((short, r.price(short)), (long, r.price(long)));
+        assert!((solved.per_token / r.per_token - 1.0).abs() < 1e-9, "{solved:?}");
+        assert!((solved.per_pair / r.per_pair - 1.0).abs() < 1e-9, "{solved:?}");
+        // 2.55 s of tokens and 8.12 s of pairs: over a twelfth of a 90 s grid (7.5 s), which
+        // the short probe's time per token alone (2.87 s) kept.
+        assert!((r.price(decode) - 10.665).abs() < 1e-3, "{}", r.price(decode));
+        // No long prompt, or a pairs rate below 0 (noise): the short probe prices tokens alone.
+        let alone = Rates { per_token: r.price(short) / 296.0, per_pair: 0.0 };
+        assert_eq!(Rates::solve((short, r.price(short)), (Work::default(), 0.0)), alone);
+        assert_eq!(Rates::solve((short, r.price(short)), (long, 0.0)), alone);
     }
 
     #[test]

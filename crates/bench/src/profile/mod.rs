@@ -7,6 +7,7 @@ mod error;
 pub mod grid;
 pub mod machine;
 mod price;
+pub mod speed;
 mod terms;
 
 use crate::progress::Progress;
@@ -292,6 +293,9 @@ fn from_run(a: &ProfileSpec, dir: &Path, spec: &ModelSpec) -> Result<Measured> {
 /// The steps of `--from-steps` files, with the engine settings of the flags.
 fn from_steps(a: &ProfileSpec, spec: &ModelSpec) -> Result<Measured> {
     let mut steps: Vec<StepRecord> = Vec::new();
+    // Each later file's step times against those of the files before it on the decode shapes
+    // both measured: two grids of one machine at different times say how far its speed moved.
+    let mut ratios: Vec<String> = Vec::new();
     for path in &a.from_steps {
         if !path.exists() {
             return Err(ProfilingError::NoFile { path: path.clone() });
@@ -302,6 +306,12 @@ fn from_steps(a: &ProfileSpec, spec: &ModelSpec) -> Result<Measured> {
         }
         if let Some(why) = StepRecord::implausible_run(&these) {
             return Err(ProfilingError::Implausible { path: path.clone(), why });
+        }
+        if let Some(r) = speed::speed_ratio(&steps, &these) {
+            let (path, ratio, shapes) = (path.display(), r.ratio, r.shapes);
+            ratios.push(format!(
+                "{path}'s steps took {ratio:.2}× those of the files before it on {shapes} decode shapes"
+            ));
         }
         // A step's period runs to the next step of the same engine: each file's steps count
         // from 0, so no period runs from one file into the next.
@@ -320,7 +330,7 @@ fn from_steps(a: &ProfileSpec, spec: &ModelSpec) -> Result<Measured> {
     };
     let names: Vec<String> = a.from_steps.iter().map(|p| p.display().to_string()).collect();
     Ok(Measured {
-        source: format!("steps of {} ({} steps)", names.join(", "), steps.len()),
+        source: format!("steps of {} ({} steps){}", names.join(", "), steps.len(), ratios_text(&ratios)),
         steps,
         engine,
         weights: a.model.weights.clone().unwrap_or_else(|| "dummy".into()),
@@ -329,6 +339,15 @@ fn from_steps(a: &ProfileSpec, spec: &ModelSpec) -> Result<Measured> {
         device: a.model.device.clone(),
         fingerprint: None,
     })
+}
+
+/// The later step files' speed ratios, as the profile's source line ends.
+fn ratios_text(ratios: &[String]) -> String {
+    if ratios.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", ratios.join("; "))
+    }
 }
 
 /// Whether `t` is a knot of one of a table's terms.
