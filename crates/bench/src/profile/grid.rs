@@ -199,9 +199,10 @@ impl<'a> Grid<'a> {
         // Warm-up probes whose steps are dropped (first-touch of the pool, caches) price a
         // probe's work (see [`Work`]); probes that would take over a twelfth of the time are
         // left out (a large model on one core cannot prefill 32K tokens per probe).
-        let rates = self.warm_up(probes, time.as_secs_f64() / 12.0)?;
+        let cap = time.as_secs_f64() / 12.0;
+        let rates = self.warm_up(probes, cap)?;
         let price = |p: &Probe| rates.price(p.work());
-        let affordable: Vec<Probe> = probes.iter().filter(|p| price(p) <= time.as_secs_f64() / 12.0).cloned().collect();
+        let affordable: Vec<Probe> = probes.iter().filter(|p| price(p) <= cap).cloned().collect();
         let probes = if affordable.len() >= 4 { affordable } else { probes.to_vec() };
         self.kept = probes.len();
         'rounds: loop {
