@@ -21,6 +21,11 @@
 #   multi-turn-think     multi-turn sessions with 2 s think time between turns, closed loop
 #   rag                  retrieval then the prompt (scripts/fetch-minilm.sh's encoder), closed
 # (Sessions, agent tasks and RAG queries run closed-loop only.)
+# The open loops' rates are multiples of the limit (`run --rate-of-limit`): the requests a
+# second the twin of the grid before completes on the family's workload with every slot busy,
+# so that their levels sit below and past the knee on any machine (rates tuned on a Xeon
+# offered 4–20× what a 2-vCPU EPYC served, and measured the first seconds of a flood). The
+# closed loops' users are fixed.
 # 72 measured requests a level where a request is one call (24 sessions of 4 turns for
 # multi-turn-think): the fewest with which a P95 SLO can be shown to hold, so that usable capacity
 # is established on both sides. Loads are chosen per model to reach below and past each family's knee; smollm2-135m (7×
@@ -55,14 +60,16 @@ done
 [ "$(nproc)" -ge 2 ] || { echo "accuracy: needs 2 CPUs (engine on 0, harness on 1)" >&2; exit 2; }
 mkdir -p "$OUT"
 PIN=(--engine-cpus 0 --harness-cpus 1)
+# The open loops' limit comes from the twin of the grid measured before them.
+LIMIT="--predict $OUT/profile-before.json"
 
 # A family's `run` arguments on MODEL.
 family_args() {
     case "$MODEL:$1" in
-        tiny:long-gen-bursty) echo "--scenario long-gen --rate 0.5,1,2,4 --burstiness 0.5 --requests 72" ;;
+        tiny:long-gen-bursty) echo "--scenario long-gen --rate-of-limit 0.5,0.8,1.2 --burstiness 0.5 --requests 72 $LIMIT" ;;
         tiny:long-gen-closed) echo "--scenario long-gen --concurrency 2,8,32 --requests 72" ;;
         tiny:agent) echo "--scenario agent --concurrency 1,4,16 --requests 72" ;;
-        tiny:long-prompt-poisson) echo "--input-len 1000..1500 --output-len 32..96 --rate 4,8,16,32 --requests 72" ;;
+        tiny:long-prompt-poisson) echo "--input-len 1000..1500 --output-len 32..96 --rate-of-limit 0.25,0.5,0.8,1.2 --requests 72 $LIMIT" ;;
         tiny:multi-turn-think) echo "--scenario $OUT/multi-turn-think.toml --concurrency 2,8,32 --requests 24" ;;
         tiny:rag) echo "--scenario rag --concurrency 1,4,16 --requests 72" ;;
         smollm2-135m:long-gen-closed) echo "--scenario long-gen --concurrency 1,4 --requests 8" ;;

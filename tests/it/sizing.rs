@@ -315,6 +315,67 @@ fn constant_profile(path: &std::path::Path, step_s: f64) {
 }
 
 #[test]
+fn rates_of_the_limit_are_multiples_of_what_the_twin_serves_with_every_slot_busy() {
+    let dir = temp("rate-of-limit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("constant.json");
+    constant_profile(&profile, 0.01);
+    let p = profile.to_str().unwrap();
+    let sim = dir.join("sim");
+    // 8 slots, requests of 32 prompt tokens and 10 output tokens, steps of 10 ms: a slot's
+    // request takes 10 steps (its prefill samples the first token, 9 decodes the rest, and
+    // the next request's prefill joins the step after), so 8 requests each 0.1 s: 80 req/s.
+    // The search met 4 users first (40 req/s) and stopped at the engine's 8 slots.
+    let args = [
+        "run",
+        "--simulate",
+        p,
+        "--max-num-seqs",
+        "8",
+        "--input-len",
+        "32",
+        "--output-len",
+        "10",
+        "--rate-of-limit",
+        "0.5,1",
+        "--requests",
+        "40",
+        "--refine",
+        "0",
+        "--seed",
+        "3",
+        "--out",
+        sim.to_str().unwrap(),
+    ];
+    let (ok, out, err) = goodput(&args);
+    assert!(ok, "{err}");
+    let s = summary_of(&sim);
+    let loads: Vec<f64> =
+        s["levels"].as_array().unwrap().iter().map(|l| l["summary"]["load"].as_f64().unwrap()).collect();
+    assert_eq!(loads, [40.0, 80.0]);
+    assert_eq!(s["levels"][1]["request_rate"], 80.0);
+    let said = format!("{out}{err}");
+    assert!(said.contains("--rate-of-limit: 0.5× = 40, 1× = 80 req/s of the limit 80.000 req/s"), "{said}");
+    assert!(said.contains("with 8 users sending back to back (32 requests)"), "{said}");
+    // Checked afterwards at the rates it ran, not at the multiples.
+    let (ok, _, err) = goodput(&["plan", "--check", sim.to_str().unwrap(), "--profile", p]);
+    assert!(ok, "{err}");
+    let pred: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sim.join("prediction.json")).unwrap()).unwrap();
+    let checked: Vec<f64> =
+        pred["levels"].as_array().unwrap().iter().map(|l| l["summary"]["load"].as_f64().unwrap()).collect();
+    assert_eq!(checked, loads);
+    // Without a twin there is no limit; with --rate as well the two rates conflict.
+    let (ok, _, err) = goodput(&["run", "--rate-of-limit", "1", "--requests", "4"]);
+    assert!(!ok && err.contains("give its profile with --predict PROFILE"), "{err}");
+    let (ok, _, err) = goodput(&["run", "--simulate", p, "--rate-of-limit", "1", "--rate", "2"]);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+    let (ok, _, err) = goodput(&["run", "--simulate", p, "--rate-of-limit", "0,1"]);
+    assert!(!ok && err.contains("positive multiples of the limit"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn the_simulated_engine_in_virtual_time_agrees_with_the_plain_discrete_event_loop() {
     // The same closed loop (8 users all at once, 64 short-qa requests measured after the
     // first wave's warm-up) through the workload code on the paused runtime and through

@@ -29,6 +29,12 @@ pub enum ScenarioError {
         dir.display()
     )]
     NoEncoder { dir: PathBuf },
+    #[error("--think applies to single-request scenarios; {0} has its own think time in its scenario file")]
+    UnitsThink(String),
+    #[error("--warmup and --cooldown as durations apply to single-request scenarios; give a count of {0} units")]
+    UnitsTimedSpan(String),
+    #[error("--burst applies to single-request scenarios; {0} runs closed-loop with --concurrency")]
+    UnitsBurst(String),
 }
 
 type Result<T, E = ScenarioError> = std::result::Result<T, E>;
@@ -103,6 +109,24 @@ pub fn parse_window(s: &str) -> Result<(f64, Option<f64>), ValueError> {
 }
 
 impl WorkloadSpec {
+    /// What a scenario of units (sessions, tasks, queries) refuses: a `--think` time (its
+    /// file has its own), a warm-up or cool-down given as a duration (`timed_span`), a burst.
+    pub fn check_units(&self, think: std::time::Duration, timed_span: bool, burst: bool) -> Result<()> {
+        if !self.is_sessions() {
+            return Ok(());
+        }
+        if !think.is_zero() {
+            return Err(ScenarioError::UnitsThink(self.name()));
+        }
+        if timed_span {
+            return Err(ScenarioError::UnitsTimedSpan(self.name()));
+        }
+        if burst {
+            return Err(ScenarioError::UnitsBurst(self.name()));
+        }
+        Ok(())
+    }
+
     /// Units of several requests (sessions, tasks, queries) rather than single requests.
     pub fn is_sessions(&self) -> bool {
         match &self.dataset {

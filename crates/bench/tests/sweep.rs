@@ -81,6 +81,7 @@ fn spec(users: &[usize], requests: usize, out: &Path) -> RunSpec {
         workload: build_workload("short-qa", None, None, None, false, max_len).unwrap(),
         unit: LoadUnit::Users,
         levels,
+        rate_multiples: None,
         refine: RefineKind::None,
         refine_levels: 0,
         search: None,
@@ -175,7 +176,7 @@ fn refusals_are_typed_errors() {
     let zero = LevelSpec::users(&[2, 0], Duration::ZERO, None);
     assert!(matches!(zero, Err(SpecError::ZeroUsers(ref u)) if u == &[2, 0]), "{zero:?}");
     let closed = LevelSpec::users(&[2], Duration::ZERO, None).unwrap();
-    let capped = Pacing::checked(Some(4), None, 0.0, Duration::ZERO, &closed);
+    let capped = Pacing::checked(Some(4), Some(1.0), None, 0.0, Duration::ZERO, &closed);
     assert!(matches!(capped, Err(SpecError::InFlightClosed(4))), "{capped:?}");
     let entry = goodput_workload::trace::TraceEntry {
         at_s: 0.0,

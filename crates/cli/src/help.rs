@@ -11,7 +11,7 @@ const RUN_HEADINGS: &str = "\
 Workload: *scenario *input_len *output_len range_ratio *prefix_len *dataset dataset_format dataset_output_tokens \
   dataset_min_input dataset_max_input dataset_sessions *trace trace_format trace_speedup trace_window \
   trace_block_size max_model_len encoder *seed
-Load: *concurrency *rate *max_concurrency constant_rate burstiness *requests *duration stages *burst *search \
+Load: *concurrency *rate rate_of_limit *max_concurrency constant_rate burstiness *requests *duration stages *burst *search \
   *max_users max_rate search_budget *think think_jitter ramp *warmup cooldown refine stop_at_first_failure *repeats \
   *soak soak_windows shard start_at clock_ref
 SLOs: *slo *goodput

@@ -81,7 +81,7 @@ pub struct TraceArgs {
     /// (`timestamp` ms, `input_length`, `output_length`, `hash_ids`: equal ids are equal
     /// prompt blocks, so prefix sharing is replayed) or the Azure LLM inference trace CSV
     /// (`TIMESTAMP`, `ContextTokens`, `GeneratedTokens`). One level per --trace-speedup.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["scenario", "dataset", "rate", "burst", "stages"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["scenario", "dataset", "rate", "rate_of_limit", "burst", "stages"])]
     pub trace: Option<PathBuf>,
     /// The trace's layout: mooncake, azure, or auto (azure when its header names TIMESTAMP).
     #[arg(long, default_value = "auto", requires = "trace")]

@@ -213,6 +213,12 @@ pub struct StepRecord {
     /// Σ context length (positions attended) over the decode sequences.
     #[serde(default)]
     pub decode_context: u64,
+    /// The distinct positions among [`StepRecord::decode_context`]'s: a KV block that several
+    /// decode sequences share (a common prefix from the prefix cache) counted once. What the
+    /// step reads from memory, where `decode_context` is what it computes. Absent in steps
+    /// written before it was recorded (then taken as `decode_context`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_distinct_context: Option<u64>,
     /// Rows sampled (sequences whose last position produced a token this step).
     #[serde(default)]
     pub sampled: usize,
@@ -256,6 +262,7 @@ impl StepRecord {
             ("decode_seqs", self.decode_seqs as u128, self.num_seqs as u128),
             ("prefill_attention", self.prefill_attention as u128, slots.saturating_mul(slots)),
             ("decode_context", self.decode_context as u128, slots.saturating_mul(self.decode_seqs as u128)),
+            ("decode_distinct_context", self.decode_distinct_context.unwrap_or(0) as u128, self.decode_context as u128),
         ];
         if let Some((name, v, max)) = counts.iter().find(|(_, v, max)| v > max) {
             return Some(format!(
@@ -384,6 +391,11 @@ mod tests {
         assert!(bad(&|s| s.end = Stamp(0)).contains("ends -"));
         assert!(bad(&|s| s.forward_s = f64::NAN).contains("forward_s is NaN"));
         assert!(bad(&|s| s.decode_context = u64::MAX).contains("decode_context"));
+        assert!(
+            bad(&|s| s.decode_distinct_context = Some(117)).contains("decode_distinct_context is 117, more than 116")
+        );
+        let shared = StepRecord { decode_distinct_context: Some(52), ..run[2].clone() };
+        assert_eq!(shared.implausible(), None);
         let late = bad(&|s| {
             s.start = Stamp(u64::MAX - 1);
             s.end = Stamp(u64::MAX);

@@ -279,6 +279,7 @@ impl EngineCore {
             prefix_query_tokens: out.prefix_query_tokens,
             prefill_attention: out.prefill_attention(),
             decode_context: out.decode_context(),
+            decode_distinct_context: Some(out.decode_distinct_context),
             sampled: out.sampled(),
             experts: expert_load(&self.model.take_expert_load(), self.model.spec.moe.as_ref()),
             kv_by_kind: None,

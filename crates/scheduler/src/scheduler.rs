@@ -93,6 +93,9 @@ pub struct SchedulerOutput {
     pub preempted: Vec<RequestId>,
     pub prefix_hit_tokens: usize,
     pub prefix_query_tokens: usize,
+    /// The distinct positions among [`SchedulerOutput::decode_context`]'s: a KV block of the
+    /// first group that several decode sequences share counted once.
+    pub decode_distinct_context: u64,
 }
 
 impl SchedulerOutput {
@@ -443,6 +446,8 @@ impl Scheduler {
                 is_decode,
             });
         }
+        let decodes = out.seqs.iter().filter(|s| s.is_decode).map(|s| (s.block_table(), s.context_len()));
+        out.decode_distinct_context = distinct::distinct_positions(decodes, self.cfg.block_size, &self.pool.borrow());
         out
     }
 
@@ -580,6 +585,7 @@ impl Scheduler {
 }
 
 mod decode_run;
+mod distinct;
 
 #[cfg(test)]
 mod tests;

@@ -325,6 +325,7 @@ impl RooflineCost {
             Term::DecodeContext | Term::SeqContext(..) | Term::BatchContext(_) | Term::LengthContext(_) => {
                 at(StepWork { decode_context: 1.0, ..Default::default() }).attention.memory_s
             }
+            Term::RepeatedContext => at(StepWork { decode_context: 1.0, ..Default::default() }).attention.compute_s,
             Term::Context(k) => at(StepWork { decode_context: k as f64, ..Default::default() }).attention.memory_s,
             Term::SampledRows => at(StepWork { sampled: 1.0, ..Default::default() }).dense.compute_s,
             Term::Rows(k) => at(StepWork { sampled: k as f64, ..Default::default() }).dense.compute_s,
@@ -402,6 +403,7 @@ impl StepCost for ProjectedCost {
         let mut w = *first;
         for j in 0..steps {
             w.decode_context = first.decode_context + j as f64 * first.decode_seqs;
+            w.decode_distinct = first.decode_distinct.map(|d| d + j as f64 * first.decode_seqs);
             let stage = dense + r.attention(&w).seconds() + experts + comm;
             if !each(pp * stage + hops + overhead) {
                 return;

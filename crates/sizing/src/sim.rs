@@ -133,6 +133,7 @@ impl SimEngine {
         let decodes = StepWork {
             decode_seqs: n,
             decode_context: self.sched.decode_context_next() as f64,
+            decode_distinct: Some(self.sched.decode_distinct_next() as f64),
             sampled: n,
             ..StepWork::default()
         };
@@ -207,6 +208,7 @@ impl SimEngine {
             prefix_query_tokens: p.out.prefix_query_tokens,
             prefill_attention: p.out.prefill_attention(),
             decode_context: p.out.decode_context(),
+            decode_distinct_context: Some(p.out.decode_distinct_context),
             sampled: p.out.sampled(),
             // The simulator's cost model has no routing (the planner's side is issue 27's).
             experts: None,

@@ -27,6 +27,12 @@ pub enum Probe {
     Decode { batch: usize, context: usize, steps: usize },
     /// A decode batch joined by a new prompt of `chunk` tokens after its third token.
     Mixed { batch: usize, context: usize, chunk: usize },
+    /// `batch` sequences whose prompts of `context` tokens begin with the same `prefix` (a
+    /// whole number of blocks, prefilled once before them, shared through the prefix cache),
+    /// decoding `steps` tokens: the batch reads the prefix's K/V once from memory
+    /// (`Term::RepeatedContext` prices the repeats), as turns of conversations or agents
+    /// that share a system prompt and history do.
+    Shared { batch: usize, prefix: usize, context: usize, steps: usize },
 }
 
 /// Tokens each decode probe generates: its first decode steps run slower than the rest (after
@@ -90,6 +96,14 @@ pub fn probes(l: &Limits) -> Vec<Probe> {
             if batch <= l.max_seqs && total <= most && context + 8 < l.max_model_len && fits(total) {
                 out.push(Probe::Decode { batch, context, steps: DECODE_STEPS });
             }
+        }
+    }
+    // Shared prefixes at 1.8–2.4 times the distinct positions, at the batches and lengths of
+    // conversations' decodes.
+    for (batch, prefix, context) in [(8, 128, 256), (4, 768, 1024), (8, 512, 768), (16, 256, 512), (32, 512, 1024)] {
+        let total = prefix + batch * (context - prefix + 8);
+        if batch <= l.max_seqs && total <= most && context + 8 < l.max_model_len && fits(total) {
+            out.push(Probe::Shared { batch, prefix, context, steps: DECODE_STEPS });
         }
     }
     for (batch, context, chunk) in [(8, 256, 64), (8, 256, 512), (32, 128, 256), (4, 1024, 1024)] {
@@ -159,6 +173,10 @@ impl Probe {
             Probe::Decode { batch, context, steps } => {
                 (batch * context + 10 * steps, batch as f64 * pairs(0, context) + (steps * batch * context) as f64)
             }
+            Probe::Shared { batch, prefix, context, steps } => (
+                prefix + batch * (context - prefix) + 10 * steps,
+                pairs(0, prefix) + batch as f64 * pairs(prefix, context - prefix) + (steps * batch * context) as f64,
+            ),
             Probe::Mixed { batch, context, chunk } => (
                 batch * context + chunk + 10 * 16,
                 batch as f64 * pairs(0, context) + pairs(0, chunk) + (16 * batch * context) as f64,
@@ -298,6 +316,20 @@ impl<'a> Grid<'a> {
                 let streams = self.submit_batch(batch, context, steps)?;
                 wait_all(streams)?;
             }
+            Probe::Shared { batch, prefix, context, steps } => {
+                let shared = self.prompt(prefix);
+                self.submit(shared.clone(), 1)?.wait()?;
+                let prompts: Vec<Vec<TokenId>> = (0..batch)
+                    .map(|_| {
+                        let mut p = shared.clone();
+                        p.extend(self.prompt(context - prefix));
+                        p
+                    })
+                    .collect();
+                let streams: Vec<RequestStream> =
+                    prompts.into_iter().map(|p| self.submit(p, steps)).collect::<Result<_>>()?;
+                wait_all(streams)?;
+            }
             Probe::Mixed { batch, context, chunk } => {
                 let streams = self.submit_batch(batch, context, 16)?;
                 // After the batch's third token, a new prompt joins the decodes.
@@ -341,6 +373,9 @@ mod tests {
                     assert!(batch <= 32 && context < 2048 && batch * context < 16_000)
                 }
                 Probe::Mixed { batch, chunk, .. } => assert!(batch < 32 && chunk <= 512),
+                Probe::Shared { batch, prefix, context, .. } => {
+                    assert!(batch <= 32 && prefix % 16 == 0 && prefix < context && context < 2048)
+                }
             }
         }
         // A small pool leaves out what would not fit.
@@ -357,6 +392,11 @@ mod tests {
         // A chunk after a context: the context's own prefill, then 16 × 1 024 + 16 · 17 / 2.
         let chunk = Probe::Chunk { context: 1024, chunk: 16 }.work();
         assert_eq!(chunk, Work { tokens: 1040.0, pairs: 524_800.0 + 16_384.0 + 136.0 });
+        // A shared prefix of 128 prefilled once (128 · 129 / 2 = 8 256 pairs), then 8 prompts
+        // of 128 own tokens after it (128 · 128 + 128 · 129 / 2 = 24 640 each), then 32 steps
+        // of 8 × 256 pairs.
+        let shared = Probe::Shared { batch: 8, prefix: 128, context: 256, steps: 32 }.work();
+        assert_eq!(shared, Work { tokens: 128.0 + 1024.0 + 320.0, pairs: 8256.0 + 8.0 * 24_640.0 + 65_536.0 });
         // The two warm-up probes' times give back the rates that made them.
         let r = Rates { per_token: 50e-6, per_pair: 200e-9 };
         let short = Probe::Decode { batch: 4, context: 64, steps: 4 }.work();

@@ -139,6 +139,7 @@ pub fn profile(a: &ProfileSpec, progress: &dyn Progress) -> Result<Profiled> {
         linear.extend(experts.map(|_| Term::ExpertsTouched));
         linear.extend(Term::after_prefill());
         linear.extend(Term::after_idle());
+        linear.extend(terms::repeats(&m.steps).then_some(Term::RepeatedContext));
         fit = goodput_sizing::fit::fit(&samples, &linear, &options).map_err(fitting)?;
         selection.clear();
     }

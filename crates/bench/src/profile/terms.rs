@@ -25,7 +25,13 @@ pub fn choose(
     let max_tokens = steps.iter().map(|s| s.prefill_tokens + s.decode_seqs).max().unwrap_or(1);
     let max_rows = steps.iter().map(|s| s.sampled).max().unwrap_or(1);
     let decodes = || steps.iter().filter(|s| s.decode_seqs > 0);
-    let max_context = decodes().map(|s| s.decode_context).max().unwrap_or(0);
+    // With repeated positions priced apart the Σ-context table is read at the distinct ones.
+    let repeated = repeats(steps);
+    let table_context = |s: &StepRecord| match s.decode_distinct_context {
+        Some(d) if repeated => d.min(s.decode_context),
+        _ => s.decode_context,
+    };
+    let max_context = decodes().map(table_context).max().unwrap_or(0);
     let max_batch = decodes().map(|s| s.decode_seqs).max().unwrap_or(1);
     let max_per_seq = decodes().map(|s| s.decode_context / s.decode_seqs as u64).max().unwrap_or(0);
     let mut base = Term::table(max_tokens, max_rows, usize::try_from(max_context).unwrap_or(usize::MAX));
@@ -39,6 +45,9 @@ pub fn choose(
     base.extend(experts.map(|_| Term::ExpertsTouched));
     base.extend(Term::after_prefill());
     base.extend(Term::after_idle());
+    // Decode batches that share a prefix read its blocks once: their repeated positions are
+    // priced apart when the steps hold any (the grid's shared-prefix probes, a run's turns).
+    base.extend(repeated.then_some(Term::RepeatedContext));
     let with = |attention: Vec<Term>| {
         let mut t = base.clone();
         t.extend(attention);
@@ -76,4 +85,10 @@ pub fn choose(
     let terms = scored[best].1.clone();
     let selection = scored.into_iter().enumerate().map(|(i, (c, _))| Candidate { chosen: i == best, ..c }).collect();
     (terms, selection)
+}
+
+/// Whether some decode step of `steps` attends positions another of its sequences also
+/// attends (its distinct context below its Σ context).
+pub fn repeats(steps: &[StepRecord]) -> bool {
+    steps.iter().any(|s| s.decode_distinct_context.is_some_and(|d| d < s.decode_context))
 }

@@ -72,6 +72,18 @@ pub enum RunError {
     /// The run's page (`--report`) could not be written.
     #[error(transparent)]
     Report(#[from] goodput_report::ReportError),
+    /// `--rate-of-limit` with a multiple that is not a positive number.
+    #[error("--rate-of-limit takes positive multiples of the limit (0.25,0.5,1,1.5), got {0:?}")]
+    BadMultiples(Vec<f64>),
+    /// `--rate-of-limit` without a twin to find the limit with.
+    #[error("--rate-of-limit gives rates as multiples of the rate at which the simulated twin saturates: give its profile with --predict PROFILE (or --simulate PROFILE)")]
+    LimitNeedsProfile,
+    /// The twin completed nothing on its way to the limit.
+    #[error("--rate-of-limit: the simulated twin completed {completed} requests of this workload with {users} users sending back to back, so it has no limit rate to multiply")]
+    NoLimit { users: usize, completed: usize },
+    /// A multiple of the limit outside the rates a level may offer.
+    #[error("--rate-of-limit: {multiple} × the limit of {limit:.3} req/s is {rate:.3} req/s, beyond the {max} req/s a level may offer")]
+    LimitRateOver { multiple: f64, limit: f64, rate: f64, max: f64 },
 }
 
 /// A [`RunError::Io`] of what was being done.

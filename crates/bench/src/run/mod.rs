@@ -7,6 +7,7 @@ mod error;
 pub mod exporter;
 pub mod interrupt;
 pub mod level;
+pub mod limit;
 pub mod live;
 pub mod process;
 pub mod records;

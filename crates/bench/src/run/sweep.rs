@@ -81,7 +81,8 @@ impl<'a> Sweep<'a> {
             progress.line(&format!("warning: {w}"), true);
         }
         progress.levels(spec.levels.len());
-        let queue = spec.levels.clone();
+        // `--rate-of-limit`: the rates found from the twin's limit before the first level.
+        let queue = super::limit::levels(spec, progress)?;
         summary.prediction = spec.target.predict().map(|(_, p)| goodput_results::prediction::Prediction {
             profile: p.display().to_string(),
             levels: Vec::new(),

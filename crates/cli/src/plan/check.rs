@@ -45,7 +45,8 @@ fn simulated_args(summary: &RunSummary, profile: &Path, out: &Path) -> Result<Ru
                 a.ramp = Some(std::time::Duration::ZERO);
             }
         }
-        LoadUnit::Rate => a.rate = Some(loads),
+        // The rates as run: `--rate-of-limit`'s were resolved against the run's own twin.
+        LoadUnit::Rate => (a.rate, a.rate_of_limit) = (Some(loads), None),
         LoadUnit::Burst => a.burst = Some(loads.iter().map(|&l| l as usize).collect()),
     }
     // A GPU run is simulated here on the CPU build, its KV pool at the dtype it ran in.

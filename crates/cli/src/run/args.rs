@@ -71,7 +71,7 @@ pub struct RunArgs {
     /// Closed-loop sweep: virtual users per level. Without it (nor --rate, --stages, --burst,
     /// --trace) the sweep searches for the limit: 1, 2, 4, … users, doubling until a level's
     /// SLOs no longer hold with 95 % confidence, then bisecting (see --search).
-    #[arg(long, value_name = "USERS", value_delimiter = ',', conflicts_with = "rate")]
+    #[arg(long, value_name = "USERS", value_delimiter = ',', conflicts_with_all = ["rate", "rate_of_limit"])]
     pub concurrency: Vec<usize>,
     /// Go on doubling the load until an SLO breaks.
     ///
@@ -97,18 +97,18 @@ pub struct RunArgs {
     ///
     /// Closed loop: each virtual user waits this long after a response before its next
     /// request (think time; 0 by default).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_or_zero, default_value = "0s", conflicts_with_all = ["rate", "burst"])]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_or_zero, default_value = "0s", conflicts_with_all = ["rate", "rate_of_limit", "burst"])]
     pub think: Duration,
     /// Closed loop with --think: draw each think time uniformly from think × (1 ± F), F
     /// between 0 and 1, seeded by --seed (the same run draws the same times), so that users
     /// who happen to send together drift apart.
-    #[arg(long, value_name = "F", default_value_t = 0.0, conflicts_with_all = ["rate", "burst"])]
+    #[arg(long, value_name = "F", default_value_t = 0.0, conflicts_with_all = ["rate", "rate_of_limit", "burst"])]
     pub think_jitter: f64,
     /// Closed loop: start user k of N at k × ramp / N (0: all at once, and in waves after).
     /// Default: user k joins once the level's k-th request ended (after a seeded share of the
     /// time since), so the ramp paces itself to the target. The warm-up covers it; the ramp
     /// used is each level's `harness.ramp_s`.
-    #[arg(long, value_parser = parse_duration_or_zero, conflicts_with_all = ["rate", "burst"])]
+    #[arg(long, value_parser = parse_duration_or_zero, conflicts_with_all = ["rate", "rate_of_limit", "burst"])]
     pub ramp: Option<Duration>,
     /// Open loop: requests per second per level (inf: a burst).
     ///
@@ -116,6 +116,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "REQ/S", visible_alias = "request-rate")]
     #[arg(value_delimiter = ',', allow_negative_numbers = true)]
     pub rate: Option<Vec<f64>>,
+    /// Open loop at these multiples of the engine's limit on this workload (needs a profile).
+    ///
+    /// Open loop at these multiples of the limit: the requests a second the simulated twin
+    /// (--predict PROFILE or --simulate PROFILE) completes on this workload with as many
+    /// users as the engine batches (at most 256) sending back to back, found in virtual time
+    /// before the sweep. `0.25,0.5,1,1.5` puts levels below and past the knee of whatever
+    /// machine the profile was measured on, where fixed rates tuned on one flood a slower one.
+    #[arg(long, value_name = "M", value_delimiter = ',', conflicts_with = "rate")]
+    pub rate_of_limit: Option<Vec<f64>>,
     /// Open loop: at most N requests in flight.
     ///
     /// Open loop (--rate, --trace): at most N requests in flight. Arrivals keep their
@@ -124,11 +133,11 @@ pub struct RunArgs {
     /// is queueing the user sees; it shows in the send lag too.
     #[arg(long, value_name = "N")]
     pub max_concurrency: Option<usize>,
-    /// Evenly spaced arrivals instead of Poisson (with --rate).
-    #[arg(long, requires = "rate")]
+    /// Evenly spaced arrivals instead of Poisson (with --rate or --rate-of-limit).
+    #[arg(long)]
     pub constant_rate: bool,
-    /// Gamma-distributed arrivals with this shape (with --rate): 1 = Poisson, below 1 burstier.
-    #[arg(long, default_value_t = 1.0, requires = "rate", conflicts_with = "constant_rate")]
+    /// Gamma-distributed arrivals with this shape (with --rate or --rate-of-limit): 1 = Poisson, below 1 burstier.
+    #[arg(long, default_value_t = 1.0, conflicts_with = "constant_rate")]
     pub burstiness: f64,
     /// Measured requests per level.
     ///
@@ -144,13 +153,13 @@ pub struct RunArgs {
     pub duration: Option<Duration>,
     /// Closed-loop stages, USERSxDURATION each: `10x2m,20x2m,40x2m` (the seeds' "start at 10
     /// users, raise every few minutes"). Replaces --concurrency and --duration.
-    #[arg(long, value_delimiter = ',', value_parser = parse_stage, conflicts_with_all = ["rate", "duration", "requests"])]
+    #[arg(long, value_delimiter = ',', value_parser = parse_stage, conflicts_with_all = ["rate", "rate_of_limit", "duration", "requests"])]
     pub stages: Option<Vec<(usize, Duration)>>,
     /// Burst sweep: requests per level, all due at once.
     ///
     /// Burst (cold-start) sweep: per level, this many requests all due at the level's start,
     /// no warm-up (the first level meets a cold engine).
-    #[arg(long, value_name = "N", value_delimiter = ',', conflicts_with_all = ["rate", "stages", "duration", "requests"])]
+    #[arg(long, value_name = "N", value_delimiter = ',', conflicts_with_all = ["rate", "rate_of_limit", "stages", "duration", "requests"])]
     pub burst: Option<Vec<usize>>,
     /// Warm-up per level: a count or a duration.
     ///

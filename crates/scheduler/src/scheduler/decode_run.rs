@@ -68,6 +68,15 @@ impl Scheduler {
         self.running.iter().map(|s| s.num_computed as u64 + 1).sum()
     }
 
+    /// The distinct positions among [`Scheduler::decode_context_next`]'s, as
+    /// [`super::SchedulerOutput::decode_distinct_context`] counts them; each step of a run
+    /// adds one position a sequence, its own.
+    pub fn decode_distinct_next(&self) -> u64 {
+        let tables: Vec<(&[u32], usize)> =
+            self.running.iter().map(|s| (s.blocks.tables()[0].ids(), s.num_computed + 1)).collect();
+        super::distinct::distinct_positions(tables.into_iter(), self.cfg.block_size, &self.pool.borrow())
+    }
+
     /// Applies a decode run of `times.len()` steps, step `j`'s tokens stamped `times[j]`.
     /// The caller asked [`Scheduler::decode_run_len`] first; a longer run is refused whole
     /// (false, nothing changed).

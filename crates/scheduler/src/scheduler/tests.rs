@@ -409,6 +409,10 @@ fn shared_prefix_blocks_count_once_in_tokens_held() {
     // 8 shared tokens + 1 own token each.
     assert_eq!(s.tokens_held(), 10);
     assert_eq!(s.blocks_used(), 4);
+    // Both decode at context 10: 8 shared positions read once, 2 of its own each.
+    assert_eq!(s.decode_distinct_next(), 12);
+    let out = s.schedule(Stamp(5));
+    assert_eq!((out.decode_context(), out.decode_distinct_context), (20, 12));
 }
 
 /// KV-cache groups: one full group, one sliding, or a mix (gpt-oss-like and more).

@@ -141,6 +141,8 @@ pub struct Tables {
     pub context: Vec<u32>,
     pub batch: Vec<u32>,
     pub seq_context: Vec<u32>,
+    /// Whether the terms price repeated decode positions apart ([`Term::RepeatedContext`]).
+    pub repeats: bool,
 }
 
 impl Tables {
@@ -163,6 +165,7 @@ impl Tables {
                 Term::SeqContext(_, c) | Term::LengthContext(c) => Some(*c),
                 _ => None,
             }),
+            repeats: terms.contains(&Term::RepeatedContext),
         }
     }
 }

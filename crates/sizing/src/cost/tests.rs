@@ -23,6 +23,7 @@ fn a_linear_cost_is_the_sum_of_its_terms() {
         prefill_attention: 5050.0,
         decode_seqs: 4.0,
         decode_context: 400.0,
+        decode_distinct: None,
         sampled: 5.0,
         experts_touched: None,
         since_prefill: None,
@@ -34,6 +35,42 @@ fn a_linear_cost_is_the_sum_of_its_terms() {
     assert!((c.step_seconds(&w) - want).abs() < 1e-12);
     assert_eq!(w.value(Term::DecodeContext, &Tables::default()), 400.0);
     assert_eq!(c.coefficient(Term::SampledRows), 3e-5);
+}
+
+#[test]
+fn repeated_positions_are_priced_apart_only_by_a_model_that_has_the_term() {
+    // 8 sequences at 256 positions each, of which a 128-position prefix is shared: 2 048
+    // positions attended, 128 + 8 · 128 = 1 152 distinct, 896 repeated.
+    let w = StepWork { decode_seqs: 8.0, decode_context: 2048.0, decode_distinct: Some(1152.0), ..Default::default() };
+    assert_eq!(w.repeated_context(), 896.0);
+    let knots = vec![Term::Context(512), Term::Context(1024), Term::Context(2048)];
+    let mut terms = knots.clone();
+    terms.push(Term::RepeatedContext);
+    // 1 ms at 1 024, 2 ms at 2 048; a repeated position 0.25 µs.
+    let with = LinearCost::new(terms, vec![0.5e-3, 1e-3, 2e-3, 0.25e-6], 0.0);
+    // The table at the 1 152 distinct positions: 1/8 of the way from 1 024 to 2 048 (1.125 ms),
+    // and 896 · 0.25 µs = 0.224 ms.
+    assert!((with.step_seconds(&w) - (1.125e-3 + 0.224e-3)).abs() < 1e-12, "{}", with.step_seconds(&w));
+    // Without the term the table prices every position attended (2 ms), and a step that
+    // does not know its distinct positions is priced so by either.
+    let without = LinearCost::new(knots, vec![0.5e-3, 1e-3, 2e-3], 0.0);
+    assert!((without.step_seconds(&w) - 2e-3).abs() < 1e-12);
+    let unknown = StepWork { decode_distinct: None, ..w };
+    assert!((with.step_seconds(&unknown) - 2e-3).abs() < 1e-12);
+    assert_eq!(unknown.repeated_context(), 0.0);
+    // Along a decode run each step adds a position of its own to every sequence: the
+    // repeats stay 896 while the distinct positions grow by 8 a step.
+    let mut run = Vec::new();
+    with.decode_run_seconds(&w, 3, &mut |s| {
+        run.push(s);
+        true
+    });
+    for (j, s) in run.iter().enumerate() {
+        let step =
+            StepWork { decode_context: 2048.0 + 8.0 * j as f64, decode_distinct: Some(1152.0 + 8.0 * j as f64), ..w };
+        assert_eq!(*s, with.step_seconds(&step));
+        assert!((s - (1e-3 + (128.0 + 8.0 * j as f64) / 1024.0 * 1e-3 + 0.224e-3)).abs() < 1e-12);
+    }
 }
 
 #[test]

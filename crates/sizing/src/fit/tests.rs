@@ -37,6 +37,7 @@ fn grid() -> Vec<StepWork> {
                 prefill_attention: attn,
                 decode_seqs: b,
                 decode_context: b * ctx,
+                decode_distinct: None,
                 sampled: b + 1.0,
                 experts_touched: None,
                 since_prefill: None,

@@ -50,6 +50,11 @@ pub enum SpecError {
         "--max-concurrency {0} caps an open loop (--rate or --trace); a closed loop's users are its concurrency (--concurrency)"
     )]
     InFlightClosed(usize),
+    #[error(
+        "{} shapes the arrivals of an open loop at rates (--rate or --rate-of-limit); a closed loop's users send as their requests end, a burst and a trace keep their own times",
+        .0.map_or("--constant-rate".to_string(), |b| format!("--burstiness {b}"))
+    )]
+    ShapedNotRate(Option<f64>),
     #[error("--think-jitter must be a fraction between 0 and 1 (0.2: think times within ±20 %), got {0}")]
     ThinkJitter(f64),
     #[error("--think-jitter {0} jitters the think time, and there is none: give --think too")]

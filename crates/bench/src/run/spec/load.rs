@@ -22,10 +22,13 @@ pub struct Pacing {
 
 impl Pacing {
     /// The pacing given, checked against the `levels` it applies to: a cap on requests in
-    /// flight (of an open loop only, at most [`MAX_USERS`]), a think jitter (a fraction, and
-    /// only of a think time), a ramp of at most [`MAX_DURATION`].
+    /// flight (of an open loop only, at most [`MAX_USERS`]), arrivals shaped other than
+    /// Poisson (`burstiness` not `Some(1.0)`: `--burstiness`, or `None` for `--constant-rate`;
+    /// of rates only), a think jitter (a fraction, and only of a think time), a ramp of at
+    /// most [`MAX_DURATION`].
     pub fn checked(
         max_in_flight: Option<usize>,
+        burstiness: Option<f64>,
         ramp: Option<Duration>,
         think_jitter: f64,
         think: Duration,
@@ -37,6 +40,9 @@ impl Pacing {
             Some(n) if n > MAX_USERS => return Err(SpecError::InFlightOver(n)),
             Some(n) if !open => return Err(SpecError::InFlightClosed(n)),
             _ => {}
+        }
+        if burstiness != Some(1.0) && !levels.iter().all(|l| matches!(l.arrival, Arrival::Rate { .. })) {
+            return Err(SpecError::ShapedNotRate(burstiness));
         }
         let j = think_jitter;
         if !(j.is_finite() && (0.0..=1.0).contains(&j)) {

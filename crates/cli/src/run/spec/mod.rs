@@ -43,7 +43,11 @@ fn infinite_rate(mut a: RunArgs) -> Result<RunArgs> {
 
 /// Checks `a` and takes what every later step needs from it: the run, and how it is shown.
 pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
-    let a = infinite_rate(a)?;
+    let mut a = infinite_rate(a)?;
+    // `--rate-of-limit`'s multiples stand as the rates until the sweep finds the limit.
+    let rate_multiples = a.rate_of_limit.clone();
+    let twin = a.predict.is_some() || a.simulate.is_some();
+    a.rate = goodput_bench::run::limit::check_multiples(rate_multiples.as_deref(), twin)?.or(a.rate);
     let slos = load::slos(&a)?;
     let model = a.model.source().spec()?;
     if !(a.burstiness.is_finite() && a.burstiness > 0.0) {
@@ -64,7 +68,8 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
     let mut workload = build_workload(&a.scenario, inline, lengths.as_ref(), encoder, open, max_len)?;
     workload.dataset = read_dataset(&a.dataset, a.rate.is_some())?;
     workload.trace = read_trace(&a.trace, max_len, seed)?;
-    check_workload(&a, &workload)?;
+    let timed = a.warmup.is_some_and(|w| !w.time().is_zero()) || !a.cooldown.time().is_zero();
+    workload.check_units(a.think, timed, a.burst.is_some())?;
     check_shard(&a, &workload)?;
     let reasons =
         matches!(&workload.file, goodput_workload::file::ScenarioFile::Single(s) if s.reasoning_share.is_some());
@@ -89,7 +94,7 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
     let per_level = PerLevel { requests: a.requests, min_requests, warmup: a.warmup, cooldown: a.cooldown };
     let search = search(&a, &workload, unit)?;
     check_slice(a.shard, &per_level, &levels, &workload)?;
-    let pacing = Pacing::checked(a.max_concurrency, a.ramp, a.think_jitter, a.think, &levels)?;
+    let pacing = Pacing::checked(a.max_concurrency, burstiness, a.ramp, a.think_jitter, a.think, &levels)?;
     let latency_columns = load::latency_columns(&a);
     if levels.iter().any(|l| l.duration.is_some()) && workload.is_sessions() {
         bail!("--duration and --stages apply to single-request scenarios; use --requests for {}", workload.name());
@@ -106,6 +111,7 @@ pub fn run_spec(a: RunArgs) -> Result<(RunSpec, Shown)> {
         target,
         unit,
         levels,
+        rate_multiples,
         refine,
         refine_levels: if a.shard.is_some() { 0 } else { a.refine },
         stop_at_first_failure: a.stop_at_first_failure,
@@ -202,25 +208,6 @@ fn search(a: &RunArgs, w: &WorkloadSpec, unit: LoadUnit) -> Result<Option<Search
         return Ok(None);
     }
     Ok(Some(Search::bounded(unit, a.max_users, a.max_rate, a.search_budget)?))
-}
-
-fn check_workload(a: &RunArgs, w: &WorkloadSpec) -> Result<()> {
-    if !w.is_sessions() {
-        return Ok(());
-    }
-    if !a.think.is_zero() {
-        bail!("--think applies to single-request scenarios; {} has its own think time in its scenario file", w.name());
-    }
-    if a.warmup.is_some_and(|w| !w.time().is_zero()) || !a.cooldown.time().is_zero() {
-        bail!(
-            "--warmup and --cooldown as durations apply to single-request scenarios; give a count of {} units",
-            w.name()
-        );
-    }
-    if a.burst.is_some() {
-        bail!("--burst applies to single-request scenarios; {} runs closed-loop with --concurrency", w.name());
-    }
-    Ok(())
 }
 
 /// Upper bounds on counts, rates and times, each refused with its flag and its limit.

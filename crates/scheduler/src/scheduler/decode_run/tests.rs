@@ -38,7 +38,12 @@ fn drive(c: &SchedulerConfig, reqs: &[(Vec<TokenId>, usize, u64)], runs: bool, c
             ran += k;
             continue;
         }
+        let next = (s.decode_run_len(TOKEN, 1) == 1).then(|| (s.decode_context_next(), s.decode_distinct_next()));
         let out = s.schedule(Stamp(step * 10));
+        assert_eq!(out.decode_distinct_context, distinct_slots(&out, c.block_size));
+        if let Some(next) = next {
+            assert_eq!(next, (out.decode_context(), out.decode_distinct_context));
+        }
         let sampled: Vec<Option<TokenId>> = out.seqs.iter().map(|q| q.samples.then_some(TOKEN)).collect();
         let upd = s.update(&out, &sampled, Stamp(step * 10 + 5));
         s.pool().check_invariants().unwrap();
@@ -47,6 +52,17 @@ fn drive(c: &SchedulerConfig, reqs: &[(Vec<TokenId>, usize, u64)], runs: bool, c
     }
     assert!(!s.has_work(), "did not finish");
     (done, ran)
+}
+
+/// The distinct (block, offset) slots the decode sequences of `out` attend, counted one by one.
+fn distinct_slots(out: &SchedulerOutput, bs: usize) -> u64 {
+    let slots: std::collections::HashSet<(u32, usize)> = out
+        .seqs
+        .iter()
+        .filter(|q| q.is_decode)
+        .flat_map(|q| (0..q.context_len()).map(move |p| (q.block_table()[p / bs], p % bs)))
+        .collect();
+    slots.len() as u64
 }
 
 fn arb_case() -> impl Strategy<Value = (SchedulerConfig, Reqs, usize)> {
