@@ -101,8 +101,8 @@ pub struct RunSpec {
     /// The sweep's levels, in the order given.
     pub levels: VecDeque<LevelSpec>,
     /// `--rate-of-limit`: the open-loop levels' rates are these multiples of the rate at which
-    /// the simulated twin saturates on this workload, found as the sweep starts
-    /// ([`crate::run::limit::levels`] sets the rates); here each level's rate is its multiple.
+    /// the simulated twin saturates on this workload; the sweep sets the rates as it starts
+    /// (`run::limit::levels`), and here each level's rate is its multiple.
     pub rate_multiples: Option<Vec<f64>>,
     pub refine: RefineKind,
     /// The most refinement levels to add (`--refine`).
