@@ -31,4 +31,5 @@ mod shards;
 mod sizing;
 mod smollm2_gguf;
 mod traces;
+mod twin;
 mod weights;

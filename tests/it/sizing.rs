@@ -275,7 +275,7 @@ fn plan_gives_a_hand_checked_table_and_refuses_what_cannot_be() {
 }
 
 /// A profile whose every step costs `step_s`, whatever it holds.
-fn constant_profile(path: &std::path::Path, step_s: f64) {
+pub(crate) fn constant_profile(path: &std::path::Path, step_s: f64) {
     use goodput_sizing::fit::{Fit, Residuals, TermFit};
     use goodput_sizing::profile::{Fingerprint, ProfileEngine, PROFILE_FORMAT, PROFILE_KIND};
     let fixed = TermFit {

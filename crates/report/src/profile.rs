@@ -65,6 +65,28 @@ pub fn text(p: &Profile, gap: f64) -> String {
         r.bias * 100.0,
         secs(gap)
     );
+    if !r.bands.is_empty() {
+        let each: Vec<String> = r
+            .bands
+            .iter()
+            .map(|b| {
+                let q = |i: usize| b.ratios.get(i).copied().unwrap_or(f64::NAN);
+                format!(
+                    "from {} ({} steps) P10 {:.2}, P90 {:.2}, P99 {:.2}",
+                    secs(b.from_s),
+                    b.steps,
+                    q(10),
+                    q(90),
+                    q(99)
+                )
+            })
+            .collect();
+        line!(
+            o,
+            "measured ÷ predicted step time by predicted length, what the twin draws each step from: {}",
+            each.join("; ")
+        );
+    }
     if let Some(m) = &p.roofline {
         let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.0} %", x * 100.0));
         line!(o,

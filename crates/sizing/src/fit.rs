@@ -63,6 +63,74 @@ pub struct Residuals {
     /// profiles written before it was kept (their steps take the fitted time).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ratios: Vec<f64>,
+    /// The same by band of predicted step length, shortest first: what the simulator draws
+    /// from when there are any (a step scatters less the longer it is). Empty in profiles
+    /// written before they were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bands: Vec<RatioBand>,
+}
+
+/// The spread of the steps of one band of predicted length.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RatioBand {
+    /// The band's shortest predicted step, seconds; it runs to the next band's (0 for the
+    /// first band).
+    pub from_s: f64,
+    /// Fitted steps in the band.
+    pub steps: usize,
+    /// Measured ÷ predicted at the 0th, 1st, …, 100th percentile, scaled so that their mean is
+    /// the band's Σ measured ÷ Σ predicted.
+    pub ratios: Vec<f64>,
+}
+
+/// Where bands of predicted step length may start (seconds): a factor of about 3 apart.
+pub const BAND_EDGES_S: [f64; 7] = [0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3];
+
+/// Fewest steps a band is drawn from: fewer join the band below (or the first, above).
+pub const MIN_BAND_STEPS: usize = 100;
+
+/// 101 percentiles of `ratios` (sorted here), scaled so that their mean is `target`.
+fn percentiles_scaled(mut ratios: Vec<f64>, target: f64) -> Vec<f64> {
+    if ratios.is_empty() {
+        return Vec::new();
+    }
+    ratios.sort_by(f64::total_cmp);
+    let mut out: Vec<f64> =
+        (0..crate::sampled::RATIO_PERCENTILES).filter_map(|q| percentile_sorted(&ratios, q as f64)).collect();
+    let mean = out.iter().sum::<f64>() / out.len() as f64;
+    if target > 0.0 && mean > 0.0 {
+        out.iter_mut().for_each(|r| *r *= target / mean);
+    }
+    out
+}
+
+/// Bands of [`BAND_EDGES_S`] over `(predicted, measured)` seconds of steps, each of at least
+/// [`MIN_BAND_STEPS`] steps (none when all the steps are fewer).
+pub fn ratio_bands(steps: &[(f64, f64)]) -> Vec<RatioBand> {
+    let band_of = |p: f64| BAND_EDGES_S.iter().rposition(|e| p >= *e).unwrap_or(0);
+    let mut groups: Vec<(f64, Vec<(f64, f64)>)> = BAND_EDGES_S.iter().map(|e| (*e, Vec::new())).collect();
+    for &(p, m) in steps.iter().filter(|(p, m)| *p > 0.0 && *m > 0.0) {
+        groups[band_of(p)].1.push((p, m));
+    }
+    // Thin bands join the one below; a thin first band joins the next.
+    let mut merged: Vec<(f64, Vec<(f64, f64)>)> = Vec::new();
+    for (from, g) in groups {
+        match merged.last_mut() {
+            Some(last) if g.len() < MIN_BAND_STEPS || last.1.len() < MIN_BAND_STEPS => last.1.extend(g),
+            _ => merged.push((from, g)),
+        }
+    }
+    if merged.last().is_some_and(|(_, g)| g.len() < MIN_BAND_STEPS) {
+        return Vec::new();
+    }
+    merged
+        .into_iter()
+        .map(|(from_s, g)| {
+            let total = g.iter().map(|(_, m)| m).sum::<f64>() / g.iter().map(|(p, _)| p).sum::<f64>();
+            let steps = g.len();
+            RatioBand { from_s, steps, ratios: percentiles_scaled(g.into_iter().map(|(p, m)| m / p).collect(), total) }
+        })
+        .collect()
 }
 
 /// A fitted step-cost model with its uncertainty.
@@ -318,6 +386,7 @@ pub fn quality(samples: &[Sample], cost: &LinearCost) -> (f64, Residuals) {
     let (mut ss_res, mut ss_tot) = (0.0, 0.0);
     let mut rel = Vec::with_capacity(samples.len());
     let mut ratios = Vec::with_capacity(samples.len());
+    let mut pairs = Vec::with_capacity(samples.len());
     for s in samples {
         let p = cost.step_seconds(&s.work);
         ss_res += (p - s.seconds).powi(2);
@@ -325,29 +394,21 @@ pub fn quality(samples: &[Sample], cost: &LinearCost) -> (f64, Residuals) {
         rel.push((p - s.seconds) / s.seconds);
         if p > 0.0 && s.seconds > 0.0 {
             ratios.push(s.seconds / p);
+            pairs.push((p, s.seconds));
         }
     }
     // Undefined when every step took the same time; 0 then (nothing explained beyond the mean).
     let r2 = if ss_tot > 0.0 { 1.0 - ss_res / ss_tot } else { 0.0 };
     let abs: Vec<f64> = rel.iter().map(|r| r.abs()).collect();
     let p = |xs: &[f64], q| percentile(xs, q).unwrap_or(f64::NAN);
-    ratios.sort_by(f64::total_cmp);
-    let mut ratios: Vec<f64> = if ratios.is_empty() {
-        Vec::new()
-    } else {
-        (0..crate::sampled::RATIO_PERCENTILES).filter_map(|q| percentile_sorted(&ratios, q as f64)).collect()
-    };
     // Drawn at random, the ratios must keep the fit's total time (Σ measured ÷ Σ predicted),
-    // not add their own skew's mean on top: scaled so their mean is that.
+    // not add their own skew's mean on top: scaled so their mean is that (each band's, its own).
     let predicted: f64 = samples.iter().map(|s| cost.step_seconds(&s.work)).sum();
     let measured: f64 = samples.iter().map(|s| s.seconds).sum();
-    let mean = ratios.iter().sum::<f64>() / ratios.len().max(1) as f64;
-    if predicted > 0.0 && mean > 0.0 {
-        let k = measured / predicted / mean;
-        ratios.iter_mut().for_each(|r| *r *= k);
-    }
+    let ratios = percentiles_scaled(ratios, if predicted > 0.0 { measured / predicted } else { 0.0 });
+    let bands = ratio_bands(&pairs);
     let residuals =
-        Residuals { p50: p(&abs, 50.0), p90: p(&abs, 90.0), p99: p(&abs, 99.0), bias: p(&rel, 50.0), ratios };
+        Residuals { p50: p(&abs, 50.0), p90: p(&abs, 90.0), p99: p(&abs, 99.0), bias: p(&rel, 50.0), ratios, bands };
     (r2, residuals)
 }
 

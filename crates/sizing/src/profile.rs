@@ -279,8 +279,15 @@ impl Profile {
         if let Some(p) = &self.projection {
             return std::sync::Arc::new(p.clone());
         }
-        let ratios = self.fit.residuals.ratios.clone();
-        match crate::sampled::Sampled::new(self.cost(), ratios, SPREAD_SEED) {
+        let r = &self.fit.residuals;
+        let sampled = match r.bands.is_empty() {
+            true => crate::sampled::Sampled::new(self.cost(), r.ratios.clone(), SPREAD_SEED),
+            false => {
+                let bands = r.bands.iter().map(|b| (b.from_s, b.ratios.clone())).collect();
+                crate::sampled::Sampled::banded(self.cost(), bands, SPREAD_SEED)
+            }
+        };
+        match sampled {
             Some(sampled) => std::sync::Arc::new(sampled),
             None => std::sync::Arc::new(self.cost()),
         }

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod dataset;
 mod drive;
 pub mod file;
+pub mod harness;
 pub mod lengths;
 pub mod level;
 pub mod multiturn;

@@ -16,6 +16,7 @@
 //! the retrieval still finds the right chunks.
 
 use crate::drive::{send, Collector};
+use crate::harness::HarnessWork;
 use crate::level::{LevelRun, UnitPlan};
 use crate::scenario::LengthDist;
 use crate::users::{closed_loop, Users};
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Text → normalised embedding vectors (the sentence encoder).
 pub trait Embedder: Send + Sync + 'static {
@@ -255,6 +257,10 @@ pub struct RagSetup {
     /// prefill-only pass of the query through the target (and `embedder` is a
     /// [`HashEmbedder`]).
     pub encoder: Option<PathBuf>,
+    /// In a simulation, the harness's CPU time of each stage before the model call, spent on
+    /// one virtual core ([`RagSetup::time_stages`]); `None` in a measured run, where the
+    /// stages take their own time.
+    pub harness: Option<HarnessWork<StepKind>>,
 }
 
 impl RagSetup {
@@ -268,7 +274,61 @@ impl RagSetup {
         seed: u64,
     ) -> Result<Self, crate::WorkloadError> {
         let index = RagIndex::build(&rag, embedder.as_ref(), seed)?;
-        Ok(Self { rag, index, embedder, tokenizer, encoder })
+        Ok(Self { rag, index, embedder, tokenizer, encoder, harness: None })
+    }
+
+    /// The query of request `id` of a level seeded `seed`, and its output length. The query is
+    /// drawn from one chunk's words, so the right chunk exists.
+    fn draw(&self, seed: u64, id: u64) -> (String, usize) {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let chunks = &self.index.chunks;
+        let words: Vec<&str> = chunks[rng.random_range(0..chunks.len())].split_whitespace().collect();
+        let query: Vec<&str> = (0..self.rag.query_words).map(|_| words[rng.random_range(0..words.len())]).collect();
+        (query.join(" "), self.rag.output.sample(&mut rng))
+    }
+
+    /// The prompt: the kept chunks, then the question.
+    fn assemble(&self, query: &str, kept: &[usize]) -> Result<Vec<TokenId>, String> {
+        let mut text = String::from("Answer the question from the context.\nContext:\n");
+        for (n, &i) in kept.iter().enumerate() {
+            text.push_str(&format!("[{}] {}\n", n + 1, self.index.chunks[i]));
+        }
+        text.push_str(&format!("Question: {query}\nAnswer:"));
+        self.tokenizer.encode(&text).map_err(|e| format!("assembling the prompt: {e}"))
+    }
+
+    /// The harness's stages of a query before its model call — embed (the encoder's pass; the
+    /// hashed vector without one, whose engine pass a simulation runs itself), retrieve,
+    /// rerank, assemble — run here on `n` queries drawn from `seed` after two untimed: each
+    /// stage's median time. What a simulation spends of the harness core ([`Self::harness`]).
+    pub fn time_stages(&self, seed: u64, n: usize) -> Result<Vec<(StepKind, Duration)>, String> {
+        let mut times: [Vec<Duration>; 4] = Default::default();
+        for id in 0..n as u64 + 2 {
+            let (query, _) = self.draw(seed, id);
+            let t = Instant::now();
+            let v = self.embedder.embed(&[query.as_str()]).map_err(|e| format!("embedding: {e}"))?;
+            let qv = v.into_iter().next().ok_or("the embedder returned no vector")?;
+            let t1 = Instant::now();
+            let hits = self.index.search(&qv, self.rag.top_k);
+            let t2 = Instant::now();
+            let kept = rerank(&self.index, &query, &hits, self.rag.keep);
+            let t3 = Instant::now();
+            self.assemble(&query, &kept)?;
+            if id >= 2 {
+                for (i, d) in [t1 - t, t2 - t1, t3 - t2, t3.elapsed()].into_iter().enumerate() {
+                    times[i].push(d);
+                }
+            }
+        }
+        let kinds = [StepKind::Embed, StepKind::Retrieve, StepKind::Rerank, StepKind::Assemble];
+        Ok(kinds
+            .into_iter()
+            .zip(times)
+            .map(|(k, mut t)| {
+                t.sort();
+                (k, t.get(t.len() / 2).copied().unwrap_or_default())
+            })
+            .collect())
     }
 
     /// No sentence encoder: the embed stage is the target's own prefill-only pass.
@@ -299,19 +359,12 @@ struct Queries<T> {
 }
 
 impl<T: Target> Queries<T> {
-    /// The query of request `id` and its output length. The query is drawn from one chunk's
-    /// words, so the right chunk exists.
-    fn draw(&self, id: u64) -> (String, usize) {
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(self.plan.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let chunks = &self.setup.index.chunks;
-        let words: Vec<&str> = chunks[rng.random_range(0..chunks.len())].split_whitespace().collect();
-        let query: Vec<&str> =
-            (0..self.setup.rag.query_words).map(|_| words[rng.random_range(0..words.len())]).collect();
-        (query.join(" "), self.setup.rag.output.sample(&mut rng))
-    }
-
-    /// Appends stage `kind`, from `start` to now, to `steps`; returns now.
-    fn stamp(&self, kind: StepKind, start: Stamp, steps: &mut Vec<TaskStep>) -> Stamp {
+    /// Appends stage `kind`, from `start` to now, to `steps`; returns now. A simulation first
+    /// spends the stage's harness time.
+    async fn stamp(&self, kind: StepKind, start: Stamp, steps: &mut Vec<TaskStep>) -> Stamp {
+        if let Some(h) = &self.setup.harness {
+            h.spend(kind, &self.target.clock()).await;
+        }
         let end = self.target.clock().now();
         steps.push(TaskStep { kind, start, end });
         end
@@ -339,24 +392,14 @@ impl<T: Target> Queries<T> {
         }
     }
 
-    /// The prompt: the kept chunks, then the question.
-    fn assemble(&self, query: &str, kept: &[usize]) -> Result<Vec<TokenId>, String> {
-        let mut text = String::from("Answer the question from the context.\nContext:\n");
-        for (n, &i) in kept.iter().enumerate() {
-            text.push_str(&format!("[{}] {}\n", n + 1, self.setup.index.chunks[i]));
-        }
-        text.push_str(&format!("Question: {query}\nAnswer:"));
-        self.setup.tokenizer.encode(&text).map_err(|e| format!("assembling the prompt: {e}"))
-    }
-
     /// Query number `q` of the level, through every stage; a failed embed ends it early.
     async fn query(self: Arc<Self>, q: u64) {
         let id = self.plan.first_id + q;
-        let (query, n_out) = self.draw(id);
+        let (query, n_out) = self.setup.draw(self.plan.seed, id);
         let t0 = self.target.clock().now();
         let mut steps = Vec::with_capacity(5);
         let embedded = self.embed(id, &query, t0).await;
-        let t1 = self.stamp(StepKind::Embed, t0, &mut steps);
+        let t1 = self.stamp(StepKind::Embed, t0, &mut steps).await;
         let qv = match embedded {
             Ok(v) => v,
             Err(e) => {
@@ -366,21 +409,21 @@ impl<T: Target> Queries<T> {
             }
         };
         let hits = self.setup.index.search(&qv, self.setup.rag.top_k);
-        let t2 = self.stamp(StepKind::Retrieve, t1, &mut steps);
+        let t2 = self.stamp(StepKind::Retrieve, t1, &mut steps).await;
         let kept = rerank(&self.setup.index, &query, &hits, self.setup.rag.keep);
-        let t3 = self.stamp(StepKind::Rerank, t2, &mut steps);
-        let prompt = self.assemble(&query, &kept);
-        let t4 = self.stamp(StepKind::Assemble, t3, &mut steps);
+        let t3 = self.stamp(StepKind::Rerank, t2, &mut steps).await;
+        let prompt = self.setup.assemble(&query, &kept);
+        let t4 = self.stamp(StepKind::Assemble, t3, &mut steps).await;
         let rec = match prompt {
             Ok(prompt) => {
                 let req = WorkRequest { session: None, id, prompt, params: SamplingParams::greedy_exact(n_out) };
                 // Latency of the model call starts when the prompt was ready.
                 send(&*self.target, req, t4, self.plan.timeout, self.plan.retry).await
             }
-            Err(e) => failed(id, t4, format!("assembling the prompt: {e}")),
+            Err(e) => failed(id, t4, e),
         };
         let ok = rec.is_ok();
-        self.stamp(StepKind::Llm, t4, &mut steps);
+        self.stamp(StepKind::Llm, t4, &mut steps).await;
         self.collector.push(rec);
         let end = self.target.clock().now();
         self.collector.push_task(TaskRecord { task: id, start: t0, end, steps, ok });

@@ -57,6 +57,9 @@ pub enum RunError {
     SimSettings { reason: goodput_scheduler::ConfigError },
     #[error("the simulated engine")]
     Simulator(#[source] goodput_sizing::SizingError),
+    /// Timing the RAG harness's stages for a simulation failed (the encoder's error).
+    #[error("timing the RAG stages for the simulation: {0}")]
+    HarnessTiming(String),
     #[error("--clock-ref {url}")]
     ClockRef { url: String, source: ClockRefError },
     #[error("--metrics-port: cannot listen on {addr}")]

@@ -114,8 +114,9 @@ fn load_model(s: &RunSpec, p: &dyn Progress) -> Result<Model> {
     })
 }
 
-/// The workload to run: the scenario's, with RAG's encoder loaded and its corpus embedded.
-fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>, p: &dyn Progress) -> Result<Workload> {
+/// The workload to run: the scenario's, with RAG's encoder loaded and its corpus embedded
+/// (and, for a `simulated` engine, the harness's stages timed here: see [`time_harness`]).
+fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>, simulated: bool, p: &dyn Progress) -> Result<Workload> {
     let (spec, seed, max_len) = (&s.workload, s.seed, s.max_len);
     if let Some(t) = &spec.trace {
         let t = match t.has_text() {
@@ -153,12 +154,52 @@ fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>, p: &dyn Progress) -> Result
             }
         };
         let codec: Arc<dyn TextCodec> = Arc::new(ModelCodec(tokenizer.clone()));
-        let setup = RagSetup::build(rag, embedder, codec, dir, seed)?;
+        let mut setup = RagSetup::build(rag, embedder, codec, dir, seed)?;
         let with = setup.encoder.as_ref().map_or("hashed bag-of-words vectors".into(), |d| d.display().to_string());
         let n = setup.index.chunks.len();
         p.line(&format!("rag: embedded {n} corpus chunks with {with} in {:.2} s", t.elapsed().as_secs_f64()), false);
+        if simulated {
+            time_harness(&mut setup, seed, s.harness_cpus.as_deref(), p)?;
+        }
         Ok(setup)
     })
+}
+
+/// Queries timed for a simulated RAG run's harness stages.
+const HARNESS_QUERIES: usize = 16;
+
+/// A simulated RAG run's harness: the CPU time of each stage before a model call, timed here
+/// (the encoder really runs, but outside virtual time) on one CPU — the first of `harness`
+/// (the measured run's `--harness-cpus`), else the last this thread may use — for the twin to
+/// spend on as many virtual cores as the harness had (one when it was not pinned).
+fn time_harness(setup: &mut RagSetup, seed: u64, harness: Option<&[usize]>, p: &dyn Progress) -> Result<()> {
+    let cpu = harness.and_then(|h| h.first().copied()).or_else(|| goodput_engine::affinity::allowed().last().copied());
+    let (costs, pinned) = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            // One CPU: the encoder's matrix products then run on one thread, as the measured
+            // harness's, whose threads are pinned.
+            let pinned = cpu.is_some_and(|c| goodput_engine::affinity::pin_current(&[c]).is_ok());
+            (setup.time_stages(seed, HARNESS_QUERIES), pinned)
+        })
+        .join()
+        .unwrap_or_else(|_| (Err("the timing thread panicked".into()), false))
+    });
+    let costs = costs.map_err(RunError::HarnessTiming)?;
+    let cores = harness.map_or(1, <[usize]>::len);
+    let each: Vec<String> =
+        costs.iter().map(|(k, d)| format!("{} {:.2} ms", k.name(), d.as_secs_f64() * 1e3)).collect();
+    let on = match (pinned, cpu) {
+        (true, Some(c)) => format!("on CPU {c}"),
+        _ => "unpinned".to_string(),
+    };
+    let line = format!(
+        "rag: the twin spends each query's harness time on {cores} core{}, as timed here {on} (median of {HARNESS_QUERIES}): {}",
+        if cores == 1 { "" } else { "s" },
+        each.join(", ")
+    );
+    p.line(&line, false);
+    setup.harness = Some(goodput_workload::harness::HarnessWork::new(costs, cores));
+    Ok(())
 }
 
 impl Rig {
@@ -204,7 +245,7 @@ impl Rig {
             return Self::simulated(s, engine, path, None, p);
         }
         let mut m = load_model(s, p)?;
-        let workload = workload(s, &m.tokenizer, p)?;
+        let workload = workload(s, &m.tokenizer, false, p)?;
         let (step_tx, steps) = flume::unbounded();
         let (target, engine) = match (&s.target, m.model.take()) {
             (TargetSpec::InProcess { engine: cfg, .. } | TargetSpec::HttpLocal { engine: cfg, .. }, Some(model)) => {
@@ -302,7 +343,7 @@ impl Rig {
             None if s.model.vocab_size >= 259 => Arc::new(Tokenizer::byte_level(s.model.vocab_size)),
             None => return Err(RunError::SmallVocab),
         };
-        let workload = workload(s, &tokenizer, p)?;
+        let workload = workload(s, &tokenizer, true, p)?;
         let (step_tx, steps) = flume::unbounded();
         let local = tokio::task::LocalSet::new();
         let description = format!("simulated engine ({})", path.display());

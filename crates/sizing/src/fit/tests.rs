@@ -285,3 +285,30 @@ fn held_out_error_prefers_the_terms_that_price_unseen_shapes() {
     assert_eq!(a.steps, samples.len());
     assert!(b.mean < a.mean * 0.75, "Σ context {a:?}, batch + context {b:?}");
 }
+
+#[test]
+fn spread_is_kept_per_band_of_step_length_and_thin_bands_join_the_one_below() {
+    // 150 steps predicted at 1.5 ms and 20 at 50 ms, all exact; 120 steps predicted at 0.2 s,
+    // half at 0.9 of it and half at 1.1.
+    let mut steps: Vec<(f64, f64)> = vec![(0.0015, 0.0015); 150];
+    steps.extend(vec![(0.05, 0.05); 20]);
+    steps.extend((0..120).map(|i| (0.2, if i % 2 == 0 { 0.18 } else { 0.22 })));
+    let bands = ratio_bands(&steps);
+    // The empty bands and the 20 steps of the 0.03 s band (fewer than 100) join the first;
+    // the 0.1 s band stands (the 0.3 s one is empty and joins it).
+    let shape: Vec<(f64, usize)> = bands.iter().map(|b| (b.from_s, b.steps)).collect();
+    assert_eq!(shape, [(0.0, 170), (0.1, 120)]);
+    assert!(bands[0].ratios.iter().all(|r| (r - 1.0).abs() < 1e-12));
+    // By hand: 0.9 up to the 49th percentile, 1.0 at the 50th (between the two halves), 1.1
+    // from the 51st; their mean is 1.0, the band's Σ measured ÷ Σ predicted: no scaling.
+    let r = &bands[1].ratios;
+    assert_eq!(r.len(), 101);
+    assert!((r[0] - 0.9).abs() < 1e-12 && (r[50] - 1.0).abs() < 1e-9 && (r[100] - 1.1).abs() < 1e-12, "{r:?}");
+    // Skewed, a band's ratios are scaled to keep its total time: 100 steps at 1, 20 at 2.
+    let skew: Vec<(f64, f64)> = (0..120).map(|i| (0.2, if i < 100 { 0.2 } else { 0.4 })).collect();
+    let b = &ratio_bands(&skew)[0];
+    let mean = b.ratios.iter().sum::<f64>() / 101.0;
+    assert!((mean - 140.0 / 120.0).abs() < 1e-12, "{mean}");
+    // Fewer than 100 steps in all: no bands (the pooled ratios serve).
+    assert!(ratio_bands(&steps[..99]).is_empty());
+}

@@ -46,12 +46,7 @@ pub fn run(a: &PlanSpec, set: &Setting, g: &Gpu, out: &std::path::Path) -> Resul
     let precision = config::precision(a);
     let device = format!("{} ×{} ({layout}, {} weights, {} KV)", g.name, layout.gpus(), a.dtype, precision.kv);
     // No fit: the projection is the step cost.
-    let empty = Fit {
-        terms: Vec::new(),
-        r2: 0.0,
-        residuals: Residuals { p50: 0.0, p90: 0.0, p99: 0.0, bias: 0.0, ratios: Vec::new() },
-        samples: 0,
-    };
+    let empty = Fit { terms: Vec::new(), r2: 0.0, residuals: Residuals::default(), samples: 0 };
     let profile = Profile {
         dtype: a.dtype.to_string(),
         weights: "none: roofline projection".into(),
