@@ -14,6 +14,10 @@
 //! with generation as a co-located embedder would), and the vectors come from
 //! [`HashEmbedder`] (feature hashing of the words): the stage's cost is a real forward pass,
 //! the retrieval still finds the right chunks.
+//!
+//! In a simulation the stages run outside virtual time; the twin times them once on this
+//! machine ([`RagSetup::time_stages`]) and spends that time on the harness's virtual cores
+//! ([`crate::harness`]), so that queries ready together reach the engine together, as they do.
 
 use crate::drive::{send, Collector};
 use crate::harness::HarnessWork;
@@ -257,9 +261,9 @@ pub struct RagSetup {
     /// prefill-only pass of the query through the target (and `embedder` is a
     /// [`HashEmbedder`]).
     pub encoder: Option<PathBuf>,
-    /// In a simulation, the harness's CPU time of each stage before the model call, spent on
-    /// one virtual core ([`RagSetup::time_stages`]); `None` in a measured run, where the
-    /// stages take their own time.
+    /// In a simulation, the harness's CPU time of each stage before the model call
+    /// ([`RagSetup::time_stages`]), spent on the harness's virtual cores; `None` in a
+    /// measured run, where the stages take their own time.
     pub harness: Option<HarnessWork<StepKind>>,
 }
 
@@ -299,11 +303,11 @@ impl RagSetup {
 
     /// The harness's stages of a query before its model call — embed (the encoder's pass; the
     /// hashed vector without one, whose engine pass a simulation runs itself), retrieve,
-    /// rerank, assemble — run here on `n` queries drawn from `seed` after two untimed: each
+    /// rerank, assemble — run here on `n` queries drawn from `seed` after [`UNTIMED`] untimed: each
     /// stage's median time. What a simulation spends of the harness core ([`Self::harness`]).
     pub fn time_stages(&self, seed: u64, n: usize) -> Result<Vec<(StepKind, Duration)>, String> {
         let mut times: [Vec<Duration>; 4] = Default::default();
-        for id in 0..n as u64 + 2 {
+        for id in 0..n as u64 + UNTIMED {
             let (query, _) = self.draw(seed, id);
             let t = Instant::now();
             let v = self.embedder.embed(&[query.as_str()]).map_err(|e| format!("embedding: {e}"))?;
@@ -314,7 +318,7 @@ impl RagSetup {
             let kept = rerank(&self.index, &query, &hits, self.rag.keep);
             let t3 = Instant::now();
             self.assemble(&query, &kept)?;
-            if id >= 2 {
+            if id >= UNTIMED {
                 for (i, d) in [t1 - t, t2 - t1, t3 - t2, t3.elapsed()].into_iter().enumerate() {
                     times[i].push(d);
                 }
@@ -342,6 +346,10 @@ impl RagSetup {
         self.encoder.as_ref().map_or("none: the engine's prefill-only pass".to_string(), |d| d.display().to_string())
     }
 }
+
+/// Queries [`RagSetup::time_stages`] runs before it times (the encoder's first passes warm its
+/// caches and allocations).
+pub const UNTIMED: u64 = 8;
 
 /// Request ids of the prefill-only embedding passes: the query's id with this bit set.
 pub const EMBED_ID_BIT: u64 = 1 << 62;

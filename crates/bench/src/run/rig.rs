@@ -166,7 +166,7 @@ fn workload(s: &RunSpec, tokenizer: &Arc<Tokenizer>, simulated: bool, p: &dyn Pr
 }
 
 /// Queries timed for a simulated RAG run's harness stages.
-const HARNESS_QUERIES: usize = 16;
+const HARNESS_QUERIES: usize = 64;
 
 /// A simulated RAG run's harness: the CPU time of each stage before a model call, timed here
 /// (the encoder really runs, but outside virtual time) on one CPU — the first of `harness`
