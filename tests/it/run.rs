@@ -3,7 +3,6 @@
 
 use crate::common::{goodput, goodput_code, goodput_env, records, run_ok, summary_of, temp};
 use serde_json::Value;
-use std::process::Command;
 
 #[test]
 fn a_small_sweep_prints_the_table_and_conclusion_and_writes_its_files() {
@@ -186,10 +185,7 @@ fn agent_amplification_is_model_calls_per_task() {
 
 #[test]
 fn rag_times_every_stage_with_a_real_encoder() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fetch-minilm.sh");
-    let fetched = Command::new("bash").arg(script).output().expect("run fetch-minilm.sh");
-    assert!(fetched.status.success(), "fetch-minilm.sh failed: {}", String::from_utf8_lossy(&fetched.stderr));
-    let encoder = String::from_utf8(fetched.stdout).unwrap().trim().to_string();
+    let encoder = crate::common::minilm();
     let dir = temp("rag");
     let out = run_ok(
         &dir,

@@ -1,11 +1,10 @@
 //! The twin of work the harness does itself: a RAG query's stages before its model call run
 //! on the harness's CPU in a measured run, and a simulation spends their time, timed on this
-//! machine, on one virtual core that the queries share.
+//! machine, on the harness's virtual cores (one here) that the queries share.
 
 use crate::common::{goodput, summary_of, temp};
 use crate::sizing::constant_profile;
 use serde_json::Value;
-use std::process::Command;
 
 /// Statistic `stat` of RAG stage `kind`'s duration at level `i`, in ms.
 fn stage_ms(summary: &Value, i: usize, kind: &str, stat: &str) -> f64 {
@@ -16,10 +15,7 @@ fn stage_ms(summary: &Value, i: usize, kind: &str, stat: &str) -> f64 {
 
 #[test]
 fn a_simulated_rag_query_spends_its_timed_harness_stages_on_one_shared_core() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fetch-minilm.sh");
-    let fetched = Command::new("bash").arg(script).output().expect("run fetch-minilm.sh");
-    assert!(fetched.status.success(), "fetch-minilm.sh failed: {}", String::from_utf8_lossy(&fetched.stderr));
-    let encoder = String::from_utf8(fetched.stdout).unwrap().trim().to_string();
+    let encoder = crate::common::minilm();
     let dir = temp("twin-rag");
     std::fs::create_dir_all(&dir).unwrap();
     let profile = dir.join("constant.json");

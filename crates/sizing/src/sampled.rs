@@ -7,7 +7,7 @@
 //!
 //! The scatter depends on the step's length: a step of a millisecond loses a fifth of its
 //! time to one interruption that a prefill of 200 ms hardly notices. So a profile keeps one
-//! distribution per band of predicted step length ([`crate::fit::RatioBand`]), and each step
+//! distribution per band of predicted step length (`fit::RatioBand`), and each step
 //! draws from its own band's: a long prefill is not given a short decode's worst ratio.
 
 use crate::cost::{StepCost, StepWork};
